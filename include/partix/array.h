@@ -1,0 +1,125 @@
+// Array: a global logical value (shape, dtype) plus the NamedSharding that says which
+// slice each device holds. Inside jit/grad/shard_map an Array is a tracer: it has a
+// shape and dtype but no data.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "partix/device.h"
+#include "partix/dtype.h"
+#include "partix/error.h"
+#include "partix/sharding.h"
+
+namespace partix {
+
+namespace detail {
+struct ArrayImpl;
+}
+
+struct Shard;
+
+class Array {
+ public:
+  Array() = default;  // an empty handle; any use throws partix::Error
+  explicit Array(std::shared_ptr<detail::ArrayImpl> impl);
+
+  bool valid() const { return impl_ != nullptr; }
+  const Shape& shape() const;
+  DType dtype() const;
+  int ndim() const;
+  int64_t size() const;
+  int64_t nbytes() const;
+  // The sharding of a concrete array; inside a trace, the sharding known so far
+  // (throws partix::Error if none is known yet).
+  const NamedSharding& sharding() const;
+  bool is_tracer() const;
+  bool is_concrete() const { return valid() && !is_tracer(); }
+
+  // The shards of this process's devices; data is the unpadded local block.
+  std::vector<Shard> addressable_shards() const;
+  // The global value, row-major. Precondition: T matches dtype() exactly.
+  template <class T>
+  std::vector<T> to_vector() const;
+  // The only element. Precondition: size() == 1 and T matches dtype().
+  template <class T>
+  T item() const;
+
+  std::string to_string() const;  // values (small arrays) with shape and dtype
+
+  const std::shared_ptr<detail::ArrayImpl>& impl() const;
+
+ private:
+  void copy_to_host(void* dst, DType expected, const char* api) const;
+  std::shared_ptr<detail::ArrayImpl> impl_;
+};
+
+struct Shard {
+  Device device;
+  std::vector<Slice> index;  // the global slice this device holds
+  int replica_id = 0;
+  Array data;  // the unpadded local block, on `device`
+};
+
+namespace detail {
+Array array_from_host(const void* data, int64_t count, DType dtype, Shape shape, const char* api);
+}
+
+template <class T>
+std::vector<T> Array::to_vector() const {
+  std::vector<T> out(static_cast<size_t>(size()));
+  copy_to_host(out.data(), dtype_of_v<T>, "Array.to_vector");
+  return out;
+}
+
+template <>
+inline std::vector<bool> Array::to_vector<bool>() const {
+  std::vector<uint8_t> raw(static_cast<size_t>(size()));
+  copy_to_host(raw.data(), DType::Bool, "Array.to_vector");
+  return std::vector<bool>(raw.begin(), raw.end());
+}
+
+template <class T>
+T Array::item() const {
+  if (size() != 1) {
+    throw Error("[Array.item] needs an array of exactly one element, got shape " +
+                shape_to_string(shape()));
+  }
+  return to_vector<T>()[0];
+}
+
+// An array on the default device (device 0) holding `values` in row-major order.
+// Throws partix::Error if values.size() != prod(shape).
+template <class T>
+Array from_vector(const std::vector<T>& values, Shape shape) {
+  return detail::array_from_host(values.data(), static_cast<int64_t>(values.size()),
+                                 dtype_of_v<T>, std::move(shape), "from_vector");
+}
+template <>
+inline Array from_vector<bool>(const std::vector<bool>& values, Shape shape) {
+  std::vector<uint8_t> raw(values.begin(), values.end());
+  return detail::array_from_host(raw.data(), static_cast<int64_t>(raw.size()), DType::Bool,
+                                 std::move(shape), "from_vector");
+}
+// A scalar.
+template <class T>
+Array scalar(T value) {
+  return from_vector<T>(std::vector<T>{value}, {});
+}
+
+Array arange(int64_t n, DType dtype = DType::I32);
+Array zeros(Shape shape, DType dtype = DType::F32);
+Array ones(Shape shape, DType dtype = DType::F32);
+Array full(Shape shape, double value, DType dtype = DType::F32);
+
+// Moves x to any sharding (any mesh, any spec). Exact.
+Array device_put(const Array& x, const NamedSharding& sharding);
+Array device_put(const Array& x, const Device& device);
+
+// The device table, as JAX draws it: the array's 2-D layout split into blocks, each
+// labelled with the devices holding it; 1-D arrays as one row. Rank <= 2.
+std::string visualize_sharding(const Array& x);
+
+}  // namespace partix

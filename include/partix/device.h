@@ -1,0 +1,44 @@
+// Devices. Virtual CPU devices: environment variable PARTIX_NUM_CPU_DEVICES
+// (default 1), or partix::init({.num_cpu_devices = 8}) before first use.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace partix {
+
+struct Device {
+  int id = 0;
+  int process_index = 0;
+  std::string platform = "cpu";
+  friend bool operator==(const Device& a, const Device& b) { return a.id == b.id; }
+};
+
+struct InitOptions {
+  int num_cpu_devices = 0;  // 0: from PARTIX_NUM_CPU_DEVICES, else 1
+};
+
+// Initialises the device set. Precondition: not yet initialised with different options
+// (a second call with the same count is a no-op; otherwise throws partix::Error).
+void init(const InitOptions& options = {});
+bool is_initialized();
+
+const std::vector<Device>& devices();  // every device of the job, by id
+std::vector<Device> local_devices();   // the devices of this process
+int device_count();
+int local_device_count();
+int process_index();
+int process_count();
+
+// Per-device allocator statistics (as JAX's Device.memory_stats()).
+struct MemoryStats {
+  int64_t bytes_in_use = 0;
+  int64_t peak_bytes_in_use = 0;
+  int64_t num_allocs = 0;
+};
+MemoryStats memory_stats(int device_id);
+// Sets each device's peak to its current usage.
+void reset_peak_memory_stats();
+
+}  // namespace partix

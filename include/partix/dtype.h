@@ -1,0 +1,61 @@
+// Element types and shapes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace partix {
+
+enum class DType { Bool, I32, I64, F16, BF16, F32, F64 };
+using Shape = std::vector<int64_t>;
+
+// Size of one element in bytes.
+int dtype_size(DType dtype);
+// Short name as in the IR text: bool i32 i64 f16 bf16 f32 f64.
+std::string_view dtype_name(DType dtype);
+// Inverse of dtype_name; throws partix::Error naming the text.
+DType dtype_from_name(std::string_view name);
+bool is_floating(DType dtype);
+bool is_integral(DType dtype);  // I32, I64 (not Bool)
+
+// Number of elements of a shape (1 for a scalar). Precondition: dims >= 0.
+int64_t shape_size(const Shape& shape);
+// "[8,32]" style text.
+std::string shape_to_string(const Shape& shape);
+
+// IEEE binary16. Conversions round to nearest even; NaN stays NaN.
+struct float16 {
+  uint16_t bits = 0;
+  float16() = default;
+  explicit float16(float f);
+  explicit operator float() const;
+  static float16 from_bits(uint16_t b) { float16 h; h.bits = b; return h; }
+  friend bool operator==(float16 a, float16 b) { return a.bits == b.bits; }
+};
+
+// bfloat16: the upper 16 bits of an IEEE float. Conversions round to nearest even.
+struct bfloat16 {
+  uint16_t bits = 0;
+  bfloat16() = default;
+  explicit bfloat16(float f);
+  explicit operator float() const;
+  static bfloat16 from_bits(uint16_t b) { bfloat16 h; h.bits = b; return h; }
+  friend bool operator==(bfloat16 a, bfloat16 b) { return a.bits == b.bits; }
+};
+
+// The DType of a C++ element type (bool, int32_t, int64_t, float16, bfloat16, float, double).
+template <class T>
+struct dtype_of;
+template <> struct dtype_of<bool> { static constexpr DType value = DType::Bool; };
+template <> struct dtype_of<int32_t> { static constexpr DType value = DType::I32; };
+template <> struct dtype_of<int64_t> { static constexpr DType value = DType::I64; };
+template <> struct dtype_of<float16> { static constexpr DType value = DType::F16; };
+template <> struct dtype_of<bfloat16> { static constexpr DType value = DType::BF16; };
+template <> struct dtype_of<float> { static constexpr DType value = DType::F32; };
+template <> struct dtype_of<double> { static constexpr DType value = DType::F64; };
+template <class T>
+inline constexpr DType dtype_of_v = dtype_of<T>::value;
+
+}  // namespace partix

@@ -1,0 +1,9 @@
+// partix: SPMD array programming over a mesh of devices. The umbrella header.
+#pragma once
+
+#include "partix/array.h"
+#include "partix/device.h"
+#include "partix/dtype.h"
+#include "partix/error.h"
+#include "partix/mesh.h"
+#include "partix/sharding.h"

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Configures and builds partix (Release) into ./build, or the folder given as $BUILD_DIR.
+# Extra arguments go to cmake's configure step, e.g. -DPARTIX_SANITIZE=thread.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build_dir=${BUILD_DIR:-build}
+jobs=${JOBS:-$(nproc)}
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-Release} -DPARTIX_WERROR=ON "$@" >/dev/null
+cmake --build "$build_dir" -j "$jobs"

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs every Debian package partix needs to build, test and run.
+# Idempotent: packages already present are skipped, apt-get update runs at most once.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config git
+  libdnnl-dev                         # CPU matmul engine (oneDNN)
+  libopenmpi-dev openmpi-bin          # multi-process communicator
+  nlohmann-json3-dev libfmt-dev libcli11-dev
+  libgtest-dev libgmock-dev googletest libbenchmark-dev
+  fortunes-min                        # the training corpus (real text)
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]})); then
+  sudo_cmd=()
+  if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
+  echo "setup: installing ${missing[*]}"
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}"
+else
+  echo "setup: all packages present"
+fi

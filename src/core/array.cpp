@@ -1,0 +1,212 @@
+#include <cstring>
+
+#include "core/array_impl.h"
+#include "core/errors.h"
+#include "core/layout.h"
+#include "core/scalar.h"
+
+namespace partix {
+
+namespace detail {
+
+Array make_array(Shape shape, DType dtype, NamedSharding sharding, std::vector<Buffer> shards) {
+  auto impl = std::make_shared<ArrayImpl>();
+  impl->shape = std::move(shape);
+  impl->dtype = dtype;
+  impl->sharding = std::move(sharding);
+  impl->shards = std::move(shards);
+  return Array(std::move(impl));
+}
+
+std::vector<char> gather_to_host(const Array& x) {
+  const ArrayImpl& a = *x.impl();
+  const NamedSharding& s = *a.sharding;
+  const int es = dtype_size(a.dtype);
+  std::vector<char> out(static_cast<size_t>(shape_size(a.shape) * es));
+  Shape local = s.shard_shape(a.shape);
+  Shape zero(a.shape.size(), 0);
+  for (int64_t k = 0; k < s.mesh().size(); ++k) {
+    if (s.replica_id(k) != 0) continue;
+    const Buffer& b = a.shards[static_cast<size_t>(k)];
+    if (!b.valid()) {
+      fail("Array", "the block of device {} lives in another process; gather with a collective",
+           s.mesh().devices()[static_cast<size_t>(k)].id);
+    }
+    std::vector<Slice> idx = s.device_index(a.shape, k);
+    Shape off, ext;
+    for (const Slice& sl : idx) {
+      off.push_back(sl.start);
+      ext.push_back(sl.size());
+    }
+    copy_box(b.data(), local, zero, out.data(), a.shape, off, ext, es);
+  }
+  return out;
+}
+
+Array scatter_from_host(const void* data, Shape shape, DType dtype,
+                        const NamedSharding& sharding) {
+  sharding.check_shape(shape);
+  const int es = dtype_size(dtype);
+  Shape local = sharding.shard_shape(shape);
+  Shape zero(shape.size(), 0);
+  const int me = process_index();
+  std::vector<Buffer> shards;
+  for (int64_t k = 0; k < sharding.mesh().size(); ++k) {
+    const Device& dev = sharding.mesh().devices()[static_cast<size_t>(k)];
+    if (dev.process_index != me) {
+      shards.emplace_back();
+      continue;
+    }
+    std::vector<Slice> idx = sharding.device_index(shape, k);
+    Shape off, ext;
+    bool padded = false;
+    for (size_t d = 0; d < idx.size(); ++d) {
+      off.push_back(idx[d].start);
+      ext.push_back(idx[d].size());
+      padded = padded || idx[d].size() != local[d];
+    }
+    int64_t nbytes = shape_size(local) * es;
+    Buffer b = padded ? Buffer::zeros(dev.id, nbytes) : Buffer::allocate(dev.id, nbytes);
+    copy_box(data, shape, off, b.data(), local, zero, ext, es);
+    shards.push_back(std::move(b));
+  }
+  return make_array(std::move(shape), dtype, sharding, std::move(shards));
+}
+
+Array array_from_host(const void* data, int64_t count, DType dtype, Shape shape,
+                      const char* api) {
+  for (int64_t d : shape) {
+    check(d >= 0, api, "negative dimension in shape {}", shape_to_string(shape));
+  }
+  check(count == shape_size(shape), api, "{} values do not fill shape {} ({} elements)", count,
+        shape_to_string(shape), shape_size(shape));
+  return scatter_from_host(data, std::move(shape), dtype,
+                           single_device_sharding(partix::devices()[0]));
+}
+
+}  // namespace detail
+
+Array::Array(std::shared_ptr<detail::ArrayImpl> impl) : impl_(std::move(impl)) {}
+
+const std::shared_ptr<detail::ArrayImpl>& Array::impl() const {
+  if (!impl_) throw Error("[Array] use of an empty Array (default-constructed or moved from)");
+  return impl_;
+}
+
+const Shape& Array::shape() const { return impl()->shape; }
+DType Array::dtype() const { return impl()->dtype; }
+int Array::ndim() const { return static_cast<int>(impl()->shape.size()); }
+int64_t Array::size() const { return shape_size(impl()->shape); }
+int64_t Array::nbytes() const { return size() * dtype_size(dtype()); }
+bool Array::is_tracer() const { return impl()->tracer != nullptr; }
+
+const NamedSharding& Array::sharding() const {
+  const auto& i = impl();
+  if (!i->sharding) {
+    detail::fail("Array.sharding",
+                 "the sharding of this traced value ({}{}) is not known until the program is "
+                 "partitioned",
+                 dtype_name(i->dtype), shape_to_string(i->shape));
+  }
+  return *i->sharding;
+}
+
+namespace {
+void require_concrete(const Array& a, const char* api) {
+  if (a.is_tracer()) {
+    detail::fail(api,
+                 "needs a concrete value, but got a traced {}{} inside jit/grad/shard_map "
+                 "(return it from the function instead)",
+                 dtype_name(a.dtype()), shape_to_string(a.shape()));
+  }
+}
+}  // namespace
+
+void Array::copy_to_host(void* dst, DType expected, const char* api) const {
+  require_concrete(*this, api);
+  if (expected != dtype()) {
+    detail::fail(api, "element type {} does not match the array's dtype {}",
+                 dtype_name(expected), dtype_name(dtype()));
+  }
+  std::vector<char> host = detail::gather_to_host(*this);
+  if (!host.empty()) std::memcpy(dst, host.data(), host.size());
+}
+
+std::vector<Shard> Array::addressable_shards() const {
+  require_concrete(*this, "Array.addressable_shards");
+  const detail::ArrayImpl& a = *impl_;
+  const NamedSharding& s = *a.sharding;
+  const int es = dtype_size(a.dtype);
+  Shape local = s.shard_shape(a.shape);
+  Shape zero(a.shape.size(), 0);
+  std::vector<Shard> out;
+  for (int64_t k = 0; k < s.mesh().size(); ++k) {
+    const detail::Buffer& b = a.shards[static_cast<size_t>(k)];
+    if (!b.valid()) continue;
+    const Device& dev = s.mesh().devices()[static_cast<size_t>(k)];
+    std::vector<Slice> idx = s.device_index(a.shape, k);
+    Shape ext;
+    for (const Slice& sl : idx) ext.push_back(sl.size());
+    detail::Buffer data = detail::Buffer::allocate(dev.id, shape_size(ext) * es);
+    detail::copy_box(b.data(), local, zero, data.data(), ext, zero, ext, es);
+    Array block = detail::make_array(ext, a.dtype, single_device_sharding(dev), {std::move(data)});
+    out.push_back(Shard{dev, std::move(idx), s.replica_id(k), std::move(block)});
+  }
+  return out;
+}
+
+std::string Array::to_string() const {
+  if (is_tracer()) {
+    return fmt::format("Traced<{}{}>", dtype_name(dtype()), shape_to_string(shape()));
+  }
+  std::vector<char> host = detail::gather_to_host(*this);
+  return fmt::format("Array({}, {}{})", detail::format_values(host.data(), dtype(), shape()),
+                     dtype_name(dtype()), shape_to_string(shape()));
+}
+
+Array full(Shape shape, double value, DType dtype) {
+  for (int64_t d : shape) {
+    detail::check(d >= 0, "full", "negative dimension in shape {}", shape_to_string(shape));
+  }
+  const int es = dtype_size(dtype);
+  std::vector<char> one(static_cast<size_t>(es));
+  detail::store_scalar(one.data(), dtype, value);
+  std::vector<char> host(static_cast<size_t>(shape_size(shape) * es));
+  for (size_t i = 0; i < host.size(); i += static_cast<size_t>(es)) {
+    std::memcpy(host.data() + i, one.data(), static_cast<size_t>(es));
+  }
+  return detail::scatter_from_host(host.data(), std::move(shape), dtype,
+                                   single_device_sharding(partix::devices()[0]));
+}
+
+Array zeros(Shape shape, DType dtype) { return full(std::move(shape), 0.0, dtype); }
+Array ones(Shape shape, DType dtype) { return full(std::move(shape), 1.0, dtype); }
+
+Array arange(int64_t n, DType dtype) {
+  detail::check(n >= 0, "arange", "n must be non-negative, got {}", n);
+  const int es = dtype_size(dtype);
+  std::vector<char> host(static_cast<size_t>(n * es));
+  for (int64_t i = 0; i < n; ++i) {
+    detail::store_scalar(host.data() + i * es, dtype, static_cast<double>(i));
+  }
+  return detail::scatter_from_host(host.data(), {n}, dtype,
+                                   single_device_sharding(partix::devices()[0]));
+}
+
+Array device_put(const Array& x, const NamedSharding& sharding) {
+  require_concrete(x, "device_put");
+  sharding.check_shape(x.shape());
+  detail::check(sharding.unreduced().empty(), "device_put",
+                "an Array cannot be unreduced; got {}", sharding.to_string());
+  if (x.sharding() == sharding) return x;
+  std::vector<char> host = detail::gather_to_host(x);
+  return detail::scatter_from_host(host.data(), x.shape(), x.dtype(), sharding);
+}
+
+Array device_put(const Array& x, const Device& device) {
+  detail::check(device.id >= 0 && device.id < device_count(), "device_put",
+                "device {} does not exist (the job has {} devices)", device.id, device_count());
+  return device_put(x, single_device_sharding(partix::devices()[static_cast<size_t>(device.id)]));
+}
+
+}  // namespace partix

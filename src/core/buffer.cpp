@@ -1,0 +1,63 @@
+#include "core/buffer.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "core/device_registry.h"
+#include "core/errors.h"
+
+namespace partix::detail {
+
+struct Buffer::Storage {
+  void* ptr = nullptr;
+  int64_t nbytes = 0;
+  int device = 0;
+  ~Storage() {
+    std::free(ptr);
+    record_free(device, nbytes);
+  }
+};
+
+Buffer Buffer::allocate(int device, int64_t nbytes) {
+  if (nbytes < 0) internal_error("Buffer", "negative size");
+  auto s = std::make_shared<Storage>();
+  s->device = device;
+  s->nbytes = nbytes;
+  if (nbytes > 0) {
+    size_t rounded = (static_cast<size_t>(nbytes) + 63) / 64 * 64;
+    s->ptr = std::aligned_alloc(64, rounded);
+    if (!s->ptr) {
+      s->nbytes = 0;
+      fail("Buffer", "out of host memory allocating {} bytes on device {}", nbytes, device);
+    }
+  }
+  record_alloc(device, nbytes);
+  Buffer b;
+  b.storage_ = std::move(s);
+  return b;
+}
+
+Buffer Buffer::zeros(int device, int64_t nbytes) {
+  Buffer b = allocate(device, nbytes);
+  if (nbytes > 0) std::memset(b.data(), 0, static_cast<size_t>(nbytes));
+  return b;
+}
+
+void* Buffer::data() const { return storage_ ? storage_->ptr : nullptr; }
+int64_t Buffer::nbytes() const { return storage_ ? storage_->nbytes : 0; }
+int Buffer::device() const { return storage_ ? storage_->device : -1; }
+
+void record_alloc(int device, int64_t nbytes) {
+  DeviceCounters& c = device_counters(device);
+  int64_t now = c.in_use.fetch_add(nbytes) + nbytes;
+  c.allocs.fetch_add(1);
+  int64_t peak = c.peak.load();
+  while (now > peak && !c.peak.compare_exchange_weak(peak, now)) {
+  }
+}
+
+void record_free(int device, int64_t nbytes) { device_counters(device).in_use.fetch_sub(nbytes); }
+
+}  // namespace partix::detail

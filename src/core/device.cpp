@@ -1,0 +1,144 @@
+#include <atomic>
+#include <cstdlib>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "core/device_registry.h"
+#include "core/errors.h"
+#include "partix/device.h"
+
+namespace partix {
+namespace {
+
+constexpr int kMaxDevices = 4096;
+
+struct Registry {
+  std::mutex mu;
+  bool initialized = false;
+  std::atomic<bool> ready{false};  // lock-free fast path once initialised
+  int process_index = 0;
+  int process_count = 1;
+  int local_count = 0;
+  std::vector<Device> all;
+  std::deque<detail::DeviceCounters> counters;  // deque: stable addresses
+};
+
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+void initialize_locked(Registry& r, int count) {
+  r.local_count = count;
+  r.all.clear();
+  for (int i = 0; i < count; ++i) r.all.push_back(Device{i, 0, "cpu"});
+  r.counters.resize(static_cast<size_t>(count));
+  r.initialized = true;
+  r.ready.store(true, std::memory_order_release);
+}
+
+Registry& initialized_registry() {
+  Registry& r = registry();
+  if (r.ready.load(std::memory_order_acquire)) return r;
+  std::lock_guard<std::mutex> lock(r.mu);
+  if (!r.initialized) {
+    auto env = detail::parse_num_cpu_devices(std::getenv("PARTIX_NUM_CPU_DEVICES"));
+    initialize_locked(r, env.value_or(1));
+  }
+  return r;
+}
+
+}  // namespace
+
+namespace detail {
+
+std::optional<int> parse_num_cpu_devices(const char* text) {
+  if (text == nullptr) return std::nullopt;
+  std::string s(text);
+  bool digits = !s.empty() && s.size() <= 9;
+  for (char c : s) digits = digits && c >= '0' && c <= '9';
+  if (!digits || std::stoi(s) < 1 || std::stoi(s) > kMaxDevices) {
+    fail("PARTIX_NUM_CPU_DEVICES", "expected a positive integer of at most {}, got '{}'",
+         kMaxDevices, s);
+  }
+  return std::stoi(s);
+}
+
+DeviceCounters& device_counters(int device) {
+  Registry& r = initialized_registry();
+  if (device < 0 || device >= static_cast<int>(r.counters.size())) {
+    internal_error("device_counters", fmt::format("no device {}", device));
+  }
+  return r.counters[static_cast<size_t>(device)];
+}
+
+int threads_per_device() {
+  int cores = static_cast<int>(std::thread::hardware_concurrency());
+  if (cores < 1) cores = 1;
+  return std::max(1, cores / std::max(1, local_device_count()));
+}
+
+}  // namespace detail
+
+void init(const InitOptions& options) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  int count = options.num_cpu_devices;
+  if (count < 0 || count > kMaxDevices) {
+    detail::fail("init", "num_cpu_devices must be between 1 and {}, got {}", kMaxDevices, count);
+  }
+  if (count == 0) {
+    count = detail::parse_num_cpu_devices(std::getenv("PARTIX_NUM_CPU_DEVICES")).value_or(1);
+  }
+  if (r.initialized) {
+    if (r.local_count != count) {
+      detail::fail("init",
+                   "devices are already initialised with {} CPU device(s); cannot change to {} "
+                   "(call init before any other partix function)",
+                   r.local_count, count);
+    }
+    return;
+  }
+  initialize_locked(r, count);
+}
+
+bool is_initialized() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return r.initialized;
+}
+
+const std::vector<Device>& devices() { return initialized_registry().all; }
+
+std::vector<Device> local_devices() {
+  Registry& r = initialized_registry();
+  std::vector<Device> out;
+  for (const Device& d : r.all) {
+    if (d.process_index == r.process_index) out.push_back(d);
+  }
+  return out;
+}
+
+int device_count() { return static_cast<int>(initialized_registry().all.size()); }
+int local_device_count() { return initialized_registry().local_count; }
+int process_index() { return initialized_registry().process_index; }
+int process_count() { return initialized_registry().process_count; }
+
+MemoryStats memory_stats(int device_id) {
+  if (device_id < 0 || device_id >= device_count()) {
+    detail::fail("memory_stats", "no device {} (the job has {} devices)", device_id,
+                 device_count());
+  }
+  const detail::DeviceCounters& c = detail::device_counters(device_id);
+  return MemoryStats{c.in_use.load(), c.peak.load(), c.allocs.load()};
+}
+
+void reset_peak_memory_stats() {
+  for (int d = 0; d < device_count(); ++d) {
+    detail::DeviceCounters& c = detail::device_counters(d);
+    c.peak.store(c.in_use.load());
+  }
+}
+
+}  // namespace partix

@@ -1,0 +1,132 @@
+#include "partix/dtype.h"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+
+#include "core/errors.h"
+
+namespace partix {
+
+int dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::Bool: return 1;
+    case DType::I32: return 4;
+    case DType::I64: return 8;
+    case DType::F16: return 2;
+    case DType::BF16: return 2;
+    case DType::F32: return 4;
+    case DType::F64: return 8;
+  }
+  return 0;
+}
+
+std::string_view dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::Bool: return "bool";
+    case DType::I32: return "i32";
+    case DType::I64: return "i64";
+    case DType::F16: return "f16";
+    case DType::BF16: return "bf16";
+    case DType::F32: return "f32";
+    case DType::F64: return "f64";
+  }
+  return "?";
+}
+
+DType dtype_from_name(std::string_view name) {
+  for (DType d : {DType::Bool, DType::I32, DType::I64, DType::F16, DType::BF16, DType::F32,
+                  DType::F64}) {
+    if (dtype_name(d) == name) return d;
+  }
+  detail::fail("dtype", "unknown dtype '{}' (expected bool, i32, i64, f16, bf16, f32 or f64)",
+               name);
+}
+
+bool is_floating(DType d) {
+  return d == DType::F16 || d == DType::BF16 || d == DType::F32 || d == DType::F64;
+}
+bool is_integral(DType d) { return d == DType::I32 || d == DType::I64; }
+
+int64_t shape_size(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string shape_to_string(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ",")); }
+
+// float -> bfloat16: keep the upper half, rounding the lower half to nearest even.
+bfloat16::bfloat16(float f) {
+  uint32_t u = std::bit_cast<uint32_t>(f);
+  if (std::isnan(f)) {
+    bits = static_cast<uint16_t>((u >> 16) | 0x0040);  // keep sign, force a quiet NaN
+    return;
+  }
+  uint32_t lsb = (u >> 16) & 1;
+  u += 0x7fff + lsb;
+  bits = static_cast<uint16_t>(u >> 16);
+}
+
+bfloat16::operator float() const { return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
+
+// float -> binary16 with round to nearest even, including subnormals and overflow to inf.
+float16::float16(float f) {
+  uint32_t u = std::bit_cast<uint32_t>(f);
+  uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000);
+  uint32_t exp = (u >> 23) & 0xff;
+  uint32_t mant = u & 0x7fffff;
+  if (exp == 0xff) {  // inf or NaN
+    bits = static_cast<uint16_t>(sign | 0x7c00 | (mant ? 0x200 : 0));
+    return;
+  }
+  int32_t e = static_cast<int32_t>(exp) - 127 + 15;
+  if (e >= 0x1f) {  // overflow
+    bits = static_cast<uint16_t>(sign | 0x7c00);
+    return;
+  }
+  if (e <= 0) {  // subnormal or zero in half precision
+    if (e < -10) {
+      bits = sign;
+      return;
+    }
+    mant |= 0x800000;  // implicit leading one
+    uint32_t shift = static_cast<uint32_t>(14 - e);
+    uint32_t half_mant = mant >> shift;
+    uint32_t rem = mant & ((1u << shift) - 1);
+    uint32_t halfway = 1u << (shift - 1);
+    if (rem > halfway || (rem == halfway && (half_mant & 1))) half_mant++;
+    bits = static_cast<uint16_t>(sign | half_mant);
+    return;
+  }
+  uint32_t half = (static_cast<uint32_t>(e) << 10) | (mant >> 13);
+  uint32_t rem = mant & 0x1fff;
+  if (rem > 0x1000 || (rem == 0x1000 && (half & 1))) half++;  // may carry into the exponent
+  bits = static_cast<uint16_t>(sign | half);
+}
+
+float16::operator float() const {
+  uint32_t sign = static_cast<uint32_t>(bits & 0x8000) << 16;
+  uint32_t exp = (bits >> 10) & 0x1f;
+  uint32_t mant = bits & 0x3ff;
+  uint32_t u;
+  if (exp == 0) {
+    if (mant == 0) {
+      u = sign;
+    } else {  // subnormal: normalise
+      int e = -1;
+      do {
+        mant <<= 1;
+        e++;
+      } while ((mant & 0x400) == 0);
+      u = sign | (static_cast<uint32_t>(127 - 15 - e) << 23) | ((mant & 0x3ff) << 13);
+    }
+  } else if (exp == 0x1f) {
+    u = sign | 0x7f800000 | (mant << 13);
+  } else {
+    u = sign | ((exp - 15 + 127) << 23) | (mant << 13);
+  }
+  return std::bit_cast<float>(u);
+}
+
+}  // namespace partix

@@ -1,0 +1,28 @@
+// Internal helpers to raise partix::Error with the "[API] message" convention.
+#pragma once
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <string>
+#include <string_view>
+
+#include "partix/error.h"
+
+namespace partix::detail {
+
+template <class... Args>
+[[noreturn]] void fail(std::string_view api, fmt::format_string<Args...> f, Args&&... args) {
+  throw Error(fmt::format("[{}] ", api) + fmt::format(f, std::forward<Args>(args)...));
+}
+
+// Raises when a check does not hold.
+template <class... Args>
+void check(bool ok, std::string_view api, fmt::format_string<Args...> f, Args&&... args) {
+  if (!ok) fail(api, f, std::forward<Args>(args)...);
+}
+
+// An internal invariant broke: a bug in partix, not in the user's program.
+[[noreturn]] void internal_error(std::string_view where, const std::string& what);
+
+}  // namespace partix::detail

@@ -1,0 +1,47 @@
+#include "core/layout.h"
+
+#include <cstring>
+
+namespace partix::detail {
+
+std::vector<int64_t> strides_of(const Shape& shape) {
+  std::vector<int64_t> s(shape.size(), 1);
+  for (size_t i = shape.size(); i-- > 1;) s[i - 1] = s[i] * shape[i];
+  return s;
+}
+
+void copy_box(const void* src, const Shape& src_shape, const Shape& src_offset, void* dst,
+              const Shape& dst_shape, const Shape& dst_offset, const Shape& extent,
+              int elem_size) {
+  const size_t rank = extent.size();
+  for (int64_t e : extent) {
+    if (e <= 0) return;
+  }
+  const auto* s = static_cast<const char*>(src);
+  auto* d = static_cast<char*>(dst);
+  if (rank == 0) {
+    std::memcpy(d, s, static_cast<size_t>(elem_size));
+    return;
+  }
+  std::vector<int64_t> ss = strides_of(src_shape), ds = strides_of(dst_shape);
+  // The innermost dimension is one contiguous memcpy.
+  const size_t row_bytes = static_cast<size_t>(extent[rank - 1] * elem_size);
+  std::vector<int64_t> idx(rank, 0);
+  while (true) {
+    int64_t so = 0, doff = 0;
+    for (size_t i = 0; i < rank; ++i) {
+      so += (src_offset[i] + idx[i]) * ss[i];
+      doff += (dst_offset[i] + idx[i]) * ds[i];
+    }
+    std::memcpy(d + doff * elem_size, s + so * elem_size, row_bytes);
+    // Advance over all but the innermost dimension.
+    size_t i = rank - 1;
+    while (i-- > 0) {
+      if (++idx[i] < extent[i]) break;
+      idx[i] = 0;
+    }
+    if (i == static_cast<size_t>(-1)) return;
+  }
+}
+
+}  // namespace partix::detail

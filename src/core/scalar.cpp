@@ -1,0 +1,80 @@
+#include "core/scalar.h"
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <cstring>
+
+namespace partix::detail {
+
+void store_scalar(void* dst, DType dtype, double v) {
+  switch (dtype) {
+    case DType::Bool: *static_cast<uint8_t*>(dst) = v != 0.0 ? 1 : 0; break;
+    case DType::I32: *static_cast<int32_t*>(dst) = static_cast<int32_t>(v); break;
+    case DType::I64: *static_cast<int64_t*>(dst) = static_cast<int64_t>(v); break;
+    case DType::F16: *static_cast<float16*>(dst) = float16(static_cast<float>(v)); break;
+    case DType::BF16: *static_cast<bfloat16*>(dst) = bfloat16(static_cast<float>(v)); break;
+    case DType::F32: *static_cast<float*>(dst) = static_cast<float>(v); break;
+    case DType::F64: *static_cast<double*>(dst) = v; break;
+  }
+}
+
+double load_scalar(const void* src, DType dtype) {
+  switch (dtype) {
+    case DType::Bool: return *static_cast<const uint8_t*>(src) ? 1.0 : 0.0;
+    case DType::I32: return *static_cast<const int32_t*>(src);
+    case DType::I64: return static_cast<double>(*static_cast<const int64_t*>(src));
+    case DType::F16: return static_cast<float>(*static_cast<const float16*>(src));
+    case DType::BF16: return static_cast<float>(*static_cast<const bfloat16*>(src));
+    case DType::F32: return *static_cast<const float*>(src);
+    case DType::F64: return *static_cast<const double*>(src);
+  }
+  return 0.0;
+}
+
+namespace {
+
+std::string format_one(const char* p, DType dtype) {
+  double v = load_scalar(p, dtype);
+  switch (dtype) {
+    case DType::Bool: return v != 0.0 ? "true" : "false";
+    case DType::I32:
+    case DType::I64: return fmt::format("{}", static_cast<int64_t>(v));
+    default: return fmt::format("{:.6g}", v);
+  }
+}
+
+constexpr int64_t kEdge = 3;  // elements shown at each end of an elided dimension
+
+void format_rec(const char* data, DType dtype, const Shape& shape, size_t dim, int64_t stride_elems,
+                bool elide, std::string& out) {
+  const int es = dtype_size(dtype);
+  if (dim == shape.size()) {
+    out += format_one(data, dtype);
+    return;
+  }
+  int64_t n = shape[dim];
+  int64_t inner = stride_elems / (n == 0 ? 1 : n);
+  out += '[';
+  for (int64_t i = 0; i < n; ++i) {
+    if (elide && n > 2 * kEdge && i == kEdge) {
+      out += "..., ";
+      i = n - kEdge - 1;
+      continue;
+    }
+    format_rec(data + i * inner * es, dtype, shape, dim + 1, inner, elide, out);
+    if (i + 1 < n) out += dim + 1 == shape.size() ? ", " : ",\n" + std::string(dim + 1, ' ');
+  }
+  out += ']';
+}
+
+}  // namespace
+
+std::string format_values(const void* data, DType dtype, const Shape& shape) {
+  std::string out;
+  int64_t n = shape_size(shape);
+  format_rec(static_cast<const char*>(data), dtype, shape, 0, n, n > 1000, out);
+  return out;
+}
+
+}  // namespace partix::detail

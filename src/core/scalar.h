@@ -1,0 +1,15 @@
+// Reading and writing one element of any dtype as double, and printing values.
+#pragma once
+
+#include <string>
+
+#include "partix/dtype.h"
+
+namespace partix::detail {
+
+void store_scalar(void* dst, DType dtype, double value);
+double load_scalar(const void* src, DType dtype);
+// numpy-like nested brackets, eliding the middle of long dimensions.
+std::string format_values(const void* data, DType dtype, const Shape& shape);
+
+}  // namespace partix::detail

@@ -1,0 +1,114 @@
+#include "partix/mesh.h"
+
+#include <set>
+
+#include "core/errors.h"
+
+namespace partix {
+
+struct Mesh::Data {
+  Shape sizes;
+  std::vector<std::string> names;
+  std::vector<Device> devices;
+};
+
+Mesh::Mesh(Shape axis_sizes, std::vector<std::string> axis_names, std::vector<Device> devs) {
+  constexpr const char* kApi = "Mesh";
+  detail::check(axis_sizes.size() == axis_names.size(), kApi,
+                "{} axis sizes {} but {} axis names ['{}']", axis_sizes.size(),
+                shape_to_string(axis_sizes), axis_names.size(), fmt::join(axis_names, "', '"));
+  std::set<std::string> seen;
+  for (size_t i = 0; i < axis_sizes.size(); ++i) {
+    detail::check(axis_sizes[i] >= 1, kApi, "axis '{}' has size {}; sizes must be positive",
+                  axis_names[i], axis_sizes[i]);
+    detail::check(!axis_names[i].empty(), kApi, "axis {} has an empty name", i);
+    detail::check(seen.insert(axis_names[i]).second, kApi, "axis name '{}' appears twice",
+                  axis_names[i]);
+  }
+  int64_t n = shape_size(axis_sizes);
+  const std::vector<Device>& all = partix::devices();
+  if (devs.empty()) {
+    detail::check(n <= static_cast<int64_t>(all.size()), kApi,
+                  "axis sizes {} need {} devices but the job has {} (set "
+                  "PARTIX_NUM_CPU_DEVICES or call partix::init)",
+                  shape_to_string(axis_sizes), n, all.size());
+    devs.assign(all.begin(), all.begin() + n);
+  } else {
+    detail::check(static_cast<int64_t>(devs.size()) == n, kApi,
+                  "axis sizes {} need {} devices but {} were given", shape_to_string(axis_sizes),
+                  n, devs.size());
+    std::set<int> ids;
+    for (Device& d : devs) {
+      detail::check(d.id >= 0 && d.id < static_cast<int>(all.size()), kApi,
+                    "device {} does not exist (the job has {} devices)", d.id, all.size());
+      detail::check(ids.insert(d.id).second, kApi, "device {} appears twice", d.id);
+      d = all[static_cast<size_t>(d.id)];  // canonical process/platform fields
+    }
+  }
+  data_ = std::make_shared<Data>(Data{std::move(axis_sizes), std::move(axis_names),
+                                      std::move(devs)});
+}
+
+const Shape& Mesh::axis_sizes() const { return data_->sizes; }
+const std::vector<std::string>& Mesh::axis_names() const { return data_->names; }
+int Mesh::num_axes() const { return static_cast<int>(data_->names.size()); }
+
+int Mesh::axis_index(std::string_view name) const {
+  for (size_t i = 0; i < data_->names.size(); ++i) {
+    if (data_->names[i] == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+bool Mesh::has_axis(std::string_view name) const { return axis_index(name) >= 0; }
+
+int64_t Mesh::axis_size(std::string_view name) const {
+  int i = axis_index(name);
+  detail::check(i >= 0, "Mesh.axis_size", "mesh axis '{}' is not in {}", name, to_string());
+  return data_->sizes[static_cast<size_t>(i)];
+}
+
+int64_t Mesh::size() const { return shape_size(data_->sizes); }
+const std::vector<Device>& Mesh::devices() const { return data_->devices; }
+
+std::vector<int> Mesh::device_ids() const {
+  std::vector<int> ids;
+  for (const Device& d : data_->devices) ids.push_back(d.id);
+  return ids;
+}
+
+std::vector<int64_t> Mesh::coords(int64_t k) const {
+  std::vector<int64_t> c(data_->sizes.size());
+  for (size_t i = c.size(); i-- > 0;) {
+    c[i] = k % data_->sizes[i];
+    k /= data_->sizes[i];
+  }
+  return c;
+}
+
+int64_t Mesh::position_of(int device_id) const {
+  for (size_t k = 0; k < data_->devices.size(); ++k) {
+    if (data_->devices[k].id == device_id) return static_cast<int64_t>(k);
+  }
+  return -1;
+}
+
+std::string Mesh::to_string() const {
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < data_->names.size(); ++i) {
+    parts.push_back(fmt::format("'{}': {}", data_->names[i], data_->sizes[i]));
+  }
+  return fmt::format("Mesh({})", fmt::join(parts, ", "));
+}
+
+bool operator==(const Mesh& a, const Mesh& b) {
+  if (a.data_ == b.data_) return true;
+  return a.data_->sizes == b.data_->sizes && a.data_->names == b.data_->names &&
+         a.device_ids() == b.device_ids();
+}
+
+Mesh make_mesh(Shape axis_sizes, std::vector<std::string> axis_names) {
+  return Mesh(std::move(axis_sizes), std::move(axis_names));
+}
+
+}  // namespace partix

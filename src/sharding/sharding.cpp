@@ -1,0 +1,178 @@
+#include "partix/sharding.h"
+
+#include <algorithm>
+#include <set>
+
+#include "core/errors.h"
+
+namespace partix {
+
+namespace {
+std::string quoted(const std::string& s) { return "'" + s + "'"; }
+
+std::string entry_to_string(const PartitionSpec::Entry& e) {
+  if (e.empty()) return "None";
+  if (e.size() == 1) return quoted(e[0]);
+  std::vector<std::string> q;
+  for (const auto& n : e) q.push_back(quoted(n));
+  return fmt::format("({})", fmt::join(q, ", "));
+}
+
+// Strips trailing None entries: P('x', None) == P('x').
+std::vector<PartitionSpec::Entry> normalized(const std::vector<PartitionSpec::Entry>& es) {
+  std::vector<PartitionSpec::Entry> out = es;
+  while (!out.empty() && out.back().empty()) out.pop_back();
+  return out;
+}
+}  // namespace
+
+Axes::Axes(const char* name) : names_{std::string(name ? name : "")} {}
+Axes::Axes(std::string name) : names_{std::move(name)} {}
+Axes::Axes(std::initializer_list<std::string> names) : names_(names) {}
+Axes::Axes(std::vector<std::string> names) : names_(std::move(names)) {}
+
+std::string Axes::to_string() const { return entry_to_string(names_); }
+
+PartitionSpec::PartitionSpec(std::vector<Entry> entries) : entries_(std::move(entries)) {
+  for (const Entry& e : entries_) {
+    for (const std::string& n : e) {
+      detail::check(!n.empty(), "PartitionSpec", "empty axis name in {}", to_string());
+    }
+  }
+}
+
+PartitionSpec::Entry PartitionSpec::operator[](int d) const {
+  if (d < 0 || d >= size()) return {};
+  return entries_[static_cast<size_t>(d)];
+}
+
+std::vector<std::string> PartitionSpec::axes() const {
+  std::vector<std::string> out;
+  for (const Entry& e : entries_) out.insert(out.end(), e.begin(), e.end());
+  return out;
+}
+
+std::string PartitionSpec::to_string() const {
+  std::vector<std::string> parts;
+  for (const Entry& e : entries_) parts.push_back(entry_to_string(e));
+  return fmt::format("P({})", fmt::join(parts, ", "));
+}
+
+bool operator==(const PartitionSpec& a, const PartitionSpec& b) {
+  return normalized(a.entries_) == normalized(b.entries_);
+}
+
+NamedSharding::NamedSharding(Mesh mesh, PartitionSpec spec)
+    : NamedSharding(std::move(mesh), std::move(spec), {}) {}
+
+NamedSharding::NamedSharding(Mesh mesh, PartitionSpec spec, std::set<std::string> unreduced)
+    : mesh_(std::move(mesh)), spec_(std::move(spec)), unreduced_(std::move(unreduced)) {
+  constexpr const char* kApi = "NamedSharding";
+  std::set<std::string> used;
+  for (const std::string& a : spec_.axes()) {
+    detail::check(mesh_.has_axis(a), kApi, "mesh axis '{}' in {} is not in {}", a,
+                  spec_.to_string(), mesh_.to_string());
+    detail::check(used.insert(a).second, kApi, "mesh axis '{}' is used twice in {}", a,
+                  spec_.to_string());
+  }
+  for (const std::string& a : unreduced_) {
+    detail::check(mesh_.has_axis(a), kApi, "unreduced axis '{}' is not in {}", a,
+                  mesh_.to_string());
+    detail::check(!used.count(a), kApi, "axis '{}' is both unreduced and used in {}", a,
+                  spec_.to_string());
+  }
+}
+
+void NamedSharding::check_shape(const Shape& global) const {
+  if (global.empty() && spec_.size() > 0) {
+    detail::fail("NamedSharding", "a scalar cannot be sharded, got {}", spec_.to_string());
+  }
+  detail::check(spec_.size() <= static_cast<int>(global.size()), "NamedSharding",
+                "{} has {} entries but the array has rank {} (shape {})", spec_.to_string(),
+                spec_.size(), global.size(), shape_to_string(global));
+}
+
+int64_t NamedSharding::num_blocks(int d) const {
+  int64_t k = 1;
+  for (const std::string& a : spec_[d]) k *= mesh_.axis_size(a);
+  return k;
+}
+
+Shape NamedSharding::shard_shape(const Shape& global) const {
+  check_shape(global);
+  Shape out(global.size());
+  for (size_t d = 0; d < global.size(); ++d) {
+    int64_t k = num_blocks(static_cast<int>(d));
+    out[d] = (global[d] + k - 1) / k;
+  }
+  return out;
+}
+
+std::vector<Slice> NamedSharding::device_index(const Shape& global, int64_t k) const {
+  std::vector<int64_t> coords = mesh_.coords(k);
+  std::vector<Slice> out(global.size());
+  for (size_t d = 0; d < global.size(); ++d) {
+    int64_t blocks = 1, b = 0;
+    for (const std::string& a : spec_[static_cast<int>(d)]) {
+      int ai = mesh_.axis_index(a);
+      int64_t size = mesh_.axis_sizes()[static_cast<size_t>(ai)];
+      b = b * size + coords[static_cast<size_t>(ai)];
+      blocks *= size;
+    }
+    int64_t n = global[d];
+    int64_t c = (n + blocks - 1) / blocks;
+    out[d] = Slice{std::min(n, b * c), std::min(n, (b + 1) * c)};
+  }
+  return out;
+}
+
+std::vector<std::vector<Slice>> NamedSharding::devices_indices_map(const Shape& global) const {
+  check_shape(global);
+  std::vector<std::vector<Slice>> out;
+  for (int64_t k = 0; k < mesh_.size(); ++k) out.push_back(device_index(global, k));
+  return out;
+}
+
+int NamedSharding::replica_id(int64_t k) const {
+  std::set<std::string> used;
+  for (const std::string& a : spec_.axes()) used.insert(a);
+  std::vector<int64_t> coords = mesh_.coords(k);
+  int64_t id = 0;
+  for (int i = 0; i < mesh_.num_axes(); ++i) {
+    const std::string& a = mesh_.axis_names()[static_cast<size_t>(i)];
+    if (used.count(a) || unreduced_.count(a)) continue;
+    id = id * mesh_.axis_sizes()[static_cast<size_t>(i)] + coords[static_cast<size_t>(i)];
+  }
+  return static_cast<int>(id);
+}
+
+int64_t NamedSharding::num_replicas() const {
+  int64_t r = mesh_.size();
+  for (const std::string& a : spec_.axes()) r /= mesh_.axis_size(a);
+  for (const std::string& a : unreduced_) r /= mesh_.axis_size(a);
+  return r;
+}
+
+bool NamedSharding::is_fully_replicated() const {
+  return unreduced_.empty() && num_replicas() == mesh_.size();
+}
+
+std::string NamedSharding::to_string() const {
+  std::string s = fmt::format("NamedSharding({}, {}", mesh_.to_string(), spec_.to_string());
+  if (!unreduced_.empty()) {
+    std::vector<std::string> q;
+    for (const auto& a : unreduced_) q.push_back(quoted(a));
+    s += fmt::format(", unreduced={{{}}}", fmt::join(q, ", "));
+  }
+  return s + ")";
+}
+
+bool operator==(const NamedSharding& a, const NamedSharding& b) {
+  return a.mesh_ == b.mesh_ && a.spec_ == b.spec_ && a.unreduced_ == b.unreduced_;
+}
+
+NamedSharding single_device_sharding(const Device& device) {
+  return NamedSharding(Mesh({}, {}, {device}), P());
+}
+
+}  // namespace partix

@@ -1,0 +1,10 @@
+// Subcommands of the partix tool; each registers itself on the app.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace partix::cli {
+
+void add_demo(CLI::App& app);
+
+}  // namespace partix::cli
