@@ -5,5 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${BUILD_DIR:-build}
 jobs=${JOBS:-$(nproc)}
-cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-Release} -DPARTIX_WERROR=ON "$@" >/dev/null
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" -DPARTIX_WERROR=ON "$@" >/dev/null
 cmake --build "$build_dir" -j "$jobs"
+# Tools (clangd, clang-tidy) find the compile commands at the root.
+ln -sf "$build_dir/compile_commands.json" compile_commands.json
