@@ -198,9 +198,11 @@ Array device_put(const Array& x, const NamedSharding& sharding) {
   sharding.check_shape(x.shape());
   detail::check(sharding.unreduced().empty(), "device_put",
                 "an Array cannot be unreduced; got {}", sharding.to_string());
-  if (x.sharding() == sharding) return x;
+  if (x.sharding() == sharding && x.impl()->committed) return x;
   std::vector<char> host = detail::gather_to_host(x);
-  return detail::scatter_from_host(host.data(), x.shape(), x.dtype(), sharding);
+  Array out = detail::scatter_from_host(host.data(), x.shape(), x.dtype(), sharding);
+  out.impl()->committed = true;
+  return out;
 }
 
 Array device_put(const Array& x, const Device& device) {

@@ -20,6 +20,9 @@ struct ArrayImpl {
   // an invalid Buffer for devices of other processes.
   std::vector<Buffer> shards;
   std::shared_ptr<TracerRef> tracer;
+  // Committed arrays stay where device_put placed them; uncommitted ones (from_vector,
+  // zeros, ...) move to wherever a computation with committed arrays runs (as in JAX).
+  bool committed = false;
 };
 
 // A concrete array from per-device blocks. Preconditions: blocks.size() == mesh size,

@@ -32,6 +32,24 @@ double load_scalar(const void* src, DType dtype) {
   return 0.0;
 }
 
+int64_t load_int(const void* src, DType dtype) {
+  switch (dtype) {
+    case DType::I32: return *static_cast<const int32_t*>(src);
+    case DType::I64: return *static_cast<const int64_t*>(src);
+    case DType::Bool: return *static_cast<const uint8_t*>(src) ? 1 : 0;
+    default: return static_cast<int64_t>(load_scalar(src, dtype));
+  }
+}
+
+void store_int(void* dst, DType dtype, int64_t v) {
+  switch (dtype) {
+    case DType::I32: *static_cast<int32_t*>(dst) = static_cast<int32_t>(v); break;
+    case DType::I64: *static_cast<int64_t*>(dst) = v; break;
+    case DType::Bool: *static_cast<uint8_t*>(dst) = v != 0 ? 1 : 0; break;
+    default: store_scalar(dst, dtype, static_cast<double>(v)); break;
+  }
+}
+
 namespace {
 
 std::string format_one(const char* p, DType dtype) {
@@ -39,7 +57,7 @@ std::string format_one(const char* p, DType dtype) {
   switch (dtype) {
     case DType::Bool: return v != 0.0 ? "true" : "false";
     case DType::I32:
-    case DType::I64: return fmt::format("{}", static_cast<int64_t>(v));
+    case DType::I64: return fmt::format("{}", load_int(p, dtype));
     default: return fmt::format("{:.6g}", v);
   }
 }

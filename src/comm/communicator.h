@@ -1,0 +1,60 @@
+// Collectives between the devices of a group (DESIGN §3.6). A group is a list of device ids in
+// rank order; every member calls the same collective with the same group, in the same order.
+// Implementations: in-process threads (shared memory, the default), MPI between processes,
+// NCCL for CUDA. A peer that never arrives raises TimeoutError naming the collective and the
+// missing devices.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "partix/dtype.h"
+#include "partix/mesh.h"
+#include "prim/primitive.h"
+
+namespace partix::comm {
+
+using Group = std::vector<int>;  // device ids, rank order
+using prim::ReduceKind;
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual std::string name() const = 0;
+
+  // out[i] = reduce over ranks of in[i]; count elements.
+  virtual void all_reduce(const void* in, void* out, int64_t count, DType dtype, ReduceKind kind,
+                          const Group& group, int self) = 0;
+  // out = concatenation over ranks of each rank's `bytes` bytes.
+  virtual void all_gather(const void* in, void* out, int64_t bytes, const Group& group,
+                          int self) = 0;
+  // in holds group.size() chunks of `count` elements; rank r gets the reduction of chunk r.
+  virtual void reduce_scatter(const void* in, void* out, int64_t count, DType dtype,
+                              ReduceKind kind, const Group& group, int self) = 0;
+  // in holds group.size() chunks of `bytes`; chunk j goes to rank j, which stores what rank r
+  // sent it at chunk r of out.
+  virtual void all_to_all(const void* in, void* out, int64_t bytes, const Group& group,
+                          int self) = 0;
+  // Sends `bytes` to each target of `pairs` (source device, target device); a device that is
+  // no pair's target gets zeros. Every device of `group` calls it.
+  virtual void permute(const void* in, void* out, int64_t bytes,
+                       const std::vector<std::pair<int, int>>& pairs, const Group& group,
+                       int self) = 0;
+  virtual void barrier(const Group& group, int self) = 0;
+
+  // Wakes every waiting member with an error (a peer failed); reset before the next program.
+  virtual void abort() {}
+  virtual void reset_abort() {}
+};
+
+// The communicator for a mesh's devices (in-process threads for local devices).
+std::shared_ptr<Communicator> communicator_for(const Mesh& mesh);
+
+// Seconds a collective waits for its peers (PARTIX_COLLECTIVE_TIMEOUT, default 300).
+double collective_timeout_seconds();
+void set_collective_timeout_seconds(double seconds);
+
+}  // namespace partix::comm

@@ -1,0 +1,262 @@
+#include "comm/thread/thread_communicator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <limits>
+
+#include "core/errors.h"
+
+namespace partix::comm {
+
+struct ThreadCommunicator::Slot {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<const void*> in;
+  std::vector<void*> out;
+  // A generation-counting barrier used twice per collective.
+  int64_t generation = 0;
+  int arrived = 0;
+  std::vector<bool> here;
+};
+
+ThreadCommunicator::ThreadCommunicator() = default;
+ThreadCommunicator::~ThreadCommunicator() = default;
+
+ThreadCommunicator::Slot& ThreadCommunicator::slot(const Group& group) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& s = slots_[group];
+  if (!s) {
+    s = std::make_unique<Slot>();
+    s->in.resize(group.size());
+    s->out.resize(group.size());
+    s->here.assign(group.size(), false);
+  }
+  return *s;
+}
+
+namespace {
+
+int rank_of(const Group& group, int self, const char* what) {
+  auto it = std::find(group.begin(), group.end(), self);
+  if (it == group.end()) {
+    detail::internal_error(what, fmt::format("device {} is not in group [{}]", self, fmt::join(group, ",")));
+  }
+  return static_cast<int>(it - group.begin());
+}
+
+// The barrier: the last member to arrive releases everyone.
+void wait_all(std::unique_lock<std::mutex>& lock, ThreadCommunicator::Slot& s,
+              std::atomic<bool>& aborted, const char* what, const Group& group, int rank);
+
+}  // namespace
+
+void ThreadCommunicator::abort() {
+  aborted_.store(true);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [g, s] : slots_) {
+    std::lock_guard<std::mutex> l(s->mu);
+    s->cv.notify_all();
+  }
+}
+
+void ThreadCommunicator::reset_abort() {
+  if (!aborted_.load()) return;
+  aborted_.store(false);
+  // Members that failed left their barriers half-filled: start every group afresh.
+  std::lock_guard<std::mutex> lock(mu_);
+  slots_.clear();
+}
+
+namespace {
+
+void wait_all(std::unique_lock<std::mutex>& lock, ThreadCommunicator::Slot& s,
+              std::atomic<bool>& aborted, const char* what, const Group& group, int rank) {
+  const int n = static_cast<int>(group.size());
+  s.here[static_cast<size_t>(rank)] = true;
+  if (++s.arrived == n) {
+    s.arrived = 0;
+    std::fill(s.here.begin(), s.here.end(), false);
+    s.generation++;
+    s.cv.notify_all();
+    return;
+  }
+  const int64_t gen = s.generation;
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::duration<double>(collective_timeout_seconds());
+  while (s.generation == gen) {
+    if (aborted.load()) {
+      throw Error(fmt::format("[{}] aborted: another device of group [{}] failed", what,
+                              fmt::join(group, ",")));
+    }
+    if (s.cv.wait_until(lock, deadline) == std::cv_status::timeout && s.generation == gen) {
+      std::vector<int> missing;
+      for (int r = 0; r < n; ++r) {
+        if (!s.here[static_cast<size_t>(r)]) missing.push_back(group[static_cast<size_t>(r)]);
+      }
+      throw TimeoutError(fmt::format(
+          "[{}] timed out after {} s waiting for device(s) {} of group [{}]", what,
+          collective_timeout_seconds(), fmt::join(missing, ", "), fmt::join(group, ",")));
+    }
+  }
+}
+
+}  // namespace
+
+int ThreadCommunicator::arrive(Slot& s, const char* what, const Group& group, int self,
+                               const void* in, void* out) {
+  int rank = rank_of(group, self, what);
+  std::unique_lock<std::mutex> lock(s.mu);
+  s.in[static_cast<size_t>(rank)] = in;
+  s.out[static_cast<size_t>(rank)] = out;
+  wait_all(lock, s, aborted_, what, group, rank);
+  return rank;
+}
+
+void ThreadCommunicator::depart(Slot& s, const char* what, const Group& group, int self) {
+  int rank = rank_of(group, self, what);
+  std::unique_lock<std::mutex> lock(s.mu);
+  wait_all(lock, s, aborted_, what, group, rank);
+}
+
+namespace {
+
+template <class T, class Acc>
+void reduce_typed(T* dst, const std::vector<const void*>& srcs, int64_t count, ReduceKind kind) {
+  constexpr int64_t kBlock = 1024;
+  Acc acc[kBlock];
+  for (int64_t b = 0; b < count; b += kBlock) {
+    int64_t m = std::min(kBlock, count - b);
+    const T* s0 = static_cast<const T*>(srcs[0]) + b;
+    for (int64_t i = 0; i < m; ++i) acc[i] = static_cast<Acc>(s0[i]);
+    for (size_t r = 1; r < srcs.size(); ++r) {
+      const T* s = static_cast<const T*>(srcs[r]) + b;
+      switch (kind) {
+        case ReduceKind::kSum:
+          for (int64_t i = 0; i < m; ++i) acc[i] += static_cast<Acc>(s[i]);
+          break;
+        case ReduceKind::kMax:
+          for (int64_t i = 0; i < m; ++i) {
+            Acc v = static_cast<Acc>(s[i]);
+            acc[i] = (acc[i] != acc[i] || v != v) ? (acc[i] != acc[i] ? acc[i] : v) : std::max(acc[i], v);
+          }
+          break;
+        case ReduceKind::kMin:
+          for (int64_t i = 0; i < m; ++i) {
+            Acc v = static_cast<Acc>(s[i]);
+            acc[i] = (acc[i] != acc[i] || v != v) ? (acc[i] != acc[i] ? acc[i] : v) : std::min(acc[i], v);
+          }
+          break;
+      }
+    }
+    for (int64_t i = 0; i < m; ++i) dst[b + i] = static_cast<T>(acc[i]);
+  }
+}
+
+}  // namespace
+
+void reduce_into(void* dst, const std::vector<const void*>& srcs, int64_t count, DType dtype,
+                 ReduceKind kind) {
+  switch (dtype) {
+    case DType::F32: reduce_typed<float, float>(static_cast<float*>(dst), srcs, count, kind); break;
+    case DType::F64: reduce_typed<double, double>(static_cast<double*>(dst), srcs, count, kind); break;
+    case DType::BF16: reduce_typed<bfloat16, float>(static_cast<bfloat16*>(dst), srcs, count, kind); break;
+    case DType::F16: reduce_typed<float16, float>(static_cast<float16*>(dst), srcs, count, kind); break;
+    case DType::I32: {
+      // Sums wrap (two's complement): accumulate in int64 and truncate.
+      reduce_typed<int32_t, int64_t>(static_cast<int32_t*>(dst), srcs, count, kind);
+      break;
+    }
+    case DType::I64: reduce_typed<int64_t, int64_t>(static_cast<int64_t*>(dst), srcs, count, kind); break;
+    case DType::Bool: reduce_typed<uint8_t, int64_t>(static_cast<uint8_t*>(dst), srcs, count, kind); break;
+  }
+}
+
+void ThreadCommunicator::all_reduce(const void* in, void* out, int64_t count, DType dtype,
+                                    ReduceKind kind, const Group& group, int self) {
+  Slot& s = slot(group);
+  const int n = static_cast<int>(group.size());
+  int rank = arrive(s, "all_reduce", group, self, in, out);
+  // This member reduces its chunk of every input and writes it to every output.
+  const int64_t es = dtype_size(dtype);
+  const int64_t chunk = (count + n - 1) / n;
+  const int64_t lo = std::min(count, rank * chunk), hi = std::min(count, lo + chunk);
+  if (hi > lo) {
+    std::vector<char> tmp(static_cast<size_t>((hi - lo) * es));
+    std::vector<const void*> srcs;
+    for (int r = 0; r < n; ++r) srcs.push_back(static_cast<const char*>(s.in[static_cast<size_t>(r)]) + lo * es);
+    reduce_into(tmp.data(), srcs, hi - lo, dtype, kind);
+    // Every input's chunk has been read; now publish the result chunk.
+    for (int r = 0; r < n; ++r) {
+      std::memcpy(static_cast<char*>(s.out[static_cast<size_t>(r)]) + lo * es, tmp.data(), tmp.size());
+    }
+  }
+  depart(s, "all_reduce", group, self);
+}
+
+void ThreadCommunicator::all_gather(const void* in, void* out, int64_t bytes, const Group& group,
+                                    int self) {
+  Slot& s = slot(group);
+  const int n = static_cast<int>(group.size());
+  arrive(s, "all_gather", group, self, in, out);
+  for (int r = 0; r < n; ++r) {
+    if (bytes > 0) std::memcpy(static_cast<char*>(out) + r * bytes, s.in[static_cast<size_t>(r)], static_cast<size_t>(bytes));
+  }
+  depart(s, "all_gather", group, self);
+}
+
+void ThreadCommunicator::reduce_scatter(const void* in, void* out, int64_t count, DType dtype,
+                                        ReduceKind kind, const Group& group, int self) {
+  Slot& s = slot(group);
+  const int n = static_cast<int>(group.size());
+  int rank = arrive(s, "reduce_scatter", group, self, in, out);
+  const int64_t es = dtype_size(dtype);
+  std::vector<const void*> srcs;
+  for (int r = 0; r < n; ++r) {
+    srcs.push_back(static_cast<const char*>(s.in[static_cast<size_t>(r)]) + rank * count * es);
+  }
+  // out may alias this member's input chunk only if in == out, which callers never do.
+  reduce_into(out, srcs, count, dtype, kind);
+  depart(s, "reduce_scatter", group, self);
+}
+
+void ThreadCommunicator::all_to_all(const void* in, void* out, int64_t bytes, const Group& group,
+                                    int self) {
+  Slot& s = slot(group);
+  const int n = static_cast<int>(group.size());
+  int rank = arrive(s, "all_to_all", group, self, in, out);
+  for (int r = 0; r < n; ++r) {
+    if (bytes > 0) {
+      std::memcpy(static_cast<char*>(out) + r * bytes,
+                  static_cast<const char*>(s.in[static_cast<size_t>(r)]) + rank * bytes, static_cast<size_t>(bytes));
+    }
+  }
+  depart(s, "all_to_all", group, self);
+}
+
+void ThreadCommunicator::permute(const void* in, void* out, int64_t bytes,
+                                 const std::vector<std::pair<int, int>>& pairs,
+                                 const Group& group, int self) {
+  Slot& s = slot(group);
+  arrive(s, "ppermute", group, self, in, out);
+  int source = -1;
+  for (const auto& [src, dst] : pairs) {
+    if (dst == self) source = src;
+  }
+  if (bytes > 0) {
+    if (source < 0) {
+      std::memset(out, 0, static_cast<size_t>(bytes));
+    } else {
+      int r = rank_of(group, source, "ppermute");
+      std::memcpy(out, s.in[static_cast<size_t>(r)], static_cast<size_t>(bytes));
+    }
+  }
+  depart(s, "ppermute", group, self);
+}
+
+void ThreadCommunicator::barrier(const Group& group, int self) {
+  Slot& s = slot(group);
+  arrive(s, "barrier", group, self, nullptr, nullptr);
+}
+
+}  // namespace partix::comm

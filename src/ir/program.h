@@ -1,0 +1,88 @@
+// Program: the SSA intermediate representation. Values have a shape, a dtype and, once
+// propagation has run, a NamedSharding (global view) or, in a per-device program, the
+// sharding they stand for. Instructions apply a primitive with attributes to values and
+// may own nested Programs (regions: a shard_map body, a rematerialised block).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ir/attrs.h"
+#include "partix/dtype.h"
+#include "partix/sharding.h"
+
+namespace partix::prim {
+class Primitive;
+}
+
+namespace partix::ir {
+
+struct Aval {
+  Shape shape;
+  DType dtype = DType::F32;
+  int64_t size() const { return shape_size(shape); }
+  int64_t nbytes() const { return size() * dtype_size(dtype); }
+  int ndim() const { return static_cast<int>(shape.size()); }
+  std::string to_string() const;  // f32[8,32]
+  friend bool operator==(const Aval& a, const Aval& b) {
+    return a.shape == b.shape && a.dtype == b.dtype;
+  }
+};
+
+struct ValueInfo {
+  Aval aval;
+  std::optional<NamedSharding> sharding;
+  // Inside a shard_map body: the mesh axes this value varies over (DESIGN §1).
+  std::set<std::string> varying;
+  std::string name;  // optional: where the value came from (named scope / op)
+};
+
+struct Program;
+
+struct Instr {
+  const prim::Primitive* prim = nullptr;
+  std::vector<int> inputs;
+  std::vector<int> outputs;
+  Attrs attrs;
+  std::vector<std::shared_ptr<const Program>> regions;
+  std::string scope;  // the user's named scope when traced, for messages
+};
+
+struct Program {
+  std::string name = "main";
+  std::optional<Mesh> mesh;  // the mesh shardings refer to
+  std::vector<ValueInfo> values;
+  std::vector<int> params;
+  std::vector<int> results;
+  std::vector<Instr> instrs;
+
+  int add_value(Aval aval) {
+    values.push_back(ValueInfo{std::move(aval), std::nullopt, {}, {}});
+    return static_cast<int>(values.size()) - 1;
+  }
+  const Aval& aval(int v) const { return values[static_cast<size_t>(v)].aval; }
+  ValueInfo& info(int v) { return values[static_cast<size_t>(v)]; }
+  const ValueInfo& info(int v) const { return values[static_cast<size_t>(v)]; }
+};
+
+// Text form. Example:
+//   program @main mesh<'x': 4, 'y': 2> (%0: f32[8,16] P('x', 'y')) -> (f32[8,16]) {
+//     %1 = exp(%0) : f32[8,16] P('x', 'y')
+//     return %1
+//   }
+struct PrintOptions {
+  bool full_literals = true;
+  bool shardings = true;
+};
+std::string to_text(const Program& p, const PrintOptions& options = {});
+// Parses to_text's output (throws partix::Error with line and column on bad text).
+Program parse_program(std::string_view text);
+
+// Structural checks: SSA (each value defined once, before use), avals agree with the
+// primitives' inference. Throws an internal error naming the instruction.
+void verify(const Program& p);
+
+}  // namespace partix::ir

@@ -1,0 +1,31 @@
+// Helpers of the op library: dtype promotion, broadcasting, binding primitives by name.
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "ir/attrs.h"
+#include "partix/ops.h"
+#include "trace/trace.h"
+
+namespace partix::ops {
+
+inline Array bind(std::string_view prim, const std::vector<Array>& in, ir::Attrs attrs = {}) {
+  return detail::bind1(prim, in, std::move(attrs));
+}
+
+// numpy broadcasting of two shapes; throws naming the op.
+Shape broadcast_shapes(std::string_view op, const Shape& a, const Shape& b);
+// The dtype a plain number takes next to an array of dtype d (JAX weak typing).
+DType weak_dtype(DType d, double value);
+// A binary primitive after promotion and broadcasting (scalars stay rank 0).
+Array binary(std::string_view prim, const Array& a, const Array& b);
+Array binary(std::string_view prim, const Array& a, double b);
+Array binary(std::string_view prim, double a, const Array& b);
+
+ir::Ints to_ints(const std::vector<int>& v);
+int norm_axis(std::string_view op, int axis, int rank);
+std::vector<int> norm_axes(std::string_view op, std::vector<int> axes, int rank);
+std::vector<int> all_axes(int rank);
+
+}  // namespace partix::ops

@@ -1,0 +1,73 @@
+// Indexing ops: take, take_along_axis, scatter_add, dynamic slices, iota, top_k, sort.
+#include "core/errors.h"
+#include "ops/common.h"
+
+namespace partix {
+
+using ops::bind;
+
+namespace {
+Array as_index(const Array& i, const char* op) {
+  detail::check(i.dtype() != DType::Bool && !is_floating(i.dtype()), op,
+                "indices must be integers, got {}{}", dtype_name(i.dtype()), shape_to_string(i.shape()));
+  return i;
+}
+}  // namespace
+
+Array take(const Array& x, const Array& indices, int axis) {
+  axis = ops::norm_axis("take", axis, x.ndim());
+  return bind("take", {x, as_index(indices, "take")}, {{"axis", static_cast<int64_t>(axis)}});
+}
+
+Array take_along_axis(const Array& x, const Array& indices, int axis) {
+  axis = ops::norm_axis("take_along_axis", axis, x.ndim());
+  return bind("take_along", {x, as_index(indices, "take_along_axis")},
+              {{"axis", static_cast<int64_t>(axis)}});
+}
+
+Array scatter_add(const Array& x, const Array& indices, const Array& updates, int axis) {
+  axis = ops::norm_axis("scatter_add", axis, x.ndim());
+  return bind("scatter_add", {x, as_index(indices, "scatter_add"), astype(updates, x.dtype())},
+              {{"axis", static_cast<int64_t>(axis)}});
+}
+
+Array dynamic_slice(const Array& x, const std::vector<Array>& starts, Shape sizes) {
+  std::vector<Array> in{x};
+  for (const Array& s : starts) in.push_back(as_index(s, "dynamic_slice"));
+  return detail::bind1("dynamic_slice", in, {{"sizes", ir::Ints(sizes)}});
+}
+
+Array dynamic_update_slice(const Array& x, const Array& update, const std::vector<Array>& starts) {
+  std::vector<Array> in{x, astype(update, x.dtype())};
+  for (const Array& s : starts) in.push_back(as_index(s, "dynamic_update_slice"));
+  return detail::bind1("dynamic_update_slice", in, {});
+}
+
+Array iota(Shape shape, int dimension, DType dtype) {
+  return detail::bind1("iota", {}, {{"shape", ir::Ints(shape)},
+                                    {"dimension", static_cast<int64_t>(dimension)},
+                                    {"dtype", dtype}});
+}
+
+std::pair<Array, Array> top_k(const Array& x, int64_t k) {
+  auto outs = detail::bind(prim::get_primitive("top_k"), {x}, {{"k", k}});
+  return {outs[0], outs[1]};
+}
+
+std::pair<Array, Array> sort(const Array& x, bool descending) {
+  detail::check(x.ndim() >= 1, "sort", "needs rank >= 1, got a scalar");
+  int64_t n = x.shape().back();
+  if (descending) return top_k(x, n);
+  // Ascending: order the negated values (ties keep the lower index, as a stable sort).
+  auto [v, i] = top_k(-x, n);
+  return {-v, i};
+}
+
+Array one_hot(const Array& indices, int64_t n, DType dtype) {
+  Shape s = indices.shape();
+  s.push_back(n);
+  Array classes = iota(s, static_cast<int>(s.size()) - 1, indices.dtype());
+  return astype(equal(expand_dims(indices, -1), classes), dtype);
+}
+
+}  // namespace partix

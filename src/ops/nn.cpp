@@ -1,0 +1,72 @@
+// Neural-network functions written with primitives: activations, softmax, norms, losses.
+#include <cmath>
+
+#include "core/errors.h"
+#include "ops/common.h"
+
+namespace partix {
+
+Array relu(const Array& x) { return maximum(x, 0.0); }
+Array silu(const Array& x) { return x * logistic(x); }
+
+Array gelu(const Array& x, bool approximate) {
+  if (approximate) {
+    constexpr double kC = 0.7978845608028654;  // sqrt(2/pi)
+    return 0.5 * x * (1.0 + tanh(kC * (x + 0.044715 * x * x * x)));
+  }
+  return 0.5 * x * (1.0 + erf(x * 0.7071067811865476));
+}
+
+Array softmax(const Array& x, int axis) {
+  axis = ops::norm_axis("softmax", axis, x.ndim());
+  Array m = stop_gradient(max(x, {axis}, true));
+  Array e = exp(x - m);
+  return e / sum(e, {axis}, true);
+}
+
+Array log_softmax(const Array& x, int axis) {
+  axis = ops::norm_axis("log_softmax", axis, x.ndim());
+  Array shifted = x - stop_gradient(max(x, {axis}, true));
+  return shifted - log(sum(exp(shifted), {axis}, true));
+}
+
+namespace {
+// Normalisation statistics in f32 for half-precision inputs (mixed precision).
+Array upcast(const Array& x) {
+  return x.dtype() == DType::BF16 || x.dtype() == DType::F16 ? astype(x, DType::F32) : x;
+}
+}  // namespace
+
+Array layer_norm(const Array& x, const Array& gamma, const Array& beta, double eps) {
+  detail::check(x.ndim() >= 1, "layer_norm", "needs rank >= 1");
+  Array xf = upcast(x);
+  Array mu = mean(xf, {-1}, true);
+  Array d = xf - mu;
+  Array v = mean(d * d, {-1}, true);
+  Array y = astype(d * rsqrt(v + eps), x.dtype());
+  return y * gamma + beta;
+}
+
+Array rms_norm(const Array& x, const Array& weight, double eps) {
+  detail::check(x.ndim() >= 1, "rms_norm", "needs rank >= 1");
+  Array xf = upcast(x);
+  Array y = astype(xf * rsqrt(mean(xf * xf, {-1}, true) + eps), x.dtype());
+  return y * weight;
+}
+
+Array cross_entropy(const Array& logits, const Array& labels) {
+  detail::check(logits.ndim() == labels.ndim() + 1, "cross_entropy",
+                "logits {} need one more dimension than labels {}", shape_to_string(logits.shape()),
+                shape_to_string(labels.shape()));
+  Array lp = log_softmax(upcast(logits), -1);
+  Array picked = take_along_axis(lp, expand_dims(labels, -1), -1);
+  return -squeeze(picked, {-1});
+}
+
+Array causal_mask(int64_t t, int64_t s, int64_t offset) {
+  Array q = iota({t, s}, 0, DType::I32);
+  Array k = iota({t, s}, 1, DType::I32);
+  return (q + static_cast<double>(offset)) >= k;
+}
+
+}  // namespace partix

@@ -1,0 +1,99 @@
+// Reductions: sum, mean, max, min, var, argmax, cumsum, logsumexp.
+#include <cmath>
+
+#include "core/errors.h"
+#include "ops/common.h"
+
+namespace partix {
+
+using ops::bind;
+using ops::to_ints;
+
+namespace {
+
+Shape kept_shape(const Array& x, const std::vector<int>& axes) {
+  Shape s = x.shape();
+  for (int a : axes) s[static_cast<size_t>(a)] = 1;
+  return s;
+}
+
+Array reduce(const char* prim, const char* op, const Array& x, std::vector<int> axes,
+             bool keepdims) {
+  axes = ops::norm_axes(op, axes, x.ndim());
+  Array in = x.dtype() == DType::Bool ? astype(x, DType::I32) : x;
+  Array r = axes.empty() ? in : bind(prim, {in}, {{"axes", to_ints(axes)}});
+  return keepdims ? reshape(r, kept_shape(x, axes)) : r;
+}
+
+double count(const Array& x, const std::vector<int>& axes) {
+  double n = 1;
+  for (int a : axes) n *= static_cast<double>(x.shape()[static_cast<size_t>(a)]);
+  return n;
+}
+
+}  // namespace
+
+Array sum(const Array& x) { return sum(x, ops::all_axes(x.ndim())); }
+Array sum(const Array& x, std::vector<int> axes, bool keepdims) {
+  return reduce("reduce_sum", "sum", x, std::move(axes), keepdims);
+}
+
+Array mean(const Array& x) { return mean(x, ops::all_axes(x.ndim())); }
+Array mean(const Array& x, std::vector<int> axes, bool keepdims) {
+  axes = ops::norm_axes("mean", axes, x.ndim());
+  Array xf = is_floating(x.dtype()) ? x : astype(x, DType::F32);
+  return sum(xf, axes, keepdims) / count(x, axes);
+}
+
+Array max(const Array& x) { return max(x, ops::all_axes(x.ndim())); }
+Array max(const Array& x, std::vector<int> axes, bool keepdims) {
+  return reduce("reduce_max", "max", x, std::move(axes), keepdims);
+}
+Array min(const Array& x, std::vector<int> axes, bool keepdims) {
+  return reduce("reduce_min", "min", x, std::move(axes), keepdims);
+}
+
+Array var(const Array& x, std::vector<int> axes, bool keepdims) {
+  axes = ops::norm_axes("var", axes, x.ndim());
+  Array xf = is_floating(x.dtype()) ? x : astype(x, DType::F32);
+  Array d = xf - mean(xf, axes, true);
+  return mean(d * d, axes, keepdims);
+}
+
+namespace {
+Array arg_reduce(const char* prim, const Array& x, int axis, bool keepdims) {
+  axis = ops::norm_axis(prim, axis, x.ndim());
+  Array in = x.dtype() == DType::Bool ? astype(x, DType::I32) : x;
+  Array r = bind(prim, {in}, {{"axis", static_cast<int64_t>(axis)}});
+  return keepdims ? expand_dims(r, axis) : r;
+}
+}  // namespace
+
+Array argmax(const Array& x, int axis, bool keepdims) { return arg_reduce("argmax", x, axis, keepdims); }
+Array argmin(const Array& x, int axis, bool keepdims) { return arg_reduce("argmin", x, axis, keepdims); }
+
+Array cumsum(const Array& x, int axis, bool reverse) {
+  axis = ops::norm_axis("cumsum", axis, x.ndim());
+  Array in = x.dtype() == DType::Bool ? astype(x, DType::I32) : x;
+  ir::Attrs attrs{{"axis", static_cast<int64_t>(axis)}};
+  if (reverse) attrs.set("reverse", true);
+  return bind("cumsum", {in}, attrs);
+}
+
+Array logsumexp(const Array& x, std::vector<int> axes, bool keepdims) {
+  axes = ops::norm_axes("logsumexp", axes, x.ndim());
+  Array xf = is_floating(x.dtype()) ? x : astype(x, DType::F32);
+  // Shift by the (gradient-free) max; an all -inf row shifts by 0 instead.
+  Array m = stop_gradient(max(xf, axes, true));
+  m = where(equal(abs(m), INFINITY), 0.0, m);
+  Array s = log(sum(exp(xf - m), axes, true)) + m;
+  return keepdims ? s : reshape(s, [&] {
+    Shape out;
+    for (int d = 0; d < x.ndim(); ++d) {
+      if (std::find(axes.begin(), axes.end(), d) == axes.end()) out.push_back(x.shape()[static_cast<size_t>(d)]);
+    }
+    return out;
+  }());
+}
+
+}  // namespace partix

@@ -1,0 +1,171 @@
+// Shape ops: reshape, transpose, broadcasting, slicing, concatenation, padding.
+#include <numeric>
+
+#include "core/errors.h"
+#include "ops/common.h"
+
+namespace partix {
+
+using ops::bind;
+using ops::to_ints;
+
+Array reshape(const Array& x, Shape shape) {
+  int infer = -1;
+  int64_t known = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
+      detail::check(infer < 0, "reshape", "only one dimension of {} may be -1",
+                    shape_to_string(shape));
+      infer = static_cast<int>(i);
+    } else {
+      detail::check(shape[i] >= 0, "reshape", "invalid size {} in {}", shape[i],
+                    shape_to_string(shape));
+      known *= shape[i];
+    }
+  }
+  if (infer >= 0) {
+    detail::check(known > 0 && x.size() % known == 0, "reshape",
+                  "cannot reshape {}{} ({} elements) to {}", dtype_name(x.dtype()),
+                  shape_to_string(x.shape()), x.size(), shape_to_string(shape));
+    shape[static_cast<size_t>(infer)] = x.size() / known;
+  }
+  if (shape == x.shape()) return x;
+  return bind("reshape", {x}, {{"shape", ir::Ints(shape)}});
+}
+
+Array transpose(const Array& x, std::vector<int> perm) {
+  for (int& p : perm) p = p < 0 ? p + x.ndim() : p;
+  std::vector<int> id = ops::all_axes(x.ndim());
+  if (perm == id) return x;
+  return bind("transpose", {x}, {{"perm", to_ints(perm)}});
+}
+
+Array transpose(const Array& x) {
+  std::vector<int> perm = ops::all_axes(x.ndim());
+  std::reverse(perm.begin(), perm.end());
+  return transpose(x, perm);
+}
+
+Array swapaxes(const Array& x, int a, int b) {
+  a = ops::norm_axis("swapaxes", a, x.ndim());
+  b = ops::norm_axis("swapaxes", b, x.ndim());
+  std::vector<int> perm = ops::all_axes(x.ndim());
+  std::swap(perm[static_cast<size_t>(a)], perm[static_cast<size_t>(b)]);
+  return transpose(x, perm);
+}
+
+Array moveaxis(const Array& x, int source, int destination) {
+  source = ops::norm_axis("moveaxis", source, x.ndim());
+  destination = ops::norm_axis("moveaxis", destination, x.ndim());
+  std::vector<int> perm;
+  for (int i = 0; i < x.ndim(); ++i) {
+    if (i != source) perm.push_back(i);
+  }
+  perm.insert(perm.begin() + destination, source);
+  return transpose(x, perm);
+}
+
+Array broadcast_in_dim(const Array& x, Shape shape, std::vector<int> dims) {
+  if (shape == x.shape() && dims == ops::all_axes(x.ndim())) return x;
+  return bind("broadcast_in_dim", {x}, {{"shape", ir::Ints(shape)}, {"dims", to_ints(dims)}});
+}
+
+Array broadcast_to(const Array& x, Shape shape) {
+  detail::check(shape.size() >= x.shape().size(), "broadcast_to", "cannot broadcast {} to {}",
+                shape_to_string(x.shape()), shape_to_string(shape));
+  Shape b = ops::broadcast_shapes("broadcast_to", x.shape(), shape);
+  detail::check(b == shape, "broadcast_to", "cannot broadcast {} to {}",
+                shape_to_string(x.shape()), shape_to_string(shape));
+  std::vector<int> dims;
+  int lead = static_cast<int>(shape.size() - x.shape().size());
+  for (int i = 0; i < x.ndim(); ++i) dims.push_back(lead + i);
+  return broadcast_in_dim(x, shape, dims);
+}
+
+Array expand_dims(const Array& x, int axis) {
+  int rank = x.ndim() + 1;
+  detail::check(axis >= -rank && axis < rank, "expand_dims", "axis {} is out of range for rank {}",
+                axis, rank);
+  if (axis < 0) axis += rank;
+  Shape s = x.shape();
+  s.insert(s.begin() + axis, 1);
+  return reshape(x, s);
+}
+
+Array squeeze(const Array& x, std::vector<int> axes) {
+  axes = ops::norm_axes("squeeze", axes, x.ndim());
+  Shape s;
+  for (int d = 0; d < x.ndim(); ++d) {
+    bool drop = std::find(axes.begin(), axes.end(), d) != axes.end();
+    if (drop) {
+      detail::check(x.shape()[static_cast<size_t>(d)] == 1, "squeeze",
+                    "dimension {} of {} has size {}, not 1", d, shape_to_string(x.shape()),
+                    x.shape()[static_cast<size_t>(d)]);
+    } else {
+      s.push_back(x.shape()[static_cast<size_t>(d)]);
+    }
+  }
+  return reshape(x, s);
+}
+
+Array slice(const Array& x, Shape start, Shape stop) {
+  return slice(x, std::move(start), std::move(stop), Shape(x.shape().size(), 1));
+}
+
+Array slice(const Array& x, Shape start, Shape stop, Shape strides) {
+  bool whole = start.size() == x.shape().size() && stop == x.shape();
+  for (size_t d = 0; whole && d < start.size(); ++d) whole = start[d] == 0 && strides[d] == 1;
+  if (whole) return x;
+  ir::Attrs attrs{{"start", ir::Ints(start)}, {"stop", ir::Ints(stop)}};
+  bool unit = std::all_of(strides.begin(), strides.end(), [](int64_t s) { return s == 1; });
+  if (!unit) attrs.set("strides", ir::Ints(strides));
+  return bind("slice", {x}, attrs);
+}
+
+Array slice_axis(const Array& x, int axis, int64_t start, int64_t stop) {
+  axis = ops::norm_axis("slice", axis, x.ndim());
+  Shape lo(x.shape().size(), 0), hi = x.shape();
+  lo[static_cast<size_t>(axis)] = start;
+  hi[static_cast<size_t>(axis)] = stop;
+  return slice(x, lo, hi);
+}
+
+Array concatenate(std::vector<Array> xs, int axis) {
+  detail::check(!xs.empty(), "concatenate", "needs at least one array");
+  if (xs.size() == 1) return xs[0];
+  DType dt = xs[0].dtype();
+  for (const Array& a : xs) dt = promote_types(dt, a.dtype());
+  for (Array& a : xs) a = astype(a, dt);
+  axis = ops::norm_axis("concatenate", axis, xs[0].ndim());
+  return detail::bind1("concatenate", xs, {{"axis", static_cast<int64_t>(axis)}});
+}
+
+Array stack(std::vector<Array> xs, int axis) {
+  detail::check(!xs.empty(), "stack", "needs at least one array");
+  for (Array& a : xs) a = expand_dims(a, axis);
+  return concatenate(std::move(xs), axis);
+}
+
+std::vector<Array> split(const Array& x, int sections, int axis) {
+  axis = ops::norm_axis("split", axis, x.ndim());
+  int64_t n = x.shape()[static_cast<size_t>(axis)];
+  detail::check(sections > 0 && n % sections == 0, "split",
+                "dimension {} of {} (size {}) does not split into {} equal sections", axis,
+                shape_to_string(x.shape()), n, sections);
+  std::vector<Array> out;
+  int64_t k = n / sections;
+  for (int i = 0; i < sections; ++i) out.push_back(slice_axis(x, axis, i * k, (i + 1) * k));
+  return out;
+}
+
+Array pad(const Array& x, Shape low, Shape high, double value) {
+  return bind("pad", {x}, {{"low", ir::Ints(low)}, {"high", ir::Ints(high)}, {"value", value}});
+}
+
+Array flip(const Array& x, std::vector<int> axes) {
+  return bind("rev", {x}, {{"axes", to_ints(ops::norm_axes("flip", axes, x.ndim()))}});
+}
+
+Array flatten(const Array& x) { return reshape(x, {x.size()}); }
+
+}  // namespace partix

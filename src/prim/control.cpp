@@ -1,0 +1,99 @@
+// Structural primitives: constant literals, sharding constraints, stop_gradient.
+#include <cstring>
+
+#include "partix/ops.h"
+#include "prim/primitive.h"
+#include "prim/util.h"
+#include "trace/trace.h"
+
+namespace partix::prim {
+
+namespace {
+
+// ---- constant{value=<literal>} ----
+class Constant final : public Primitive {
+ public:
+  std::string_view name() const override { return "constant"; }
+  std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
+                          const Regions&) const override {
+    check_arity(name(), in, 0);
+    const auto& lit = attrs.get<std::shared_ptr<const ir::Literal>>("value");
+    return {Aval{lit->shape, lit->dtype}};
+  }
+  FactorRule factor_rule(const std::vector<Aval>&, const std::vector<Aval>& out,
+                         const Attrs&) const override {
+    // A literal is replicated data; every device can slice its block from it.
+    FactorRuleBuilder b;
+    std::vector<DimFactors> res;
+    for (int64_t d : out[0].shape) res.push_back({b.add(d)});
+    b.rule().results = {res};
+    return b.rule();
+  }
+  std::vector<Array> vjp(const VjpArgs&) const override { return {}; }
+  double flops(const std::vector<Aval>&, const std::vector<Aval>&, const Attrs&) const override {
+    return 0;
+  }
+  void reference(const KernelCall& c) const override {
+    const auto& lit = c.attrs.get<std::shared_ptr<const ir::Literal>>("value");
+    std::memcpy(c.out[0], lit->bytes.data(), lit->bytes.size());
+  }
+};
+
+// Identity primitives share this shape.
+class Identity : public Primitive {
+ public:
+  Linearity linearity() const override { return Linearity::kLinear; }
+  std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs&,
+                          const Regions&) const override {
+    check_arity(name(), in, 1);
+    return {in[0]};
+  }
+  FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>& out,
+                         const Attrs&) const override {
+    return FactorRuleBuilder::elementwise(in, out[0]);
+  }
+  double flops(const std::vector<Aval>&, const std::vector<Aval>&, const Attrs&) const override {
+    return 0;
+  }
+  void reference(const KernelCall& c) const override {
+    std::memcpy(c.out[0], c.in[0], static_cast<size_t>(c.out_aval(0).nbytes()));
+  }
+};
+
+// ---- sharding_constraint{mesh, spec}: with_sharding_constraint; transposes to itself ----
+class ShardingConstraint final : public Identity {
+ public:
+  std::string_view name() const override { return "sharding_constraint"; }
+  std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
+                          const Regions& r) const override {
+    auto out = Identity::infer(in, attrs, r);
+    NamedSharding(attrs.get<Mesh>("mesh"), attrs.get<PartitionSpec>("spec")).check_shape(in[0].shape);
+    return out;
+  }
+  std::vector<Array> vjp(const VjpArgs& a) const override {
+    if (!a.cotangents[0].valid()) return {Array()};
+    return {detail::bind1(*this, {a.cotangents[0]}, a.attrs)};
+  }
+};
+
+// ---- stop_gradient: identity with a zero VJP ----
+class StopGradient final : public Identity {
+ public:
+  std::string_view name() const override { return "stop_gradient"; }
+  std::vector<Array> vjp(const VjpArgs&) const override { return {Array()}; }
+};
+
+// ---- copy: an explicit copy (the partitioner's and optimiser's identity) ----
+class Copy final : public Identity {
+ public:
+  std::string_view name() const override { return "copy"; }
+  std::vector<Array> vjp(const VjpArgs& a) const override { return {a.cotangents[0]}; }
+};
+
+Register<Constant> r_constant;
+Register<ShardingConstraint> r_constraint;
+Register<StopGradient> r_stop;
+Register<Copy> r_copy;
+
+}  // namespace
+}  // namespace partix::prim

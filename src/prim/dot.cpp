@@ -1,0 +1,243 @@
+// dot_general{lhs_contract, rhs_contract, lhs_batch, rhs_batch[, out_dtype]}: result
+// dimensions are batch, lhs free, rhs free (XLA's convention).
+#include <algorithm>
+#include <numeric>
+
+#include "core/layout.h"
+#include "core/scalar.h"
+#include "partix/ops.h"
+#include "prim/dot.h"
+#include "prim/primitive.h"
+#include "prim/util.h"
+
+namespace partix::prim {
+
+DotDims dot_dims(const Attrs& attrs, int lhs_rank, int rhs_rank) {
+  DotDims d;
+  auto conv = [](const ir::Ints& v) { return std::vector<int>(v.begin(), v.end()); };
+  d.lhs_contract = conv(attrs.ints("lhs_contract"));
+  d.rhs_contract = conv(attrs.ints("rhs_contract"));
+  d.lhs_batch = attrs.has("lhs_batch") ? conv(attrs.ints("lhs_batch")) : std::vector<int>{};
+  d.rhs_batch = attrs.has("rhs_batch") ? conv(attrs.ints("rhs_batch")) : std::vector<int>{};
+  auto free = [](int rank, const std::vector<int>& a, const std::vector<int>& b) {
+    std::vector<int> out;
+    for (int i = 0; i < rank; ++i) {
+      if (std::find(a.begin(), a.end(), i) == a.end() && std::find(b.begin(), b.end(), i) == b.end()) {
+        out.push_back(i);
+      }
+    }
+    return out;
+  };
+  d.lhs_free = free(lhs_rank, d.lhs_contract, d.lhs_batch);
+  d.rhs_free = free(rhs_rank, d.rhs_contract, d.rhs_batch);
+  return d;
+}
+
+namespace {
+
+// All offsets (in elements) of the row-major index space of `dims` of a tensor with strides.
+std::vector<int64_t> offsets(const Shape& shape, const std::vector<int64_t>& strides,
+                             const std::vector<int>& dims) {
+  std::vector<int64_t> out{0};
+  for (int d : dims) {
+    std::vector<int64_t> next;
+    for (int64_t base : out) {
+      for (int64_t i = 0; i < shape[static_cast<size_t>(d)]; ++i) {
+        next.push_back(base + i * strides[static_cast<size_t>(d)]);
+      }
+    }
+    out = std::move(next);
+  }
+  return out;
+}
+
+class DotGeneral final : public Primitive {
+ public:
+  std::string_view name() const override { return "dot_general"; }
+  Linearity linearity() const override { return Linearity::kMultilinear; }
+
+  std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
+                          const Regions&) const override {
+    check_arity(name(), in, 2);
+    const Aval& a = in[0];
+    const Aval& b = in[1];
+    detail::check(a.dtype == b.dtype, name(), "operand dtypes differ: {}", avals_to_string(in));
+    detail::check(a.dtype != DType::Bool, name(), "needs numeric operands, got {}",
+                  avals_to_string(in));
+    DotDims d = dot_dims(attrs, a.ndim(), b.ndim());
+    auto check_dims = [&](const std::vector<int>& dims, int rank, const char* what) {
+      std::vector<int> s = dims;
+      std::sort(s.begin(), s.end());
+      detail::check(std::adjacent_find(s.begin(), s.end()) == s.end(), name(),
+                    "{} dimensions [{}] repeat", what, fmt::join(dims, ","));
+      for (int x : dims) {
+        detail::check(x >= 0 && x < rank, name(), "{} dimension {} is out of range for {}", what,
+                      x, avals_to_string(in));
+      }
+    };
+    check_dims(d.lhs_contract, a.ndim(), "lhs contracting");
+    check_dims(d.rhs_contract, b.ndim(), "rhs contracting");
+    check_dims(d.lhs_batch, a.ndim(), "lhs batch");
+    check_dims(d.rhs_batch, b.ndim(), "rhs batch");
+    detail::check(d.lhs_contract.size() == d.rhs_contract.size(), name(),
+                  "{} lhs but {} rhs contracting dimensions", d.lhs_contract.size(),
+                  d.rhs_contract.size());
+    detail::check(d.lhs_batch.size() == d.rhs_batch.size(), name(),
+                  "{} lhs but {} rhs batch dimensions", d.lhs_batch.size(), d.rhs_batch.size());
+    for (int x : d.lhs_contract) {
+      detail::check(std::find(d.lhs_batch.begin(), d.lhs_batch.end(), x) == d.lhs_batch.end(),
+                    name(), "lhs dimension {} is both batch and contracting", x);
+    }
+    for (int x : d.rhs_contract) {
+      detail::check(std::find(d.rhs_batch.begin(), d.rhs_batch.end(), x) == d.rhs_batch.end(),
+                    name(), "rhs dimension {} is both batch and contracting", x);
+    }
+    for (size_t i = 0; i < d.lhs_contract.size(); ++i) {
+      detail::check(a.shape[static_cast<size_t>(d.lhs_contract[i])] ==
+                        b.shape[static_cast<size_t>(d.rhs_contract[i])],
+                    name(), "contracting sizes differ: {} (lhs dim {}, rhs dim {})",
+                    avals_to_string(in), d.lhs_contract[i], d.rhs_contract[i]);
+    }
+    Shape out;
+    for (size_t i = 0; i < d.lhs_batch.size(); ++i) {
+      int64_t sa = a.shape[static_cast<size_t>(d.lhs_batch[i])];
+      detail::check(sa == b.shape[static_cast<size_t>(d.rhs_batch[i])], name(),
+                    "batch sizes differ: {}", avals_to_string(in));
+      out.push_back(sa);
+    }
+    for (int x : d.lhs_free) out.push_back(a.shape[static_cast<size_t>(x)]);
+    for (int x : d.rhs_free) out.push_back(b.shape[static_cast<size_t>(x)]);
+    DType odt = attrs.has("out_dtype") ? attrs.dtype("out_dtype") : a.dtype;
+    return {Aval{out, odt}};
+  }
+
+  FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>&,
+                         const Attrs& attrs) const override {
+    DotDims d = dot_dims(attrs, in[0].ndim(), in[1].ndim());
+    FactorRuleBuilder b;
+    std::vector<DimFactors> lhs(in[0].shape.size()), rhs(in[1].shape.size()), out;
+    for (size_t i = 0; i < d.lhs_batch.size(); ++i) {
+      int f = b.add(in[0].shape[static_cast<size_t>(d.lhs_batch[i])]);
+      lhs[static_cast<size_t>(d.lhs_batch[i])] = {f};
+      rhs[static_cast<size_t>(d.rhs_batch[i])] = {f};
+      out.push_back({f});
+    }
+    for (int x : d.lhs_free) {
+      int f = b.add(in[0].shape[static_cast<size_t>(x)]);
+      lhs[static_cast<size_t>(x)] = {f};
+      out.push_back({f});
+    }
+    for (int x : d.rhs_free) {
+      int f = b.add(in[1].shape[static_cast<size_t>(x)]);
+      rhs[static_cast<size_t>(x)] = {f};
+      out.push_back({f});
+    }
+    for (size_t i = 0; i < d.lhs_contract.size(); ++i) {
+      int f = b.add(in[0].shape[static_cast<size_t>(d.lhs_contract[i])], FactorKind::kReduction);
+      lhs[static_cast<size_t>(d.lhs_contract[i])] = {f};
+      rhs[static_cast<size_t>(d.rhs_contract[i])] = {f};
+    }
+    b.rule().operands = {lhs, rhs};
+    b.rule().results = {out};
+    return b.rule();
+  }
+
+  std::vector<Array> vjp(const VjpArgs& args) const override {
+    const Array& g0 = args.cotangents[0];
+    if (!g0.valid()) return {Array(), Array()};
+    const Array& A = args.primals[0];
+    const Array& B = args.primals[1];
+    DotDims d = dot_dims(args.attrs, A.ndim(), B.ndim());
+    const int nb = static_cast<int>(d.lhs_batch.size());
+    const int nlf = static_cast<int>(d.lhs_free.size());
+    const int nrf = static_cast<int>(d.rhs_free.size());
+    // Low-precision operands: contract the cotangent in their dtype, accumulating in f32.
+    DType in_dt = A.dtype();
+    Array g = g0.dtype() == in_dt ? g0 : astype(g0, in_dt);
+    std::optional<DType> acc;
+    if (in_dt == DType::BF16 || in_dt == DType::F16) acc = DType::F32;
+    std::vector<int> gb(static_cast<size_t>(nb));
+    std::iota(gb.begin(), gb.end(), 0);
+    auto rank_in = [](const std::vector<int>& v, int x) {
+      std::vector<int> s = v;
+      std::sort(s.begin(), s.end());
+      return static_cast<int>(std::find(s.begin(), s.end(), x) - s.begin());
+    };
+    // dA: contract g's rhs-free dims with B's free dims -> [batch, lhs free, B contract (sorted)].
+    std::vector<int> g_rf(static_cast<size_t>(nrf));
+    std::iota(g_rf.begin(), g_rf.end(), nb + nlf);
+    Array da_raw = dot_general(g, B, g_rf, d.rhs_free, gb, d.rhs_batch, acc);
+    std::vector<int> perm_a(static_cast<size_t>(A.ndim()));
+    for (int i = 0; i < nb; ++i) perm_a[static_cast<size_t>(d.lhs_batch[static_cast<size_t>(i)])] = i;
+    for (int j = 0; j < nlf; ++j) perm_a[static_cast<size_t>(d.lhs_free[static_cast<size_t>(j)])] = nb + j;
+    for (size_t k = 0; k < d.lhs_contract.size(); ++k) {
+      perm_a[static_cast<size_t>(d.lhs_contract[k])] = nb + nlf + rank_in(d.rhs_contract, d.rhs_contract[k]);
+    }
+    // dB: contract g's lhs-free dims with A's free dims -> [batch, rhs free, A contract (sorted)].
+    std::vector<int> g_lf(static_cast<size_t>(nlf));
+    std::iota(g_lf.begin(), g_lf.end(), nb);
+    Array db_raw = dot_general(g, A, g_lf, d.lhs_free, gb, d.lhs_batch, acc);
+    std::vector<int> perm_b(static_cast<size_t>(B.ndim()));
+    for (int i = 0; i < nb; ++i) perm_b[static_cast<size_t>(d.rhs_batch[static_cast<size_t>(i)])] = i;
+    for (int j = 0; j < nrf; ++j) perm_b[static_cast<size_t>(d.rhs_free[static_cast<size_t>(j)])] = nb + j;
+    for (size_t k = 0; k < d.rhs_contract.size(); ++k) {
+      perm_b[static_cast<size_t>(d.rhs_contract[k])] = nb + nrf + rank_in(d.lhs_contract, d.lhs_contract[k]);
+    }
+    Array da = transpose(da_raw, perm_a);
+    Array db = transpose(db_raw, perm_b);
+    if (da.dtype() != A.dtype()) da = astype(da, A.dtype());
+    if (db.dtype() != B.dtype()) db = astype(db, B.dtype());
+    return {da, db};
+  }
+
+  double flops(const std::vector<Aval>& in, const std::vector<Aval>& out,
+               const Attrs& attrs) const override {
+    DotDims d = dot_dims(attrs, in[0].ndim(), in[1].ndim());
+    double k = 1;
+    for (int x : d.lhs_contract) k *= static_cast<double>(in[0].shape[static_cast<size_t>(x)]);
+    return 2.0 * k * static_cast<double>(out[0].size());
+  }
+
+  void reference(const KernelCall& c) const override {
+    const Aval& a = c.in_aval(0);
+    const Aval& b = c.in_aval(1);
+    DotDims d = dot_dims(c.attrs, a.ndim(), b.ndim());
+    auto sa = detail::strides_of(a.shape), sb = detail::strides_of(b.shape);
+    auto ab = offsets(a.shape, sa, d.lhs_batch), bb = offsets(b.shape, sb, d.rhs_batch);
+    auto af = offsets(a.shape, sa, d.lhs_free), bf = offsets(b.shape, sb, d.rhs_free);
+    auto ak = offsets(a.shape, sa, d.lhs_contract), bk = offsets(b.shape, sb, d.rhs_contract);
+    const int ea = dtype_size(a.dtype);
+    const DType odt = c.out_aval(0).dtype;
+    const int eo = dtype_size(odt);
+    const char* pa = static_cast<const char*>(c.in[0]);
+    const char* pb = static_cast<const char*>(c.in[1]);
+    char* po = static_cast<char*>(c.out[0]);
+    const bool fl = is_floating(a.dtype);
+    int64_t o = 0;
+    for (size_t ib = 0; ib < ab.size(); ++ib) {
+      for (int64_t fa : af) {
+        for (int64_t fb : bf) {
+          double acc = 0;
+          int64_t iacc = 0;
+          for (size_t k = 0; k < ak.size(); ++k) {
+            const char* xa = pa + (ab[ib] + fa + ak[k]) * ea;
+            const char* xb = pb + (bb[ib] + fb + bk[k]) * ea;
+            if (fl) {
+              acc += detail::load_scalar(xa, a.dtype) * detail::load_scalar(xb, a.dtype);
+            } else {
+              iacc += detail::load_int(xa, a.dtype) * detail::load_int(xb, a.dtype);
+            }
+          }
+          if (fl) detail::store_scalar(po + o * eo, odt, acc);
+          else detail::store_int(po + o * eo, odt, iacc);
+          o++;
+        }
+      }
+    }
+  }
+};
+
+Register<DotGeneral> r_dot;
+
+}  // namespace
+}  // namespace partix::prim

@@ -1,0 +1,476 @@
+// Elementwise primitives: unary math, binary arithmetic and comparisons, select, convert.
+// Operands have the result's shape or are scalars (rank 0); the op library broadcasts.
+#include <cstring>
+
+#include "core/scalar.h"
+#include "partix/ops.h"
+#include "prim/elementwise_ops.h"
+#include "prim/primitive.h"
+#include "prim/util.h"
+#include "trace/trace.h"
+
+namespace partix::prim {
+
+namespace {
+
+using ew::Allowed;
+
+bool allows(Allowed a, DType d) {
+  switch (a) {
+    case Allowed::kFloat: return is_floating(d);
+    case Allowed::kNumeric: return d != DType::Bool;
+    case Allowed::kBool: return d == DType::Bool;
+    case Allowed::kIntOrBool: return !is_floating(d);
+    case Allowed::kAny: return true;
+  }
+  return false;
+}
+
+const char* allowed_text(Allowed a) {
+  switch (a) {
+    case Allowed::kFloat: return "a floating dtype";
+    case Allowed::kNumeric: return "a numeric dtype";
+    case Allowed::kBool: return "bool";
+    case Allowed::kIntOrBool: return "an integer or bool dtype";
+    case Allowed::kAny: return "any dtype";
+  }
+  return "";
+}
+
+constexpr bool has_float(Allowed a) {
+  return a == Allowed::kFloat || a == Allowed::kNumeric || a == Allowed::kAny;
+}
+constexpr bool has_int(Allowed a) {
+  return a == Allowed::kNumeric || a == Allowed::kIntOrBool || a == Allowed::kAny;
+}
+constexpr bool has_bool(Allowed a) {
+  return a == Allowed::kBool || a == Allowed::kIntOrBool || a == Allowed::kAny;
+}
+
+// Sums a cotangent down to a scalar operand's shape (operands may be rank 0).
+Array fit(const Array& g, const Array& primal) {
+  if (!g.valid()) return g;
+  Array out = primal.ndim() == 0 && g.ndim() > 0 ? sum(g) : g;
+  return out.dtype() == primal.dtype() ? out : astype(out, primal.dtype());
+}
+
+// ---- unary ----
+
+template <class Op>
+std::vector<Array> unary_vjp(const Array& x, const Array& y, const Array& g);
+
+template <class Op>
+class Unary final : public Primitive {
+ public:
+  std::string_view name() const override { return Op::kName; }
+  bool is_elementwise() const override { return true; }
+  Linearity linearity() const override {
+    return std::string_view(Op::kName) == "neg" ? Linearity::kLinear : Linearity::kNone;
+  }
+  std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs&,
+                          const Regions&) const override {
+    check_arity(name(), in, 1);
+    detail::check(allows(Op::kAllowed, in[0].dtype), name(), "needs {}, got {}",
+                  allowed_text(Op::kAllowed), in[0].to_string());
+    return {in[0]};
+  }
+  FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>& out,
+                         const Attrs&) const override {
+    return FactorRuleBuilder::elementwise(in, out[0]);
+  }
+  std::vector<Array> vjp(const VjpArgs& a) const override {
+    if (!a.cotangents[0].valid()) return {Array()};
+    return unary_vjp<Op>(a.primals[0], a.outputs[0], a.cotangents[0]);
+  }
+  void reference(const KernelCall& c) const override {
+    const DType dt = c.in_aval(0).dtype;
+    const int es = dtype_size(dt);
+    const int64_t n = c.out_aval(0).size();
+    const char* in = static_cast<const char*>(c.in[0]);
+    char* out = static_cast<char*>(c.out[0]);
+    for (int64_t i = 0; i < n; ++i) {
+      if constexpr (has_float(Op::kAllowed)) {
+        if (is_floating(dt)) {
+          detail::store_scalar(out + i * es, dt, Op::template f<double>(detail::load_scalar(in + i * es, dt)));
+          continue;
+        }
+      }
+      if constexpr (has_int(Op::kAllowed)) {
+        if (is_integral(dt)) {
+          detail::store_int(out + i * es, dt, Op::template f<int64_t>(detail::load_int(in + i * es, dt)));
+          continue;
+        }
+      }
+      if constexpr (has_bool(Op::kAllowed)) {
+        if (dt == DType::Bool) {
+          out[i] = Op::template f<bool>(in[i] != 0) ? 1 : 0;
+          continue;
+        }
+      }
+    }
+  }
+};
+
+template <>
+std::vector<Array> unary_vjp<ew::Neg>(const Array&, const Array&, const Array& g) {
+  return {-g};
+}
+template <>
+std::vector<Array> unary_vjp<ew::Exp>(const Array&, const Array& y, const Array& g) {
+  return {g * y};
+}
+template <>
+std::vector<Array> unary_vjp<ew::Log>(const Array& x, const Array&, const Array& g) {
+  return {g / x};
+}
+template <>
+std::vector<Array> unary_vjp<ew::Sin>(const Array& x, const Array&, const Array& g) {
+  return {g * cos(x)};
+}
+template <>
+std::vector<Array> unary_vjp<ew::Cos>(const Array& x, const Array&, const Array& g) {
+  return {-(g * sin(x))};
+}
+template <>
+std::vector<Array> unary_vjp<ew::Tanh>(const Array&, const Array& y, const Array& g) {
+  return {g * (1.0 - y * y)};
+}
+template <>
+std::vector<Array> unary_vjp<ew::Sqrt>(const Array&, const Array& y, const Array& g) {
+  return {g * 0.5 / y};
+}
+template <>
+std::vector<Array> unary_vjp<ew::Rsqrt>(const Array& x, const Array& y, const Array& g) {
+  return {g * -0.5 * y / x};
+}
+template <>
+std::vector<Array> unary_vjp<ew::Abs>(const Array& x, const Array&, const Array& g) {
+  return {g * sign(x)};
+}
+template <>
+std::vector<Array> unary_vjp<ew::Logistic>(const Array&, const Array& y, const Array& g) {
+  return {g * y * (1.0 - y)};
+}
+template <>
+std::vector<Array> unary_vjp<ew::Erf>(const Array& x, const Array&, const Array& g) {
+  return {g * 1.1283791670955126 * exp(-(x * x))};
+}
+template <>
+std::vector<Array> unary_vjp<ew::ErfInv>(const Array&, const Array& y, const Array& g) {
+  return {g * 0.886226925452758 * exp(y * y)};  // sqrt(pi)/2 * exp(y^2)
+}
+template <>
+std::vector<Array> unary_vjp<ew::Log1p>(const Array& x, const Array&, const Array& g) {
+  return {g / (x + 1.0)};
+}
+template <>
+std::vector<Array> unary_vjp<ew::Expm1>(const Array&, const Array& y, const Array& g) {
+  return {g * (y + 1.0)};
+}
+// Piecewise-constant functions have zero derivative almost everywhere.
+template <>
+std::vector<Array> unary_vjp<ew::Sign>(const Array&, const Array&, const Array&) {
+  return {Array()};
+}
+template <>
+std::vector<Array> unary_vjp<ew::Floor>(const Array&, const Array&, const Array&) {
+  return {Array()};
+}
+template <>
+std::vector<Array> unary_vjp<ew::Ceil>(const Array&, const Array&, const Array&) {
+  return {Array()};
+}
+template <>
+std::vector<Array> unary_vjp<ew::Round>(const Array&, const Array&, const Array&) {
+  return {Array()};
+}
+template <>
+std::vector<Array> unary_vjp<ew::Not>(const Array&, const Array&, const Array&) {
+  return {Array()};
+}
+
+// ---- binary ----
+
+template <class Op>
+std::vector<Array> binary_vjp(const Array& a, const Array& b, const Array& y, const Array& g);
+
+template <class Op>
+class Binary final : public Primitive {
+ public:
+  std::string_view name() const override { return Op::kName; }
+  bool is_elementwise() const override { return true; }
+  Linearity linearity() const override {
+    std::string_view n = Op::kName;
+    if (n == "add" || n == "sub") return Linearity::kLinear;
+    if (n == "mul") return Linearity::kMultilinear;
+    return Linearity::kNone;
+  }
+  std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs&,
+                          const Regions&) const override {
+    check_arity(name(), in, 2);
+    detail::check(in[0].dtype == in[1].dtype, name(), "operand dtypes differ: {}",
+                  avals_to_string(in));
+    detail::check(allows(Op::kAllowed, in[0].dtype), name(), "needs {}, got {}",
+                  allowed_text(Op::kAllowed), avals_to_string(in));
+    detail::check(in[0].shape == in[1].shape || in[0].shape.empty() || in[1].shape.empty(),
+                  name(), "operand shapes differ: {}", avals_to_string(in));
+    Shape shape = in[0].shape.empty() ? in[1].shape : in[0].shape;
+    return {Aval{shape, Op::kCompare ? DType::Bool : in[0].dtype}};
+  }
+  FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>& out,
+                         const Attrs&) const override {
+    return FactorRuleBuilder::elementwise(in, out[0]);
+  }
+  std::vector<Array> vjp(const VjpArgs& a) const override {
+    if (!a.cotangents[0].valid()) return {Array(), Array()};
+    auto gs = binary_vjp<Op>(a.primals[0], a.primals[1], a.outputs[0], a.cotangents[0]);
+    return {fit(gs[0], a.primals[0]), fit(gs[1], a.primals[1])};
+  }
+  void reference(const KernelCall& c) const override {
+    const DType dt = c.in_aval(0).dtype;
+    const DType odt = c.out_aval(0).dtype;
+    const int es = dtype_size(dt), oes = dtype_size(odt);
+    const int64_t n = c.out_aval(0).size();
+    const int64_t sa = c.in_aval(0).shape.empty() ? 0 : 1;  // scalar operands repeat
+    const int64_t sb = c.in_aval(1).shape.empty() ? 0 : 1;
+    const char* a = static_cast<const char*>(c.in[0]);
+    const char* b = static_cast<const char*>(c.in[1]);
+    char* out = static_cast<char*>(c.out[0]);
+    for (int64_t i = 0; i < n; ++i) {
+      const char* pa = a + i * sa * es;
+      const char* pb = b + i * sb * es;
+      if constexpr (has_float(Op::kAllowed)) {
+        if (is_floating(dt)) {
+          auto r = Op::template f<double>(detail::load_scalar(pa, dt), detail::load_scalar(pb, dt));
+          detail::store_scalar(out + i * oes, odt, static_cast<double>(r));
+          continue;
+        }
+      }
+      if constexpr (has_int(Op::kAllowed)) {
+        if (is_integral(dt)) {
+          auto r = Op::template f<int64_t>(detail::load_int(pa, dt), detail::load_int(pb, dt));
+          detail::store_int(out + i * oes, odt, static_cast<int64_t>(r));
+          continue;
+        }
+      }
+      if constexpr (has_bool(Op::kAllowed)) {
+        if (dt == DType::Bool) {
+          auto r = Op::template f<bool>(*pa != 0, *pb != 0);
+          out[i * oes] = r ? 1 : 0;
+          continue;
+        }
+      }
+    }
+  }
+};
+
+template <>
+std::vector<Array> binary_vjp<ew::Add>(const Array&, const Array&, const Array&, const Array& g) {
+  return {g, g};
+}
+template <>
+std::vector<Array> binary_vjp<ew::Sub>(const Array&, const Array&, const Array&, const Array& g) {
+  return {g, -g};
+}
+template <>
+std::vector<Array> binary_vjp<ew::Mul>(const Array& a, const Array& b, const Array&,
+                                       const Array& g) {
+  return {g * b, g * a};
+}
+template <>
+std::vector<Array> binary_vjp<ew::Div>(const Array& a, const Array& b, const Array&,
+                                       const Array& g) {
+  return {g / b, -(g * a) / (b * b)};
+}
+template <>
+std::vector<Array> binary_vjp<ew::Rem>(const Array& a, const Array& b, const Array&,
+                                       const Array& g) {
+  // rem(a, b) = a - b * trunc(a / b)
+  Array q = a / b;
+  return {g, -(g * where(q < 0.0, ceil(q), floor(q)))};
+}
+template <>
+std::vector<Array> binary_vjp<ew::Pow>(const Array& a, const Array& b, const Array& y,
+                                       const Array& g) {
+  // d/da = b * a^(b-1); d/db = log(a) * y, defined as 0 where a == 0.
+  Array da = g * b * pow(a, b - 1.0);
+  Array safe = where(equal(a, 0.0), 1.0, a);
+  Array db = g * y * log(safe);
+  return {da, where(equal(a, 0.0), 0.0, db)};
+}
+// Ties split the gradient evenly, as JAX does.
+template <>
+std::vector<Array> binary_vjp<ew::Max>(const Array& a, const Array& b, const Array&,
+                                       const Array& g) {
+  Array wa = astype(a > b, g.dtype()) + 0.5 * astype(equal(a, b), g.dtype());
+  return {g * wa, g * (1.0 - wa)};
+}
+template <>
+std::vector<Array> binary_vjp<ew::Min>(const Array& a, const Array& b, const Array&,
+                                       const Array& g) {
+  Array wa = astype(a < b, g.dtype()) + 0.5 * astype(equal(a, b), g.dtype());
+  return {g * wa, g * (1.0 - wa)};
+}
+#define PARTIX_NO_GRAD_BINARY(Op)                                                        \
+  template <>                                                                            \
+  std::vector<Array> binary_vjp<ew::Op>(const Array&, const Array&, const Array&,        \
+                                        const Array&) {                                  \
+    return {Array(), Array()};                                                           \
+  }
+PARTIX_NO_GRAD_BINARY(And)
+PARTIX_NO_GRAD_BINARY(Or)
+PARTIX_NO_GRAD_BINARY(Eq)
+PARTIX_NO_GRAD_BINARY(Ne)
+PARTIX_NO_GRAD_BINARY(Lt)
+PARTIX_NO_GRAD_BINARY(Le)
+PARTIX_NO_GRAD_BINARY(Gt)
+PARTIX_NO_GRAD_BINARY(Ge)
+#undef PARTIX_NO_GRAD_BINARY
+
+// ---- select(pred, on_true, on_false) ----
+class Select final : public Primitive {
+ public:
+  std::string_view name() const override { return "select"; }
+  bool is_elementwise() const override { return true; }
+  std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs&,
+                          const Regions&) const override {
+    check_arity(name(), in, 3);
+    detail::check(in[0].dtype == DType::Bool, name(), "the predicate must be bool, got {}",
+                  avals_to_string(in));
+    detail::check(in[1].dtype == in[2].dtype, name(), "branch dtypes differ: {}",
+                  avals_to_string(in));
+    Shape shape;
+    for (const Aval& a : in) {
+      if (!a.shape.empty()) shape = a.shape;
+    }
+    for (const Aval& a : in) {
+      detail::check(a.shape.empty() || a.shape == shape, name(), "operand shapes differ: {}",
+                    avals_to_string(in));
+    }
+    return {Aval{shape, in[1].dtype}};
+  }
+  FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>& out,
+                         const Attrs&) const override {
+    return FactorRuleBuilder::elementwise(in, out[0]);
+  }
+  std::vector<Array> vjp(const VjpArgs& a) const override {
+    const Array& g = a.cotangents[0];
+    if (!g.valid()) return {Array(), Array(), Array()};
+    Array zero = detail::literal(0.0, g.dtype());
+    return {Array(), fit(where(a.primals[0], g, zero), a.primals[1]),
+            fit(where(a.primals[0], zero, g), a.primals[2])};
+  }
+  void reference(const KernelCall& c) const override {
+    const int es = dtype_size(c.out_aval(0).dtype);
+    const int64_t n = c.out_aval(0).size();
+    int64_t s[3];
+    for (size_t k = 0; k < 3; ++k) s[k] = c.in_aval(k).shape.empty() ? 0 : 1;
+    const char* p = static_cast<const char*>(c.in[0]);
+    const char* t = static_cast<const char*>(c.in[1]);
+    const char* f = static_cast<const char*>(c.in[2]);
+    char* out = static_cast<char*>(c.out[0]);
+    for (int64_t i = 0; i < n; ++i) {
+      const char* src = p[i * s[0]] ? t + i * s[1] * es : f + i * s[2] * es;
+      std::memcpy(out + i * es, src, static_cast<size_t>(es));
+    }
+  }
+};
+
+// ---- convert{dtype} ----
+class Convert final : public Primitive {
+ public:
+  std::string_view name() const override { return "convert"; }
+  bool is_elementwise() const override { return true; }
+  Linearity linearity() const override { return Linearity::kLinear; }
+  std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
+                          const Regions&) const override {
+    check_arity(name(), in, 1);
+    return {Aval{in[0].shape, attrs.dtype("dtype")}};
+  }
+  FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>& out,
+                         const Attrs&) const override {
+    return FactorRuleBuilder::elementwise(in, out[0]);
+  }
+  std::vector<Array> vjp(const VjpArgs& a) const override {
+    const Array& g = a.cotangents[0];
+    if (!g.valid() || !is_floating(a.primals[0].dtype()) || !is_floating(g.dtype())) {
+      return {Array()};
+    }
+    return {astype(g, a.primals[0].dtype())};
+  }
+  void reference(const KernelCall& c) const override {
+    const DType from = c.in_aval(0).dtype, to = c.out_aval(0).dtype;
+    const int fes = dtype_size(from), tes = dtype_size(to);
+    const int64_t n = c.out_aval(0).size();
+    const char* in = static_cast<const char*>(c.in[0]);
+    char* out = static_cast<char*>(c.out[0]);
+    for (int64_t i = 0; i < n; ++i) {
+      convert_one(in + i * fes, from, out + i * tes, to);
+    }
+  }
+
+  // Float -> int saturates and maps NaN to 0 (no undefined behaviour); -> bool is x != 0.
+  static void convert_one(const char* src, DType from, char* dst, DType to) {
+    if (!is_floating(from)) {
+      int64_t v = detail::load_int(src, from);
+      if (is_floating(to)) {
+        detail::store_scalar(dst, to, static_cast<double>(v));
+      } else {
+        detail::store_int(dst, to, to == DType::Bool ? (v != 0) : v);
+      }
+      return;
+    }
+    double v = detail::load_scalar(src, from);
+    if (is_floating(to)) {
+      detail::store_scalar(dst, to, v);
+    } else if (to == DType::Bool) {
+      detail::store_int(dst, to, v != 0.0 ? 1 : 0);
+    } else {
+      double lo = to == DType::I32 ? -2147483648.0 : -9223372036854775808.0;
+      double hi = to == DType::I32 ? 2147483647.0 : 9223372036854774784.0;
+      int64_t r = v != v ? 0 : v <= lo ? static_cast<int64_t>(lo) : v >= hi ? static_cast<int64_t>(hi) : static_cast<int64_t>(v);
+      detail::store_int(dst, to, r);
+    }
+  }
+};
+
+Register<Unary<ew::Neg>> r_neg;
+Register<Unary<ew::Exp>> r_exp;
+Register<Unary<ew::Log>> r_log;
+Register<Unary<ew::Sin>> r_sin;
+Register<Unary<ew::Cos>> r_cos;
+Register<Unary<ew::Tanh>> r_tanh;
+Register<Unary<ew::Sqrt>> r_sqrt;
+Register<Unary<ew::Rsqrt>> r_rsqrt;
+Register<Unary<ew::Abs>> r_abs;
+Register<Unary<ew::Sign>> r_sign;
+Register<Unary<ew::Floor>> r_floor;
+Register<Unary<ew::Ceil>> r_ceil;
+Register<Unary<ew::Round>> r_round;
+Register<Unary<ew::Logistic>> r_logistic;
+Register<Unary<ew::Erf>> r_erf;
+Register<Unary<ew::ErfInv>> r_erf_inv;
+Register<Unary<ew::Log1p>> r_log1p;
+Register<Unary<ew::Expm1>> r_expm1;
+Register<Unary<ew::Not>> r_not;
+Register<Binary<ew::Add>> r_add;
+Register<Binary<ew::Sub>> r_sub;
+Register<Binary<ew::Mul>> r_mul;
+Register<Binary<ew::Div>> r_div;
+Register<Binary<ew::Rem>> r_rem;
+Register<Binary<ew::Pow>> r_pow;
+Register<Binary<ew::Max>> r_max;
+Register<Binary<ew::Min>> r_min;
+Register<Binary<ew::And>> r_and;
+Register<Binary<ew::Or>> r_or;
+Register<Binary<ew::Eq>> r_eq;
+Register<Binary<ew::Ne>> r_ne;
+Register<Binary<ew::Lt>> r_lt;
+Register<Binary<ew::Le>> r_le;
+Register<Binary<ew::Gt>> r_gt;
+Register<Binary<ew::Ge>> r_ge;
+Register<Select> r_select;
+Register<Convert> r_convert;
+
+}  // namespace
+}  // namespace partix::prim

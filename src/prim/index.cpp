@@ -1,0 +1,581 @@
+// Index primitives: dynamic_slice, dynamic_update_slice, take / scatter_add (along an axis
+// with an index array of any shape), take_along / scatter_add_along (per-position indices),
+// iota, top_k. Out-of-range indices are clamped.
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "core/layout.h"
+#include "core/scalar.h"
+#include "partix/ops.h"
+#include "prim/positional.h"
+#include "prim/primitive.h"
+#include "prim/util.h"
+#include "trace/trace.h"
+
+namespace partix::prim {
+
+namespace {
+
+int64_t clamp(int64_t v, int64_t lo, int64_t hi) { return std::max(lo, std::min(hi, v)); }
+
+void check_index_dtype(std::string_view op, const Aval& a, const char* what) {
+  detail::check(is_integral(a.dtype), op, "{} must be i32 or i64, got {}", what, a.to_string());
+}
+
+// Clamped start indices of a dynamic slice of `size` within `shape`.
+Shape dynamic_starts(const KernelCall& c, size_t first, const Shape& shape, const Shape& size) {
+  Shape start(shape.size());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    int64_t s = detail::load_int(c.in[first + d], c.in_aval(first + d).dtype);
+    start[d] = clamp(s, 0, shape[d] - size[d]);
+  }
+  return start;
+}
+
+// ---- dynamic_slice(x, starts...){sizes} ----
+class DynamicSlice final : public Primitive {
+ public:
+  std::string_view name() const override { return "dynamic_slice"; }
+  Linearity linearity() const override { return Linearity::kLinear; }
+  std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
+                          const Regions&) const override {
+    detail::check(!in.empty(), name(), "needs an operand");
+    const Aval& x = in[0];
+    Shape sizes = attrs.ints("sizes");
+    detail::check(in.size() == x.shape.size() + 1, name(),
+                  "needs one start index per dimension of {}, got {}", x.to_string(), in.size() - 1);
+    detail::check(sizes.size() == x.shape.size(), name(), "sizes {} do not match {}",
+                  shape_to_string(sizes), x.to_string());
+    for (size_t d = 0; d < sizes.size(); ++d) {
+      detail::check(sizes[d] >= 0 && sizes[d] <= x.shape[d], name(),
+                    "size {} of dimension {} exceeds {}", sizes[d], d, x.to_string());
+      detail::check(in[d + 1].shape.empty(), name(), "start indices must be scalars, got {}",
+                    in[d + 1].to_string());
+      check_index_dtype(name(), in[d + 1], "start indices");
+    }
+    return {Aval{sizes, x.dtype}};
+  }
+  FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>& out,
+                         const Attrs&) const override {
+    FactorRuleBuilder b;
+    std::vector<DimFactors> op, res;
+    for (size_t d = 0; d < in[0].shape.size(); ++d) {
+      if (in[0].shape[d] == out[0].shape[d]) {
+        int f = b.add(in[0].shape[d]);
+        op.push_back({f});
+        res.push_back({f});
+      } else {
+        op.push_back({b.add(in[0].shape[d], FactorKind::kNeedReplication)});
+        res.push_back({b.add(out[0].shape[d], FactorKind::kNeedReplication)});
+      }
+    }
+    b.rule().operands.push_back(op);
+    for (size_t d = 1; d < in.size(); ++d) b.rule().operands.push_back({});
+    b.rule().results = {res};
+    return b.rule();
+  }
+  std::vector<Array> vjp(const VjpArgs& a) const override {
+    std::vector<Array> out(a.primals.size());
+    const Array& g = a.cotangents[0];
+    if (!g.valid()) return out;
+    std::vector<Array> starts(a.primals.begin() + 1, a.primals.end());
+    Array z = astype(zeros(a.primals[0].shape()), g.dtype());
+    out[0] = dynamic_update_slice(z, g, starts);
+    return out;
+  }
+  double flops(const std::vector<Aval>&, const std::vector<Aval>&, const Attrs&) const override {
+    return 0;
+  }
+  void reference(const KernelCall& c) const override {
+    const Aval& x = c.in_aval(0);
+    Shape sizes = c.attrs.ints("sizes");
+    Shape start = dynamic_starts(c, 1, x.shape, sizes);
+    Shape zero(sizes.size(), 0);
+    detail::copy_box(c.in[0], x.shape, start, c.out[0], sizes, zero, sizes, dtype_size(x.dtype));
+  }
+};
+
+// ---- dynamic_update_slice(x, update, starts...) ----
+class DynamicUpdateSlice final : public Primitive {
+ public:
+  std::string_view name() const override { return "dynamic_update_slice"; }
+  Linearity linearity() const override { return Linearity::kLinear; }
+  std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs&,
+                          const Regions&) const override {
+    detail::check(in.size() >= 2, name(), "needs an operand and an update");
+    const Aval& x = in[0];
+    const Aval& u = in[1];
+    detail::check(in.size() == x.shape.size() + 2, name(),
+                  "needs one start index per dimension of {}, got {}", x.to_string(), in.size() - 2);
+    detail::check(u.dtype == x.dtype && u.shape.size() == x.shape.size(), name(),
+                  "update {} does not fit operand {}", u.to_string(), x.to_string());
+    for (size_t d = 0; d < x.shape.size(); ++d) {
+      detail::check(u.shape[d] <= x.shape[d], name(), "update {} does not fit operand {}",
+                    u.to_string(), x.to_string());
+      detail::check(in[d + 2].shape.empty(), name(), "start indices must be scalars, got {}",
+                    in[d + 2].to_string());
+      check_index_dtype(name(), in[d + 2], "start indices");
+    }
+    return {x};
+  }
+  FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>&,
+                         const Attrs&) const override {
+    FactorRuleBuilder b;
+    std::vector<DimFactors> op, up;
+    for (size_t d = 0; d < in[0].shape.size(); ++d) {
+      if (in[0].shape[d] == in[1].shape[d]) {
+        int f = b.add(in[0].shape[d]);
+        op.push_back({f});
+        up.push_back({f});
+      } else {
+        op.push_back({b.add(in[0].shape[d], FactorKind::kNeedReplication)});
+        up.push_back({b.add(in[1].shape[d], FactorKind::kNeedReplication)});
+      }
+    }
+    b.rule().operands = {op, up};
+    for (size_t d = 2; d < in.size(); ++d) b.rule().operands.push_back({});
+    b.rule().results = {op};
+    return b.rule();
+  }
+  std::vector<Array> vjp(const VjpArgs& a) const override {
+    std::vector<Array> out(a.primals.size());
+    const Array& g = a.cotangents[0];
+    if (!g.valid()) return out;
+    std::vector<Array> starts(a.primals.begin() + 2, a.primals.end());
+    Array zu = astype(zeros(a.primals[1].shape()), g.dtype());
+    out[0] = dynamic_update_slice(g, zu, starts);
+    out[1] = dynamic_slice(g, starts, a.primals[1].shape());
+    return out;
+  }
+  double flops(const std::vector<Aval>&, const std::vector<Aval>&, const Attrs&) const override {
+    return 0;
+  }
+  void reference(const KernelCall& c) const override {
+    const Aval& x = c.in_aval(0);
+    const Aval& u = c.in_aval(1);
+    std::memcpy(c.out[0], c.in[0], static_cast<size_t>(x.nbytes()));
+    Shape start = dynamic_starts(c, 2, x.shape, u.shape);
+    Shape zero(u.shape.size(), 0);
+    detail::copy_box(c.in[1], u.shape, zero, c.out[0], x.shape, start, u.shape, dtype_size(x.dtype));
+  }
+};
+
+// Geometry of take / scatter_add along `axis`: x = [outer, n, inner], idx has m elements,
+// the gathered array is [outer, m, inner].
+struct TakeGeom {
+  int64_t outer = 1, n = 1, inner = 1, m = 1;
+};
+TakeGeom take_geom(const Shape& x, int axis, int64_t m) {
+  TakeGeom g;
+  for (int d = 0; d < axis; ++d) g.outer *= x[static_cast<size_t>(d)];
+  g.n = x[static_cast<size_t>(axis)];
+  for (size_t d = static_cast<size_t>(axis) + 1; d < x.size(); ++d) g.inner *= x[d];
+  g.m = m;
+  return g;
+}
+Shape taken_shape(const Shape& x, int axis, const Shape& idx) {
+  Shape out(x.begin(), x.begin() + axis);
+  out.insert(out.end(), idx.begin(), idx.end());
+  out.insert(out.end(), x.begin() + axis + 1, x.end());
+  return out;
+}
+
+// Factors shared by take and scatter_add: x's other dims pass through to the gathered
+// array; index dims map to the gathered array's middle dims.
+void take_factors(FactorRuleBuilder& b, const Aval& x, const Aval& idx, int axis,
+                  FactorKind idx_kind, std::vector<DimFactors>& fx, std::vector<DimFactors>& fi,
+                  std::vector<DimFactors>& fg) {
+  fx.assign(x.shape.size(), {});
+  for (int d = 0; d < x.ndim(); ++d) {
+    fx[static_cast<size_t>(d)] = {b.add(x.shape[static_cast<size_t>(d)],
+                                        d == axis ? FactorKind::kNeedReplication : FactorKind::kPassThrough)};
+  }
+  fi.clear();
+  for (int64_t s : idx.shape) fi.push_back({b.add(s, idx_kind)});
+  fg.assign(fx.begin(), fx.begin() + axis);
+  fg.insert(fg.end(), fi.begin(), fi.end());
+  fg.insert(fg.end(), fx.begin() + axis + 1, fx.end());
+}
+
+// ---- take(x, indices){axis} ----
+class Take final : public Primitive {
+ public:
+  std::string_view name() const override { return "take"; }
+  Linearity linearity() const override { return Linearity::kLinear; }
+  std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
+                          const Regions&) const override {
+    check_arity(name(), in, 2);
+    int axis = norm_axis(name(), attrs.i("axis"), in[0].ndim());
+    check_index_dtype(name(), in[1], "indices");
+    detail::check(in[0].shape[static_cast<size_t>(axis)] > 0, name(),
+                  "cannot take from an empty axis of {}", in[0].to_string());
+    return {Aval{taken_shape(in[0].shape, axis, in[1].shape), in[0].dtype}};
+  }
+  FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>&,
+                         const Attrs& attrs) const override {
+    int axis = norm_axis(name(), attrs.i("axis"), in[0].ndim());
+    FactorRuleBuilder b;
+    std::vector<DimFactors> fx, fi, fg;
+    take_factors(b, in[0], in[1], axis, FactorKind::kPassThrough, fx, fi, fg);
+    b.rule().operands = {fx, fi};
+    b.rule().results = {fg};
+    return b.rule();
+  }
+  std::vector<Array> vjp(const VjpArgs& a) const override {
+    const Array& g = a.cotangents[0];
+    if (!g.valid()) return {Array(), Array()};
+    int axis = static_cast<int>(a.attrs.i("axis"));
+    Array z = astype(zeros(a.primals[0].shape()), g.dtype());
+    return {scatter_add(z, a.primals[1], g, axis), Array()};
+  }
+  double flops(const std::vector<Aval>&, const std::vector<Aval>&, const Attrs&) const override {
+    return 0;
+  }
+  void reference(const KernelCall& c) const override {
+    int axis = norm_axis(name(), c.attrs.i("axis"), c.in_aval(0).ndim());
+    TakeGeom g = take_geom(c.in_aval(0).shape, axis, c.in_aval(1).size());
+    const int es = dtype_size(c.in_aval(0).dtype);
+    const int ies = dtype_size(c.in_aval(1).dtype);
+    const char* x = static_cast<const char*>(c.in[0]);
+    const char* idx = static_cast<const char*>(c.in[1]);
+    char* out = static_cast<char*>(c.out[0]);
+    for (int64_t o = 0; o < g.outer; ++o) {
+      for (int64_t j = 0; j < g.m; ++j) {
+        int64_t k = clamp(detail::load_int(idx + j * ies, c.in_aval(1).dtype), 0, g.n - 1);
+        std::memcpy(out + ((o * g.m + j) * g.inner) * es, x + ((o * g.n + k) * g.inner) * es,
+                    static_cast<size_t>(g.inner * es));
+      }
+    }
+  }
+};
+
+// ---- scatter_add(x, indices, updates){axis}: the transpose of take ----
+class ScatterAdd final : public Primitive {
+ public:
+  std::string_view name() const override { return "scatter_add"; }
+  Linearity linearity() const override { return Linearity::kLinear; }
+  std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
+                          const Regions&) const override {
+    check_arity(name(), in, 3);
+    int axis = norm_axis(name(), attrs.i("axis"), in[0].ndim());
+    check_index_dtype(name(), in[1], "indices");
+    Shape want = taken_shape(in[0].shape, axis, in[1].shape);
+    detail::check(in[2].shape == want && in[2].dtype == in[0].dtype && in[0].dtype != DType::Bool,
+                  name(), "updates must be {}{} for operand {} and indices {}, got {}",
+                  dtype_name(in[0].dtype), shape_to_string(want), in[0].to_string(),
+                  in[1].to_string(), in[2].to_string());
+    return {in[0]};
+  }
+  FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>&,
+                         const Attrs& attrs) const override {
+    int axis = norm_axis(name(), attrs.i("axis"), in[0].ndim());
+    FactorRuleBuilder b;
+    std::vector<DimFactors> fx, fi, fg;
+    // Index dims do not reach the result: sharding them leaves partial sums.
+    take_factors(b, in[0], in[1], axis, FactorKind::kReduction, fx, fi, fg);
+    b.rule().operands = {fx, fi, fg};
+    b.rule().results = {fx};
+    return b.rule();
+  }
+  std::vector<Array> vjp(const VjpArgs& a) const override {
+    const Array& g = a.cotangents[0];
+    if (!g.valid()) return {Array(), Array(), Array()};
+    int axis = static_cast<int>(a.attrs.i("axis"));
+    return {g, Array(), take(g, a.primals[1], axis)};
+  }
+  void reference(const KernelCall& c) const override {
+    const Aval& xa = c.in_aval(0);
+    int axis = norm_axis(name(), c.attrs.i("axis"), xa.ndim());
+    TakeGeom g = take_geom(xa.shape, axis, c.in_aval(1).size());
+    const int es = dtype_size(xa.dtype);
+    const int ies = dtype_size(c.in_aval(1).dtype);
+    std::memcpy(c.out[0], c.in[0], static_cast<size_t>(xa.nbytes()));
+    const char* idx = static_cast<const char*>(c.in[1]);
+    const char* upd = static_cast<const char*>(c.in[2]);
+    char* out = static_cast<char*>(c.out[0]);
+    for (int64_t o = 0; o < g.outer; ++o) {
+      for (int64_t j = 0; j < g.m; ++j) {
+        int64_t k = clamp(detail::load_int(idx + j * ies, c.in_aval(1).dtype), 0, g.n - 1);
+        for (int64_t i = 0; i < g.inner; ++i) {
+          char* d = out + ((o * g.n + k) * g.inner + i) * es;
+          const char* u = upd + ((o * g.m + j) * g.inner + i) * es;
+          if (is_floating(xa.dtype)) {
+            detail::store_scalar(d, xa.dtype, detail::load_scalar(d, xa.dtype) + detail::load_scalar(u, xa.dtype));
+          } else {
+            detail::store_int(d, xa.dtype, detail::load_int(d, xa.dtype) + detail::load_int(u, xa.dtype));
+          }
+        }
+      }
+    }
+  }
+};
+
+// Per-position indexing along `axis`: idx has x's shape except along axis (size m).
+void check_along(std::string_view op, const Aval& x, const Aval& idx, int axis) {
+  check_index_dtype(op, idx, "indices");
+  bool ok = idx.shape.size() == x.shape.size();
+  for (size_t d = 0; ok && d < x.shape.size(); ++d) {
+    ok = static_cast<int>(d) == axis || idx.shape[d] == x.shape[d];
+  }
+  detail::check(ok, op, "indices {} must match operand {} except along axis {}", idx.to_string(),
+                x.to_string(), axis);
+}
+
+// ---- take_along(x, indices){axis}: out[..., j, ...] = x[..., idx[..., j, ...], ...] ----
+class TakeAlong final : public Primitive {
+ public:
+  std::string_view name() const override { return "take_along"; }
+  Linearity linearity() const override { return Linearity::kLinear; }
+  std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
+                          const Regions&) const override {
+    check_arity(name(), in, 2);
+    int axis = norm_axis(name(), attrs.i("axis"), in[0].ndim());
+    check_along(name(), in[0], in[1], axis);
+    detail::check(in[0].shape[static_cast<size_t>(axis)] > 0, name(),
+                  "cannot take from an empty axis of {}", in[0].to_string());
+    return {Aval{in[1].shape, in[0].dtype}};
+  }
+  FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>&,
+                         const Attrs& attrs) const override {
+    int axis = norm_axis(name(), attrs.i("axis"), in[0].ndim());
+    FactorRuleBuilder b;
+    std::vector<DimFactors> fx, fi;
+    for (int d = 0; d < in[0].ndim(); ++d) {
+      if (d == axis) {
+        fx.push_back({b.add(in[0].shape[static_cast<size_t>(d)], FactorKind::kNeedReplication)});
+        fi.push_back({b.add(in[1].shape[static_cast<size_t>(d)], FactorKind::kNeedReplication)});
+      } else {
+        int f = b.add(in[0].shape[static_cast<size_t>(d)]);
+        fx.push_back({f});
+        fi.push_back({f});
+      }
+    }
+    b.rule().operands = {fx, fi};
+    b.rule().results = {fi};
+    return b.rule();
+  }
+  std::vector<Array> vjp(const VjpArgs& a) const override {
+    const Array& g = a.cotangents[0];
+    if (!g.valid()) return {Array(), Array()};
+    Array z = astype(zeros(a.primals[0].shape()), g.dtype());
+    ir::Attrs attrs{{"axis", a.attrs.i("axis")}};
+    return {detail::bind1("scatter_add_along", {z, a.primals[1], g}, attrs), Array()};
+  }
+  double flops(const std::vector<Aval>&, const std::vector<Aval>&, const Attrs&) const override {
+    return 0;
+  }
+  void reference(const KernelCall& c) const override {
+    const Aval& xa = c.in_aval(0);
+    const Aval& ia = c.in_aval(1);
+    int axis = norm_axis(name(), c.attrs.i("axis"), xa.ndim());
+    TakeGeom g = take_geom(xa.shape, axis, ia.shape[static_cast<size_t>(axis)]);
+    const int es = dtype_size(xa.dtype), ies = dtype_size(ia.dtype);
+    const char* x = static_cast<const char*>(c.in[0]);
+    const char* idx = static_cast<const char*>(c.in[1]);
+    char* out = static_cast<char*>(c.out[0]);
+    for (int64_t o = 0; o < g.outer; ++o) {
+      for (int64_t j = 0; j < g.m; ++j) {
+        for (int64_t i = 0; i < g.inner; ++i) {
+          int64_t p = (o * g.m + j) * g.inner + i;
+          int64_t k = clamp(detail::load_int(idx + p * ies, ia.dtype), 0, g.n - 1);
+          std::memcpy(out + p * es, x + ((o * g.n + k) * g.inner + i) * es, static_cast<size_t>(es));
+        }
+      }
+    }
+  }
+};
+
+// ---- scatter_add_along(x, indices, updates){axis}: the transpose of take_along ----
+class ScatterAddAlong final : public Primitive {
+ public:
+  std::string_view name() const override { return "scatter_add_along"; }
+  Linearity linearity() const override { return Linearity::kLinear; }
+  std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
+                          const Regions&) const override {
+    check_arity(name(), in, 3);
+    int axis = norm_axis(name(), attrs.i("axis"), in[0].ndim());
+    check_along(name(), in[0], in[1], axis);
+    detail::check(in[2].shape == in[1].shape && in[2].dtype == in[0].dtype &&
+                      in[0].dtype != DType::Bool,
+                  name(), "updates {} must be {} shaped like indices {}", in[2].to_string(),
+                  dtype_name(in[0].dtype), in[1].to_string());
+    return {in[0]};
+  }
+  FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>&,
+                         const Attrs& attrs) const override {
+    int axis = norm_axis(name(), attrs.i("axis"), in[0].ndim());
+    FactorRuleBuilder b;
+    std::vector<DimFactors> fx, fi;
+    for (int d = 0; d < in[0].ndim(); ++d) {
+      if (d == axis) {
+        fx.push_back({b.add(in[0].shape[static_cast<size_t>(d)], FactorKind::kNeedReplication)});
+        fi.push_back({b.add(in[1].shape[static_cast<size_t>(d)], FactorKind::kReduction)});
+      } else {
+        int f = b.add(in[0].shape[static_cast<size_t>(d)]);
+        fx.push_back({f});
+        fi.push_back({f});
+      }
+    }
+    b.rule().operands = {fx, fi, fi};
+    b.rule().results = {fx};
+    return b.rule();
+  }
+  std::vector<Array> vjp(const VjpArgs& a) const override {
+    const Array& g = a.cotangents[0];
+    if (!g.valid()) return {Array(), Array(), Array()};
+    ir::Attrs attrs{{"axis", a.attrs.i("axis")}};
+    return {g, Array(), detail::bind1("take_along", {g, a.primals[1]}, attrs)};
+  }
+  void reference(const KernelCall& c) const override {
+    const Aval& xa = c.in_aval(0);
+    const Aval& ia = c.in_aval(1);
+    int axis = norm_axis(name(), c.attrs.i("axis"), xa.ndim());
+    TakeGeom g = take_geom(xa.shape, axis, ia.shape[static_cast<size_t>(axis)]);
+    const int es = dtype_size(xa.dtype), ies = dtype_size(ia.dtype);
+    std::memcpy(c.out[0], c.in[0], static_cast<size_t>(xa.nbytes()));
+    const char* idx = static_cast<const char*>(c.in[1]);
+    const char* upd = static_cast<const char*>(c.in[2]);
+    char* out = static_cast<char*>(c.out[0]);
+    for (int64_t o = 0; o < g.outer; ++o) {
+      for (int64_t j = 0; j < g.m; ++j) {
+        for (int64_t i = 0; i < g.inner; ++i) {
+          int64_t p = (o * g.m + j) * g.inner + i;
+          int64_t k = clamp(detail::load_int(idx + p * ies, ia.dtype), 0, g.n - 1);
+          char* d = out + ((o * g.n + k) * g.inner + i) * es;
+          if (is_floating(xa.dtype)) {
+            detail::store_scalar(d, xa.dtype, detail::load_scalar(d, xa.dtype) + detail::load_scalar(upd + p * es, xa.dtype));
+          } else {
+            detail::store_int(d, xa.dtype, detail::load_int(d, xa.dtype) + detail::load_int(upd + p * es, xa.dtype));
+          }
+        }
+      }
+    }
+  }
+};
+
+// ---- iota{shape, dimension, dtype} ----
+class Iota final : public Primitive {
+ public:
+  std::string_view name() const override { return "iota"; }
+  std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
+                          const Regions&) const override {
+    check_arity(name(), in, 0);
+    Shape s = attrs.ints("shape");
+    for (int64_t d : s) detail::check(d >= 0, name(), "negative size in {}", shape_to_string(s));
+    norm_axis(name(), attrs.i("dimension"), static_cast<int>(s.size()));
+    DType dt = attrs.dtype("dtype");
+    detail::check(dt != DType::Bool, name(), "needs a numeric dtype");
+    return {Aval{s, dt}};
+  }
+  FactorRule factor_rule(const std::vector<Aval>&, const std::vector<Aval>& out,
+                         const Attrs&) const override {
+    FactorRuleBuilder b;
+    std::vector<DimFactors> res;
+    for (int64_t d : out[0].shape) {
+      int f = b.add(d);
+      b.rule().factors[static_cast<size_t>(f)].positional = true;
+      res.push_back({f});
+    }
+    b.rule().results = {res};
+    return b.rule();
+  }
+  std::vector<Array> vjp(const VjpArgs&) const override { return {}; }
+  double flops(const std::vector<Aval>&, const std::vector<Aval>&, const Attrs&) const override {
+    return 0;
+  }
+  void reference(const KernelCall& c) const override {
+    const Aval& out = c.out_aval(0);
+    int dim = norm_axis(name(), c.attrs.i("dimension"), out.ndim());
+    Shape off = block_offset(c, out.shape);
+    int64_t inner = 1;
+    for (size_t d = static_cast<size_t>(dim) + 1; d < out.shape.size(); ++d) inner *= out.shape[d];
+    int64_t n = out.shape[static_cast<size_t>(dim)];
+    const int es = dtype_size(out.dtype);
+    char* dst = static_cast<char*>(c.out[0]);
+    for (int64_t i = 0; i < out.size(); ++i) {
+      int64_t v = (i / inner) % n + off[static_cast<size_t>(dim)];
+      if (is_floating(out.dtype)) detail::store_scalar(dst + i * es, out.dtype, static_cast<double>(v));
+      else detail::store_int(dst + i * es, out.dtype, v);
+    }
+  }
+};
+
+// ---- top_k(x){k}: the k largest along the last axis (descending, stable) and indices ----
+class TopK final : public Primitive {
+ public:
+  std::string_view name() const override { return "top_k"; }
+  std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
+                          const Regions&) const override {
+    check_arity(name(), in, 1);
+    detail::check(in[0].ndim() >= 1, name(), "needs rank >= 1, got {}", in[0].to_string());
+    int64_t k = attrs.i("k");
+    detail::check(k >= 0 && k <= in[0].shape.back(), name(), "k={} is out of range for {}", k,
+                  in[0].to_string());
+    detail::check(in[0].dtype != DType::Bool, name(), "needs a numeric dtype");
+    Shape s = in[0].shape;
+    s.back() = k;
+    return {Aval{s, in[0].dtype}, Aval{s, DType::I32}};
+  }
+  FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>& out,
+                         const Attrs&) const override {
+    FactorRuleBuilder b;
+    std::vector<DimFactors> op, res;
+    for (int d = 0; d + 1 < in[0].ndim(); ++d) {
+      int f = b.add(in[0].shape[static_cast<size_t>(d)]);
+      op.push_back({f});
+      res.push_back({f});
+    }
+    op.push_back({b.add(in[0].shape.back(), FactorKind::kNeedReplication)});
+    res.push_back({b.add(out[0].shape.back(), FactorKind::kNeedReplication)});
+    b.rule().operands = {op};
+    b.rule().results = {res, res};
+    return b.rule();
+  }
+  std::vector<Array> vjp(const VjpArgs& a) const override {
+    const Array& g = a.cotangents[0];
+    if (!g.valid()) return {Array()};
+    const Array& x = a.primals[0];
+    Array z = astype(zeros(x.shape()), g.dtype());
+    ir::Attrs attrs{{"axis", static_cast<int64_t>(x.ndim() - 1)}};
+    return {detail::bind1("scatter_add_along", {z, a.outputs[1], g}, attrs)};
+  }
+  void reference(const KernelCall& c) const override {
+    const Aval& x = c.in_aval(0);
+    int64_t n = x.shape.back(), k = c.attrs.i("k");
+    int64_t rows = n == 0 ? 0 : x.size() / n;
+    const int es = dtype_size(x.dtype);
+    const char* src = static_cast<const char*>(c.in[0]);
+    char* vals = static_cast<char*>(c.out[0]);
+    int32_t* idx = static_cast<int32_t*>(c.out[1]);
+    std::vector<int64_t> order(static_cast<size_t>(n));
+    std::vector<double> v(static_cast<size_t>(n));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = detail::load_scalar(src + (r * n + i) * es, x.dtype);
+      std::iota(order.begin(), order.end(), 0);
+      // NaN sorts first (largest), ties keep the lower index.
+      std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+        double va = v[static_cast<size_t>(a)], vb = v[static_cast<size_t>(b)];
+        if (va != va) return vb == vb;
+        return va > vb;
+      });
+      for (int64_t j = 0; j < k; ++j) {
+        int64_t i = order[static_cast<size_t>(j)];
+        std::memcpy(vals + (r * k + j) * es, src + (r * n + i) * es, static_cast<size_t>(es));
+        idx[r * k + j] = static_cast<int32_t>(i);
+      }
+    }
+  }
+};
+
+Register<DynamicSlice> r_dslice;
+Register<DynamicUpdateSlice> r_dus;
+Register<Take> r_take;
+Register<ScatterAdd> r_scatter;
+Register<TakeAlong> r_take_along;
+Register<ScatterAddAlong> r_scatter_along;
+Register<Iota> r_iota;
+Register<TopK> r_topk;
+
+}  // namespace
+}  // namespace partix::prim

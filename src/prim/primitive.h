@@ -1,0 +1,158 @@
+// A primitive states its whole contract in one class (DESIGN §3.1): name and attributes,
+// shape/dtype inference, its factor sharding rule, its VJP written with ops, and a naive
+// reference kernel (the oracle). Fast kernels live in src/backend/<platform> and are looked
+// up by (primitive, platform).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/program.h"
+#include "partix/array.h"
+
+namespace partix::comm {
+class Communicator;
+}
+
+namespace partix::prim {
+
+using ir::Attrs;
+using ir::Aval;
+using Regions = std::vector<std::shared_ptr<const ir::Program>>;
+
+// ---- factor sharding rules (DESIGN §3.2) ----
+
+enum class FactorKind {
+  kPassThrough,      // appears in the results; sharding it shards the results
+  kReduction,        // absent from the results; sharding it leaves the results unreduced
+  kNeedReplication,  // cannot be sharded (sort axis, unaligned reshape dims, ...)
+};
+enum class ReduceKind { kSum, kMax, kMin };
+
+struct Factor {
+  int64_t size = 1;
+  FactorKind kind = FactorKind::kPassThrough;
+  ReduceKind reduce = ReduceKind::kSum;  // for kReduction
+  // The factor's values depend on the global position (iota, random bits): a sharded
+  // kernel needs its block's offset.
+  bool positional = false;
+};
+
+using DimFactors = std::vector<int>;  // factor ids of one dimension, major to minor
+
+struct FactorRule {
+  std::vector<Factor> factors;
+  std::vector<std::vector<DimFactors>> operands;  // [operand][dim]
+  std::vector<std::vector<DimFactors>> results;   // [result][dim]
+  std::string to_string() const;                  // "([i,j],[j,k])->([i,k]) j=reduction(sum)"
+};
+
+// Builds factor rules: add factors, then attach them to dimensions.
+class FactorRuleBuilder {
+ public:
+  int add(int64_t size, FactorKind kind = FactorKind::kPassThrough,
+          ReduceKind reduce = ReduceKind::kSum);
+  FactorRule& rule() { return rule_; }
+  // The common rule of elementwise ops: one factor per result dimension, operands (already
+  // broadcast to the result shape) share them.
+  static FactorRule elementwise(const std::vector<Aval>& in, const Aval& out);
+
+ private:
+  FactorRule rule_;
+};
+
+// How an op may consume unreduced (partial-sum) operands (DESIGN §3.8).
+enum class Linearity {
+  kNone,         // every operand must be reduced first
+  kLinear,       // jointly linear in all operands (add, sub, neg, reshape, slice, ...)
+  kMultilinear,  // linear in each operand separately (mul, dot): at most one unreduced
+};
+
+// ---- kernels ----
+
+// What a kernel knows about where it runs.
+struct ExecContext {
+  int device = 0;                    // device id
+  std::vector<int64_t> mesh_coords;  // coordinates in the program's mesh (empty: none)
+  const Mesh* mesh = nullptr;
+  comm::Communicator* comm = nullptr;  // collectives
+  int threads = 1;                     // threads this device may use
+};
+
+struct KernelCall {
+  const Attrs& attrs;
+  const std::vector<const Aval*>& in_avals;
+  const std::vector<const Aval*>& out_avals;
+  const std::vector<const void*>& in;
+  const std::vector<void*>& out;
+  const ExecContext& ctx;
+  const Regions& regions;
+  const Aval& in_aval(size_t i) const { return *in_avals[i]; }
+  const Aval& out_aval(size_t i) const { return *out_avals[i]; }
+  template <class T>
+  const T* input(size_t i) const { return static_cast<const T*>(in[i]); }
+  template <class T>
+  T* output(size_t i) const { return static_cast<T*>(out[i]); }
+};
+
+// A fast kernel returns false when it does not handle this case (the reference runs).
+using KernelFn = std::function<bool(const KernelCall&)>;
+
+// ---- VJP ----
+
+struct VjpArgs {
+  const std::vector<Array>& primals;      // the instruction's inputs
+  const std::vector<Array>& outputs;      // its results
+  const std::vector<Array>& cotangents;   // one per result; an empty Array means zero
+  const Attrs& attrs;
+  const Regions& regions;
+};
+
+class Primitive {
+ public:
+  virtual ~Primitive() = default;
+  virtual std::string_view name() const = 0;
+
+  // Result avals; throws partix::Error naming the op and the shapes on bad input.
+  virtual std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
+                                  const Regions& regions) const = 0;
+  // The factor rule; the default makes every dimension need replication.
+  virtual FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>& out,
+                                 const Attrs& attrs) const;
+  virtual Linearity linearity() const { return Linearity::kNone; }
+  // Input cotangents (empty Array: zero / not differentiable), written with ops.
+  virtual std::vector<Array> vjp(const VjpArgs& args) const;
+  // The naive reference kernel: the oracle for every fast kernel.
+  virtual void reference(const KernelCall& call) const = 0;
+
+  // Floating-point operations of one execution (cost analysis).
+  virtual double flops(const std::vector<Aval>& in, const std::vector<Aval>& out,
+                       const Attrs& attrs) const;
+  virtual bool is_collective() const { return false; }
+  // Elementwise ops (same-shape operands and result) may be fused and run in place.
+  virtual bool is_elementwise() const { return false; }
+};
+
+// Registry of primitives by name (for the parser) and of fast kernels by platform.
+void register_primitive(const Primitive* p);
+const Primitive* find_primitive(std::string_view name);  // nullptr if unknown
+const Primitive& get_primitive(std::string_view name);   // internal error if unknown
+std::vector<std::string> primitive_names();
+
+void register_kernel(std::string_view prim, std::string_view platform, KernelFn fn);
+const KernelFn* find_kernel(std::string_view prim, std::string_view platform);
+
+// Registers a primitive object at load time: `static Register<ExpPrim> reg;`.
+template <class P>
+struct Register {
+  Register() {
+    static P instance;
+    register_primitive(&instance);
+  }
+};
+
+}  // namespace partix::prim

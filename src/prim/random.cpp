@@ -1,0 +1,190 @@
+// Counter-based random numbers (threefry2x32, 20 rounds). The value at global flat index i
+// depends only on the key and i, so a sharded array generates the same values as an
+// unsharded one and no device materialises more than its block.
+//   random_bits(key){shape, domain}      -> i32[shape]
+//   random_uniform(key){shape, dtype}    -> dtype[shape] in [0, 1)
+//   random_fold_in(key, data)            -> i32[2], a new key
+#include <cstring>
+
+#include "core/layout.h"
+#include "core/scalar.h"
+#include "prim/positional.h"
+#include "prim/primitive.h"
+#include "prim/random_core.h"
+#include "prim/util.h"
+
+namespace partix::prim {
+
+std::pair<uint32_t, uint32_t> threefry2x32(uint32_t k0, uint32_t k1, uint32_t c0, uint32_t c1) {
+  static constexpr int kRot[8] = {13, 15, 26, 6, 17, 29, 16, 24};
+  const uint32_t ks[3] = {k0, k1, 0x1BD11BDAu ^ k0 ^ k1};
+  uint32_t x0 = c0 + ks[0], x1 = c1 + ks[1];
+  for (int r = 0; r < 20; ++r) {
+    x0 += x1;
+    x1 = (x1 << kRot[r % 8]) | (x1 >> (32 - kRot[r % 8]));
+    x1 ^= x0;
+    if (r % 4 == 3) {
+      int s = r / 4 + 1;
+      x0 += ks[s % 3];
+      x1 += ks[(s + 1) % 3] + static_cast<uint32_t>(s);
+    }
+  }
+  return {x0, x1};
+}
+
+Shape block_offset(const KernelCall& c, const Shape& local) {
+  Shape off(local.size(), 0);
+  if (!c.attrs.has("offset_spec") || c.ctx.mesh == nullptr) return off;
+  const auto& spec = c.attrs.get<PartitionSpec>("offset_spec");
+  for (size_t d = 0; d < local.size(); ++d) {
+    int64_t b = 0;
+    for (const std::string& ax : spec[static_cast<int>(d)]) {
+      int ai = c.ctx.mesh->axis_index(ax);
+      b = b * c.ctx.mesh->axis_sizes()[static_cast<size_t>(ai)] +
+          c.ctx.mesh_coords[static_cast<size_t>(ai)];
+    }
+    off[d] = b * local[d];
+  }
+  return off;
+}
+
+Shape global_shape(const KernelCall& c, const Shape& local) {
+  return c.attrs.has("global_shape") ? Shape(c.attrs.ints("global_shape")) : local;
+}
+
+namespace {
+
+void check_key(std::string_view op, const Aval& key) {
+  detail::check(key.dtype == DType::I32 && key.shape == Shape{2}, op,
+                "a key is i32[2] (from random::key), got {}", key.to_string());
+}
+
+// Calls fn(local_flat, global_flat) for every element of a (possibly partitioned) result.
+template <class Fn>
+void for_each_global(const KernelCall& c, const Shape& local, Fn&& fn) {
+  Shape off = block_offset(c, local);
+  Shape glob = global_shape(c, local);
+  auto gs = detail::strides_of(glob);
+  int64_t n = shape_size(local);
+  std::vector<int64_t> idx(local.size(), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t g = 0;
+    for (size_t d = 0; d < idx.size(); ++d) g += (off[d] + idx[d]) * gs[d];
+    fn(i, g);
+    for (size_t d = local.size(); d-- > 0;) {
+      if (++idx[d] < local[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+FactorRule positional_rule(const std::vector<Aval>& in, const Aval& out) {
+  FactorRuleBuilder b;
+  for (const Aval& a : in) {
+    std::vector<DimFactors> dims;
+    for (int64_t d : a.shape) dims.push_back({b.add(d, FactorKind::kNeedReplication)});
+    b.rule().operands.push_back(dims);
+  }
+  std::vector<DimFactors> res;
+  for (int64_t d : out.shape) {
+    int f = b.add(d);
+    b.rule().factors[static_cast<size_t>(f)].positional = true;
+    res.push_back({f});
+  }
+  b.rule().results = {res};
+  return b.rule();
+}
+
+std::pair<uint32_t, uint32_t> load_key(const KernelCall& c) {
+  const uint32_t* k = static_cast<const uint32_t*>(c.in[0]);
+  return {k[0], k[1]};
+}
+
+class RandomBits final : public Primitive {
+ public:
+  std::string_view name() const override { return "random_bits"; }
+  std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
+                          const Regions&) const override {
+    check_arity(name(), in, 1);
+    check_key(name(), in[0]);
+    Shape s = attrs.ints("shape");
+    for (int64_t d : s) detail::check(d >= 0, name(), "negative size in {}", shape_to_string(s));
+    return {Aval{s, DType::I32}};
+  }
+  FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>& out,
+                         const Attrs&) const override {
+    return positional_rule(in, out[0]);
+  }
+  std::vector<Array> vjp(const VjpArgs&) const override { return {Array()}; }
+  void reference(const KernelCall& c) const override {
+    auto [k0, k1] = load_key(c);
+    uint32_t domain = static_cast<uint32_t>(c.attrs.i_or("domain", 0));
+    uint32_t* out = static_cast<uint32_t*>(c.out[0]);
+    for_each_global(c, c.out_aval(0).shape, [&](int64_t i, int64_t g) {
+      uint64_t u = static_cast<uint64_t>(g);
+      out[i] = threefry2x32(k0, k1, static_cast<uint32_t>(u >> 32) ^ (domain << 24),
+                            static_cast<uint32_t>(u)).first;
+    });
+  }
+};
+
+class RandomUniform final : public Primitive {
+ public:
+  std::string_view name() const override { return "random_uniform"; }
+  std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
+                          const Regions&) const override {
+    check_arity(name(), in, 1);
+    check_key(name(), in[0]);
+    Shape s = attrs.ints("shape");
+    for (int64_t d : s) detail::check(d >= 0, name(), "negative size in {}", shape_to_string(s));
+    DType dt = attrs.dtype("dtype");
+    detail::check(is_floating(dt), name(), "needs a floating dtype, got {}", dtype_name(dt));
+    return {Aval{s, dt}};
+  }
+  FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>& out,
+                         const Attrs&) const override {
+    return positional_rule(in, out[0]);
+  }
+  std::vector<Array> vjp(const VjpArgs&) const override { return {Array()}; }
+  void reference(const KernelCall& c) const override {
+    auto [k0, k1] = load_key(c);
+    const DType dt = c.out_aval(0).dtype;
+    const int es = dtype_size(dt);
+    char* out = static_cast<char*>(c.out[0]);
+    for_each_global(c, c.out_aval(0).shape, [&](int64_t i, int64_t g) {
+      uint64_t u = static_cast<uint64_t>(g);
+      auto [x0, x1] = threefry2x32(k0, k1, static_cast<uint32_t>(u >> 32), static_cast<uint32_t>(u));
+      detail::store_scalar(out + i * es, dt, uniform_from_bits(x0, x1, dt));
+    });
+  }
+};
+
+class RandomFoldIn final : public Primitive {
+ public:
+  std::string_view name() const override { return "random_fold_in"; }
+  std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs&,
+                          const Regions&) const override {
+    check_arity(name(), in, 2);
+    check_key(name(), in[0]);
+    detail::check(in[1].shape.empty() && is_integral(in[1].dtype), name(),
+                  "data must be an integer scalar, got {}", in[1].to_string());
+    return {in[0]};
+  }
+  std::vector<Array> vjp(const VjpArgs&) const override { return {Array(), Array()}; }
+  void reference(const KernelCall& c) const override {
+    auto [k0, k1] = load_key(c);
+    uint64_t d = static_cast<uint64_t>(detail::load_int(c.in[1], c.in_aval(1).dtype));
+    auto [a, b] = threefry2x32(k0, k1, static_cast<uint32_t>(d >> 32) ^ 0x80000000u,
+                               static_cast<uint32_t>(d));
+    uint32_t* out = static_cast<uint32_t*>(c.out[0]);
+    out[0] = a;
+    out[1] = b;
+  }
+};
+
+Register<RandomBits> r_bits;
+Register<RandomUniform> r_uniform;
+Register<RandomFoldIn> r_fold;
+
+}  // namespace
+}  // namespace partix::prim

@@ -1,0 +1,544 @@
+// Shape primitives: reshape, transpose, broadcast_in_dim, slice, concatenate, pad, rev.
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "core/layout.h"
+#include "core/scalar.h"
+#include "partix/ops.h"
+#include "prim/primitive.h"
+#include "prim/util.h"
+#include "trace/trace.h"
+
+namespace partix::prim {
+
+namespace {
+
+std::vector<int> to_int(const ir::Ints& v) { return std::vector<int>(v.begin(), v.end()); }
+
+// Calls fn(out_flat, in_flat) for every element, where the input index of output multi-index
+// o is computed by `map` (dimension-wise).
+template <class Fn>
+void for_each_index(const Shape& shape, Fn&& fn) {
+  int64_t n = shape_size(shape);
+  std::vector<int64_t> idx(shape.size(), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    fn(i, idx);
+    for (size_t d = shape.size(); d-- > 0;) {
+      if (++idx[d] < shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+// ---- reshape{shape} ----
+class Reshape final : public Primitive {
+ public:
+  std::string_view name() const override { return "reshape"; }
+  Linearity linearity() const override { return Linearity::kLinear; }
+  std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
+                          const Regions&) const override {
+    check_arity(name(), in, 1);
+    Shape s = attrs.ints("shape");
+    for (int64_t d : s) detail::check(d >= 0, name(), "negative size in {}", shape_to_string(s));
+    detail::check(shape_size(s) == in[0].size(), name(), "cannot reshape {} ({} elements) to {}",
+                  in[0].to_string(), in[0].size(), shape_to_string(s));
+    return {Aval{s, in[0].dtype}};
+  }
+  // Factors from the common refinement of the two shapes (DESIGN §3.8).
+  FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>& out,
+                         const Attrs&) const override {
+    const Shape& a = in[0].shape;
+    const Shape& b = out[0].shape;
+    FactorRuleBuilder fb;
+    std::vector<DimFactors> fa(a.size()), fr(b.size());
+    size_t i = 0, j = 0;
+    while (i < a.size() || j < b.size()) {
+      // Size-1 dims carry no factor.
+      if (i < a.size() && a[i] == 1) { i++; continue; }
+      if (j < b.size() && b[j] == 1) { j++; continue; }
+      if (i >= a.size() || j >= b.size()) break;
+      // Grow a segment [i, i2) x [j, j2) until the products agree.
+      size_t i2 = i + 1, j2 = j + 1;
+      int64_t pa = a[i], pb = b[j];
+      while (pa != pb) {
+        if (pa < pb) pa *= a[i2++];
+        else pb *= b[j2++];
+      }
+      // Boundaries: cumulative products of both sides.
+      std::vector<int64_t> bounds;
+      int64_t c = 1;
+      for (size_t k = i; k < i2; ++k) bounds.push_back(c *= a[k]);
+      c = 1;
+      for (size_t k = j; k < j2; ++k) bounds.push_back(c *= b[k]);
+      std::sort(bounds.begin(), bounds.end());
+      bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
+      bool ok = true;
+      int64_t prev = 1;
+      for (int64_t x : bounds) {
+        ok = ok && x % prev == 0;
+        prev = x;
+      }
+      if (ok) {
+        std::vector<int> factors;
+        prev = 1;
+        for (int64_t x : bounds) {
+          factors.push_back(fb.add(x / prev));
+          prev = x;
+        }
+        auto assign = [&](const Shape& s, size_t from, size_t to, std::vector<DimFactors>& dst) {
+          size_t f = 0;
+          int64_t cum = 1;
+          for (size_t k = from; k < to; ++k) {
+            cum *= s[k];
+            while (f < bounds.size() && bounds[f] <= cum) dst[k].push_back(factors[f++]);
+          }
+        };
+        assign(a, i, i2, fa);
+        assign(b, j, j2, fr);
+      } else {
+        // No common refinement: every dimension of the segment needs replication.
+        for (size_t k = i; k < i2; ++k) fa[k] = {fb.add(a[k], FactorKind::kNeedReplication)};
+        for (size_t k = j; k < j2; ++k) fr[k] = {fb.add(b[k], FactorKind::kNeedReplication)};
+      }
+      i = i2;
+      j = j2;
+    }
+    fb.rule().operands = {fa};
+    fb.rule().results = {fr};
+    return fb.rule();
+  }
+  std::vector<Array> vjp(const VjpArgs& a) const override {
+    if (!a.cotangents[0].valid()) return {Array()};
+    return {reshape(a.cotangents[0], a.primals[0].shape())};
+  }
+  double flops(const std::vector<Aval>&, const std::vector<Aval>&, const Attrs&) const override {
+    return 0;
+  }
+  void reference(const KernelCall& c) const override {
+    std::memcpy(c.out[0], c.in[0], static_cast<size_t>(c.out_aval(0).nbytes()));
+  }
+};
+
+// ---- transpose{perm}: result dim i is operand dim perm[i] ----
+class Transpose final : public Primitive {
+ public:
+  std::string_view name() const override { return "transpose"; }
+  Linearity linearity() const override { return Linearity::kLinear; }
+  std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
+                          const Regions&) const override {
+    check_arity(name(), in, 1);
+    std::vector<int> perm = to_int(attrs.ints("perm"));
+    std::vector<int> sorted = perm;
+    std::sort(sorted.begin(), sorted.end());
+    std::vector<int> want(static_cast<size_t>(in[0].ndim()));
+    std::iota(want.begin(), want.end(), 0);
+    detail::check(sorted == want, name(), "[{}] is not a permutation of the axes of {}",
+                  fmt::join(perm, ","), in[0].to_string());
+    Shape s;
+    for (int p : perm) s.push_back(in[0].shape[static_cast<size_t>(p)]);
+    return {Aval{s, in[0].dtype}};
+  }
+  FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>&,
+                         const Attrs& attrs) const override {
+    std::vector<int> perm = to_int(attrs.ints("perm"));
+    FactorRuleBuilder b;
+    std::vector<DimFactors> op;
+    for (int64_t d : in[0].shape) op.push_back({b.add(d)});
+    std::vector<DimFactors> res;
+    for (int p : perm) res.push_back(op[static_cast<size_t>(p)]);
+    b.rule().operands = {op};
+    b.rule().results = {res};
+    return b.rule();
+  }
+  std::vector<Array> vjp(const VjpArgs& a) const override {
+    if (!a.cotangents[0].valid()) return {Array()};
+    std::vector<int> perm = to_int(a.attrs.ints("perm"));
+    std::vector<int> inv(perm.size());
+    for (size_t i = 0; i < perm.size(); ++i) inv[static_cast<size_t>(perm[i])] = static_cast<int>(i);
+    return {transpose(a.cotangents[0], inv)};
+  }
+  double flops(const std::vector<Aval>&, const std::vector<Aval>&, const Attrs&) const override {
+    return 0;
+  }
+  void reference(const KernelCall& c) const override {
+    std::vector<int> perm = to_int(c.attrs.ints("perm"));
+    const Aval& in = c.in_aval(0);
+    auto is = detail::strides_of(in.shape);
+    const int es = dtype_size(in.dtype);
+    const char* src = static_cast<const char*>(c.in[0]);
+    char* dst = static_cast<char*>(c.out[0]);
+    for_each_index(c.out_aval(0).shape, [&](int64_t o, const std::vector<int64_t>& idx) {
+      int64_t off = 0;
+      for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * is[static_cast<size_t>(perm[d])];
+      std::memcpy(dst + o * es, src + off * es, static_cast<size_t>(es));
+    });
+  }
+};
+
+// ---- broadcast_in_dim{shape, dims}: operand dim i becomes result dim dims[i] ----
+class BroadcastInDim final : public Primitive {
+ public:
+  std::string_view name() const override { return "broadcast_in_dim"; }
+  Linearity linearity() const override { return Linearity::kLinear; }
+  std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
+                          const Regions&) const override {
+    check_arity(name(), in, 1);
+    Shape s = attrs.ints("shape");
+    std::vector<int> dims = to_int(attrs.ints("dims"));
+    detail::check(dims.size() == in[0].shape.size(), name(),
+                  "{} needs {} broadcast dimensions, got [{}]", in[0].to_string(),
+                  in[0].shape.size(), fmt::join(dims, ","));
+    for (size_t i = 0; i < dims.size(); ++i) {
+      detail::check(dims[i] >= 0 && dims[i] < static_cast<int>(s.size()) && (i == 0 || dims[i] > dims[i - 1]),
+                    name(), "dims [{}] must be increasing and within rank {}", fmt::join(dims, ","),
+                    s.size());
+      int64_t od = in[0].shape[i], rd = s[static_cast<size_t>(dims[i])];
+      detail::check(od == rd || od == 1, name(), "cannot broadcast {} to {} (dim {}: {} vs {})",
+                    in[0].to_string(), shape_to_string(s), i, od, rd);
+    }
+    return {Aval{s, in[0].dtype}};
+  }
+  FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>& out,
+                         const Attrs& attrs) const override {
+    std::vector<int> dims = to_int(attrs.ints("dims"));
+    FactorRuleBuilder b;
+    std::vector<DimFactors> res;
+    for (int64_t d : out[0].shape) res.push_back({b.add(d)});
+    std::vector<DimFactors> op(in[0].shape.size());
+    for (size_t i = 0; i < dims.size(); ++i) {
+      // An expanded size-1 dim does not share the result's factor.
+      if (in[0].shape[i] == out[0].shape[static_cast<size_t>(dims[i])]) {
+        op[i] = res[static_cast<size_t>(dims[i])];
+      }
+    }
+    b.rule().operands = {op};
+    b.rule().results = {res};
+    return b.rule();
+  }
+  std::vector<Array> vjp(const VjpArgs& a) const override {
+    const Array& g = a.cotangents[0];
+    if (!g.valid()) return {Array()};
+    const Array& x = a.primals[0];
+    std::vector<int> dims = to_int(a.attrs.ints("dims"));
+    std::vector<int> summed;
+    for (int d = 0; d < g.ndim(); ++d) {
+      auto it = std::find(dims.begin(), dims.end(), d);
+      if (it == dims.end()) {
+        summed.push_back(d);
+      } else if (x.shape()[static_cast<size_t>(it - dims.begin())] != g.shape()[static_cast<size_t>(d)]) {
+        summed.push_back(d);
+      }
+    }
+    Array r = summed.empty() ? g : sum(g, summed, true);
+    // Drop the new dims (kept as size 1 by keepdims) to get back the operand's shape.
+    return {reshape(r, x.shape())};
+  }
+  double flops(const std::vector<Aval>&, const std::vector<Aval>&, const Attrs&) const override {
+    return 0;
+  }
+  void reference(const KernelCall& c) const override {
+    std::vector<int> dims = to_int(c.attrs.ints("dims"));
+    const Aval& in = c.in_aval(0);
+    auto is = detail::strides_of(in.shape);
+    const int es = dtype_size(in.dtype);
+    const char* src = static_cast<const char*>(c.in[0]);
+    char* dst = static_cast<char*>(c.out[0]);
+    for_each_index(c.out_aval(0).shape, [&](int64_t o, const std::vector<int64_t>& idx) {
+      int64_t off = 0;
+      for (size_t i = 0; i < dims.size(); ++i) {
+        if (in.shape[i] != 1) off += idx[static_cast<size_t>(dims[i])] * is[i];
+      }
+      std::memcpy(dst + o * es, src + off * es, static_cast<size_t>(es));
+    });
+  }
+};
+
+// ---- slice{start, stop, strides} ----
+class SlicePrim final : public Primitive {
+ public:
+  std::string_view name() const override { return "slice"; }
+  Linearity linearity() const override { return Linearity::kLinear; }
+  std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
+                          const Regions&) const override {
+    check_arity(name(), in, 1);
+    const Shape& s = in[0].shape;
+    Shape start = attrs.ints("start"), stop = attrs.ints("stop");
+    Shape strides = attrs.has("strides") ? attrs.ints("strides") : Shape(s.size(), 1);
+    detail::check(start.size() == s.size() && stop.size() == s.size() && strides.size() == s.size(),
+                  name(), "start {} / stop {} / strides {} must have one entry per dimension of {}",
+                  shape_to_string(start), shape_to_string(stop), shape_to_string(strides),
+                  in[0].to_string());
+    Shape out;
+    for (size_t d = 0; d < s.size(); ++d) {
+      detail::check(0 <= start[d] && start[d] <= stop[d] && stop[d] <= s[d] && strides[d] >= 1,
+                    name(), "[{}, {}) with stride {} is out of range for dimension {} of {}",
+                    start[d], stop[d], strides[d], d, in[0].to_string());
+      out.push_back((stop[d] - start[d] + strides[d] - 1) / strides[d]);
+    }
+    return {Aval{out, in[0].dtype}};
+  }
+  FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>& out,
+                         const Attrs&) const override {
+    // Dimensions kept whole pass through; sliced ones need replication.
+    FactorRuleBuilder b;
+    std::vector<DimFactors> op, res;
+    for (size_t d = 0; d < in[0].shape.size(); ++d) {
+      if (in[0].shape[d] == out[0].shape[d]) {
+        int f = b.add(in[0].shape[d]);
+        op.push_back({f});
+        res.push_back({f});
+      } else {
+        op.push_back({b.add(in[0].shape[d], FactorKind::kNeedReplication)});
+        res.push_back({b.add(out[0].shape[d], FactorKind::kNeedReplication)});
+      }
+    }
+    b.rule().operands = {op};
+    b.rule().results = {res};
+    return b.rule();
+  }
+  std::vector<Array> vjp(const VjpArgs& a) const override {
+    const Array& g = a.cotangents[0];
+    if (!g.valid()) return {Array()};
+    const Shape& s = a.primals[0].shape();
+    Shape start = a.attrs.ints("start");
+    Shape strides = a.attrs.has("strides") ? a.attrs.ints("strides") : Shape(s.size(), 1);
+    Shape low = start, high(s.size()), interior(s.size());
+    for (size_t d = 0; d < s.size(); ++d) {
+      int64_t n = g.shape()[d];
+      int64_t last = n == 0 ? start[d] : start[d] + (n - 1) * strides[d] + 1;
+      high[d] = s[d] - last;
+      interior[d] = strides[d] - 1;
+      if (n == 0) {  // nothing was taken from this dim
+        low[d] = 0;
+        high[d] = s[d];
+        interior[d] = 0;
+      }
+    }
+    ir::Attrs pa{{"low", low}, {"high", high}, {"interior", interior}, {"value", 0.0}};
+    return {detail::bind1("pad", {g}, pa)};
+  }
+  double flops(const std::vector<Aval>&, const std::vector<Aval>&, const Attrs&) const override {
+    return 0;
+  }
+  void reference(const KernelCall& c) const override {
+    const Aval& in = c.in_aval(0);
+    Shape start = c.attrs.ints("start");
+    Shape strides = c.attrs.has("strides") ? c.attrs.ints("strides") : Shape(in.shape.size(), 1);
+    auto is = detail::strides_of(in.shape);
+    const int es = dtype_size(in.dtype);
+    const char* src = static_cast<const char*>(c.in[0]);
+    char* dst = static_cast<char*>(c.out[0]);
+    for_each_index(c.out_aval(0).shape, [&](int64_t o, const std::vector<int64_t>& idx) {
+      int64_t off = 0;
+      for (size_t d = 0; d < idx.size(); ++d) off += (start[d] + idx[d] * strides[d]) * is[d];
+      std::memcpy(dst + o * es, src + off * es, static_cast<size_t>(es));
+    });
+  }
+};
+
+// ---- concatenate{axis} ----
+class Concatenate final : public Primitive {
+ public:
+  std::string_view name() const override { return "concatenate"; }
+  Linearity linearity() const override { return Linearity::kLinear; }
+  std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
+                          const Regions&) const override {
+    detail::check(!in.empty(), name(), "needs at least one operand");
+    int axis = norm_axis(name(), attrs.i("axis"), in[0].ndim());
+    Shape out = in[0].shape;
+    out[static_cast<size_t>(axis)] = 0;
+    for (const Aval& a : in) {
+      bool same = a.dtype == in[0].dtype && a.shape.size() == out.size();
+      for (size_t d = 0; same && d < out.size(); ++d) {
+        same = static_cast<int>(d) == axis || a.shape[d] == in[0].shape[d];
+      }
+      detail::check(same, name(), "operands {} do not agree except along axis {}",
+                    avals_to_string(in), axis);
+      out[static_cast<size_t>(axis)] += a.shape[static_cast<size_t>(axis)];
+    }
+    return {Aval{out, in[0].dtype}};
+  }
+  FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>& out,
+                         const Attrs& attrs) const override {
+    int axis = norm_axis(name(), attrs.i("axis"), in[0].ndim());
+    FactorRuleBuilder b;
+    std::vector<DimFactors> shared;
+    for (size_t d = 0; d < out[0].shape.size(); ++d) {
+      shared.push_back(static_cast<int>(d) == axis ? DimFactors{} : DimFactors{b.add(out[0].shape[d])});
+    }
+    for (const Aval& a : in) {
+      auto dims = shared;
+      dims[static_cast<size_t>(axis)] = {b.add(a.shape[static_cast<size_t>(axis)], FactorKind::kNeedReplication)};
+      b.rule().operands.push_back(dims);
+    }
+    auto res = shared;
+    res[static_cast<size_t>(axis)] = {b.add(out[0].shape[static_cast<size_t>(axis)], FactorKind::kNeedReplication)};
+    b.rule().results = {res};
+    return b.rule();
+  }
+  std::vector<Array> vjp(const VjpArgs& a) const override {
+    const Array& g = a.cotangents[0];
+    std::vector<Array> out;
+    int axis = norm_axis(name(), a.attrs.i("axis"), g.valid() ? g.ndim() : a.primals[0].ndim());
+    int64_t off = 0;
+    for (const Array& x : a.primals) {
+      int64_t n = x.shape()[static_cast<size_t>(axis)];
+      out.push_back(g.valid() ? slice_axis(g, axis, off, off + n) : Array());
+      off += n;
+    }
+    return out;
+  }
+  double flops(const std::vector<Aval>&, const std::vector<Aval>&, const Attrs&) const override {
+    return 0;
+  }
+  void reference(const KernelCall& c) const override {
+    int axis = norm_axis(name(), c.attrs.i("axis"), c.out_aval(0).ndim());
+    const Shape& os = c.out_aval(0).shape;
+    const int es = dtype_size(c.out_aval(0).dtype);
+    int64_t off = 0;
+    for (size_t k = 0; k < c.in.size(); ++k) {
+      const Shape& s = c.in_aval(k).shape;
+      Shape zero(s.size(), 0), dst_off(s.size(), 0);
+      dst_off[static_cast<size_t>(axis)] = off;
+      detail::copy_box(c.in[k], s, zero, c.out[0], os, dst_off, s, es);
+      off += s[static_cast<size_t>(axis)];
+    }
+  }
+};
+
+// ---- pad{low, high, interior, value} ----
+class Pad final : public Primitive {
+ public:
+  std::string_view name() const override { return "pad"; }
+  Linearity linearity() const override { return Linearity::kLinear; }
+  std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
+                          const Regions&) const override {
+    check_arity(name(), in, 1);
+    const Shape& s = in[0].shape;
+    Shape low = attrs.ints("low"), high = attrs.ints("high");
+    Shape interior = attrs.has("interior") ? attrs.ints("interior") : Shape(s.size(), 0);
+    detail::check(low.size() == s.size() && high.size() == s.size() && interior.size() == s.size(),
+                  name(), "low {} / high {} must have one entry per dimension of {}",
+                  shape_to_string(low), shape_to_string(high), in[0].to_string());
+    Shape out;
+    for (size_t d = 0; d < s.size(); ++d) {
+      detail::check(low[d] >= 0 && high[d] >= 0 && interior[d] >= 0, name(),
+                    "negative padding {} / {} in dimension {}", low[d], high[d], d);
+      out.push_back(low[d] + high[d] + s[d] + (s[d] > 0 ? (s[d] - 1) * interior[d] : 0));
+    }
+    return {Aval{out, in[0].dtype}};
+  }
+  FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>& out,
+                         const Attrs&) const override {
+    FactorRuleBuilder b;
+    std::vector<DimFactors> op, res;
+    for (size_t d = 0; d < in[0].shape.size(); ++d) {
+      if (in[0].shape[d] == out[0].shape[d]) {
+        int f = b.add(in[0].shape[d]);
+        op.push_back({f});
+        res.push_back({f});
+      } else {
+        op.push_back({b.add(in[0].shape[d], FactorKind::kNeedReplication)});
+        res.push_back({b.add(out[0].shape[d], FactorKind::kNeedReplication)});
+      }
+    }
+    b.rule().operands = {op};
+    b.rule().results = {res};
+    return b.rule();
+  }
+  std::vector<Array> vjp(const VjpArgs& a) const override {
+    const Array& g = a.cotangents[0];
+    if (!g.valid()) return {Array()};
+    const Shape& s = a.primals[0].shape();
+    Shape low = a.attrs.ints("low");
+    Shape interior = a.attrs.has("interior") ? a.attrs.ints("interior") : Shape(s.size(), 0);
+    Shape start = low, stop(s.size()), strides(s.size());
+    for (size_t d = 0; d < s.size(); ++d) {
+      strides[d] = interior[d] + 1;
+      stop[d] = s[d] == 0 ? low[d] : low[d] + (s[d] - 1) * strides[d] + 1;
+    }
+    return {slice(g, start, stop, strides)};
+  }
+  double flops(const std::vector<Aval>&, const std::vector<Aval>&, const Attrs&) const override {
+    return 0;
+  }
+  void reference(const KernelCall& c) const override {
+    const Aval& in = c.in_aval(0);
+    const Aval& out = c.out_aval(0);
+    Shape low = c.attrs.ints("low");
+    Shape interior = c.attrs.has("interior") ? c.attrs.ints("interior") : Shape(in.shape.size(), 0);
+    const int es = dtype_size(in.dtype);
+    char* dst = static_cast<char*>(c.out[0]);
+    for (int64_t i = 0; i < out.size(); ++i) detail::store_scalar(dst + i * es, out.dtype, c.attrs.f("value"));
+    auto os = detail::strides_of(out.shape);
+    const char* src = static_cast<const char*>(c.in[0]);
+    for_each_index(in.shape, [&](int64_t i, const std::vector<int64_t>& idx) {
+      int64_t off = 0;
+      for (size_t d = 0; d < idx.size(); ++d) off += (low[d] + idx[d] * (interior[d] + 1)) * os[d];
+      std::memcpy(dst + off * es, src + i * es, static_cast<size_t>(es));
+    });
+  }
+};
+
+// ---- rev{axes} ----
+class Rev final : public Primitive {
+ public:
+  std::string_view name() const override { return "rev"; }
+  Linearity linearity() const override { return Linearity::kLinear; }
+  std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
+                          const Regions&) const override {
+    check_arity(name(), in, 1);
+    norm_axes(name(), attrs.ints("axes"), in[0].ndim());
+    return {in[0]};
+  }
+  FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>&,
+                         const Attrs& attrs) const override {
+    auto axes = norm_axes(name(), attrs.ints("axes"), in[0].ndim());
+    FactorRuleBuilder b;
+    std::vector<DimFactors> dims;
+    for (int d = 0; d < in[0].ndim(); ++d) {
+      bool r = std::find(axes.begin(), axes.end(), d) != axes.end();
+      dims.push_back({b.add(in[0].shape[static_cast<size_t>(d)],
+                            r ? FactorKind::kNeedReplication : FactorKind::kPassThrough)});
+    }
+    b.rule().operands = {dims};
+    b.rule().results = {dims};
+    return b.rule();
+  }
+  std::vector<Array> vjp(const VjpArgs& a) const override {
+    if (!a.cotangents[0].valid()) return {Array()};
+    auto axes = a.attrs.ints("axes");
+    return {flip(a.cotangents[0], std::vector<int>(axes.begin(), axes.end()))};
+  }
+  double flops(const std::vector<Aval>&, const std::vector<Aval>&, const Attrs&) const override {
+    return 0;
+  }
+  void reference(const KernelCall& c) const override {
+    const Aval& in = c.in_aval(0);
+    auto axes = norm_axes(name(), c.attrs.ints("axes"), in.ndim());
+    auto is = detail::strides_of(in.shape);
+    const int es = dtype_size(in.dtype);
+    const char* src = static_cast<const char*>(c.in[0]);
+    char* dst = static_cast<char*>(c.out[0]);
+    for_each_index(in.shape, [&](int64_t o, const std::vector<int64_t>& idx) {
+      int64_t off = 0;
+      for (size_t d = 0; d < idx.size(); ++d) {
+        bool r = std::find(axes.begin(), axes.end(), static_cast<int>(d)) != axes.end();
+        off += (r ? in.shape[d] - 1 - idx[d] : idx[d]) * is[d];
+      }
+      std::memcpy(dst + o * es, src + off * es, static_cast<size_t>(es));
+    });
+  }
+};
+
+Register<Reshape> r_reshape;
+Register<Transpose> r_transpose;
+Register<BroadcastInDim> r_bcast;
+Register<SlicePrim> r_slice;
+Register<Concatenate> r_concat;
+Register<Pad> r_pad;
+Register<Rev> r_rev;
+
+}  // namespace
+}  // namespace partix::prim

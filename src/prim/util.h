@@ -1,0 +1,23 @@
+// Helpers shared by primitive definitions: argument checks and axis normalisation.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/errors.h"
+#include "ir/program.h"
+
+namespace partix::prim {
+
+// Shapes for messages: "f32[8,32], f32[16]".
+std::string avals_to_string(const std::vector<ir::Aval>& avals);
+
+void check_arity(std::string_view op, const std::vector<ir::Aval>& in, size_t n);
+// Normalises a possibly negative axis; throws naming the op and the shape.
+int norm_axis(std::string_view op, int64_t axis, int rank);
+std::vector<int> norm_axes(std::string_view op, const std::vector<int64_t>& axes, int rank);
+
+// Dtype categories.
+inline bool is_float_like(DType d) { return is_floating(d); }
+
+}  // namespace partix::prim

@@ -1,0 +1,81 @@
+#include "runtime/executable.h"
+
+#include "comm/communicator.h"
+#include "core/array_impl.h"
+#include "core/errors.h"
+#include "runtime/device_pool.h"
+
+namespace partix::runtime {
+
+Executable::Executable(ir::Program local, Mesh mesh, std::vector<NamedSharding> in_shardings,
+                       std::vector<NamedSharding> out_shardings, std::vector<ir::Aval> out_avals)
+    : local_(std::move(local)),
+      plan_(make_plan(local_)),
+      mesh_(std::move(mesh)),
+      in_(std::move(in_shardings)),
+      out_(std::move(out_shardings)),
+      out_avals_(std::move(out_avals)),
+      comm_(comm::communicator_for(mesh_)) {}
+
+std::vector<Array> Executable::run(const std::vector<Array>& args,
+                                   const std::vector<bool>& donate) const {
+  if (args.size() != in_.size()) {
+    detail::internal_error("Executable", fmt::format("{} arguments for {} parameters", args.size(), in_.size()));
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    const auto& impl = args[i].impl();
+    if (impl->tracer || !impl->sharding || !(*impl->sharding == in_[i])) {
+      detail::internal_error("Executable", fmt::format("argument {} is not in {}", i, in_[i].to_string()));
+    }
+    if (impl->shards.empty() && args[i].size() > 0) {
+      detail::fail("jit", "argument {} ({}{}) was donated to an earlier call and is gone", i,
+                   dtype_name(impl->dtype), shape_to_string(impl->shape));
+    }
+  }
+  const int me = process_index();
+  std::vector<int> positions, ids;
+  for (int64_t k = 0; k < mesh_.size(); ++k) {
+    const Device& d = mesh_.devices()[static_cast<size_t>(k)];
+    if (d.process_index == me) {
+      positions.push_back(static_cast<int>(k));
+      ids.push_back(d.id);
+    }
+  }
+  // Gather per-device argument buffers; donated arguments give theirs up.
+  std::vector<std::vector<detail::Buffer>> dev_args(positions.size());
+  for (size_t j = 0; j < positions.size(); ++j) {
+    for (size_t i = 0; i < args.size(); ++i) {
+      dev_args[j].push_back(args[i].impl()->shards[static_cast<size_t>(positions[j])]);
+    }
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (i < donate.size() && donate[i]) args[i].impl()->shards.clear();
+  }
+  std::vector<std::vector<detail::Buffer>> dev_out(positions.size());
+  auto errors = DevicePool::instance().run(ids, [&](size_t j) {
+    prim::ExecContext ctx;
+    ctx.device = ids[j];
+    ctx.mesh = &mesh_;
+    ctx.mesh_coords = mesh_.coords(positions[j]);
+    ctx.comm = comm_.get();
+    try {
+      dev_out[j] = interpret(local_, plan_, ctx, std::move(dev_args[j]));
+    } catch (...) {
+      if (comm_) comm_->abort();  // wake peers waiting in a collective
+      throw;
+    }
+  });
+  if (comm_) comm_->reset_abort();
+  rethrow_first(errors, ids);
+  std::vector<Array> outs;
+  for (size_t r = 0; r < out_.size(); ++r) {
+    std::vector<detail::Buffer> shards(static_cast<size_t>(mesh_.size()));
+    for (size_t j = 0; j < positions.size(); ++j) {
+      shards[static_cast<size_t>(positions[j])] = std::move(dev_out[j][r]);
+    }
+    outs.push_back(detail::make_array(out_avals_[r].shape, out_avals_[r].dtype, out_[r], std::move(shards)));
+  }
+  return outs;
+}
+
+}  // namespace partix::runtime

@@ -1,0 +1,42 @@
+// A compiled program: the per-device program (the same on every device: SPMD), the mesh it
+// runs on, and the shardings of its arguments and results.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "ir/program.h"
+#include "partix/array.h"
+#include "runtime/interpreter.h"
+
+namespace partix::comm {
+class Communicator;
+}
+
+namespace partix::runtime {
+
+class Executable {
+ public:
+  Executable(ir::Program local, Mesh mesh, std::vector<NamedSharding> in_shardings,
+             std::vector<NamedSharding> out_shardings, std::vector<ir::Aval> out_avals);
+
+  // Arguments must already carry in_shardings (callers reshard first). donate[i] lets the
+  // program reuse argument i's buffers; the argument Array is invalidated.
+  std::vector<Array> run(const std::vector<Array>& args, const std::vector<bool>& donate = {}) const;
+
+  const ir::Program& program() const { return local_; }
+  const Mesh& mesh() const { return mesh_; }
+  const std::vector<NamedSharding>& in_shardings() const { return in_; }
+  const std::vector<NamedSharding>& out_shardings() const { return out_; }
+  const std::vector<ir::Aval>& out_avals() const { return out_avals_; }
+
+ private:
+  ir::Program local_;
+  Plan plan_;
+  Mesh mesh_;
+  std::vector<NamedSharding> in_, out_;
+  std::vector<ir::Aval> out_avals_;
+  std::shared_ptr<comm::Communicator> comm_;
+};
+
+}  // namespace partix::runtime

@@ -1,0 +1,102 @@
+#include "runtime/interpreter.h"
+
+#include <atomic>
+
+#include "core/errors.h"
+
+namespace partix::runtime {
+
+namespace {
+std::atomic<KernelMode> g_mode{KernelMode::kFast};
+}
+
+void set_kernel_mode(KernelMode mode) { g_mode.store(mode); }
+KernelMode kernel_mode() { return g_mode.load(); }
+
+Plan make_plan(const ir::Program& p, const char* platform) {
+  Plan plan;
+  const size_t n = p.instrs.size();
+  std::vector<int> last_use(p.values.size(), -1);
+  for (size_t i = 0; i < n; ++i) {
+    for (int v : p.instrs[i].inputs) last_use[static_cast<size_t>(v)] = static_cast<int>(i);
+  }
+  for (int v : p.results) last_use[static_cast<size_t>(v)] = static_cast<int>(n);  // never freed
+  plan.release_after.resize(n);
+  for (size_t v = 0; v < last_use.size(); ++v) {
+    int u = last_use[v];
+    if (u >= 0 && u < static_cast<int>(n)) plan.release_after[static_cast<size_t>(u)].push_back(static_cast<int>(v));
+  }
+  // Values never used: free right after definition.
+  for (size_t i = 0; i < n; ++i) {
+    for (int v : p.instrs[i].outputs) {
+      if (last_use[static_cast<size_t>(v)] < 0) plan.release_after[i].push_back(v);
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const ir::Instr& in = p.instrs[i];
+    plan.fast.push_back(prim::find_kernel(in.prim->name(), platform));
+    std::vector<const ir::Aval*> ia, oa;
+    for (int v : in.inputs) ia.push_back(&p.aval(v));
+    for (int v : in.outputs) oa.push_back(&p.aval(v));
+    int reuse = -1;
+    if (in.prim->is_elementwise() && in.outputs.size() == 1) {
+      const ir::Aval& out = p.aval(in.outputs[0]);
+      for (size_t k = 0; k < in.inputs.size() && reuse < 0; ++k) {
+        int v = in.inputs[k];
+        bool dies = last_use[static_cast<size_t>(v)] == static_cast<int>(i);
+        bool used_twice = false;
+        for (size_t j = 0; j < in.inputs.size(); ++j) used_twice |= j != k && in.inputs[j] == v;
+        if (dies && !used_twice && p.aval(v).nbytes() == out.nbytes() && p.aval(v).shape == out.shape) {
+          reuse = static_cast<int>(k);
+        }
+      }
+    }
+    plan.in_avals.push_back(std::move(ia));
+    plan.out_avals.push_back(std::move(oa));
+    plan.reuse_input.push_back(reuse);
+  }
+  return plan;
+}
+
+std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
+                                      const prim::ExecContext& ctx,
+                                      std::vector<detail::Buffer> args) {
+  if (args.size() != p.params.size()) {
+    detail::internal_error("interpret", fmt::format("{} arguments for {} parameters", args.size(),
+                                                    p.params.size()));
+  }
+  std::vector<detail::Buffer> env(p.values.size());
+  for (size_t k = 0; k < args.size(); ++k) env[static_cast<size_t>(p.params[k])] = std::move(args[k]);
+  args.clear();
+  const bool fast_ok = kernel_mode() == KernelMode::kFast;
+  std::vector<const void*> in_ptrs;
+  std::vector<void*> out_ptrs;
+  for (size_t i = 0; i < p.instrs.size(); ++i) {
+    const ir::Instr& in = p.instrs[i];
+    in_ptrs.clear();
+    out_ptrs.clear();
+    for (int v : in.inputs) in_ptrs.push_back(env[static_cast<size_t>(v)].data());
+    for (size_t k = 0; k < in.outputs.size(); ++k) {
+      int v = in.outputs[k];
+      detail::Buffer& b = env[static_cast<size_t>(v)];
+      int r = k == 0 ? plan.reuse_input[i] : -1;
+      detail::Buffer* src = r >= 0 ? &env[static_cast<size_t>(in.inputs[static_cast<size_t>(r)])] : nullptr;
+      if (src && src->unique()) {
+        b = *src;  // in place: the input dies here and nobody else holds it
+      } else {
+        b = detail::Buffer::allocate(ctx.device, p.aval(v).nbytes());
+      }
+      out_ptrs.push_back(b.data());
+    }
+    prim::KernelCall call{in.attrs, plan.in_avals[i], plan.out_avals[i], in_ptrs, out_ptrs, ctx,
+                          in.regions};
+    const prim::KernelFn* fast = plan.fast[i];
+    if (!(fast_ok && fast && (*fast)(call))) in.prim->reference(call);
+    for (int v : plan.release_after[i]) env[static_cast<size_t>(v)] = detail::Buffer();
+  }
+  std::vector<detail::Buffer> out;
+  for (int v : p.results) out.push_back(env[static_cast<size_t>(v)]);
+  return out;
+}
+
+}  // namespace partix::runtime

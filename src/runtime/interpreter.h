@@ -1,0 +1,34 @@
+// Executes a per-device Program on one device: allocates each result from the device's
+// allocator, runs the fast kernel where one handles the case (else the reference), and frees
+// every buffer after its last use.
+#pragma once
+
+#include <vector>
+
+#include "core/buffer.h"
+#include "ir/program.h"
+#include "prim/primitive.h"
+
+namespace partix::runtime {
+
+struct Plan {
+  std::vector<std::vector<int>> release_after;      // values dead after instruction i
+  std::vector<const prim::KernelFn*> fast;          // per instruction, nullptr if none
+  std::vector<std::vector<const ir::Aval*>> in_avals, out_avals;
+  // Per instruction: the input whose buffer the result may take over when that input dies
+  // there and nobody else holds it (elementwise ops of equal size), or -1.
+  std::vector<int> reuse_input;
+};
+
+Plan make_plan(const ir::Program& p, const char* platform = "cpu");
+
+// Kernels to use: fast (registered per platform, the default) or only the naive references.
+enum class KernelMode { kFast, kReference };
+void set_kernel_mode(KernelMode mode);  // for tests that compare the two
+KernelMode kernel_mode();
+
+std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
+                                      const prim::ExecContext& ctx,
+                                      std::vector<detail::Buffer> args);
+
+}  // namespace partix::runtime

@@ -1,0 +1,128 @@
+// Eager ops: an op on concrete arrays is a one-op program, compiled through the same pipeline
+// as jit and cached by (primitive, attributes, avals, shardings).
+#include <list>
+#include <mutex>
+#include <unordered_map>
+
+#include "core/errors.h"
+#include "spmd/compile.h"
+#include "trace/trace.h"
+
+namespace partix::detail {
+
+namespace {
+
+constexpr size_t kCacheSize = 4096;
+
+class EagerCache {
+ public:
+  std::shared_ptr<spmd::Compiled> get(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = map_.find(key);
+    if (it == map_.end()) return nullptr;
+    lru_.splice(lru_.begin(), lru_, it->second.second);
+    return it->second.first;
+  }
+  void put(const std::string& key, std::shared_ptr<spmd::Compiled> c) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (map_.count(key)) return;
+    lru_.push_front(key);
+    map_[key] = {std::move(c), lru_.begin()};
+    if (map_.size() > kCacheSize) {
+      map_.erase(lru_.back());
+      lru_.pop_back();
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  std::list<std::string> lru_;
+  std::unordered_map<std::string,
+                     std::pair<std::shared_ptr<spmd::Compiled>, std::list<std::string>::iterator>>
+      map_;
+};
+
+EagerCache& cache() {
+  static EagerCache c;
+  return c;
+}
+
+}  // namespace
+
+std::vector<Array> execute_eager(const prim::Primitive& p, const std::vector<Array>& inputs,
+                                 const ir::Attrs& attrs, const prim::Regions& regions) {
+  const std::string op(p.name());
+  // Placement: committed inputs fix the mesh; uncommitted ones follow them.
+  std::optional<NamedSharding> anchor;
+  bool committed = false;
+  for (const Array& a : inputs) {
+    const auto& impl = a.impl();
+    if (!impl->committed) continue;
+    if (!committed) {
+      anchor = *impl->sharding;
+      committed = true;
+    } else if (!(impl->sharding->mesh() == anchor->mesh())) {
+      fail(op, "operands are committed to different meshes: {} and {}; device_put them onto one",
+           anchor->mesh().to_string(), impl->sharding->mesh().to_string());
+    }
+  }
+  if (!anchor && !inputs.empty()) anchor = *inputs[0].impl()->sharding;
+  Mesh mesh = anchor ? anchor->mesh() : single_device_sharding(partix::devices()[0]).mesh();
+  std::vector<Array> args;
+  for (const Array& a : inputs) {
+    const auto& impl = a.impl();
+    if (impl->shards.empty() && a.size() > 0) {
+      fail(op, "an operand ({}{}) was donated to an earlier call and is gone",
+           dtype_name(impl->dtype), shape_to_string(impl->shape));
+    }
+    if (impl->sharding->mesh() == mesh) {
+      args.push_back(a);
+    } else {
+      Array moved = device_put(a, NamedSharding(mesh, P()));
+      moved.impl()->committed = false;
+      args.push_back(moved);
+    }
+  }
+  std::string key = op + attrs.key();
+  for (const Array& a : args) {
+    key += "|" + std::string(dtype_name(a.dtype())) + shape_to_string(a.shape()) +
+           a.impl()->sharding->to_string();
+  }
+  if (inputs.empty()) key += "|" + mesh.to_string();
+  std::shared_ptr<spmd::Compiled> compiled = regions.empty() ? cache().get(key) : nullptr;
+  if (!compiled) {
+    ir::Program prog;
+    prog.name = op;
+    ir::Instr instr;
+    instr.prim = &p;
+    std::vector<ir::Aval> avals;
+    spmd::CompileOptions options;
+    options.name = op;
+    for (const Array& a : args) {
+      int v = prog.add_value(ir::Aval{a.shape(), a.dtype()});
+      prog.params.push_back(v);
+      instr.inputs.push_back(v);
+      avals.push_back(prog.aval(v));
+      options.in_shardings.push_back(*a.impl()->sharding);
+    }
+    for (ir::Aval& av : p.infer(avals, attrs, regions)) {
+      int v = prog.add_value(std::move(av));
+      instr.outputs.push_back(v);
+      prog.results.push_back(v);
+    }
+    instr.attrs = attrs;
+    instr.regions = regions;
+    prog.instrs.push_back(std::move(instr));
+    if (inputs.empty()) {
+      // No operand says where to run: the default device.
+      prog.mesh = mesh;
+    }
+    compiled = spmd::compile(prog, options);
+    if (regions.empty()) cache().put(key, compiled);
+  }
+  std::vector<Array> outs = compiled->executable->run(args);
+  for (Array& o : outs) o.impl()->committed = committed;
+  return outs;
+}
+
+}  // namespace partix::detail

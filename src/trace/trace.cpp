@@ -1,0 +1,159 @@
+#include "trace/trace.h"
+
+#include <atomic>
+
+#include "core/errors.h"
+#include "core/scalar.h"
+
+namespace partix::detail {
+
+namespace {
+thread_local std::vector<std::shared_ptr<TraceState>> g_stack;
+thread_local std::vector<std::string> g_scopes;
+
+bool on_stack(const TraceState* t) {
+  for (const auto& s : g_stack) {
+    if (s.get() == t) return true;
+  }
+  return false;
+}
+}  // namespace
+
+TraceState::TraceState(std::string name) { program_.name = std::move(name); }
+
+Array TraceState::add_param(const ir::Aval& aval, std::optional<NamedSharding> sharding,
+                            std::set<std::string> varying) {
+  if (!captures_.empty()) internal_error("TraceState", "parameter added after a capture");
+  int v = program_.add_value(aval);
+  program_.info(v).sharding = std::move(sharding);
+  program_.info(v).varying = std::move(varying);
+  program_.params.push_back(v);
+  num_user_params_++;
+  return tracer(v);
+}
+
+Array TraceState::tracer(int value) {
+  auto impl = std::make_shared<ArrayImpl>();
+  const ir::ValueInfo& info = program_.info(value);
+  impl->shape = info.aval.shape;
+  impl->dtype = info.aval.dtype;
+  impl->sharding = info.sharding;
+  impl->tracer = std::make_shared<TracerRef>(TracerRef{weak_from_this(), value});
+  return Array(std::move(impl));
+}
+
+int TraceState::value_of(const Array& a) {
+  const auto& impl = a.impl();
+  if (impl->tracer) {
+    TraceState* owner = trace_of(a, "trace");
+    if (owner == this) return impl->tracer->value;
+  }
+  auto it = capture_ids_.find(impl.get());
+  if (it != capture_ids_.end()) return it->second;
+  // A concrete array, or a tracer of an outer trace: an extra parameter. Inside a
+  // shard_map body a captured value is the whole (invariant) value on every device.
+  int v = program_.add_value(ir::Aval{impl->shape, impl->dtype});
+  if (impl->sharding && !manual_mesh) program_.info(v).sharding = impl->sharding;
+  program_.params.push_back(v);
+  captures_.push_back(a);
+  capture_ids_[impl.get()] = v;
+  return v;
+}
+
+void TraceState::set_results(const std::vector<Array>& results) {
+  program_.results.clear();
+  for (const Array& r : results) program_.results.push_back(value_of(r));
+}
+
+TraceScope::TraceScope(std::shared_ptr<TraceState> trace) : trace_(std::move(trace)) {
+  g_stack.push_back(trace_);
+}
+
+TraceScope::~TraceScope() {
+  if (!g_stack.empty() && g_stack.back() == trace_) g_stack.pop_back();
+}
+
+TraceState* current_trace() { return g_stack.empty() ? nullptr : g_stack.back().get(); }
+bool is_tracing() { return !g_stack.empty(); }
+
+TraceState* trace_of(const Array& a, const char* api) {
+  std::shared_ptr<TraceState> t = a.impl()->tracer->trace.lock();
+  if (!t || !on_stack(t.get())) {
+    fail(api,
+         "a traced value ({}{}) escaped the function that traced it; return it from the "
+         "function instead of storing it",
+         dtype_name(a.dtype()), shape_to_string(a.shape()));
+  }
+  return t.get();
+}
+
+std::vector<Array> bind(const prim::Primitive& p, const std::vector<Array>& inputs,
+                        ir::Attrs attrs, prim::Regions regions) {
+  TraceState* t = current_trace();
+  if (t == nullptr) {
+    for (const Array& a : inputs) {
+      if (a.is_tracer()) trace_of(a, std::string(p.name()).c_str());
+    }
+    return execute_eager(p, inputs, attrs, regions);
+  }
+  ir::Program& prog = t->program();
+  ir::Instr instr;
+  instr.prim = &p;
+  std::vector<ir::Aval> in_avals;
+  for (const Array& a : inputs) {
+    int v = t->value_of(a);
+    instr.inputs.push_back(v);
+    in_avals.push_back(prog.aval(v));
+  }
+  std::vector<ir::Aval> out_avals = p.infer(in_avals, attrs, regions);
+  instr.attrs = std::move(attrs);
+  instr.regions = std::move(regions);
+  instr.scope = current_scope();
+  std::vector<Array> outs;
+  for (ir::Aval& av : out_avals) {
+    int v = prog.add_value(std::move(av));
+    instr.outputs.push_back(v);
+  }
+  prog.instrs.push_back(std::move(instr));
+  for (int v : prog.instrs.back().outputs) outs.push_back(t->tracer(v));
+  return outs;
+}
+
+Array bind1(const prim::Primitive& p, const std::vector<Array>& inputs, ir::Attrs attrs,
+            prim::Regions regions) {
+  std::vector<Array> outs = bind(p, inputs, std::move(attrs), std::move(regions));
+  if (outs.size() != 1) internal_error("bind1", std::string(p.name()) + " has several results");
+  return outs[0];
+}
+
+Array bind1(std::string_view prim, const std::vector<Array>& inputs, ir::Attrs attrs) {
+  return bind1(prim::get_primitive(prim), inputs, std::move(attrs));
+}
+
+Array literal(const ir::Literal& lit) {
+  if (is_tracing()) {
+    ir::Attrs attrs;
+    attrs.set("value", std::make_shared<const ir::Literal>(lit));
+    return bind1(prim::get_primitive("constant"), {}, std::move(attrs));
+  }
+  return scatter_from_host(lit.bytes.data(), lit.shape, lit.dtype,
+                           single_device_sharding(partix::devices()[0]));
+}
+
+Array literal(double value, DType dtype) {
+  ir::Literal lit{{}, dtype, std::vector<char>(static_cast<size_t>(dtype_size(dtype)))};
+  store_scalar(lit.bytes.data(), dtype, value);
+  return literal(lit);
+}
+
+std::string current_scope() {
+  std::string s;
+  for (const std::string& n : g_scopes) s += (s.empty() ? "" : "/") + n;
+  return s;
+}
+void push_scope(std::string name) { g_scopes.push_back(std::move(name)); }
+void pop_scope() {
+  if (!g_scopes.empty()) g_scopes.pop_back();
+}
+
+}  // namespace partix::detail

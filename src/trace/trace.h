@@ -1,0 +1,100 @@
+// The trace stack: inside jit/grad/shard_map, ops on tracer Arrays record instructions
+// into the innermost trace; outside any trace they run eagerly (src/trace/eager.cpp).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/array_impl.h"
+#include "ir/program.h"
+#include "prim/primitive.h"
+
+namespace partix::detail {
+
+class TraceState;
+
+struct TracerRef {
+  std::weak_ptr<TraceState> trace;
+  int value = -1;
+};
+
+// One trace being recorded.
+class TraceState : public std::enable_shared_from_this<TraceState> {
+ public:
+  explicit TraceState(std::string name);
+
+  ir::Program& program() { return program_; }
+  const ir::Program& program() const { return program_; }
+
+  // A new parameter of the program, returned as a tracer.
+  Array add_param(const ir::Aval& aval, std::optional<NamedSharding> sharding = std::nullopt,
+                  std::set<std::string> varying = {});
+  // The value id of `a` in this program: its own tracer, or a capture (a concrete array or
+  // a tracer of an outer trace becomes an extra parameter; see captures()).
+  int value_of(const Array& a);
+  Array tracer(int value);
+  // Marks program results.
+  void set_results(const std::vector<Array>& results);
+
+  // Arrays from outside this trace, one per extra parameter after the user's parameters.
+  const std::vector<Array>& captures() const { return captures_; }
+  int num_user_params() const { return num_user_params_; }
+
+  // shard_map bodies: values vary over manual axes (DESIGN §1).
+  std::optional<Mesh> manual_mesh;
+  std::set<std::string> manual_axes;
+
+ private:
+  ir::Program program_;
+  std::vector<Array> captures_;
+  std::unordered_map<const ArrayImpl*, int> capture_ids_;
+  int num_user_params_ = 0;
+  bool params_closed_ = false;
+};
+
+// Pushes a trace for the lifetime of the scope.
+class TraceScope {
+ public:
+  explicit TraceScope(std::shared_ptr<TraceState> trace);
+  ~TraceScope();
+  TraceScope(const TraceScope&) = delete;
+  TraceScope& operator=(const TraceScope&) = delete;
+  TraceState& trace() { return *trace_; }
+
+ private:
+  std::shared_ptr<TraceState> trace_;
+};
+
+TraceState* current_trace();  // nullptr outside any trace
+bool is_tracing();
+
+// The trace a tracer belongs to; throws partix::Error if that trace has ended (a leaked
+// tracer) or is not on this thread's stack.
+TraceState* trace_of(const Array& a, const char* api);
+
+// Applies a primitive: records it into the current trace, or runs it eagerly.
+std::vector<Array> bind(const prim::Primitive& p, const std::vector<Array>& inputs,
+                        ir::Attrs attrs = {}, prim::Regions regions = {});
+Array bind1(const prim::Primitive& p, const std::vector<Array>& inputs, ir::Attrs attrs = {},
+            prim::Regions regions = {});
+Array bind1(std::string_view prim, const std::vector<Array>& inputs, ir::Attrs attrs = {});
+
+// A scalar constant of the given dtype: a literal instruction while tracing, a host array
+// otherwise.
+Array literal(double value, DType dtype);
+Array literal(const ir::Literal& lit);
+
+// Runs one primitive eagerly on concrete arrays (src/trace/eager.cpp).
+std::vector<Array> execute_eager(const prim::Primitive& p, const std::vector<Array>& inputs,
+                                 const ir::Attrs& attrs, const prim::Regions& regions);
+
+// Named scopes label recorded instructions ("block0/attn") for messages.
+std::string current_scope();
+void push_scope(std::string name);
+void pop_scope();
+
+}  // namespace partix::detail
