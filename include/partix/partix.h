@@ -6,4 +6,7 @@
 #include "partix/dtype.h"
 #include "partix/error.h"
 #include "partix/mesh.h"
+#include "partix/ops.h"
 #include "partix/sharding.h"
+#include "partix/transforms.h"
+#include "partix/tree.h"

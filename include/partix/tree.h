@@ -1,0 +1,114 @@
+// Pytrees: the argument and result types transforms accept, flattened to Arrays and rebuilt.
+// Supported: Array, Params (std::map<std::string, Array>), std::vector of a tree,
+// std::pair and std::tuple of trees.
+#pragma once
+
+#include <map>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "partix/array.h"
+
+namespace partix {
+
+// Parameters keyed by dotted names, e.g. model.layers.0.self_attn.q_proj.weight.
+using Params = std::map<std::string, Array>;
+
+template <class T>
+struct TreeDef;  // specialised below; T is not a supported tree type otherwise
+
+template <>
+struct TreeDef<Array> {
+  static void flatten(const Array& a, std::vector<Array>& out) { out.push_back(a); }
+  static Array unflatten(const Array&, const Array*& it) { return *it++; }
+  static std::string key(const Array&) { return "A"; }
+};
+
+template <class V>
+struct TreeDef<std::map<std::string, V>> {
+  using T = std::map<std::string, V>;
+  static void flatten(const T& m, std::vector<Array>& out) {
+    for (const auto& [k, v] : m) TreeDef<V>::flatten(v, out);
+  }
+  static T unflatten(const T& proto, const Array*& it) {
+    T out;
+    for (const auto& [k, v] : proto) out.emplace(k, TreeDef<V>::unflatten(v, it));
+    return out;
+  }
+  static std::string key(const T& m) {
+    std::string s = "{";
+    for (const auto& [k, v] : m) s += k + ":" + TreeDef<V>::key(v) + ",";
+    return s + "}";
+  }
+};
+
+template <class V>
+struct TreeDef<std::vector<V>> {
+  using T = std::vector<V>;
+  static void flatten(const T& xs, std::vector<Array>& out) {
+    for (const auto& x : xs) TreeDef<V>::flatten(x, out);
+  }
+  static T unflatten(const T& proto, const Array*& it) {
+    T out;
+    for (const auto& x : proto) out.push_back(TreeDef<V>::unflatten(x, it));
+    return out;
+  }
+  static std::string key(const T& xs) {
+    std::string s = "[";
+    for (const auto& x : xs) s += TreeDef<V>::key(x) + ",";
+    return s + "]";
+  }
+};
+
+template <class A, class B>
+struct TreeDef<std::pair<A, B>> {
+  using T = std::pair<A, B>;
+  static void flatten(const T& p, std::vector<Array>& out) {
+    TreeDef<A>::flatten(p.first, out);
+    TreeDef<B>::flatten(p.second, out);
+  }
+  static T unflatten(const T& proto, const Array*& it) {
+    A a = TreeDef<A>::unflatten(proto.first, it);
+    B b = TreeDef<B>::unflatten(proto.second, it);
+    return T{std::move(a), std::move(b)};
+  }
+  static std::string key(const T& p) {
+    return "(" + TreeDef<A>::key(p.first) + "," + TreeDef<B>::key(p.second) + ")";
+  }
+};
+
+template <class... Ts>
+struct TreeDef<std::tuple<Ts...>> {
+  using T = std::tuple<Ts...>;
+  static void flatten(const T& t, std::vector<Array>& out) {
+    std::apply([&](const auto&... xs) { (TreeDef<std::decay_t<decltype(xs)>>::flatten(xs, out), ...); }, t);
+  }
+  static T unflatten(const T& proto, const Array*& it) {
+    return std::apply(
+        [&](const auto&... xs) { return T{TreeDef<std::decay_t<decltype(xs)>>::unflatten(xs, it)...}; },
+        proto);
+  }
+  static std::string key(const T& t) {
+    std::string s = "(";
+    std::apply([&](const auto&... xs) { ((s += TreeDef<std::decay_t<decltype(xs)>>::key(xs) + ","), ...); }, t);
+    return s + ")";
+  }
+};
+
+template <class T>
+std::vector<Array> tree_leaves(const T& t) {
+  std::vector<Array> out;
+  TreeDef<T>::flatten(t, out);
+  return out;
+}
+
+// Rebuilds a tree shaped like `proto` from leaves (in flatten order).
+template <class T>
+T tree_unflatten(const T& proto, const std::vector<Array>& leaves) {
+  const Array* it = leaves.data();
+  return TreeDef<T>::unflatten(proto, it);
+}
+
+}  // namespace partix

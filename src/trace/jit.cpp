@@ -1,0 +1,181 @@
+// jit: trace once per (avals, shardings), compile through the SPMD pipeline, cache, run.
+#include <mutex>
+#include <unordered_map>
+
+#include "core/errors.h"
+#include "spmd/analysis.h"
+#include "spmd/compile.h"
+#include "trace/trace.h"
+
+namespace partix {
+namespace detail {
+
+struct JitState::Entry {
+  std::shared_ptr<spmd::Compiled> compiled;
+  std::vector<Array> captures;
+  std::shared_ptr<void> out_proto;
+  std::vector<bool> donate;  // per argument leaf
+};
+
+struct JitState::Cache {
+  std::mutex mu;
+  std::unordered_map<std::string, std::shared_ptr<Entry>> map;
+};
+
+JitState::JitState(JitOptions options)
+    : options_(std::move(options)), cache_(std::make_shared<Cache>()) {}
+
+namespace {
+
+std::string leaf_key(const Array& a) {
+  const auto& impl = a.impl();
+  std::string k = std::string(dtype_name(impl->dtype)) + shape_to_string(impl->shape);
+  if (impl->sharding) k += impl->sharding->to_string();
+  k += impl->committed ? "c" : "u";
+  return k;
+}
+
+}  // namespace
+
+std::shared_ptr<JitState::Entry> JitState::get(const std::vector<Array>& leaves,
+                                               const std::vector<size_t>& arg_leaf_counts,
+                                               const std::string& tree_key, const TraceFn& trace) {
+  const std::string& name = options_.name;
+  for (const Array& a : leaves) {
+    if (a.is_tracer()) internal_error(name, "jit called with tracers outside a trace");
+    if (a.impl()->shards.empty() && a.size() > 0) {
+      fail(name, "an argument ({}{}) was donated to an earlier call and is gone",
+           dtype_name(a.dtype()), shape_to_string(a.shape()));
+    }
+  }
+  std::string key = tree_key;
+  for (const Array& a : leaves) key += "|" + leaf_key(a);
+  {
+    std::lock_guard<std::mutex> lock(cache_->mu);
+    auto it = cache_->map.find(key);
+    if (it != cache_->map.end()) return it->second;
+  }
+  // Explicit in_shardings: one per argument (prefix) or one per leaf.
+  std::vector<std::optional<NamedSharding>> given(leaves.size());
+  const auto& ins = options_.in_shardings;
+  if (!ins.empty()) {
+    if (ins.size() == arg_leaf_counts.size()) {
+      size_t k = 0;
+      for (size_t a = 0; a < arg_leaf_counts.size(); ++a) {
+        for (size_t j = 0; j < arg_leaf_counts[a]; ++j) given[k++] = ins[a];
+      }
+    } else if (ins.size() == leaves.size()) {
+      given = ins;
+    } else {
+      fail(name, "in_shardings has {} entries; expected one per argument ({}) or per array ({})",
+           ins.size(), arg_leaf_counts.size(), leaves.size());
+    }
+  }
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    if (!given[i] && leaves[i].impl()->committed) given[i] = *leaves[i].impl()->sharding;
+    if (given[i]) given[i]->check_shape(leaves[i].shape());
+  }
+  // Trace.
+  auto ts = std::make_shared<TraceState>(name);
+  std::shared_ptr<void> proto;
+  {
+    TraceScope scope(ts);
+    std::vector<Array> tracers;
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      tracers.push_back(ts->add_param(ir::Aval{leaves[i].shape(), leaves[i].dtype()}, given[i]));
+    }
+    std::vector<Array> outs = trace(tracers, proto);
+    ts->set_results(outs);
+  }
+  trace_count_++;
+  auto entry = std::make_shared<Entry>();
+  entry->out_proto = proto;
+  entry->captures = ts->captures();
+  for (const Array& c : entry->captures) {
+    given.push_back(c.impl()->committed ? std::optional<NamedSharding>(*c.impl()->sharding)
+                                        : std::nullopt);
+  }
+  // Every argument runs on one mesh: the one committed arrays and in_shardings name.
+  std::optional<Mesh> mesh;
+  for (const auto& g : given) {
+    if (!g) continue;
+    if (!mesh) mesh = g->mesh();
+    else if (!(g->mesh() == *mesh)) {
+      fail(name, "arguments are committed to different meshes: {} and {}", mesh->to_string(),
+           g->mesh().to_string());
+    }
+  }
+  for (const auto& o : options_.out_shardings) {
+    if (o && !mesh) mesh = o->mesh();
+  }
+  if (!mesh) mesh = single_device_sharding(partix::devices()[0]).mesh();
+  spmd::CompileOptions co;
+  co.name = name;
+  for (auto& g : given) co.in_shardings.push_back(g ? *g : NamedSharding(*mesh, P()));
+  const ir::Program& prog = ts->program();
+  if (!options_.out_shardings.empty()) {
+    if (options_.out_shardings.size() != prog.results.size()) {
+      fail(name, "out_shardings has {} entries for {} results", options_.out_shardings.size(),
+           prog.results.size());
+    }
+    co.out_shardings = options_.out_shardings;
+  }
+  entry->compiled = spmd::compile(prog, co);
+  // Donation, per argument leaf.
+  entry->donate.assign(leaves.size(), false);
+  for (int a : options_.donate_argnums) {
+    if (a < 0 || static_cast<size_t>(a) >= arg_leaf_counts.size()) {
+      fail(name, "donate_argnums names argument {} but the function takes {}", a,
+           arg_leaf_counts.size());
+    }
+    size_t first = 0;
+    for (int b = 0; b < a; ++b) first += arg_leaf_counts[static_cast<size_t>(b)];
+    for (size_t j = 0; j < arg_leaf_counts[static_cast<size_t>(a)]; ++j) entry->donate[first + j] = true;
+  }
+  std::lock_guard<std::mutex> lock(cache_->mu);
+  cache_->map[key] = entry;
+  return entry;
+}
+
+std::vector<Array> JitState::run(const Entry& entry, const std::vector<Array>& leaves) {
+  const auto& exe = *entry.compiled->executable;
+  std::vector<Array> args;
+  std::vector<bool> donate;
+  auto place = [&](const Array& a, size_t i, bool give) {
+    const NamedSharding& want = exe.in_shardings()[i];
+    if (*a.impl()->sharding == want) {
+      args.push_back(a);
+      donate.push_back(give);
+    } else {
+      args.push_back(device_put(a, want));
+      donate.push_back(true);  // a private copy: the program may reuse it
+    }
+  };
+  for (size_t i = 0; i < leaves.size(); ++i) place(leaves[i], i, entry.donate[i]);
+  for (size_t i = 0; i < entry.captures.size(); ++i) place(entry.captures[i], leaves.size() + i, false);
+  std::vector<Array> outs = exe.run(args, donate);
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    if (entry.donate[i]) leaves[i].impl()->shards.clear();  // donated: the caller's array is gone
+  }
+  for (Array& o : outs) o.impl()->committed = true;
+  return outs;
+}
+
+const std::shared_ptr<void>& JitState::out_proto(const Entry& entry) const {
+  return entry.out_proto;
+}
+
+Lowered JitState::lower(const Entry& entry) const {
+  return Lowered(std::make_shared<LoweredImpl>(LoweredImpl{entry.compiled}));
+}
+
+}  // namespace detail
+
+Array with_sharding_constraint(const Array& x, const NamedSharding& sharding) {
+  sharding.check_shape(x.shape());
+  if (!detail::is_tracing()) return device_put(x, sharding);
+  return detail::bind1("sharding_constraint", {x},
+                       {{"mesh", sharding.mesh()}, {"spec", sharding.spec()}});
+}
+
+}  // namespace partix
