@@ -7,6 +7,7 @@
 #include "partix/error.h"
 #include "partix/mesh.h"
 #include "partix/ops.h"
+#include "partix/random.h"
 #include "partix/sharding.h"
 #include "partix/transforms.h"
 #include "partix/tree.h"

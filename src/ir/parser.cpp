@@ -88,6 +88,9 @@ class Parser {
       }
     }
   }
+  void skip_inline() {
+    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t')) pos_++;
+  }
   bool peek(char c) {
     skip();
     return pos_ < s_.size() && s_[pos_] == c;
@@ -355,12 +358,13 @@ class Parser {
     std::optional<PartitionSpec> sp;
     std::set<std::string> unreduced;
     while (true) {
-      if (peek('P') && pos_ + 1 < s_.size() && s_[pos_ + 1] == '(') {
+      skip_inline();  // annotations stay on the line; a "# scope" comment is not skipped here
+      if (pos_ + 1 < s_.size() && s_[pos_] == 'P' && s_[pos_ + 1] == '(') {
         sp = spec();
-      } else if (peek_word("unreduced")) {
+      } else if (s_.substr(pos_, 9) == "unreduced") {
         expect_word("unreduced");
         for (auto& a : axis_list()) unreduced.insert(a);
-      } else if (peek_word("vary")) {
+      } else if (s_.substr(pos_, 4) == "vary") {
         expect_word("vary");
         for (auto& a : axis_list()) info.varying.insert(a);
       } else {
@@ -406,23 +410,24 @@ class Parser {
       if (k) expect(',');
       define(p, in.outputs[k], value_type(p));
     }
-    while (peek_word("region")) {
-      expect_word("region");
-      expect('{');
-      in.regions.push_back(std::make_shared<const Program>(program(p.mesh)));
-      expect('}');
+    // Regions and a trailing "# scope" comment stay on the instruction's line.
+    while (true) {
+      skip_inline();
+      if (s_.substr(pos_, 6) == "region") {
+        expect_word("region");
+        expect('{');
+        in.regions.push_back(std::make_shared<const Program>(program(p.mesh)));
+        expect('}');
+        continue;
+      }
+      break;
     }
-    // A trailing "# scope" comment: keep it as the instruction's scope.
-    size_t save = pos_;
-    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t')) pos_++;
     if (pos_ + 1 < s_.size() && s_[pos_] == '#' && s_[pos_ + 1] == ' ') {
       size_t b = pos_ + 2;
       size_t e = s_.find('\n', b);
       if (e == std::string_view::npos) e = s_.size();
       in.scope = std::string(s_.substr(b, e - b));
       pos_ = e;
-    } else {
-      pos_ = save;
     }
     p.instrs.push_back(std::move(in));
   }

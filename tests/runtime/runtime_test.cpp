@@ -1,0 +1,97 @@
+// The per-device runtime: replicated execution over a mesh, buffer lifetimes, donation, and
+// errors inside device workers.
+#include "runtime/interpreter.h"
+#include "test_util.h"
+
+using namespace partix;
+
+TEST(Runtime, ReplicatedProgramRunsOnEveryDeviceOfTheMesh) {
+  Mesh mesh({4, 2}, {"x", "y"});
+  NamedSharding rep(mesh, P());
+  Array a = device_put(from_vector<float>({1, 2, 3, 4}, {2, 2}), rep);
+  Array b = device_put(from_vector<float>({1, 0, 0, 1}, {2, 2}), rep);
+  auto f = jit([](const Array& x, const Array& y) { return matmul(x, y) * 2.0 + sum(x); });
+  Array r = f(a, b);
+  EXPECT_EQ(r.sharding(), rep);
+  auto shards = r.addressable_shards();
+  ASSERT_EQ(shards.size(), 8u);
+  for (const Shard& s : shards) {
+    EXPECT_EQ(s.data.to_vector<float>(), (std::vector<float>{12, 14, 16, 18})) << s.device.id;
+  }
+  // Eager ops on replicated arrays also run on every device of their mesh.
+  Array e = a + b;
+  EXPECT_EQ(e.sharding(), rep);
+  EXPECT_EQ(e.addressable_shards()[5].data.to_vector<float>(), (std::vector<float>{2, 2, 3, 5}));
+}
+
+TEST(Runtime, UncommittedArraysFollowCommittedOnes) {
+  Mesh mesh({2}, {"x"}, {Device{3}, Device{6}});
+  Array a = device_put(ones({3}), NamedSharding(mesh, P()));
+  Array b = from_vector<float>({1, 2, 3}, {3});  // uncommitted, on device 0
+  Array c = a + b;
+  EXPECT_EQ(c.sharding().mesh().device_ids(), (std::vector<int>{3, 6}));
+  EXPECT_EQ(c.to_vector<float>(), (std::vector<float>{2, 3, 4}));
+  Array d = device_put(ones({3}), Device{1});
+  EXPECT_PARTIX_ERROR(a + d, "[add]", "different meshes");
+}
+
+TEST(Runtime, BuffersAreFreedAfterTheirLastUse) {
+  // A chain of elementwise ops on a 4 MiB array: intermediates die (or are reused in place)
+  // as soon as they are consumed, so the peak stays near input + one temporary.
+  const int64_t n = 1 << 20;
+  Array x = device_put(zeros({n}), Device{2});
+  auto f = jit([](const Array& v) {
+    Array y = v;
+    for (int i = 0; i < 10; ++i) y = exp(y) * 0.5 + 1.0;
+    return y;
+  });
+  f(x);  // compile and warm
+  reset_peak_memory_stats();
+  int64_t before = memory_stats(2).bytes_in_use;
+  Array r = f(x);
+  int64_t peak = memory_stats(2).peak_bytes_in_use - before;
+  EXPECT_LE(peak, 2 * n * 4 + 4096) << "peak temporary bytes " << peak;
+  EXPECT_EQ(memory_stats(2).bytes_in_use - before, n * 4);  // only the result remains
+  auto m = f.lower(x).memory_analysis();
+  EXPECT_EQ(m.argument_bytes[0], n * 4);
+  EXPECT_EQ(m.output_bytes[0], n * 4);
+  EXPECT_LE(m.peak_temp_bytes[0], n * 4);
+}
+
+TEST(Runtime, DonatedArgumentsAreReusedAndGone) {
+  const int64_t n = 1 << 18;
+  auto f = jit([](const Array& v) { return v * 2.0 + 1.0; }, {.donate_argnums = {0}});
+  Array x = device_put(ones({n}), Device{1});
+  f(x);  // compile
+  Array y = device_put(ones({n}), Device{1});
+  reset_peak_memory_stats();
+  int64_t before = memory_stats(1).bytes_in_use;
+  Array r = f(y);
+  // The result took over the donated buffer: no new allocation of n floats remained.
+  EXPECT_EQ(memory_stats(1).bytes_in_use, before);
+  EXPECT_EQ(r.to_vector<float>()[7], 3.0f);
+  EXPECT_PARTIX_ERROR(f(y), "[jit]", "donated");
+  EXPECT_PARTIX_ERROR(y + 1.0, "donated");
+}
+
+TEST(Runtime, ErrorsInsideDeviceWorkersSurfaceAsPartixError) {
+  Mesh mesh({4}, {"x"});
+  Array a = device_put(ones({2}), NamedSharding(mesh, P()));
+  // A 4 TiB intermediate cannot be allocated: every worker fails, the caller gets an Error.
+  auto f = jit([](const Array& v) { return sum(broadcast_to(v, {int64_t{1} << 19, int64_t{1} << 20, 2})); });
+  EXPECT_PARTIX_ERROR(f(a), "out of host memory");
+  // The pool still works afterwards.
+  EXPECT_EQ((a + 1.0).to_vector<float>(), (std::vector<float>{2, 2}));
+}
+
+TEST(Runtime, ReferenceAndFastKernelsAgreeOnAProgram) {
+  Array x = random::normal(random::key(0), {64, 32});
+  Array w = random::normal(random::key(1), {32, 16});
+  auto f = jit([](const Array& a, const Array& b) { return softmax(gelu(matmul(a, b)), -1); });
+  std::vector<float> fast = f(x, w).to_vector<float>();
+  runtime::set_kernel_mode(runtime::KernelMode::kReference);
+  std::vector<float> ref = f(x, w).to_vector<float>();
+  runtime::set_kernel_mode(runtime::KernelMode::kFast);
+  ASSERT_EQ(fast.size(), ref.size());
+  for (size_t i = 0; i < fast.size(); ++i) EXPECT_NEAR(fast[i], ref[i], 1e-5) << i;
+}
