@@ -150,4 +150,94 @@ Jitted<F> jit(F f, JitOptions options = {}) {
 // Constrains x's sharding at this point of a traced program (eagerly: device_put).
 Array with_sharding_constraint(const Array& x, const NamedSharding& sharding);
 
+// ---- shard_map: explicit per-device programming ----
+
+namespace detail {
+
+// The non-template engine behind shard_map.
+class ShardMapState {
+ public:
+  using TraceFn = std::function<std::vector<Array>(const std::vector<Array>& tracers,
+                                                   std::shared_ptr<void>& out_proto)>;
+  ShardMapState(Mesh mesh, std::vector<PartitionSpec> in_specs,
+                std::vector<PartitionSpec> out_specs, bool check_vma);
+  std::vector<Array> call(const std::vector<Array>& leaves,
+                          const std::vector<size_t>& arg_leaf_counts, const TraceFn& trace,
+                          std::shared_ptr<void>& out_proto) const;
+
+ private:
+  Mesh mesh_;
+  std::vector<PartitionSpec> in_specs_, out_specs_;
+  bool check_vma_;
+};
+
+}  // namespace detail
+
+template <class F>
+class ShardMapped {
+ public:
+  ShardMapped(F f, detail::ShardMapState state) : f_(std::move(f)), state_(std::move(state)) {}
+
+  template <class... Args>
+  auto operator()(const Args&... args) const {
+    using R = std::decay_t<std::invoke_result_t<const F&, const Args&...>>;
+    std::vector<Array> leaves;
+    std::vector<size_t> counts;
+    auto add = [&](const auto& a) {
+      size_t before = leaves.size();
+      TreeDef<std::decay_t<decltype(a)>>::flatten(a, leaves);
+      counts.push_back(leaves.size() - before);
+    };
+    (add(args), ...);
+    std::shared_ptr<void> proto;
+    std::vector<Array> outs = state_.call(
+        leaves, counts,
+        [&](const std::vector<Array>& tracers, std::shared_ptr<void>& p) {
+          const Array* it = tracers.data();
+          std::tuple<Args...> targs{TreeDef<Args>::unflatten(args, it)...};
+          R r = std::apply(f_, targs);
+          p = std::make_shared<R>(r);
+          return tree_leaves(r);
+        },
+        proto);
+    return tree_unflatten(*std::static_pointer_cast<R>(proto), outs);
+  }
+
+ private:
+  F f_;
+  detail::ShardMapState state_;
+};
+
+// shard_map(f, mesh, in_specs, out_specs): f is traced once on local blocks (one in_spec per
+// argument, applied to all its arrays; one out_spec per result array, or one for all) and its
+// program runs on every device. Inside, values carry the mesh axes they vary over; with
+// check_vma an out_spec that claims replication over an axis the value varies over is an error.
+template <class F>
+ShardMapped<F> shard_map(F f, Mesh mesh, std::vector<PartitionSpec> in_specs,
+                         std::vector<PartitionSpec> out_specs, bool check_vma = true) {
+  return ShardMapped<F>(std::move(f), detail::ShardMapState(std::move(mesh), std::move(in_specs),
+                                                            std::move(out_specs), check_vma));
+}
+
+// ---- collectives, valid inside shard_map; `axes` is one mesh axis name or several ----
+Array psum(const Array& x, Axes axes);
+Array pmean(const Array& x, Axes axes);
+Array pmax(const Array& x, Axes axes);
+Array pmin(const Array& x, Axes axes);
+// Gathers the blocks of the group along `axis`: stacked as a new axis, or concatenated (tiled).
+Array all_gather(const Array& x, Axes axes, int axis = 0, bool tiled = false);
+// Sums over the group and keeps this device's piece of `scatter_dimension`.
+Array psum_scatter(const Array& x, Axes axes, int scatter_dimension = 0, bool tiled = false);
+// Sends x from device perm[i].first to perm[i].second (indices over `axes`); devices that
+// receive nothing get zeros.
+Array ppermute(const Array& x, Axes axes, std::vector<std::pair<int, int>> perm);
+Array all_to_all(const Array& x, Axes axes, int split_axis, int concat_axis, bool tiled = false);
+Array axis_index(Axes axes);  // int32 scalar
+int64_t axis_size(Axes axes);
+// Marks x as varying over axes (identity on values).
+Array pvary(const Array& x, Axes axes);
+// Valid elements of this device's block of a dimension of global size n split over `axes`
+// (blocks are padded to ceil(n / k)): an int32 scalar.
+Array valid_size(int64_t n, Axes axes);
+
 }  // namespace partix

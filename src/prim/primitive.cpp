@@ -115,6 +115,13 @@ std::vector<Array> Primitive::vjp(const VjpArgs&) const {
   detail::fail("grad", "the primitive '{}' is not differentiable", name());
 }
 
+std::vector<std::set<std::string>> Primitive::varying(const std::vector<std::set<std::string>>& in,
+                                                     const Attrs&, size_t num_outputs) const {
+  std::set<std::string> u;
+  for (const auto& s : in) u.insert(s.begin(), s.end());
+  return std::vector<std::set<std::string>>(num_outputs, u);
+}
+
 double Primitive::flops(const std::vector<Aval>&, const std::vector<Aval>& out,
                         const Attrs&) const {
   double n = 0;

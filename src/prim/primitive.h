@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -133,6 +134,10 @@ class Primitive {
   virtual double flops(const std::vector<Aval>& in, const std::vector<Aval>& out,
                        const Attrs& attrs) const;
   virtual bool is_collective() const { return false; }
+  // Inside shard_map: the mesh axes each result varies over, given the operands' (DESIGN §1).
+  // The default: the union of the operands' sets.
+  virtual std::vector<std::set<std::string>> varying(
+      const std::vector<std::set<std::string>>& in, const Attrs& attrs, size_t num_outputs) const;
   // Elementwise ops (same-shape operands and result) may be fused and run in place.
   virtual bool is_elementwise() const { return false; }
 };

@@ -1,6 +1,8 @@
 #include "spmd/compile.h"
 
 #include "core/errors.h"
+#include "spmd/partition.h"
+#include "spmd/propagate.h"
 
 namespace partix::spmd {
 
@@ -8,7 +10,7 @@ std::shared_ptr<Compiled> compile(const ir::Program& program, const CompileOptio
   if (options.in_shardings.size() != program.params.size()) {
     detail::internal_error("compile", "one input sharding per parameter is required");
   }
-  std::optional<Mesh> mesh;
+  std::optional<Mesh> mesh = program.mesh;
   for (const auto& s : options.in_shardings) {
     if (!s) detail::internal_error("compile", "missing input sharding");
     if (!mesh) mesh = s->mesh();
@@ -17,25 +19,27 @@ std::shared_ptr<Compiled> compile(const ir::Program& program, const CompileOptio
                    mesh->to_string(), s->mesh().to_string());
     }
   }
-  if (!mesh) mesh = single_device_sharding(partix::devices()[0]).mesh();
-  for (size_t i = 0; i < options.in_shardings.size(); ++i) {
-    if (!options.in_shardings[i]->is_fully_replicated()) {
-      detail::fail(options.name,
-                   "argument {} is sharded ({}); sharded execution needs the SPMD partitioner",
-                   i, options.in_shardings[i]->to_string());
+  for (const auto& s : options.out_shardings) {
+    if (s && !mesh) mesh = s->mesh();
+    if (s && !(s->mesh() == *mesh)) {
+      detail::fail(options.name, "out_shardings mesh {} differs from the arguments' {}",
+                   s->mesh().to_string(), mesh->to_string());
     }
   }
+  if (!mesh) mesh = single_device_sharding(partix::devices()[0]).mesh();
   auto out = std::make_shared<Compiled>();
   out->global = program;
   out->global.mesh = mesh;
-  NamedSharding replicated(*mesh, P());
-  for (auto& v : out->global.values) v.sharding = replicated;
-  ir::Program local = out->global;
-  std::vector<NamedSharding> in(program.params.size(), replicated);
-  std::vector<NamedSharding> outs(program.results.size(), replicated);
+  std::vector<NamedSharding> in;
+  for (const auto& s : options.in_shardings) in.push_back(*s);
+  propagate(out->global, *mesh, in, options.out_shardings);
+  Partitioned part = partition(out->global, *mesh, options.out_shardings);
+  out->warnings = std::move(part.warnings);
   std::vector<ir::Aval> avals;
   for (int v : program.results) avals.push_back(program.aval(v));
-  out->executable = std::make_shared<runtime::Executable>(std::move(local), *mesh, in, outs, avals);
+  ir::verify(part.local);
+  out->executable = std::make_shared<runtime::Executable>(std::move(part.local), *mesh, in,
+                                                          part.out_shardings, avals);
   return out;
 }
 

@@ -106,12 +106,43 @@ std::vector<Array> bind(const prim::Primitive& p, const std::vector<Array>& inpu
     in_avals.push_back(prog.aval(v));
   }
   std::vector<ir::Aval> out_avals = p.infer(in_avals, attrs, regions);
+  instr.scope = current_scope();
+  // Inside shard_map: operands that vary over fewer axes than the others are marked varying
+  // with an explicit pvary (its transpose is psum: DESIGN §1), and results get their sets.
+  std::vector<std::set<std::string>> out_vary;
+  if (t->manual_mesh) {
+    std::vector<std::set<std::string>> in_vary;
+    for (int v : instr.inputs) in_vary.push_back(prog.info(v).varying);
+    if (!p.is_collective() && p.name() != "pvary" && instr.inputs.size() > 1) {
+      std::set<std::string> all;
+      for (const auto& s : in_vary) all.insert(s.begin(), s.end());
+      for (size_t k = 0; k < instr.inputs.size(); ++k) {
+        if (in_vary[k] == all) continue;
+        ir::Strings missing;
+        for (const auto& a : all) {
+          if (!in_vary[k].count(a)) missing.push_back(a);
+        }
+        ir::Instr pv;
+        pv.prim = &prim::get_primitive("pvary");
+        pv.inputs = {instr.inputs[k]};
+        pv.attrs.set("axes", missing);
+        pv.scope = instr.scope;
+        int nv = prog.add_value(prog.aval(instr.inputs[k]));
+        prog.info(nv).varying = all;
+        pv.outputs = {nv};
+        prog.instrs.push_back(std::move(pv));
+        instr.inputs[k] = nv;
+        in_vary[k] = all;
+      }
+    }
+    out_vary = p.varying(in_vary, attrs, out_avals.size());
+  }
   instr.attrs = std::move(attrs);
   instr.regions = std::move(regions);
-  instr.scope = current_scope();
   std::vector<Array> outs;
-  for (ir::Aval& av : out_avals) {
-    int v = prog.add_value(std::move(av));
+  for (size_t k = 0; k < out_avals.size(); ++k) {
+    int v = prog.add_value(std::move(out_avals[k]));
+    if (!out_vary.empty()) prog.info(v).varying = out_vary[k];
     instr.outputs.push_back(v);
   }
   prog.instrs.push_back(std::move(instr));

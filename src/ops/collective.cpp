@@ -1,0 +1,119 @@
+// Collectives inside shard_map (DESIGN §1 "Explicit SPMD").
+#include "core/errors.h"
+#include "ops/common.h"
+#include "partix/transforms.h"
+
+namespace partix {
+
+namespace {
+
+struct Bound {
+  detail::TraceState* trace;
+  ir::Strings axes;
+  int64_t size;
+};
+
+// The shard_map body this collective is traced in, and its axes checked against the mesh.
+Bound bound(const char* api, const Axes& axes) {
+  detail::TraceState* t = detail::current_trace();
+  if (t == nullptr || !t->manual_mesh) {
+    detail::fail(api, "collective over {} outside shard_map: the axis name is not bound",
+                 axes.to_string());
+  }
+  Bound b{t, {}, 1};
+  for (const std::string& a : axes.names()) {
+    detail::check(t->manual_mesh->has_axis(a), api, "mesh axis '{}' is not in {}", a,
+                  t->manual_mesh->to_string());
+    detail::check(std::find(b.axes.begin(), b.axes.end(), a) == b.axes.end(), api,
+                  "axis '{}' appears twice in {}", a, axes.to_string());
+    b.axes.push_back(a);
+    b.size *= t->manual_mesh->axis_size(a);
+  }
+  detail::check(!b.axes.empty(), api, "needs at least one axis");
+  return b;
+}
+
+// Marks x varying over the collective's axes it is invariant over (JAX semantics: a psum of an
+// invariant value sums identical copies).
+Array vary_over(const Array& x, const Bound& b) {
+  const auto& vary = b.trace->program().info(b.trace->value_of(x)).varying;
+  ir::Strings missing;
+  for (const auto& a : b.axes) {
+    if (!vary.count(a)) missing.push_back(a);
+  }
+  if (missing.empty()) return x;
+  return ops::bind("pvary", {x}, {{"axes", missing}});
+}
+
+Array reduce(const char* api, const char* kind, const Array& x, const Axes& axes) {
+  Bound b = bound(api, axes);
+  return ops::bind("all_reduce", {vary_over(x, b)},
+                   {{"axes", b.axes}, {"kind", std::string(kind)}, {"group", b.size}});
+}
+
+}  // namespace
+
+Array psum(const Array& x, Axes axes) { return reduce("psum", "sum", x, axes); }
+Array pmax(const Array& x, Axes axes) { return reduce("pmax", "max", x, axes); }
+Array pmin(const Array& x, Axes axes) { return reduce("pmin", "min", x, axes); }
+Array pmean(const Array& x, Axes axes) {
+  int64_t n = bound("pmean", axes).size;
+  Array s = reduce("pmean", "sum", is_floating(x.dtype()) ? x : astype(x, DType::F32), axes);
+  return s / static_cast<double>(n);
+}
+
+Array all_gather(const Array& x, Axes axes, int axis, bool tiled) {
+  Bound b = bound("all_gather", axes);
+  int rank = x.ndim() + (tiled ? 0 : 1);
+  axis = ops::norm_axis("all_gather", axis, rank);
+  return ops::bind("all_gather", {vary_over(x, b)},
+                   {{"axes", b.axes}, {"axis", static_cast<int64_t>(axis)}, {"tiled", tiled},
+                    {"group", b.size}});
+}
+
+Array psum_scatter(const Array& x, Axes axes, int scatter_dimension, bool tiled) {
+  Bound b = bound("psum_scatter", axes);
+  int axis = ops::norm_axis("psum_scatter", scatter_dimension, x.ndim());
+  return ops::bind("reduce_scatter", {vary_over(x, b)},
+                   {{"axes", b.axes}, {"axis", static_cast<int64_t>(axis)}, {"tiled", tiled},
+                    {"group", b.size}});
+}
+
+Array ppermute(const Array& x, Axes axes, std::vector<std::pair<int, int>> perm) {
+  Bound b = bound("ppermute", axes);
+  ir::Ints flat;
+  for (const auto& [s, d] : perm) {
+    flat.push_back(s);
+    flat.push_back(d);
+  }
+  return ops::bind("ppermute", {vary_over(x, b)},
+                   {{"axes", b.axes}, {"perm", flat}, {"group", b.size}});
+}
+
+Array all_to_all(const Array& x, Axes axes, int split_axis, int concat_axis, bool tiled) {
+  Bound b = bound("all_to_all", axes);
+  split_axis = ops::norm_axis("all_to_all", split_axis, x.ndim());
+  concat_axis = ops::norm_axis("all_to_all", concat_axis, tiled ? x.ndim() : x.ndim());
+  return ops::bind("all_to_all", {vary_over(x, b)},
+                   {{"axes", b.axes}, {"split_axis", static_cast<int64_t>(split_axis)},
+                    {"concat_axis", static_cast<int64_t>(concat_axis)}, {"tiled", tiled},
+                    {"group", b.size}});
+}
+
+Array axis_index(Axes axes) {
+  Bound b = bound("axis_index", axes);
+  return detail::bind1("axis_index", {}, {{"axes", b.axes}});
+}
+
+int64_t axis_size(Axes axes) { return bound("axis_size", axes).size; }
+
+Array pvary(const Array& x, Axes axes) { return vary_over(x, bound("pvary", axes)); }
+
+Array valid_size(int64_t n, Axes axes) {
+  Bound b = bound("valid_size", axes);
+  int64_t c = (n + b.size - 1) / b.size;
+  Array start = axis_index(axes) * static_cast<double>(c);
+  return minimum(maximum(static_cast<double>(n) - start, 0.0), static_cast<double>(c));
+}
+
+}  // namespace partix

@@ -1,0 +1,417 @@
+// Collective primitives (valid only inside shard_map bodies and partitioned programs):
+//   all_reduce{axes, kind, group}          psum / pmax / pmin
+//   all_gather{axes, axis, tiled, group}
+//   reduce_scatter{axes, axis, tiled, group}   psum_scatter
+//   all_to_all{axes, split_axis, concat_axis, tiled, group}
+//   ppermute{axes, perm, group}            perm: flattened (source, target) pairs of ranks
+//   axis_index{axes}                       i32 scalar: this device's rank over axes
+//   pvary{axes}                            identity; marks a value as varying (DESIGN §1)
+//   axis_slice{axes, axis, group}          this device's block along axis (no communication)
+// `group` is the product of the axis sizes (shape inference needs it).
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "core/errors.h"
+#include "core/layout.h"
+#include "partix/ops.h"
+#include "prim/collective.h"
+#include "prim/util.h"
+#include "trace/trace.h"
+
+namespace partix::prim {
+
+int64_t mixed_radix_index(const Mesh& mesh, const std::vector<int64_t>& coords,
+                          const std::vector<std::string>& axes) {
+  int64_t r = 0;
+  for (const std::string& a : axes) {
+    int ai = mesh.axis_index(a);
+    r = r * mesh.axis_sizes()[static_cast<size_t>(ai)] + coords[static_cast<size_t>(ai)];
+  }
+  return r;
+}
+
+GroupInfo group_of(const ExecContext& ctx, const std::vector<std::string>& axes) {
+  const Mesh& mesh = *ctx.mesh;
+  GroupInfo g;
+  int64_t n = 1;
+  for (const std::string& a : axes) n *= mesh.axis_size(a);
+  g.devices.assign(static_cast<size_t>(n), -1);
+  for (int64_t k = 0; k < mesh.size(); ++k) {
+    std::vector<int64_t> c = mesh.coords(k);
+    bool same = true;
+    for (int i = 0; i < mesh.num_axes() && same; ++i) {
+      const std::string& name = mesh.axis_names()[static_cast<size_t>(i)];
+      if (std::find(axes.begin(), axes.end(), name) == axes.end()) {
+        same = c[static_cast<size_t>(i)] == ctx.mesh_coords[static_cast<size_t>(i)];
+      }
+    }
+    if (same) g.devices[static_cast<size_t>(mixed_radix_index(mesh, c, axes))] = mesh.devices()[static_cast<size_t>(k)].id;
+  }
+  g.rank = static_cast<int>(mixed_radix_index(mesh, ctx.mesh_coords, axes));
+  return g;
+}
+
+namespace {
+
+const ir::Strings& axes_of(const Attrs& a) { return a.get<ir::Strings>("axes"); }
+int64_t group_size(const Attrs& a) { return a.i("group"); }
+
+void check_ctx(const KernelCall& c, std::string_view op) {
+  if (c.ctx.mesh == nullptr || c.ctx.comm == nullptr) {
+    detail::fail(op, "collectives run only inside shard_map or a partitioned program");
+  }
+}
+
+ReduceKind kind_of(const Attrs& a) {
+  const std::string& k = a.str("kind");
+  if (k == "sum") return ReduceKind::kSum;
+  if (k == "max") return ReduceKind::kMax;
+  if (k == "min") return ReduceKind::kMin;
+  detail::internal_error("all_reduce", "unknown kind " + k);
+}
+
+// Collectives share this base: shape-preserving unless overridden, not elementwise.
+class Collective : public Primitive {
+ public:
+  bool is_collective() const override { return true; }
+  // Results vary over the operand's axes plus the collective's (psum and all_gather override).
+  std::vector<std::set<std::string>> varying(const std::vector<std::set<std::string>>& in,
+                                             const Attrs& attrs, size_t n) const override {
+    std::set<std::string> v = in.empty() ? std::set<std::string>{} : in[0];
+    for (const auto& a : axes_of(attrs)) v.insert(a);
+    return std::vector<std::set<std::string>>(n, v);
+  }
+  double flops(const std::vector<Aval>&, const std::vector<Aval>&, const Attrs&) const override {
+    return 0;
+  }
+  // Collectives are per-device operations: sharding propagation never sees them outside
+  // shard_map bodies, so their factor rule keeps everything replicated (the default).
+};
+
+// Results of psum / all_gather are invariant over the collective's axes.
+std::vector<std::set<std::string>> minus_axes(const std::vector<std::set<std::string>>& in,
+                                              const Attrs& attrs) {
+  std::set<std::string> v = in[0];
+  for (const auto& a : axes_of(attrs)) v.erase(a);
+  return {v};
+}
+
+class AllReduce final : public Collective {
+ public:
+  std::string_view name() const override { return "all_reduce"; }
+  std::vector<std::set<std::string>> varying(const std::vector<std::set<std::string>>& in,
+                                             const Attrs& attrs, size_t) const override {
+    return minus_axes(in, attrs);
+  }
+  std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
+                          const Regions&) const override {
+    check_arity(name(), in, 1);
+    kind_of(attrs);
+    detail::check(in[0].dtype != DType::Bool, name(), "needs a numeric dtype, got {}", in[0].to_string());
+    return {in[0]};
+  }
+  std::vector<Array> vjp(const VjpArgs& a) const override;
+  void reference(const KernelCall& c) const override {
+    check_ctx(c, "psum");
+    GroupInfo g = group_of(c.ctx, axes_of(c.attrs));
+    c.ctx.comm->all_reduce(c.in[0], c.out[0], c.in_aval(0).size(), c.in_aval(0).dtype,
+                           kind_of(c.attrs), g.devices, c.ctx.device);
+  }
+};
+
+class AllGather final : public Collective {
+ public:
+  std::string_view name() const override { return "all_gather"; }
+  std::vector<std::set<std::string>> varying(const std::vector<std::set<std::string>>& in,
+                                             const Attrs& attrs, size_t) const override {
+    return minus_axes(in, attrs);
+  }
+  std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
+                          const Regions&) const override {
+    check_arity(name(), in, 1);
+    int64_t n = group_size(attrs);
+    bool tiled = attrs.b_or("tiled", false);
+    Shape s = in[0].shape;
+    int rank = static_cast<int>(s.size()) + (tiled ? 0 : 1);
+    int axis = norm_axis("all_gather", attrs.i("axis"), rank);
+    if (tiled) s[static_cast<size_t>(axis)] *= n;
+    else s.insert(s.begin() + axis, n);
+    return {Aval{s, in[0].dtype}};
+  }
+  std::vector<Array> vjp(const VjpArgs& a) const override;
+  void reference(const KernelCall& c) const override {
+    check_ctx(c, "all_gather");
+    GroupInfo g = group_of(c.ctx, axes_of(c.attrs));
+    const Aval& in = c.in_aval(0);
+    const int64_t n = static_cast<int64_t>(g.devices.size());
+    bool tiled = c.attrs.b_or("tiled", false);
+    int axis = static_cast<int>(c.attrs.i("axis"));
+    // Gather whole blocks, then place block r at position r along `axis`.
+    std::vector<char> buf(static_cast<size_t>(in.nbytes() * n));
+    c.ctx.comm->all_gather(c.in[0], buf.data(), in.nbytes(), g.devices, c.ctx.device);
+    Shape block = in.shape;
+    if (!tiled) block.insert(block.begin() + axis, 1);
+    const Shape& out = c.out_aval(0).shape;
+    Shape zero(block.size(), 0);
+    for (int64_t r = 0; r < n; ++r) {
+      Shape off(block.size(), 0);
+      off[static_cast<size_t>(axis)] = r * block[static_cast<size_t>(axis)];
+      detail::copy_box(buf.data() + r * in.nbytes(), block, zero, c.out[0], out, off, block,
+                       dtype_size(in.dtype));
+    }
+  }
+};
+
+class ReduceScatter final : public Collective {
+ public:
+  std::string_view name() const override { return "reduce_scatter"; }
+  std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
+                          const Regions&) const override {
+    check_arity(name(), in, 1);
+    int64_t n = group_size(attrs);
+    bool tiled = attrs.b_or("tiled", false);
+    int axis = norm_axis("psum_scatter", attrs.i("axis"), in[0].ndim());
+    Shape s = in[0].shape;
+    int64_t d = s[static_cast<size_t>(axis)];
+    if (tiled) {
+      detail::check(d % n == 0, "psum_scatter",
+                    "dimension {} of {} (size {}) is not divisible by the axis size {}", axis,
+                    in[0].to_string(), d, n);
+      s[static_cast<size_t>(axis)] = d / n;
+    } else {
+      detail::check(d == n, "psum_scatter",
+                    "untiled scatter needs dimension {} of {} to equal the axis size {}", axis,
+                    in[0].to_string(), n);
+      s.erase(s.begin() + axis);
+    }
+    detail::check(in[0].dtype != DType::Bool, "psum_scatter", "needs a numeric dtype");
+    return {Aval{s, in[0].dtype}};
+  }
+  std::vector<Array> vjp(const VjpArgs& a) const override;
+  void reference(const KernelCall& c) const override {
+    check_ctx(c, "psum_scatter");
+    GroupInfo g = group_of(c.ctx, axes_of(c.attrs));
+    const Aval& in = c.in_aval(0);
+    const int64_t n = static_cast<int64_t>(g.devices.size());
+    int axis = static_cast<int>(c.attrs.i("axis"));
+    // Make the scattered axis outermost so rank r's chunk is contiguous.
+    int64_t outer = 1, inner = 1, d = in.shape[static_cast<size_t>(axis)];
+    for (int i = 0; i < axis; ++i) outer *= in.shape[static_cast<size_t>(i)];
+    for (size_t i = static_cast<size_t>(axis) + 1; i < in.shape.size(); ++i) inner *= in.shape[i];
+    const int es = dtype_size(in.dtype);
+    const int64_t chunk = d / n;  // rows of `axis` per rank
+    std::vector<char> tmp(static_cast<size_t>(in.nbytes()));
+    const char* src = static_cast<const char*>(c.in[0]);
+    for (int64_t r = 0; r < n; ++r) {
+      for (int64_t o = 0; o < outer; ++o) {
+        std::memcpy(tmp.data() + ((r * outer + o) * chunk * inner) * es,
+                    src + ((o * d + r * chunk) * inner) * es, static_cast<size_t>(chunk * inner * es));
+      }
+    }
+    c.ctx.comm->reduce_scatter(tmp.data(), c.out[0], outer * chunk * inner, in.dtype,
+                               ReduceKind::kSum, g.devices, c.ctx.device);
+  }
+};
+
+class AllToAll final : public Collective {
+ public:
+  std::string_view name() const override { return "all_to_all"; }
+  std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
+                          const Regions&) const override {
+    check_arity(name(), in, 1);
+    int64_t n = group_size(attrs);
+    bool tiled = attrs.b_or("tiled", false);
+    Shape s = in[0].shape;
+    int split = norm_axis("all_to_all", attrs.i("split_axis"), in[0].ndim());
+    int64_t d = s[static_cast<size_t>(split)];
+    if (tiled) {
+      int concat = norm_axis("all_to_all", attrs.i("concat_axis"), in[0].ndim());
+      detail::check(d % n == 0, "all_to_all",
+                    "split dimension {} of {} (size {}) is not divisible by the axis size {}",
+                    split, in[0].to_string(), d, n);
+      s[static_cast<size_t>(split)] = d / n;
+      s[static_cast<size_t>(concat)] *= n;
+    } else {
+      detail::check(d == n, "all_to_all",
+                    "untiled all_to_all needs split dimension {} of {} to equal the axis size {}",
+                    split, in[0].to_string(), n);
+      s.erase(s.begin() + split);
+      int concat = norm_axis("all_to_all", attrs.i("concat_axis"), static_cast<int>(s.size()) + 1);
+      s.insert(s.begin() + concat, n);
+    }
+    return {Aval{s, in[0].dtype}};
+  }
+  std::vector<Array> vjp(const VjpArgs& a) const override;
+  void reference(const KernelCall& c) const override {
+    check_ctx(c, "all_to_all");
+    GroupInfo g = group_of(c.ctx, axes_of(c.attrs));
+    const Aval& in = c.in_aval(0);
+    const int64_t n = static_cast<int64_t>(g.devices.size());
+    const bool tiled = c.attrs.b_or("tiled", false);
+    const int split = static_cast<int>(c.attrs.i("split_axis"));
+    const int es = dtype_size(in.dtype);
+    // View the input with the split axis as [n, d/n] and pack chunk j contiguously.
+    Shape piece = in.shape;
+    piece[static_cast<size_t>(split)] /= n;
+    const int64_t piece_bytes = shape_size(piece) * es;
+    std::vector<char> send(static_cast<size_t>(piece_bytes * n)), recv(send.size());
+    Shape zero(piece.size(), 0);
+    for (int64_t j = 0; j < n; ++j) {
+      Shape off(piece.size(), 0);
+      off[static_cast<size_t>(split)] = j * piece[static_cast<size_t>(split)];
+      detail::copy_box(c.in[0], in.shape, off, send.data() + j * piece_bytes, piece, zero, piece, es);
+    }
+    c.ctx.comm->all_to_all(send.data(), recv.data(), piece_bytes, g.devices, c.ctx.device);
+    // Received chunk r (from rank r) goes to position r along the concat axis.
+    const Shape& out = c.out_aval(0).shape;
+    Shape block = piece;  // tiled: the piece; untiled: the piece without split, with a 1 at concat
+    int concat = static_cast<int>(c.attrs.i("concat_axis"));
+    if (!tiled) {
+      block.erase(block.begin() + split);
+      block.insert(block.begin() + concat, 1);
+    }
+    Shape bzero(block.size(), 0);
+    for (int64_t r = 0; r < n; ++r) {
+      Shape off(block.size(), 0);
+      off[static_cast<size_t>(concat)] = r * block[static_cast<size_t>(concat)];
+      detail::copy_box(recv.data() + r * piece_bytes, block, bzero, c.out[0], out, off, block, es);
+    }
+  }
+};
+
+class Ppermute final : public Collective {
+ public:
+  std::string_view name() const override { return "ppermute"; }
+  std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
+                          const Regions&) const override {
+    check_arity(name(), in, 1);
+    const ir::Ints& perm = attrs.ints("perm");
+    int64_t n = group_size(attrs);
+    detail::check(perm.size() % 2 == 0, "ppermute", "perm must hold (source, target) pairs");
+    std::set<int64_t> src, dst;
+    for (size_t i = 0; i < perm.size(); i += 2) {
+      detail::check(perm[i] >= 0 && perm[i] < n && perm[i + 1] >= 0 && perm[i + 1] < n, "ppermute",
+                    "pair ({}, {}) is out of range for axis size {}", perm[i], perm[i + 1], n);
+      detail::check(src.insert(perm[i]).second, "ppermute",
+                    "source {} appears twice: perm is not a permutation", perm[i]);
+      detail::check(dst.insert(perm[i + 1]).second, "ppermute",
+                    "target {} appears twice: perm is not a permutation", perm[i + 1]);
+    }
+    return {in[0]};
+  }
+  std::vector<Array> vjp(const VjpArgs& a) const override;
+  void reference(const KernelCall& c) const override {
+    check_ctx(c, "ppermute");
+    GroupInfo g = group_of(c.ctx, axes_of(c.attrs));
+    const ir::Ints& perm = c.attrs.ints("perm");
+    std::vector<std::pair<int, int>> pairs;
+    for (size_t i = 0; i < perm.size(); i += 2) {
+      pairs.emplace_back(g.devices[static_cast<size_t>(perm[i])], g.devices[static_cast<size_t>(perm[i + 1])]);
+    }
+    c.ctx.comm->permute(c.in[0], c.out[0], c.in_aval(0).nbytes(), pairs, g.devices, c.ctx.device);
+  }
+};
+
+class AxisIndex final : public Primitive {
+ public:
+  std::string_view name() const override { return "axis_index"; }
+  std::vector<std::set<std::string>> varying(const std::vector<std::set<std::string>>&,
+                                             const Attrs& attrs, size_t) const override {
+    const auto& a = axes_of(attrs);
+    return {std::set<std::string>(a.begin(), a.end())};
+  }
+  std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
+                          const Regions&) const override {
+    check_arity(name(), in, 0);
+    axes_of(attrs);
+    return {Aval{{}, DType::I32}};
+  }
+  std::vector<Array> vjp(const VjpArgs&) const override { return {}; }
+  double flops(const std::vector<Aval>&, const std::vector<Aval>&, const Attrs&) const override {
+    return 0;
+  }
+  void reference(const KernelCall& c) const override {
+    if (c.ctx.mesh == nullptr) detail::fail("axis_index", "runs only inside shard_map");
+    *static_cast<int32_t*>(c.out[0]) =
+        static_cast<int32_t>(mixed_radix_index(*c.ctx.mesh, c.ctx.mesh_coords, axes_of(c.attrs)));
+  }
+};
+
+class Pvary final : public Primitive {
+ public:
+  std::string_view name() const override { return "pvary"; }
+  std::vector<std::set<std::string>> varying(const std::vector<std::set<std::string>>& in,
+                                             const Attrs& attrs, size_t) const override {
+    std::set<std::string> v = in[0];
+    for (const auto& a : axes_of(attrs)) v.insert(a);
+    return {v};
+  }
+  Linearity linearity() const override { return Linearity::kLinear; }
+  std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
+                          const Regions&) const override {
+    check_arity(name(), in, 1);
+    axes_of(attrs);
+    return {in[0]};
+  }
+  std::vector<Array> vjp(const VjpArgs& a) const override;
+  double flops(const std::vector<Aval>&, const std::vector<Aval>&, const Attrs&) const override {
+    return 0;
+  }
+  void reference(const KernelCall& c) const override {
+    std::memcpy(c.out[0], c.in[0], static_cast<size_t>(c.in_aval(0).nbytes()));
+  }
+};
+
+class AxisSlice final : public Primitive {
+ public:
+  std::string_view name() const override { return "axis_slice"; }
+  Linearity linearity() const override { return Linearity::kLinear; }
+  std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
+                          const Regions&) const override {
+    check_arity(name(), in, 1);
+    int axis = norm_axis(name(), attrs.i("axis"), in[0].ndim());
+    int64_t n = group_size(attrs);
+    Shape s = in[0].shape;
+    detail::check(s[static_cast<size_t>(axis)] % n == 0, name(),
+                  "dimension {} of {} is not divisible into {} blocks", axis, in[0].to_string(), n);
+    s[static_cast<size_t>(axis)] /= n;
+    return {Aval{s, in[0].dtype}};
+  }
+  double flops(const std::vector<Aval>&, const std::vector<Aval>&, const Attrs&) const override {
+    return 0;
+  }
+  void reference(const KernelCall& c) const override {
+    if (c.ctx.mesh == nullptr) detail::fail("axis_slice", "runs only in a partitioned program");
+    int axis = static_cast<int>(c.attrs.i("axis"));
+    int64_t r = mixed_radix_index(*c.ctx.mesh, c.ctx.mesh_coords, axes_of(c.attrs));
+    const Shape& out = c.out_aval(0).shape;
+    Shape off(out.size(), 0);
+    off[static_cast<size_t>(axis)] = r * out[static_cast<size_t>(axis)];
+    detail::copy_box(c.in[0], c.in_aval(0).shape, off, c.out[0], out, Shape(out.size(), 0), out,
+                     dtype_size(c.in_aval(0).dtype));
+  }
+};
+
+// VJPs follow the varying-axes rules (DESIGN §1); they are defined in src/autodiff.
+std::vector<Array> not_yet(std::string_view name) {
+  detail::fail("grad", "the VJP of '{}' is not available yet", name);
+}
+std::vector<Array> AllReduce::vjp(const VjpArgs&) const { return not_yet(name()); }
+std::vector<Array> AllGather::vjp(const VjpArgs&) const { return not_yet(name()); }
+std::vector<Array> ReduceScatter::vjp(const VjpArgs&) const { return not_yet(name()); }
+std::vector<Array> AllToAll::vjp(const VjpArgs&) const { return not_yet(name()); }
+std::vector<Array> Ppermute::vjp(const VjpArgs&) const { return not_yet(name()); }
+std::vector<Array> Pvary::vjp(const VjpArgs&) const { return not_yet(name()); }
+
+Register<AllReduce> r_all_reduce;
+Register<AllGather> r_all_gather;
+Register<ReduceScatter> r_reduce_scatter;
+Register<AllToAll> r_all_to_all;
+Register<Ppermute> r_ppermute;
+Register<AxisIndex> r_axis_index;
+Register<Pvary> r_pvary;
+Register<AxisSlice> r_axis_slice;
+
+}  // namespace
+}  // namespace partix::prim

@@ -1,0 +1,60 @@
+// shard_map{mesh, in_specs, out_specs, check_vma} with one region (the body, traced on local
+// blocks). Operands are split by in_specs, the body runs on every device, results are
+// assembled by out_specs. The partitioner inlines the body (src/spmd/partition.cpp).
+#include "core/errors.h"
+#include "prim/primitive.h"
+#include "prim/util.h"
+
+namespace partix::prim {
+
+namespace {
+
+class ShardMap final : public Primitive {
+ public:
+  std::string_view name() const override { return "shard_map"; }
+  std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
+                          const Regions& regions) const override {
+    detail::check(regions.size() == 1, name(), "needs exactly one body");
+    const ir::Program& body = *regions[0];
+    const Mesh& mesh = attrs.get<Mesh>("mesh");
+    const auto& in_specs = attrs.get<ir::Specs>("in_specs");
+    const auto& out_specs = attrs.get<ir::Specs>("out_specs");
+    detail::check(in.size() == in_specs.size() && in.size() == body.params.size(), name(),
+                  "{} operands, {} in_specs, {} body parameters", in.size(), in_specs.size(),
+                  body.params.size());
+    for (size_t i = 0; i < in.size(); ++i) {
+      Shape local = NamedSharding(mesh, in_specs[i]).shard_shape(in[i].shape);
+      const Aval& p = body.aval(body.params[i]);
+      detail::check(p.shape == local && p.dtype == in[i].dtype, name(),
+                    "operand {} is {} so its block is {}{}, but the body takes {}", i,
+                    in[i].to_string(), dtype_name(in[i].dtype), shape_to_string(local), p.to_string());
+    }
+    detail::check(out_specs.size() == body.results.size(), name(), "{} out_specs for {} results",
+                  out_specs.size(), body.results.size());
+    std::vector<Aval> out;
+    for (size_t k = 0; k < body.results.size(); ++k) {
+      Aval a = body.aval(body.results[k]);
+      NamedSharding s(mesh, out_specs[k]);
+      s.check_shape(a.shape);
+      for (int d = 0; d < a.ndim(); ++d) a.shape[static_cast<size_t>(d)] *= s.num_blocks(d);
+      out.push_back(a);
+    }
+    return out;
+  }
+  std::vector<Array> vjp(const VjpArgs& a) const override;
+  void reference(const KernelCall&) const override {
+    detail::internal_error("shard_map", "a shard_map reached the interpreter unpartitioned");
+  }
+  double flops(const std::vector<Aval>&, const std::vector<Aval>&, const Attrs&) const override {
+    return 0;
+  }
+};
+
+std::vector<Array> ShardMap::vjp(const VjpArgs&) const {
+  detail::fail("grad", "differentiating through shard_map is not available yet");
+}
+
+Register<ShardMap> r_shard_map;
+
+}  // namespace
+}  // namespace partix::prim

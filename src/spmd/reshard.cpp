@@ -1,0 +1,184 @@
+#include "spmd/reshard.h"
+
+#include <algorithm>
+
+#include "core/errors.h"
+
+namespace partix::spmd {
+
+namespace {
+
+using Lists = std::vector<std::vector<std::string>>;
+
+bool is_prefix(const std::vector<std::string>& a, const std::vector<std::string>& b) {
+  return a.size() <= b.size() && std::equal(a.begin(), a.end(), b.begin());
+}
+
+int64_t product(const Mesh& m, const std::vector<std::string>& axes) {
+  int64_t n = 1;
+  for (const auto& a : axes) n *= m.axis_size(a);
+  return n;
+}
+
+PartitionSpec spec_of(const Lists& lists) {
+  std::vector<PartitionSpec::Entry> e(lists.begin(), lists.end());
+  while (!e.empty() && e.back().empty()) e.pop_back();
+  return PartitionSpec(e);
+}
+
+}  // namespace
+
+int reshard(ReshardContext& ctx, int v, const Shape& global, const NamedSharding& from,
+            const NamedSharding& to) {
+  if (from == to) return v;
+  LocalBuilder& b = ctx.builder;
+  const Mesh& mesh = from.mesh();
+  if (!(to.mesh() == mesh)) {
+    detail::internal_error("reshard", "shardings on different meshes: " + from.to_string() +
+                                          " and " + to.to_string());
+  }
+  const size_t rank = global.size();
+  Lists cur(rank), tgt(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    cur[d] = from.spec()[static_cast<int>(d)];
+    tgt[d] = to.spec()[static_cast<int>(d)];
+  }
+  std::set<std::string> unreduced = from.unreduced();
+  auto now = [&] { return NamedSharding(mesh, spec_of(cur), unreduced); };
+  auto even = [&](size_t d, const std::vector<std::string>& axes) {
+    return global[d] % product(mesh, axes) == 0;
+  };
+  for (const auto& u : to.unreduced()) {
+    if (!unreduced.count(u)) {
+      detail::internal_error("reshard", "cannot make a reduced value unreduced over '" + u + "'");
+    }
+  }
+  // 1. Unreduced axes: reduce_scatter into a dimension that B splits on that axis next,
+  //    otherwise one all_reduce over all the rest.
+  ir::Strings reduce_all;
+  for (const auto& u : from.unreduced()) {
+    if (to.unreduced().count(u)) continue;
+    int j = -1;
+    for (size_t d = 0; d < rank && j < 0; ++d) {
+      std::vector<std::string> next = cur[d];
+      next.push_back(u);
+      if (is_prefix(next, tgt[d]) && even(d, next)) j = static_cast<int>(d);
+    }
+    unreduced.erase(u);
+    if (j >= 0) {
+      cur[static_cast<size_t>(j)].push_back(u);
+      v = b.emit1("reduce_scatter", {v},
+                  {{"axes", ir::Strings{u}}, {"axis", int64_t{j}}, {"tiled", true},
+                   {"group", mesh.axis_size(u)}},
+                  now());
+    } else {
+      reduce_all.push_back(u);
+    }
+  }
+  if (!reduce_all.empty()) {
+    v = b.emit1("all_reduce", {v},
+                {{"axes", reduce_all}, {"kind", std::string("sum")},
+                 {"group", product(mesh, reduce_all)}},
+                now());
+  }
+  // 2. Uneven dimensions that change: gather whole, trim, and slice at the end.
+  Lists pending(rank);
+  std::vector<bool> is_pending(rank, false);
+  for (size_t d = 0; d < rank; ++d) {
+    if (cur[d] == tgt[d] || (even(d, cur[d]) && even(d, tgt[d]))) continue;
+    is_pending[d] = true;
+    pending[d] = tgt[d];
+    tgt[d].clear();
+    if (ctx.warnings) {
+      ctx.warnings->push_back(fmt::format(
+          "resharding {} from {} to {} gathers dimension {} whole and slices it again (size {} "
+          "does not divide evenly)",
+          ctx.what, from.spec().to_string(), to.spec().to_string(), d, global[d]));
+    }
+    if (!cur[d].empty()) {
+      ir::Strings axes(cur[d].begin(), cur[d].end());
+      int64_t k = product(mesh, cur[d]);
+      cur[d].clear();
+      v = b.emit1("all_gather", {v},
+                  {{"axes", axes}, {"axis", static_cast<int64_t>(d)}, {"tiled", true}, {"group", k}},
+                  now());
+      if (b.aval(v).shape[d] != global[d]) {
+        Shape start(rank, 0), stop = b.aval(v).shape;
+        stop[d] = global[d];
+        v = b.emit1("slice", {v}, {{"start", ir::Ints(start)}, {"stop", ir::Ints(stop)}}, now());
+      }
+    }
+  }
+  // 3. Even dimensions: pop axes that must leave a dimension (minor first). An axis that B
+  //    wants next on another dimension moves there with all_to_all; the others are gathered
+  //    (consecutive gathers of one dimension merged into one collective).
+  for (size_t i = 0; i < rank; ++i) {
+    ir::Strings batch;  // axes to gather, major to minor
+    auto flush = [&] {
+      if (batch.empty()) return;
+      v = b.emit1("all_gather", {v},
+                  {{"axes", batch}, {"axis", static_cast<int64_t>(i)}, {"tiled", true},
+                   {"group", product(mesh, batch)}},
+                  now());
+      batch.clear();
+    };
+    while (!is_prefix(cur[i], tgt[i])) {
+      std::string a = cur[i].back();
+      int j = -1;
+      for (size_t d = 0; d < rank && j < 0; ++d) {
+        if (d == i || is_pending[d]) continue;
+        std::vector<std::string> next = cur[d];
+        next.push_back(a);
+        if (is_prefix(next, tgt[d])) j = static_cast<int>(d);
+      }
+      cur[i].pop_back();
+      if (j < 0) {
+        batch.insert(batch.begin(), a);
+        continue;
+      }
+      // The gathers popped so far are more minor than a: do them first.
+      cur[i].push_back(a);
+      flush();
+      cur[i].pop_back();
+      cur[static_cast<size_t>(j)].push_back(a);
+      v = b.emit1("all_to_all", {v},
+                  {{"axes", ir::Strings{a}}, {"split_axis", int64_t{j}},
+                   {"concat_axis", static_cast<int64_t>(i)}, {"tiled", true},
+                   {"group", mesh.axis_size(a)}},
+                  now());
+    }
+    flush();
+  }
+  // 4. Axes B adds: take this device's block locally.
+  for (size_t d = 0; d < rank; ++d) {
+    if (cur[d].size() == tgt[d].size()) continue;
+    ir::Strings add(tgt[d].begin() + static_cast<long>(cur[d].size()), tgt[d].end());
+    cur[d] = tgt[d];
+    v = b.emit1("axis_slice", {v},
+                {{"axes", add}, {"axis", static_cast<int64_t>(d)}, {"group", product(mesh, add)}},
+                now());
+  }
+  // 5. Uneven dimensions: pad to whole blocks and slice.
+  for (size_t d = 0; d < rank; ++d) {
+    if (!is_pending[d] || pending[d].empty()) continue;
+    int64_t k = product(mesh, pending[d]);
+    int64_t c = (global[d] + k - 1) / k;
+    if (c * k != b.aval(v).shape[d]) {
+      Shape low(rank, 0), high(rank, 0);
+      high[d] = c * k - b.aval(v).shape[d];
+      v = b.emit1("pad", {v}, {{"low", ir::Ints(low)}, {"high", ir::Ints(high)}, {"value", 0.0}}, now());
+    }
+    cur[d] = pending[d];
+    v = b.emit1("axis_slice", {v},
+                {{"axes", ir::Strings(pending[d].begin(), pending[d].end())},
+                 {"axis", static_cast<int64_t>(d)}, {"group", k}},
+                now());
+  }
+  if (!(now() == to)) {
+    detail::internal_error("reshard", fmt::format("ended at {} instead of {}", now().to_string(),
+                                                  to.to_string()));
+  }
+  return v;
+}
+
+}  // namespace partix::spmd

@@ -1,0 +1,100 @@
+// shard_map: traces the body once on local blocks and binds one shard_map instruction.
+#include "core/errors.h"
+#include "partix/transforms.h"
+#include "trace/trace.h"
+
+namespace partix::detail {
+
+ShardMapState::ShardMapState(Mesh mesh, std::vector<PartitionSpec> in_specs,
+                             std::vector<PartitionSpec> out_specs, bool check_vma)
+    : mesh_(std::move(mesh)),
+      in_specs_(std::move(in_specs)),
+      out_specs_(std::move(out_specs)),
+      check_vma_(check_vma) {
+  for (const auto& s : in_specs_) NamedSharding(mesh_, s);  // validates axis names
+  for (const auto& s : out_specs_) NamedSharding(mesh_, s);
+}
+
+namespace {
+std::string axes_text(const std::set<std::string>& axes) {
+  std::vector<std::string> q;
+  for (const auto& a : axes) q.push_back("'" + a + "'");
+  return fmt::format("{}", fmt::join(q, ", "));
+}
+}  // namespace
+
+std::vector<Array> ShardMapState::call(const std::vector<Array>& leaves,
+                                       const std::vector<size_t>& arg_leaf_counts,
+                                       const TraceFn& trace,
+                                       std::shared_ptr<void>& out_proto) const {
+  constexpr const char* kApi = "shard_map";
+  if (TraceState* outer = current_trace(); outer && outer->manual_mesh) {
+    fail(kApi, "shard_map inside a shard_map body is not supported");
+  }
+  check(in_specs_.size() == arg_leaf_counts.size(), kApi,
+        "{} in_specs for {} arguments (one spec per argument)", in_specs_.size(),
+        arg_leaf_counts.size());
+  std::vector<PartitionSpec> leaf_specs;
+  for (size_t a = 0; a < arg_leaf_counts.size(); ++a) {
+    for (size_t j = 0; j < arg_leaf_counts[a]; ++j) leaf_specs.push_back(in_specs_[a]);
+  }
+  // Trace the body on local blocks.
+  auto body = std::make_shared<TraceState>("shard_map_body");
+  body->manual_mesh = mesh_;
+  for (const auto& n : mesh_.axis_names()) body->manual_axes.insert(n);
+  std::vector<Array> outs;
+  {
+    TraceScope scope(body);
+    std::vector<Array> tracers;
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      NamedSharding s(mesh_, leaf_specs[i]);
+      try {
+        s.check_shape(leaves[i].shape());
+      } catch (const Error&) {
+        fail(kApi, "in_spec {} of argument {} does not fit its shape {}", leaf_specs[i].to_string(),
+             i, shape_to_string(leaves[i].shape()));
+      }
+      auto axes = leaf_specs[i].axes();
+      tracers.push_back(body->add_param(ir::Aval{s.shard_shape(leaves[i].shape()), leaves[i].dtype()},
+                                        std::nullopt, std::set<std::string>(axes.begin(), axes.end())));
+    }
+    outs = trace(tracers, out_proto);
+    body->set_results(outs);
+  }
+  const ir::Program& prog = body->program();
+  std::vector<PartitionSpec> out_specs = out_specs_;
+  if (out_specs.size() == 1 && prog.results.size() > 1) out_specs.assign(prog.results.size(), out_specs_[0]);
+  check(out_specs.size() == prog.results.size(), kApi, "{} out_specs for {} results",
+        out_specs_.size(), prog.results.size());
+  for (size_t k = 0; k < prog.results.size(); ++k) {
+    const ir::ValueInfo& info = prog.info(prog.results[k]);
+    auto spec_axes = out_specs[k].axes();
+    std::set<std::string> named(spec_axes.begin(), spec_axes.end());
+    std::set<std::string> missing;
+    for (const auto& a : info.varying) {
+      if (!named.count(a)) missing.insert(a);
+    }
+    if (check_vma_ && !missing.empty()) {
+      fail(kApi,
+           "out_specs[{}] = {} claims the result is replicated over {}, but it varies over {} "
+           "(reduce it with psum/all_gather first, or pass check_vma = false)",
+           k, out_specs[k].to_string(), axes_text(missing), axes_text(missing));
+    }
+    NamedSharding(mesh_, out_specs[k]).check_shape(info.aval.shape);
+  }
+  // Captured outer values enter whole (replicated) on every device.
+  std::vector<Array> operands = leaves;
+  ir::Specs specs(leaf_specs.begin(), leaf_specs.end());
+  for (const Array& c : body->captures()) {
+    operands.push_back(c);
+    specs.push_back(P());
+  }
+  ir::Attrs attrs{{"mesh", mesh_},
+                  {"in_specs", specs},
+                  {"out_specs", ir::Specs(out_specs.begin(), out_specs.end())}};
+  if (!check_vma_) attrs.set("check_vma", false);
+  auto region = std::make_shared<const ir::Program>(body->program());
+  return bind(prim::get_primitive("shard_map"), operands, std::move(attrs), {region});
+}
+
+}  // namespace partix::detail
