@@ -29,6 +29,20 @@ double collective_timeout_seconds() {
 
 void set_collective_timeout_seconds(double seconds) { g_timeout.store(seconds); }
 
+detail::Buffer Communicator::all_reduce_to_buffer(const void* in, int64_t count, DType dtype,
+                                                  ReduceKind kind, const Group& group, int self) {
+  detail::Buffer out = detail::Buffer::allocate(self, count * dtype_size(dtype));
+  all_reduce(in, out.data(), count, dtype, kind, group, self);
+  return out;
+}
+
+detail::Buffer Communicator::all_gather_to_buffer(const void* in, int64_t bytes,
+                                                  const Group& group, int self) {
+  detail::Buffer out = detail::Buffer::allocate(self, bytes * static_cast<int64_t>(group.size()));
+  all_gather(in, out.data(), bytes, group, self);
+  return out;
+}
+
 std::shared_ptr<Communicator> communicator_for(const Mesh&) {
   // Every local device shares one in-process communicator.
   static std::shared_ptr<Communicator> local = std::make_shared<ThreadCommunicator>();

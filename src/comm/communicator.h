@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/buffer.h"
 #include "partix/dtype.h"
 #include "partix/mesh.h"
 #include "prim/primitive.h"
@@ -44,6 +45,14 @@ class Communicator {
                        const std::vector<std::pair<int, int>>& pairs, const Group& group,
                        int self) = 0;
   virtual void barrier(const Group& group, int self) = 0;
+
+  // The same collectives returning their result as a buffer attributed to `self`. A
+  // shared-memory communicator computes the result once and gives every member an alias of it;
+  // the default allocates a private buffer and calls the pointer form.
+  virtual detail::Buffer all_reduce_to_buffer(const void* in, int64_t count, DType dtype,
+                                              ReduceKind kind, const Group& group, int self);
+  virtual detail::Buffer all_gather_to_buffer(const void* in, int64_t bytes, const Group& group,
+                                              int self);
 
   // Wakes every waiting member with an error (a peer failed); reset before the next program.
   virtual void abort() {}

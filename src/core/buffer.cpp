@@ -13,10 +13,11 @@ namespace partix::detail {
 struct Buffer::Storage {
   void* ptr = nullptr;
   int64_t nbytes = 0;
-  int device = 0;
+  int device = 0;                  // -1: attributed to no device
+  std::shared_ptr<Storage> base;   // set for aliases: the memory is base's
   ~Storage() {
-    std::free(ptr);
-    record_free(device, nbytes);
+    if (!base) std::free(ptr);
+    if (device >= 0) record_free(device, nbytes);
   }
 };
 
@@ -37,6 +38,39 @@ Buffer Buffer::allocate(int device, int64_t nbytes) {
   Buffer b;
   b.storage_ = std::move(s);
   return b;
+}
+
+Buffer Buffer::shared(int64_t nbytes) {
+  auto s = std::make_shared<Storage>();
+  s->device = -1;
+  s->nbytes = nbytes;
+  if (nbytes > 0) {
+    s->ptr = std::aligned_alloc(64, (static_cast<size_t>(nbytes) + 63) / 64 * 64);
+    if (!s->ptr) {
+      s->nbytes = 0;
+      fail("Buffer", "out of host memory allocating {} bytes", nbytes);
+    }
+  }
+  Buffer b;
+  b.storage_ = std::move(s);
+  return b;
+}
+
+Buffer Buffer::alias_for(int device) const {
+  auto s = std::make_shared<Storage>();
+  s->base = storage_->base ? storage_->base : storage_;
+  s->ptr = storage_->ptr;
+  s->nbytes = storage_->nbytes;
+  s->device = device;
+  record_alloc(device, s->nbytes);
+  Buffer b;
+  b.storage_ = std::move(s);
+  return b;
+}
+
+bool Buffer::unique() const {
+  if (storage_.use_count() != 1) return false;
+  return !storage_->base || storage_->base.use_count() == 1;
 }
 
 Buffer Buffer::zeros(int device, int64_t nbytes) {

@@ -12,13 +12,18 @@ class Buffer {
   // Uninitialised memory of nbytes on the device. Alignment 64 bytes.
   static Buffer allocate(int device, int64_t nbytes);
   static Buffer zeros(int device, int64_t nbytes);
+  // Memory attributed to no device, for results that several devices share (aliases).
+  static Buffer shared(int64_t nbytes);
+  // A view of this buffer's memory attributed to `device` (its bytes count there, as if it
+  // were a copy). Devices of one process share immutable collective results this way.
+  Buffer alias_for(int device) const;
 
   bool valid() const { return storage_ != nullptr; }
   void* data() const;
   int64_t nbytes() const;
   int device() const;
-  // True when no other Buffer handle shares this storage (safe to write in place).
-  bool unique() const { return storage_.use_count() == 1; }
+  // True when no other Buffer handle or alias shares this memory (safe to write in place).
+  bool unique() const;
   template <class T>
   T* as() const { return static_cast<T*>(data()); }
 

@@ -112,11 +112,13 @@ class AllReduce final : public Collective {
     return {in[0]};
   }
   std::vector<Array> vjp(const VjpArgs& a) const override;
+  bool allocates_outputs() const override { return true; }
   void reference(const KernelCall& c) const override {
     check_ctx(c, "psum");
     GroupInfo g = group_of(c.ctx, axes_of(c.attrs));
-    c.ctx.comm->all_reduce(c.in[0], c.out[0], c.in_aval(0).size(), c.in_aval(0).dtype,
-                           kind_of(c.attrs), g.devices, c.ctx.device);
+    (*c.results)[0] = c.ctx.comm->all_reduce_to_buffer(c.in[0], c.in_aval(0).size(),
+                                                        c.in_aval(0).dtype, kind_of(c.attrs),
+                                                        g.devices, c.ctx.device);
   }
 };
 
@@ -140,6 +142,7 @@ class AllGather final : public Collective {
     return {Aval{s, in[0].dtype}};
   }
   std::vector<Array> vjp(const VjpArgs& a) const override;
+  bool allocates_outputs() const override { return true; }
   void reference(const KernelCall& c) const override {
     check_ctx(c, "all_gather");
     GroupInfo g = group_of(c.ctx, axes_of(c.attrs));
@@ -147,19 +150,27 @@ class AllGather final : public Collective {
     const int64_t n = static_cast<int64_t>(g.devices.size());
     bool tiled = c.attrs.b_or("tiled", false);
     int axis = static_cast<int>(c.attrs.i("axis"));
-    // Gather whole blocks, then place block r at position r along `axis`.
-    std::vector<char> buf(static_cast<size_t>(in.nbytes() * n));
-    c.ctx.comm->all_gather(c.in[0], buf.data(), in.nbytes(), g.devices, c.ctx.device);
+    detail::Buffer gathered = c.ctx.comm->all_gather_to_buffer(c.in[0], in.nbytes(), g.devices,
+                                                               c.ctx.device);
+    // Blocks concatenated whole are already the result when nothing precedes `axis`.
+    int64_t outer = 1;
+    for (int d = 0; d < axis && d < in.ndim(); ++d) outer *= in.shape[static_cast<size_t>(d)];
+    if (outer == 1) {
+      (*c.results)[0] = std::move(gathered);
+      return;
+    }
+    const Shape& out = c.out_aval(0).shape;
+    detail::Buffer result = detail::Buffer::allocate(c.ctx.device, c.out_aval(0).nbytes());
     Shape block = in.shape;
     if (!tiled) block.insert(block.begin() + axis, 1);
-    const Shape& out = c.out_aval(0).shape;
     Shape zero(block.size(), 0);
     for (int64_t r = 0; r < n; ++r) {
       Shape off(block.size(), 0);
       off[static_cast<size_t>(axis)] = r * block[static_cast<size_t>(axis)];
-      detail::copy_box(buf.data() + r * in.nbytes(), block, zero, c.out[0], out, off, block,
-                       dtype_size(in.dtype));
+      detail::copy_box(static_cast<const char*>(gathered.data()) + r * in.nbytes(), block, zero,
+                       result.data(), out, off, block, dtype_size(in.dtype));
     }
+    (*c.results)[0] = std::move(result);
   }
 };
 

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/buffer.h"
 #include "ir/program.h"
 #include "partix/array.h"
 
@@ -92,6 +93,9 @@ struct KernelCall {
   const std::vector<void*>& out;
   const ExecContext& ctx;
   const Regions& regions;
+  // For primitives that allocate their own results (allocates_outputs()): the kernel stores
+  // them here; `out` then holds null pointers.
+  std::vector<detail::Buffer>* results = nullptr;
   const Aval& in_aval(size_t i) const { return *in_avals[i]; }
   const Aval& out_aval(size_t i) const { return *out_avals[i]; }
   template <class T>
@@ -134,6 +138,9 @@ class Primitive {
   virtual double flops(const std::vector<Aval>& in, const std::vector<Aval>& out,
                        const Attrs& attrs) const;
   virtual bool is_collective() const { return false; }
+  // Kernels that hand back their own result buffers (e.g. a collective whose result all
+  // devices of one process share) instead of filling preallocated ones.
+  virtual bool allocates_outputs() const { return false; }
   // Inside shard_map: the mesh axes each result varies over, given the operands' (DESIGN §1).
   // The default: the union of the operands' sets.
   virtual std::vector<std::set<std::string>> varying(

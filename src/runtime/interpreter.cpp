@@ -76,6 +76,21 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
     in_ptrs.clear();
     out_ptrs.clear();
     for (int v : in.inputs) in_ptrs.push_back(env[static_cast<size_t>(v)].data());
+    if (in.prim->allocates_outputs()) {
+      std::vector<detail::Buffer> results(in.outputs.size());
+      out_ptrs.assign(in.outputs.size(), nullptr);
+      prim::KernelCall call{in.attrs, plan.in_avals[i], plan.out_avals[i], in_ptrs, out_ptrs,
+                            ctx, in.regions, &results};
+      in.prim->reference(call);
+      for (size_t k = 0; k < in.outputs.size(); ++k) {
+        if (results[k].nbytes() != p.aval(in.outputs[k]).nbytes()) {
+          detail::internal_error("interpret", std::string(in.prim->name()) + " returned a buffer of the wrong size");
+        }
+        env[static_cast<size_t>(in.outputs[k])] = std::move(results[k]);
+      }
+      for (int v : plan.release_after[i]) env[static_cast<size_t>(v)] = detail::Buffer();
+      continue;
+    }
     for (size_t k = 0; k < in.outputs.size(); ++k) {
       int v = in.outputs[k];
       detail::Buffer& b = env[static_cast<size_t>(v)];

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <limits>
+#include <thread>
 
 #include "core/errors.h"
 
@@ -14,8 +14,9 @@ struct ThreadCommunicator::Slot {
   std::condition_variable cv;
   std::vector<const void*> in;
   std::vector<void*> out;
-  // A generation-counting barrier used twice per collective.
-  int64_t generation = 0;
+  detail::Buffer result;  // shared result of the current round, if any
+  // A generation-counting barrier, used twice per collective.
+  std::atomic<int64_t> generation{0};
   int arrived = 0;
   std::vector<bool> here;
 };
@@ -45,11 +46,96 @@ int rank_of(const Group& group, int self, const char* what) {
   return static_cast<int>(it - group.begin());
 }
 
-// The barrier: the last member to arrive releases everyone.
-void wait_all(std::unique_lock<std::mutex>& lock, ThreadCommunicator::Slot& s,
-              std::atomic<bool>& aborted, const char* what, const Group& group, int rank);
+// The barrier: the last member to arrive runs `on_release` and releases everyone. Waiters
+// spin (yielding: there are more device threads than cores) before they block.
+template <class OnRelease>
+void wait_all(ThreadCommunicator::Slot& s, std::atomic<bool>& aborted, const char* what,
+              const Group& group, int rank, OnRelease on_release) {
+  const int n = static_cast<int>(group.size());
+  int64_t gen;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    gen = s.generation.load();
+    s.here[static_cast<size_t>(rank)] = true;
+    if (++s.arrived == n) {
+      s.arrived = 0;
+      std::fill(s.here.begin(), s.here.end(), false);
+      on_release();
+      s.generation.fetch_add(1);
+      s.cv.notify_all();
+      return;
+    }
+  }
+  auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
+  while (s.generation.load() == gen && std::chrono::steady_clock::now() < spin_until) {
+    std::this_thread::yield();
+  }
+  if (s.generation.load() != gen) return;
+  std::unique_lock<std::mutex> lock(s.mu);
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::duration<double>(collective_timeout_seconds());
+  while (s.generation.load() == gen) {
+    if (aborted.load()) {
+      throw Error(fmt::format("[{}] aborted: another device of group [{}] failed", what,
+                              fmt::join(group, ",")));
+    }
+    if (s.cv.wait_until(lock, deadline) == std::cv_status::timeout && s.generation.load() == gen) {
+      std::vector<int> missing;
+      for (int r = 0; r < n; ++r) {
+        if (!s.here[static_cast<size_t>(r)]) missing.push_back(group[static_cast<size_t>(r)]);
+      }
+      throw TimeoutError(fmt::format(
+          "[{}] timed out after {} s waiting for device(s) {} of group [{}]", what,
+          collective_timeout_seconds(), fmt::join(missing, ", "), fmt::join(group, ",")));
+    }
+  }
+}
+
+template <class T, class Acc>
+void reduce_typed(const std::vector<void*>& dsts, const std::vector<const void*>& srcs,
+                  int64_t count, ReduceKind kind) {
+  constexpr int64_t kBlock = 2048;
+  Acc acc[kBlock];
+  for (int64_t b = 0; b < count; b += kBlock) {
+    const int64_t m = std::min(kBlock, count - b);
+    const T* s0 = static_cast<const T*>(srcs[0]) + b;
+    for (int64_t i = 0; i < m; ++i) acc[i] = static_cast<Acc>(s0[i]);
+    for (size_t r = 1; r < srcs.size(); ++r) {
+      const T* s = static_cast<const T*>(srcs[r]) + b;
+      if (kind == ReduceKind::kSum) {
+        for (int64_t i = 0; i < m; ++i) acc[i] += static_cast<Acc>(s[i]);
+      } else {
+        const bool is_max = kind == ReduceKind::kMax;
+        for (int64_t i = 0; i < m; ++i) {
+          Acc v = static_cast<Acc>(s[i]);
+          if (acc[i] != acc[i]) continue;  // NaN propagates
+          if (v != v || (is_max ? v > acc[i] : v < acc[i])) acc[i] = v;
+        }
+      }
+    }
+    for (void* d : dsts) {
+      T* out = static_cast<T*>(d) + b;
+      for (int64_t i = 0; i < m; ++i) out[i] = static_cast<T>(acc[i]);
+    }
+  }
+}
 
 }  // namespace
+
+void reduce_into(const std::vector<void*>& dsts, const std::vector<const void*>& srcs,
+                 int64_t count, DType dtype, ReduceKind kind) {
+  switch (dtype) {
+    case DType::F32: reduce_typed<float, float>(dsts, srcs, count, kind); break;
+    case DType::F64: reduce_typed<double, double>(dsts, srcs, count, kind); break;
+    // Half precision is reduced in f32.
+    case DType::BF16: reduce_typed<bfloat16, float>(dsts, srcs, count, kind); break;
+    case DType::F16: reduce_typed<float16, float>(dsts, srcs, count, kind); break;
+    // Integer sums wrap (two's complement): accumulate in 64 bits and truncate.
+    case DType::I32: reduce_typed<int32_t, int64_t>(dsts, srcs, count, kind); break;
+    case DType::I64: reduce_typed<int64_t, int64_t>(dsts, srcs, count, kind); break;
+    case DType::Bool: reduce_typed<uint8_t, int64_t>(dsts, srcs, count, kind); break;
+  }
+}
 
 void ThreadCommunicator::abort() {
   aborted_.store(true);
@@ -68,109 +154,29 @@ void ThreadCommunicator::reset_abort() {
   slots_.clear();
 }
 
-namespace {
-
-void wait_all(std::unique_lock<std::mutex>& lock, ThreadCommunicator::Slot& s,
-              std::atomic<bool>& aborted, const char* what, const Group& group, int rank) {
-  const int n = static_cast<int>(group.size());
-  s.here[static_cast<size_t>(rank)] = true;
-  if (++s.arrived == n) {
-    s.arrived = 0;
-    std::fill(s.here.begin(), s.here.end(), false);
-    s.generation++;
-    s.cv.notify_all();
-    return;
-  }
-  const int64_t gen = s.generation;
-  auto deadline = std::chrono::steady_clock::now() +
-                  std::chrono::duration<double>(collective_timeout_seconds());
-  while (s.generation == gen) {
-    if (aborted.load()) {
-      throw Error(fmt::format("[{}] aborted: another device of group [{}] failed", what,
-                              fmt::join(group, ",")));
-    }
-    if (s.cv.wait_until(lock, deadline) == std::cv_status::timeout && s.generation == gen) {
-      std::vector<int> missing;
-      for (int r = 0; r < n; ++r) {
-        if (!s.here[static_cast<size_t>(r)]) missing.push_back(group[static_cast<size_t>(r)]);
-      }
-      throw TimeoutError(fmt::format(
-          "[{}] timed out after {} s waiting for device(s) {} of group [{}]", what,
-          collective_timeout_seconds(), fmt::join(missing, ", "), fmt::join(group, ",")));
-    }
-  }
-}
-
-}  // namespace
-
 int ThreadCommunicator::arrive(Slot& s, const char* what, const Group& group, int self,
-                               const void* in, void* out) {
+                               const void* in, void* out, int64_t result_bytes) {
   int rank = rank_of(group, self, what);
-  std::unique_lock<std::mutex> lock(s.mu);
   s.in[static_cast<size_t>(rank)] = in;
   s.out[static_cast<size_t>(rank)] = out;
-  wait_all(lock, s, aborted_, what, group, rank);
+  if (rank == 0 && result_bytes >= 0) s.result = detail::Buffer::shared(result_bytes);
+  wait_all(s, aborted_, what, group, rank, [] {});
   return rank;
 }
 
 void ThreadCommunicator::depart(Slot& s, const char* what, const Group& group, int self) {
   int rank = rank_of(group, self, what);
-  std::unique_lock<std::mutex> lock(s.mu);
-  wait_all(lock, s, aborted_, what, group, rank);
+  wait_all(s, aborted_, what, group, rank, [&s] { s.result = detail::Buffer(); });
 }
 
 namespace {
-
-template <class T, class Acc>
-void reduce_typed(T* dst, const std::vector<const void*>& srcs, int64_t count, ReduceKind kind) {
-  constexpr int64_t kBlock = 1024;
-  Acc acc[kBlock];
-  for (int64_t b = 0; b < count; b += kBlock) {
-    int64_t m = std::min(kBlock, count - b);
-    const T* s0 = static_cast<const T*>(srcs[0]) + b;
-    for (int64_t i = 0; i < m; ++i) acc[i] = static_cast<Acc>(s0[i]);
-    for (size_t r = 1; r < srcs.size(); ++r) {
-      const T* s = static_cast<const T*>(srcs[r]) + b;
-      switch (kind) {
-        case ReduceKind::kSum:
-          for (int64_t i = 0; i < m; ++i) acc[i] += static_cast<Acc>(s[i]);
-          break;
-        case ReduceKind::kMax:
-          for (int64_t i = 0; i < m; ++i) {
-            Acc v = static_cast<Acc>(s[i]);
-            acc[i] = (acc[i] != acc[i] || v != v) ? (acc[i] != acc[i] ? acc[i] : v) : std::max(acc[i], v);
-          }
-          break;
-        case ReduceKind::kMin:
-          for (int64_t i = 0; i < m; ++i) {
-            Acc v = static_cast<Acc>(s[i]);
-            acc[i] = (acc[i] != acc[i] || v != v) ? (acc[i] != acc[i] ? acc[i] : v) : std::min(acc[i], v);
-          }
-          break;
-      }
-    }
-    for (int64_t i = 0; i < m; ++i) dst[b + i] = static_cast<T>(acc[i]);
-  }
+// The chunk [lo, hi) of `count` elements that rank r of n handles.
+std::pair<int64_t, int64_t> chunk_of(int64_t count, int n, int r) {
+  const int64_t c = (count + n - 1) / n;
+  const int64_t lo = std::min(count, r * c);
+  return {lo, std::min(count, lo + c)};
 }
-
 }  // namespace
-
-void reduce_into(void* dst, const std::vector<const void*>& srcs, int64_t count, DType dtype,
-                 ReduceKind kind) {
-  switch (dtype) {
-    case DType::F32: reduce_typed<float, float>(static_cast<float*>(dst), srcs, count, kind); break;
-    case DType::F64: reduce_typed<double, double>(static_cast<double*>(dst), srcs, count, kind); break;
-    case DType::BF16: reduce_typed<bfloat16, float>(static_cast<bfloat16*>(dst), srcs, count, kind); break;
-    case DType::F16: reduce_typed<float16, float>(static_cast<float16*>(dst), srcs, count, kind); break;
-    case DType::I32: {
-      // Sums wrap (two's complement): accumulate in int64 and truncate.
-      reduce_typed<int32_t, int64_t>(static_cast<int32_t*>(dst), srcs, count, kind);
-      break;
-    }
-    case DType::I64: reduce_typed<int64_t, int64_t>(static_cast<int64_t*>(dst), srcs, count, kind); break;
-    case DType::Bool: reduce_typed<uint8_t, int64_t>(static_cast<uint8_t*>(dst), srcs, count, kind); break;
-  }
-}
 
 void ThreadCommunicator::all_reduce(const void* in, void* out, int64_t count, DType dtype,
                                     ReduceKind kind, const Group& group, int self) {
@@ -179,19 +185,37 @@ void ThreadCommunicator::all_reduce(const void* in, void* out, int64_t count, DT
   int rank = arrive(s, "all_reduce", group, self, in, out);
   // This member reduces its chunk of every input and writes it to every output.
   const int64_t es = dtype_size(dtype);
-  const int64_t chunk = (count + n - 1) / n;
-  const int64_t lo = std::min(count, rank * chunk), hi = std::min(count, lo + chunk);
+  auto [lo, hi] = chunk_of(count, n, rank);
   if (hi > lo) {
-    std::vector<char> tmp(static_cast<size_t>((hi - lo) * es));
     std::vector<const void*> srcs;
-    for (int r = 0; r < n; ++r) srcs.push_back(static_cast<const char*>(s.in[static_cast<size_t>(r)]) + lo * es);
-    reduce_into(tmp.data(), srcs, hi - lo, dtype, kind);
-    // Every input's chunk has been read; now publish the result chunk.
+    std::vector<void*> dsts;
     for (int r = 0; r < n; ++r) {
-      std::memcpy(static_cast<char*>(s.out[static_cast<size_t>(r)]) + lo * es, tmp.data(), tmp.size());
+      srcs.push_back(static_cast<const char*>(s.in[static_cast<size_t>(r)]) + lo * es);
+      dsts.push_back(static_cast<char*>(s.out[static_cast<size_t>(r)]) + lo * es);
     }
+    reduce_into(dsts, srcs, hi - lo, dtype, kind);
   }
   depart(s, "all_reduce", group, self);
+}
+
+detail::Buffer ThreadCommunicator::all_reduce_to_buffer(const void* in, int64_t count,
+                                                        DType dtype, ReduceKind kind,
+                                                        const Group& group, int self) {
+  Slot& s = slot(group);
+  const int n = static_cast<int>(group.size());
+  const int64_t es = dtype_size(dtype);
+  int rank = arrive(s, "all_reduce", group, self, in, nullptr, count * es);
+  auto [lo, hi] = chunk_of(count, n, rank);
+  if (hi > lo) {
+    std::vector<const void*> srcs;
+    for (int r = 0; r < n; ++r) {
+      srcs.push_back(static_cast<const char*>(s.in[static_cast<size_t>(r)]) + lo * es);
+    }
+    reduce_into({static_cast<char*>(s.result.data()) + lo * es}, srcs, hi - lo, dtype, kind);
+  }
+  detail::Buffer mine = s.result.alias_for(self);
+  depart(s, "all_reduce", group, self);
+  return mine;
 }
 
 void ThreadCommunicator::all_gather(const void* in, void* out, int64_t bytes, const Group& group,
@@ -205,6 +229,17 @@ void ThreadCommunicator::all_gather(const void* in, void* out, int64_t bytes, co
   depart(s, "all_gather", group, self);
 }
 
+detail::Buffer ThreadCommunicator::all_gather_to_buffer(const void* in, int64_t bytes,
+                                                        const Group& group, int self) {
+  Slot& s = slot(group);
+  const int n = static_cast<int>(group.size());
+  int rank = arrive(s, "all_gather", group, self, in, nullptr, bytes * n);
+  if (bytes > 0) std::memcpy(static_cast<char*>(s.result.data()) + rank * bytes, in, static_cast<size_t>(bytes));
+  detail::Buffer mine = s.result.alias_for(self);
+  depart(s, "all_gather", group, self);
+  return mine;
+}
+
 void ThreadCommunicator::reduce_scatter(const void* in, void* out, int64_t count, DType dtype,
                                         ReduceKind kind, const Group& group, int self) {
   Slot& s = slot(group);
@@ -215,8 +250,7 @@ void ThreadCommunicator::reduce_scatter(const void* in, void* out, int64_t count
   for (int r = 0; r < n; ++r) {
     srcs.push_back(static_cast<const char*>(s.in[static_cast<size_t>(r)]) + rank * count * es);
   }
-  // out may alias this member's input chunk only if in == out, which callers never do.
-  reduce_into(out, srcs, count, dtype, kind);
+  reduce_into({out}, srcs, count, dtype, kind);
   depart(s, "reduce_scatter", group, self);
 }
 

@@ -1,8 +1,11 @@
 // In-process collectives over device worker threads: members publish their buffers in a
 // shared rendezvous, then each member does its share of the work directly on its peers'
-// memory (all-reduce = reduce-scatter + all-gather with every member reducing one chunk).
+// memory. all_reduce: member r reduces chunk r of every input; all_reduce_to_buffer and
+// all_gather_to_buffer compute one result that every member receives as an alias (memory is
+// still attributed to each device, as if copied).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <map>
 #include <memory>
@@ -30,6 +33,10 @@ class ThreadCommunicator final : public Communicator {
                const std::vector<std::pair<int, int>>& pairs, const Group& group,
                int self) override;
   void barrier(const Group& group, int self) override;
+  detail::Buffer all_reduce_to_buffer(const void* in, int64_t count, DType dtype,
+                                      ReduceKind kind, const Group& group, int self) override;
+  detail::Buffer all_gather_to_buffer(const void* in, int64_t bytes, const Group& group,
+                                      int self) override;
   void abort() override;
   void reset_abort() override;
 
@@ -37,9 +44,12 @@ class ThreadCommunicator final : public Communicator {
 
  private:
   Slot& slot(const Group& group);
-  // Publishes this member's buffers and waits for all members (phase 1); returns its rank.
-  int arrive(Slot& s, const char* what, const Group& group, int self, const void* in, void* out);
-  // Waits until every member finished its share (phase 2).
+  // Phase 1: publishes this member's buffers (rank 0 also allocates a shared result of
+  // result_bytes when > 0) and waits for all members; returns the rank.
+  int arrive(Slot& s, const char* what, const Group& group, int self, const void* in, void* out,
+             int64_t result_bytes = -1);
+  // Phase 2: waits until every member finished its share; the last one drops the shared
+  // result handle (members took their aliases before arriving).
   void depart(Slot& s, const char* what, const Group& group, int self);
 
   std::mutex mu_;
@@ -47,8 +57,9 @@ class ThreadCommunicator final : public Communicator {
   std::atomic<bool> aborted_{false};
 };
 
-// Reduces `n` chunks (pointers) of `count` elements into dst (which may alias a source).
-void reduce_into(void* dst, const std::vector<const void*>& srcs, int64_t count, DType dtype,
-                 ReduceKind kind);
+// Reduces srcs[r][0..count) into every dst (dsts may alias srcs: each block is fully read
+// before it is written).
+void reduce_into(const std::vector<void*>& dsts, const std::vector<const void*>& srcs,
+                 int64_t count, DType dtype, ReduceKind kind);
 
 }  // namespace partix::comm
