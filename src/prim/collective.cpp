@@ -14,6 +14,7 @@
 
 #include "core/errors.h"
 #include "core/layout.h"
+#include "core/scalar.h"
 #include "partix/ops.h"
 #include "prim/collective.h"
 #include "prim/util.h"
@@ -404,6 +405,73 @@ class AxisSlice final : public Primitive {
   }
 };
 
+// pad_mask{axes, axis, size, value}: positions of this device's block along `axis` that lie
+// beyond the global size (the padding of uneven blocks) are set to value; reductions over
+// unevenly split dimensions read only valid data this way.
+class PadMask final : public Primitive {
+ public:
+  std::string_view name() const override { return "pad_mask"; }
+  std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
+                          const Regions&) const override {
+    check_arity(name(), in, 1);
+    norm_axis(name(), attrs.i("axis"), in[0].ndim());
+    return {in[0]};
+  }
+  double flops(const std::vector<Aval>&, const std::vector<Aval>&, const Attrs&) const override {
+    return 0;
+  }
+  void reference(const KernelCall& c) const override {
+    if (c.ctx.mesh == nullptr) detail::fail("pad_mask", "runs only in a partitioned program");
+    const Aval& a = c.in_aval(0);
+    int axis = static_cast<int>(c.attrs.i("axis"));
+    const int64_t len = a.shape[static_cast<size_t>(axis)];
+    const int64_t start = mixed_radix_index(*c.ctx.mesh, c.ctx.mesh_coords, axes_of(c.attrs)) * len;
+    const int64_t valid = std::max<int64_t>(0, std::min(len, c.attrs.i("size") - start));
+    const int es = dtype_size(a.dtype);
+    std::memcpy(c.out[0], c.in[0], static_cast<size_t>(a.nbytes()));
+    if (valid == len) return;
+    int64_t outer = 1, inner = 1;
+    for (int d = 0; d < axis; ++d) outer *= a.shape[static_cast<size_t>(d)];
+    for (size_t d = static_cast<size_t>(axis) + 1; d < a.shape.size(); ++d) inner *= a.shape[d];
+    std::vector<char> fill(static_cast<size_t>(es));
+    detail::store_scalar(fill.data(), a.dtype, c.attrs.f("value"));
+    char* out = static_cast<char*>(c.out[0]);
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t i = valid; i < len; ++i) {
+        for (int64_t k = 0; k < inner; ++k) {
+          std::memcpy(out + ((o * len + i) * inner + k) * es, fill.data(), static_cast<size_t>(es));
+        }
+      }
+    }
+  }
+};
+
+// unreduce{axes}: a reduced value made a partial sum over axes: device 0 of each group keeps
+// it, the others hold zeros (the sum over the group is the value).
+class Unreduce final : public Primitive {
+ public:
+  std::string_view name() const override { return "unreduce"; }
+  Linearity linearity() const override { return Linearity::kLinear; }
+  std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
+                          const Regions&) const override {
+    check_arity(name(), in, 1);
+    axes_of(attrs);
+    return {in[0]};
+  }
+  double flops(const std::vector<Aval>&, const std::vector<Aval>&, const Attrs&) const override {
+    return 0;
+  }
+  void reference(const KernelCall& c) const override {
+    if (c.ctx.mesh == nullptr) detail::fail("unreduce", "runs only in a partitioned program");
+    const size_t n = static_cast<size_t>(c.in_aval(0).nbytes());
+    if (mixed_radix_index(*c.ctx.mesh, c.ctx.mesh_coords, axes_of(c.attrs)) == 0) {
+      std::memcpy(c.out[0], c.in[0], n);
+    } else {
+      std::memset(c.out[0], 0, n);
+    }
+  }
+};
+
 // VJPs follow the varying-axes rules (DESIGN §1); they are defined in src/autodiff.
 std::vector<Array> not_yet(std::string_view name) {
   detail::fail("grad", "the VJP of '{}' is not available yet", name);
@@ -423,6 +491,8 @@ Register<Ppermute> r_ppermute;
 Register<AxisIndex> r_axis_index;
 Register<Pvary> r_pvary;
 Register<AxisSlice> r_axis_slice;
+Register<PadMask> r_pad_mask;
+Register<Unreduce> r_unreduce;
 
 }  // namespace
 }  // namespace partix::prim

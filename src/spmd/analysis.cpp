@@ -3,39 +3,15 @@
 #include <set>
 
 #include "core/errors.h"
+#include "spmd/cost.h"
 
 namespace partix {
 
 namespace spmd {
 
-namespace {
-
-// Bytes one device sends for a collective instruction (ring conventions, DESIGN §2).
-void add_collective_bytes(const ir::Program& p, const ir::Instr& in,
-                          std::map<std::string, double>& bytes, const Mesh& mesh) {
-  std::string_view n = in.prim->name();
-  auto group_size = [&]() {
-    double g = 1;
-    if (in.attrs.has("axes")) {
-      for (const auto& a : in.attrs.get<ir::Strings>("axes")) g *= static_cast<double>(mesh.axis_size(a));
-    }
-    return g;
-  };
-  double B = static_cast<double>(p.aval(in.inputs.empty() ? in.outputs[0] : in.inputs[0]).nbytes());
-  double g = group_size();
-  if (n == "all_reduce") bytes["all_reduce"] += 2 * (g - 1) / g * B;
-  else if (n == "all_gather") bytes["all_gather"] += (g - 1) / g * static_cast<double>(p.aval(in.outputs[0]).nbytes());
-  else if (n == "reduce_scatter") bytes["reduce_scatter"] += (g - 1) / g * B;
-  else if (n == "all_to_all") bytes["all_to_all"] += (g - 1) / g * B;
-  else if (n == "ppermute") bytes["collective_permute"] += B;
-}
-
-}  // namespace
-
 CostAnalysis cost_analysis(const Compiled& c) {
   CostAnalysis out;
   const ir::Program& p = c.executable->program();
-  const Mesh& mesh = c.executable->mesh();
   for (const char* k : {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "collective_permute"}) {
     out.bytes_per_device[k] = 0;
   }
@@ -46,7 +22,8 @@ CostAnalysis cost_analysis(const Compiled& c) {
     for (int v : in.outputs) oa.push_back(p.aval(v));
     double f = in.prim->flops(ia, oa, in.attrs);
     out.flops += f;
-    if (in.prim->is_collective()) add_collective_bytes(p, in, out.bytes_per_device, mesh);
+    auto [kind, bytes] = collective_bytes(p, in);
+    if (!kind.empty()) out.bytes_per_device[kind] += bytes;
     // A result replicated over mesh axes was computed identically on each of those devices.
     if (!in.outputs.empty()) {
       const auto& s = p.info(in.outputs[0]).sharding;

@@ -1,132 +1,158 @@
 #include "spmd/partition.h"
 
+#include <cmath>
+#include <limits>
 #include <map>
 
 #include "core/errors.h"
 #include "prim/primitive.h"
+#include "spmd/cost.h"
+#include "spmd/handlers.h"
+#include "spmd/plan.h"
 #include "spmd/reshard.h"
 
 namespace partix::spmd {
 
 namespace {
 
-class Partitioner {
+class Partitioner : public PartitionContext {
  public:
-  Partitioner(const ir::Program& g, const Mesh& mesh)
-      : g_(g), mesh_(mesh), builder_(out_.local, mesh), local_of_(g.values.size(), -1) {
-    out_.local.name = g.name;
-    out_.local.mesh = mesh;
+  Partitioner(const ir::Program& global, const Mesh& m)
+      : PartitionContext(global, m), local_of_(global.values.size(), -1) {
+    out.local.name = g.name;
+    out.local.mesh = mesh;
+    for (const auto& v : g.values) sh_.push_back(v.sharding);
   }
 
   Partitioned run(const std::vector<std::optional<NamedSharding>>& out_shardings) {
-    for (int v : g_.params) {
+    for (int v : g.params) {
       const NamedSharding& s = sharding(v);
       local_of_[static_cast<size_t>(v)] =
-          builder_.param(ir::Aval{s.shard_shape(g_.aval(v).shape), g_.aval(v).dtype}, s);
+          builder.param(ir::Aval{s.shard_shape(g.aval(v).shape), g.aval(v).dtype}, s);
     }
-    for (const ir::Instr& in : g_.instrs) partition(in);
-    for (size_t k = 0; k < g_.results.size(); ++k) {
-      int v = g_.results[k];
+    for (const ir::Instr& in : g.instrs) partition(in);
+    for (size_t k = 0; k < g.results.size(); ++k) {
+      int v = g.results[k];
       NamedSharding want = k < out_shardings.size() && out_shardings[k]
                                ? *out_shardings[k]
-                               : NamedSharding(mesh_, sharding(v).spec());  // reduced
-      out_.local.results.push_back(local(v, want));
-      out_.out_shardings.push_back(want);
+                               : NamedSharding(mesh, sharding(v).spec());  // reduced
+      out.local.results.push_back(local(v, want));
+      out.out_shardings.push_back(want);
     }
-    return std::move(out_);
+    eliminate_dead_code(out.local);
+    return std::move(out);
   }
 
- private:
-  const NamedSharding& sharding(int v) const {
-    const auto& s = g_.info(v).sharding;
-    if (!s) detail::internal_error("partition", fmt::format("%{} has no sharding", v));
-    return *s;
-  }
-
-  std::string describe(int v) const {
-    for (const ir::Instr& in : g_.instrs) {
-      for (int o : in.outputs) {
-        if (o == v) {
-          std::string s = fmt::format("%{} ({}", v, in.prim->name());
-          if (!in.scope.empty()) s += " in " + in.scope;
-          return s + ")";
-        }
-      }
-    }
-    return fmt::format("%{} (argument)", v);
-  }
-
-  // The local value holding v's block in sharding `want` (resharding once per target).
-  int local(int v, const NamedSharding& want) {
+  // ---- PartitionContext ----
+  int local(int v, const NamedSharding& want) override {
     const NamedSharding& have = sharding(v);
     int lv = local_of_[static_cast<size_t>(v)];
     if (have == want) return lv;
     auto key = std::make_pair(v, want.to_string());
     auto it = resharded_.find(key);
     if (it != resharded_.end()) return it->second;
-    ReshardContext ctx{builder_, &out_.warnings, describe(v)};
-    int r = reshard(ctx, lv, g_.aval(v).shape, have, want);
+    ReshardContext ctx{builder, &out.warnings, describe(v)};
+    int r = reshard(ctx, lv, g.aval(v).shape, have, want);
     resharded_[key] = r;
     return r;
   }
-
-  void partition(const ir::Instr& in) {
-    std::string_view n = in.prim->name();
-    if (n == "shard_map") return shard_map(in);
-    if (n == "sharding_constraint") {
-      local_of_[static_cast<size_t>(in.outputs[0])] = local(in.inputs[0], sharding(in.outputs[0]));
+  void bind_result(int v, int local_value, const NamedSharding& computed) override {
+    // The result as computed; reshard if propagation recorded another sharding for it.
+    const NamedSharding& want = sharding(v);
+    if (computed == want) {
+      local_of_[static_cast<size_t>(v)] = local_value;
       return;
     }
-    // Replicated execution: every operand whole and reduced on every device.
-    NamedSharding replicated(mesh_, P());
-    std::vector<int> ins;
-    for (int v : in.inputs) ins.push_back(local(v, replicated));
-    for (int o : in.outputs) {
-      if (!(sharding(o) == replicated)) {
-        detail::internal_error("partition", fmt::format("%{} is sharded but its op runs replicated", o));
-      }
-    }
-    auto outs = builder_.emit(in.prim->name(), ins, in.attrs, replicated, in.scope, in.regions);
-    for (size_t k = 0; k < outs.size(); ++k) local_of_[static_cast<size_t>(in.outputs[k])] = outs[k];
+    ReshardContext ctx{builder, &out.warnings, describe(v)};
+    local_of_[static_cast<size_t>(v)] = reshard(ctx, local_value, g.aval(v).shape, computed, want);
   }
 
-  // Reshards operands to in_specs and inlines the body; results are in out_specs.
-  void shard_map(const ir::Instr& in) {
-    const Mesh& m = in.attrs.get<Mesh>("mesh");
-    if (!(m == mesh_)) {
-      detail::fail("shard_map", "its mesh {} differs from the program's {}", m.to_string(),
-                   mesh_.to_string());
-    }
-    const auto& in_specs = in.attrs.get<ir::Specs>("in_specs");
-    const ir::Program& body = *in.regions[0];
-    std::vector<int> map(body.values.size(), -1);
-    for (size_t i = 0; i < in.inputs.size(); ++i) {
-      map[static_cast<size_t>(body.params[i])] = local(in.inputs[i], NamedSharding(mesh_, in_specs[i]));
-    }
-    for (const ir::Instr& bi : body.instrs) {
-      std::vector<int> ins;
-      for (int v : bi.inputs) ins.push_back(map[static_cast<size_t>(v)]);
-      auto outs = builder_.emit(bi.prim->name(), ins, bi.attrs, std::nullopt, bi.scope, bi.regions);
-      for (size_t k = 0; k < outs.size(); ++k) {
-        map[static_cast<size_t>(bi.outputs[k])] = outs[k];
-        out_.local.info(outs[k]).varying = body.info(bi.outputs[k]).varying;
+ private:
+  const NamedSharding& sharding(int v) const {
+    const auto& s = sh_[static_cast<size_t>(v)];
+    if (!s) detail::internal_error("partition", fmt::format("%{} has no sharding", v));
+    return *s;
+  }
+
+  std::string describe(int v) const {
+    for (const ir::Instr& in : g.instrs) {
+      for (int o : in.outputs) {
+        if (o != v) continue;
+        std::string s = fmt::format("%{} ({}", v, in.prim->name());
+        if (!in.scope.empty()) s += " in " + in.scope;
+        return s + ")";
       }
     }
-    for (size_t k = 0; k < in.outputs.size(); ++k) {
-      int lv = map[static_cast<size_t>(body.results[k])];
-      local_of_[static_cast<size_t>(in.outputs[k])] = lv;
+    return fmt::format("%{} (argument)", v);
+  }
+
+  // Bytes moved to bring operands into a plan's shardings and its results into theirs.
+  double plan_cost(const ir::Instr& in, const InstrPlan& plan) const {
+    double cost = 0;
+    for (size_t i = 0; i < in.inputs.size() && i < plan.operands.size(); ++i) {
+      cost += reshard_bytes(g.aval(in.inputs[i]), sharding(in.inputs[i]), plan.operands[i]);
+    }
+    for (size_t k = 0; k < in.outputs.size() && k < plan.results.size(); ++k) {
+      NamedSharding r = plan.results[k];
+      cost += reshard_bytes(g.aval(in.outputs[k]), r, sharding(in.outputs[k]));
+    }
+    return cost;
+  }
+
+  void partition(const ir::Instr& in) {
+    auto known = [this](int v) -> const std::optional<NamedSharding>& { return sh_[static_cast<size_t>(v)]; };
+    // Two candidate plans: operands lead (bigger tensors stay put) or results lead (compute
+    // what propagation recorded). The one that moves fewer bytes wins.
+    ValueFacts by_size{known, [this](int v) { return static_cast<double>(g.aval(v).nbytes()); }};
+    ValueFacts by_result{known, [&in](int v) {
+      for (int o : in.outputs) {
+        if (o == v) return 1.0;
+      }
+      return 0.0;
+    }};
+    InstrPlan plan = plan_instr(mesh, g, in, by_size);
+    if (plan.handler == Handler::kGeneric) {
+      InstrPlan alt = plan_instr(mesh, g, in, by_result);
+      if (plan_cost(in, alt) < plan_cost(in, plan)) plan = std::move(alt);
+    }
+    switch (plan.handler) {
+      case Handler::kShardMap: return emit_shard_map(*this, in, plan);
+      case Handler::kConstraint:
+        bind_result(in.outputs[0], local(in.inputs[0], plan.operands[0]), plan.results[0]);
+        return;
+      case Handler::kTakeSharded: return emit_take_sharded(*this, in, plan);
+      case Handler::kScatterSharded: return emit_scatter_sharded(*this, in, plan);
+      case Handler::kReplicatedSource:
+      case Handler::kGeneric: return emit_generic(*this, in, plan);
     }
   }
 
-  const ir::Program& g_;
-  Mesh mesh_;
-  Partitioned out_;
-  LocalBuilder builder_;
+  std::vector<std::optional<NamedSharding>> sh_;
   std::vector<int> local_of_;
   std::map<std::pair<int, std::string>, int> resharded_;
 };
 
 }  // namespace
+
+void eliminate_dead_code(ir::Program& p) {
+  std::vector<bool> live(p.values.size(), false);
+  for (int v : p.results) live[static_cast<size_t>(v)] = true;
+  std::vector<bool> keep(p.instrs.size(), false);
+  for (size_t i = p.instrs.size(); i-- > 0;) {
+    const ir::Instr& in = p.instrs[i];
+    // Every device runs the same program, so a dead collective is dead on all of them.
+    bool needed = false;
+    for (int o : in.outputs) needed = needed || live[static_cast<size_t>(o)];
+    if (!needed) continue;
+    keep[i] = true;
+    for (int v : in.inputs) live[static_cast<size_t>(v)] = true;
+  }
+  std::vector<ir::Instr> kept;
+  for (size_t i = 0; i < p.instrs.size(); ++i) {
+    if (keep[i]) kept.push_back(std::move(p.instrs[i]));
+  }
+  p.instrs = std::move(kept);
+}
 
 Partitioned partition(const ir::Program& global, const Mesh& mesh,
                       const std::vector<std::optional<NamedSharding>>& out_shardings) {

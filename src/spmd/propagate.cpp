@@ -1,27 +1,73 @@
 #include "spmd/propagate.h"
 
 #include "core/errors.h"
-#include "prim/primitive.h"
+#include "spmd/plan.h"
 
 namespace partix::spmd {
 
 void propagate(ir::Program& g, const Mesh& mesh, const std::vector<NamedSharding>& in,
-               const std::vector<std::optional<NamedSharding>>&) {
-  NamedSharding replicated(mesh, P());
-  for (auto& v : g.values) v.sharding = replicated;
-  for (size_t i = 0; i < g.params.size(); ++i) g.info(g.params[i]).sharding = in[i];
+               const std::vector<std::optional<NamedSharding>>& out) {
+  const size_t n = g.values.size();
+  std::vector<std::optional<NamedSharding>> sh(n);
+  std::vector<bool> fixed(n, false);
+  auto fix = [&](int v, const NamedSharding& s) {
+    if (fixed[static_cast<size_t>(v)]) return;  // the first user-given sharding wins
+    sh[static_cast<size_t>(v)] = s;
+    fixed[static_cast<size_t>(v)] = true;
+  };
+  for (size_t i = 0; i < g.params.size(); ++i) fix(g.params[i], in[i]);
   for (const ir::Instr& instr : g.instrs) {
-    std::string_view n = instr.prim->name();
-    if (n == "shard_map") {
+    std::string_view name = instr.prim->name();
+    if (name == "shard_map") {
       const auto& specs = instr.attrs.get<ir::Specs>("out_specs");
-      for (size_t k = 0; k < instr.outputs.size(); ++k) {
-        g.info(instr.outputs[k]).sharding = NamedSharding(mesh, specs[k]);
-      }
-    } else if (n == "sharding_constraint") {
-      g.info(instr.outputs[0]).sharding =
-          NamedSharding(mesh, instr.attrs.get<PartitionSpec>("spec"));
+      for (size_t k = 0; k < instr.outputs.size(); ++k) fix(instr.outputs[k], NamedSharding(mesh, specs[k]));
+    } else if (name == "sharding_constraint") {
+      fix(instr.outputs[0], NamedSharding(mesh, instr.attrs.get<PartitionSpec>("spec")));
+    } else if (name == "constant") {
+      fix(instr.outputs[0], NamedSharding(mesh, P()));
     }
   }
+  for (size_t k = 0; k < g.results.size() && k < out.size(); ++k) {
+    if (out[k]) fix(g.results[k], *out[k]);
+  }
+  // Fixed values win conflicts; among the rest, bigger tensors are costlier to move.
+  ValueFacts facts{[&](int v) -> const std::optional<NamedSharding>& { return sh[static_cast<size_t>(v)]; },
+                   [&](int v) {
+                     double bytes = static_cast<double>(g.aval(v).nbytes());
+                     return (fixed[static_cast<size_t>(v)] ? 1e18 : 0.0) + bytes;
+                   }};
+  bool changed = true;
+  auto propose = [&](int v, const NamedSharding& s) {
+    size_t i = static_cast<size_t>(v);
+    if (fixed[i]) return;
+    const int rank = g.aval(v).ndim();
+    if (!sh[i] || (!(*sh[i] == s) && sh[i]->unreduced() == s.unreduced() && refines(*sh[i], s, rank))) {
+      sh[i] = s;
+      changed = true;
+    }
+  };
+  for (int round = 0; round < 16 && changed; ++round) {
+    changed = false;
+    for (const ir::Instr& instr : g.instrs) {  // forward: results from operands
+      InstrPlan plan = plan_instr(mesh, g, instr, facts);
+      if (plan.handler == Handler::kReplicatedSource) continue;
+      for (size_t k = 0; k < instr.outputs.size(); ++k) {
+        NamedSharding r = plan.results[k];
+        if (!plan.reduce_now[k].empty()) r = NamedSharding(mesh, r.spec(), r.unreduced());
+        propose(instr.outputs[k], r);
+      }
+    }
+    for (auto it = g.instrs.rbegin(); it != g.instrs.rend(); ++it) {  // backward
+      InstrPlan plan = plan_instr(mesh, g, *it, facts);
+      for (size_t i = 0; i < it->inputs.size() && i < plan.operands.size(); ++i) {
+        const NamedSharding& want = plan.operands[i];
+        // Operands are asked for reduced values; unreduced ones stay as they are.
+        propose(it->inputs[i], NamedSharding(mesh, want.spec()));
+      }
+    }
+  }
+  NamedSharding replicated(mesh, P());
+  for (size_t v = 0; v < n; ++v) g.values[v].sharding = sh[v] ? *sh[v] : replicated;
 }
 
 }  // namespace partix::spmd

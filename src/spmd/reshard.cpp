@@ -48,10 +48,10 @@ int reshard(ReshardContext& ctx, int v, const Shape& global, const NamedSharding
   auto even = [&](size_t d, const std::vector<std::string>& axes) {
     return global[d] % product(mesh, axes) == 0;
   };
+  // Axes B wants unreduced that A has reduced: reached at the end (step 6).
+  ir::Strings make_partial;
   for (const auto& u : to.unreduced()) {
-    if (!unreduced.count(u)) {
-      detail::internal_error("reshard", "cannot make a reduced value unreduced over '" + u + "'");
-    }
+    if (!unreduced.count(u)) make_partial.push_back(u);
   }
   // 1. Unreduced axes: reduce_scatter into a dimension that B splits on that axis next,
   //    otherwise one all_reduce over all the rest.
@@ -173,6 +173,11 @@ int reshard(ReshardContext& ctx, int v, const Shape& global, const NamedSharding
                 {{"axes", ir::Strings(pending[d].begin(), pending[d].end())},
                  {"axis", static_cast<int64_t>(d)}, {"group", k}},
                 now());
+  }
+  // 6. A reduced value as a partial sum: one device of each group keeps it.
+  if (!make_partial.empty()) {
+    for (const auto& u : make_partial) unreduced.insert(u);
+    v = b.emit1("unreduce", {v}, {{"axes", make_partial}}, now());
   }
   if (!(now() == to)) {
     detail::internal_error("reshard", fmt::format("ended at {} instead of {}", now().to_string(),

@@ -1,0 +1,134 @@
+#include "spmd/factors.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "core/errors.h"
+
+namespace partix::spmd {
+
+int64_t axes_product(const Mesh& mesh, const AxisList& axes) {
+  int64_t n = 1;
+  for (const auto& a : axes) n *= mesh.axis_size(a);
+  return n;
+}
+
+std::map<int, AxisList> project(const NamedSharding& s, const std::vector<prim::DimFactors>& dims,
+                                const prim::FactorRule& rule) {
+  std::map<int, AxisList> out;
+  const Mesh& mesh = s.mesh();
+  for (size_t d = 0; d < dims.size(); ++d) {
+    auto axes = s.spec()[static_cast<int>(d)];
+    const prim::DimFactors& fs = dims[d];
+    if (fs.empty() || axes.empty()) continue;
+    if (fs.size() == 1) {  // a dimension of one factor may be split unevenly
+      out[fs[0]] = axes;
+      continue;
+    }
+    // Major to minor: an axis fits a factor only if its size divides what is left of it.
+    size_t k = 0;
+    int64_t rem = rule.factors[static_cast<size_t>(fs[0])].size;
+    for (const auto& a : axes) {
+      while (k < fs.size() && rem == 1) {
+        if (++k < fs.size()) rem = rule.factors[static_cast<size_t>(fs[k])].size;
+      }
+      if (k >= fs.size()) break;
+      int64_t n = mesh.axis_size(a);
+      if (rem % n != 0) break;
+      out[fs[k]].push_back(a);
+      rem /= n;
+    }
+  }
+  return out;
+}
+
+NamedSharding back_project(const Mesh& mesh, const Assignment& a,
+                           const std::vector<prim::DimFactors>& dims, const prim::FactorRule&,
+                           std::set<std::string> unreduced) {
+  std::vector<PartitionSpec::Entry> entries;
+  for (const prim::DimFactors& fs : dims) {
+    PartitionSpec::Entry e;
+    for (int f : fs) {
+      const AxisList& ax = a.factor_axes[static_cast<size_t>(f)];
+      e.insert(e.end(), ax.begin(), ax.end());
+    }
+    entries.push_back(e);
+  }
+  while (!entries.empty() && entries.back().empty()) entries.pop_back();
+  return NamedSharding(mesh, PartitionSpec(entries), std::move(unreduced));
+}
+
+bool refines(const NamedSharding& a, const NamedSharding& b, int rank) {
+  for (int d = 0; d < rank; ++d) {
+    auto x = a.spec()[d], y = b.spec()[d];
+    if (x.size() > y.size() || !std::equal(x.begin(), x.end(), y.begin())) return false;
+  }
+  return true;
+}
+
+namespace {
+
+// Trims assignments that no tensor layout can express: in a dimension of several factors, a
+// factor may be split only if every more-major factor of that dimension is split completely,
+// and then only by axes whose product divides its size.
+void legalize(const Mesh& mesh, const prim::FactorRule& rule, Assignment& a) {
+  auto all_dims = [&](auto&& fn) {
+    for (const auto& t : rule.operands) for (const auto& d : t) fn(d);
+    for (const auto& t : rule.results) for (const auto& d : t) fn(d);
+  };
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    all_dims([&](const prim::DimFactors& fs) {
+      if (fs.size() < 2) return;
+      bool whole_so_far = true;
+      for (int f : fs) {
+        AxisList& ax = a.factor_axes[static_cast<size_t>(f)];
+        int64_t size = rule.factors[static_cast<size_t>(f)].size;
+        if (!whole_so_far && !ax.empty()) {
+          ax.clear();
+          changed = true;
+        }
+        while (!ax.empty() && size % axes_product(mesh, ax) != 0) {
+          ax.pop_back();
+          changed = true;
+        }
+        whole_so_far = whole_so_far && axes_product(mesh, ax) == size;
+      }
+    });
+  }
+}
+
+}  // namespace
+
+Assignment assign_factors(const Mesh& mesh, const prim::FactorRule& rule,
+                          const std::vector<TensorView>& tensors) {
+  Assignment a;
+  a.factor_axes.assign(rule.factors.size(), {});
+  std::vector<size_t> order(tensors.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+    return tensors[x].priority > tensors[y].priority;
+  });
+  std::set<std::string> used;
+  for (size_t t : order) {
+    const TensorView& tv = tensors[t];
+    if (!tv.sharding) continue;
+    for (auto& [f, axes] : project(*tv.sharding, *tv.dims, rule)) {
+      const prim::Factor& fac = rule.factors[static_cast<size_t>(f)];
+      if (fac.kind == prim::FactorKind::kNeedReplication) continue;
+      AxisList& cur = a.factor_axes[static_cast<size_t>(f)];
+      // The proposal must extend what the factor has (a prefix), else it lost.
+      if (cur.size() > axes.size() || !std::equal(cur.begin(), cur.end(), axes.begin())) continue;
+      for (size_t i = cur.size(); i < axes.size(); ++i) {
+        if (used.count(axes[i])) break;
+        cur.push_back(axes[i]);
+        used.insert(axes[i]);
+      }
+    }
+  }
+  legalize(mesh, rule, a);
+  return a;
+}
+
+}  // namespace partix::spmd

@@ -1,0 +1,224 @@
+#include "spmd/handlers.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/errors.h"
+#include "core/scalar.h"
+
+namespace partix::spmd {
+
+namespace {
+
+int scalar_const(LocalBuilder& b, double v, DType dt) {
+  auto lit = std::make_shared<ir::Literal>();
+  lit->dtype = dt;
+  lit->bytes.resize(static_cast<size_t>(dtype_size(dt)));
+  detail::store_scalar(lit->bytes.data(), dt, v);
+  return b.emit1("constant", {}, {{"value", std::shared_ptr<const ir::Literal>(lit)}});
+}
+
+double identity_of(prim::ReduceKind k, DType dt) {
+  if (k == prim::ReduceKind::kSum) return 0.0;
+  bool f = is_floating(dt);
+  double big = f ? std::numeric_limits<double>::infinity()
+                 : (dt == DType::I32 ? 2147483647.0 : 9.2e18);
+  return k == prim::ReduceKind::kMax ? -big : big;
+}
+
+// Attributes of the local instruction: sizes become local block sizes.
+ir::Attrs local_attrs(const ir::Program& g, const ir::Instr& in, const InstrPlan& plan,
+                      const std::vector<int>& local_ins, const LocalBuilder& b) {
+  ir::Attrs a = in.attrs;
+  std::string_view n = in.prim->name();
+  auto local_shape = [&](size_t k) {
+    return plan.results[k].shard_shape(g.aval(in.outputs[k]).shape);
+  };
+  if (n == "reshape" || n == "broadcast_in_dim") {
+    a.set("shape", ir::Ints(local_shape(0)));
+  } else if (n == "iota" || n == "random_bits" || n == "random_uniform") {
+    Shape local = local_shape(0);
+    Shape global = g.aval(in.outputs[0]).shape;
+    a.set("shape", ir::Ints(local));
+    if (local != global) {
+      a.set("offset_spec", plan.results[0].spec());
+      a.set("global_shape", ir::Ints(global));
+    }
+  } else if (n == "slice") {
+    // Dimensions kept whole are split like the operand; their bounds are the local block's.
+    const Shape& gin = g.aval(in.inputs[0]).shape;
+    const Shape& gout = g.aval(in.outputs[0]).shape;
+    const Shape& lin = b.aval(local_ins[0]).shape;
+    ir::Ints start = a.ints("start"), stop = a.ints("stop");
+    ir::Ints strides = a.has("strides") ? a.ints("strides") : ir::Ints(gin.size(), 1);
+    for (size_t d = 0; d < gin.size(); ++d) {
+      if (gin[d] == gout[d] && lin[d] != gin[d]) {
+        start[d] = 0;
+        stop[d] = lin[d];
+        strides[d] = 1;
+      }
+    }
+    a.set("start", start);
+    a.set("stop", stop);
+    if (a.has("strides")) a.set("strides", strides);
+  } else if (n == "dynamic_slice") {
+    const Shape& gin = g.aval(in.inputs[0]).shape;
+    const Shape& lin = b.aval(local_ins[0]).shape;
+    ir::Ints sizes = a.ints("sizes");
+    for (size_t d = 0; d < gin.size(); ++d) {
+      if (sizes[d] == gin[d]) sizes[d] = lin[d];
+    }
+    a.set("sizes", sizes);
+  }
+  return a;
+}
+
+}  // namespace
+
+void emit_generic(PartitionContext& c, const ir::Instr& in, const InstrPlan& plan) {
+  LocalBuilder& b = c.builder;
+  std::vector<int> ins;
+  for (size_t i = 0; i < in.inputs.size(); ++i) ins.push_back(c.local(in.inputs[i], plan.operands[i]));
+  // Reductions over unevenly split dimensions: padding is garbage until masked.
+  const prim::FactorRule& rule = plan.rule;
+  for (size_t f = 0; f < rule.factors.size(); ++f) {
+    const prim::Factor& fac = rule.factors[f];
+    const AxisList& axes = plan.assignment.factor_axes.empty() ? AxisList{} : plan.assignment.factor_axes[f];
+    if (fac.kind != prim::FactorKind::kReduction || axes.empty()) continue;
+    if (fac.size % axes_product(c.mesh, axes) == 0) continue;
+    for (size_t i = 0; i < in.inputs.size(); ++i) {
+      for (size_t d = 0; d < rule.operands[i].size(); ++d) {
+        if (rule.operands[i][d] != prim::DimFactors{static_cast<int>(f)}) continue;
+        DType dt = c.g.aval(in.inputs[i]).dtype;
+        ins[i] = b.emit1("pad_mask", {ins[i]},
+                         {{"axes", ir::Strings(axes.begin(), axes.end())},
+                          {"axis", static_cast<int64_t>(d)},
+                          {"size", c.g.aval(in.inputs[i]).shape[d]},
+                          {"value", identity_of(fac.reduce, dt)}},
+                         plan.operands[i]);
+      }
+    }
+  }
+  ir::Attrs attrs = local_attrs(c.g, in, plan, ins, b);
+  std::vector<int> outs;
+  if (plan.results.size() == 1) {
+    outs = b.emit(in.prim->name(), ins, attrs, plan.results[0], in.scope, in.regions);
+  } else {
+    outs = b.emit(in.prim->name(), ins, attrs, std::nullopt, in.scope, in.regions);
+    for (size_t k = 0; k < outs.size(); ++k) b.program().info(outs[k]).sharding = plan.results[k];
+  }
+  for (size_t k = 0; k < outs.size(); ++k) {
+    Shape want = plan.results[k].shard_shape(c.g.aval(in.outputs[k]).shape);
+    if (b.aval(outs[k]).shape != want) {
+      detail::internal_error("partition",
+                             fmt::format("{} computes a local {} where its sharding {} needs {}",
+                                         in.prim->name(), shape_to_string(b.aval(outs[k]).shape),
+                                         plan.results[k].to_string(), shape_to_string(want)));
+    }
+    int v = outs[k];
+    if (!plan.reduce_now[k].empty()) {
+      // max/min over a split dimension: combine the local extremes now.
+      ir::Strings axes;
+      for (const auto& a : c.mesh.axis_names()) {
+        if (plan.reduce_now[k].count(a)) axes.push_back(a);
+      }
+      const char* kind = plan.reduce_now_kind[k] == prim::ReduceKind::kMax ? "max" : "min";
+      v = b.emit1("all_reduce", {v},
+                  {{"axes", axes}, {"kind", std::string(kind)}, {"group", axes_product(c.mesh, axes)}},
+                  plan.results[k], in.scope);
+    }
+    c.bind_result(in.outputs[k], v, plan.results[k]);
+  }
+}
+
+void emit_shard_map(PartitionContext& c, const ir::Instr& in, const InstrPlan& plan) {
+  const Mesh& m = in.attrs.get<Mesh>("mesh");
+  if (!(m == c.mesh)) {
+    detail::fail("shard_map", "its mesh {} differs from the program's {}", m.to_string(),
+                 c.mesh.to_string());
+  }
+  const ir::Program& body = *in.regions[0];
+  std::vector<int> map(body.values.size(), -1);
+  for (size_t i = 0; i < in.inputs.size(); ++i) {
+    map[static_cast<size_t>(body.params[i])] = c.local(in.inputs[i], plan.operands[i]);
+  }
+  for (const ir::Instr& bi : body.instrs) {
+    std::vector<int> ins;
+    for (int v : bi.inputs) ins.push_back(map[static_cast<size_t>(v)]);
+    auto outs = c.builder.emit(bi.prim->name(), ins, bi.attrs, std::nullopt, bi.scope, bi.regions);
+    for (size_t k = 0; k < outs.size(); ++k) {
+      map[static_cast<size_t>(bi.outputs[k])] = outs[k];
+      c.builder.program().info(outs[k]).varying = body.info(bi.outputs[k]).varying;
+    }
+  }
+  for (size_t k = 0; k < in.outputs.size(); ++k) {
+    c.bind_result(in.outputs[k], map[static_cast<size_t>(body.results[k])], plan.results[k]);
+  }
+}
+
+namespace {
+
+// Local indices into a table split along `axis` over L: ids clamped to the global range, minus
+// this device's block offset; and whether each one falls in the local block.
+std::pair<int, int> local_indices(PartitionContext& c, int ids, int table, int axis,
+                                  const NamedSharding& table_sharding, int64_t global_rows) {
+  LocalBuilder& b = c.builder;
+  const DType it = b.aval(ids).dtype;
+  AxisList L = table_sharding.spec()[axis];
+  const int64_t rows = b.aval(table).shape[static_cast<size_t>(axis)];
+  int lo = scalar_const(b, 0, it), hi = scalar_const(b, static_cast<double>(global_rows - 1), it);
+  int clamped = b.emit1("min", {b.emit1("max", {ids, lo}, {}), hi}, {});
+  int rank = b.emit1("axis_index", {}, {{"axes", ir::Strings(L.begin(), L.end())}});
+  if (it != DType::I32) rank = b.emit1("convert", {rank}, {{"dtype", it}});
+  int offset = b.emit1("mul", {rank, scalar_const(b, static_cast<double>(rows), it)}, {});
+  int local_ids = b.emit1("sub", {clamped, offset}, {});
+  int ge = b.emit1("ge", {local_ids, scalar_const(b, 0, it)}, {});
+  int lt = b.emit1("lt", {local_ids, scalar_const(b, static_cast<double>(rows), it)}, {});
+  return {local_ids, b.emit1("and", {ge, lt}, {})};
+}
+
+// Broadcasts an index-shaped mask over the gathered shape x[:axis] + ids + x[axis+1:].
+int mask_over(LocalBuilder& b, int mask, const Shape& gathered, int axis) {
+  ir::Ints dims;
+  for (int d = 0; d < b.aval(mask).ndim(); ++d) dims.push_back(axis + d);
+  return b.emit1("broadcast_in_dim", {mask}, {{"shape", ir::Ints(gathered)}, {"dims", dims}});
+}
+
+}  // namespace
+
+void emit_take_sharded(PartitionContext& c, const ir::Instr& in, const InstrPlan& plan) {
+  LocalBuilder& b = c.builder;
+  int axis = static_cast<int>(in.attrs.i("axis"));
+  if (axis < 0) axis += c.g.aval(in.inputs[0]).ndim();
+  int table = c.local(in.inputs[0], plan.operands[0]);
+  int ids = c.local(in.inputs[1], plan.operands[1]);
+  auto [local_ids, valid] = local_indices(c, ids, table, axis, plan.operands[0],
+                                          c.g.aval(in.inputs[0]).shape[static_cast<size_t>(axis)]);
+  int rows = b.emit1("take", {table, local_ids}, {{"axis", int64_t{axis}}}, std::nullopt, in.scope);
+  int mask = mask_over(b, valid, b.aval(rows).shape, axis);
+  int zero = scalar_const(b, 0, b.aval(rows).dtype);
+  // Exactly one device holds each row: the masked lookups sum to the answer.
+  int out = b.emit1("select", {mask, rows, zero}, {}, plan.results[0], in.scope);
+  c.bind_result(in.outputs[0], out, plan.results[0]);
+}
+
+void emit_scatter_sharded(PartitionContext& c, const ir::Instr& in, const InstrPlan& plan) {
+  LocalBuilder& b = c.builder;
+  int axis = static_cast<int>(in.attrs.i("axis"));
+  if (axis < 0) axis += c.g.aval(in.inputs[0]).ndim();
+  int table = c.local(in.inputs[0], plan.operands[0]);
+  int ids = c.local(in.inputs[1], plan.operands[1]);
+  int upd = c.local(in.inputs[2], plan.operands[2]);
+  auto [local_ids, valid] = local_indices(c, ids, table, axis, plan.operands[0],
+                                          c.g.aval(in.inputs[0]).shape[static_cast<size_t>(axis)]);
+  int mask = mask_over(b, valid, b.aval(upd).shape, axis);
+  int zero = scalar_const(b, 0, b.aval(upd).dtype);
+  // Updates for rows of other devices add zero (at a clamped row).
+  int kept = b.emit1("select", {mask, upd, zero}, {});
+  int out = b.emit1("scatter_add", {table, local_ids, kept}, {{"axis", int64_t{axis}}},
+                    plan.results[0], in.scope);
+  c.bind_result(in.outputs[0], out, plan.results[0]);
+}
+
+}  // namespace partix::spmd

@@ -1,0 +1,193 @@
+#include "spmd/plan.h"
+
+#include <algorithm>
+
+#include "core/errors.h"
+
+namespace partix::spmd {
+
+namespace {
+
+bool uses_axis(const NamedSharding& s, const std::string& a) {
+  for (const auto& x : s.spec().axes()) {
+    if (x == a) return true;
+  }
+  return false;
+}
+
+// The indexed axis of take / scatter_add is split in a known sharding of the table.
+std::optional<AxisList> table_axis_sharding(const ir::Program& g, const ir::Instr& in,
+                                            const ValueFacts& f, bool include_result) {
+  int axis = static_cast<int>(in.attrs.i("axis"));
+  if (axis < 0) axis += g.aval(in.inputs[0]).ndim();
+  std::vector<int> candidates{in.inputs[0]};
+  if (include_result) candidates.push_back(in.outputs[0]);
+  for (int v : candidates) {
+    const auto& s = f.sharding(v);
+    if (s && !s->spec()[axis].empty()) return s->spec()[axis];
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+InstrPlan plan_instr(const Mesh& mesh, const ir::Program& g, const ir::Instr& in,
+                     const ValueFacts& f) {
+  InstrPlan plan;
+  std::string_view name = in.prim->name();
+  if (name == "shard_map") {
+    plan.handler = Handler::kShardMap;
+    for (const auto& s : in.attrs.get<ir::Specs>("in_specs")) plan.operands.emplace_back(mesh, s);
+    for (const auto& s : in.attrs.get<ir::Specs>("out_specs")) plan.results.emplace_back(mesh, s);
+    plan.reduce_now.assign(plan.results.size(), {});
+    return plan;
+  }
+  if (name == "sharding_constraint") {
+    plan.handler = Handler::kConstraint;
+    NamedSharding s(mesh, in.attrs.get<PartitionSpec>("spec"));
+    plan.operands = {s};
+    plan.results = {s};
+    plan.reduce_now.assign(1, {});
+    return plan;
+  }
+  std::vector<ir::Aval> ia, oa;
+  for (int v : in.inputs) ia.push_back(g.aval(v));
+  for (int v : in.outputs) oa.push_back(g.aval(v));
+  if (name == "constant") {
+    plan.handler = Handler::kReplicatedSource;
+    plan.results = {NamedSharding(mesh, P())};
+    plan.reduce_now.assign(1, {});
+    return plan;
+  }
+  plan.rule = in.prim->factor_rule(ia, oa, in.attrs);
+  prim::FactorRule& rule = plan.rule;
+
+  // Special handlers rewrite the factor of the indexed axis.
+  if (name == "take") {
+    auto L = table_axis_sharding(g, in, f, false);
+    if (L && oa[0].nbytes() < ia[0].nbytes()) {
+      plan.handler = Handler::kTakeSharded;
+      int axis = static_cast<int>(in.attrs.i("axis"));
+      if (axis < 0) axis += ia[0].ndim();
+      int fac = rule.operands[0][static_cast<size_t>(axis)][0];
+      rule.factors[static_cast<size_t>(fac)].kind = prim::FactorKind::kReduction;
+    }
+  } else if (name == "scatter_add") {
+    if (table_axis_sharding(g, in, f, true)) {
+      plan.handler = Handler::kScatterSharded;
+      int axis = static_cast<int>(in.attrs.i("axis"));
+      if (axis < 0) axis += ia[0].ndim();
+      int fac = rule.operands[0][static_cast<size_t>(axis)][0];
+      rule.factors[static_cast<size_t>(fac)].kind = prim::FactorKind::kPassThrough;
+    }
+  }
+
+  // Unreduced operands linear ops may consume as they are.
+  std::vector<std::set<std::string>> op_unred(in.inputs.size());
+  for (size_t i = 0; i < in.inputs.size(); ++i) {
+    const auto& s = f.sharding(in.inputs[i]);
+    if (s) op_unred[i] = s->unreduced();
+  }
+  std::set<std::string> pass;
+  prim::Linearity lin = in.prim->linearity();
+  if (plan.handler == Handler::kTakeSharded) lin = prim::Linearity::kNone;
+  if (lin == prim::Linearity::kLinear && !in.inputs.empty()) {
+    pass = op_unred[0];
+    for (size_t i = 1; i < op_unred.size(); ++i) {
+      if (op_unred[i] != pass) pass.clear();
+    }
+  } else if (lin == prim::Linearity::kMultilinear) {
+    int holder = -1, count = 0;
+    for (size_t i = 0; i < op_unred.size(); ++i) {
+      if (!op_unred[i].empty()) {
+        holder = static_cast<int>(i);
+        count++;
+      }
+    }
+    if (count == 1) {
+      pass = op_unred[static_cast<size_t>(holder)];
+      for (size_t i = 0; i < in.inputs.size(); ++i) {
+        const auto& s = f.sharding(in.inputs[i]);
+        if (static_cast<int>(i) == holder || !s) continue;
+        for (const auto& a : pass) {
+          if (uses_axis(*s, a)) pass.clear();
+          if (pass.empty()) break;
+        }
+      }
+    }
+  }
+
+  // Factor assignment; axes consumed unreduced are not available to factors.
+  std::vector<TensorView> views;
+  for (size_t i = 0; i < in.inputs.size(); ++i) {
+    auto s = f.sharding(in.inputs[i]);
+    views.push_back({&rule.operands[i], s, f.priority(in.inputs[i])});
+  }
+  for (size_t k = 0; k < in.outputs.size(); ++k) {
+    views.push_back({&rule.results[k], f.sharding(in.outputs[k]), f.priority(in.outputs[k])});
+  }
+  // Known shardings minus the passed-through axes (they cannot shard a factor here).
+  for (auto& v : views) {
+    if (!v.sharding || pass.empty()) continue;
+    std::vector<PartitionSpec::Entry> e;
+    for (const auto& entry : v.sharding->spec().entries()) {
+      PartitionSpec::Entry kept;
+      for (const auto& a : entry) {
+        if (pass.count(a)) break;
+        kept.push_back(a);
+      }
+      e.push_back(kept);
+    }
+    v.sharding = NamedSharding(mesh, PartitionSpec(e));
+  }
+  plan.assignment = assign_factors(mesh, rule, views);
+  Assignment& a = plan.assignment;
+
+  // Results: reduction factors that are split leave sums unreduced; max/min reduce at once.
+  std::set<std::string> sum_axes;
+  std::set<std::string> now_axes;
+  prim::ReduceKind now_kind = prim::ReduceKind::kSum;
+  for (size_t fi = 0; fi < rule.factors.size(); ++fi) {
+    const prim::Factor& fac = rule.factors[fi];
+    if (fac.kind != prim::FactorKind::kReduction || a.factor_axes[fi].empty()) continue;
+    for (const auto& ax : a.factor_axes[fi]) {
+      if (fac.reduce == prim::ReduceKind::kSum) {
+        sum_axes.insert(ax);
+      } else {
+        now_axes.insert(ax);
+        now_kind = fac.reduce;
+      }
+    }
+  }
+  std::set<std::string> result_unred = sum_axes;
+  result_unred.insert(pass.begin(), pass.end());
+  for (size_t k = 0; k < in.outputs.size(); ++k) {
+    plan.results.push_back(back_project(mesh, a, rule.results[k], rule, result_unred));
+    plan.reduce_now.push_back(now_axes);
+    plan.reduce_now_kind.push_back(now_kind);
+  }
+  for (size_t i = 0; i < in.inputs.size(); ++i) {
+    std::set<std::string> keep;
+    for (const auto& ax : op_unred[i]) {
+      if (pass.count(ax)) keep.insert(ax);
+    }
+    // An operand without a split sum factor (scatter_add's operand, which the op is linear in)
+    // must arrive as a partial sum over that factor's axes, or it would be counted repeatedly.
+    for (size_t fi = 0; fi < rule.factors.size(); ++fi) {
+      const prim::Factor& fac = rule.factors[fi];
+      if (plan.handler == Handler::kTakeSharded || fac.kind != prim::FactorKind::kReduction ||
+          fac.reduce != prim::ReduceKind::kSum || a.factor_axes[fi].empty()) {
+        continue;
+      }
+      bool has = false;
+      for (const auto& d : rule.operands[i]) {
+        has = has || std::find(d.begin(), d.end(), static_cast<int>(fi)) != d.end();
+      }
+      if (!has) keep.insert(a.factor_axes[fi].begin(), a.factor_axes[fi].end());
+    }
+    plan.operands.push_back(back_project(mesh, a, rule.operands[i], rule, keep));
+  }
+  return plan;
+}
+
+}  // namespace partix::spmd
