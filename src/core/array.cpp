@@ -193,22 +193,4 @@ Array arange(int64_t n, DType dtype) {
                                    single_device_sharding(partix::devices()[0]));
 }
 
-Array device_put(const Array& x, const NamedSharding& sharding) {
-  require_concrete(x, "device_put");
-  sharding.check_shape(x.shape());
-  detail::check(sharding.unreduced().empty(), "device_put",
-                "an Array cannot be unreduced; got {}", sharding.to_string());
-  if (x.sharding() == sharding && x.impl()->committed) return x;
-  std::vector<char> host = detail::gather_to_host(x);
-  Array out = detail::scatter_from_host(host.data(), x.shape(), x.dtype(), sharding);
-  out.impl()->committed = true;
-  return out;
-}
-
-Array device_put(const Array& x, const Device& device) {
-  detail::check(device.id >= 0 && device.id < device_count(), "device_put",
-                "device {} does not exist (the job has {} devices)", device.id, device_count());
-  return device_put(x, single_device_sharding(partix::devices()[static_cast<size_t>(device.id)]));
-}
-
 }  // namespace partix

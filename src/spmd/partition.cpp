@@ -103,7 +103,12 @@ class Partitioner : public PartitionContext {
     auto known = [this](int v) -> const std::optional<NamedSharding>& { return sh_[static_cast<size_t>(v)]; };
     // Two candidate plans: operands lead (bigger tensors stay put) or results lead (compute
     // what propagation recorded). The one that moves fewer bytes wins.
-    ValueFacts by_size{known, [this](int v) { return static_cast<double>(g.aval(v).nbytes()); }};
+    ValueFacts by_size{known, [this, &in](int v) {
+      for (int o : in.outputs) {
+        if (o == v) return 0.0;
+      }
+      return static_cast<double>(g.aval(v).nbytes());
+    }};
     ValueFacts by_result{known, [&in](int v) {
       for (int o : in.outputs) {
         if (o == v) return 1.0;

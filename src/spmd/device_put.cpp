@@ -1,0 +1,74 @@
+// device_put: between shardings of one mesh on device (a program of no instructions whose
+// result the partitioner reshards, with the collectives of DESIGN §3.5); between meshes
+// through the host.
+#include <map>
+#include <mutex>
+
+#include "core/array_impl.h"
+#include "core/errors.h"
+#include "spmd/compile.h"
+
+namespace partix {
+
+namespace {
+
+std::shared_ptr<spmd::Compiled> reshard_program(const Array& x, const NamedSharding& to) {
+  static std::mutex mu;
+  static std::map<std::string, std::shared_ptr<spmd::Compiled>> cache;
+  const NamedSharding& from = *x.impl()->sharding;
+  std::string key = std::string(dtype_name(x.dtype())) + shape_to_string(x.shape()) +
+                    from.to_string() + "->" + to.to_string();
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  ir::Program p;
+  p.name = "device_put";
+  int v = p.add_value(ir::Aval{x.shape(), x.dtype()});
+  p.params = {v};
+  p.results = {v};
+  spmd::CompileOptions o;
+  o.name = "device_put";
+  o.in_shardings = {from};
+  o.out_shardings = {to};
+  auto c = spmd::compile(p, o);
+  if (cache.size() > 1024) cache.clear();
+  cache[key] = c;
+  return c;
+}
+
+}  // namespace
+
+Array device_put(const Array& x, const NamedSharding& sharding) {
+  if (x.is_tracer()) {
+    detail::fail("device_put", "needs a concrete array; inside jit use with_sharding_constraint");
+  }
+  sharding.check_shape(x.shape());
+  detail::check(sharding.unreduced().empty(), "device_put", "an Array cannot be unreduced; got {}",
+                sharding.to_string());
+  const auto& impl = x.impl();
+  if (impl->shards.empty() && x.size() > 0) {
+    detail::fail("device_put", "the array ({}{}) was donated to an earlier call and is gone",
+                 dtype_name(x.dtype()), shape_to_string(x.shape()));
+  }
+  if (*impl->sharding == sharding && impl->committed) return x;
+  Array out;
+  if (impl->sharding->mesh() == sharding.mesh()) {
+    out = reshard_program(x, sharding)->executable->run({x})[0];
+    if (out.impl() == x.impl()) {  // same sharding: a fresh handle, committed
+      out = detail::make_array(x.shape(), x.dtype(), sharding, impl->shards);
+    }
+  } else {
+    std::vector<char> host = detail::gather_to_host(x);
+    out = detail::scatter_from_host(host.data(), x.shape(), x.dtype(), sharding);
+  }
+  out.impl()->committed = true;
+  return out;
+}
+
+Array device_put(const Array& x, const Device& device) {
+  detail::check(device.id >= 0 && device.id < device_count(), "device_put",
+                "device {} does not exist (the job has {} devices)", device.id, device_count());
+  return device_put(x, single_device_sharding(partix::devices()[static_cast<size_t>(device.id)]));
+}
+
+}  // namespace partix

@@ -1,0 +1,141 @@
+// Golden tests of propagation + partitioning: program text with shardings in, per-device
+// program with its collectives out.
+#include "spmd_test_util.h"
+
+using namespace partix;
+using testing_util::count_op;
+using testing_util::partition_text;
+
+namespace {
+const char* kDotXY =
+    "program @f mesh<'x': 4, 'y': 2> (%0: f32[16,8] P('x', 'y'), %1: f32[8,12] P('y')) -> (%2) {\n"
+    "  %2 = dot_general(%0, %1) {lhs_contract=[1], rhs_contract=[0]} : f32[16,12]\n"
+    "}\n";
+}
+
+TEST(PartitionGolden, ContractionShardedOutReplicatedIsOneAllReduce) {
+  EXPECT_EQ(partition_text(kDotXY, {P("x", None)}),
+            "program @f mesh<'x': 4, 'y': 2> (%0: f32[4,4] P('x', 'y'), %1: f32[4,12] P('y')) -> (%3) {\n"
+            "  %2 = dot_general(%0, %1) {lhs_contract=[1], rhs_contract=[0]} : f32[4,12] P('x') unreduced('y')\n"
+            "  %3 = all_reduce(%2) {axes=['y'], group=2, kind=\"sum\"} : f32[4,12] P('x')\n"
+            "}\n");
+}
+
+TEST(PartitionGolden, ContractionShardedOutShardedIsOneReduceScatter) {
+  EXPECT_EQ(partition_text(kDotXY, {P("x", "y")}),
+            "program @f mesh<'x': 4, 'y': 2> (%0: f32[4,4] P('x', 'y'), %1: f32[4,12] P('y')) -> (%3) {\n"
+            "  %2 = dot_general(%0, %1) {lhs_contract=[1], rhs_contract=[0]} : f32[4,12] P('x') unreduced('y')\n"
+            "  %3 = reduce_scatter(%2) {axes=['y'], axis=1, group=2, tiled=true} : f32[4,6] P('x', 'y')\n"
+            "}\n");
+}
+
+TEST(PartitionGolden, BatchTimesColumnsNeedsNoCollective) {
+  EXPECT_EQ(partition_text(
+                "program @f mesh<'x': 4, 'y': 2> (%0: f32[16,8] P('x'), %1: f32[8,12] P(None, 'y')) -> (%2) {\n"
+                "  %2 = dot_general(%0, %1) {lhs_contract=[1], rhs_contract=[0]} : f32[16,12]\n"
+                "}\n"),
+            "program @f mesh<'x': 4, 'y': 2> (%0: f32[4,8] P('x'), %1: f32[8,6] P(None, 'y')) -> (%2) {\n"
+            "  %2 = dot_general(%0, %1) {lhs_contract=[1], rhs_contract=[0]} : f32[4,6] P('x', 'y')\n"
+            "}\n");
+}
+
+TEST(PartitionGolden, MegatronMlpHasExactlyOneAllReduce) {
+  std::string out = partition_text(
+      "program @mlp mesh<'x': 4, 'y': 2> (%0: f32[16,8] P('x'), %1: f32[8,32] P(None, 'y'), %2: f32[32,8] P('y')) -> (%5) {\n"
+      "  %3 = dot_general(%0, %1) {lhs_contract=[1], rhs_contract=[0]} : f32[16,32]\n"
+      "  %4 = tanh(%3) : f32[16,32]\n"
+      "  %5 = dot_general(%4, %2) {lhs_contract=[1], rhs_contract=[0]} : f32[16,8]\n"
+      "}\n");
+  EXPECT_EQ(out,
+            "program @mlp mesh<'x': 4, 'y': 2> (%0: f32[4,8] P('x'), %1: f32[8,16] P(None, 'y'), %2: f32[16,8] P('y')) -> (%6) {\n"
+            "  %3 = dot_general(%0, %1) {lhs_contract=[1], rhs_contract=[0]} : f32[4,16] P('x', 'y')\n"
+            "  %4 = tanh(%3) : f32[4,16] P('x', 'y')\n"
+            "  %5 = dot_general(%4, %2) {lhs_contract=[1], rhs_contract=[0]} : f32[4,8] P('x') unreduced('y')\n"
+            "  %6 = all_reduce(%5) {axes=['y'], group=2, kind=\"sum\"} : f32[4,8] P('x')\n"
+            "}\n");
+  EXPECT_EQ(count_op(out, "all_reduce"), 1);
+}
+
+TEST(PartitionGolden, SumOverAShardedDimensionIsAnAllReduce) {
+  EXPECT_EQ(partition_text(
+                "program @f mesh<'x': 4, 'y': 2> (%0: f32[16,8] P('x', 'y')) -> (%1) {\n"
+                "  %1 = reduce_sum(%0) {axes=[1]} : f32[16]\n"
+                "}\n"),
+            "program @f mesh<'x': 4, 'y': 2> (%0: f32[4,4] P('x', 'y')) -> (%2) {\n"
+            "  %1 = reduce_sum(%0) {axes=[1]} : f32[4] P('x') unreduced('y')\n"
+            "  %2 = all_reduce(%1) {axes=['y'], group=2, kind=\"sum\"} : f32[4] P('x')\n"
+            "}\n");
+  // max over a split dimension combines the local maxima at once.
+  EXPECT_EQ(partition_text(
+                "program @f mesh<'x': 4, 'y': 2> (%0: f32[16,8] P('x', 'y')) -> (%1) {\n"
+                "  %1 = reduce_max(%0) {axes=[1]} : f32[16]\n"
+                "}\n"),
+            "program @f mesh<'x': 4, 'y': 2> (%0: f32[4,4] P('x', 'y')) -> (%2) {\n"
+            "  %1 = reduce_max(%0) {axes=[1]} : f32[4] P('x')\n"
+            "  %2 = all_reduce(%1) {axes=['y'], group=2, kind=\"max\"} : f32[4] P('x')\n"
+            "}\n");
+}
+
+TEST(PartitionGolden, TransposePermutesTheSpec) {
+  EXPECT_EQ(partition_text(
+                "program @f mesh<'x': 4, 'y': 2> (%0: f32[16,8] P('x', 'y')) -> (%1) {\n"
+                "  %1 = transpose(%0) {perm=[1,0]} : f32[8,16]\n"
+                "}\n"),
+            "program @f mesh<'x': 4, 'y': 2> (%0: f32[4,4] P('x', 'y')) -> (%1) {\n"
+            "  %1 = transpose(%0) {perm=[1,0]} : f32[4,4] P('y', 'x')\n"
+            "}\n");
+}
+
+TEST(PartitionGolden, ReshapeKeepsTheLeadingSharding) {
+  EXPECT_EQ(partition_text(
+                "program @f mesh<'x': 4, 'y': 2> (%0: f32[8,32] P('x')) -> (%1) {\n"
+                "  %1 = reshape(%0) {shape=[8,16,2]} : f32[8,16,2]\n"
+                "}\n"),
+            "program @f mesh<'x': 4, 'y': 2> (%0: f32[2,32] P('x')) -> (%1) {\n"
+            "  %1 = reshape(%0) {shape=[2,16,2]} : f32[2,16,2] P('x')\n"
+            "}\n");
+  // A split minor dimension maps onto the major factor of the refinement.
+  EXPECT_EQ(partition_text(
+                "program @f mesh<'x': 4, 'y': 2> (%0: f32[8,32] P('x', 'y')) -> (%1) {\n"
+                "  %1 = reshape(%0) {shape=[8,16,2]} : f32[8,16,2]\n"
+                "}\n"),
+            "program @f mesh<'x': 4, 'y': 2> (%0: f32[2,16] P('x', 'y')) -> (%1) {\n"
+            "  %1 = reshape(%0) {shape=[2,8,2]} : f32[2,8,2] P('x', 'y')\n"
+            "}\n");
+}
+
+TEST(PartitionGolden, ConflictingUseOfOneAxisMovesTheSmallerTensor) {
+  // x[B_x, D] @ W[D, F_x]: one axis cannot split two factors; the smaller W is gathered.
+  std::string out = partition_text(
+      "program @f mesh<'x': 8> (%0: f32[64,16] P('x'), %1: f32[16,8] P(None, 'x')) -> (%2) {\n"
+      "  %2 = dot_general(%0, %1) {lhs_contract=[1], rhs_contract=[0]} : f32[64,8]\n"
+      "}\n");
+  EXPECT_EQ(out,
+            "program @f mesh<'x': 8> (%0: f32[8,16] P('x'), %1: f32[16,1] P(None, 'x')) -> (%3) {\n"
+            "  %2 = all_gather(%1) {axes=['x'], axis=1, group=8, tiled=true} : f32[16,8] P()\n"
+            "  %3 = dot_general(%0, %2) {lhs_contract=[1], rhs_contract=[0]} : f32[8,8] P('x')\n"
+            "}\n");
+}
+
+TEST(PartitionGolden, ShardedEmbeddingLookupIsMaskedLocallyThenReduced) {
+  std::string out = partition_text(
+      "program @f mesh<'x': 4> (%0: f32[64,8] P('x'), %1: i32[6] P()) -> (%2) {\n"
+      "  %2 = take(%0, %1) {axis=0} : f32[6,8]\n"
+      "}\n");
+  EXPECT_EQ(count_op(out, "take"), 1);
+  EXPECT_EQ(count_op(out, "all_gather"), 0) << out;  // the table never moves
+  EXPECT_EQ(count_op(out, "all_reduce"), 1) << out;
+  EXPECT_NE(out.find("f32[16,8] P('x')"), std::string::npos) << out;
+}
+
+TEST(PartitionGolden, UnevenReshardingIsReportedAsAWarning) {
+  std::vector<std::string> warnings;
+  std::string out = partition_text(
+      "program @f mesh<'x': 4, 'y': 2> (%0: f32[13,8] P('x')) -> (%1) {\n"
+      "  %1 = exp(%0) : f32[13,8]\n"
+      "}\n",
+      {P("y")}, &warnings);
+  ASSERT_EQ(warnings.size(), 1u) << out;
+  EXPECT_NE(warnings[0].find("%1 (exp)"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[0].find("gathers dimension 0"), std::string::npos) << warnings[0];
+}
