@@ -53,6 +53,7 @@ class PartitionSpec {
 namespace detail {
 inline PartitionSpec::Entry spec_entry(NoneT) { return {}; }
 inline PartitionSpec::Entry spec_entry(const Axes& a) { return a.names(); }
+inline PartitionSpec::Entry spec_entry(const std::vector<std::string>& e) { return e; }
 }  // namespace detail
 
 // P(), P("x", None), P(Axes{"x", "y"}).
