@@ -1,10 +1,53 @@
 #include "spmd/compile.h"
 
+#include <algorithm>
+
 #include "core/errors.h"
 #include "spmd/partition.h"
 #include "spmd/propagate.h"
 
 namespace partix::spmd {
+
+namespace {
+
+// The seed's pitfall: a large op whose operands are replicated over some mesh axes is computed
+// identically on every device of those axes (e.g. the batch split on the axis the weights use).
+void lint_redundant_compute(const ir::Program& local, const Mesh& mesh,
+                            std::vector<std::string>& warnings) {
+  if (mesh.size() == 1) return;
+  double total = 0;
+  std::vector<double> flops(local.instrs.size());
+  for (size_t i = 0; i < local.instrs.size(); ++i) {
+    const ir::Instr& in = local.instrs[i];
+    std::vector<ir::Aval> ia, oa;
+    for (int v : in.inputs) ia.push_back(local.aval(v));
+    for (int v : in.outputs) oa.push_back(local.aval(v));
+    flops[i] = in.prim->flops(ia, oa, in.attrs);
+    total += flops[i];
+  }
+  for (size_t i = 0; i < local.instrs.size(); ++i) {
+    const ir::Instr& in = local.instrs[i];
+    if (in.outputs.empty() || flops[i] < 1e6 || flops[i] < 0.1 * total) continue;
+    const auto& s = local.info(in.outputs[0]).sharding;
+    if (!s || s->num_replicas() <= 1) continue;
+    std::vector<std::string> idle;
+    auto used = s->spec().axes();
+    for (const auto& a : mesh.axis_names()) {
+      if (std::find(used.begin(), used.end(), a) == used.end() && !s->unreduced().count(a) &&
+          mesh.axis_size(a) > 1) {
+        idle.push_back("'" + a + "'");
+      }
+    }
+    warnings.push_back(fmt::format(
+        "{} %{}{} ({:.3g} flops per device) is computed identically on {} devices: nothing splits "
+        "it over mesh axis {}; shard an operand over {} (e.g. the batch over an axis the weights "
+        "do not use)",
+        in.prim->name(), in.outputs[0], in.scope.empty() ? "" : " in " + in.scope, flops[i],
+        s->num_replicas(), fmt::join(idle, ", "), idle.size() == 1 ? "it" : "them"));
+  }
+}
+
+}  // namespace
 
 std::shared_ptr<Compiled> compile(const ir::Program& program, const CompileOptions& options) {
   if (options.in_shardings.size() != program.params.size()) {
@@ -35,6 +78,7 @@ std::shared_ptr<Compiled> compile(const ir::Program& program, const CompileOptio
   propagate(out->global, *mesh, in, options.out_shardings);
   Partitioned part = partition(out->global, *mesh, options.out_shardings);
   out->warnings = std::move(part.warnings);
+  lint_redundant_compute(part.local, *mesh, out->warnings);
   std::vector<ir::Aval> avals;
   for (int v : program.results) avals.push_back(program.aval(v));
   ir::verify(part.local);

@@ -3,6 +3,7 @@
 #include <unordered_map>
 
 #include "core/errors.h"
+#include "core/log.h"
 #include "spmd/analysis.h"
 #include "spmd/compile.h"
 #include "trace/trace.h"
@@ -121,6 +122,7 @@ std::shared_ptr<JitState::Entry> JitState::get(const std::vector<Array>& leaves,
     co.out_shardings = options_.out_shardings;
   }
   entry->compiled = spmd::compile(prog, co);
+  for (const auto& w : entry->compiled->warnings) warn_once("[" + name + "] " + w);
   // Donation, per argument leaf.
   entry->donate.assign(leaves.size(), false);
   for (int a : options_.donate_argnums) {
