@@ -240,4 +240,135 @@ Array pvary(const Array& x, Axes axes);
 // (blocks are padded to ceil(n / k)): an int32 scalar.
 Array valid_size(int64_t n, Axes axes);
 
+// ---- autodiff ----
+
+namespace detail {
+
+struct GradOutput {
+  Array value;
+  std::vector<Array> grads;  // per leaf; filled where requested
+};
+// Traces f on tracers for `leaves`, evaluates it in the current context and runs it backward.
+// f must return a scalar float Array. Gradients carry the shardings of their arguments.
+GradOutput grad_engine(const std::vector<Array>& leaves, const std::vector<bool>& wrt,
+                       const std::function<Array(const std::vector<Array>&)>& f);
+[[noreturn]] void grad_bad_argnum(int argnum, size_t num_args);
+[[noreturn]] void grad_bad_argument_kind(int argnum);
+
+// The gradient tree of argument `a` (Array or Params) from its leaves' gradients.
+template <class T>
+Tree gradient_tree(const T& proto, const Array*& it, int argnum) {
+  if constexpr (std::is_same_v<T, Array>) {
+    return Tree(*it++);
+  } else if constexpr (std::is_same_v<T, Params>) {
+    return Tree(TreeDef<Params>::unflatten(proto, it));
+  } else {
+    grad_bad_argument_kind(argnum);
+  }
+}
+
+template <class F, bool kWithValue, bool kMulti>
+class GradFn {
+ public:
+  GradFn(F f, std::vector<int> argnums) : f_(std::move(f)), argnums_(std::move(argnums)) {}
+
+  template <class... Args>
+  auto operator()(const Args&... args) const {
+    constexpr size_t n = sizeof...(Args);
+    std::vector<Array> leaves;
+    std::vector<size_t> first, count;
+    auto add = [&](const auto& a) {
+      first.push_back(leaves.size());
+      TreeDef<std::decay_t<decltype(a)>>::flatten(a, leaves);
+      count.push_back(leaves.size() - first.back());
+    };
+    (add(args), ...);
+    std::vector<bool> wrt(leaves.size(), false);
+    for (int a : argnums_) {
+      if (a < 0 || static_cast<size_t>(a) >= n) grad_bad_argnum(a, n);
+      for (size_t j = 0; j < count[static_cast<size_t>(a)]; ++j) wrt[first[static_cast<size_t>(a)] + j] = true;
+    }
+    GradOutput out = grad_engine(leaves, wrt, [&](const std::vector<Array>& tracers) -> Array {
+      const Array* it = tracers.data();
+      std::tuple<Args...> targs{TreeDef<Args>::unflatten(args, it)...};
+      return std::apply(f_, targs);
+    });
+    // One tree per requested argument, in argnums order.
+    std::vector<Tree> trees;
+    for (int a : argnums_) {
+      const Array* it = out.grads.data() + first[static_cast<size_t>(a)];
+      int idx = 0;
+      Tree t;
+      ((idx++ == a ? (t = gradient_tree(args, it, a), 0) : 0), ...);
+      trees.push_back(std::move(t));
+    }
+    if constexpr (kMulti) {
+      if constexpr (kWithValue) return std::pair<Array, std::vector<Tree>>{out.value, trees};
+      else return trees;
+    } else {
+      if constexpr (kWithValue) return std::pair<Array, Tree>{out.value, trees[0]};
+      else return trees[0];
+    }
+  }
+
+ private:
+  F f_;
+  std::vector<int> argnums_;
+};
+
+}  // namespace detail
+
+// grad(f) / grad(f, 1): the gradient of a scalar-valued f with respect to one argument (an
+// Array, or Params if that argument is Params); grad(f, std::vector<int>{0, 2}): a vector of
+// them. value_and_grad returns {value, gradient(s)}. All compose with jit and shard_map.
+template <class F>
+auto grad(F f, int argnum = 0) {
+  return detail::GradFn<F, false, false>(std::move(f), {argnum});
+}
+template <class F>
+auto grad(F f, std::vector<int> argnums) {
+  return detail::GradFn<F, false, true>(std::move(f), std::move(argnums));
+}
+template <class F>
+auto value_and_grad(F f, int argnum = 0) {
+  return detail::GradFn<F, true, false>(std::move(f), {argnum});
+}
+template <class F>
+auto value_and_grad(F f, std::vector<int> argnums) {
+  return detail::GradFn<F, true, true>(std::move(f), std::move(argnums));
+}
+
+// ---- rematerialisation ----
+
+namespace detail {
+// Traces f into a region and binds one remat instruction; its VJP recomputes the region.
+std::vector<Array> remat_call(const std::vector<Array>& leaves,
+                              const std::function<std::vector<Array>(const std::vector<Array>&,
+                                                                     std::shared_ptr<void>&)>& trace,
+                              std::shared_ptr<void>& out_proto);
+}  // namespace detail
+
+// checkpoint(f): f's activations are recomputed in the backward pass instead of being kept.
+template <class F>
+auto checkpoint(F f) {
+  return [f](const auto&... args) {
+    using R = std::decay_t<std::invoke_result_t<const F&, decltype(args)...>>;
+    std::vector<Array> leaves;
+    (TreeDef<std::decay_t<decltype(args)>>::flatten(args, leaves), ...);
+    std::shared_ptr<void> proto;
+    std::vector<Array> outs = detail::remat_call(
+        leaves,
+        [&](const std::vector<Array>& tracers, std::shared_ptr<void>& p) {
+          const Array* it = tracers.data();
+          std::tuple<std::decay_t<decltype(args)>...> targs{
+              TreeDef<std::decay_t<decltype(args)>>::unflatten(args, it)...};
+          R r = std::apply(f, targs);
+          p = std::make_shared<R>(r);
+          return tree_leaves(r);
+        },
+        proto);
+    return tree_unflatten(*std::static_pointer_cast<R>(proto), outs);
+  };
+}
+
 }  // namespace partix

@@ -97,6 +97,40 @@ struct TreeDef<std::tuple<Ts...>> {
   }
 };
 
+// A gradient: an Array, or Params when the argument was Params. Converts implicitly to the
+// kind it holds (Array g = grad(f)(x); Params gp = grad(loss)(params, x)).
+class Tree {
+ public:
+  Tree() = default;
+  Tree(Array a) : array_(std::move(a)), is_array_(true) {}      // NOLINT: implicit by design
+  Tree(Params p) : params_(std::move(p)), is_array_(false) {}   // NOLINT
+  bool is_array() const { return is_array_; }
+  const Array& array() const;    // throws partix::Error if it holds Params
+  const Params& params() const;  // throws partix::Error if it holds an Array
+  operator Array() const { return array(); }    // NOLINT
+  operator Params() const { return params(); }  // NOLINT
+
+ private:
+  Array array_;
+  Params params_;
+  bool is_array_ = true;
+};
+
+template <>
+struct TreeDef<Tree> {
+  static void flatten(const Tree& t, std::vector<Array>& out) {
+    if (t.is_array()) out.push_back(t.array());
+    else TreeDef<Params>::flatten(t.params(), out);
+  }
+  static Tree unflatten(const Tree& proto, const Array*& it) {
+    if (proto.is_array()) return Tree(*it++);
+    return Tree(TreeDef<Params>::unflatten(proto.params(), it));
+  }
+  static std::string key(const Tree& t) {
+    return t.is_array() ? "A" : TreeDef<Params>::key(t.params());
+  }
+};
+
 template <class T>
 std::vector<Array> tree_leaves(const T& t) {
   std::vector<Array> out;

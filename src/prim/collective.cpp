@@ -16,6 +16,7 @@
 #include "core/layout.h"
 #include "core/scalar.h"
 #include "partix/ops.h"
+#include "partix/transforms.h"
 #include "prim/collective.h"
 #include "prim/util.h"
 #include "trace/trace.h"
@@ -78,7 +79,7 @@ class Collective : public Primitive {
   bool is_collective() const override { return true; }
   // Results vary over the operand's axes plus the collective's (psum and all_gather override).
   std::vector<std::set<std::string>> varying(const std::vector<std::set<std::string>>& in,
-                                             const Attrs& attrs, size_t n) const override {
+                                             const Attrs& attrs, const Regions&, size_t n) const override {
     std::set<std::string> v = in.empty() ? std::set<std::string>{} : in[0];
     for (const auto& a : axes_of(attrs)) v.insert(a);
     return std::vector<std::set<std::string>>(n, v);
@@ -102,7 +103,7 @@ class AllReduce final : public Collective {
  public:
   std::string_view name() const override { return "all_reduce"; }
   std::vector<std::set<std::string>> varying(const std::vector<std::set<std::string>>& in,
-                                             const Attrs& attrs, size_t) const override {
+                                             const Attrs& attrs, const Regions&, size_t) const override {
     return minus_axes(in, attrs);
   }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
@@ -127,7 +128,7 @@ class AllGather final : public Collective {
  public:
   std::string_view name() const override { return "all_gather"; }
   std::vector<std::set<std::string>> varying(const std::vector<std::set<std::string>>& in,
-                                             const Attrs& attrs, size_t) const override {
+                                             const Attrs& attrs, const Regions&, size_t) const override {
     return minus_axes(in, attrs);
   }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
@@ -329,7 +330,7 @@ class AxisIndex final : public Primitive {
  public:
   std::string_view name() const override { return "axis_index"; }
   std::vector<std::set<std::string>> varying(const std::vector<std::set<std::string>>&,
-                                             const Attrs& attrs, size_t) const override {
+                                             const Attrs& attrs, const Regions&, size_t) const override {
     const auto& a = axes_of(attrs);
     return {std::set<std::string>(a.begin(), a.end())};
   }
@@ -354,7 +355,7 @@ class Pvary final : public Primitive {
  public:
   std::string_view name() const override { return "pvary"; }
   std::vector<std::set<std::string>> varying(const std::vector<std::set<std::string>>& in,
-                                             const Attrs& attrs, size_t) const override {
+                                             const Attrs& attrs, const Regions&, size_t) const override {
     std::set<std::string> v = in[0];
     for (const auto& a : axes_of(attrs)) v.insert(a);
     return {v};
@@ -472,16 +473,63 @@ class Unreduce final : public Primitive {
   }
 };
 
-// VJPs follow the varying-axes rules (DESIGN §1); they are defined in src/autodiff.
-std::vector<Array> not_yet(std::string_view name) {
-  detail::fail("grad", "the VJP of '{}' is not available yet", name);
+// VJPs follow the varying-axes rules of DESIGN §1 (each is checked by finite differences):
+// psum transposes to pvary and pvary to psum; psum_scatter to all_gather; an all_gather whose
+// result is invariant to the local slice of the cotangent; ppermute to the inverse
+// permutation; all_to_all to the all_to_all with split and concat swapped.
+Axes axes_arg(const Attrs& a) { return Axes(std::vector<std::string>(axes_of(a))); }
+
+std::vector<Array> AllReduce::vjp(const VjpArgs& a) const {
+  if (kind_of(a.attrs) != ReduceKind::kSum) {
+    detail::fail("grad", "pmax / pmin are not differentiable; use psum-based formulations");
+  }
+  return {pvary(a.cotangents[0], axes_arg(a.attrs))};
 }
-std::vector<Array> AllReduce::vjp(const VjpArgs&) const { return not_yet(name()); }
-std::vector<Array> AllGather::vjp(const VjpArgs&) const { return not_yet(name()); }
-std::vector<Array> ReduceScatter::vjp(const VjpArgs&) const { return not_yet(name()); }
-std::vector<Array> AllToAll::vjp(const VjpArgs&) const { return not_yet(name()); }
-std::vector<Array> Ppermute::vjp(const VjpArgs&) const { return not_yet(name()); }
-std::vector<Array> Pvary::vjp(const VjpArgs&) const { return not_yet(name()); }
+
+std::vector<Array> Pvary::vjp(const VjpArgs& a) const {
+  return {psum(a.cotangents[0], axes_arg(a.attrs))};
+}
+
+std::vector<Array> AllGather::vjp(const VjpArgs& a) const {
+  const Array& g = a.cotangents[0];
+  const Shape& in = a.primals[0].shape();
+  const bool tiled = a.attrs.b_or("tiled", false);
+  const int axis = static_cast<int>(a.attrs.i("axis"));
+  // This device's block of the (invariant) gathered cotangent.
+  Array rank = axis_index(axes_arg(a.attrs));
+  std::vector<Array> starts;
+  Shape sizes = g.shape();
+  for (int d = 0; d < g.ndim(); ++d) {
+    if (d == axis) {
+      starts.push_back(tiled ? rank * static_cast<double>(in[static_cast<size_t>(axis)]) : rank);
+      sizes[static_cast<size_t>(d)] = tiled ? in[static_cast<size_t>(axis)] : 1;
+    } else {
+      starts.push_back(astype(zeros({}), DType::I32));
+    }
+  }
+  Array piece = dynamic_slice(g, starts, sizes);
+  return {tiled ? piece : reshape(piece, in)};
+}
+
+std::vector<Array> ReduceScatter::vjp(const VjpArgs& a) const {
+  const int axis = static_cast<int>(a.attrs.i("axis"));
+  Array full = all_gather(a.cotangents[0], axes_arg(a.attrs), axis, a.attrs.b_or("tiled", false));
+  return {pvary(full, axes_arg(a.attrs))};
+}
+
+std::vector<Array> Ppermute::vjp(const VjpArgs& a) const {
+  const ir::Ints& perm = a.attrs.ints("perm");
+  std::vector<std::pair<int, int>> inverse;
+  for (size_t i = 0; i < perm.size(); i += 2) {
+    inverse.emplace_back(static_cast<int>(perm[i + 1]), static_cast<int>(perm[i]));
+  }
+  return {ppermute(a.cotangents[0], axes_arg(a.attrs), inverse)};
+}
+
+std::vector<Array> AllToAll::vjp(const VjpArgs& a) const {
+  return {all_to_all(a.cotangents[0], axes_arg(a.attrs), static_cast<int>(a.attrs.i("concat_axis")),
+                     static_cast<int>(a.attrs.i("split_axis")), a.attrs.b_or("tiled", false))};
+}
 
 Register<AllReduce> r_all_reduce;
 Register<AllGather> r_all_gather;

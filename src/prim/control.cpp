@@ -5,6 +5,7 @@
 #include "prim/primitive.h"
 #include "prim/util.h"
 #include "trace/trace.h"
+#include "autodiff/vjp.h"
 
 namespace partix::prim {
 
@@ -94,6 +95,45 @@ Register<Constant> r_constant;
 Register<ShardingConstraint> r_constraint;
 Register<StopGradient> r_stop;
 Register<Copy> r_copy;
+
+}  // namespace
+}  // namespace partix::prim
+
+namespace partix::prim {
+namespace {
+
+// ---- remat: calls its region; its VJP evaluates the region again (rematerialisation) ----
+class Remat final : public Primitive {
+ public:
+  std::string_view name() const override { return "remat"; }
+  std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs&,
+                          const Regions& regions) const override {
+    detail::check(regions.size() == 1, name(), "needs exactly one region");
+    const ir::Program& body = *regions[0];
+    detail::check(in.size() == body.params.size(), name(), "{} operands for {} parameters",
+                  in.size(), body.params.size());
+    std::vector<Aval> out;
+    for (int v : body.results) out.push_back(body.aval(v));
+    return out;
+  }
+  // Inside shard_map: results vary as the region's results do.
+  std::vector<std::set<std::string>> varying(const std::vector<std::set<std::string>>&,
+                                             const Attrs&, const Regions& regions,
+                                             size_t) const override {
+    std::vector<std::set<std::string>> out;
+    for (int v : regions[0]->results) out.push_back(regions[0]->info(v).varying);
+    return out;
+  }
+  std::vector<Array> vjp(const VjpArgs& a) const override { return autodiff::remat_vjp(a); }
+  void reference(const KernelCall&) const override {
+    detail::internal_error("remat", "a remat region reached the interpreter uninlined");
+  }
+  double flops(const std::vector<Aval>&, const std::vector<Aval>&, const Attrs&) const override {
+    return 0;
+  }
+};
+
+Register<Remat> r_remat;
 
 }  // namespace
 }  // namespace partix::prim

@@ -116,7 +116,8 @@ std::vector<Array> Primitive::vjp(const VjpArgs&) const {
 }
 
 std::vector<std::set<std::string>> Primitive::varying(const std::vector<std::set<std::string>>& in,
-                                                     const Attrs&, size_t num_outputs) const {
+                                                     const Attrs&, const Regions&,
+                                                     size_t num_outputs) const {
   std::set<std::string> u;
   for (const auto& s : in) u.insert(s.begin(), s.end());
   return std::vector<std::set<std::string>>(num_outputs, u);

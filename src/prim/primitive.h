@@ -144,7 +144,8 @@ class Primitive {
   // Inside shard_map: the mesh axes each result varies over, given the operands' (DESIGN §1).
   // The default: the union of the operands' sets.
   virtual std::vector<std::set<std::string>> varying(
-      const std::vector<std::set<std::string>>& in, const Attrs& attrs, size_t num_outputs) const;
+      const std::vector<std::set<std::string>>& in, const Attrs& attrs, const Regions& regions,
+      size_t num_outputs) const;
   // Elementwise ops (same-shape operands and result) may be fused and run in place.
   virtual bool is_elementwise() const { return false; }
 };

@@ -1,6 +1,7 @@
 // shard_map{mesh, in_specs, out_specs, check_vma} with one region (the body, traced on local
 // blocks). Operands are split by in_specs, the body runs on every device, results are
 // assembled by out_specs. The partitioner inlines the body (src/spmd/partition.cpp).
+#include "autodiff/vjp.h"
 #include "core/errors.h"
 #include "prim/primitive.h"
 #include "prim/util.h"
@@ -50,9 +51,7 @@ class ShardMap final : public Primitive {
   }
 };
 
-std::vector<Array> ShardMap::vjp(const VjpArgs&) const {
-  detail::fail("grad", "differentiating through shard_map is not available yet");
-}
+std::vector<Array> ShardMap::vjp(const VjpArgs& a) const { return autodiff::shard_map_vjp(a); }
 
 Register<ShardMap> r_shard_map;
 

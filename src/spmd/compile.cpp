@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/errors.h"
+#include "prim/primitive.h"
 #include "spmd/partition.h"
 #include "spmd/propagate.h"
 
@@ -47,6 +48,45 @@ void lint_redundant_compute(const ir::Program& local, const Mesh& mesh,
   }
 }
 
+// Replaces every remat instruction by its region's instructions (values renumbered). The
+// recomputation a remat's VJP emitted is already ordinary instructions.
+ir::Program inline_regions(const ir::Program& p) {
+  bool any = false;
+  for (const ir::Instr& in : p.instrs) any = any || in.prim->name() == "remat";
+  if (!any) return p;
+  ir::Program out = p;
+  out.instrs.clear();
+  for (const ir::Instr& in : p.instrs) {
+    if (in.prim->name() != "remat") {
+      out.instrs.push_back(in);
+      continue;
+    }
+    ir::Program body = inline_regions(*in.regions[0]);
+    std::vector<int> map(body.values.size(), -1);
+    for (size_t i = 0; i < body.params.size(); ++i) map[static_cast<size_t>(body.params[i])] = in.inputs[i];
+    for (const ir::Instr& bi : body.instrs) {
+      ir::Instr c = bi;
+      for (int& v : c.inputs) v = map[static_cast<size_t>(v)];
+      for (int& v : c.outputs) {
+        int nv = out.add_value(body.aval(v));
+        map[static_cast<size_t>(v)] = nv;
+        v = nv;
+      }
+      out.instrs.push_back(std::move(c));
+    }
+    // The remat's results alias the region's results.
+    for (size_t k = 0; k < in.outputs.size(); ++k) {
+      int src = map[static_cast<size_t>(body.results[k])];
+      ir::Instr copy;
+      copy.prim = &prim::get_primitive("copy");
+      copy.inputs = {src};
+      copy.outputs = {in.outputs[k]};
+      out.instrs.push_back(std::move(copy));
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::shared_ptr<Compiled> compile(const ir::Program& program, const CompileOptions& options) {
@@ -71,7 +111,7 @@ std::shared_ptr<Compiled> compile(const ir::Program& program, const CompileOptio
   }
   if (!mesh) mesh = single_device_sharding(partix::devices()[0]).mesh();
   auto out = std::make_shared<Compiled>();
-  out->global = program;
+  out->global = inline_regions(program);
   out->global.mesh = mesh;
   std::vector<NamedSharding> in;
   for (const auto& s : options.in_shardings) in.push_back(*s);

@@ -135,7 +135,7 @@ std::vector<Array> bind(const prim::Primitive& p, const std::vector<Array>& inpu
         in_vary[k] = all;
       }
     }
-    out_vary = p.varying(in_vary, attrs, out_avals.size());
+    out_vary = p.varying(in_vary, attrs, regions, out_avals.size());
   }
   instr.attrs = std::move(attrs);
   instr.regions = std::move(regions);

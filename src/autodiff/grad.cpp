@@ -1,0 +1,100 @@
+// grad / value_and_grad and checkpoint (remat).
+#include "autodiff/vjp.h"
+#include "core/errors.h"
+#include "partix/ops.h"
+#include "partix/transforms.h"
+#include "trace/trace.h"
+
+namespace partix {
+
+const Array& Tree::array() const {
+  if (!is_array_) detail::fail("grad", "this gradient is Params (the argument was Params), not an Array");
+  return array_;
+}
+
+const Params& Tree::params() const {
+  if (is_array_) detail::fail("grad", "this gradient is an Array (the argument was an Array), not Params");
+  return params_;
+}
+
+namespace detail {
+
+void grad_bad_argnum(int argnum, size_t num_args) {
+  fail("grad", "argnum {} is out of range for a function of {} arguments", argnum, num_args);
+}
+
+void grad_bad_argument_kind(int argnum) {
+  fail("grad", "argument {} is neither an Array nor Params; grad differentiates those", argnum);
+}
+
+GradOutput grad_engine(const std::vector<Array>& leaves, const std::vector<bool>& wrt,
+                       const std::function<Array(const std::vector<Array>&)>& f) {
+  // 1. Trace f on fresh tracers.
+  auto ts = std::make_shared<TraceState>("grad");
+  {
+    TraceScope scope(ts);
+    std::vector<Array> tracers;
+    for (const Array& a : leaves) {
+      tracers.push_back(ts->add_param(ir::Aval{a.shape(), a.dtype()}, a.impl()->sharding));
+    }
+    Array out = f(tracers);
+    check(out.valid() && out.ndim() == 0 && is_floating(out.dtype()), "grad",
+          "the function must return a float scalar, got {}{}", out.valid() ? dtype_name(out.dtype()) : "nothing",
+          out.valid() ? shape_to_string(out.shape()) : "");
+    ts->set_results({out});
+  }
+  const ir::Program& prog = ts->program();
+  // 2. Evaluate it in the current context (eagerly, or into the enclosing trace) and
+  // 3. run it backward.
+  std::vector<Array> args = leaves;
+  for (const Array& c : ts->captures()) args.push_back(c);
+  std::vector<Array> env = autodiff::evaluate(prog, args);
+  GradOutput out;
+  out.value = env[static_cast<size_t>(prog.results[0])];
+  std::vector<Array> cts = autodiff::backward(prog, env, {autodiff::ones_like(out.value)});
+  out.grads.resize(leaves.size());
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    if (!wrt[i]) continue;
+    check(is_floating(leaves[i].dtype()), "grad",
+          "cannot differentiate with respect to an integer argument ({}{})",
+          dtype_name(leaves[i].dtype()), shape_to_string(leaves[i].shape()));
+    Array g = cts[i].valid() ? cts[i] : autodiff::zeros_like(leaves[i]);
+    // A parameter's gradient carries the parameter's sharding.
+    if (const auto& s = leaves[i].impl()->sharding; s && s->unreduced().empty()) {
+      g = is_tracing() ? with_sharding_constraint(g, *s) : device_put(g, *s);
+    }
+    out.grads[i] = g;
+  }
+  return out;
+}
+
+std::vector<Array> remat_call(
+    const std::vector<Array>& leaves,
+    const std::function<std::vector<Array>(const std::vector<Array>&, std::shared_ptr<void>&)>& trace,
+    std::shared_ptr<void>& out_proto) {
+  auto ts = std::make_shared<TraceState>("checkpoint");
+  if (TraceState* outer = current_trace(); outer && outer->manual_mesh) {
+    ts->manual_mesh = outer->manual_mesh;
+    ts->manual_axes = outer->manual_axes;
+  }
+  {
+    TraceScope scope(ts);
+    std::vector<Array> tracers;
+    for (const Array& a : leaves) {
+      std::set<std::string> vary;
+      if (a.is_tracer() && ts->manual_mesh) {
+        TraceState* owner = trace_of(a, "checkpoint");
+        vary = owner->program().info(owner->value_of(a)).varying;
+      }
+      tracers.push_back(ts->add_param(ir::Aval{a.shape(), a.dtype()}, a.impl()->sharding, vary));
+    }
+    ts->set_results(trace(tracers, out_proto));
+  }
+  std::vector<Array> operands = leaves;
+  for (const Array& c : ts->captures()) operands.push_back(c);
+  auto region = std::make_shared<const ir::Program>(ts->program());
+  return bind(prim::get_primitive("remat"), operands, {}, {region});
+}
+
+}  // namespace detail
+}  // namespace partix

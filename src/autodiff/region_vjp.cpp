@@ -1,0 +1,73 @@
+// VJPs of primitives with regions: remat (recompute, then backward) and shard_map (a new
+// shard_map whose body is the original body's VJP, with the collectives transposed by the
+// varying-axes rules of DESIGN §1).
+#include "autodiff/vjp.h"
+#include "core/errors.h"
+#include "partix/ops.h"
+#include "partix/transforms.h"
+#include "trace/trace.h"
+
+namespace partix::autodiff {
+
+namespace {
+
+// Cotangents with zeros in place of empty (zero) ones, for regions that need every input.
+std::vector<Array> filled(const std::vector<Array>& cts, const std::vector<Array>& like) {
+  std::vector<Array> out;
+  for (size_t k = 0; k < cts.size(); ++k) {
+    out.push_back(cts[k].valid() ? cts[k] : zeros_like(like[k]));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<Array> remat_vjp(const prim::VjpArgs& a) {
+  const ir::Program& body = *a.regions[0];
+  // Recompute the region's activations from its inputs, then go backward through it.
+  std::vector<Array> env = evaluate(body, a.primals);
+  return backward(body, env, a.cotangents);
+}
+
+std::vector<Array> shard_map_vjp(const prim::VjpArgs& a) {
+  const Mesh& mesh = a.attrs.get<Mesh>("mesh");
+  const auto& in_specs = a.attrs.get<ir::Specs>("in_specs");
+  const auto& out_specs = a.attrs.get<ir::Specs>("out_specs");
+  const ir::Program& body = *a.regions[0];
+  const size_t n_in = a.primals.size(), n_out = a.outputs.size();
+  std::vector<Array> cts = filled(a.cotangents, a.outputs);
+  // Inputs: the primals (in their in_specs) and the cotangents (in the out_specs); outputs:
+  // the primals' cotangents (in the in_specs).
+  std::vector<PartitionSpec> specs(in_specs.begin(), in_specs.end());
+  specs.insert(specs.end(), out_specs.begin(), out_specs.end());
+  std::vector<PartitionSpec> grad_specs(in_specs.begin(), in_specs.end());
+  detail::ShardMapState sm(mesh, specs, grad_specs, a.attrs.b_or("check_vma", true));
+  std::vector<Array> leaves = a.primals;
+  leaves.insert(leaves.end(), cts.begin(), cts.end());
+  std::vector<size_t> counts(leaves.size(), 1);
+  std::shared_ptr<void> proto;
+  std::vector<Array> grads = sm.call(
+      leaves, counts,
+      [&](const std::vector<Array>& t, std::shared_ptr<void>&) {
+        std::vector<Array> primals(t.begin(), t.begin() + static_cast<long>(n_in));
+        std::vector<Array> local_cts(t.begin() + static_cast<long>(n_in), t.end());
+        std::vector<Array> env = evaluate(body, primals);
+        std::vector<Array> g = backward(body, env, local_cts);
+        for (size_t i = 0; i < n_in; ++i) {
+          if (!g[i].valid()) g[i] = zeros_like(primals[i]);
+          // A cotangent must vary over at least the axes its input's spec names.
+          auto axes = in_specs[i].axes();
+          if (!axes.empty()) g[i] = pvary(g[i], Axes(std::vector<std::string>(axes)));
+        }
+        return g;
+      },
+      proto);
+  (void)n_out;
+  std::vector<Array> out;
+  for (size_t i = 0; i < n_in; ++i) {
+    out.push_back(is_floating(a.primals[i].dtype()) ? grads[i] : Array());
+  }
+  return out;
+}
+
+}  // namespace partix::autodiff

@@ -1,0 +1,86 @@
+#include "autodiff/vjp.h"
+
+#include "core/errors.h"
+#include "partix/ops.h"
+#include "prim/primitive.h"
+#include "trace/trace.h"
+
+namespace partix::autodiff {
+
+Array zeros_like(const Array& x) {
+  return broadcast_in_dim(detail::literal(0.0, x.dtype()), x.shape(), {});
+}
+
+Array ones_like(const Array& x) {
+  return broadcast_in_dim(detail::literal(1.0, x.dtype()), x.shape(), {});
+}
+
+std::vector<Array> evaluate(const ir::Program& p, const std::vector<Array>& args) {
+  if (args.size() != p.params.size()) {
+    detail::internal_error("evaluate", fmt::format("{} arguments for {} parameters", args.size(),
+                                                   p.params.size()));
+  }
+  std::vector<Array> env(p.values.size());
+  for (size_t i = 0; i < args.size(); ++i) env[static_cast<size_t>(p.params[i])] = args[i];
+  for (const ir::Instr& in : p.instrs) {
+    std::vector<Array> ins;
+    for (int v : in.inputs) ins.push_back(env[static_cast<size_t>(v)]);
+    std::vector<Array> outs = detail::bind(*in.prim, ins, in.attrs, in.regions);
+    for (size_t k = 0; k < outs.size(); ++k) env[static_cast<size_t>(in.outputs[k])] = outs[k];
+  }
+  return env;
+}
+
+namespace {
+
+bool differentiable(DType d) { return is_floating(d); }
+
+void accumulate(std::vector<Array>& ct, int v, const Array& g, const ir::Program& p,
+                std::string_view what) {
+  if (!g.valid()) return;
+  const ir::Aval& a = p.aval(v);
+  if (!differentiable(a.dtype)) return;
+  if (g.shape() != a.shape) {
+    detail::internal_error("grad", fmt::format("the VJP of {} gave a cotangent {} for a value {}",
+                                               what, shape_to_string(g.shape()),
+                                               a.to_string()));
+  }
+  Array gg = g.dtype() == a.dtype ? g : astype(g, a.dtype);
+  Array& slot = ct[static_cast<size_t>(v)];
+  slot = slot.valid() ? slot + gg : gg;
+}
+
+}  // namespace
+
+std::vector<Array> backward(const ir::Program& p, const std::vector<Array>& env,
+                            const std::vector<Array>& result_cotangents) {
+  std::vector<Array> ct(p.values.size());
+  for (size_t k = 0; k < p.results.size(); ++k) {
+    if (result_cotangents[k].valid()) {
+      accumulate(ct, p.results[k], result_cotangents[k], p, "the output");
+    }
+  }
+  for (auto it = p.instrs.rbegin(); it != p.instrs.rend(); ++it) {
+    const ir::Instr& in = *it;
+    std::vector<Array> cts;
+    bool any = false;
+    for (int v : in.outputs) {
+      cts.push_back(ct[static_cast<size_t>(v)]);
+      any = any || cts.back().valid();
+    }
+    if (!any) continue;
+    std::vector<Array> primals, outputs;
+    for (int v : in.inputs) primals.push_back(env[static_cast<size_t>(v)]);
+    for (int v : in.outputs) outputs.push_back(env[static_cast<size_t>(v)]);
+    prim::VjpArgs args{primals, outputs, cts, in.attrs, in.regions};
+    std::vector<Array> gs = in.prim->vjp(args);
+    for (size_t i = 0; i < in.inputs.size() && i < gs.size(); ++i) {
+      accumulate(ct, in.inputs[i], gs[i], p, in.prim->name());
+    }
+  }
+  std::vector<Array> out;
+  for (int v : p.params) out.push_back(ct[static_cast<size_t>(v)]);
+  return out;
+}
+
+}  // namespace partix::autodiff
