@@ -66,6 +66,11 @@ std::vector<Array> execute_eager(const prim::Primitive& p, const std::vector<Arr
            anchor->mesh().to_string(), impl->sharding->mesh().to_string());
     }
   }
+  // An op that names a mesh (shard_map, sharding_constraint) runs there unless committed
+  // operands say otherwise.
+  std::optional<Mesh> named;
+  if (attrs.has("mesh")) named = attrs.get<Mesh>("mesh");
+  if (!anchor && named) anchor = NamedSharding(*named, P());
   if (!anchor && !inputs.empty()) anchor = *inputs[0].impl()->sharding;
   Mesh mesh = anchor ? anchor->mesh() : single_device_sharding(partix::devices()[0]).mesh();
   std::vector<Array> args;

@@ -109,6 +109,15 @@ std::shared_ptr<JitState::Entry> JitState::get(const std::vector<Array>& leaves,
   for (const auto& o : options_.out_shardings) {
     if (o && !mesh) mesh = o->mesh();
   }
+  // Uncommitted arguments go where the program's shard_maps and constraints name.
+  if (!mesh) {
+    for (const ir::Instr& in : ts->program().instrs) {
+      if (in.attrs.has("mesh")) {
+        mesh = in.attrs.get<Mesh>("mesh");
+        break;
+      }
+    }
+  }
   if (!mesh) mesh = single_device_sharding(partix::devices()[0]).mesh();
   spmd::CompileOptions co;
   co.name = name;
