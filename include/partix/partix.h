@@ -6,6 +6,8 @@
 #include "partix/dtype.h"
 #include "partix/error.h"
 #include "partix/mesh.h"
+#include "partix/nn.h"
+#include "partix/optim.h"
 #include "partix/ops.h"
 #include "partix/random.h"
 #include "partix/sharding.h"
