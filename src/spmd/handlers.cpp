@@ -221,4 +221,34 @@ void emit_scatter_sharded(PartitionContext& c, const ir::Instr& in, const InstrP
   c.bind_result(in.outputs[0], out, plan.results[0]);
 }
 
+void emit_take_along_sharded(PartitionContext& c, const ir::Instr& in, const InstrPlan& plan) {
+  LocalBuilder& b = c.builder;
+  int axis = static_cast<int>(in.attrs.i("axis"));
+  if (axis < 0) axis += c.g.aval(in.inputs[0]).ndim();
+  int x = c.local(in.inputs[0], plan.operands[0]);
+  int ids = c.local(in.inputs[1], plan.operands[1]);
+  auto [local_ids, valid] = local_indices(c, ids, x, axis, plan.operands[0],
+                                          c.g.aval(in.inputs[0]).shape[static_cast<size_t>(axis)]);
+  int picked = b.emit1("take_along", {x, local_ids}, {{"axis", int64_t{axis}}}, std::nullopt, in.scope);
+  int zero = scalar_const(b, 0, b.aval(picked).dtype);
+  int out = b.emit1("select", {valid, picked, zero}, {}, plan.results[0], in.scope);
+  c.bind_result(in.outputs[0], out, plan.results[0]);
+}
+
+void emit_scatter_along_sharded(PartitionContext& c, const ir::Instr& in, const InstrPlan& plan) {
+  LocalBuilder& b = c.builder;
+  int axis = static_cast<int>(in.attrs.i("axis"));
+  if (axis < 0) axis += c.g.aval(in.inputs[0]).ndim();
+  int x = c.local(in.inputs[0], plan.operands[0]);
+  int ids = c.local(in.inputs[1], plan.operands[1]);
+  int upd = c.local(in.inputs[2], plan.operands[2]);
+  auto [local_ids, valid] = local_indices(c, ids, x, axis, plan.operands[0],
+                                          c.g.aval(in.inputs[0]).shape[static_cast<size_t>(axis)]);
+  int zero = scalar_const(b, 0, b.aval(upd).dtype);
+  int kept = b.emit1("select", {valid, upd, zero}, {});
+  int out = b.emit1("scatter_add_along", {x, local_ids, kept}, {{"axis", int64_t{axis}}},
+                    plan.results[0], in.scope);
+  c.bind_result(in.outputs[0], out, plan.results[0]);
+}
+
 }  // namespace partix::spmd

@@ -26,5 +26,7 @@ void emit_generic(PartitionContext& c, const ir::Instr& in, const InstrPlan& pla
 void emit_shard_map(PartitionContext& c, const ir::Instr& in, const InstrPlan& plan);
 void emit_take_sharded(PartitionContext& c, const ir::Instr& in, const InstrPlan& plan);
 void emit_scatter_sharded(PartitionContext& c, const ir::Instr& in, const InstrPlan& plan);
+void emit_take_along_sharded(PartitionContext& c, const ir::Instr& in, const InstrPlan& plan);
+void emit_scatter_along_sharded(PartitionContext& c, const ir::Instr& in, const InstrPlan& plan);
 
 }  // namespace partix::spmd

@@ -127,6 +127,8 @@ class Partitioner : public PartitionContext {
         return;
       case Handler::kTakeSharded: return emit_take_sharded(*this, in, plan);
       case Handler::kScatterSharded: return emit_scatter_sharded(*this, in, plan);
+      case Handler::kTakeAlongSharded: return emit_take_along_sharded(*this, in, plan);
+      case Handler::kScatterAlongSharded: return emit_scatter_along_sharded(*this, in, plan);
       case Handler::kReplicatedSource:
       case Handler::kGeneric: return emit_generic(*this, in, plan);
     }

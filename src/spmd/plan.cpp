@@ -72,6 +72,23 @@ InstrPlan plan_instr(const Mesh& mesh, const ir::Program& g, const ir::Instr& in
       int fac = rule.operands[0][static_cast<size_t>(axis)][0];
       rule.factors[static_cast<size_t>(fac)].kind = prim::FactorKind::kReduction;
     }
+  } else if (name == "take_along") {
+    // Vocab-parallel cross entropy picks the label's logit from logits split over the vocab.
+    if (table_axis_sharding(g, in, f, false)) {
+      plan.handler = Handler::kTakeAlongSharded;
+      int axis = static_cast<int>(in.attrs.i("axis"));
+      if (axis < 0) axis += ia[0].ndim();
+      int fac = rule.operands[0][static_cast<size_t>(axis)][0];
+      rule.factors[static_cast<size_t>(fac)].kind = prim::FactorKind::kReduction;
+    }
+  } else if (name == "scatter_add_along") {
+    if (table_axis_sharding(g, in, f, true)) {
+      plan.handler = Handler::kScatterAlongSharded;
+      int axis = static_cast<int>(in.attrs.i("axis"));
+      if (axis < 0) axis += ia[0].ndim();
+      int fac = rule.operands[0][static_cast<size_t>(axis)][0];
+      rule.factors[static_cast<size_t>(fac)].kind = prim::FactorKind::kPassThrough;
+    }
   } else if (name == "scatter_add") {
     if (table_axis_sharding(g, in, f, true)) {
       plan.handler = Handler::kScatterSharded;
@@ -90,7 +107,9 @@ InstrPlan plan_instr(const Mesh& mesh, const ir::Program& g, const ir::Instr& in
   }
   std::set<std::string> pass;
   prim::Linearity lin = in.prim->linearity();
-  if (plan.handler == Handler::kTakeSharded) lin = prim::Linearity::kNone;
+  if (plan.handler == Handler::kTakeSharded || plan.handler == Handler::kTakeAlongSharded) {
+    lin = prim::Linearity::kNone;
+  }
   if (lin == prim::Linearity::kLinear && !in.inputs.empty()) {
     pass = op_unred[0];
     for (size_t i = 1; i < op_unred.size(); ++i) {
@@ -175,7 +194,8 @@ InstrPlan plan_instr(const Mesh& mesh, const ir::Program& g, const ir::Instr& in
     // must arrive as a partial sum over that factor's axes, or it would be counted repeatedly.
     for (size_t fi = 0; fi < rule.factors.size(); ++fi) {
       const prim::Factor& fac = rule.factors[fi];
-      if (plan.handler == Handler::kTakeSharded || fac.kind != prim::FactorKind::kReduction ||
+      if (plan.handler == Handler::kTakeSharded || plan.handler == Handler::kTakeAlongSharded ||
+          fac.kind != prim::FactorKind::kReduction ||
           fac.reduce != prim::ReduceKind::kSum || a.factor_axes[fi].empty()) {
         continue;
       }

@@ -20,6 +20,8 @@ enum class Handler {
   kReplicatedSource,  // constants: computed whole on every device
   kTakeSharded,     // take from a table sharded along the indexed axis: masked local lookup
   kScatterSharded,  // scatter_add into a table sharded along the indexed axis: local rows
+  kTakeAlongSharded,     // take_along from an axis that is split: masked local pick
+  kScatterAlongSharded,  // scatter_add_along into an axis that is split: local positions
 };
 
 struct InstrPlan {

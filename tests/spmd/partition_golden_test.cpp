@@ -139,3 +139,28 @@ TEST(PartitionGolden, UnevenReshardingIsReportedAsAWarning) {
   EXPECT_NE(warnings[0].find("%1 (exp)"), std::string::npos) << warnings[0];
   EXPECT_NE(warnings[0].find("gathers dimension 0"), std::string::npos) << warnings[0];
 }
+
+TEST(PartitionGolden, VocabParallelCrossEntropyNeverGathersTheLogits) {
+  // cross_entropy(logits[B, V_x], labels): max and sum over the split vocab reduce small
+  // [B] vectors; the label's logit is a masked local pick.
+  Mesh mesh({4}, {"x"});
+  Array logits = device_put(random::normal(random::key(1), {6, 32}), NamedSharding(mesh, P(None, "x")));
+  Array labels = device_put(from_vector<int32_t>({0, 31, 7, 8, 15, 16}, {6}), NamedSharding(mesh, P()));
+  auto f = jit([](const Array& l, const Array& y) { return mean(cross_entropy(l, y)); });
+  std::string text = f.lower(logits, labels).as_text();
+  EXPECT_EQ(count_op(text, "all_gather"), 0) << text;
+  EXPECT_EQ(count_op(text, "all_to_all"), 0) << text;
+  float want = mean(cross_entropy(device_put(logits, Device{0}), device_put(labels, Device{0}))).item<float>();
+  EXPECT_NEAR(f(logits, labels).item<float>(), want, 1e-5);
+  // Its gradient stays split over the vocab too.
+  auto g = jit([](const Array& l, const Array& y) {
+    return grad([&](const Array& ll) { return mean(cross_entropy(ll, y)); })(l);
+  });
+  std::string gt = g.lower(logits, labels).as_text();
+  EXPECT_EQ(count_op(gt, "all_gather"), 0) << gt;
+  Array gs = g(logits, labels);
+  EXPECT_EQ(gs.sharding(), NamedSharding(mesh, P(None, "x")));
+  Array gl = g(device_put(logits, Device{0}), device_put(labels, Device{0}));
+  auto a = gs.to_vector<float>(), b = gl.to_vector<float>();
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-6);
+}
