@@ -414,7 +414,11 @@ class Convert final : public Primitive {
   static void convert_one(const char* src, DType from, char* dst, DType to) {
     if (!is_floating(from)) {
       int64_t v = detail::load_int(src, from);
-      if (is_floating(to)) {
+      if (to == DType::F32) {
+        // One rounding, int -> float: going through double rounds twice beyond 2^53.
+        float f = static_cast<float>(v);
+        std::memcpy(dst, &f, sizeof f);
+      } else if (is_floating(to)) {
         detail::store_scalar(dst, to, static_cast<double>(v));
       } else {
         detail::store_int(dst, to, to == DType::Bool ? (v != 0) : v);
