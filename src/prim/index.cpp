@@ -550,11 +550,18 @@ class TopK final : public Primitive {
     int32_t* idx = static_cast<int32_t*>(c.out[1]);
     std::vector<int64_t> order(static_cast<size_t>(n));
     std::vector<double> v(static_cast<size_t>(n));
+    std::vector<int64_t> iv(static_cast<size_t>(n));  // integers compare exactly
+    const bool fl = is_floating(x.dtype);
     for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = detail::load_scalar(src + (r * n + i) * es, x.dtype);
+      for (int64_t i = 0; i < n; ++i) {
+        const char* p = src + (r * n + i) * es;
+        if (fl) v[static_cast<size_t>(i)] = detail::load_scalar(p, x.dtype);
+        else iv[static_cast<size_t>(i)] = detail::load_int(p, x.dtype);
+      }
       std::iota(order.begin(), order.end(), 0);
       // NaN sorts first (largest), ties keep the lower index.
       std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+        if (!fl) return iv[static_cast<size_t>(a)] > iv[static_cast<size_t>(b)];
         double va = v[static_cast<size_t>(a)], vb = v[static_cast<size_t>(b)];
         if (va != va) return vb == vb;
         return va > vb;
