@@ -58,9 +58,13 @@ std::pair<Array, Array> sort(const Array& x, bool descending) {
   detail::check(x.ndim() >= 1, "sort", "needs rank >= 1, got a scalar");
   int64_t n = x.shape().back();
   if (descending) return top_k(x, n);
-  // Ascending: order the negated values (ties keep the lower index, as a stable sort).
-  auto [v, i] = top_k(-x, n);
-  return {-v, i};
+  // Ascending is descending reversed. top_k of the reversed row ranks ties by their higher
+  // original index, so reversing its result keeps equal keys in index order (a stable sort)
+  // and puts NaN last. (Negating the keys instead would put NaN first and wrap INT_MIN.)
+  const int last = x.ndim() - 1;
+  auto [v, i] = top_k(flip(x, {last}), n);
+  Array idx = flip(static_cast<double>(n - 1) - i, {last});
+  return {flip(v, {last}), idx};
 }
 
 Array one_hot(const Array& indices, int64_t n, DType dtype) {
