@@ -27,6 +27,11 @@ Array dot_general(const Array& a, const Array& b, std::vector<int> a_contract,
 Array matmul(const Array& a, const Array& b) {
   detail::check(a.ndim() >= 1 && b.ndim() >= 1, "matmul", "operands must have rank >= 1, got {} and {}",
                 shape_to_string(a.shape()), shape_to_string(b.shape()));
+  if (a.ndim() == 1 && b.ndim() == 1) {
+    detail::check(a.shape()[0] == b.shape()[0], "matmul", "contracting sizes differ: {} @ {}",
+                  shape_to_string(a.shape()), shape_to_string(b.shape()));
+    return dot_general(a, b, {0}, {0});  // the inner product, a scalar
+  }
   if (a.ndim() == 1) return squeeze(matmul(expand_dims(a, 0), b), {-2});
   if (b.ndim() == 1) return squeeze(matmul(a, expand_dims(b, 1)), {-1});
   int64_t ka = a.shape().back(), kb = b.shape()[static_cast<size_t>(b.ndim() - 2)];
