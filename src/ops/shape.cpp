@@ -113,11 +113,14 @@ Array slice(const Array& x, Shape start, Shape stop) {
 }
 
 Array slice(const Array& x, Shape start, Shape stop, Shape strides) {
-  bool whole = start.size() == x.shape().size() && stop == x.shape();
+  // Lengths that do not match the rank go to the primitive, which names them.
+  const size_t rank = x.shape().size();
+  bool whole = start.size() == rank && strides.size() == rank && stop == x.shape();
   for (size_t d = 0; whole && d < start.size(); ++d) whole = start[d] == 0 && strides[d] == 1;
   if (whole) return x;
   ir::Attrs attrs{{"start", ir::Ints(start)}, {"stop", ir::Ints(stop)}};
-  bool unit = std::all_of(strides.begin(), strides.end(), [](int64_t s) { return s == 1; });
+  bool unit = strides.size() == rank &&
+              std::all_of(strides.begin(), strides.end(), [](int64_t s) { return s == 1; });
   if (!unit) attrs.set("strides", ir::Ints(strides));
   return bind("slice", {x}, attrs);
 }
