@@ -53,17 +53,18 @@ Array binary(std::string_view prim, double a, const Array& b) {
 
 ir::Ints to_ints(const std::vector<int>& v) { return ir::Ints(v.begin(), v.end()); }
 
-int norm_axis(std::string_view op, int axis, int rank) {
+int norm_axis(std::string_view op, int axis, const Shape& shape) {
+  const int rank = static_cast<int>(shape.size());
   detail::check(rank > 0, op, "axis {} given for a scalar", axis);
-  detail::check(axis >= -rank && axis < rank, op, "axis {} is out of range for rank {}", axis,
-                rank);
+  detail::check(axis >= -rank && axis < rank, op, "axis {} is out of range for shape {} (rank {})",
+                axis, shape_to_string(shape), rank);
   return axis < 0 ? axis + rank : axis;
 }
 
-std::vector<int> norm_axes(std::string_view op, std::vector<int> axes, int rank) {
+std::vector<int> norm_axes(std::string_view op, std::vector<int> axes, const Shape& shape) {
   std::vector<int> out;
   for (int a : axes) {
-    int n = norm_axis(op, a, rank);
+    int n = norm_axis(op, a, shape);
     detail::check(std::find(out.begin(), out.end(), n) == out.end(), op,
                   "axis {} appears twice in [{}]", a, fmt::join(axes, ", "));
     out.push_back(n);

@@ -15,18 +15,18 @@ Array as_index(const Array& i, const char* op) {
 }  // namespace
 
 Array take(const Array& x, const Array& indices, int axis) {
-  axis = ops::norm_axis("take", axis, x.ndim());
+  axis = ops::norm_axis("take", axis, x.shape());
   return bind("take", {x, as_index(indices, "take")}, {{"axis", static_cast<int64_t>(axis)}});
 }
 
 Array take_along_axis(const Array& x, const Array& indices, int axis) {
-  axis = ops::norm_axis("take_along_axis", axis, x.ndim());
+  axis = ops::norm_axis("take_along_axis", axis, x.shape());
   return bind("take_along", {x, as_index(indices, "take_along_axis")},
               {{"axis", static_cast<int64_t>(axis)}});
 }
 
 Array scatter_add(const Array& x, const Array& indices, const Array& updates, int axis) {
-  axis = ops::norm_axis("scatter_add", axis, x.ndim());
+  axis = ops::norm_axis("scatter_add", axis, x.shape());
   return bind("scatter_add", {x, as_index(indices, "scatter_add"), astype(updates, x.dtype())},
               {{"axis", static_cast<int64_t>(axis)}});
 }

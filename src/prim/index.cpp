@@ -463,9 +463,11 @@ class Iota final : public Primitive {
     check_arity(name(), in, 0);
     Shape s = attrs.ints("shape");
     for (int64_t d : s) detail::check(d >= 0, name(), "negative size in {}", shape_to_string(s));
-    norm_axis(name(), attrs.i("dimension"), static_cast<int>(s.size()));
+    const int64_t dim = attrs.i("dimension"), rank = static_cast<int64_t>(s.size());
+    detail::check(dim >= -rank && dim < rank, name(), "dimension {} is out of range for shape {}",
+                  dim, shape_to_string(s));
     DType dt = attrs.dtype("dtype");
-    detail::check(dt != DType::Bool, name(), "needs a numeric dtype");
+    detail::check(dt != DType::Bool, name(), "needs a numeric dtype, got {}", dtype_name(dt));
     return {Aval{s, dt}};
   }
   FactorRule factor_rule(const std::vector<Aval>&, const std::vector<Aval>& out,

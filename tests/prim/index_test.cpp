@@ -97,7 +97,7 @@ TEST(IndexErrors, ShapesThatDoNotFit) {
   EXPECT_PARTIX_ERROR(dynamic_update_slice(x, zeros({1, 1}), {scalar(0)}), "[dynamic_update_slice]",
                       "f32[4,5]", "got 1");
   EXPECT_PARTIX_ERROR(iota({-1, 3}, 0), "[iota]", "[-1,3]");
-  EXPECT_PARTIX_ERROR(iota({2, 3}, 2), "[iota]", "axis 2", "[2,3]");
+  EXPECT_PARTIX_ERROR(iota({2, 3}, 2), "[iota]", "dimension 2", "[2,3]");
   EXPECT_PARTIX_ERROR(iota({2}, 0, DType::Bool), "[iota]", "numeric", "bool");
   EXPECT_PARTIX_ERROR(top_k(x, 6), "[top_k]", "k=6", "f32[4,5]");
   EXPECT_PARTIX_ERROR(top_k(x, -1), "[top_k]", "k=-1", "f32[4,5]");
