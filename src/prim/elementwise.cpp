@@ -436,8 +436,12 @@ class Convert final : public Primitive {
       const bool i32 = to == DType::I32;
       const double lo = i32 ? -2147483648.0 : -9223372036854775808.0;
       const double hi = i32 ? 2147483647.0 : 9223372036854775808.0;
-      const int64_t max = i32 ? std::numeric_limits<int32_t>::max() : std::numeric_limits<int64_t>::max();
-      int64_t r = v != v ? 0 : v <= lo ? static_cast<int64_t>(lo) : v >= hi ? max : static_cast<int64_t>(v);
+      const int64_t max =
+          i32 ? std::numeric_limits<int32_t>::max() : std::numeric_limits<int64_t>::max();
+      int64_t r = v != v    ? 0
+                  : v <= lo ? static_cast<int64_t>(lo)
+                  : v >= hi ? max
+                            : static_cast<int64_t>(v);
       detail::store_int(dst, to, r);
     }
   }
