@@ -3,6 +3,11 @@
 // in both kernel modes (reference and fast) and, where a case binds a primitive, through the
 // primitive's reference kernel called directly on host buffers.
 //
+// Tolerances travel with each case (|got - want| <= atol + rtol * |want|): bit-exact for data
+// movement, integers, comparisons and conversions; 1e-6 relative for f32 arithmetic; about 4
+// ulp (5e-7 relative, 1e-7 absolute) for transcendentals; 1e-6 of the sum of |terms| for
+// reductions and contractions; one bf16 ulp for bf16 math. The script explains each.
+//
 // Each family test file registers a table from op name to a function of the op library:
 //   const int kRegistered = golden::register_family("reduce", reduce_ops);
 //   PARTIX_GOLDEN_SUITE(ReduceGolden, "reduce");
