@@ -666,6 +666,10 @@ def reduce_cases():
          [arr("i32", [1, wrap(1 + I32_MAX, "i32"), wrap(4 + I32_MAX, "i32"), -4, 1, 7], (2, 3))],
          EXACT,
          attrs={"axis": -1, "reverse": False})
+    xl = arr("i64", [I64_MAX, 1, 1, -5])
+    case("reduce", "cumsum_i64_wraps", "cumsum", [xl],
+         [arr("i64", [I64_MAX, I64_MIN, I64_MIN + 1, I64_MIN - 4 + 2**64])], EXACT,
+         attrs={"axis": 0, "reverse": False})
     case("reduce", "cumsum_bool_reverse", "cumsum", [arr("bool", [True, False, True, True])],
          [arr("i32", [3, 2, 2, 1])], EXACT, attrs={"axis": 0, "reverse": True})
     # The primitives directly: reduce_* with axes attributes, argmax index dtype, cumsum.
@@ -723,6 +727,14 @@ def dot_cases():
     dot_case("matmul_1d_3d", "matmul", [m((4,)), m((2, 4, 5), 0.0, 3.0)], "j,bjk->bk")
     dot_case("matmul_i32", "matmul", [arr("i32", np.arange(-3, 3).reshape(2, 3)),
                                       arr("i32", np.arange(12).reshape(3, 4))], "ij,jk->ik")
+    # Integer contractions wrap, as XLA's do.
+    a_i, b_i = arr("i32", [[65536, 65536, 3]]), arr("i32", [[65536], [1], [-7]])
+    case("dot", "matmul_i32_wraps", "matmul", [a_i, b_i],
+         [arr("i32", [[wrap(65536 * 65536 + 65536 - 21, "i32")]])], EXACT)
+    a_l, b_l = arr("i64", [2**62, 2**62, 5]), arr("i64", [2, 1, -1])
+    case("dot", "dot_general_i64_wraps", "dot_general", [a_l, b_l],
+         [arr("i64", wrap(2**63 + 2**62 - 5, "i64"), ())], EXACT,
+         attrs={"a_contract": [0], "b_contract": [0]})
     dot_case("matmul_bf16", "matmul", [m((2, 3), dtype="bf16", step=0.25),
                                        m((3, 2), 0.5, 5.0, dtype="bf16", step=0.25)],
              "ij,jk->ik")
@@ -923,6 +935,12 @@ def index_cases():
        [("f32", np.array([[v[2, 0], v[1, 1], v[0, 2], v[2, 3]]], np.float32))], {"axis": {"int": 0}})
     ic("prim_take_clamped", "prim:take", [x, arr("i32", [-1, 4])],
        [("f32", v[[0, 2]])], {"axis": {"int": 0}})
+    ic("prim_scatter_add_i64_wraps", "prim:scatter_add",
+       [arr("i64", [I64_MAX, 0]), arr("i32", [0, 0]), arr("i64", [1, 2])],
+       [arr("i64", [I64_MIN + 2, 0])], {"axis": {"int": 0}})
+    ic("prim_scatter_add_along_i32_wraps", "prim:scatter_add_along",
+       [arr("i32", [I32_MAX, 5]), arr("i32", [0, 0]), arr("i32", [1, 1])],
+       [arr("i32", [I32_MIN + 1, 5])], {"axis": {"int": 0}})
     ic("prim_scatter_add", "prim:scatter_add",
        [arr("f32", [1.0, 2.0, 3.0]), arr("i32", [[2, 2], [0, 9]]),
         arr("f32", [[0.5, 0.25], [1.0, 4.0]])], [arr("f32", [2.0, 2.0, 7.75])], {"axis": {"int": 0}})
