@@ -8,6 +8,7 @@
 #include "core/layout.h"
 #include "core/scalar.h"
 #include "partix/ops.h"
+#include "prim/elementwise_ops.h"
 #include "prim/positional.h"
 #include "prim/primitive.h"
 #include "prim/util.h"
@@ -303,7 +304,9 @@ class ScatterAdd final : public Primitive {
           if (is_floating(xa.dtype)) {
             detail::store_scalar(d, xa.dtype, detail::load_scalar(d, xa.dtype) + detail::load_scalar(u, xa.dtype));
           } else {
-            detail::store_int(d, xa.dtype, detail::load_int(d, xa.dtype) + detail::load_int(u, xa.dtype));
+            detail::store_int(
+                d, xa.dtype,
+                ew::wrap_add(detail::load_int(d, xa.dtype), detail::load_int(u, xa.dtype)));
           }
         }
       }
@@ -446,7 +449,9 @@ class ScatterAddAlong final : public Primitive {
           if (is_floating(xa.dtype)) {
             detail::store_scalar(d, xa.dtype, detail::load_scalar(d, xa.dtype) + detail::load_scalar(upd + p * es, xa.dtype));
           } else {
-            detail::store_int(d, xa.dtype, detail::load_int(d, xa.dtype) + detail::load_int(upd + p * es, xa.dtype));
+            detail::store_int(d, xa.dtype,
+                              ew::wrap_add(detail::load_int(d, xa.dtype),
+                                           detail::load_int(upd + p * es, xa.dtype)));
           }
         }
       }

@@ -6,6 +6,7 @@
 #include "core/layout.h"
 #include "core/scalar.h"
 #include "partix/ops.h"
+#include "prim/elementwise_ops.h"
 #include "prim/primitive.h"
 #include "prim/util.h"
 
@@ -284,7 +285,7 @@ class Cumsum final : public Primitive {
             acc += detail::load_scalar(src + off, in.dtype);
             detail::store_scalar(dst + off, in.dtype, acc);
           } else {
-            iacc += detail::load_int(src + off, in.dtype);
+            iacc = ew::wrap_add(iacc, detail::load_int(src + off, in.dtype));
             detail::store_int(dst + off, in.dtype, iacc);
           }
         }
