@@ -366,6 +366,11 @@ def elementwise_binary():
                [True, False, True, False], EXACT, out_dtype="bool")
         binary(f"{op}_f32", op, fn, "f32", [1.0, 0.0, NAN, -0.0], [2.0, 3.0, 0.0, 1.0], EXACT,
                out_dtype="bool")
+    # Arithmetic on bools stays bool, as in numpy and JAX: + and max are or, * and min are and.
+    for op, fn in (("add", np.add), ("mul", np.multiply), ("maximum", np.maximum),
+                   ("minimum", np.minimum)):
+        x, y = arr("bool", [True, True, False, False]), arr("bool", [True, False, True, False])
+        case("elementwise", f"{op}_bool", op, [x, y], [("bool", fn(x[1], y[1]))], EXACT)
     # Bitwise and/or exist as primitives on integers.
     x, y = arr("i32", [12, -1, 5, I32_MIN]), arr("i32", [10, 7, 0, -1])
     case("elementwise", "prim_and_i32", "prim:and", [x, y], [int_map("i32", lambda p, q: p & q, x, y)],
