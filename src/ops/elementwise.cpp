@@ -32,13 +32,21 @@ namespace {
 Array fit_to(const Array& x, const Shape& s) {
   return (x.ndim() == 0 || x.shape() == s) ? x : broadcast_to(x, s);
 }
+
+// On bools, + and max are `or`, * and min are `and`, as in numpy and JAX.
+std::string_view bool_prim(std::string_view prim, DType dt) {
+  if (dt != DType::Bool) return prim;
+  if (prim == "add" || prim == "max") return "or";
+  if (prim == "mul" || prim == "min") return "and";
+  return prim;
+}
 }  // namespace
 
 Array binary(std::string_view prim, const Array& a, const Array& b) {
   DType dt = promote_types(a.dtype(), b.dtype());
   Shape s = broadcast_shapes(prim, a.shape(), b.shape());
   Array x = fit_to(astype(a, dt), s), y = fit_to(astype(b, dt), s);
-  return bind(prim, {x, y});
+  return bind(bool_prim(prim, dt), {x, y});
 }
 
 Array binary(std::string_view prim, const Array& a, double b) {
