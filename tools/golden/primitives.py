@@ -17,7 +17,7 @@ XLA): integer division truncates and x / 0 = -1, x rem 0 = x; integer arithmetic
 float -> int conversion truncates, saturates and maps NaN to 0; sign keeps signed zero;
 take/gather indices are clamped into range; dynamic slice starts are clamped so the slice
 fits; max/min/argmax propagate NaN; top_k puts NaN first, sort (ascending) puts NaN last;
-bf16 rounds to nearest even from f32. Computations run in float64 and round once to the
++ and max of bools are or, * and min are and; bf16 rounds to nearest even from f32. Computations run in float64 and round once to the
 output dtype (via f32 for bf16, as a float32 computation followed by a cast would).
 
 File layout: {"promotion": {...}, "weak": [...], "broadcast": [...], "cases": [...]}. A case is
@@ -40,7 +40,8 @@ zero included):
   SUM     1e-6, 1e-6 * max(sum |terms|)  reductions and contractions: the summation order
                     of a fast kernel changes the rounding by up to n ulp of the sum of |terms|.
   NN      4e-6, 1e-6  composites (softmax, norms, losses) round after every primitive in f32.
-  BF16    2^-7 relative (one bf16 ulp) where a bf16 result is computed, not moved.
+  BF16    2^-7 relative (one bf16 ulp) where a bf16 result is computed, not moved;
+  F16     2^-10 relative (one f16 ulp); F64  1e-14 relative.
 """
 
 import json
