@@ -24,8 +24,9 @@ Array binary(std::string_view prim, const Array& a, double b);
 Array binary(std::string_view prim, double a, const Array& b);
 
 ir::Ints to_ints(const std::vector<int>& v);
-int norm_axis(std::string_view op, int axis, int rank);
-std::vector<int> norm_axes(std::string_view op, std::vector<int> axes, int rank);
+// Normalises possibly negative axes of an operand of `shape`; errors name the op and shape.
+int norm_axis(std::string_view op, int axis, const Shape& shape);
+std::vector<int> norm_axes(std::string_view op, std::vector<int> axes, const Shape& shape);
 std::vector<int> all_axes(int rank);
 
 }  // namespace partix::ops

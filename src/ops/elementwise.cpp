@@ -32,13 +32,21 @@ namespace {
 Array fit_to(const Array& x, const Shape& s) {
   return (x.ndim() == 0 || x.shape() == s) ? x : broadcast_to(x, s);
 }
+
+// On bools, + and max are `or`, * and min are `and`, as in numpy and JAX.
+std::string_view bool_prim(std::string_view prim, DType dt) {
+  if (dt != DType::Bool) return prim;
+  if (prim == "add" || prim == "max") return "or";
+  if (prim == "mul" || prim == "min") return "and";
+  return prim;
+}
 }  // namespace
 
 Array binary(std::string_view prim, const Array& a, const Array& b) {
   DType dt = promote_types(a.dtype(), b.dtype());
   Shape s = broadcast_shapes(prim, a.shape(), b.shape());
   Array x = fit_to(astype(a, dt), s), y = fit_to(astype(b, dt), s);
-  return bind(prim, {x, y});
+  return bind(bool_prim(prim, dt), {x, y});
 }
 
 Array binary(std::string_view prim, const Array& a, double b) {
@@ -53,17 +61,18 @@ Array binary(std::string_view prim, double a, const Array& b) {
 
 ir::Ints to_ints(const std::vector<int>& v) { return ir::Ints(v.begin(), v.end()); }
 
-int norm_axis(std::string_view op, int axis, int rank) {
+int norm_axis(std::string_view op, int axis, const Shape& shape) {
+  const int rank = static_cast<int>(shape.size());
   detail::check(rank > 0, op, "axis {} given for a scalar", axis);
-  detail::check(axis >= -rank && axis < rank, op, "axis {} is out of range for rank {}", axis,
-                rank);
+  detail::check(axis >= -rank && axis < rank, op, "axis {} is out of range for shape {} (rank {})",
+                axis, shape_to_string(shape), rank);
   return axis < 0 ? axis + rank : axis;
 }
 
-std::vector<int> norm_axes(std::string_view op, std::vector<int> axes, int rank) {
+std::vector<int> norm_axes(std::string_view op, std::vector<int> axes, const Shape& shape) {
   std::vector<int> out;
   for (int a : axes) {
-    int n = norm_axis(op, a, rank);
+    int n = norm_axis(op, a, shape);
     detail::check(std::find(out.begin(), out.end(), n) == out.end(), op,
                   "axis {} appears twice in [{}]", a, fmt::join(axes, ", "));
     out.push_back(n);

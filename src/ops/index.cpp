@@ -15,18 +15,18 @@ Array as_index(const Array& i, const char* op) {
 }  // namespace
 
 Array take(const Array& x, const Array& indices, int axis) {
-  axis = ops::norm_axis("take", axis, x.ndim());
+  axis = ops::norm_axis("take", axis, x.shape());
   return bind("take", {x, as_index(indices, "take")}, {{"axis", static_cast<int64_t>(axis)}});
 }
 
 Array take_along_axis(const Array& x, const Array& indices, int axis) {
-  axis = ops::norm_axis("take_along_axis", axis, x.ndim());
+  axis = ops::norm_axis("take_along_axis", axis, x.shape());
   return bind("take_along", {x, as_index(indices, "take_along_axis")},
               {{"axis", static_cast<int64_t>(axis)}});
 }
 
 Array scatter_add(const Array& x, const Array& indices, const Array& updates, int axis) {
-  axis = ops::norm_axis("scatter_add", axis, x.ndim());
+  axis = ops::norm_axis("scatter_add", axis, x.shape());
   return bind("scatter_add", {x, as_index(indices, "scatter_add"), astype(updates, x.dtype())},
               {{"axis", static_cast<int64_t>(axis)}});
 }
@@ -58,9 +58,13 @@ std::pair<Array, Array> sort(const Array& x, bool descending) {
   detail::check(x.ndim() >= 1, "sort", "needs rank >= 1, got a scalar");
   int64_t n = x.shape().back();
   if (descending) return top_k(x, n);
-  // Ascending: order the negated values (ties keep the lower index, as a stable sort).
-  auto [v, i] = top_k(-x, n);
-  return {-v, i};
+  // Ascending is descending reversed. top_k of the reversed row ranks ties by their higher
+  // original index, so reversing its result keeps equal keys in index order (a stable sort)
+  // and puts NaN last. (Negating the keys instead would put NaN first and wrap INT_MIN.)
+  const int last = x.ndim() - 1;
+  auto [v, i] = top_k(flip(x, {last}), n);
+  Array idx = flip(static_cast<double>(n - 1) - i, {last});
+  return {flip(v, {last}), idx};
 }
 
 Array one_hot(const Array& indices, int64_t n, DType dtype) {

@@ -27,11 +27,13 @@ Array dot_general(const Array& a, const Array& b, std::vector<int> a_contract,
 Array matmul(const Array& a, const Array& b) {
   detail::check(a.ndim() >= 1 && b.ndim() >= 1, "matmul", "operands must have rank >= 1, got {} and {}",
                 shape_to_string(a.shape()), shape_to_string(b.shape()));
-  if (a.ndim() == 1) return squeeze(matmul(expand_dims(a, 0), b), {-2});
-  if (b.ndim() == 1) return squeeze(matmul(a, expand_dims(b, 1)), {-1});
-  int64_t ka = a.shape().back(), kb = b.shape()[static_cast<size_t>(b.ndim() - 2)];
+  // Checked on the caller's shapes, before vectors are promoted to matrices.
+  int64_t ka = a.shape().back(), kb = b.shape()[static_cast<size_t>(std::max(0, b.ndim() - 2))];
   detail::check(ka == kb, "matmul", "contracting sizes differ: {} @ {}", shape_to_string(a.shape()),
                 shape_to_string(b.shape()));
+  if (a.ndim() == 1 && b.ndim() == 1) return dot_general(a, b, {0}, {0});  // a scalar
+  if (a.ndim() == 1) return squeeze(matmul(expand_dims(a, 0), b), {-2});
+  if (b.ndim() == 1) return squeeze(matmul(a, expand_dims(b, 1)), {-1});
   if (b.ndim() == 2) {
     // [..., M, K] @ [K, N]: one contraction, no batch dims.
     return dot_general(a, b, {a.ndim() - 1}, {0});
@@ -117,12 +119,14 @@ Array einsum(std::string_view spec_in, std::vector<Array> operands) {
   detail::check(ins.size() == operands.size(), "einsum", "'{}' names {} operands but {} were given",
                 spec_in, ins.size(), operands.size());
   std::map<char, int64_t> size;
+  std::map<char, size_t> first;  // the operand where a label first appears
   std::map<char, int> count;
   for (size_t k = 0; k < ins.size(); ++k) {
     const std::string& s = ins[k];
     detail::check(static_cast<int>(s.size()) == operands[k].ndim(), "einsum",
-                  "operand {} has rank {} but '{}' names {} dimensions", k, operands[k].ndim(), s,
-                  s.size());
+                  "operand {} ({}{}) has rank {} but '{}' names {} dimensions in '{}'", k,
+                  dtype_name(operands[k].dtype()), shape_to_string(operands[k].shape()),
+                  operands[k].ndim(), s, s.size(), spec_in);
     std::set<char> seen;
     for (size_t d = 0; d < s.size(); ++d) {
       char l = s[d];
@@ -133,9 +137,14 @@ Array einsum(std::string_view spec_in, std::vector<Array> operands) {
                     k, spec_in);
       int64_t n = operands[k].shape()[d];
       auto it = size.find(l);
-      detail::check(it == size.end() || it->second == n, "einsum",
-                    "label '{}' has sizes {} and {} in '{}'", l, it == size.end() ? n : it->second, n,
-                    spec_in);
+      if (it != size.end() && it->second != n) {
+        size_t f = first[l];
+        detail::fail("einsum",
+                     "label '{}' has size {} in operand {} ({}) but {} in operand {} ({}) of '{}'",
+                     l, it->second, f, shape_to_string(operands[f].shape()), n, k,
+                     shape_to_string(operands[k].shape()), spec_in);
+      }
+      if (it == size.end()) first[l] = k;
       size[l] = n;
       count[l]++;
     }

@@ -18,14 +18,14 @@ Array gelu(const Array& x, bool approximate) {
 }
 
 Array softmax(const Array& x, int axis) {
-  axis = ops::norm_axis("softmax", axis, x.ndim());
+  axis = ops::norm_axis("softmax", axis, x.shape());
   Array m = stop_gradient(max(x, {axis}, true));
   Array e = exp(x - m);
   return e / sum(e, {axis}, true);
 }
 
 Array log_softmax(const Array& x, int axis) {
-  axis = ops::norm_axis("log_softmax", axis, x.ndim());
+  axis = ops::norm_axis("log_softmax", axis, x.shape());
   Array shifted = x - stop_gradient(max(x, {axis}, true));
   return shifted - log(sum(exp(shifted), {axis}, true));
 }
@@ -55,9 +55,12 @@ Array rms_norm(const Array& x, const Array& weight, double eps) {
 }
 
 Array cross_entropy(const Array& logits, const Array& labels) {
-  detail::check(logits.ndim() == labels.ndim() + 1, "cross_entropy",
-                "logits {} need one more dimension than labels {}", shape_to_string(logits.shape()),
-                shape_to_string(labels.shape()));
+  Shape batch(logits.shape().begin(), logits.shape().end() - (logits.ndim() > 0 ? 1 : 0));
+  detail::check(logits.ndim() >= 1 && labels.shape() == batch, "cross_entropy",
+                "logits {} need labels of shape {}, got {}", shape_to_string(logits.shape()),
+                shape_to_string(batch), shape_to_string(labels.shape()));
+  detail::check(is_integral(labels.dtype()), "cross_entropy", "labels must be integers, got {}{}",
+                dtype_name(labels.dtype()), shape_to_string(labels.shape()));
   Array lp = log_softmax(upcast(logits), -1);
   Array picked = take_along_axis(lp, expand_dims(labels, -1), -1);
   return -squeeze(picked, {-1});

@@ -19,7 +19,7 @@ Shape kept_shape(const Array& x, const std::vector<int>& axes) {
 
 Array reduce(const char* prim, const char* op, const Array& x, std::vector<int> axes,
              bool keepdims) {
-  axes = ops::norm_axes(op, axes, x.ndim());
+  axes = ops::norm_axes(op, axes, x.shape());
   Array in = x.dtype() == DType::Bool ? astype(x, DType::I32) : x;
   Array r = axes.empty() ? in : bind(prim, {in}, {{"axes", to_ints(axes)}});
   return keepdims ? reshape(r, kept_shape(x, axes)) : r;
@@ -40,7 +40,7 @@ Array sum(const Array& x, std::vector<int> axes, bool keepdims) {
 
 Array mean(const Array& x) { return mean(x, ops::all_axes(x.ndim())); }
 Array mean(const Array& x, std::vector<int> axes, bool keepdims) {
-  axes = ops::norm_axes("mean", axes, x.ndim());
+  axes = ops::norm_axes("mean", axes, x.shape());
   Array xf = is_floating(x.dtype()) ? x : astype(x, DType::F32);
   return sum(xf, axes, keepdims) / count(x, axes);
 }
@@ -54,7 +54,7 @@ Array min(const Array& x, std::vector<int> axes, bool keepdims) {
 }
 
 Array var(const Array& x, std::vector<int> axes, bool keepdims) {
-  axes = ops::norm_axes("var", axes, x.ndim());
+  axes = ops::norm_axes("var", axes, x.shape());
   Array xf = is_floating(x.dtype()) ? x : astype(x, DType::F32);
   Array d = xf - mean(xf, axes, true);
   return mean(d * d, axes, keepdims);
@@ -62,7 +62,7 @@ Array var(const Array& x, std::vector<int> axes, bool keepdims) {
 
 namespace {
 Array arg_reduce(const char* prim, const Array& x, int axis, bool keepdims) {
-  axis = ops::norm_axis(prim, axis, x.ndim());
+  axis = ops::norm_axis(prim, axis, x.shape());
   Array in = x.dtype() == DType::Bool ? astype(x, DType::I32) : x;
   Array r = bind(prim, {in}, {{"axis", static_cast<int64_t>(axis)}});
   return keepdims ? expand_dims(r, axis) : r;
@@ -73,7 +73,7 @@ Array argmax(const Array& x, int axis, bool keepdims) { return arg_reduce("argma
 Array argmin(const Array& x, int axis, bool keepdims) { return arg_reduce("argmin", x, axis, keepdims); }
 
 Array cumsum(const Array& x, int axis, bool reverse) {
-  axis = ops::norm_axis("cumsum", axis, x.ndim());
+  axis = ops::norm_axis("cumsum", axis, x.shape());
   Array in = x.dtype() == DType::Bool ? astype(x, DType::I32) : x;
   ir::Attrs attrs{{"axis", static_cast<int64_t>(axis)}};
   if (reverse) attrs.set("reverse", true);
@@ -81,7 +81,7 @@ Array cumsum(const Array& x, int axis, bool reverse) {
 }
 
 Array logsumexp(const Array& x, std::vector<int> axes, bool keepdims) {
-  axes = ops::norm_axes("logsumexp", axes, x.ndim());
+  axes = ops::norm_axes("logsumexp", axes, x.shape());
   Array xf = is_floating(x.dtype()) ? x : astype(x, DType::F32);
   // Shift by the (gradient-free) max; an all -inf row shifts by 0 instead.
   Array m = stop_gradient(max(xf, axes, true));

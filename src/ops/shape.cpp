@@ -14,12 +14,13 @@ Array reshape(const Array& x, Shape shape) {
   int64_t known = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
-      detail::check(infer < 0, "reshape", "only one dimension of {} may be -1",
-                    shape_to_string(shape));
+      detail::check(infer < 0, "reshape", "cannot reshape {}{} to {}: only one dimension may be -1",
+                    dtype_name(x.dtype()), shape_to_string(x.shape()), shape_to_string(shape));
       infer = static_cast<int>(i);
     } else {
-      detail::check(shape[i] >= 0, "reshape", "invalid size {} in {}", shape[i],
-                    shape_to_string(shape));
+      detail::check(shape[i] >= 0, "reshape", "cannot reshape {}{} to {}: invalid size {}",
+                    dtype_name(x.dtype()), shape_to_string(x.shape()), shape_to_string(shape),
+                    shape[i]);
       known *= shape[i];
     }
   }
@@ -47,16 +48,16 @@ Array transpose(const Array& x) {
 }
 
 Array swapaxes(const Array& x, int a, int b) {
-  a = ops::norm_axis("swapaxes", a, x.ndim());
-  b = ops::norm_axis("swapaxes", b, x.ndim());
+  a = ops::norm_axis("swapaxes", a, x.shape());
+  b = ops::norm_axis("swapaxes", b, x.shape());
   std::vector<int> perm = ops::all_axes(x.ndim());
   std::swap(perm[static_cast<size_t>(a)], perm[static_cast<size_t>(b)]);
   return transpose(x, perm);
 }
 
 Array moveaxis(const Array& x, int source, int destination) {
-  source = ops::norm_axis("moveaxis", source, x.ndim());
-  destination = ops::norm_axis("moveaxis", destination, x.ndim());
+  source = ops::norm_axis("moveaxis", source, x.shape());
+  destination = ops::norm_axis("moveaxis", destination, x.shape());
   std::vector<int> perm;
   for (int i = 0; i < x.ndim(); ++i) {
     if (i != source) perm.push_back(i);
@@ -84,8 +85,9 @@ Array broadcast_to(const Array& x, Shape shape) {
 
 Array expand_dims(const Array& x, int axis) {
   int rank = x.ndim() + 1;
-  detail::check(axis >= -rank && axis < rank, "expand_dims", "axis {} is out of range for rank {}",
-                axis, rank);
+  detail::check(axis >= -rank && axis < rank, "expand_dims",
+                "axis {} is out of range for a new axis of shape {} (rank {})", axis,
+                shape_to_string(x.shape()), rank);
   if (axis < 0) axis += rank;
   Shape s = x.shape();
   s.insert(s.begin() + axis, 1);
@@ -93,7 +95,7 @@ Array expand_dims(const Array& x, int axis) {
 }
 
 Array squeeze(const Array& x, std::vector<int> axes) {
-  axes = ops::norm_axes("squeeze", axes, x.ndim());
+  axes = ops::norm_axes("squeeze", axes, x.shape());
   Shape s;
   for (int d = 0; d < x.ndim(); ++d) {
     bool drop = std::find(axes.begin(), axes.end(), d) != axes.end();
@@ -113,17 +115,20 @@ Array slice(const Array& x, Shape start, Shape stop) {
 }
 
 Array slice(const Array& x, Shape start, Shape stop, Shape strides) {
-  bool whole = start.size() == x.shape().size() && stop == x.shape();
+  // Lengths that do not match the rank go to the primitive, which names them.
+  const size_t rank = x.shape().size();
+  bool whole = start.size() == rank && strides.size() == rank && stop == x.shape();
   for (size_t d = 0; whole && d < start.size(); ++d) whole = start[d] == 0 && strides[d] == 1;
   if (whole) return x;
   ir::Attrs attrs{{"start", ir::Ints(start)}, {"stop", ir::Ints(stop)}};
-  bool unit = std::all_of(strides.begin(), strides.end(), [](int64_t s) { return s == 1; });
+  bool unit = strides.size() == rank &&
+              std::all_of(strides.begin(), strides.end(), [](int64_t s) { return s == 1; });
   if (!unit) attrs.set("strides", ir::Ints(strides));
   return bind("slice", {x}, attrs);
 }
 
 Array slice_axis(const Array& x, int axis, int64_t start, int64_t stop) {
-  axis = ops::norm_axis("slice", axis, x.ndim());
+  axis = ops::norm_axis("slice", axis, x.shape());
   Shape lo(x.shape().size(), 0), hi = x.shape();
   lo[static_cast<size_t>(axis)] = start;
   hi[static_cast<size_t>(axis)] = stop;
@@ -136,7 +141,7 @@ Array concatenate(std::vector<Array> xs, int axis) {
   DType dt = xs[0].dtype();
   for (const Array& a : xs) dt = promote_types(dt, a.dtype());
   for (Array& a : xs) a = astype(a, dt);
-  axis = ops::norm_axis("concatenate", axis, xs[0].ndim());
+  axis = ops::norm_axis("concatenate", axis, xs[0].shape());
   return detail::bind1("concatenate", xs, {{"axis", static_cast<int64_t>(axis)}});
 }
 
@@ -147,7 +152,7 @@ Array stack(std::vector<Array> xs, int axis) {
 }
 
 std::vector<Array> split(const Array& x, int sections, int axis) {
-  axis = ops::norm_axis("split", axis, x.ndim());
+  axis = ops::norm_axis("split", axis, x.shape());
   int64_t n = x.shape()[static_cast<size_t>(axis)];
   detail::check(sections > 0 && n % sections == 0, "split",
                 "dimension {} of {} (size {}) does not split into {} equal sections", axis,
@@ -163,7 +168,7 @@ Array pad(const Array& x, Shape low, Shape high, double value) {
 }
 
 Array flip(const Array& x, std::vector<int> axes) {
-  return bind("rev", {x}, {{"axes", to_ints(ops::norm_axes("flip", axes, x.ndim()))}});
+  return bind("rev", {x}, {{"axes", to_ints(ops::norm_axes("flip", axes, x.shape()))}});
 }
 
 Array flatten(const Array& x) { return reshape(x, {x.size()}); }

@@ -7,6 +7,7 @@
 #include "core/scalar.h"
 #include "partix/ops.h"
 #include "prim/dot.h"
+#include "prim/elementwise_ops.h"
 #include "prim/primitive.h"
 #include "prim/util.h"
 
@@ -225,7 +226,8 @@ class DotGeneral final : public Primitive {
             if (fl) {
               acc += detail::load_scalar(xa, a.dtype) * detail::load_scalar(xb, a.dtype);
             } else {
-              iacc += detail::load_int(xa, a.dtype) * detail::load_int(xb, a.dtype);
+              iacc = ew::wrap_add(
+                  iacc, ew::wrap_mul(detail::load_int(xa, a.dtype), detail::load_int(xb, a.dtype)));
             }
           }
           if (fl) detail::store_scalar(po + o * eo, odt, acc);

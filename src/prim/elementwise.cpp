@@ -1,6 +1,7 @@
 // Elementwise primitives: unary math, binary arithmetic and comparisons, select, convert.
 // Operands have the result's shape or are scalars (rank 0); the op library broadcasts.
 #include <cstring>
+#include <limits>
 
 #include "core/scalar.h"
 #include "partix/ops.h"
@@ -413,7 +414,11 @@ class Convert final : public Primitive {
   static void convert_one(const char* src, DType from, char* dst, DType to) {
     if (!is_floating(from)) {
       int64_t v = detail::load_int(src, from);
-      if (is_floating(to)) {
+      if (to == DType::F32) {
+        // One rounding, int -> float: going through double rounds twice beyond 2^53.
+        float f = static_cast<float>(v);
+        std::memcpy(dst, &f, sizeof f);
+      } else if (is_floating(to)) {
         detail::store_scalar(dst, to, static_cast<double>(v));
       } else {
         detail::store_int(dst, to, to == DType::Bool ? (v != 0) : v);
@@ -426,9 +431,17 @@ class Convert final : public Primitive {
     } else if (to == DType::Bool) {
       detail::store_int(dst, to, v != 0.0 ? 1 : 0);
     } else {
-      double lo = to == DType::I32 ? -2147483648.0 : -9223372036854775808.0;
-      double hi = to == DType::I32 ? 2147483647.0 : 9223372036854774784.0;
-      int64_t r = v != v ? 0 : v <= lo ? static_cast<int64_t>(lo) : v >= hi ? static_cast<int64_t>(hi) : static_cast<int64_t>(v);
+      // Saturate at the integer limits: 2^31 - 1 is a double, 2^63 - 1 is not (v >= 2^63
+      // saturates, v in [-2^63, 2^63) truncates exactly).
+      const bool i32 = to == DType::I32;
+      const double lo = i32 ? -2147483648.0 : -9223372036854775808.0;
+      const double hi = i32 ? 2147483647.0 : 9223372036854775808.0;
+      const int64_t max =
+          i32 ? std::numeric_limits<int32_t>::max() : std::numeric_limits<int64_t>::max();
+      int64_t r = v != v    ? 0
+                  : v <= lo ? static_cast<int64_t>(lo)
+                  : v >= hi ? max
+                            : static_cast<int64_t>(v);
       detail::store_int(dst, to, r);
     }
   }

@@ -53,6 +53,16 @@ T wrap_neg(T x) {
   }
 }
 
+// |x|: integers wrap (|INT_MIN| = INT_MIN); floats clear the sign bit, so |-0.0| = +0.0.
+template <class T>
+T abs_value(T x) {
+  if constexpr (kIsInt<T>) {
+    return x < T(0) ? wrap_neg(x) : x;
+  } else {
+    return std::fabs(x);
+  }
+}
+
 // Inverse error function: an initial rational approximation refined by Newton steps.
 template <class T>
 T erf_inv_impl(T x) {
@@ -111,7 +121,7 @@ PARTIX_UNARY(Cos, "cos", Allowed::kFloat, std::cos(x))
 PARTIX_UNARY(Tanh, "tanh", Allowed::kFloat, std::tanh(x))
 PARTIX_UNARY(Sqrt, "sqrt", Allowed::kFloat, std::sqrt(x))
 PARTIX_UNARY(Rsqrt, "rsqrt", Allowed::kFloat, T(1) / std::sqrt(x))
-PARTIX_UNARY(Abs, "abs", Allowed::kNumeric, x < T(0) ? wrap_neg(x) : x)
+PARTIX_UNARY(Abs, "abs", Allowed::kNumeric, abs_value(x))
 PARTIX_UNARY(Sign, "sign", Allowed::kNumeric,
              x > T(0) ? T(1) : (x < T(0) ? T(-1) : x))  // keeps NaN and signed zero
 PARTIX_UNARY(Floor, "floor", Allowed::kFloat, std::floor(x))

@@ -8,6 +8,7 @@
 #include "core/layout.h"
 #include "core/scalar.h"
 #include "partix/ops.h"
+#include "prim/elementwise_ops.h"
 #include "prim/positional.h"
 #include "prim/primitive.h"
 #include "prim/util.h"
@@ -303,7 +304,9 @@ class ScatterAdd final : public Primitive {
           if (is_floating(xa.dtype)) {
             detail::store_scalar(d, xa.dtype, detail::load_scalar(d, xa.dtype) + detail::load_scalar(u, xa.dtype));
           } else {
-            detail::store_int(d, xa.dtype, detail::load_int(d, xa.dtype) + detail::load_int(u, xa.dtype));
+            detail::store_int(
+                d, xa.dtype,
+                ew::wrap_add(detail::load_int(d, xa.dtype), detail::load_int(u, xa.dtype)));
           }
         }
       }
@@ -446,7 +449,9 @@ class ScatterAddAlong final : public Primitive {
           if (is_floating(xa.dtype)) {
             detail::store_scalar(d, xa.dtype, detail::load_scalar(d, xa.dtype) + detail::load_scalar(upd + p * es, xa.dtype));
           } else {
-            detail::store_int(d, xa.dtype, detail::load_int(d, xa.dtype) + detail::load_int(upd + p * es, xa.dtype));
+            detail::store_int(d, xa.dtype,
+                              ew::wrap_add(detail::load_int(d, xa.dtype),
+                                           detail::load_int(upd + p * es, xa.dtype)));
           }
         }
       }
@@ -463,9 +468,11 @@ class Iota final : public Primitive {
     check_arity(name(), in, 0);
     Shape s = attrs.ints("shape");
     for (int64_t d : s) detail::check(d >= 0, name(), "negative size in {}", shape_to_string(s));
-    norm_axis(name(), attrs.i("dimension"), static_cast<int>(s.size()));
+    const int64_t dim = attrs.i("dimension"), rank = static_cast<int64_t>(s.size());
+    detail::check(dim >= -rank && dim < rank, name(), "dimension {} is out of range for shape {}",
+                  dim, shape_to_string(s));
     DType dt = attrs.dtype("dtype");
-    detail::check(dt != DType::Bool, name(), "needs a numeric dtype");
+    detail::check(dt != DType::Bool, name(), "needs a numeric dtype, got {}", dtype_name(dt));
     return {Aval{s, dt}};
   }
   FactorRule factor_rule(const std::vector<Aval>&, const std::vector<Aval>& out,
@@ -550,11 +557,18 @@ class TopK final : public Primitive {
     int32_t* idx = static_cast<int32_t*>(c.out[1]);
     std::vector<int64_t> order(static_cast<size_t>(n));
     std::vector<double> v(static_cast<size_t>(n));
+    std::vector<int64_t> iv(static_cast<size_t>(n));  // integers compare exactly
+    const bool fl = is_floating(x.dtype);
     for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = detail::load_scalar(src + (r * n + i) * es, x.dtype);
+      for (int64_t i = 0; i < n; ++i) {
+        const char* p = src + (r * n + i) * es;
+        if (fl) v[static_cast<size_t>(i)] = detail::load_scalar(p, x.dtype);
+        else iv[static_cast<size_t>(i)] = detail::load_int(p, x.dtype);
+      }
       std::iota(order.begin(), order.end(), 0);
       // NaN sorts first (largest), ties keep the lower index.
       std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+        if (!fl) return iv[static_cast<size_t>(a)] > iv[static_cast<size_t>(b)];
         double va = v[static_cast<size_t>(a)], vb = v[static_cast<size_t>(b)];
         if (va != va) return vb == vb;
         return va > vb;

@@ -6,6 +6,7 @@
 #include "core/layout.h"
 #include "core/scalar.h"
 #include "partix/ops.h"
+#include "prim/elementwise_ops.h"
 #include "prim/primitive.h"
 #include "prim/util.h"
 
@@ -181,6 +182,32 @@ class ArgReduce : public Primitive {
     return b.rule();
   }
   std::vector<Array> vjp(const VjpArgs&) const override { return {Array()}; }
+  // The first extremal index of n elements `stride` bytes apart; NaN wins.
+  int64_t arg_extreme_float(const char* p, int64_t stride, int64_t n, DType dt) const {
+    int64_t best = 0;
+    double bv = detail::load_scalar(p, dt);
+    for (int64_t k = 1; k < n && bv == bv; ++k) {
+      double v = detail::load_scalar(p + k * stride, dt);
+      if (v != v || (max_ ? v > bv : v < bv)) {
+        best = k;
+        bv = v;
+      }
+    }
+    return best;
+  }
+  // Integers compare exactly (i64 beyond 2^53 does not fit a double).
+  int64_t arg_extreme_int(const char* p, int64_t stride, int64_t n, DType dt) const {
+    int64_t best = 0;
+    int64_t bv = detail::load_int(p, dt);
+    for (int64_t k = 1; k < n; ++k) {
+      int64_t v = detail::load_int(p + k * stride, dt);
+      if (max_ ? v > bv : v < bv) {
+        best = k;
+        bv = v;
+      }
+    }
+    return best;
+  }
   void reference(const KernelCall& c) const override {
     const Aval& in = c.in_aval(0);
     int axis = norm_axis(name(), c.attrs.i("axis"), in.ndim());
@@ -193,21 +220,9 @@ class ArgReduce : public Primitive {
     char* dst = static_cast<char*>(c.out[0]);
     for (int64_t o = 0; o < outer; ++o) {
       for (int64_t i = 0; i < inner; ++i) {
-        int64_t best = 0;
-        double bv = 0;
-        for (int64_t k = 0; k < n; ++k) {
-          double v = detail::load_scalar(src + ((o * n + k) * inner + i) * es, in.dtype);
-          if (k == 0) {
-            bv = v;
-            continue;
-          }
-          if (bv != bv) break;  // a NaN was found first
-          bool better = v != v || (max_ ? v > bv : v < bv);
-          if (better) {
-            best = k;
-            bv = v;
-          }
-        }
+        const char* row = src + (o * n * inner + i) * es;
+        int64_t best = is_floating(in.dtype) ? arg_extreme_float(row, inner * es, n, in.dtype)
+                                             : arg_extreme_int(row, inner * es, n, in.dtype);
         detail::store_int(dst + (o * inner + i) * dtype_size(odt), odt, best);
       }
     }
@@ -270,7 +285,7 @@ class Cumsum final : public Primitive {
             acc += detail::load_scalar(src + off, in.dtype);
             detail::store_scalar(dst + off, in.dtype, acc);
           } else {
-            iacc += detail::load_int(src + off, in.dtype);
+            iacc = ew::wrap_add(iacc, detail::load_int(src + off, in.dtype));
             detail::store_int(dst + off, in.dtype, iacc);
           }
         }

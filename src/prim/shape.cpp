@@ -424,7 +424,8 @@ class Pad final : public Primitive {
     Shape out;
     for (size_t d = 0; d < s.size(); ++d) {
       detail::check(low[d] >= 0 && high[d] >= 0 && interior[d] >= 0, name(),
-                    "negative padding {} / {} in dimension {}", low[d], high[d], d);
+                    "negative padding {} / {} in dimension {} of {}", low[d], high[d], d,
+                    in[0].to_string());
       out.push_back(low[d] + high[d] + s[d] + (s[d] > 0 ? (s[d] - 1) * interior[d] : 0));
     }
     return {Aval{out, in[0].dtype}};
