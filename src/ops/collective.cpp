@@ -64,8 +64,9 @@ Array pmean(const Array& x, Axes axes) {
 
 Array all_gather(const Array& x, Axes axes, int axis, bool tiled) {
   Bound b = bound("all_gather", axes);
-  int rank = x.ndim() + (tiled ? 0 : 1);
-  axis = ops::norm_axis("all_gather", axis, rank);
+  Shape out_rank_shape = x.shape();
+  if (!tiled) out_rank_shape.insert(out_rank_shape.begin(), 1);  // untiled adds a dimension
+  axis = ops::norm_axis("all_gather", axis, out_rank_shape);
   return ops::bind("all_gather", {vary_over(x, b)},
                    {{"axes", b.axes}, {"axis", static_cast<int64_t>(axis)}, {"tiled", tiled},
                     {"group", b.size}});
@@ -73,7 +74,7 @@ Array all_gather(const Array& x, Axes axes, int axis, bool tiled) {
 
 Array psum_scatter(const Array& x, Axes axes, int scatter_dimension, bool tiled) {
   Bound b = bound("psum_scatter", axes);
-  int axis = ops::norm_axis("psum_scatter", scatter_dimension, x.ndim());
+  int axis = ops::norm_axis("psum_scatter", scatter_dimension, x.shape());
   return ops::bind("reduce_scatter", {vary_over(x, b)},
                    {{"axes", b.axes}, {"axis", static_cast<int64_t>(axis)}, {"tiled", tiled},
                     {"group", b.size}});
@@ -92,8 +93,8 @@ Array ppermute(const Array& x, Axes axes, std::vector<std::pair<int, int>> perm)
 
 Array all_to_all(const Array& x, Axes axes, int split_axis, int concat_axis, bool tiled) {
   Bound b = bound("all_to_all", axes);
-  split_axis = ops::norm_axis("all_to_all", split_axis, x.ndim());
-  concat_axis = ops::norm_axis("all_to_all", concat_axis, tiled ? x.ndim() : x.ndim());
+  split_axis = ops::norm_axis("all_to_all", split_axis, x.shape());
+  concat_axis = ops::norm_axis("all_to_all", concat_axis, x.shape());
   return ops::bind("all_to_all", {vary_over(x, b)},
                    {{"axes", b.axes}, {"split_axis", static_cast<int64_t>(split_axis)},
                     {"concat_axis", static_cast<int64_t>(concat_axis)}, {"tiled", tiled},

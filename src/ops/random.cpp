@@ -103,7 +103,7 @@ Array randint(const Array& k, Shape shape, int64_t minval, int64_t maxval, DType
 
 Array categorical(const Array& k, const Array& logits, int axis) {
   check_key(k, "random.categorical");
-  axis = ops::norm_axis("random.categorical", axis, logits.ndim());
+  axis = ops::norm_axis("random.categorical", axis, logits.shape());
   DType cd = compute_dtype(is_floating(logits.dtype()) ? logits.dtype() : DType::F32);
   Array u = uniform(k, logits.shape(), cd);
   u = maximum(u, 1e-30);
