@@ -30,12 +30,12 @@ void propagate(ir::Program& g, const Mesh& mesh, const std::vector<NamedSharding
   for (size_t k = 0; k < g.results.size() && k < out.size(); ++k) {
     if (out[k]) fix(g.results[k], *out[k]);
   }
-  // Fixed values win conflicts; among the rest, bigger tensors are costlier to move.
+  // Conflicts go to the tensor that is costlier to move: the bigger one (ties: operands in
+  // order, then results). A user-given sharding is never overridden, but it does not outrank
+  // a bigger value: an FSDP weight split on its contraction dimension is gathered rather than
+  // splitting the activations' contraction and leaving them unreduced.
   ValueFacts facts{[&](int v) -> const std::optional<NamedSharding>& { return sh[static_cast<size_t>(v)]; },
-                   [&](int v) {
-                     double bytes = static_cast<double>(g.aval(v).nbytes());
-                     return (fixed[static_cast<size_t>(v)] ? 1e18 : 0.0) + bytes;
-                   }};
+                   [&](int v) { return static_cast<double>(g.aval(v).nbytes()); }};
   bool changed = true;
   auto propose = [&](int v, const NamedSharding& s) {
     size_t i = static_cast<size_t>(v);

@@ -139,3 +139,20 @@ TEST(PartitionGolden, UnevenReshardingIsReportedAsAWarning) {
   EXPECT_NE(warnings[0].find("%1 (exp)"), std::string::npos) << warnings[0];
   EXPECT_NE(warnings[0].find("gathers dimension 0"), std::string::npos) << warnings[0];
 }
+
+TEST(PartitionGolden, FsdpWeightIsGatheredRatherThanTheActivationResharded) {
+  // tanh(x)[B_x, D] @ W[D_x, F]: W is user-sharded on its contraction dimension (FSDP) but is
+  // the smaller tensor, so W is gathered and the activation keeps its batch split, as XLA
+  // does; a pinned sharding must not outrank a bigger intermediate.
+  std::string out = partition_text(
+      "program @f mesh<'x': 8> (%0: f32[64,16] P('x'), %1: f32[16,8] P('x')) -> (%3) {\n"
+      "  %2 = tanh(%0) : f32[64,16]\n"
+      "  %3 = dot_general(%2, %1) {lhs_contract=[1], rhs_contract=[0]} : f32[64,8]\n"
+      "}\n");
+  EXPECT_EQ(out,
+            "program @f mesh<'x': 8> (%0: f32[8,16] P('x'), %1: f32[2,8] P('x')) -> (%4) {\n"
+            "  %2 = tanh(%0) : f32[8,16] P('x')\n"
+            "  %3 = all_gather(%1) {axes=['x'], axis=0, group=8, tiled=true} : f32[16,8] P()\n"
+            "  %4 = dot_general(%2, %3) {lhs_contract=[1], rhs_contract=[0]} : f32[8,8] P('x')\n"
+            "}\n");
+}
