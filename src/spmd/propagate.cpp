@@ -46,23 +46,31 @@ void propagate(ir::Program& g, const Mesh& mesh, const std::vector<NamedSharding
       changed = true;
     }
   };
-  for (int round = 0; round < 16 && changed; ++round) {
-    changed = false;
-    for (const ir::Instr& instr : g.instrs) {  // forward: results from operands
-      InstrPlan plan = plan_instr(mesh, g, instr, facts);
-      if (plan.handler == Handler::kReplicatedSource) continue;
-      for (size_t k = 0; k < instr.outputs.size(); ++k) {
-        NamedSharding r = plan.results[k];
-        if (!plan.reduce_now[k].empty()) r = NamedSharding(mesh, r.spec(), r.unreduced());
-        propose(instr.outputs[k], r);
+  // Phase 0 holds back the forward step through broadcasts: a broadcast result takes its
+  // sharding from its users when they have one, so a mismatch is fixed on the small operand
+  // before broadcasting rather than by moving the broadcast result. Phase 1 lets the
+  // operands' shardings reach the broadcasts nothing else decided.
+  for (int phase = 0; phase < 2; ++phase) {
+    changed = true;
+    for (int round = 0; round < 16 && changed; ++round) {
+      changed = false;
+      for (const ir::Instr& instr : g.instrs) {  // forward: results from operands
+        if (phase == 0 && instr.prim->name() == "broadcast_in_dim") continue;
+        InstrPlan plan = plan_instr(mesh, g, instr, facts);
+        if (plan.handler == Handler::kReplicatedSource) continue;
+        for (size_t k = 0; k < instr.outputs.size(); ++k) {
+          NamedSharding r = plan.results[k];
+          if (!plan.reduce_now[k].empty()) r = NamedSharding(mesh, r.spec(), r.unreduced());
+          propose(instr.outputs[k], r);
+        }
       }
-    }
-    for (auto it = g.instrs.rbegin(); it != g.instrs.rend(); ++it) {  // backward
-      InstrPlan plan = plan_instr(mesh, g, *it, facts);
-      for (size_t i = 0; i < it->inputs.size() && i < plan.operands.size(); ++i) {
-        const NamedSharding& want = plan.operands[i];
-        // Operands are asked for reduced values; unreduced ones stay as they are.
-        propose(it->inputs[i], NamedSharding(mesh, want.spec()));
+      for (auto it = g.instrs.rbegin(); it != g.instrs.rend(); ++it) {  // backward
+        InstrPlan plan = plan_instr(mesh, g, *it, facts);
+        for (size_t i = 0; i < it->inputs.size() && i < plan.operands.size(); ++i) {
+          const NamedSharding& want = plan.operands[i];
+          // Operands are asked for reduced values; unreduced ones stay as they are.
+          propose(it->inputs[i], NamedSharding(mesh, want.spec()));
+        }
       }
     }
   }

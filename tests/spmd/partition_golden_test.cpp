@@ -156,3 +156,19 @@ TEST(PartitionGolden, FsdpWeightIsGatheredRatherThanTheActivationResharded) {
             "  %4 = dot_general(%2, %3) {lhs_contract=[1], rhs_contract=[0]} : f32[8,8] P('x')\n"
             "}\n");
 }
+
+TEST(PartitionGolden, ShardedVectorIsGatheredBeforeItIsBroadcast) {
+  // x[B_x, C] * broadcast(gamma[C_x]) (an FSDP LayerNorm scale): the [C] vector is gathered
+  // and broadcast into x's batch split, not broadcast on C and then moved as a [B, C] block.
+  std::string out = partition_text(
+      "program @f mesh<'x': 8> (%0: f32[64,16] P('x'), %1: f32[16] P('x')) -> (%3) {\n"
+      "  %2 = broadcast_in_dim(%1) {dims=[1], shape=[64,16]} : f32[64,16]\n"
+      "  %3 = mul(%0, %2) : f32[64,16]\n"
+      "}\n");
+  EXPECT_EQ(out,
+            "program @f mesh<'x': 8> (%0: f32[8,16] P('x'), %1: f32[2] P('x')) -> (%4) {\n"
+            "  %2 = all_gather(%1) {axes=['x'], axis=0, group=8, tiled=true} : f32[16] P()\n"
+            "  %3 = broadcast_in_dim(%2) {dims=[1], shape=[8,16]} : f32[8,16] P('x')\n"
+            "  %4 = mul(%0, %3) : f32[8,16] P('x')\n"
+            "}\n");
+}
