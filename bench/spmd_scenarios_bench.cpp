@@ -1,12 +1,14 @@
 // SPMD scenarios: bytes each device sends per collective kind, as partix's cost analysis
 // reports them for 8 virtual devices. One JSON line per scenario; bench/spmd_vs_jax.py runs
 // the same scenarios through JAX/XLA and compares.
-//   build/bench/partix_bench_spmd_scenarios            # every scenario, JSON lines
-//   build/bench/partix_bench_spmd_scenarios --list     # scenario names
-//   build/bench/partix_bench_spmd_scenarios --text NAME    # per-device program
-//   build/bench/partix_bench_spmd_scenarios --global NAME  # global program with shardings
+//   build/bin/partix_bench_spmd_scenarios                # every scenario, JSON lines
+//   build/bin/partix_bench_spmd_scenarios --list         # scenario names
+//   build/bin/partix_bench_spmd_scenarios --text NAME    # per-device program
+//   build/bin/partix_bench_spmd_scenarios --global NAME  # global program with shardings
+//   build/bin/partix_bench_spmd_scenarios --check        # runs each sharded vs on one device
 // Shapes and shardings below are the contract with the Python side: it checks that the
 // "args" and "out" fields printed here match its own definitions before comparing.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -227,6 +229,28 @@ std::string scenario_json(const Scenario& sc, const Lowered& l) {
          std::to_string(l.warnings().size()) + "}";
 }
 
+// Runs the scenario sharded and on one device with the same random inputs; the largest
+// absolute difference relative to the largest reference magnitude.
+double check(const Scenario& sc) {
+  Mesh mesh(sc.mesh_shape, sc.axis_names);
+  Mesh one({1}, {"one"});
+  Args sharded, single;
+  for (size_t i = 0; i < sc.args.size(); ++i) {
+    Array x = random::normal(random::key(i + 1), sc.args[i].shape);
+    sharded.push_back(device_put(x, NamedSharding(mesh, sc.args[i].spec)));
+    single.push_back(device_put(x, NamedSharding(one, P())));
+  }
+  auto f = jit(sc.fn, {.out_shardings = {NamedSharding(mesh, sc.out_spec)}, .name = sc.name});
+  std::vector<float> got = f(sharded).to_vector<float>();
+  std::vector<float> want = jit(sc.fn)(single).to_vector<float>();
+  double err = 0, scale = 1e-30;
+  for (size_t i = 0; i < want.size(); ++i) {
+    err = std::max(err, static_cast<double>(std::fabs(got[i] - want[i])));
+    scale = std::max(scale, static_cast<double>(std::fabs(want[i])));
+  }
+  return err / scale;
+}
+
 const Scenario* find(const std::vector<Scenario>& all, const std::string& name) {
   for (const Scenario& s : all) {
     if (s.name == name) return &s;
@@ -254,8 +278,17 @@ int main(int argc, char** argv) {
     for (const std::string& w : l.warnings()) std::printf("warning: %s\n", w.c_str());
     return 0;
   }
+  if (argc == 2 && std::strcmp(argv[1], "--check") == 0) {
+    bool ok = true;
+    for (const Scenario& s : all) {
+      double rel = check(s);
+      ok = ok && rel < 1e-4;
+      std::printf("%-26s max |sharded - single| / max |single| = %.2e\n", s.name.c_str(), rel);
+    }
+    return ok ? 0 : 1;
+  }
   if (argc != 1) {
-    std::fprintf(stderr, "usage: %s [--list | --text NAME | --global NAME]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s [--list | --text NAME | --global NAME | --check]\n", argv[0]);
     return 2;
   }
   for (const Scenario& s : all) std::printf("%s\n", scenario_json(s, lower(s)).c_str());
