@@ -116,8 +116,9 @@ Array block(const Args& a) {
   Array q = einsum("btc,chd->bthd", {h, a[kWq]});                          // [B, T, H, D]
   Array k = einsum("btc,chd->bthd", {h, a[kWk]});
   Array v = einsum("btc,chd->bthd", {h, a[kWv]});
+  const int64_t t = x.shape()[1];
   Array s = einsum("bthd,bshd->bhts", {q, k}) * (1.0 / std::sqrt(double{kD}));  // [B, H, T, T]
-  s = where(causal_mask(kT, kT), s, -1e9);
+  s = where(causal_mask(t, t), s, -1e9);
   Array p = softmax(s, -1);
   Array o = einsum("bhts,bshd->bthd", {p, v});                             // [B, T, H, D]
   Array x1 = x + einsum("bthd,hdc->btc", {o, a[kWo]});                     // [B, T, C]
@@ -131,9 +132,10 @@ struct BlockLayout {
   PartitionSpec x, vec, wqkv, wo, wfc, bfc, wproj;
 };
 
-Scenario block_scenario(std::string name, Shape mesh_shape, const BlockLayout& l) {
+Scenario block_scenario(std::string name, Shape mesh_shape, const BlockLayout& l,
+                        int64_t t = kT) {
   std::vector<ArgDef> args = {
-      {"x", {kB, kT, kC}, l.x},        {"ln1_g", {kC}, l.vec},         {"ln1_b", {kC}, l.vec},
+      {"x", {kB, t, kC}, l.x},        {"ln1_g", {kC}, l.vec},         {"ln1_b", {kC}, l.vec},
       {"wq", {kC, kH, kD}, l.wqkv},    {"wk", {kC, kH, kD}, l.wqkv},   {"wv", {kC, kH, kD}, l.wqkv},
       {"wo", {kH, kD, kC}, l.wo},      {"ln2_g", {kC}, l.vec},         {"ln2_b", {kC}, l.vec},
       {"w_fc", {kC, kF}, l.wfc},       {"b_fc", {kF}, l.bfc},          {"w_proj", {kF, kC}, l.wproj},
@@ -150,6 +152,9 @@ std::vector<Scenario> block_scenarios() {
   // FSDP, mesh (8,1): batch over 'data'; every parameter's first dimension over 'data'.
   const PartitionSpec d0 = P("data");
   s.push_back(block_scenario("block_fsdp", {8, 1}, {batch, d0, d0, d0, d0, d0, d0}));
+  // The same with T = 16: the activations [B, T, C] are now smaller than each weight matrix,
+  // so moving activations instead of gathering weights becomes an option.
+  s.push_back(block_scenario("block_fsdp_t16", {8, 1}, {batch, d0, d0, d0, d0, d0, d0}, 16));
   // Megatron tensor parallel, mesh (1,8): heads and F column-parallel (wq/wk/wv, w_fc, b_fc),
   // wo and w_proj row-parallel; LayerNorm parameters and b_proj replicated.
   const BlockLayout tp = {batch,           P(), P(None, "model", None), P("model", None, None),
@@ -225,7 +230,8 @@ std::string scenario_json(const Scenario& sc, const Lowered& l) {
   });
   return "{\"name\": " + json_str(sc.name) + ", \"mesh\": " + mesh + ", \"args\": " + args +
          ", \"out\": " + json_spec(sc.out_spec) + ", \"bytes_per_device\": " + bytes +
-         ", \"flops\": " + json_number(c.flops) + ", \"warnings\": " +
+         ", \"flops\": " + json_number(c.flops) + ", \"duplicated_flops_fraction\": " +
+         json_number(c.duplicated_flops_fraction) + ", \"warnings\": " +
          std::to_string(l.warnings().size()) + "}";
 }
 
