@@ -58,25 +58,40 @@ std::vector<Scenario> matmul_scenarios() {
   const std::vector<std::string> xy_names = {"X", "Y"};
   std::vector<Scenario> s;
   // Neither contracting dimension is sharded: C[I_X, K_Y] is local, no communication.
-  s.push_back({"matmul_IX_KY", xy, xy_names,
+  s.push_back({"matmul_IX_KY",
+               xy,
+               xy_names,
                {{"A", {kI, kJ}, P("X", None)}, {"B", {kJ, kK}, P(None, "Y")}},
-               P("X", "Y"), matmul2});
+               P("X", "Y"),
+               matmul2});
   // Both contracting dimensions sharded on X: partial sums, all-reduced to a replicated C.
-  s.push_back({"matmul_JX_out_replicated", x8, x_name,
+  s.push_back({"matmul_JX_out_replicated",
+               x8,
+               x_name,
                {{"A", {kI, kJ}, P(None, "X")}, {"B", {kJ, kK}, P("X", None)}},
-               P(), matmul2});
+               P(),
+               matmul2});
   // Same, but C[I, K_X]: the partial sums are reduce-scattered.
-  s.push_back({"matmul_JX_out_KX", x8, x_name,
+  s.push_back({"matmul_JX_out_KX",
+               x8,
+               x_name,
                {{"A", {kI, kJ}, P(None, "X")}, {"B", {kJ, kK}, P("X", None)}},
-               P(None, "X"), matmul2});
+               P(None, "X"),
+               matmul2});
   // Conflicting: A's rows and B's contracting rows both on X; C[I_X, K].
-  s.push_back({"matmul_IX_JX_conflict", x8, x_name,
+  s.push_back({"matmul_IX_JX_conflict",
+               x8,
+               x_name,
                {{"A", {kI, kJ}, P("X", None)}, {"B", {kJ, kK}, P("X", None)}},
-               P("X", None), matmul2});
+               P("X", None),
+               matmul2});
   // 2-D mesh: A[I_X, J_Y] @ B[J_Y, K] -> C[I_X, K] (partial over Y).
-  s.push_back({"matmul_IX_JY_2d", xy, xy_names,
+  s.push_back({"matmul_IX_JY_2d",
+               xy,
+               xy_names,
                {{"A", {kI, kJ}, P("X", "Y")}, {"B", {kJ, kK}, P("Y", None)}},
-               P("X", None), matmul2});
+               P("X", None),
+               matmul2});
   return s;
 }
 
@@ -100,8 +115,8 @@ std::vector<Scenario> mlp_scenarios() {
   // Mesh (8,): x replicated, one all-reduce of the row-parallel output.
   s.push_back({"tp_mlp", {8}, {"model"}, args(P()), P(), mlp});
   // Mesh (4,2): x's rows over 'data', the same split of the weights over 'model'.
-  s.push_back({"dp_tp_mlp", {4, 2}, {"data", "model"}, args(P("data", None)),
-               P("data", None), mlp});
+  s.push_back(
+      {"dp_tp_mlp", {4, 2}, {"data", "model"}, args(P("data", None)), P("data", None), mlp});
   return s;
 }
 
@@ -111,20 +126,20 @@ std::vector<Scenario> mlp_scenarios() {
 enum BlockArg { kX, kLn1G, kLn1B, kWq, kWk, kWv, kWo, kLn2G, kLn2B, kWfc, kBfc, kWproj, kBproj };
 
 Array block(const Args& a) {
-  const Array& x = a[kX];                                                  // [B, T, C]
-  Array h = layer_norm(x, a[kLn1G], a[kLn1B]);                             // [B, T, C]
-  Array q = einsum("btc,chd->bthd", {h, a[kWq]});                          // [B, T, H, D]
+  const Array& x = a[kX];                          // [B, T, C]
+  Array h = layer_norm(x, a[kLn1G], a[kLn1B]);     // [B, T, C]
+  Array q = einsum("btc,chd->bthd", {h, a[kWq]});  // [B, T, H, D]
   Array k = einsum("btc,chd->bthd", {h, a[kWk]});
   Array v = einsum("btc,chd->bthd", {h, a[kWv]});
   const int64_t t = x.shape()[1];
   Array s = einsum("bthd,bshd->bhts", {q, k}) * (1.0 / std::sqrt(double{kD}));  // [B, H, T, T]
   s = where(causal_mask(t, t), s, -1e9);
   Array p = softmax(s, -1);
-  Array o = einsum("bhts,bshd->bthd", {p, v});                             // [B, T, H, D]
-  Array x1 = x + einsum("bthd,hdc->btc", {o, a[kWo]});                     // [B, T, C]
+  Array o = einsum("bhts,bshd->bthd", {p, v});          // [B, T, H, D]
+  Array x1 = x + einsum("bthd,hdc->btc", {o, a[kWo]});  // [B, T, C]
   Array h2 = layer_norm(x1, a[kLn2G], a[kLn2B]);
-  Array f = gelu(einsum("btc,cf->btf", {h2, a[kWfc]}) + a[kBfc]);          // [B, T, F]
-  return x1 + einsum("btf,fc->btc", {f, a[kWproj]}) + a[kBproj];           // [B, T, C]
+  Array f = gelu(einsum("btc,cf->btf", {h2, a[kWfc]}) + a[kBfc]);  // [B, T, F]
+  return x1 + einsum("btf,fc->btc", {f, a[kWproj]}) + a[kBproj];   // [B, T, C]
 }
 
 // Parameter specs of one layout. `vec` shards the LayerNorm and output-bias vectors.
@@ -132,16 +147,15 @@ struct BlockLayout {
   PartitionSpec x, vec, wqkv, wo, wfc, bfc, wproj;
 };
 
-Scenario block_scenario(std::string name, Shape mesh_shape, const BlockLayout& l,
-                        int64_t t = kT) {
+Scenario block_scenario(std::string name, Shape mesh_shape, const BlockLayout& l, int64_t t = kT) {
   std::vector<ArgDef> args = {
-      {"x", {kB, t, kC}, l.x},        {"ln1_g", {kC}, l.vec},         {"ln1_b", {kC}, l.vec},
-      {"wq", {kC, kH, kD}, l.wqkv},    {"wk", {kC, kH, kD}, l.wqkv},   {"wv", {kC, kH, kD}, l.wqkv},
-      {"wo", {kH, kD, kC}, l.wo},      {"ln2_g", {kC}, l.vec},         {"ln2_b", {kC}, l.vec},
-      {"w_fc", {kC, kF}, l.wfc},       {"b_fc", {kF}, l.bfc},          {"w_proj", {kF, kC}, l.wproj},
+      {"x", {kB, t, kC}, l.x},      {"ln1_g", {kC}, l.vec},       {"ln1_b", {kC}, l.vec},
+      {"wq", {kC, kH, kD}, l.wqkv}, {"wk", {kC, kH, kD}, l.wqkv}, {"wv", {kC, kH, kD}, l.wqkv},
+      {"wo", {kH, kD, kC}, l.wo},   {"ln2_g", {kC}, l.vec},       {"ln2_b", {kC}, l.vec},
+      {"w_fc", {kC, kF}, l.wfc},    {"b_fc", {kF}, l.bfc},        {"w_proj", {kF, kC}, l.wproj},
       {"b_proj", {kC}, l.vec}};
-  return {std::move(name), std::move(mesh_shape), {"data", "model"}, std::move(args),
-          P("data", None, None), block};
+  return {std::move(name), std::move(mesh_shape), {"data", "model"},
+          std::move(args), P("data", None, None), block};
 }
 
 std::vector<Scenario> block_scenarios() {
@@ -157,8 +171,13 @@ std::vector<Scenario> block_scenarios() {
   s.push_back(block_scenario("block_fsdp_t16", {8, 1}, {batch, d0, d0, d0, d0, d0, d0}, 16));
   // Megatron tensor parallel, mesh (1,8): heads and F column-parallel (wq/wk/wv, w_fc, b_fc),
   // wo and w_proj row-parallel; LayerNorm parameters and b_proj replicated.
-  const BlockLayout tp = {batch,           P(), P(None, "model", None), P("model", None, None),
-                          P(None, "model"), P("model"), P("model", None)};
+  const BlockLayout tp = {batch,
+                          P(),
+                          P(None, "model", None),
+                          P("model", None, None),
+                          P(None, "model"),
+                          P("model"),
+                          P("model", None)};
   s.push_back(block_scenario("block_tp", {1, 8}, tp));
   // DP + TP, mesh (4,2): the Megatron layout over 'model', batch over 'data'.
   s.push_back(block_scenario("block_dp_tp", {4, 2}, tp));
@@ -205,7 +224,8 @@ std::string json_number(double v) {
 Lowered lower(const Scenario& sc) {
   Mesh mesh(sc.mesh_shape, sc.axis_names);
   Args args;
-  for (const ArgDef& d : sc.args) args.push_back(device_put(zeros(d.shape), NamedSharding(mesh, d.spec)));
+  for (const ArgDef& d : sc.args)
+    args.push_back(device_put(zeros(d.shape), NamedSharding(mesh, d.spec)));
   auto f = jit(sc.fn, {.out_shardings = {NamedSharding(mesh, sc.out_spec)}, .name = sc.name});
   return f.lower(args);
 }
@@ -219,7 +239,8 @@ std::string scenario_json(const Scenario& sc, const Lowered& l) {
   mesh += "}";
   std::string bytes = "{";
   bool first = true;
-  for (const char* kind : {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "collective_permute"}) {
+  for (const char* kind :
+       {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "collective_permute"}) {
     bytes += (first ? "" : ", ") + json_str(kind) + ": " + json_number(c.bytes_per_device[kind]);
     first = false;
   }
@@ -230,9 +251,9 @@ std::string scenario_json(const Scenario& sc, const Lowered& l) {
   });
   return "{\"name\": " + json_str(sc.name) + ", \"mesh\": " + mesh + ", \"args\": " + args +
          ", \"out\": " + json_spec(sc.out_spec) + ", \"bytes_per_device\": " + bytes +
-         ", \"flops\": " + json_number(c.flops) + ", \"duplicated_flops_fraction\": " +
-         json_number(c.duplicated_flops_fraction) + ", \"warnings\": " +
-         std::to_string(l.warnings().size()) + "}";
+         ", \"flops\": " + json_number(c.flops) +
+         ", \"duplicated_flops_fraction\": " + json_number(c.duplicated_flops_fraction) +
+         ", \"warnings\": " + std::to_string(l.warnings().size()) + "}";
 }
 
 // Runs the scenario sharded and on one device with the same random inputs; the largest
