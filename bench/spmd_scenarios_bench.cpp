@@ -169,6 +169,8 @@ std::vector<Scenario> block_scenarios() {
   // The same with T = 16: the activations [B, T, C] are now smaller than each weight matrix,
   // so moving activations instead of gathering weights becomes an option.
   s.push_back(block_scenario("block_fsdp_t16", {8, 1}, {batch, d0, d0, d0, d0, d0, d0}, 16));
+  // T = 64: activations [B, T, C] half the size of w_fc, but the MLP hidden [B, T, F] twice it.
+  s.push_back(block_scenario("block_fsdp_t64", {8, 1}, {batch, d0, d0, d0, d0, d0, d0}, 64));
   // Megatron tensor parallel, mesh (1,8): heads and F column-parallel (wq/wk/wv, w_fc, b_fc),
   // wo and w_proj row-parallel; LayerNorm parameters and b_proj replicated.
   const BlockLayout tp = {batch,

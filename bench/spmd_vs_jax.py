@@ -163,7 +163,11 @@ def block_scenario(name, mesh, x, vec, wqkv, wo, wfc, bfc, wproj, t=T):
 def block_scenarios():
     batch = ["data", None, None]
     d0 = ["data"]
-    tp = dict(vec=[],
+    mesh_8x1 = {"data": 8, "model": 1}
+    dp = dict(x=batch, vec=[], wqkv=[], wo=[], wfc=[], bfc=[], wproj=[])
+    fsdp = dict(x=batch, vec=d0, wqkv=d0, wo=d0, wfc=d0, bfc=d0, wproj=d0)
+    tp = dict(x=batch,
+              vec=[],
               wqkv=[None, "model", None],
               wo=["model", None, None],
               wfc=[None, "model"],
@@ -171,38 +175,24 @@ def block_scenarios():
               wproj=["model", None])
     return [
         # Data parallel, mesh (8,1): batch over 'data', parameters replicated.
-        block_scenario("block_dp", {
-            "data": 8,
-            "model": 1
-        }, batch, [], [], [], [], [], []),
-        # FSDP, mesh (8,1): batch over 'data', every parameter's first dimension over 'data'.
-        block_scenario("block_fsdp", {
-            "data": 8,
-            "model": 1
-        }, batch, d0, d0, d0, d0, d0, d0),
-        # The same with T = 16: activations smaller than the weights.
-        block_scenario("block_fsdp_t16", {
-            "data": 8,
-            "model": 1
-        },
-                       batch,
-                       d0,
-                       d0,
-                       d0,
-                       d0,
-                       d0,
-                       d0,
-                       t=16),
+        block_scenario("block_dp", mesh_8x1, **dp),
+        # FSDP, mesh (8,1): batch over 'data', every parameter's first dimension
+        # over 'data'.
+        block_scenario("block_fsdp", mesh_8x1, **fsdp),
+        # The same with T = 16: activations smaller than each weight matrix.
+        block_scenario("block_fsdp_t16", mesh_8x1, **fsdp, t=16),
+        # T = 64: activations half the size of w_fc, the MLP hidden twice it.
+        block_scenario("block_fsdp_t64", mesh_8x1, **fsdp, t=64),
         # Megatron TP, mesh (1,8).
         block_scenario("block_tp", {
             "data": 1,
             "model": 8
-        }, batch, **tp),
+        }, **tp),
         # DP + TP, mesh (4,2).
         block_scenario("block_dp_tp", {
             "data": 4,
             "model": 2
-        }, batch, **tp),
+        }, **tp),
     ]
 
 
