@@ -1,9 +1,73 @@
 #include "spmd/propagate.h"
 
 #include "core/errors.h"
+#include "spmd/cost.h"
 #include "spmd/plan.h"
 
 namespace partix::spmd {
+
+namespace {
+
+// Bytes per device a plan moves, as far as propagation knows: operands from their known
+// shardings, results into their known ones, and the reduction of the partial sums the plan
+// creates, estimated as a reduce_scatter ((n-1)/n of the local result).
+double plan_bytes(const ir::Program& g, const Mesh& mesh, const ir::Instr& in,
+                  const InstrPlan& plan, const ValueFacts& facts) {
+  double cost = 0;
+  std::set<std::string> operand_unreduced;
+  for (size_t i = 0; i < in.inputs.size() && i < plan.operands.size(); ++i) {
+    const auto& s = facts.sharding(in.inputs[i]);
+    if (!s) continue;
+    operand_unreduced.insert(s->unreduced().begin(), s->unreduced().end());
+    cost += reshard_bytes(g.aval(in.inputs[i]), *s, plan.operands[i]);
+  }
+  for (size_t k = 0; k < in.outputs.size() && k < plan.results.size(); ++k) {
+    const NamedSharding& r = plan.results[k];
+    const ir::Aval& aval = g.aval(in.outputs[k]);
+    double n = 1;
+    for (const auto& a : r.unreduced()) {
+      if (!operand_unreduced.count(a)) n *= static_cast<double>(mesh.axis_size(a));
+    }
+    const ir::Aval local{r.shard_shape(aval.shape), aval.dtype};
+    cost += (n - 1) / n * static_cast<double>(local.nbytes());
+    const auto& s = facts.sharding(in.outputs[k]);
+    if (s) {
+      cost += reshard_bytes(aval, NamedSharding(mesh, r.spec()), NamedSharding(mesh, s->spec()));
+    }
+  }
+  return cost;
+}
+
+// The plan for `in`: by default the bigger tensors lead; where letting one known tensor lead
+// instead gives another factor assignment that moves fewer bytes, that one. (A small weight
+// split on its contraction dimension is gathered when the partial sums it would create are
+// the bigger cost, and stays put when they are not.)
+InstrPlan choose_plan(const ir::Program& g, const Mesh& mesh, const ir::Instr& in,
+                      const ValueFacts& facts) {
+  InstrPlan best = plan_instr(mesh, g, in, facts);
+  if (best.handler != Handler::kGeneric) return best;
+  double best_cost = -1;
+  std::vector<int> tensors(in.inputs);
+  tensors.insert(tensors.end(), in.outputs.begin(), in.outputs.end());
+  for (int lead : tensors) {
+    if (!facts.sharding(lead)) continue;
+    ValueFacts led{facts.sharding, [&](int v) { return v == lead ? 1e30 : facts.priority(v); }};
+    InstrPlan alt = plan_instr(mesh, g, in, led);
+    if (alt.handler != Handler::kGeneric ||
+        alt.assignment.factor_axes == best.assignment.factor_axes) {
+      continue;
+    }
+    if (best_cost < 0) best_cost = plan_bytes(g, mesh, in, best, facts);
+    double cost = plan_bytes(g, mesh, in, alt, facts);
+    if (cost < best_cost) {
+      best = std::move(alt);
+      best_cost = cost;
+    }
+  }
+  return best;
+}
+
+}  // namespace
 
 void propagate(ir::Program& g, const Mesh& mesh, const std::vector<NamedSharding>& in,
                const std::vector<std::optional<NamedSharding>>& out) {
@@ -56,7 +120,7 @@ void propagate(ir::Program& g, const Mesh& mesh, const std::vector<NamedSharding
       changed = false;
       for (const ir::Instr& instr : g.instrs) {  // forward: results from operands
         if (phase == 0 && instr.prim->name() == "broadcast_in_dim") continue;
-        InstrPlan plan = plan_instr(mesh, g, instr, facts);
+        InstrPlan plan = choose_plan(g, mesh, instr, facts);
         if (plan.handler == Handler::kReplicatedSource) continue;
         for (size_t k = 0; k < instr.outputs.size(); ++k) {
           NamedSharding r = plan.results[k];
@@ -65,7 +129,7 @@ void propagate(ir::Program& g, const Mesh& mesh, const std::vector<NamedSharding
         }
       }
       for (auto it = g.instrs.rbegin(); it != g.instrs.rend(); ++it) {  // backward
-        InstrPlan plan = plan_instr(mesh, g, *it, facts);
+        InstrPlan plan = choose_plan(g, mesh, *it, facts);
         for (size_t i = 0; i < it->inputs.size() && i < plan.operands.size(); ++i) {
           const NamedSharding& want = plan.operands[i];
           // Operands are asked for reduced values; unreduced ones stay as they are.
