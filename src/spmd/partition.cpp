@@ -117,8 +117,23 @@ class Partitioner : public PartitionContext {
     }};
     InstrPlan plan = plan_instr(mesh, g, in, by_size);
     if (plan.handler == Handler::kGeneric) {
-      InstrPlan alt = plan_instr(mesh, g, in, by_result);
-      if (plan_cost(in, alt) < plan_cost(in, plan)) plan = std::move(alt);
+      double cost = plan_cost(in, plan);
+      auto consider = [&](InstrPlan alt) {
+        if (alt.handler != Handler::kGeneric) return;
+        double c = plan_cost(in, alt);
+        if (c < cost) {
+          plan = std::move(alt);
+          cost = c;
+        }
+      };
+      consider(plan_instr(mesh, g, in, by_result));
+      // Each operand leading in turn: propagation may have chosen the plan in which a smaller
+      // operand keeps its sharding (a weight split on the contraction, left in place).
+      for (int lead : in.inputs) {
+        consider(plan_instr(mesh, g, in, ValueFacts{known, [&](int v) {
+                                                      return v == lead ? 1e30 : by_size.priority(v);
+                                                    }}));
+      }
     }
     switch (plan.handler) {
       case Handler::kShardMap: return emit_shard_map(*this, in, plan);

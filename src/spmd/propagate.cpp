@@ -1,9 +1,73 @@
 #include "spmd/propagate.h"
 
 #include "core/errors.h"
+#include "spmd/cost.h"
 #include "spmd/plan.h"
 
 namespace partix::spmd {
+
+namespace {
+
+// Bytes per device a plan moves, as far as propagation knows: operands from their known
+// shardings, results into their known ones, and the reduction of the partial sums the plan
+// creates, estimated as a reduce_scatter ((n-1)/n of the local result).
+double plan_bytes(const ir::Program& g, const Mesh& mesh, const ir::Instr& in,
+                  const InstrPlan& plan, const ValueFacts& facts) {
+  double cost = 0;
+  std::set<std::string> operand_unreduced;
+  for (size_t i = 0; i < in.inputs.size() && i < plan.operands.size(); ++i) {
+    const auto& s = facts.sharding(in.inputs[i]);
+    if (!s) continue;
+    operand_unreduced.insert(s->unreduced().begin(), s->unreduced().end());
+    cost += reshard_bytes(g.aval(in.inputs[i]), *s, plan.operands[i]);
+  }
+  for (size_t k = 0; k < in.outputs.size() && k < plan.results.size(); ++k) {
+    const NamedSharding& r = plan.results[k];
+    const ir::Aval& aval = g.aval(in.outputs[k]);
+    double n = 1;
+    for (const auto& a : r.unreduced()) {
+      if (!operand_unreduced.count(a)) n *= static_cast<double>(mesh.axis_size(a));
+    }
+    const ir::Aval local{r.shard_shape(aval.shape), aval.dtype};
+    cost += (n - 1) / n * static_cast<double>(local.nbytes());
+    const auto& s = facts.sharding(in.outputs[k]);
+    if (s) {
+      cost += reshard_bytes(aval, NamedSharding(mesh, r.spec()), NamedSharding(mesh, s->spec()));
+    }
+  }
+  return cost;
+}
+
+// The plan for `in`: by default the bigger tensors lead; where letting one known tensor lead
+// instead gives another factor assignment that moves fewer bytes, that one. (A small weight
+// split on its contraction dimension is gathered when the partial sums it would create are
+// the bigger cost, and stays put when they are not.)
+InstrPlan choose_plan(const ir::Program& g, const Mesh& mesh, const ir::Instr& in,
+                      const ValueFacts& facts) {
+  InstrPlan best = plan_instr(mesh, g, in, facts);
+  if (best.handler != Handler::kGeneric) return best;
+  double best_cost = -1;
+  std::vector<int> tensors(in.inputs);
+  tensors.insert(tensors.end(), in.outputs.begin(), in.outputs.end());
+  for (int lead : tensors) {
+    if (!facts.sharding(lead)) continue;
+    ValueFacts led{facts.sharding, [&](int v) { return v == lead ? 1e30 : facts.priority(v); }};
+    InstrPlan alt = plan_instr(mesh, g, in, led);
+    if (alt.handler != Handler::kGeneric ||
+        alt.assignment.factor_axes == best.assignment.factor_axes) {
+      continue;
+    }
+    if (best_cost < 0) best_cost = plan_bytes(g, mesh, in, best, facts);
+    double cost = plan_bytes(g, mesh, in, alt, facts);
+    if (cost < best_cost) {
+      best = std::move(alt);
+      best_cost = cost;
+    }
+  }
+  return best;
+}
+
+}  // namespace
 
 void propagate(ir::Program& g, const Mesh& mesh, const std::vector<NamedSharding>& in,
                const std::vector<std::optional<NamedSharding>>& out) {
@@ -30,12 +94,12 @@ void propagate(ir::Program& g, const Mesh& mesh, const std::vector<NamedSharding
   for (size_t k = 0; k < g.results.size() && k < out.size(); ++k) {
     if (out[k]) fix(g.results[k], *out[k]);
   }
-  // Fixed values win conflicts; among the rest, bigger tensors are costlier to move.
+  // Conflicts go to the tensor that is costlier to move: the bigger one (ties: operands in
+  // order, then results). A user-given sharding is never overridden, but it does not outrank
+  // a bigger value: an FSDP weight split on its contraction dimension is gathered rather than
+  // splitting the activations' contraction and leaving them unreduced.
   ValueFacts facts{[&](int v) -> const std::optional<NamedSharding>& { return sh[static_cast<size_t>(v)]; },
-                   [&](int v) {
-                     double bytes = static_cast<double>(g.aval(v).nbytes());
-                     return (fixed[static_cast<size_t>(v)] ? 1e18 : 0.0) + bytes;
-                   }};
+                   [&](int v) { return static_cast<double>(g.aval(v).nbytes()); }};
   bool changed = true;
   auto propose = [&](int v, const NamedSharding& s) {
     size_t i = static_cast<size_t>(v);
@@ -46,23 +110,31 @@ void propagate(ir::Program& g, const Mesh& mesh, const std::vector<NamedSharding
       changed = true;
     }
   };
-  for (int round = 0; round < 16 && changed; ++round) {
-    changed = false;
-    for (const ir::Instr& instr : g.instrs) {  // forward: results from operands
-      InstrPlan plan = plan_instr(mesh, g, instr, facts);
-      if (plan.handler == Handler::kReplicatedSource) continue;
-      for (size_t k = 0; k < instr.outputs.size(); ++k) {
-        NamedSharding r = plan.results[k];
-        if (!plan.reduce_now[k].empty()) r = NamedSharding(mesh, r.spec(), r.unreduced());
-        propose(instr.outputs[k], r);
+  // Phase 0 holds back the forward step through broadcasts: a broadcast result takes its
+  // sharding from its users when they have one, so a mismatch is fixed on the small operand
+  // before broadcasting rather than by moving the broadcast result. Phase 1 lets the
+  // operands' shardings reach the broadcasts nothing else decided.
+  for (int phase = 0; phase < 2; ++phase) {
+    changed = true;
+    for (int round = 0; round < 16 && changed; ++round) {
+      changed = false;
+      for (const ir::Instr& instr : g.instrs) {  // forward: results from operands
+        if (phase == 0 && instr.prim->name() == "broadcast_in_dim") continue;
+        InstrPlan plan = choose_plan(g, mesh, instr, facts);
+        if (plan.handler == Handler::kReplicatedSource) continue;
+        for (size_t k = 0; k < instr.outputs.size(); ++k) {
+          NamedSharding r = plan.results[k];
+          if (!plan.reduce_now[k].empty()) r = NamedSharding(mesh, r.spec(), r.unreduced());
+          propose(instr.outputs[k], r);
+        }
       }
-    }
-    for (auto it = g.instrs.rbegin(); it != g.instrs.rend(); ++it) {  // backward
-      InstrPlan plan = plan_instr(mesh, g, *it, facts);
-      for (size_t i = 0; i < it->inputs.size() && i < plan.operands.size(); ++i) {
-        const NamedSharding& want = plan.operands[i];
-        // Operands are asked for reduced values; unreduced ones stay as they are.
-        propose(it->inputs[i], NamedSharding(mesh, want.spec()));
+      for (auto it = g.instrs.rbegin(); it != g.instrs.rend(); ++it) {  // backward
+        InstrPlan plan = choose_plan(g, mesh, *it, facts);
+        for (size_t i = 0; i < it->inputs.size() && i < plan.operands.size(); ++i) {
+          const NamedSharding& want = plan.operands[i];
+          // Operands are asked for reduced values; unreduced ones stay as they are.
+          propose(it->inputs[i], NamedSharding(mesh, want.spec()));
+        }
       }
     }
   }

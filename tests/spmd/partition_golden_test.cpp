@@ -164,3 +164,72 @@ TEST(PartitionGolden, VocabParallelCrossEntropyNeverGathersTheLogits) {
   auto a = gs.to_vector<float>(), b = gl.to_vector<float>();
   for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-6);
 }
+
+TEST(PartitionGolden, FsdpWeightIsGatheredRatherThanTheActivationResharded) {
+  // tanh(x)[B_x, D] @ W[D_x, F]: W is user-sharded on its contraction dimension (FSDP) but is
+  // the smaller tensor, so W is gathered and the activation keeps its batch split, as XLA
+  // does; a pinned sharding must not outrank a bigger intermediate.
+  std::string out = partition_text(
+      "program @f mesh<'x': 8> (%0: f32[64,16] P('x'), %1: f32[16,8] P('x')) -> (%3) {\n"
+      "  %2 = tanh(%0) : f32[64,16]\n"
+      "  %3 = dot_general(%2, %1) {lhs_contract=[1], rhs_contract=[0]} : f32[64,8]\n"
+      "}\n");
+  EXPECT_EQ(out,
+            "program @f mesh<'x': 8> (%0: f32[8,16] P('x'), %1: f32[2,8] P('x')) -> (%4) {\n"
+            "  %2 = tanh(%0) : f32[8,16] P('x')\n"
+            "  %3 = all_gather(%1) {axes=['x'], axis=0, group=8, tiled=true} : f32[16,8] P()\n"
+            "  %4 = dot_general(%2, %3) {lhs_contract=[1], rhs_contract=[0]} : f32[8,8] P('x')\n"
+            "}\n");
+}
+
+TEST(PartitionGolden, ShardedVectorIsGatheredBeforeItIsBroadcast) {
+  // x[B_x, C] * broadcast(gamma[C_x]) (an FSDP LayerNorm scale): the [C] vector is gathered
+  // and broadcast into x's batch split, not broadcast on C and then moved as a [B, C] block.
+  std::string out = partition_text(
+      "program @f mesh<'x': 8> (%0: f32[64,16] P('x'), %1: f32[16] P('x')) -> (%3) {\n"
+      "  %2 = broadcast_in_dim(%1) {dims=[1], shape=[64,16]} : f32[64,16]\n"
+      "  %3 = mul(%0, %2) : f32[64,16]\n"
+      "}\n");
+  EXPECT_EQ(out,
+            "program @f mesh<'x': 8> (%0: f32[8,16] P('x'), %1: f32[2] P('x')) -> (%4) {\n"
+            "  %2 = all_gather(%1) {axes=['x'], axis=0, group=8, tiled=true} : f32[16] P()\n"
+            "  %3 = broadcast_in_dim(%2) {dims=[1], shape=[8,16]} : f32[8,16] P('x')\n"
+            "  %4 = mul(%0, %3) : f32[8,16] P('x')\n"
+            "}\n");
+}
+
+TEST(PartitionGolden, WeightBiggerThanActivationIsStillGatheredWhenPartialSumsCostMore) {
+  // tanh(x)[B_x, C] @ W[C_x, F] with W (8 KB) bigger than x (4 KB): keeping W in place would
+  // leave the [B, F] product (32 KB) unreduced; gathering W moves 7 KB instead of 28 KB.
+  std::string out = partition_text(
+      "program @f mesh<'x': 8> (%0: f32[64,16] P('x'), %1: f32[16,128] P('x')) -> (%4) {\n"
+      "  %2 = tanh(%0) : f32[64,16]\n"
+      "  %3 = dot_general(%2, %1) {lhs_contract=[1], rhs_contract=[0]} : f32[64,128]\n"
+      "  %4 = tanh(%3) : f32[64,128]\n"
+      "}\n");
+  EXPECT_EQ(out,
+            "program @f mesh<'x': 8> (%0: f32[8,16] P('x'), %1: f32[2,128] P('x')) -> (%5) {\n"
+            "  %2 = tanh(%0) : f32[8,16] P('x')\n"
+            "  %3 = all_gather(%1) {axes=['x'], axis=0, group=8, tiled=true} : f32[16,128] P()\n"
+            "  %4 = dot_general(%2, %3) {lhs_contract=[1], rhs_contract=[0]} : f32[8,128] P('x')\n"
+            "  %5 = tanh(%4) : f32[8,128] P('x')\n"
+            "}\n");
+}
+
+TEST(PartitionGolden, ContractionSplitWeightStaysWhenMovingTheActivationIsCheaper) {
+  // tanh(f)[B_x, F] @ W[F_x, C] -> [B_x, C]: gathering W moves 28 KB; moving f's split onto F
+  // (all_to_all, 3.5 KB) and reduce-scattering the [B, C] partial sums (14 KB) moves less.
+  std::string out = partition_text(
+      "program @f mesh<'x': 8> (%0: f32[64,128] P('x'), %1: f32[128,64] P('x')) -> (%3) {\n"
+      "  %2 = tanh(%0) : f32[64,128]\n"
+      "  %3 = dot_general(%2, %1) {lhs_contract=[1], rhs_contract=[0]} : f32[64,64]\n"
+      "}\n",
+      {P("x")});
+  EXPECT_EQ(out,
+            "program @f mesh<'x': 8> (%0: f32[8,128] P('x'), %1: f32[16,64] P('x')) -> (%5) {\n"
+            "  %2 = tanh(%0) : f32[8,128] P('x')\n"
+            "  %3 = all_to_all(%2) {axes=['x'], concat_axis=0, group=8, split_axis=1, tiled=true} : f32[64,16] P(None, 'x')\n"
+            "  %4 = dot_general(%3, %1) {lhs_contract=[1], rhs_contract=[0]} : f32[64,64] P() unreduced('x')\n"
+            "  %5 = reduce_scatter(%4) {axes=['x'], axis=0, group=8, tiled=true} : f32[8,64] P('x')\n"
+            "}\n");
+}
