@@ -119,7 +119,7 @@ class Jitted {
     std::vector<Array> leaves;
     std::vector<size_t> counts;
     std::string key;
-    auto add = [&](const auto& a) {
+    [[maybe_unused]] auto add = [&](const auto& a) {
       size_t before = leaves.size();
       TreeDef<std::decay_t<decltype(a)>>::flatten(a, leaves);
       counts.push_back(leaves.size() - before);
@@ -128,7 +128,7 @@ class Jitted {
     (add(args), ...);
     return state_->get(leaves, counts, key,
                        [&](const std::vector<Array>& tracers, std::shared_ptr<void>& proto) {
-                         const Array* it = tracers.data();
+                         [[maybe_unused]] const Array* it = tracers.data();
                          std::tuple<Args...> targs{TreeDef<Args>::unflatten(args, it)...};
                          R r = std::apply(f_, targs);
                          proto = std::make_shared<R>(r);
@@ -183,7 +183,7 @@ class ShardMapped {
     using R = std::decay_t<std::invoke_result_t<const F&, const Args&...>>;
     std::vector<Array> leaves;
     std::vector<size_t> counts;
-    auto add = [&](const auto& a) {
+    [[maybe_unused]] auto add = [&](const auto& a) {
       size_t before = leaves.size();
       TreeDef<std::decay_t<decltype(a)>>::flatten(a, leaves);
       counts.push_back(leaves.size() - before);
@@ -193,7 +193,7 @@ class ShardMapped {
     std::vector<Array> outs = state_.call(
         leaves, counts,
         [&](const std::vector<Array>& tracers, std::shared_ptr<void>& p) {
-          const Array* it = tracers.data();
+          [[maybe_unused]] const Array* it = tracers.data();
           std::tuple<Args...> targs{TreeDef<Args>::unflatten(args, it)...};
           R r = std::apply(f_, targs);
           p = std::make_shared<R>(r);
@@ -277,7 +277,7 @@ class GradFn {
     constexpr size_t n = sizeof...(Args);
     std::vector<Array> leaves;
     std::vector<size_t> first, count;
-    auto add = [&](const auto& a) {
+    [[maybe_unused]] auto add = [&](const auto& a) {
       first.push_back(leaves.size());
       TreeDef<std::decay_t<decltype(a)>>::flatten(a, leaves);
       count.push_back(leaves.size() - first.back());
@@ -359,7 +359,7 @@ auto checkpoint(F f) {
     std::vector<Array> outs = detail::remat_call(
         leaves,
         [&](const std::vector<Array>& tracers, std::shared_ptr<void>& p) {
-          const Array* it = tracers.data();
+          [[maybe_unused]] const Array* it = tracers.data();
           std::tuple<std::decay_t<decltype(args)>...> targs{
               TreeDef<std::decay_t<decltype(args)>>::unflatten(args, it)...};
           R r = std::apply(f, targs);

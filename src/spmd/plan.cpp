@@ -125,6 +125,14 @@ InstrPlan plan_instr(const Mesh& mesh, const ir::Program& g, const ir::Instr& in
     }
     if (count == 1) {
       pass = op_unred[static_cast<size_t>(holder)];
+      // An elementwise product keeps a partial sum only when scaled by a scalar: against a
+      // full tensor it just moves the reduction later, usually after the reduced value was
+      // made anyway (e.g. a residual stream feeding an RMSNorm).
+      if (in.prim->is_elementwise()) {
+        for (size_t i = 0; i < in.inputs.size(); ++i) {
+          if (static_cast<int>(i) != holder && g.aval(in.inputs[i]).ndim() > 0) pass.clear();
+        }
+      }
       for (size_t i = 0; i < in.inputs.size(); ++i) {
         const auto& s = f.sharding(in.inputs[i]);
         if (static_cast<int>(i) == holder || !s) continue;

@@ -1,0 +1,263 @@
+#include "models/llama/llama.h"
+
+#include <cmath>
+
+#include "core/errors.h"
+#include "partix/ops.h"
+#include "partix/random.h"
+#include "partix/transforms.h"
+#include "trace/trace.h"
+
+namespace partix::models::llama {
+
+Config tiny() {
+  Config c;
+  c.vocab_size = 96;
+  c.hidden_size = 48;
+  c.intermediate_size = 64;
+  c.num_layers = 2;
+  c.num_heads = 6;
+  c.num_kv_heads = 2;
+  c.head_dim = 8;
+  c.rope_theta = 10000.0;
+  c.max_position = 128;
+  return c;
+}
+
+bool glob_match(const std::string& pattern, const std::string& name) {
+  // '*' matches any run of characters (iterative, with backtracking to the last star).
+  size_t p = 0, n = 0, star = std::string::npos, mark = 0;
+  while (n < name.size()) {
+    if (p < pattern.size() && (pattern[p] == name[n])) {
+      p++;
+      n++;
+    } else if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      mark = n;
+    } else if (star != std::string::npos) {
+      p = star + 1;
+      n = ++mark;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') p++;
+  return p == pattern.size();
+}
+
+std::vector<ShardingRule> tensor_parallel_rules(const std::string& axis) {
+  return {
+      {"model.embed_tokens.weight", P(axis)},          // vocab-parallel embedding
+      {"*.self_attn.q_proj.weight", P(axis)},          // column-parallel (heads)
+      {"*.self_attn.k_proj.weight", P(axis)},
+      {"*.self_attn.v_proj.weight", P(axis)},
+      {"*.self_attn.o_proj.weight", P(None, axis)},    // row-parallel (heads)
+      {"*.mlp.gate_proj.weight", P(axis)},             // column-parallel
+      {"*.mlp.up_proj.weight", P(axis)},
+      {"*.mlp.down_proj.weight", P(None, axis)},       // row-parallel
+      {"lm_head.weight", P(axis)},                     // vocab-parallel logits
+      {"*", P()},
+  };
+}
+
+std::string rules_to_string(const std::vector<ShardingRule>& rules) {
+  std::string out;
+  for (const auto& r : rules) out += fmt::format("  {:<32} {}\n", r.pattern, r.spec.to_string());
+  return out;
+}
+
+PartitionSpec spec_for(const std::string& name, const std::vector<ShardingRule>& rules) {
+  for (const auto& r : rules) {
+    if (glob_match(r.pattern, name)) return r.spec;
+  }
+  return P();
+}
+
+namespace {
+std::string layer(int64_t i) { return "model.layers." + std::to_string(i) + "."; }
+
+void check(const Config& c) {
+  detail::check(c.num_heads % c.num_kv_heads == 0, "llama",
+                "num_heads {} is not a multiple of num_kv_heads {}", c.num_heads, c.num_kv_heads);
+  detail::check(c.head_dim % 2 == 0, "llama", "head_dim {} must be even for RoPE", c.head_dim);
+}
+}  // namespace
+
+std::map<std::string, Shape> param_shapes(const Config& c) {
+  check(c);
+  const int64_t C = c.hidden_size, H = c.num_heads, D = c.head_dim, F = c.intermediate_size;
+  std::map<std::string, Shape> s;
+  s["model.embed_tokens.weight"] = {c.vocab_size, C};
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    std::string l = layer(i);
+    s[l + "input_layernorm.weight"] = {C};
+    s[l + "self_attn.q_proj.weight"] = {H, D, C};
+    s[l + "self_attn.k_proj.weight"] = {H, D, C};
+    s[l + "self_attn.v_proj.weight"] = {H, D, C};
+    s[l + "self_attn.o_proj.weight"] = {C, H, D};
+    s[l + "post_attention_layernorm.weight"] = {C};
+    s[l + "mlp.gate_proj.weight"] = {F, C};
+    s[l + "mlp.up_proj.weight"] = {F, C};
+    s[l + "mlp.down_proj.weight"] = {C, F};
+  }
+  s["model.norm.weight"] = {C};
+  if (!c.tie_word_embeddings) s["lm_head.weight"] = {c.vocab_size, C};
+  return s;
+}
+
+Params random_params(const Config& c, uint64_t seed, const Mesh& mesh,
+                     const std::vector<ShardingRule>& rules) {
+  auto shapes = param_shapes(c);
+  JitOptions o;
+  o.name = "llama_init";
+  for (const auto& [name, shape] : shapes) o.out_shardings.push_back(NamedSharding(mesh, spec_for(name, rules)));
+  const int64_t G = c.num_heads / c.num_kv_heads;
+  auto f = jit(
+      [&](const Array& key) {
+        Params p;
+        for (const auto& [name, shape] : shapes) {
+          Array k = random::fold_in(key, static_cast<int64_t>(std::hash<std::string>{}(name) & 0x7fffffff));
+          Array v;
+          if (name.ends_with("norm.weight")) {
+            v = 1.0 + random::normal(k, shape) * 0.1;
+          } else if (name.ends_with("k_proj.weight") || name.ends_with("v_proj.weight")) {
+            // Key/value heads repeated for their query heads, as a real checkpoint loads.
+            Shape kv{c.num_kv_heads, 1, c.head_dim, c.hidden_size};
+            Array w = random::normal(k, kv) * 0.2;
+            v = reshape(broadcast_to(w, {c.num_kv_heads, G, c.head_dim, c.hidden_size}), shape);
+          } else {
+            v = random::normal(k, shape) * 0.2;
+          }
+          p[name] = v;
+        }
+        return p;
+      },
+      o);
+  return f(device_put(random::key(seed), NamedSharding(mesh, P())));
+}
+
+KVCache make_cache(const Config& c, int64_t batch, int64_t length, const Mesh& mesh,
+                   const std::vector<ShardingRule>& rules) {
+  // The cache splits over heads like q/k/v (their dim 0).
+  PartitionSpec q = spec_for(layer(0) + "self_attn.k_proj.weight", rules);
+  NamedSharding s(mesh, P(None, q[0]));
+  auto zero = jit([&] {
+    KVCache kv;
+    for (int64_t i = 0; i < c.num_layers; ++i) {
+      kv.k.push_back(with_sharding_constraint(broadcast_to(zeros({}), {batch, c.num_heads, length, c.head_dim}), s));
+      kv.v.push_back(with_sharding_constraint(broadcast_to(zeros({}), {batch, c.num_heads, length, c.head_dim}), s));
+    }
+    return kv;
+  });
+  return zero();
+}
+
+namespace {
+
+// Inverse frequencies of the rotary embedding, with Llama-3 scaling when configured.
+std::vector<float> inverse_frequencies(const Config& c) {
+  const int64_t half = c.head_dim / 2;
+  std::vector<float> out;
+  for (int64_t i = 0; i < half; ++i) {
+    double f = 1.0 / std::pow(c.rope_theta, static_cast<double>(2 * i) / static_cast<double>(c.head_dim));
+    if (c.rope_scaling) {
+      const RopeScaling& s = *c.rope_scaling;
+      const double old = static_cast<double>(s.original_max_position);
+      const double low_wavelen = old / s.low_freq_factor, high_wavelen = old / s.high_freq_factor;
+      const double wavelen = 2 * M_PI / f;
+      if (wavelen > low_wavelen) {
+        f = f / s.factor;
+      } else if (wavelen >= high_wavelen) {
+        double smooth = (old / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+        f = (1 - smooth) * f / s.factor + smooth * f;
+      }
+    }
+    out.push_back(static_cast<float>(f));
+  }
+  return out;
+}
+
+// x [B, T, H, D] rotated by angles [B, T, D/2] (the rotate-half form of Hugging Face Llama).
+Array rope(const Array& x, const Array& cos, const Array& sin) {
+  const int64_t D = x.shape()[3];
+  Array x1 = slice_axis(x, 3, 0, D / 2), x2 = slice_axis(x, 3, D / 2, D);
+  Array c = expand_dims(cos, 2), s = expand_dims(sin, 2);  // [B, T, 1, D/2]
+  return concatenate({x1 * c - x2 * s, x2 * c + x1 * s}, 3);
+}
+
+}  // namespace
+
+StepResult forward(const Params& p, const Config& c, const Array& tokens, const Array& pos,
+                   const Array& start, const KVCache& cache) {
+  check(c);
+  detail::check(tokens.ndim() == 2 && is_integral(tokens.dtype()), "llama.forward",
+                "tokens must be an integer [B, T] array, got {}", shape_to_string(tokens.shape()));
+  const int64_t B = tokens.shape()[0], T = tokens.shape()[1];
+  const int64_t H = c.num_heads, D = c.head_dim;
+  const int64_t S = cache.k.empty() ? 0 : cache.k[0].shape()[2];
+  detail::check(static_cast<int64_t>(cache.k.size()) == c.num_layers && S >= T, "llama.forward",
+                "the cache needs {} layers of length >= {}", c.num_layers, T);
+  // Positions: absolute (cache slots) and relative to each row's start (RoPE).
+  Array steps = iota({B, T}, 1, DType::I32) + astype(pos, DType::I32);             // [B, T]
+  Array rel = steps - expand_dims(astype(start, DType::I32), 1);                    // [B, T]
+  std::vector<float> inv = inverse_frequencies(c);
+  Array inv_freq = from_vector(inv, {static_cast<int64_t>(inv.size())});
+  Array angles = expand_dims(astype(rel, DType::F32), 2) * inv_freq;                 // [B, T, D/2]
+  Array cos_a = cos(angles), sin_a = sin(angles);
+  // Key slot s is visible to query t of row b when start[b] <= s <= pos + t.
+  Array slot = iota({B, T, S}, 2, DType::I32);
+  Array visible = logical_and(slot <= expand_dims(steps, 2),
+                              slot >= expand_dims(expand_dims(astype(start, DType::I32), 1), 2));
+  Array mask = expand_dims(visible, 1);                                              // [B, 1, T, S]
+  Array zero = astype(zeros({}), DType::I32);
+  Array x = take(p.at("model.embed_tokens.weight"), tokens, 0);                    // [B, T, C]
+  KVCache out;
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    NamedScope scope("layer" + std::to_string(i));
+    std::string l = layer(i);
+    Array h = rms_norm(x, p.at(l + "input_layernorm.weight"), c.rms_norm_eps);
+    Array q = rope(einsum("btc,hdc->bthd", {h, p.at(l + "self_attn.q_proj.weight")}), cos_a, sin_a);
+    Array k = rope(einsum("btc,hdc->bthd", {h, p.at(l + "self_attn.k_proj.weight")}), cos_a, sin_a);
+    Array v = einsum("btc,hdc->bthd", {h, p.at(l + "self_attn.v_proj.weight")});
+    Array ck = dynamic_update_slice(cache.k[static_cast<size_t>(i)], transpose(k, {0, 2, 1, 3}), {zero, zero, pos, zero});
+    Array cv = dynamic_update_slice(cache.v[static_cast<size_t>(i)], transpose(v, {0, 2, 1, 3}), {zero, zero, pos, zero});
+    Array scores = einsum("bthd,bhsd->bhts", {q, ck}) * (1.0 / std::sqrt(static_cast<double>(D)));
+    Array probs = softmax(where(mask, scores, -1e30), -1);
+    Array o = einsum("bhts,bhsd->bthd", {probs, cv});
+    x = x + einsum("bthd,chd->btc", {o, p.at(l + "self_attn.o_proj.weight")});
+    Array h2 = rms_norm(x, p.at(l + "post_attention_layernorm.weight"), c.rms_norm_eps);
+    Array g = einsum("btc,fc->btf", {h2, p.at(l + "mlp.gate_proj.weight")});
+    Array u = einsum("btc,fc->btf", {h2, p.at(l + "mlp.up_proj.weight")});
+    x = x + einsum("btf,cf->btc", {silu(g) * u, p.at(l + "mlp.down_proj.weight")});
+    out.k.push_back(ck);
+    out.v.push_back(cv);
+  }
+  (void)H;
+  x = rms_norm(x, p.at("model.norm.weight"), c.rms_norm_eps);
+  const Array& head = c.tie_word_embeddings ? p.at("model.embed_tokens.weight") : p.at("lm_head.weight");
+  return {einsum("btc,vc->btv", {x, head}), out};
+}
+
+Array sample(const Array& logits, const Sampling& s, const Array& key) {
+  detail::check(logits.ndim() == 2, "llama.sample", "logits must be [B, V], got {}",
+                shape_to_string(logits.shape()));
+  if (s.temperature <= 0.0) return argmax(logits, -1);
+  Array l = astype(logits, DType::F32) / s.temperature;
+  const int64_t V = l.shape()[1];
+  if (s.top_k > 0 && s.top_k < V) {
+    Array kth = slice_axis(top_k(l, s.top_k).first, 1, s.top_k - 1, s.top_k);  // [B, 1]
+    l = where(l >= kth, l, -1e30);
+  }
+  if (s.top_p < 1.0) {
+    // Keep the smallest set of most likely tokens whose probability reaches top_p.
+    Array sorted = top_k(l, V).first;                                   // descending
+    Array probs = softmax(sorted, -1);
+    Array before = cumsum(probs, 1) - probs;                             // mass of better tokens
+    Array keep_count = sum(astype(before < s.top_p, DType::I32), {1}, true);  // >= 1
+    Array threshold = take_along_axis(sorted, keep_count - 1.0, 1);      // [B, 1]
+    l = where(l >= threshold, l, -1e30);
+  }
+  return random::categorical(key, l, -1);
+}
+
+}  // namespace partix::models::llama

@@ -1,0 +1,110 @@
+// Llama (grouped-query attention, RoPE with optional Llama-3 scaling, SwiGLU, RMSNorm) as a pure
+// function of Params, with a KV cache split over heads, for Megatron tensor-parallel inference.
+//
+// Parameter names follow Hugging Face (model.layers.0.self_attn.q_proj.weight, ...); layouts
+// are head-major so that heads split alike under tensor parallelism:
+//   q_proj, k_proj, v_proj  [H, D, C]  (k and v repeat each key/value head for its G = H/KV
+//                                       query heads, so any head count splits the same way)
+//   o_proj                  [C, H, D]
+//   gate_proj, up_proj      [F, C]     down_proj [C, F]     embed_tokens, lm_head [V, C]
+// Shapes: B batch, T sequence, S cache length, C hidden, H heads, D head dim, F MLP hidden,
+// V vocab.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "partix/array.h"
+#include "partix/tree.h"
+
+namespace partix::models::llama {
+
+struct RopeScaling {  // Llama-3 style ("rope_type": "llama3")
+  double factor = 8.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int64_t original_max_position = 8192;
+};
+
+struct Config {
+  int64_t vocab_size = 49152;
+  int64_t hidden_size = 576;
+  int64_t intermediate_size = 1536;
+  int64_t num_layers = 30;
+  int64_t num_heads = 9;
+  int64_t num_kv_heads = 3;
+  int64_t head_dim = 64;
+  double rms_norm_eps = 1e-5;
+  double rope_theta = 100000.0;
+  std::optional<RopeScaling> rope_scaling;
+  bool tie_word_embeddings = true;
+  int64_t max_position = 8192;
+  int64_t bos_token_id = 1, eos_token_id = 2;
+};
+
+// A small random configuration for tests.
+Config tiny();
+
+// Weight-name patterns (with '*' wildcards) and the PartitionSpec of the matching parameter in
+// the layouts above: the seed's shard_weights_llama. The first matching rule wins.
+struct ShardingRule {
+  std::string pattern;
+  PartitionSpec spec;
+};
+std::vector<ShardingRule> tensor_parallel_rules(const std::string& axis = "model");
+std::string rules_to_string(const std::vector<ShardingRule>& rules);
+PartitionSpec spec_for(const std::string& name, const std::vector<ShardingRule>& rules);
+bool glob_match(const std::string& pattern, const std::string& name);
+
+// Shapes of every parameter (in the layouts above).
+std::map<std::string, Shape> param_shapes(const Config& c);
+// Random parameters for tests, drawn in their shardings.
+Params random_params(const Config& c, uint64_t seed, const Mesh& mesh,
+                     const std::vector<ShardingRule>& rules);
+
+struct KVCache {
+  std::vector<Array> k, v;  // per layer [B, H, S, D], split over heads like the weights
+};
+KVCache make_cache(const Config& c, int64_t batch, int64_t length, const Mesh& mesh,
+                   const std::vector<ShardingRule>& rules);
+
+// Runs tokens [B, T] at positions pos .. pos+T-1 (pos: i32 scalar) through the model, writing
+// their keys and values into the cache. `start` [B] (i32): each row's first real position (rows
+// are left-padded); keys before it are masked and RoPE positions count from it.
+struct StepResult {
+  Array logits;  // [B, T, V]
+  KVCache cache;
+};
+StepResult forward(const Params& p, const Config& c, const Array& tokens, const Array& pos,
+                   const Array& start, const KVCache& cache);
+
+// Picks the next token from logits [B, V]: greedy when temperature <= 0, else sampling with
+// temperature, top-k (0: off) and top-p (1: off).
+struct Sampling {
+  double temperature = 0.0;
+  int64_t top_k = 0;
+  double top_p = 1.0;
+};
+Array sample(const Array& logits, const Sampling& s, const Array& key);
+
+}  // namespace partix::models::llama
+
+namespace partix {
+template <>
+struct TreeDef<models::llama::KVCache> {
+  static void flatten(const models::llama::KVCache& c, std::vector<Array>& out) {
+    for (const Array& a : c.k) out.push_back(a);
+    for (const Array& a : c.v) out.push_back(a);
+  }
+  static models::llama::KVCache unflatten(const models::llama::KVCache& p, const Array*& it) {
+    models::llama::KVCache c;
+    for (size_t i = 0; i < p.k.size(); ++i) c.k.push_back(*it++);
+    for (size_t i = 0; i < p.v.size(); ++i) c.v.push_back(*it++);
+    return c;
+  }
+  static std::string key(const models::llama::KVCache& c) {
+    return "kv" + std::to_string(c.k.size());
+  }
+};
+}  // namespace partix
