@@ -8,6 +8,7 @@
 #include "partix/mesh.h"
 #include "partix/nn.h"
 #include "partix/optim.h"
+#include "partix/profiler.h"
 #include "partix/ops.h"
 #include "partix/random.h"
 #include "partix/sharding.h"

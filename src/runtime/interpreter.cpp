@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "core/errors.h"
+#include "runtime/profiler_hooks.h"
 
 namespace partix::runtime {
 
@@ -69,10 +70,18 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
   for (size_t k = 0; k < args.size(); ++k) env[static_cast<size_t>(p.params[k])] = std::move(args[k]);
   args.clear();
   const bool fast_ok = kernel_mode() == KernelMode::kFast;
+  const bool profile = profiling();
   std::vector<const void*> in_ptrs;
   std::vector<void*> out_ptrs;
   for (size_t i = 0; i < p.instrs.size(); ++i) {
     const ir::Instr& in = p.instrs[i];
+    const double t0 = profile ? now_us() : 0.0;
+    auto span = [&] {
+      if (!profile) return;
+      std::string name(in.prim->name());
+      if (!in.scope.empty()) name = in.scope + "/" + name;
+      record_span(ctx.device, std::move(name), in.prim->is_collective(), t0, now_us());
+    };
     in_ptrs.clear();
     out_ptrs.clear();
     for (int v : in.inputs) in_ptrs.push_back(env[static_cast<size_t>(v)].data());
@@ -89,6 +98,7 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
         env[static_cast<size_t>(in.outputs[k])] = std::move(results[k]);
       }
       for (int v : plan.release_after[i]) env[static_cast<size_t>(v)] = detail::Buffer();
+      span();
       continue;
     }
     for (size_t k = 0; k < in.outputs.size(); ++k) {
@@ -108,6 +118,7 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
     const prim::KernelFn* fast = plan.fast[i];
     if (!(fast_ok && fast && (*fast)(call))) in.prim->reference(call);
     for (int v : plan.release_after[i]) env[static_cast<size_t>(v)] = detail::Buffer();
+    span();
   }
   std::vector<detail::Buffer> out;
   for (int v : p.results) out.push_back(env[static_cast<size_t>(v)]);

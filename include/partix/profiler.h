@@ -1,0 +1,24 @@
+// A timeline per device: while recording, every instruction a device runs becomes a span
+// (compute or collective), written as a Chrome / Perfetto trace with one track per device.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace partix::profiler {
+
+struct Span {
+  int device = 0;
+  std::string name;      // the primitive, with the user's named scope
+  std::string category;  // "compute" or "collective"
+  double start_us = 0, duration_us = 0;
+};
+
+void start();  // clears earlier spans and begins recording
+void stop();
+bool recording();
+std::vector<Span> spans();
+// Chrome trace event JSON (open in chrome://tracing or ui.perfetto.dev).
+void write_chrome_trace(const std::string& path);
+
+}  // namespace partix::profiler
