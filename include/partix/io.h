@@ -1,4 +1,4 @@
-// Model files: safetensors (Hugging Face).
+// Model files: safetensors (Hugging Face) and GGUF (llama.cpp).
 //
 // Files are untrusted input: a malformed file raises partix::Error naming the file and the
 // problem, never a crash. Tensors load straight into their sharding: every device copies (or
@@ -70,5 +70,60 @@ class Safetensors {
 // name, then renamed). Every array must be concrete and addressable from this process.
 void save_safetensors(const std::string& path, const Params& tensors,
                       const std::map<std::string, std::string>& metadata = {});
+
+// ---------------------------------------------------------------------------------------
+// GGUF
+
+// A GGUF v2/v3 file: typed metadata and (possibly quantized) tensors. Tensor shapes are
+// row-major, i.e. the reverse of GGUF's fastest-first dims: a GGUF tensor with dims
+// [576, 49152] has shape {49152, 576}. Cheap to copy; thread-safe for concurrent loads.
+class GgufFile {
+ public:
+  static GgufFile open(const std::string& path);
+
+  const std::string& path() const;
+  uint32_t version() const;
+  int64_t alignment() const;  // general.alignment, default 32
+
+  // ---- metadata. Every getter throws partix::Error naming the file and key when the key
+  // is missing or holds another type.
+  std::vector<std::string> keys() const;  // file order
+  bool has(std::string_view key) const;
+  // "uint32", "string", "array[string]", ...
+  std::string type_name(std::string_view key) const;
+  std::string get_string(std::string_view key) const;
+  // Any integer type (uint64 values above INT64_MAX throw).
+  int64_t get_int(std::string_view key) const;
+  // float32 or float64.
+  double get_float(std::string_view key) const;
+  bool get_bool(std::string_view key) const;
+  std::vector<std::string> get_strings(std::string_view key) const;
+  std::vector<int64_t> get_ints(std::string_view key) const;
+  std::vector<double> get_floats(std::string_view key) const;  // float32/float64 arrays
+  // The same with a fallback for a missing key (a present key of the wrong type throws).
+  std::string get_string(std::string_view key, std::string_view fallback) const;
+  int64_t get_int(std::string_view key, int64_t fallback) const;
+  double get_float(std::string_view key, double fallback) const;
+  bool get_bool(std::string_view key, bool fallback) const;
+
+  // ---- tensors
+  std::vector<std::string> tensor_names() const;  // file order
+  bool has_tensor(std::string_view name) const;
+  Shape tensor_shape(std::string_view name) const;  // row-major
+  // The ggml type name: "F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K", ...
+  std::string tensor_type(std::string_view name) const;
+
+  // The tensor dequantized to `dtype` (a floating dtype), with the given sharding. Each
+  // device dequantizes only the quantization blocks its slice needs. Types: F32, F16, BF16,
+  // Q8_0, Q4_0, Q4_1, Q4_K, Q6_K; any other throws naming the tensor and the type.
+  Array load(std::string_view name, const NamedSharding& sharding, DType dtype = DType::F32) const;
+  Array load(std::string_view name, DType dtype = DType::F32) const;  // on device 0
+
+ public:
+  struct Impl;  // internal (src/io); a default-constructed handle throws on use
+
+ private:
+  std::shared_ptr<const Impl> impl_;
+};
 
 }  // namespace partix
