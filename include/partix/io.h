@@ -1,4 +1,4 @@
-// Model files: safetensors (Hugging Face) and GGUF (llama.cpp).
+// Model files: safetensors (Hugging Face), GGUF (llama.cpp) and byte-level BPE tokenizers.
 //
 // Files are untrusted input: a malformed file raises partix::Error naming the file and the
 // problem, never a crash. Tensors load straight into their sharding: every device copies (or
@@ -118,6 +118,63 @@ class GgufFile {
   // Q8_0, Q4_0, Q4_1, Q4_K, Q6_K; any other throws naming the tensor and the type.
   Array load(std::string_view name, const NamedSharding& sharding, DType dtype = DType::F32) const;
   Array load(std::string_view name, DType dtype = DType::F32) const;  // on device 0
+
+ public:
+  struct Impl;  // internal (src/io); a default-constructed handle throws on use
+
+ private:
+  std::shared_ptr<const Impl> impl_;
+};
+
+// ---------------------------------------------------------------------------------------
+// Tokenizers
+
+struct ChatMessage {
+  std::string role;  // "system", "user", "assistant"
+  std::string content;
+};
+
+// A byte-level BPE tokenizer (GPT-2 style): text is split by the GPT-2 pre-tokenizer
+// pattern (optionally digits one by one first), bytes are mapped to printable characters,
+// and merges apply by rank. Added special tokens (<|im_start|>, ...) are matched whole
+// before BPE. Also the trivial byte tokenizer (ids = bytes) for training on raw text.
+class Tokenizer {
+ public:
+  // A Hugging Face tokenizer.json (model.type "BPE" with a ByteLevel pre-tokenizer,
+  // optionally in a Sequence after Digits).
+  static Tokenizer from_json_file(const std::string& path);
+  static Tokenizer from_json(std::string_view json, std::string_view source = "tokenizer.json");
+  // tokenizer.ggml.* metadata (model "gpt2"; pre "gpt2", "smollm", "starcoder", ...).
+  static Tokenizer from_gguf(const GgufFile& file);
+  // ids 0..255 are the bytes; no merges, no special tokens.
+  static Tokenizer bytes();
+
+  // Token ids of UTF-8 text. With parse_special, special tokens written in the text
+  // (e.g. "<|im_end|>") become their ids; otherwise they are ordinary text. Invalid UTF-8
+  // is encoded byte by byte; a byte the vocabulary has no token for (SmolLM2 lacks 0xFF,
+  // 0x04, ...) throws partix::Error unless the tokenizer.json names an unk_token: nothing
+  // is dropped silently (Hugging Face drops it).
+  std::vector<int32_t> encode(std::string_view text, bool parse_special = true) const;
+  // The text of ids; decode(encode(s)) == s. Throws for ids outside the vocabulary.
+  std::string decode(const std::vector<int32_t>& ids, bool skip_special = false) const;
+
+  int64_t vocab_size() const;
+  // The token's string as in the vocabulary (byte-level characters, e.g. "Ġthe").
+  std::string id_to_token(int32_t id) const;
+  std::optional<int32_t> token_to_id(std::string_view token) const;
+  bool is_special(int32_t id) const;
+  std::optional<int32_t> bos_id() const;
+  std::optional<int32_t> eos_id() const;
+  std::optional<int32_t> pad_id() const;
+
+  // ChatML (SmolLM2-Instruct, Qwen): "<|im_start|>{role}\n{content}<|im_end|>\n" per
+  // message, then "<|im_start|>assistant\n" when add_generation_prompt. When the source's
+  // chat template has a default system prompt and messages do not start with a system
+  // message, it is prepended (as the template does).
+  std::string apply_chat_template(const std::vector<ChatMessage>& messages,
+                                  bool add_generation_prompt = true) const;
+  // The default system prompt found in the source's chat template ("" when none).
+  const std::string& default_system_prompt() const;
 
  public:
   struct Impl;  // internal (src/io); a default-constructed handle throws on use
