@@ -32,6 +32,8 @@ class Safetensors {
   // path: a .safetensors file, a *.safetensors.index.json (its weight_map's files are
   // opened from the index's folder), or a folder holding model.safetensors or
   // model.safetensors.index.json. Every file is mapped and its header fully validated.
+  // Precondition: the files are not rewritten or truncated while a handle is open (a
+  // memory map cannot defend against that).
   static Safetensors open(const std::string& path);
 
   std::vector<std::string> names() const;  // sorted
@@ -79,6 +81,8 @@ void save_safetensors(const std::string& path, const Params& tensors,
 // [576, 49152] has shape {49152, 576}. Cheap to copy; thread-safe for concurrent loads.
 class GgufFile {
  public:
+  // Maps the file and validates the header, metadata and tensor infos (bounds, overlaps,
+  // alignment, block sizes). Precondition: the file is not rewritten while open.
   static GgufFile open(const std::string& path);
 
   const std::string& path() const;
@@ -141,10 +145,14 @@ struct ChatMessage {
 class Tokenizer {
  public:
   // A Hugging Face tokenizer.json (model.type "BPE" with a ByteLevel pre-tokenizer,
-  // optionally in a Sequence after Digits).
+  // optionally in a Sequence after Digits). from_json_file also reads a
+  // tokenizer_config.json beside it for bos/eos/pad and the chat template; without it
+  // bos_id()/eos_id() are empty.
   static Tokenizer from_json_file(const std::string& path);
   static Tokenizer from_json(std::string_view json, std::string_view source = "tokenizer.json");
-  // tokenizer.ggml.* metadata (model "gpt2"; pre "gpt2", "smollm", "starcoder", ...).
+  // tokenizer.ggml.* metadata (model "gpt2"; pre "gpt2", "smollm", "starcoder" or
+  // "refact"); control tokens (type 3) become special tokens, user-defined ones (type 4)
+  // added tokens; bos/eos/pad and the chat template come from the metadata.
   static Tokenizer from_gguf(const GgufFile& file);
   // ids 0..255 are the bytes; no merges, no special tokens.
   static Tokenizer bytes();

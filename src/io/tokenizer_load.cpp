@@ -124,7 +124,8 @@ void read_tokenizer_config(const std::string& path, detail::TokenizerSpec& spec)
   spec.bos = id_of("bos_token");
   spec.eos = id_of("eos_token");
   spec.pad = id_of("pad_token");
-  if (auto unk = id_of("unk_token")) spec.unk = unk;
+  // unk_token here is the Python wrapper's; the BPE model's own (model.unk_token) decides
+  // what an unencodable byte becomes.
   if (auto it = cfg.find("chat_template"); it != cfg.end()) {
     if (it->is_string()) {
       spec.chat_template = it->get<std::string>();
