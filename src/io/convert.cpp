@@ -280,7 +280,9 @@ Array build_sharded(
     fill(b.data(), idx, local);
     shards.push_back(std::move(b));
   }
-  return make_array(shape, dtype, sharding, std::move(shards));
+  Array out = make_array(shape, dtype, sharding, std::move(shards));
+  out.impl()->committed = true;  // placed where the caller asked, as device_put does
+  return out;
 }
 
 }  // namespace partix::detail

@@ -1,3 +1,4 @@
+#include "core/array_impl.h"
 #include "io/gguf.h"
 
 #include <algorithm>
@@ -544,7 +545,10 @@ Array GgufFile::load(std::string_view name, const NamedSharding& sharding, DType
 }
 
 Array GgufFile::load(std::string_view name, DType dtype) const {
-  return load(name, single_device_sharding(devices()[0]), dtype);
+  // Like from_vector: on the default device, free to move to a computation's devices.
+  Array a = load(name, single_device_sharding(devices()[0]), dtype);
+  a.impl()->committed = false;
+  return a;
 }
 
 }  // namespace partix

@@ -429,7 +429,10 @@ Array Safetensors::load(std::string_view name, const NamedSharding& sharding,
 }
 
 Array Safetensors::load(std::string_view name, std::optional<DType> dtype) const {
-  return load(name, single_device_sharding(devices()[0]), dtype);
+  // Like from_vector: on the default device, free to move to a computation's devices.
+  Array a = load(name, single_device_sharding(devices()[0]), dtype);
+  a.impl()->committed = false;
+  return a;
 }
 
 Params Safetensors::load_all(std::optional<DType> dtype) const {

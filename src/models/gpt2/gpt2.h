@@ -56,3 +56,17 @@ Config config_from_json(const std::string& json_text);
 std::string config_to_json(const Config& c);
 
 }  // namespace partix::models::gpt2
+
+namespace partix::models::gpt2 {
+
+// A Hugging Face GPT-2 directory (config.json + model.safetensors, keys with or without the
+// "transformer." prefix) loaded into the shardings the rules give on `mesh`.
+struct Checkpoint {
+  Config config;
+  Params params;
+};
+Checkpoint load_hf(const std::string& dir, const Mesh& mesh, const nn::LogicalRules& rules);
+// Writes config.json and model.safetensors that transformers' GPT2LMHeadModel loads.
+void save_hf(const std::string& dir, const Params& params, const Config& c);
+
+}  // namespace partix::models::gpt2
