@@ -108,3 +108,25 @@ struct TreeDef<models::llama::KVCache> {
   }
 };
 }  // namespace partix
+
+namespace partix {
+class Tokenizer;
+}
+
+namespace partix::models::llama {
+
+// A Llama checkpoint loaded into the shardings `rules` give on `mesh`: a GGUF file
+// (dequantised at load; llama.cpp's row order of q/k restored) or a Hugging Face directory
+// (config.json, *.safetensors, tokenizer.json).
+struct Model {
+  Config config;
+  Params params;
+  std::shared_ptr<Tokenizer> tokenizer;
+  std::string source;
+};
+Model load(const std::string& path, const Mesh& mesh, const std::vector<ShardingRule>& rules);
+
+// The default model: SmolLM2-135M-Instruct from the cache scripts/fetch_smollm2.sh fills.
+std::string default_model_path();
+
+}  // namespace partix::models::llama
