@@ -101,6 +101,8 @@ class DynamicSlice final : public Primitive {
 class DynamicUpdateSlice final : public Primitive {
  public:
   std::string_view name() const override { return "dynamic_update_slice"; }
+  // A KV cache updated every decode step is written in place when its buffer is donated.
+  int in_place_operand() const override { return 0; }
   Linearity linearity() const override { return Linearity::kLinear; }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs&,
                           const Regions&) const override {
@@ -155,7 +157,7 @@ class DynamicUpdateSlice final : public Primitive {
   void reference(const KernelCall& c) const override {
     const Aval& x = c.in_aval(0);
     const Aval& u = c.in_aval(1);
-    std::memcpy(c.out[0], c.in[0], static_cast<size_t>(x.nbytes()));
+    if (c.out[0] != c.in[0]) std::memcpy(c.out[0], c.in[0], static_cast<size_t>(x.nbytes()));
     Shape start = dynamic_starts(c, 2, x.shape, u.shape);
     Shape zero(u.shape.size(), 0);
     detail::copy_box(c.in[1], u.shape, zero, c.out[0], x.shape, start, u.shape, dtype_size(x.dtype));

@@ -148,6 +148,9 @@ class Primitive {
       size_t num_outputs) const;
   // Elementwise ops (same-shape operands and result) may be fused and run in place.
   virtual bool is_elementwise() const { return false; }
+  // An operand whose buffer the result may take over when it dies here (the kernel is safe
+  // with out == that input), or -1. Elementwise ops may reuse any operand.
+  virtual int in_place_operand() const { return -1; }
 };
 
 // Registry of primitives by name (for the parser) and of fast kernels by platform.

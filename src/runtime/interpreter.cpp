@@ -40,9 +40,11 @@ Plan make_plan(const ir::Program& p, const char* platform) {
     for (int v : in.inputs) ia.push_back(&p.aval(v));
     for (int v : in.outputs) oa.push_back(&p.aval(v));
     int reuse = -1;
-    if (in.prim->is_elementwise() && in.outputs.size() == 1) {
+    const int only = in.prim->in_place_operand();
+    if ((in.prim->is_elementwise() || only >= 0) && in.outputs.size() == 1) {
       const ir::Aval& out = p.aval(in.outputs[0]);
       for (size_t k = 0; k < in.inputs.size() && reuse < 0; ++k) {
+        if (only >= 0 && static_cast<int>(k) != only) continue;
         int v = in.inputs[k];
         bool dies = last_use[static_cast<size_t>(v)] == static_cast<int>(i);
         bool used_twice = false;

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   app.set_help_all_flag("--help-all", "Print help for every subcommand");
   partix::cli::add_demo(app);
   partix::cli::add_train(app);
+  partix::cli::add_generate(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,136 @@
+#include "models/llama/generate.h"
+
+#include <chrono>
+
+#include "core/errors.h"
+#include "partix/ops.h"
+#include "partix/random.h"
+
+namespace partix::models::llama {
+
+using StepFn = std::function<std::pair<Array, KVCache>(const Params&, const Array&, const Array&,
+                                                       const Array&, const KVCache&, const Array&)>;
+
+struct Generator::Fns {
+  Sampling sampling;
+  Jitted<StepFn> step;
+};
+
+namespace {
+double since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+}  // namespace
+
+Generator::Generator(const Model& model, Mesh mesh, std::vector<ShardingRule> rules)
+    : model_(model), mesh_(std::move(mesh)), rules_(std::move(rules)) {}
+
+Generator::~Generator() = default;
+
+Generator::Fns& Generator::fns(const Sampling& s) {
+  for (auto& f : cache_) {
+    if (f->sampling.temperature == s.temperature && f->sampling.top_k == s.top_k &&
+        f->sampling.top_p == s.top_p) {
+      return *f;
+    }
+  }
+  const Config cfg = model_.config;
+  // One program serves prefill (T = prompt length) and decode (T = 1): tokens at pos, then
+  // the next token sampled from the last position's logits.
+  StepFn f = [cfg, s](const Params& p, const Array& tokens, const Array& pos, const Array& start,
+                      const KVCache& cache, const Array& key) {
+    StepResult r = forward(p, cfg, tokens, pos, start, cache);
+    const int64_t T = tokens.shape()[1];
+    Array last = reshape(slice_axis(r.logits, 1, T - 1, T), {tokens.shape()[0], cfg.vocab_size});
+    return std::make_pair(sample(last, s, key), r.cache);
+  };
+  cache_.push_back(std::make_unique<Fns>(Fns{s, jit(f, {.donate_argnums = {4}, .name = "llama_step"})}));
+  return *cache_.back();
+}
+
+Generated Generator::generate(const std::vector<std::vector<int32_t>>& prompts,
+                              const GenerateOptions& o,
+                              const std::function<void(int64_t, const std::vector<int32_t>&)>& on_token) {
+  detail::check(!prompts.empty(), "generate", "needs at least one prompt");
+  detail::check(o.max_tokens >= 1, "generate", "max_tokens must be positive, got {}", o.max_tokens);
+  const int64_t B = static_cast<int64_t>(prompts.size());
+  int64_t Tp = 0;
+  for (const auto& p : prompts) {
+    detail::check(!p.empty(), "generate", "a prompt is empty");
+    Tp = std::max<int64_t>(Tp, static_cast<int64_t>(p.size()));
+  }
+  // Cache length rounded up so that nearby lengths share compiled programs.
+  const int64_t S = (Tp + o.max_tokens + 15) / 16 * 16;
+  detail::check(S <= model_.config.max_position, "generate",
+                "prompt ({}) + max_tokens ({}) exceeds the model's {} positions", Tp, o.max_tokens,
+                model_.config.max_position);
+  std::vector<int32_t> flat, start;
+  for (const auto& p : prompts) {
+    int64_t pad = Tp - static_cast<int64_t>(p.size());
+    start.push_back(static_cast<int32_t>(pad));
+    for (int64_t i = 0; i < pad; ++i) flat.push_back(static_cast<int32_t>(model_.config.eos_token_id));
+    flat.insert(flat.end(), p.begin(), p.end());
+  }
+  NamedSharding rep(mesh_, P());
+  Array tokens = device_put(from_vector(flat, {B, Tp}), rep);
+  Array starts = device_put(from_vector(start, {B}), rep);
+  Array base_key = random::key(o.seed);
+  KVCache cache = make_cache(model_.config, B, S, mesh_, rules_);
+  Fns& f = fns(o.sampling);
+  Generated out;
+  out.tokens.assign(static_cast<size_t>(B), {});
+  auto key_at = [&](int64_t i) { return device_put(random::fold_in(base_key, i), rep); };
+  auto pos_at = [&](int64_t p) { return device_put(scalar<int32_t>(static_cast<int32_t>(p)), rep); };
+  // Compile first, so the timings are execution only.
+  auto tc = std::chrono::steady_clock::now();
+  f.step.lower(model_.params, tokens, pos_at(0), starts, cache, key_at(0));
+  Array one = device_put(zeros({B, 1}, DType::I32), rep);
+  f.step.lower(model_.params, one, pos_at(Tp), starts, cache, key_at(0));
+  out.compile_seconds = since(tc);
+  std::vector<bool> done(static_cast<size_t>(B), false);
+  auto t0 = std::chrono::steady_clock::now();
+  auto [next, c1] = f.step(model_.params, tokens, pos_at(0), starts, cache, key_at(0));
+  cache = std::move(c1);
+  std::vector<int32_t> ids = next.to_vector<int32_t>();
+  out.prefill_seconds = since(t0);
+  out.prefill_tokens = B * Tp;
+  auto t1 = std::chrono::steady_clock::now();
+  for (int64_t step = 0;; ++step) {
+    for (int64_t b = 0; b < B; ++b) {
+      if (done[static_cast<size_t>(b)]) continue;
+      out.tokens[static_cast<size_t>(b)].push_back(ids[static_cast<size_t>(b)]);
+      if (o.stop_at_eos && ids[static_cast<size_t>(b)] == model_.config.eos_token_id) done[static_cast<size_t>(b)] = true;
+    }
+    if (on_token) on_token(step, ids);
+    bool all_done = std::all_of(done.begin(), done.end(), [](bool d) { return d; });
+    if (step + 1 >= o.max_tokens || all_done) break;
+    Array cur = device_put(from_vector(ids, {B, 1}), rep);
+    auto [n2, c2] = f.step(model_.params, cur, pos_at(Tp + step), starts, cache, key_at(step + 1));
+    cache = std::move(c2);
+    ids = n2.to_vector<int32_t>();
+    out.decode_tokens += B;
+  }
+  out.decode_seconds = since(t1);
+  return out;
+}
+
+Lowered Generator::lower_decode(int64_t batch, int64_t cache_length, const Sampling& s) {
+  NamedSharding rep(mesh_, P());
+  KVCache cache = make_cache(model_.config, batch, cache_length, mesh_, rules_);
+  return fns(s).step.lower(model_.params, device_put(zeros({batch, 1}, DType::I32), rep),
+                           device_put(scalar<int32_t>(0), rep),
+                           device_put(zeros({batch}, DType::I32), rep), cache,
+                           device_put(random::key(0), rep));
+}
+
+Lowered Generator::lower_prefill(int64_t batch, int64_t prompt_length, int64_t cache_length,
+                                 const Sampling& s) {
+  NamedSharding rep(mesh_, P());
+  KVCache cache = make_cache(model_.config, batch, cache_length, mesh_, rules_);
+  return fns(s).step.lower(model_.params, device_put(zeros({batch, prompt_length}, DType::I32), rep),
+                           device_put(scalar<int32_t>(0), rep),
+                           device_put(zeros({batch}, DType::I32), rep), cache,
+                           device_put(random::key(0), rep));
+}
+
+}  // namespace partix::models::llama
