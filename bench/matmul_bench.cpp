@@ -30,8 +30,10 @@ Array random_matrix(int64_t n, DType dtype, uint64_t seed) {
 }
 
 void set_counter(benchmark::State& state, int64_t n) {
-  const double flops = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
-  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  const double flops =
+      2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void partix_matmul(benchmark::State& state, DType dtype) {
@@ -49,7 +51,8 @@ void partix_matmul(benchmark::State& state, DType dtype) {
 void onednn_matmul(benchmark::State& state, DType dtype) {
   using dnnl::memory;
   const int64_t n = state.range(0);
-  const memory::data_type dt = dtype == DType::F32 ? memory::data_type::f32 : memory::data_type::bf16;
+  const memory::data_type dt =
+      dtype == DType::F32 ? memory::data_type::f32 : memory::data_type::bf16;
   dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   dnnl::stream s(eng);
   memory::desc md({n, n}, dt, memory::format_tag::ab);
@@ -64,12 +67,16 @@ void onednn_matmul(benchmark::State& state, DType dtype) {
     std::memcpy(a.get_data_handle(), va.data(), bytes);
     std::memcpy(b.get_data_handle(), vb.data(), bytes);
   } else {
-    std::vector<partix::bfloat16> va = pa.to_vector<partix::bfloat16>(), vb = pb.to_vector<partix::bfloat16>();
+    std::vector<partix::bfloat16> va = pa.to_vector<partix::bfloat16>(),
+                                  vb = pb.to_vector<partix::bfloat16>();
     std::memcpy(a.get_data_handle(), va.data(), bytes);
     std::memcpy(b.get_data_handle(), vb.data(), bytes);
   }
   auto run = [&] {
-    mm.execute(s, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}, {DNNL_ARG_SCRATCHPAD, scratch}});
+    mm.execute(s, {{DNNL_ARG_SRC, a},
+                   {DNNL_ARG_WEIGHTS, b},
+                   {DNNL_ARG_DST, c},
+                   {DNNL_ARG_SCRATCHPAD, scratch}});
     s.wait();
   };
   run();
@@ -80,21 +87,43 @@ void onednn_matmul(benchmark::State& state, DType dtype) {
 
 const char* isa_name(dnnl::cpu_isa isa) {
   switch (isa) {
-    case dnnl::cpu_isa::avx2: return "avx2";
-    case dnnl::cpu_isa::avx512_core: return "avx512_core";
-    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
-    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
-    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
-    default: return "other";
+    case dnnl::cpu_isa::avx2:
+      return "avx2";
+    case dnnl::cpu_isa::avx512_core:
+      return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx:
+      return "avx512_core_amx";
+    default:
+      return "other";
   }
 }
 
 }  // namespace
 
-BENCHMARK_CAPTURE(partix_matmul, f32, DType::F32)->Arg(1024)->Arg(2048)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(onednn_matmul, f32, DType::F32)->Arg(1024)->Arg(2048)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(partix_matmul, bf16, DType::BF16)->Arg(1024)->Arg(2048)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(onednn_matmul, bf16, DType::BF16)->Arg(1024)->Arg(2048)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(partix_matmul, f32, DType::F32)
+    ->Arg(1024)
+    ->Arg(2048)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(onednn_matmul, f32, DType::F32)
+    ->Arg(1024)
+    ->Arg(2048)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(partix_matmul, bf16, DType::BF16)
+    ->Arg(1024)
+    ->Arg(2048)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(onednn_matmul, bf16, DType::BF16)
+    ->Arg(1024)
+    ->Arg(2048)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 int main(int argc, char** argv) {
   partix::init({.num_cpu_devices = 1});

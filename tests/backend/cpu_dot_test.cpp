@@ -60,13 +60,17 @@ DotCase random_case(std::mt19937_64& rng, int64_t max_dim) {
   d.rc.resize(static_cast<size_t>(nc));
   for (size_t p = 0; p < lroles.size(); ++p) {
     auto [r, i] = lroles[p];
-    d.lhs.push_back(r == 'b' ? bs[static_cast<size_t>(i)] : r == 'c' ? cs[static_cast<size_t>(i)] : lfs[static_cast<size_t>(i)]);
+    d.lhs.push_back(r == 'b'   ? bs[static_cast<size_t>(i)]
+                    : r == 'c' ? cs[static_cast<size_t>(i)]
+                               : lfs[static_cast<size_t>(i)]);
     if (r == 'b') d.lb[static_cast<size_t>(i)] = static_cast<int64_t>(p);
     if (r == 'c') d.lc[static_cast<size_t>(i)] = static_cast<int64_t>(p);
   }
   for (size_t p = 0; p < rroles.size(); ++p) {
     auto [r, i] = rroles[p];
-    d.rhs.push_back(r == 'b' ? bs[static_cast<size_t>(i)] : r == 'c' ? cs[static_cast<size_t>(i)] : rfs[static_cast<size_t>(i)]);
+    d.rhs.push_back(r == 'b'   ? bs[static_cast<size_t>(i)]
+                    : r == 'c' ? cs[static_cast<size_t>(i)]
+                               : rfs[static_cast<size_t>(i)]);
     if (r == 'b') d.rb[static_cast<size_t>(i)] = static_cast<int64_t>(p);
     if (r == 'c') d.rc[static_cast<size_t>(i)] = static_cast<int64_t>(p);
   }
@@ -87,11 +91,13 @@ DotCase random_case(std::mt19937_64& rng, int64_t max_dim) {
 std::string describe(const DotCase& d, DType in, DType out) {
   return std::string(dtype_name(in)) + shape_to_string(d.lhs) + " x " + shape_to_string(d.rhs) +
          " contract " + shape_to_string(d.lc) + "/" + shape_to_string(d.rc) + " batch " +
-         shape_to_string(d.lb) + "/" + shape_to_string(d.rb) + " -> " + std::string(dtype_name(out));
+         shape_to_string(d.lb) + "/" + shape_to_string(d.rb) + " -> " +
+         std::string(dtype_name(out));
 }
 
 Tensor abs_copy_f64(const Tensor& x) {
-  Tensor a{Aval{x.aval.shape, DType::F64}, std::vector<char>(static_cast<size_t>(x.aval.size()) * 8)};
+  Tensor a{Aval{x.aval.shape, DType::F64},
+           std::vector<char>(static_cast<size_t>(x.aval.size()) * 8)};
   for (int64_t i = 0; i < x.aval.size(); ++i) a.data<double>()[i] = std::fabs(x.at(i));
   return a;
 }
@@ -122,7 +128,8 @@ bool check_dot(const DotCase& d, const Tensor& a, const Tensor& b, DType out) {
   int64_t k = 1;
   for (int64_t x : d.lc) k *= d.lhs[static_cast<size_t>(x)];
   const double u = in == DType::F64 ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24);
-  KernelRun mag = run_kernel("dot_general", dot_attrs(d), {abs_copy_f64(a), abs_copy_f64(b)}, false);
+  KernelRun mag =
+      run_kernel("dot_general", dot_attrs(d), {abs_copy_f64(a), abs_copy_f64(b)}, false);
   int shown = 0;
   for (int64_t i = 0; i < r.aval.size(); ++i) {
     const double tol = static_cast<double>(k + 2) * u * mag.outs[0].at(i) + ulp_of(out, r.at(i));
@@ -136,9 +143,9 @@ bool check_dot(const DotCase& d, const Tensor& a, const Tensor& b, DType out) {
 
 // Dtype combinations the fast kernel must handle: (operands, result).
 const std::vector<std::pair<DType, DType>> kHandled = {
-    {DType::F32, DType::F32},  {DType::BF16, DType::BF16}, {DType::BF16, DType::F32},
-    {DType::F16, DType::F16},  {DType::F16, DType::F32},   {DType::F32, DType::BF16},
-    {DType::F64, DType::F64},  {DType::I32, DType::I32},   {DType::I32, DType::I64},
+    {DType::F32, DType::F32}, {DType::BF16, DType::BF16}, {DType::BF16, DType::F32},
+    {DType::F16, DType::F16}, {DType::F16, DType::F32},   {DType::F32, DType::BF16},
+    {DType::F64, DType::F64}, {DType::I32, DType::I32},   {DType::I32, DType::I64},
     {DType::I64, DType::I64}};
 
 TEST(CpuDot, RandomLayoutsAllDtypes) {
@@ -158,7 +165,7 @@ TEST(CpuDot, RandomLayoutsLargerSizes) {
   for (int iter = 0; iter < 60; ++iter) {
     DotCase d = random_case(rng, 40);
     int64_t work = shape_size(d.lhs) * shape_size(d.rhs);  // >= the multiply-adds
-    if (work > 4000000) {  // keep the naive reference quick
+    if (work > 4000000) {                                  // keep the naive reference quick
       --iter;
       continue;
     }
@@ -173,22 +180,22 @@ TEST(CpuDot, RandomLayoutsLargerSizes) {
 TEST(CpuDot, NamedLayouts) {
   std::mt19937_64 rng(43);
   const std::vector<DotCase> cases = {
-      {{64, 300}, {300, 129}, {1}, {0}, {}, {}},               // A B
-      {{300, 64}, {300, 129}, {0}, {0}, {}, {}},               // A^T B
-      {{64, 300}, {129, 300}, {1}, {1}, {}, {}},               // A B^T (x @ W^T)
-      {{300, 64}, {129, 300}, {0}, {1}, {}, {}},               // A^T B^T
-      {{4, 33, 16}, {4, 16, 21}, {2}, {1}, {0}, {0}},          // batched
-      {{2, 17, 3, 8}, {2, 19, 3, 8}, {3}, {3}, {0, 2}, {0, 2}},  // attention scores [B,T,H,D]
-      {{2, 3, 17, 19}, {2, 19, 3, 8}, {3}, {1}, {0, 1}, {0, 2}}, // attention values
-      {{6, 5, 7}, {7, 5, 4}, {1, 2}, {1, 0}, {}, {}},          // two contracting dims, crossed
-      {{5, 6, 7}, {7, 9, 5}, {0, 2}, {2, 0}, {}, {}},          // contracting around a free dim
-      {{1, 300}, {300, 1}, {1}, {0}, {}, {}},                  // vector dot
-      {{300}, {300}, {0}, {0}, {}, {}},                        // rank-1 dot
-      {{8}, {5}, {}, {}, {}, {}},                              // outer product
-      {{1, 1, 8}, {1, 8, 1}, {2}, {1}, {0}, {0}},              // size-1 batch and free
-      {{0, 5}, {5, 3}, {1}, {0}, {}, {}},                      // M = 0
-      {{4, 0}, {0, 3}, {1}, {0}, {}, {}},                      // K = 0: zeros
-      {{0, 4, 5}, {0, 5, 3}, {2}, {1}, {0}, {0}},              // batch 0
+      {{64, 300}, {300, 129}, {1}, {0}, {}, {}},                  // A B
+      {{300, 64}, {300, 129}, {0}, {0}, {}, {}},                  // A^T B
+      {{64, 300}, {129, 300}, {1}, {1}, {}, {}},                  // A B^T (x @ W^T)
+      {{300, 64}, {129, 300}, {0}, {1}, {}, {}},                  // A^T B^T
+      {{4, 33, 16}, {4, 16, 21}, {2}, {1}, {0}, {0}},             // batched
+      {{2, 17, 3, 8}, {2, 19, 3, 8}, {3}, {3}, {0, 2}, {0, 2}},   // attention scores [B,T,H,D]
+      {{2, 3, 17, 19}, {2, 19, 3, 8}, {3}, {1}, {0, 1}, {0, 2}},  // attention values
+      {{6, 5, 7}, {7, 5, 4}, {1, 2}, {1, 0}, {}, {}},             // two contracting dims, crossed
+      {{5, 6, 7}, {7, 9, 5}, {0, 2}, {2, 0}, {}, {}},             // contracting around a free dim
+      {{1, 300}, {300, 1}, {1}, {0}, {}, {}},                     // vector dot
+      {{300}, {300}, {0}, {0}, {}, {}},                           // rank-1 dot
+      {{8}, {5}, {}, {}, {}, {}},                                 // outer product
+      {{1, 1, 8}, {1, 8, 1}, {2}, {1}, {0}, {0}},                 // size-1 batch and free
+      {{0, 5}, {5, 3}, {1}, {0}, {}, {}},                         // M = 0
+      {{4, 0}, {0, 3}, {1}, {0}, {}, {}},                         // K = 0: zeros
+      {{0, 4, 5}, {0, 5, 3}, {2}, {1}, {0}, {0}},                 // batch 0
   };
   for (const DotCase& d : cases) {
     for (auto [in, out] : kHandled) {
@@ -201,7 +208,8 @@ TEST(CpuDot, NamedLayouts) {
 TEST(CpuDot, SpecialValuesPropagate) {
   // inf * 0 = NaN and inf + -inf = NaN must appear where the reference has them.
   DotCase d{{3, 2}, {2, 3}, {1}, {0}, {}, {}};
-  Tensor a{Aval{{3, 2}, DType::F32}, std::vector<char>(24)}, b{Aval{{2, 3}, DType::F32}, std::vector<char>(24)};
+  Tensor a{Aval{{3, 2}, DType::F32}, std::vector<char>(24)},
+      b{Aval{{2, 3}, DType::F32}, std::vector<char>(24)};
   const float av[] = {INFINITY, 0, 1, 2, NAN, 1}, bv[] = {0, 1, 2, 1, -INFINITY, 1};
   std::memcpy(a.bytes.data(), av, 24);
   std::memcpy(b.bytes.data(), bv, 24);

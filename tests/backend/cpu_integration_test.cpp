@@ -22,11 +22,11 @@ Array random_array(Shape shape, uint64_t seed, double scale = 1.0) {
 // An MLP block with attention-like scores: matmuls in several layouts, gelu (tanh), softmax,
 // layer norm, reductions, transposes and slices.
 Array block(const Array& x, const Array& w1, const Array& w2) {
-  Array h = gelu(matmul(x, w1));                      // [B, T, F]
+  Array h = gelu(matmul(x, w1));  // [B, T, F]
   Array y = layer_norm(matmul(h, w2) + x, ones({x.shape().back()}), zeros({x.shape().back()}));
   Array scores = einsum("btc,bsc->bts", {y, y}) * 0.125;  // [B, T, T]
   Array p = softmax(scores, -1);
-  Array z = einsum("bts,bsc->btc", {p, y});           // [B, T, C]
+  Array z = einsum("bts,bsc->btc", {p, y});  // [B, T, C]
   Array tail = slice_axis(z, 2, 1, z.shape().back());
   return concatenate({tail, exp(-abs(slice_axis(z, 2, 0, 1)))}, 2) + sum(z, {1}, true);
 }
@@ -55,7 +55,8 @@ TEST(CpuKernelsInJit, ReplicatedBlockMatchesReferenceKernels) {
   expect_close(fast, ref, 1e-4);
   // bf16 parameters: matmuls in bf16 with f32 accumulation on both paths.
   auto g = jit([](const Array& a, const Array& b, const Array& c) {
-    return astype(block(astype(a, DType::BF16), astype(b, DType::BF16), astype(c, DType::BF16)), DType::F32);
+    return astype(block(astype(a, DType::BF16), astype(b, DType::BF16), astype(c, DType::BF16)),
+                  DType::F32);
   });
   Array fast16 = g(x, w1, w2);
   runtime::set_kernel_mode(runtime::KernelMode::kReference);

@@ -25,7 +25,9 @@ Shape random_shape(std::mt19937_64& rng, int rank, int64_t max_dim = 9) {
   Shape s;
   for (int d = 0; d < rank; ++d) {
     int64_t pick = static_cast<int64_t>(rng() % 10);
-    s.push_back(pick == 0 ? 1 : (pick == 1 && rng() % 4 == 0 ? 0 : 1 + static_cast<int64_t>(rng() % max_dim)));
+    s.push_back(
+        pick == 0 ? 1
+                  : (pick == 1 && rng() % 4 == 0 ? 0 : 1 + static_cast<int64_t>(rng() % max_dim)));
   }
   return s;
 }
@@ -59,11 +61,10 @@ TEST(CpuShape, TransposeLargeTiles) {
   // Big enough for the parallel path and tiles with ragged edges, in every element width.
   std::mt19937_64 rng(22);
   for (DType dt : kMoveDtypes) {
-    for (auto [s, perm] : std::vector<std::pair<Shape, ir::Ints>>{
-             {{301, 257}, {1, 0}},
-             {{3, 129, 67}, {2, 1, 0}},
-             {{8, 65, 2, 33}, {0, 3, 2, 1}},
-             {{5, 7, 1031}, {2, 0, 1}}}) {
+    for (auto [s, perm] : std::vector<std::pair<Shape, ir::Ints>>{{{301, 257}, {1, 0}},
+                                                                  {{3, 129, 67}, {2, 1, 0}},
+                                                                  {{8, 65, 2, 33}, {0, 3, 2, 1}},
+                                                                  {{5, 7, 1031}, {2, 0, 1}}}) {
       Tensor x = random_tensor(dt, s, rng, Fill::kAnyBits);
       check_exact("transpose", Attrs{{"perm", perm}}, {x}, "transpose " + x.aval.to_string());
     }
@@ -105,7 +106,8 @@ TEST(CpuShape, SliceRandom) {
     ir::Ints start, stop, steps;
     for (int64_t n : s) {
       int64_t a = n == 0 ? 0 : static_cast<int64_t>(rng() % static_cast<uint64_t>(n + 1));
-      int64_t b = a + (n - a == 0 ? 0 : static_cast<int64_t>(rng() % static_cast<uint64_t>(n - a + 1)));
+      int64_t b =
+          a + (n - a == 0 ? 0 : static_cast<int64_t>(rng() % static_cast<uint64_t>(n - a + 1)));
       start.push_back(a);
       stop.push_back(b);
       steps.push_back(1 + static_cast<int64_t>(rng() % 3));
@@ -135,7 +137,8 @@ TEST(CpuShape, ConcatenateRandom) {
     check_exact("concatenate", Attrs{{"axis", int64_t{axis}}}, xs,
                 "concatenate axis " + std::to_string(axis) + " of " + xs[0].aval.to_string());
   }
-  Tensor a = random_tensor(DType::F32, {300, 200}, rng), b = random_tensor(DType::F32, {300, 57}, rng);
+  Tensor a = random_tensor(DType::F32, {300, 200}, rng),
+         b = random_tensor(DType::F32, {300, 57}, rng);
   check_exact("concatenate", Attrs{{"axis", int64_t{1}}}, {a, b}, "concatenate large");
 }
 
@@ -150,7 +153,8 @@ double ulp_at(DType dt, double v) {
 
 // Sum of |x| over the same reduction, in double (for the error bound).
 Tensor abs_sum(const Tensor& x, const Attrs& attrs) {
-  Tensor ax{Aval{x.aval.shape, DType::F64}, std::vector<char>(static_cast<size_t>(x.aval.size()) * 8)};
+  Tensor ax{Aval{x.aval.shape, DType::F64},
+            std::vector<char>(static_cast<size_t>(x.aval.size()) * 8)};
   for (int64_t i = 0; i < x.aval.size(); ++i) ax.data<double>()[i] = std::fabs(x.at(i));
   return run_kernel("reduce_sum", attrs, {ax}, false).outs[0];
 }
@@ -172,7 +176,8 @@ void check_reduce(const std::string& prim, const Tensor& x, const ir::Ints& axes
   if (prim != "reduce_sum") {
     for (int64_t i = 0; i < r.aval.size(); ++i) {
       const double a = f.at(i), b = r.at(i);
-      EXPECT_TRUE((std::isnan(a) && std::isnan(b)) || a == b) << what << " at " << i << ": " << a << " vs " << b;
+      EXPECT_TRUE((std::isnan(a) && std::isnan(b)) || a == b)
+          << what << " at " << i << ": " << a << " vs " << b;
     }
     return;
   }
@@ -185,20 +190,24 @@ void check_reduce(const std::string& prim, const Tensor& x, const ir::Ints& axes
   for (int64_t i = 0; i < r.aval.size(); ++i) {
     const double a = f.at(i), b = r.at(i);
     if (std::isnan(b) || std::isinf(b)) {
-      EXPECT_TRUE(std::isnan(b) ? std::isnan(a) : a == b) << what << " at " << i << ": " << a << " vs " << b;
+      EXPECT_TRUE(std::isnan(b) ? std::isnan(a) : a == b)
+          << what << " at " << i << ": " << a << " vs " << b;
       continue;
     }
     const double tol = c * u * mag.at(i) + ulp_at(dt, b);
     if (!(std::fabs(a - b) <= tol) && shown++ < 5) {
-      ADD_FAILURE() << what << " at " << i << ": " << a << " vs " << b << " (tolerance " << tol << ")";
+      ADD_FAILURE() << what << " at " << i << ": " << a << " vs " << b << " (tolerance " << tol
+                    << ")";
     }
   }
 }
 
 TEST(CpuReduce, AllAxisSubsets) {
   std::mt19937_64 rng(31);
-  const std::vector<DType> dtypes = {DType::F32, DType::BF16, DType::F16, DType::F64, DType::I32, DType::I64};
-  const std::vector<Shape> shapes = {{}, {0}, {1}, {7}, {5, 0}, {3, 1, 4}, {2, 3, 5, 7}, {1, 9, 1, 6}, {33, 65}};
+  const std::vector<DType> dtypes = {DType::F32, DType::BF16, DType::F16,
+                                     DType::F64, DType::I32,  DType::I64};
+  const std::vector<Shape> shapes = {{},        {0},          {1},          {7},     {5, 0},
+                                     {3, 1, 4}, {2, 3, 5, 7}, {1, 9, 1, 6}, {33, 65}};
   for (const char* prim : {"reduce_sum", "reduce_max", "reduce_min"}) {
     for (DType dt : dtypes) {
       for (const Shape& s : shapes) {
@@ -208,7 +217,8 @@ TEST(CpuReduce, AllAxisSubsets) {
           for (int d = 0; d < rank; ++d) {
             if (mask >> d & 1) axes.push_back(d);
           }
-          if (axes.size() > 1 && (mask & 1)) std::reverse(axes.begin(), axes.end());  // order is irrelevant
+          if (axes.size() > 1 && (mask & 1))
+            std::reverse(axes.begin(), axes.end());  // order is irrelevant
           Fill fill = std::string(prim) == "reduce_sum" ? Fill::kNormal : Fill::kSpecial;
           check_reduce(prim, random_tensor(dt, s, rng, fill), axes);
         }
@@ -222,10 +232,10 @@ TEST(CpuReduce, LargeRowsColumnsAndMixed) {
   for (DType dt : {DType::F32, DType::BF16, DType::F64, DType::I32}) {
     for (const char* prim : {"reduce_sum", "reduce_max", "reduce_min"}) {
       check_reduce(prim, random_tensor(dt, {1 << 20}, rng), {0});            // one long row
-      check_reduce(prim, random_tensor(dt, {37, 5000}, rng), {1});          // rows
-      check_reduce(prim, random_tensor(dt, {1000, 700}, rng), {0});         // columns
-      check_reduce(prim, random_tensor(dt, {3, 300, 130}, rng), {1});       // outer x columns
-      check_reduce(prim, random_tensor(dt, {20, 30, 40, 50}, rng), {0, 2}); // permuted
+      check_reduce(prim, random_tensor(dt, {37, 5000}, rng), {1});           // rows
+      check_reduce(prim, random_tensor(dt, {1000, 700}, rng), {0});          // columns
+      check_reduce(prim, random_tensor(dt, {3, 300, 130}, rng), {1});        // outer x columns
+      check_reduce(prim, random_tensor(dt, {20, 30, 40, 50}, rng), {0, 2});  // permuted
     }
   }
 }
@@ -268,19 +278,22 @@ TEST(CpuReduce, ArgmaxArgmin) {
   std::mt19937_64 rng(34);
   for (const char* prim : {"argmax", "argmin"}) {
     for (DType dt : {DType::F32, DType::BF16, DType::F16, DType::F64, DType::I32, DType::I64}) {
-      for (const Shape& s : {Shape{1}, Shape{7}, Shape{3, 1, 4}, Shape{5, 9, 3}, Shape{200, 301}, Shape{0, 4}}) {
+      for (const Shape& s :
+           {Shape{1}, Shape{7}, Shape{3, 1, 4}, Shape{5, 9, 3}, Shape{200, 301}, Shape{0, 4}}) {
         for (int64_t axis = 0; axis < static_cast<int64_t>(s.size()); ++axis) {
           if (s[static_cast<size_t>(axis)] == 0) continue;  // an empty axis has no argmax
           for (Fill fill : {Fill::kNormal, Fill::kSpecial}) {
             Tensor x = random_tensor(dt, s, rng, fill);
             // Ties: copy a few elements onto others.
             for (int64_t i = 3; i < x.aval.size(); i += 5) {
-              std::memcpy(x.bytes.data() + i * dtype_size(dt), x.bytes.data() + (i / 2) * dtype_size(dt),
+              std::memcpy(x.bytes.data() + i * dtype_size(dt),
+                          x.bytes.data() + (i / 2) * dtype_size(dt),
                           static_cast<size_t>(dtype_size(dt)));
             }
             for (DType idx : {DType::I32, DType::I64}) {
-              check_exact(prim, Attrs{{"axis", axis}, {"index_dtype", idx}}, {x},
-                          std::string(prim) + " " + x.aval.to_string() + " axis " + std::to_string(axis));
+              check_exact(
+                  prim, Attrs{{"axis", axis}, {"index_dtype", idx}}, {x},
+                  std::string(prim) + " " + x.aval.to_string() + " axis " + std::to_string(axis));
             }
           }
         }

@@ -24,28 +24,36 @@ struct Tensor {
   Aval aval;
   std::vector<char> bytes;
   template <class T>
-  T* data() { return reinterpret_cast<T*>(bytes.data()); }
+  T* data() {
+    return reinterpret_cast<T*>(bytes.data());
+  }
   template <class T>
-  const T* data() const { return reinterpret_cast<const T*>(bytes.data()); }
-  double at(int64_t i) const { return detail::load_scalar(bytes.data() + i * dtype_size(aval.dtype), aval.dtype); }
+  const T* data() const {
+    return reinterpret_cast<const T*>(bytes.data());
+  }
+  double at(int64_t i) const {
+    return detail::load_scalar(bytes.data() + i * dtype_size(aval.dtype), aval.dtype);
+  }
 };
 
 // How random values are drawn.
 enum class Fill {
-  kNormal,   // floats ~ N(0, 2); integers in [-50, 50]; bools fair
-  kAnyBits,  // floats: uniformly random bit patterns (NaN, inf, subnormals included)
-  kSpecial,  // floats: a mix of normal values and +-0, +-inf, NaN, subnormals, huge
-  kPositive, // floats in (0, 4]; integers in [1, 50]
+  kNormal,    // floats ~ N(0, 2); integers in [-50, 50]; bools fair
+  kAnyBits,   // floats: uniformly random bit patterns (NaN, inf, subnormals included)
+  kSpecial,   // floats: a mix of normal values and +-0, +-inf, NaN, subnormals, huge
+  kPositive,  // floats in (0, 4]; integers in [1, 50]
 };
 
-inline Tensor random_tensor(DType dt, Shape shape, std::mt19937_64& rng, Fill fill = Fill::kNormal) {
-  Tensor t{Aval{shape, dt}, std::vector<char>(static_cast<size_t>(shape_size(shape) * dtype_size(dt)))};
+inline Tensor random_tensor(DType dt, Shape shape, std::mt19937_64& rng,
+                            Fill fill = Fill::kNormal) {
+  Tensor t{Aval{shape, dt},
+           std::vector<char>(static_cast<size_t>(shape_size(shape) * dtype_size(dt)))};
   const int64_t n = shape_size(shape);
   std::normal_distribution<double> normal(0.0, 2.0);
   std::uniform_int_distribution<int> small(-50, 50);
   std::uniform_real_distribution<double> pos(1e-3, 4.0);
-  const double special[] = {0.0, -0.0, INFINITY, -INFINITY, NAN, -NAN, 1e-40, -3e-39, 1e30, -7e37,
-                            1.0, -1.0, 0.5, 65504.0, 1e-7, 3.3e38};
+  const double special[] = {0.0,  -0.0,  INFINITY, -INFINITY, NAN, -NAN,    1e-40, -3e-39,
+                            1e30, -7e37, 1.0,      -1.0,      0.5, 65504.0, 1e-7,  3.3e38};
   for (int64_t i = 0; i < n; ++i) {
     char* p = t.bytes.data() + i * dtype_size(dt);
     if (dt == DType::Bool) {

@@ -101,7 +101,8 @@ Operand canonical_copy_layout(const Operand& op, std::vector<int>& perm) {
     if (std::find(perm.begin(), perm.end(), d) == perm.end()) perm.push_back(d);
   }
   std::vector<int> where(perm.size());
-  for (size_t i = 0; i < perm.size(); ++i) where[static_cast<size_t>(perm[i])] = static_cast<int>(i);
+  for (size_t i = 0; i < perm.size(); ++i)
+    where[static_cast<size_t>(perm[i])] = static_cast<int>(i);
   Operand out;
   for (int p : perm) out.shape.push_back(op.shape[static_cast<size_t>(p)]);
   out.stride = detail::strides_of(out.shape);
@@ -228,7 +229,8 @@ std::shared_ptr<const Matmul> get_matmul(const memory::dims& a_dims, const memor
                                          memory::data_type out_dt) {
   std::vector<int64_t> key{static_cast<int64_t>(in_dt), static_cast<int64_t>(out_dt),
                            static_cast<int64_t>(a_dims.size())};
-  for (const auto* v : {&a_dims, &a_str, &b_dims, &b_str}) key.insert(key.end(), v->begin(), v->end());
+  for (const auto* v : {&a_dims, &a_str, &b_dims, &b_str})
+    key.insert(key.end(), v->begin(), v->end());
   {
     std::lock_guard<std::mutex> lock(g_cache_mu);
     auto it = g_cache.find(key);
@@ -280,8 +282,9 @@ bool run_onednn(const Plan& p, const void* a, const void* b, void* out, memory::
   memory am(m->a, eng, const_cast<void*>(a)), bm(m->b, eng, const_cast<void*>(b));
   memory cm(m->c, eng, out), sm(m->scratch, eng, scratch);
   dnnl::stream& s = thread_stream();
-  m->prim.execute(s, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm},
-                      {DNNL_ARG_SCRATCHPAD, sm}});
+  m->prim.execute(
+      s,
+      {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}, {DNNL_ARG_SCRATCHPAD, sm}});
   s.wait();
   return true;
 }

@@ -47,7 +47,7 @@ struct F32Unary {  // evaluated in double, as the reference: bit-identical
 #define PARTIX_F32_UNARY(Op, expr)                          \
   template <>                                               \
   struct F32Unary<ew::Op> {                                 \
-    static void run(const float* x, float* y, int64_t n) { \
+    static void run(const float* x, float* y, int64_t n) {  \
       _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) { \
         float v = x[i];                                     \
         y[i] = (expr);                                      \
@@ -130,9 +130,8 @@ bool unary_kernel(const KernelCall& c) {
     if (dt == DType::F32) {
       const float* in = c.input<float>(0);
       float* out = c.output<float>(0);
-      parallel_for(n, kParallelGrain, [&](int64_t lo, int64_t hi) {
-        F32Unary<Op>::run(in + lo, out + lo, hi - lo);
-      });
+      parallel_for(n, kParallelGrain,
+                   [&](int64_t lo, int64_t hi) { F32Unary<Op>::run(in + lo, out + lo, hi - lo); });
       return true;
     }
     if (is_half(dt)) {
@@ -342,10 +341,18 @@ bool select_kernel(const KernelCall& c) {
   const int64_t n = c.out_aval(0).size();
   if (n == 0) return true;
   switch (dtype_size(c.out_aval(0).dtype)) {  // a select moves bits: only the width matters
-    case 1: select_typed<uint8_t>(c, n); return true;
-    case 2: select_typed<uint16_t>(c, n); return true;
-    case 4: select_typed<uint32_t>(c, n); return true;
-    case 8: select_typed<uint64_t>(c, n); return true;
+    case 1:
+      select_typed<uint8_t>(c, n);
+      return true;
+    case 2:
+      select_typed<uint16_t>(c, n);
+      return true;
+    case 4:
+      select_typed<uint32_t>(c, n);
+      return true;
+    case 8:
+      select_typed<uint64_t>(c, n);
+      return true;
   }
   return false;
 }
@@ -387,13 +394,24 @@ To convert_value(From v) {
 template <class Fn>
 void with_storage(DType d, Fn&& fn) {
   switch (d) {
-    case DType::Bool: fn(uint8_t{}); break;
-    case DType::I32: fn(int32_t{}); break;
-    case DType::I64: fn(int64_t{}); break;
-    case DType::F32: fn(float{}); break;
-    case DType::F64: fn(double{}); break;
+    case DType::Bool:
+      fn(uint8_t{});
+      break;
+    case DType::I32:
+      fn(int32_t{});
+      break;
+    case DType::I64:
+      fn(int64_t{});
+      break;
+    case DType::F32:
+      fn(float{});
+      break;
+    case DType::F64:
+      fn(double{});
+      break;
     case DType::F16:
-    case DType::BF16: break;
+    case DType::BF16:
+      break;
   }
 }
 
@@ -401,8 +419,9 @@ bool convert_kernel(const KernelCall& c) {
   const DType from = c.in_aval(0).dtype, to = c.out_aval(0).dtype;
   const int64_t n = c.out_aval(0).size();
   if (n == 0) return true;
-  if (from == to) {
-    if (c.in[0] != c.out[0]) std::memcpy(c.out[0], c.in[0], static_cast<size_t>(c.out_aval(0).nbytes()));
+  if (from == to && from != DType::Bool) {  // (bool -> bool still normalises to 0 / 1)
+    if (c.in[0] != c.out[0])
+      std::memcpy(c.out[0], c.in[0], static_cast<size_t>(c.out_aval(0).nbytes()));
     return true;
   }
   if (!is_half(from) && !is_half(to)) {
@@ -461,8 +480,8 @@ struct Registrar {
     register_unary<ew::Neg, ew::Exp, ew::Log, ew::Sin, ew::Cos, ew::Tanh, ew::Sqrt, ew::Rsqrt,
                    ew::Abs, ew::Sign, ew::Floor, ew::Ceil, ew::Round, ew::Logistic, ew::Erf,
                    ew::ErfInv, ew::Log1p, ew::Expm1, ew::Not>();
-    register_binary<ew::Add, ew::Sub, ew::Mul, ew::Div, ew::Rem, ew::Pow, ew::Max, ew::Min,
-                    ew::And, ew::Or, ew::Eq, ew::Ne, ew::Lt, ew::Le, ew::Gt, ew::Ge>();
+    register_binary<ew::Add, ew::Sub, ew::Mul, ew::Div, ew::Rem, ew::Pow, ew::Max, ew::Min, ew::And,
+                    ew::Or, ew::Eq, ew::Ne, ew::Lt, ew::Le, ew::Gt, ew::Ge>();
     prim::register_kernel("select", "cpu", &select_kernel);
     prim::register_kernel("convert", "cpu", &convert_kernel);
   }

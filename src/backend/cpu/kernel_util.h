@@ -1,5 +1,5 @@
-// Pieces shared by the fast CPU kernels: the parallel loop, element types by dtype, and
-// vectorisable conversions between bf16 / f16 and f32.
+// Pieces shared by the fast CPU kernels: the parallel loop, vectorisable conversions between
+// bf16 / f16 and f32, per-thread scratch memory.
 //
 // The kernels are plain loops that GCC vectorises (`#pragma omp simd`); src/CMakeLists.txt
 // compiles this folder with -fno-trapping-math -fno-math-errno so that selects if-convert and
@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
-#include <vector>
 
 #include "partix/dtype.h"
 
@@ -34,24 +33,13 @@ void parallel_for(int64_t n, int64_t grain, Fn&& fn) {
   for (int64_t b = 0; b < blocks; ++b) fn(b * grain, std::min(n, (b + 1) * grain));
 }
 
-// Storage types: bool is one byte; bf16 / f16 are handled as their 16-bit patterns.
-template <DType D>
-struct Storage;
-template <> struct Storage<DType::Bool> { using type = uint8_t; };
-template <> struct Storage<DType::I32> { using type = int32_t; };
-template <> struct Storage<DType::I64> { using type = int64_t; };
-template <> struct Storage<DType::F16> { using type = uint16_t; };
-template <> struct Storage<DType::BF16> { using type = uint16_t; };
-template <> struct Storage<DType::F32> { using type = float; };
-template <> struct Storage<DType::F64> { using type = double; };
-template <DType D>
-using storage_t = typename Storage<D>::type;
-
 inline bool is_half(DType d) { return d == DType::BF16 || d == DType::F16; }
 
 // bf16 <-> f32, bit-identical to partix::bfloat16 (round to nearest even; NaN keeps its sign
 // and becomes quiet). Branch-free so that loops over it vectorise.
-inline float bf16_to_f32(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+inline float bf16_to_f32(uint16_t b) {
+  return std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
+}
 inline uint16_t f32_to_bf16(float f) {
   uint32_t u = std::bit_cast<uint32_t>(f);
   uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;

@@ -45,7 +45,8 @@ struct Combine {
       return K == ReduceKind::kMax ? -std::numeric_limits<V>::infinity()
                                    : std::numeric_limits<V>::infinity();
     } else {
-      return K == ReduceKind::kMax ? std::numeric_limits<V>::lowest() : std::numeric_limits<V>::max();
+      return K == ReduceKind::kMax ? std::numeric_limits<V>::lowest()
+                                   : std::numeric_limits<V>::max();
     }
   }
   // NaN never wins a comparison here: callers track NaN separately.
@@ -140,15 +141,17 @@ void reduce_rows(const S* x, int64_t rows, int64_t len, DType dt, V* out) {
     // One long row: block partials in parallel, then a fixed pairwise tree.
     std::vector<V> part(static_cast<size_t>(blocks));
     std::vector<char> nan(static_cast<size_t>(blocks), 0);
-    parallel_for(blocks, std::max<int64_t>(1, kParallelGrain / kRowBlock), [&](int64_t lo, int64_t hi) {
-      alignas(64) V buf[kRowBlock];
-      for (int64_t b = lo; b < hi; ++b) {
-        const int64_t m = std::min(kRowBlock, len - b * kRowBlock);
-        bool f = false;
-        part[static_cast<size_t>(b)] = reduce_block<K>(values<S, V>(x + b * kRowBlock, m, dt, buf), m, f);
-        nan[static_cast<size_t>(b)] = f;
-      }
-    });
+    parallel_for(blocks, std::max<int64_t>(1, kParallelGrain / kRowBlock),
+                 [&](int64_t lo, int64_t hi) {
+                   alignas(64) V buf[kRowBlock];
+                   for (int64_t b = lo; b < hi; ++b) {
+                     const int64_t m = std::min(kRowBlock, len - b * kRowBlock);
+                     bool f = false;
+                     part[static_cast<size_t>(b)] =
+                         reduce_block<K>(values<S, V>(x + b * kRowBlock, m, dt, buf), m, f);
+                     nan[static_cast<size_t>(b)] = f;
+                   }
+                 });
     bool any = false;
     for (char f : nan) any = any || f;
     out[0] = finish<K>(combine_pairwise<K>(part.data(), blocks), any);
@@ -162,7 +165,8 @@ void reduce_rows(const S* x, int64_t rows, int64_t len, DType dt, V* out) {
       bool nan = false;
       for (int64_t b = 0; b < blocks; ++b) {
         const int64_t m = std::min(kRowBlock, len - b * kRowBlock);
-        part[static_cast<size_t>(b)] = reduce_block<K>(values<S, V>(x + r * len + b * kRowBlock, m, dt, buf), m, nan);
+        part[static_cast<size_t>(b)] =
+            reduce_block<K>(values<S, V>(x + r * len + b * kRowBlock, m, dt, buf), m, nan);
       }
       out[r] = finish<K>(combine_pairwise<K>(part.data(), blocks), nan);
     }
@@ -231,7 +235,8 @@ void reduce_column_tile(const S* x, int64_t rows, int64_t ld, int64_t w, DType d
 template <ReduceKind K, class S, class V>
 void reduce_columns(const S* x, int64_t outer, int64_t rows, int64_t cols, DType dt, V* out) {
   const int64_t tiles = (cols + kColTile - 1) / kColTile;
-  const int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, rows * kColTile));
+  const int64_t grain =
+      std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, rows * kColTile));
   parallel_for(outer * tiles, grain, [&](int64_t lo, int64_t hi) {
     for (int64_t u = lo; u < hi; ++u) {
       const int64_t o = u / tiles, j0 = (u % tiles) * kColTile;
@@ -277,7 +282,8 @@ bool reduce_typed(const KernelCall& c) {
   const DType dt = in.dtype;
   const int64_t on = c.out_aval(0).size();
   std::vector<bool> red(in.shape.size(), false);
-  for (int a : prim::norm_axes("reduce", c.attrs.ints("axes"), in.ndim())) red[static_cast<size_t>(a)] = true;
+  for (int a : prim::norm_axes("reduce", c.attrs.ints("axes"), in.ndim()))
+    red[static_cast<size_t>(a)] = true;
   const S* x = c.input<S>(0);
   S* out = c.output<S>(0);
   std::vector<V> acc(static_cast<size_t>(on));
@@ -316,13 +322,19 @@ bool reduce_typed(const KernelCall& c) {
 template <ReduceKind K>
 bool reduce_kernel(const KernelCall& c) {
   switch (c.in_aval(0).dtype) {
-    case DType::F32: return reduce_typed<K, float, float>(c);
+    case DType::F32:
+      return reduce_typed<K, float, float>(c);
     case DType::BF16:
-    case DType::F16: return reduce_typed<K, uint16_t, float>(c);
-    case DType::F64: return reduce_typed<K, double, double>(c);
-    case DType::I32: return reduce_typed<K, int32_t, int32_t>(c);
-    case DType::I64: return reduce_typed<K, int64_t, int64_t>(c);
-    case DType::Bool: return false;
+    case DType::F16:
+      return reduce_typed<K, uint16_t, float>(c);
+    case DType::F64:
+      return reduce_typed<K, double, double>(c);
+    case DType::I32:
+      return reduce_typed<K, int32_t, int32_t>(c);
+    case DType::I64:
+      return reduce_typed<K, int64_t, int64_t>(c);
+    case DType::Bool:
+      return false;
   }
   return false;
 }
@@ -333,7 +345,7 @@ bool reduce_kernel(const KernelCall& c) {
 template <bool kMax, class V>
 int64_t arg_row(const V* v, int64_t n) {
   bool nan = false;
-  V best = reduce_block<kMax ? ReduceKind::kMax : ReduceKind::kMin>(v, n, nan);
+  V best = reduce_block < kMax ? ReduceKind::kMax : ReduceKind::kMin > (v, n, nan);
   for (int64_t k = 0; k < n; ++k) {
     if (nan ? v[k] != v[k] : v[k] == best) return k;
   }
@@ -348,7 +360,8 @@ void arg_typed(const KernelCall& c, int64_t outer, int64_t n, int64_t inner, int
     const int64_t grain = std::max<int64_t>(1, kParallelGrain / n);
     parallel_for(outer, grain, [&](int64_t lo, int64_t hi) {
       std::vector<V> buf(std::is_same_v<S, V> ? 0 : static_cast<size_t>(n));
-      for (int64_t o = lo; o < hi; ++o) idx[o] = arg_row<kMax>(values<S, V>(x + o * n, n, dt, buf.data()), n);
+      for (int64_t o = lo; o < hi; ++o)
+        idx[o] = arg_row<kMax>(values<S, V>(x + o * n, n, dt, buf.data()), n);
     });
     return;
   }
@@ -388,13 +401,24 @@ bool arg_kernel(const KernelCall& c) {
   if (on == 0) return true;
   std::vector<int64_t> idx(static_cast<size_t>(on));
   switch (in.dtype) {
-    case DType::F32: arg_typed<kMax, float, float>(c, outer, n, inner, idx.data()); break;
+    case DType::F32:
+      arg_typed<kMax, float, float>(c, outer, n, inner, idx.data());
+      break;
     case DType::BF16:
-    case DType::F16: arg_typed<kMax, uint16_t, float>(c, outer, n, inner, idx.data()); break;
-    case DType::F64: arg_typed<kMax, double, double>(c, outer, n, inner, idx.data()); break;
-    case DType::I32: arg_typed<kMax, int32_t, int32_t>(c, outer, n, inner, idx.data()); break;
-    case DType::I64: arg_typed<kMax, int64_t, int64_t>(c, outer, n, inner, idx.data()); break;
-    case DType::Bool: return false;
+    case DType::F16:
+      arg_typed<kMax, uint16_t, float>(c, outer, n, inner, idx.data());
+      break;
+    case DType::F64:
+      arg_typed<kMax, double, double>(c, outer, n, inner, idx.data());
+      break;
+    case DType::I32:
+      arg_typed<kMax, int32_t, int32_t>(c, outer, n, inner, idx.data());
+      break;
+    case DType::I64:
+      arg_typed<kMax, int64_t, int64_t>(c, outer, n, inner, idx.data());
+      break;
+    case DType::Bool:
+      return false;
   }
   if (c.out_aval(0).dtype == DType::I32) {
     int32_t* out = c.output<int32_t>(0);

@@ -147,10 +147,18 @@ void strided_copy(const void* src, int64_t base, void* dst, const std::vector<in
   if (n == 0) return;
   StridedDims d = simplify(size, stride);
   switch (es) {
-    case 1: strided_copy_typed(static_cast<const uint8_t*>(src) + base, static_cast<uint8_t*>(dst), d); break;
-    case 2: strided_copy_typed(static_cast<const uint16_t*>(src) + base, static_cast<uint16_t*>(dst), d); break;
-    case 4: strided_copy_typed(static_cast<const uint32_t*>(src) + base, static_cast<uint32_t*>(dst), d); break;
-    case 8: strided_copy_typed(static_cast<const uint64_t*>(src) + base, static_cast<uint64_t*>(dst), d); break;
+    case 1:
+      strided_copy_typed(static_cast<const uint8_t*>(src) + base, static_cast<uint8_t*>(dst), d);
+      break;
+    case 2:
+      strided_copy_typed(static_cast<const uint16_t*>(src) + base, static_cast<uint16_t*>(dst), d);
+      break;
+    case 4:
+      strided_copy_typed(static_cast<const uint32_t*>(src) + base, static_cast<uint32_t*>(dst), d);
+      break;
+    case 8:
+      strided_copy_typed(static_cast<const uint64_t*>(src) + base, static_cast<uint64_t*>(dst), d);
+      break;
   }
 }
 
