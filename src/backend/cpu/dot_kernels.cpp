@@ -194,9 +194,11 @@ Plan make_plan(const KernelCall& c) {
 
 using dnnl::memory;
 
+// Never destroyed: device workers' thread-local streams (and the cached primitives) may
+// outlive static destruction order at exit and must not see a destroyed engine.
 dnnl::engine& cpu_engine() {
-  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
+  static auto* engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);
+  return *engine;
 }
 
 // Streams are not thread-safe; primitives are, so one cached primitive serves every device.
@@ -219,8 +221,14 @@ struct KeyHash {
   }
 };
 
-std::mutex g_cache_mu;
-std::unordered_map<std::vector<int64_t>, std::shared_ptr<const Matmul>, KeyHash> g_cache;
+struct Cache {
+  std::mutex mu;
+  std::unordered_map<std::vector<int64_t>, std::shared_ptr<const Matmul>, KeyHash> map;
+};
+Cache& cache() {
+  static auto* c = new Cache;  // never destroyed, like the engine its primitives use
+  return *c;
+}
 
 // A cached matmul primitive for these layouts; nullptr when oneDNN rejects the case.
 std::shared_ptr<const Matmul> get_matmul(const memory::dims& a_dims, const memory::dims& a_str,
@@ -232,9 +240,9 @@ std::shared_ptr<const Matmul> get_matmul(const memory::dims& a_dims, const memor
   for (const auto* v : {&a_dims, &a_str, &b_dims, &b_str})
     key.insert(key.end(), v->begin(), v->end());
   {
-    std::lock_guard<std::mutex> lock(g_cache_mu);
-    auto it = g_cache.find(key);
-    if (it != g_cache.end()) return it->second;
+    std::lock_guard<std::mutex> lock(cache().mu);
+    auto it = cache().map.find(key);
+    if (it != cache().map.end()) return it->second;
   }
   // Created outside the lock: other devices keep running while one builds a primitive.
   std::shared_ptr<Matmul> m;
@@ -256,9 +264,9 @@ std::shared_ptr<const Matmul> get_matmul(const memory::dims& a_dims, const memor
   } catch (const dnnl::error&) {
     m = nullptr;
   }
-  std::lock_guard<std::mutex> lock(g_cache_mu);
-  if (g_cache.size() > 4096) g_cache.clear();  // shapes churn (e.g. growing sequences)
-  return g_cache.emplace(key, m).first->second;
+  std::lock_guard<std::mutex> lock(cache().mu);
+  if (cache().map.size() > 4096) cache().map.clear();  // shapes churn (e.g. growing sequences)
+  return cache().map.emplace(key, m).first->second;
 }
 
 memory::dims dims_of(const Plan& p, int64_t outer, int64_t inner) {
