@@ -60,16 +60,7 @@ def fit_exp():
 
 
 def fit_tanh():
-    # Double tanh for small x: tanh(x) = x + x^3 q(x^2), 0 <= x <= 0.625; relative error.
-    a, b = mp.mpf(0), mp.mpf(0.625) ** 2
-    tgt = lambda t: (mp.tanh(mp.sqrt(t)) - mp.sqrt(t)) / t**1.5 if t != 0 else -mp.mpf(1) / 3
-    wt = lambda t: t**1.5 / mp.tanh(mp.sqrt(t)) if t != 0 else 0
-    c, e = lawson(tgt, wt, powers(7), a, b)
-    report("tanh (double): q(t) = (tanh(x) - x) / x^3, t = x^2", c, e, a, b)
-
-
-def fit_tanh_f():
-    # Float tanh for small x: same form with fewer terms (relative error ~4e-9 suffices).
+    # Float tanh for small x: tanh(x) = x + x^3 q(x^2), 0 <= x <= 0.625; relative error.
     a, b = mp.mpf(0), mp.mpf(0.625) ** 2
     tgt = lambda t: (mp.tanh(mp.sqrt(t)) - mp.sqrt(t)) / t**1.5 if t != 0 else -mp.mpf(1) / 3
     wt = lambda t: t**1.5 / mp.tanh(mp.sqrt(t)) if t != 0 else 0
@@ -78,22 +69,23 @@ def fit_tanh_f():
 
 
 def fit_erf_small():
-    # Double erf for small x: erf(x) = x + x p(x^2), 0 <= x <= 1; relative error.
+    # erf for small x: erf(x) = x + x p(x^2), 0 <= x <= 1; relative error. Fitting
+    # erf(x)/x - 1 keeps the large leading coefficient 2/sqrt(pi) out of the rounding.
     a, b = mp.mpf(0), mp.mpf(1)
     tgt = lambda t: mp.erf(mp.sqrt(t)) / mp.sqrt(t) - 1 if t != 0 else 2 / mp.sqrt(mp.pi) - 1
     wt = lambda t: mp.sqrt(t) / mp.erf(mp.sqrt(t)) if t != 0 else mp.sqrt(mp.pi) / 2
     c, e = lawson(tgt, wt, powers(8), a, b)
-    report("erf small (double): p(t) = erf(x) / x - 1, t = x^2", c, e, a, b)
+    report("erf small: p(t) = erf(x) / x - 1, t = x^2", c, e, a, b)
 
 
 def fit_erf_large():
-    # Double erf for 1 <= x <= 4: erf(x) = 1 - exp(-x^2) Q(x); the error that matters is the
+    # erf for 1 <= x <= 4: erf(x) = 1 - exp(-x^2) Q(x); the error that matters is the
     # absolute error of exp(-x^2) Q(x), hence the weight.
     a, b = mp.mpf(1), mp.mpf(4)
     tgt = lambda x: mp.erfc(x) * mp.exp(x * x)
     basis = [(lambda x, p=p: (x - mp.mpf(2.5)) ** p) for p in range(10)]
     c, e = lawson(tgt, lambda x: mp.exp(-x * x), basis, a, b)
-    report("erf large (double): Q(x) = erfc(x) exp(x^2), powers of (x - 2.5)", c, e, a, b)
+    report("erf large: Q(x) = erfc(x) exp(x^2), powers of (x - 2.5)", c, e, a, b)
 
 
 def fit_pio2():

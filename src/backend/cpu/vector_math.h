@@ -13,8 +13,10 @@
 //  - log, sin and cos (log-softmax rows, rotary tables: not hot) are evaluated in f64 lanes
 //    with ~1e-11 polynomials and rounded once, which makes them almost always equal to the
 //    reference (double, then rounded) at half the f32 throughput.
-//  All are within 1 ulp of the reference over every f32 input (checked exhaustively while
-//  writing them; tests/backend/cpu_kernels_test.cpp samples densely).
+//  All are within 1 ulp of the reference over all 2^32 f32 inputs (checked exhaustively while
+//  writing them; they differ from it on 0.40% of inputs for exp, 0.17% tanh, 1.8% logistic,
+//  0.69% erf, under 1e-6 for log, sin, cos). tests/backend/cpu_elementwise_test.cpp sweeps
+//  every 509th bit pattern.
 // Polynomial constants come from tools/kernels/fit_polynomials.py or are Taylor coefficients.
 #pragma once
 
@@ -25,8 +27,8 @@ namespace partix::backend::cpu::vm {
 
 // ---- f32 exp ----
 
-// e^x. kFullRange = false is for callers that know x is in [-87, 88] (normal results, no NaN):
-// it skips the clamps and scales by 2^n in one step.
+// e^x. kFullRange = false is for callers that know x is in [-87, 88] or NaN (normal results):
+// it skips the clamps and scales by 2^n in one step; NaN still propagates.
 template <bool kFullRange = true>
 inline float exp(float x) {
   // Clamp so that the two-step scaling below stays exact; beyond the clamp the result has
