@@ -235,7 +235,10 @@ std::shared_ptr<const Matmul> get_matmul(const memory::dims& a_dims, const memor
                                          const memory::dims& b_dims, const memory::dims& b_str,
                                          const memory::dims& c_dims, memory::data_type in_dt,
                                          memory::data_type out_dt) {
+  // Keyed by the OpenMP team size too: oneDNN may size a primitive's work partition when it
+  // builds it, and the main thread and the device workers can have different team sizes.
   std::vector<int64_t> key{static_cast<int64_t>(in_dt), static_cast<int64_t>(out_dt),
+                           static_cast<int64_t>(omp_get_max_threads()),
                            static_cast<int64_t>(a_dims.size())};
   for (const auto* v : {&a_dims, &a_str, &b_dims, &b_str})
     key.insert(key.end(), v->begin(), v->end());
