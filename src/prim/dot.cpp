@@ -225,7 +225,10 @@ class DotGeneral final : public Primitive {
             if (fl) {
               acc += detail::load_scalar(xa, a.dtype) * detail::load_scalar(xb, a.dtype);
             } else {
-              iacc += detail::load_int(xa, a.dtype) * detail::load_int(xb, a.dtype);
+              // Integer arithmetic wraps (two's complement), as XLA defines it.
+              uint64_t prod = static_cast<uint64_t>(detail::load_int(xa, a.dtype)) *
+                              static_cast<uint64_t>(detail::load_int(xb, a.dtype));
+              iacc = static_cast<int64_t>(static_cast<uint64_t>(iacc) + prod);
             }
           }
           if (fl) detail::store_scalar(po + o * eo, odt, acc);

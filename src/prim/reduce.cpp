@@ -270,7 +270,8 @@ class Cumsum final : public Primitive {
             acc += detail::load_scalar(src + off, in.dtype);
             detail::store_scalar(dst + off, in.dtype, acc);
           } else {
-            iacc += detail::load_int(src + off, in.dtype);
+            iacc = static_cast<int64_t>(static_cast<uint64_t>(iacc) +
+                                        static_cast<uint64_t>(detail::load_int(src + off, in.dtype)));
             detail::store_int(dst + off, in.dtype, iacc);
           }
         }
