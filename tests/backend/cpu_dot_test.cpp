@@ -221,6 +221,29 @@ TEST(CpuDot, SpecialValuesPropagate) {
   }
 }
 
+TEST(CpuDot, IntegerOverflowWraps) {
+  // Random 64-bit values overflow every product: both kernels wrap (two's complement).
+  std::mt19937_64 rng(45);
+  DotCase d{{5, 7}, {7, 3}, {1}, {0}, {}, {}};
+  for (auto [in, out] : {std::pair{DType::I64, DType::I64}, std::pair{DType::I32, DType::I32},
+                         std::pair{DType::I32, DType::I64}}) {
+    Tensor a = random_tensor(in, d.lhs, rng, Fill::kAnyBits);
+    Tensor b = random_tensor(in, d.rhs, rng, Fill::kAnyBits);
+    EXPECT_TRUE(check_dot(d, a, b, out));
+    KernelRun fast = run_kernel("dot_general",
+                                dot_attrs(d, out == in ? std::nullopt : std::optional<DType>(out)),
+                                {a, b}, true);
+    uint64_t want = 0;
+    for (int k = 0; k < 7; ++k) {
+      want += static_cast<uint64_t>(detail::load_int(a.bytes.data() + k * dtype_size(in), in)) *
+              static_cast<uint64_t>(detail::load_int(b.bytes.data() + 3 * k * dtype_size(in), in));
+    }
+    const int64_t expect =
+        out == DType::I32 ? static_cast<int32_t>(want) : static_cast<int64_t>(want);
+    EXPECT_EQ(detail::load_int(fast.outs[0].bytes.data(), out), expect);
+  }
+}
+
 TEST(CpuDot, ConcurrentCallsShareCachedPrimitives) {
   // Device workers run the same cached primitive at once (per-thread streams and scratch).
   std::mt19937_64 rng(44);
