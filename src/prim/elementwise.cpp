@@ -38,16 +38,6 @@ const char* allowed_text(Allowed a) {
   return "";
 }
 
-constexpr bool has_float(Allowed a) {
-  return a == Allowed::kFloat || a == Allowed::kNumeric || a == Allowed::kAny;
-}
-constexpr bool has_int(Allowed a) {
-  return a == Allowed::kNumeric || a == Allowed::kIntOrBool || a == Allowed::kAny;
-}
-constexpr bool has_bool(Allowed a) {
-  return a == Allowed::kBool || a == Allowed::kIntOrBool || a == Allowed::kAny;
-}
-
 // Sums a cotangent down to a scalar operand's shape (operands may be rank 0).
 Array fit(const Array& g, const Array& primal) {
   if (!g.valid()) return g;
@@ -90,19 +80,19 @@ class Unary final : public Primitive {
     const char* in = static_cast<const char*>(c.in[0]);
     char* out = static_cast<char*>(c.out[0]);
     for (int64_t i = 0; i < n; ++i) {
-      if constexpr (has_float(Op::kAllowed)) {
+      if constexpr (ew::allows_float(Op::kAllowed)) {
         if (is_floating(dt)) {
           detail::store_scalar(out + i * es, dt, Op::template f<double>(detail::load_scalar(in + i * es, dt)));
           continue;
         }
       }
-      if constexpr (has_int(Op::kAllowed)) {
+      if constexpr (ew::allows_int(Op::kAllowed)) {
         if (is_integral(dt)) {
           detail::store_int(out + i * es, dt, Op::template f<int64_t>(detail::load_int(in + i * es, dt)));
           continue;
         }
       }
-      if constexpr (has_bool(Op::kAllowed)) {
+      if constexpr (ew::allows_bool(Op::kAllowed)) {
         if (dt == DType::Bool) {
           out[i] = Op::template f<bool>(in[i] != 0) ? 1 : 0;
           continue;
@@ -240,21 +230,21 @@ class Binary final : public Primitive {
     for (int64_t i = 0; i < n; ++i) {
       const char* pa = a + i * sa * es;
       const char* pb = b + i * sb * es;
-      if constexpr (has_float(Op::kAllowed)) {
+      if constexpr (ew::allows_float(Op::kAllowed)) {
         if (is_floating(dt)) {
           auto r = Op::template f<double>(detail::load_scalar(pa, dt), detail::load_scalar(pb, dt));
           detail::store_scalar(out + i * oes, odt, static_cast<double>(r));
           continue;
         }
       }
-      if constexpr (has_int(Op::kAllowed)) {
+      if constexpr (ew::allows_int(Op::kAllowed)) {
         if (is_integral(dt)) {
           auto r = Op::template f<int64_t>(detail::load_int(pa, dt), detail::load_int(pb, dt));
           detail::store_int(out + i * oes, odt, static_cast<int64_t>(r));
           continue;
         }
       }
-      if constexpr (has_bool(Op::kAllowed)) {
+      if constexpr (ew::allows_bool(Op::kAllowed)) {
         if (dt == DType::Bool) {
           auto r = Op::template f<bool>(*pa != 0, *pb != 0);
           out[i * oes] = r ? 1 : 0;

@@ -12,6 +12,17 @@ namespace partix::prim::ew {
 
 enum class Allowed { kFloat, kNumeric, kBool, kIntOrBool, kAny };
 
+// The dtype categories an op admits; kernels instantiate the math only for those.
+constexpr bool allows_float(Allowed a) {
+  return a == Allowed::kFloat || a == Allowed::kNumeric || a == Allowed::kAny;
+}
+constexpr bool allows_int(Allowed a) {
+  return a == Allowed::kNumeric || a == Allowed::kIntOrBool || a == Allowed::kAny;
+}
+constexpr bool allows_bool(Allowed a) {
+  return a == Allowed::kBool || a == Allowed::kIntOrBool || a == Allowed::kAny;
+}
+
 template <class T>
 inline constexpr bool kIsInt = std::is_integral_v<T> && !std::is_same_v<T, bool>;
 

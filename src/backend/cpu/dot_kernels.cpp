@@ -1,0 +1,446 @@
+// Fast CPU dot_general. Every dimension layout becomes a batched matmul
+//   C[b..., M, N] = A[b..., M, K] B[b..., K, N]
+// over strided views of the operands: the lhs free dims merge into M, the rhs free dims into
+// N, each contracting pair into K (in whichever order both operands can read as one stride),
+// batch pairs into as few batch dims as the strides allow. The result layout of dot_general
+// (batch, lhs free, rhs free) is exactly C, dense. An operand that cannot be read that way
+// (free dims interleaved with contracting ones, say) is first copied into the dense
+// canonical layout with the cache-blocked permute.
+//
+// f32 and bf16 (f32 accumulation; bf16 or f32 result) run on oneDNN's matmul, whose
+// primitives are cached by layout. oneDNN 2.6 has no f16 matmul on CPUs without AVX512-FP16,
+// so f16 operands are widened to f32 (exactly). Other result dtypes are written through an
+// f32 buffer. f64 and integers use a blocked i-k-j loop (integer sums wrap, as the
+// reference's truncated int64 sums do).
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <optional>
+#include <unordered_map>
+
+#include "backend/cpu/kernel_util.h"
+#include "backend/cpu/permute.h"
+#include "core/buffer.h"
+#include "core/layout.h"
+#include "prim/dot.h"
+#include "prim/primitive.h"
+
+namespace partix::backend::cpu {
+
+namespace {
+
+using prim::KernelCall;
+
+// ---- the canonical view ----
+
+// One operand of the matmul: its dims, grouped. `batch[i]` are the operand dims (outer to
+// inner) of canonical batch dim i; `outer` / `inner` are the rows / cols groups (A: M, K;
+// B: K, N).
+struct Operand {
+  Shape shape;
+  std::vector<int64_t> stride;  // row-major element strides of `shape`
+  std::vector<std::vector<int>> batch;
+  std::vector<int> outer, inner;
+};
+
+// The stride at which a group of dims (outer to inner) reads as one dimension; 0 when all
+// have size 1 (any stride will do); nullopt when they cannot.
+std::optional<int64_t> group_stride(const Operand& op, const std::vector<int>& dims) {
+  int64_t stride = 0, expect = 0;
+  bool first = true;
+  for (size_t i = dims.size(); i-- > 0;) {
+    const size_t d = static_cast<size_t>(dims[i]);
+    if (op.shape[d] == 1) continue;
+    if (first) {
+      stride = op.stride[d];
+      first = false;
+    } else if (op.stride[d] != expect) {
+      return std::nullopt;
+    }
+    expect = op.stride[d] * op.shape[d];
+  }
+  return stride;
+}
+
+int64_t group_size(const Operand& op, const std::vector<int>& dims) {
+  int64_t n = 1;
+  for (int d : dims) n *= op.shape[static_cast<size_t>(d)];
+  return n;
+}
+
+// Element strides of the operand as [batch..., outer, inner], or nullopt.
+std::optional<std::vector<int64_t>> view_strides(const Operand& op) {
+  std::vector<int64_t> s;
+  for (const auto& g : op.batch) {
+    auto st = group_stride(op, g);
+    if (!st) return std::nullopt;
+    s.push_back(*st);
+  }
+  auto so = group_stride(op, op.outer), si = group_stride(op, op.inner);
+  if (!so || !si) return std::nullopt;
+  const int64_t no = group_size(op, op.outer), ni = group_size(op, op.inner);
+  // Size-1 groups: strides that keep the layout recognisably plain for oneDNN.
+  if (no == 1) *so = *si == 1 ? ni : 1;
+  if (ni == 1) *si = *so == 1 ? no : 1;
+  s.push_back(*so);
+  s.push_back(*si);
+  return s;
+}
+
+// The operand with its dims permuted into [batch..., outer, inner] order (dense).
+Operand canonical_copy_layout(const Operand& op, std::vector<int>& perm) {
+  perm.clear();
+  for (const auto& g : op.batch) perm.insert(perm.end(), g.begin(), g.end());
+  perm.insert(perm.end(), op.outer.begin(), op.outer.end());
+  perm.insert(perm.end(), op.inner.begin(), op.inner.end());
+  for (int d = 0; d < static_cast<int>(op.shape.size()); ++d) {  // size-1 dims left out
+    if (std::find(perm.begin(), perm.end(), d) == perm.end()) perm.push_back(d);
+  }
+  std::vector<int> where(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i)
+    where[static_cast<size_t>(perm[i])] = static_cast<int>(i);
+  Operand out;
+  for (int p : perm) out.shape.push_back(op.shape[static_cast<size_t>(p)]);
+  out.stride = detail::strides_of(out.shape);
+  auto remap = [&](const std::vector<int>& dims) {
+    std::vector<int> r;
+    for (int d : dims) r.push_back(where[static_cast<size_t>(d)]);
+    return r;
+  };
+  for (const auto& g : op.batch) out.batch.push_back(remap(g));
+  out.outer = remap(op.outer);
+  out.inner = remap(op.inner);
+  return out;
+}
+
+struct Plan {
+  std::vector<int64_t> batch;  // sizes of the canonical batch dims
+  int64_t M = 1, N = 1, K = 1;
+  Operand a, b;
+};
+
+Plan make_plan(const KernelCall& c) {
+  const ir::Aval& la = c.in_aval(0);
+  const ir::Aval& lb = c.in_aval(1);
+  prim::DotDims d = prim::dot_dims(c.attrs, la.ndim(), lb.ndim());
+  Plan p;
+  p.a.shape = la.shape;
+  p.b.shape = lb.shape;
+  p.a.stride = detail::strides_of(la.shape);
+  p.b.stride = detail::strides_of(lb.shape);
+  // Batch pairs, merged while both operands continue the previous pair's stride.
+  for (size_t i = 0; i < d.lhs_batch.size(); ++i) {
+    const int da = d.lhs_batch[i], db = d.rhs_batch[i];
+    const int64_t n = la.shape[static_cast<size_t>(da)];
+    if (n == 1) continue;
+    bool merge = !p.batch.empty();
+    if (merge) {
+      const int pa = p.a.batch.back().back(), pb = p.b.batch.back().back();
+      merge = p.a.stride[static_cast<size_t>(pa)] == p.a.stride[static_cast<size_t>(da)] * n &&
+              p.b.stride[static_cast<size_t>(pb)] == p.b.stride[static_cast<size_t>(db)] * n;
+    }
+    if (merge) {
+      p.a.batch.back().push_back(da);
+      p.b.batch.back().push_back(db);
+      p.batch.back() *= n;
+    } else {
+      p.a.batch.push_back({da});
+      p.b.batch.push_back({db});
+      p.batch.push_back(n);
+    }
+  }
+  p.a.outer = d.lhs_free;
+  p.b.inner = d.rhs_free;
+  p.M = group_size(p.a, p.a.outer);
+  p.N = group_size(p.b, p.b.inner);
+  // Contracting pairs: in the memory order of A, or of B, whichever lets both read K as one.
+  std::vector<size_t> pairs(d.lhs_contract.size());
+  std::iota(pairs.begin(), pairs.end(), 0);
+  auto ordered = [&](bool by_a) {
+    std::vector<size_t> o = pairs;
+    std::stable_sort(o.begin(), o.end(), [&](size_t x, size_t y) {
+      const Operand& op = by_a ? p.a : p.b;
+      const auto& dims = by_a ? d.lhs_contract : d.rhs_contract;
+      return op.stride[static_cast<size_t>(dims[x])] > op.stride[static_cast<size_t>(dims[y])];
+    });
+    return o;
+  };
+  int best_score = -1;
+  for (bool by_a : {true, false}) {
+    std::vector<size_t> o = ordered(by_a);
+    Operand a = p.a, b = p.b;
+    a.inner.clear();
+    b.outer.clear();
+    for (size_t i : o) {
+      a.inner.push_back(d.lhs_contract[i]);
+      b.outer.push_back(d.rhs_contract[i]);
+    }
+    const int score = (view_strides(a) ? 1 : 0) + (view_strides(b) ? 1 : 0);
+    if (score > best_score) {
+      best_score = score;
+      p.a.inner = a.inner;
+      p.b.outer = b.outer;
+    }
+  }
+  for (int x : d.lhs_contract) p.K *= la.shape[static_cast<size_t>(x)];
+  return p;
+}
+
+// ---- oneDNN ----
+
+using dnnl::memory;
+
+// Never destroyed: device workers' thread-local streams (and the cached primitives) may
+// outlive static destruction order at exit and must not see a destroyed engine.
+dnnl::engine& cpu_engine() {
+  static auto* engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);
+  return *engine;
+}
+
+// Streams are not thread-safe; primitives are, so one cached primitive serves every device.
+dnnl::stream& thread_stream() {
+  thread_local dnnl::stream stream(cpu_engine());
+  return stream;
+}
+
+struct Matmul {
+  dnnl::matmul prim;
+  memory::desc a, b, c, scratch;
+  bool reference_impl = false;  // oneDNN found no optimised kernel for these strides
+};
+
+struct KeyHash {
+  size_t operator()(const std::vector<int64_t>& k) const {
+    uint64_t h = 1469598103934665603ull;
+    for (int64_t v : k) h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ull;
+    return static_cast<size_t>(h);
+  }
+};
+
+struct Cache {
+  std::mutex mu;
+  std::unordered_map<std::vector<int64_t>, std::shared_ptr<const Matmul>, KeyHash> map;
+};
+Cache& cache() {
+  static auto* c = new Cache;  // never destroyed, like the engine its primitives use
+  return *c;
+}
+
+// A cached matmul primitive for these layouts; nullptr when oneDNN rejects the case.
+std::shared_ptr<const Matmul> get_matmul(const memory::dims& a_dims, const memory::dims& a_str,
+                                         const memory::dims& b_dims, const memory::dims& b_str,
+                                         const memory::dims& c_dims, memory::data_type in_dt,
+                                         memory::data_type out_dt) {
+  // Keyed by the OpenMP team size too: oneDNN may size a primitive's work partition when it
+  // builds it, and the main thread and the device workers can have different team sizes.
+  std::vector<int64_t> key{static_cast<int64_t>(in_dt), static_cast<int64_t>(out_dt),
+                           static_cast<int64_t>(omp_get_max_threads()),
+                           static_cast<int64_t>(a_dims.size())};
+  for (const auto* v : {&a_dims, &a_str, &b_dims, &b_str})
+    key.insert(key.end(), v->begin(), v->end());
+  {
+    std::lock_guard<std::mutex> lock(cache().mu);
+    auto it = cache().map.find(key);
+    if (it != cache().map.end()) return it->second;
+  }
+  // Created outside the lock: other devices keep running while one builds a primitive.
+  std::shared_ptr<Matmul> m;
+  try {
+    m = std::make_shared<Matmul>();
+    m->a = memory::desc(a_dims, in_dt, a_str);
+    m->b = memory::desc(b_dims, in_dt, b_str);
+    memory::dims c_str(c_dims.size(), 1);
+    for (size_t i = c_dims.size() - 1; i-- > 0;) c_str[i] = c_str[i + 1] * c_dims[i + 1];
+    m->c = memory::desc(c_dims, out_dt, c_str);
+    dnnl::primitive_attr attr;
+    // The scratchpad comes from the calling thread: the same primitive runs concurrently on
+    // several devices.
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(m->a, m->b, m->c), attr, cpu_engine());
+    m->reference_impl = std::string(pd.impl_info_str()).rfind("ref", 0) == 0;
+    m->scratch = pd.scratchpad_desc();
+    m->prim = dnnl::matmul(pd);
+  } catch (const dnnl::error&) {
+    m = nullptr;
+  }
+  std::lock_guard<std::mutex> lock(cache().mu);
+  if (cache().map.size() > 4096) cache().map.clear();  // shapes churn (e.g. growing sequences)
+  return cache().map.emplace(key, m).first->second;
+}
+
+memory::dims dims_of(const Plan& p, int64_t outer, int64_t inner) {
+  memory::dims d(p.batch.begin(), p.batch.end());
+  d.push_back(outer);
+  d.push_back(inner);
+  return d;
+}
+
+// Runs C = A B on oneDNN; false when oneDNN has no (optimised) kernel for the layout.
+bool run_onednn(const Plan& p, const void* a, const void* b, void* out, memory::data_type in_dt,
+                memory::data_type out_dt, bool allow_reference_impl) {
+  auto sa = view_strides(p.a), sb = view_strides(p.b);
+  if (!sa || !sb) return false;
+  auto m = get_matmul(dims_of(p, p.M, p.K), *sa, dims_of(p, p.K, p.N), *sb, dims_of(p, p.M, p.N),
+                      in_dt, out_dt);
+  if (!m || (m->reference_impl && !allow_reference_impl)) return false;
+  dnnl::engine& eng = cpu_engine();
+  void* scratch = thread_scratch(static_cast<int64_t>(m->scratch.get_size()), 1);
+  if (!scratch && m->scratch.get_size() > 0) return false;
+  memory am(m->a, eng, const_cast<void*>(a)), bm(m->b, eng, const_cast<void*>(b));
+  memory cm(m->c, eng, out), sm(m->scratch, eng, scratch);
+  dnnl::stream& s = thread_stream();
+  m->prim.execute(
+      s,
+      {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}, {DNNL_ARG_SCRATCHPAD, sm}});
+  s.wait();
+  return true;
+}
+
+// Copies operand k into the dense canonical layout when it cannot be read as a strided view
+// (or always, with `force`); `data` then points at the copy.
+void canonicalise(const KernelCall& c, Operand& op, const void*& data, int es, bool force,
+                  detail::Buffer& keep) {
+  if (!force && view_strides(op)) return;
+  std::vector<int> perm;
+  Operand canon = canonical_copy_layout(op, perm);
+  // `data` may live in `keep` (a second pass): copy first, release after.
+  detail::Buffer copy = detail::Buffer::allocate(c.ctx.device, shape_size(op.shape) * es);
+  permute_copy(data, copy.data(), op.shape, perm, es);
+  keep = std::move(copy);
+  data = keep.data();
+  op = canon;
+}
+
+// ---- f64 and integer loops ----
+
+// C = A B with acc[n] += a[m, k] * b[k, n] in k order, one output row at a time.
+template <class T, class Acc, class O>
+void loop_matmul(const Plan& p, const T* a, const T* b, O* c) {
+  const std::vector<int64_t> sa = *view_strides(p.a), sb = *view_strides(p.b);
+  const size_t nb = p.batch.size();
+  const int64_t sam = sa[nb], sak = sa[nb + 1], sbk = sb[nb], sbn = sb[nb + 1];
+  int64_t batches = 1;
+  for (int64_t s : p.batch) batches *= s;
+  const int64_t rows = batches * p.M;
+  const int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, p.K * p.N));
+  parallel_for(rows, grain, [&](int64_t lo, int64_t hi) {
+    std::vector<Acc> acc(static_cast<size_t>(p.N));
+    for (int64_t row = lo; row < hi; ++row) {
+      int64_t bi = row / p.M, m = row % p.M, oa = 0, ob = 0;
+      for (size_t i = nb; i-- > 0;) {
+        const int64_t idx = bi % p.batch[i];
+        bi /= p.batch[i];
+        oa += idx * sa[i];
+        ob += idx * sb[i];
+      }
+      std::fill(acc.begin(), acc.end(), Acc(0));
+      Acc* ac = acc.data();
+      for (int64_t k = 0; k < p.K; ++k) {
+        const Acc x = static_cast<Acc>(a[oa + m * sam + k * sak]);
+        const T* br = b + ob + k * sbk;
+        if (sbn == 1) {
+#pragma omp simd
+          for (int64_t n = 0; n < p.N; ++n) ac[n] += x * static_cast<Acc>(br[n]);
+        } else {
+          for (int64_t n = 0; n < p.N; ++n) ac[n] += x * static_cast<Acc>(br[n * sbn]);
+        }
+      }
+      O* cr = c + row * p.N;
+      for (int64_t n = 0; n < p.N; ++n) cr[n] = static_cast<O>(acc[static_cast<size_t>(n)]);
+    }
+  });
+}
+
+// f64 (f64 result) and integers (integer result; sums wrap like the reference's truncated
+// int64 sums, so unsigned 64-bit accumulation gives the same bits).
+template <class T>
+bool loop_kernel(Plan& p, const KernelCall& c) {
+  const DType out_dt = c.out_aval(0).dtype;
+  const bool ok = std::is_same_v<T, double> ? out_dt == DType::F64
+                                            : (out_dt == DType::I32 || out_dt == DType::I64);
+  if (!ok) return false;
+  const void* a = c.in[0];
+  const void* b = c.in[1];
+  detail::Buffer ka, kb;
+  canonicalise(c, p.a, a, sizeof(T), false, ka);
+  canonicalise(c, p.b, b, sizeof(T), false, kb);
+  const T* ta = static_cast<const T*>(a);
+  const T* tb = static_cast<const T*>(b);
+  if constexpr (std::is_same_v<T, double>) {
+    loop_matmul<T, double>(p, ta, tb, c.output<double>(0));
+  } else if (out_dt == DType::I32) {
+    loop_matmul<T, uint64_t>(p, ta, tb, c.output<int32_t>(0));
+  } else {
+    loop_matmul<T, uint64_t>(p, ta, tb, c.output<int64_t>(0));
+  }
+  return true;
+}
+
+// ---- the kernel ----
+
+bool dot_kernel(const KernelCall& c) {
+  const DType in_dt = c.in_aval(0).dtype, out_dt = c.out_aval(0).dtype;
+  Plan p = make_plan(c);
+  const int64_t out_n = c.out_aval(0).size();
+  if (out_n == 0) return true;
+  if (p.K == 0) {  // an empty contraction sums nothing
+    std::memset(c.out[0], 0, static_cast<size_t>(c.out_aval(0).nbytes()));
+    return true;
+  }
+  if (in_dt == DType::F64) return loop_kernel<double>(p, c);
+  if (in_dt == DType::I32) return loop_kernel<int32_t>(p, c);
+  if (in_dt == DType::I64) return loop_kernel<int64_t>(p, c);
+  if (!is_floating(out_dt) || out_dt == DType::F64) return false;
+
+  // Operands as oneDNN takes them: f32 or bf16 (f16 widened exactly).
+  const void* a = c.in[0];
+  const void* b = c.in[1];
+  detail::Buffer wa, wb;
+  DType mm_dt = in_dt;
+  if (in_dt == DType::F16) {
+    for (size_t k = 0; k < 2; ++k) {
+      const int64_t n = c.in_aval(k).size();
+      detail::Buffer& w = k == 0 ? wa : wb;
+      w = detail::Buffer::allocate(c.ctx.device, n * 4);
+      half_to_f32(DType::F16, c.input<uint16_t>(k), static_cast<float*>(w.data()), n);
+      (k == 0 ? a : b) = w.data();
+    }
+    mm_dt = DType::F32;
+  }
+  const memory::data_type dnnl_in =
+      mm_dt == DType::BF16 ? memory::data_type::bf16 : memory::data_type::f32;
+  // The result: written in place where oneDNN supports its dtype, else through f32.
+  const bool direct = out_dt == DType::F32 || (mm_dt == DType::BF16 && out_dt == DType::BF16);
+  detail::Buffer c32;
+  void* dst = c.out[0];
+  if (!direct) {
+    c32 = detail::Buffer::allocate(c.ctx.device, out_n * 4);
+    dst = c32.data();
+  }
+  const memory::data_type dnnl_out =
+      out_dt == DType::BF16 && direct ? memory::data_type::bf16 : memory::data_type::f32;
+  // Strided views as they are; else with unreadable operands copied; else (oneDNN had only
+  // its reference implementation for those strides) both operands dense.
+  const int es = dtype_size(mm_dt);
+  detail::Buffer ka, kb;
+  bool done = run_onednn(p, a, b, dst, dnnl_in, dnnl_out, false);
+  for (int attempt = 1; !done && attempt <= 2; ++attempt) {
+    canonicalise(c, p.a, a, es, attempt == 2, ka);
+    canonicalise(c, p.b, b, es, attempt == 2, kb);
+    done = run_onednn(p, a, b, dst, dnnl_in, dnnl_out, attempt == 2);
+  }
+  if (!done) return false;
+  if (!direct) f32_to_half(out_dt, static_cast<const float*>(dst), c.output<uint16_t>(0), out_n);
+  return true;
+}
+
+struct Registrar {
+  Registrar() { prim::register_kernel("dot_general", "cpu", &dot_kernel); }
+} registrar;
+
+}  // namespace
+}  // namespace partix::backend::cpu

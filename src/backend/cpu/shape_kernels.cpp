@@ -1,0 +1,253 @@
+// Fast CPU kernels of the data-movement primitives: transpose (cache-blocked),
+// broadcast_in_dim, slice and concatenate. Each is a strided copy into a dense result; the
+// copies first drop size-1 dimensions and merge dimensions that stay adjacent, so the inner
+// loop is a memcpy, a fill or one 2-D tile transpose wherever the layout allows.
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "backend/cpu/kernel_util.h"
+#include "backend/cpu/permute.h"
+#include "core/layout.h"
+#include "prim/primitive.h"
+#include "prim/util.h"
+
+namespace partix::backend::cpu {
+
+namespace {
+
+using prim::KernelCall;
+
+// Dimensions of a dense destination, outer to inner, with the source stride (elements) of
+// each; a stride of 0 repeats the source (broadcast).
+struct StridedDims {
+  std::vector<int64_t> size, stride;
+};
+
+StridedDims simplify(const std::vector<int64_t>& size, const std::vector<int64_t>& stride) {
+  StridedDims d;
+  for (size_t i = 0; i < size.size(); ++i) {
+    if (size[i] == 1) continue;
+    if (!d.size.empty() && d.stride.back() == stride[i] * size[i]) {
+      d.size.back() *= size[i];  // the outer dim continues the inner one in the source too
+      d.stride.back() = stride[i];
+    } else {
+      d.size.push_back(size[i]);
+      d.stride.push_back(stride[i]);
+    }
+  }
+  return d;
+}
+
+// Source offset of row `row` (a flat index over all dims but the last `inner` ones).
+int64_t row_offset(const StridedDims& d, size_t outer_dims, int64_t row) {
+  int64_t off = 0;
+  for (size_t i = outer_dims; i-- > 0;) {
+    off += (row % d.size[i]) * d.stride[i];
+    row /= d.size[i];
+  }
+  return off;
+}
+
+template <class T>
+void copy_rows(const T* src, T* dst, const StridedDims& d) {
+  const size_t r = d.size.size();
+  const int64_t len = d.size[r - 1], s = d.stride[r - 1];
+  int64_t rows = 1;
+  for (size_t i = 0; i + 1 < r; ++i) rows *= d.size[i];
+  const int64_t grain = std::max<int64_t>(1, kParallelGrain / len);
+  parallel_for(rows, grain, [&](int64_t lo, int64_t hi) {
+    for (int64_t row = lo; row < hi; ++row) {
+      const T* in = src + row_offset(d, r - 1, row);
+      T* out = dst + row * len;
+      if (s == 1) {
+        std::memcpy(out, in, static_cast<size_t>(len) * sizeof(T));
+      } else if (s == 0) {
+        std::fill(out, out + len, in[0]);
+      } else {
+        for (int64_t i = 0; i < len; ++i) out[i] = in[i * s];
+      }
+    }
+  });
+}
+
+// The last destination dim reads the source with stride > 1 while source dim `q` is
+// contiguous: 2-D tiles over (q, last) so both sides touch whole cache lines.
+template <class T>
+void copy_tiled(const T* src, T* dst, const StridedDims& d, size_t q) {
+  constexpr int64_t kTile = 64 / sizeof(T) < 8 ? 8 : 64 / sizeof(T);
+  const size_t r = d.size.size();
+  const int64_t ny = d.size[r - 1], sy = d.stride[r - 1];  // dst contiguous, src strided
+  const int64_t nx = d.size[q];                            // src contiguous
+  std::vector<int64_t> dst_stride(r, 1);
+  for (size_t i = r - 1; i-- > 0;) dst_stride[i] = dst_stride[i + 1] * d.size[i + 1];
+  const int64_t dx = dst_stride[q];
+  // The other dims, iterated by a flat index.
+  StridedDims other;
+  std::vector<int64_t> other_dst;
+  for (size_t i = 0; i + 1 < r; ++i) {
+    if (i == q) continue;
+    other.size.push_back(d.size[i]);
+    other.stride.push_back(d.stride[i]);
+    other_dst.push_back(dst_stride[i]);
+  }
+  int64_t outer = 1;
+  for (int64_t s : other.size) outer *= s;
+  const int64_t ytiles = (ny + kTile - 1) / kTile;
+  const int64_t grain = std::max<int64_t>(1, kParallelGrain / (kTile * nx));
+  parallel_for(outer * ytiles, grain, [&](int64_t lo, int64_t hi) {
+    for (int64_t u = lo; u < hi; ++u) {
+      int64_t o = u / ytiles, y0 = (u % ytiles) * kTile;
+      int64_t so = 0, dof = 0;
+      for (size_t i = other.size.size(); i-- > 0;) {
+        int64_t idx = o % other.size[i];
+        o /= other.size[i];
+        so += idx * other.stride[i];
+        dof += idx * other_dst[i];
+      }
+      const int64_t y1 = std::min(ny, y0 + kTile);
+      for (int64_t x0 = 0; x0 < nx; x0 += kTile) {
+        const int64_t x1 = std::min(nx, x0 + kTile);
+        for (int64_t x = x0; x < x1; ++x) {
+          const T* in = src + so + x;
+          T* out = dst + dof + x * dx;
+          for (int64_t y = y0; y < y1; ++y) out[y] = in[y * sy];
+        }
+      }
+    }
+  });
+}
+
+template <class T>
+void strided_copy_typed(const T* src, T* dst, const StridedDims& d) {
+  const size_t r = d.size.size();
+  if (r == 0) {
+    dst[0] = src[0];
+    return;
+  }
+  if (d.stride[r - 1] <= 1 || r == 1) {
+    copy_rows(src, dst, d);
+    return;
+  }
+  // A contiguous source dim elsewhere makes a transpose: tile it.
+  for (size_t q = 0; q + 1 < r; ++q) {
+    if (d.stride[q] == 1) {
+      copy_tiled(src, dst, d, q);
+      return;
+    }
+  }
+  copy_rows(src, dst, d);  // strided gather (slices with steps)
+}
+
+// dst (dense, dims `size` outer to inner) = src read at offset `base` with `stride`.
+void strided_copy(const void* src, int64_t base, void* dst, const std::vector<int64_t>& size,
+                  const std::vector<int64_t>& stride, int es) {
+  int64_t n = 1;
+  for (int64_t s : size) n *= s;
+  if (n == 0) return;
+  StridedDims d = simplify(size, stride);
+  switch (es) {
+    case 1:
+      strided_copy_typed(static_cast<const uint8_t*>(src) + base, static_cast<uint8_t*>(dst), d);
+      break;
+    case 2:
+      strided_copy_typed(static_cast<const uint16_t*>(src) + base, static_cast<uint16_t*>(dst), d);
+      break;
+    case 4:
+      strided_copy_typed(static_cast<const uint32_t*>(src) + base, static_cast<uint32_t*>(dst), d);
+      break;
+    case 8:
+      strided_copy_typed(static_cast<const uint64_t*>(src) + base, static_cast<uint64_t*>(dst), d);
+      break;
+  }
+}
+
+bool transpose_kernel(const KernelCall& c) {
+  const ir::Ints& p = c.attrs.ints("perm");
+  permute_copy(c.in[0], c.out[0], c.in_aval(0).shape, std::vector<int>(p.begin(), p.end()),
+               dtype_size(c.in_aval(0).dtype));
+  return true;
+}
+
+bool broadcast_kernel(const KernelCall& c) {
+  const Shape& in = c.in_aval(0).shape;
+  const Shape& out = c.out_aval(0).shape;
+  const ir::Ints& dims = c.attrs.ints("dims");
+  std::vector<int64_t> in_stride = detail::strides_of(in);
+  std::vector<int64_t> stride(out.size(), 0);  // dims the operand lacks or expands repeat it
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (in[i] != 1) stride[static_cast<size_t>(dims[i])] = in_stride[i];
+  }
+  strided_copy(c.in[0], 0, c.out[0], out, stride, dtype_size(c.in_aval(0).dtype));
+  return true;
+}
+
+bool slice_kernel(const KernelCall& c) {
+  const Shape& in = c.in_aval(0).shape;
+  const Shape& out = c.out_aval(0).shape;
+  const Shape& start = c.attrs.ints("start");
+  Shape steps = c.attrs.has("strides") ? c.attrs.ints("strides") : Shape(in.size(), 1);
+  std::vector<int64_t> in_stride = detail::strides_of(in);
+  std::vector<int64_t> stride(in.size());
+  int64_t base = 0;
+  for (size_t d = 0; d < in.size(); ++d) {
+    base += start[d] * in_stride[d];
+    stride[d] = steps[d] * in_stride[d];
+  }
+  strided_copy(c.in[0], base, c.out[0], out, stride, dtype_size(c.in_aval(0).dtype));
+  return true;
+}
+
+bool concatenate_kernel(const KernelCall& c) {
+  const Shape& out = c.out_aval(0).shape;
+  const int axis = prim::norm_axis("concatenate", c.attrs.i("axis"), static_cast<int>(out.size()));
+  const int es = dtype_size(c.out_aval(0).dtype);
+  // Each operand contributes one contiguous chunk to every outer row.
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= out[static_cast<size_t>(d)];
+  for (size_t d = static_cast<size_t>(axis) + 1; d < out.size(); ++d) inner *= out[d];
+  const int64_t row = out[static_cast<size_t>(axis)] * inner * es;
+  if (outer == 0 || row == 0) return true;
+  std::vector<int64_t> chunk(c.in.size()), offset(c.in.size());
+  for (size_t k = 0, off = 0; k < c.in.size(); ++k) {
+    chunk[k] = c.in_aval(k).shape[static_cast<size_t>(axis)] * inner * es;
+    offset[k] = static_cast<int64_t>(off);
+    off += static_cast<size_t>(chunk[k]);
+  }
+  char* dst = static_cast<char*>(c.out[0]);
+  const int64_t grain = std::max<int64_t>(1, kParallelGrain * 4 / row);
+  parallel_for(outer, grain, [&](int64_t lo, int64_t hi) {
+    for (int64_t o = lo; o < hi; ++o) {
+      for (size_t k = 0; k < c.in.size(); ++k) {
+        if (chunk[k] == 0) continue;
+        std::memcpy(dst + o * row + offset[k], static_cast<const char*>(c.in[k]) + o * chunk[k],
+                    static_cast<size_t>(chunk[k]));
+      }
+    }
+  });
+  return true;
+}
+
+struct Registrar {
+  Registrar() {
+    prim::register_kernel("transpose", "cpu", &transpose_kernel);
+    prim::register_kernel("broadcast_in_dim", "cpu", &broadcast_kernel);
+    prim::register_kernel("slice", "cpu", &slice_kernel);
+    prim::register_kernel("concatenate", "cpu", &concatenate_kernel);
+  }
+} registrar;
+
+}  // namespace
+
+void permute_copy(const void* src, void* dst, const Shape& shape, const std::vector<int>& perm,
+                  int elem_size) {
+  std::vector<int64_t> src_stride = detail::strides_of(shape);
+  std::vector<int64_t> size, stride;
+  for (int p : perm) {
+    size.push_back(shape[static_cast<size_t>(p)]);
+    stride.push_back(src_stride[static_cast<size_t>(p)]);
+  }
+  strided_copy(src, 0, dst, size, stride, elem_size);
+}
+
+}  // namespace partix::backend::cpu
