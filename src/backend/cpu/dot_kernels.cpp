@@ -380,6 +380,71 @@ bool loop_kernel(Plan& p, const KernelCall& c) {
   return true;
 }
 
+// ---- small f32 products ----
+
+// Below this many multiply-adds oneDNN's per-call cost (descriptors, a shared primitive cache,
+// stream sync) outweighs the arithmetic: decode steps are full of [1, C] x [C, F] products.
+constexpr int64_t kSmallMacs = int64_t{1} << 20;
+
+// C = A B for f32 strided views, vectorised along whichever dimension is contiguous:
+// K in both (dot products) or N in B (row updates).
+bool small_f32_matmul(const Plan& p, const float* a, const float* b, float* c) {
+  auto sa = view_strides(p.a), sb = view_strides(p.b);
+  if (!sa || !sb) return false;
+  const size_t nb = p.batch.size();
+  int64_t batches = 1;
+  for (int64_t x : p.batch) batches *= x;
+  const int64_t M = p.M, N = p.N, K = p.K;
+  const int64_t am = (*sa)[nb], ak = (*sa)[nb + 1], bk = (*sb)[nb], bn = (*sb)[nb + 1];
+  std::vector<int64_t> idx(nb, 0);
+  for (int64_t t = 0; t < batches; ++t) {
+    int64_t oa = 0, ob = 0;
+    for (size_t i = 0; i < nb; ++i) {
+      oa += idx[i] * (*sa)[i];
+      ob += idx[i] * (*sb)[i];
+    }
+    const float* A = a + oa;
+    const float* B = b + ob;
+    float* C = c + t * M * N;
+    if (ak == 1 && bk == 1) {
+      for (int64_t m = 0; m < M; ++m) {
+        const float* ar = A + m * am;
+        for (int64_t n = 0; n < N; ++n) {
+          const float* br = B + n * bn;
+          float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+          for (int64_t k = 0; k < K; ++k) acc += ar[k] * br[k];
+          C[m * N + n] = acc;
+        }
+      }
+    } else if (bn == 1) {
+      for (int64_t m = 0; m < M; ++m) {
+        float* cr = C + m * N;
+        std::fill(cr, cr + N, 0.0f);
+        for (int64_t k = 0; k < K; ++k) {
+          const float x = A[m * am + k * ak];
+          const float* br = B + k * bk;
+#pragma omp simd
+          for (int64_t n = 0; n < N; ++n) cr[n] += x * br[n];
+        }
+      }
+    } else {
+      for (int64_t m = 0; m < M; ++m) {
+        for (int64_t n = 0; n < N; ++n) {
+          float acc = 0.0f;
+          for (int64_t k = 0; k < K; ++k) acc += A[m * am + k * ak] * B[k * bk + n * bn];
+          C[m * N + n] = acc;
+        }
+      }
+    }
+    for (size_t i = nb; i-- > 0;) {
+      if (++idx[i] < p.batch[i]) break;
+      idx[i] = 0;
+    }
+  }
+  return true;
+}
+
 // ---- the kernel ----
 
 bool dot_kernel(const KernelCall& c) {
@@ -395,6 +460,14 @@ bool dot_kernel(const KernelCall& c) {
   if (in_dt == DType::I32) return loop_kernel<int32_t>(p, c);
   if (in_dt == DType::I64) return loop_kernel<int64_t>(p, c);
   if (!is_floating(out_dt) || out_dt == DType::F64) return false;
+  if (in_dt == DType::F32 && out_dt == DType::F32) {
+    int64_t macs = p.M * p.N * p.K;
+    for (int64_t x : p.batch) macs *= x;
+    if (macs <= kSmallMacs &&
+        small_f32_matmul(p, c.input<float>(0), c.input<float>(1), c.output<float>(0))) {
+      return true;
+    }
+  }
 
   // Operands as oneDNN takes them: f32 or bf16 (f16 widened exactly).
   const void* a = c.in[0];

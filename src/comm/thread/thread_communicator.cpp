@@ -66,7 +66,7 @@ void wait_all(ThreadCommunicator::Slot& s, std::atomic<bool>& aborted, const cha
       return;
     }
   }
-  auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
+  auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
   while (s.generation.load() == gen && std::chrono::steady_clock::now() < spin_until) {
     std::this_thread::yield();
   }
