@@ -67,10 +67,14 @@ void run_train(const TrainArgs& a) {
   auto [d, m] = parse_mesh(a.mesh);
   init({.num_cpu_devices = static_cast<int>(std::max<int64_t>(d * m, 1))});
   models::gpt2::TrainOptions o;
-  if (a.model == "tiny") o.model = models::gpt2::tiny();
-  else if (a.model == "small") o.model = models::gpt2::small();
-  else throw Error("[train] --model must be tiny or small (loading a checkpoint directory needs --model PATH support from the io module), got '" + a.model + "'");
-  if (a.model == "small") o.model.vocab_size = 256;  // byte tokens
+  if (a.model == "tiny") {
+    o.model = models::gpt2::tiny();
+  } else if (a.model == "small") {
+    o.model = models::gpt2::small();
+    o.model.vocab_size = 256;  // the corpus is tokenised as bytes
+  } else {
+    o.checkpoint = a.model;  // a Hugging Face GPT-2 directory
+  }
   o.data = d;
   o.model_parallel = m;
   o.fsdp = a.fsdp;
@@ -107,6 +111,10 @@ void run_train(const TrainArgs& a) {
   }
   if (tty) fmt::print("\n");
   if (!losses.empty()) fmt::print("loss {:.4f} -> {:.4f}\n", losses.front(), losses.back());
+  if (!a.save.empty()) {
+    t.save(a.save);
+    fmt::print("saved a Hugging Face checkpoint to {}\n", a.save);
+  }
   if (!a.plot.empty()) {
     write_svg(a.plot, losses);
     fmt::print("loss curve written to {}\n", a.plot);
@@ -118,7 +126,7 @@ void run_train(const TrainArgs& a) {
 void add_train(CLI::App& app) {
   auto a = std::make_shared<TrainArgs>();
   CLI::App* cmd = app.add_subcommand("train", "Train a GPT-2 on a mesh of virtual CPU devices");
-  cmd->add_option("--model", a->model, "tiny or small");
+  cmd->add_option("--model", a->model, "tiny, small, or a Hugging Face GPT-2 directory");
   cmd->add_option("--mesh", a->mesh, "data x model, e.g. 4x2 (8 devices)");
   cmd->add_flag("--fsdp", a->fsdp, "Shard parameters and optimizer state over 'data'");
   cmd->add_option("--steps", a->steps, "Training steps")->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
@@ -129,6 +137,7 @@ void add_train(CLI::App& app) {
   cmd->add_option("--seed", a->seed, "Seed for initialisation, data order and dropout");
   cmd->add_option("--metrics", a->metrics, "Write step,loss,tokens_per_s to this CSV file");
   cmd->add_option("--plot", a->plot, "Write the loss curve to this SVG file");
+  cmd->add_option("--save", a->save, "Write the trained model as a Hugging Face directory");
   cmd->add_option("--corpus", a->corpus, "Text files or directories (default: Debian's fortunes)");
   cmd->add_flag("--quiet", a->quiet, "No progress output");
   cmd->callback([a] { run_train(*a); });

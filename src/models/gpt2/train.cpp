@@ -24,6 +24,11 @@ Trainer::Trainer(TrainOptions o)
                 o_.batch, o_.data);
   detail::check(o_.seq <= o_.model.n_positions, "train", "seq {} exceeds the model's {} positions",
                 o_.seq, o_.model.n_positions);
+  if (!o_.checkpoint.empty()) {
+    Checkpoint ck = load_hf(o_.checkpoint, mesh_, rules_);
+    o_.model = ck.config;
+    o_.initial = std::move(ck.params);
+  }
   auto specs = param_specs(o_.model);
   if (o_.initial.empty()) {
     params_ = nn::init_params(specs, random::key(o_.seed), mesh_, rules_);
@@ -89,6 +94,8 @@ Lowered Trainer::lower_step() {
   Array lr = device_put(scalar<float>(0.0f), NamedSharding(mesh_, P()));
   return step_fn_->fn.lower(params_, opt_, ids, ids, lr, key_);
 }
+
+void Trainer::save(const std::string& dir) const { save_hf(dir, params_, o_.model); }
 
 std::string Trainer::sharding_table() const {
   std::string out;

@@ -27,7 +27,8 @@ struct TrainOptions {
   double weight_decay = 0.1;
   uint64_t seed = 0;
   std::vector<std::string> corpus = io::default_corpus_paths();
-  Params initial;  // start from these parameters (e.g. a Hugging Face checkpoint) if set
+  Params initial;  // start from these parameters if set
+  std::string checkpoint;  // or from this Hugging Face directory (its config replaces `model`)
 };
 
 struct StepMetrics {
@@ -49,6 +50,7 @@ class Trainer {
   // Each parameter's shape, logical axes and sharding, one per line.
   std::string sharding_table() const;
   Lowered lower_step();  // the compiled training step, for inspection
+  void save(const std::string& dir) const;  // a Hugging Face directory
 
  private:
   struct Step;
