@@ -66,6 +66,25 @@ FactorRule FactorRuleBuilder::elementwise(const std::vector<Aval>& in, const Ava
   return b.rule_;
 }
 
+FactorRule FactorRuleBuilder::whole_dims(const Aval& in, const Aval& out, size_t scalars) {
+  FactorRuleBuilder b;
+  std::vector<DimFactors> op, res;
+  for (size_t d = 0; d < in.shape.size(); ++d) {
+    if (in.shape[d] == out.shape[d]) {
+      int f = b.add(in.shape[d]);
+      op.push_back({f});
+      res.push_back({f});
+    } else {
+      op.push_back({b.add(in.shape[d], FactorKind::kNeedReplication)});
+      res.push_back({b.add(out.shape[d], FactorKind::kNeedReplication)});
+    }
+  }
+  b.rule_.operands.push_back(op);
+  for (size_t i = 0; i < scalars; ++i) b.rule_.operands.push_back({});
+  b.rule_.results = {res};
+  return b.rule_;
+}
+
 std::string FactorRule::to_string() const {
   auto name = [](int f) { return std::string(1, static_cast<char>('i' + f % 18)) +
                                  (f >= 18 ? std::to_string(f / 18) : ""); };

@@ -62,6 +62,9 @@ class FactorRuleBuilder {
   // The common rule of elementwise ops: one factor per result dimension, operands (already
   // broadcast to the result shape) share them.
   static FactorRule elementwise(const std::vector<Aval>& in, const Aval& out);
+  // Window ops (slice, pad, dynamic_slice): a dimension kept whole passes through; a resized
+  // one needs replication. `scalars` trailing rank-0 operands (start indices) have no dims.
+  static FactorRule whole_dims(const Aval& in, const Aval& out, size_t scalars = 0);
 
  private:
   FactorRule rule_;

@@ -280,22 +280,7 @@ class SlicePrim final : public Primitive {
   }
   FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>& out,
                          const Attrs&) const override {
-    // Dimensions kept whole pass through; sliced ones need replication.
-    FactorRuleBuilder b;
-    std::vector<DimFactors> op, res;
-    for (size_t d = 0; d < in[0].shape.size(); ++d) {
-      if (in[0].shape[d] == out[0].shape[d]) {
-        int f = b.add(in[0].shape[d]);
-        op.push_back({f});
-        res.push_back({f});
-      } else {
-        op.push_back({b.add(in[0].shape[d], FactorKind::kNeedReplication)});
-        res.push_back({b.add(out[0].shape[d], FactorKind::kNeedReplication)});
-      }
-    }
-    b.rule().operands = {op};
-    b.rule().results = {res};
-    return b.rule();
+    return FactorRuleBuilder::whole_dims(in[0], out[0]);
   }
   std::vector<Array> vjp(const VjpArgs& a) const override {
     const Array& g = a.cotangents[0];
@@ -432,21 +417,7 @@ class Pad final : public Primitive {
   }
   FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>& out,
                          const Attrs&) const override {
-    FactorRuleBuilder b;
-    std::vector<DimFactors> op, res;
-    for (size_t d = 0; d < in[0].shape.size(); ++d) {
-      if (in[0].shape[d] == out[0].shape[d]) {
-        int f = b.add(in[0].shape[d]);
-        op.push_back({f});
-        res.push_back({f});
-      } else {
-        op.push_back({b.add(in[0].shape[d], FactorKind::kNeedReplication)});
-        res.push_back({b.add(out[0].shape[d], FactorKind::kNeedReplication)});
-      }
-    }
-    b.rule().operands = {op};
-    b.rule().results = {res};
-    return b.rule();
+    return FactorRuleBuilder::whole_dims(in[0], out[0]);
   }
   std::vector<Array> vjp(const VjpArgs& a) const override {
     const Array& g = a.cotangents[0];
