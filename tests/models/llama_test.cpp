@@ -1,0 +1,111 @@
+// The Llama model on a small random configuration: prefill equals token-by-token decoding,
+// sharding does not change results, left-padded batches equal single prompts, sampling.
+#include <cmath>
+
+#include "models/llama/generate.h"
+#include "test_util.h"
+
+using namespace partix;
+namespace L = partix::models::llama;
+
+namespace {
+
+L::Model tiny_model(const Mesh& mesh, const std::vector<L::ShardingRule>& rules) {
+  L::Model m;
+  m.config = L::tiny();
+  m.params = L::random_params(m.config, 7, mesh, rules);
+  return m;
+}
+
+}  // namespace
+
+TEST(Llama, GlobMatchesPatterns) {
+  EXPECT_TRUE(L::glob_match("*.mlp.up_proj.weight", "model.layers.3.mlp.up_proj.weight"));
+  EXPECT_FALSE(L::glob_match("*.mlp.up_proj.weight", "model.layers.3.mlp.down_proj.weight"));
+  EXPECT_TRUE(L::glob_match("*", "anything"));
+  EXPECT_TRUE(L::glob_match("a*b*c", "aXXbYYc"));
+  EXPECT_FALSE(L::glob_match("a*b*c", "aXXbYY"));
+  auto rules = L::tensor_parallel_rules();
+  EXPECT_EQ(L::spec_for("model.layers.0.self_attn.o_proj.weight", rules), P(None, "model"));
+  EXPECT_EQ(L::spec_for("model.norm.weight", rules), P());
+  EXPECT_NE(L::rules_to_string(rules).find("*.mlp.down_proj.weight"), std::string::npos);
+}
+
+TEST(Llama, PrefillEqualsDecodingAndShardingChangesNothing) {
+  auto rules = L::tensor_parallel_rules();
+  std::vector<int32_t> prompt{5, 17, 42, 8, 90, 3};
+  std::vector<std::vector<float>> last;
+  for (int n : {1, 2, 8}) {
+    SCOPED_TRACE(n);
+    Mesh mesh({n}, {"model"});
+    L::Model m = tiny_model(mesh, rules);
+    NamedSharding rep(mesh, P());
+    auto step = jit([&](const Params& p, const Array& t, const Array& pos, const L::KVCache& kv) {
+      auto r = L::forward(p, m.config, t, pos, zeros({1}, DType::I32), kv);
+      return std::make_pair(r.logits, r.cache);
+    });
+    const int64_t T = static_cast<int64_t>(prompt.size());
+    auto [all, c0] = step(m.params, device_put(from_vector(prompt, {1, T}), rep),
+                          device_put(scalar<int32_t>(0), rep), L::make_cache(m.config, 1, 16, mesh, rules));
+    L::KVCache cache = L::make_cache(m.config, 1, 16, mesh, rules);
+    for (int64_t t = 0; t < T; ++t) {
+      auto [lg, c] = step(m.params, device_put(from_vector<int32_t>({prompt[static_cast<size_t>(t)]}, {1, 1}), rep),
+                          device_put(scalar<int32_t>(static_cast<int32_t>(t)), rep), cache);
+      cache = c;
+      auto want = slice_axis(all, 1, t, t + 1).to_vector<float>();
+      auto got = lg.to_vector<float>();
+      for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-4) << "position " << t;
+    }
+    last.push_back(slice_axis(all, 1, T - 1, T).to_vector<float>());
+  }
+  for (size_t k = 1; k < last.size(); ++k) {
+    for (size_t i = 0; i < last[0].size(); ++i) ASSERT_NEAR(last[k][i], last[0][i], 1e-4);
+  }
+}
+
+TEST(Llama, LeftPaddedBatchesMatchSinglePrompts) {
+  Mesh mesh({4}, {"model"});
+  auto rules = L::tensor_parallel_rules();
+  L::Model m = tiny_model(mesh, rules);
+  L::Generator gen(m, mesh, rules);
+  L::GenerateOptions o;
+  o.max_tokens = 8;
+  o.stop_at_eos = false;
+  std::vector<int32_t> a{5, 17, 42, 8, 90, 3}, b{11, 12};
+  auto both = gen.generate({a, b}, o);
+  auto only_a = gen.generate({a}, o);
+  auto only_b = gen.generate({b}, o);
+  EXPECT_EQ(both.tokens[0], only_a.tokens[0]);
+  EXPECT_EQ(both.tokens[1], only_b.tokens[0]);
+  EXPECT_EQ(both.prefill_tokens, 12);
+  EXPECT_EQ(both.decode_tokens, 14);
+}
+
+TEST(Llama, SamplingRespectsTemperatureTopKAndTopP) {
+  // logits for 4 tokens: probabilities 0.1, 0.2, 0.3, 0.4 at temperature 1.
+  const int64_t rows = 4000;
+  std::vector<float> l;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (float p : {0.1f, 0.2f, 0.3f, 0.4f}) l.push_back(std::log(p));
+  }
+  Array logits = from_vector(l, {rows, 4});
+  auto freq = [&](const L::Sampling& s) {
+    auto ids = L::sample(logits, s, random::key(3)).to_vector<int32_t>();
+    std::vector<double> f(4, 0);
+    for (int32_t i : ids) f[static_cast<size_t>(i)] += 1.0 / rows;
+    return f;
+  };
+  auto f = freq({0.0, 0, 1.0});  // greedy
+  EXPECT_NEAR(f[3], 1.0, 1e-9);
+  EXPECT_NEAR(f[0] + f[1] + f[2], 0.0, 1e-9);
+  f = freq({1.0, 0, 1.0});
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(f[static_cast<size_t>(i)], 0.1 * (i + 1), 0.03);
+  f = freq({1.0, 2, 1.0});  // top-2: 0.3 and 0.4 renormalised
+  EXPECT_NEAR(f[0] + f[1], 0.0, 1e-9);
+  EXPECT_NEAR(f[2], 3.0 / 7, 0.03);
+  f = freq({1.0, 0, 0.5});  // top-p 0.5: 0.4 alone is short of it, 0.4 + 0.3 covers it
+  EXPECT_NEAR(f[0] + f[1], 0.0, 1e-9);
+  EXPECT_NEAR(f[3], 4.0 / 7, 0.03);
+  f = freq({0.25, 0, 1.0});  // low temperature sharpens towards the best token
+  EXPECT_GT(f[3], 0.6);
+}
