@@ -65,7 +65,13 @@ InstrPlan plan_instr(const Mesh& mesh, const ir::Program& g, const ir::Instr& in
   // Special handlers rewrite the factor of the indexed axis.
   if (name == "take") {
     auto L = table_axis_sharding(g, in, f, false);
-    if (L && oa[0].nbytes() < ia[0].nbytes()) {
+    // Masked local lookups cost an all-reduce of this device's rows of the result (about twice
+    // its bytes); gathering the table costs the table.
+    double local_out = static_cast<double>(oa[0].nbytes());
+    if (const auto& ids = f.sharding(in.inputs[1]); ids) {
+      local_out /= static_cast<double>(mesh.size()) / static_cast<double>(ids->num_replicas());
+    }
+    if (L && 2.0 * local_out < static_cast<double>(ia[0].nbytes())) {
       plan.handler = Handler::kTakeSharded;
       int axis = static_cast<int>(in.attrs.i("axis"));
       if (axis < 0) axis += ia[0].ndim();
