@@ -69,8 +69,10 @@ Buffer Buffer::alias_for(int device) const {
 }
 
 bool Buffer::unique() const {
-  if (storage_.use_count() != 1) return false;
-  return !storage_->base || storage_->base.use_count() == 1;
+  // Aliases of a shared collective result are never written in place: other devices'
+  // threads read the same memory, and a relaxed reference count would not order their last
+  // read before this device's write.
+  return storage_.use_count() == 1 && !storage_->base;
 }
 
 Buffer Buffer::zeros(int device, int64_t nbytes) {

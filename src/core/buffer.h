@@ -22,7 +22,8 @@ class Buffer {
   void* data() const;
   int64_t nbytes() const;
   int device() const;
-  // True when no other Buffer handle or alias shares this memory (safe to write in place).
+  // True when no other Buffer handle shares this memory and it is not an alias of a shared
+  // result (safe to write in place).
   bool unique() const;
   template <class T>
   T* as() const { return static_cast<T*>(data()); }
