@@ -3,20 +3,96 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <unordered_map>
+#include <vector>
+
+#include <unistd.h>
 
 #include "core/device_registry.h"
 #include "core/errors.h"
 
 namespace partix::detail {
 
+namespace {
+
+// Freed blocks are kept for reuse: a fresh large allocation is a new mapping whose every
+// page faults and is zeroed by the kernel, which costs about as much as a copy of the data.
+// Sizes are rounded to 64 bytes, or above 64 KiB to quarter powers of two, so that blocks of
+// nearby sizes are shared. The cache holds at most a quarter of physical memory
+// (PARTIX_POOL_BYTES overrides); memory statistics count only live buffers.
+class Pool {
+ public:
+  static Pool& get() {
+    static Pool* p = new Pool;  // never destroyed: buffers may die during static destruction
+    return *p;
+  }
+  static size_t round(size_t n) {
+    if (n <= 65536) return (n + 63) / 64 * 64;
+    size_t top = size_t{1} << (63 - __builtin_clzll(n - 1));  // largest power of two < n
+    size_t step = top / 4;
+    return (n + step - 1) / step * step;
+  }
+  void* take(size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = free_.find(bytes);
+      if (it != free_.end() && !it->second.empty()) {
+        void* p = it->second.back();
+        it->second.pop_back();
+        cached_ -= bytes;
+        return p;
+      }
+    }
+    void* p = std::aligned_alloc(64, bytes);
+    if (!p) {
+      trim(0);  // give the cache back and try once more
+      p = std::aligned_alloc(64, bytes);
+    }
+    return p;
+  }
+  void give(void* p, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (cached_ + bytes > cap_) {
+      std::free(p);
+      return;
+    }
+    free_[bytes].push_back(p);
+    cached_ += bytes;
+  }
+  void trim(size_t keep) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [size, blocks] : free_) {
+      while (!blocks.empty() && cached_ > keep) {
+        std::free(blocks.back());
+        blocks.pop_back();
+        cached_ -= size;
+      }
+    }
+  }
+
+ private:
+  Pool() {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    cap_ = pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) / 4 : size_t{1} << 30;
+    if (const char* env = std::getenv("PARTIX_POOL_BYTES")) cap_ = std::strtoull(env, nullptr, 10);
+  }
+  std::mutex mu_;
+  std::unordered_map<size_t, std::vector<void*>> free_;
+  size_t cached_ = 0, cap_ = 0;
+};
+
+}  // namespace
+
 struct Buffer::Storage {
   void* ptr = nullptr;
   int64_t nbytes = 0;
+  size_t block = 0;                // the pool block size behind ptr
   int device = 0;                  // -1: attributed to no device
   std::shared_ptr<Storage> base;   // set for aliases: the memory is base's
   ~Storage() {
-    if (!base) std::free(ptr);
+    if (!base && ptr) Pool::get().give(ptr, block);
     if (device >= 0) record_free(device, nbytes);
   }
 };
@@ -27,8 +103,8 @@ Buffer Buffer::allocate(int device, int64_t nbytes) {
   s->device = device;
   s->nbytes = nbytes;
   if (nbytes > 0) {
-    size_t rounded = (static_cast<size_t>(nbytes) + 63) / 64 * 64;
-    s->ptr = std::aligned_alloc(64, rounded);
+    s->block = Pool::round(static_cast<size_t>(nbytes));
+    s->ptr = Pool::get().take(s->block);
     if (!s->ptr) {
       s->nbytes = 0;
       fail("Buffer", "out of host memory allocating {} bytes on device {}", nbytes, device);
@@ -45,7 +121,8 @@ Buffer Buffer::shared(int64_t nbytes) {
   s->device = -1;
   s->nbytes = nbytes;
   if (nbytes > 0) {
-    s->ptr = std::aligned_alloc(64, (static_cast<size_t>(nbytes) + 63) / 64 * 64);
+    s->block = Pool::round(static_cast<size_t>(nbytes));
+    s->ptr = Pool::get().take(s->block);
     if (!s->ptr) {
       s->nbytes = 0;
       fail("Buffer", "out of host memory allocating {} bytes", nbytes);
