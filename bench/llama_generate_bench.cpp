@@ -1,0 +1,81 @@
+// Llama generation speed, driven line by line from stdin so that bench/llama_vs_jax.py can
+// interleave partix and JAX repetitions in one run:
+//   partix_bench_llama_generate --devices 8 --max-tokens 32 [--prompt TEXT] [--raw] [--model PATH]
+// prints one JSON line {"prompt_ids": [...]} after loading, then for every line "run" on stdin
+// one generation (greedy, exactly max-tokens new tokens: EOS does not stop it) as
+// {"prefill_tok_s":..., "decode_tok_s":..., "tokens":[...]}; "quit" or EOF ends. The first run
+// compiles (Generator excludes compilation from its timings either way).
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <iostream>
+#include <string>
+
+#include "models/llama/generate.h"
+#include "partix/partix.h"
+
+namespace {
+
+struct Args {
+  int devices = 8;
+  int64_t max_tokens = 32;
+  std::string prompt = "What is the capital of France?";
+  bool chat = true;
+  std::string model;
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string k = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw partix::Error("[llama_generate_bench] " + k + " needs a value");
+      return argv[++i];
+    };
+    if (k == "--devices") a.devices = std::stoi(value());
+    else if (k == "--max-tokens") a.max_tokens = std::stoll(value());
+    else if (k == "--prompt") a.prompt = value();
+    else if (k == "--model") a.model = value();
+    else if (k == "--raw") a.chat = false;
+    else throw partix::Error("[llama_generate_bench] unknown argument " + k);
+  }
+  return a;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace partix;
+  try {
+    Args a = parse(argc, argv);
+    init({.num_cpu_devices = a.devices});
+    Mesh mesh = make_mesh({a.devices}, {"model"});
+    auto rules = models::llama::tensor_parallel_rules("model");
+    std::string path = a.model.empty() ? models::llama::default_model_path() : a.model;
+    models::llama::Model m = models::llama::load(path, mesh, rules);
+    std::string text = a.chat ? m.tokenizer->apply_chat_template({{"user", a.prompt}}, true) : a.prompt;
+    std::vector<int32_t> ids = m.tokenizer->encode(text);
+    fmt::print("{{\"prompt_ids\": [{}]}}\n", fmt::join(ids, ", "));
+    std::cout << std::flush;
+    models::llama::Generator gen(m, mesh, rules);
+    models::llama::GenerateOptions o;
+    o.max_tokens = a.max_tokens;
+    o.stop_at_eos = false;
+    std::string line;
+    while (std::getline(std::cin, line)) {
+      if (line == "quit") break;
+      if (line != "run") continue;
+      auto r = gen.generate({ids}, o);
+      fmt::print("{{\"prefill_tok_s\": {:.4f}, \"decode_tok_s\": {:.4f}, \"compile_s\": {:.3f}, "
+                 "\"tokens\": [{}]}}\n",
+                 static_cast<double>(r.prefill_tokens) / r.prefill_seconds,
+                 static_cast<double>(r.decode_tokens) / r.decode_seconds, r.compile_seconds,
+                 fmt::join(r.tokens[0], ", "));
+      std::cout << std::flush;
+    }
+  } catch (const std::exception& e) {
+    std::cerr << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
