@@ -174,15 +174,17 @@ class DotGeneral final : public Primitive {
     for (size_t k = 0; k < d.lhs_contract.size(); ++k) {
       perm_a[static_cast<size_t>(d.lhs_contract[k])] = nb + nlf + rank_in(d.rhs_contract, d.rhs_contract[k]);
     }
-    // dB: contract g's lhs-free dims with A's free dims -> [batch, rhs free, A contract (sorted)].
+    // dB: contract A's free dims with g's lhs-free dims -> [batch, A contract (sorted), rhs
+    // free]: A first, so that a [K, N] weight's gradient comes out [K, N] with no transpose.
     std::vector<int> g_lf(static_cast<size_t>(nlf));
     std::iota(g_lf.begin(), g_lf.end(), nb);
-    Array db_raw = dot_general(g, A, g_lf, d.lhs_free, gb, d.lhs_batch, acc);
+    Array db_raw = dot_general(A, g, d.lhs_free, g_lf, d.lhs_batch, gb, acc);
+    const int nc = static_cast<int>(d.rhs_contract.size());
     std::vector<int> perm_b(static_cast<size_t>(B.ndim()));
     for (int i = 0; i < nb; ++i) perm_b[static_cast<size_t>(d.rhs_batch[static_cast<size_t>(i)])] = i;
-    for (int j = 0; j < nrf; ++j) perm_b[static_cast<size_t>(d.rhs_free[static_cast<size_t>(j)])] = nb + j;
+    for (int j = 0; j < nrf; ++j) perm_b[static_cast<size_t>(d.rhs_free[static_cast<size_t>(j)])] = nb + nc + j;
     for (size_t k = 0; k < d.rhs_contract.size(); ++k) {
-      perm_b[static_cast<size_t>(d.rhs_contract[k])] = nb + nrf + rank_in(d.lhs_contract, d.lhs_contract[k]);
+      perm_b[static_cast<size_t>(d.rhs_contract[k])] = nb + rank_in(d.lhs_contract, d.lhs_contract[k]);
     }
     Array da = transpose(da_raw, perm_a);
     Array db = transpose(db_raw, perm_b);
