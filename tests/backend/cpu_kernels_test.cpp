@@ -1,6 +1,6 @@
 // Fast CPU data-movement and reduction kernels against the reference kernels (the oracle).
 //
-// Tolerances: transpose, broadcast_in_dim, slice, concatenate, integer reductions, max / min
+// Tolerances: transpose, broadcast_in_dim, slice, concatenate, pad, integer reductions, max / min
 // reductions and argmax / argmin must match exactly (max / min up to the sign of a zero
 // result, which neither implementation specifies). Floating sums accumulate in f32 (f64 for
 // f64) with pairwise blocking, so they may differ from the reference's double sum by at most
@@ -140,6 +140,39 @@ TEST(CpuShape, ConcatenateRandom) {
   Tensor a = random_tensor(DType::F32, {300, 200}, rng),
          b = random_tensor(DType::F32, {300, 57}, rng);
   check_exact("concatenate", Attrs{{"axis", int64_t{1}}}, {a, b}, "concatenate large");
+}
+
+TEST(CpuShape, PadRandom) {
+  std::mt19937_64 rng(26);
+  const double values[] = {0.0, -0.0, 1.5, -INFINITY};
+  for (int iter = 0; iter < 400; ++iter) {
+    const int rank = static_cast<int>(rng() % 5);
+    Shape s = random_shape(rng, rank);
+    ir::Ints low, high;
+    for (int d = 0; d < rank; ++d) {
+      // Often unpadded, so that unpadded inner dims join the copied chunk.
+      low.push_back(rng() % 2 ? 0 : static_cast<int64_t>(rng() % 3));
+      high.push_back(rng() % 2 ? 0 : static_cast<int64_t>(rng() % 3));
+    }
+    DType dt = kMoveDtypes[rng() % kMoveDtypes.size()];
+    Tensor x = random_tensor(dt, s, rng, Fill::kAnyBits);
+    Attrs attrs{{"low", low}, {"high", high}, {"value", values[rng() % std::size(values)]}};
+    check_exact("pad", attrs, {x}, "pad " + x.aval.to_string() + " " + attrs.to_string());
+  }
+  // Large (the parallel path): q, k, v cotangents padded back into [B, T, 3, H, D].
+  Tensor g = random_tensor(DType::F32, {2, 128, 1, 12, 64}, rng);
+  check_exact("pad",
+              Attrs{{"low", ir::Ints{0, 0, 1, 0, 0}}, {"high", ir::Ints{0, 0, 1, 0, 0}},
+                    {"value", 0.0}},
+              {g}, "pad large");
+}
+
+TEST(CpuShape, PadInteriorFallsBackToTheReference) {
+  std::mt19937_64 rng(27);
+  Tensor x = random_tensor(DType::F32, {3, 4}, rng);
+  Attrs attrs{{"low", ir::Ints{0, 1}}, {"high", ir::Ints{0, 0}}, {"interior", ir::Ints{0, 1}},
+              {"value", 0.0}};
+  EXPECT_FALSE(run_kernel("pad", attrs, {x}, true).handled);
 }
 
 // ---- reductions ----

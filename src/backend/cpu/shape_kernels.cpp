@@ -1,14 +1,16 @@
 // Fast CPU kernels of the data-movement primitives: transpose (cache-blocked),
-// broadcast_in_dim, slice and concatenate. Each is a strided copy into a dense result; the
+// broadcast_in_dim, slice, concatenate and pad. Each is a strided copy into a dense result; the
 // copies first drop size-1 dimensions and merge dimensions that stay adjacent, so the inner
 // loop is a memcpy, a fill or one 2-D tile transpose wherever the layout allows.
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <type_traits>
 
 #include "backend/cpu/kernel_util.h"
 #include "backend/cpu/permute.h"
 #include "core/layout.h"
+#include "core/scalar.h"
 #include "prim/primitive.h"
 #include "prim/util.h"
 
@@ -228,12 +230,83 @@ bool concatenate_kernel(const KernelCall& c) {
   return true;
 }
 
+// Fills n elements of es bytes with the element at `value`.
+void fill_elements(void* dst, int64_t n, const unsigned char* value, int es) {
+  bool zero = true;
+  for (int i = 0; i < es; ++i) zero = zero && value[i] == 0;
+  if (zero) {
+    std::memset(dst, 0, static_cast<size_t>(n * es));
+    return;
+  }
+  auto fill = [&](auto* p) {
+    using T = std::remove_pointer_t<decltype(p)>;
+    T v;
+    std::memcpy(&v, value, sizeof(T));
+    std::fill(p, p + n, v);
+  };
+  switch (es) {
+    case 1: fill(static_cast<uint8_t*>(dst)); break;
+    case 2: fill(static_cast<uint16_t*>(dst)); break;
+    case 4: fill(static_cast<uint32_t*>(dst)); break;
+    case 8: fill(static_cast<uint64_t*>(dst)); break;
+  }
+}
+
+// Edge padding (no interior padding): fill the result with the value, then copy the operand
+// in as rows of whole chunks. The chunk spans the innermost padded dimension and every
+// unpadded dimension inside it, which are contiguous in both.
+bool pad_kernel(const KernelCall& c) {
+  const Shape& in = c.in_aval(0).shape;
+  const Shape& out = c.out_aval(0).shape;
+  if (c.attrs.has("interior")) {
+    for (int64_t i : c.attrs.ints("interior")) {
+      if (i != 0) return false;
+    }
+  }
+  const Shape& low = c.attrs.ints("low");
+  const int es = dtype_size(c.out_aval(0).dtype);
+  unsigned char value[8] = {};
+  detail::store_scalar(value, c.out_aval(0).dtype, c.attrs.f("value"));
+  char* dst = static_cast<char*>(c.out[0]);
+  const char* src = static_cast<const char*>(c.in[0]);
+  const int64_t n_out = shape_size(out), n_in = shape_size(in);
+  if (n_out > n_in) fill_elements(dst, n_out, value, es);
+  if (n_in == 0) return true;
+  const size_t r = in.size();
+  size_t p = 0;  // dims [p, r) form the chunk
+  for (size_t d = r; d-- > 0;) {
+    if (in[d] != out[d]) {
+      p = d;
+      break;
+    }
+  }
+  const std::vector<int64_t> os = detail::strides_of(out);
+  int64_t chunk = 1, rows = 1, base = 0;
+  for (size_t d = p; d < r; ++d) chunk *= in[d];
+  for (size_t d = 0; d < p; ++d) rows *= in[d];
+  for (size_t d = 0; d < r; ++d) base += low[d] * os[d];
+  const int64_t bytes = chunk * es;
+  const int64_t grain = std::max<int64_t>(1, kParallelGrain * 4 / std::max<int64_t>(1, bytes));
+  parallel_for(rows, grain, [&](int64_t lo, int64_t hi) {
+    for (int64_t row = lo; row < hi; ++row) {
+      int64_t off = base, rest = row;
+      for (size_t d = p; d-- > 0;) {
+        off += (rest % in[d]) * os[d];
+        rest /= in[d];
+      }
+      std::memcpy(dst + off * es, src + row * bytes, static_cast<size_t>(bytes));
+    }
+  });
+  return true;
+}
+
 struct Registrar {
   Registrar() {
     prim::register_kernel("transpose", "cpu", &transpose_kernel);
     prim::register_kernel("broadcast_in_dim", "cpu", &broadcast_kernel);
     prim::register_kernel("slice", "cpu", &slice_kernel);
     prim::register_kernel("concatenate", "cpu", &concatenate_kernel);
+    prim::register_kernel("pad", "cpu", &pad_kernel);
   }
 } registrar;
 
