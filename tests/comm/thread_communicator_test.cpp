@@ -1,5 +1,7 @@
 // The in-process communicator on its own: timeouts name the missing devices, abort wakes
 // waiting members, results are right under concurrent groups.
+#include <cmath>
+#include <limits>
 #include <thread>
 
 #include "comm/thread/thread_communicator.h"
@@ -76,4 +78,71 @@ TEST(ThreadCommunicator, ConcurrentGroupsAndRepeatedRounds) {
   }
   for (auto& t : ts) t.join();
   for (int d = 0; d < 8; ++d) EXPECT_EQ(failures[static_cast<size_t>(d)], 0) << "device " << d;
+}
+
+// all_reduce against a naive oracle for every group size up to 10 (sizes above 8 take the
+// generic path), sum/max/min, counts that are not a multiple of the tile, NaN propagation
+// in max and min, and i64 sums that wrap.
+TEST(ThreadCommunicator, AllReduceMatchesOracleForEveryGroupSize) {
+  comm::ThreadCommunicator c;
+  const int64_t count = 37;
+  auto value = [](int r, int64_t i) { return static_cast<float>((r * 7 + i * 3) % 11) - 5.0f; };
+  for (int n = 1; n <= 10; ++n) {
+    comm::Group g;
+    for (int r = 0; r < n; ++r) g.push_back(r);
+    for (auto kind : {prim::ReduceKind::kSum, prim::ReduceKind::kMax, prim::ReduceKind::kMin}) {
+      std::vector<std::vector<float>> in(static_cast<size_t>(n), std::vector<float>(count));
+      std::vector<std::vector<float>> out(static_cast<size_t>(n), std::vector<float>(count));
+      for (int r = 0; r < n; ++r) {
+        for (int64_t i = 0; i < count; ++i) in[static_cast<size_t>(r)][static_cast<size_t>(i)] = value(r, i);
+      }
+      in[static_cast<size_t>(n - 1)][5] = std::nanf("");  // element 5 is NaN for every kind
+      std::vector<std::thread> ts;
+      for (int r = 0; r < n; ++r) {
+        ts.emplace_back([&, r] {
+          c.all_reduce(in[static_cast<size_t>(r)].data(), out[static_cast<size_t>(r)].data(), count,
+                       DType::F32, kind, g, r);
+        });
+      }
+      for (auto& t : ts) t.join();
+      for (int64_t i = 0; i < count; ++i) {
+        float want = in[0][static_cast<size_t>(i)];
+        for (int r = 1; r < n; ++r) {
+          float v = in[static_cast<size_t>(r)][static_cast<size_t>(i)];
+          want = kind == prim::ReduceKind::kSum ? want + v
+                 : kind == prim::ReduceKind::kMax ? std::max(want, v)
+                                                  : std::min(want, v);
+        }
+        for (int r = 0; r < n; ++r) {
+          float got = out[static_cast<size_t>(r)][static_cast<size_t>(i)];
+          if (i == 5) {
+            EXPECT_TRUE(std::isnan(got)) << "n " << n << " member " << r;
+          } else {
+            EXPECT_EQ(got, want) << "n " << n << " element " << i << " member " << r;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(ThreadCommunicator, IntegerSumsWrap) {
+  comm::ThreadCommunicator c;
+  comm::Group g{0, 1, 2};
+  const int64_t big = std::numeric_limits<int64_t>::max();
+  std::vector<int64_t> in{big, 5};
+  std::vector<std::vector<int64_t>> out(3, std::vector<int64_t>(2));
+  std::vector<std::thread> ts;
+  for (int r = 0; r < 3; ++r) {
+    ts.emplace_back([&, r] {
+      c.all_reduce(in.data(), out[static_cast<size_t>(r)].data(), 2, DType::I64,
+                   prim::ReduceKind::kSum, g, r);
+    });
+  }
+  for (auto& t : ts) t.join();
+  // 3 * (2^63 - 1) mod 2^64, as a signed value: 2^63 - 3.
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(out[static_cast<size_t>(r)][0], big - 2);
+    EXPECT_EQ(out[static_cast<size_t>(r)][1], 15);
+  }
 }

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 #include <thread>
+#include <type_traits>
 
 #include "core/errors.h"
 
@@ -91,32 +92,99 @@ void wait_all(ThreadCommunicator::Slot& s, std::atomic<bool>& aborted, const cha
   }
 }
 
-template <class T, class Acc>
-void reduce_typed(const std::vector<void*>& dsts, const std::vector<const void*>& srcs,
-                  int64_t count, ReduceKind kind) {
-  constexpr int64_t kBlock = 2048;
-  Acc acc[kBlock];
-  for (int64_t b = 0; b < count; b += kBlock) {
-    const int64_t m = std::min(kBlock, count - b);
-    const T* s0 = static_cast<const T*>(srcs[0]) + b;
-    for (int64_t i = 0; i < m; ++i) acc[i] = static_cast<Acc>(s0[i]);
-    for (size_t r = 1; r < srcs.size(); ++r) {
-      const T* s = static_cast<const T*>(srcs[r]) + b;
-      if (kind == ReduceKind::kSum) {
-        for (int64_t i = 0; i < m; ++i) acc[i] += static_cast<Acc>(s[i]);
-      } else {
-        const bool is_max = kind == ReduceKind::kMax;
-        for (int64_t i = 0; i < m; ++i) {
-          Acc v = static_cast<Acc>(s[i]);
-          if (acc[i] != acc[i]) continue;  // NaN propagates
-          if (v != v || (is_max ? v > acc[i] : v < acc[i])) acc[i] = v;
-        }
-      }
+// The combining functions, in the accumulation type. Integer sums wrap (two's complement);
+// max and min propagate NaN.
+template <class Acc>
+struct SumOp {
+  Acc operator()(Acc a, Acc v) const {
+    if constexpr (std::is_integral_v<Acc>) {
+      using U = std::make_unsigned_t<Acc>;
+      return static_cast<Acc>(static_cast<U>(a) + static_cast<U>(v));
+    } else {
+      return a + v;
+    }
+  }
+};
+
+template <class Acc, bool kMax>
+struct ExtremumOp {
+  Acc operator()(Acc a, Acc v) const {
+    if (a != a) return a;  // NaN stays
+    if (v != v) return v;
+    return (kMax ? v > a : v < a) ? v : a;
+  }
+};
+
+constexpr int64_t kTile = 16;
+
+// One tile of `m` elements starting at `b`: every source is read once, element by element
+// across all sources, so that the hardware streams every input at once (reducing source
+// after source over a block is about half as fast from memory, measured with 8 sources).
+template <class T, class Acc, int kN, class Op>
+void reduce_fixed(const std::vector<void*>& dsts, const std::vector<const void*>& srcs,
+                  int64_t count, Op op) {
+  const T* s[kN];
+  for (int r = 0; r < kN; ++r) s[r] = static_cast<const T*>(srcs[static_cast<size_t>(r)]);
+  Acc acc[kTile];
+  auto tile = [&](int64_t b, int64_t m) {
+    for (int64_t i = 0; i < m; ++i) {
+      Acc a = static_cast<Acc>(s[0][b + i]);
+      for (int r = 1; r < kN; ++r) a = op(a, static_cast<Acc>(s[r][b + i]));
+      acc[i] = a;
     }
     for (void* d : dsts) {
       T* out = static_cast<T*>(d) + b;
       for (int64_t i = 0; i < m; ++i) out[i] = static_cast<T>(acc[i]);
     }
+  };
+  int64_t b = 0;
+  for (; b + kTile <= count; b += kTile) tile(b, kTile);
+  if (b < count) tile(b, count - b);
+}
+
+// Any number of sources: source after source over a tile.
+template <class T, class Acc, class Op>
+void reduce_any(const std::vector<void*>& dsts, const std::vector<const void*>& srcs,
+                int64_t count, Op op) {
+  Acc acc[kTile];
+  for (int64_t b = 0; b < count; b += kTile) {
+    const int64_t m = std::min(kTile, count - b);
+    const T* s0 = static_cast<const T*>(srcs[0]) + b;
+    for (int64_t i = 0; i < m; ++i) acc[i] = static_cast<Acc>(s0[i]);
+    for (size_t r = 1; r < srcs.size(); ++r) {
+      const T* s = static_cast<const T*>(srcs[r]) + b;
+      for (int64_t i = 0; i < m; ++i) acc[i] = op(acc[i], static_cast<Acc>(s[i]));
+    }
+    for (void* d : dsts) {
+      T* out = static_cast<T*>(d) + b;
+      for (int64_t i = 0; i < m; ++i) out[i] = static_cast<T>(acc[i]);
+    }
+  }
+}
+
+template <class T, class Acc, class Op>
+void reduce_with(const std::vector<void*>& dsts, const std::vector<const void*>& srcs,
+                 int64_t count, Op op) {
+  switch (srcs.size()) {
+    case 1: reduce_fixed<T, Acc, 1>(dsts, srcs, count, op); break;
+    case 2: reduce_fixed<T, Acc, 2>(dsts, srcs, count, op); break;
+    case 3: reduce_fixed<T, Acc, 3>(dsts, srcs, count, op); break;
+    case 4: reduce_fixed<T, Acc, 4>(dsts, srcs, count, op); break;
+    case 5: reduce_fixed<T, Acc, 5>(dsts, srcs, count, op); break;
+    case 6: reduce_fixed<T, Acc, 6>(dsts, srcs, count, op); break;
+    case 7: reduce_fixed<T, Acc, 7>(dsts, srcs, count, op); break;
+    case 8: reduce_fixed<T, Acc, 8>(dsts, srcs, count, op); break;
+    default: reduce_any<T, Acc>(dsts, srcs, count, op); break;
+  }
+}
+
+template <class T, class Acc>
+void reduce_typed(const std::vector<void*>& dsts, const std::vector<const void*>& srcs,
+                  int64_t count, ReduceKind kind) {
+  switch (kind) {
+    case ReduceKind::kSum: reduce_with<T, Acc>(dsts, srcs, count, SumOp<Acc>{}); break;
+    case ReduceKind::kMax: reduce_with<T, Acc>(dsts, srcs, count, ExtremumOp<Acc, true>{}); break;
+    case ReduceKind::kMin: reduce_with<T, Acc>(dsts, srcs, count, ExtremumOp<Acc, false>{}); break;
   }
 }
 
