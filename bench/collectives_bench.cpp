@@ -1,11 +1,14 @@
 // In-process collective bandwidth over 8 device threads, next to memcpy in the same run.
 //   build/bin/partix_bench_collectives --benchmark_counters_tabular=true
 // Counters: algbw = bytes per device / time; busbw = algbw * 2(n-1)/n for all_reduce and
-// algbw * (n-1)/n for all_gather (NCCL's convention, comparable to a copy's bandwidth).
+// algbw * (n-1)/n for all_gather (NCCL's convention, comparable to a copy's bandwidth);
+// busbw_vs_memcpy = busbw / the memcpy bandwidth of the same size measured earlier in this run.
 #include <benchmark/benchmark.h>
 
 #include <barrier>
+#include <chrono>
 #include <cstring>
+#include <map>
 #include <thread>
 #include <vector>
 
@@ -18,6 +21,25 @@ using namespace partix;
 namespace {
 
 constexpr int kDevices = 8;
+
+// memcpy bandwidth (GB/s) by size, filled by BM_Memcpy, which runs first.
+std::map<int64_t, double>& memcpy_gbps() {
+  static std::map<int64_t, double> m;
+  return m;
+}
+
+// Sets the bandwidth counters of a collective that moved `bytes` per device per iteration
+// in `seconds` in all; `bus_factor` turns algbw into busbw.
+void report(benchmark::State& state, int64_t bytes, double seconds, double bus_factor) {
+  const double algbw = static_cast<double>(bytes) * static_cast<double>(state.iterations()) / seconds / 1e9;
+  state.counters["algbw_GBps"] = algbw;
+  state.counters["busbw_GBps"] = algbw * bus_factor;
+  auto it = memcpy_gbps().find(bytes);
+  if (it != memcpy_gbps().end()) state.counters["busbw_vs_memcpy"] = algbw * bus_factor / it->second;
+}
+
+constexpr double kAllReduceBus = 2.0 * (kDevices - 1) / kDevices;
+constexpr double kAllGatherBus = static_cast<double>(kDevices - 1) / kDevices;
 
 // Runs `op(rank)` on kDevices threads `iters` times, each round started together.
 template <class Op>
@@ -47,13 +69,17 @@ double run_rounds(int iters, Op op) {
 void BM_Memcpy(benchmark::State& state) {
   const size_t bytes = static_cast<size_t>(state.range(0));
   std::vector<char> a(bytes, 1), b(bytes, 0);
+  double seconds = 0;
   for (auto _ : state) {
+    auto t0 = std::chrono::steady_clock::now();
     std::memcpy(b.data(), a.data(), bytes);
     benchmark::DoNotOptimize(b.data());
     benchmark::ClobberMemory();
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
-  state.counters["algbw_GBps"] = benchmark::Counter(static_cast<double>(bytes) * static_cast<double>(state.iterations()) / 1e9,
-                                                    benchmark::Counter::kIsRate);
+  const double gbps = static_cast<double>(bytes) * static_cast<double>(state.iterations()) / seconds / 1e9;
+  state.counters["algbw_GBps"] = gbps;
+  memcpy_gbps()[static_cast<int64_t>(bytes)] = gbps;
 }
 
 void BM_AllReduce(benchmark::State& state) {
@@ -64,18 +90,17 @@ void BM_AllReduce(benchmark::State& state) {
   for (int r = 0; r < kDevices; ++r) g.push_back(r);
   std::vector<std::vector<float>> in(kDevices, std::vector<float>(static_cast<size_t>(count), 1.0f));
   std::vector<std::vector<float>> out(kDevices, std::vector<float>(static_cast<size_t>(count), 0.0f));
+  double seconds = 0;
   for (auto _ : state) {
     double t = run_rounds(1, [&](int r) {
       c.all_reduce(in[static_cast<size_t>(r)].data(), out[static_cast<size_t>(r)].data(), count,
                    DType::F32, prim::ReduceKind::kSum, g, r);
     });
     state.SetIterationTime(t);
+    seconds += t;
   }
   if (out[3][static_cast<size_t>(count - 1)] != static_cast<float>(kDevices)) state.SkipWithError("wrong sum");
-  double algbw = static_cast<double>(bytes) * static_cast<double>(state.iterations());
-  state.counters["algbw_GBps"] = benchmark::Counter(algbw / 1e9, benchmark::Counter::kIsRate);
-  state.counters["busbw_GBps"] = benchmark::Counter(algbw / 1e9 * 2.0 * (kDevices - 1) / kDevices,
-                                                    benchmark::Counter::kIsRate);
+  report(state, bytes, seconds, kAllReduceBus);
 }
 
 // The form the runtime uses: one result, shared by the members as aliases.
@@ -87,6 +112,7 @@ void BM_AllReduceShared(benchmark::State& state) {
   for (int r = 0; r < kDevices; ++r) g.push_back(r);
   std::vector<std::vector<float>> in(kDevices, std::vector<float>(static_cast<size_t>(count), 1.0f));
   float check = 0;
+  double seconds = 0;
   for (auto _ : state) {
     double t = run_rounds(1, [&](int r) {
       detail::Buffer b = c.all_reduce_to_buffer(in[static_cast<size_t>(r)].data(), count, DType::F32,
@@ -94,12 +120,10 @@ void BM_AllReduceShared(benchmark::State& state) {
       if (r == 5) check = b.as<float>()[count - 1];
     });
     state.SetIterationTime(t);
+    seconds += t;
   }
   if (check != static_cast<float>(kDevices)) state.SkipWithError("wrong sum");
-  double algbw = static_cast<double>(bytes) * static_cast<double>(state.iterations());
-  state.counters["algbw_GBps"] = benchmark::Counter(algbw / 1e9, benchmark::Counter::kIsRate);
-  state.counters["busbw_GBps"] = benchmark::Counter(algbw / 1e9 * 2.0 * (kDevices - 1) / kDevices,
-                                                    benchmark::Counter::kIsRate);
+  report(state, bytes, seconds, kAllReduceBus);
 }
 
 void BM_AllGatherShared(benchmark::State& state) {
@@ -109,17 +133,16 @@ void BM_AllGatherShared(benchmark::State& state) {
   comm::Group g;
   for (int r = 0; r < kDevices; ++r) g.push_back(r);
   std::vector<std::vector<char>> in(kDevices, std::vector<char>(static_cast<size_t>(per), 1));
+  double seconds = 0;
   for (auto _ : state) {
     double t = run_rounds(1, [&](int r) {
       detail::Buffer b = c.all_gather_to_buffer(in[static_cast<size_t>(r)].data(), per, g, r);
       benchmark::DoNotOptimize(b.data());
     });
     state.SetIterationTime(t);
+    seconds += t;
   }
-  double algbw = static_cast<double>(bytes) * static_cast<double>(state.iterations());
-  state.counters["algbw_GBps"] = benchmark::Counter(algbw / 1e9, benchmark::Counter::kIsRate);
-  state.counters["busbw_GBps"] = benchmark::Counter(algbw / 1e9 * (kDevices - 1) / kDevices,
-                                                    benchmark::Counter::kIsRate);
+  report(state, bytes, seconds, kAllGatherBus);
 }
 
 void BM_AllGather(benchmark::State& state) {
@@ -130,16 +153,15 @@ void BM_AllGather(benchmark::State& state) {
   for (int r = 0; r < kDevices; ++r) g.push_back(r);
   std::vector<std::vector<char>> in(kDevices, std::vector<char>(static_cast<size_t>(per), 1));
   std::vector<std::vector<char>> out(kDevices, std::vector<char>(static_cast<size_t>(bytes), 0));
+  double seconds = 0;
   for (auto _ : state) {
     double t = run_rounds(1, [&](int r) {
       c.all_gather(in[static_cast<size_t>(r)].data(), out[static_cast<size_t>(r)].data(), per, g, r);
     });
     state.SetIterationTime(t);
+    seconds += t;
   }
-  double algbw = static_cast<double>(bytes) * static_cast<double>(state.iterations());
-  state.counters["algbw_GBps"] = benchmark::Counter(algbw / 1e9, benchmark::Counter::kIsRate);
-  state.counters["busbw_GBps"] = benchmark::Counter(algbw / 1e9 * (kDevices - 1) / kDevices,
-                                                    benchmark::Counter::kIsRate);
+  report(state, bytes, seconds, kAllGatherBus);
 }
 
 }  // namespace
