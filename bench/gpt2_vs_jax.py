@@ -8,7 +8,8 @@ Commands (from the repository root; JAX lives in a venv outside the repo):
   ~/.cache/partix-jax-venv/bin/python bench/gpt2_vs_jax.py --check        # same losses?
   ~/.cache/partix-jax-venv/bin/python bench/gpt2_vs_jax.py --meshes 8x1,4x2 --rounds 3
 
-RESULTS
+Results on the 2-core development VM (README "Speed against JAX"): partix/JAX tokens/s
+1.40 (8x1), 1.65 (4x2), 1.49 (2x4), 1.63 (1x8), 1.41 (8x1 FSDP), 1.51 (4x2 FSDP).
 
 What runs on both sides (bench/gpt2_train_bench.cpp is the partix side):
 - GPT-2 small as `partix train --model small` builds it: 12 layers, C 768, 12 heads,
