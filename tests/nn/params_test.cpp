@@ -67,7 +67,8 @@ TEST(ShardedInit, NoDeviceMaterialisesAWholeParameter) {
   Params p = nn::init_params(big, random::key(1), m, rules());
   for (int d = 0; d < 8; ++d) {
     int64_t peak = memory_stats(d).peak_bytes_in_use - before[static_cast<size_t>(d)];
-    EXPECT_LE(peak, 3 * shard) << "device " << d << " peaked at " << peak << " bytes";
+    // The shard itself plus a few bytes of keys: bits, normal transform and scale run in place.
+    EXPECT_LE(peak, shard + 1024) << "device " << d << " peaked at " << peak << " bytes";
     EXPECT_LT(peak, full / 2) << "device " << d;
   }
 }
