@@ -19,7 +19,7 @@ struct GenerateArgs {
   std::vector<std::string> prompts;
   int64_t max_tokens = 64;
   bool greedy = false, chat = false, quiet = false;
-  double temperature = 0.7, top_p = 1.0;
+  double temperature = 0.2, top_p = 0.9;  // SmolLM2 model card's suggestion
   int64_t top_k = 0;
   uint64_t seed = 0;
   std::string output, trace;
@@ -107,15 +107,15 @@ void add_generate(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
   CLI::App* cmd = app.add_subcommand("generate", "Generate text with a Llama model, tensor-parallel over virtual devices");
   cmd->add_option("--model", a->model, "GGUF file or Hugging Face directory (default: the SmolLM2 cache)");
-  cmd->add_option("--devices", a->devices, "Tensor-parallel devices")->check(CLI::Range(1, 4096));
+  cmd->add_option("--devices", a->devices, "Tensor-parallel devices")->capture_default_str()->check(CLI::Range(1, 4096));
   cmd->add_option("--mesh", a->mesh, "Same as --devices (one 'model' axis)");
   cmd->add_option("--prompt", a->prompts, "Prompt (repeat for a batch)");
-  cmd->add_option("--max-tokens", a->max_tokens, "Tokens to generate")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  cmd->add_option("--max-tokens", a->max_tokens, "Tokens to generate")->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   cmd->add_flag("--greedy", a->greedy, "Greedy decoding");
-  cmd->add_option("--temperature", a->temperature, "Sampling temperature")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--top-k", a->top_k, "Keep the k most likely tokens (0: off)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--top-p", a->top_p, "Nucleus sampling mass (1: off)")->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--seed", a->seed, "Sampling seed");
+  cmd->add_option("--temperature", a->temperature, "Sampling temperature")->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top-k", a->top_k, "Keep the k most likely tokens (0: off)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top-p", a->top_p, "Nucleus sampling mass (1: off)")->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--seed", a->seed, "Sampling seed")->capture_default_str();
   cmd->add_flag("--chat", a->chat, "Apply the model's chat template");
   cmd->add_option("--output", a->output, "Write the generated text to this file");
   cmd->add_option("--trace", a->trace, "Write a Chrome/Perfetto trace (one track per device)");
