@@ -91,21 +91,20 @@ class Collective : public Primitive {
   // shard_map bodies, so their factor rule keeps everything replicated (the default).
 };
 
-// Results of psum / all_gather are invariant over the collective's axes.
-std::vector<std::set<std::string>> minus_axes(const std::vector<std::set<std::string>>& in,
-                                              const Attrs& attrs) {
-  std::set<std::string> v = in[0];
-  for (const auto& a : axes_of(attrs)) v.erase(a);
-  return {v};
-}
-
-class AllReduce final : public Collective {
+// Collectives whose results are invariant over their axes (psum, all_gather).
+class InvariantCollective : public Collective {
  public:
-  std::string_view name() const override { return "all_reduce"; }
   std::vector<std::set<std::string>> varying(const std::vector<std::set<std::string>>& in,
                                              const Attrs& attrs, const Regions&, size_t) const override {
-    return minus_axes(in, attrs);
+    std::set<std::string> v = in[0];
+    for (const auto& a : axes_of(attrs)) v.erase(a);
+    return {v};
   }
+};
+
+class AllReduce final : public InvariantCollective {
+ public:
+  std::string_view name() const override { return "all_reduce"; }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
                           const Regions&) const override {
     check_arity(name(), in, 1);
@@ -124,13 +123,9 @@ class AllReduce final : public Collective {
   }
 };
 
-class AllGather final : public Collective {
+class AllGather final : public InvariantCollective {
  public:
   std::string_view name() const override { return "all_gather"; }
-  std::vector<std::set<std::string>> varying(const std::vector<std::set<std::string>>& in,
-                                             const Attrs& attrs, const Regions&, size_t) const override {
-    return minus_axes(in, attrs);
-  }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
                           const Regions&) const override {
     check_arity(name(), in, 1);

@@ -169,6 +169,15 @@ Shape taken_shape(const Shape& x, int axis, const Shape& idx) {
   return out;
 }
 
+// *d += *u for one element of `dtype` (integers wrap).
+void add_into(char* d, const char* u, DType dtype) {
+  if (is_floating(dtype)) {
+    detail::store_scalar(d, dtype, detail::load_scalar(d, dtype) + detail::load_scalar(u, dtype));
+  } else {
+    detail::store_int(d, dtype, ew::wrap_add(detail::load_int(d, dtype), detail::load_int(u, dtype)));
+  }
+}
+
 // Factors shared by take and scatter_add: x's other dims pass through to the gathered
 // array; index dims map to the gathered array's middle dims.
 void take_factors(FactorRuleBuilder& b, const Aval& x, const Aval& idx, int axis,
@@ -286,15 +295,8 @@ class ScatterAdd final : public Primitive {
       for (int64_t j = 0; j < g.m; ++j) {
         int64_t k = clamp(detail::load_int(idx + j * ies, c.in_aval(1).dtype), 0, g.n - 1);
         for (int64_t i = 0; i < g.inner; ++i) {
-          char* d = out + ((o * g.n + k) * g.inner + i) * es;
-          const char* u = upd + ((o * g.m + j) * g.inner + i) * es;
-          if (is_floating(xa.dtype)) {
-            detail::store_scalar(d, xa.dtype, detail::load_scalar(d, xa.dtype) + detail::load_scalar(u, xa.dtype));
-          } else {
-            detail::store_int(
-                d, xa.dtype,
-                ew::wrap_add(detail::load_int(d, xa.dtype), detail::load_int(u, xa.dtype)));
-          }
+          add_into(out + ((o * g.n + k) * g.inner + i) * es,
+                   upd + ((o * g.m + j) * g.inner + i) * es, xa.dtype);
         }
       }
     }
@@ -310,6 +312,23 @@ void check_along(std::string_view op, const Aval& x, const Aval& idx, int axis) 
   }
   detail::check(ok, op, "indices {} must match operand {} except along axis {}", idx.to_string(),
                 x.to_string(), axis);
+}
+
+// Factors shared by take_along and scatter_add_along: dims other than `axis` are one factor
+// in x and the indices; along `axis` x needs replication and the indices' positions have
+// `idx_kind`.
+void along_factors(FactorRuleBuilder& b, const Aval& x, const Aval& idx, int axis,
+                   FactorKind idx_kind, std::vector<DimFactors>& fx, std::vector<DimFactors>& fi) {
+  for (int d = 0; d < x.ndim(); ++d) {
+    if (d == axis) {
+      fx.push_back({b.add(x.shape[static_cast<size_t>(d)], FactorKind::kNeedReplication)});
+      fi.push_back({b.add(idx.shape[static_cast<size_t>(d)], idx_kind)});
+    } else {
+      int f = b.add(x.shape[static_cast<size_t>(d)]);
+      fx.push_back({f});
+      fi.push_back({f});
+    }
+  }
 }
 
 // ---- take_along(x, indices){axis}: out[..., j, ...] = x[..., idx[..., j, ...], ...] ----
@@ -331,16 +350,7 @@ class TakeAlong final : public Primitive {
     int axis = norm_axis(name(), attrs.i("axis"), in[0].ndim());
     FactorRuleBuilder b;
     std::vector<DimFactors> fx, fi;
-    for (int d = 0; d < in[0].ndim(); ++d) {
-      if (d == axis) {
-        fx.push_back({b.add(in[0].shape[static_cast<size_t>(d)], FactorKind::kNeedReplication)});
-        fi.push_back({b.add(in[1].shape[static_cast<size_t>(d)], FactorKind::kNeedReplication)});
-      } else {
-        int f = b.add(in[0].shape[static_cast<size_t>(d)]);
-        fx.push_back({f});
-        fi.push_back({f});
-      }
-    }
+    along_factors(b, in[0], in[1], axis, FactorKind::kNeedReplication, fx, fi);
     b.rule().operands = {fx, fi};
     b.rule().results = {fi};
     return b.rule();
@@ -397,16 +407,8 @@ class ScatterAddAlong final : public Primitive {
     int axis = norm_axis(name(), attrs.i("axis"), in[0].ndim());
     FactorRuleBuilder b;
     std::vector<DimFactors> fx, fi;
-    for (int d = 0; d < in[0].ndim(); ++d) {
-      if (d == axis) {
-        fx.push_back({b.add(in[0].shape[static_cast<size_t>(d)], FactorKind::kNeedReplication)});
-        fi.push_back({b.add(in[1].shape[static_cast<size_t>(d)], FactorKind::kReduction)});
-      } else {
-        int f = b.add(in[0].shape[static_cast<size_t>(d)]);
-        fx.push_back({f});
-        fi.push_back({f});
-      }
-    }
+    // Index positions along the axis do not reach the result: sharding them leaves partial sums.
+    along_factors(b, in[0], in[1], axis, FactorKind::kReduction, fx, fi);
     b.rule().operands = {fx, fi, fi};
     b.rule().results = {fx};
     return b.rule();
@@ -432,14 +434,7 @@ class ScatterAddAlong final : public Primitive {
         for (int64_t i = 0; i < g.inner; ++i) {
           int64_t p = (o * g.m + j) * g.inner + i;
           int64_t k = clamp(detail::load_int(idx + p * ies, ia.dtype), 0, g.n - 1);
-          char* d = out + ((o * g.n + k) * g.inner + i) * es;
-          if (is_floating(xa.dtype)) {
-            detail::store_scalar(d, xa.dtype, detail::load_scalar(d, xa.dtype) + detail::load_scalar(upd + p * es, xa.dtype));
-          } else {
-            detail::store_int(d, xa.dtype,
-                              ew::wrap_add(detail::load_int(d, xa.dtype),
-                                           detail::load_int(upd + p * es, xa.dtype)));
-          }
+          add_into(out + ((o * g.n + k) * g.inner + i) * es, upd + p * es, xa.dtype);
         }
       }
     }

@@ -100,22 +100,34 @@ std::pair<uint32_t, uint32_t> load_key(const KernelCall& c) {
   return {k[0], k[1]};
 }
 
-class RandomBits final : public Primitive {
+// Random draws of attrs.shape from a key: every element is a function of its global position,
+// so the result may be sharded any way (the key stays replicated) and has no derivative.
+class RandomDraw : public Primitive {
  public:
-  std::string_view name() const override { return "random_bits"; }
-  std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
-                          const Regions&) const override {
-    check_arity(name(), in, 1);
-    check_key(name(), in[0]);
-    Shape s = attrs.ints("shape");
-    for (int64_t d : s) detail::check(d >= 0, name(), "negative size in {}", shape_to_string(s));
-    return {Aval{s, DType::I32}};
-  }
   FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>& out,
                          const Attrs&) const override {
     return positional_rule(in, out[0]);
   }
   std::vector<Array> vjp(const VjpArgs&) const override { return {Array()}; }
+
+ protected:
+  Shape drawn_shape(const std::vector<Aval>& in, const Attrs& attrs) const {
+    check_arity(name(), in, 1);
+    check_key(name(), in[0]);
+    Shape s = attrs.ints("shape");
+    for (int64_t d : s) detail::check(d >= 0, name(), "negative size in {}", shape_to_string(s));
+    return s;
+  }
+};
+
+class RandomBits final : public RandomDraw {
+ public:
+  std::string_view name() const override { return "random_bits"; }
+  std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
+                          const Regions&) const override {
+    Shape s = drawn_shape(in, attrs);
+    return {Aval{s, DType::I32}};
+  }
   void reference(const KernelCall& c) const override {
     auto [k0, k1] = load_key(c);
     uint32_t domain = static_cast<uint32_t>(c.attrs.i_or("domain", 0));
@@ -128,24 +140,16 @@ class RandomBits final : public Primitive {
   }
 };
 
-class RandomUniform final : public Primitive {
+class RandomUniform final : public RandomDraw {
  public:
   std::string_view name() const override { return "random_uniform"; }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
                           const Regions&) const override {
-    check_arity(name(), in, 1);
-    check_key(name(), in[0]);
-    Shape s = attrs.ints("shape");
-    for (int64_t d : s) detail::check(d >= 0, name(), "negative size in {}", shape_to_string(s));
+    Shape s = drawn_shape(in, attrs);
     DType dt = attrs.dtype("dtype");
     detail::check(is_floating(dt), name(), "needs a floating dtype, got {}", dtype_name(dt));
     return {Aval{s, dt}};
   }
-  FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>& out,
-                         const Attrs&) const override {
-    return positional_rule(in, out[0]);
-  }
-  std::vector<Array> vjp(const VjpArgs&) const override { return {Array()}; }
   void reference(const KernelCall& c) const override {
     auto [k0, k1] = load_key(c);
     const DType dt = c.out_aval(0).dtype;
