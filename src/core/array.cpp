@@ -43,12 +43,12 @@ std::vector<char> gather_to_host(const Array& x) {
   return out;
 }
 
-Array scatter_from_host(const void* data, Shape shape, DType dtype,
-                        const NamedSharding& sharding) {
+Array build_sharded(
+    const Shape& shape, DType dtype, const NamedSharding& sharding, bool committed,
+    const std::function<void(void*, const std::vector<Slice>&, const Shape&)>& fill) {
   sharding.check_shape(shape);
-  const int es = dtype_size(dtype);
-  Shape local = sharding.shard_shape(shape);
-  Shape zero(shape.size(), 0);
+  const Shape local = sharding.shard_shape(shape);
+  const int64_t nbytes = shape_size(local) * dtype_size(dtype);
   const int me = process_index();
   std::vector<Buffer> shards;
   for (int64_t k = 0; k < sharding.mesh().size(); ++k) {
@@ -58,19 +58,30 @@ Array scatter_from_host(const void* data, Shape shape, DType dtype,
       continue;
     }
     std::vector<Slice> idx = sharding.device_index(shape, k);
-    Shape off, ext;
     bool padded = false;
-    for (size_t d = 0; d < idx.size(); ++d) {
-      off.push_back(idx[d].start);
-      ext.push_back(idx[d].size());
-      padded = padded || idx[d].size() != local[d];
-    }
-    int64_t nbytes = shape_size(local) * es;
+    for (size_t d = 0; d < idx.size(); ++d) padded = padded || idx[d].size() != local[d];
     Buffer b = padded ? Buffer::zeros(dev.id, nbytes) : Buffer::allocate(dev.id, nbytes);
-    copy_box(data, shape, off, b.data(), local, zero, ext, es);
+    fill(b.data(), idx, local);
     shards.push_back(std::move(b));
   }
-  return make_array(std::move(shape), dtype, sharding, std::move(shards));
+  Array out = make_array(shape, dtype, sharding, std::move(shards));
+  out.impl()->committed = committed;
+  return out;
+}
+
+Array scatter_from_host(const void* data, Shape shape, DType dtype,
+                        const NamedSharding& sharding) {
+  const int es = dtype_size(dtype);
+  Shape zero(shape.size(), 0);
+  return build_sharded(shape, dtype, sharding, /*committed=*/false,
+                       [&](void* block, const std::vector<Slice>& idx, const Shape& local) {
+                         Shape off, ext;
+                         for (const Slice& sl : idx) {
+                           off.push_back(sl.start);
+                           ext.push_back(sl.size());
+                         }
+                         copy_box(data, shape, off, block, local, zero, ext, es);
+                       });
 }
 
 Array array_from_host(const void* data, int64_t count, DType dtype, Shape shape,

@@ -1,6 +1,7 @@
 // The data behind an Array handle.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -32,6 +33,14 @@ Array make_array(Shape shape, DType dtype, NamedSharding sharding, std::vector<B
 // The global value as one row-major host buffer (nbytes = size * dtype_size).
 std::vector<char> gather_to_host(const Array& x);
 // Splits a row-major host buffer into padded blocks for `sharding` (padding zeroed).
+// Builds a sharded Array: for each device of this process, allocates its padded block
+// (zeroed where padding exists) and lets fill(block_ptr, device_slice, local_shape) write
+// it. Devices of other processes get no buffer. `committed` as for device_put (loads from
+// files are; host constructors are not).
+Array build_sharded(const Shape& shape, DType dtype, const NamedSharding& sharding, bool committed,
+                    const std::function<void(void* block, const std::vector<Slice>& idx,
+                                             const Shape& local)>& fill);
+
 Array scatter_from_host(const void* data, Shape shape, DType dtype, const NamedSharding& sharding);
 
 }  // namespace partix::detail

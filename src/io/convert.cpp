@@ -259,30 +259,4 @@ void for_each_box_row(const Shape& shape, const std::vector<Slice>& idx, const S
   }
 }
 
-Array build_sharded(
-    const Shape& shape, DType dtype, const NamedSharding& sharding,
-    const std::function<void(void*, const std::vector<Slice>&, const Shape&)>& fill) {
-  sharding.check_shape(shape);
-  const Shape local = sharding.shard_shape(shape);
-  const int64_t nbytes = shape_size(local) * dtype_size(dtype);
-  const int me = process_index();
-  std::vector<Buffer> shards;
-  for (int64_t k = 0; k < sharding.mesh().size(); ++k) {
-    const Device& dev = sharding.mesh().devices()[static_cast<size_t>(k)];
-    if (dev.process_index != me) {
-      shards.emplace_back();
-      continue;
-    }
-    std::vector<Slice> idx = sharding.device_index(shape, k);
-    bool padded = false;
-    for (size_t d = 0; d < idx.size(); ++d) padded = padded || idx[d].size() != local[d];
-    Buffer b = padded ? Buffer::zeros(dev.id, nbytes) : Buffer::allocate(dev.id, nbytes);
-    fill(b.data(), idx, local);
-    shards.push_back(std::move(b));
-  }
-  Array out = make_array(shape, dtype, sharding, std::move(shards));
-  out.impl()->committed = true;  // placed where the caller asked, as device_put does
-  return out;
-}
-
 }  // namespace partix::detail

@@ -42,11 +42,4 @@ float round_to_odd_f32(double v);
 void for_each_box_row(const Shape& shape, const std::vector<Slice>& idx, const Shape& local,
                       const std::function<void(int64_t row_index, int64_t dst_offset)>& row);
 
-// Builds a sharded Array: for each device of this process, allocates its padded block
-// (zeroed where padding exists) and lets fill(block_ptr, device_slice, local_shape) write
-// it. Devices of other processes get no buffer.
-Array build_sharded(const Shape& shape, DType dtype, const NamedSharding& sharding,
-                    const std::function<void(void* block, const std::vector<Slice>& idx,
-                                             const Shape& local)>& fill);
-
 }  // namespace partix::detail

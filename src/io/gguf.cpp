@@ -520,7 +520,7 @@ Array GgufFile::load(std::string_view name, const NamedSharding& sharding, DType
   const int64_t row_bytes = cols / info.block_elems * info.block_bytes;
   const int ds = dtype_size(dtype);
   return detail::build_sharded(
-      t.shape, dtype, sharding,
+      t.shape, dtype, sharding, /*committed=*/true,
       [&](void* block, const std::vector<Slice>& idx, const Shape& local) {
         const int64_t c0 = idx.empty() ? 0 : idx.back().start;
         const int64_t c1 = idx.empty() ? 1 : idx.back().stop;

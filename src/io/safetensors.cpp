@@ -413,7 +413,7 @@ Array Safetensors::load(std::string_view name, const NamedSharding& sharding,
   const int ss = detail::stored_size(*e.stored), ds = dtype_size(target);
   const int64_t cols = e.shape.empty() ? 1 : e.shape.back();
   return detail::build_sharded(
-      e.shape, target, sharding,
+      e.shape, target, sharding, /*committed=*/true,
       [&](void* block, const std::vector<Slice>& idx, const Shape& local) {
         const int64_t c0 = idx.empty() ? 0 : idx.back().start;
         const int64_t n = idx.empty() ? 1 : idx.back().size();
