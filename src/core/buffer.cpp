@@ -97,9 +97,11 @@ struct Buffer::Storage {
   }
 };
 
-Buffer Buffer::allocate(int device, int64_t nbytes) {
+// Pooled storage of `nbytes` for `device` (-1: shared by the devices of a collective, which
+// count it through their aliases).
+std::shared_ptr<Buffer::Storage> Buffer::new_storage(int device, int64_t nbytes) {
   if (nbytes < 0) internal_error("Buffer", "negative size");
-  auto s = std::make_shared<Storage>();
+  auto s = std::make_shared<Buffer::Storage>();
   s->device = device;
   s->nbytes = nbytes;
   if (nbytes > 0) {
@@ -107,29 +109,23 @@ Buffer Buffer::allocate(int device, int64_t nbytes) {
     s->ptr = Pool::get().take(s->block);
     if (!s->ptr) {
       s->nbytes = 0;
-      fail("Buffer", "out of host memory allocating {} bytes on device {}", nbytes, device);
+      if (device >= 0) fail("Buffer", "out of host memory allocating {} bytes on device {}", nbytes, device);
+      fail("Buffer", "out of host memory allocating {} bytes", nbytes);
     }
   }
-  record_alloc(device, nbytes);
+  return s;
+}
+
+Buffer Buffer::allocate(int device, int64_t nbytes) {
   Buffer b;
-  b.storage_ = std::move(s);
+  b.storage_ = new_storage(device, nbytes);
+  record_alloc(device, nbytes);
   return b;
 }
 
 Buffer Buffer::shared(int64_t nbytes) {
-  auto s = std::make_shared<Storage>();
-  s->device = -1;
-  s->nbytes = nbytes;
-  if (nbytes > 0) {
-    s->block = Pool::round(static_cast<size_t>(nbytes));
-    s->ptr = Pool::get().take(s->block);
-    if (!s->ptr) {
-      s->nbytes = 0;
-      fail("Buffer", "out of host memory allocating {} bytes", nbytes);
-    }
-  }
   Buffer b;
-  b.storage_ = std::move(s);
+  b.storage_ = new_storage(-1, nbytes);
   return b;
 }
 

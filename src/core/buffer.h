@@ -30,6 +30,7 @@ class Buffer {
 
  private:
   struct Storage;
+  static std::shared_ptr<Storage> new_storage(int device, int64_t nbytes);
   std::shared_ptr<Storage> storage_;
 };
 

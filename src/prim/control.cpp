@@ -21,14 +21,10 @@ class Constant final : public Primitive {
     const auto& lit = attrs.get<std::shared_ptr<const ir::Literal>>("value");
     return {Aval{lit->shape, lit->dtype}};
   }
-  FactorRule factor_rule(const std::vector<Aval>&, const std::vector<Aval>& out,
+  FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>& out,
                          const Attrs&) const override {
     // A literal is replicated data; every device can slice its block from it.
-    FactorRuleBuilder b;
-    std::vector<DimFactors> res;
-    for (int64_t d : out[0].shape) res.push_back({b.add(d)});
-    b.rule().results = {res};
-    return b.rule();
+    return FactorRuleBuilder::created(in, out[0], /*positional=*/false);
   }
   std::vector<Array> vjp(const VjpArgs&) const override { return {}; }
   double flops(const std::vector<Aval>&, const std::vector<Aval>&, const Attrs&) const override {

@@ -457,17 +457,9 @@ class Iota final : public Primitive {
     detail::check(dt != DType::Bool, name(), "needs a numeric dtype, got {}", dtype_name(dt));
     return {Aval{s, dt}};
   }
-  FactorRule factor_rule(const std::vector<Aval>&, const std::vector<Aval>& out,
+  FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>& out,
                          const Attrs&) const override {
-    FactorRuleBuilder b;
-    std::vector<DimFactors> res;
-    for (int64_t d : out[0].shape) {
-      int f = b.add(d);
-      b.rule().factors[static_cast<size_t>(f)].positional = true;
-      res.push_back({f});
-    }
-    b.rule().results = {res};
-    return b.rule();
+    return FactorRuleBuilder::created(in, out[0], /*positional=*/true);
   }
   std::vector<Array> vjp(const VjpArgs&) const override { return {}; }
   double flops(const std::vector<Aval>&, const std::vector<Aval>&, const Attrs&) const override {

@@ -85,6 +85,24 @@ FactorRule FactorRuleBuilder::whole_dims(const Aval& in, const Aval& out, size_t
   return b.rule_;
 }
 
+FactorRule FactorRuleBuilder::created(const std::vector<Aval>& in, const Aval& out,
+                                      bool positional) {
+  FactorRuleBuilder b;
+  for (const Aval& a : in) {
+    std::vector<DimFactors> dims;
+    for (int64_t d : a.shape) dims.push_back({b.add(d, FactorKind::kNeedReplication)});
+    b.rule_.operands.push_back(dims);
+  }
+  std::vector<DimFactors> res;
+  for (int64_t d : out.shape) {
+    int f = b.add(d);
+    b.rule_.factors[static_cast<size_t>(f)].positional = positional;
+    res.push_back({f});
+  }
+  b.rule_.results = {res};
+  return b.rule_;
+}
+
 std::string FactorRule::to_string() const {
   auto name = [](int f) { return std::string(1, static_cast<char>('i' + f % 18)) +
                                  (f >= 18 ? std::to_string(f / 18) : ""); };

@@ -65,6 +65,11 @@ class FactorRuleBuilder {
   // Window ops (slice, pad, dynamic_slice): a dimension kept whole passes through; a resized
   // one needs replication. `scalars` trailing rank-0 operands (start indices) have no dims.
   static FactorRule whole_dims(const Aval& in, const Aval& out, size_t scalars = 0);
+  // Ops that create their result (constants, iota, random draws): operands (keys) stay
+  // replicated; each result dimension is a free factor. `positional`: each element depends on
+  // its global position, so a device computes its block from its offset (iota, random);
+  // otherwise the block is sliced from replicated data (a literal).
+  static FactorRule created(const std::vector<Aval>& in, const Aval& out, bool positional);
 
  private:
   FactorRule rule_;

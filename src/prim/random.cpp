@@ -78,22 +78,6 @@ void for_each_global(const KernelCall& c, const Shape& local, Fn&& fn) {
   }
 }
 
-FactorRule positional_rule(const std::vector<Aval>& in, const Aval& out) {
-  FactorRuleBuilder b;
-  for (const Aval& a : in) {
-    std::vector<DimFactors> dims;
-    for (int64_t d : a.shape) dims.push_back({b.add(d, FactorKind::kNeedReplication)});
-    b.rule().operands.push_back(dims);
-  }
-  std::vector<DimFactors> res;
-  for (int64_t d : out.shape) {
-    int f = b.add(d);
-    b.rule().factors[static_cast<size_t>(f)].positional = true;
-    res.push_back({f});
-  }
-  b.rule().results = {res};
-  return b.rule();
-}
 
 std::pair<uint32_t, uint32_t> load_key(const KernelCall& c) {
   const uint32_t* k = static_cast<const uint32_t*>(c.in[0]);
@@ -106,7 +90,7 @@ class RandomDraw : public Primitive {
  public:
   FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>& out,
                          const Attrs&) const override {
-    return positional_rule(in, out[0]);
+    return FactorRuleBuilder::created(in, out[0], /*positional=*/true);
   }
   std::vector<Array> vjp(const VjpArgs&) const override { return {Array()}; }
 
