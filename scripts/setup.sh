@@ -9,6 +9,7 @@ packages=(
   libopenmpi-dev openmpi-bin          # multi-process communicator
   nlohmann-json3-dev libfmt-dev libcli11-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
+  libpng-dev                          # partix train --plot loss.png
   fortunes                            # the training corpus (real text, ~2.5 MB)
 )
 

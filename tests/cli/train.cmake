@@ -1,10 +1,19 @@
 # partix train --model tiny --mesh 4x2 --steps 20 --metrics m.csv: finishes, writes a CSV with
-# step,loss,tokens_per_s, a plot and a Hugging Face checkpoint, and the loss falls.
+# step,loss,tokens_per_s, a PNG plot and a Hugging Face checkpoint, and the loss falls.
+# (The plot's pixels and the SVG variant are checked by tests/tools/plot_test.cpp.)
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
+
+# A --plot the tool cannot write is refused before any training.
+execute_process(COMMAND ${PARTIX} train --model tiny --steps 20 --quiet --plot ${WORK}/loss.jpg
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc OR NOT err MATCHES "--plot must end in .svg or .png, got '.*loss.jpg'" OR out MATCHES "GPT-2")
+  message(FATAL_ERROR "--plot loss.jpg should fail before training (${rc}):\n${out}\n${err}")
+endif()
+
 string(TIMESTAMP t0 "%s")
 execute_process(COMMAND ${PARTIX} train --model tiny --mesh 4x2 --steps 20 --quiet
-                        --metrics ${WORK}/m.csv --plot ${WORK}/loss.svg --save ${WORK}/ckpt
+                        --metrics ${WORK}/m.csv --plot ${WORK}/loss.png --save ${WORK}/ckpt
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 string(TIMESTAMP t1 "%s")
 if(rc)
@@ -40,9 +49,13 @@ math(EXPR v1 "${i1} * 100 + ${f1}")
 if(NOT v1 LESS v0)
   message(FATAL_ERROR "the loss did not fall: ${l0} -> ${l1}")
 endif()
-foreach(f loss.svg ckpt/config.json ckpt/model.safetensors)
+foreach(f loss.png ckpt/config.json ckpt/model.safetensors)
   if(NOT EXISTS ${WORK}/${f})
     message(FATAL_ERROR "missing ${f}")
   endif()
 endforeach()
+file(READ ${WORK}/loss.png signature LIMIT 8 HEX)
+if(NOT signature STREQUAL "89504e470d0a1a0a")
+  message(FATAL_ERROR "loss.png does not start with the PNG signature: ${signature}")
+endif()
 message(STATUS "loss ${l0} -> ${l1}")

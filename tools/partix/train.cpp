@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "models/gpt2/train.h"
 #include "partix/partix.h"
+#include "plot.h"
 
 namespace partix::cli {
 
@@ -38,32 +39,8 @@ std::pair<int64_t, int64_t> parse_mesh(const std::string& s) {
   }
 }
 
-// The loss curve as an SVG line chart.
-void write_svg(const std::string& path, const std::vector<double>& loss) {
-  const double w = 640, h = 360, pad = 40;
-  double lo = *std::min_element(loss.begin(), loss.end()), hi = *std::max_element(loss.begin(), loss.end());
-  if (hi - lo < 1e-9) hi = lo + 1;
-  std::string pts;
-  for (size_t i = 0; i < loss.size(); ++i) {
-    double x = pad + (w - 2 * pad) * (loss.size() > 1 ? static_cast<double>(i) / static_cast<double>(loss.size() - 1) : 0.0);
-    double y = h - pad - (h - 2 * pad) * (loss[i] - lo) / (hi - lo);
-    pts += fmt::format("{:.1f},{:.1f} ", x, y);
-  }
-  std::ofstream f(path);
-  if (!f) throw Error("[train] cannot write the plot to '" + path + "'");
-  f << fmt::format(
-      "<svg xmlns='http://www.w3.org/2000/svg' width='{0}' height='{1}'>\n"
-      "<rect width='{0}' height='{1}' fill='white'/>\n"
-      "<line x1='{2}' y1='{3}' x2='{4}' y2='{3}' stroke='black'/>\n"
-      "<line x1='{2}' y1='{2}' x2='{2}' y2='{3}' stroke='black'/>\n"
-      "<polyline fill='none' stroke='steelblue' stroke-width='2' points='{5}'/>\n"
-      "<text x='{2}' y='20' font-family='sans-serif' font-size='14'>training loss ({6:.3f} .. {7:.3f})</text>\n"
-      "<text x='{4}' y='{8}' font-family='sans-serif' font-size='12' text-anchor='end'>step {9}</text>\n"
-      "</svg>\n",
-      w, h, pad, h - pad, w - pad, pts, lo, hi, h - 10, loss.size());
-}
-
 void run_train(const TrainArgs& a) {
+  if (!a.plot.empty()) check_plot_path(a.plot);  // before training, not after
   auto [d, m] = parse_mesh(a.mesh);
   init({.num_cpu_devices = static_cast<int>(std::max<int64_t>(d * m, 1))});
   models::gpt2::TrainOptions o;
@@ -116,7 +93,7 @@ void run_train(const TrainArgs& a) {
     fmt::print("saved a Hugging Face checkpoint to {}\n", a.save);
   }
   if (!a.plot.empty()) {
-    write_svg(a.plot, losses);
+    write_loss_plot(a.plot, losses);
     fmt::print("loss curve written to {}\n", a.plot);
   }
 }
@@ -136,7 +113,7 @@ void add_train(CLI::App& app) {
   cmd->add_option("--warmup", a->warmup, "Warmup steps")->check(CLI::NonNegativeNumber);
   cmd->add_option("--seed", a->seed, "Seed for initialisation, data order and dropout");
   cmd->add_option("--metrics", a->metrics, "Write step,loss,tokens_per_s to this CSV file");
-  cmd->add_option("--plot", a->plot, "Write the loss curve to this SVG file");
+  cmd->add_option("--plot", a->plot, "Write the loss curve to this .svg or .png file (format by extension)");
   cmd->add_option("--save", a->save, "Write the trained model as a Hugging Face directory");
   cmd->add_option("--corpus", a->corpus, "Text files or directories (default: Debian's fortunes)");
   cmd->add_flag("--quiet", a->quiet, "No progress output");
