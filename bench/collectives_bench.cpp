@@ -169,6 +169,8 @@ void BM_AllGather(benchmark::State& state) {
 BENCHMARK(BM_Memcpy)->RangeMultiplier(4)->Range(1 << 20, 256 << 20)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_AllReduce)->RangeMultiplier(4)->Range(1 << 20, 256 << 20)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_AllReduceShared)->RangeMultiplier(4)->Range(1 << 20, 256 << 20)->UseManualTime()->Unit(benchmark::kMillisecond);
+// Latency of small all-reduces (what a decode step's 61 all-reduces cost).
+BENCHMARK(BM_AllReduceShared)->Name("BM_AllReduceSmall")->RangeMultiplier(16)->Range(256, 64 << 10)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_AllGatherShared)->RangeMultiplier(4)->Range(1 << 20, 256 << 20)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_AllGather)->RangeMultiplier(4)->Range(1 << 20, 256 << 20)->UseManualTime()->Unit(benchmark::kMillisecond);
 
