@@ -1,4 +1,6 @@
 #include <cstring>
+#include <new>
+#include <vector>
 
 #include "core/array_impl.h"
 #include "core/errors.h"
@@ -86,11 +88,9 @@ Array scatter_from_host(const void* data, Shape shape, DType dtype,
 
 Array array_from_host(const void* data, int64_t count, DType dtype, Shape shape,
                       const char* api) {
-  for (int64_t d : shape) {
-    check(d >= 0, api, "negative dimension in shape {}", shape_to_string(shape));
-  }
-  check(count == shape_size(shape), api, "{} values do not fill shape {} ({} elements)", count,
-        shape_to_string(shape), shape_size(shape));
+  const int64_t n = checked_size(api, shape, dtype);
+  check(count == n, api, "{} values do not fill shape {} ({} elements)", count,
+        shape_to_string(shape), n);
   return scatter_from_host(data, std::move(shape), dtype,
                            single_device_sharding(partix::devices()[0]));
 }
@@ -175,14 +175,25 @@ std::string Array::to_string() const {
                      dtype_name(dtype()), shape_to_string(shape()));
 }
 
-Array full(Shape shape, double value, DType dtype) {
-  for (int64_t d : shape) {
-    detail::check(d >= 0, "full", "negative dimension in shape {}", shape_to_string(shape));
+namespace {
+
+// A host staging buffer for an array of `shape`; out of memory is a partix::Error.
+std::vector<char> host_buffer(const char* api, const Shape& shape, DType dtype) {
+  const int64_t n = detail::checked_size(api, shape, dtype);
+  const int64_t nbytes = n * dtype_size(dtype);
+  try {
+    return std::vector<char>(static_cast<size_t>(nbytes));
+  } catch (const std::bad_alloc&) {
+    detail::fail(api, "out of host memory: {}{} needs {} bytes", dtype_name(dtype),
+                 shape_to_string(shape), nbytes);
   }
+}
+
+Array filled(const char* api, Shape shape, double value, DType dtype) {
   const int es = dtype_size(dtype);
   std::vector<char> one(static_cast<size_t>(es));
   detail::store_scalar(one.data(), dtype, value);
-  std::vector<char> host(static_cast<size_t>(shape_size(shape) * es));
+  std::vector<char> host = host_buffer(api, shape, dtype);
   for (size_t i = 0; i < host.size(); i += static_cast<size_t>(es)) {
     std::memcpy(host.data() + i, one.data(), static_cast<size_t>(es));
   }
@@ -190,13 +201,18 @@ Array full(Shape shape, double value, DType dtype) {
                                    single_device_sharding(partix::devices()[0]));
 }
 
-Array zeros(Shape shape, DType dtype) { return full(std::move(shape), 0.0, dtype); }
-Array ones(Shape shape, DType dtype) { return full(std::move(shape), 1.0, dtype); }
+}  // namespace
+
+Array full(Shape shape, double value, DType dtype) {
+  return filled("full", std::move(shape), value, dtype);
+}
+Array zeros(Shape shape, DType dtype) { return filled("zeros", std::move(shape), 0.0, dtype); }
+Array ones(Shape shape, DType dtype) { return filled("ones", std::move(shape), 1.0, dtype); }
 
 Array arange(int64_t n, DType dtype) {
   detail::check(n >= 0, "arange", "n must be non-negative, got {}", n);
   const int es = dtype_size(dtype);
-  std::vector<char> host(static_cast<size_t>(n * es));
+  std::vector<char> host = host_buffer("arange", {n}, dtype);
   for (int64_t i = 0; i < n; ++i) {
     detail::store_scalar(host.data() + i * es, dtype, static_cast<double>(i));
   }

@@ -2,6 +2,23 @@
 
 namespace partix::detail {
 
+int64_t checked_size(std::string_view api, const Shape& shape, DType dtype) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    check(d >= 0, api, "negative dimension in shape {}", shape_to_string(shape));
+  }
+  for (int64_t d : shape) {
+    if (__builtin_mul_overflow(n, d, &n)) n = -1;
+    if (n < 0) break;
+  }
+  int64_t bytes = 0;
+  if (n < 0 || __builtin_mul_overflow(n, int64_t{dtype_size(dtype)}, &bytes)) {
+    fail(api, "shape {} has too many elements for a {} array (its size overflows 64 bits)",
+         shape_to_string(shape), dtype_name(dtype));
+  }
+  return n;
+}
+
 void internal_error(std::string_view where, const std::string& what) {
   throw Error(fmt::format("[{}] internal error (a bug in partix, please report): {}", where, what));
 }

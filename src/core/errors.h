@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "partix/dtype.h"
 #include "partix/error.h"
 
 namespace partix::detail {
@@ -21,6 +22,10 @@ template <class... Args>
 void check(bool ok, std::string_view api, fmt::format_string<Args...> f, Args&&... args) {
   if (!ok) fail(api, f, std::forward<Args>(args)...);
 }
+
+// The element count of an array of `shape` and `dtype`. Throws naming the API and the shape
+// when a dimension is negative or the count, or its size in bytes, does not fit in int64.
+int64_t checked_size(std::string_view api, const Shape& shape, DType dtype);
 
 // An internal invariant broke: a bug in partix, not in the user's program.
 [[noreturn]] void internal_error(std::string_view where, const std::string& what);

@@ -411,7 +411,16 @@ class Pad final : public Primitive {
       detail::check(low[d] >= 0 && high[d] >= 0 && interior[d] >= 0, name(),
                     "negative padding {} / {} in dimension {} of {}", low[d], high[d], d,
                     in[0].to_string());
-      out.push_back(low[d] + high[d] + s[d] + (s[d] > 0 ? (s[d] - 1) * interior[d] : 0));
+      int64_t n = 0, inner = 0;
+      bool overflow =
+          __builtin_add_overflow(low[d], high[d], &n) || __builtin_add_overflow(n, s[d], &n);
+      if (!overflow && s[d] > 0) {
+        overflow = __builtin_mul_overflow(s[d] - 1, interior[d], &inner) ||
+                   __builtin_add_overflow(n, inner, &n);
+      }
+      detail::check(!overflow, name(), "padding {} / {} of dimension {} of {} overflows 64 bits",
+                    low[d], high[d], d, in[0].to_string());
+      out.push_back(n);
     }
     return {Aval{out, in[0].dtype}};
   }

@@ -111,6 +111,7 @@ std::vector<Array> execute_eager(const prim::Primitive& p, const std::vector<Arr
       options.in_shardings.push_back(*a.impl()->sharding);
     }
     for (ir::Aval& av : p.infer(avals, attrs, regions)) {
+      checked_size(p.name(), av.shape, av.dtype);
       int v = prog.add_value(std::move(av));
       instr.outputs.push_back(v);
       prog.results.push_back(v);

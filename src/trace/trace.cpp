@@ -106,6 +106,7 @@ std::vector<Array> bind(const prim::Primitive& p, const std::vector<Array>& inpu
     in_avals.push_back(prog.aval(v));
   }
   std::vector<ir::Aval> out_avals = p.infer(in_avals, attrs, regions);
+  for (const ir::Aval& av : out_avals) checked_size(p.name(), av.shape, av.dtype);
   instr.scope = current_scope();
   // Inside shard_map: operands that vary over fewer axes than the others are marked varying
   // with an explicit pvary (its transpose is psum: DESIGN §1), and results get their sets.
