@@ -21,7 +21,7 @@ Array reshape(const Array& x, Shape shape) {
       detail::check(shape[i] >= 0, "reshape", "cannot reshape {}{} to {}: invalid size {}",
                     dtype_name(x.dtype()), shape_to_string(x.shape()), shape_to_string(shape),
                     shape[i]);
-      known *= shape[i];
+      if (__builtin_mul_overflow(known, shape[i], &known)) known = -1;  // too many: no fit
     }
   }
   if (infer >= 0) {
@@ -35,6 +35,12 @@ Array reshape(const Array& x, Shape shape) {
 }
 
 Array transpose(const Array& x, std::vector<int> perm) {
+  for (int p : perm) {
+    detail::check(p >= -x.ndim() && p < x.ndim(), "transpose",
+                  "{} is not a permutation of the axes of {}{}: axis {} is out of range",
+                  fmt::format("[{}]", fmt::join(perm, ",")), dtype_name(x.dtype()),
+                  shape_to_string(x.shape()), p);
+  }
   for (int& p : perm) p = p < 0 ? p + x.ndim() : p;
   std::vector<int> id = ops::all_axes(x.ndim());
   if (perm == id) return x;
@@ -77,6 +83,7 @@ Array broadcast_to(const Array& x, Shape shape) {
   Shape b = ops::broadcast_shapes("broadcast_to", x.shape(), shape);
   detail::check(b == shape, "broadcast_to", "cannot broadcast {} to {}",
                 shape_to_string(x.shape()), shape_to_string(shape));
+  detail::checked_size("broadcast_to", shape, x.dtype());
   std::vector<int> dims;
   int lead = static_cast<int>(shape.size() - x.shape().size());
   for (int i = 0; i < x.ndim(); ++i) dims.push_back(lead + i);
@@ -147,6 +154,15 @@ Array concatenate(std::vector<Array> xs, int axis) {
 
 Array stack(std::vector<Array> xs, int axis) {
   detail::check(!xs.empty(), "stack", "needs at least one array");
+  const int rank = xs[0].ndim() + 1;
+  detail::check(axis >= -rank && axis < rank, "stack",
+                "axis {} is out of range for stacking arrays of shape {} (result rank {})", axis,
+                shape_to_string(xs[0].shape()), rank);
+  for (const Array& a : xs) {
+    detail::check(a.shape() == xs[0].shape(), "stack", "arrays must have one shape, got {}{} and {}{}",
+                  dtype_name(xs[0].dtype()), shape_to_string(xs[0].shape()), dtype_name(a.dtype()),
+                  shape_to_string(a.shape()));
+  }
   for (Array& a : xs) a = expand_dims(a, axis);
   return concatenate(std::move(xs), axis);
 }
