@@ -25,8 +25,14 @@ Mesh::Mesh(Shape axis_sizes, std::vector<std::string> axis_names, std::vector<De
     detail::check(seen.insert(axis_names[i]).second, kApi, "axis name '{}' appears twice",
                   axis_names[i]);
   }
-  int64_t n = shape_size(axis_sizes);
   const std::vector<Device>& all = partix::devices();
+  int64_t n = 1;
+  for (int64_t size : axis_sizes) {
+    // Beyond the job's device count there is nothing to build; stop before overflowing.
+    detail::check(!__builtin_mul_overflow(n, size, &n) && n <= (int64_t{1} << 31), kApi,
+                  "axis sizes {} need more devices than the job has ({})",
+                  shape_to_string(axis_sizes), all.size());
+  }
   if (devs.empty()) {
     detail::check(n <= static_cast<int64_t>(all.size()), kApi,
                   "axis sizes {} need {} devices but the job has {} (set "
@@ -78,6 +84,8 @@ std::vector<int> Mesh::device_ids() const {
 }
 
 std::vector<int64_t> Mesh::coords(int64_t k) const {
+  detail::check(k >= 0 && k < size(), "Mesh.coords",
+                "position {} is out of range for {} ({} devices)", k, to_string(), size());
   std::vector<int64_t> c(data_->sizes.size());
   for (size_t i = c.size(); i-- > 0;) {
     c[i] = k % data_->sizes[i];

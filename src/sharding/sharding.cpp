@@ -90,7 +90,18 @@ void NamedSharding::check_shape(const Shape& global) const {
   detail::check(spec_.size() <= static_cast<int>(global.size()), "NamedSharding",
                 "{} has {} entries but the array has rank {} (shape {})", spec_.to_string(),
                 spec_.size(), global.size(), shape_to_string(global));
+  for (int64_t d : global) {
+    detail::check(d >= 0, "NamedSharding", "negative dimension in shape {}",
+                  shape_to_string(global));
+  }
 }
+
+namespace {
+void check_device_position(const Mesh& mesh, int64_t k) {
+  detail::check(k >= 0 && k < mesh.size(), "NamedSharding",
+                "device {} is out of range: {} has {} devices", k, mesh.to_string(), mesh.size());
+}
+}  // namespace
 
 int64_t NamedSharding::num_blocks(int d) const {
   int64_t k = 1;
@@ -109,6 +120,8 @@ Shape NamedSharding::shard_shape(const Shape& global) const {
 }
 
 std::vector<Slice> NamedSharding::device_index(const Shape& global, int64_t k) const {
+  check_shape(global);
+  check_device_position(mesh_, k);
   std::vector<int64_t> coords = mesh_.coords(k);
   std::vector<Slice> out(global.size());
   for (size_t d = 0; d < global.size(); ++d) {
@@ -134,6 +147,7 @@ std::vector<std::vector<Slice>> NamedSharding::devices_indices_map(const Shape& 
 }
 
 int NamedSharding::replica_id(int64_t k) const {
+  check_device_position(mesh_, k);
   std::set<std::string> used;
   for (const std::string& a : spec_.axes()) used.insert(a);
   std::vector<int64_t> coords = mesh_.coords(k);
