@@ -138,9 +138,15 @@ std::vector<Array> tree_leaves(const T& t) {
   return out;
 }
 
-// Rebuilds a tree shaped like `proto` from leaves (in flatten order).
+// Rebuilds a tree shaped like `proto` from leaves (in flatten order). Throws partix::Error
+// unless there is exactly one leaf per array of `proto`.
 template <class T>
 T tree_unflatten(const T& proto, const std::vector<Array>& leaves) {
+  const size_t expected = tree_leaves(proto).size();
+  if (leaves.size() != expected) {
+    throw Error("[tree_unflatten] got " + std::to_string(leaves.size()) +
+                " leaves for a tree of " + std::to_string(expected) + " arrays");
+  }
   const Array* it = leaves.data();
   return TreeDef<T>::unflatten(proto, it);
 }
