@@ -1,6 +1,7 @@
 // Sampling functions over the random primitives (src/prim/random.cpp).
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "core/errors.h"
 #include "ops/common.h"
@@ -14,6 +15,15 @@ void check_key(const Array& k, const char* api) {
   detail::check(k.dtype() == DType::I32 && k.shape() == Shape{2}, api,
                 "a key is i32[2] (from random::key), got {}{}", dtype_name(k.dtype()),
                 shape_to_string(k.shape()));
+}
+
+// A draw's shape: no negative dimension, no overflowing element count.
+void check_draw_shape(const Shape& shape, DType dtype, const char* api) {
+  detail::checked_size(api, shape, dtype);
+}
+
+void check_floating(DType dtype, const char* api) {
+  detail::check(is_floating(dtype), api, "needs a floating dtype, got {}", dtype_name(dtype));
 }
 
 // Float math of half-precision draws happens in f32.
@@ -35,8 +45,12 @@ Array split(const Array& k, int64_t n) {
 }
 
 Array key_at(const Array& keys, int64_t i) {
-  detail::check(keys.ndim() == 2 && keys.shape()[1] == 2 && i >= 0 && i < keys.shape()[0],
-                "random.key_at", "row {} of keys {}", i, shape_to_string(keys.shape()));
+  detail::check(keys.dtype() == DType::I32 && keys.ndim() == 2 && keys.shape()[1] == 2,
+                "random.key_at", "keys must be an i32[n, 2] array (from random.split), got {}{}",
+                dtype_name(keys.dtype()), shape_to_string(keys.shape()));
+  detail::check(i >= 0 && i < keys.shape()[0], "random.key_at",
+                "row {} is out of range for keys {}{}", i, dtype_name(keys.dtype()),
+                shape_to_string(keys.shape()));
   return reshape(slice(keys, {i, 0}, {i + 1, 2}), {2});
 }
 
@@ -57,7 +71,10 @@ Array fold_in(const Array& k, int64_t data) { return fold_in(k, detail::literal(
 
 Array uniform(const Array& k, Shape shape, DType dtype, double minval, double maxval) {
   check_key(k, "random.uniform");
-  detail::check(is_floating(dtype), "random.uniform", "needs a floating dtype, got {}", dtype_name(dtype));
+  check_floating(dtype, "random.uniform");
+  check_draw_shape(shape, dtype, "random.uniform");
+  detail::check(std::isfinite(minval) && std::isfinite(maxval) && minval <= maxval,
+                "random.uniform", "needs finite minval <= maxval, got [{}, {})", minval, maxval);
   Array u = ops::bind("random_uniform", {k}, {{"shape", ir::Ints(shape)}, {"dtype", dtype}});
   if (minval == 0.0 && maxval == 1.0) return u;
   DType cd = compute_dtype(dtype);
@@ -69,6 +86,8 @@ Array uniform(const Array& k, Shape shape, DType dtype, double minval, double ma
 
 Array normal(const Array& k, Shape shape, DType dtype) {
   check_key(k, "random.normal");
+  check_floating(dtype, "random.normal");
+  check_draw_shape(shape, dtype, "random.normal");
   DType cd = compute_dtype(dtype);
   Array u = astype(uniform(k, shape, dtype), cd) * 2.0 - 1.0;
   u = maximum(u, std::nextafter(-1.0f, 0.0f));  // erf_inv(-1) = -inf
@@ -77,6 +96,8 @@ Array normal(const Array& k, Shape shape, DType dtype) {
 
 Array truncated_normal(const Array& k, double lower, double upper, Shape shape, DType dtype) {
   check_key(k, "random.truncated_normal");
+  check_floating(dtype, "random.truncated_normal");
+  check_draw_shape(shape, dtype, "random.truncated_normal");
   detail::check(lower < upper, "random.truncated_normal", "lower {} must be below upper {}", lower, upper);
   DType cd = compute_dtype(dtype);
   double a = std::erf(lower / std::sqrt(2.0)), b = std::erf(upper / std::sqrt(2.0));
@@ -88,6 +109,8 @@ Array truncated_normal(const Array& k, double lower, double upper, Shape shape, 
 
 Array bernoulli(const Array& k, double p, Shape shape) {
   check_key(k, "random.bernoulli");
+  detail::check(p >= 0.0 && p <= 1.0, "random.bernoulli", "p must be in [0, 1], got {}", p);
+  check_draw_shape(shape, DType::Bool, "random.bernoulli");
   return uniform(k, shape) < p;
 }
 
@@ -96,8 +119,16 @@ Array randint(const Array& k, Shape shape, int64_t minval, int64_t maxval, DType
   detail::check(minval < maxval && is_integral(dtype), "random.randint",
                 "needs minval < maxval and an integer dtype, got [{}, {}) {}", minval, maxval,
                 dtype_name(dtype));
+  check_draw_shape(shape, dtype, "random.randint");
+  if (dtype == DType::I32) {
+    constexpr int64_t lo = std::numeric_limits<int32_t>::min(), hi = std::numeric_limits<int32_t>::max();
+    detail::check(minval >= lo && maxval - 1 <= hi, "random.randint",
+                  "[{}, {}) does not fit in i32", minval, maxval);
+  }
+  // The width as a double: maxval - minval may overflow int64.
+  const double width = static_cast<double>(maxval) - static_cast<double>(minval);
   Array u = uniform(k, shape, DType::F64);
-  Array r = floor(u * static_cast<double>(maxval - minval)) + static_cast<double>(minval);
+  Array r = floor(u * width) + static_cast<double>(minval);
   return astype(minimum(r, static_cast<double>(maxval - 1)), dtype);
 }
 
