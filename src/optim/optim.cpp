@@ -39,6 +39,28 @@ void check_same_keys(const Params& a, const Params& b, const char* api) {
   }
 }
 
+// The optimizer state `state` (named `what`) holds one array per parameter, shaped like it.
+void check_state(const Params& params, const Params& state, const char* what, const char* api) {
+  for (const auto& [k, v] : params) {
+    auto it = state.find(k);
+    detail::check(it != state.end(), api, "the optimizer state's {} has no entry for parameter '{}'",
+                  what, k);
+    detail::check(it->second.shape() == v.shape(), api,
+                  "the optimizer state's {} of '{}' is {} but the parameter is {}", what, k,
+                  shape_to_string(it->second.shape()), shape_to_string(v.shape()));
+  }
+  for (const auto& [k, v] : state) {
+    detail::check(params.count(k) != 0, api,
+                  "the optimizer state's {} has an entry '{}' that is not a parameter", what, k);
+  }
+}
+
+void check_lr(const Array& lr, const char* api) {
+  detail::check(lr.ndim() == 0 && is_floating(lr.dtype()), api,
+                "lr must be a floating scalar, got {}{}", dtype_name(lr.dtype()),
+                shape_to_string(lr.shape()));
+}
+
 template <class F>
 auto jit_if_eager(F f) {
   // Optimizer steps run as one program: jitted when called eagerly, inlined under a trace.
@@ -52,6 +74,9 @@ auto jit_if_eager(F f) {
 
 double warmup_cosine(int64_t step, double peak, int64_t warmup, int64_t total,
                      double final_fraction) {
+  detail::check(step >= 0 && warmup >= 0 && total >= 0, "warmup_cosine",
+                "needs step, warmup and total >= 0, got step {}, warmup {}, total {}", step, warmup,
+                total);
   if (warmup > 0 && step < warmup) return peak * static_cast<double>(step + 1) / static_cast<double>(warmup);
   if (step >= total) return peak * final_fraction;
   double t = static_cast<double>(step - warmup) / static_cast<double>(std::max<int64_t>(1, total - warmup));
@@ -87,6 +112,8 @@ std::pair<Params, SgdState> sgd_update(const Params& params, const Params& grads
                                        const SgdState& state, const Array& lr,
                                        const SgdConfig& c) {
   check_same_keys(params, grads, "sgd_update");
+  check_state(params, state.momentum, "momentum", "sgd_update");
+  check_lr(lr, "sgd_update");
   return jit_if_eager([c](const Params& p, const Params& g, const SgdState& st, const Array& lr_) {
     Params np;
     SgdState ns;
@@ -117,7 +144,21 @@ AdamWState adamw_init(const Params& params) {
 std::pair<Params, AdamWState> adamw_update(const Params& params, const Params& grads,
                                            const AdamWState& state, const Array& lr,
                                            const AdamWConfig& c) {
-  check_same_keys(params, grads, "adamw_update");
+  constexpr const char* kApi = "adamw_update";
+  check_same_keys(params, grads, kApi);
+  check_state(params, state.mu, "mu", kApi);
+  check_state(params, state.nu, "nu", kApi);
+  for (const auto& [k, v] : state.master) {
+    detail::check(params.count(k) != 0 && v.shape() == params.at(k).shape(), kApi,
+                  "the optimizer state's master copy '{}' ({}) matches no parameter", k,
+                  shape_to_string(v.shape()));
+  }
+  detail::check(state.count.valid() && state.count.ndim() == 0, kApi,
+                "the optimizer state's count must be a scalar (from adamw_init), got {}",
+                state.count.valid() ? shape_to_string(state.count.shape()) : "an empty Array");
+  check_lr(lr, kApi);
+  detail::check(c.b1 >= 0 && c.b1 < 1 && c.b2 >= 0 && c.b2 < 1 && c.eps >= 0, kApi,
+                "needs 0 <= b1, b2 < 1 and eps >= 0, got b1 {}, b2 {}, eps {}", c.b1, c.b2, c.eps);
   return jit_if_eager([c](const Params& p, const Params& g, const AdamWState& st, const Array& lr_) {
     AdamWState ns;
     ns.count = st.count + 1.0;
