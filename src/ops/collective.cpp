@@ -112,6 +112,7 @@ Array pvary(const Array& x, Axes axes) { return vary_over(x, bound("pvary", axes
 
 Array valid_size(int64_t n, Axes axes) {
   Bound b = bound("valid_size", axes);
+  detail::check(n >= 0, "valid_size", "the global size must be non-negative, got {}", n);
   int64_t c = (n + b.size - 1) / b.size;
   Array start = axis_index(axes) * static_cast<double>(c);
   return minimum(maximum(static_cast<double>(n) - start, 0.0), static_cast<double>(c));

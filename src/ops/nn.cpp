@@ -37,8 +37,23 @@ Array upcast(const Array& x) {
 }
 }  // namespace
 
+namespace {
+// A scale or shift must broadcast to x without growing it.
+void check_broadcasts_to(const Array& p, const char* what, const Array& x, const char* api) {
+  bool ok = p.ndim() <= x.ndim();
+  for (int i = 1; ok && i <= p.ndim(); ++i) {
+    const int64_t d = p.shape()[static_cast<size_t>(p.ndim() - i)];
+    ok = d == 1 || d == x.shape()[static_cast<size_t>(x.ndim() - i)];
+  }
+  detail::check(ok, api, "{} {}{} does not broadcast to x {}{}", what, dtype_name(p.dtype()),
+                shape_to_string(p.shape()), dtype_name(x.dtype()), shape_to_string(x.shape()));
+}
+}  // namespace
+
 Array layer_norm(const Array& x, const Array& gamma, const Array& beta, double eps) {
   detail::check(x.ndim() >= 1, "layer_norm", "needs rank >= 1");
+  check_broadcasts_to(gamma, "gamma", x, "layer_norm");
+  check_broadcasts_to(beta, "beta", x, "layer_norm");
   Array xf = upcast(x);
   Array mu = mean(xf, {-1}, true);
   Array d = xf - mu;
@@ -49,6 +64,7 @@ Array layer_norm(const Array& x, const Array& gamma, const Array& beta, double e
 
 Array rms_norm(const Array& x, const Array& weight, double eps) {
   detail::check(x.ndim() >= 1, "rms_norm", "needs rank >= 1");
+  check_broadcasts_to(weight, "weight", x, "rms_norm");
   Array xf = upcast(x);
   Array y = astype(xf * rsqrt(mean(xf * xf, {-1}, true) + eps), x.dtype());
   return y * weight;
@@ -67,6 +83,7 @@ Array cross_entropy(const Array& logits, const Array& labels) {
 }
 
 Array causal_mask(int64_t t, int64_t s, int64_t offset) {
+  detail::check(t >= 0 && s >= 0, "causal_mask", "sizes must be non-negative, got t={}, s={}", t, s);
   Array q = iota({t, s}, 0, DType::I32);
   Array k = iota({t, s}, 1, DType::I32);
   return (q + static_cast<double>(offset)) >= k;
