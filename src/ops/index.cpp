@@ -69,7 +69,8 @@ std::pair<Array, Array> sort(const Array& x, bool descending) {
 
 Array one_hot(const Array& indices, int64_t n, DType dtype) {
   detail::check(n >= 0, "one_hot", "the number of classes must be non-negative, got {}", n);
-  detail::check(is_integral(indices.dtype()), "one_hot", "indices must be integers, got {}{}",
+  // As in JAX, float indices compare with the class numbers too; bool has no class numbers.
+  detail::check(indices.dtype() != DType::Bool, "one_hot", "indices must be numbers, got {}{}",
                 dtype_name(indices.dtype()), shape_to_string(indices.shape()));
   Shape s = indices.shape();
   s.push_back(n);

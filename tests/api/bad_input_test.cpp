@@ -167,7 +167,9 @@ TEST(BadInput, ContractionsAndIndexing) {
   EXPECT_PARTIX_ERROR(dynamic_slice(x, {scalar(0), scalar(0)}, {-1, 1}), "[dynamic_slice]", "-1");
   EXPECT_PARTIX_ERROR(one_hot(from_vector<bool>({true}, {1}), 2), "[one_hot]", "bool[1]");
   EXPECT_PARTIX_ERROR(one_hot(idx, -3), "[one_hot]", "-3");
-  EXPECT_PARTIX_ERROR(one_hot(zeros({2}), 4), "[one_hot]", "f32[2]");
+  // Float indices are allowed (JAX compares them with the class numbers).
+  EXPECT_EQ(one_hot(from_vector<float>({2.0f, 0.5f}, {2}), 3).to_vector<float>(),
+            (std::vector<float>{0, 0, 1, 0, 0, 0}));
   EXPECT_PARTIX_ERROR(causal_mask(-1, 2), "[causal_mask]", "-1");
   EXPECT_PARTIX_ERROR(causal_mask(2, -5), "[causal_mask]", "-5");
   EXPECT_PARTIX_ERROR(top_k(zeros({2, 0}), 1), "[top_k]", "k=1", "f32[2,0]");
