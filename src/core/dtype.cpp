@@ -49,9 +49,11 @@ bool is_floating(DType d) {
 bool is_integral(DType d) { return d == DType::I32 || d == DType::I64; }
 
 int64_t shape_size(const Shape& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
+  // Wraps instead of overflowing (undefined): shapes too large for 64 bits are rejected by
+  // detail::checked_size, which every created shape goes through after its rule ran.
+  uint64_t n = 1;
+  for (int64_t d : shape) n *= static_cast<uint64_t>(d);
+  return static_cast<int64_t>(n);
 }
 
 std::string shape_to_string(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ",")); }
