@@ -25,6 +25,20 @@
 
 namespace partix::backend::cpu::vm {
 
+// c0 x^n + c1 x^(n-1) + ... + cn by Horner's rule, one fused multiply-add per coefficient.
+template <class... C>
+inline float horner(float x, float c0, C... cs) {
+  float p = c0;
+  ((p = __builtin_fmaf(p, x, cs)), ...);
+  return p;
+}
+template <class... C>
+inline double horner(double x, double c0, C... cs) {
+  double p = c0;
+  ((p = __builtin_fma(p, x, cs)), ...);
+  return p;
+}
+
 // ---- f32 exp ----
 
 // e^x. kFullRange = false is for callers that know x is in [-87, 88] or NaN (normal results):
@@ -46,11 +60,8 @@ inline float exp(float x) {
   float r = __builtin_fmaf(n, -0.693145752f, xc);
   r = __builtin_fmaf(n, -1.42860677e-6f, r);
   // e^r = 1 + r + r^2 q(r), |r| <= ln2/2.
-  float q = 0.0013814608737026498f;
-  q = __builtin_fmaf(q, r, 0.0083687102523521499f);
-  q = __builtin_fmaf(q, r, 0.041668387455869408f);
-  q = __builtin_fmaf(q, r, 0.16666520685229849f);
-  q = __builtin_fmaf(q, r, 0.49999993451237159f);
+  float q = horner(r, 0.0013814608737026498f, 0.0083687102523521499f, 0.041668387455869408f,
+                       0.16666520685229849f, 0.49999993451237159f);
   float p = 1.0f + __builtin_fmaf(r * r, q, r);
   // Unsigned arithmetic: wraps (never overflows) for NaN bit patterns, whose result is unused.
   int32_t ni = static_cast<int32_t>(std::bit_cast<uint32_t>(t) - std::bit_cast<uint32_t>(kShift));
@@ -70,11 +81,8 @@ inline float tanh(float x) {
   float a = __builtin_fabsf(x);
   // |x| < 0.625: tanh(x) = x + x^3 q(x^2), minimax (relative error 4e-9).
   float t = a * a;
-  float q = -0.005704974573169582f;
-  q = __builtin_fmaf(q, t, 0.020639075000659226f);
-  q = __builtin_fmaf(q, t, -0.053739710871606514f);
-  q = __builtin_fmaf(q, t, 0.13331442139748338f);
-  q = __builtin_fmaf(q, t, -0.33333281939383021f);
+  float q = horner(t, -0.005704974573169582f, 0.020639075000659226f, -0.053739710871606514f,
+                       0.13331442139748338f, -0.33333281939383021f);
   float small = __builtin_fmaf(a * t, q, a);
   // Otherwise tanh = 1 - g, g = 2 / (e + 1), e = e^2|x|; tanh rounds to 1 beyond 9.01.
   float ac = a > 9.5f ? 9.5f : a;  // NaN stays NaN: exp<false> propagates it
@@ -105,14 +113,9 @@ inline float erf(float x) {
   float a = __builtin_fabsf(x);
   // |x| < 1: erf(x) = x + x p(x^2), minimax (relative error 3e-11).
   float t = a * a;
-  float p = -9.6415062815035833e-6f;
-  p = __builtin_fmaf(p, t, 0.00011256944441152256f);
-  p = __builtin_fmaf(p, t, -0.00084828283624719733f);
-  p = __builtin_fmaf(p, t, 0.0052209453994059717f);
-  p = __builtin_fmaf(p, t, -0.026865400030237183f);
-  p = __builtin_fmaf(p, t, 0.11283781973902506f);
-  p = __builtin_fmaf(p, t, -0.37612638434637958f);
-  p = __builtin_fmaf(p, t, 0.12837916705802086f);
+  float p = horner(t, -9.6415062815035833e-6f, 0.00011256944441152256f,
+                       -0.00084828283624719733f, 0.0052209453994059717f, -0.026865400030237183f,
+                       0.11283781973902506f, -0.37612638434637958f, 0.12837916705802086f);
   float small = __builtin_fmaf(a, p, a);
   // 1 <= |x| <= 4: erf(x) = 1 - e^(-x^2) Q(x), Q minimax in (x - 2.5) (absolute error 5e-10);
   // erf rounds to 1 beyond 3.92. x^2 = h + hl exactly, e^-(h+hl) = e^-h (1 - hl).
@@ -121,16 +124,11 @@ inline float erf(float x) {
   float hl = __builtin_fmaf(ac, ac, -h);
   float e = exp<false>(-h) * (1.0f - hl);
   float dd = ac - 2.5f;
-  float g = -2.7994644396312444e-5f;
-  g = __builtin_fmaf(g, dd, -5.7781260572707783e-5f);
-  g = __builtin_fmaf(g, dd, -0.00013621208855396179f);
-  g = __builtin_fmaf(g, dd, 0.00022366717009660065f);
-  g = __builtin_fmaf(g, dd, -0.00064916929163208198f);
-  g = __builtin_fmaf(g, dd, 0.0025207069980542463f);
-  g = __builtin_fmaf(g, dd, -0.0080001915049705691f);
-  g = __builtin_fmaf(g, dd, 0.02492953418143501f);
-  g = __builtin_fmaf(g, dd, -0.074349383870435683f);
-  g = __builtin_fmaf(g, dd, 0.21080633465140501f);
+  float g = horner(dd, -2.7994644396312444e-5f, -5.7781260572707783e-5f,
+                       -0.00013621208855396179f, 0.00022366717009660065f,
+                       -0.00064916929163208198f, 0.0025207069980542463f,
+                       -0.0080001915049705691f, 0.02492953418143501f, -0.074349383870435683f,
+                       0.21080633465140501f);
   float y = a < 1.0f ? small : __builtin_fmaf(-e, g, 1.0f);
   return __builtin_copysignf(y, x);
 }
@@ -146,12 +144,7 @@ inline double log_d(double x) {
   double m = std::bit_cast<double>(u - (static_cast<uint64_t>(k) << 52));
   double s = (m - 1.0) / (m + 1.0);
   double z = s * s;
-  double p = 1.0 / 13;
-  p = __builtin_fma(p, z, 1.0 / 11);
-  p = __builtin_fma(p, z, 1.0 / 9);
-  p = __builtin_fma(p, z, 1.0 / 7);
-  p = __builtin_fma(p, z, 1.0 / 5);
-  p = __builtin_fma(p, z, 1.0 / 3);
+  double p = horner(z, 1.0 / 13, 1.0 / 11, 1.0 / 9, 1.0 / 7, 1.0 / 5, 1.0 / 3);
   double lm = 2.0 * __builtin_fma(s * z, p, s);
   double y = __builtin_fma(static_cast<double>(k), 0.6931471805599453, lm);
   // Special values: log(0) = -inf, log(x < 0) = NaN, log(inf) = inf, NaN stays NaN.
@@ -178,19 +171,10 @@ inline double sincos_d(double x, int64_t cos_shift) {
   int64_t quadrant = static_cast<int64_t>(std::bit_cast<uint64_t>(t) + cos_shift) & 3;
   // Taylor polynomials on |r| <= pi/4 (truncation below 1e-11 relative).
   double z = r * r;
-  double s = -1.0 / 39916800;
-  s = __builtin_fma(s, z, 1.0 / 362880);
-  s = __builtin_fma(s, z, -1.0 / 5040);
-  s = __builtin_fma(s, z, 1.0 / 120);
-  s = __builtin_fma(s, z, -1.0 / 6);
+  double s = horner(z, -1.0 / 39916800, 1.0 / 362880, -1.0 / 5040, 1.0 / 120, -1.0 / 6);
   s = __builtin_fma(r * z, s, r);
-  double c = 1.0 / 479001600;
-  c = __builtin_fma(c, z, -1.0 / 3628800);
-  c = __builtin_fma(c, z, 1.0 / 40320);
-  c = __builtin_fma(c, z, -1.0 / 720);
-  c = __builtin_fma(c, z, 1.0 / 24);
-  c = __builtin_fma(c, z, -0.5);
-  c = __builtin_fma(c, z, 1.0);
+  double c = horner(z, 1.0 / 479001600, -1.0 / 3628800, 1.0 / 40320, -1.0 / 720, 1.0 / 24, -0.5,
+                    1.0);
   double y = (quadrant & 1) ? c : s;
   y = (quadrant & 2) ? -y : y;
   return (cos_shift == 0 && x == 0.0) ? x : y;  // sin(-0) = -0
