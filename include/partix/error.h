@@ -18,4 +18,11 @@ class TimeoutError : public Error {
   using Error::Error;
 };
 
+// A collective cancelled because another device of the same program failed; the message
+// names that device and its error. Callers of jit and shard_map see the original error.
+class CollectiveCancelled : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace partix

@@ -5,7 +5,11 @@
 // missing devices.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <exception>
+#include <mutex>
 #include <memory>
 #include <string>
 #include <utility>
@@ -54,16 +58,39 @@ class Communicator {
   virtual detail::Buffer all_gather_to_buffer(const void* in, int64_t bytes, const Group& group,
                                               int self);
 
-  // Wakes every waiting member with an error (a peer failed); reset before the next program.
-  virtual void abort() {}
-  virtual void reset_abort() {}
+  // A member failed with `cause`: the first call records it; every member waiting in a
+  // collective of this communicator, and every later one, raises CollectiveCancelled naming
+  // the failed device and the cause. A communicator serves one execution of one program, so
+  // a failure cancels exactly that program's collectives and is never reset.
+  void abort(int device, std::exception_ptr cause);
+  bool aborted() const { return aborted_.load(std::memory_order_acquire); }
+
+ protected:
+  // Throws CollectiveCancelled when a member has failed.
+  void throw_if_aborted(const char* what, const Group& group) const;
+  // Wakes members blocked in this communicator (called once, after the cause is recorded).
+  virtual void wake_all() {}
+
+ private:
+  std::atomic<bool> aborted_{false};
+  mutable std::mutex abort_mu_;
+  int failed_device_ = -1;
+  std::string cause_;
 };
 
-// The communicator for a mesh's devices (in-process threads for local devices).
-std::shared_ptr<Communicator> communicator_for(const Mesh& mesh);
+// A fresh communicator for one execution of a program on `mesh`'s devices (in-process
+// threads for local devices): its collective state belongs to that execution alone.
+std::unique_ptr<Communicator> communicator_for_run(const Mesh& mesh);
 
-// Seconds a collective waits for its peers (PARTIX_COLLECTIVE_TIMEOUT, default 300).
+// Seconds a collective waits for its peers: PARTIX_COLLECTIVE_TIMEOUT_S (or
+// PARTIX_COLLECTIVE_TIMEOUT), default 300, at most kMaxCollectiveTimeout; anything not a
+// positive finite number is an error.
+inline constexpr double kMaxCollectiveTimeout = 1e7;  // 116 days: far from clock overflow
 double collective_timeout_seconds();
+// The value of environment variable `name`, checked and clamped as above.
+double parse_collective_timeout(const char* name, const char* text);
 void set_collective_timeout_seconds(double seconds);
+// The deadline `collective_timeout_seconds()` from now.
+std::chrono::steady_clock::time_point collective_deadline();
 
 }  // namespace partix::comm

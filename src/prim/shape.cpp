@@ -52,6 +52,14 @@ class Reshape final : public Primitive {
     const Shape& b = out[0].shape;
     FactorRuleBuilder fb;
     std::vector<DimFactors> fa(a.size()), fr(b.size());
+    if (in[0].size() == 0) {
+      // No elements: products never align, and there is nothing to keep split.
+      for (size_t k = 0; k < a.size(); ++k) fa[k] = {fb.add(a[k], FactorKind::kNeedReplication)};
+      for (size_t k = 0; k < b.size(); ++k) fr[k] = {fb.add(b[k], FactorKind::kNeedReplication)};
+      fb.rule().operands = {fa};
+      fb.rule().results = {fr};
+      return fb.rule();
+    }
     size_t i = 0, j = 0;
     while (i < a.size() || j < b.size()) {
       // Size-1 dims carry no factor.

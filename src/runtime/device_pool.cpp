@@ -3,9 +3,9 @@
 #include <omp.h>
 
 #include <condition_variable>
-#include <deque>
 #include <memory>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #include "core/device_registry.h"
@@ -27,10 +27,12 @@ class Worker {
     cv_.notify_one();
     thread_.join();
   }
-  void submit(std::function<void()> fn) {
+  // Hands this worker its task of the current program. Programs run one at a time, so the
+  // worker is idle; moving a std::function cannot throw, so a run never submits partially.
+  void submit(std::function<void()>&& fn) noexcept {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      queue_.push_back(std::move(fn));
+      task_ = std::move(fn);
     }
     cv_.notify_one();
   }
@@ -42,10 +44,10 @@ class Worker {
       std::function<void()> fn;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-        if (queue_.empty()) return;
-        fn = std::move(queue_.front());
-        queue_.pop_front();
+        cv_.wait(lock, [this] { return stop_ || task_; });
+        if (!task_) return;
+        fn = std::move(task_);
+        task_ = nullptr;
       }
       fn();
     }
@@ -53,7 +55,7 @@ class Worker {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
+  std::function<void()> task_;
   bool stop_ = false;
   std::thread thread_;
 };
@@ -68,14 +70,21 @@ struct DevicePool::Impl {
 DevicePool::DevicePool() : impl_(new Impl) {
   int n = local_device_count();
   int threads = detail::threads_per_device();
-  for (int i = 0; i < n; ++i) impl_->workers.push_back(std::make_unique<Worker>(threads));
+  try {
+    for (int i = 0; i < n; ++i) impl_->workers.push_back(std::make_unique<Worker>(threads));
+  } catch (const std::system_error& e) {
+    delete impl_;  // joins the workers already started
+    detail::fail("runtime", "could not start the worker threads of {} devices: {}", n, e.what());
+  }
 }
 
 DevicePool::~DevicePool() { delete impl_; }
 
 DevicePool& DevicePool::instance() {
-  static DevicePool pool;
-  return pool;
+  // Never destroyed: when main returns while another host thread still runs a program, exit
+  // must not wait for (or free memory under) workers in the middle of a collective.
+  static DevicePool* pool = new DevicePool;
+  return *pool;
 }
 
 std::vector<std::exception_ptr> DevicePool::run(const std::vector<int>& device_ids,
@@ -87,12 +96,15 @@ std::vector<std::exception_ptr> DevicePool::run(const std::vector<int>& device_i
   std::condition_variable cv;
   size_t done = 0;
   const int first_local = local_devices().empty() ? 0 : local_devices()[0].id;
+  // Every task is built before any is submitted (building may run out of memory).
+  std::vector<size_t> workers(n);
+  std::vector<std::function<void()>> tasks(n);
   for (size_t i = 0; i < n; ++i) {
-    size_t w = static_cast<size_t>(device_ids[i] - first_local);
-    if (w >= impl_->workers.size()) {
+    workers[i] = static_cast<size_t>(device_ids[i] - first_local);
+    if (workers[i] >= impl_->workers.size()) {
       detail::internal_error("DevicePool", fmt::format("device {} is not local", device_ids[i]));
     }
-    impl_->workers[w]->submit([&, i] {
+    tasks[i] = [&, i] {
       try {
         task(i);
       } catch (...) {
@@ -100,30 +112,39 @@ std::vector<std::exception_ptr> DevicePool::run(const std::vector<int>& device_i
       }
       std::lock_guard<std::mutex> lock(mu);
       if (++done == n) cv.notify_one();
-    });
+    };
   }
+  for (size_t i = 0; i < n; ++i) impl_->workers[workers[i]]->submit(std::move(tasks[i]));
   std::unique_lock<std::mutex> lock(mu);
   cv.wait(lock, [&] { return done == n; });
   return errors;
 }
 
+namespace {
+// Lower is more informative: the error a device raised itself before any consequence of it.
+int rank_of(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const CollectiveCancelled&) {
+    return 3;  // a consequence of another device's failure
+  } catch (const TimeoutError&) {
+    return 2;  // peers of a failed device may time out after it
+  } catch (const Error&) {
+    return 0;
+  } catch (...) {
+    return 1;
+  }
+}
+}  // namespace
+
 void rethrow_first(const std::vector<std::exception_ptr>& errors, const std::vector<int>& ids) {
   std::exception_ptr first;
   size_t first_i = 0;
-  // Prefer a partix::Error that is not a timeout: peers of a failed device time out after it.
-  for (int pass = 0; pass < 3 && !first; ++pass) {
-    for (size_t i = 0; i < errors.size() && !first; ++i) {
-      if (!errors[i]) continue;
-      try {
-        std::rethrow_exception(errors[i]);
-      } catch (const TimeoutError&) {
-        if (pass == 2) first = errors[i], first_i = i;
-      } catch (const Error&) {
-        if (pass == 0) first = errors[i], first_i = i;
-      } catch (...) {
-        if (pass == 1) first = errors[i], first_i = i;
-      }
-    }
+  int best = 4;
+  for (size_t i = 0; i < errors.size(); ++i) {
+    if (!errors[i]) continue;
+    const int r = rank_of(errors[i]);
+    if (r < best) best = r, first = errors[i], first_i = i;
   }
   if (!first) return;
   try {
@@ -131,7 +152,7 @@ void rethrow_first(const std::vector<std::exception_ptr>& errors, const std::vec
   } catch (const Error&) {
     throw;
   } catch (const std::bad_alloc&) {
-    detail::fail("runtime", "device {} ran out of memory", ids[first_i]);
+    detail::fail("runtime", "device {} ran out of host memory", ids[first_i]);
   } catch (const std::exception& e) {
     detail::fail("runtime", "device {} failed: {}", ids[first_i], e.what());
   }

@@ -14,8 +14,7 @@ Executable::Executable(ir::Program local, Mesh mesh, std::vector<NamedSharding> 
       mesh_(std::move(mesh)),
       in_(std::move(in_shardings)),
       out_(std::move(out_shardings)),
-      out_avals_(std::move(out_avals)),
-      comm_(comm::communicator_for(mesh_)) {}
+      out_avals_(std::move(out_avals)) {}
 
 std::vector<Array> Executable::run(const std::vector<Array>& args,
                                    const std::vector<bool>& donate) const {
@@ -52,20 +51,21 @@ std::vector<Array> Executable::run(const std::vector<Array>& args,
     if (i < donate.size() && donate[i]) args[i].impl()->shards.clear();
   }
   std::vector<std::vector<detail::Buffer>> dev_out(positions.size());
+  // This execution's own collective state: a failure here cancels only its collectives.
+  std::unique_ptr<comm::Communicator> comm = comm::communicator_for_run(mesh_);
   auto errors = DevicePool::instance().run(ids, [&](size_t j) {
-    prim::ExecContext ctx;
-    ctx.device = ids[j];
-    ctx.mesh = &mesh_;
-    ctx.mesh_coords = mesh_.coords(positions[j]);
-    ctx.comm = comm_.get();
     try {
+      prim::ExecContext ctx;
+      ctx.device = ids[j];
+      ctx.mesh = &mesh_;
+      ctx.mesh_coords = mesh_.coords(positions[j]);
+      ctx.comm = comm.get();
       dev_out[j] = interpret(local_, plan_, ctx, std::move(dev_args[j]));
     } catch (...) {
-      if (comm_) comm_->abort();  // wake peers waiting in a collective
+      comm->abort(ids[j], std::current_exception());  // wake peers waiting in a collective
       throw;
     }
   });
-  if (comm_) comm_->reset_abort();
   rethrow_first(errors, ids);
   std::vector<Array> outs;
   for (size_t r = 0; r < out_.size(); ++r) {

@@ -9,10 +9,6 @@
 #include "partix/array.h"
 #include "runtime/interpreter.h"
 
-namespace partix::comm {
-class Communicator;
-}
-
 namespace partix::runtime {
 
 class Executable {
@@ -36,7 +32,6 @@ class Executable {
   Mesh mesh_;
   std::vector<NamedSharding> in_, out_;
   std::vector<ir::Aval> out_avals_;
-  std::shared_ptr<comm::Communicator> comm_;
 };
 
 }  // namespace partix::runtime

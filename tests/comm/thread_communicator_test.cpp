@@ -37,22 +37,47 @@ TEST(ThreadCommunicator, MissingPeerTimesOutNamingTheDevice) {
   EXPECT_NE(e1.find("device(s) 2"), std::string::npos) << e1;
 }
 
-TEST(ThreadCommunicator, AbortWakesWaitingMembers) {
+TEST(ThreadCommunicator, AbortWakesWaitingMembersNamingTheCause) {
   comm::ThreadCommunicator c;
   comm::Group g{3, 4};
   std::string err;
   std::thread t([&] {
     try {
       c.barrier(g, 3);
-    } catch (const Error& e) {
+    } catch (const CollectiveCancelled& e) {
       err = e.what();
     }
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  c.abort();
+  c.abort(4, std::make_exception_ptr(Error("[matmul] out of memory on device 4")));
   t.join();
-  EXPECT_NE(err.find("aborted"), std::string::npos) << err;
-  c.reset_abort();
+  EXPECT_EQ(err, "[barrier] cancelled on group [3,4]: device 4 failed: [matmul] out of memory "
+                 "on device 4");
+  // A member that arrives later fails at once, and the first cause stays the one reported.
+  c.abort(3, std::make_exception_ptr(Error("second")));
+  try {
+    c.barrier(g, 3);
+    ADD_FAILURE() << "a barrier after abort returned";
+  } catch (const CollectiveCancelled& e) {
+    EXPECT_NE(std::string(e.what()).find("device 4 failed"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ThreadCommunicator, TimeoutsAreValidatedAndClamped) {
+  EXPECT_THROW(comm::set_collective_timeout_seconds(std::numeric_limits<double>::infinity()),
+               Error);
+  EXPECT_THROW(comm::set_collective_timeout_seconds(std::nan("")), Error);
+  EXPECT_THROW(comm::set_collective_timeout_seconds(-1), Error);
+  comm::set_collective_timeout_seconds(1e30);
+  EXPECT_EQ(comm::collective_timeout_seconds(), comm::kMaxCollectiveTimeout);
+  // The deadline of the largest timeout is still in the future (no overflow).
+  EXPECT_GT(comm::collective_deadline(), std::chrono::steady_clock::now());
+  comm::set_collective_timeout_seconds(300);
+  for (const char* bad : {"inf", "nan", "-3", "0", "1e400", "5s", "", "0x"}) {
+    EXPECT_THROW(comm::parse_collective_timeout("PARTIX_COLLECTIVE_TIMEOUT", bad), Error) << bad;
+  }
+  EXPECT_EQ(comm::parse_collective_timeout("T", "1e18"), comm::kMaxCollectiveTimeout);
+  EXPECT_EQ(comm::parse_collective_timeout("T", "2.5"), 2.5);
 }
 
 TEST(ThreadCommunicator, ConcurrentGroupsAndRepeatedRounds) {

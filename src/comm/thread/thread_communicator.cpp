@@ -48,11 +48,13 @@ int rank_of(const Group& group, int self, const char* what) {
 }
 
 // The barrier: the last member to arrive runs `on_release` and releases everyone. Waiters
-// spin (yielding: there are more device threads than cores) before they block.
+// spin (yielding: there are more device threads than cores) before they block. A member that
+// arrives after a peer failed, or is waiting when one fails, raises CollectiveCancelled.
 template <class OnRelease>
-void wait_all(ThreadCommunicator::Slot& s, std::atomic<bool>& aborted, const char* what,
+void wait_all(const ThreadCommunicator& c, ThreadCommunicator::Slot& s, const char* what,
               const Group& group, int rank, OnRelease on_release) {
   const int n = static_cast<int>(group.size());
+  c.check_abort(what, group);
   int64_t gen;
   {
     std::lock_guard<std::mutex> lock(s.mu);
@@ -68,18 +70,15 @@ void wait_all(ThreadCommunicator::Slot& s, std::atomic<bool>& aborted, const cha
     }
   }
   auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
-  while (s.generation.load() == gen && std::chrono::steady_clock::now() < spin_until) {
+  while (s.generation.load() == gen && !c.aborted() &&
+         std::chrono::steady_clock::now() < spin_until) {
     std::this_thread::yield();
   }
   if (s.generation.load() != gen) return;
   std::unique_lock<std::mutex> lock(s.mu);
-  auto deadline = std::chrono::steady_clock::now() +
-                  std::chrono::duration<double>(collective_timeout_seconds());
+  const auto deadline = collective_deadline();
   while (s.generation.load() == gen) {
-    if (aborted.load()) {
-      throw Error(fmt::format("[{}] aborted: another device of group [{}] failed", what,
-                              fmt::join(group, ",")));
-    }
+    c.check_abort(what, group);
     if (s.cv.wait_until(lock, deadline) == std::cv_status::timeout && s.generation.load() == gen) {
       std::vector<int> missing;
       for (int r = 0; r < n; ++r) {
@@ -205,21 +204,12 @@ void reduce_into(const std::vector<void*>& dsts, const std::vector<const void*>&
   }
 }
 
-void ThreadCommunicator::abort() {
-  aborted_.store(true);
+void ThreadCommunicator::wake_all() {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& [g, s] : slots_) {
     std::lock_guard<std::mutex> l(s->mu);
     s->cv.notify_all();
   }
-}
-
-void ThreadCommunicator::reset_abort() {
-  if (!aborted_.load()) return;
-  aborted_.store(false);
-  // Members that failed left their barriers half-filled: start every group afresh.
-  std::lock_guard<std::mutex> lock(mu_);
-  slots_.clear();
 }
 
 int ThreadCommunicator::arrive(Slot& s, const char* what, const Group& group, int self,
@@ -228,13 +218,13 @@ int ThreadCommunicator::arrive(Slot& s, const char* what, const Group& group, in
   s.in[static_cast<size_t>(rank)] = in;
   s.out[static_cast<size_t>(rank)] = out;
   if (rank == 0 && result_bytes >= 0) s.result = detail::Buffer::shared(result_bytes);
-  wait_all(s, aborted_, what, group, rank, [] {});
+  wait_all(*this, s, what, group, rank, [] {});
   return rank;
 }
 
 void ThreadCommunicator::depart(Slot& s, const char* what, const Group& group, int self) {
   int rank = rank_of(group, self, what);
-  wait_all(s, aborted_, what, group, rank, [&s] { s.result = detail::Buffer(); });
+  wait_all(*this, s, what, group, rank, [&s] { s.result = detail::Buffer(); });
 }
 
 namespace {

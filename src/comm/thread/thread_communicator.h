@@ -1,4 +1,4 @@
-// In-process collectives over device worker threads: members publish their buffers in a
+// In-process collectives over device worker threads, for one execution of a program: members publish their buffers in a
 // shared rendezvous, then each member does its share of the work directly on its peers'
 // memory. all_reduce: member r reduces chunk r of every input; all_reduce_to_buffer and
 // all_gather_to_buffer compute one result that every member receives as an alias (memory is
@@ -37,10 +37,13 @@ class ThreadCommunicator final : public Communicator {
                                       ReduceKind kind, const Group& group, int self) override;
   detail::Buffer all_gather_to_buffer(const void* in, int64_t bytes, const Group& group,
                                       int self) override;
-  void abort() override;
-  void reset_abort() override;
+  // Raises CollectiveCancelled when a member of this execution has failed.
+  void check_abort(const char* what, const Group& group) const { throw_if_aborted(what, group); }
 
   struct Slot;
+
+ protected:
+  void wake_all() override;
 
  private:
   Slot& slot(const Group& group);
@@ -54,7 +57,6 @@ class ThreadCommunicator final : public Communicator {
 
   std::mutex mu_;
   std::map<Group, std::unique_ptr<Slot>> slots_;
-  std::atomic<bool> aborted_{false};
 };
 
 // Reduces srcs[r][0..count) into every dst (dsts may alias srcs: each block is fully read
