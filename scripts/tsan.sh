@@ -8,4 +8,6 @@ cmake --build build-tsan -j "${JOBS:-$(nproc)}" --target partix_tests
 # allocator_may_return_null: a test allocates 4 TiB on purpose to check the error path.
 export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1 second_deadlock_stack=1 allocator_may_return_null=1 suppressions=$PWD/scripts/tsan.supp}"
 export OMP_NUM_THREADS=1
-build-tsan/bin/partix_tests --gtest_filter='Collectives*:ThreadCommunicator*:Runtime*:Smoke*:Equivalence.ShardMap*:VjpFiniteDifferences.Collectives*:Profiler*'
+# The isolation stress test runs its long version here (PARTIX_STRESS_ITERATIONS).
+PARTIX_STRESS_ITERATIONS=${PARTIX_STRESS_ITERATIONS:-400} \
+build-tsan/bin/partix_tests --gtest_filter='Collectives*:ThreadCommunicator*:Runtime*:Smoke*:Equivalence.ShardMap*:VjpFiniteDifferences.Collectives*:Profiler*:Isolation*'

@@ -17,6 +17,10 @@ struct Device {
 
 struct InitOptions {
   int num_cpu_devices = 0;  // 0: from PARTIX_NUM_CPU_DEVICES, else 1
+  // Bytes each device may hold; an allocation past it, or a program whose planned peak
+  // exceeds it, raises partix::Error. 0: from PARTIX_DEVICE_MEMORY_BYTES, else no limit but
+  // the host's available memory (which is always checked).
+  int64_t device_memory_bytes = 0;
 };
 
 // Initialises the device set. Precondition: not yet initialised with different options
@@ -36,6 +40,7 @@ struct MemoryStats {
   int64_t bytes_in_use = 0;
   int64_t peak_bytes_in_use = 0;
   int64_t num_allocs = 0;
+  int64_t bytes_limit = 0;  // the per-device limit; 0: none but the host's memory
 };
 MemoryStats memory_stats(int device_id);
 // Sets each device's peak to its current usage.

@@ -4,6 +4,7 @@
 
 #include "core/array_impl.h"
 #include "core/errors.h"
+#include "core/memory.h"
 #include "core/layout.h"
 #include "core/scalar.h"
 
@@ -24,7 +25,9 @@ std::vector<char> gather_to_host(const Array& x) {
   const ArrayImpl& a = *x.impl();
   const NamedSharding& s = *a.sharding;
   const int es = dtype_size(a.dtype);
-  std::vector<char> out(static_cast<size_t>(shape_size(a.shape) * es));
+  std::vector<char> out = host_staging(
+      "Array", fmt::format("copying {}{} to the host", dtype_name(a.dtype), shape_to_string(a.shape)),
+      shape_size(a.shape) * es);
   Shape local = s.shard_shape(a.shape);
   Shape zero(a.shape.size(), 0);
   for (int64_t k = 0; k < s.mesh().size(); ++k) {
@@ -180,13 +183,8 @@ namespace {
 // A host staging buffer for an array of `shape`; out of memory is a partix::Error.
 std::vector<char> host_buffer(const char* api, const Shape& shape, DType dtype) {
   const int64_t n = detail::checked_size(api, shape, dtype);
-  const int64_t nbytes = n * dtype_size(dtype);
-  try {
-    return std::vector<char>(static_cast<size_t>(nbytes));
-  } catch (const std::bad_alloc&) {
-    detail::fail(api, "out of host memory: {}{} needs {} bytes", dtype_name(dtype),
-                 shape_to_string(shape), nbytes);
-  }
+  return detail::host_staging(api, fmt::format("{}{}", dtype_name(dtype), shape_to_string(shape)),
+                              n * dtype_size(dtype));
 }
 
 Array filled(const char* api, Shape shape, double value, DType dtype) {

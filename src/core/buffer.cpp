@@ -12,6 +12,8 @@
 
 #include "core/device_registry.h"
 #include "core/errors.h"
+#include "core/fault_injection.h"
+#include "core/memory.h"
 
 namespace partix::detail {
 
@@ -34,7 +36,9 @@ class Pool {
     size_t step = top / 4;
     return (n + step - 1) / step * step;
   }
-  void* take(size_t bytes) {
+  // A block of `bytes`: a cached one, else fresh memory (checked against what the host has
+  // left when large, so that overcommitted memory is not touched into an OOM kill).
+  void* take(size_t bytes, int device) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = free_.find(bytes);
@@ -44,6 +48,12 @@ class Pool {
         cached_ -= bytes;
         return p;
       }
+    }
+    if (static_cast<int64_t>(bytes) >= kCheckedAllocationBytes) {
+      check_host_memory("Buffer",
+                        device >= 0 ? fmt::format("a buffer on device {}", device)
+                                    : std::string("a shared collective result"),
+                        static_cast<int64_t>(bytes));
     }
     void* p = std::aligned_alloc(64, bytes);
     if (!p) {
@@ -60,6 +70,10 @@ class Pool {
     }
     free_[bytes].push_back(p);
     cached_ += bytes;
+  }
+  int64_t cached() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<int64_t>(cached_);
   }
   void trim(size_t keep) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -85,6 +99,8 @@ class Pool {
 
 }  // namespace
 
+int64_t pool_cached_bytes() { return Pool::get().cached(); }
+
 struct Buffer::Storage {
   void* ptr = nullptr;
   int64_t nbytes = 0;
@@ -103,16 +119,30 @@ std::shared_ptr<Buffer::Storage> Buffer::new_storage(int device, int64_t nbytes)
   if (nbytes < 0) internal_error("Buffer", "negative size");
   auto s = std::make_shared<Buffer::Storage>();
   s->device = device;
-  s->nbytes = nbytes;
-  if (nbytes > 0) {
-    s->block = Pool::round(static_cast<size_t>(nbytes));
-    s->ptr = Pool::get().take(s->block);
-    if (!s->ptr) {
-      s->nbytes = 0;
-      if (device >= 0) fail("Buffer", "out of host memory allocating {} bytes on device {}", nbytes, device);
-      fail("Buffer", "out of host memory allocating {} bytes", nbytes);
+  if (nbytes == 0) return s;
+  maybe_inject_allocation_fault("Buffer", device, nbytes);
+  const int64_t limit = device >= 0 ? device_memory_limit() : 0;
+  if (limit > 0) {
+    const int64_t in_use = device_counters(device).in_use.load();
+    if (in_use + nbytes > limit) {
+      fail("Buffer",
+           "out of memory on device {}: allocating {} ({} bytes) with {} in use, limit {} per "
+           "device",
+           device, format_bytes(nbytes), nbytes, format_bytes(in_use), format_bytes(limit));
     }
   }
+  const size_t block = Pool::round(static_cast<size_t>(nbytes));
+  void* ptr = Pool::get().take(block, device);
+  if (!ptr) {
+    if (device >= 0) {
+      fail("Buffer", "out of host memory allocating {} bytes on device {}", nbytes, device);
+    }
+    fail("Buffer", "out of host memory allocating {} bytes", nbytes);
+  }
+  // Only now does the storage own memory and count (its destructor gives both back).
+  s->ptr = ptr;
+  s->block = block;
+  s->nbytes = nbytes;
   return s;
 }
 

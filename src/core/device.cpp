@@ -6,6 +6,7 @@
 
 #include "core/device_registry.h"
 #include "core/errors.h"
+#include "core/memory.h"
 #include "partix/device.h"
 
 namespace partix {
@@ -25,8 +26,8 @@ struct Registry {
 };
 
 Registry& registry() {
-  static Registry r;
-  return r;
+  static Registry* r = new Registry;  // never destroyed: device workers may outlive main
+  return *r;
 }
 
 void initialize_locked(Registry& r, int count) {
@@ -91,6 +92,9 @@ void init(const InitOptions& options) {
   if (count == 0) {
     count = detail::parse_num_cpu_devices(std::getenv("PARTIX_NUM_CPU_DEVICES")).value_or(1);
   }
+  detail::check(options.device_memory_bytes >= 0, "init",
+                "device_memory_bytes must be non-negative, got {}", options.device_memory_bytes);
+  if (options.device_memory_bytes > 0) detail::set_device_memory_limit(options.device_memory_bytes);
   if (r.initialized) {
     if (r.local_count != count) {
       detail::fail("init",
@@ -131,7 +135,7 @@ MemoryStats memory_stats(int device_id) {
                  device_count());
   }
   const detail::DeviceCounters& c = detail::device_counters(device_id);
-  return MemoryStats{c.in_use.load(), c.peak.load(), c.allocs.load()};
+  return MemoryStats{c.in_use.load(), c.peak.load(), c.allocs.load(), detail::device_memory_limit()};
 }
 
 void reset_peak_memory_stats() {

@@ -2,7 +2,9 @@
 
 #include "comm/communicator.h"
 #include "core/array_impl.h"
+#include "core/device_registry.h"
 #include "core/errors.h"
+#include "core/memory.h"
 #include "runtime/device_pool.h"
 
 namespace partix::runtime {
@@ -14,7 +16,39 @@ Executable::Executable(ir::Program local, Mesh mesh, std::vector<NamedSharding> 
       mesh_(std::move(mesh)),
       in_(std::move(in_shardings)),
       out_(std::move(out_shardings)),
-      out_avals_(std::move(out_avals)) {}
+      out_avals_(std::move(out_avals)),
+      peak_bytes_(peak_live_bytes(local_, plan_)) {}
+
+void Executable::check_memory(const std::vector<int>& ids) const {
+  // Before running: a program that cannot fit fails here, naming its plan, instead of being
+  // killed by the kernel half way (Linux overcommits) or failing on some devices only.
+  const int64_t limit = detail::device_memory_limit();
+  if (limit > 0) {
+    for (int d : ids) {
+      const int64_t in_use = detail::device_counters(d).in_use.load();
+      if (in_use + peak_bytes_ > limit) {
+        detail::fail("jit",
+                     "out of memory on device {}: program '{}' needs up to {} beyond its "
+                     "arguments, which already hold {} of the {} limit per device "
+                     "(memory_analysis() shows the plan)",
+                     d, local_.name, detail::format_bytes(peak_bytes_),
+                     detail::format_bytes(in_use), detail::format_bytes(limit));
+      }
+    }
+  }
+  const int64_t total = peak_bytes_ * static_cast<int64_t>(ids.size());
+  if (total >= detail::kCheckedAllocationBytes) {
+    const int64_t avail = detail::available_host_bytes();
+    if (total > avail) {
+      detail::fail("jit",
+                   "out of host memory: program '{}' needs up to {} per device beyond its "
+                   "arguments, {} on {} local devices, but {} is available (memory_analysis() "
+                   "shows the plan)",
+                   local_.name, detail::format_bytes(peak_bytes_), detail::format_bytes(total),
+                   ids.size(), detail::format_bytes(avail));
+    }
+  }
+}
 
 std::vector<Array> Executable::run(const std::vector<Array>& args,
                                    const std::vector<bool>& donate) const {
@@ -40,6 +74,7 @@ std::vector<Array> Executable::run(const std::vector<Array>& args,
       ids.push_back(d.id);
     }
   }
+  check_memory(ids);  // before any argument is donated
   // Gather per-device argument buffers; donated arguments give theirs up.
   std::vector<std::vector<detail::Buffer>> dev_args(positions.size());
   for (size_t j = 0; j < positions.size(); ++j) {

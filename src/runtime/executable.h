@@ -25,13 +25,19 @@ class Executable {
   const std::vector<NamedSharding>& in_shardings() const { return in_; }
   const std::vector<NamedSharding>& out_shardings() const { return out_; }
   const std::vector<ir::Aval>& out_avals() const { return out_avals_; }
+  // The most bytes of results and intermediates live at once on each device (arguments aside).
+  int64_t peak_bytes() const { return peak_bytes_; }
 
  private:
+  // Raises partix::Error when the planned peak cannot fit on devices `ids`.
+  void check_memory(const std::vector<int>& ids) const;
+
   ir::Program local_;
   Plan plan_;
   Mesh mesh_;
   std::vector<NamedSharding> in_, out_;
   std::vector<ir::Aval> out_avals_;
+  int64_t peak_bytes_ = 0;
 };
 
 }  // namespace partix::runtime

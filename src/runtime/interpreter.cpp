@@ -1,8 +1,10 @@
 #include "runtime/interpreter.h"
 
 #include <atomic>
+#include <set>
 
 #include "core/errors.h"
+#include "core/fault_injection.h"
 #include "runtime/profiler_hooks.h"
 
 namespace partix::runtime {
@@ -68,6 +70,7 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
     detail::internal_error("interpret", fmt::format("{} arguments for {} parameters", args.size(),
                                                     p.params.size()));
   }
+  detail::ProgramScope scope(p.name);
   std::vector<detail::Buffer> env(p.values.size());
   for (size_t k = 0; k < args.size(); ++k) env[static_cast<size_t>(p.params[k])] = std::move(args[k]);
   args.clear();
@@ -125,6 +128,31 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
   std::vector<detail::Buffer> out;
   for (int v : p.results) out.push_back(env[static_cast<size_t>(v)]);
   return out;
+}
+
+int64_t peak_live_bytes(const ir::Program& p, const Plan& plan) {
+  std::set<int> param_set(p.params.begin(), p.params.end());
+  int64_t live = 0, peak = 0;
+  std::vector<bool> alive(p.values.size(), false);
+  for (size_t i = 0; i < p.instrs.size(); ++i) {
+    const ir::Instr& in = p.instrs[i];
+    const int reuse = plan.reuse_input[i];
+    for (size_t k = 0; k < in.outputs.size(); ++k) {
+      const int v = in.outputs[k];
+      const bool in_place =
+          k == 0 && reuse >= 0 && !param_set.count(in.inputs[static_cast<size_t>(reuse)]);
+      if (!in_place) live += p.aval(v).nbytes();
+      alive[static_cast<size_t>(v)] = true;
+    }
+    peak = std::max(peak, live);
+    for (int v : plan.release_after[i]) {
+      if (param_set.count(v) || !alive[static_cast<size_t>(v)]) continue;
+      const bool handed_over = reuse >= 0 && in.inputs[static_cast<size_t>(reuse)] == v;
+      if (!handed_over) live -= p.aval(v).nbytes();
+      alive[static_cast<size_t>(v)] = false;
+    }
+  }
+  return peak;
 }
 
 }  // namespace partix::runtime

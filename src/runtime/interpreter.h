@@ -22,6 +22,11 @@ struct Plan {
 
 Plan make_plan(const ir::Program& p, const char* platform = "cpu");
 
+// The most bytes of results and intermediates live at once on a device while `p` runs (the
+// interpreter's allocation order replayed: results allocate, values die after last use,
+// in-place reuse allocates nothing). Arguments are not counted.
+int64_t peak_live_bytes(const ir::Program& p, const Plan& plan);
+
 // Kernels to use: fast (registered per platform, the default) or only the naive references.
 enum class KernelMode { kFast, kReference };
 void set_kernel_mode(KernelMode mode);  // for tests that compare the two

@@ -106,6 +106,12 @@ std::string Mesh::to_string() const {
   for (size_t i = 0; i < data_->names.size(); ++i) {
     parts.push_back(fmt::format("'{}': {}", data_->names[i], data_->sizes[i]));
   }
+  // Device ids are shown unless they are 0..n-1 in order, so that two different meshes
+  // never print the same.
+  const std::vector<int> ids = device_ids();
+  bool in_order = true;
+  for (size_t k = 0; k < ids.size(); ++k) in_order = in_order && ids[k] == static_cast<int>(k);
+  if (!in_order) return fmt::format("Mesh({}, devices=[{}])", fmt::join(parts, ", "), fmt::join(ids, ","));
   return fmt::format("Mesh({})", fmt::join(parts, ", "));
 }
 

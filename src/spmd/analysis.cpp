@@ -42,29 +42,8 @@ MemoryAnalysis memory_analysis(const Compiled& c) {
   const ir::Program& p = exe.program();
   int64_t args = 0, outs = 0;
   for (int v : p.params) args += p.aval(v).nbytes();
-  std::set<int> param_set(p.params.begin(), p.params.end());
   for (int v : p.results) outs += p.aval(v).nbytes();
-  // Replay the interpreter's allocation order: results allocate, values die after last use.
-  runtime::Plan plan = runtime::make_plan(p);
-  int64_t live = 0, peak = 0;
-  std::vector<bool> alive(p.values.size(), false);
-  for (size_t i = 0; i < p.instrs.size(); ++i) {
-    const ir::Instr& in = p.instrs[i];
-    int reuse = plan.reuse_input[i];
-    for (size_t k = 0; k < in.outputs.size(); ++k) {
-      int v = in.outputs[k];
-      bool in_place = k == 0 && reuse >= 0 && !param_set.count(in.inputs[static_cast<size_t>(reuse)]);
-      if (!in_place) live += p.aval(v).nbytes();
-      alive[static_cast<size_t>(v)] = true;
-    }
-    peak = std::max(peak, live);
-    for (int v : plan.release_after[i]) {
-      if (param_set.count(v) || !alive[static_cast<size_t>(v)]) continue;
-      bool handed_over = reuse >= 0 && in.inputs[static_cast<size_t>(reuse)] == v;
-      if (!handed_over) live -= p.aval(v).nbytes();
-      alive[static_cast<size_t>(v)] = false;
-    }
-  }
+  const int64_t peak = exe.peak_bytes();
   // Temporaries: the peak of live intermediate buffers beyond the outputs.
   int64_t temp = std::max<int64_t>(0, peak - outs);
   size_t n = static_cast<size_t>(exe.mesh().size());

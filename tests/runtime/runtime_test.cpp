@@ -1,5 +1,6 @@
 // The per-device runtime: replicated execution over a mesh, buffer lifetimes, donation, and
 // errors inside device workers.
+#include "core/memory.h"
 #include "runtime/interpreter.h"
 #include "test_util.h"
 
@@ -77,9 +78,10 @@ TEST(Runtime, DonatedArgumentsAreReusedAndGone) {
 TEST(Runtime, ErrorsInsideDeviceWorkersSurfaceAsPartixError) {
   Mesh mesh({4}, {"x"});
   Array a = device_put(ones({2}), NamedSharding(mesh, P()));
-  // A 4 TiB intermediate cannot be allocated: every worker fails, the caller gets an Error.
+  // A 4 TiB intermediate cannot be allocated: the program is refused before it runs, naming
+  // its plan (device workers failing mid-run are tested in isolation_test.cpp).
   auto f = jit([](const Array& v) { return sum(broadcast_to(v, {int64_t{1} << 19, int64_t{1} << 20, 2})); });
-  EXPECT_PARTIX_ERROR(f(a), "out of host memory");
+  EXPECT_PARTIX_ERROR(f(a), "out of host memory", "4096.00 GiB per device", "memory_analysis()");
   // The pool still works afterwards.
   EXPECT_EQ((a + 1.0).to_vector<float>(), (std::vector<float>{2, 2}));
 }
@@ -94,4 +96,23 @@ TEST(Runtime, ReferenceAndFastKernelsAgreeOnAProgram) {
   runtime::set_kernel_mode(runtime::KernelMode::kFast);
   ASSERT_EQ(fast.size(), ref.size());
   for (size_t i = 0; i < fast.size(); ++i) EXPECT_NEAR(fast[i], ref[i], 1e-5) << i;
+}
+
+TEST(Runtime, DeviceMemoryLimitRefusesAProgramBeforeItRunsAndCountsAllocations) {
+  struct Restore {
+    ~Restore() { detail::set_device_memory_limit(0); }
+  } restore;
+  Mesh mesh({4}, {"x"});
+  Array a = device_put(ones({1024, 256}), NamedSharding(mesh, P("x")));  // 256 KiB per device
+  detail::set_device_memory_limit(1 << 20);
+  EXPECT_EQ(memory_stats(0).bytes_limit, 1 << 20);
+  // [1024, 256] -> 4x bigger intermediates: 1 MiB+ per device beyond the arguments.
+  auto big = jit([](const Array& v) { return sum(concatenate({v, v, v, v, v}, 1), {1}); });
+  EXPECT_PARTIX_ERROR(big(a), "out of memory on device 0", "limit per device", "memory_analysis()");
+  // A direct allocation past the limit is refused too, naming the device and the sizes.
+  EXPECT_PARTIX_ERROR(device_put(ones({2048, 1024}), NamedSharding(mesh, P("x"))),
+                      "out of memory on device", "limit 1.0 MiB per device");
+  // What fits still runs.
+  EXPECT_EQ(jit([](const Array& v) { return v * 2.0f; })(a).to_vector<float>(),
+            std::vector<float>(1024 * 256, 2.0f));
 }

@@ -41,3 +41,20 @@ TEST(Mesh, BadInput) {
   EXPECT_PARTIX_ERROR(Mesh({2}, {""}), "[Mesh]", "empty name");
   EXPECT_PARTIX_ERROR(Mesh({2}, {"x"}).axis_size("z"), "[Mesh.axis_size]", "'z'");
 }
+
+TEST(Mesh, DifferentMeshesNeverPrintTheSame) {
+  std::vector<Device> reversed(devices().rbegin(), devices().rend());
+  Mesh r({8}, {"x"}, reversed);
+  EXPECT_EQ(r.to_string(), "Mesh('x': 8, devices=[7,6,5,4,3,2,1,0])");
+  EXPECT_EQ(Mesh({2}, {"x"}, {Device{5}, Device{2}}).to_string(), "Mesh('x': 2, devices=[5,2])");
+  // The error for arguments on two meshes tells them apart.
+  Array a = device_put(ones({8}), NamedSharding(make_mesh({8}, {"x"}), P("x")));
+  Array b = device_put(ones({8}), NamedSharding(r, P("x")));
+  EXPECT_PARTIX_ERROR(jit([](const Array& u, const Array& v) { return u + v; })(a, b),
+                      "Mesh('x': 8)", "Mesh('x': 8, devices=[7,6,5,4,3,2,1,0])");
+  // Eager ops on the two meshes compile separately (device order differs): each result
+  // lives on its operand's mesh.
+  EXPECT_TRUE((a * 2.0f).sharding().mesh() == a.sharding().mesh());
+  EXPECT_TRUE((b * 2.0f).sharding().mesh() == r);
+  EXPECT_EQ((b * 2.0f).to_vector<float>(), std::vector<float>(8, 2.0f));
+}

@@ -1,0 +1,35 @@
+// Host memory: what is available now, and checks before large allocations, so that running
+// out is a partix::Error naming what was being allocated rather than an OOM kill (Linux
+// overcommits: a huge allocation succeeds and the process dies when its pages are touched).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace partix::detail {
+
+// Bytes this process can still use: the smaller of the kernel's MemAvailable and the
+// cgroup's remaining limit, plus what partix's allocator holds cached. INT64_MAX when unknown.
+int64_t available_host_bytes();
+
+// Allocations below this are not checked (reading the limits costs a few microseconds).
+inline constexpr int64_t kCheckedAllocationBytes = int64_t{32} << 20;
+
+// Throws partix::Error "[api] out of host memory: <what> needs N bytes, M available" when a
+// checked allocation of nbytes cannot fit.
+void check_host_memory(std::string_view api, std::string_view what, int64_t nbytes);
+
+// A host staging buffer of nbytes: checked as above, and std::bad_alloc becomes an Error.
+std::vector<char> host_staging(std::string_view api, std::string_view what, int64_t nbytes);
+
+// Bytes each device may hold (InitOptions::device_memory_bytes or PARTIX_DEVICE_MEMORY_BYTES);
+// 0 means no limit but the host's memory.
+int64_t device_memory_limit();
+void set_device_memory_limit(int64_t bytes);
+int64_t parse_device_memory_bytes(const char* text);
+
+// "1.5 GiB": sizes in messages.
+std::string format_bytes(int64_t bytes);
+
+}  // namespace partix::detail
