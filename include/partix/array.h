@@ -109,10 +109,17 @@ Array scalar(T value) {
   return from_vector<T>(std::vector<T>{value}, {});
 }
 
+// Created arrays are program ops (inside jit they are part of the program, sharded by
+// propagation, never a captured whole array). Outside jit they live on device 0, or, given a
+// sharding, directly in it: each device fills only its block.
 Array arange(int64_t n, DType dtype = DType::I32);
 Array zeros(Shape shape, DType dtype = DType::F32);
 Array ones(Shape shape, DType dtype = DType::F32);
 Array full(Shape shape, double value, DType dtype = DType::F32);
+Array arange(int64_t n, DType dtype, const NamedSharding& sharding);
+Array zeros(Shape shape, DType dtype, const NamedSharding& sharding);
+Array ones(Shape shape, DType dtype, const NamedSharding& sharding);
+Array full(Shape shape, double value, DType dtype, const NamedSharding& sharding);
 
 // Moves x to any sharding (any mesh, any spec). Exact.
 Array device_put(const Array& x, const NamedSharding& sharding);

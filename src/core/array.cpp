@@ -178,44 +178,4 @@ std::string Array::to_string() const {
                      dtype_name(dtype()), shape_to_string(shape()));
 }
 
-namespace {
-
-// A host staging buffer for an array of `shape`; out of memory is a partix::Error.
-std::vector<char> host_buffer(const char* api, const Shape& shape, DType dtype) {
-  const int64_t n = detail::checked_size(api, shape, dtype);
-  return detail::host_staging(api, fmt::format("{}{}", dtype_name(dtype), shape_to_string(shape)),
-                              n * dtype_size(dtype));
-}
-
-Array filled(const char* api, Shape shape, double value, DType dtype) {
-  const int es = dtype_size(dtype);
-  std::vector<char> one(static_cast<size_t>(es));
-  detail::store_scalar(one.data(), dtype, value);
-  std::vector<char> host = host_buffer(api, shape, dtype);
-  for (size_t i = 0; i < host.size(); i += static_cast<size_t>(es)) {
-    std::memcpy(host.data() + i, one.data(), static_cast<size_t>(es));
-  }
-  return detail::scatter_from_host(host.data(), std::move(shape), dtype,
-                                   single_device_sharding(partix::devices()[0]));
-}
-
-}  // namespace
-
-Array full(Shape shape, double value, DType dtype) {
-  return filled("full", std::move(shape), value, dtype);
-}
-Array zeros(Shape shape, DType dtype) { return filled("zeros", std::move(shape), 0.0, dtype); }
-Array ones(Shape shape, DType dtype) { return filled("ones", std::move(shape), 1.0, dtype); }
-
-Array arange(int64_t n, DType dtype) {
-  detail::check(n >= 0, "arange", "n must be non-negative, got {}", n);
-  const int es = dtype_size(dtype);
-  std::vector<char> host = host_buffer("arange", {n}, dtype);
-  for (int64_t i = 0; i < n; ++i) {
-    detail::store_scalar(host.data() + i * es, dtype, static_cast<double>(i));
-  }
-  return detail::scatter_from_host(host.data(), {n}, dtype,
-                                   single_device_sharding(partix::devices()[0]));
-}
-
 }  // namespace partix

@@ -499,7 +499,7 @@ std::vector<Array> AllGather::vjp(const VjpArgs& a) const {
       starts.push_back(tiled ? rank * static_cast<double>(in[static_cast<size_t>(axis)]) : rank);
       sizes[static_cast<size_t>(d)] = tiled ? in[static_cast<size_t>(axis)] : 1;
     } else {
-      starts.push_back(astype(zeros({}), DType::I32));
+      starts.push_back(zeros({}, DType::I32));
     }
   }
   Array piece = dynamic_slice(g, starts, sizes);

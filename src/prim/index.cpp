@@ -66,7 +66,7 @@ class DynamicSlice final : public Primitive {
     const Array& g = a.cotangents[0];
     if (!g.valid()) return out;
     std::vector<Array> starts(a.primals.begin() + 1, a.primals.end());
-    Array z = astype(zeros(a.primals[0].shape()), g.dtype());
+    Array z = zeros(a.primals[0].shape(), g.dtype());
     out[0] = dynamic_update_slice(z, g, starts);
     return out;
   }
@@ -131,7 +131,7 @@ class DynamicUpdateSlice final : public Primitive {
     const Array& g = a.cotangents[0];
     if (!g.valid()) return out;
     std::vector<Array> starts(a.primals.begin() + 2, a.primals.end());
-    Array zu = astype(zeros(a.primals[1].shape()), g.dtype());
+    Array zu = zeros(a.primals[1].shape(), g.dtype());
     out[0] = dynamic_update_slice(g, zu, starts);
     out[1] = dynamic_slice(g, starts, a.primals[1].shape());
     return out;
@@ -223,7 +223,7 @@ class Take final : public Primitive {
     const Array& g = a.cotangents[0];
     if (!g.valid()) return {Array(), Array()};
     int axis = static_cast<int>(a.attrs.i("axis"));
-    Array z = astype(zeros(a.primals[0].shape()), g.dtype());
+    Array z = zeros(a.primals[0].shape(), g.dtype());
     return {scatter_add(z, a.primals[1], g, axis), Array()};
   }
   double flops(const std::vector<Aval>&, const std::vector<Aval>&, const Attrs&) const override {
@@ -358,7 +358,7 @@ class TakeAlong final : public Primitive {
   std::vector<Array> vjp(const VjpArgs& a) const override {
     const Array& g = a.cotangents[0];
     if (!g.valid()) return {Array(), Array()};
-    Array z = astype(zeros(a.primals[0].shape()), g.dtype());
+    Array z = zeros(a.primals[0].shape(), g.dtype());
     ir::Attrs attrs{{"axis", a.attrs.i("axis")}};
     return {detail::bind1("scatter_add_along", {z, a.primals[1], g}, attrs), Array()};
   }
@@ -517,7 +517,7 @@ class TopK final : public Primitive {
     const Array& g = a.cotangents[0];
     if (!g.valid()) return {Array()};
     const Array& x = a.primals[0];
-    Array z = astype(zeros(x.shape()), g.dtype());
+    Array z = zeros(x.shape(), g.dtype());
     ir::Attrs attrs{{"axis", static_cast<int64_t>(x.ndim() - 1)}};
     return {detail::bind1("scatter_add_along", {z, a.outputs[1], g}, attrs)};
   }

@@ -27,11 +27,11 @@ void Executable::check_memory(const std::vector<int>& ids) const {
     for (int d : ids) {
       const int64_t in_use = detail::device_counters(d).in_use.load();
       if (in_use + peak_bytes_ > limit) {
-        detail::fail("jit",
-                     "out of memory on device {}: program '{}' needs up to {} beyond its "
-                     "arguments, which already hold {} of the {} limit per device "
+        detail::fail(local_.name,
+                     "out of memory on device {}: the program needs up to {} beyond its "
+                     "arguments, which already hold {} of the limit {} per device "
                      "(memory_analysis() shows the plan)",
-                     d, local_.name, detail::format_bytes(peak_bytes_),
+                     d, detail::format_bytes(peak_bytes_),
                      detail::format_bytes(in_use), detail::format_bytes(limit));
       }
     }
@@ -40,11 +40,11 @@ void Executable::check_memory(const std::vector<int>& ids) const {
   if (total >= detail::kCheckedAllocationBytes) {
     const int64_t avail = detail::available_host_bytes();
     if (total > avail) {
-      detail::fail("jit",
-                   "out of host memory: program '{}' needs up to {} per device beyond its "
+      detail::fail(local_.name,
+                   "out of host memory: the program needs up to {} per device beyond its "
                    "arguments, {} on {} local devices, but {} is available (memory_analysis() "
                    "shows the plan)",
-                   local_.name, detail::format_bytes(peak_bytes_), detail::format_bytes(total),
+                   detail::format_bytes(peak_bytes_), detail::format_bytes(total),
                    ids.size(), detail::format_bytes(avail));
     }
   }

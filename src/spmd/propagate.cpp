@@ -94,6 +94,14 @@ void propagate(ir::Program& g, const Mesh& mesh, const std::vector<NamedSharding
   for (size_t k = 0; k < g.results.size() && k < out.size(); ++k) {
     if (out[k]) fix(g.results[k], *out[k]);
   }
+  // A constraint also speaks for the value it constrains (as a GSPMD annotation does): its
+  // operand starts in that sharding unless the operand is itself user-given, so that the
+  // producer is planned for it (a scatter into a table split over rows scatters blockwise).
+  for (const ir::Instr& instr : g.instrs) {
+    if (instr.prim->name() != "sharding_constraint") continue;
+    const size_t v = static_cast<size_t>(instr.inputs[0]);
+    if (!fixed[v] && !sh[v]) sh[v] = NamedSharding(mesh, instr.attrs.get<PartitionSpec>("spec"));
+  }
   // Conflicts go to the tensor that is costlier to move: the bigger one (ties: operands in
   // order, then results). A user-given sharding is never overridden, but it does not outrank
   // a bigger value: an FSDP weight split on its contraction dimension is gathered rather than

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "core/errors.h"
+#include "partix/transforms.h"
 #include "spmd/compile.h"
 #include "trace/trace.h"
 
@@ -129,6 +130,36 @@ std::vector<Array> execute_eager(const prim::Primitive& p, const std::vector<Arr
   std::vector<Array> outs = compiled->executable->run(args);
   for (Array& o : outs) o.impl()->committed = committed;
   return outs;
+}
+
+Array execute_created(const char* api, const NamedSharding& sharding,
+                      const std::function<Array()>& make) {
+  check(sharding.unreduced().empty(), api, "an Array cannot be unreduced; got {}",
+        sharding.to_string());
+  if (is_tracing()) return with_sharding_constraint(make(), sharding);
+  auto trace = std::make_shared<TraceState>(api);
+  {
+    TraceScope scope(trace);
+    Array r = make();
+    sharding.check_shape(r.shape());
+    trace->set_results({r});
+  }
+  ir::Program prog = trace->program();
+  if (!trace->captures().empty()) internal_error(api, "a created array captured a value");
+  prog.mesh = sharding.mesh();
+  ir::PrintOptions o;
+  const std::string key = std::string("created|") + ir::to_text(prog, o) + "|" + sharding.to_string();
+  std::shared_ptr<spmd::Compiled> compiled = cache().get(key);
+  if (!compiled) {
+    spmd::CompileOptions options;
+    options.name = api;
+    options.out_shardings = {sharding};
+    compiled = spmd::compile(prog, options);
+    cache().put(key, compiled);
+  }
+  Array out = compiled->executable->run({})[0];
+  out.impl()->committed = true;
+  return out;
 }
 
 }  // namespace partix::detail

@@ -122,7 +122,8 @@ std::shared_ptr<JitState::Entry> JitState::get(const std::vector<Array>& leaves,
   spmd::CompileOptions co;
   co.name = name;
   for (auto& g : given) co.in_shardings.push_back(g ? *g : NamedSharding(*mesh, P()));
-  const ir::Program& prog = ts->program();
+  ir::Program prog = ts->program();
+  prog.mesh = *mesh;  // also for programs without arguments (created values, constraints)
   if (!options_.out_shardings.empty()) {
     if (options_.out_shardings.size() != prog.results.size()) {
       fail(name, "out_shardings has {} entries for {} results", options_.out_shardings.size(),

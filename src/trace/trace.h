@@ -2,6 +2,7 @@
 // into the innermost trace; outside any trace they run eagerly (src/trace/eager.cpp).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -91,6 +92,11 @@ Array literal(const ir::Literal& lit);
 // Runs one primitive eagerly on concrete arrays (src/trace/eager.cpp).
 std::vector<Array> execute_eager(const prim::Primitive& p, const std::vector<Array>& inputs,
                                  const ir::Attrs& attrs, const prim::Regions& regions);
+
+// Traces `make` (no arguments) into a program whose one result has `sharding` and runs it:
+// each device computes only its block. Compiled programs are cached by the traced text.
+Array execute_created(const char* api, const NamedSharding& sharding,
+                      const std::function<Array()>& make);
 
 // Named scopes label recorded instructions ("block0/attn") for messages.
 std::string current_scope();

@@ -108,7 +108,8 @@ TEST(Runtime, DeviceMemoryLimitRefusesAProgramBeforeItRunsAndCountsAllocations) 
   EXPECT_EQ(memory_stats(0).bytes_limit, 1 << 20);
   // [1024, 256] -> 4x bigger intermediates: 1 MiB+ per device beyond the arguments.
   auto big = jit([](const Array& v) { return sum(concatenate({v, v, v, v, v}, 1), {1}); });
-  EXPECT_PARTIX_ERROR(big(a), "out of memory on device 0", "limit per device", "memory_analysis()");
+  EXPECT_PARTIX_ERROR(big(a), "[jit] out of memory on device 0", "limit 1.0 MiB per device",
+                      "memory_analysis()");
   // A direct allocation past the limit is refused too, naming the device and the sizes.
   EXPECT_PARTIX_ERROR(device_put(ones({2048, 1024}), NamedSharding(mesh, P("x"))),
                       "out of memory on device", "limit 1.0 MiB per device");

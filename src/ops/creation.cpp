@@ -1,0 +1,63 @@
+// Creation: full, zeros, ones, arange. Always program ops (a broadcast scalar constant, an
+// iota), eagerly and under a trace alike: a traced program never captures a whole created
+// array as an extra argument, and propagation shards created values like any other (each
+// device fills only its block).
+#include "core/errors.h"
+#include "core/memory.h"
+#include "ops/common.h"
+#include "partix/ops.h"
+#include "trace/trace.h"
+
+namespace partix {
+
+namespace {
+
+// Negative or overflowing sizes, and (outside a trace) more than the host has, named by api.
+void check_shape(const char* api, const Shape& shape, DType dtype) {
+  const int64_t n = detail::checked_size(api, shape, dtype);
+  if (!detail::is_tracing()) {
+    detail::check_host_memory(api, fmt::format("{}{}", dtype_name(dtype), shape_to_string(shape)),
+                              n * dtype_size(dtype));
+  }
+}
+
+Array filled(const char* api, const Shape& shape, double value, DType dtype) {
+  check_shape(api, shape, dtype);
+  return broadcast_in_dim(detail::literal(value, dtype), shape, {});
+}
+
+Array counted(int64_t n, DType dtype) {
+  detail::check(n >= 0, "arange", "n must be non-negative, got {}", n);
+  check_shape("arange", {n}, dtype);
+  // iota counts in a numeric dtype; bool counts in i32 and converts (0 is false).
+  if (dtype == DType::Bool) return astype(iota({n}, 0, DType::I32), DType::Bool);
+  return iota({n}, 0, dtype);
+}
+
+}  // namespace
+
+Array full(Shape shape, double value, DType dtype) { return filled("full", shape, value, dtype); }
+Array zeros(Shape shape, DType dtype) { return filled("zeros", shape, 0.0, dtype); }
+Array ones(Shape shape, DType dtype) { return filled("ones", shape, 1.0, dtype); }
+Array arange(int64_t n, DType dtype) { return counted(n, dtype); }
+
+Array full(Shape shape, double value, DType dtype, const NamedSharding& sharding) {
+  check_shape("full", shape, dtype);
+  return detail::execute_created("full", sharding,
+                                 [&] { return filled("full", shape, value, dtype); });
+}
+Array zeros(Shape shape, DType dtype, const NamedSharding& sharding) {
+  check_shape("zeros", shape, dtype);
+  return detail::execute_created("zeros", sharding,
+                                 [&] { return filled("zeros", shape, 0.0, dtype); });
+}
+Array ones(Shape shape, DType dtype, const NamedSharding& sharding) {
+  check_shape("ones", shape, dtype);
+  return detail::execute_created("ones", sharding,
+                                 [&] { return filled("ones", shape, 1.0, dtype); });
+}
+Array arange(int64_t n, DType dtype, const NamedSharding& sharding) {
+  return detail::execute_created("arange", sharding, [&] { return counted(n, dtype); });
+}
+
+}  // namespace partix
