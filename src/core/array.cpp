@@ -21,7 +21,21 @@ Array make_array(Shape shape, DType dtype, NamedSharding sharding, std::vector<B
   return Array(std::move(impl));
 }
 
+void mark_donated(ArrayImpl& a) {
+  a.shards.clear();
+  a.donated = true;
+}
+
+void check_alive(const Array& a, std::string_view api) {
+  const auto& impl = a.impl();
+  if (impl->donated) {
+    fail(api, "the array ({}{}) was donated to an earlier call and is gone", dtype_name(impl->dtype),
+         shape_to_string(impl->shape));
+  }
+}
+
 std::vector<char> gather_to_host(const Array& x) {
+  check_alive(x, "Array");
   const ArrayImpl& a = *x.impl();
   const NamedSharding& s = *a.sharding;
   const int es = dtype_size(a.dtype);
@@ -138,6 +152,7 @@ void require_concrete(const Array& a, const char* api) {
 
 void Array::copy_to_host(void* dst, DType expected, const char* api) const {
   require_concrete(*this, api);
+  detail::check_alive(*this, api);
   if (expected != dtype()) {
     detail::fail(api, "element type {} does not match the array's dtype {}",
                  dtype_name(expected), dtype_name(dtype()));
@@ -148,6 +163,7 @@ void Array::copy_to_host(void* dst, DType expected, const char* api) const {
 
 std::vector<Shard> Array::addressable_shards() const {
   require_concrete(*this, "Array.addressable_shards");
+  detail::check_alive(*this, "Array.addressable_shards");
   const detail::ArrayImpl& a = *impl_;
   const NamedSharding& s = *a.sharding;
   const int es = dtype_size(a.dtype);
@@ -161,8 +177,12 @@ std::vector<Shard> Array::addressable_shards() const {
     std::vector<Slice> idx = s.device_index(a.shape, k);
     Shape ext;
     for (const Slice& sl : idx) ext.push_back(sl.size());
-    detail::Buffer data = detail::Buffer::allocate(dev.id, shape_size(ext) * es);
-    detail::copy_box(b.data(), local, zero, data.data(), ext, zero, ext, es);
+    // A full block is the device's own memory (no copy); a padded one holds only its valid part.
+    detail::Buffer data = b;
+    if (ext != local) {
+      data = detail::Buffer::allocate(dev.id, shape_size(ext) * es);
+      detail::copy_box(b.data(), local, zero, data.data(), ext, zero, ext, es);
+    }
     Array block = detail::make_array(ext, a.dtype, single_device_sharding(dev), {std::move(data)});
     out.push_back(Shard{dev, std::move(idx), s.replica_id(k), std::move(block)});
   }

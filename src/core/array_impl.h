@@ -2,6 +2,7 @@
 #pragma once
 
 #include <functional>
+#include <string_view>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -24,7 +25,16 @@ struct ArrayImpl {
   // Committed arrays stay where device_put placed them; uncommitted ones (from_vector,
   // zeros, ...) move to wherever a computation with committed arrays runs (as in JAX).
   bool committed = false;
+  // Given to a program (jit donate_argnums): the buffers are the program's now; any later use
+  // is an error (check_alive).
+  bool donated = false;
 };
+
+// Gives up `a`'s buffers to a program that reuses them: every later use raises.
+void mark_donated(ArrayImpl& a);
+// Raises partix::Error "[api] the array (f32[8]) was donated to an earlier call and is gone"
+// for a donated array.
+void check_alive(const Array& a, std::string_view api);
 
 // A concrete array from per-device blocks. Preconditions: blocks.size() == mesh size,
 // each block holds sharding.shard_shape(shape) elements.

@@ -60,10 +60,7 @@ std::vector<Array> Executable::run(const std::vector<Array>& args,
     if (impl->tracer || !impl->sharding || !(*impl->sharding == in_[i])) {
       detail::internal_error("Executable", fmt::format("argument {} is not in {}", i, in_[i].to_string()));
     }
-    if (impl->shards.empty() && args[i].size() > 0) {
-      detail::fail("jit", "argument {} ({}{}) was donated to an earlier call and is gone", i,
-                   dtype_name(impl->dtype), shape_to_string(impl->shape));
-    }
+    detail::check_alive(args[i], local_.name);
   }
   const int me = process_index();
   std::vector<int> positions, ids;
@@ -83,7 +80,7 @@ std::vector<Array> Executable::run(const std::vector<Array>& args,
     }
   }
   for (size_t i = 0; i < args.size(); ++i) {
-    if (i < donate.size() && donate[i]) args[i].impl()->shards.clear();
+    if (i < donate.size() && donate[i]) detail::mark_donated(*args[i].impl());
   }
   std::vector<std::vector<detail::Buffer>> dev_out(positions.size());
   // This execution's own collective state: a failure here cancels only its collectives.

@@ -6,6 +6,7 @@
 #include "prim/primitive.h"
 #include "spmd/partition.h"
 #include "spmd/propagate.h"
+#include "spmd/simplify.h"
 
 namespace partix::spmd {
 
@@ -117,6 +118,7 @@ std::shared_ptr<Compiled> compile(const ir::Program& program, const CompileOptio
   for (const auto& s : options.in_shardings) in.push_back(*s);
   propagate(out->global, *mesh, in, options.out_shardings);
   Partitioned part = partition(out->global, *mesh, options.out_shardings);
+  drop_trivial_collectives(part.local);
   out->warnings = std::move(part.warnings);
   lint_redundant_compute(part.local, *mesh, out->warnings);
   std::vector<ir::Aval> avals;

@@ -46,10 +46,7 @@ Array device_put(const Array& x, const NamedSharding& sharding) {
   detail::check(sharding.unreduced().empty(), "device_put", "an Array cannot be unreduced; got {}",
                 sharding.to_string());
   const auto& impl = x.impl();
-  if (impl->shards.empty() && x.size() > 0) {
-    detail::fail("device_put", "the array ({}{}) was donated to an earlier call and is gone",
-                 dtype_name(x.dtype()), shape_to_string(x.shape()));
-  }
+  detail::check_alive(x, "device_put");
   if (*impl->sharding == sharding && impl->committed) return x;
   Array out;
   if (impl->sharding->mesh() == sharding.mesh()) {

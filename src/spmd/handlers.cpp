@@ -135,8 +135,10 @@ void emit_generic(PartitionContext& c, const ir::Instr& in, const InstrPlan& pla
 void emit_shard_map(PartitionContext& c, const ir::Instr& in, const InstrPlan& plan) {
   const Mesh& m = in.attrs.get<Mesh>("mesh");
   if (!(m == c.mesh)) {
-    detail::fail("shard_map", "its mesh {} differs from the program's {}", m.to_string(),
-                 c.mesh.to_string());
+    detail::fail("shard_map",
+                 "runs on {}, but the program around it runs on {} (where its arguments are "
+                 "committed); device_put them onto {}",
+                 m.to_string(), c.mesh.to_string(), m.to_string());
   }
   const ir::Program& body = *in.regions[0];
   std::vector<int> map(body.values.size(), -1);

@@ -77,10 +77,7 @@ std::vector<Array> execute_eager(const prim::Primitive& p, const std::vector<Arr
   std::vector<Array> args;
   for (const Array& a : inputs) {
     const auto& impl = a.impl();
-    if (impl->shards.empty() && a.size() > 0) {
-      fail(op, "an operand ({}{}) was donated to an earlier call and is gone",
-           dtype_name(impl->dtype), shape_to_string(impl->shape));
-    }
+    check_alive(a, op);
     if (impl->sharding->mesh() == mesh) {
       args.push_back(a);
     } else {

@@ -44,10 +44,7 @@ std::shared_ptr<JitState::Entry> JitState::get(const std::vector<Array>& leaves,
   const std::string& name = options_.name;
   for (const Array& a : leaves) {
     if (a.is_tracer()) internal_error(name, "jit called with tracers outside a trace");
-    if (a.impl()->shards.empty() && a.size() > 0) {
-      fail(name, "an argument ({}{}) was donated to an earlier call and is gone",
-           dtype_name(a.dtype()), shape_to_string(a.shape()));
-    }
+    check_alive(a, name);
   }
   std::string key = tree_key;
   for (const Array& a : leaves) key += "|" + leaf_key(a);
@@ -73,7 +70,16 @@ std::shared_ptr<JitState::Entry> JitState::get(const std::vector<Array>& leaves,
     }
   }
   for (size_t i = 0; i < leaves.size(); ++i) {
-    if (!given[i] && leaves[i].impl()->committed) given[i] = *leaves[i].impl()->sharding;
+    const auto& impl = leaves[i].impl();
+    if (given[i] && impl->committed && !(*impl->sharding == *given[i])) {
+      // As JAX: a committed array is never silently moved to meet in_shardings.
+      fail(name,
+           "argument {} ({}{}) is committed to {}, which differs from in_shardings' {}; "
+           "device_put it first",
+           i, dtype_name(impl->dtype), shape_to_string(impl->shape), impl->sharding->to_string(),
+           given[i]->to_string());
+    }
+    if (!given[i] && impl->committed) given[i] = *impl->sharding;
     if (given[i]) given[i]->check_shape(leaves[i].shape());
   }
   // Trace.
@@ -125,11 +131,13 @@ std::shared_ptr<JitState::Entry> JitState::get(const std::vector<Array>& leaves,
   ir::Program prog = ts->program();
   prog.mesh = *mesh;  // also for programs without arguments (created values, constraints)
   if (!options_.out_shardings.empty()) {
-    if (options_.out_shardings.size() != prog.results.size()) {
-      fail(name, "out_shardings has {} entries for {} results", options_.out_shardings.size(),
-           prog.results.size());
-    }
     co.out_shardings = options_.out_shardings;
+    // One entry applies to every result (as JAX's out_shardings prefix).
+    if (co.out_shardings.size() == 1) co.out_shardings.assign(prog.results.size(), co.out_shardings[0]);
+    if (co.out_shardings.size() != prog.results.size()) {
+      fail(name, "out_shardings has {} entries for {} results (give one for all, or one each)",
+           options_.out_shardings.size(), prog.results.size());
+    }
   }
   entry->compiled = spmd::compile(prog, co);
   for (const auto& w : entry->compiled->warnings) warn_once("[" + name + "] " + w);
@@ -167,7 +175,7 @@ std::vector<Array> JitState::run(const Entry& entry, const std::vector<Array>& l
   for (size_t i = 0; i < entry.captures.size(); ++i) place(entry.captures[i], leaves.size() + i, false);
   std::vector<Array> outs = exe.run(args, donate);
   for (size_t i = 0; i < leaves.size(); ++i) {
-    if (entry.donate[i]) leaves[i].impl()->shards.clear();  // donated: the caller's array is gone
+    if (entry.donate[i]) mark_donated(*leaves[i].impl());  // the caller's array is gone
   }
   for (Array& o : outs) o.impl()->committed = true;
   return outs;

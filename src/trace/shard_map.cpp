@@ -38,6 +38,33 @@ std::vector<Array> ShardMapState::call(const std::vector<Array>& leaves,
   for (size_t a = 0; a < arg_leaf_counts.size(); ++a) {
     for (size_t j = 0; j < arg_leaf_counts[a]; ++j) leaf_specs.push_back(in_specs_[a]);
   }
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    const auto& impl = leaves[i].impl();
+    // An argument committed to another mesh (JAX refuses it too).
+    if (impl->sharding && (impl->committed || impl->tracer) && !(impl->sharding->mesh() == mesh_)) {
+      fail(kApi,
+           "argument {} ({}{}) is committed to {}, but this shard_map runs on {}; device_put it "
+           "onto {}",
+           i, dtype_name(impl->dtype), shape_to_string(impl->shape),
+           impl->sharding->mesh().to_string(), mesh_.to_string(), mesh_.to_string());
+    }
+    // Blocks must be even: a padded block would leak its padding into the body's results
+    // and collectives (JAX refuses uneven blocks as well).
+    const PartitionSpec& spec = leaf_specs[i];
+    for (int d = 0; d < spec.size() && d < leaves[i].ndim(); ++d) {
+      int64_t k = 1;
+      for (const auto& a : spec[d]) k *= mesh_.axis_size(a);
+      const int64_t n = leaves[i].shape()[static_cast<size_t>(d)];
+      if (k > 1 && n % k != 0) {
+        fail(kApi,
+             "argument {} ({}{}): dimension {} of size {} does not split evenly into {} blocks "
+             "over '{}' (in_specs {}); shard_map needs equal blocks (pad the array, or use "
+             "jit, which handles uneven shardings)",
+             i, dtype_name(impl->dtype), shape_to_string(impl->shape), d, n, k,
+             fmt::join(spec[d], "', '"), spec.to_string());
+      }
+    }
+  }
   // Trace the body on local blocks.
   auto body = std::make_shared<TraceState>("shard_map_body");
   body->manual_mesh = mesh_;

@@ -10,6 +10,7 @@
 
 #include "comm/communicator.h"
 #include "core/fault_injection.h"
+#include "runtime/device_pool.h"
 #include "test_util.h"
 
 using namespace partix;
@@ -181,4 +182,20 @@ TEST(Isolation, EveryInjectedAllocationFailureIsAnErrorAndTheNextCallWorks) {
     EXPECT_EQ(again.first.item<float>(), want.first.item<float>()) << "after failing allocation " << k;
   }
   EXPECT_EQ(failures, n);
+}
+
+TEST(Isolation, TheRootCauseIsReportedOverItsConsequences) {
+  auto cancelled = std::make_exception_ptr(CollectiveCancelled("[all_reduce] cancelled"));
+  auto timeout = std::make_exception_ptr(TimeoutError("[all_gather] timed out waiting for 3"));
+  auto oom = std::make_exception_ptr(std::bad_alloc());
+  auto error = std::make_exception_ptr(Error("[Buffer] out of memory on device 4"));
+  std::vector<int> ids{0, 1, 2, 3};
+  // A timeout outranks the cancellations it caused.
+  EXPECT_THROW(runtime::rethrow_first({cancelled, timeout, cancelled, nullptr}, ids), TimeoutError);
+  // A device's own failure outranks a peer's timeout and cancellations, whatever the order.
+  EXPECT_PARTIX_ERROR(runtime::rethrow_first({cancelled, timeout, nullptr, oom}, ids),
+                      "device 3 ran out of host memory");
+  EXPECT_PARTIX_ERROR(runtime::rethrow_first({timeout, cancelled, error, oom}, ids),
+                      "out of memory on device 4");
+  EXPECT_NO_THROW(runtime::rethrow_first({nullptr, nullptr, nullptr, nullptr}, ids));
 }

@@ -73,6 +73,21 @@ TEST(Runtime, DonatedArgumentsAreReusedAndGone) {
   EXPECT_EQ(r.to_vector<float>()[7], 3.0f);
   EXPECT_PARTIX_ERROR(f(y), "[jit]", "donated");
   EXPECT_PARTIX_ERROR(y + 1.0, "donated");
+  // Reading a donated array is an error, never the data that now belongs to the output.
+  EXPECT_PARTIX_ERROR(y.to_vector<float>(), "donated", "f32[262144]");
+  EXPECT_PARTIX_ERROR(y.addressable_shards(), "[Array.addressable_shards]", "donated");
+  EXPECT_PARTIX_ERROR(y.to_string(), "donated");
+  EXPECT_PARTIX_ERROR(device_put(y, Device{0}), "[device_put]", "donated");
+  // Sharded and zero-size arrays alike.
+  Mesh mesh({4}, {"x"});
+  auto g = jit([](const Array& v) { return v + 1.0f; }, {.donate_argnums = {0}});
+  Array s = device_put(ones({8, 4}), NamedSharding(mesh, P("x")));
+  Array e = device_put(ones({0, 4}), NamedSharding(mesh, P("x")));
+  g(s);
+  g(e);
+  EXPECT_PARTIX_ERROR(s.to_vector<float>(), "donated");
+  EXPECT_PARTIX_ERROR(e.to_vector<float>(), "donated", "f32[0,4]");
+  EXPECT_PARTIX_ERROR(g(e), "donated");
 }
 
 TEST(Runtime, ErrorsInsideDeviceWorkersSurfaceAsPartixError) {

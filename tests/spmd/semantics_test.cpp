@@ -1,0 +1,108 @@
+// Semantics a JAX user relies on: shard_map needs even blocks (refused otherwise, naming the
+// argument and dimension), committed arrays are never moved silently, collectives over
+// size-1 mesh axes do not exist, one out_sharding serves every result, addressable shards
+// alias device memory.
+#include "test_util.h"
+
+using namespace partix;
+
+TEST(Semantics, ShardMapRefusesUnevenBlocksNamingArgumentAndDimension) {
+  Mesh m = make_mesh({4}, {"x"});
+  auto ident = shard_map([](const Array& b) { return b; }, m, {P("x")}, {P("x")});
+  EXPECT_PARTIX_ERROR(ident(arange(30, DType::F32)), "[shard_map] argument 0 (f32[30])",
+                      "dimension 0 of size 30", "4 blocks", "'x'");
+  auto mx = shard_map([](const Array& b) { return pmax(max(b, {0}), "x"); }, m, {P("x")}, {P()});
+  EXPECT_PARTIX_ERROR(mx(arange(30, DType::F32) - 100.0f), "dimension 0 of size 30");
+  // The same inside jit, and for a second argument split on dimension 1.
+  auto two = jit(shard_map([](const Array& a, const Array& b) { return a + sum(b); }, m,
+                           {P("x"), P(None, "x")}, {P("x")}));
+  EXPECT_PARTIX_ERROR(two(arange(8, DType::F32), ones({2, 6})), "argument 1 (f32[2,6])",
+                      "dimension 1 of size 6");
+  // Even blocks give exact values: the identity over arange(32) is arange(32).
+  std::vector<float> want(32);
+  for (int i = 0; i < 32; ++i) want[static_cast<size_t>(i)] = static_cast<float>(i);
+  EXPECT_EQ(ident(arange(32, DType::F32)).to_vector<float>(), want);
+  EXPECT_EQ(mx(arange(32, DType::F32) - 100.0f).item<float>(), -69.0f);
+}
+
+TEST(Semantics, ShardMapOnAnotherMeshNamesTheArgumentAndBothMeshes) {
+  Mesh m8 = make_mesh({8}, {"x"});
+  Mesh m4 = make_mesh({4}, {"x"});
+  Array a = device_put(arange(32, DType::F32), NamedSharding(m8, P("x")));
+  auto f = shard_map([](const Array& b) { return b * 2.0f; }, m4, {P("x")}, {P("x")});
+  EXPECT_PARTIX_ERROR(f(a), "argument 0 (f32[32]) is committed to Mesh('x': 8)",
+                      "this shard_map runs on Mesh('x': 4)");
+  EXPECT_PARTIX_ERROR(jit(f)(a), "argument 0", "committed to Mesh('x': 8)",
+                      "runs on Mesh('x': 4)");
+  // Uncommitted arrays simply move there.
+  EXPECT_EQ(f(arange(32, DType::F32)).to_vector<float>()[31], 62.0f);
+}
+
+TEST(Semantics, CommittedArgumentDifferingFromInShardingsIsAnError) {
+  Mesh m = make_mesh({4, 2}, {"x", "y"});
+  Array a = device_put(ones({8, 4}), NamedSharding(m, P("x")));
+  auto f = jit([](const Array& v) { return v * 2.0f; },
+               {.in_shardings = {NamedSharding(m, P(None, "y"))}});
+  EXPECT_PARTIX_ERROR(f(a), "argument 0 (f32[8,4]) is committed to", "P('x')",
+                      "differs from in_shardings'", "P(None, 'y')");
+  // Uncommitted arrays are placed by in_shardings; matching committed ones are accepted.
+  EXPECT_EQ(f(ones({8, 4})).sharding(), NamedSharding(m, P(None, "y")));
+  EXPECT_EQ(f(device_put(ones({8, 4}), NamedSharding(m, P(None, "y")))).to_vector<float>(),
+            std::vector<float>(32, 2.0f));
+}
+
+TEST(Semantics, CollectivesOverSizeOneAxesDoNotAppear) {
+  Mesh m = make_mesh({8, 1}, {"data", "model"});
+  Array a = device_put(arange(64, DType::F32), NamedSharding(m, P("data")));
+  auto f = jit(shard_map(
+      [](const Array& b) {
+        return psum(b, "model") + all_gather(b, "model", 0, true) +
+               psum_scatter(b, "model", 0, true) + ppermute(b, "model", {{0, 0}}) +
+               all_to_all(b, "model", 0, 0, true);
+      },
+      m, {P("data")}, {P(Axes{"data", "model"})}));
+  Lowered l = f.lower(a);
+  for (const char* c : {"all_reduce", "all_gather", "reduce_scatter", "ppermute", "all_to_all"}) {
+    EXPECT_EQ(l.as_text().find(c), std::string::npos) << c << " in\n" << l.as_text();
+  }
+  std::vector<float> got = f(a).to_vector<float>();
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(got[static_cast<size_t>(i)], 5.0f * i) << i;
+  // The partitioner does not insert them either: a contraction split over 'model' (size 1).
+  Array w = device_put(ones({64, 16}), NamedSharding(m, P("model")));
+  Array x = device_put(ones({8, 64}), NamedSharding(m, P("data", "model")));
+  Lowered g = jit([](const Array& u, const Array& v) { return matmul(u, v); }).lower(x, w);
+  EXPECT_EQ(g.as_text().find("all_reduce"), std::string::npos) << g.as_text();
+  EXPECT_EQ(g.as_text().find("unreduced"), std::string::npos) << g.as_text();
+}
+
+TEST(Semantics, OneOutShardingAppliesToEveryResult) {
+  Mesh m = make_mesh({4, 2}, {"x", "y"});
+  NamedSharding s(m, P("y"));
+  auto f = jit([](const Array& a) { return std::make_tuple(a + 1.0f, a * 2.0f, a - 3.0f); },
+               {.out_shardings = {s}});
+  auto [p, q, r] = f(ones({8, 8}));
+  EXPECT_EQ(p.sharding(), s);
+  EXPECT_EQ(q.sharding(), s);
+  EXPECT_EQ(r.sharding(), s);
+  auto g = jit([](const Array& a) { return std::make_tuple(a + 1.0f, a * 2.0f, a - 3.0f); },
+               {.out_shardings = {s, s}});
+  EXPECT_PARTIX_ERROR(g(ones({8, 8})), "out_shardings has 2 entries for 3 results");
+}
+
+TEST(Semantics, AddressableShardsAliasDeviceMemory) {
+  Mesh m = make_mesh({8}, {"x"});
+  Array a = device_put(arange(1 << 16, DType::F32), NamedSharding(m, P("x")));
+  std::vector<int64_t> before;
+  for (int d = 0; d < 8; ++d) before.push_back(memory_stats(d).num_allocs);
+  std::vector<Shard> shards = a.addressable_shards();
+  ASSERT_EQ(shards.size(), 8u);
+  for (int d = 0; d < 8; ++d) {
+    EXPECT_EQ(memory_stats(d).num_allocs, before[static_cast<size_t>(d)]) << "device " << d;
+    EXPECT_EQ(shards[static_cast<size_t>(d)].data.to_vector<float>()[0], d * 8192.0f);
+  }
+  // Padded (uneven) blocks hold only the valid part.
+  Array u = device_put(arange(30, DType::F32), NamedSharding(m, P("x")));
+  std::vector<Shard> us = u.addressable_shards();
+  EXPECT_EQ(us[7].data.shape(), (Shape{2}));
+  EXPECT_EQ(us[7].data.to_vector<float>(), (std::vector<float>{28, 29}));
+}
