@@ -75,16 +75,10 @@ PartitionSpec spec_for(const std::string& name, const std::vector<ShardingRule>&
 
 namespace {
 std::string layer(int64_t i) { return "model.layers." + std::to_string(i) + "."; }
-
-void check(const Config& c) {
-  detail::check(c.num_heads % c.num_kv_heads == 0, "llama",
-                "num_heads {} is not a multiple of num_kv_heads {}", c.num_heads, c.num_kv_heads);
-  detail::check(c.head_dim % 2 == 0, "llama", "head_dim {} must be even for RoPE", c.head_dim);
-}
 }  // namespace
 
 std::map<std::string, Shape> param_shapes(const Config& c) {
-  check(c);
+  validate_config(c);
   const int64_t C = c.hidden_size, H = c.num_heads, D = c.head_dim, F = c.intermediate_size;
   std::map<std::string, Shape> s;
   s["model.embed_tokens.weight"] = {c.vocab_size, C};
@@ -95,6 +89,29 @@ std::map<std::string, Shape> param_shapes(const Config& c) {
     s[l + "self_attn.k_proj.weight"] = {H, D, C};
     s[l + "self_attn.v_proj.weight"] = {H, D, C};
     s[l + "self_attn.o_proj.weight"] = {C, H, D};
+    s[l + "post_attention_layernorm.weight"] = {C};
+    s[l + "mlp.gate_proj.weight"] = {F, C};
+    s[l + "mlp.up_proj.weight"] = {F, C};
+    s[l + "mlp.down_proj.weight"] = {C, F};
+  }
+  s["model.norm.weight"] = {C};
+  if (!c.tie_word_embeddings) s["lm_head.weight"] = {c.vocab_size, C};
+  return s;
+}
+
+std::map<std::string, Shape> stored_shapes(const Config& c) {
+  validate_config(c);
+  const int64_t C = c.hidden_size, F = c.intermediate_size;
+  const int64_t Q = c.num_heads * c.head_dim, KV = c.num_kv_heads * c.head_dim;
+  std::map<std::string, Shape> s;
+  s["model.embed_tokens.weight"] = {c.vocab_size, C};
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    std::string l = layer(i);
+    s[l + "input_layernorm.weight"] = {C};
+    s[l + "self_attn.q_proj.weight"] = {Q, C};
+    s[l + "self_attn.k_proj.weight"] = {KV, C};
+    s[l + "self_attn.v_proj.weight"] = {KV, C};
+    s[l + "self_attn.o_proj.weight"] = {C, Q};
     s[l + "post_attention_layernorm.weight"] = {C};
     s[l + "mlp.gate_proj.weight"] = {F, C};
     s[l + "mlp.up_proj.weight"] = {F, C};
@@ -188,8 +205,8 @@ Array rope(const Array& x, const Array& cos, const Array& sin) {
 }  // namespace
 
 StepResult forward(const Params& p, const Config& c, const Array& tokens, const Array& pos,
-                   const Array& start, const KVCache& cache) {
-  check(c);
+                   const Array& start, const KVCache& cache, const ForwardProbe& probe) {
+  validate_config(c);
   detail::check(tokens.ndim() == 2 && is_integral(tokens.dtype()), "llama.forward",
                 "tokens must be an integer [B, T] array, got {}", shape_to_string(tokens.shape()));
   const int64_t B = tokens.shape()[0], T = tokens.shape()[1];
@@ -211,6 +228,7 @@ StepResult forward(const Params& p, const Config& c, const Array& tokens, const 
   Array mask = expand_dims(visible, 1);                                              // [B, 1, T, S]
   Array zero = astype(zeros({}), DType::I32);
   Array x = take(p.at("model.embed_tokens.weight"), tokens, 0);                    // [B, T, C]
+  if (probe) probe("model.embed_tokens", x);
   KVCache out;
   for (int64_t i = 0; i < c.num_layers; ++i) {
     NamedScope scope("layer" + std::to_string(i));
@@ -231,11 +249,15 @@ StepResult forward(const Params& p, const Config& c, const Array& tokens, const 
     x = x + einsum("btf,cf->btc", {silu(g) * u, p.at(l + "mlp.down_proj.weight")});
     out.k.push_back(ck);
     out.v.push_back(cv);
+    if (probe) probe("model.layers." + std::to_string(i), x);
   }
   (void)H;
   x = rms_norm(x, p.at("model.norm.weight"), c.rms_norm_eps);
+  if (probe) probe("model.norm", x);
   const Array& head = c.tie_word_embeddings ? p.at("model.embed_tokens.weight") : p.at("lm_head.weight");
-  return {einsum("btc,vc->btv", {x, head}), out};
+  Array logits = einsum("btc,vc->btv", {x, head});
+  if (probe) probe("lm_head", logits);
+  return {logits, out};
 }
 
 Array sample(const Array& logits, const Sampling& s, const Array& key) {
