@@ -109,3 +109,36 @@ TEST(Llama, SamplingRespectsTemperatureTopKAndTopP) {
   f = freq({0.25, 0, 1.0});  // low temperature sharpens towards the best token
   EXPECT_GT(f[3], 0.6);
 }
+
+TEST(Llama, NonFiniteLogitsAreAnErrorNamingTheStepAndOnRequestTheLayer) {
+  auto rules = L::tensor_parallel_rules();
+  Mesh mesh({2}, {"model"});
+  L::Model m = tiny_model(mesh, rules);
+  const std::vector<std::vector<int32_t>> prompts{{5, 17, 42}, {8, 90}};
+  L::GenerateOptions o;
+  o.max_tokens = 4;
+  o.stop_at_eos = false;
+  // Layer 1's MLP output weights turned to NaN: every logit after it is NaN.
+  const std::string w = "model.layers.1.mlp.down_proj.weight";
+  L::Model broken = m;
+  broken.params[w] = m.params.at(w) * std::nan("");
+  {
+    L::Generator gen(broken, mesh, rules);
+    EXPECT_PARTIX_ERROR(gen.generate(prompts, o), "[generate] step 0 (prefill)",
+                        "96 of the 96 logits of prompt 0 are NaN or infinite", "--debug-nans");
+    o.debug_nans = true;
+    EXPECT_PARTIX_ERROR(gen.generate(prompts, o),
+                        "they first appear in the output of model.layers.1");
+  }
+  // Infinity in the final norm: found there, not earlier.
+  broken = m;
+  broken.params["model.norm.weight"] = m.params.at("model.norm.weight") * INFINITY;
+  L::Generator gen(broken, mesh, rules);
+  EXPECT_PARTIX_ERROR(gen.generate(prompts, o), "step 0 (prefill)",
+                      "they first appear in the output of model.norm");
+  // A healthy model generates with debug_nans on and off alike.
+  L::Generator ok(m, mesh, rules);
+  auto a = ok.generate(prompts, o);
+  o.debug_nans = false;
+  EXPECT_EQ(ok.generate(prompts, o).tokens, a.tokens);
+}

@@ -16,6 +16,10 @@ struct GenerateOptions {
   Sampling sampling;
   uint64_t seed = 0;
   bool stop_at_eos = true;
+  // Logits that are not finite are always an error; with debug_nans the failing step is
+  // replayed op by op to name the stage (embedding, layer, final norm) where they first
+  // appear. Costs a copy of the KV cache per step (it is no longer donated).
+  bool debug_nans = false;
 };
 
 struct Generated {
@@ -39,7 +43,7 @@ class Generator {
 
  private:
   struct Fns;
-  Fns& fns(const Sampling& s);
+  Fns& fns(const Sampling& s, bool donate);
   const Model& model_;
   Mesh mesh_;
   std::vector<ShardingRule> rules_;
