@@ -72,8 +72,9 @@ void check_inventory(const Config& c, const Safetensors& st, const std::string& 
     st.dtype(key);  // a dtype partix cannot load fails here, before any tensor loads
   }
   if (!missing.empty()) {
-    detail::fail(kLoadApi, "'{}' lacks {} tensor(s) the configuration (n_layer {}) needs, e.g. '{}'",
-                 dir, missing.size(), c.n_layer, missing.front());
+    detail::fail(kLoadApi,
+                 "'{}' lacks {} tensor(s) the configuration (n_layer {}) needs, e.g. '{}'", dir,
+                 missing.size(), c.n_layer, missing.front());
   }
   std::vector<std::string> unused;
   for (const std::string& name : st.names()) {
@@ -97,8 +98,8 @@ Checkpoint load_hf(const std::string& dir, const Mesh& mesh, const nn::LogicalRu
   std::error_code ec;
   detail::check(fs::exists(config_path, ec), kLoadApi, "'{}' has no config.json", dir);
   Checkpoint ck;
-  ck.config = config_from_json(detail::read_text_file(config_path, kLoadApi, kMaxConfigBytes),
-                               config_path);
+  ck.config =
+      config_from_json(detail::read_text_file(config_path, kLoadApi, kMaxConfigBytes), config_path);
   ck.config.dropout = 0.0;
   Safetensors st = Safetensors::open(dir);
   check_inventory(ck.config, st, dir);
@@ -138,8 +139,14 @@ void save_hf(const std::string& dir, const Params& params, const Config& c) {
     }
     tensors[name] = a;
   }
-  detail::write_file_atomic(out.file("config.json"), "gpt2.save_hf", config_to_json(c) + "\n");
-  save_safetensors(out.file("model.safetensors"), tensors, {{"format", "pt"}});
+  try {
+    detail::write_file_atomic(out.file("config.json"), "gpt2.save_hf", config_to_json(c) + "\n");
+    save_safetensors(out.file("model.safetensors"), tensors, {{"format", "pt"}});
+  } catch (const Error& e) {
+    // The inner message names the temporary folder; the user knows the checkpoint's path.
+    detail::fail("gpt2.save_hf", "cannot write the checkpoint '{}' (it is unchanged): {}", dir,
+                 e.what());
+  }
   out.commit();
 }
 

@@ -62,11 +62,15 @@ Generator::Fns& Generator::fns(const Sampling& s, bool donate) {
   const Config cfg = model_.config;
   // One program serves prefill (T = prompt length) and decode (T = 1): tokens at pos, then
   // the next token sampled from the last position's logits.
-  StepFn f = [cfg, s](const Params& p, const Array& tokens, const Array& pos, const Array& start,
-                      const KVCache& cache, const Array& key) {
+  const NamedSharding replicated(mesh_, P());
+  StepFn f = [cfg, s, replicated](const Params& p, const Array& tokens, const Array& pos,
+                                  const Array& start, const KVCache& cache, const Array& key) {
     StepResult r = forward(p, cfg, tokens, pos, start, cache);
     const int64_t T = tokens.shape()[1];
     Array last = reshape(slice_axis(r.logits, 1, T - 1, T), {tokens.shape()[0], cfg.vocab_size});
+    // Sampling gathers the vocab-split logits anyway; checking them after that gather costs
+    // no communication of its own.
+    last = with_sharding_constraint(last, replicated);
     return std::make_tuple(sample(last, s, key), r.cache, count_non_finite(last));
   };
   JitOptions jo{.name = "llama_step"};
@@ -75,9 +79,9 @@ Generator::Fns& Generator::fns(const Sampling& s, bool donate) {
   return *cache_.back();
 }
 
-Generated Generator::generate(const std::vector<std::vector<int32_t>>& prompts,
-                              const GenerateOptions& o,
-                              const std::function<void(int64_t, const std::vector<int32_t>&)>& on_token) {
+Generated Generator::generate(
+    const std::vector<std::vector<int32_t>>& prompts, const GenerateOptions& o,
+    const std::function<void(int64_t, const std::vector<int32_t>&)>& on_token) {
   detail::check(!prompts.empty(), "generate", "needs at least one prompt");
   detail::check(o.max_tokens >= 1, "generate", "max_tokens must be positive, got {}", o.max_tokens);
   const int64_t B = static_cast<int64_t>(prompts.size());
@@ -95,7 +99,8 @@ Generated Generator::generate(const std::vector<std::vector<int32_t>>& prompts,
   for (const auto& p : prompts) {
     int64_t pad = Tp - static_cast<int64_t>(p.size());
     start.push_back(static_cast<int32_t>(pad));
-    for (int64_t i = 0; i < pad; ++i) flat.push_back(static_cast<int32_t>(model_.config.eos_token_id));
+    for (int64_t i = 0; i < pad; ++i)
+      flat.push_back(static_cast<int32_t>(model_.config.eos_token_id));
     flat.insert(flat.end(), p.begin(), p.end());
   }
   NamedSharding rep(mesh_, P());
@@ -107,7 +112,9 @@ Generated Generator::generate(const std::vector<std::vector<int32_t>>& prompts,
   Generated out;
   out.tokens.assign(static_cast<size_t>(B), {});
   auto key_at = [&](int64_t i) { return device_put(random::fold_in(base_key, i), rep); };
-  auto pos_at = [&](int64_t p) { return device_put(scalar<int32_t>(static_cast<int32_t>(p)), rep); };
+  auto pos_at = [&](int64_t p) {
+    return device_put(scalar<int32_t>(static_cast<int32_t>(p)), rep);
+  };
   // Compile first, so the timings are execution only.
   auto tc = std::chrono::steady_clock::now();
   f.step.lower(model_.params, tokens, pos_at(0), starts, cache, key_at(0));
@@ -132,9 +139,9 @@ Generated Generator::generate(const std::vector<std::vector<int32_t>>& prompts,
         where = stage.empty() ? "; replaying the step op by op gave finite values"
                               : fmt::format("; they first appear in the output of {}", stage);
       }
-      detail::fail("generate", "step {} ({}): {} of the {} logits of prompt {} are NaN or infinite{}",
-                   step, step == 0 ? "prefill" : "decode", counts[b], model_.config.vocab_size, b,
-                   where);
+      detail::fail("generate",
+                   "step {} ({}): {} of the {} logits of prompt {} are NaN or infinite{}", step,
+                   step == 0 ? "prefill" : "decode", counts[b], model_.config.vocab_size, b, where);
     }
   };
   auto [next, c1, bad1] = f.step(model_.params, tokens, pos_at(0), starts, cache, key_at(0));
@@ -148,7 +155,8 @@ Generated Generator::generate(const std::vector<std::vector<int32_t>>& prompts,
     for (int64_t b = 0; b < B; ++b) {
       if (done[static_cast<size_t>(b)]) continue;
       out.tokens[static_cast<size_t>(b)].push_back(ids[static_cast<size_t>(b)]);
-      if (o.stop_at_eos && ids[static_cast<size_t>(b)] == model_.config.eos_token_id) done[static_cast<size_t>(b)] = true;
+      if (o.stop_at_eos && ids[static_cast<size_t>(b)] == model_.config.eos_token_id)
+        done[static_cast<size_t>(b)] = true;
     }
     if (on_token) on_token(step, ids);
     bool all_done = std::all_of(done.begin(), done.end(), [](bool d) { return d; });
@@ -169,19 +177,19 @@ Lowered Generator::lower_decode(int64_t batch, int64_t cache_length, const Sampl
   NamedSharding rep(mesh_, P());
   KVCache cache = make_cache(model_.config, batch, cache_length, mesh_, rules_);
   return fns(s, true).step.lower(model_.params, device_put(zeros({batch, 1}, DType::I32), rep),
-                           device_put(scalar<int32_t>(0), rep),
-                           device_put(zeros({batch}, DType::I32), rep), cache,
-                           device_put(random::key(0), rep));
+                                 device_put(scalar<int32_t>(0), rep),
+                                 device_put(zeros({batch}, DType::I32), rep), cache,
+                                 device_put(random::key(0), rep));
 }
 
 Lowered Generator::lower_prefill(int64_t batch, int64_t prompt_length, int64_t cache_length,
                                  const Sampling& s) {
   NamedSharding rep(mesh_, P());
   KVCache cache = make_cache(model_.config, batch, cache_length, mesh_, rules_);
-  return fns(s, true).step.lower(model_.params, device_put(zeros({batch, prompt_length}, DType::I32), rep),
-                           device_put(scalar<int32_t>(0), rep),
-                           device_put(zeros({batch}, DType::I32), rep), cache,
-                           device_put(random::key(0), rep));
+  return fns(s, true).step.lower(
+      model_.params, device_put(zeros({batch, prompt_length}, DType::I32), rep),
+      device_put(scalar<int32_t>(0), rep), device_put(zeros({batch}, DType::I32), rep), cache,
+      device_put(random::key(0), rep));
 }
 
 }  // namespace partix::models::llama
