@@ -21,9 +21,7 @@ namespace {
 
 constexpr size_t kBufferBytes = size_t{1} << 20;
 
-std::string tmp_name(const std::string& path) {
-  return fmt::format("{}.tmp-{}", path, ::getpid());
-}
+std::string tmp_name(const std::string& path) { return fmt::format("{}.tmp-{}", path, ::getpid()); }
 
 // The folder holding `path` ("." for a bare name).
 fs::path parent_of(const std::string& path) {
@@ -44,7 +42,8 @@ std::string resolve(const std::string& path) {
 // fsync of a folder makes a rename in it durable; some file systems refuse it (EINVAL).
 void fsync_dir(const fs::path& dir, std::string_view api) {
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) fail(api, "cannot open folder '{}' to sync it: {}", dir.string(), std::strerror(errno));
+  if (fd < 0)
+    fail(api, "cannot open folder '{}' to sync it: {}", dir.string(), std::strerror(errno));
   if (::fsync(fd) != 0 && errno != EINVAL && errno != ENOTSUP) {
     int err = errno;
     ::close(fd);
@@ -81,7 +80,8 @@ void check_writable_file(const std::string& raw, std::string_view api) {
     fail(api, "cannot write '{}': it exists and is not a regular file", raw);
   }
   const fs::path dir = parent_of(path);
-  if (!fs::exists(dir, ec)) fail(api, "cannot write '{}': folder '{}' does not exist", raw, dir.string());
+  if (!fs::exists(dir, ec))
+    fail(api, "cannot write '{}': folder '{}' does not exist", raw, dir.string());
   if (!fs::is_directory(dir, ec)) {
     fail(api, "cannot write '{}': '{}' is not a folder", raw, dir.string());
   }
@@ -93,7 +93,8 @@ void check_writable_dir(const std::string& path, std::string_view api,
   std::error_code ec;
   if (path.empty()) fail(api, "an empty path cannot be written");
   if (fs::exists(path, ec)) {
-    if (!fs::is_directory(path, ec)) fail(api, "cannot write '{}': it exists and is not a folder", path);
+    if (!fs::is_directory(path, ec))
+      fail(api, "cannot write '{}': it exists and is not a folder", path);
     for (const auto& e : fs::directory_iterator(path, ec)) {
       const std::string name = e.path().filename().string();
       if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
@@ -112,7 +113,8 @@ void check_writable_dir(const std::string& path, std::string_view api,
   while (!fs::exists(dir, ec) && dir.has_parent_path() && dir != dir.parent_path()) {
     dir = dir.parent_path();
   }
-  if (!fs::is_directory(dir, ec)) fail(api, "cannot write '{}': '{}' is not a folder", path, dir.string());
+  if (!fs::is_directory(dir, ec))
+    fail(api, "cannot write '{}': '{}' is not a folder", path, dir.string());
   probe_folder(dir, path, api);
 }
 
@@ -149,8 +151,7 @@ void remove_stale_temporaries(const std::string& path) {
 
 // ---------------------------------------------------------------------------------------
 
-AtomicFile::AtomicFile(std::string path, std::string_view api)
-    : path_(resolve(path)), api_(api) {
+AtomicFile::AtomicFile(std::string path, std::string_view api) : path_(resolve(path)), api_(api) {
   struct stat st {};
   if (::stat(path_.c_str(), &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))) {
     // O_NONBLOCK: a FIFO without a reader fails (ENXIO) instead of blocking.
@@ -213,7 +214,8 @@ void AtomicFile::write_all(std::string_view bytes) {
 void AtomicFile::commit() {
   flush();
   // Devices and pipes have nothing to sync (EINVAL); a regular file must reach the disk.
-  if (::fsync(fd_) != 0 && !(direct_ && (errno == EINVAL || errno == EROFS))) fail_io("fsync", errno);
+  if (::fsync(fd_) != 0 && !(direct_ && (errno == EINVAL || errno == EROFS)))
+    fail_io("fsync", errno);
   const int fd = fd_;
   fd_ = -1;
   if (::close(fd) != 0) {

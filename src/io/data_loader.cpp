@@ -33,8 +33,10 @@ std::vector<int32_t> load_corpus(const std::vector<std::string>& paths) {
     } else if (fs::exists(p, ec)) {
       files.push_back(p);  // read_text_file names what it is when it is not a regular file
     } else {
-      detail::fail("load_corpus", "'{}' does not exist (install the corpus with "
-                                  "scripts/setup.sh)", p);
+      detail::fail("load_corpus",
+                   "'{}' does not exist (install the corpus with "
+                   "scripts/setup.sh)",
+                   p);
     }
   }
   std::sort(files.begin(), files.end());
@@ -50,7 +52,8 @@ std::vector<int32_t> load_corpus(const std::vector<std::string>& paths) {
       out.push_back('\n');
     }
   }
-  detail::check(!out.empty(), "load_corpus", "the corpus under {} is empty", fmt::join(paths, ", "));
+  detail::check(!out.empty(), "load_corpus", "the corpus under {} is empty",
+                fmt::join(paths, ", "));
   return out;
 }
 

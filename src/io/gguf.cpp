@@ -1,5 +1,5 @@
-#include "core/array_impl.h"
 #include "io/gguf.h"
+#include "core/array_impl.h"
 
 #include <algorithm>
 #include <limits>

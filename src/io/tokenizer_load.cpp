@@ -4,8 +4,8 @@
 #include <filesystem>
 
 #include "core/errors.h"
-#include "io/json_util.h"
 #include "io/input_file.h"
+#include "io/json_util.h"
 #include "io/tokenizer.h"
 
 namespace partix {

@@ -113,8 +113,7 @@ TEST(AtomicFile, StaleTemporariesOfDeadProcessesAreRemoved) {
 
 TEST(AtomicFile, UnwritableDestinationsAreFoundBeforeAnyWork) {
   test::TempDir dir;
-  EXPECT_PARTIX_ERROR(detail::check_writable_file(dir.path().string(), "test"),
-                      "it is a folder");
+  EXPECT_PARTIX_ERROR(detail::check_writable_file(dir.path().string(), "test"), "it is a folder");
   EXPECT_PARTIX_ERROR(detail::check_writable_file(dir.file("no/such/x.csv"), "test"),
                       "folder '" + dir.file("no/such") + "' does not exist");
   test::write_bytes(dir.file("f"), "");

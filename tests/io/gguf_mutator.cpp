@@ -84,8 +84,8 @@ GgufMutator::GgufMutator(const std::string& source) {
   bytes_.resize(static_cast<size_t>(in.tellg()));
   in.seekg(0);
   in.read(bytes_.data(), static_cast<std::streamsize>(bytes_.size()));
-  g_ = detail::parse_gguf(
-      std::span(reinterpret_cast<const uint8_t*>(bytes_.data()), bytes_.size()), source);
+  g_ = detail::parse_gguf(std::span(reinterpret_cast<const uint8_t*>(bytes_.data()), bytes_.size()),
+                          source);
   for (const auto& t : g_.tensors) {
     src_offset_.push_back(g_.data_start + t.offset);
     src_nbytes_.push_back(t.nbytes);

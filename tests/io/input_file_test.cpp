@@ -98,8 +98,7 @@ TEST(InputFile, SafetensorsTruncatedAfterOpenIsAnErrorNotSigbus) {
   save_safetensors(p, {{"a", from_vector(big, {256, 256})}, {"b", from_vector(big, {1 << 16})}});
   Safetensors st = Safetensors::open(p);
   ASSERT_EQ(::truncate(p.c_str(), 1024), 0);
-  EXPECT_PARTIX_ERROR(st.load("b"), "[safetensors]", p, "changed while being read",
-                      "is now 1024");
+  EXPECT_PARTIX_ERROR(st.load("b"), "[safetensors]", p, "changed while being read", "is now 1024");
   Mesh mesh({2}, {"x"});
   EXPECT_PARTIX_ERROR(st.load("a", NamedSharding(mesh, P("x"))), "changed while being read");
 }

@@ -92,7 +92,8 @@ TEST(Gpt2Load, ConfigValuesAreValidated) {
                       "n_embd is 32, not a multiple of n_head (5)");
   EXPECT_PARTIX_ERROR(load(config_with(tmp, {{"n_layer", 4294967296}})),
                       "n_layer is 4294967296, must be in [1, 1024]");
-  EXPECT_PARTIX_ERROR(load(config_with(tmp, {{"n_embd", 32.5}})), "n_embd is 32.5 (number), not an integer");
+  EXPECT_PARTIX_ERROR(load(config_with(tmp, {{"n_embd", 32.5}})),
+                      "n_embd is 32.5 (number), not an integer");
   EXPECT_PARTIX_ERROR(load(config_with(tmp, {{"layer_norm_epsilon", -1}})),
                       "layer_norm_epsilon is -1");
   EXPECT_PARTIX_ERROR(load(config_with(tmp, {{"layer_norm_epsilon", "1e-5"}})),

@@ -53,8 +53,10 @@ TEST(LlamaLoad, ZeroHeadCountsAreErrorsNotDivisionByZero) {
   EXPECT_PARTIX_ERROR(load(p), "[llama.load]", p, "llama.attention.head_count is 0");
   two_layers(real).set_u32("llama.attention.head_count_kv", 0).write(p);
   EXPECT_PARTIX_ERROR(load(p), "llama.attention.head_count_kv is 0");
-  two_layers(real).set_u32("llama.attention.head_count", 0).remove_key(
-      "llama.rope.dimension_count").write(p);
+  two_layers(real)
+      .set_u32("llama.attention.head_count", 0)
+      .remove_key("llama.rope.dimension_count")
+      .write(p);
   EXPECT_PARTIX_ERROR(load(p), "llama.attention.head_count is 0");
 }
 
@@ -160,9 +162,9 @@ TEST(LlamaLoad, ConfigJsonHyperparametersAreValidatedBeforeUse) {
   const std::string d = dir.path().string();
   // The tiny configuration with one key replaced.
   auto config = [&](const std::string& key, const nlohmann::json& value) {
-    nlohmann::json j = {{"model_type", "llama"},       {"vocab_size", 96},
-                        {"hidden_size", 48},           {"intermediate_size", 64},
-                        {"num_hidden_layers", 2},      {"num_attention_heads", 6},
+    nlohmann::json j = {{"model_type", "llama"},   {"vocab_size", 96},
+                        {"hidden_size", 48},       {"intermediate_size", 64},
+                        {"num_hidden_layers", 2},  {"num_attention_heads", 6},
                         {"num_key_value_heads", 2}};
     if (!key.empty()) j[key] = value;
     test::write_bytes(dir.file("config.json"), j.dump());

@@ -45,16 +45,19 @@ TEST(Llama, PrefillEqualsDecodingAndShardingChangesNothing) {
       return std::make_pair(r.logits, r.cache);
     });
     const int64_t T = static_cast<int64_t>(prompt.size());
-    auto [all, c0] = step(m.params, device_put(from_vector(prompt, {1, T}), rep),
-                          device_put(scalar<int32_t>(0), rep), L::make_cache(m.config, 1, 16, mesh, rules));
+    auto [all, c0] =
+        step(m.params, device_put(from_vector(prompt, {1, T}), rep),
+             device_put(scalar<int32_t>(0), rep), L::make_cache(m.config, 1, 16, mesh, rules));
     L::KVCache cache = L::make_cache(m.config, 1, 16, mesh, rules);
     for (int64_t t = 0; t < T; ++t) {
-      auto [lg, c] = step(m.params, device_put(from_vector<int32_t>({prompt[static_cast<size_t>(t)]}, {1, 1}), rep),
-                          device_put(scalar<int32_t>(static_cast<int32_t>(t)), rep), cache);
+      auto [lg, c] = step(
+          m.params, device_put(from_vector<int32_t>({prompt[static_cast<size_t>(t)]}, {1, 1}), rep),
+          device_put(scalar<int32_t>(static_cast<int32_t>(t)), rep), cache);
       cache = c;
       auto want = slice_axis(all, 1, t, t + 1).to_vector<float>();
       auto got = lg.to_vector<float>();
-      for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-4) << "position " << t;
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_NEAR(got[i], want[i], 1e-4) << "position " << t;
     }
     last.push_back(slice_axis(all, 1, T - 1, T).to_vector<float>());
   }

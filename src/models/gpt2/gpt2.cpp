@@ -128,7 +128,9 @@ nn::ParamSpecs param_specs(const Config& c) {
 
 nn::LogicalRules sharding_rules(bool fsdp) {
   nn::LogicalRules r;
-  r.rules = {{"batch", Axes{"data"}}, {"vocab", Axes{"model"}}, {"heads", Axes{"model"}},
+  r.rules = {{"batch", Axes{"data"}},
+             {"vocab", Axes{"model"}},
+             {"heads", Axes{"model"}},
              {"mlp", Axes{"model"}}};
   if (fsdp) {
     // Parameters split over 'data' along their embedding (or, failing that, any) dimension.
@@ -159,7 +161,8 @@ Array attention(const Params& p, const std::string& l, const Array& x, const Con
   NamedScope scope("attn");
   const int64_t B = x.shape()[0], T = x.shape()[1], C = c.n_embd, H = c.n_head, D = C / H;
   // qkv[B, T, 3, C]: the heads of q, k and v split alike under tensor parallelism.
-  Array qkv = einsum("btc,csk->btsk", {x, p.at(l + "attn.c_attn.weight")}) + p.at(l + "attn.c_attn.bias");
+  Array qkv =
+      einsum("btc,csk->btsk", {x, p.at(l + "attn.c_attn.weight")}) + p.at(l + "attn.c_attn.bias");
   qkv = reshape(qkv, {B, T, 3, H, D});
   qkv = constrain(qkv, {"batch", "", "", "heads", ""}, o);
   Array q = reshape(slice_axis(qkv, 2, 0, 1), {B, T, H, D});
@@ -195,15 +198,18 @@ Array forward(const Params& p, const Array& ids, const Config& c, const ForwardO
   for (int64_t i = 0; i < c.n_layer; ++i) {
     NamedScope scope("h" + std::to_string(i));
     std::string l = layer(i);
-    Array a = attention(p, l, layer_norm(x, p.at(l + "ln_1.weight"), p.at(l + "ln_1.bias"), c.layer_norm_epsilon),
-                        c, o, 100 + 3 * i);
+    Array a = attention(
+        p, l, layer_norm(x, p.at(l + "ln_1.weight"), p.at(l + "ln_1.bias"), c.layer_norm_epsilon),
+        c, o, 100 + 3 * i);
     x = x + dropout(a, c.dropout, o.dropout_key, 101 + 3 * i);
     x = constrain(x, {"batch", "", "act"}, o);
-    Array m = mlp(p, l, layer_norm(x, p.at(l + "ln_2.weight"), p.at(l + "ln_2.bias"), c.layer_norm_epsilon));
+    Array m = mlp(
+        p, l, layer_norm(x, p.at(l + "ln_2.weight"), p.at(l + "ln_2.bias"), c.layer_norm_epsilon));
     x = x + dropout(m, c.dropout, o.dropout_key, 102 + 3 * i);
     x = constrain(x, {"batch", "", "act"}, o);
   }
-  x = layer_norm(x, p.at("transformer.ln_f.weight"), p.at("transformer.ln_f.bias"), c.layer_norm_epsilon);
+  x = layer_norm(x, p.at("transformer.ln_f.weight"), p.at("transformer.ln_f.bias"),
+                 c.layer_norm_epsilon);
   // Tied embeddings: logits = x @ wte^T (split over the vocab under tensor parallelism).
   return einsum("btc,vc->btv", {x, p.at("transformer.wte.weight")});
 }
@@ -217,7 +223,8 @@ Array loss(const Params& p, const Array& ids, const Array& targets, const Config
 Config config_from_json(const std::string& text, const std::string& file) {
   constexpr std::string_view api = "gpt2.config";
   nlohmann::json j = detail::parse_untrusted_json(text, api, file);
-  if (!j.is_object()) detail::fail(api, "'{}' is a JSON {}, not an object", file, detail::json_kind(j));
+  if (!j.is_object())
+    detail::fail(api, "'{}' is a JSON {}, not an object", file, detail::json_kind(j));
   auto find = [&](const char* k) -> const nlohmann::json* {
     auto it = j.find(k);
     return it == j.end() || it->is_null() ? nullptr : &*it;

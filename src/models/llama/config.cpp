@@ -22,14 +22,22 @@ constexpr int64_t kMaxPositions = int64_t{1} << 24;
 }  // namespace
 
 ConfigKeys config_field_keys() {
-  return {"vocab_size",         "hidden_size",
-          "intermediate_size",  "num_layers",
-          "num_heads",          "num_kv_heads",
-          "head_dim",           "rms_norm_eps",
-          "rope_theta",         "max_position",
-          "bos_token_id",       "eos_token_id",
-          "rope_scaling.factor", "rope_scaling.low_freq_factor",
-          "rope_scaling.high_freq_factor", "rope_scaling.original_max_position"};
+  return {"vocab_size",
+          "hidden_size",
+          "intermediate_size",
+          "num_layers",
+          "num_heads",
+          "num_kv_heads",
+          "head_dim",
+          "rms_norm_eps",
+          "rope_theta",
+          "max_position",
+          "bos_token_id",
+          "eos_token_id",
+          "rope_scaling.factor",
+          "rope_scaling.low_freq_factor",
+          "rope_scaling.high_freq_factor",
+          "rope_scaling.original_max_position"};
 }
 
 ConfigKeys hf_config_keys() {

@@ -23,7 +23,7 @@ struct GenerateOptions {
 };
 
 struct Generated {
-  std::vector<std::vector<int32_t>> tokens;  // per prompt, the new tokens
+  std::vector<std::vector<int32_t>> tokens;        // per prompt, the new tokens
   double prefill_seconds = 0, decode_seconds = 0;  // execution only (compilation excluded)
   double compile_seconds = 0;
   int64_t prefill_tokens = 0, decode_tokens = 0;
@@ -34,8 +34,9 @@ class Generator {
   Generator(const Model& model, Mesh mesh, std::vector<ShardingRule> rules);
   ~Generator();
   // on_token(step, tokens): the tokens chosen for every prompt at this step, as they come.
-  Generated generate(const std::vector<std::vector<int32_t>>& prompts, const GenerateOptions& o,
-                     const std::function<void(int64_t, const std::vector<int32_t>&)>& on_token = {});
+  Generated generate(
+      const std::vector<std::vector<int32_t>>& prompts, const GenerateOptions& o,
+      const std::function<void(int64_t, const std::vector<int32_t>&)>& on_token = {});
   // The decode step's compiled program (for inspection: collectives per layer).
   Lowered lower_decode(int64_t batch, int64_t cache_length, const Sampling& s = {});
   Lowered lower_prefill(int64_t batch, int64_t prompt_length, int64_t cache_length,

@@ -19,7 +19,9 @@ namespace fs = std::filesystem;
 
 std::string default_model_path() {
   const char* cache = std::getenv("PARTIX_CACHE");
-  std::string base = cache ? cache : std::string(std::getenv("HOME") ? std::getenv("HOME") : ".") + "/.cache/partix";
+  std::string base =
+      cache ? cache
+            : std::string(std::getenv("HOME") ? std::getenv("HOME") : ".") + "/.cache/partix";
   return base + "/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
 }
 
@@ -50,7 +52,8 @@ struct Source {
 std::string name_list(const std::vector<std::string>& names) {
   constexpr size_t kShown = 5;
   std::vector<std::string> quoted;
-  for (size_t i = 0; i < std::min(names.size(), kShown); ++i) quoted.push_back("'" + names[i] + "'");
+  for (size_t i = 0; i < std::min(names.size(), kShown); ++i)
+    quoted.push_back("'" + names[i] + "'");
   std::string out = fmt::format("{}", fmt::join(quoted, ", "));
   if (names.size() > kShown) out += fmt::format(" and {} more", names.size() - kShown);
   return out;
@@ -74,11 +77,10 @@ void check_inventory(const Config& cfg, const Source& src, const ConfigSource& c
       detail::fail(kApi,
                    "'{}': tensor '{}' has shape {} but the configuration ({} {}, {} {}, {} {}, "
                    "{} {}, {} {}, {} {}) needs {}",
-                   src.path, name, shape_to_string(it->second), cs.keys.vocab_size,
-                   cfg.vocab_size, cs.keys.hidden_size, cfg.hidden_size, cs.keys.num_heads,
-                   cfg.num_heads, cs.keys.num_kv_heads, cfg.num_kv_heads, cs.keys.head_dim,
-                   cfg.head_dim, cs.keys.intermediate_size, cfg.intermediate_size,
-                   shape_to_string(shape));
+                   src.path, name, shape_to_string(it->second), cs.keys.vocab_size, cfg.vocab_size,
+                   cs.keys.hidden_size, cfg.hidden_size, cs.keys.num_heads, cfg.num_heads,
+                   cs.keys.num_kv_heads, cfg.num_kv_heads, cs.keys.head_dim, cfg.head_dim,
+                   cs.keys.intermediate_size, cfg.intermediate_size, shape_to_string(shape));
     }
   }
   if (!missing.empty()) {
@@ -288,7 +290,8 @@ struct JsonConfig {
 // LlamaConfig defaults.
 std::pair<Config, ConfigSource> config_from_hf(const std::string& text, const std::string& file) {
   nlohmann::json j = detail::parse_untrusted_json(text, kApi, file);
-  if (!j.is_object()) detail::fail(kApi, "'{}' is a JSON {}, not an object", file, detail::json_kind(j));
+  if (!j.is_object())
+    detail::fail(kApi, "'{}' is a JSON {}, not an object", file, detail::json_kind(j));
   ConfigSource cs{std::string(kApi), file, hf_config_keys(), false};
   const ConfigKeys& k = cs.keys;
   JsonConfig r{j, file};
@@ -360,8 +363,8 @@ Model load_hf(const std::string& dir, const Mesh& mesh, const std::vector<Shardi
   const std::string config_path = (fs::path(dir) / "config.json").string();
   std::error_code ec;
   detail::check(fs::exists(config_path, ec), kApi, "'{}' has no config.json", dir);
-  auto [c, cs] = config_from_hf(detail::read_text_file(config_path, kApi, kMaxConfigBytes),
-                                config_path);
+  auto [c, cs] =
+      config_from_hf(detail::read_text_file(config_path, kApi, kMaxConfigBytes), config_path);
   Safetensors st = Safetensors::open(dir);
   Source src;
   src.path = dir;
@@ -370,7 +373,9 @@ Model load_hf(const std::string& dir, const Mesh& mesh, const std::vector<Shardi
     st.dtype(n);  // a dtype partix cannot load fails here, before any tensor loads
   }
   src.file_name = [](const std::string& n) { return n; };
-  src.load = [&](const std::string& n, const NamedSharding& s) { return st.load(n, s, DType::F32); };
+  src.load = [&](const std::string& n, const NamedSharding& s) {
+    return st.load(n, s, DType::F32);
+  };
   // Older transformers saved the rotary inverse frequencies, a buffer recomputed from
   // rope_theta on load (transformers ignores it too).
   const int64_t half = c.head_dim / 2;
@@ -381,7 +386,8 @@ Model load_hf(const std::string& dir, const Mesh& mesh, const std::vector<Shardi
   };
   std::shared_ptr<Tokenizer> tokenizer;
   fs::path tok = fs::path(dir) / "tokenizer.json";
-  if (fs::exists(tok)) tokenizer = std::make_shared<Tokenizer>(Tokenizer::from_json_file(tok.string()));
+  if (fs::exists(tok))
+    tokenizer = std::make_shared<Tokenizer>(Tokenizer::from_json_file(tok.string()));
   Model m = load_into(c, src, cs, mesh, rules);
   m.tokenizer = std::move(tokenizer);
   m.source = dir;
