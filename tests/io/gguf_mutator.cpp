@@ -155,6 +155,22 @@ GgufMutator& GgufMutator::drop_tensor(const std::string& name) {
   throw std::invalid_argument("no tensor " + name);
 }
 
+GgufMutator& GgufMutator::add_f32(const std::string& name, std::vector<uint64_t> dims, float v) {
+  detail::GgufTensorInfo t;
+  t.name = name;
+  t.dims = std::move(dims);
+  t.type = 0;
+  uint64_t n = 1;
+  for (uint64_t d : t.dims) n *= d;
+  std::string data;
+  for (uint64_t k = 0; k < n; ++k) put<float>(data, v);
+  g_.tensors.push_back(t);
+  src_offset_.push_back(0);
+  src_nbytes_.push_back(data.size());
+  replaced_.push_back(data);
+  return *this;
+}
+
 GgufMutator& GgufMutator::fill_f32(const std::string& name, float v) {
   for (size_t i = 0; i < g_.tensors.size(); ++i) {
     if (g_.tensors[i].name != name) continue;

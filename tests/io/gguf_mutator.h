@@ -26,6 +26,8 @@ class GgufMutator {
   GgufMutator& set_type(const std::string& tensor, uint32_t ggml_type);
   GgufMutator& set_dims(const std::string& tensor, std::vector<uint64_t> dims);
   GgufMutator& drop_tensor(const std::string& tensor);
+  // Appends an F32 tensor with every element `v`.
+  GgufMutator& add_f32(const std::string& tensor, std::vector<uint64_t> dims, float v);
   // Overwrites every element of an F32 tensor.
   GgufMutator& fill_f32(const std::string& tensor, float v);
   // Keeps layers 0..n-1 (their tensors and llama.block_count): a small real model.

@@ -115,6 +115,12 @@ TEST(LlamaLoad, LayerCountsAreBoundedAndMatchTheTensors) {
   two_layers(real).set_u32("llama.block_count", 1).write(p);
   EXPECT_PARTIX_ERROR(load(p), "holds 9 tensor(s) the configuration (llama.block_count 1",
                       "does not use", "'blk.1.attn_k.weight'");
+  // A tensor the model has no place for (a bias) is not silently ignored.
+  two_layers(real).add_f32("blk.0.attn_q.bias", {576}, 0.0f).write(p);
+  EXPECT_PARTIX_ERROR(load(p), "holds 1 tensor(s)", "does not use", "'blk.0.attn_q.bias'");
+  // Llama 3.1's rope frequency factors would change every rotation: refused by name.
+  two_layers(real).add_f32("rope_freqs.weight", {32}, 1.0f).write(p);
+  EXPECT_PARTIX_ERROR(load(p), "rope_freqs.weight", "does not apply");
   // A missing tensor is named.
   two_layers(real).drop_tensor("blk.1.ffn_up.weight").write(p);
   EXPECT_PARTIX_ERROR(load(p), "lacks 1 tensor(s)", "'blk.1.ffn_up.weight'");

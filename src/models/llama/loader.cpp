@@ -223,6 +223,14 @@ Model load_gguf(const std::string& path, const Mesh& mesh, const std::vector<Sha
   std::string arch = f.get_string("general.architecture", "llama");
   detail::check(arch == "llama", kApi, "'{}' holds a '{}' model, not llama", path, arch);
   auto [c, cs] = config_from_gguf(f);
+  // llama.cpp stores Llama 3.1's rope scaling as per-frequency factors; ignoring them (as an
+  // unused tensor) would rotate every position wrongly.
+  if (f.has_tensor("rope_freqs.weight")) {
+    detail::fail(kApi,
+                 "'{}' holds rope_freqs.weight (rope frequency factors, as llama.cpp writes for "
+                 "Llama 3.1), which partix does not apply",
+                 path);
+  }
   Source src;
   src.path = path;
   for (const std::string& n : f.tensor_names()) src.inventory[n] = f.tensor_shape(n);
