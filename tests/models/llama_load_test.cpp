@@ -210,3 +210,41 @@ TEST(LlamaLoad, ConfigsBuiltInCodeAreValidatedToo) {
   c.rms_norm_eps = std::nan("");
   EXPECT_PARTIX_ERROR(L::param_shapes(c), "rms_norm_eps is nan");
 }
+
+TEST(LlamaLoad, HuggingFaceFoldersAreCheckedTensorByTensor) {
+  test::TempDir dir;
+  const std::string d = dir.path().string();
+  const L::Config c = L::tiny();
+  nlohmann::json j = {{"model_type", "llama"},
+                      {"vocab_size", c.vocab_size},
+                      {"hidden_size", c.hidden_size},
+                      {"intermediate_size", c.intermediate_size},
+                      {"num_hidden_layers", c.num_layers},
+                      {"num_attention_heads", c.num_heads},
+                      {"num_key_value_heads", c.num_kv_heads},
+                      {"head_dim", c.head_dim},
+                      {"tie_word_embeddings", true}};
+  test::write_bytes(dir.file("config.json"), j.dump());
+  // Tensors in the stored layouts, with `edit` applied.
+  auto write = [&](const std::function<void(Params&)>& edit) {
+    Params p;
+    for (const auto& [name, shape] : L::stored_shapes(c)) p[name] = ones(shape);
+    edit(p);
+    save_safetensors(dir.file("model.safetensors"), p);
+  };
+  write([](Params&) {});
+  Mesh mesh({2}, {"model"});
+  L::Model m = L::load(d, mesh, L::tensor_parallel_rules());
+  EXPECT_EQ(m.params.at("model.layers.1.self_attn.k_proj.weight").shape(),
+            (Shape{c.num_heads, c.head_dim, c.hidden_size}));
+  const std::string k = "model.layers.1.self_attn.k_proj.weight";
+  write([&](Params& p) { p[k] = ones({c.hidden_size, c.num_kv_heads * c.head_dim}); });
+  EXPECT_PARTIX_ERROR(load(d), "tensor '" + k + "' has shape [48,16]", "needs [16,48]");
+  write([](Params& p) { p["lm_head.weight"] = ones({96, 48}); });
+  EXPECT_PARTIX_ERROR(load(d), "tied embeddings", "does not use", "'lm_head.weight'");
+  // The rotary buffer older transformers saved is recomputed, so it may be there.
+  write([](Params& p) { p["model.layers.0.self_attn.rotary_emb.inv_freq"] = ones({4}); });
+  EXPECT_NO_THROW(load(d));
+  write([](Params& p) { p["model.layers.0.self_attn.rotary_emb.inv_freq"] = ones({5}); });
+  EXPECT_PARTIX_ERROR(load(d), "'model.layers.0.self_attn.rotary_emb.inv_freq'");
+}
