@@ -66,3 +66,12 @@ execute_process(COMMAND ${PARTIX} generate --devices 2 --max-tokens 2 --quiet --
 if(rc OR NOT EXISTS ${WORK}/out.txt)
   message(FATAL_ERROR "the one-layer copy should generate (${rc}):\n${out}\n${err}")
 endif()
+
+# Host memory exhausted while loading (a 200 MB address-space limit): a message and exit
+# status 1, not an escaped std::bad_alloc and a core dump.
+execute_process(COMMAND sh -c "ulimit -v 200000 && exec \"$0\" generate --max-tokens 2 --quiet --model \"$1\""
+                        ${PARTIX} ${model}
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
+if(NOT rc STREQUAL "1" OR NOT err MATCHES "out of (host )?memory")
+  message(FATAL_ERROR "out of memory: expected exit status 1 and a message, got '${rc}':\n${out}\n${err}")
+endif()
