@@ -71,7 +71,8 @@ class Safetensors {
 // Writes `tensors` as one safetensors file Hugging Face reads (header padded to 8 bytes,
 // tensors in name order, contiguous). The file appears atomically (written to a temporary
 // name, every write checked, fsynced, then renamed): a full disk is an error naming the path
-// and leaves any previous file untouched. Every array must be concrete and addressable from this process.
+// and leaves any previous file untouched. Every array must be concrete and addressable from this
+// process.
 void save_safetensors(const std::string& path, const Params& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 
