@@ -1,9 +1,11 @@
 // Model files: safetensors (Hugging Face), GGUF (llama.cpp) and byte-level BPE tokenizers.
 //
 // Files are untrusted input: a malformed file raises partix::Error naming the file and the
-// problem, never a crash. Tensors load straight into their sharding: every device copies (or
-// dequantizes) only its own slice from the memory-mapped file, so no device, and no host
-// buffer, ever holds a whole sharded tensor.
+// problem, never a crash. Only regular files are opened (a FIFO or a device is refused, never
+// waited on). Tensors load straight into their sharding: every device reads (or dequantizes)
+// only its own slice of the file through a small staging window, so no device, and no host
+// buffer, ever holds a whole sharded tensor. A file that shrinks while open (truncated by
+// another process) is reported as partix::Error naming it.
 #pragma once
 
 #include <cstdint>
@@ -26,14 +28,13 @@ namespace partix {
 // safetensors
 
 // A safetensors checkpoint: one file, or several listed by a model.safetensors.index.json.
-// Cheap to copy (the mapped files are shared); thread-safe for concurrent loads.
+// Cheap to copy (the open files are shared); thread-safe for concurrent loads.
 class Safetensors {
  public:
   // path: a .safetensors file, a *.safetensors.index.json (its weight_map's files are
   // opened from the index's folder), or a folder holding model.safetensors or
-  // model.safetensors.index.json. Every file is mapped and its header fully validated.
-  // Precondition: the files are not rewritten or truncated while a handle is open (a
-  // memory map cannot defend against that).
+  // model.safetensors.index.json. Every file is opened and its header fully validated.
+  // A file rewritten in place with the same size while open is not detected.
   static Safetensors open(const std::string& path);
 
   std::vector<std::string> names() const;  // sorted
@@ -69,7 +70,9 @@ class Safetensors {
 
 // Writes `tensors` as one safetensors file Hugging Face reads (header padded to 8 bytes,
 // tensors in name order, contiguous). The file appears atomically (written to a temporary
-// name, then renamed). Every array must be concrete and addressable from this process.
+// name, every write checked, fsynced, then renamed): a full disk is an error naming the path
+// and leaves any previous file untouched. Every array must be concrete and addressable from this
+// process.
 void save_safetensors(const std::string& path, const Params& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 
@@ -82,7 +85,8 @@ void save_safetensors(const std::string& path, const Params& tensors,
 class GgufFile {
  public:
   // Maps the file and validates the header, metadata and tensor infos (bounds, overlaps,
-  // alignment, block sizes). Precondition: the file is not rewritten while open.
+  // alignment, block sizes, and that the tensors tile the data section, so a changed type
+  // or shape is caught). A file rewritten in place with the same size is not detected.
   static GgufFile open(const std::string& path);
 
   const std::string& path() const;

@@ -1,6 +1,6 @@
 // Element conversion from stored (file) types to partix dtypes, and the per-device slice
-// copy both file readers share: each device's block is filled row by row straight from
-// the mapped file, so no host copy of a whole tensor is ever made.
+// copy both file readers share: each device's block is filled row by row from a small
+// window of the file, so no host copy of a whole tensor is ever made.
 #pragma once
 
 #include <cstdint>

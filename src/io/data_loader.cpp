@@ -2,17 +2,22 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <random>
 #include <sstream>
 
 #include "core/errors.h"
+#include "io/input_file.h"
 
 namespace partix::io {
 
 namespace fs = std::filesystem;
 
 std::vector<std::string> default_corpus_paths() { return {"/usr/share/games/fortunes"}; }
+
+namespace {
+// Each byte becomes an int32 token: a file this large would need 16 GiB of tokens.
+constexpr uint64_t kMaxCorpusFileBytes = uint64_t{4} << 30;
+}  // namespace
 
 std::vector<int32_t> load_corpus(const std::vector<std::string>& paths) {
   std::vector<std::string> files;
@@ -25,20 +30,20 @@ std::vector<int32_t> load_corpus(const std::vector<std::string>& paths) {
         if (!e.is_regular_file() || e.is_symlink() || name.ends_with(".dat")) continue;
         files.push_back(e.path().string());
       }
-    } else if (fs::is_regular_file(p, ec)) {
-      files.push_back(p);
+    } else if (fs::exists(p, ec)) {
+      files.push_back(p);  // read_text_file names what it is when it is not a regular file
     } else {
-      detail::fail("load_corpus", "'{}' is neither a file nor a directory (install the corpus with "
-                                  "scripts/setup.sh)", p);
+      detail::fail("load_corpus",
+                   "'{}' does not exist (install the corpus with "
+                   "scripts/setup.sh)",
+                   p);
     }
   }
   std::sort(files.begin(), files.end());
   std::vector<int32_t> out;
   for (const auto& f : files) {
-    std::ifstream in(f, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    std::string text = ss.str();
+    // Through the one open helper: a FIFO or device in the corpus is refused, not read forever.
+    std::string text = detail::read_text_file(f, "load_corpus", kMaxCorpusFileBytes);
     std::string line;
     std::istringstream lines(text);
     while (std::getline(lines, line)) {
@@ -47,7 +52,8 @@ std::vector<int32_t> load_corpus(const std::vector<std::string>& paths) {
       out.push_back('\n');
     }
   }
-  detail::check(!out.empty(), "load_corpus", "the corpus under {} is empty", fmt::join(paths, ", "));
+  detail::check(!out.empty(), "load_corpus", "the corpus under {} is empty",
+                fmt::join(paths, ", "));
   return out;
 }
 

@@ -1,5 +1,5 @@
-#include "core/array_impl.h"
 #include "io/gguf.h"
+#include "core/array_impl.h"
 
 #include <algorithm>
 #include <limits>
@@ -8,7 +8,7 @@
 
 #include "core/errors.h"
 #include "io/convert.h"
-#include "io/mapped_file.h"
+#include "io/input_file.h"
 #include "io/quants.h"
 #include "partix/io.h"
 
@@ -97,6 +97,7 @@ class Parser {
  public:
   Parser(std::span<const uint8_t> file, std::string_view name)
       : r_(file, kApi, name), name_(name) {}
+  explicit Parser(const InputFile& file) : r_(file, kApi), name_(file.path()) {}
 
   GgufParsed parse();
 
@@ -291,7 +292,7 @@ GgufParsed Parser::parse() {
     g.tensors.push_back(std::move(t));
   }
   // The data section starts at the next multiple of the alignment.
-  const uint64_t file_size = r_.pos() + r_.remaining();
+  const uint64_t file_size = r_.size();
   g.data_start = (r_.pos() + g.alignment - 1) / g.alignment * g.alignment;
   if (g.data_start > file_size) g.data_start = file_size;  // only valid with no tensor data
   const uint64_t data_size = file_size - g.data_start;
@@ -311,13 +312,35 @@ GgufParsed Parser::parse() {
   }
   std::sort(by_offset.begin(), by_offset.end(),
             [](const auto* a, const auto* b) { return a->offset < b->offset; });
-  for (size_t k = 1; k < by_offset.size(); ++k) {
-    const GgufTensorInfo& a = *by_offset[k - 1];
-    const GgufTensorInfo& b = *by_offset[k];
-    if (b.offset < a.offset + a.nbytes) {
-      fail(kApi, "'{}': tensors '{}' and '{}' overlap (data offsets {} + {} bytes and {})", name_,
-           a.name, b.name, a.offset, a.nbytes, b.offset);
+  // The tensors tile the data section as writers lay it out (each at the next aligned offset
+  // after the previous one): a byte range that differs from what the declared type and shape
+  // need (a changed quantization type, a wrong dim) shows up as an overlap or a hole.
+  const GgufTensorInfo* prev = nullptr;
+  uint64_t expected = 0;
+  for (const GgufTensorInfo* t : by_offset) {
+    if (t->offset < expected) {
+      fail(kApi,
+           "'{}': tensors '{}' and '{}' overlap (data offsets {} + {} bytes and {}; does a "
+           "tensor's type or shape not match its data?)",
+           name_, prev->name, t->name, prev->offset, prev->nbytes, t->offset);
     }
+    if (t->offset > expected) {
+      fail(kApi,
+           "'{}': {} bytes of data before tensor '{}' (at data offset {}) belong to no tensor: "
+           "{} ends at {} (does a tensor's type or shape not match its data?)",
+           name_, t->offset - expected, t->name, t->offset,
+           prev ? fmt::format("tensor '{}' ({} bytes of {})", prev->name, prev->nbytes,
+                              ggml_type_info(prev->type)->name)
+                : std::string("the previous tensor"),
+           prev ? prev->offset + prev->nbytes : 0);
+    }
+    expected = (t->offset + t->nbytes + g.alignment - 1) / g.alignment * g.alignment;
+    prev = t;
+  }
+  const uint64_t used = prev ? prev->offset + prev->nbytes : 0;
+  if (data_size > expected) {
+    fail(kApi, "'{}': {} bytes after the last tensor's data belong to no tensor", name_,
+         data_size - used);
   }
   return g;
 }
@@ -334,9 +357,11 @@ GgufParsed parse_gguf(std::span<const uint8_t> file, std::string_view name) {
   return Parser(file, name).parse();
 }
 
+GgufParsed parse_gguf(const InputFile& file) { return Parser(file).parse(); }
+
 // The state behind a GgufFile handle.
 struct GgufState {
-  std::shared_ptr<const MappedFile> file;
+  std::shared_ptr<const InputFile> file;
   GgufParsed parsed;
   std::map<std::string, size_t, std::less<>> kv_index, tensor_index;
 
@@ -386,8 +411,8 @@ const GgufFile::Impl& checked(const std::shared_ptr<const GgufFile::Impl>& impl)
 
 GgufFile GgufFile::open(const std::string& path) {
   auto impl = std::make_shared<Impl>();
-  impl->file = detail::MappedFile::open(path, detail::kApi);
-  impl->parsed = detail::parse_gguf(impl->file->bytes(), path);
+  impl->file = detail::InputFile::open(path, detail::kApi);
+  impl->parsed = detail::parse_gguf(*impl->file);
   for (size_t k = 0; k < impl->parsed.kv.size(); ++k) impl->kv_index[impl->parsed.kv[k].first] = k;
   for (size_t k = 0; k < impl->parsed.tensors.size(); ++k) {
     impl->tensor_index[impl->parsed.tensors[k].name] = k;
@@ -515,7 +540,8 @@ Array GgufFile::load(std::string_view name, const NamedSharding& sharding, DType
     detail::fail(detail::kApi, "'{}': tensor '{}' of shape {} cannot take sharding {}", path(),
                  name, shape_to_string(t.shape), sharding.to_string());
   }
-  const uint8_t* base = checked(impl_).file->data() + checked(impl_).parsed.data_start + t.offset;
+  const detail::InputFile& file = *checked(impl_).file;
+  const uint64_t base = checked(impl_).parsed.data_start + t.offset;
   const int64_t cols = t.shape.empty() ? 1 : t.shape.back();
   const int64_t row_bytes = cols / info.block_elems * info.block_bytes;
   const int ds = dtype_size(dtype);
@@ -529,8 +555,11 @@ Array GgufFile::load(std::string_view name, const NamedSharding& sharding, DType
         const int64_t b1 = (c1 + info.block_elems - 1) / info.block_elems;
         const int64_t skip = c0 - b0 * info.block_elems;
         std::vector<float> scratch(static_cast<size_t>((b1 - b0) * info.block_elems));
+        detail::FileWindow window(file, base, base + t.nbytes, detail::kApi);
         detail::for_each_box_row(t.shape, idx, local, [&](int64_t row, int64_t dst_off) {
-          const uint8_t* src = base + row * row_bytes + b0 * info.block_bytes;
+          const uint8_t* src =
+              window.at(base + static_cast<uint64_t>(row * row_bytes + b0 * info.block_bytes),
+                        static_cast<uint64_t>((b1 - b0) * info.block_bytes));
           char* dst = static_cast<char*>(block) + dst_off * ds;
           const bool direct =
               dtype == DType::F32 && skip == 0 && c1 - c0 == (b1 - b0) * info.block_elems;

@@ -70,5 +70,8 @@ inline constexpr uint64_t kGgufMaxNameLength = 64;  // tensor names, per the spe
 // Parses and validates `file` (its bytes); `name` is the path for messages. Throws
 // partix::Error "[gguf] '<name>': <problem>".
 GgufParsed parse_gguf(std::span<const uint8_t> file, std::string_view name);
+// The same, reading the header from the file as far as it goes (never its tensor data).
+class InputFile;
+GgufParsed parse_gguf(const InputFile& file);
 
 }  // namespace partix::detail

@@ -1,20 +1,14 @@
 #include "io/safetensors.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "core/array_impl.h"
 #include "core/errors.h"
+#include "io/atomic_file.h"
+#include "io/input_file.h"
 #include "io/json_util.h"
-#include "io/mapped_file.h"
 #include "partix/io.h"
 
 namespace partix {
@@ -126,8 +120,9 @@ SafetensorsEntry parse_entry(const std::string& key, const nlohmann::json& v,
 
 }  // namespace
 
-SafetensorsHeader parse_safetensors(std::span<const uint8_t> file, std::string_view name) {
-  ByteReader r(file, kApi, name);
+namespace {
+
+SafetensorsHeader parse_header(ByteReader& r, std::string_view name) {
   uint64_t n = r.read<uint64_t>("the header length (a file shorter than 8 bytes)");
   if (n > kMaxSafetensorsHeader) {
     fail(kApi, "'{}': header length {} exceeds the limit of {} bytes", name, n,
@@ -188,6 +183,18 @@ SafetensorsHeader parse_safetensors(std::span<const uint8_t> file, std::string_v
   return h;
 }
 
+}  // namespace
+
+SafetensorsHeader parse_safetensors(std::span<const uint8_t> file, std::string_view name) {
+  ByteReader r(file, kApi, name);
+  return parse_header(r, name);
+}
+
+SafetensorsHeader parse_safetensors(const InputFile& file) {
+  ByteReader r(file, kApi);
+  return parse_header(r, file.path());
+}
+
 std::string_view safetensors_dtype_name(DType dtype) {
   switch (dtype) {
     case DType::Bool:
@@ -217,7 +224,7 @@ namespace detail {
 // The state behind a Safetensors handle (outside the class so file helpers can fill it).
 struct SafetensorsState {
   std::string source;
-  std::vector<std::shared_ptr<const MappedFile>> files;
+  std::vector<std::shared_ptr<const InputFile>> files;
   std::vector<SafetensorsHeader> headers;
   struct Loc {
     size_t file;
@@ -255,16 +262,12 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string read_small_file(const std::string& path) {
-  auto f = detail::MappedFile::open(path, detail::kApi);
-  if (f->size() > detail::kMaxSafetensorsHeader) {
-    detail::fail(detail::kApi, "'{}' is {} bytes, too large for an index", path, f->size());
-  }
-  return std::string(reinterpret_cast<const char*>(f->data()), f->size());
+  return detail::read_text_file(path, detail::kApi, detail::kMaxSafetensorsHeader);
 }
 
 void add_file(detail::SafetensorsState& impl, const std::string& path) {
-  auto f = detail::MappedFile::open(path, detail::kApi);
-  impl.headers.push_back(detail::parse_safetensors(f->bytes(), path));
+  auto f = detail::InputFile::open(path, detail::kApi);
+  impl.headers.push_back(detail::parse_safetensors(*f));
   impl.files.push_back(std::move(f));
 }
 
@@ -408,8 +411,8 @@ Array Safetensors::load(std::string_view name, const NamedSharding& sharding,
     detail::fail(detail::kApi, "'{}': tensor '{}' of shape {} cannot take sharding {}",
                  checked(impl_).source, name, shape_to_string(e.shape), sharding.to_string());
   }
-  const detail::MappedFile& file = *checked(impl_).files[loc.file];
-  const uint8_t* base = file.data() + checked(impl_).headers[loc.file].data_start + e.begin;
+  const detail::InputFile& file = *checked(impl_).files[loc.file];
+  const uint64_t base = checked(impl_).headers[loc.file].data_start + e.begin;
   const int ss = detail::stored_size(*e.stored), ds = dtype_size(target);
   const int64_t cols = e.shape.empty() ? 1 : e.shape.back();
   return detail::build_sharded(
@@ -417,8 +420,10 @@ Array Safetensors::load(std::string_view name, const NamedSharding& sharding,
       [&](void* block, const std::vector<Slice>& idx, const Shape& local) {
         const int64_t c0 = idx.empty() ? 0 : idx.back().start;
         const int64_t n = idx.empty() ? 1 : idx.back().size();
+        detail::FileWindow window(file, base, base + (e.end - e.begin), detail::kApi);
         detail::for_each_box_row(e.shape, idx, local, [&](int64_t row, int64_t dst_off) {
-          const uint8_t* src = base + (row * cols + c0) * ss;
+          const uint8_t* src = window.at(base + static_cast<uint64_t>((row * cols + c0) * ss),
+                                         static_cast<uint64_t>(n * ss));
           char* dst = static_cast<char*>(block) + dst_off * ds;
           if (!detail::convert_elements(src, *e.stored, dst, target, n)) {
             detail::fail(detail::kApi, "'{}': tensor '{}' ({}) has values that {} cannot hold",
@@ -482,33 +487,17 @@ void save_safetensors(const std::string& path, const Params& tensors,
   }
   text.append((8 - text.size() % 8) % 8, ' ');  // Hugging Face aligns the data to 8 bytes
 
-  // Written beside the target, then renamed: a reader never sees a half-written file.
-  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-  if (!out) detail::fail(api, "cannot create '{}': {}", tmp, std::strerror(errno));
+  // Written beside the target, every write checked, fsynced, then renamed: a reader never
+  // sees a half-written file and a full disk is an error, not a short file.
+  detail::AtomicFile out(path, api);
   uint64_t len = text.size();
-  out.write(reinterpret_cast<const char*>(&len), 8);
-  out.write(text.data(), static_cast<std::streamsize>(text.size()));
-  try {
-    for (const auto& [name, a] : tensors) {
-      std::vector<char> host = detail::gather_to_host(a);
-      out.write(host.data(), static_cast<std::streamsize>(host.size()));
-    }
-  } catch (...) {
-    out.close();
-    std::remove(tmp.c_str());
-    throw;
+  out.write(std::string_view(reinterpret_cast<const char*>(&len), 8));
+  out.write(text);
+  for (const auto& [name, a] : tensors) {
+    std::vector<char> host = detail::gather_to_host(a);
+    out.write(std::string_view(host.data(), host.size()));
   }
-  out.close();
-  if (!out) {
-    std::remove(tmp.c_str());
-    detail::fail(api, "writing '{}' failed (disk full?)", tmp);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    std::remove(tmp.c_str());
-    detail::fail(api, "cannot rename '{}' to '{}': {}", tmp, path, std::strerror(err));
-  }
+  out.commit();
 }
 
 }  // namespace partix

@@ -39,6 +39,9 @@ struct SafetensorsHeader {
 // Parses and validates the whole layout of `file` (its bytes); `name` is the path used in
 // messages. Throws partix::Error "[safetensors] '<name>': <problem>".
 SafetensorsHeader parse_safetensors(std::span<const uint8_t> file, std::string_view name);
+// The same, reading only the header from the file.
+class InputFile;
+SafetensorsHeader parse_safetensors(const InputFile& file);
 
 // The dtype name partix writes for `dtype` ("F32", "BF16", "BOOL", ...).
 std::string_view safetensors_dtype_name(DType dtype);

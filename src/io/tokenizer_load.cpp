@@ -4,8 +4,8 @@
 #include <filesystem>
 
 #include "core/errors.h"
+#include "io/input_file.h"
 #include "io/json_util.h"
-#include "io/mapped_file.h"
 #include "io/tokenizer.h"
 
 namespace partix {
@@ -18,11 +18,7 @@ using nlohmann::json;
 constexpr uint64_t kMaxJsonBytes = 512ull << 20;
 
 std::string read_text_file(const std::string& path) {
-  auto f = detail::MappedFile::open(path, kApi);
-  if (f->size() > kMaxJsonBytes) {
-    detail::fail(kApi, "'{}' is {} bytes, too large for a tokenizer file", path, f->size());
-  }
-  return std::string(reinterpret_cast<const char*>(f->data()), f->size());
+  return detail::read_text_file(path, kApi, kMaxJsonBytes);
 }
 
 // A field that must be absent, null, false or "" (features partix does not implement).

@@ -2,12 +2,12 @@
 
 #include <atomic>
 #include <chrono>
-#include <fstream>
 #include <mutex>
 
 #include <nlohmann/json.hpp>
 
 #include "core/errors.h"
+#include "io/atomic_file.h"
 #include "runtime/profiler_hooks.h"
 
 namespace partix {
@@ -75,9 +75,9 @@ void write_chrome_trace(const std::string& path) {
     events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", d},
                       {"args", {{"name", "device " + std::to_string(d)}}}});
   }
-  std::ofstream f(path);
-  if (!f) detail::fail("profiler", "cannot write the trace to '{}'", path);
-  f << nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump();
+  // Checked, fsynced and renamed into place: a full disk is an error, not a truncated trace.
+  detail::write_file_atomic(
+      path, "profiler", nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump());
 }
 
 }  // namespace profiler

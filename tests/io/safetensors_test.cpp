@@ -337,7 +337,7 @@ TEST(Safetensors, SaveRejectsWhatItCannotWrite) {
   EXPECT_PARTIX_ERROR(save_safetensors(dir.file("x.safetensors"), {{"e", Array()}}),
                       "[save_safetensors]", "'e'");
   EXPECT_PARTIX_ERROR(save_safetensors(dir.file("no/such/dir/x.safetensors"), {{"a", zeros({1})}}),
-                      "[save_safetensors]", "cannot create");
+                      "[save_safetensors]", "cannot write", "does not exist");
   EXPECT_FALSE(std::filesystem::exists(dir.file("x.safetensors")));
 }
 

@@ -45,16 +45,19 @@ TEST(Llama, PrefillEqualsDecodingAndShardingChangesNothing) {
       return std::make_pair(r.logits, r.cache);
     });
     const int64_t T = static_cast<int64_t>(prompt.size());
-    auto [all, c0] = step(m.params, device_put(from_vector(prompt, {1, T}), rep),
-                          device_put(scalar<int32_t>(0), rep), L::make_cache(m.config, 1, 16, mesh, rules));
+    auto [all, c0] =
+        step(m.params, device_put(from_vector(prompt, {1, T}), rep),
+             device_put(scalar<int32_t>(0), rep), L::make_cache(m.config, 1, 16, mesh, rules));
     L::KVCache cache = L::make_cache(m.config, 1, 16, mesh, rules);
     for (int64_t t = 0; t < T; ++t) {
-      auto [lg, c] = step(m.params, device_put(from_vector<int32_t>({prompt[static_cast<size_t>(t)]}, {1, 1}), rep),
-                          device_put(scalar<int32_t>(static_cast<int32_t>(t)), rep), cache);
+      auto [lg, c] = step(
+          m.params, device_put(from_vector<int32_t>({prompt[static_cast<size_t>(t)]}, {1, 1}), rep),
+          device_put(scalar<int32_t>(static_cast<int32_t>(t)), rep), cache);
       cache = c;
       auto want = slice_axis(all, 1, t, t + 1).to_vector<float>();
       auto got = lg.to_vector<float>();
-      for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-4) << "position " << t;
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_NEAR(got[i], want[i], 1e-4) << "position " << t;
     }
     last.push_back(slice_axis(all, 1, T - 1, T).to_vector<float>());
   }
@@ -108,4 +111,37 @@ TEST(Llama, SamplingRespectsTemperatureTopKAndTopP) {
   EXPECT_NEAR(f[3], 4.0 / 7, 0.03);
   f = freq({0.25, 0, 1.0});  // low temperature sharpens towards the best token
   EXPECT_GT(f[3], 0.6);
+}
+
+TEST(Llama, NonFiniteLogitsAreAnErrorNamingTheStepAndOnRequestTheLayer) {
+  auto rules = L::tensor_parallel_rules();
+  Mesh mesh({2}, {"model"});
+  L::Model m = tiny_model(mesh, rules);
+  const std::vector<std::vector<int32_t>> prompts{{5, 17, 42}, {8, 90}};
+  L::GenerateOptions o;
+  o.max_tokens = 4;
+  o.stop_at_eos = false;
+  // Layer 1's MLP output weights turned to NaN: every logit after it is NaN.
+  const std::string w = "model.layers.1.mlp.down_proj.weight";
+  L::Model broken = m;
+  broken.params[w] = m.params.at(w) * std::nan("");
+  {
+    L::Generator gen(broken, mesh, rules);
+    EXPECT_PARTIX_ERROR(gen.generate(prompts, o), "[generate] step 0 (prefill)",
+                        "96 of the 96 logits of prompt 0 are NaN or infinite", "--debug-nans");
+    o.debug_nans = true;
+    EXPECT_PARTIX_ERROR(gen.generate(prompts, o),
+                        "they first appear in the output of model.layers.1");
+  }
+  // Infinity in the final norm: found there, not earlier.
+  broken = m;
+  broken.params["model.norm.weight"] = m.params.at("model.norm.weight") * INFINITY;
+  L::Generator gen(broken, mesh, rules);
+  EXPECT_PARTIX_ERROR(gen.generate(prompts, o), "step 0 (prefill)",
+                      "they first appear in the output of model.norm");
+  // A healthy model generates with debug_nans on and off alike.
+  L::Generator ok(m, mesh, rules);
+  auto a = ok.generate(prompts, o);
+  o.debug_nans = false;
+  EXPECT_EQ(ok.generate(prompts, o).tokens, a.tokens);
 }

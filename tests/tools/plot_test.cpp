@@ -193,7 +193,8 @@ TEST(PlotTest, BadExtensionThrowsNamingThePath) {
 TEST(PlotTest, UnwritablePathThrowsNamingIt) {
   for (const std::string& path : {std::string("/nonexistent-partix-dir/loss.png"),
                                   std::string("/nonexistent-partix-dir/loss.svg")})
-    EXPECT_PARTIX_ERROR(write_loss_plot(path, falling()), "cannot write the plot", path);
+    EXPECT_PARTIX_ERROR(write_loss_plot(path, falling()), "[train] cannot write", path,
+                        "does not exist");
 }
 
 TEST(PlotTest, GapsFlatCurvesAndOneStep) {

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "flags.h"
 #include "partix/partix.h"
 
 namespace partix::cli {
@@ -36,11 +37,10 @@ void run_demo(const DemoOptions& o) {
 void add_demo(CLI::App& app) {
   auto opts = std::make_shared<DemoOptions>();
   CLI::App* cmd = app.add_subcommand("demo", "Shard arrays over a (4,2) mesh and draw them");
-  cmd->add_option("--devices", opts->devices, "Virtual CPU devices (at least 8)")
-      ->check(CLI::Range(8, 4096));
-  cmd->add_option("--rows", opts->rows, "Rows of the demo array")->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--cols", opts->cols, "Columns of the demo array")
-      ->check(CLI::Range(1, 1 << 20));
+  add_int(cmd, "--devices", opts->devices, 8, static_cast<int>(kMaxDevices),
+          "Virtual CPU devices (at least 8)");
+  add_int(cmd, "--rows", opts->rows, 1, 1 << 12, "Rows of the demo array");
+  add_int(cmd, "--cols", opts->cols, 1, 1 << 12, "Columns of the demo array");
   cmd->callback([opts] { run_demo(*opts); });
 }
 

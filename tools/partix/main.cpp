@@ -1,13 +1,41 @@
 // partix: the command-line tool.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
+#include <csignal>
+#include <cstdlib>
+#include <exception>
 #include <iostream>
+#include <new>
 
 #include "commands.h"
 #include "partix/partix.h"
 
+namespace {
+
+// An exception that escapes a thread ends in std::terminate: say what it was and exit with a
+// status instead of aborting into a core dump.
+[[noreturn]] void on_terminate() {
+  std::string what = "unknown error";
+  if (std::exception_ptr e = std::current_exception()) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      what = x.what();
+    } catch (...) {
+    }
+  }
+  std::cerr << "partix: fatal: " << what << std::endl;
+  std::_Exit(1);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  std::set_terminate(on_terminate);
+  // Past a file-size limit, writes then fail with EFBIG, which the writers report by path,
+  // instead of the signal killing the process with the output half written.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"partix: SPMD array programming over a mesh of devices"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Print help for every subcommand");
@@ -20,6 +48,16 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const partix::Error& e) {
     std::cerr << "partix: " << e.what() << "\n";
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "partix: out of memory (a host allocation failed); try fewer devices, a "
+                 "smaller batch or a shorter sequence\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "partix: internal error: " << e.what() << "\n";
+    return 1;
+  } catch (...) {
+    std::cerr << "partix: internal error: an unknown exception\n";
     return 1;
   }
   return 0;

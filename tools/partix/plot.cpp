@@ -10,8 +10,8 @@
 #include <cctype>
 #include <cmath>
 #include <cstddef>
-#include <fstream>
 
+#include "io/atomic_file.h"
 #include "partix/partix.h"
 
 namespace partix::cli {
@@ -64,10 +64,7 @@ std::string render_svg(const LossChart& c) {
 }
 
 void write_svg(const std::string& path, const LossChart& c) {
-  std::ofstream f(path);
-  f << render_svg(c);
-  f.close();
-  if (!f) throw Error("[train] cannot write the plot to '" + path + "'");
+  detail::write_file_atomic(path, "train", render_svg(c));
 }
 
 // ---- PNG -----------------------------------------------------------------------------------
@@ -194,18 +191,28 @@ void write_png(const std::string& path, const LossChart& chart) {
   Canvas c(chart.width, chart.height);
   for (const Stroke& s : chart.strokes) draw_stroke(c, s);
   for (const Label& l : chart.labels) draw_label(c, l);
-  // libpng's simplified API reports errors in the struct instead of longjmp-ing through C++ frames.
+  // libpng's simplified API reports errors in the struct instead of longjmp-ing through C++
+  // frames. Encoded in memory (size first, then the bytes), written by the checked writer.
   png_image img{};
   img.version = PNG_IMAGE_VERSION;
   img.width = static_cast<png_uint_32>(c.w);
   img.height = static_cast<png_uint_32>(c.h);
   img.format = PNG_FORMAT_RGB;
-  if (!png_image_write_to_file(&img, path.c_str(), 0, c.rgb.data(), 0, nullptr)) {
+  png_alloc_size_t size = 0;
+  std::string bytes;
+  bool ok = png_image_write_get_memory_size(img, size, 0, c.rgb.data(), 0, nullptr);
+  if (ok) {
+    bytes.resize(size);
+    ok = png_image_write_to_memory(&img, bytes.data(), &size, 0, c.rgb.data(), 0, nullptr);
+    bytes.resize(size);
+  }
+  if (!ok) {
     std::string why = img.message;
     png_image_free(&img);
-    throw Error("[train] cannot write the plot to '" + path + "': " + why);
+    throw Error("[train] cannot encode the plot for '" + path + "': " + why);
   }
   png_image_free(&img);
+  detail::write_file_atomic(path, "train", bytes);
 }
 
 }  // namespace

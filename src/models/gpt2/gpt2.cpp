@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/errors.h"
+#include "io/json_util.h"
 #include "partix/ops.h"
 #include "partix/random.h"
 #include "partix/transforms.h"
@@ -28,17 +29,69 @@ namespace {
 
 std::string layer(int64_t i) { return "transformer.h." + std::to_string(i) + "."; }
 
-void check_config(const Config& c) {
-  detail::check(c.vocab_size > 0 && c.n_positions > 0 && c.n_embd > 0 && c.n_layer > 0 && c.n_head > 0,
-                "gpt2", "sizes must be positive");
-  detail::check(c.n_embd % c.n_head == 0, "gpt2", "n_embd {} is not divisible by n_head {}",
-                c.n_embd, c.n_head);
-}
+// Bounds far above any GPT-2, low enough that nothing sized by them exhausts memory before the
+// tensors are checked.
+constexpr int64_t kMaxVocab = int64_t{1} << 22;
+constexpr int64_t kMaxPositions = int64_t{1} << 20;
+constexpr int64_t kMaxEmbd = int64_t{1} << 16;
+constexpr int64_t kMaxLayers = 1024;
 
 }  // namespace
 
+void validate_config(const Config& c, std::string_view api, std::string_view file) {
+  const std::string where = file.empty() ? "" : fmt::format("'{}': ", file);
+  auto bad = [&](std::string_view key, const std::string& value, std::string_view why) {
+    detail::fail(api, "{}{} is {}, {}", where, key, value, why);
+  };
+  auto count = [&](std::string_view key, int64_t v, int64_t lo, int64_t hi) {
+    if (v < lo || v > hi) bad(key, std::to_string(v), fmt::format("must be in [{}, {}]", lo, hi));
+  };
+  count("vocab_size", c.vocab_size, 1, kMaxVocab);
+  count("n_positions", c.n_positions, 1, kMaxPositions);
+  count("n_embd", c.n_embd, 1, kMaxEmbd);
+  count("n_layer", c.n_layer, 1, kMaxLayers);
+  count("n_head", c.n_head, 1, c.n_embd);
+  if (c.n_embd % c.n_head != 0) {
+    bad("n_embd", std::to_string(c.n_embd), fmt::format("not a multiple of n_head ({})", c.n_head));
+  }
+  if (!std::isfinite(c.layer_norm_epsilon) || c.layer_norm_epsilon <= 0 ||
+      c.layer_norm_epsilon >= 1) {
+    bad("layer_norm_epsilon", fmt::format("{}", c.layer_norm_epsilon),
+        "must be finite and in (0, 1)");
+  }
+  if (!std::isfinite(c.dropout) || c.dropout < 0 || c.dropout >= 1) {
+    bad("resid_pdrop", fmt::format("{}", c.dropout), "must be in [0, 1)");
+  }
+  if (!is_floating(c.dtype)) {
+    detail::fail(api, "{}dtype {} is not a floating type", where, dtype_name(c.dtype));
+  }
+}
+
+std::map<std::string, Shape> stored_shapes(const Config& c) {
+  validate_config(c);
+  const int64_t C = c.n_embd, F = 4 * C;
+  std::map<std::string, Shape> s;
+  s["wte.weight"] = {c.vocab_size, C};
+  s["wpe.weight"] = {c.n_positions, C};
+  for (int64_t i = 0; i < c.n_layer; ++i) {
+    const std::string l = "h." + std::to_string(i) + ".";
+    s[l + "ln_1.weight"] = s[l + "ln_1.bias"] = {C};
+    s[l + "attn.c_attn.weight"] = {C, 3 * C};
+    s[l + "attn.c_attn.bias"] = {3 * C};
+    s[l + "attn.c_proj.weight"] = {C, C};
+    s[l + "attn.c_proj.bias"] = {C};
+    s[l + "ln_2.weight"] = s[l + "ln_2.bias"] = {C};
+    s[l + "mlp.c_fc.weight"] = {C, F};
+    s[l + "mlp.c_fc.bias"] = {F};
+    s[l + "mlp.c_proj.weight"] = {F, C};
+    s[l + "mlp.c_proj.bias"] = {C};
+  }
+  s["ln_f.weight"] = s["ln_f.bias"] = {C};
+  return s;
+}
+
 nn::ParamSpecs param_specs(const Config& c) {
-  check_config(c);
+  validate_config(c);
   const int64_t C = c.n_embd, F = 4 * C;
   const double std = 0.02, proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(c.n_layer));
   auto w = [&](Shape s, nn::LogicalAxes axes, double scale = 0.02) {
@@ -75,7 +128,9 @@ nn::ParamSpecs param_specs(const Config& c) {
 
 nn::LogicalRules sharding_rules(bool fsdp) {
   nn::LogicalRules r;
-  r.rules = {{"batch", Axes{"data"}}, {"vocab", Axes{"model"}}, {"heads", Axes{"model"}},
+  r.rules = {{"batch", Axes{"data"}},
+             {"vocab", Axes{"model"}},
+             {"heads", Axes{"model"}},
              {"mlp", Axes{"model"}}};
   if (fsdp) {
     // Parameters split over 'data' along their embedding (or, failing that, any) dimension.
@@ -106,7 +161,8 @@ Array attention(const Params& p, const std::string& l, const Array& x, const Con
   NamedScope scope("attn");
   const int64_t B = x.shape()[0], T = x.shape()[1], C = c.n_embd, H = c.n_head, D = C / H;
   // qkv[B, T, 3, C]: the heads of q, k and v split alike under tensor parallelism.
-  Array qkv = einsum("btc,csk->btsk", {x, p.at(l + "attn.c_attn.weight")}) + p.at(l + "attn.c_attn.bias");
+  Array qkv =
+      einsum("btc,csk->btsk", {x, p.at(l + "attn.c_attn.weight")}) + p.at(l + "attn.c_attn.bias");
   qkv = reshape(qkv, {B, T, 3, H, D});
   qkv = constrain(qkv, {"batch", "", "", "heads", ""}, o);
   Array q = reshape(slice_axis(qkv, 2, 0, 1), {B, T, H, D});
@@ -128,7 +184,7 @@ Array mlp(const Params& p, const std::string& l, const Array& x) {
 }  // namespace
 
 Array forward(const Params& p, const Array& ids, const Config& c, const ForwardOptions& o) {
-  check_config(c);
+  validate_config(c);
   detail::check(ids.ndim() == 2 && is_integral(ids.dtype()), "gpt2.forward",
                 "token ids must be an integer [B, T] array, got {}{}", dtype_name(ids.dtype()),
                 shape_to_string(ids.shape()));
@@ -142,15 +198,18 @@ Array forward(const Params& p, const Array& ids, const Config& c, const ForwardO
   for (int64_t i = 0; i < c.n_layer; ++i) {
     NamedScope scope("h" + std::to_string(i));
     std::string l = layer(i);
-    Array a = attention(p, l, layer_norm(x, p.at(l + "ln_1.weight"), p.at(l + "ln_1.bias"), c.layer_norm_epsilon),
-                        c, o, 100 + 3 * i);
+    Array a = attention(
+        p, l, layer_norm(x, p.at(l + "ln_1.weight"), p.at(l + "ln_1.bias"), c.layer_norm_epsilon),
+        c, o, 100 + 3 * i);
     x = x + dropout(a, c.dropout, o.dropout_key, 101 + 3 * i);
     x = constrain(x, {"batch", "", "act"}, o);
-    Array m = mlp(p, l, layer_norm(x, p.at(l + "ln_2.weight"), p.at(l + "ln_2.bias"), c.layer_norm_epsilon));
+    Array m = mlp(
+        p, l, layer_norm(x, p.at(l + "ln_2.weight"), p.at(l + "ln_2.bias"), c.layer_norm_epsilon));
     x = x + dropout(m, c.dropout, o.dropout_key, 102 + 3 * i);
     x = constrain(x, {"batch", "", "act"}, o);
   }
-  x = layer_norm(x, p.at("transformer.ln_f.weight"), p.at("transformer.ln_f.bias"), c.layer_norm_epsilon);
+  x = layer_norm(x, p.at("transformer.ln_f.weight"), p.at("transformer.ln_f.bias"),
+                 c.layer_norm_epsilon);
   // Tied embeddings: logits = x @ wte^T (split over the vocab under tensor parallelism).
   return einsum("btc,vc->btv", {x, p.at("transformer.wte.weight")});
 }
@@ -161,28 +220,76 @@ Array loss(const Params& p, const Array& ids, const Array& targets, const Config
   return mean(cross_entropy(logits, targets));
 }
 
-Config config_from_json(const std::string& text) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const std::exception& e) {
-    detail::fail("gpt2.config", "config.json is not valid JSON: {}", e.what());
-  }
-  Config c;
-  auto get = [&](const char* k, int64_t& dst) {
-    if (j.contains(k)) {
-      detail::check(j[k].is_number_integer(), "gpt2.config", "'{}' must be an integer", k);
-      dst = j[k].get<int64_t>();
-    }
+Config config_from_json(const std::string& text, const std::string& file) {
+  constexpr std::string_view api = "gpt2.config";
+  nlohmann::json j = detail::parse_untrusted_json(text, api, file);
+  if (!j.is_object())
+    detail::fail(api, "'{}' is a JSON {}, not an object", file, detail::json_kind(j));
+  auto find = [&](const char* k) -> const nlohmann::json* {
+    auto it = j.find(k);
+    return it == j.end() || it->is_null() ? nullptr : &*it;
   };
-  get("vocab_size", c.vocab_size);
-  get("n_positions", c.n_positions);
-  get("n_embd", c.n_embd);
-  get("n_layer", c.n_layer);
-  get("n_head", c.n_head);
-  if (j.contains("layer_norm_epsilon")) c.layer_norm_epsilon = j["layer_norm_epsilon"].get<double>();
-  if (j.contains("resid_pdrop")) c.dropout = j["resid_pdrop"].get<double>();
-  check_config(c);
+  auto wrong = [&](const char* k, const nlohmann::json& v, std::string_view expected) {
+    detail::fail(api, "'{}': {} is {} ({}), not {}", file, k, v.dump(), detail::json_kind(v),
+                 expected);
+  };
+  auto integer = [&](const char* k, int64_t& dst) {
+    const nlohmann::json* v = find(k);
+    if (!v) return;
+    if (!v->is_number_integer() ||
+        (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))) {
+      wrong(k, *v, "an integer");
+    }
+    dst = v->get<int64_t>();
+  };
+  auto number = [&](const char* k, double& dst) {
+    const nlohmann::json* v = find(k);
+    if (!v) return;
+    if (!v->is_number()) wrong(k, *v, "a number");
+    dst = v->get<double>();
+  };
+  auto text_of = [&](const char* k, const std::string& fallback) {
+    const nlohmann::json* v = find(k);
+    if (!v) return fallback;
+    if (!v->is_string()) wrong(k, *v, "a string");
+    return v->get<std::string>();
+  };
+  auto flag = [&](const char* k, bool fallback) {
+    const nlohmann::json* v = find(k);
+    if (!v) return fallback;
+    if (!v->is_boolean()) wrong(k, *v, "true or false");
+    return v->get<bool>();
+  };
+  Config c;
+  integer("vocab_size", c.vocab_size);
+  integer("n_positions", c.n_positions);
+  integer("n_embd", c.n_embd);
+  integer("n_layer", c.n_layer);
+  integer("n_head", c.n_head);
+  number("layer_norm_epsilon", c.layer_norm_epsilon);
+  number("resid_pdrop", c.dropout);
+  // Keys that select another architecture than the one partix computes.
+  const std::string type = text_of("model_type", "gpt2");
+  if (type != "gpt2") detail::fail(api, "'{}': model_type is '{}', not gpt2", file, type);
+  const std::string act = text_of("activation_function", "gelu_new");
+  if (act != "gelu_new" && act != "gelu_pytorch_tanh") {
+    detail::fail(api, "'{}': activation_function is '{}'; partix's GPT-2 uses gelu_new", file, act);
+  }
+  int64_t inner = 4 * c.n_embd;
+  integer("n_inner", inner);
+  if (inner != 4 * c.n_embd) {
+    detail::fail(api, "'{}': n_inner is {}; partix's GPT-2 uses 4 * n_embd ({})", file, inner,
+                 4 * c.n_embd);
+  }
+  if (!flag("scale_attn_weights", true) || flag("scale_attn_by_inverse_layer_idx", false) ||
+      flag("add_cross_attention", false) || !flag("tie_word_embeddings", true)) {
+    detail::fail(api,
+                 "'{}': partix's GPT-2 needs scale_attn_weights true, "
+                 "scale_attn_by_inverse_layer_idx false, add_cross_attention false and "
+                 "tie_word_embeddings true",
+                 file);
+  }
+  validate_config(c, api, file);
   return c;
 }
 

@@ -7,8 +7,10 @@
 // D head dim (C = H * D), F = 4C.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "partix/array.h"
 #include "partix/nn.h"
@@ -28,6 +30,13 @@ struct Config {
 
 Config tiny();   // bytes vocab (256), 64 positions, C=64, 2 layers, 4 heads
 Config small();  // GPT-2 small: 124M parameters
+
+// Checks every hyperparameter before anything divides by one or allocates by one: sizes
+// positive and bounded, n_embd a multiple of n_head, layer_norm_epsilon finite in (0, 1),
+// dropout in [0, 1). Keys are named as config.json names them; `file` is "" for a Config built
+// in code. Throws "[api] '<file>': <key> is <value>, ...".
+void validate_config(const Config& c, std::string_view api = "gpt2.config",
+                     std::string_view file = "");
 
 // Parameter shapes, logical axes and initialisation (GPT-2: normal(0.02), residual
 // projections scaled by 1/sqrt(2L), LayerNorm ones/zeros).
@@ -52,8 +61,12 @@ Array loss(const Params& params, const Array& ids, const Array& targets, const C
            const ForwardOptions& options = {});
 
 // Hugging Face checkpoint directory (config.json + model.safetensors) <-> Params.
-Config config_from_json(const std::string& json_text);
+// `file` names the text's source in messages.
+Config config_from_json(const std::string& json_text, const std::string& file = "config.json");
 std::string config_to_json(const Config& c);
+// Every tensor as a Hugging Face checkpoint stores it (Conv1D weights [in, out], c_attn
+// [C, 3C]), without the "transformer." prefix for the body.
+std::map<std::string, Shape> stored_shapes(const Config& c);
 
 }  // namespace partix::models::gpt2
 
@@ -66,7 +79,11 @@ struct Checkpoint {
   Params params;
 };
 Checkpoint load_hf(const std::string& dir, const Mesh& mesh, const nn::LogicalRules& rules);
-// Writes config.json and model.safetensors that transformers' GPT2LMHeadModel loads.
+// Writes config.json and model.safetensors that transformers' GPT2LMHeadModel loads. The
+// folder appears (or replaces an earlier checkpoint) whole; an existing folder holding other
+// files is refused rather than replaced.
 void save_hf(const std::string& dir, const Params& params, const Config& c);
+// Throws unless save_hf could write `dir`: call before training, so its result is not lost.
+void check_save_path(const std::string& dir);
 
 }  // namespace partix::models::gpt2

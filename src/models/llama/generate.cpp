@@ -8,18 +8,43 @@
 
 namespace partix::models::llama {
 
-using StepFn = std::function<std::pair<Array, KVCache>(const Params&, const Array&, const Array&,
-                                                       const Array&, const KVCache&, const Array&)>;
+// (next tokens [B], cache, non-finite logits per prompt [B]).
+using StepFn = std::function<std::tuple<Array, KVCache, Array>(
+    const Params&, const Array&, const Array&, const Array&, const KVCache&, const Array&)>;
 
 struct Generator::Fns {
   Sampling sampling;
+  bool donate;
   Jitted<StepFn> step;
 };
 
 namespace {
+
 double since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
+
+// Per row of x [B, ...], how many elements are NaN or infinite (|x| <= max fails for both).
+Array count_non_finite(const Array& x) {
+  std::vector<int> axes;
+  for (int d = 1; d < x.ndim(); ++d) axes.push_back(d);
+  Array bad = astype(logical_not(abs(astype(x, DType::F32)) <= 3.4028234663852886e38), DType::I32);
+  return sum(bad, axes);
+}
+
+// Replays one step op by op and names the first stage whose output is not finite.
+std::string first_non_finite_stage(const Params& p, const Config& c, const Array& tokens,
+                                   const Array& pos, const Array& start, const KVCache& cache) {
+  std::string first;
+  forward(p, c, tokens, pos, start, cache, [&](const std::string& stage, const Array& x) {
+    if (!first.empty()) return;
+    for (int32_t n : count_non_finite(x).to_vector<int32_t>()) {
+      if (n > 0) first = stage;
+    }
+  });
+  return first;
+}
+
 }  // namespace
 
 Generator::Generator(const Model& model, Mesh mesh, std::vector<ShardingRule> rules)
@@ -27,30 +52,36 @@ Generator::Generator(const Model& model, Mesh mesh, std::vector<ShardingRule> ru
 
 Generator::~Generator() = default;
 
-Generator::Fns& Generator::fns(const Sampling& s) {
+Generator::Fns& Generator::fns(const Sampling& s, bool donate) {
   for (auto& f : cache_) {
     if (f->sampling.temperature == s.temperature && f->sampling.top_k == s.top_k &&
-        f->sampling.top_p == s.top_p) {
+        f->sampling.top_p == s.top_p && f->donate == donate) {
       return *f;
     }
   }
   const Config cfg = model_.config;
   // One program serves prefill (T = prompt length) and decode (T = 1): tokens at pos, then
   // the next token sampled from the last position's logits.
-  StepFn f = [cfg, s](const Params& p, const Array& tokens, const Array& pos, const Array& start,
-                      const KVCache& cache, const Array& key) {
+  const NamedSharding replicated(mesh_, P());
+  StepFn f = [cfg, s, replicated](const Params& p, const Array& tokens, const Array& pos,
+                                  const Array& start, const KVCache& cache, const Array& key) {
     StepResult r = forward(p, cfg, tokens, pos, start, cache);
     const int64_t T = tokens.shape()[1];
     Array last = reshape(slice_axis(r.logits, 1, T - 1, T), {tokens.shape()[0], cfg.vocab_size});
-    return std::make_pair(sample(last, s, key), r.cache);
+    // Sampling gathers the vocab-split logits anyway; checking them after that gather costs
+    // no communication of its own.
+    last = with_sharding_constraint(last, replicated);
+    return std::make_tuple(sample(last, s, key), r.cache, count_non_finite(last));
   };
-  cache_.push_back(std::make_unique<Fns>(Fns{s, jit(f, {.donate_argnums = {4}, .name = "llama_step"})}));
+  JitOptions jo{.name = "llama_step"};
+  if (donate) jo.donate_argnums = {4};
+  cache_.push_back(std::make_unique<Fns>(Fns{s, donate, jit(f, jo)}));
   return *cache_.back();
 }
 
-Generated Generator::generate(const std::vector<std::vector<int32_t>>& prompts,
-                              const GenerateOptions& o,
-                              const std::function<void(int64_t, const std::vector<int32_t>&)>& on_token) {
+Generated Generator::generate(
+    const std::vector<std::vector<int32_t>>& prompts, const GenerateOptions& o,
+    const std::function<void(int64_t, const std::vector<int32_t>&)>& on_token) {
   detail::check(!prompts.empty(), "generate", "needs at least one prompt");
   detail::check(o.max_tokens >= 1, "generate", "max_tokens must be positive, got {}", o.max_tokens);
   const int64_t B = static_cast<int64_t>(prompts.size());
@@ -68,7 +99,8 @@ Generated Generator::generate(const std::vector<std::vector<int32_t>>& prompts,
   for (const auto& p : prompts) {
     int64_t pad = Tp - static_cast<int64_t>(p.size());
     start.push_back(static_cast<int32_t>(pad));
-    for (int64_t i = 0; i < pad; ++i) flat.push_back(static_cast<int32_t>(model_.config.eos_token_id));
+    for (int64_t i = 0; i < pad; ++i)
+      flat.push_back(static_cast<int32_t>(model_.config.eos_token_id));
     flat.insert(flat.end(), p.begin(), p.end());
   }
   NamedSharding rep(mesh_, P());
@@ -76,11 +108,13 @@ Generated Generator::generate(const std::vector<std::vector<int32_t>>& prompts,
   Array starts = device_put(from_vector(start, {B}), rep);
   Array base_key = random::key(o.seed);
   KVCache cache = make_cache(model_.config, B, S, mesh_, rules_);
-  Fns& f = fns(o.sampling);
+  Fns& f = fns(o.sampling, !o.debug_nans);
   Generated out;
   out.tokens.assign(static_cast<size_t>(B), {});
   auto key_at = [&](int64_t i) { return device_put(random::fold_in(base_key, i), rep); };
-  auto pos_at = [&](int64_t p) { return device_put(scalar<int32_t>(static_cast<int32_t>(p)), rep); };
+  auto pos_at = [&](int64_t p) {
+    return device_put(scalar<int32_t>(static_cast<int32_t>(p)), rep);
+  };
   // Compile first, so the timings are execution only.
   auto tc = std::chrono::steady_clock::now();
   f.step.lower(model_.params, tokens, pos_at(0), starts, cache, key_at(0));
@@ -89,7 +123,29 @@ Generated Generator::generate(const std::vector<std::vector<int32_t>>& prompts,
   out.compile_seconds = since(tc);
   std::vector<bool> done(static_cast<size_t>(B), false);
   auto t0 = std::chrono::steady_clock::now();
-  auto [next, c1] = f.step(model_.params, tokens, pos_at(0), starts, cache, key_at(0));
+  // Garbage logits would be sampled into garbage (or no) text: a step whose logits are not
+  // finite is an error naming the step and the prompt.
+  auto check_finite = [&](int64_t step, const Array& bad, const Array& step_tokens,
+                          const Array& pos, const KVCache& before) {
+    const std::vector<int32_t> counts = bad.to_vector<int32_t>();
+    for (size_t b = 0; b < counts.size(); ++b) {
+      if (counts[b] == 0) continue;
+      std::string where =
+          "; set GenerateOptions::debug_nans (partix generate --debug-nans) to find the layer "
+          "where they first appear";
+      if (o.debug_nans) {
+        const std::string stage =
+            first_non_finite_stage(model_.params, model_.config, step_tokens, pos, starts, before);
+        where = stage.empty() ? "; replaying the step op by op gave finite values"
+                              : fmt::format("; they first appear in the output of {}", stage);
+      }
+      detail::fail("generate",
+                   "step {} ({}): {} of the {} logits of prompt {} are NaN or infinite{}", step,
+                   step == 0 ? "prefill" : "decode", counts[b], model_.config.vocab_size, b, where);
+    }
+  };
+  auto [next, c1, bad1] = f.step(model_.params, tokens, pos_at(0), starts, cache, key_at(0));
+  check_finite(0, bad1, tokens, pos_at(0), cache);
   cache = std::move(c1);
   std::vector<int32_t> ids = next.to_vector<int32_t>();
   out.prefill_seconds = since(t0);
@@ -99,13 +155,16 @@ Generated Generator::generate(const std::vector<std::vector<int32_t>>& prompts,
     for (int64_t b = 0; b < B; ++b) {
       if (done[static_cast<size_t>(b)]) continue;
       out.tokens[static_cast<size_t>(b)].push_back(ids[static_cast<size_t>(b)]);
-      if (o.stop_at_eos && ids[static_cast<size_t>(b)] == model_.config.eos_token_id) done[static_cast<size_t>(b)] = true;
+      if (o.stop_at_eos && ids[static_cast<size_t>(b)] == model_.config.eos_token_id)
+        done[static_cast<size_t>(b)] = true;
     }
     if (on_token) on_token(step, ids);
     bool all_done = std::all_of(done.begin(), done.end(), [](bool d) { return d; });
     if (step + 1 >= o.max_tokens || all_done) break;
     Array cur = device_put(from_vector(ids, {B, 1}), rep);
-    auto [n2, c2] = f.step(model_.params, cur, pos_at(Tp + step), starts, cache, key_at(step + 1));
+    auto [n2, c2, bad2] =
+        f.step(model_.params, cur, pos_at(Tp + step), starts, cache, key_at(step + 1));
+    check_finite(step + 1, bad2, cur, pos_at(Tp + step), cache);
     cache = std::move(c2);
     ids = n2.to_vector<int32_t>();
     out.decode_tokens += B;
@@ -117,20 +176,20 @@ Generated Generator::generate(const std::vector<std::vector<int32_t>>& prompts,
 Lowered Generator::lower_decode(int64_t batch, int64_t cache_length, const Sampling& s) {
   NamedSharding rep(mesh_, P());
   KVCache cache = make_cache(model_.config, batch, cache_length, mesh_, rules_);
-  return fns(s).step.lower(model_.params, device_put(zeros({batch, 1}, DType::I32), rep),
-                           device_put(scalar<int32_t>(0), rep),
-                           device_put(zeros({batch}, DType::I32), rep), cache,
-                           device_put(random::key(0), rep));
+  return fns(s, true).step.lower(model_.params, device_put(zeros({batch, 1}, DType::I32), rep),
+                                 device_put(scalar<int32_t>(0), rep),
+                                 device_put(zeros({batch}, DType::I32), rep), cache,
+                                 device_put(random::key(0), rep));
 }
 
 Lowered Generator::lower_prefill(int64_t batch, int64_t prompt_length, int64_t cache_length,
                                  const Sampling& s) {
   NamedSharding rep(mesh_, P());
   KVCache cache = make_cache(model_.config, batch, cache_length, mesh_, rules_);
-  return fns(s).step.lower(model_.params, device_put(zeros({batch, prompt_length}, DType::I32), rep),
-                           device_put(scalar<int32_t>(0), rep),
-                           device_put(zeros({batch}, DType::I32), rep), cache,
-                           device_put(random::key(0), rep));
+  return fns(s, true).step.lower(
+      model_.params, device_put(zeros({batch, prompt_length}, DType::I32), rep),
+      device_put(scalar<int32_t>(0), rep), device_put(zeros({batch}, DType::I32), rep), cache,
+      device_put(random::key(0), rep));
 }
 
 }  // namespace partix::models::llama

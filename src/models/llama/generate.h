@@ -16,10 +16,14 @@ struct GenerateOptions {
   Sampling sampling;
   uint64_t seed = 0;
   bool stop_at_eos = true;
+  // Logits that are not finite are always an error; with debug_nans the failing step is
+  // replayed op by op to name the stage (embedding, layer, final norm) where they first
+  // appear. Costs a copy of the KV cache per step (it is no longer donated).
+  bool debug_nans = false;
 };
 
 struct Generated {
-  std::vector<std::vector<int32_t>> tokens;  // per prompt, the new tokens
+  std::vector<std::vector<int32_t>> tokens;        // per prompt, the new tokens
   double prefill_seconds = 0, decode_seconds = 0;  // execution only (compilation excluded)
   double compile_seconds = 0;
   int64_t prefill_tokens = 0, decode_tokens = 0;
@@ -30,8 +34,9 @@ class Generator {
   Generator(const Model& model, Mesh mesh, std::vector<ShardingRule> rules);
   ~Generator();
   // on_token(step, tokens): the tokens chosen for every prompt at this step, as they come.
-  Generated generate(const std::vector<std::vector<int32_t>>& prompts, const GenerateOptions& o,
-                     const std::function<void(int64_t, const std::vector<int32_t>&)>& on_token = {});
+  Generated generate(
+      const std::vector<std::vector<int32_t>>& prompts, const GenerateOptions& o,
+      const std::function<void(int64_t, const std::vector<int32_t>&)>& on_token = {});
   // The decode step's compiled program (for inspection: collectives per layer).
   Lowered lower_decode(int64_t batch, int64_t cache_length, const Sampling& s = {});
   Lowered lower_prefill(int64_t batch, int64_t prompt_length, int64_t cache_length,
@@ -39,7 +44,7 @@ class Generator {
 
  private:
   struct Fns;
-  Fns& fns(const Sampling& s);
+  Fns& fns(const Sampling& s, bool donate);
   const Model& model_;
   Mesh mesh_;
   std::vector<ShardingRule> rules_;

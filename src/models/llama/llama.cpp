@@ -47,15 +47,15 @@ bool glob_match(const std::string& pattern, const std::string& name) {
 
 std::vector<ShardingRule> tensor_parallel_rules(const std::string& axis) {
   return {
-      {"model.embed_tokens.weight", P(axis)},          // vocab-parallel embedding
-      {"*.self_attn.q_proj.weight", P(axis)},          // column-parallel (heads)
+      {"model.embed_tokens.weight", P(axis)},  // vocab-parallel embedding
+      {"*.self_attn.q_proj.weight", P(axis)},  // column-parallel (heads)
       {"*.self_attn.k_proj.weight", P(axis)},
       {"*.self_attn.v_proj.weight", P(axis)},
-      {"*.self_attn.o_proj.weight", P(None, axis)},    // row-parallel (heads)
-      {"*.mlp.gate_proj.weight", P(axis)},             // column-parallel
+      {"*.self_attn.o_proj.weight", P(None, axis)},  // row-parallel (heads)
+      {"*.mlp.gate_proj.weight", P(axis)},           // column-parallel
       {"*.mlp.up_proj.weight", P(axis)},
-      {"*.mlp.down_proj.weight", P(None, axis)},       // row-parallel
-      {"lm_head.weight", P(axis)},                     // vocab-parallel logits
+      {"*.mlp.down_proj.weight", P(None, axis)},  // row-parallel
+      {"lm_head.weight", P(axis)},                // vocab-parallel logits
       {"*", P()},
   };
 }
@@ -75,16 +75,10 @@ PartitionSpec spec_for(const std::string& name, const std::vector<ShardingRule>&
 
 namespace {
 std::string layer(int64_t i) { return "model.layers." + std::to_string(i) + "."; }
-
-void check(const Config& c) {
-  detail::check(c.num_heads % c.num_kv_heads == 0, "llama",
-                "num_heads {} is not a multiple of num_kv_heads {}", c.num_heads, c.num_kv_heads);
-  detail::check(c.head_dim % 2 == 0, "llama", "head_dim {} must be even for RoPE", c.head_dim);
-}
 }  // namespace
 
 std::map<std::string, Shape> param_shapes(const Config& c) {
-  check(c);
+  validate_config(c);
   const int64_t C = c.hidden_size, H = c.num_heads, D = c.head_dim, F = c.intermediate_size;
   std::map<std::string, Shape> s;
   s["model.embed_tokens.weight"] = {c.vocab_size, C};
@@ -105,18 +99,43 @@ std::map<std::string, Shape> param_shapes(const Config& c) {
   return s;
 }
 
+std::map<std::string, Shape> stored_shapes(const Config& c) {
+  validate_config(c);
+  const int64_t C = c.hidden_size, F = c.intermediate_size;
+  const int64_t Q = c.num_heads * c.head_dim, KV = c.num_kv_heads * c.head_dim;
+  std::map<std::string, Shape> s;
+  s["model.embed_tokens.weight"] = {c.vocab_size, C};
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    std::string l = layer(i);
+    s[l + "input_layernorm.weight"] = {C};
+    s[l + "self_attn.q_proj.weight"] = {Q, C};
+    s[l + "self_attn.k_proj.weight"] = {KV, C};
+    s[l + "self_attn.v_proj.weight"] = {KV, C};
+    s[l + "self_attn.o_proj.weight"] = {C, Q};
+    s[l + "post_attention_layernorm.weight"] = {C};
+    s[l + "mlp.gate_proj.weight"] = {F, C};
+    s[l + "mlp.up_proj.weight"] = {F, C};
+    s[l + "mlp.down_proj.weight"] = {C, F};
+  }
+  s["model.norm.weight"] = {C};
+  if (!c.tie_word_embeddings) s["lm_head.weight"] = {c.vocab_size, C};
+  return s;
+}
+
 Params random_params(const Config& c, uint64_t seed, const Mesh& mesh,
                      const std::vector<ShardingRule>& rules) {
   auto shapes = param_shapes(c);
   JitOptions o;
   o.name = "llama_init";
-  for (const auto& [name, shape] : shapes) o.out_shardings.push_back(NamedSharding(mesh, spec_for(name, rules)));
+  for (const auto& [name, shape] : shapes)
+    o.out_shardings.push_back(NamedSharding(mesh, spec_for(name, rules)));
   const int64_t G = c.num_heads / c.num_kv_heads;
   auto f = jit(
       [&](const Array& key) {
         Params p;
         for (const auto& [name, shape] : shapes) {
-          Array k = random::fold_in(key, static_cast<int64_t>(std::hash<std::string>{}(name) & 0x7fffffff));
+          Array k =
+              random::fold_in(key, static_cast<int64_t>(std::hash<std::string>{}(name)&0x7fffffff));
           Array v;
           if (name.ends_with("norm.weight")) {
             v = 1.0 + random::normal(k, shape) * 0.1;
@@ -144,8 +163,10 @@ KVCache make_cache(const Config& c, int64_t batch, int64_t length, const Mesh& m
   auto zero = jit([&] {
     KVCache kv;
     for (int64_t i = 0; i < c.num_layers; ++i) {
-      kv.k.push_back(with_sharding_constraint(broadcast_to(zeros({}), {batch, c.num_heads, length, c.head_dim}), s));
-      kv.v.push_back(with_sharding_constraint(broadcast_to(zeros({}), {batch, c.num_heads, length, c.head_dim}), s));
+      kv.k.push_back(with_sharding_constraint(
+          broadcast_to(zeros({}), {batch, c.num_heads, length, c.head_dim}), s));
+      kv.v.push_back(with_sharding_constraint(
+          broadcast_to(zeros({}), {batch, c.num_heads, length, c.head_dim}), s));
     }
     return kv;
   });
@@ -159,7 +180,8 @@ std::vector<float> inverse_frequencies(const Config& c) {
   const int64_t half = c.head_dim / 2;
   std::vector<float> out;
   for (int64_t i = 0; i < half; ++i) {
-    double f = 1.0 / std::pow(c.rope_theta, static_cast<double>(2 * i) / static_cast<double>(c.head_dim));
+    double f =
+        1.0 / std::pow(c.rope_theta, static_cast<double>(2 * i) / static_cast<double>(c.head_dim));
     if (c.rope_scaling) {
       const RopeScaling& s = *c.rope_scaling;
       const double old = static_cast<double>(s.original_max_position);
@@ -168,7 +190,8 @@ std::vector<float> inverse_frequencies(const Config& c) {
       if (wavelen > low_wavelen) {
         f = f / s.factor;
       } else if (wavelen >= high_wavelen) {
-        double smooth = (old / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+        double smooth =
+            (old / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
         f = (1 - smooth) * f / s.factor + smooth * f;
       }
     }
@@ -188,8 +211,8 @@ Array rope(const Array& x, const Array& cos, const Array& sin) {
 }  // namespace
 
 StepResult forward(const Params& p, const Config& c, const Array& tokens, const Array& pos,
-                   const Array& start, const KVCache& cache) {
-  check(c);
+                   const Array& start, const KVCache& cache, const ForwardProbe& probe) {
+  validate_config(c);
   detail::check(tokens.ndim() == 2 && is_integral(tokens.dtype()), "llama.forward",
                 "tokens must be an integer [B, T] array, got {}", shape_to_string(tokens.shape()));
   const int64_t B = tokens.shape()[0], T = tokens.shape()[1];
@@ -198,19 +221,20 @@ StepResult forward(const Params& p, const Config& c, const Array& tokens, const 
   detail::check(static_cast<int64_t>(cache.k.size()) == c.num_layers && S >= T, "llama.forward",
                 "the cache needs {} layers of length >= {}", c.num_layers, T);
   // Positions: absolute (cache slots) and relative to each row's start (RoPE).
-  Array steps = iota({B, T}, 1, DType::I32) + astype(pos, DType::I32);             // [B, T]
-  Array rel = steps - expand_dims(astype(start, DType::I32), 1);                    // [B, T]
+  Array steps = iota({B, T}, 1, DType::I32) + astype(pos, DType::I32);  // [B, T]
+  Array rel = steps - expand_dims(astype(start, DType::I32), 1);        // [B, T]
   std::vector<float> inv = inverse_frequencies(c);
   Array inv_freq = from_vector(inv, {static_cast<int64_t>(inv.size())});
-  Array angles = expand_dims(astype(rel, DType::F32), 2) * inv_freq;                 // [B, T, D/2]
+  Array angles = expand_dims(astype(rel, DType::F32), 2) * inv_freq;  // [B, T, D/2]
   Array cos_a = cos(angles), sin_a = sin(angles);
   // Key slot s is visible to query t of row b when start[b] <= s <= pos + t.
   Array slot = iota({B, T, S}, 2, DType::I32);
   Array visible = logical_and(slot <= expand_dims(steps, 2),
                               slot >= expand_dims(expand_dims(astype(start, DType::I32), 1), 2));
-  Array mask = expand_dims(visible, 1);                                              // [B, 1, T, S]
+  Array mask = expand_dims(visible, 1);  // [B, 1, T, S]
   Array zero = astype(zeros({}), DType::I32);
-  Array x = take(p.at("model.embed_tokens.weight"), tokens, 0);                    // [B, T, C]
+  Array x = take(p.at("model.embed_tokens.weight"), tokens, 0);  // [B, T, C]
+  if (probe) probe("model.embed_tokens", x);
   KVCache out;
   for (int64_t i = 0; i < c.num_layers; ++i) {
     NamedScope scope("layer" + std::to_string(i));
@@ -219,8 +243,10 @@ StepResult forward(const Params& p, const Config& c, const Array& tokens, const 
     Array q = rope(einsum("btc,hdc->bthd", {h, p.at(l + "self_attn.q_proj.weight")}), cos_a, sin_a);
     Array k = rope(einsum("btc,hdc->bthd", {h, p.at(l + "self_attn.k_proj.weight")}), cos_a, sin_a);
     Array v = einsum("btc,hdc->bthd", {h, p.at(l + "self_attn.v_proj.weight")});
-    Array ck = dynamic_update_slice(cache.k[static_cast<size_t>(i)], transpose(k, {0, 2, 1, 3}), {zero, zero, pos, zero});
-    Array cv = dynamic_update_slice(cache.v[static_cast<size_t>(i)], transpose(v, {0, 2, 1, 3}), {zero, zero, pos, zero});
+    Array ck = dynamic_update_slice(cache.k[static_cast<size_t>(i)], transpose(k, {0, 2, 1, 3}),
+                                    {zero, zero, pos, zero});
+    Array cv = dynamic_update_slice(cache.v[static_cast<size_t>(i)], transpose(v, {0, 2, 1, 3}),
+                                    {zero, zero, pos, zero});
     Array scores = einsum("bthd,bhsd->bhts", {q, ck}) * (1.0 / std::sqrt(static_cast<double>(D)));
     Array probs = softmax(where(mask, scores, -1e30), -1);
     Array o = einsum("bhts,bhsd->bthd", {probs, cv});
@@ -231,11 +257,16 @@ StepResult forward(const Params& p, const Config& c, const Array& tokens, const 
     x = x + einsum("btf,cf->btc", {silu(g) * u, p.at(l + "mlp.down_proj.weight")});
     out.k.push_back(ck);
     out.v.push_back(cv);
+    if (probe) probe("model.layers." + std::to_string(i), x);
   }
   (void)H;
   x = rms_norm(x, p.at("model.norm.weight"), c.rms_norm_eps);
-  const Array& head = c.tie_word_embeddings ? p.at("model.embed_tokens.weight") : p.at("lm_head.weight");
-  return {einsum("btc,vc->btv", {x, head}), out};
+  if (probe) probe("model.norm", x);
+  const Array& head =
+      c.tie_word_embeddings ? p.at("model.embed_tokens.weight") : p.at("lm_head.weight");
+  Array logits = einsum("btc,vc->btv", {x, head});
+  if (probe) probe("lm_head", logits);
+  return {logits, out};
 }
 
 Array sample(const Array& logits, const Sampling& s, const Array& key) {
@@ -250,11 +281,11 @@ Array sample(const Array& logits, const Sampling& s, const Array& key) {
   }
   if (s.top_p < 1.0) {
     // Keep the smallest set of most likely tokens whose probability reaches top_p.
-    Array sorted = top_k(l, V).first;                                   // descending
+    Array sorted = top_k(l, V).first;  // descending
     Array probs = softmax(sorted, -1);
-    Array before = cumsum(probs, 1) - probs;                             // mass of better tokens
+    Array before = cumsum(probs, 1) - probs;  // mass of better tokens
     Array keep_count = sum(astype(before < s.top_p, DType::I32), {1}, true);  // >= 1
-    Array threshold = take_along_axis(sorted, keep_count - 1.0, 1);      // [B, 1]
+    Array threshold = take_along_axis(sorted, keep_count - 1.0, 1);           // [B, 1]
     l = where(l >= threshold, l, -1e30);
   }
   return random::categorical(key, l, -1);

@@ -11,6 +11,7 @@
 // V vocab.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,6 +47,30 @@ struct Config {
 // A small random configuration for tests.
 Config tiny();
 
+// How a configuration's source spells each field, so errors name the key the user can fix.
+struct ConfigKeys {
+  std::string vocab_size, hidden_size, intermediate_size, num_layers, num_heads, num_kv_heads,
+      head_dim, rms_norm_eps, rope_theta, max_position, bos_token_id, eos_token_id;
+  std::string rope_factor, rope_low_freq_factor, rope_high_freq_factor, rope_original_max;
+};
+ConfigKeys config_field_keys();  // the Config field names (configurations built in code)
+ConfigKeys hf_config_keys();     // config.json
+ConfigKeys gguf_config_keys();   // llama.* and tokenizer.ggml.* metadata
+
+// Where a configuration came from, for validate_config's messages.
+struct ConfigSource {
+  std::string api = "llama.config";
+  std::string file;  // "" for a Config built in code
+  ConfigKeys keys = config_field_keys();
+  bool head_dim_derived = false;  // the source gave no head_dim: hidden / heads must divide
+};
+
+// Checks every hyperparameter before anything divides by one or allocates by one: sizes
+// positive and bounded, heads a multiple of key/value heads, an even head_dim (RoPE), a finite
+// positive rms_norm_eps, a finite rope_theta > 1, sane Llama-3 scaling, token ids inside the
+// vocabulary. Throws "[api] '<file>': <key> is <value>, ...".
+void validate_config(const Config& c, const ConfigSource& source = {});
+
 // Weight-name patterns (with '*' wildcards) and the PartitionSpec of the matching parameter in
 // the layouts above: the seed's shard_weights_llama. The first matching rule wins.
 struct ShardingRule {
@@ -59,6 +84,8 @@ bool glob_match(const std::string& pattern, const std::string& name);
 
 // Shapes of every parameter (in the layouts above).
 std::map<std::string, Shape> param_shapes(const Config& c);
+// Shapes of every tensor as a checkpoint stores it (Hugging Face names and [out, in] layouts).
+std::map<std::string, Shape> stored_shapes(const Config& c);
 // Random parameters for tests, drawn in their shardings.
 Params random_params(const Config& c, uint64_t seed, const Mesh& mesh,
                      const std::vector<ShardingRule>& rules);
@@ -76,8 +103,11 @@ struct StepResult {
   Array logits;  // [B, T, V]
   KVCache cache;
 };
+// Called with each stage's output ("model.embed_tokens", "model.layers.<i>", "model.norm",
+// "lm_head"): a debugging hook, e.g. to find where NaN first appears.
+using ForwardProbe = std::function<void(const std::string& stage, const Array& value)>;
 StepResult forward(const Params& p, const Config& c, const Array& tokens, const Array& pos,
-                   const Array& start, const KVCache& cache);
+                   const Array& start, const KVCache& cache, const ForwardProbe& probe = {});
 
 // Picks the next token from logits [B, V]: greedy when temperature <= 0, else sampling with
 // temperature, top-k (0: off) and top-p (1: off).

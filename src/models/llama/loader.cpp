@@ -2,12 +2,13 @@
 // and the shardings of a rule table.
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "core/errors.h"
+#include "io/input_file.h"
+#include "io/json_util.h"
 #include "models/llama/llama.h"
 #include "partix/io.h"
 #include "partix/ops.h"
@@ -18,22 +19,88 @@ namespace fs = std::filesystem;
 
 std::string default_model_path() {
   const char* cache = std::getenv("PARTIX_CACHE");
-  std::string base = cache ? cache : std::string(std::getenv("HOME") ? std::getenv("HOME") : ".") + "/.cache/partix";
+  std::string base =
+      cache ? cache
+            : std::string(std::getenv("HOME") ? std::getenv("HOME") : ".") + "/.cache/partix";
   return base + "/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
 }
 
 namespace {
 
+constexpr std::string_view kApi = "llama.load";
+// config.json is a few KB; anything far larger is not one.
+constexpr uint64_t kMaxConfigBytes = 16 << 20;
+
 std::string layer(int64_t i) { return "model.layers." + std::to_string(i) + "."; }
 
 // Source tensors by Hugging Face name, in Hugging Face layouts ([out, in] Linear weights).
 struct Source {
-  std::function<bool(const std::string&)> has;
+  std::string path;
+  // Every tensor the file holds, by its name in the file, with its stored shape.
+  std::map<std::string, Shape> inventory;
+  // The file's name for a Hugging Face name.
+  std::function<std::string(const std::string&)> file_name;
   // Loads in `sharding` (a mesh of one device for tensors that are re-laid out first).
   std::function<Array(const std::string&, const NamedSharding&)> load;
+  // Tensors the file may hold that the model does not use, and why they can be ignored;
+  // returns "" for a tensor that must not be there.
+  std::function<std::string(const std::string&, const Shape&)> ignorable;
   // GGUF stores q and k rows in llama.cpp's interleaved rotary order.
   bool interleaved_qk = false;
 };
+
+std::string name_list(const std::vector<std::string>& names) {
+  constexpr size_t kShown = 5;
+  std::vector<std::string> quoted;
+  for (size_t i = 0; i < std::min(names.size(), kShown); ++i)
+    quoted.push_back("'" + names[i] + "'");
+  std::string out = fmt::format("{}", fmt::join(quoted, ", "));
+  if (names.size() > kShown) out += fmt::format(" and {} more", names.size() - kShown);
+  return out;
+}
+
+// Every tensor the configuration needs is in the file with the shape it implies, and every
+// tensor in the file is used: a wrong shape or layer count is refused before anything loads.
+void check_inventory(const Config& cfg, const Source& src, const ConfigSource& cs) {
+  const std::map<std::string, Shape> expected = stored_shapes(cfg);
+  std::vector<std::string> missing;
+  std::set<std::string> used;
+  for (const auto& [hf, shape] : expected) {
+    const std::string name = src.file_name(hf);
+    auto it = src.inventory.find(name);
+    if (it == src.inventory.end()) {
+      missing.push_back(name);
+      continue;
+    }
+    used.insert(name);
+    if (it->second != shape) {
+      detail::fail(kApi,
+                   "'{}': tensor '{}' has shape {} but the configuration ({} {}, {} {}, {} {}, "
+                   "{} {}, {} {}, {} {}) needs {}",
+                   src.path, name, shape_to_string(it->second), cs.keys.vocab_size, cfg.vocab_size,
+                   cs.keys.hidden_size, cfg.hidden_size, cs.keys.num_heads, cfg.num_heads,
+                   cs.keys.num_kv_heads, cfg.num_kv_heads, cs.keys.head_dim, cfg.head_dim,
+                   cs.keys.intermediate_size, cfg.intermediate_size, shape_to_string(shape));
+    }
+  }
+  if (!missing.empty()) {
+    detail::fail(kApi, "'{}' lacks {} tensor(s) the configuration ({} {}) needs: {}", src.path,
+                 missing.size(), cs.keys.num_layers, cfg.num_layers, name_list(missing));
+  }
+  std::vector<std::string> unused;
+  for (const auto& [name, shape] : src.inventory) {
+    if (used.count(name)) continue;
+    const std::string why = src.ignorable ? src.ignorable(name, shape) : "";
+    if (why.empty()) unused.push_back(name);
+  }
+  if (!unused.empty()) {
+    detail::fail(kApi,
+                 "'{}' holds {} tensor(s) the configuration ({} {}{}) does not use: {}; refusing "
+                 "to load a model that does not match its file",
+                 src.path, unused.size(), cs.keys.num_layers, cfg.num_layers,
+                 cfg.tie_word_embeddings ? ", tied embeddings" : "", name_list(unused));
+  }
+}
 
 // [H*D, C] rows -> [H, D, C]; llama.cpp's interleaved halves restored when needed.
 Array heads_of(const Array& w, int64_t heads, int64_t d, bool interleaved) {
@@ -42,31 +109,24 @@ Array heads_of(const Array& w, int64_t heads, int64_t d, bool interleaved) {
   return reshape(transpose(reshape(w, {heads, d / 2, 2, c}), {0, 2, 1, 3}), {heads, d, c});
 }
 
-Model load_into(const Config& cfg, const Source& src, const Mesh& mesh,
+Model load_into(const Config& cfg, const Source& src, const ConfigSource& cs, const Mesh& mesh,
                 const std::vector<ShardingRule>& rules) {
+  check_inventory(cfg, src, cs);
   Model m;
   m.config = cfg;
   const int64_t H = cfg.num_heads, KV = cfg.num_kv_heads, D = cfg.head_dim, C = cfg.hidden_size;
   const int64_t G = H / KV;
   NamedSharding host(Mesh({1}, {"load"}, {devices()[0]}), P());
   auto target = [&](const std::string& name) { return NamedSharding(mesh, spec_for(name, rules)); };
-  auto need = [&](const std::string& name) {
-    detail::check(src.has(name), "llama.load", "the checkpoint has no tensor '{}'", name);
-  };
-  auto direct = [&](const std::string& name) {
-    need(name);
-    m.params[name] = src.load(name, target(name));
-  };
   for (const auto& [name, shape] : param_shapes(cfg)) {
     if (name.ends_with("q_proj.weight") || name.ends_with("k_proj.weight") ||
         name.ends_with("v_proj.weight") || name.ends_with("o_proj.weight")) {
       continue;  // re-laid out below
     }
-    direct(name);
+    m.params[name] = src.load(name, target(name));
   }
   for (int64_t i = 0; i < cfg.num_layers; ++i) {
     std::string l = layer(i) + "self_attn.";
-    for (const char* n : {"q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight"}) need(l + n);
     // One tensor at a time on one device, then placed in its sharding.
     Array q = heads_of(src.load(l + "q_proj.weight", host), H, D, src.interleaved_qk);
     Array k = heads_of(src.load(l + "k_proj.weight", host), KV, D, src.interleaved_qk);
@@ -108,91 +168,236 @@ std::string gguf_name(const std::string& hf) {
   return hf;
 }
 
+// The hyperparameters of a GGUF file, read without evaluating any default that divides:
+// validate_config sees every value before anything uses it.
+std::pair<Config, ConfigSource> config_from_gguf(const GgufFile& f) {
+  ConfigSource cs{std::string(kApi), f.path(), gguf_config_keys(), false};
+  const ConfigKeys& k = cs.keys;
+  Config c;
+  c.hidden_size = f.get_int(k.hidden_size);
+  c.intermediate_size = f.get_int(k.intermediate_size);
+  c.num_layers = f.get_int(k.num_layers);
+  c.num_heads = f.get_int(k.num_heads);
+  c.num_kv_heads = f.has(k.num_kv_heads) ? f.get_int(k.num_kv_heads) : c.num_heads;
+  cs.head_dim_derived = !f.has(k.head_dim);
+  if (!cs.head_dim_derived) {
+    c.head_dim = f.get_int(k.head_dim);
+  } else if (c.num_heads > 0) {
+    c.head_dim = c.hidden_size / c.num_heads;  // validate_config checks it divides
+  }
+  c.rms_norm_eps = f.get_float(k.rms_norm_eps, 1e-5);
+  c.rope_theta = f.get_float(k.rope_theta, 10000.0);
+  c.max_position = f.get_int(k.max_position, 2048);
+  c.vocab_size = f.has(k.vocab_size)
+                     ? f.get_int(k.vocab_size)
+                     : static_cast<int64_t>(f.get_strings("tokenizer.ggml.tokens").size());
+  c.tie_word_embeddings = !f.has_tensor("output.weight");
+  c.bos_token_id = f.get_int(k.bos_token_id, 1);
+  c.eos_token_id = f.get_int(k.eos_token_id, 2);
+  const std::string scaling = f.get_string("llama.rope.scaling.type", "");
+  if (scaling == "llama3") {
+    RopeScaling s;
+    s.factor = f.get_float(k.rope_factor, s.factor);
+    c.rope_scaling = s;
+  } else if (!scaling.empty() && scaling != "none") {
+    detail::fail(kApi, "'{}': llama.rope.scaling.type is '{}', which partix does not support",
+                 f.path(), scaling);
+  }
+  // A mixture of experts, or keys whose size differs from the head size, is another model.
+  if (f.get_int("llama.expert_count", 0) != 0) {
+    detail::fail(kApi, "'{}': llama.expert_count is {}: mixtures of experts are not supported",
+                 f.path(), f.get_int("llama.expert_count"));
+  }
+  for (const char* key : {"llama.attention.key_length", "llama.attention.value_length"}) {
+    if (f.has(key) && f.get_int(key) != c.head_dim) {
+      detail::fail(kApi, "'{}': {} is {} but the head size ({}) is {}", f.path(), key,
+                   f.get_int(key), k.head_dim, c.head_dim);
+    }
+  }
+  validate_config(c, cs);
+  return {c, cs};
+}
+
 Model load_gguf(const std::string& path, const Mesh& mesh, const std::vector<ShardingRule>& rules) {
   GgufFile f = GgufFile::open(path);
   std::string arch = f.get_string("general.architecture", "llama");
-  detail::check(arch == "llama", "llama.load", "{} holds a '{}' model, not llama", path, arch);
-  Config c;
-  c.hidden_size = f.get_int("llama.embedding_length");
-  c.intermediate_size = f.get_int("llama.feed_forward_length");
-  c.num_layers = f.get_int("llama.block_count");
-  c.num_heads = f.get_int("llama.attention.head_count");
-  c.num_kv_heads = f.get_int("llama.attention.head_count_kv", c.num_heads);
-  c.head_dim = f.get_int("llama.rope.dimension_count", c.hidden_size / c.num_heads);
-  c.rms_norm_eps = f.get_float("llama.attention.layer_norm_rms_epsilon", 1e-5);
-  c.rope_theta = f.get_float("llama.rope.freq_base", 10000.0);
-  c.max_position = f.get_int("llama.context_length", 2048);
-  c.vocab_size = f.has("llama.vocab_size") ? f.get_int("llama.vocab_size")
-                                           : static_cast<int64_t>(f.get_strings("tokenizer.ggml.tokens").size());
-  c.tie_word_embeddings = !f.has_tensor("output.weight");
-  c.bos_token_id = f.get_int("tokenizer.ggml.bos_token_id", 1);
-  c.eos_token_id = f.get_int("tokenizer.ggml.eos_token_id", 2);
-  if (f.get_string("llama.rope.scaling.type", "") == "llama3") {
-    RopeScaling s;
-    s.factor = f.get_float("llama.rope.scaling.factor", s.factor);
-    c.rope_scaling = s;
+  detail::check(arch == "llama", kApi, "'{}' holds a '{}' model, not llama", path, arch);
+  auto [c, cs] = config_from_gguf(f);
+  // llama.cpp stores Llama 3.1's rope scaling as per-frequency factors; ignoring them (as an
+  // unused tensor) would rotate every position wrongly.
+  if (f.has_tensor("rope_freqs.weight")) {
+    detail::fail(kApi,
+                 "'{}' holds rope_freqs.weight (rope frequency factors, as llama.cpp writes for "
+                 "Llama 3.1), which partix does not apply",
+                 path);
   }
   Source src;
-  src.has = [&](const std::string& n) { return f.has_tensor(gguf_name(n)); };
-  src.load = [&](const std::string& n, const NamedSharding& s) { return f.load(gguf_name(n), s, DType::F32); };
+  src.path = path;
+  for (const std::string& n : f.tensor_names()) src.inventory[n] = f.tensor_shape(n);
+  src.file_name = gguf_name;
+  src.load = [&](const std::string& n, const NamedSharding& s) {
+    return f.load(gguf_name(n), s, DType::F32);
+  };
+  src.ignorable = [](const std::string&, const Shape&) { return std::string(); };
   src.interleaved_qk = true;
-  Model m = load_into(c, src, mesh, rules);
-  m.tokenizer = std::make_shared<Tokenizer>(Tokenizer::from_gguf(f));
+  auto tokenizer = std::make_shared<Tokenizer>(Tokenizer::from_gguf(f));  // fails fast
+  Model m = load_into(c, src, cs, mesh, rules);
+  m.tokenizer = std::move(tokenizer);
   m.source = path;
   return m;
 }
 
-Config config_from_hf(const std::string& text) {
-  nlohmann::json j = nlohmann::json::parse(text);
-  Config c;
-  c.vocab_size = j.value("vocab_size", c.vocab_size);
-  c.hidden_size = j.value("hidden_size", c.hidden_size);
-  c.intermediate_size = j.value("intermediate_size", c.intermediate_size);
-  c.num_layers = j.value("num_hidden_layers", c.num_layers);
-  c.num_heads = j.value("num_attention_heads", c.num_heads);
-  c.num_kv_heads = j.value("num_key_value_heads", c.num_heads);
-  c.head_dim = j.value("head_dim", c.hidden_size / c.num_heads);
-  c.rms_norm_eps = j.value("rms_norm_eps", c.rms_norm_eps);
-  c.rope_theta = j.value("rope_theta", c.rope_theta);
-  c.tie_word_embeddings = j.value("tie_word_embeddings", false);
-  c.max_position = j.value("max_position_embeddings", c.max_position);
-  if (j.contains("bos_token_id") && j["bos_token_id"].is_number()) c.bos_token_id = j["bos_token_id"];
-  if (j.contains("eos_token_id") && j["eos_token_id"].is_number()) c.eos_token_id = j["eos_token_id"];
-  if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
-    const auto& r = j["rope_scaling"];
-    std::string type = r.value("rope_type", r.value("type", ""));
-    if (type == "llama3") {
-      RopeScaling s;
-      s.factor = r.value("factor", s.factor);
-      s.low_freq_factor = r.value("low_freq_factor", s.low_freq_factor);
-      s.high_freq_factor = r.value("high_freq_factor", s.high_freq_factor);
-      s.original_max_position = r.value("original_max_position_embeddings", s.original_max_position);
-      c.rope_scaling = s;
-    } else if (!type.empty() && type != "default") {
-      detail::fail("llama.load", "rope scaling '{}' is not supported (only llama3)", type);
+// Typed reads of config.json: a float where an integer belongs, or a string where a number
+// belongs, is an error naming the key, never a silent conversion.
+struct JsonConfig {
+  const nlohmann::json& j;
+  const std::string& file;
+
+  const nlohmann::json* find(const std::string& key) const {
+    auto it = j.find(key);
+    return it == j.end() || it->is_null() ? nullptr : &*it;
+  }
+  [[noreturn]] void wrong(const std::string& key, const nlohmann::json& v,
+                          std::string_view expected) const {
+    detail::fail(kApi, "'{}': {} is {} ({}), not {}", file, key, v.dump(), detail::json_kind(v),
+                 expected);
+  }
+  int64_t integer(const std::string& key, std::optional<int64_t> fallback = std::nullopt) const {
+    const nlohmann::json* v = find(key);
+    if (!v) {
+      if (!fallback) detail::fail(kApi, "'{}' has no '{}'", file, key);
+      return *fallback;
+    }
+    if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+      wrong(key, *v, "an integer that fits in int64");
+    }
+    if (!v->is_number_integer()) wrong(key, *v, "an integer");
+    return v->get<int64_t>();
+  }
+  double number(const std::string& key, double fallback) const {
+    const nlohmann::json* v = find(key);
+    if (!v) return fallback;
+    if (!v->is_number()) wrong(key, *v, "a number");
+    return v->get<double>();
+  }
+  bool boolean(const std::string& key, bool fallback) const {
+    const nlohmann::json* v = find(key);
+    if (!v) return fallback;
+    if (!v->is_boolean()) wrong(key, *v, "true or false");
+    return v->get<bool>();
+  }
+  std::string string(const std::string& key, const std::string& fallback) const {
+    const nlohmann::json* v = find(key);
+    if (!v) return fallback;
+    if (!v->is_string()) wrong(key, *v, "a string");
+    return v->get<std::string>();
+  }
+};
+
+// config.json of a Hugging Face LlamaForCausalLM; missing optional keys take transformers'
+// LlamaConfig defaults.
+std::pair<Config, ConfigSource> config_from_hf(const std::string& text, const std::string& file) {
+  nlohmann::json j = detail::parse_untrusted_json(text, kApi, file);
+  if (!j.is_object())
+    detail::fail(kApi, "'{}' is a JSON {}, not an object", file, detail::json_kind(j));
+  ConfigSource cs{std::string(kApi), file, hf_config_keys(), false};
+  const ConfigKeys& k = cs.keys;
+  JsonConfig r{j, file};
+  const std::string model_type = r.string("model_type", "llama");
+  if (model_type != "llama") {
+    detail::fail(kApi, "'{}': model_type is '{}', not llama", file, model_type);
+  }
+  const std::string act = r.string("hidden_act", "silu");
+  if (act != "silu") {
+    detail::fail(kApi, "'{}': hidden_act is '{}'; Llama's MLP uses silu", file, act);
+  }
+  for (const char* key : {"attention_bias", "mlp_bias"}) {
+    if (r.boolean(key, false)) {
+      detail::fail(kApi, "'{}': {} is true; partix's Llama has no biases", file, key);
     }
   }
-  return c;
+  Config c;
+  c.vocab_size = r.integer(k.vocab_size);
+  c.hidden_size = r.integer(k.hidden_size);
+  c.intermediate_size = r.integer(k.intermediate_size);
+  c.num_layers = r.integer(k.num_layers);
+  c.num_heads = r.integer(k.num_heads);
+  c.num_kv_heads = r.integer(k.num_kv_heads, c.num_heads);
+  cs.head_dim_derived = r.find(k.head_dim) == nullptr;
+  if (!cs.head_dim_derived) {
+    c.head_dim = r.integer(k.head_dim);
+  } else if (c.num_heads > 0) {
+    c.head_dim = c.hidden_size / c.num_heads;  // validate_config checks it divides
+  }
+  c.rms_norm_eps = r.number(k.rms_norm_eps, 1e-6);
+  c.rope_theta = r.number(k.rope_theta, 10000.0);
+  c.tie_word_embeddings = r.boolean("tie_word_embeddings", false);
+  c.max_position = r.integer(k.max_position, 2048);
+  // Lists of end tokens (Llama 3) are not used for stopping; the first id is.
+  if (const nlohmann::json* b = r.find(k.bos_token_id); b && !b->is_array()) {
+    c.bos_token_id = r.integer(k.bos_token_id);
+  }
+  if (const nlohmann::json* e = r.find(k.eos_token_id)) {
+    if (e->is_array() && !e->empty()) {
+      const nlohmann::json first = {{k.eos_token_id, e->front()}};
+      c.eos_token_id = JsonConfig{first, file}.integer(k.eos_token_id);
+    } else {
+      c.eos_token_id = r.integer(k.eos_token_id);
+    }
+  }
+  if (const nlohmann::json* rs = r.find("rope_scaling")) {
+    if (!rs->is_object()) r.wrong("rope_scaling", *rs, "an object");
+    const std::string where = file;
+    nlohmann::json flat = nlohmann::json::object();  // keys as validate_config names them
+    for (const auto& [key, v] : rs->items()) flat["rope_scaling." + key] = v;
+    JsonConfig s{flat, where};
+    std::string type = s.string("rope_scaling.rope_type", s.string("rope_scaling.type", ""));
+    if (type == "llama3") {
+      RopeScaling sc;
+      sc.factor = s.number(k.rope_factor, sc.factor);
+      sc.low_freq_factor = s.number(k.rope_low_freq_factor, sc.low_freq_factor);
+      sc.high_freq_factor = s.number(k.rope_high_freq_factor, sc.high_freq_factor);
+      sc.original_max_position = s.integer(k.rope_original_max, sc.original_max_position);
+      c.rope_scaling = sc;
+    } else if (!type.empty() && type != "default") {
+      detail::fail(kApi, "'{}': rope scaling '{}' is not supported (only llama3)", file, type);
+    }
+  }
+  validate_config(c, cs);
+  return {c, cs};
 }
 
 Model load_hf(const std::string& dir, const Mesh& mesh, const std::vector<ShardingRule>& rules) {
-  std::ifstream in(fs::path(dir) / "config.json");
-  detail::check(static_cast<bool>(in), "llama.load", "{} has no config.json", dir);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  Config c;
-  try {
-    c = config_from_hf(ss.str());
-  } catch (const nlohmann::json::exception& e) {
-    detail::fail("llama.load", "{}/config.json: {}", dir, e.what());
-  }
+  const std::string config_path = (fs::path(dir) / "config.json").string();
+  std::error_code ec;
+  detail::check(fs::exists(config_path, ec), kApi, "'{}' has no config.json", dir);
+  auto [c, cs] =
+      config_from_hf(detail::read_text_file(config_path, kApi, kMaxConfigBytes), config_path);
   Safetensors st = Safetensors::open(dir);
   Source src;
-  src.has = [&](const std::string& n) { return st.contains(n); };
-  src.load = [&](const std::string& n, const NamedSharding& s) { return st.load(n, s, DType::F32); };
-  Model m = load_into(c, src, mesh, rules);
+  src.path = dir;
+  for (const std::string& n : st.names()) {
+    src.inventory[n] = st.shape(n);
+    st.dtype(n);  // a dtype partix cannot load fails here, before any tensor loads
+  }
+  src.file_name = [](const std::string& n) { return n; };
+  src.load = [&](const std::string& n, const NamedSharding& s) {
+    return st.load(n, s, DType::F32);
+  };
+  // Older transformers saved the rotary inverse frequencies, a buffer recomputed from
+  // rope_theta on load (transformers ignores it too).
+  const int64_t half = c.head_dim / 2;
+  src.ignorable = [half](const std::string& n, const Shape& shape) {
+    const bool inv_freq = n.starts_with("model.layers.") &&
+                          n.ends_with(".self_attn.rotary_emb.inv_freq") && shape == Shape{half};
+    return inv_freq ? std::string("a rotary buffer recomputed on load") : std::string();
+  };
+  std::shared_ptr<Tokenizer> tokenizer;
   fs::path tok = fs::path(dir) / "tokenizer.json";
-  if (fs::exists(tok)) m.tokenizer = std::make_shared<Tokenizer>(Tokenizer::from_json_file(tok.string()));
+  if (fs::exists(tok))
+    tokenizer = std::make_shared<Tokenizer>(Tokenizer::from_json_file(tok.string()));
+  Model m = load_into(c, src, cs, mesh, rules);
+  m.tokenizer = std::move(tokenizer);
   m.source = dir;
   return m;
 }
