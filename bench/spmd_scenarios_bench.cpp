@@ -186,8 +186,38 @@ std::vector<Scenario> block_scenarios() {
   return s;
 }
 
+// ---- reshapes that split or merge a sharded dimension (no communication needed) ----
+
+std::vector<Scenario> reshape_scenarios() {
+  std::vector<Scenario> s;
+  // [64, 32] over 'data' (8) -> [4, 16, 32]: 4-way on dim 0 and 2-way on dim 1; summed over
+  // the last dimension and returned replicated.
+  s.push_back({"reshape_split",
+               {8},
+               {"data"},
+               {{"x", {64, 32}, P("data")}},
+               P(),
+               [](const Args& a) { return sum(reshape(a[0], {4, 16, 32}), {2}); }});
+  // Split, compute, merge back to the argument's layout.
+  s.push_back({"reshape_split_merge",
+               {8},
+               {"data"},
+               {{"x", {64, 32}, P("data")}},
+               P("data"),
+               [](const Args& a) { return reshape(reshape(a[0], {4, 16, 32}) * 2.0f, {64, 32}); }});
+  // [4, 16, 32] over ('X', 'Y') on dims 0 and 1 -> [64, 32] over ('X', 'Y').
+  s.push_back({"reshape_merge",
+               {4, 2},
+               {"X", "Y"},
+               {{"x", {4, 16, 32}, P("X", "Y")}},
+               P(Axes{"X", "Y"}),
+               [](const Args& a) { return reshape(a[0], {64, 32}) * 2.0f; }});
+  return s;
+}
+
 std::vector<Scenario> all_scenarios() {
   std::vector<Scenario> s = matmul_scenarios();
+  for (auto& r : reshape_scenarios()) s.push_back(std::move(r));
   for (auto& m : mlp_scenarios()) s.push_back(std::move(m));
   for (auto& b : block_scenarios()) s.push_back(std::move(b));
   return s;

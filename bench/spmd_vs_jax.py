@@ -196,8 +196,24 @@ def block_scenarios():
     ]
 
 
+def reshape_scenarios():
+    return [
+        # [64, 32] over 'data' -> [4, 16, 32]: 4-way on dim 0, 2-way on dim 1.
+        scenario("reshape_split", {"data": 8}, [("x", [64, 32], ["data"])], [],
+                 lambda a: jnp.sum(a[0].reshape(4, 16, 32), axis=2)),
+        # Split, compute, merge back.
+        scenario("reshape_split_merge", {"data": 8}, [("x", [64, 32], ["data"])],
+                 ["data"], lambda a: (a[0].reshape(4, 16, 32) * 2.0).reshape(64, 32)),
+        # [4, 16, 32] over ('X', 'Y') -> [64, 32] over ('X', 'Y').
+        scenario("reshape_merge", {"X": 4, "Y": 2},
+                 [("x", [4, 16, 32], ["X", "Y"])], [["X", "Y"]],
+                 lambda a: a[0].reshape(64, 32) * 2.0),
+    ]
+
+
 def all_scenarios():
-    return matmul_scenarios() + mlp_scenarios() + block_scenarios()
+    return (matmul_scenarios() + reshape_scenarios() + mlp_scenarios() +
+            block_scenarios())
 
 
 # ---- JAX side ----

@@ -23,10 +23,17 @@ class Mesh {  // value type, cheap to copy
   const Shape& axis_sizes() const;
   const std::vector<std::string>& axis_names() const;
   int num_axes() const;
-  // Throws partix::Error if the name is not an axis of this mesh.
+  // Axis names may also name a sub-axis (as Shardy does): 'name:(pre)size' is the part of axis
+  // `name` made of `size` devices whose more-major parts hold `pre` devices in all. On an axis
+  // 'data' of size 8, 'data:(1)4' is its major part (coordinate / 2) and 'data:(4)2' its minor
+  // part (coordinate % 2). Propagation uses them when a reshape splits a sharded dimension;
+  // axis_size, has_axis and axis_coord accept them, axis_index only whole axes.
+  // Throws partix::Error if the name is not an axis (or sub-axis) of this mesh.
   int64_t axis_size(std::string_view name) const;
-  int axis_index(std::string_view name) const;
+  int axis_index(std::string_view name) const;  // -1 if not a whole axis
   bool has_axis(std::string_view name) const;
+  // The coordinate along axis (or sub-axis) `name` of the device at `coords`.
+  int64_t axis_coord(const std::vector<int64_t>& coords, std::string_view name) const;
   int64_t size() const;
   const std::vector<Device>& devices() const;  // row-major
   std::vector<int> device_ids() const;

@@ -18,6 +18,7 @@
 #include "partix/ops.h"
 #include "partix/transforms.h"
 #include "prim/collective.h"
+#include "sharding/axes.h"
 #include "prim/util.h"
 #include "trace/trace.h"
 
@@ -26,10 +27,7 @@ namespace partix::prim {
 int64_t mixed_radix_index(const Mesh& mesh, const std::vector<int64_t>& coords,
                           const std::vector<std::string>& axes) {
   int64_t r = 0;
-  for (const std::string& a : axes) {
-    int ai = mesh.axis_index(a);
-    r = r * mesh.axis_sizes()[static_cast<size_t>(ai)] + coords[static_cast<size_t>(ai)];
-  }
+  for (const std::string& a : axes) r = r * mesh.axis_size(a) + mesh.axis_coord(coords, a);
   return r;
 }
 
@@ -39,16 +37,14 @@ GroupInfo group_of(const ExecContext& ctx, const std::vector<std::string>& axes)
   int64_t n = 1;
   for (const std::string& a : axes) n *= mesh.axis_size(a);
   g.devices.assign(static_cast<size_t>(n), -1);
+  // The group: devices whose coordinates differ from this one's only along `axes` (whole
+  // axes or parts of them).
+  const int64_t mine = detail::residual_index(mesh, ctx.mesh_coords, axes);
   for (int64_t k = 0; k < mesh.size(); ++k) {
     std::vector<int64_t> c = mesh.coords(k);
-    bool same = true;
-    for (int i = 0; i < mesh.num_axes() && same; ++i) {
-      const std::string& name = mesh.axis_names()[static_cast<size_t>(i)];
-      if (std::find(axes.begin(), axes.end(), name) == axes.end()) {
-        same = c[static_cast<size_t>(i)] == ctx.mesh_coords[static_cast<size_t>(i)];
-      }
-    }
-    if (same) g.devices[static_cast<size_t>(mixed_radix_index(mesh, c, axes))] = mesh.devices()[static_cast<size_t>(k)].id;
+    if (detail::residual_index(mesh, c, axes) != mine) continue;
+    g.devices[static_cast<size_t>(mixed_radix_index(mesh, c, axes))] =
+        mesh.devices()[static_cast<size_t>(k)].id;
   }
   g.rank = static_cast<int>(mixed_radix_index(mesh, ctx.mesh_coords, axes));
   return g;

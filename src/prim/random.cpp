@@ -39,9 +39,7 @@ Shape block_offset(const KernelCall& c, const Shape& local) {
   for (size_t d = 0; d < local.size(); ++d) {
     int64_t b = 0;
     for (const std::string& ax : spec[static_cast<int>(d)]) {
-      int ai = c.ctx.mesh->axis_index(ax);
-      b = b * c.ctx.mesh->axis_sizes()[static_cast<size_t>(ai)] +
-          c.ctx.mesh_coords[static_cast<size_t>(ai)];
+      b = b * c.ctx.mesh->axis_size(ax) + c.ctx.mesh->axis_coord(c.ctx.mesh_coords, ax);
     }
     off[d] = b * local[d];
   }

@@ -3,6 +3,7 @@
 #include <set>
 
 #include "core/errors.h"
+#include "sharding/axes.h"
 
 namespace partix {
 
@@ -66,12 +67,19 @@ int Mesh::axis_index(std::string_view name) const {
   return -1;
 }
 
-bool Mesh::has_axis(std::string_view name) const { return axis_index(name) >= 0; }
+bool Mesh::has_axis(std::string_view name) const {
+  return detail::find_axis_ref(*this, name).has_value();
+}
 
 int64_t Mesh::axis_size(std::string_view name) const {
-  int i = axis_index(name);
-  detail::check(i >= 0, "Mesh.axis_size", "mesh axis '{}' is not in {}", name, to_string());
-  return data_->sizes[static_cast<size_t>(i)];
+  auto r = detail::find_axis_ref(*this, name);
+  detail::check(r.has_value(), "Mesh.axis_size", "mesh axis '{}' is not in {}", name, to_string());
+  return r->size;
+}
+
+int64_t Mesh::axis_coord(const std::vector<int64_t>& coords, std::string_view name) const {
+  const detail::AxisRef r = detail::axis_ref(*this, name);
+  return (coords[static_cast<size_t>(r.axis)] / r.stride()) % r.size;
 }
 
 int64_t Mesh::size() const { return shape_size(data_->sizes); }

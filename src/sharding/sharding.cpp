@@ -4,6 +4,7 @@
 #include <set>
 
 #include "core/errors.h"
+#include "sharding/axes.h"
 
 namespace partix {
 
@@ -68,19 +69,28 @@ NamedSharding::NamedSharding(Mesh mesh, PartitionSpec spec)
 NamedSharding::NamedSharding(Mesh mesh, PartitionSpec spec, std::set<std::string> unreduced)
     : mesh_(std::move(mesh)), spec_(std::move(spec)), unreduced_(std::move(unreduced)) {
   constexpr const char* kApi = "NamedSharding";
-  std::set<std::string> used;
+  std::vector<std::string> used;
   for (const std::string& a : spec_.axes()) {
     detail::check(mesh_.has_axis(a), kApi, "mesh axis '{}' in {} is not in {}", a,
                   spec_.to_string(), mesh_.to_string());
-    detail::check(used.insert(a).second, kApi, "mesh axis '{}' is used twice in {}", a,
-                  spec_.to_string());
+    detail::check(!detail::overlaps_any(mesh_, a, used), kApi, "mesh axis '{}' is used twice in {}",
+                  a, spec_.to_string());
+    used.push_back(a);
   }
   for (const std::string& a : unreduced_) {
     detail::check(mesh_.has_axis(a), kApi, "unreduced axis '{}' is not in {}", a,
                   mesh_.to_string());
-    detail::check(!used.count(a), kApi, "axis '{}' is both unreduced and used in {}", a,
-                  spec_.to_string());
+    detail::check(!detail::overlaps_any(mesh_, a, used), kApi,
+                  "axis '{}' is both unreduced and used in {}", a, spec_.to_string());
   }
+  // One spelling per layout: adjacent parts of one axis are that axis.
+  std::vector<PartitionSpec::Entry> entries;
+  bool changed = false;
+  for (const auto& e : spec_.entries()) {
+    entries.push_back(detail::canonical_entry(mesh_, e));
+    changed = changed || entries.back() != e;
+  }
+  if (changed) spec_ = PartitionSpec(std::move(entries));
 }
 
 void NamedSharding::check_shape(const Shape& global) const {
@@ -127,9 +137,8 @@ std::vector<Slice> NamedSharding::device_index(const Shape& global, int64_t k) c
   for (size_t d = 0; d < global.size(); ++d) {
     int64_t blocks = 1, b = 0;
     for (const std::string& a : spec_[static_cast<int>(d)]) {
-      int ai = mesh_.axis_index(a);
-      int64_t size = mesh_.axis_sizes()[static_cast<size_t>(ai)];
-      b = b * size + coords[static_cast<size_t>(ai)];
+      const int64_t size = mesh_.axis_size(a);
+      b = b * size + mesh_.axis_coord(coords, a);
       blocks *= size;
     }
     int64_t n = global[d];
@@ -148,16 +157,9 @@ std::vector<std::vector<Slice>> NamedSharding::devices_indices_map(const Shape& 
 
 int NamedSharding::replica_id(int64_t k) const {
   check_device_position(mesh_, k);
-  std::set<std::string> used;
-  for (const std::string& a : spec_.axes()) used.insert(a);
-  std::vector<int64_t> coords = mesh_.coords(k);
-  int64_t id = 0;
-  for (int i = 0; i < mesh_.num_axes(); ++i) {
-    const std::string& a = mesh_.axis_names()[static_cast<size_t>(i)];
-    if (used.count(a) || unreduced_.count(a)) continue;
-    id = id * mesh_.axis_sizes()[static_cast<size_t>(i)] + coords[static_cast<size_t>(i)];
-  }
-  return static_cast<int>(id);
+  std::vector<std::string> covered = spec_.axes();
+  covered.insert(covered.end(), unreduced_.begin(), unreduced_.end());
+  return static_cast<int>(detail::residual_index(mesh_, mesh_.coords(k), covered));
 }
 
 int64_t NamedSharding::num_replicas() const {

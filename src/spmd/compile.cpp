@@ -7,6 +7,7 @@
 #include "spmd/partition.h"
 #include "spmd/propagate.h"
 #include "spmd/simplify.h"
+#include "sharding/axes.h"
 
 namespace partix::spmd {
 
@@ -34,9 +35,9 @@ void lint_redundant_compute(const ir::Program& local, const Mesh& mesh,
     if (!s || s->num_replicas() <= 1) continue;
     std::vector<std::string> idle;
     auto used = s->spec().axes();
+    used.insert(used.end(), s->unreduced().begin(), s->unreduced().end());
     for (const auto& a : mesh.axis_names()) {
-      if (std::find(used.begin(), used.end(), a) == used.end() && !s->unreduced().count(a) &&
-          mesh.axis_size(a) > 1) {
+      if (!detail::overlaps_any(mesh, a, used) && mesh.axis_size(a) > 1) {
         idle.push_back("'" + a + "'");
       }
     }

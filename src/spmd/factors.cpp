@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "core/errors.h"
+#include "sharding/axes.h"
 
 namespace partix::spmd {
 
@@ -25,18 +26,30 @@ std::map<int, AxisList> project(const NamedSharding& s, const std::vector<prim::
       out[fs[0]] = axes;
       continue;
     }
-    // Major to minor: an axis fits a factor only if its size divides what is left of it.
+    // Major to minor: an axis fits a factor if its size divides what is left of it; an axis
+    // bigger than what is left is split (Shardy's sub-axes): its major part finishes this
+    // factor, the rest goes on to the next (on 'data' of 8, [64] -> [4, 16] maps 'data:(1)4'
+    // to the 4 and 'data:(4)2' to the 16).
     size_t k = 0;
     int64_t rem = rule.factors[static_cast<size_t>(fs[0])].size;
     for (const auto& a : axes) {
-      while (k < fs.size() && rem == 1) {
-        if (++k < fs.size()) rem = rule.factors[static_cast<size_t>(fs[k])].size;
+      detail::AxisRef r = detail::axis_ref(mesh, a);
+      int64_t pre = r.pre, left = r.size;
+      while (left > 1) {
+        while (k < fs.size() && rem == 1) {
+          if (++k < fs.size()) rem = rule.factors[static_cast<size_t>(fs[k])].size;
+        }
+        if (k >= fs.size()) break;
+        int64_t take = 0;
+        if (rem % left == 0) take = left;
+        else if (left % rem == 0) take = rem;
+        if (take == 0) break;
+        out[fs[k]].push_back(detail::axis_part_name(mesh, r.axis, pre, take));
+        rem /= take;
+        pre *= take;
+        left /= take;
       }
-      if (k >= fs.size()) break;
-      int64_t n = mesh.axis_size(a);
-      if (rem % n != 0) break;
-      out[fs[k]].push_back(a);
-      rem /= n;
+      if (left > 1) break;  // the rest of this axis fits no factor: minor axes cannot follow
     }
   }
   return out;
@@ -110,7 +123,7 @@ Assignment assign_factors(const Mesh& mesh, const prim::FactorRule& rule,
   std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
     return tensors[x].priority > tensors[y].priority;
   });
-  std::set<std::string> used;
+  std::vector<std::string> used;
   for (size_t t : order) {
     const TensorView& tv = tensors[t];
     if (!tv.sharding) continue;
@@ -121,9 +134,9 @@ Assignment assign_factors(const Mesh& mesh, const prim::FactorRule& rule,
       // The proposal must extend what the factor has (a prefix), else it lost.
       if (cur.size() > axes.size() || !std::equal(cur.begin(), cur.end(), axes.begin())) continue;
       for (size_t i = cur.size(); i < axes.size(); ++i) {
-        if (used.count(axes[i])) break;
+        if (detail::overlaps_any(mesh, axes[i], used)) break;
         cur.push_back(axes[i]);
-        used.insert(axes[i]);
+        used.push_back(axes[i]);
       }
     }
   }

@@ -6,6 +6,7 @@
 
 #include "core/errors.h"
 #include "core/scalar.h"
+#include "sharding/axes.h"
 
 namespace partix::spmd {
 
@@ -119,10 +120,9 @@ void emit_generic(PartitionContext& c, const ir::Instr& in, const InstrPlan& pla
     int v = outs[k];
     if (!plan.reduce_now[k].empty()) {
       // max/min over a split dimension: combine the local extremes now.
-      ir::Strings axes;
-      for (const auto& a : c.mesh.axis_names()) {
-        if (plan.reduce_now[k].count(a)) axes.push_back(a);
-      }
+      const auto ordered = detail::in_mesh_order(
+          c.mesh, std::vector<std::string>(plan.reduce_now[k].begin(), plan.reduce_now[k].end()));
+      ir::Strings axes(ordered.begin(), ordered.end());
       const char* kind = plan.reduce_now_kind[k] == prim::ReduceKind::kMax ? "max" : "min";
       v = b.emit1("all_reduce", {v},
                   {{"axes", axes}, {"kind", std::string(kind)}, {"group", axes_product(c.mesh, axes)}},

@@ -3,16 +3,14 @@
 #include <algorithm>
 
 #include "core/errors.h"
+#include "sharding/axes.h"
 
 namespace partix::spmd {
 
 namespace {
 
 bool uses_axis(const NamedSharding& s, const std::string& a) {
-  for (const auto& x : s.spec().axes()) {
-    if (x == a) return true;
-  }
-  return false;
+  return detail::overlaps_any(s.mesh(), a, s.spec().axes());
 }
 
 // The indexed axis of take / scatter_add is split in a known sharding of the table.
@@ -165,8 +163,9 @@ InstrPlan plan_instr(const Mesh& mesh, const ir::Program& g, const ir::Instr& in
     std::vector<PartitionSpec::Entry> e;
     for (const auto& entry : v.sharding->spec().entries()) {
       PartitionSpec::Entry kept;
+      const std::vector<std::string> passed(pass.begin(), pass.end());
       for (const auto& a : entry) {
-        if (pass.count(a)) break;
+        if (detail::overlaps_any(mesh, a, passed)) break;
         kept.push_back(a);
       }
       e.push_back(kept);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/errors.h"
+#include "sharding/axes.h"
 
 namespace partix::spmd {
 
@@ -38,10 +39,16 @@ int reshard(ReshardContext& ctx, int v, const Shape& global, const NamedSharding
                                           " and " + to.to_string());
   }
   const size_t rank = global.size();
+  // Both sides in the common refinement of their axis parts, so that any two references are
+  // equal or disjoint ('data' next to 'data:(1)4' becomes 'data:(1)4', 'data:(4)2').
+  std::vector<std::string> all = from.spec().axes();
+  for (const auto& a : to.spec().axes()) all.push_back(a);
+  all.insert(all.end(), from.unreduced().begin(), from.unreduced().end());
+  all.insert(all.end(), to.unreduced().begin(), to.unreduced().end());
   Lists cur(rank), tgt(rank);
   for (size_t d = 0; d < rank; ++d) {
-    cur[d] = from.spec()[static_cast<int>(d)];
-    tgt[d] = to.spec()[static_cast<int>(d)];
+    cur[d] = detail::refine_axes(mesh, from.spec()[static_cast<int>(d)], all);
+    tgt[d] = detail::refine_axes(mesh, to.spec()[static_cast<int>(d)], all);
   }
   std::set<std::string> unreduced = from.unreduced();
   auto now = [&] { return NamedSharding(mesh, spec_of(cur), unreduced); };
@@ -58,18 +65,20 @@ int reshard(ReshardContext& ctx, int v, const Shape& global, const NamedSharding
   ir::Strings reduce_all;
   for (const auto& u : from.unreduced()) {
     if (to.unreduced().count(u)) continue;
+    const std::vector<std::string> parts = detail::refine_axes(mesh, {u}, all);
     int j = -1;
     for (size_t d = 0; d < rank && j < 0; ++d) {
       std::vector<std::string> next = cur[d];
-      next.push_back(u);
+      next.insert(next.end(), parts.begin(), parts.end());
       if (is_prefix(next, tgt[d]) && even(d, next)) j = static_cast<int>(d);
     }
     unreduced.erase(u);
     if (j >= 0) {
-      cur[static_cast<size_t>(j)].push_back(u);
+      auto& dst = cur[static_cast<size_t>(j)];
+      dst.insert(dst.end(), parts.begin(), parts.end());
       v = b.emit1("reduce_scatter", {v},
-                  {{"axes", ir::Strings{u}}, {"axis", int64_t{j}}, {"tiled", true},
-                   {"group", mesh.axis_size(u)}},
+                  {{"axes", ir::Strings(parts.begin(), parts.end())}, {"axis", int64_t{j}},
+                   {"tiled", true}, {"group", mesh.axis_size(u)}},
                   now());
     } else {
       reduce_all.push_back(u);
