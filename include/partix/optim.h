@@ -65,6 +65,9 @@ struct TreeDef<optim::SgdState> {
     return {TreeDef<Params>::unflatten(p.momentum, it)};
   }
   static std::string key(const optim::SgdState& s) { return "sgd" + TreeDef<Params>::key(s.momentum); }
+  static void paths(const optim::SgdState& s, const std::string& at, std::vector<std::string>& out) {
+    TreeDef<Params>::paths(s.momentum, at + ".momentum", out);
+  }
 };
 
 template <>
@@ -85,6 +88,13 @@ struct TreeDef<optim::AdamWState> {
   }
   static std::string key(const optim::AdamWState& s) {
     return "adamw" + TreeDef<Params>::key(s.mu) + TreeDef<Params>::key(s.master);
+  }
+  static void paths(const optim::AdamWState& s, const std::string& at,
+                    std::vector<std::string>& out) {
+    TreeDef<Params>::paths(s.mu, at + ".mu", out);
+    TreeDef<Params>::paths(s.nu, at + ".nu", out);
+    TreeDef<Params>::paths(s.master, at + ".master", out);
+    out.push_back(at + ".count");
   }
 };
 

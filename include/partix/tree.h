@@ -24,6 +24,9 @@ struct TreeDef<Array> {
   static void flatten(const Array& a, std::vector<Array>& out) { out.push_back(a); }
   static Array unflatten(const Array&, const Array*& it) { return *it++; }
   static std::string key(const Array&) { return "A"; }
+  static void paths(const Array&, const std::string& at, std::vector<std::string>& out) {
+    out.push_back(at);
+  }
 };
 
 template <class V>
@@ -41,6 +44,9 @@ struct TreeDef<std::map<std::string, V>> {
     std::string s = "{";
     for (const auto& [k, v] : m) s += k + ":" + TreeDef<V>::key(v) + ",";
     return s + "}";
+  }
+  static void paths(const T& m, const std::string& at, std::vector<std::string>& out) {
+    for (const auto& [k, v] : m) TreeDef<V>::paths(v, at + "['" + k + "']", out);
   }
 };
 
@@ -60,6 +66,11 @@ struct TreeDef<std::vector<V>> {
     for (const auto& x : xs) s += TreeDef<V>::key(x) + ",";
     return s + "]";
   }
+  static void paths(const T& xs, const std::string& at, std::vector<std::string>& out) {
+    for (size_t i = 0; i < xs.size(); ++i) {
+      TreeDef<V>::paths(xs[i], at + "[" + std::to_string(i) + "]", out);
+    }
+  }
 };
 
 template <class A, class B>
@@ -76,6 +87,10 @@ struct TreeDef<std::pair<A, B>> {
   }
   static std::string key(const T& p) {
     return "(" + TreeDef<A>::key(p.first) + "," + TreeDef<B>::key(p.second) + ")";
+  }
+  static void paths(const T& p, const std::string& at, std::vector<std::string>& out) {
+    TreeDef<A>::paths(p.first, at + "[0]", out);
+    TreeDef<B>::paths(p.second, at + "[1]", out);
   }
 };
 
@@ -94,6 +109,16 @@ struct TreeDef<std::tuple<Ts...>> {
     std::string s = "(";
     std::apply([&](const auto&... xs) { ((s += TreeDef<std::decay_t<decltype(xs)>>::key(xs) + ","), ...); }, t);
     return s + ")";
+  }
+  static void paths(const T& t, const std::string& at, std::vector<std::string>& out) {
+    size_t i = 0;
+    std::apply(
+        [&](const auto&... xs) {
+          ((TreeDef<std::decay_t<decltype(xs)>>::paths(xs, at + "[" + std::to_string(i++) + "]",
+                                                       out)),
+           ...);
+        },
+        t);
   }
 };
 
@@ -129,12 +154,24 @@ struct TreeDef<Tree> {
   static std::string key(const Tree& t) {
     return t.is_array() ? "A" : TreeDef<Params>::key(t.params());
   }
+  static void paths(const Tree& t, const std::string& at, std::vector<std::string>& out) {
+    if (t.is_array()) out.push_back(at);
+    else TreeDef<Params>::paths(t.params(), at, out);
+  }
 };
 
 template <class T>
 std::vector<Array> tree_leaves(const T& t) {
   std::vector<Array> out;
   TreeDef<T>::flatten(t, out);
+  return out;
+}
+
+// The path of every leaf, in flatten order, as JAX's keystr writes it: "['w']", "[0][1]".
+template <class T>
+std::vector<std::string> tree_leaf_paths(const T& t, const std::string& prefix = "") {
+  std::vector<std::string> out;
+  TreeDef<T>::paths(t, prefix, out);
   return out;
 }
 

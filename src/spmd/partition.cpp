@@ -1,5 +1,6 @@
 #include "spmd/partition.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -54,6 +55,16 @@ class Partitioner : public PartitionContext {
     ReshardContext ctx{builder, &out.warnings, describe(v)};
     int r = reshard(ctx, lv, g.aval(v).shape, have, want);
     resharded_[key] = r;
+    const double moved = is_param(v) ? reshard_bytes(g.aval(v), have, want) : 0;
+    if (moved > 0 && !only_gathers(have, want, g.aval(v).ndim())) {
+      // A layout change of an argument repeats on every call; passing the argument in the
+      // layout its users want moves nothing. (Gathers alone are FSDP by design: not warned.)
+      out.warnings.push_back(fmt::format(
+          "{} {}{} is resharded from {} to {} on every call ({:.0f} bytes sent per device); "
+          "device_put it in {} once to avoid this",
+          describe(v), dtype_name(g.aval(v).dtype), shape_to_string(g.aval(v).shape),
+          have.spec().to_string(), want.spec().to_string(), moved, want.spec().to_string()));
+    }
     return r;
   }
   void bind_result(int v, int local_value, const NamedSharding& computed) override {
@@ -83,7 +94,24 @@ class Partitioner : public PartitionContext {
         return s + ")";
       }
     }
+    const std::string& path = g.info(v).name;
+    if (!path.empty()) return fmt::format("%{} (argument {})", v, path);
     return fmt::format("%{} (argument)", v);
+  }
+
+  bool is_param(int v) const {
+    return std::find(g.params.begin(), g.params.end(), v) != g.params.end();
+  }
+
+  // Whether `want` is `have` with some axes dropped from the minor end of dimensions (only
+  // all_gathers, no layout change).
+  static bool only_gathers(const NamedSharding& have, const NamedSharding& want, int rank) {
+    if (!want.unreduced().empty() || !have.unreduced().empty()) return false;
+    for (int d = 0; d < rank; ++d) {
+      auto h = have.spec()[d], w = want.spec()[d];
+      if (w.size() > h.size() || !std::equal(w.begin(), w.end(), h.begin())) return false;
+    }
+    return true;
   }
 
   // Bytes moved to bring operands into a plan's shardings and its results into theirs.

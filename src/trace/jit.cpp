@@ -40,7 +40,9 @@ std::string leaf_key(const Array& a) {
 
 std::shared_ptr<JitState::Entry> JitState::get(const std::vector<Array>& leaves,
                                                const std::vector<size_t>& arg_leaf_counts,
-                                               const std::string& tree_key, const TraceFn& trace) {
+                                               const std::string& tree_key,
+                                               const std::vector<std::string>& paths,
+                                               const TraceFn& trace) {
   const std::string& name = options_.name;
   for (const Array& a : leaves) {
     if (a.is_tracer()) internal_error(name, "jit called with tracers outside a trace");
@@ -76,7 +78,7 @@ std::shared_ptr<JitState::Entry> JitState::get(const std::vector<Array>& leaves,
       fail(name,
            "argument {} ({}{}) is committed to {}, which differs from in_shardings' {}; "
            "device_put it first",
-           i, dtype_name(impl->dtype), shape_to_string(impl->shape), impl->sharding->to_string(),
+           i < paths.size() ? paths[i] : std::to_string(i), dtype_name(impl->dtype), shape_to_string(impl->shape), impl->sharding->to_string(),
            given[i]->to_string());
     }
     if (!given[i] && impl->committed) given[i] = *impl->sharding;
@@ -90,6 +92,7 @@ std::shared_ptr<JitState::Entry> JitState::get(const std::vector<Array>& leaves,
     std::vector<Array> tracers;
     for (size_t i = 0; i < leaves.size(); ++i) {
       tracers.push_back(ts->add_param(ir::Aval{leaves[i].shape(), leaves[i].dtype()}, given[i]));
+      if (i < paths.size()) ts->program().info(ts->program().params.back()).name = paths[i];
     }
     std::vector<Array> outs = trace(tracers, proto);
     ts->set_results(outs);

@@ -43,7 +43,7 @@ TEST(Semantics, CommittedArgumentDifferingFromInShardingsIsAnError) {
   Array a = device_put(ones({8, 4}), NamedSharding(m, P("x")));
   auto f = jit([](const Array& v) { return v * 2.0f; },
                {.in_shardings = {NamedSharding(m, P(None, "y"))}});
-  EXPECT_PARTIX_ERROR(f(a), "argument 0 (f32[8,4]) is committed to", "P('x')",
+  EXPECT_PARTIX_ERROR(f(a), "argument args[0] (f32[8,4]) is committed to", "P('x')",
                       "differs from in_shardings'", "P(None, 'y')");
   // Uncommitted arrays are placed by in_shardings; matching committed ones are accepted.
   EXPECT_EQ(f(ones({8, 4})).sharding(), NamedSharding(m, P(None, "y")));
@@ -105,4 +105,34 @@ TEST(Semantics, AddressableShardsAliasDeviceMemory) {
   std::vector<Shard> us = u.addressable_shards();
   EXPECT_EQ(us[7].data.shape(), (Shape{2}));
   EXPECT_EQ(us[7].data.to_vector<float>(), (std::vector<float>{28, 29}));
+}
+
+TEST(Semantics, AnArgumentReshardedOnEveryCallIsWarnedByName) {
+  Mesh m = make_mesh({8}, {"x"});
+  Params p{{"k_proj", device_put(ones({64, 16}), NamedSharding(m, P("x")))}};
+  Array h = device_put(ones({4, 64}), NamedSharding(m, P()));
+  // The weight arrives split on rows but is used split on columns: an all_to_all per call.
+  auto f = jit([&](const Params& q, const Array& x) {
+    return matmul(x, with_sharding_constraint(q.at("k_proj"), NamedSharding(m, P(None, "x"))));
+  });
+  Lowered l = f.lower(p, h);
+  bool warned = false;
+  for (const std::string& w : l.warnings()) {
+    warned = warned || (w.find("argument args[0]['k_proj']") != std::string::npos &&
+                        w.find("from P('x') to P(None, 'x') on every call") != std::string::npos &&
+                        w.find("bytes sent per device") != std::string::npos);
+  }
+  EXPECT_TRUE(warned) << l.as_text();
+  // Gathering a split weight whole (FSDP) is by design, and slicing a replicated argument
+  // moves nothing: no such warning.
+  auto g = jit([&](const Params& q, const Array& x) {
+    return matmul(x, with_sharding_constraint(q.at("k_proj"), NamedSharding(m, P())));
+  });
+  Lowered gl = g.lower(p, h);
+  EXPECT_NE(gl.as_text().find("all_gather"), std::string::npos) << gl.as_text();
+  for (const std::string& w : gl.warnings()) EXPECT_EQ(w.find("on every call"), std::string::npos) << w;
+  auto s = jit([](const Params& q, const Array& x) { return matmul(x, q.at("k_proj")); });
+  for (const std::string& w : s.lower(p, h).warnings()) {
+    EXPECT_EQ(w.find("on every call"), std::string::npos) << w;
+  }
 }

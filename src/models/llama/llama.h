@@ -136,6 +136,11 @@ struct TreeDef<models::llama::KVCache> {
   static std::string key(const models::llama::KVCache& c) {
     return "kv" + std::to_string(c.k.size());
   }
+  static void paths(const models::llama::KVCache& c, const std::string& at,
+                    std::vector<std::string>& out) {
+    for (size_t i = 0; i < c.k.size(); ++i) out.push_back(at + ".k[" + std::to_string(i) + "]");
+    for (size_t i = 0; i < c.v.size(); ++i) out.push_back(at + ".v[" + std::to_string(i) + "]");
+  }
 };
 }  // namespace partix
 
