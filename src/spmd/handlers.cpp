@@ -77,11 +77,11 @@ ir::Attrs local_attrs(const ir::Program& g, const ir::Instr& in, const InstrPlan
 
 }  // namespace
 
-void emit_generic(PartitionContext& c, const ir::Instr& in, const InstrPlan& plan) {
+// Reductions over unevenly split dimensions: padding is garbage until masked with the
+// reduction's identity (sums and scatters add zeros, max sees -inf).
+void mask_uneven_reductions(PartitionContext& c, const ir::Instr& in, const InstrPlan& plan,
+                            std::vector<int>& ins) {
   LocalBuilder& b = c.builder;
-  std::vector<int> ins;
-  for (size_t i = 0; i < in.inputs.size(); ++i) ins.push_back(c.local(in.inputs[i], plan.operands[i]));
-  // Reductions over unevenly split dimensions: padding is garbage until masked.
   const prim::FactorRule& rule = plan.rule;
   for (size_t f = 0; f < rule.factors.size(); ++f) {
     const prim::Factor& fac = rule.factors[f];
@@ -101,6 +101,13 @@ void emit_generic(PartitionContext& c, const ir::Instr& in, const InstrPlan& pla
       }
     }
   }
+}
+
+void emit_generic(PartitionContext& c, const ir::Instr& in, const InstrPlan& plan) {
+  LocalBuilder& b = c.builder;
+  std::vector<int> ins;
+  for (size_t i = 0; i < in.inputs.size(); ++i) ins.push_back(c.local(in.inputs[i], plan.operands[i]));
+  mask_uneven_reductions(c, in, plan, ins);
   ir::Attrs attrs = local_attrs(c.g, in, plan, ins, b);
   std::vector<int> outs;
   if (plan.results.size() == 1) {
@@ -209,9 +216,10 @@ void emit_scatter_sharded(PartitionContext& c, const ir::Instr& in, const InstrP
   LocalBuilder& b = c.builder;
   int axis = static_cast<int>(in.attrs.i("axis"));
   if (axis < 0) axis += c.g.aval(in.inputs[0]).ndim();
-  int table = c.local(in.inputs[0], plan.operands[0]);
-  int ids = c.local(in.inputs[1], plan.operands[1]);
-  int upd = c.local(in.inputs[2], plan.operands[2]);
+  std::vector<int> ins;
+  for (size_t i = 0; i < 3; ++i) ins.push_back(c.local(in.inputs[i], plan.operands[i]));
+  mask_uneven_reductions(c, in, plan, ins);  // padded updates add zero
+  const int table = ins[0], ids = ins[1], upd = ins[2];
   auto [local_ids, valid] = local_indices(c, ids, table, axis, plan.operands[0],
                                           c.g.aval(in.inputs[0]).shape[static_cast<size_t>(axis)]);
   int mask = mask_over(b, valid, b.aval(upd).shape, axis);
@@ -241,9 +249,10 @@ void emit_scatter_along_sharded(PartitionContext& c, const ir::Instr& in, const 
   LocalBuilder& b = c.builder;
   int axis = static_cast<int>(in.attrs.i("axis"));
   if (axis < 0) axis += c.g.aval(in.inputs[0]).ndim();
-  int x = c.local(in.inputs[0], plan.operands[0]);
-  int ids = c.local(in.inputs[1], plan.operands[1]);
-  int upd = c.local(in.inputs[2], plan.operands[2]);
+  std::vector<int> ins;
+  for (size_t i = 0; i < 3; ++i) ins.push_back(c.local(in.inputs[i], plan.operands[i]));
+  mask_uneven_reductions(c, in, plan, ins);  // padded updates add zero
+  const int x = ins[0], ids = ins[1], upd = ins[2];
   auto [local_ids, valid] = local_indices(c, ids, x, axis, plan.operands[0],
                                           c.g.aval(in.inputs[0]).shape[static_cast<size_t>(axis)]);
   int zero = scalar_const(b, 0, b.aval(upd).dtype);
