@@ -57,7 +57,7 @@ std::string case_name(const nlohmann::json& c, size_t i) {
 class ArrayLayoutVsJax : public testing::TestWithParam<size_t> {};
 
 TEST_P(ArrayLayoutVsJax, MatchesJax) {
-  const nlohmann::json& c = golden()["cases"][GetParam()];
+  const nlohmann::json& c = jax_port::golden_list(golden(), "cases")[GetParam()];
   Mesh mesh = mesh_of(c["mesh"]);
   NamedSharding s(mesh, jax_port::spec_from_json(c["spec"]));
   const Shape shape = c["shape"].get<Shape>();
@@ -94,14 +94,21 @@ TEST_P(ArrayLayoutVsJax, MatchesJax) {
 }
 
 std::vector<size_t> case_indices() {
-  std::vector<size_t> v(golden()["cases"].size());
+  std::vector<size_t> v(jax_port::golden_list(golden(), "cases").size());
   for (size_t i = 0; i < v.size(); ++i) v[i] = i;
   return v;
 }
 
 INSTANTIATE_TEST_SUITE_P(JaxPortArray, ArrayLayoutVsJax, testing::ValuesIn(case_indices()),
                          [](const testing::TestParamInfo<size_t>& i) {
-                           return case_name(golden()["cases"][i.param], i.param);
+                           return case_name(jax_port::golden_list(golden(), "cases")[i.param],
+                                            i.param);
                          });
 
 }  // namespace
+
+TEST(JaxPortArray, LayoutGoldenFileLoads) {
+  EXPECT_GT(jax_port::golden_list(golden(), "cases").size(), 100u)
+      << "tests/golden/jax_port/sharding_layouts.json is missing or unreadable: regenerate it "
+         "with tools/golden/sharding_layouts.py";
+}

@@ -215,7 +215,7 @@ class JitPropagationVsJax : public testing::TestWithParam<std::string> {};
 
 TEST_P(JitPropagationVsJax, ValuesShardingsAndGradients) {
   const nlohmann::json* pp = nullptr;
-  for (const auto& q : golden()["programs"]) {
+  for (const auto& q : jax_port::golden_list(golden(), "programs")) {
     if (q["name"] == GetParam()) pp = &q;
   }
   ASSERT_NE(pp, nullptr);
@@ -294,8 +294,15 @@ TEST_P(JitPropagationVsJax, ValuesShardingsAndGradients) {
 
 std::vector<std::string> program_names() {
   std::vector<std::string> v;
-  for (const auto& p : golden()["programs"]) v.push_back(p["name"].get<std::string>());
+  for (const auto& p : jax_port::golden_list(golden(), "programs"))
+    v.push_back(p["name"].get<std::string>());
   return v;
+}
+
+TEST(JaxPortPjit, PropagationGoldenFileLoads) {
+  EXPECT_GT(jax_port::golden_list(golden(), "programs").size(), 50u)
+      << "tests/golden/jax_port/jit_propagation.json is missing or unreadable: regenerate it "
+         "with tools/golden/jit_propagation.py";
 }
 
 INSTANTIATE_TEST_SUITE_P(JaxPortPjit, JitPropagationVsJax, testing::ValuesIn(program_names()),

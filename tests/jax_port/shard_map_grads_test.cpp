@@ -160,7 +160,7 @@ const nlohmann::json& golden() {
 }
 
 const nlohmann::json* find_program(const std::string& name) {
-  for (const auto& p : golden()["programs"]) {
+  for (const auto& p : jax_port::golden_list(golden(), "programs")) {
     if (p["name"] == name) return &p;
   }
   return nullptr;
@@ -298,10 +298,10 @@ INSTANTIATE_TEST_SUITE_P(JaxPortGrad, ShardMapGradsVsJax, testing::ValuesIn(prog
 
 // Every program of the golden file has a partix body (and the other way round, above).
 TEST(JaxPortGrad, EveryGoldenShardMapProgramIsRun) {
-  for (const auto& p : golden()["programs"]) {
+  for (const auto& p : jax_port::golden_list(golden(), "programs")) {
     EXPECT_TRUE(bodies().count(p["name"].get<std::string>())) << p["name"];
   }
-  EXPECT_EQ(golden()["programs"].size(), bodies().size());
+  EXPECT_EQ(jax_port::golden_list(golden(), "programs").size(), bodies().size());
 }
 
 }  // namespace
