@@ -4,9 +4,9 @@ sharding propagation, and gradients with their shardings.
 
 Regenerate (from the repository root; Python is never needed to build or test partix):
 
-    python3 -m venv /tmp/jaxvenv && /tmp/jaxvenv/bin/pip install jax numpy
+    python3 -m venv .venv-jax && .venv-jax/bin/pip install jax numpy
     XLA_FLAGS=--xla_force_host_platform_device_count=8 \
-        /tmp/jaxvenv/bin/python tools/golden/jit_propagation.py
+        .venv-jax/bin/python tools/golden/jit_propagation.py
     # writes tests/golden/jax_port/jit_propagation.json
 
 tests/jax_port/jit_propagation_test.cpp runs the same programs (matched by name) in partix.

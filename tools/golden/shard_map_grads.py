@@ -3,9 +3,9 @@
 
 Regenerate (from the repository root; Python is never needed to build or test partix):
 
-    python3 -m venv /tmp/jaxvenv && /tmp/jaxvenv/bin/pip install jax numpy
+    python3 -m venv .venv-jax && .venv-jax/bin/pip install jax numpy
     XLA_FLAGS=--xla_force_host_platform_device_count=8 \
-        /tmp/jaxvenv/bin/python tools/golden/shard_map_grads.py
+        .venv-jax/bin/python tools/golden/shard_map_grads.py
     # writes tests/golden/jax_port/shard_map_grads.json
 
 tests/jax_port/shard_map_grads_test.cpp runs the same programs (matched by name) in partix and

@@ -3,9 +3,9 @@
 
 Regenerate (from the repository root; Python is never needed to build or test partix):
 
-    python3 -m venv /tmp/jaxvenv && /tmp/jaxvenv/bin/pip install jax numpy
+    python3 -m venv .venv-jax && .venv-jax/bin/pip install jax numpy
     XLA_FLAGS=--xla_force_host_platform_device_count=8 \
-        /tmp/jaxvenv/bin/python tools/golden/sharding_layouts.py
+        .venv-jax/bin/python tools/golden/sharding_layouts.py
     # writes tests/golden/jax_port/sharding_layouts.json
 
 For each (mesh, spec, global shape) below, JAX's NamedSharding gives shard_shape,
