@@ -51,6 +51,16 @@ std::vector<Array> shard_map_vjp(const prim::VjpArgs& a) {
       [&](const std::vector<Array>& t, std::shared_ptr<void>&) {
         std::vector<Array> primals(t.begin(), t.begin() + static_cast<long>(n_in));
         std::vector<Array> local_cts(t.begin() + static_cast<long>(n_in), t.end());
+        // A result invariant over an axis its out_spec names is one value that every block
+        // along that axis shows: its cotangent is the sum of those blocks' cotangents.
+        for (size_t k = 0; k < local_cts.size(); ++k) {
+          const auto& varying = body.info(body.results[k]).varying;
+          std::vector<std::string> missing;
+          for (const auto& ax : out_specs[k].axes()) {
+            if (!varying.count(ax)) missing.push_back(ax);
+          }
+          if (!missing.empty()) local_cts[k] = psum(local_cts[k], Axes(missing));
+        }
         std::vector<Array> env = evaluate(body, primals);
         std::vector<Array> g = backward(body, env, local_cts);
         for (size_t i = 0; i < n_in; ++i) {

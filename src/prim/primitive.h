@@ -137,6 +137,8 @@ class Primitive {
   virtual FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>& out,
                                  const Attrs& attrs) const;
   virtual Linearity linearity() const { return Linearity::kNone; }
+  // Linearity of one instance (pad is linear only when it pads with zero).
+  virtual Linearity linearity(const Attrs&) const { return linearity(); }
   // Input cotangents (empty Array: zero / not differentiable), written with ops.
   virtual std::vector<Array> vjp(const VjpArgs& args) const;
   // The naive reference kernel: the oracle for every fast kernel.

@@ -405,6 +405,10 @@ class Pad final : public Primitive {
  public:
   std::string_view name() const override { return "pad"; }
   Linearity linearity() const override { return Linearity::kLinear; }
+  // Padding with c != 0 is affine: partial sums would add c once per device.
+  Linearity linearity(const Attrs& attrs) const override {
+    return attrs.has("value") && attrs.f("value") != 0.0 ? Linearity::kNone : Linearity::kLinear;
+  }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
                           const Regions&) const override {
     check_arity(name(), in, 1);

@@ -6,6 +6,8 @@
 
 #include "core/array_impl.h"
 #include "core/errors.h"
+#include "partix/transforms.h"
+#include "trace/trace.h"
 #include "spmd/compile.h"
 
 namespace partix {
@@ -39,8 +41,10 @@ std::shared_ptr<spmd::Compiled> reshard_program(const Array& x, const NamedShard
 }  // namespace
 
 Array device_put(const Array& x, const NamedSharding& sharding) {
+  // Inside a traced program device_put is a sharding constraint (as in JAX).
   if (x.is_tracer()) {
-    detail::fail("device_put", "needs a concrete array; inside jit use with_sharding_constraint");
+    if (detail::is_tracing()) return with_sharding_constraint(x, sharding);
+    detail::trace_of(x, "device_put");  // throws: a traced value that escaped its function
   }
   sharding.check_shape(x.shape());
   detail::check(sharding.unreduced().empty(), "device_put", "an Array cannot be unreduced; got {}",

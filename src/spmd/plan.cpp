@@ -110,7 +110,7 @@ InstrPlan plan_instr(const Mesh& mesh, const ir::Program& g, const ir::Instr& in
     if (s) op_unred[i] = s->unreduced();
   }
   std::set<std::string> pass;
-  prim::Linearity lin = in.prim->linearity();
+  prim::Linearity lin = in.prim->linearity(in.attrs);
   if (plan.handler == Handler::kTakeSharded || plan.handler == Handler::kTakeAlongSharded) {
     lin = prim::Linearity::kNone;
   }

@@ -59,7 +59,9 @@ std::shared_ptr<JitState::Entry> JitState::get(const std::vector<Array>& leaves,
   std::vector<std::optional<NamedSharding>> given(leaves.size());
   const auto& ins = options_.in_shardings;
   if (!ins.empty()) {
-    if (ins.size() == arg_leaf_counts.size()) {
+    if (ins.size() == 1) {
+      given.assign(leaves.size(), ins[0]);  // one sharding for every argument (as JAX)
+    } else if (ins.size() == arg_leaf_counts.size()) {
       size_t k = 0;
       for (size_t a = 0; a < arg_leaf_counts.size(); ++a) {
         for (size_t j = 0; j < arg_leaf_counts[a]; ++j) given[k++] = ins[a];

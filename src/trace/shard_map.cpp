@@ -41,7 +41,7 @@ std::vector<Array> ShardMapState::call(const std::vector<Array>& leaves,
   for (size_t i = 0; i < leaves.size(); ++i) {
     const auto& impl = leaves[i].impl();
     // An argument committed to another mesh (JAX refuses it too).
-    if (impl->sharding && (impl->committed || impl->tracer) && !(impl->sharding->mesh() == mesh_)) {
+    if (!impl->tracer && impl->committed && impl->sharding && !(impl->sharding->mesh() == mesh_)) {
       fail(kApi,
            "argument {} ({}{}) is committed to {}, but this shard_map runs on {}; device_put it "
            "onto {}",

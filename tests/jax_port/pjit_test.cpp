@@ -288,7 +288,7 @@ TEST(JaxPortPjit, InShardingsMismatchWithCommittedArgument) {
   Mesh mesh({4, 2}, {"x", "y"});
   Array a = device_put(iota_f32({8, 2}), NamedSharding(mesh, P("x", "y")));
   auto bad = jit([](const Array& x) { return x; }, {.in_shardings = {NamedSharding(mesh, P("x"))}});
-  EXPECT_PARTIX_ERROR(bad(a), "argument 0", "in_shardings");
+  EXPECT_PARTIX_ERROR(bad(a), "argument args[0]", "in_shardings");
   auto good =
       jit([](const Array& x) { return x; }, {.in_shardings = {NamedSharding(mesh, P("x", "y"))}});
   EXPECT_EQ(good(a).to_vector<float>(), iota_values(16));
@@ -304,7 +304,7 @@ TEST(JaxPortPjit, CommittedArgumentsOnDifferentDevices) {
   Array c = device_put(iota_f32({8, 2}), NamedSharding(m22, P("x", "y")));
   auto f =
       jit([](const Array& x) { return x; }, {.in_shardings = {NamedSharding(m42, P("x", "y"))}});
-  EXPECT_PARTIX_ERROR(f(c), "argument 0");
+  EXPECT_PARTIX_ERROR(f(c), "argument args[0]");
 }
 
 // pjit_test.py ArrayPjitTest.test_device_put_on_different_sharding: device_put from one

@@ -41,7 +41,7 @@ struct Step {
   enum Kind {
     kUnary, kBinary, kScalar, kMatmul, kReshape, kTranspose, kSum, kMax, kSlice, kConcat,
     kTake, kTakeAlong, kScatter, kCumsum, kSoftmax, kConstraint, kCreate, kPsum, kAllGather,
-    kPpermute, kPsumScatter
+    kPpermute, kPsumScatter, kPad, kFlip, kBroadcast, kMean2, kMatmulT
   };
   Kind kind;
   std::vector<int> in;
@@ -89,8 +89,9 @@ PartitionSpec random_spec(Rng& r, const Mesh& m, const Shape& shape) {
 }
 
 Shape random_shape(Rng& r, int rank) {
+  static const int64_t kSizes[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16};
   Shape s;
-  for (int i = 0; i < rank; ++i) s.push_back(pick(r, 1, 9));
+  for (int i = 0; i < rank; ++i) s.push_back(kSizes[pick(r, 0, 10)]);
   return s;
 }
 
@@ -103,7 +104,7 @@ class Generator {
     c_.mesh = Mesh(sizes, names);
     const int n_in = static_cast<int>(pick(r_, 1, 3));
     for (int i = 0; i < n_in; ++i) add_input(random_shape(r_, static_cast<int>(pick(r_, 1, 3))));
-    const int n_steps = static_cast<int>(pick(r_, 1, 7));
+    const int n_steps = static_cast<int>(pick(r_, 1, 10));
     for (int i = 0; i < n_steps; ++i) step();
     c_.out = static_cast<int>(c_.shapes.size()) - 1;
     while (c_.is_index[static_cast<size_t>(c_.out)]) c_.out--;
@@ -152,7 +153,7 @@ class Generator {
     const int ax = static_cast<int>(pick(r_, 0, rank - 1));
     Step st;
     st.in = {v};
-    switch (pick(r_, 0, 19)) {
+    switch (pick(r_, 0, 24)) {
       case 0:
       case 1:
         st.kind = Step::kUnary;
@@ -315,6 +316,53 @@ class Generator {
         st.kind = Step::kCreate;  // v + a created iota/zeros mix
         push(st, s);
         return;
+      case 20: {
+        st.kind = Step::kPad;
+        st.a = ax;
+        st.b = pick(r_, 0, 3);
+        st.shape = {pick(r_, 0, 3)};
+        Shape o = s;
+        o[ax] += st.b + st.shape[0];
+        push(st, o);
+        return;
+      }
+      case 21:
+        st.kind = Step::kFlip;
+        st.a = ax;
+        push(st, s);
+        return;
+      case 22: {  // v + w where w lacks dimension ax (broadcast)
+        if (rank < 2) return step();
+        st.kind = Step::kBroadcast;
+        st.a = ax;
+        Shape ws = s;
+        ws.erase(ws.begin() + ax);
+        int w = add_input(ws);
+        if (v >= w) v++;
+        st.in = {v, w};
+        push(st, s);
+        return;
+      }
+      case 23: {
+        if (rank < 3) return step();
+        st.kind = Step::kMean2;
+        st.a = 0;
+        st.b = rank - 1;
+        Shape o(s.begin() + 1, s.end() - 1);
+        push(st, o);
+        return;
+      }
+      case 24: {  // einsum against a weight stored transposed: [..., K] x [N, K]
+        st.kind = Step::kMatmulT;
+        const int64_t n = pick(r_, 1, 12);
+        int w = add_input({n, s.back()});
+        if (v >= w) v++;
+        st.in = {v, w};
+        Shape o = s;
+        o.back() = n;
+        push(st, o);
+        return;
+      }
       default: {  // shard_map with one collective over an axis that divides dimension ax
         std::vector<std::string> fit;
         for (const auto& a : c_.mesh.axis_names()) {
@@ -432,6 +480,27 @@ Array run_steps(const Case& c, std::vector<Array> vals, bool sharded) {
       case Step::kConstraint:
         y = sharded ? with_sharding_constraint(x, NamedSharding(m, st.spec)) : x;
         break;
+      case Step::kPad: {
+        Shape lo(static_cast<size_t>(x.ndim()), 0), hi(static_cast<size_t>(x.ndim()), 0);
+        lo[static_cast<size_t>(ax)] = st.b;
+        hi[static_cast<size_t>(ax)] = st.shape[0];
+        y = pad(x, lo, hi, 0.5);
+        break;
+      }
+      case Step::kFlip:
+        y = flip(x, {ax});
+        break;
+      case Step::kBroadcast:
+        y = x - expand_dims(vals[static_cast<size_t>(st.in[1])], ax);
+        break;
+      case Step::kMean2:
+        y = mean(x, {0, static_cast<int>(st.b)});
+        break;
+      case Step::kMatmulT: {
+        const Array& w = vals[static_cast<size_t>(st.in[1])];
+        y = dot_general(x, w, {x.ndim() - 1}, {1}) * 0.3f;
+        break;
+      }
       case Step::kCreate: {
         Array i = astype(iota(x.shape(), x.ndim() - 1, DType::I32), DType::F32);
         y = x + i * 0.1f + zeros(x.shape()) + full(x.shape(), 0.25);
@@ -489,7 +558,8 @@ std::string describe(const Case& c) {
   static const char* kNames[] = {"unary", "binary", "scalar", "matmul", "reshape", "transpose",
                                  "sum", "max", "slice", "concat", "take", "take_along",
                                  "scatter_add", "cumsum", "softmax", "constraint", "create",
-                                 "psum", "all_gather", "ppermute", "psum_scatter"};
+                                 "psum", "all_gather", "ppermute", "psum_scatter", "pad", "flip",
+                                 "broadcast", "mean2", "matmul_t"};
   size_t v = c.inputs.size();
   for (const Step& st : c.steps) {
     s += fmt::format("  %{} = {}(%{}) a={} b={} shape={} spec={} axis={} -> {}\n", v,

@@ -46,3 +46,37 @@ TEST(FuzzRegression, ScatterIntoARowSplitTableMasksUnevenUpdates) {
                 device_put(upd, NamedSharding(m2, P("a")))),
               want2);
 }
+
+// Seed 3 cases 67 and 103: pad with a nonzero value was treated as linear, so a partial sum
+// (a matmul over a split contraction) was padded on every device and the pad value summed
+// once per device.
+TEST(FuzzRegression, PaddingAPartialSumWithANonzeroValueReducesFirst) {
+  Mesh m = make_mesh({2, 4}, {"a", "b"});
+  Array x = random::normal(random::key(5), {4});
+  Array w = random::normal(random::key(6), {4, 4});
+  auto f = [](const Array& u, const Array& v) { return pad(matmul(u, v), {2}, {1}, 0.5); };
+  Array want = f(x, w);
+  Array got = jit(f)(device_put(x, NamedSharding(m, P(Axes{"a", "b"}))),
+                     device_put(w, NamedSharding(m, P(None, "b"))));
+  expect_near(got, want);
+  // Padding with zero stays linear: the partial sum passes through and is reduced once.
+  auto z = [](const Array& u, const Array& v) { return pad(matmul(u, v), {2}, {1}, 0.0); };
+  expect_near(jit(z)(device_put(x, NamedSharding(m, P("b"))), device_put(w, NamedSharding(m, P("b")))),
+              z(x, w));
+}
+
+// Seed 3 case 41: the same through softmax, flips and a gradient.
+TEST(FuzzRegression, GradientThroughPaddedPartialSums) {
+  Mesh m = make_mesh({2, 2, 2}, {"a", "b", "c"});
+  Array x = random::normal(random::key(7), {12, 6, 6});
+  Array w = random::normal(random::key(8), {6, 7});
+  auto loss = [](const Array& u, const Array& v) {
+    Array h = pad(matmul(max(u, {1}), v) * 0.3f, {0, 3}, {0, 3}, 0.5);
+    return sum(tanh(softmax(flip(h, {1}), 1)));
+  };
+  Array want = grad(loss)(x, w);
+  auto g = jit([&](const Array& u, const Array& v) -> Array { return grad(loss)(u, v); });
+  expect_near(g(device_put(x, NamedSharding(m, P(None, None, Axes{"a", "c"}))),
+                device_put(w, NamedSharding(m, P(Axes{"a", "c"})))),
+              want);
+}
