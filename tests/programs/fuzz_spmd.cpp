@@ -177,10 +177,11 @@ class Generator {
         push(st, s);
         return;
       case 4:
-      case 5: {  // matmul with a new weight [K, N] (or batched [.., K] @ [K, N])
-        st.kind = Step::kMatmul;
-        const int64_t n = pick(r_, 1, 9);
-        int w = add_input({s.back(), n});
+      case 5:
+      case 24: {  // [..., K] times a new weight [K, N], or one stored transposed [N, K]
+        st.kind = chance(r_, 0.7) ? Step::kMatmul : Step::kMatmulT;
+        const int64_t n = pick(r_, 1, 12);
+        int w = add_input(st.kind == Step::kMatmul ? Shape{s.back(), n} : Shape{n, s.back()});
         if (v >= w) v++;
         st.in = {v, w};
         Shape o = s;
@@ -349,17 +350,6 @@ class Generator {
         st.a = 0;
         st.b = rank - 1;
         Shape o(s.begin() + 1, s.end() - 1);
-        push(st, o);
-        return;
-      }
-      case 24: {  // einsum against a weight stored transposed: [..., K] x [N, K]
-        st.kind = Step::kMatmulT;
-        const int64_t n = pick(r_, 1, 12);
-        int w = add_input({n, s.back()});
-        if (v >= w) v++;
-        st.in = {v, w};
-        Shape o = s;
-        o.back() = n;
         push(st, o);
         return;
       }

@@ -110,32 +110,32 @@ std::vector<int64_t> parse_mesh(std::string_view command, std::string_view flag,
   return out;
 }
 
-CLI::Option* add_int(CLI::App* cmd, const std::string& flag, int64_t& dst, int64_t lo, int64_t hi,
-                     const std::string& help) {
+namespace {
+// One integer option of either width: parsed as int64 in [lo, hi], which fits T.
+template <class T>
+CLI::Option* add_integer(CLI::App* cmd, const std::string& flag, T& dst, int64_t lo, int64_t hi,
+                         const std::string& help) {
   const std::string command = cmd->get_name();
   return cmd
       ->add_option_function<std::string>(
           flag,
           [command, flag, &dst, lo, hi](const std::string& s) {
-            dst = parse_int(command, flag, s, lo, hi);
+            dst = static_cast<T>(parse_int(command, flag, s, lo, hi));
           },
           help)
       ->default_str(std::to_string(dst))
       ->type_name("INT");
 }
+}  // namespace
+
+CLI::Option* add_int(CLI::App* cmd, const std::string& flag, int64_t& dst, int64_t lo, int64_t hi,
+                     const std::string& help) {
+  return add_integer(cmd, flag, dst, lo, hi, help);
+}
 
 CLI::Option* add_int(CLI::App* cmd, const std::string& flag, int& dst, int lo, int hi,
                      const std::string& help) {
-  const std::string command = cmd->get_name();
-  return cmd
-      ->add_option_function<std::string>(
-          flag,
-          [command, flag, &dst, lo, hi](const std::string& s) {
-            dst = static_cast<int>(parse_int(command, flag, s, lo, hi));
-          },
-          help)
-      ->default_str(std::to_string(dst))
-      ->type_name("INT");
+  return add_integer(cmd, flag, dst, lo, hi, help);
 }
 
 CLI::Option* add_seed(CLI::App* cmd, const std::string& flag, uint64_t& dst,

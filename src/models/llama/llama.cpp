@@ -77,18 +77,21 @@ namespace {
 std::string layer(int64_t i) { return "model.layers." + std::to_string(i) + "."; }
 }  // namespace
 
-std::map<std::string, Shape> param_shapes(const Config& c) {
-  validate_config(c);
-  const int64_t C = c.hidden_size, H = c.num_heads, D = c.head_dim, F = c.intermediate_size;
+namespace {
+// Every parameter's shape, with the attention projections' given: the two layouts below
+// differ only there.
+std::map<std::string, Shape> shapes_with(const Config& c, const Shape& q, const Shape& kv,
+                                         const Shape& o) {
+  const int64_t C = c.hidden_size, F = c.intermediate_size;
   std::map<std::string, Shape> s;
   s["model.embed_tokens.weight"] = {c.vocab_size, C};
   for (int64_t i = 0; i < c.num_layers; ++i) {
     std::string l = layer(i);
     s[l + "input_layernorm.weight"] = {C};
-    s[l + "self_attn.q_proj.weight"] = {H, D, C};
-    s[l + "self_attn.k_proj.weight"] = {H, D, C};
-    s[l + "self_attn.v_proj.weight"] = {H, D, C};
-    s[l + "self_attn.o_proj.weight"] = {C, H, D};
+    s[l + "self_attn.q_proj.weight"] = q;
+    s[l + "self_attn.k_proj.weight"] = kv;
+    s[l + "self_attn.v_proj.weight"] = kv;
+    s[l + "self_attn.o_proj.weight"] = o;
     s[l + "post_attention_layernorm.weight"] = {C};
     s[l + "mlp.gate_proj.weight"] = {F, C};
     s[l + "mlp.up_proj.weight"] = {F, C};
@@ -98,28 +101,19 @@ std::map<std::string, Shape> param_shapes(const Config& c) {
   if (!c.tie_word_embeddings) s["lm_head.weight"] = {c.vocab_size, C};
   return s;
 }
+}  // namespace
+
+std::map<std::string, Shape> param_shapes(const Config& c) {
+  validate_config(c);
+  const int64_t C = c.hidden_size, H = c.num_heads, D = c.head_dim;
+  return shapes_with(c, {H, D, C}, {H, D, C}, {C, H, D});
+}
 
 std::map<std::string, Shape> stored_shapes(const Config& c) {
   validate_config(c);
-  const int64_t C = c.hidden_size, F = c.intermediate_size;
+  const int64_t C = c.hidden_size;
   const int64_t Q = c.num_heads * c.head_dim, KV = c.num_kv_heads * c.head_dim;
-  std::map<std::string, Shape> s;
-  s["model.embed_tokens.weight"] = {c.vocab_size, C};
-  for (int64_t i = 0; i < c.num_layers; ++i) {
-    std::string l = layer(i);
-    s[l + "input_layernorm.weight"] = {C};
-    s[l + "self_attn.q_proj.weight"] = {Q, C};
-    s[l + "self_attn.k_proj.weight"] = {KV, C};
-    s[l + "self_attn.v_proj.weight"] = {KV, C};
-    s[l + "self_attn.o_proj.weight"] = {C, Q};
-    s[l + "post_attention_layernorm.weight"] = {C};
-    s[l + "mlp.gate_proj.weight"] = {F, C};
-    s[l + "mlp.up_proj.weight"] = {F, C};
-    s[l + "mlp.down_proj.weight"] = {C, F};
-  }
-  s["model.norm.weight"] = {C};
-  if (!c.tie_word_embeddings) s["lm_head.weight"] = {c.vocab_size, C};
-  return s;
+  return shapes_with(c, {Q, C}, {KV, C}, {C, Q});
 }
 
 Params random_params(const Config& c, uint64_t seed, const Mesh& mesh,
