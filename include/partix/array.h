@@ -3,6 +3,7 @@
 // shape and dtype but no data.
 #pragma once
 
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -120,6 +121,13 @@ Array arange(int64_t n, DType dtype, const NamedSharding& sharding);
 Array zeros(Shape shape, DType dtype, const NamedSharding& sharding);
 Array ones(Shape shape, DType dtype, const NamedSharding& sharding);
 Array full(Shape shape, double value, DType dtype, const NamedSharding& sharding);
+
+// An array of `shape` in `sharding` built block by block: cb(index) returns the block of the
+// global array at `index` (one Slice per dimension; any Array of that extent, e.g. from
+// from_vector). It is called once per distinct block this process holds; no whole array is
+// ever built. (As jax.make_array_from_callback.)
+Array make_array_from_callback(Shape shape, const NamedSharding& sharding,
+                               const std::function<Array(const std::vector<Slice>&)>& cb);
 
 // Moves x to any sharding (any mesh, any spec). Exact.
 Array device_put(const Array& x, const NamedSharding& sharding);

@@ -53,4 +53,22 @@ class Mesh {  // value type, cheap to copy
 
 Mesh make_mesh(Shape axis_sizes, std::vector<std::string> axis_names);
 
+// The current mesh: under it a bare PartitionSpec is accepted wherever a NamedSharding is
+// (device_put(x, P("data")), constraints, in/out_shardings), as in JAX's `with mesh:`.
+// MeshContext sets it for a scope on this thread; set_mesh sets the default for every thread
+// (when no MeshContext is active).
+class MeshContext {
+ public:
+  explicit MeshContext(Mesh mesh);
+  ~MeshContext();
+  MeshContext(const MeshContext&) = delete;
+  MeshContext& operator=(const MeshContext&) = delete;
+};
+void set_mesh(Mesh mesh);
+void clear_mesh();
+// The innermost MeshContext of this thread, else the set_mesh default; throws partix::Error
+// naming `api` when neither is set.
+Mesh current_mesh(std::string_view api = "current_mesh");
+bool has_current_mesh();
+
 }  // namespace partix

@@ -28,6 +28,15 @@ Array operator+(double a, const Array& b);
 Array operator-(double a, const Array& b);
 Array operator*(double a, const Array& b);
 Array operator/(double a, const Array& b);
+// Python's % and //, as JAX: the remainder takes the divisor's sign; floor division rounds
+// down (integers too). Integer division by zero gives 0 remainder and quotient -1 or 0 as
+// XLA does for its truncating ops.
+Array remainder(const Array& a, const Array& b);
+Array floor_divide(const Array& a, const Array& b);
+Array operator%(const Array& a, const Array& b);
+Array operator%(const Array& a, double b);
+Array operator%(double a, const Array& b);
+Array floor_divide(const Array& a, double b);
 // Comparisons give Bool arrays.
 Array operator<(const Array& a, const Array& b);
 Array operator<=(const Array& a, const Array& b);
@@ -103,16 +112,25 @@ Array stack(std::vector<Array> xs, int axis = 0);
 std::vector<Array> split(const Array& x, int sections, int axis);
 // Pads with a constant: low/high per dimension.
 Array pad(const Array& x, Shape low, Shape high, double value = 0.0);
+// numpy roll: elements shifted by `shift` along `axis`, wrapping around.
+Array roll(const Array& x, int64_t shift, int axis);
 Array flip(const Array& x, std::vector<int> axes);
 Array flatten(const Array& x);
 
 // ---- reductions ----
-Array sum(const Array& x);  // over all axes
+// Over all axes: sum(x); with the reduced axes kept as size 1: sum(x, KeepDims{}).
+struct KeepDims {};
+Array sum(const Array& x);
+Array sum(const Array& x, KeepDims);
 Array sum(const Array& x, std::vector<int> axes, bool keepdims = false);
 Array mean(const Array& x);
+Array mean(const Array& x, KeepDims);
 Array mean(const Array& x, std::vector<int> axes, bool keepdims = false);
 Array max(const Array& x);
+Array max(const Array& x, KeepDims);
 Array max(const Array& x, std::vector<int> axes, bool keepdims = false);
+Array min(const Array& x);
+Array min(const Array& x, KeepDims);
 Array min(const Array& x, std::vector<int> axes, bool keepdims = false);
 Array var(const Array& x, std::vector<int> axes, bool keepdims = false);
 Array argmax(const Array& x, int axis, bool keepdims = false);  // int32 indices
@@ -143,6 +161,10 @@ Array scatter_add(const Array& x, const Array& indices, const Array& updates, in
 // Static-size slice at dynamic (int scalar array) start indices, clamped so the slice fits.
 Array dynamic_slice(const Array& x, const std::vector<Array>& starts, Shape sizes);
 Array dynamic_update_slice(const Array& x, const Array& update, const std::vector<Array>& starts);
+// The same along one axis (lax.dynamic_slice_in_dim / dynamic_update_slice_in_dim).
+Array dynamic_slice_in_dim(const Array& x, const Array& start, int64_t size, int axis = 0);
+Array dynamic_update_slice_in_dim(const Array& x, const Array& update, const Array& start,
+                                  int axis);
 // Values along `dimension` of a new array.
 Array iota(Shape shape, int dimension, DType dtype = DType::I32);
 // The k largest values along the last axis, descending, and their int32 indices.

@@ -30,6 +30,13 @@ Array bernoulli(const Array& key, double p, Shape shape);  // bool
 // Integers uniform in [minval, maxval).
 Array randint(const Array& key, Shape shape, int64_t minval, int64_t maxval,
               DType dtype = DType::I32);
+// The same draws made directly in `sharding`: each device computes only its block, and the
+// values equal the unsharded draw's.
+Array uniform(const Array& key, Shape shape, DType dtype, double minval, double maxval,
+              const NamedSharding& sharding);
+Array normal(const Array& key, Shape shape, DType dtype, const NamedSharding& sharding);
+Array randint(const Array& key, Shape shape, int64_t minval, int64_t maxval, DType dtype,
+              const NamedSharding& sharding);
 // Samples from softmax(logits) along `axis` (Gumbel-max).
 Array categorical(const Array& key, const Array& logits, int axis = -1);
 

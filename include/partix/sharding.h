@@ -77,6 +77,8 @@ class NamedSharding {
  public:
   // Throws partix::Error if an axis is not in the mesh or is used twice.
   NamedSharding(Mesh mesh, PartitionSpec spec);
+  // The spec on the current mesh (MeshContext / set_mesh); throws partix::Error if none is set.
+  NamedSharding(PartitionSpec spec);  // NOLINT: implicit, so P("x") serves as a sharding
   NamedSharding(Mesh mesh, PartitionSpec spec, std::set<std::string> unreduced);
 
   const Mesh& mesh() const { return mesh_; }

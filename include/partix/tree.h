@@ -188,4 +188,53 @@ T tree_unflatten(const T& proto, const std::vector<Array>& leaves) {
   return TreeDef<T>::unflatten(proto, it);
 }
 
+// A printable signature of a tree's structure (its kinds, keys and lengths, leaves as A):
+// equal exactly when two trees have the same structure.
+template <class T>
+std::string tree_structure(const T& t) {
+  return TreeDef<T>::key(t);
+}
+
+// A tree of the same structure with f applied to every leaf, leaf by leaf across `tree` and
+// `rest` (which must have the same structure): tree_map([](Array a, Array b) { ... }, x, y).
+template <class F, class T, class... Rest>
+T tree_map(F f, const T& tree, const Rest&... rest) {
+  const std::string structure = tree_structure(tree);
+  for (const std::string& other : std::vector<std::string>{tree_structure(rest)...}) {
+    if (other != structure) {
+      throw Error("[tree_map] trees of different structure: " + structure + " and " + other);
+    }
+  }
+  const std::vector<Array> leaves = tree_leaves(tree);
+  const std::vector<std::vector<Array>> others{tree_leaves(rest)...};
+  std::vector<Array> out;
+  out.reserve(leaves.size());
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    [&]<size_t... k>(std::index_sequence<k...>) {
+      out.push_back(f(leaves[i], others[k][i]...));
+    }(std::index_sequence_for<Rest...>{});
+  }
+  return tree_unflatten(tree, out);
+}
+
+// tree_map with each leaf's path as JAX's keystr writes it: f(path, leaf).
+template <class F, class T>
+T tree_map_with_path(F f, const T& tree) {
+  const std::vector<Array> leaves = tree_leaves(tree);
+  const std::vector<std::string> paths = tree_leaf_paths(tree);
+  std::vector<Array> out;
+  out.reserve(leaves.size());
+  for (size_t i = 0; i < leaves.size(); ++i) out.push_back(f(paths[i], leaves[i]));
+  return tree_unflatten(tree, out);
+}
+
+// device_put of every leaf of a tree into one sharding.
+template <class T>
+T device_put(const T& tree, const NamedSharding& sharding) {
+  return tree_map([&](const Array& a) { return device_put(a, sharding); }, tree);
+}
+
+// device_put of Params, each into the sharding of its name (every name must have one).
+Params device_put(const Params& params, const std::map<std::string, NamedSharding>& shardings);
+
 }  // namespace partix

@@ -1,4 +1,6 @@
 #include <cstring>
+#include <map>
+#include <optional>
 #include <new>
 #include <vector>
 
@@ -196,6 +198,53 @@ std::string Array::to_string() const {
   std::vector<char> host = detail::gather_to_host(*this);
   return fmt::format("Array({}, {}{})", detail::format_values(host.data(), dtype(), shape()),
                      dtype_name(dtype()), shape_to_string(shape()));
+}
+
+Array make_array_from_callback(Shape shape, const NamedSharding& sharding,
+                               const std::function<Array(const std::vector<Slice>&)>& cb) {
+  constexpr const char* kApi = "make_array_from_callback";
+  sharding.check_shape(shape);
+  detail::check(sharding.unreduced().empty(), kApi, "an Array cannot be unreduced; got {}",
+                sharding.to_string());
+  // The callback's result's dtype decides the array's: ask for the first block, then reuse
+  // blocks that several devices hold.
+  std::map<std::vector<std::pair<int64_t, int64_t>>, std::vector<char>> blocks;
+  std::optional<DType> dtype;
+  auto block_of = [&](const std::vector<Slice>& idx) -> const std::vector<char>& {
+    std::vector<std::pair<int64_t, int64_t>> key;
+    for (const Slice& s : idx) key.emplace_back(s.start, s.stop);
+    auto it = blocks.find(key);
+    if (it != blocks.end()) return it->second;
+    Shape ext;
+    for (const Slice& s : idx) ext.push_back(s.size());
+    Array b = cb(idx);
+    detail::check(b.shape() == ext, kApi,
+                  "the callback returned {}{} for the block at [{}] of {}, expected shape {}",
+                  dtype_name(b.dtype()), shape_to_string(b.shape()),
+                  fmt::join(key, ", "), shape_to_string(shape), shape_to_string(ext));
+    if (!dtype) dtype = b.dtype();
+    detail::check(b.dtype() == *dtype, kApi, "the callback returned blocks of {} and {}",
+                  dtype_name(*dtype), dtype_name(b.dtype()));
+    return blocks.emplace(key, detail::gather_to_host(b)).first->second;
+  };
+  // The dtype comes from the first block this process holds (or f32 when it holds none).
+  const int me = process_index();
+  for (int64_t k = 0; k < sharding.mesh().size() && !dtype; ++k) {
+    if (sharding.mesh().devices()[static_cast<size_t>(k)].process_index != me) continue;
+    block_of(sharding.device_index(shape, k));
+  }
+  const DType dt = dtype.value_or(DType::F32);
+  const int es = dtype_size(dt);
+  const Shape zero(shape.size(), 0);
+  Array out = detail::build_sharded(
+      shape, dt, sharding, /*committed=*/true,
+      [&](void* dst, const std::vector<Slice>& idx, const Shape& local) {
+        const std::vector<char>& src = block_of(idx);
+        Shape ext;
+        for (const Slice& s : idx) ext.push_back(s.size());
+        detail::copy_box(src.data(), ext, zero, dst, local, zero, ext, es);
+      });
+  return out;
 }
 
 }  // namespace partix

@@ -116,6 +116,29 @@ Array operator+(double a, const Array& b) { return binary("add", a, b); }
 Array operator-(double a, const Array& b) { return binary("sub", a, b); }
 Array operator*(double a, const Array& b) { return binary("mul", a, b); }
 Array operator/(double a, const Array& b) { return binary("div", a, b); }
+
+namespace {
+// Where a truncating remainder r of a / b must move to the divisor's sign (numpy's rule).
+Array needs_floor(const Array& r, const Array& b) {
+  return logical_and(logical_not(equal(r, 0.0)), not_equal(r < 0.0, b < 0.0));
+}
+Array scalar_like(const Array& a, double v) { return detail::literal(v, ops::weak_dtype(a.dtype(), v)); }
+}  // namespace
+
+Array remainder(const Array& a, const Array& b) {
+  Array r = binary("rem", a, b);
+  return where(needs_floor(r, b), r + b, r);
+}
+Array operator%(const Array& a, const Array& b) { return remainder(a, b); }
+Array operator%(const Array& a, double b) { return remainder(a, scalar_like(a, b)); }
+Array operator%(double a, const Array& b) { return remainder(scalar_like(b, a), b); }
+
+Array floor_divide(const Array& a, const Array& b) {
+  Array q = binary("div", a, b);
+  if (is_floating(q.dtype())) return floor(q);
+  return where(needs_floor(binary("rem", a, b), b), q - 1.0, q);
+}
+Array floor_divide(const Array& a, double b) { return floor_divide(a, scalar_like(a, b)); }
 Array operator<(const Array& a, const Array& b) { return binary("lt", a, b); }
 Array operator<=(const Array& a, const Array& b) { return binary("le", a, b); }
 Array operator>(const Array& a, const Array& b) { return binary("gt", a, b); }

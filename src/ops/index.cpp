@@ -43,6 +43,28 @@ Array dynamic_update_slice(const Array& x, const Array& update, const std::vecto
   return detail::bind1("dynamic_update_slice", in, {});
 }
 
+Array dynamic_slice_in_dim(const Array& x, const Array& start, int64_t size, int axis) {
+  axis = ops::norm_axis("dynamic_slice_in_dim", axis, x.shape());
+  std::vector<Array> starts;
+  Shape sizes = x.shape();
+  for (int d = 0; d < x.ndim(); ++d) {
+    starts.push_back(d == axis ? as_index(start, "dynamic_slice_in_dim") : zeros({}, DType::I32));
+  }
+  sizes[static_cast<size_t>(axis)] = size;
+  return dynamic_slice(x, starts, sizes);
+}
+
+Array dynamic_update_slice_in_dim(const Array& x, const Array& update, const Array& start,
+                                  int axis) {
+  axis = ops::norm_axis("dynamic_update_slice_in_dim", axis, x.shape());
+  std::vector<Array> starts;
+  for (int d = 0; d < x.ndim(); ++d) {
+    starts.push_back(d == axis ? as_index(start, "dynamic_update_slice_in_dim")
+                               : zeros({}, DType::I32));
+  }
+  return dynamic_update_slice(x, update, starts);
+}
+
 Array iota(Shape shape, int dimension, DType dtype) {
   return detail::bind1("iota", {}, {{"shape", ir::Ints(shape)},
                                     {"dimension", static_cast<int64_t>(dimension)},

@@ -142,4 +142,18 @@ Array categorical(const Array& k, const Array& logits, int axis) {
   return argmax(astype(logits, cd) + gumbel, axis);
 }
 
+Array uniform(const Array& key, Shape shape, DType dtype, double minval, double maxval,
+              const NamedSharding& sharding) {
+  return detail::execute_created("uniform", sharding,
+                                 [&] { return uniform(key, shape, dtype, minval, maxval); });
+}
+Array normal(const Array& key, Shape shape, DType dtype, const NamedSharding& sharding) {
+  return detail::execute_created("normal", sharding, [&] { return normal(key, shape, dtype); });
+}
+Array randint(const Array& key, Shape shape, int64_t minval, int64_t maxval, DType dtype,
+              const NamedSharding& sharding) {
+  return detail::execute_created("randint", sharding,
+                                 [&] { return randint(key, shape, minval, maxval, dtype); });
+}
+
 }  // namespace partix::random

@@ -49,6 +49,11 @@ Array max(const Array& x) { return max(x, ops::all_axes(x.ndim())); }
 Array max(const Array& x, std::vector<int> axes, bool keepdims) {
   return reduce("reduce_max", "max", x, std::move(axes), keepdims);
 }
+Array sum(const Array& x, KeepDims) { return sum(x, ops::all_axes(x.ndim()), true); }
+Array mean(const Array& x, KeepDims) { return mean(x, ops::all_axes(x.ndim()), true); }
+Array max(const Array& x, KeepDims) { return max(x, ops::all_axes(x.ndim()), true); }
+Array min(const Array& x) { return min(x, ops::all_axes(x.ndim())); }
+Array min(const Array& x, KeepDims) { return min(x, ops::all_axes(x.ndim()), true); }
 Array min(const Array& x, std::vector<int> axes, bool keepdims) {
   return reduce("reduce_min", "min", x, std::move(axes), keepdims);
 }

@@ -189,4 +189,15 @@ Array flip(const Array& x, std::vector<int> axes) {
 
 Array flatten(const Array& x) { return reshape(x, {x.size()}); }
 
+Array roll(const Array& x, int64_t shift, int axis) {
+  detail::check(x.ndim() >= 1, "roll", "needs rank >= 1, got a scalar");
+  axis = ops::norm_axis("roll", axis, x.shape());
+  const int64_t n = x.shape()[static_cast<size_t>(axis)];
+  if (n == 0) return x;
+  const int64_t s = ((shift % n) + n) % n;
+  if (s == 0) return x;
+  // The last s elements come first.
+  return concatenate({slice_axis(x, axis, n - s, n), slice_axis(x, axis, 0, n - s)}, axis);
+}
+
 }  // namespace partix

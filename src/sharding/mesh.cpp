@@ -1,5 +1,7 @@
 #include "partix/mesh.h"
 
+#include <mutex>
+#include <optional>
 #include <set>
 
 #include "core/errors.h"
@@ -131,6 +133,42 @@ bool operator==(const Mesh& a, const Mesh& b) {
 
 Mesh make_mesh(Shape axis_sizes, std::vector<std::string> axis_names) {
   return Mesh(std::move(axis_sizes), std::move(axis_names));
+}
+
+namespace {
+thread_local std::vector<Mesh> t_contexts;
+std::mutex g_default_mu;
+std::optional<Mesh> g_default;  // guarded by g_default_mu
+}  // namespace
+
+MeshContext::MeshContext(Mesh mesh) { t_contexts.push_back(std::move(mesh)); }
+MeshContext::~MeshContext() {
+  if (!t_contexts.empty()) t_contexts.pop_back();
+}
+
+void set_mesh(Mesh mesh) {
+  std::lock_guard<std::mutex> lock(g_default_mu);
+  g_default = std::move(mesh);
+}
+
+void clear_mesh() {
+  std::lock_guard<std::mutex> lock(g_default_mu);
+  g_default.reset();
+}
+
+bool has_current_mesh() {
+  if (!t_contexts.empty()) return true;
+  std::lock_guard<std::mutex> lock(g_default_mu);
+  return g_default.has_value();
+}
+
+Mesh current_mesh(std::string_view api) {
+  if (!t_contexts.empty()) return t_contexts.back();
+  std::lock_guard<std::mutex> lock(g_default_mu);
+  detail::check(g_default.has_value(), api,
+                "a bare PartitionSpec needs a mesh: use NamedSharding(mesh, spec), or set one "
+                "with MeshContext ctx(mesh) or set_mesh(mesh)");
+  return *g_default;
 }
 
 }  // namespace partix

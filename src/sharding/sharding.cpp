@@ -66,6 +66,9 @@ bool operator==(const PartitionSpec& a, const PartitionSpec& b) {
 NamedSharding::NamedSharding(Mesh mesh, PartitionSpec spec)
     : NamedSharding(std::move(mesh), std::move(spec), {}) {}
 
+NamedSharding::NamedSharding(PartitionSpec spec)
+    : NamedSharding(current_mesh("NamedSharding"), std::move(spec), {}) {}
+
 NamedSharding::NamedSharding(Mesh mesh, PartitionSpec spec, std::set<std::string> unreduced)
     : mesh_(std::move(mesh)), spec_(std::move(spec)), unreduced_(std::move(unreduced)) {
   constexpr const char* kApi = "NamedSharding";

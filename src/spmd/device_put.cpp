@@ -73,3 +73,24 @@ Array device_put(const Array& x, const Device& device) {
 }
 
 }  // namespace partix
+
+namespace partix {
+
+Params device_put(const Params& params, const std::map<std::string, NamedSharding>& shardings) {
+  Params out;
+  for (const auto& [name, a] : params) {
+    auto it = shardings.find(name);
+    if (it == shardings.end()) {
+      detail::fail("device_put", "no sharding for parameter '{}' ({}{}); give one per name", name,
+                   dtype_name(a.dtype()), shape_to_string(a.shape()));
+    }
+    out.emplace(name, device_put(a, it->second));
+  }
+  for (const auto& [name, s] : shardings) {
+    detail::check(params.count(name) > 0, "device_put",
+                  "a sharding is given for '{}', which is not a parameter", name);
+  }
+  return out;
+}
+
+}  // namespace partix

@@ -142,19 +142,25 @@ Array execute_created(const char* api, const NamedSharding& sharding,
     trace->set_results({r});
   }
   ir::Program prog = trace->program();
-  if (!trace->captures().empty()) internal_error(api, "a created array captured a value");
   prog.mesh = sharding.mesh();
-  ir::PrintOptions o;
-  const std::string key = std::string("created|") + ir::to_text(prog, o) + "|" + sharding.to_string();
+  // Values the creation reads (a random key) enter replicated: they are small.
+  const NamedSharding replicated(sharding.mesh(), P());
+  std::vector<Array> args;
+  std::string key = std::string("created|") + ir::to_text(prog, ir::PrintOptions{}) + "|" +
+                    sharding.to_string();
+  for (const Array& c : trace->captures()) {
+    args.push_back(*c.impl()->sharding == replicated ? c : device_put(c, replicated));
+  }
   std::shared_ptr<spmd::Compiled> compiled = cache().get(key);
   if (!compiled) {
     spmd::CompileOptions options;
     options.name = api;
+    options.in_shardings.assign(args.size(), replicated);
     options.out_shardings = {sharding};
     compiled = spmd::compile(prog, options);
     cache().put(key, compiled);
   }
-  Array out = compiled->executable->run({})[0];
+  Array out = compiled->executable->run(args)[0];
   out.impl()->committed = true;
   return out;
 }
