@@ -51,7 +51,12 @@ failed=()
 summary=()
 for t in "${selected[@]}"; do
   dir="$work/$t"
-  mkdir -p "$dir/corpus" "$dir/artifacts" "$dir/tmp"
+  mkdir -p "$dir/corpus" "$dir/artifacts"
+  # The harnesses write every input to a file (the readers take paths): on tmpfs that costs
+  # nothing, on a disk filesystem the truncations dominate the run.
+  tmp_root=${FUZZ_TMPDIR:-/dev/shm}
+  [[ -d $tmp_root && -w $tmp_root ]] || tmp_root=$dir
+  tmp=$(mktemp -d "$tmp_root/partix-fuzz-$t.XXXXXX")
   log="$dir/fuzz.log"
   dict=()
   [[ -f fuzz/dict/$t.dict ]] && dict=(-dict="fuzz/dict/$t.dict")
@@ -62,10 +67,11 @@ for t in "${selected[@]}"; do
   # -timeout: an input running 10 s is a hang; -rss_limit_mb: a reader allocating more than
   # 2 GiB for a small input is a bug (every size in a file must be checked against the file).
   # shellcheck disable=SC2086
-  TMPDIR="$dir/tmp" nice -n "$nice_level" "$build_dir/bin/partix_fuzz_$t" "$dir/corpus" \
+  TMPDIR="$tmp" nice -n "$nice_level" "$build_dir/bin/partix_fuzz_$t" "$dir/corpus" \
     "fuzz/corpus/$t" "${dict[@]}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
     -artifact_prefix="$dir/artifacts/" -print_final_stats=1 ${FUZZ_ARGS:-} >"$log" 2>&1 ||
     status=$?
+  rm -rf "$tmp"
   elapsed=$(($(date +%s) - start))
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
