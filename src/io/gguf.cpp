@@ -548,6 +548,9 @@ Array GgufFile::load(std::string_view name, const NamedSharding& sharding, DType
   return detail::build_sharded(
       t.shape, dtype, sharding, /*committed=*/true,
       [&](void* block, const std::vector<Slice>& idx, const Shape& local) {
+        // No rows to decode: the row width alone (unbounded by the file when there are no
+        // rows) must not size the scratch buffer.
+        if (shape_size(local) == 0) return;
         const int64_t c0 = idx.empty() ? 0 : idx.back().start;
         const int64_t c1 = idx.empty() ? 1 : idx.back().stop;
         // Only the quantization blocks covering this device's columns are decoded.

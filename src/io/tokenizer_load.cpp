@@ -34,6 +34,14 @@ void require_unset(const json& obj, std::string_view key, std::string_view src,
                it->dump());
 }
 
+// obj[key] when obj is an object holding a string there, else fallback (json::value would
+// throw nlohmann's type_error for a field of another type, or for obj not an object).
+std::string string_field(const json& obj, std::string_view key, std::string_view fallback) {
+  if (!obj.is_object()) return std::string(fallback);
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string(fallback);
+}
+
 bool get_bool(const json& obj, std::string_view key, bool fallback, std::string_view src) {
   auto it = obj.find(key);
   if (it == obj.end() || it->is_null()) return fallback;
@@ -127,7 +135,7 @@ void read_tokenizer_config(const std::string& path, detail::TokenizerSpec& spec)
       spec.chat_template = it->get<std::string>();
     } else if (it->is_array()) {  // named templates: [{"name": "default", "template": ...}]
       for (const json& t : *it) {
-        if (t.is_object() && t.value("name", "") == "default" && t.contains("template") &&
+        if (string_field(t, "name", "") == "default" && t.contains("template") &&
             t["template"].is_string()) {
           spec.chat_template = t["template"].get<std::string>();
         }
@@ -211,11 +219,11 @@ detail::TokenizerSpec spec_from_json(std::string_view text, std::string_view sou
   }
   if (auto n = root.find("normalizer"); n != root.end() && !n->is_null()) {
     detail::fail(kApi, "'{}': normalizer {} is not supported (partix supports none)", src,
-                 n->value("type", std::string("?")));
+                 string_field(*n, "type", n->dump().substr(0, 80)));
   }
   parse_pre_tokenizer(root.value("pre_tokenizer", json()), spec);
   if (auto d = root.find("decoder"); d != root.end() && !d->is_null()) {
-    if (!d->is_object() || d->value("type", std::string()) != "ByteLevel") {
+    if (string_field(*d, "type", "") != "ByteLevel") {
       detail::fail(kApi, "'{}': decoder {} is not supported (partix decodes ByteLevel)", src,
                    d->dump().substr(0, 80));
     }

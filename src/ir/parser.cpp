@@ -1,5 +1,6 @@
 // Text -> Program: a hand-written recursive-descent parser for to_text's format.
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -19,6 +20,9 @@ class Parser {
   explicit Parser(std::string_view text) : s_(text) {}
 
   Program program(const std::optional<Mesh>& outer_mesh) {
+    // Regions nest programs; a hostile text must not exhaust the stack.
+    if (++depth_ > kMaxRegionDepth)
+      error(fmt::format("regions nest deeper than {}", kMaxRegionDepth));
     expect_word("program");
     expect('@');
     Program p;
@@ -55,6 +59,7 @@ class Parser {
     }
     expect('}');
     p.results = results;
+    --depth_;
     return p;
   }
 
@@ -121,8 +126,8 @@ class Parser {
   std::string ident() {
     skip();
     size_t b = pos_;
-    while (pos_ < s_.size() &&
-           (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_' || s_[pos_] == '.')) {
+    while (pos_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[pos_])) ||
+                                s_[pos_] == '_' || s_[pos_] == '.')) {
       pos_++;
     }
     if (b == pos_) error("expected a name");
@@ -139,6 +144,18 @@ class Parser {
     } catch (const std::exception&) {
       error("integer out of range");
     }
+  }
+  // The whole of t as an integer of dtype (i32 or i64).
+  int64_t integer_text(const std::string& t, DType dtype) {
+    int64_t v = 0;
+    const char* end = t.data() + t.size();
+    auto [ptr, ec] = std::from_chars(t.data(), end, v);
+    const bool fits = dtype == DType::I64 || (v >= std::numeric_limits<int32_t>::min() &&
+                                              v <= std::numeric_limits<int32_t>::max());
+    if (ec != std::errc() || ptr != end || !fits) {
+      error(fmt::format("'{}' is not an {} value", t, dtype_name(dtype)));
+    }
+    return v;
   }
   // A number token: returns its text (integers and floats, nan, inf, -inf).
   std::string number_text() {
@@ -187,7 +204,11 @@ class Parser {
   int value_id() {
     expect('%');
     int64_t v = integer();
-    if (v < 0 || v > 100000000) error("bad value id");
+    // Values are stored densely by id, so an id sizes a table. Printed ids stay below the
+    // number of values ever traced, which is far below the text's length times kIdsPerByte.
+    if (v < 0 || static_cast<uint64_t>(v) / kIdsPerByte > s_.size()) {
+      error(fmt::format("bad value id %{} (at most {} times the text's length)", v, kIdsPerByte));
+    }
     return static_cast<int>(v);
   }
   Shape shape() {
@@ -205,8 +226,8 @@ class Parser {
   }
   DType dtype() {
     std::string n = ident();
-    for (DType d : {DType::Bool, DType::I32, DType::I64, DType::F16, DType::BF16, DType::F32,
-                    DType::F64}) {
+    for (DType d :
+         {DType::Bool, DType::I32, DType::I64, DType::F16, DType::BF16, DType::F32, DType::F64}) {
       if (dtype_name(d) == n) return d;
     }
     error("unknown dtype '" + n + "'");
@@ -260,7 +281,10 @@ class Parser {
     if (try_consume(';')) {
       expect_word("devices");
       expect('=');
-      for (int64_t id : shape()) devs.push_back(Device{static_cast<int>(id)});
+      for (int64_t id : shape()) {
+        if (id > std::numeric_limits<int>::max()) error(fmt::format("bad device id {}", id));
+        devs.push_back(Device{static_cast<int>(id)});
+      }
     }
     expect('>');
     return Mesh(sizes, names, devs);
@@ -271,7 +295,13 @@ class Parser {
     lit->dtype = dtype();
     lit->shape = shape();
     expect(':');
-    int64_t n = shape_size(lit->shape);
+    const int64_t n = detail::checked_size("parse_program", lit->shape, lit->dtype);
+    // Every element is written out, so a count beyond the text left is a hostile shape, not a
+    // size to allocate.
+    if (static_cast<uint64_t>(n) > s_.size() - pos_) {
+      error(fmt::format("literal {}{} has more elements than the text holds",
+                        dtype_name(lit->dtype), shape_to_string(lit->shape)));
+    }
     const int es = dtype_size(lit->dtype);
     lit->bytes.resize(static_cast<size_t>(n * es));
     for (int64_t i = 0; i < n; ++i) {
@@ -283,9 +313,10 @@ class Parser {
         continue;
       }
       std::string t = number_text();
-      if (lit->dtype == DType::I64) {
-        int64_t v = std::stoll(t);
-        std::memcpy(lit->bytes.data() + i * es, &v, 8);
+      if (lit->dtype == DType::I64 || lit->dtype == DType::I32) {
+        // Integers exactly, never through double (and never out of the dtype's range).
+        const int64_t v = integer_text(t, lit->dtype);
+        detail::store_int(lit->bytes.data() + i * es, lit->dtype, v);
       } else {
         detail::store_scalar(lit->bytes.data() + i * es, lit->dtype, to_double(t));
       }
@@ -432,8 +463,11 @@ class Parser {
     p.instrs.push_back(std::move(in));
   }
 
+  static constexpr int kMaxRegionDepth = 64;
+  static constexpr uint64_t kIdsPerByte = 8;
   std::string_view s_;
   size_t pos_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

@@ -82,6 +82,9 @@ void verify(const Program& p) {
   }
   for (size_t i = 0; i < p.instrs.size(); ++i) {
     const Instr& in = p.instrs[i];
+    // A primitive's inference reads its regions' parameters and results: they must be sound
+    // first (a parsed region may name values it never defines).
+    for (const auto& region : in.regions) verify(*region);
     std::vector<Aval> avals;
     for (int v : in.inputs) {
       if (v < 0 || static_cast<size_t>(v) >= p.values.size() || !defined[static_cast<size_t>(v)]) {

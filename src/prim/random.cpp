@@ -111,7 +111,9 @@ class RandomBits final : public RandomDraw {
     return {Aval{s, DType::I32}};
   }
   void reference(const KernelCall& c) const override {
-    auto [k0, k1] = load_key(c);
+    // Plain variables, not a structured binding: clang before 16 cannot capture those.
+    const std::pair<uint32_t, uint32_t> key = load_key(c);
+    const uint32_t k0 = key.first, k1 = key.second;
     uint32_t domain = static_cast<uint32_t>(c.attrs.i_or("domain", 0));
     uint32_t* out = static_cast<uint32_t*>(c.out[0]);
     for_each_global(c, c.out_aval(0).shape, [&](int64_t i, int64_t g) {
@@ -133,7 +135,9 @@ class RandomUniform final : public RandomDraw {
     return {Aval{s, dt}};
   }
   void reference(const KernelCall& c) const override {
-    auto [k0, k1] = load_key(c);
+    // Plain variables, not a structured binding: clang before 16 cannot capture those.
+    const std::pair<uint32_t, uint32_t> key = load_key(c);
+    const uint32_t k0 = key.first, k1 = key.second;
     const DType dt = c.out_aval(0).dtype;
     const int es = dtype_size(dt);
     char* out = static_cast<char*>(c.out[0]);

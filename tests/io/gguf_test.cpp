@@ -237,6 +237,24 @@ TEST(Gguf, UnsignedAboveInt64IsReportedNotWrapped) {
   EXPECT_PARTIX_ERROR(f.get_int("big"), "[gguf]", "'big'", "18446744073709551615", "beyond int64");
 }
 
+// Found by fuzzing: a tensor with no rows but 2^40 columns holds no data, yet its load once
+// sized a dequantization buffer by the row width (4 TiB).
+TEST(Gguf, EmptyTensorWithHugeRowsLoadsWithoutAllocating) {
+  TempDir dir;
+  GgufBuilder b;
+  b.tensor("wide", {uint64_t{1} << 40, 0}, 0, 0);     // F32
+  b.tensor("wide_q8", {uint64_t{1} << 40, 0}, 8, 0);  // Q8_0
+  test::write_bytes(dir.file("wide.gguf"), b.build());
+  GgufFile f = GgufFile::open(dir.file("wide.gguf"));
+  for (const char* name : {"wide", "wide_q8"}) {
+    SCOPED_TRACE(name);
+    EXPECT_EQ(f.tensor_shape(name), (Shape{0, int64_t{1} << 40}));
+    Array a = f.load(name);
+    EXPECT_EQ(a.shape(), (Shape{0, int64_t{1} << 40}));
+    EXPECT_EQ(a.size(), 0);
+  }
+}
+
 // No prefix of a valid file, and no corrupted byte, may crash the reader.
 TEST(Gguf, SurvivesTruncationAndCorruption) {
   TempDir dir;

@@ -275,6 +275,30 @@ TEST(BpeTokenizer, RejectsWhatItCannotReproduce) {
   EXPECT_PARTIX_ERROR(Tokenizer{}.encode("x"), "empty Tokenizer");
 }
 
+// normalizer, decoder and named chat templates whose fields have another JSON type once
+// escaped as nlohmann::json::type_error (json::value on a non-object or a non-string field).
+TEST(BpeTokenizer, FieldsOfAnotherJsonTypeAreErrors) {
+  json j = tiny_tokenizer({{"a", "b"}});
+  json k = j;
+  k["normalizer"] = 5;
+  EXPECT_PARTIX_ERROR(Tokenizer::from_json(k.dump(), "tok.json"), "[Tokenizer]", "normalizer 5");
+  k = j;
+  k["normalizer"] = {{"type", 5}};
+  EXPECT_PARTIX_ERROR(Tokenizer::from_json(k.dump(), "tok.json"), "normalizer {\"type\":5}");
+  k = j;
+  k["decoder"] = {{"type", 5}};
+  EXPECT_PARTIX_ERROR(Tokenizer::from_json(k.dump(), "tok.json"), "decoder {\"type\":5}");
+  k = j;
+  k["decoder"] = "ByteLevel";
+  EXPECT_PARTIX_ERROR(Tokenizer::from_json(k.dump(), "tok.json"), "decoder \"ByteLevel\"");
+  TempDir dir;
+  test::write_bytes(dir.file("tokenizer.json"), j.dump());
+  test::write_bytes(dir.file("tokenizer_config.json"),
+                    R"({"chat_template": [{"name": 1, "template": "x"}, 7,
+                                          {"name": "default", "template": "<|im_start|>"}]})");
+  EXPECT_EQ(Tokenizer::from_json_file(dir.file("tokenizer.json")).vocab_size(), 257);
+}
+
 TEST(BpeTokenizer, GgufLoaderValidatesMetadata) {
   TempDir dir;
   auto gguf_with = [&](const std::string& model, const std::string& pre, bool types_mismatch,

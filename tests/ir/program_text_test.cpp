@@ -90,3 +90,63 @@ TEST(ProgramText, ParseErrorsNameLineAndColumn) {
   EXPECT_THROW(ir::parse_program("program @f (%0: f32[2]) -> (%1) {\n  %1 = exp(%0) : f32[3]\n}\n"),
                Error);
 }
+
+// Inputs found by fuzzing the parser (fuzz/program_text.cpp): each once escaped as another
+// exception type or crashed.
+TEST(ProgramText, IntegerLiteralElementsMustBeIntegersOfTheirDtype) {
+  // "-" alone once reached std::stoll and escaped as std::invalid_argument.
+  EXPECT_PARTIX_ERROR(
+      ir::parse_program("program @f () -> (%0) {\n  %0 = constant() {value=<i64[1]: ->} : i64[1]\n}\n"),
+      "[parse_program]", "line 2", "'-' is not an i64 value");
+  EXPECT_PARTIX_ERROR(ir::parse_program("program @f () -> (%0) {\n  %0 = constant() "
+                                        "{value=<i64[1]: 99999999999999999999>} : i64[1]\n}\n"),
+                      "[parse_program]", "is not an i64 value");
+  // An i32 element once went through double, where 1e30 does not fit (undefined behaviour).
+  EXPECT_PARTIX_ERROR(
+      ir::parse_program("program @f () -> (%0) {\n  %0 = constant() {value=<i32[1]: 1e30>} : i32[1]\n}\n"),
+      "[parse_program]", "'1e30' is not an i32 value");
+  EXPECT_PARTIX_ERROR(ir::parse_program("program @f () -> (%0) {\n  %0 = constant() "
+                                        "{value=<i32[1]: 2147483648>} : i32[1]\n}\n"),
+                      "is not an i32 value");
+  ir::Program p = ir::parse_program(
+      "program @f () -> (%0) {\n  %0 = constant() {value=<i32[2]: -2147483648, 7>} : i32[2]\n}\n");
+  EXPECT_EQ(ir::to_text(p),
+            "program @f () -> (%0) {\n  %0 = constant() {value=<i32[2]: -2147483648, 7>} : i32[2]\n}\n");
+}
+
+TEST(ProgramText, RegionsAreVerifiedBeforeTheirInstruction) {
+  // The shard_map's inference once read the body's undefined result %7 out of bounds.
+  EXPECT_PARTIX_ERROR(
+      ir::parse_program(
+          "program @f mesh<'x': 2> (%0: f32[4] P('x')) -> (%1) {\n"
+          "  %1 = shard_map(%0) {in_specs=[P('x')], mesh=mesh<'x': 2>, out_specs=[P('x')]} : "
+          "f32[4] P('x') region {\n"
+          "    program @body (%0: f32[2] vary('x')) -> (%7) {\n"
+          "    }\n"
+          "  }\n"
+          "}\n"),
+      "[verify]", "result %7 of @body is not defined");
+}
+
+TEST(ProgramText, HostileSizesAndNestingAreRefused) {
+  // A value id sizes the program's value table; a literal's shape sizes its bytes.
+  EXPECT_PARTIX_ERROR(ir::parse_program("program @f (%99999999: f32[]) -> (%99999999) {\n}\n"),
+                      "[parse_program]", "bad value id %99999999");
+  EXPECT_PARTIX_ERROR(ir::parse_program("program @f () -> (%0) {\n  %0 = constant() "
+                                        "{value=<f32[1000000,1000000]: 1>} : f32[1000000,1000000]\n}\n"),
+                      "[parse_program]", "literal f32[1000000,1000000] has more elements than the text holds");
+  EXPECT_PARTIX_ERROR(ir::parse_program("program @f () -> (%0) {\n  %0 = constant() "
+                                        "{value=<f32[4611686018427387904,4]: 1>} : f32[1]\n}\n"),
+                      "[parse_program]", "overflows");
+  EXPECT_PARTIX_ERROR(ir::parse_program("program @h mesh<'a': 1; devices=[4294967296]> () -> () {\n}\n"),
+                      "[parse_program]", "bad device id 4294967296");
+  // Regions nest programs recursively: the depth is bounded, not the stack.
+  std::string text;
+  constexpr int kLevels = 100;
+  for (int i = 0; i < kLevels; ++i) {
+    text += "program @f (%0: f32[]) -> (%1) {\n  %1 = remat(%0) : f32[] region {\n";
+  }
+  text += "program @g (%0: f32[]) -> (%0) {\n}\n";
+  for (int i = 0; i < kLevels; ++i) text += "  }\n}\n";
+  EXPECT_PARTIX_ERROR(ir::parse_program(text), "[parse_program]", "regions nest deeper than 64");
+}
