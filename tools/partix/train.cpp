@@ -44,8 +44,14 @@ void check_checkpoint_dir(const TrainArgs& a) {
     return;
   }
   const std::string& dir = a.checkpoint_dir;
-  detail::check_writable_dir((std::filesystem::path(dir) / ".partix-new-step").string(), "train",
-                             {});
+  std::error_code ec;
+  if (std::filesystem::is_directory(dir, ec)) {
+    // Other files may live beside the steps; new steps must be creatable inside.
+    detail::check_writable_file((std::filesystem::path(dir) / ".partix-new-step").string(),
+                                "train");
+  } else {
+    detail::check_writable_dir(dir, "train", {});
+  }
   const std::optional<int64_t> latest = ckpt::latest_step(dir);
   if (latest && !a.resume) {
     detail::fail("train",
