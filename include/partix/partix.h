@@ -2,6 +2,7 @@
 #pragma once
 
 #include "partix/array.h"
+#include "partix/checkpoint.h"
 #include "partix/device.h"
 #include "partix/dtype.h"
 #include "partix/error.h"

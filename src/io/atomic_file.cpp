@@ -39,7 +39,8 @@ std::string resolve(const std::string& path) {
   return path;
 }
 
-// fsync of a folder makes a rename in it durable; some file systems refuse it (EINVAL).
+}  // namespace
+
 void fsync_dir(const fs::path& dir, std::string_view api) {
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0)
@@ -51,6 +52,8 @@ void fsync_dir(const fs::path& dir, std::string_view api) {
   }
   ::close(fd);
 }
+
+namespace {
 
 // Creating and removing a file is the only reliable test that a folder takes new files (access()
 // ignores read-only mounts for some file systems, and root passes every permission check).

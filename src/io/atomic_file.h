@@ -4,6 +4,7 @@
 // place whole. Temporaries of processes that died are removed on the next write.
 #pragma once
 
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,6 +23,9 @@ void check_writable_dir(const std::string& path, std::string_view api,
 
 // Removes temporaries (<name>.tmp-<pid>...) beside `path` whose process no longer runs.
 void remove_stale_temporaries(const std::string& path);
+
+// fsync of a folder makes a rename in it durable; file systems that refuse it (EINVAL) pass.
+void fsync_dir(const std::filesystem::path& dir, std::string_view api);
 
 class AtomicFile {
  public:

@@ -58,14 +58,17 @@ std::vector<int32_t> load_corpus(const std::vector<std::string>& paths) {
 }
 
 DataLoader::DataLoader(std::vector<int32_t> tokens, int64_t global_batch, int64_t seq,
-                       uint64_t seed, int process_index, int process_count, int prefetch)
+                       uint64_t seed, int process_index, int process_count, int prefetch,
+                       int64_t first_step)
     : tokens_(std::move(tokens)),
       global_batch_(global_batch),
       seq_(seq),
       seed_(seed),
       process_index_(process_index),
       process_count_(process_count),
-      prefetch_(static_cast<size_t>(std::max(1, prefetch))) {
+      prefetch_(static_cast<size_t>(std::max(1, prefetch))),
+      next_step_(first_step) {
+  detail::check(first_step >= 0, "DataLoader", "first_step {} is negative", first_step);
   detail::check(global_batch > 0 && seq > 0, "DataLoader", "batch {} and seq {} must be positive",
                 global_batch, seq);
   detail::check(process_count > 0 && process_index >= 0 && process_index < process_count,

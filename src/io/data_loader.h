@@ -28,9 +28,11 @@ struct Batch {
 
 class DataLoader {
  public:
-  // global_batch rows per step, split evenly over process_count processes.
+  // global_batch rows per step, split evenly over process_count processes. Batches are a
+  // function of the step alone: first_step resumes a run at that position.
   DataLoader(std::vector<int32_t> tokens, int64_t global_batch, int64_t seq, uint64_t seed,
-             int process_index = 0, int process_count = 1, int prefetch = 2);
+             int process_index = 0, int process_count = 1, int prefetch = 2,
+             int64_t first_step = 0);
   ~DataLoader();
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;

@@ -1,11 +1,15 @@
 // partix train: GPT-2 training on a mesh of virtual devices.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "commands.h"
+#include "core/errors.h"
 #include "flags.h"
 #include "io/atomic_file.h"
 #include "models/gpt2/train.h"
@@ -26,7 +30,40 @@ struct TrainArgs {
   std::string metrics, plot, save;
   std::vector<std::string> corpus;
   bool quiet = false;
+  std::string checkpoint_dir;
+  int64_t save_every = 0, keep = 0;
+  bool resume = false;
 };
+
+// The checkpoint folder takes new steps, and holds none unless the run resumes from them.
+void check_checkpoint_dir(const TrainArgs& a) {
+  if (a.checkpoint_dir.empty()) {
+    if (a.save_every > 0 || a.keep > 0 || a.resume) {
+      detail::fail("train", "--save-every, --keep and --resume need --checkpoint-dir");
+    }
+    return;
+  }
+  const std::string& dir = a.checkpoint_dir;
+  std::error_code ec;
+  if (std::filesystem::is_directory(dir, ec)) {
+    // Other files may live beside the steps; new steps must be creatable inside.
+    detail::check_writable_file((std::filesystem::path(dir) / ".partix-new-step").string(),
+                                "train");
+  } else {
+    detail::check_writable_dir(dir, "train", {});
+  }
+  const std::optional<int64_t> latest = ckpt::latest_step(dir);
+  if (latest && !a.resume) {
+    detail::fail("train",
+                 "'{}' holds checkpoints up to step {}; pass --resume to continue from it, or "
+                 "choose another --checkpoint-dir",
+                 dir, *latest);
+  }
+  if (latest && *latest > a.steps) {
+    detail::fail("train", "--steps {} is before the step {} '{}' holds (--steps is the final step)",
+                 a.steps, *latest, dir);
+  }
+}
 
 // Every destination is checked before training: a typo must not cost a finished run.
 void check_outputs(const TrainArgs& a) {
@@ -36,6 +73,7 @@ void check_outputs(const TrainArgs& a) {
   }
   if (!a.metrics.empty()) detail::check_writable_file(a.metrics, "train");
   if (!a.save.empty()) models::gpt2::check_save_path(a.save);
+  check_checkpoint_dir(a);
 }
 
 void run_train(const TrainArgs& a) {
@@ -61,11 +99,21 @@ void run_train(const TrainArgs& a) {
   o.warmup = a.warmup;
   o.seed = a.seed;
   if (!a.corpus.empty()) o.corpus = a.corpus;
+  o.checkpoint_dir = a.checkpoint_dir;
+  o.save_every = a.save_every;
+  o.keep = a.keep;
+  o.resume = a.resume;
   models::gpt2::Trainer t(o);
   fmt::print("GPT-2 ({} layers, C={}, {} heads, vocab {}) on {}{}\n", o.model.n_layer,
              o.model.n_embd, o.model.n_head, o.model.vocab_size, t.mesh().to_string(),
              a.fsdp ? " with FSDP" : "");
   fmt::print("parameter shardings:\n{}", t.sharding_table());
+  if (t.resumed_from()) {
+    fmt::print("resumed from {} (step {} of {})\n",
+               ckpt::step_path(a.checkpoint_dir, *t.resumed_from()), *t.resumed_from(), a.steps);
+  } else if (a.resume) {
+    fmt::print("no checkpoint in {} yet; starting at step 0\n", a.checkpoint_dir);
+  }
   // Rows are flushed every step (a full disk stops the run at once) and the file appears
   // whole when training ends, or with the rows so far when it fails.
   std::unique_ptr<detail::AtomicFile> csv;
@@ -76,7 +124,7 @@ void run_train(const TrainArgs& a) {
   const bool tty = isatty(fileno(stdout)) && !a.quiet;
   std::vector<double> losses;
   try {
-    for (int64_t s = 0; s < a.steps; ++s) {
+    for (int64_t s = t.step_count(); s < a.steps; ++s) {
       models::gpt2::StepMetrics mt = t.step();
       losses.push_back(mt.loss);
       if (csv) {
@@ -94,6 +142,7 @@ void run_train(const TrainArgs& a) {
       else if (!a.quiet)
         fmt::print("{}\n", line);
     }
+    t.wait_for_checkpoints();  // a failed write is reported here, with the CSV kept
   } catch (const Error&) {
     if (csv && !losses.empty()) {
       try {
@@ -106,6 +155,10 @@ void run_train(const TrainArgs& a) {
   if (csv) csv->commit();
   if (tty) fmt::print("\n");
   if (!losses.empty()) fmt::print("loss {:.4f} -> {:.4f}\n", losses.front(), losses.back());
+  if (!a.checkpoint_dir.empty()) {
+    fmt::print("checkpoints in {}: steps {}\n", a.checkpoint_dir,
+               fmt::join(ckpt::all_steps(a.checkpoint_dir), ", "));
+  }
   if (!a.save.empty()) {
     t.save(a.save);
     fmt::print("saved a Hugging Face checkpoint to {}\n", a.save);
@@ -139,6 +192,13 @@ void add_train(CLI::App& app) {
                   "Write the loss curve to this .svg or .png file (format by extension)");
   cmd->add_option("--save", a->save, "Write the trained model as a Hugging Face directory");
   cmd->add_option("--corpus", a->corpus, "Text files or directories (default: Debian's fortunes)");
+  cmd->add_option("--checkpoint-dir", a->checkpoint_dir,
+                  "Save training checkpoints (sharded, asynchronous, atomic) under this folder");
+  add_int(cmd, "--save-every", a->save_every, 1, int64_t{1} << 40,
+          "Save a checkpoint every N steps (and after the last step)");
+  add_int(cmd, "--keep", a->keep, 1, int64_t{1} << 40, "Keep only the newest K checkpoints");
+  cmd->add_flag("--resume", a->resume,
+                "Continue from the latest checkpoint in --checkpoint-dir (any --mesh)");
   cmd->add_flag("--quiet", a->quiet, "No progress output");
   cmd->callback([a] { run_train(*a); });
 }

@@ -1,5 +1,6 @@
 #include "models/gpt2/train.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "core/errors.h"
@@ -29,21 +30,33 @@ Trainer::Trainer(TrainOptions o)
     o_.model = ck.config;
     o_.initial = std::move(ck.params);
   }
-  auto specs = param_specs(o_.model);
-  if (o_.initial.empty()) {
-    params_ = nn::init_params(specs, random::key(o_.seed), mesh_, rules_);
-  } else {
-    auto sh = nn::param_shardings(specs, rules_, mesh_);
-    for (const auto& [k, s] : sh) {
-      detail::check(o_.initial.count(k) != 0, "train", "the initial parameters lack '{}'", k);
-      params_[k] = device_put(o_.initial.at(k), s);
-    }
-  }
-  opt_ = optim::adamw_init(params_);
-  key_ = device_put(random::fold_in(random::key(o_.seed), 7), NamedSharding(mesh_, P()));
   std::vector<int32_t> tokens = io::load_corpus(o_.corpus);
+  corpus_tokens_ = static_cast<int64_t>(tokens.size());
+  std::optional<int64_t> resume_step;
+  if (!o_.checkpoint_dir.empty()) {
+    checkpoints_ = std::make_unique<CheckpointManager>(
+        o_.checkpoint_dir, CheckpointManagerOptions{.keep = o_.keep, .save_every = 1});
+    if (o_.resume) resume_step = checkpoints_->latest_step();
+  }
+  if (resume_step) {
+    restore_checkpoint(*resume_step);
+  } else {
+    auto specs = param_specs(o_.model);
+    if (o_.initial.empty()) {
+      params_ = nn::init_params(specs, random::key(o_.seed), mesh_, rules_);
+    } else {
+      auto sh = nn::param_shardings(specs, rules_, mesh_);
+      for (const auto& [k, s] : sh) {
+        detail::check(o_.initial.count(k) != 0, "train", "the initial parameters lack '{}'", k);
+        params_[k] = device_put(o_.initial.at(k), s);
+      }
+    }
+    opt_ = optim::adamw_init(params_);
+    key_ = device_put(random::fold_in(random::key(o_.seed), 7), NamedSharding(mesh_, P()));
+  }
   loader_ = std::make_unique<io::DataLoader>(std::move(tokens), o_.batch, o_.seq, o_.seed,
-                                             process_index(), process_count());
+                                             process_index(), process_count(), /*prefetch=*/2,
+                                             /*first_step=*/step_);
   const Config cfg = o_.model;
   const Mesh mesh = mesh_;
   const nn::LogicalRules rules = rules_;
@@ -80,6 +93,11 @@ StepMetrics Trainer::step() {
   StepMetrics m;
   m.step = step_++;
   m.loss = loss_value.item<float>();
+  if (checkpoints_ && ((o_.save_every > 0 && step_ % o_.save_every == 0) || step_ == o_.steps)) {
+    auto s0 = std::chrono::steady_clock::now();
+    save_checkpoint();
+    m.save_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
+  }
   m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   m.tokens_per_s = static_cast<double>(o_.batch * o_.seq) / m.seconds;
   for (const Device& d : mesh_.devices()) {
@@ -96,6 +114,121 @@ Lowered Trainer::lower_step() {
 }
 
 void Trainer::save(const std::string& dir) const { save_hf(dir, params_, o_.model); }
+
+// ---- training checkpoints
+
+namespace {
+
+constexpr std::string_view kConfigKey = "gpt2.config";
+constexpr std::string_view kDataKey = "train.data";
+
+// What the checkpoint's data position means: the same corpus, batch and sequence length, and
+// the seed that shuffles the windows.
+std::string data_description(const TrainOptions& o, int64_t corpus_tokens) {
+  return fmt::format("{{\"batch\": {}, \"seq\": {}, \"seed\": {}, \"corpus_tokens\": {}}}", o.batch,
+                     o.seq, o.seed, corpus_tokens);
+}
+
+std::string quoted(const std::string& name) { return "['" + name + "']"; }
+
+}  // namespace
+
+void Trainer::save_checkpoint() {
+  ckpt::SaveOptions so;
+  so.metadata[std::string(kConfigKey)] = config_to_json(o_.model);
+  so.metadata[std::string(kDataKey)] = data_description(o_, corpus_tokens_);
+  checkpoints_->save(step_, state(), so, /*force=*/true);
+}
+
+void Trainer::wait_for_checkpoints() {
+  if (checkpoints_) checkpoints_->wait();
+}
+
+void Trainer::restore_checkpoint(int64_t step) {
+  ckpt::Info info = checkpoints_->info(step);
+  auto meta = [&](std::string_view key) -> std::string {
+    auto it = info.metadata.find(std::string(key));
+    if (it == info.metadata.end()) {
+      detail::fail("train", "'{}' is not a training checkpoint of partix train (no '{}' metadata)",
+                   info.path, key);
+    }
+    return it->second;
+  };
+  const std::string config = config_to_json(o_.model);
+  if (meta(kConfigKey) != config) {
+    detail::fail("train",
+                 "'{}' holds another model: its configuration is {} but this run's is {} (choose "
+                 "the same --model, or another --checkpoint-dir)",
+                 info.path, meta(kConfigKey), config);
+  }
+  const std::string data = data_description(o_, corpus_tokens_);
+  if (meta(kDataKey) != data) {
+    detail::fail("train",
+                 "'{}' was saved reading the data as {}, but this run reads it as {}; resume with "
+                 "the same --batch, --seq, --seed and --corpus",
+                 info.path, meta(kDataKey), data);
+  }
+  // The state's structure with one spec per leaf: nothing is allocated before the restore.
+  const NamedSharding replicated(mesh_, P());
+  const Array fresh_key = random::key(0);
+  TrainState proto;
+  std::map<std::string, ckpt::ArraySpec> specs;
+  const nn::ParamSpecs param = param_specs(o_.model);
+  for (const auto& [name, sharding] : nn::param_shardings(param, rules_, mesh_)) {
+    const nn::ParamSpec& ps = param.at(name);
+    proto.params[name] = proto.opt_state.mu[name] = proto.opt_state.nu[name] = Array();
+    specs.insert({"['params']" + quoted(name), {ps.shape, ps.dtype, sharding}});
+    specs.insert({"['opt_state'].mu" + quoted(name), {ps.shape, DType::F32, sharding}});
+    specs.insert({"['opt_state'].nu" + quoted(name), {ps.shape, DType::F32, sharding}});
+    if (ps.dtype == DType::BF16 || ps.dtype == DType::F16) {
+      proto.opt_state.master[name] = Array();
+      specs.insert({"['opt_state'].master" + quoted(name), {ps.shape, DType::F32, sharding}});
+    }
+  }
+  specs.insert({"['opt_state'].count", {Shape{}, DType::I32, replicated}});
+  specs.insert({"['rng_key']", {fresh_key.shape(), fresh_key.dtype(), replicated}});
+  TrainState st = checkpoints_->restore(step, proto, specs);
+  params_ = std::move(st.params);
+  opt_ = std::move(st.opt_state);
+  key_ = std::move(st.rng_key);
+  step_ = step;
+  resumed_from_ = step;
+}
+
+void checkpoint_to_hf(const std::string& checkpoint_dir, int64_t step, const std::string& out,
+                      const std::optional<Config>& config) {
+  constexpr std::string_view api = "gpt2.checkpoint_to_hf";
+  ckpt::Info info = ckpt::info(checkpoint_dir, step);
+  Config c;
+  if (config) {
+    c = *config;
+  } else {
+    auto it = info.metadata.find(std::string(kConfigKey));
+    detail::check(it != info.metadata.end(), api,
+                  "'{}' has no '{}' metadata: pass the model's Config", info.path, kConfigKey);
+    c = config_from_json(it->second, info.path + " metadata");
+  }
+  // Parameters alone, or under ['params'] in a training checkpoint.
+  const bool training = std::any_of(info.leaves.begin(), info.leaves.end(),
+                                    [](const auto& l) { return l.name.starts_with("['params']"); });
+  const std::string prefix = training ? "['params']" : "";
+  const NamedSharding one = single_device_sharding(devices()[0]);
+  Params proto;
+  std::map<std::string, ckpt::ArraySpec> specs;
+  for (const auto& [name, ps] : param_specs(c)) {
+    proto[name] = Array();
+    specs.insert({prefix + quoted(name), {ps.shape, ps.dtype, one}});
+  }
+  std::vector<std::string> names;
+  std::vector<ckpt::ArraySpec> ordered;
+  for (const std::string& path : tree_leaf_paths(proto, prefix)) {
+    names.push_back(path);
+    ordered.push_back(specs.at(path));
+  }
+  std::vector<Array> leaves =
+      ckpt::restore_leaves(checkpoint_dir, step, names, ordered, {.partial = training});
+  save_hf(out, tree_unflatten(proto, leaves), c);
+}
 
 std::string Trainer::sharding_table() const {
   std::string out;

@@ -4,11 +4,13 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "io/data_loader.h"
 #include "models/gpt2/gpt2.h"
+#include "partix/checkpoint.h"
 #include "partix/optim.h"
 #include "partix/transforms.h"
 
@@ -29,6 +31,23 @@ struct TrainOptions {
   std::vector<std::string> corpus = io::default_corpus_paths();
   Params initial;  // start from these parameters if set
   std::string checkpoint;  // or from this Hugging Face directory (its config replaces `model`)
+  // Training checkpoints (parameters, optimizer state, RNG key, step, data position) under
+  // checkpoint_dir: after every save_every steps (0: none but the last) and after step `steps`,
+  // the newest `keep` kept (0: all). With resume, training continues from the latest committed
+  // step, on any mesh; `steps` stays the final step number.
+  std::string checkpoint_dir;
+  int64_t save_every = 0;
+  int64_t keep = 0;
+  bool resume = false;
+};
+
+// Everything a run needs to continue bit-exactly, as one tree (its leaf paths are the
+// checkpoint's leaf names: "['params']['transformer.wte.weight']", "['opt_state'].count", ...).
+// The step and the data loader's position are the checkpoint's step.
+struct TrainState {
+  Params params;
+  optim::AdamWState opt_state;
+  Array rng_key;
 };
 
 struct StepMetrics {
@@ -37,6 +56,7 @@ struct StepMetrics {
   double seconds = 0;
   double tokens_per_s = 0;
   int64_t max_device_bytes = 0;  // the largest per-device memory in use after the step
+  double save_seconds = 0;       // of `seconds`, the time a checkpoint save held the step
 };
 
 class Trainer {
@@ -51,8 +71,17 @@ class Trainer {
   std::string sharding_table() const;
   Lowered lower_step();  // the compiled training step, for inspection
   void save(const std::string& dir) const;  // a Hugging Face directory
+  // Steps done so far: the index of the next step.
+  int64_t step_count() const { return step_; }
+  // The checkpoint step this run continued from, if it resumed.
+  std::optional<int64_t> resumed_from() const { return resumed_from_; }
+  TrainState state() const { return {params_, opt_, key_}; }
+  // Waits for checkpoint writes in flight; raises a failed one's error.
+  void wait_for_checkpoints();
 
  private:
+  void restore_checkpoint(int64_t step);
+  void save_checkpoint();
   struct Step;
   TrainOptions o_;
   Mesh mesh_;
@@ -63,6 +92,44 @@ class Trainer {
   std::unique_ptr<Step> step_fn_;
   Array key_;
   int64_t step_ = 0;
+  int64_t corpus_tokens_ = 0;
+  std::unique_ptr<CheckpointManager> checkpoints_;
+  std::optional<int64_t> resumed_from_;
 };
 
+// A Hugging Face directory from a checkpoint step: a training checkpoint, or one of parameters
+// alone (leaves "['transformer.wte.weight']", ...). The configuration comes from the
+// checkpoint's "gpt2.config" metadata (training checkpoints have it) or from `config`.
+void checkpoint_to_hf(const std::string& checkpoint_dir, int64_t step, const std::string& out,
+                      const std::optional<Config>& config = std::nullopt);
+
 }  // namespace partix::models::gpt2
+
+namespace partix {
+
+template <>
+struct TreeDef<models::gpt2::TrainState> {
+  using T = models::gpt2::TrainState;
+  static void flatten(const T& s, std::vector<Array>& out) {
+    TreeDef<Params>::flatten(s.params, out);
+    TreeDef<optim::AdamWState>::flatten(s.opt_state, out);
+    out.push_back(s.rng_key);
+  }
+  static T unflatten(const T& proto, const Array*& it) {
+    T s;
+    s.params = TreeDef<Params>::unflatten(proto.params, it);
+    s.opt_state = TreeDef<optim::AdamWState>::unflatten(proto.opt_state, it);
+    s.rng_key = *it++;
+    return s;
+  }
+  static std::string key(const T& s) {
+    return "train" + TreeDef<Params>::key(s.params) + TreeDef<optim::AdamWState>::key(s.opt_state);
+  }
+  static void paths(const T& s, const std::string& at, std::vector<std::string>& out) {
+    TreeDef<Params>::paths(s.params, at + "['params']", out);
+    TreeDef<optim::AdamWState>::paths(s.opt_state, at + "['opt_state']", out);
+    out.push_back(at + "['rng_key']");
+  }
+};
+
+}  // namespace partix

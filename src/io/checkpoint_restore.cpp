@@ -1,0 +1,370 @@
+// Restoring: each device of this process gets its block of each leaf, assembled from the saved
+// chunks its box intersects, reading only those byte ranges of the data files (through a
+// bounded staging buffer, or straight into the block when a run is long and needs no
+// conversion). Replicas within the process copy the first one's block instead of reading.
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "core/array_impl.h"
+#include "core/errors.h"
+#include "io/checkpoint.h"
+#include "io/checksum.h"
+#include "io/convert.h"
+#include "io/input_file.h"
+#include "io/safetensors.h"
+
+namespace partix {
+
+namespace detail {
+namespace {
+std::atomic<uint64_t> g_bytes_read{0};
+}  // namespace
+uint64_t checkpoint_bytes_read() { return g_bytes_read.load(); }
+}  // namespace detail
+
+namespace ckpt {
+
+namespace {
+
+namespace fs = std::filesystem;
+using detail::CheckpointChunk;
+using detail::CheckpointIndex;
+using detail::CheckpointLeaf;
+
+constexpr std::string_view kApi = "ckpt.restore";
+// Reads of short runs go through a staging buffer of at most this size.
+constexpr uint64_t kStagingBytes = uint64_t{4} << 20;
+// Runs at most a page apart are fetched with one read (the gap costs no more than the page
+// reads it saves); farther runs are read one by one.
+constexpr uint64_t kMergeGap = 4096;
+
+std::string without_api(const std::string& what) {
+  if (what.starts_with('[')) {
+    const size_t close = what.find("] ");
+    if (close != std::string::npos) return what.substr(close + 2);
+  }
+  return what;
+}
+
+detail::StoredType stored_type(DType d) {
+  switch (d) {
+    case DType::Bool:
+      return detail::StoredType::Bool;
+    case DType::I32:
+      return detail::StoredType::I32;
+    case DType::I64:
+      return detail::StoredType::I64;
+    case DType::F16:
+      return detail::StoredType::F16;
+    case DType::BF16:
+      return detail::StoredType::BF16;
+    case DType::F32:
+      return detail::StoredType::F32;
+    case DType::F64:
+      return detail::StoredType::F64;
+  }
+  detail::internal_error("checkpoint", "unknown dtype");
+}
+
+std::string box_string(const Shape& offsets, const Shape& extent) {
+  std::vector<std::string> parts;
+  for (size_t d = 0; d < offsets.size(); ++d) {
+    parts.push_back(fmt::format("{}:{}", offsets[d], offsets[d] + extent[d]));
+  }
+  return "[" + fmt::format("{}", fmt::join(parts, ", ")) + "]";
+}
+
+struct DataFile {
+  std::shared_ptr<const detail::InputFile> file;
+  detail::SafetensorsHeader header;
+};
+
+// A contiguous piece of a chunk in the file and where it goes in a device's block.
+struct Run {
+  uint64_t src;  // absolute offset in the file
+  char* dst;
+  int64_t elems;
+};
+
+class StepReader {
+ public:
+  StepReader(const std::string& dir, int64_t step) : step_dir_(step_path(dir, step)) {
+    index_path_ = (fs::path(step_dir_) / detail::kIndexName).string();
+    std::error_code ec;
+    if (!fs::is_directory(step_dir_, ec)) {
+      std::vector<int64_t> steps = all_steps(dir);
+      detail::fail(kApi, "'{}' has no committed step {} (steps: {})", dir, step,
+                   steps.empty() ? std::string("none") : fmt::format("{}", fmt::join(steps, ", ")));
+    }
+    index_ = detail::read_index(step_dir_, step, kApi);
+  }
+
+  const CheckpointIndex& index() const { return index_; }
+  const std::string& index_path() const { return index_path_; }
+
+  // Checks that the leaf can become `spec`, before anything is read.
+  void check_target(const CheckpointLeaf& leaf, const ArraySpec& spec) const {
+    if (leaf.shape != spec.shape) {
+      detail::fail(kApi,
+                   "'{}': leaf '{}' has shape {} but the target needs {} (a checkpoint of another "
+                   "model?)",
+                   index_path_, leaf.name, shape_to_string(leaf.shape),
+                   shape_to_string(spec.shape));
+    }
+    if (leaf.dtype != spec.dtype && !detail::convertible(stored_type(leaf.dtype), spec.dtype)) {
+      detail::fail(kApi,
+                   "'{}': leaf '{}' is {} and cannot be restored as {} (it would lose values)",
+                   index_path_, leaf.name, dtype_name(leaf.dtype), dtype_name(spec.dtype));
+    }
+    if (spec.sharding.spec().size() > static_cast<int>(spec.shape.size())) {
+      detail::fail(kApi, "leaf '{}' of shape {} cannot take the target sharding {}", leaf.name,
+                   shape_to_string(spec.shape), spec.sharding.to_string());
+    }
+  }
+
+  Array restore(const CheckpointLeaf& leaf, const ArraySpec& spec) {
+    for (const CheckpointChunk& c : leaf.chunks) check_chunk(leaf, c);
+    std::map<std::vector<int64_t>, const void*> filled;  // box -> the block that holds it
+    const int64_t block_bytes =
+        shape_size(spec.sharding.shard_shape(spec.shape)) * dtype_size(spec.dtype);
+    return detail::build_sharded(
+        spec.shape, spec.dtype, spec.sharding, /*committed=*/true,
+        [&](void* block, const std::vector<Slice>& idx, const Shape& local) {
+          std::vector<int64_t> key;
+          for (const Slice& s : idx) key.insert(key.end(), {s.start, s.stop});
+          if (auto it = filled.find(key); it != filled.end()) {
+            std::memcpy(block, it->second, static_cast<size_t>(block_bytes));
+            return;
+          }
+          for (const CheckpointChunk& c : leaf.chunks) {
+            std::vector<Slice> inter;
+            bool empty = false;
+            for (size_t d = 0; d < idx.size(); ++d) {
+              const int64_t lo = std::max(idx[d].start, c.offsets[d]);
+              const int64_t hi = std::min(idx[d].stop, c.offsets[d] + c.extent[d]);
+              empty = empty || hi <= lo;
+              inter.push_back({lo, hi});
+            }
+            if (!empty)
+              read_part(leaf, c, spec.dtype, inter, static_cast<char*>(block), idx, local);
+          }
+          filled.emplace(std::move(key), block);
+        });
+  }
+
+ private:
+  const DataFile& open(const CheckpointLeaf& leaf, const std::string& name) {
+    auto it = files_.find(name);
+    if (it != files_.end()) return it->second;
+    const std::string path = (fs::path(step_dir_) / name).string();
+    DataFile f;
+    try {
+      f.file = detail::InputFile::open(path, kApi);
+      f.header = detail::parse_safetensors(*f.file);
+    } catch (const Error& e) {
+      detail::fail(kApi, "leaf '{}': {}", leaf.name, without_api(e.what()));
+    }
+    return files_.emplace(name, std::move(f)).first->second;
+  }
+
+  // The data file must agree with the index about the chunk: a lying index or a swapped file is
+  // caught before any of its bytes are used.
+  void check_chunk(const CheckpointLeaf& leaf, const CheckpointChunk& c) {
+    const DataFile& f = open(leaf, c.file);
+    const std::string& path = f.file->path();
+    const auto& entries = f.header.tensors;
+    auto it = std::lower_bound(entries.begin(), entries.end(), c.tensor,
+                               [](const auto& e, const std::string& n) { return e.name < n; });
+    const std::string box = box_string(c.offsets, c.extent);
+    if (it == entries.end() || it->name != c.tensor) {
+      detail::fail(kApi, "'{}': leaf '{}': the file has no tensor '{}' for chunk {}", path,
+                   leaf.name, c.tensor, box);
+    }
+    if (it->dtype != detail::safetensors_dtype_name(leaf.dtype) || it->shape != c.extent) {
+      detail::fail(kApi, "'{}': leaf '{}': tensor '{}' is {}{} in the file but {}{} in the index",
+                   path, leaf.name, c.tensor, it->dtype, shape_to_string(it->shape),
+                   detail::safetensors_dtype_name(leaf.dtype), shape_to_string(c.extent));
+    }
+    const uint64_t begin = f.header.data_start + it->begin, end = f.header.data_start + it->end;
+    if (begin != c.begin || end != c.end) {
+      detail::fail(kApi,
+                   "'{}': leaf '{}': the index puts chunk {} at bytes [{}, {}) but the file holds "
+                   "it at [{}, {}) (of {} bytes)",
+                   path, leaf.name, box, c.begin, c.end, begin, end, f.file->size());
+    }
+  }
+
+  void read(const CheckpointLeaf& leaf, const detail::InputFile& file, uint64_t offset, void* dst,
+            uint64_t n) {
+    try {
+      file.read(offset, dst, n, kApi);
+    } catch (const Error& e) {
+      detail::fail(kApi, "leaf '{}': {}", leaf.name, without_api(e.what()));
+    }
+    detail::g_bytes_read += n;
+  }
+
+  // Copies the intersection `inter` of chunk c and a device's box `idx` into the device's
+  // padded block of shape `local`.
+  void read_part(const CheckpointLeaf& leaf, const CheckpointChunk& c, DType target,
+                 const std::vector<Slice>& inter, char* block, const std::vector<Slice>& idx,
+                 const Shape& local) {
+    const detail::InputFile& file = *open(leaf, c.file).file;
+    const int ss = dtype_size(leaf.dtype), ds = dtype_size(target);
+    const bool same = leaf.dtype == target;
+    const size_t r = inter.size();
+    bool whole = true;
+    for (size_t d = 0; d < r; ++d) {
+      whole = whole && inter[d].start == c.offsets[d] && inter[d].size() == c.extent[d];
+    }
+    // Trailing dimensions whole in both the chunk and the block merge into one run.
+    std::vector<Run> runs;
+    if (r == 0) {
+      runs.push_back({c.begin, block, 1});
+    } else {
+      size_t k = r - 1;
+      while (k > 0 && inter[k].size() == c.extent[k] && inter[k].size() == local[k]) --k;
+      int64_t run = 1;
+      for (size_t d = k; d < r; ++d) run *= inter[d].size();
+      std::vector<int64_t> cs(r, 1), ls(r, 1);
+      for (size_t d = r - 1; d-- > 0;) {
+        cs[d] = cs[d + 1] * c.extent[d + 1];
+        ls[d] = ls[d + 1] * local[d + 1];
+      }
+      std::vector<int64_t> pos(k, 0);
+      while (true) {
+        int64_t src = 0, dst = 0;
+        for (size_t d = 0; d < r; ++d) {
+          const int64_t p = d < k ? pos[d] : 0;
+          src += (inter[d].start - c.offsets[d] + p) * cs[d];
+          dst += (inter[d].start - idx[d].start + p) * ls[d];
+        }
+        // Converted runs go through staging, so none may exceed it.
+        const int64_t piece = same ? run : std::max<int64_t>(1, kStagingBytes / ss);
+        for (int64_t done = 0; done < run; done += piece) {
+          const int64_t n = std::min(piece, run - done);
+          runs.push_back(
+              {c.begin + static_cast<uint64_t>((src + done) * ss), block + (dst + done) * ds, n});
+        }
+        size_t d = k;
+        while (d > 0 && ++pos[d - 1] == inter[d - 1].size()) pos[--d] = 0;
+        if (d == 0) break;
+      }
+    }
+    detail::Xxh64 hash;
+    std::vector<char> staging;
+    for (size_t i = 0; i < runs.size();) {
+      const uint64_t first = static_cast<uint64_t>(runs[i].elems) * ss;
+      if (same && first >= kStagingBytes / 4) {
+        read(leaf, file, runs[i].src, runs[i].dst, first);
+        if (whole) hash.update(runs[i].dst, first);
+        ++i;
+        continue;
+      }
+      // Runs close together in the file are fetched with one read.
+      size_t j = i + 1;
+      uint64_t end = runs[i].src + first;
+      for (; j < runs.size(); ++j) {
+        const uint64_t bytes = static_cast<uint64_t>(runs[j].elems) * ss;
+        if (runs[j].src + bytes - runs[i].src > kStagingBytes || runs[j].src - end > kMergeGap) {
+          break;
+        }
+        end = runs[j].src + bytes;
+      }
+      staging.resize(end - runs[i].src);
+      read(leaf, file, runs[i].src, staging.data(), staging.size());
+      for (size_t q = i; q < j; ++q) {
+        const char* src = staging.data() + (runs[q].src - runs[i].src);
+        const uint64_t bytes = static_cast<uint64_t>(runs[q].elems) * ss;
+        if (whole) hash.update(src, bytes);
+        if (same) {
+          std::memcpy(runs[q].dst, src, bytes);
+        } else if (!detail::convert_elements(reinterpret_cast<const uint8_t*>(src),
+                                             stored_type(leaf.dtype), runs[q].dst, target,
+                                             runs[q].elems)) {
+          detail::fail(kApi, "'{}': leaf '{}' ({}) has values that {} cannot hold", file.path(),
+                       leaf.name, dtype_name(leaf.dtype), dtype_name(target));
+        }
+      }
+      i = j;
+    }
+    // A block that covers the whole chunk verifies it; a partial read cannot.
+    if (whole && hash.digest() != c.xxh64) {
+      detail::fail(kApi,
+                   "'{}': leaf '{}': chunk {} fails its checksum (xxh64 {}, the index says {}): "
+                   "the file is corrupted",
+                   file.path(), leaf.name, box_string(c.offsets, c.extent),
+                   detail::hex64(hash.digest()), detail::hex64(c.xxh64));
+    }
+  }
+
+  std::string step_dir_, index_path_;
+  CheckpointIndex index_;
+  std::map<std::string, DataFile> files_;
+};
+
+}  // namespace
+
+std::vector<Array> restore_leaves(const std::string& dir, int64_t step,
+                                  const std::vector<std::string>& names,
+                                  const std::vector<ArraySpec>& specs,
+                                  const RestoreOptions& options) {
+  detail::check(names.size() == specs.size(), kApi, "{} names for {} specs", names.size(),
+                specs.size());
+  StepReader reader(dir, step);
+  const CheckpointIndex& index = reader.index();
+  std::map<std::string_view, const CheckpointLeaf*> by_name;
+  for (const CheckpointLeaf& l : index.leaves) by_name.emplace(l.name, &l);
+  std::vector<const CheckpointLeaf*> leaves;
+  std::set<std::string_view> asked;
+  for (size_t i = 0; i < names.size(); ++i) {
+    auto it = by_name.find(names[i]);
+    if (it == by_name.end()) {
+      detail::fail(kApi,
+                   "'{}': no leaf '{}' (the checkpoint holds {} leaves{}; a checkpoint of another "
+                   "model?)",
+                   reader.index_path(), names[i], index.leaves.size(),
+                   index.leaves.empty() ? "" : ", e.g. '" + index.leaves.front().name + "'");
+    }
+    detail::check(asked.insert(names[i]).second, kApi, "leaf '{}' is asked for twice", names[i]);
+    reader.check_target(*it->second, specs[i]);
+    leaves.push_back(it->second);
+  }
+  if (!options.partial) {
+    for (const CheckpointLeaf& l : index.leaves) {
+      if (!asked.count(l.name)) {
+        detail::fail(kApi,
+                     "'{}': holds leaf '{}', which the target lacks (a checkpoint of another "
+                     "model? RestoreOptions::partial restores a subset)",
+                     reader.index_path(), l.name);
+      }
+    }
+  }
+  std::vector<Array> out;
+  for (size_t i = 0; i < leaves.size(); ++i) out.push_back(reader.restore(*leaves[i], specs[i]));
+  return out;
+}
+
+std::map<std::string, Array> restore_all(const std::string& dir, int64_t step,
+                                         const ShardingFn& sharding_for) {
+  Info inf = info(dir, step);
+  std::vector<std::string> names;
+  std::vector<ArraySpec> specs;
+  for (const LeafInfo& l : inf.leaves) {
+    names.push_back(l.name);
+    specs.push_back({l.shape, l.dtype, sharding_for(l.name, l.shape)});
+  }
+  std::vector<Array> arrays = restore_leaves(dir, step, names, specs);
+  std::map<std::string, Array> out;
+  for (size_t i = 0; i < names.size(); ++i) out.emplace(names[i], std::move(arrays[i]));
+  return out;
+}
+
+}  // namespace ckpt
+
+}  // namespace partix

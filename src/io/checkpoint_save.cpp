@@ -1,0 +1,392 @@
+// Saving: every process plans every chunk of every leaf the same way (so the index needs no
+// communication), copies the chunks it owns into one host arena laid out as its data file, and
+// a background thread writes the file and commits the step.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "core/array_impl.h"
+#include "core/errors.h"
+#include "core/layout.h"
+#include "core/memory.h"
+#include "io/atomic_file.h"
+#include "io/checkpoint.h"
+#include "io/checksum.h"
+#include "io/safetensors.h"
+
+namespace partix {
+
+namespace {
+
+namespace fs = std::filesystem;
+using detail::CheckpointChunk;
+using detail::CheckpointIndex;
+using detail::CheckpointLeaf;
+
+constexpr std::string_view kApi = "ckpt.save";
+
+// "[api] message" -> "message", to nest one error in another.
+std::string without_api(const std::string& what) {
+  if (what.starts_with('[')) {
+    const size_t close = what.find("] ");
+    if (close != std::string::npos) return what.substr(close + 2);
+  }
+  return what;
+}
+
+// A chunk this process writes: where its bytes come from and where they go in the arena.
+struct LocalChunk {
+  size_t leaf, chunk;
+  int64_t device;   // index into the leaf's mesh devices
+  uint64_t offset;  // in the arena (= in the data buffer of this process's file)
+};
+
+struct Plan {
+  CheckpointIndex index;
+  std::string header;  // this process's file up to its data: u64 length, JSON, padding
+  std::vector<LocalChunk> local;
+  uint64_t local_bytes = 0;
+};
+
+Plan make_plan(int64_t step, const std::vector<std::string>& names,
+               const std::vector<Array>& leaves, const ckpt::SaveOptions& options) {
+  const int processes = process_count(), me = process_index();
+  Plan plan;
+  plan.index.step = step;
+  plan.index.process_count = processes;
+  plan.index.metadata = options.metadata;
+  for (int p = 0; p < processes; ++p) {
+    plan.index.files.push_back(detail::checkpoint_data_file(p, processes));
+  }
+  // Offsets are first relative to each file's data buffer; made absolute once headers are known.
+  std::vector<uint64_t> used(static_cast<size_t>(processes), 0);
+  std::vector<nlohmann::ordered_json> headers(static_cast<size_t>(processes));
+  for (auto& h : headers) {
+    h["__metadata__"] = {{"format", std::string(detail::kCheckpointFormat)},
+                         {"step", std::to_string(step)}};
+  }
+  std::vector<std::vector<int>> owner(leaves.size());
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    const Array& a = leaves[i];
+    const NamedSharding& s = a.sharding();
+    CheckpointLeaf leaf;
+    leaf.name = names[i];
+    leaf.shape = a.shape();
+    leaf.dtype = a.dtype();
+    leaf.sharding = s.to_string();
+    leaf.mesh_axes = s.mesh().axis_names();
+    leaf.mesh_shape = s.mesh().axis_sizes();
+    leaf.spec = s.spec().entries();
+    const int es = dtype_size(a.dtype());
+    for (int64_t k = 0; k < s.mesh().size(); ++k) {
+      // Replica 0 of each block writes it; empty blocks (uneven splits) hold nothing.
+      if (s.replica_id(k) != 0) continue;
+      std::vector<Slice> idx = s.device_index(a.shape(), k);
+      CheckpointChunk c;
+      uint64_t n = static_cast<uint64_t>(es);
+      for (const Slice& sl : idx) {
+        c.offsets.push_back(sl.start);
+        c.extent.push_back(sl.size());
+        n *= static_cast<uint64_t>(sl.size());
+      }
+      if (n == 0) continue;
+      const int p = s.mesh().devices()[static_cast<size_t>(k)].process_index;
+      c.file = plan.index.files[static_cast<size_t>(p)];
+      c.tensor = detail::checkpoint_tensor_name(leaf.name, c.offsets);
+      c.begin = used[static_cast<size_t>(p)];
+      c.end = c.begin + n;
+      used[static_cast<size_t>(p)] = c.end;
+      headers[static_cast<size_t>(p)][c.tensor] = {
+          {"dtype", detail::safetensors_dtype_name(a.dtype())},
+          {"shape", c.extent},
+          {"data_offsets", {c.begin, c.end}}};
+      if (p == me) plan.local.push_back({i, leaf.chunks.size(), k, c.begin});
+      owner[i].push_back(p);
+      leaf.chunks.push_back(std::move(c));
+    }
+    plan.index.leaves.push_back(std::move(leaf));
+  }
+  std::vector<uint64_t> data_start(static_cast<size_t>(processes));
+  for (int p = 0; p < processes; ++p) {
+    std::string text;
+    try {
+      text = headers[static_cast<size_t>(p)].dump();
+    } catch (const nlohmann::json::exception& e) {
+      detail::fail(kApi, "leaf names must be UTF-8: {}", e.what());
+    }
+    text.append((8 - text.size() % 8) % 8, ' ');  // safetensors aligns the data to 8 bytes
+    data_start[static_cast<size_t>(p)] = 8 + text.size();
+    if (p == me) {
+      const uint64_t len = text.size();
+      plan.header.assign(reinterpret_cast<const char*>(&len), 8);
+      plan.header += text;
+    }
+  }
+  for (size_t i = 0; i < plan.index.leaves.size(); ++i) {
+    for (size_t j = 0; j < plan.index.leaves[i].chunks.size(); ++j) {
+      CheckpointChunk& c = plan.index.leaves[i].chunks[j];
+      c.begin += data_start[static_cast<size_t>(owner[i][j])];
+      c.end += data_start[static_cast<size_t>(owner[i][j])];
+    }
+  }
+  plan.local_bytes = used[static_cast<size_t>(me)];
+  return plan;
+}
+
+void check_leaves(int64_t step, const std::vector<std::string>& names,
+                  const std::vector<Array>& leaves) {
+  detail::check(step >= 0, kApi, "step {} is negative", step);
+  detail::check(names.size() == leaves.size(), kApi, "{} names for {} leaves", names.size(),
+                leaves.size());
+  std::set<std::string> seen;
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    const Array& a = leaves[i];
+    detail::check(seen.insert(names[i]).second, kApi, "leaf '{}' appears twice", names[i]);
+    detail::check(a.valid(), kApi, "leaf '{}' is an empty Array handle", names[i]);
+    detail::check(!a.is_tracer(), kApi,
+                  "leaf '{}' is a traced value inside jit/grad/shard_map; save concrete arrays",
+                  names[i]);
+    detail::check(!a.impl()->donated, kApi,
+                  "leaf '{}' was donated to an earlier call and is gone; save before donating",
+                  names[i]);
+  }
+  detail::check(process_count() == 1, kApi,
+                "saving from {} processes needs a barrier between them, which this build does "
+                "not have yet; save from a single process",
+                process_count());
+}
+
+}  // namespace
+
+namespace ckpt {
+
+struct Checkpointer::Impl {
+  std::thread thread;
+  std::mutex mu;
+  std::exception_ptr error;  // of the last background write, until raised
+  // The host copy of the chunks, reused by the next save (its pages are already mapped).
+  std::unique_ptr<char[]> arena;
+  uint64_t arena_capacity = 0;
+
+  void join() {
+    if (thread.joinable()) thread.join();
+  }
+  void raise_pending() {
+    std::exception_ptr e;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      std::swap(e, error);
+    }
+    if (e) std::rethrow_exception(e);
+  }
+};
+
+namespace {
+
+struct Job {
+  std::string dir, step_dir;
+  Plan plan;
+  const char* arena = nullptr;
+  std::function<void()> after_commit;
+};
+
+void hash_chunks(Job& job) {
+  for (const LocalChunk& lc : job.plan.local) {
+    CheckpointChunk& c = job.plan.index.leaves[lc.leaf].chunks[lc.chunk];
+    c.xxh64 = detail::xxh64(job.arena + lc.offset, c.end - c.begin);
+  }
+}
+
+// Writes and commits the step. Hashing runs beside the write, so it costs no time of its own.
+void write_step(Job& job) {
+  const CheckpointIndex& index = job.plan.index;
+  std::vector<std::string> allowed = index.files;
+  allowed.emplace_back(detail::kIndexName);
+  detail::AtomicDir out(job.step_dir, kApi, allowed);
+  std::thread hasher([&job] { hash_chunks(job); });
+  struct Joiner {  // a failed write still joins the hasher before unwinding
+    std::thread& t;
+    ~Joiner() {
+      if (t.joinable()) t.join();
+    }
+  } joiner{hasher};
+  const std::string& file = index.files[static_cast<size_t>(process_index())];
+  detail::AtomicFile data(out.file(file), kApi);
+  data.write(job.plan.header);
+  data.write(std::string_view(job.arena, job.plan.local_bytes));
+  data.commit();
+  hasher.join();
+  detail::write_file_atomic(out.file(std::string(detail::kIndexName)), kApi,
+                            detail::index_to_json(index));
+  out.commit();
+}
+
+}  // namespace
+
+Checkpointer::Checkpointer() : impl_(std::make_unique<Impl>()) {}
+
+Checkpointer::~Checkpointer() {
+  impl_->join();
+  if (impl_->error) {
+    // Nobody waited for this save; its failure must still be seen.
+    try {
+      std::rethrow_exception(impl_->error);
+    } catch (const std::exception& e) {
+      std::cerr << "partix: a checkpoint save failed and was never waited for: " << e.what()
+                << "\n";
+    }
+  }
+}
+
+void Checkpointer::wait() {
+  impl_->join();
+  impl_->raise_pending();
+}
+
+void Checkpointer::save_leaves(const std::string& dir, int64_t step,
+                               const std::vector<std::string>& names,
+                               const std::vector<Array>& leaves, const SaveOptions& options,
+                               std::function<void()> after_commit) {
+  check_leaves(step, names, leaves);
+  detail::check(!dir.empty(), kApi, "the checkpoint folder is an empty path");
+  wait();  // one save at a time: its arena is about to be reused
+  auto job = std::make_shared<Job>();
+  job->dir = dir;
+  job->step_dir = step_path(dir, step);
+  job->plan = make_plan(step, names, leaves, options);
+  job->after_commit = std::move(after_commit);
+
+  Impl& im = *impl_;
+  const uint64_t bytes = job->plan.local_bytes;
+  if (bytes > im.arena_capacity) {
+    im.arena.reset();
+    im.arena_capacity = 0;
+    detail::check_host_memory(kApi, fmt::format("the host copy of step {}", step),
+                              static_cast<int64_t>(bytes));
+    try {
+      im.arena.reset(new char[bytes]);
+    } catch (const std::bad_alloc&) {
+      detail::fail(kApi, "out of host memory: the host copy of step {} needs {}", step,
+                   detail::format_bytes(static_cast<int64_t>(bytes)));
+    }
+    im.arena_capacity = bytes;
+  }
+  // The synchronous part: device blocks to host, so the arrays may be donated right after.
+  for (const LocalChunk& lc : job->plan.local) {
+    const Array& a = leaves[lc.leaf];
+    const detail::ArrayImpl& ai = *a.impl();
+    const CheckpointChunk& c = job->plan.index.leaves[lc.leaf].chunks[lc.chunk];
+    const Shape local = ai.sharding->shard_shape(ai.shape);
+    const Shape zero(local.size(), 0);
+    const detail::Buffer& b = ai.shards[static_cast<size_t>(lc.device)];
+    detail::copy_box(b.data(), local, zero, im.arena.get() + lc.offset, c.extent, zero, c.extent,
+                     dtype_size(ai.dtype));
+  }
+  job->arena = im.arena.get();
+  im.thread = std::thread([job, &im] {
+    try {
+      write_step(*job);
+    } catch (const std::exception& e) {
+      const std::string msg =
+          fmt::format("[{}] cannot write step {} to '{}' (earlier steps are unchanged): {}", kApi,
+                      job->plan.index.step, job->step_dir, without_api(e.what()));
+      std::lock_guard<std::mutex> lock(im.mu);
+      im.error = std::make_exception_ptr(Error(msg));
+      return;
+    }
+    try {
+      if (job->after_commit) job->after_commit();
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> lock(im.mu);
+      im.error = std::make_exception_ptr(Error(e.what()));
+    }
+  });
+}
+
+Checkpointer& default_checkpointer() {
+  static Checkpointer writer;
+  return writer;
+}
+
+void wait() { default_checkpointer().wait(); }
+
+}  // namespace ckpt
+
+// ---------------------------------------------------------------------------------------
+
+namespace {
+
+constexpr std::string_view kManagerApi = "CheckpointManager";
+
+// Temporaries of saves (and deletions) that died with their process.
+void remove_dead_temporaries(const std::string& dir) {
+  std::error_code ec;
+  std::set<std::string> targets;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    const size_t tmp = name.find(".tmp-");
+    if (name.starts_with("step_") && tmp != std::string::npos) {
+      targets.insert((fs::path(dir) / name.substr(0, tmp)).string());
+    }
+  }
+  for (const std::string& t : targets) detail::remove_stale_temporaries(t);
+}
+
+}  // namespace
+
+CheckpointManager::CheckpointManager(std::string dir, CheckpointManagerOptions options)
+    : dir_(std::move(dir)), options_(options) {
+  detail::check(!dir_.empty(), kManagerApi, "the checkpoint folder is an empty path");
+  detail::check(options_.keep >= 0, kManagerApi, "keep is {}; it must be >= 0 (0 keeps all)",
+                options_.keep);
+  detail::check(options_.save_every >= 1, kManagerApi, "save_every is {}; it must be >= 1",
+                options_.save_every);
+  std::error_code ec;
+  if (fs::exists(dir_, ec)) {
+    detail::check(fs::is_directory(dir_, ec), kManagerApi, "'{}' exists and is not a folder", dir_);
+    remove_dead_temporaries(dir_);
+  }
+}
+
+CheckpointManager::~CheckpointManager() = default;
+
+bool CheckpointManager::should_save(int64_t step) const {
+  return step >= 0 && step % options_.save_every == 0;
+}
+
+void CheckpointManager::save_leaves(int64_t step, const std::vector<std::string>& names,
+                                    const std::vector<Array>& leaves,
+                                    const ckpt::SaveOptions& options) {
+  writer_.save_leaves(dir_, step, names, leaves, options, [this] { delete_old_steps(); });
+}
+
+void CheckpointManager::wait() { writer_.wait(); }
+
+void CheckpointManager::delete_old_steps() {
+  if (options_.keep == 0) return;
+  std::vector<int64_t> steps = all_steps();
+  for (size_t i = 0; i + static_cast<size_t>(options_.keep) < steps.size(); ++i) {
+    const std::string path = ckpt::step_path(dir_, steps[i]);
+    // Renamed out of the committed namespace first: a crash while deleting must not leave a
+    // half-deleted step that still looks committed.
+    const std::string doomed = fmt::format("{}.tmp-{}", path, ::getpid());
+    std::error_code ec;
+    fs::remove_all(doomed, ec);
+    fs::rename(path, doomed, ec);
+    if (ec) {
+      detail::fail(kManagerApi, "cannot remove the old step '{}': {}", path, ec.message());
+    }
+    detail::fsync_dir(dir_, kManagerApi);
+    fs::remove_all(doomed, ec);
+    if (ec) detail::fail(kManagerApi, "cannot remove '{}': {}", doomed, ec.message());
+  }
+}
+
+}  // namespace partix
