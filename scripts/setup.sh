@@ -11,6 +11,7 @@ packages=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   libpng-dev                          # partix train --plot loss.png
   fortunes                            # the training corpus (real text, ~2.5 MB)
+  python3-venv python3-pip            # the checkpoint interoperability test's reader
 )
 
 missing=()
@@ -38,4 +39,18 @@ if model=$("$(dirname "$0")/fetch_smollm2.sh"); then
 else
   echo "setup: could not fetch the SmolLM2 GGUF (offline?); the tests that need it will skip." \
        "Run scripts/fetch_smollm2.sh later to enable them."
+fi
+
+# Python with numpy and Hugging Face's safetensors reader, for the test that opens partix's
+# checkpoints with it (cli.checkpoint_safetensors). Offline, setup still succeeds and that
+# test skips.
+tools_venv=${PARTIX_CACHE:-$HOME/.cache/partix}/tools-venv
+if "$tools_venv/bin/python" -c "import numpy, safetensors" 2>/dev/null; then
+  echo "setup: Python tools at $tools_venv"
+elif python3 -m venv "$tools_venv" >/dev/null 2>&1 &&
+    "$tools_venv/bin/pip" install --quiet --disable-pip-version-check numpy safetensors >/dev/null 2>&1; then
+  echo "setup: Python tools installed at $tools_venv"
+else
+  echo "setup: could not install numpy and safetensors into $tools_venv (offline?);" \
+       "cli.checkpoint_safetensors will skip."
 fi
