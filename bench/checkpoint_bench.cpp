@@ -1,0 +1,222 @@
+// Checkpoint cost, two figures:
+//
+// 1. Stall: GPT-2 small training steps on a mesh (default 4x2), one trainer without
+//    checkpoints and one saving every `--save-every` steps (asynchronously: save() copies this
+//    process's chunks to host and returns; a thread writes). The steps alternate between the
+//    two trainers, so both see the same machine. Reports the median plain step, the median
+//    step that called save() (its blocking part is StepMetrics::save_seconds), the median step
+//    run while a write was in flight, and the overall mean, each against the plain median.
+//
+// 2. Throughput: the same training state saved whole with ckpt::save + wait (chunk copies,
+//    safetensors headers, XXH64, fsync of every file and of the folders, rename) against a raw
+//    sequential write of the same number of bytes into the same folder (write() in 8 MiB
+//    blocks, fsync, close). The two alternate `--repeats` times; medians.
+//
+//   partix_bench_checkpoint [--mesh 4x2] [--model small|tiny] [--batch 8] [--seq 128]
+//                           [--steps 12] [--save-every 3] [--repeats 3] [--dir DIR]
+// DIR (default: a fresh folder under $TMPDIR or /tmp) must be on the disk to measure.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "models/gpt2/train.h"
+#include "partix/partix.h"
+
+namespace {
+
+using namespace partix;
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+struct Args {
+  std::string model = "small";
+  int64_t data = 4, model_parallel = 2;
+  int64_t batch = 8, seq = 128, steps = 12, save_every = 3, repeats = 3;
+  std::string dir;
+};
+
+int64_t positive(const std::string& flag, const std::string& text) {
+  size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || v <= 0) {
+    throw Error(fmt::format("[checkpoint_bench] {} wants a positive integer, got '{}'", flag, text));
+  }
+  return v;
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    if (i + 1 >= argc) throw Error("[checkpoint_bench] " + k + " needs a value");
+    const std::string v = argv[++i];
+    if (k == "--model") {
+      if (v != "small" && v != "tiny") throw Error("[checkpoint_bench] --model: small or tiny");
+      a.model = v;
+    } else if (k == "--mesh") {
+      const size_t x = v.find('x');
+      if (x == std::string::npos) throw Error("[checkpoint_bench] --mesh looks like 4x2");
+      a.data = positive(k, v.substr(0, x));
+      a.model_parallel = positive(k, v.substr(x + 1));
+    } else if (k == "--batch") a.batch = positive(k, v);
+    else if (k == "--seq") a.seq = positive(k, v);
+    else if (k == "--steps") a.steps = positive(k, v);
+    else if (k == "--save-every") a.save_every = positive(k, v);
+    else if (k == "--repeats") a.repeats = positive(k, v);
+    else if (k == "--dir") a.dir = v;
+    else throw Error("[checkpoint_bench] unknown argument " + k);
+  }
+  return a;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+uint64_t folder_bytes(const fs::path& p) {
+  uint64_t n = 0;
+  for (const auto& e : fs::recursive_directory_iterator(p)) {
+    if (e.is_regular_file()) n += e.file_size();
+  }
+  return n;
+}
+
+// write() in 8 MiB blocks, fsync, close: what a program that only writes bytes can do.
+double raw_write_seconds(const fs::path& file, uint64_t bytes) {
+  std::vector<char> block(8 << 20, 'x');
+  const auto t = Clock::now();
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error("[checkpoint_bench] cannot create " + file.string());
+  uint64_t done = 0;
+  while (done < bytes) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(block.size(), bytes - done));
+    const ssize_t w = ::write(fd, block.data(), n);
+    if (w <= 0) throw Error("[checkpoint_bench] write failed on " + file.string());
+    done += static_cast<uint64_t>(w);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    throw Error("[checkpoint_bench] fsync/close failed on " + file.string());
+  }
+  const double s = seconds_since(t);
+  fs::remove(file);
+  return s;
+}
+
+models::gpt2::TrainOptions options(const Args& a) {
+  models::gpt2::TrainOptions o;
+  o.model = a.model == "small" ? models::gpt2::small() : models::gpt2::tiny();
+  o.data = a.data;
+  o.model_parallel = a.model_parallel;
+  o.batch = a.batch;
+  o.seq = a.seq;
+  o.steps = 1 << 20;
+  return o;
+}
+
+int run(const Args& a) {
+  fs::path root = a.dir;
+  if (root.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/partix-ckpt-bench-XXXXXX";
+    if (!::mkdtemp(pattern.data())) throw Error("[checkpoint_bench] cannot create " + pattern);
+    root = pattern;
+  }
+  fs::create_directories(root);
+  init({.num_cpu_devices = static_cast<int>(a.data * a.model_parallel)});
+
+  // 1. Stall.
+  models::gpt2::TrainOptions plain_o = options(a);
+  models::gpt2::TrainOptions saving_o = options(a);
+  saving_o.checkpoint_dir = (root / "train").string();
+  saving_o.save_every = a.save_every;
+  saving_o.keep = 1;
+  models::gpt2::Trainer plain(plain_o);
+  models::gpt2::Trainer saving(saving_o);
+  plain.step();  // compile
+  saving.step();
+  saving.wait_for_checkpoints();
+  std::vector<double> t_plain, t_save, t_inflight, t_all_saving;
+  std::vector<double> blocked;
+  bool in_flight = false;
+  for (int64_t s = 0; s < a.steps; ++s) {
+    t_plain.push_back(plain.step().seconds);
+    const models::gpt2::StepMetrics m = saving.step();
+    t_all_saving.push_back(m.seconds);
+    if (m.save_seconds > 0) {
+      t_save.push_back(m.seconds);
+      blocked.push_back(m.save_seconds);
+      in_flight = true;
+    } else if (in_flight) {
+      t_inflight.push_back(m.seconds);
+      in_flight = false;  // the write of one save overlaps the next step at most, typically
+    }
+  }
+  saving.wait_for_checkpoints();
+  const double base = median(t_plain);
+  double mean_saving = 0;
+  for (double t : t_all_saving) mean_saving += t;
+  mean_saving /= static_cast<double>(t_all_saving.size());
+  fmt::print("stall ({} {}x{}, batch {} x seq {}, a save every {} steps, {} steps each):\n",
+             a.model, a.data, a.model_parallel, a.batch, a.seq, a.save_every, a.steps);
+  fmt::print("  plain step (median)            {:8.3f} s\n", base);
+  fmt::print("  step that saves (median)       {:8.3f} s  {:+6.1f}%  (save() blocked {:.3f} s)\n",
+             median(t_save), 100 * (median(t_save) / base - 1), median(blocked));
+  fmt::print("  next step, write in flight     {:8.3f} s  {:+6.1f}%\n", median(t_inflight),
+             100 * (median(t_inflight) / base - 1));
+  fmt::print("  mean step while saving         {:8.3f} s  {:+6.1f}%\n", mean_saving,
+             100 * (mean_saving / base - 1));
+
+  // 2. Throughput.
+  const models::gpt2::TrainState state = saving.state();
+  std::vector<double> t_ckpt, t_raw;
+  uint64_t bytes = 0;
+  for (int64_t r = 0; r < a.repeats; ++r) {
+    const fs::path dir = root / fmt::format("whole_{}", r);
+    auto t = Clock::now();
+    ckpt::save(dir.string(), 1, state);
+    ckpt::wait();
+    t_ckpt.push_back(seconds_since(t));
+    bytes = folder_bytes(dir);
+    fs::remove_all(dir);
+    t_raw.push_back(raw_write_seconds(root / "raw.bin", bytes));
+  }
+  const double ck = median(t_ckpt), raw = median(t_raw);
+  const double mib = static_cast<double>(bytes) / (1 << 20);
+  fmt::print("throughput ({:.0f} MiB of training state, {} repeats, medians):\n", mib, a.repeats);
+  fmt::print("  checkpoint save + commit       {:8.3f} s  {:8.1f} MiB/s\n", ck, mib / ck);
+  fmt::print("  raw write + fsync              {:8.3f} s  {:8.1f} MiB/s\n", raw, mib / raw);
+  fmt::print("  ratio                          {:8.2f}\n", raw / ck);
+  if (a.dir.empty()) fs::remove_all(root);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(parse(argc, argv));
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "partix_bench_checkpoint: {}\n", e.what());
+    return 1;
+  }
+}
