@@ -9,8 +9,9 @@
 //
 // 2. Throughput: the same training state saved whole with ckpt::save + wait (chunk copies,
 //    safetensors headers, XXH64, fsync of every file and of the folders, rename) against a raw
-//    sequential write of the same number of bytes into the same folder (write() in 8 MiB
-//    blocks, fsync, close). The two alternate `--repeats` times; medians.
+//    sequential write of the same bytes (the checkpoint's files, read back into one buffer)
+//    into the same folder: write() in 8 MiB parts, fsync, close. The two alternate
+//    `--repeats` times; medians.
 //
 //   partix_bench_checkpoint [--mesh 4x2] [--model small|tiny] [--batch 8] [--seq 128]
 //                           [--steps 12] [--save-every 3] [--repeats 3] [--dir DIR]
@@ -43,7 +44,7 @@ struct Args {
   std::string dir;
 };
 
-int64_t positive(const std::string& flag, const std::string& text) {
+int64_t integer(const std::string& flag, const std::string& text, int64_t least) {
   size_t used = 0;
   long long v = 0;
   try {
@@ -51,10 +52,15 @@ int64_t positive(const std::string& flag, const std::string& text) {
   } catch (const std::exception&) {
     used = 0;
   }
-  if (used != text.size() || v <= 0) {
-    throw Error(fmt::format("[checkpoint_bench] {} wants a positive integer, got '{}'", flag, text));
+  if (used != text.size() || v < least) {
+    throw Error(
+        fmt::format("[checkpoint_bench] {} wants an integer >= {}, got '{}'", flag, least, text));
   }
   return v;
+}
+
+int64_t positive(const std::string& flag, const std::string& text) {
+  return integer(flag, text, 1);
 }
 
 Args parse(int argc, char** argv) {
@@ -73,7 +79,7 @@ Args parse(int argc, char** argv) {
       a.model_parallel = positive(k, v.substr(x + 1));
     } else if (k == "--batch") a.batch = positive(k, v);
     else if (k == "--seq") a.seq = positive(k, v);
-    else if (k == "--steps") a.steps = positive(k, v);
+    else if (k == "--steps") a.steps = integer(k, v, 0);  // 0: throughput only
     else if (k == "--save-every") a.save_every = positive(k, v);
     else if (k == "--repeats") a.repeats = positive(k, v);
     else if (k == "--dir") a.dir = v;
@@ -93,26 +99,19 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-uint64_t folder_bytes(const fs::path& p) {
-  uint64_t n = 0;
-  for (const auto& e : fs::recursive_directory_iterator(p)) {
-    if (e.is_regular_file()) n += e.file_size();
-  }
-  return n;
-}
-
-// write() in 8 MiB blocks, fsync, close: what a program that only writes bytes can do.
-double raw_write_seconds(const fs::path& file, uint64_t bytes) {
-  std::vector<char> block(8 << 20, 'x');
+// The same bytes from memory to the same disk as a program that only writes would do it:
+// write() of 8 MiB parts of one buffer, fsync, close.
+double raw_write_seconds(const fs::path& file, const std::vector<char>& bytes) {
+  const size_t part = size_t{8} << 20;
   const auto t = Clock::now();
   const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw Error("[checkpoint_bench] cannot create " + file.string());
-  uint64_t done = 0;
-  while (done < bytes) {
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(block.size(), bytes - done));
-    const ssize_t w = ::write(fd, block.data(), n);
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const size_t n = std::min(part, bytes.size() - done);
+    const ssize_t w = ::write(fd, bytes.data() + done, n);
     if (w <= 0) throw Error("[checkpoint_bench] write failed on " + file.string());
-    done += static_cast<uint64_t>(w);
+    done += static_cast<size_t>(w);
   }
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     throw Error("[checkpoint_bench] fsync/close failed on " + file.string());
@@ -120,6 +119,26 @@ double raw_write_seconds(const fs::path& file, uint64_t bytes) {
   const double s = seconds_since(t);
   fs::remove(file);
   return s;
+}
+
+// Every file of a folder, concatenated.
+std::vector<char> folder_contents(const fs::path& p) {
+  std::vector<char> out;
+  for (const auto& e : fs::recursive_directory_iterator(p)) {
+    if (!e.is_regular_file()) continue;
+    const size_t at = out.size();
+    out.resize(at + e.file_size());
+    const int fd = ::open(e.path().c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw Error("[checkpoint_bench] cannot open " + e.path().string());
+    size_t done = 0;
+    while (at + done < out.size()) {
+      const ssize_t r = ::read(fd, out.data() + at + done, out.size() - at - done);
+      if (r <= 0) throw Error("[checkpoint_bench] cannot read " + e.path().string());
+      done += static_cast<size_t>(r);
+    }
+    ::close(fd);
+  }
+  return out;
 }
 
 models::gpt2::TrainOptions options(const Args& a) {
@@ -133,6 +152,9 @@ models::gpt2::TrainOptions options(const Args& a) {
   return o;
 }
 
+void stall(const Args& a, const fs::path& root);
+void throughput(const Args& a, const fs::path& root);
+
 int run(const Args& a) {
   fs::path root = a.dir;
   if (root.empty()) {
@@ -144,7 +166,13 @@ int run(const Args& a) {
   fs::create_directories(root);
   init({.num_cpu_devices = static_cast<int>(a.data * a.model_parallel)});
 
-  // 1. Stall.
+  if (a.steps > 0) stall(a, root);
+  throughput(a, root);
+  if (a.dir.empty()) fs::remove_all(root);
+  return 0;
+}
+
+void stall(const Args& a, const fs::path& root) {
   models::gpt2::TrainOptions plain_o = options(a);
   models::gpt2::TrainOptions saving_o = options(a);
   saving_o.checkpoint_dir = (root / "train").string();
@@ -186,28 +214,33 @@ int run(const Args& a) {
   fmt::print("  mean step while saving         {:8.3f} s  {:+6.1f}%\n", mean_saving,
              100 * (mean_saving / base - 1));
 
-  // 2. Throughput.
-  const models::gpt2::TrainState state = saving.state();
-  std::vector<double> t_ckpt, t_raw;
-  uint64_t bytes = 0;
+}
+
+void throughput(const Args& a, const fs::path& root) {
+  models::gpt2::TrainOptions o = options(a);
+  o.steps = 1;
+  models::gpt2::Trainer trainer(o);
+  const models::gpt2::TrainState state = trainer.state();
+  std::vector<double> t_ckpt, t_raw, t_blocked;
+  std::vector<char> bytes;
   for (int64_t r = 0; r < a.repeats; ++r) {
     const fs::path dir = root / fmt::format("whole_{}", r);
     auto t = Clock::now();
     ckpt::save(dir.string(), 1, state);
+    t_blocked.push_back(seconds_since(t));
     ckpt::wait();
     t_ckpt.push_back(seconds_since(t));
-    bytes = folder_bytes(dir);
+    bytes = folder_contents(dir);
     fs::remove_all(dir);
     t_raw.push_back(raw_write_seconds(root / "raw.bin", bytes));
   }
   const double ck = median(t_ckpt), raw = median(t_raw);
-  const double mib = static_cast<double>(bytes) / (1 << 20);
+  const double mib = static_cast<double>(bytes.size()) / (1 << 20);
   fmt::print("throughput ({:.0f} MiB of training state, {} repeats, medians):\n", mib, a.repeats);
-  fmt::print("  checkpoint save + commit       {:8.3f} s  {:8.1f} MiB/s\n", ck, mib / ck);
+  fmt::print("  checkpoint save + commit       {:8.3f} s  {:8.1f} MiB/s  (save() returned after {:.3f} s)\n",
+             ck, mib / ck, median(t_blocked));
   fmt::print("  raw write + fsync              {:8.3f} s  {:8.1f} MiB/s\n", raw, mib / raw);
   fmt::print("  ratio                          {:8.2f}\n", raw / ck);
-  if (a.dir.empty()) fs::remove_all(root);
-  return 0;
 }
 
 }  // namespace

@@ -1,9 +1,12 @@
 // Saving: every process plans every chunk of every leaf the same way (so the index needs no
 // communication), copies the chunks it owns into one host arena laid out as its data file, and
-// a background thread writes the file and commits the step.
+// a background thread writes the file and commits the step. The writer starts with the copy:
+// it writes each part of the arena as soon as the copy has passed it, so a save costs the
+// longer of copying and writing, not their sum.
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -190,16 +193,53 @@ struct Checkpointer::Impl {
 
 namespace {
 
+// How far the host copy has filled the arena (a prefix, since chunks are copied in arena
+// order), shared by the copying caller and the writer and hasher threads.
+class CopyProgress {
+ public:
+  void advance(uint64_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ready_ = bytes;
+    }
+    cv_.notify_all();
+  }
+  void abandon() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      abandoned_ = true;
+    }
+    cv_.notify_all();
+  }
+  // Blocks until the first `bytes` of the arena are copied; throws if the copy was abandoned.
+  void wait_for(uint64_t bytes) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return ready_ >= bytes || abandoned_; });
+    if (ready_ < bytes) detail::fail(kApi, "the host copy of the chunks did not complete");
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t ready_ = 0;
+  bool abandoned_ = false;
+};
+
 struct Job {
   std::string dir, step_dir;
   Plan plan;
   const char* arena = nullptr;
+  CopyProgress progress;
   std::function<void()> after_commit;
 };
+
+// The arena is written in parts of this size as the copy passes them.
+constexpr uint64_t kWritePart = uint64_t{32} << 20;
 
 void hash_chunks(Job& job) {
   for (const LocalChunk& lc : job.plan.local) {
     CheckpointChunk& c = job.plan.index.leaves[lc.leaf].chunks[lc.chunk];
+    job.progress.wait_for(lc.offset + (c.end - c.begin));
     c.xxh64 = detail::xxh64(job.arena + lc.offset, c.end - c.begin);
   }
 }
@@ -220,7 +260,12 @@ void write_step(Job& job) {
   const std::string& file = index.files[static_cast<size_t>(process_index())];
   detail::AtomicFile data(out.file(file), kApi);
   data.write(job.plan.header);
-  data.write(std::string_view(job.arena, job.plan.local_bytes));
+  for (uint64_t at = 0; at < job.plan.local_bytes;) {
+    const uint64_t end = std::min(job.plan.local_bytes, at + kWritePart);
+    job.progress.wait_for(end);
+    data.write(std::string_view(job.arena + at, end - at));
+    at = end;
+  }
   data.commit();
   hasher.join();
   detail::write_file_atomic(out.file(std::string(detail::kIndexName)), kApi,
@@ -278,17 +323,6 @@ void Checkpointer::save_leaves(const std::string& dir, int64_t step,
     }
     im.arena_capacity = bytes;
   }
-  // The synchronous part: device blocks to host, so the arrays may be donated right after.
-  for (const LocalChunk& lc : job->plan.local) {
-    const Array& a = leaves[lc.leaf];
-    const detail::ArrayImpl& ai = *a.impl();
-    const CheckpointChunk& c = job->plan.index.leaves[lc.leaf].chunks[lc.chunk];
-    const Shape local = ai.sharding->shard_shape(ai.shape);
-    const Shape zero(local.size(), 0);
-    const detail::Buffer& b = ai.shards[static_cast<size_t>(lc.device)];
-    detail::copy_box(b.data(), local, zero, im.arena.get() + lc.offset, c.extent, zero, c.extent,
-                     dtype_size(ai.dtype));
-  }
   job->arena = im.arena.get();
   im.thread = std::thread([job, &im] {
     try {
@@ -308,6 +342,29 @@ void Checkpointer::save_leaves(const std::string& dir, int64_t step,
       im.error = std::make_exception_ptr(Error(e.what()));
     }
   });
+  // The synchronous part: device blocks to host, so the arrays may be donated right after.
+  // The writer follows the copy through the arena.
+  try {
+    for (const LocalChunk& lc : job->plan.local) {
+      const Array& a = leaves[lc.leaf];
+      const detail::ArrayImpl& ai = *a.impl();
+      const CheckpointChunk& c = job->plan.index.leaves[lc.leaf].chunks[lc.chunk];
+      const Shape local = ai.sharding->shard_shape(ai.shape);
+      const Shape zero(local.size(), 0);
+      const detail::Buffer& b = ai.shards[static_cast<size_t>(lc.device)];
+      detail::copy_box(b.data(), local, zero, im.arena.get() + lc.offset, c.extent, zero,
+                       c.extent, dtype_size(ai.dtype));
+      job->progress.advance(lc.offset + (c.end - c.begin));
+    }
+  } catch (...) {
+    // The writer gives up without committing; this error, not its consequence, is raised.
+    job->progress.abandon();
+    im.join();
+    std::lock_guard<std::mutex> lock(im.mu);
+    im.error = nullptr;
+    throw;
+  }
+  job->progress.advance(bytes);
 }
 
 Checkpointer& default_checkpointer() {

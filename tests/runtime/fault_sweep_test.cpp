@@ -3,6 +3,7 @@
 // generate call. Each attempt either succeeds or raises partix::Error (never another
 // exception, never a crash), and partix works right after. The default run samples N;
 // PARTIX_FAULT_SWEEP=all tries every allocation (scripts/asan.sh also checks for leaks).
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
@@ -32,7 +33,8 @@ int sweep(const std::function<void()>& attempt, const std::function<void()>& wor
   const char* env = std::getenv("PARTIX_FAULT_SWEEP");
   const int64_t step = env && std::string(env) == "all" ? 1 : std::max<int64_t>(1, n / samples);
   int raised = 0;
-  for (int64_t k = 1; k <= n; k += step) {
+  int64_t tried = 0;
+  for (int64_t k = 1; k <= n; k += step, ++tried) {
     detail::fail_nth_allocation(k);
     try {
       attempt();
@@ -46,6 +48,8 @@ int sweep(const std::function<void()>& attempt, const std::function<void()>& wor
     detail::fail_nth_allocation(0);
     works_after();
   }
+  std::printf("fault sweep: %lld allocations, %lld made to fail, %d raised partix::Error\n",
+              static_cast<long long>(n), static_cast<long long>(tried), raised);
   return raised;
 }
 
