@@ -1,8 +1,6 @@
 // The one writer every output goes through: a full disk or a file-size limit is an error
 // naming the path and leaves the previous file untouched; nothing half-written appears;
 // temporaries of dead processes are cleaned; unwritable destinations are found up front.
-#include <signal.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -16,26 +14,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A file-size limit stands in for a full disk: writes past it fail with EFBIG (SIGXFSZ, which
-// would kill the process, is ignored meanwhile).
-class FileSizeLimit {
- public:
-  explicit FileSizeLimit(rlim_t bytes) {
-    ::getrlimit(RLIMIT_FSIZE, &old_);
-    old_handler_ = ::signal(SIGXFSZ, SIG_IGN);
-    rlimit lim = old_;
-    lim.rlim_cur = bytes;
-    ::setrlimit(RLIMIT_FSIZE, &lim);
-  }
-  ~FileSizeLimit() {
-    ::setrlimit(RLIMIT_FSIZE, &old_);
-    ::signal(SIGXFSZ, old_handler_);
-  }
-
- private:
-  rlimit old_{};
-  sighandler_t old_handler_;
-};
 
 std::vector<std::string> listing(const fs::path& dir) {
   std::vector<std::string> out;
@@ -58,7 +36,7 @@ TEST(AtomicFile, AFailedWriteLeavesThePreviousFileAndNoTemporary) {
   const std::string p = dir.file("out.csv");
   detail::write_file_atomic(p, "test", "old contents\n");
   {
-    FileSizeLimit limit(64 << 10);
+    test::FileSizeLimit limit(64 << 10);
     detail::AtomicFile f(p, "test");
     f.write(std::string(40 << 10, 'a'));
     EXPECT_PARTIX_ERROR(

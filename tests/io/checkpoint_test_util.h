@@ -1,9 +1,7 @@
 // Helpers for the checkpoint tests: arrays with distinct values in any sharding, bitwise
-// comparison, and a file-size limit that stands in for a full disk.
+// comparison.
 #pragma once
 
-#include <signal.h>
-#include <sys/resource.h>
 
 #include <cstring>
 #include <string>
@@ -54,25 +52,5 @@ inline std::string bytes_of(const Array& a) {
   }
 }
 
-// A file-size limit stands in for a full disk: writes past it fail with EFBIG (SIGXFSZ, which
-// would kill the process, is ignored meanwhile).
-class FileSizeLimit {
- public:
-  explicit FileSizeLimit(rlim_t bytes) {
-    ::getrlimit(RLIMIT_FSIZE, &old_);
-    old_handler_ = ::signal(SIGXFSZ, SIG_IGN);
-    rlimit lim = old_;
-    lim.rlim_cur = bytes;
-    ::setrlimit(RLIMIT_FSIZE, &lim);
-  }
-  ~FileSizeLimit() {
-    ::setrlimit(RLIMIT_FSIZE, &old_);
-    ::signal(SIGXFSZ, old_handler_);
-  }
-
- private:
-  rlimit old_{};
-  sighandler_t old_handler_;
-};
 
 }  // namespace partix::test

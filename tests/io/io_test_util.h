@@ -1,8 +1,10 @@
-// Helpers for the io tests: temporary folders, raw file writing, golden files and the
-// cached SmolLM2 GGUF.
+// Helpers for the io tests: temporary folders, raw file writing, golden files, the cached
+// SmolLM2 GGUF, and a file-size limit that stands in for a full disk.
 #pragma once
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -155,6 +157,27 @@ class GgufBuilder {
 
  private:
   std::string kv_, ti_;
+};
+
+// A file-size limit stands in for a full disk: writes past it fail with EFBIG (SIGXFSZ, which
+// would kill the process, is ignored meanwhile).
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    ::getrlimit(RLIMIT_FSIZE, &old_);
+    old_handler_ = ::signal(SIGXFSZ, SIG_IGN);
+    rlimit lim = old_;
+    lim.rlim_cur = bytes;
+    ::setrlimit(RLIMIT_FSIZE, &lim);
+  }
+  ~FileSizeLimit() {
+    ::setrlimit(RLIMIT_FSIZE, &old_);
+    ::signal(SIGXFSZ, old_handler_);
+  }
+
+ private:
+  rlimit old_{};
+  sighandler_t old_handler_;
 };
 
 }  // namespace partix::test
