@@ -2,7 +2,8 @@
 // N over the allocations of a shard_map program, a GPT-2 training step, a GGUF load and a
 // generate call. Each attempt either succeeds or raises partix::Error (never another
 // exception, never a crash), and partix works right after. The default run samples N;
-// PARTIX_FAULT_SWEEP=all tries every allocation (scripts/asan.sh also checks for leaks).
+// PARTIX_FAULT_SWEEP=all tries every allocation, PARTIX_FAULT_SWEEP=K samples K of them per
+// case (scripts/asan.sh also checks for leaks).
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -31,6 +32,15 @@ int sweep(const std::function<void()>& attempt, const std::function<void()>& wor
   detail::fail_nth_allocation(0);
   EXPECT_GT(n, 0);
   const char* env = std::getenv("PARTIX_FAULT_SWEEP");
+  if (env && std::string(env) != "all") {
+    char* end = nullptr;
+    const long long k = std::strtoll(env, &end, 10);
+    if (end == env || *end != '\0' || k <= 0) {
+      ADD_FAILURE() << "PARTIX_FAULT_SWEEP is 'all' or a positive count, not '" << env << "'";
+    } else {
+      samples = static_cast<int>(std::min<long long>(k, 1 << 30));
+    }
+  }
   const int64_t step = env && std::string(env) == "all" ? 1 : std::max<int64_t>(1, n / samples);
   int raised = 0;
   int64_t tried = 0;
