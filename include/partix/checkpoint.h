@@ -32,7 +32,7 @@
 namespace partix::ckpt {
 
 struct SaveOptions {
-  std::map<std::string, std::string> metadata;  // stored in index.json, returned by info()
+  std::map<std::string, std::string> metadata{};  // stored in index.json, returned by info()
 };
 
 struct RestoreOptions {
@@ -45,9 +45,9 @@ struct RestoreOptions {
 // may differ from the saved one where the conversion loses nothing unexpected (float to float,
 // integer to float, integer to wider integer).
 struct ArraySpec {
-  Shape shape;
+  Shape shape{};
   DType dtype = DType::F32;
-  NamedSharding sharding;
+  NamedSharding sharding;  // required: no default
 };
 
 struct LeafInfo {

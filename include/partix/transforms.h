@@ -18,10 +18,10 @@ namespace partix {
 
 struct JitOptions {
   // One per argument (applies to all its leaves) or one per flattened leaf; empty: from args.
-  std::vector<std::optional<NamedSharding>> in_shardings;
+  std::vector<std::optional<NamedSharding>> in_shardings{};
   // One per result leaf; empty: propagated.
-  std::vector<std::optional<NamedSharding>> out_shardings;
-  std::vector<int> donate_argnums;
+  std::vector<std::optional<NamedSharding>> out_shardings{};
+  std::vector<int> donate_argnums{};
   std::string name = "jit";  // names the program in text and messages
 };
 

@@ -109,12 +109,24 @@ std::shared_ptr<JitState::Entry> JitState::get(const std::vector<Array>& leaves,
   }
   // Every argument runs on one mesh: the one committed arrays and in_shardings name.
   std::optional<Mesh> mesh;
-  for (const auto& g : given) {
+  auto what = [&](size_t i) {
+    if (i < paths.size()) return "argument " + paths[i];
+    if (i < leaves.size()) return fmt::format("argument leaf {}", i);
+    return fmt::format("a captured array (#{})", i - leaves.size());
+  };
+  size_t first = 0;
+  for (size_t i = 0; i < given.size(); ++i) {
+    const auto& g = given[i];
     if (!g) continue;
-    if (!mesh) mesh = g->mesh();
-    else if (!(g->mesh() == *mesh)) {
-      fail(name, "arguments are committed to different meshes: {} and {}", mesh->to_string(),
-           g->mesh().to_string());
+    if (!mesh) {
+      mesh = g->mesh();
+      first = i;
+    } else if (!(g->mesh() == *mesh)) {
+      fail(name,
+           "arguments are committed to different meshes: {} is on {} ({}) but {} is on {} ({}); "
+           "device_put one of them onto the other's mesh, or give in_shardings on one mesh",
+           what(first), mesh->to_string(), given[first]->to_string(), what(i),
+           g->mesh().to_string(), g->to_string());
     }
   }
   for (const auto& o : options_.out_shardings) {

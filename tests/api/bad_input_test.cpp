@@ -212,8 +212,10 @@ TEST(BadInput, JitOptions) {
     o.name = "step";
     Array a = device_put(x, s);
     Array b = device_put(zeros({8}), NamedSharding(mesh4x2(), P("x")));
+    // Names both arguments with their shardings, and the fix.
     EXPECT_PARTIX_ERROR(jit([](const Array& p, const Array& q) { return p + q; }, o)(a, b),
-                        "[step]", "different meshes");
+                        "[step]", "different meshes", "argument args[0]", "argument args[1]",
+                        "P('x')", "device_put one of them");
   }
 }
 
