@@ -28,7 +28,7 @@
 
 #include <fmt/format.h>
 
-#include "models/gpt2/train.h"
+#include "partix/models/gpt2.h"
 #include "partix/partix.h"
 
 namespace {

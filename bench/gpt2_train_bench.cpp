@@ -15,7 +15,7 @@
 #include <iostream>
 #include <string>
 
-#include "models/gpt2/gpt2.h"
+#include "partix/models/gpt2.h"
 #include "partix/partix.h"
 
 namespace {

@@ -11,7 +11,7 @@
 #include <iostream>
 #include <string>
 
-#include "models/llama/generate.h"
+#include "partix/models/llama.h"
 #include "partix/partix.h"
 
 namespace {

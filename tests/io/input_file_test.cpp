@@ -9,8 +9,8 @@
 #include "io/data_loader.h"
 #include "io/gguf_mutator.h"
 #include "io/io_test_util.h"
-#include "models/gpt2/gpt2.h"
-#include "models/llama/llama.h"
+#include "partix/models/gpt2.h"
+#include "partix/models/llama.h"
 #include "test_util.h"
 
 using namespace partix;

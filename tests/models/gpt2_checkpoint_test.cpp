@@ -3,7 +3,7 @@
 #include <filesystem>
 
 #include "io/checkpoint_test_util.h"
-#include "models/gpt2/train.h"
+#include "partix/models/gpt2.h"
 #include "test_util.h"
 
 using namespace partix;

@@ -2,7 +2,7 @@
 // the gradient of every parameter, on one device and sharded on 8.
 #include <filesystem>
 
-#include "models/gpt2/gpt2.h"
+#include "partix/models/gpt2.h"
 #include "partix/io.h"
 #include "test_util.h"
 

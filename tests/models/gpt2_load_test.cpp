@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/io_test_util.h"
-#include "models/gpt2/gpt2.h"
+#include "partix/models/gpt2.h"
 #include "test_util.h"
 
 using namespace partix;

@@ -1,6 +1,6 @@
 // GPT-2 training: the same loss curve whatever the parallelism (the mesh shape alone switches
 // between data, tensor and hybrid parallelism; FSDP on top), and the loss falls.
-#include "models/gpt2/train.h"
+#include "partix/models/gpt2.h"
 #include <fmt/format.h>
 
 #include "test_util.h"

@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "models/llama/generate.h"
+#include "partix/models/llama.h"
 #include "partix/io.h"
 #include "test_util.h"
 

@@ -8,7 +8,7 @@
 
 #include "io/gguf_mutator.h"
 #include "io/io_test_util.h"
-#include "models/llama/llama.h"
+#include "partix/models/llama.h"
 #include "test_util.h"
 
 using namespace partix;

@@ -2,7 +2,7 @@
 // sharding does not change results, left-padded batches equal single prompts, sampling.
 #include <cmath>
 
-#include "models/llama/generate.h"
+#include "partix/models/llama.h"
 #include "test_util.h"
 
 using namespace partix;

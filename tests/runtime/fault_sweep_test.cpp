@@ -9,8 +9,8 @@
 #include <filesystem>
 
 #include "core/fault_injection.h"
-#include "models/gpt2/train.h"
-#include "models/llama/generate.h"
+#include "partix/models/gpt2.h"
+#include "partix/models/llama.h"
 #include "test_util.h"
 
 using namespace partix;

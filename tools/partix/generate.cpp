@@ -6,7 +6,7 @@
 #include "commands.h"
 #include "flags.h"
 #include "io/atomic_file.h"
-#include "models/llama/generate.h"
+#include "partix/models/llama.h"
 #include "partix/partix.h"
 
 namespace partix::cli {

@@ -12,7 +12,7 @@
 #include "core/errors.h"
 #include "flags.h"
 #include "io/atomic_file.h"
-#include "models/gpt2/train.h"
+#include "partix/models/gpt2.h"
 #include "partix/partix.h"
 #include "plot.h"
 

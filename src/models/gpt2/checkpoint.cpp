@@ -7,7 +7,7 @@
 #include "core/errors.h"
 #include "io/atomic_file.h"
 #include "io/input_file.h"
-#include "models/gpt2/gpt2.h"
+#include "partix/models/gpt2.h"
 #include "partix/io.h"
 #include "partix/ops.h"
 

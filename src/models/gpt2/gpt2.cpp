@@ -1,4 +1,4 @@
-#include "models/gpt2/gpt2.h"
+#include "partix/models/gpt2.h"
 
 #include <cmath>
 

@@ -1,9 +1,10 @@
-#include "models/gpt2/train.h"
+#include "partix/models/gpt2.h"
 
 #include <algorithm>
 #include <chrono>
 
 #include "core/errors.h"
+#include "io/data_loader.h"
 #include "partix/ops.h"
 #include "partix/random.h"
 

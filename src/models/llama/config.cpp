@@ -3,7 +3,7 @@
 #include <string>
 
 #include "core/errors.h"
-#include "models/llama/llama.h"
+#include "partix/models/llama.h"
 
 namespace partix::models::llama {
 

@@ -1,4 +1,4 @@
-#include "models/llama/generate.h"
+#include "partix/models/llama.h"
 
 #include <chrono>
 

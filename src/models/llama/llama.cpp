@@ -1,4 +1,4 @@
-#include "models/llama/llama.h"
+#include "partix/models/llama.h"
 
 #include <cmath>
 

@@ -9,7 +9,7 @@
 #include "core/errors.h"
 #include "io/input_file.h"
 #include "io/json_util.h"
-#include "models/llama/llama.h"
+#include "partix/models/llama.h"
 #include "partix/io.h"
 #include "partix/ops.h"
 

@@ -1,6 +1,8 @@
 // Compiled with -Wall -Wextra -Werror and nothing turned off, as user code is: the option
 // structs take partial designated initialisers without -Wmissing-field-initializers firing.
 // A build failure here means a member lost its default member initialiser.
+#include "partix/models/gpt2.h"
+#include "partix/models/llama.h"
 #include "partix/partix.h"
 
 namespace {
@@ -22,6 +24,11 @@ using namespace partix;
   CheckpointManagerOptions manager{.keep = 2};
   optim::AdamWConfig adamw{.weight_decay = 0.0};
   optim::SgdConfig sgd{.nesterov = true};
+  models::gpt2::ForwardOptions forward{.mesh = &m};
+  models::gpt2::TrainOptions train{.data = 4, .model_parallel = 2, .fsdp = true};
+  models::llama::GenerateOptions generate{.max_tokens = 8, .stop_at_eos = false};
+  models::llama::Config llama{.num_layers = 2};
+  (void)forward, (void)train, (void)generate, (void)llama;
   (void)f, (void)g, (void)h, (void)spec, (void)save, (void)restore, (void)manager, (void)adamw,
       (void)sgd;
 }

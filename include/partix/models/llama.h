@@ -9,14 +9,19 @@
 //   gate_proj, up_proj      [F, C]     down_proj [C, F]     embed_tokens, lm_head [V, C]
 // Shapes: B batch, T sequence, S cache length, C hidden, H heads, D head dim, F MLP hidden,
 // V vocab.
+//
+// Text generation with a Llama model on a mesh: a jitted prefill over the (left-padded) prompts
+// and a jitted decode step that writes the KV cache in place; sampling inside the programs.
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "partix/array.h"
+#include "partix/transforms.h"
 #include "partix/tree.h"
 
 namespace partix::models::llama {
@@ -38,7 +43,7 @@ struct Config {
   int64_t head_dim = 64;
   double rms_norm_eps = 1e-5;
   double rope_theta = 100000.0;
-  std::optional<RopeScaling> rope_scaling;
+  std::optional<RopeScaling> rope_scaling{};
   bool tie_word_embeddings = true;
   int64_t max_position = 8192;
   int64_t bos_token_id = 1, eos_token_id = 2;
@@ -60,7 +65,7 @@ ConfigKeys gguf_config_keys();   // llama.* and tokenizer.ggml.* metadata
 // Where a configuration came from, for validate_config's messages.
 struct ConfigSource {
   std::string api = "llama.config";
-  std::string file;  // "" for a Config built in code
+  std::string file{};  // "" for a Config built in code
   ConfigKeys keys = config_field_keys();
   bool head_dim_derived = false;  // the source gave no head_dim: hidden / heads must divide
 };
@@ -74,8 +79,8 @@ void validate_config(const Config& c, const ConfigSource& source = {});
 // Weight-name patterns (with '*' wildcards) and the PartitionSpec of the matching parameter in
 // the layouts above: the seed's shard_weights_llama. The first matching rule wins.
 struct ShardingRule {
-  std::string pattern;
-  PartitionSpec spec;
+  std::string pattern{};
+  PartitionSpec spec{};
 };
 std::vector<ShardingRule> tensor_parallel_rules(const std::string& axis = "model");
 std::string rules_to_string(const std::vector<ShardingRule>& rules);
@@ -91,7 +96,7 @@ Params random_params(const Config& c, uint64_t seed, const Mesh& mesh,
                      const std::vector<ShardingRule>& rules);
 
 struct KVCache {
-  std::vector<Array> k, v;  // per layer [B, H, S, D], split over heads like the weights
+  std::vector<Array> k{}, v{};  // per layer [B, H, S, D], split over heads like the weights
 };
 KVCache make_cache(const Config& c, int64_t batch, int64_t length, const Mesh& mesh,
                    const std::vector<ShardingRule>& rules);
@@ -100,8 +105,8 @@ KVCache make_cache(const Config& c, int64_t batch, int64_t length, const Mesh& m
 // their keys and values into the cache. `start` [B] (i32): each row's first real position (rows
 // are left-padded); keys before it are masked and RoPE positions count from it.
 struct StepResult {
-  Array logits;  // [B, T, V]
-  KVCache cache;
+  Array logits{};  // [B, T, V]
+  KVCache cache{};
 };
 // Called with each stage's output ("model.embed_tokens", "model.layers.<i>", "model.norm",
 // "lm_head"): a debugging hook, e.g. to find where NaN first appears.
@@ -154,14 +159,58 @@ namespace partix::models::llama {
 // (dequantised at load; llama.cpp's row order of q/k restored) or a Hugging Face directory
 // (config.json, *.safetensors, tokenizer.json).
 struct Model {
-  Config config;
-  Params params;
-  std::shared_ptr<Tokenizer> tokenizer;
-  std::string source;
+  Config config{};
+  Params params{};
+  std::shared_ptr<Tokenizer> tokenizer{};
+  std::string source{};
 };
 Model load(const std::string& path, const Mesh& mesh, const std::vector<ShardingRule>& rules);
 
 // The default model: SmolLM2-135M-Instruct from the cache scripts/fetch_smollm2.sh fills.
 std::string default_model_path();
+
+}  // namespace partix::models::llama
+
+namespace partix::models::llama {
+
+struct GenerateOptions {
+  int64_t max_tokens = 32;
+  Sampling sampling{};
+  uint64_t seed = 0;
+  bool stop_at_eos = true;
+  // Logits that are not finite are always an error; with debug_nans the failing step is
+  // replayed op by op to name the stage (embedding, layer, final norm) where they first
+  // appear. Costs a copy of the KV cache per step (it is no longer donated).
+  bool debug_nans = false;
+};
+
+struct Generated {
+  std::vector<std::vector<int32_t>> tokens;        // per prompt, the new tokens
+  double prefill_seconds = 0, decode_seconds = 0;  // execution only (compilation excluded)
+  double compile_seconds = 0;
+  int64_t prefill_tokens = 0, decode_tokens = 0;
+};
+
+class Generator {
+ public:
+  Generator(const Model& model, Mesh mesh, std::vector<ShardingRule> rules);
+  ~Generator();
+  // on_token(step, tokens): the tokens chosen for every prompt at this step, as they come.
+  Generated generate(
+      const std::vector<std::vector<int32_t>>& prompts, const GenerateOptions& o,
+      const std::function<void(int64_t, const std::vector<int32_t>&)>& on_token = {});
+  // The decode step's compiled program (for inspection: collectives per layer).
+  Lowered lower_decode(int64_t batch, int64_t cache_length, const Sampling& s = {});
+  Lowered lower_prefill(int64_t batch, int64_t prompt_length, int64_t cache_length,
+                        const Sampling& s = {});
+
+ private:
+  struct Fns;
+  Fns& fns(const Sampling& s, bool donate);
+  const Model& model_;
+  Mesh mesh_;
+  std::vector<ShardingRule> rules_;
+  std::vector<std::unique_ptr<Fns>> cache_;
+};
 
 }  // namespace partix::models::llama
