@@ -53,6 +53,17 @@ inline int64_t numel(const partix::Shape& s) {
   return n;
 }
 
+// The cotangent weights of result r (the golden scripts use the same): 1 + ((7 n + 3 r) mod 11)
+// / 8 at flat position n, so a gradient check sees every element with a distinct weight.
+inline partix::Array result_weight(int r, const partix::Shape& shape) {
+  std::vector<float> v(static_cast<size_t>(numel(shape)));
+  for (size_t n = 0; n < v.size(); ++n) {
+    v[n] = static_cast<float>(1.0 +
+                              static_cast<double>((7 * n + 3 * static_cast<size_t>(r)) % 11) / 8.0);
+  }
+  return partix::from_vector(v, shape);
+}
+
 // np.arange(prod(shape)).reshape(shape) as float32: the input most of JAX's sharding tests use.
 inline partix::Array iota_f32(const partix::Shape& shape) {
   std::vector<float> v(static_cast<size_t>(numel(shape)));

@@ -181,15 +181,6 @@ bool same_layout(const NamedSharding& a, const NamedSharding& b, const Shape& sh
   return a.devices_indices_map(shape) == b.devices_indices_map(shape);
 }
 
-Array result_weight(int r, const Shape& shape) {
-  std::vector<float> v(static_cast<size_t>(jax_port::numel(shape)));
-  for (size_t n = 0; n < v.size(); ++n) {
-    v[n] = static_cast<float>(1.0 +
-                              static_cast<double>((7 * n + 3 * static_cast<size_t>(r)) % 11) / 8.0);
-  }
-  return from_vector(v, shape);
-}
-
 // Programs where partix's propagation chooses another layout than JAX's for a result (values
 // agree); each is listed in the port's divergences.
 const std::map<std::string, std::string> kLayoutDivergences = {
@@ -264,7 +255,7 @@ TEST_P(JitPropagationVsJax, ValuesShardingsAndGradients) {
   if (!p["grads"].is_null()) {
     Args ws;
     for (size_t r = 0; r < outs.size(); ++r)
-      ws.push_back(result_weight(static_cast<int>(r), outs[r].shape()));
+      ws.push_back(jax_port::result_weight(static_cast<int>(r), outs[r].shape()));
     // d/dx sum_k sum(f(x)_k * w_k), argument by argument (the others held fixed).
     for (size_t a = 0; a < xs.size(); ++a) {
       SCOPED_TRACE("gradient of argument " + std::to_string(a));

@@ -144,16 +144,6 @@ Array program_input(int a, const Shape& shape) {
   return from_vector(v, shape);
 }
 
-// 1 + ((7 n + 3 r) mod 11) / 8 for result r.
-Array result_weight(int r, const Shape& shape) {
-  std::vector<float> v(static_cast<size_t>(jax_port::numel(shape)));
-  for (size_t n = 0; n < v.size(); ++n) {
-    v[n] = static_cast<float>(1.0 +
-                              static_cast<double>((7 * n + 3 * static_cast<size_t>(r)) % 11) / 8.0);
-  }
-  return from_vector(v, shape);
-}
-
 const nlohmann::json& golden() {
   static const nlohmann::json g = jax_port::load_golden("shard_map_grads.json");
   return g;
@@ -233,7 +223,7 @@ TEST_P(ShardMapGradsVsJax, ValuesAndGradientsMatchJax) {
   }
   std::vector<Array> ws;
   for (size_t r = 0; r < want_outs.size(); ++r) {
-    ws.push_back(result_weight(static_cast<int>(r), want_outs[r]["shape"].get<Shape>()));
+    ws.push_back(jax_port::result_weight(static_cast<int>(r), want_outs[r]["shape"].get<Shape>()));
   }
   auto loss = [&](const std::vector<Array>& v) {
     std::vector<Array> outs = run(v);
