@@ -24,18 +24,25 @@ void copy_box(const void* src, const Shape& src_shape, const Shape& src_offset, 
     return;
   }
   std::vector<int64_t> ss = strides_of(src_shape), ds = strides_of(dst_shape);
-  // The innermost dimension is one contiguous memcpy.
-  const size_t row_bytes = static_cast<size_t>(extent[rank - 1] * elem_size);
-  std::vector<int64_t> idx(rank, 0);
+  // Trailing dimensions the box covers whole in both arrays (so at offset 0) are contiguous in
+  // both: they join the next dimension in one memcpy, and a whole block is a single copy.
+  size_t inner = rank - 1;
+  int64_t run = extent[inner];
+  while (inner > 0 && extent[inner] == src_shape[inner] && extent[inner] == dst_shape[inner]) {
+    --inner;
+    run *= extent[inner];
+  }
+  const size_t row_bytes = static_cast<size_t>(run * elem_size);
+  std::vector<int64_t> idx(inner + 1, 0);
   while (true) {
     int64_t so = 0, doff = 0;
-    for (size_t i = 0; i < rank; ++i) {
+    for (size_t i = 0; i <= inner; ++i) {
       so += (src_offset[i] + idx[i]) * ss[i];
       doff += (dst_offset[i] + idx[i]) * ds[i];
     }
     std::memcpy(d + doff * elem_size, s + so * elem_size, row_bytes);
-    // Advance over all but the innermost dimension.
-    size_t i = rank - 1;
+    // Advance over the dimensions outside the contiguous run.
+    size_t i = inner;
     while (i-- > 0) {
       if (++idx[i] < extent[i]) break;
       idx[i] = 0;

@@ -1,0 +1,75 @@
+// copy_box against an element-by-element oracle: random ranks, shapes, boxes and offsets,
+// including boxes that cover trailing dimensions whole (copied as one contiguous run) and
+// ones that do not.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "core/layout.h"
+
+using partix::Shape;
+
+namespace {
+
+int64_t flat(const Shape& shape, const Shape& at) {
+  int64_t f = 0;
+  for (size_t i = 0; i < shape.size(); ++i) f = f * shape[i] + at[i];
+  return f;
+}
+
+// dst[dst_offset + i] = src[src_offset + i] for every i in the box, one element at a time.
+void oracle(const std::vector<int32_t>& src, const Shape& src_shape, const Shape& src_offset,
+            std::vector<int32_t>& dst, const Shape& dst_shape, const Shape& dst_offset,
+            const Shape& extent) {
+  const size_t rank = extent.size();
+  int64_t n = 1;
+  for (int64_t e : extent) n *= e;
+  Shape i(rank, 0), s(rank), d(rank);
+  for (int64_t k = 0; k < n; ++k) {
+    for (size_t r = 0; r < rank; ++r) {
+      s[r] = src_offset[r] + i[r];
+      d[r] = dst_offset[r] + i[r];
+    }
+    dst[static_cast<size_t>(flat(dst_shape, d))] = src[static_cast<size_t>(flat(src_shape, s))];
+    for (size_t r = rank; r-- > 0;) {
+      if (++i[r] < extent[r]) break;
+      i[r] = 0;
+    }
+  }
+}
+
+}  // namespace
+
+TEST(Layout, CopyBoxMatchesTheElementwiseOracle) {
+  std::mt19937 rng(11);
+  auto pick = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  for (int trial = 0; trial < 2000; ++trial) {
+    const size_t rank = static_cast<size_t>(pick(1, 4));
+    Shape extent(rank), src_shape(rank), dst_shape(rank), src_offset(rank), dst_offset(rank);
+    for (size_t r = 0; r < rank; ++r) {
+      extent[r] = pick(1, 5);
+      // Half the time a dimension is covered whole in both arrays.
+      const bool whole = pick(0, 1) == 0;
+      src_shape[r] = whole ? extent[r] : extent[r] + pick(0, 3);
+      dst_shape[r] = whole ? extent[r] : extent[r] + pick(0, 3);
+      src_offset[r] = pick(0, src_shape[r] - extent[r]);
+      dst_offset[r] = pick(0, dst_shape[r] - extent[r]);
+    }
+    int64_t ns = 1, nd = 1;
+    for (size_t r = 0; r < rank; ++r) {
+      ns *= src_shape[r];
+      nd *= dst_shape[r];
+    }
+    std::vector<int32_t> src(static_cast<size_t>(ns));
+    for (size_t k = 0; k < src.size(); ++k) src[k] = static_cast<int32_t>(k + 1);
+    std::vector<int32_t> want(static_cast<size_t>(nd), -1), got(want);
+    oracle(src, src_shape, src_offset, want, dst_shape, dst_offset, extent);
+    partix::detail::copy_box(src.data(), src_shape, src_offset, got.data(), dst_shape, dst_offset,
+                             extent, sizeof(int32_t));
+    ASSERT_EQ(got, want) << "trial " << trial;
+  }
+}
