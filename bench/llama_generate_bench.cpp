@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
     Args a = parse(argc, argv);
     init({.num_cpu_devices = a.devices});
     Mesh mesh = make_mesh({a.devices}, {"model"});
-    auto rules = models::llama::tensor_parallel_rules("model");
+    auto rules = models::llama::sharding_rules("model");
     std::string path = a.model.empty() ? models::llama::default_model_path() : a.model;
     models::llama::Model m = models::llama::load(path, mesh, rules);
     std::string text = a.chat ? m.tokenizer->apply_chat_template({{"user", a.prompt}}, true) : a.prompt;

@@ -15,7 +15,7 @@ What runs on both sides:
 - The same weights: the GGUF dequantized to f32 (here with gguf-py; llama.cpp's rotary row
   order of q/k undone as in src/models/llama/loader.cpp), in partix's head-major layouts:
   q/k/v [H, D, C] with each key/value head repeated for its query heads, o [C, H, D].
-- The same tensor-parallel sharding on a 1-D mesh 'model' (tensor_parallel_rules): q/k/v,
+- The same tensor-parallel sharding on a 1-D mesh 'model' (llama::sharding_rules): q/k/v,
   gate, up column-parallel, o and down row-parallel, embedding (tied lm_head) vocab-parallel,
   KV cache [B, H, S, D] split over heads. H = 9 does not divide over 8 devices: partix stores
   uneven blocks padded (2 heads per device, 16 in all, the last devices computing on padding);
@@ -127,7 +127,7 @@ def head_major(c, g, pad_heads):
 
 
 def param_specs(p):
-    """tensor_parallel_rules('model') on the tree above."""
+    """llama::sharding_rules('model') on the tree above."""
     layer = {"ln1": P(), "ln2": P(), "q": P("model"), "k": P("model"), "v": P("model"),
              "o": P(None, "model"), "gate": P("model"), "up": P("model"),
              "down": P(None, "model")}

@@ -32,9 +32,8 @@ int main() {
   gpt2::Config config = gpt2::tiny();  // 256 byte tokens, 2 layers, 64 channels
   config.dropout = 0.0;
   nn::LogicalRules rules = gpt2::sharding_rules(/*fsdp=*/true);
-  nn::ParamSpecs specs = gpt2::param_specs(config);
-  std::printf("%s", nn::describe(specs, rules, mesh).c_str());  // each parameter's sharding
-  Params params = nn::init_params(specs, random::key(0), mesh, rules);
+  std::printf("%s", nn::describe(gpt2::param_specs(config), rules, mesh).c_str());
+  Params params = gpt2::init(config, random::key(0), mesh, rules);  // drawn in its shardings
   optim::AdamWState opt = optim::adamw_init(params);
 
   auto train_step = jit(

@@ -23,11 +23,11 @@ struct Run {
 Run generate_on(int devices, const std::string& path, const std::string& text) {
   std::vector<Device> chosen(partix::devices().begin(), partix::devices().begin() + devices);
   Mesh mesh({devices}, {"model"}, chosen);
-  auto rules = llama::tensor_parallel_rules("model");  // q/k/v, gate, up by column; o, down by row
+  auto rules = llama::sharding_rules("model");  // heads, MLP units and vocabulary split
   Run run;
   if (path.empty()) {
     run.model.config = llama::tiny();
-    run.model.params = llama::random_params(run.model.config, /*seed=*/7, mesh, rules);
+    run.model.params = llama::init(run.model.config, random::key(7), mesh, rules);
   } else {
     run.model = llama::load(path, mesh, rules);
   }

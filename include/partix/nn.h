@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <ostream>
 #include <optional>
 #include <string>
 #include <utility>
@@ -24,6 +25,9 @@ using LogicalAxes = std::vector<std::string>;
 struct LogicalRules {
   std::vector<std::pair<std::string, std::optional<Axes>>> rules;
 };
+// One rule per line, in order: "  heads -> model", "  embed -> (replicated)".
+std::string to_string(const LogicalRules& rules);
+std::ostream& operator<<(std::ostream& os, const LogicalRules& rules);
 
 PartitionSpec logical_to_spec(const LogicalAxes& axes, const LogicalRules& rules, const Mesh& mesh);
 NamedSharding logical_sharding(const LogicalAxes& axes, const LogicalRules& rules, const Mesh& mesh);

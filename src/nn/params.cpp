@@ -45,6 +45,19 @@ Array logical_constraint(const Array& x, const LogicalAxes& axes, const LogicalR
   return with_sharding_constraint(x, logical_sharding(axes, rules, mesh));
 }
 
+std::string to_string(const LogicalRules& rules) {
+  std::string out;
+  for (const auto& [logical, mesh_axes] : rules.rules) {
+    out += fmt::format("  {:<10} -> {}\n", logical,
+                       mesh_axes ? mesh_axes->to_string() : std::string("replicated"));
+  }
+  return out;
+}
+
+std::ostream& operator<<(std::ostream& os, const LogicalRules& rules) {
+  return os << to_string(rules);
+}
+
 int64_t name_hash(const std::string& name) {
   uint32_t h = 2166136261u;  // FNV-1a
   for (unsigned char c : name) {

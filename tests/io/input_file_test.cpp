@@ -26,7 +26,7 @@ class Watchdog {
 
 void load_llama(const std::string& path) {
   Mesh mesh({1}, {"model"});
-  models::llama::load(path, mesh, models::llama::tensor_parallel_rules());
+  models::llama::load(path, mesh, models::llama::sharding_rules());
 }
 
 void load_gpt2(const std::string& dir) {

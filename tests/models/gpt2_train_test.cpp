@@ -60,3 +60,27 @@ TEST(Gpt2Train, TrainerReportsItsShardingsAndRejectsBadMeshes) {
   bad.seq = 1000;
   EXPECT_PARTIX_ERROR(g2::Trainer{bad}, "[train]", "seq 1000");
 }
+
+TEST(Gpt2Train, InitDrawsEachParameterInItsShardingWithTheSameValuesOnEveryMesh) {
+  g2::Config c = g2::tiny();
+  Params one = g2::init(c, random::key(5), Mesh({1, 1}, {"data", "model"}), g2::sharding_rules(false));
+  Mesh mesh({4, 2}, {"data", "model"});
+  auto rules = g2::sharding_rules(/*fsdp=*/true);
+  Params split = g2::init(c, random::key(5), mesh, rules);
+  auto want = nn::param_shardings(g2::param_specs(c), rules, mesh);
+  ASSERT_EQ(split.size(), want.size());
+  for (const auto& [name, a] : split) {
+    EXPECT_EQ(a.sharding(), want.at(name)) << name;
+    EXPECT_EQ(a.to_vector<float>(), one.at(name).to_vector<float>()) << name;
+  }
+  // FSDP x tensor parallel: the MLP's input weight is split over both axes.
+  EXPECT_EQ(split.at("transformer.h.0.mlp.c_fc.weight").sharding().spec(), P("data", "model"));
+  // The Trainer starts from the same parameters for the same seed.
+  g2::TrainOptions o;
+  o.data = 4;
+  o.model_parallel = 2;
+  o.fsdp = true;
+  o.seed = 5;
+  g2::Trainer t(o);
+  for (const auto& [name, a] : t.params()) EXPECT_EQ(a.to_vector<float>(), one.at(name).to_vector<float>()) << name;
+}

@@ -37,7 +37,7 @@ TEST(LlamaGolden, LogitsMatchTransformersOnOneAndEightDevices) {
   for (int n : {1, 8}) {
     SCOPED_TRACE(n);
     Mesh mesh({n}, {"model"});
-    auto rules = L::tensor_parallel_rules();
+    auto rules = L::sharding_rules();
     L::Model m = L::load(L::default_model_path(), mesh, rules);
     // The tokenizer reproduces Hugging Face's ids, chat template included.
     std::string text = g["prompts"]["chat"]["text"];
@@ -83,7 +83,7 @@ TEST(LlamaGolden, GreedyGenerationIsIdenticalOnOneTwoFourAndEightDevices) {
   for (int n : {1, 2, 4, 8}) {
     SCOPED_TRACE(n);
     Mesh mesh({n}, {"model"});
-    auto rules = L::tensor_parallel_rules();
+    auto rules = L::sharding_rules();
     L::Model m = L::load(L::default_model_path(), mesh, rules);
     L::Generator gen(m, mesh, rules);
     L::GenerateOptions o;
@@ -100,7 +100,7 @@ TEST(LlamaGolden, GreedyGenerationIsIdenticalOnOneTwoFourAndEightDevices) {
 TEST(LlamaGolden, TensorParallelForwardHasTwoAllReducesPerLayerAndGathersNoWeights) {
   REQUIRE_MODEL();
   Mesh mesh({8}, {"model"});
-  auto rules = L::tensor_parallel_rules();
+  auto rules = L::sharding_rules();
   reset_peak_memory_stats();
   std::vector<int64_t> before;
   for (int d = 0; d < 8; ++d) before.push_back(memory_stats(d).bytes_in_use);

@@ -22,7 +22,7 @@ constexpr uint32_t kQ4_0 = 2, kQ8_0 = 8, kF16 = 1;
 // Loads `path` on one device.
 void load(const std::string& path) {
   Mesh mesh({1}, {"model"});
-  L::load(path, mesh, L::tensor_parallel_rules());
+  L::load(path, mesh, L::sharding_rules());
 }
 
 // The real file cut to two layers: every case below starts from a small valid model.
@@ -39,7 +39,7 @@ TEST(LlamaLoad, TwoLayerCopyOfTheRealFileLoads) {
   test::TempDir dir;
   two_layers(real).write(dir.file("m.gguf"));
   Mesh mesh({1}, {"model"});
-  L::Model m = L::load(dir.file("m.gguf"), mesh, L::tensor_parallel_rules());
+  L::Model m = L::load(dir.file("m.gguf"), mesh, L::sharding_rules());
   EXPECT_EQ(m.config.num_layers, 2);
   EXPECT_EQ(m.params.size(), 2u * 9 + 2);
 }
@@ -234,7 +234,7 @@ TEST(LlamaLoad, HuggingFaceFoldersAreCheckedTensorByTensor) {
   };
   write([](Params&) {});
   Mesh mesh({2}, {"model"});
-  L::Model m = L::load(d, mesh, L::tensor_parallel_rules());
+  L::Model m = L::load(d, mesh, L::sharding_rules());
   EXPECT_EQ(m.params.at("model.layers.1.self_attn.k_proj.weight").shape(),
             (Shape{c.num_heads, c.head_dim, c.hidden_size}));
   const std::string k = "model.layers.1.self_attn.k_proj.weight";

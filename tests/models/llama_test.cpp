@@ -10,29 +10,62 @@ namespace L = partix::models::llama;
 
 namespace {
 
-L::Model tiny_model(const Mesh& mesh, const std::vector<L::ShardingRule>& rules) {
+L::Model tiny_model(const Mesh& mesh, const nn::LogicalRules& rules) {
   L::Model m;
   m.config = L::tiny();
-  m.params = L::random_params(m.config, 7, mesh, rules);
+  m.params = L::init(m.config, random::key(7), mesh, rules);
   return m;
 }
 
 }  // namespace
 
-TEST(Llama, GlobMatchesPatterns) {
-  EXPECT_TRUE(L::glob_match("*.mlp.up_proj.weight", "model.layers.3.mlp.up_proj.weight"));
-  EXPECT_FALSE(L::glob_match("*.mlp.up_proj.weight", "model.layers.3.mlp.down_proj.weight"));
-  EXPECT_TRUE(L::glob_match("*", "anything"));
-  EXPECT_TRUE(L::glob_match("a*b*c", "aXXbYYc"));
-  EXPECT_FALSE(L::glob_match("a*b*c", "aXXbYY"));
-  auto rules = L::tensor_parallel_rules();
-  EXPECT_EQ(L::spec_for("model.layers.0.self_attn.o_proj.weight", rules), P(None, "model"));
-  EXPECT_EQ(L::spec_for("model.norm.weight", rules), P());
-  EXPECT_NE(L::rules_to_string(rules).find("*.mlp.down_proj.weight"), std::string::npos);
+TEST(Llama, ShardingRulesAreLogicalAxisRules) {
+  // The same rule system as GPT-2's: logical axes per parameter, rules to mesh axes.
+  auto rules = L::sharding_rules();
+  Mesh mesh({8}, {"model"});
+  const L::Config c = L::tiny();
+  auto shardings = L::param_shardings(c, rules, mesh);
+  EXPECT_EQ(shardings.at("model.layers.0.self_attn.q_proj.weight").spec(), P("model"));
+  EXPECT_EQ(shardings.at("model.layers.1.self_attn.k_proj.weight").spec(), P("model"));
+  EXPECT_EQ(shardings.at("model.layers.0.self_attn.o_proj.weight").spec(), P(None, "model"));
+  EXPECT_EQ(shardings.at("model.layers.0.mlp.gate_proj.weight").spec(), P("model"));
+  EXPECT_EQ(shardings.at("model.layers.0.mlp.down_proj.weight").spec(), P(None, "model"));
+  EXPECT_EQ(shardings.at("model.embed_tokens.weight").spec(), P("model"));
+  EXPECT_EQ(shardings.at("model.norm.weight").spec(), P());
+  EXPECT_EQ(shardings.size(), L::param_shapes(c).size());
+  // Printable: the rules and the per-parameter table.
+  EXPECT_NE(nn::to_string(rules).find("heads"), std::string::npos);
+  EXPECT_NE(nn::to_string(rules).find("'model'"), std::string::npos);
+  std::string table = L::describe(c, rules, mesh);
+  EXPECT_NE(table.find("model.layers.0.self_attn.o_proj.weight"), std::string::npos);
+  EXPECT_NE(table.find("embed, heads, head_dim"), std::string::npos);
+  // Another axis name, and a mesh without it: everything replicated.
+  auto tp = L::param_shardings(c, L::sharding_rules("tp"), Mesh({2, 4}, {"data", "tp"}));
+  EXPECT_EQ(tp.at("model.layers.0.mlp.up_proj.weight").spec(), P("tp"));
+  auto none = L::param_shardings(c, rules, Mesh({8}, {"data"}));
+  for (const auto& [name, s] : none) EXPECT_EQ(s.spec(), P()) << name;
+}
+
+TEST(Llama, InitIsTheSameOnEveryMeshAndNeverWholeOnADevice) {
+  const L::Config c = L::tiny();
+  auto rules = L::sharding_rules();
+  Params one = L::init(c, random::key(3), Mesh({1}, {"model"}), rules);
+  Mesh mesh({8}, {"model"});
+  Params eight = L::init(c, random::key(3), mesh, rules);
+  auto want = L::param_shardings(c, rules, mesh);
+  for (const auto& [name, a] : eight) {
+    EXPECT_EQ(a.sharding(), want.at(name)) << name;
+    EXPECT_EQ(a.to_vector<float>(), one.at(name).to_vector<float>()) << name;
+  }
+  // Key/value heads repeat for their query heads (G = 3 here).
+  auto k = one.at("model.layers.0.self_attn.k_proj.weight").to_vector<float>();
+  const size_t per_head = static_cast<size_t>(c.head_dim * c.hidden_size);
+  for (size_t i = 0; i < per_head; ++i) ASSERT_EQ(k[i], k[per_head + i]);
+  EXPECT_THROW(L::init(c, zeros({3}), mesh, rules), Error);
 }
 
 TEST(Llama, PrefillEqualsDecodingAndShardingChangesNothing) {
-  auto rules = L::tensor_parallel_rules();
+  auto rules = L::sharding_rules();
   std::vector<int32_t> prompt{5, 17, 42, 8, 90, 3};
   std::vector<std::vector<float>> last;
   for (int n : {1, 2, 8}) {
@@ -68,7 +101,7 @@ TEST(Llama, PrefillEqualsDecodingAndShardingChangesNothing) {
 
 TEST(Llama, LeftPaddedBatchesMatchSinglePrompts) {
   Mesh mesh({4}, {"model"});
-  auto rules = L::tensor_parallel_rules();
+  auto rules = L::sharding_rules();
   L::Model m = tiny_model(mesh, rules);
   L::Generator gen(m, mesh, rules);
   L::GenerateOptions o;
@@ -114,7 +147,7 @@ TEST(Llama, SamplingRespectsTemperatureTopKAndTopP) {
 }
 
 TEST(Llama, NonFiniteLogitsAreAnErrorNamingTheStepAndOnRequestTheLayer) {
-  auto rules = L::tensor_parallel_rules();
+  auto rules = L::sharding_rules();
   Mesh mesh({2}, {"model"});
   L::Model m = tiny_model(mesh, rules);
   const std::vector<std::vector<int32_t>> prompts{{5, 17, 42}, {8, 90}};

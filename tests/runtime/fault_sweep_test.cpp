@@ -110,7 +110,7 @@ TEST(FaultSweep, GgufLoadAndGenerate) {
   REQUIRE_MODEL();
   namespace L = models::llama;
   Mesh m = make_mesh({2}, {"model"});
-  auto rules = L::tensor_parallel_rules("model");
+  auto rules = L::sharding_rules("model");
   const std::string path = L::default_model_path();
   std::vector<int32_t> prompt{1, 2, 3, 4, 5};
   L::GenerateOptions o;

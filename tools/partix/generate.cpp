@@ -43,14 +43,14 @@ void run_generate(const GenerateArgs& a) {
   if (!a.trace.empty()) detail::check_writable_file(a.trace, "generate");
   init({.num_cpu_devices = n});
   Mesh mesh = make_mesh({n}, {"model"});
-  auto rules = models::llama::tensor_parallel_rules("model");
+  auto rules = models::llama::sharding_rules("model");
   std::string path = a.model.empty() ? models::llama::default_model_path() : a.model;
   fmt::print("loading {} onto {}\n", path, mesh.to_string());
   models::llama::Model m = models::llama::load(path, mesh, rules);
   const auto& c = m.config;
   fmt::print("Llama: {} layers, hidden {}, {} heads ({} key/value), vocab {}\n", c.num_layers,
              c.hidden_size, c.num_heads, c.num_kv_heads, c.vocab_size);
-  fmt::print("sharding table (first match wins):\n{}", models::llama::rules_to_string(rules));
+  fmt::print("sharding rules (logical axis -> mesh axes):\n{}", nn::to_string(rules));
   if (!m.tokenizer) throw Error("[generate] the checkpoint has no tokenizer");
   std::vector<std::string> prompts =
       a.prompts.empty() ? std::vector<std::string>{"What is the capital of France?"} : a.prompts;

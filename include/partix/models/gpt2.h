@@ -62,6 +62,9 @@ nn::ParamSpecs param_specs(const Config& c);
 // MLP-out row-parallel, embeddings vocab-parallel), data parallelism over 'data'; with fsdp,
 // parameters (and so optimizer state) are also split over 'data'.
 nn::LogicalRules sharding_rules(bool fsdp);
+// Fresh parameters, each drawn directly in the sharding `rules` give on `mesh`; the same values
+// on every mesh (nn::init_params over param_specs).
+Params init(const Config& c, const Array& key, const Mesh& mesh, const nn::LogicalRules& rules);
 
 struct ForwardOptions {
   std::optional<Array> dropout_key{};  // training: dropout on; none: evaluation

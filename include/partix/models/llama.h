@@ -15,12 +15,14 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "partix/array.h"
+#include "partix/nn.h"
 #include "partix/transforms.h"
 #include "partix/tree.h"
 
@@ -76,30 +78,36 @@ struct ConfigSource {
 // vocabulary. Throws "[api] '<file>': <key> is <value>, ...".
 void validate_config(const Config& c, const ConfigSource& source = {});
 
-// Weight-name patterns (with '*' wildcards) and the PartitionSpec of the matching parameter in
-// the layouts above: the seed's shard_weights_llama. The first matching rule wins.
-struct ShardingRule {
-  std::string pattern{};
-  PartitionSpec spec{};
-};
-std::vector<ShardingRule> tensor_parallel_rules(const std::string& axis = "model");
-std::string rules_to_string(const std::vector<ShardingRule>& rules);
-PartitionSpec spec_for(const std::string& name, const std::vector<ShardingRule>& rules);
-bool glob_match(const std::string& pattern, const std::string& name);
+// Each parameter's shape, logical axes and initialiser, in the layouts above. Logical names:
+// "vocab", "embed", "heads", "head_dim", "mlp", "norm".
+nn::ParamSpecs param_specs(const Config& c);
+// Megatron tensor parallelism over `axis` as logical rules (the same rule system as GPT-2's):
+// heads and the MLP's hidden units split (q/k/v, gate and up by column; o and down by row),
+// the vocabulary split (embedding and logits), everything else replicated.
+nn::LogicalRules sharding_rules(const std::string& axis = "model");
+// Every parameter's sharding on `mesh` under `rules`.
+std::map<std::string, NamedSharding> param_shardings(const Config& c, const nn::LogicalRules& rules,
+                                                     const Mesh& mesh);
+// One line per parameter: name, shape, dtype, logical axes, sharding.
+std::string describe(const Config& c, const nn::LogicalRules& rules, const Mesh& mesh);
 
 // Shapes of every parameter (in the layouts above).
 std::map<std::string, Shape> param_shapes(const Config& c);
 // Shapes of every tensor as a checkpoint stores it (Hugging Face names and [out, in] layouts).
 std::map<std::string, Shape> stored_shapes(const Config& c);
-// Random parameters for tests, drawn in their shardings.
-Params random_params(const Config& c, uint64_t seed, const Mesh& mesh,
-                     const std::vector<ShardingRule>& rules);
+// Random parameters (for tests and examples), each drawn directly in its sharding: no device
+// ever holds a whole parameter it does not own. Key/value heads are repeated for their query
+// heads, as a loaded checkpoint's are; a parameter's values depend only on the key and its name,
+// so every mesh gets the same parameters.
+Params init(const Config& c, const Array& key, const Mesh& mesh, const nn::LogicalRules& rules);
 
 struct KVCache {
   std::vector<Array> k{}, v{};  // per layer [B, H, S, D], split over heads like the weights
 };
+// An empty cache, logical axes ("batch", "heads", "length", "head_dim"): split over heads
+// like q/k/v.
 KVCache make_cache(const Config& c, int64_t batch, int64_t length, const Mesh& mesh,
-                   const std::vector<ShardingRule>& rules);
+                   const nn::LogicalRules& rules);
 
 // Runs tokens [B, T] at positions pos .. pos+T-1 (pos: i32 scalar) through the model, writing
 // their keys and values into the cache. `start` [B] (i32): each row's first real position (rows
@@ -155,7 +163,8 @@ class Tokenizer;
 
 namespace partix::models::llama {
 
-// A Llama checkpoint loaded into the shardings `rules` give on `mesh`: a GGUF file
+// A Llama checkpoint loaded into the shardings `rules` give on `mesh` (each tensor read, laid
+// out and placed one at a time): a GGUF file
 // (dequantised at load; llama.cpp's row order of q/k restored) or a Hugging Face directory
 // (config.json, *.safetensors, tokenizer.json).
 struct Model {
@@ -164,7 +173,7 @@ struct Model {
   std::shared_ptr<Tokenizer> tokenizer{};
   std::string source{};
 };
-Model load(const std::string& path, const Mesh& mesh, const std::vector<ShardingRule>& rules);
+Model load(const std::string& path, const Mesh& mesh, const nn::LogicalRules& rules);
 
 // The default model: SmolLM2-135M-Instruct from the cache scripts/fetch_smollm2.sh fills.
 std::string default_model_path();
@@ -193,7 +202,7 @@ struct Generated {
 
 class Generator {
  public:
-  Generator(const Model& model, Mesh mesh, std::vector<ShardingRule> rules);
+  Generator(const Model& model, Mesh mesh, nn::LogicalRules rules);
   ~Generator();
   // on_token(step, tokens): the tokens chosen for every prompt at this step, as they come.
   Generated generate(
@@ -209,7 +218,7 @@ class Generator {
   Fns& fns(const Sampling& s, bool donate);
   const Model& model_;
   Mesh mesh_;
-  std::vector<ShardingRule> rules_;
+  nn::LogicalRules rules_;
   std::vector<std::unique_ptr<Fns>> cache_;
 };
 

@@ -143,6 +143,10 @@ nn::LogicalRules sharding_rules(bool fsdp) {
   return r;
 }
 
+Params init(const Config& c, const Array& key, const Mesh& mesh, const nn::LogicalRules& rules) {
+  return nn::init_params(param_specs(c), key, mesh, rules);
+}
+
 namespace {
 
 Array dropout(const Array& x, double rate, const std::optional<Array>& key, int64_t salt) {

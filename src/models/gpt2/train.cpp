@@ -44,7 +44,7 @@ Trainer::Trainer(TrainOptions o)
   } else {
     auto specs = param_specs(o_.model);
     if (o_.initial.empty()) {
-      params_ = nn::init_params(specs, random::key(o_.seed), mesh_, rules_);
+      params_ = init(o_.model, random::key(o_.seed), mesh_, rules_);
     } else {
       auto sh = nn::param_shardings(specs, rules_, mesh_);
       for (const auto& [k, s] : sh) {

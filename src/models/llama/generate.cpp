@@ -47,7 +47,7 @@ std::string first_non_finite_stage(const Params& p, const Config& c, const Array
 
 }  // namespace
 
-Generator::Generator(const Model& model, Mesh mesh, std::vector<ShardingRule> rules)
+Generator::Generator(const Model& model, Mesh mesh, nn::LogicalRules rules)
     : model_(model), mesh_(std::move(mesh)), rules_(std::move(rules)) {}
 
 Generator::~Generator() = default;

@@ -24,55 +24,6 @@ Config tiny() {
   return c;
 }
 
-bool glob_match(const std::string& pattern, const std::string& name) {
-  // '*' matches any run of characters (iterative, with backtracking to the last star).
-  size_t p = 0, n = 0, star = std::string::npos, mark = 0;
-  while (n < name.size()) {
-    if (p < pattern.size() && (pattern[p] == name[n])) {
-      p++;
-      n++;
-    } else if (p < pattern.size() && pattern[p] == '*') {
-      star = p++;
-      mark = n;
-    } else if (star != std::string::npos) {
-      p = star + 1;
-      n = ++mark;
-    } else {
-      return false;
-    }
-  }
-  while (p < pattern.size() && pattern[p] == '*') p++;
-  return p == pattern.size();
-}
-
-std::vector<ShardingRule> tensor_parallel_rules(const std::string& axis) {
-  return {
-      {"model.embed_tokens.weight", P(axis)},  // vocab-parallel embedding
-      {"*.self_attn.q_proj.weight", P(axis)},  // column-parallel (heads)
-      {"*.self_attn.k_proj.weight", P(axis)},
-      {"*.self_attn.v_proj.weight", P(axis)},
-      {"*.self_attn.o_proj.weight", P(None, axis)},  // row-parallel (heads)
-      {"*.mlp.gate_proj.weight", P(axis)},           // column-parallel
-      {"*.mlp.up_proj.weight", P(axis)},
-      {"*.mlp.down_proj.weight", P(None, axis)},  // row-parallel
-      {"lm_head.weight", P(axis)},                // vocab-parallel logits
-      {"*", P()},
-  };
-}
-
-std::string rules_to_string(const std::vector<ShardingRule>& rules) {
-  std::string out;
-  for (const auto& r : rules) out += fmt::format("  {:<32} {}\n", r.pattern, r.spec.to_string());
-  return out;
-}
-
-PartitionSpec spec_for(const std::string& name, const std::vector<ShardingRule>& rules) {
-  for (const auto& r : rules) {
-    if (glob_match(r.pattern, name)) return r.spec;
-  }
-  return P();
-}
-
 namespace {
 std::string layer(int64_t i) { return "model.layers." + std::to_string(i) + "."; }
 }  // namespace
@@ -116,44 +67,89 @@ std::map<std::string, Shape> stored_shapes(const Config& c) {
   return shapes_with(c, {Q, C}, {KV, C}, {C, Q});
 }
 
-Params random_params(const Config& c, uint64_t seed, const Mesh& mesh,
-                     const std::vector<ShardingRule>& rules) {
-  auto shapes = param_shapes(c);
+nn::ParamSpecs param_specs(const Config& c) {
+  nn::ParamSpecs specs;
+  for (const auto& [name, shape] : param_shapes(c)) {
+    nn::ParamSpec s{shape, {}, nn::Init::kNormal, 0.2, DType::F32};
+    if (name.ends_with("norm.weight")) {
+      s.axes = {"norm"};
+      s.init = nn::Init::kOnes;
+      s.scale = 0;
+    } else if (name.ends_with("_proj.weight") && name.find("self_attn.") != std::string::npos &&
+               !name.ends_with("o_proj.weight")) {
+      s.axes = {"heads", "head_dim", "embed"};  // q, k, v
+    } else if (name.ends_with("o_proj.weight")) {
+      s.axes = {"embed", "heads", "head_dim"};
+    } else if (name.ends_with("down_proj.weight")) {
+      s.axes = {"embed", "mlp"};
+    } else if (name.ends_with("gate_proj.weight") || name.ends_with("up_proj.weight")) {
+      s.axes = {"mlp", "embed"};
+    } else {
+      s.axes = {"vocab", "embed"};  // embed_tokens, lm_head
+    }
+    specs.emplace(name, std::move(s));
+  }
+  return specs;
+}
+
+nn::LogicalRules sharding_rules(const std::string& axis) {
+  nn::LogicalRules r;
+  r.rules = {{"vocab", Axes{axis}},  // vocab-parallel embedding and logits
+             {"heads", Axes{axis}},  // q/k/v by column, o by row, the KV cache by head
+             {"mlp", Axes{axis}},    // gate/up by column, down by row
+             {"embed", std::nullopt},
+             {"head_dim", std::nullopt},
+             {"norm", std::nullopt}};
+  return r;
+}
+
+std::map<std::string, NamedSharding> param_shardings(const Config& c, const nn::LogicalRules& rules,
+                                                     const Mesh& mesh) {
+  return nn::param_shardings(param_specs(c), rules, mesh);
+}
+
+std::string describe(const Config& c, const nn::LogicalRules& rules, const Mesh& mesh) {
+  return nn::describe(param_specs(c), rules, mesh);
+}
+
+Params init(const Config& c, const Array& key, const Mesh& mesh, const nn::LogicalRules& rules) {
+  const nn::ParamSpecs specs = param_specs(c);
+  const auto shardings = nn::param_shardings(specs, rules, mesh);
+  detail::check(key.dtype() == DType::I32 && key.shape() == Shape{2}, "llama.init",
+                "key must be an i32[2] key (from random::key), got {}{}", dtype_name(key.dtype()),
+                shape_to_string(key.shape()));
   JitOptions o;
   o.name = "llama_init";
-  for (const auto& [name, shape] : shapes)
-    o.out_shardings.push_back(NamedSharding(mesh, spec_for(name, rules)));
+  for (const auto& [name, s] : shardings) o.out_shardings.push_back(s);
   const int64_t G = c.num_heads / c.num_kv_heads;
   auto f = jit(
-      [&](const Array& key) {
+      [&](const Array& k0) {
         Params p;
-        for (const auto& [name, shape] : shapes) {
-          Array k =
-              random::fold_in(key, static_cast<int64_t>(std::hash<std::string>{}(name)&0x7fffffff));
+        for (const auto& [name, spec] : specs) {
+          Array k = random::fold_in(k0, nn::name_hash(name));
           Array v;
-          if (name.ends_with("norm.weight")) {
-            v = 1.0 + random::normal(k, shape) * 0.1;
+          if (spec.init == nn::Init::kOnes) {
+            v = 1.0 + random::normal(k, spec.shape) * 0.1;  // not exactly one: tests see the norm
           } else if (name.ends_with("k_proj.weight") || name.ends_with("v_proj.weight")) {
             // Key/value heads repeated for their query heads, as a real checkpoint loads.
             Shape kv{c.num_kv_heads, 1, c.head_dim, c.hidden_size};
-            Array w = random::normal(k, kv) * 0.2;
-            v = reshape(broadcast_to(w, {c.num_kv_heads, G, c.head_dim, c.hidden_size}), shape);
+            Array w = random::normal(k, kv) * spec.scale;
+            v = reshape(broadcast_to(w, {c.num_kv_heads, G, c.head_dim, c.hidden_size}),
+                        spec.shape);
           } else {
-            v = random::normal(k, shape) * 0.2;
+            v = random::normal(k, spec.shape) * spec.scale;
           }
-          p[name] = v;
+          p[name] = with_sharding_constraint(v, shardings.at(name));
         }
         return p;
       },
       o);
-  return f(device_put(random::key(seed), NamedSharding(mesh, P())));
+  return f(device_put(key, NamedSharding(mesh, P())));
 }
 
 KVCache make_cache(const Config& c, int64_t batch, int64_t length, const Mesh& mesh,
-                   const std::vector<ShardingRule>& rules) {
-  // The cache splits over heads like q/k/v (their dim 0).
-  PartitionSpec q = spec_for(layer(0) + "self_attn.k_proj.weight", rules);
-  NamedSharding s(mesh, P(None, q[0]));
+                   const nn::LogicalRules& rules) {
+  NamedSharding s = nn::logical_sharding({"batch", "heads", "length", "head_dim"}, rules, mesh);
   auto zero = jit([&] {
     KVCache kv;
     for (int64_t i = 0; i < c.num_layers; ++i) {

@@ -110,14 +110,15 @@ Array heads_of(const Array& w, int64_t heads, int64_t d, bool interleaved) {
 }
 
 Model load_into(const Config& cfg, const Source& src, const ConfigSource& cs, const Mesh& mesh,
-                const std::vector<ShardingRule>& rules) {
+                const nn::LogicalRules& rules) {
   check_inventory(cfg, src, cs);
   Model m;
   m.config = cfg;
   const int64_t H = cfg.num_heads, KV = cfg.num_kv_heads, D = cfg.head_dim, C = cfg.hidden_size;
   const int64_t G = H / KV;
   NamedSharding host(Mesh({1}, {"load"}, {devices()[0]}), P());
-  auto target = [&](const std::string& name) { return NamedSharding(mesh, spec_for(name, rules)); };
+  const auto shardings = param_shardings(cfg, rules, mesh);
+  auto target = [&](const std::string& name) { return shardings.at(name); };
   for (const auto& [name, shape] : param_shapes(cfg)) {
     if (name.ends_with("q_proj.weight") || name.ends_with("k_proj.weight") ||
         name.ends_with("v_proj.weight") || name.ends_with("o_proj.weight")) {
@@ -218,7 +219,7 @@ std::pair<Config, ConfigSource> config_from_gguf(const GgufFile& f) {
   return {c, cs};
 }
 
-Model load_gguf(const std::string& path, const Mesh& mesh, const std::vector<ShardingRule>& rules) {
+Model load_gguf(const std::string& path, const Mesh& mesh, const nn::LogicalRules& rules) {
   GgufFile f = GgufFile::open(path);
   std::string arch = f.get_string("general.architecture", "llama");
   detail::check(arch == "llama", kApi, "'{}' holds a '{}' model, not llama", path, arch);
@@ -367,7 +368,7 @@ std::pair<Config, ConfigSource> config_from_hf(const std::string& text, const st
   return {c, cs};
 }
 
-Model load_hf(const std::string& dir, const Mesh& mesh, const std::vector<ShardingRule>& rules) {
+Model load_hf(const std::string& dir, const Mesh& mesh, const nn::LogicalRules& rules) {
   const std::string config_path = (fs::path(dir) / "config.json").string();
   std::error_code ec;
   detail::check(fs::exists(config_path, ec), kApi, "'{}' has no config.json", dir);
@@ -404,7 +405,7 @@ Model load_hf(const std::string& dir, const Mesh& mesh, const std::vector<Shardi
 
 }  // namespace
 
-Model load(const std::string& path, const Mesh& mesh, const std::vector<ShardingRule>& rules) {
+Model load(const std::string& path, const Mesh& mesh, const nn::LogicalRules& rules) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) return load_hf(path, mesh, rules);
   detail::check(fs::exists(path, ec), "llama.load",
