@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -195,6 +196,36 @@ void AtomicFile::write(std::string_view bytes) {
   } else {
     buf_.append(bytes);
   }
+}
+
+void AtomicFile::write_direct(std::string_view bytes) {
+  if (fd_ < 0) internal_error("AtomicFile", "write after commit or failure");
+  flush();
+  const size_t whole = bytes.size() / kDirectAlign * kDirectAlign;
+  const bool aligned = reinterpret_cast<uintptr_t>(bytes.data()) % kDirectAlign == 0 &&
+                       ::lseek(fd_, 0, SEEK_CUR) % static_cast<off_t>(kDirectAlign) == 0;
+  const int flags = ::fcntl(fd_, F_GETFL);
+  if (!direct_ && !odirect_refused_ && aligned && whole > 0 && flags >= 0 &&
+      ::fcntl(fd_, F_SETFL, flags | O_DIRECT) == 0) {
+    size_t done = 0;
+    while (done < whole) {
+      ssize_t n = ::write(fd_, bytes.data() + done, whole - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EINVAL) {  // accepted by fcntl, refused by the file system
+        odirect_refused_ = true;
+        break;
+      }
+      if (n < 0) fail_io("write", errno);
+      if (n == 0) fail_io("write", EIO);
+      done += static_cast<size_t>(n);
+      if (done % kDirectAlign != 0) break;  // a short write: the rest through the cache
+    }
+    if (::fcntl(fd_, F_SETFL, flags) != 0) fail_io("fcntl", errno);
+    bytes.remove_prefix(done);
+  } else if (!direct_ && aligned && whole > 0) {
+    odirect_refused_ = true;
+  }
+  write_all(bytes);
 }
 
 void AtomicFile::flush() {

@@ -37,6 +37,12 @@ class AtomicFile {
   AtomicFile& operator=(const AtomicFile&) = delete;
 
   void write(std::string_view bytes);
+  // write() past the page cache (O_DIRECT), for large outputs: the disk takes the bytes straight
+  // from `bytes`, saving the kernel's copy and the later write-back. Applies to the whole
+  // kDirectAlign blocks of `bytes` when its address and the file's size so far are multiples of
+  // kDirectAlign; the rest, and any file system that refuses O_DIRECT, goes through write().
+  void write_direct(std::string_view bytes);
+  static constexpr size_t kDirectAlign = 4096;
   // Hands buffered bytes to the file now, so a full disk is reported at this point.
   void flush();
   // Flushes, fsyncs and closes, renames over the target and fsyncs its folder.
@@ -49,6 +55,7 @@ class AtomicFile {
   std::string path_, tmp_, api_;
   int fd_ = -1;
   bool direct_ = false, committed_ = false;
+  bool odirect_refused_ = false;  // the file system said no once: write() from then on
   std::string buf_;
 };
 

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <memory>
+#include <new>
 
 #include "io/atomic_file.h"
 #include "io/io_test_util.h"
@@ -55,6 +57,54 @@ TEST(AtomicFile, AFailedWriteLeavesThePreviousFileAndNoTemporary) {
   }
   EXPECT_EQ(test::read_bytes(p), "old contents\n");
   EXPECT_EQ(listing(dir.path()), std::vector<std::string>{"out.csv"});
+}
+
+TEST(AtomicFile, DirectWritesGiveTheSameBytesOnEveryFileSystem) {
+  // Aligned blocks go past the page cache where the file system allows it (the temporary
+  // folder's disk), through it where not (/dev/shm is tmpfs); unaligned tails, unaligned
+  // addresses and a file offset off a block boundary fall back to write(). The bytes are the
+  // same in every case.
+  constexpr size_t kA = detail::AtomicFile::kDirectAlign;
+  struct Freer {
+    void operator()(char* p) const { ::operator delete[](p, std::align_val_t(kA)); }
+  };
+  const size_t n = 5 * kA + 123;
+  std::unique_ptr<char[], Freer> buf(static_cast<char*>(::operator new[](n + kA, std::align_val_t(kA))));
+  for (size_t i = 0; i < n + kA; ++i) buf[i] = static_cast<char>((i * 7 + i / 4096) & 0xff);
+  test::TempDir disk;
+  std::vector<std::string> folders{disk.path().string()};
+  if (fs::is_directory("/dev/shm")) folders.push_back("/dev/shm");
+  for (const std::string& folder : folders) {
+    SCOPED_TRACE(folder);
+    const std::string p = folder + "/partix_direct_" + std::to_string(::getpid()) + ".bin";
+    std::string want = std::string(kA, 'h');
+    {
+      detail::AtomicFile f(p, "test");
+      f.write(std::string(kA, 'h'));               // a header of one block, buffered
+      f.write_direct(std::string_view(buf.get(), n));  // aligned: 5 blocks direct, a tail
+      want.append(buf.get(), n);
+      f.write_direct(std::string_view(buf.get(), 2 * kA));  // the file is now off a boundary
+      want.append(buf.get(), 2 * kA);
+      f.write_direct(std::string_view(buf.get() + 1, kA));  // an unaligned address
+      want.append(buf.get() + 1, kA);
+      f.commit();
+    }
+    EXPECT_EQ(test::read_bytes(p), want);
+    fs::remove(p);
+  }
+  // A failing direct write is an error naming the file, and leaves nothing behind.
+  const std::string p = disk.file("limited.bin");
+  {
+    test::FileSizeLimit limit(3 * kA);
+    detail::AtomicFile f(p, "test");
+    EXPECT_PARTIX_ERROR(
+        {
+          f.write_direct(std::string_view(buf.get(), n));
+          f.commit();
+        },
+        "[test]", "cannot write '" + p + "'", "File too large");
+  }
+  EXPECT_TRUE(listing(disk.path()).empty());
 }
 
 TEST(AtomicFile, WritesReplaceWholeAndFollowLinks) {
