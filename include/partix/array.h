@@ -6,6 +6,7 @@
 #include <functional>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,10 +23,23 @@ struct ArrayImpl;
 
 struct Shard;
 
+// Shape, dtype and (optionally) sharding without values, as JAX's jax.ShapeDtypeStruct: what
+// jit(f).lower(...) and eval_shape(f, ...) need to trace and partition f, at any size and on
+// meshes of abstract devices (make_abstract_mesh) larger than the machine. It converts to an
+// abstract Array, so trees of them (Params, optimizer states) are trees of Arrays; an abstract
+// Array has no values: reading it, running a program on it or computing with it eagerly
+// raises partix::Error.
+struct ShapeDtypeStruct {
+  Shape shape{};
+  DType dtype = DType::F32;
+  std::optional<NamedSharding> sharding{};  // none: uncommitted (placed by the program)
+};
+
 class Array {
  public:
   Array() = default;  // an empty handle; any use throws partix::Error
   explicit Array(std::shared_ptr<detail::ArrayImpl> impl);
+  Array(const ShapeDtypeStruct& abstract);  // NOLINT: implicit, as a tree leaf
 
   bool valid() const { return impl_ != nullptr; }
   const Shape& shape() const;
@@ -37,7 +51,10 @@ class Array {
   // (throws partix::Error if none is known yet).
   const NamedSharding& sharding() const;
   bool is_tracer() const;
-  bool is_concrete() const { return valid() && !is_tracer(); }
+  bool is_abstract() const;  // from a ShapeDtypeStruct: no values
+  bool is_concrete() const { return valid() && !is_tracer() && !is_abstract(); }
+  // Shape, dtype and sharding (if known) of this array: abstract, concrete or traced.
+  ShapeDtypeStruct aval() const;
 
   // The shards of this process's devices; data is the unpadded local block.
   std::vector<Shard> addressable_shards() const;

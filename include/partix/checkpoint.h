@@ -113,7 +113,8 @@ std::vector<Array> restore_leaves(const std::string& dir, int64_t step,
                                   const RestoreOptions& options = {});
 
 // Restores into the structure of `target`: each leaf takes the shape, dtype and sharding of
-// target's Array there (its values are not read; donated arrays serve).
+// target's Array there (its values are not read; donated and abstract arrays serve, e.g. a
+// tree of ShapeDtypeStructs or an eval_shape result).
 template <class T>
 T restore(const std::string& dir, int64_t step, const T& target,
           const RestoreOptions& options = {}) {

@@ -45,6 +45,8 @@ class Mesh {  // value type, cheap to copy
 
   std::string to_string() const;  // Mesh('data': 4, 'model': 2)
   friend bool operator==(const Mesh& a, const Mesh& b);
+  // Made of abstract devices (make_abstract_mesh): for lowering and planning only.
+  bool is_abstract() const;
 
  private:
   struct Data;
@@ -52,6 +54,13 @@ class Mesh {  // value type, cheap to copy
 };
 
 Mesh make_mesh(Shape axis_sizes, std::vector<std::string> axis_names);
+
+// A mesh of abstract devices (platform "abstract", ids 0..n-1), of any size, whatever the
+// machine has: shardings on it describe ShapeDtypeStructs for jit(f).lower and eval_shape, so
+// a program's per-device programs, collectives and memory can be planned for a cluster this
+// machine cannot hold. Nothing runs on it: device_put and calls onto it raise partix::Error.
+inline constexpr std::string_view kAbstractPlatform = "abstract";
+Mesh make_abstract_mesh(Shape axis_sizes, std::vector<std::string> axis_names);
 
 // The current mesh: under it a bare PartitionSpec is accepted wherever a NamedSharding is
 // (device_put(x, P("data")), constraints, in/out_shardings), as in JAX's `with mesh:`.

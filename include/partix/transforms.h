@@ -88,6 +88,18 @@ class JitState {
 
 }  // namespace detail
 
+namespace detail {
+// jit(f).lower and eval_shape take ShapeDtypeStructs where f takes Arrays.
+template <class T>
+struct AbstractArg {
+  static const T& get(const T& t) { return t; }
+};
+template <>
+struct AbstractArg<ShapeDtypeStruct> {
+  static Array get(const ShapeDtypeStruct& s) { return Array(s); }
+};
+}  // namespace detail
+
 template <class F>
 class Jitted {
  public:
@@ -105,17 +117,43 @@ class Jitted {
     return tree_unflatten(*std::static_pointer_cast<R>(state_->out_proto(*entry)), outs);
   }
 
-  // Traces and compiles for these arguments without running.
+  // Traces and compiles for these arguments without running. Arguments may be abstract
+  // (ShapeDtypeStruct, or trees of abstract Arrays), on meshes of abstract devices.
   template <class... Args>
   Lowered lower(const Args&... args) const {
-    using R = std::decay_t<std::invoke_result_t<const F&, const Args&...>>;
-    return state_->lower(*prepare<R>(args...));
+    return lower_arrays(detail::AbstractArg<Args>::get(args)...);
+  }
+
+  // f's result tree with abstract Arrays (shape, dtype and the sharding the program gives each
+  // result), for these arguments; nothing runs. See eval_shape.
+  template <class... Args>
+  auto eval_shape(const Args&... args) const {
+    return eval_shape_arrays(detail::AbstractArg<Args>::get(args)...);
   }
 
   // How many times the function has been traced (once per distinct avals/shardings).
   int trace_count() const { return state_->trace_count(); }
 
  private:
+  template <class... Args>
+  Lowered lower_arrays(const Args&... args) const {
+    using R = std::decay_t<std::invoke_result_t<const F&, const Args&...>>;
+    return state_->lower(*prepare<R>(args...));
+  }
+
+  template <class... Args>
+  auto eval_shape_arrays(const Args&... args) const {
+    using R = std::decay_t<std::invoke_result_t<const F&, const Args&...>>;
+    auto entry = prepare<R>(args...);
+    const std::vector<NamedSharding> shardings = state_->lower(*entry).out_shardings();
+    const R& proto = *std::static_pointer_cast<R>(state_->out_proto(*entry));
+    std::vector<Array> leaves = tree_leaves(proto), out;
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      out.emplace_back(ShapeDtypeStruct{leaves[i].shape(), leaves[i].dtype(), shardings[i]});
+    }
+    return tree_unflatten(proto, out);
+  }
+
   template <class R, class... Args>
   std::shared_ptr<detail::JitState::Entry> prepare(const Args&... args) const {
     std::vector<Array> leaves;
@@ -150,6 +188,14 @@ class Jitted {
 template <class F>
 Jitted<F> jit(F f, JitOptions options = {}) {
   return Jitted<F>(std::move(f), std::move(options));
+}
+
+// As jax.eval_shape: f's result tree with abstract Arrays (shape, dtype, sharding) for these
+// arguments (concrete, abstract or ShapeDtypeStruct), found by tracing and partitioning f
+// without running it or allocating its values. Works at any size and on abstract meshes.
+template <class F, class... Args>
+auto eval_shape(F f, const Args&... args) {
+  return Jitted<F>(std::move(f), JitOptions{.name = "eval_shape"}).eval_shape(args...);
 }
 
 // Constrains x's sharding at this point of a traced program (eagerly: device_put).

@@ -34,6 +34,12 @@ void check_alive(const Array& a, std::string_view api) {
     fail(api, "the array ({}{}) was donated to an earlier call and is gone", dtype_name(impl->dtype),
          shape_to_string(impl->shape));
   }
+  if (impl->abstract) {
+    fail(api,
+         "the array ({}{}) is abstract (a ShapeDtypeStruct: shape, dtype and sharding without "
+         "values); use it with jit(f).lower(...) or eval_shape, or pass real values",
+         dtype_name(impl->dtype), shape_to_string(impl->shape));
+  }
 }
 
 std::vector<char> gather_to_host(const Array& x) {
@@ -68,6 +74,9 @@ Array build_sharded(
     const Shape& shape, DType dtype, const NamedSharding& sharding, bool committed,
     const std::function<void(void*, const std::vector<Slice>&, const Shape&)>& fill) {
   sharding.check_shape(shape);
+  check(!sharding.mesh().is_abstract(), "Array",
+        "cannot place values on {}: its devices are abstract (for lowering and planning only)",
+        sharding.mesh().to_string());
   const Shape local = sharding.shard_shape(shape);
   const int64_t nbytes = shape_size(local) * dtype_size(dtype);
   const int me = process_index();
@@ -117,6 +126,32 @@ Array array_from_host(const void* data, int64_t count, DType dtype, Shape shape,
 }  // namespace detail
 
 Array::Array(std::shared_ptr<detail::ArrayImpl> impl) : impl_(std::move(impl)) {}
+
+Array::Array(const ShapeDtypeStruct& s) {
+  for (int64_t d : s.shape) {
+    detail::check(d >= 0, "ShapeDtypeStruct", "shape {} has a negative dimension",
+                  shape_to_string(s.shape));
+  }
+  auto impl = std::make_shared<detail::ArrayImpl>();
+  impl->shape = s.shape;
+  impl->dtype = s.dtype;
+  if (s.sharding) {
+    s.sharding->check_shape(s.shape);
+    impl->sharding = s.sharding;
+    impl->committed = true;
+  } else {
+    impl->sharding = single_device_sharding(partix::devices()[0]);  // as from_vector's arrays
+  }
+  impl->abstract = true;
+  impl_ = std::move(impl);
+}
+
+bool Array::is_abstract() const { return impl()->abstract; }
+
+ShapeDtypeStruct Array::aval() const {
+  const auto& i = impl();
+  return ShapeDtypeStruct{i->shape, i->dtype, i->sharding};
+}
 
 const std::shared_ptr<detail::ArrayImpl>& Array::impl() const {
   if (!impl_) throw Error("[Array] use of an empty Array (default-constructed or moved from)");

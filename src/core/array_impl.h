@@ -28,12 +28,15 @@ struct ArrayImpl {
   // Given to a program (jit donate_argnums): the buffers are the program's now; any later use
   // is an error (check_alive).
   bool donated = false;
+  // A ShapeDtypeStruct's array: shape, dtype and sharding without values (no shards). Lowering
+  // and eval_shape take it; anything that needs values raises (check_alive).
+  bool abstract = false;
 };
 
 // Gives up `a`'s buffers to a program that reuses them: every later use raises.
 void mark_donated(ArrayImpl& a);
 // Raises partix::Error "[api] the array (f32[8]) was donated to an earlier call and is gone"
-// for a donated array.
+// for a donated array, and a like error for an abstract one (it has no values).
 void check_alive(const Array& a, std::string_view api);
 
 // A concrete array from per-device blocks. Preconditions: blocks.size() == mesh size,

@@ -164,6 +164,8 @@ void check_leaves(int64_t step, const std::vector<std::string>& names,
     detail::check(!a.impl()->donated, kApi,
                   "leaf '{}' was donated to an earlier call and is gone; save before donating",
                   names[i]);
+    detail::check(!a.is_abstract(), kApi,
+                  "leaf '{}' is abstract (a ShapeDtypeStruct): it has no values to save", names[i]);
   }
   detail::check(process_count() == 1, kApi,
                 "saving from {} processes needs a barrier between them, which this build does "

@@ -46,8 +46,17 @@ Mesh::Mesh(Shape axis_sizes, std::vector<std::string> axis_names, std::vector<De
     detail::check(static_cast<int64_t>(devs.size()) == n, kApi,
                   "axis sizes {} need {} devices but {} were given", shape_to_string(axis_sizes),
                   n, devs.size());
+    const bool abstract = devs[0].platform == kAbstractPlatform;
     std::set<int> ids;
     for (Device& d : devs) {
+      detail::check((d.platform == kAbstractPlatform) == abstract, kApi,
+                    "device {} is {} but device {} is {}: a mesh is all abstract or all real",
+                    devs[0].id, devs[0].platform, d.id, d.platform);
+      if (abstract) {
+        detail::check(d.id >= 0, kApi, "abstract device id {} is negative", d.id);
+        detail::check(ids.insert(d.id).second, kApi, "device {} appears twice", d.id);
+        continue;
+      }
       detail::check(d.id >= 0 && d.id < static_cast<int>(all.size()), kApi,
                     "device {} does not exist (the job has {} devices)", d.id, all.size());
       detail::check(ids.insert(d.id).second, kApi, "device {} appears twice", d.id);
@@ -121,14 +130,35 @@ std::string Mesh::to_string() const {
   const std::vector<int> ids = device_ids();
   bool in_order = true;
   for (size_t k = 0; k < ids.size(); ++k) in_order = in_order && ids[k] == static_cast<int>(k);
-  if (!in_order) return fmt::format("Mesh({}, devices=[{}])", fmt::join(parts, ", "), fmt::join(ids, ","));
-  return fmt::format("Mesh({})", fmt::join(parts, ", "));
+  const char* kind = is_abstract() ? "AbstractMesh" : "Mesh";
+  if (!in_order) {
+    return fmt::format("{}({}, devices=[{}])", kind, fmt::join(parts, ", "), fmt::join(ids, ","));
+  }
+  return fmt::format("{}({})", kind, fmt::join(parts, ", "));
 }
 
 bool operator==(const Mesh& a, const Mesh& b) {
   if (a.data_ == b.data_) return true;
   return a.data_->sizes == b.data_->sizes && a.data_->names == b.data_->names &&
-         a.device_ids() == b.device_ids();
+         a.device_ids() == b.device_ids() && a.is_abstract() == b.is_abstract();
+}
+
+bool Mesh::is_abstract() const {
+  return !data_->devices.empty() && data_->devices[0].platform == kAbstractPlatform;
+}
+
+Mesh make_abstract_mesh(Shape axis_sizes, std::vector<std::string> axis_names) {
+  int64_t n = 1;
+  for (int64_t s : axis_sizes) {
+    detail::check(s >= 1 && !__builtin_mul_overflow(n, s, &n) && n <= (int64_t{1} << 20),
+                  "make_abstract_mesh", "axis sizes {} must be positive and at most 2^20 devices",
+                  shape_to_string(axis_sizes));
+  }
+  std::vector<Device> devs(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k) {
+    devs[static_cast<size_t>(k)] = Device{static_cast<int>(k), 0, std::string(kAbstractPlatform)};
+  }
+  return Mesh(std::move(axis_sizes), std::move(axis_names), std::move(devs));
 }
 
 Mesh make_mesh(Shape axis_sizes, std::vector<std::string> axis_names) {

@@ -51,6 +51,10 @@ Array device_put(const Array& x, const NamedSharding& sharding) {
                 sharding.to_string());
   const auto& impl = x.impl();
   detail::check_alive(x, "device_put");
+  detail::check(!sharding.mesh().is_abstract(), "device_put",
+                "cannot place values on {}: its devices are abstract (for lowering and planning "
+                "only); describe the array with ShapeDtypeStruct{{shape, dtype, sharding}}",
+                sharding.mesh().to_string());
   if (*impl->sharding == sharding && impl->committed) return x;
   Array out;
   if (impl->sharding->mesh() == sharding.mesh()) {

@@ -46,7 +46,7 @@ std::shared_ptr<JitState::Entry> JitState::get(const std::vector<Array>& leaves,
   const std::string& name = options_.name;
   for (const Array& a : leaves) {
     if (a.is_tracer()) internal_error(name, "jit called with tracers outside a trace");
-    check_alive(a, name);
+    if (!a.is_abstract()) check_alive(a, name);  // abstract arguments lower; run() refuses them
   }
   std::string key = tree_key;
   for (const Array& a : leaves) key += "|" + leaf_key(a);
@@ -175,6 +175,14 @@ std::shared_ptr<JitState::Entry> JitState::get(const std::vector<Array>& leaves,
 }
 
 std::vector<Array> JitState::run(const Entry& entry, const std::vector<Array>& leaves) {
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    if (leaves[i].is_abstract()) {
+      fail(options_.name,
+           "argument leaf {} ({}{}) is abstract (a ShapeDtypeStruct): it has no values to run "
+           "on; use jit(f).lower(...) or eval_shape to inspect the program",
+           i, dtype_name(leaves[i].dtype()), shape_to_string(leaves[i].shape()));
+    }
+  }
   const auto& exe = *entry.compiled->executable;
   std::vector<Array> args;
   std::vector<bool> donate;
