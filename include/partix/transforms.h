@@ -37,6 +37,9 @@ struct CostAnalysis {
 
 struct MemoryAnalysis {  // one entry per mesh device
   std::vector<int64_t> argument_bytes, output_bytes, peak_temp_bytes;
+  // The most bytes live on the device at once during one run: arguments (a donated one until
+  // its last use), temporaries and outputs. What the device's memory must hold.
+  std::vector<int64_t> peak_bytes{};
 };
 
 namespace detail {

@@ -136,6 +136,14 @@ class AllGather final : public InvariantCollective {
   }
   std::vector<Array> vjp(const VjpArgs& a) const override;
   bool allocates_outputs() const override { return true; }
+  // Blocks gathered whole, then laid out into the result unless nothing precedes `axis`.
+  int64_t scratch_bytes(const std::vector<Aval>& in, const std::vector<Aval>& out,
+                        const Attrs& attrs) const override {
+    const int64_t axis = attrs.i("axis");
+    int64_t outer = 1;
+    for (int64_t d = 0; d < axis && d < in[0].ndim(); ++d) outer *= in[0].shape[static_cast<size_t>(d)];
+    return outer == 1 ? 0 : out[0].nbytes();
+  }
   void reference(const KernelCall& c) const override {
     check_ctx(c, "all_gather");
     GroupInfo g = group_of(c.ctx, axes_of(c.attrs));

@@ -151,6 +151,13 @@ class Primitive {
   // Kernels that hand back their own result buffers (e.g. a collective whose result all
   // devices of one process share) instead of filling preallocated ones.
   virtual bool allocates_outputs() const { return false; }
+  // Bytes the kernel allocates for itself while it runs, beyond its results (staging buffers,
+  // relayout copies): memory analysis adds them on top of what is live at the instruction.
+  virtual int64_t scratch_bytes(const std::vector<Aval>& in, const std::vector<Aval>& out,
+                                const Attrs& attrs) const {
+    (void)in, (void)out, (void)attrs;
+    return 0;
+  }
   // Inside shard_map: the mesh axes each result varies over, given the operands' (DESIGN §1).
   // The default: the union of the operands' sets.
   virtual std::vector<std::set<std::string>> varying(

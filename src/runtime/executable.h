@@ -27,6 +27,11 @@ class Executable {
   const std::vector<ir::Aval>& out_avals() const { return out_avals_; }
   // The most bytes of results and intermediates live at once on each device (arguments aside).
   int64_t peak_bytes() const { return peak_bytes_; }
+  // The most bytes live on a device during one run, its arguments included (donated[i]: the
+  // caller gives argument i up, so it dies after its last use).
+  int64_t peak_bytes_with_arguments(const std::vector<bool>& donated) const {
+    return runtime::peak_bytes_with_arguments(local_, plan_, donated);
+  }
 
  private:
   // Raises partix::Error when the planned peak cannot fit on devices `ids`.

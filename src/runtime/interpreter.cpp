@@ -1,6 +1,7 @@
 #include "runtime/interpreter.h"
 
 #include <atomic>
+#include <map>
 #include <set>
 
 #include "core/errors.h"
@@ -130,29 +131,71 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
   return out;
 }
 
-int64_t peak_live_bytes(const ir::Program& p, const Plan& plan) {
-  std::set<int> param_set(p.params.begin(), p.params.end());
+namespace {
+
+// Replays the interpreter's allocations: results allocate unless they take over an input that
+// dies at that instruction; values die after their last use; nested programs run on top. Parameters are counted only when
+// `donated` is given: all live at the start, the donated ones dying (and reusable in place) like
+// any value.
+int64_t replay_peak(const ir::Program& p, const Plan& plan, const std::vector<bool>* donated) {
+  std::map<int, size_t> param_index;
+  for (size_t i = 0; i < p.params.size(); ++i) param_index.emplace(p.params[i], i);
   int64_t live = 0, peak = 0;
   std::vector<bool> alive(p.values.size(), false);
+  // Whose buffer the program may free: its own values, and arguments donated to it.
+  auto owned = [&](int v) {
+    auto it = param_index.find(v);
+    return it == param_index.end() ||
+           (donated && it->second < donated->size() && (*donated)[it->second]);
+  };
+  if (donated) {
+    for (int v : p.params) {
+      live += p.aval(v).nbytes();
+      alive[static_cast<size_t>(v)] = true;
+    }
+    peak = live;
+  }
   for (size_t i = 0; i < p.instrs.size(); ++i) {
     const ir::Instr& in = p.instrs[i];
     const int reuse = plan.reuse_input[i];
+    const bool in_place = reuse >= 0 && owned(in.inputs[static_cast<size_t>(reuse)]);
+    // A nested program (a rematerialised block, a branch) runs inside the instruction: its own
+    // peak, results included, sits on top of what is live (the largest one, if several).
+    int64_t nested = 0;
+    for (const auto& region : in.regions) {
+      nested = std::max(nested, replay_peak(*region, make_plan(*region), nullptr));
+    }
+    // The kernel's own staging, live with its results.
+    std::vector<ir::Aval> ia, oa;
+    for (int v : in.inputs) ia.push_back(p.aval(v));
+    for (int v : in.outputs) oa.push_back(p.aval(v));
+    const int64_t scratch = in.prim->scratch_bytes(ia, oa, in.attrs);
+    peak = std::max(peak, live + nested);
     for (size_t k = 0; k < in.outputs.size(); ++k) {
       const int v = in.outputs[k];
-      const bool in_place =
-          k == 0 && reuse >= 0 && !param_set.count(in.inputs[static_cast<size_t>(reuse)]);
-      if (!in_place) live += p.aval(v).nbytes();
+      if (!(k == 0 && in_place)) live += p.aval(v).nbytes();
       alive[static_cast<size_t>(v)] = true;
     }
-    peak = std::max(peak, live);
+    peak = std::max(peak, live + scratch);
     for (int v : plan.release_after[i]) {
-      if (param_set.count(v) || !alive[static_cast<size_t>(v)]) continue;
-      const bool handed_over = reuse >= 0 && in.inputs[static_cast<size_t>(reuse)] == v;
+      if (!owned(v) || !alive[static_cast<size_t>(v)]) continue;
+      const bool handed_over = in_place && in.inputs[static_cast<size_t>(reuse)] == v;
       if (!handed_over) live -= p.aval(v).nbytes();
       alive[static_cast<size_t>(v)] = false;
     }
   }
   return peak;
+}
+
+}  // namespace
+
+int64_t peak_live_bytes(const ir::Program& p, const Plan& plan) {
+  return replay_peak(p, plan, nullptr);
+}
+
+int64_t peak_bytes_with_arguments(const ir::Program& p, const Plan& plan,
+                                  const std::vector<bool>& donated) {
+  return replay_peak(p, plan, &donated);
 }
 
 }  // namespace partix::runtime

@@ -26,6 +26,11 @@ Plan make_plan(const ir::Program& p, const char* platform = "cpu");
 // interpreter's allocation order replayed: results allocate, values die after last use,
 // in-place reuse allocates nothing). Arguments are not counted.
 int64_t peak_live_bytes(const ir::Program& p, const Plan& plan);
+// The most bytes live at once on a device during one run, arguments included: every argument
+// is live at the start; a donated one (donated[i] for parameter i) dies after its last use and
+// may be reused in place, the others stay with their callers.
+int64_t peak_bytes_with_arguments(const ir::Program& p, const Plan& plan,
+                                  const std::vector<bool>& donated);
 
 // Kernels to use: fast (registered per platform, the default) or only the naive references.
 enum class KernelMode { kFast, kReference };

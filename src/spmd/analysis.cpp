@@ -37,7 +37,7 @@ CostAnalysis cost_analysis(const Compiled& c) {
   return out;
 }
 
-MemoryAnalysis memory_analysis(const Compiled& c) {
+MemoryAnalysis memory_analysis(const Compiled& c, const std::vector<bool>& donated) {
   const runtime::Executable& exe = *c.executable;
   const ir::Program& p = exe.program();
   int64_t args = 0, outs = 0;
@@ -51,6 +51,7 @@ MemoryAnalysis memory_analysis(const Compiled& c) {
   m.argument_bytes.assign(n, args);
   m.output_bytes.assign(n, outs);
   m.peak_temp_bytes.assign(n, temp);
+  m.peak_bytes.assign(n, exe.peak_bytes_with_arguments(donated));
   return m;
 }
 
@@ -70,7 +71,9 @@ std::string Lowered::global_text() const {
 }
 
 CostAnalysis Lowered::cost_analysis() const { return spmd::cost_analysis(*impl_->compiled); }
-MemoryAnalysis Lowered::memory_analysis() const { return spmd::memory_analysis(*impl_->compiled); }
+MemoryAnalysis Lowered::memory_analysis() const {
+  return spmd::memory_analysis(*impl_->compiled, impl_->donated);
+}
 std::vector<std::string> Lowered::warnings() const { return impl_->compiled->warnings; }
 std::vector<NamedSharding> Lowered::in_shardings() const {
   return impl_->compiled->executable->in_shardings();

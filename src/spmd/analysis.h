@@ -11,6 +11,7 @@ namespace partix::detail {
 
 struct LoweredImpl {
   std::shared_ptr<spmd::Compiled> compiled;
+  std::vector<bool> donated{};  // per program argument: given up by the caller (donate_argnums)
 };
 
 }  // namespace partix::detail
@@ -18,6 +19,6 @@ struct LoweredImpl {
 namespace partix::spmd {
 
 CostAnalysis cost_analysis(const Compiled& c);
-MemoryAnalysis memory_analysis(const Compiled& c);
+MemoryAnalysis memory_analysis(const Compiled& c, const std::vector<bool>& donated = {});
 
 }  // namespace partix::spmd

@@ -19,10 +19,17 @@ namespace {
 class Partitioner : public PartitionContext {
  public:
   Partitioner(const ir::Program& global, const Mesh& m)
-      : PartitionContext(global, m), local_of_(global.values.size(), -1) {
+      : PartitionContext(global, m),
+        local_of_(global.values.size(), -1),
+        producer_(global.values.size(), -1),
+        is_param_(global.values.size(), false) {
     out.local.name = g.name;
     out.local.mesh = mesh;
     for (const auto& v : g.values) sh_.push_back(v.sharding);
+    for (size_t i = 0; i < g.instrs.size(); ++i) {
+      for (int o : g.instrs[i].outputs) producer_[static_cast<size_t>(o)] = static_cast<int>(i);
+    }
+    for (int v : g.params) is_param_[static_cast<size_t>(v)] = true;
   }
 
   Partitioned run(const std::vector<std::optional<NamedSharding>>& out_shardings) {
@@ -86,22 +93,19 @@ class Partitioner : public PartitionContext {
   }
 
   std::string describe(int v) const {
-    for (const ir::Instr& in : g.instrs) {
-      for (int o : in.outputs) {
-        if (o != v) continue;
-        std::string s = fmt::format("%{} ({}", v, in.prim->name());
-        if (!in.scope.empty()) s += " in " + in.scope;
-        return s + ")";
-      }
+    const int i = producer_[static_cast<size_t>(v)];
+    if (i >= 0) {
+      const ir::Instr& in = g.instrs[static_cast<size_t>(i)];
+      std::string s = fmt::format("%{} ({}", v, in.prim->name());
+      if (!in.scope.empty()) s += " in " + in.scope;
+      return s + ")";
     }
     const std::string& path = g.info(v).name;
     if (!path.empty()) return fmt::format("%{} (argument {})", v, path);
     return fmt::format("%{} (argument)", v);
   }
 
-  bool is_param(int v) const {
-    return std::find(g.params.begin(), g.params.end(), v) != g.params.end();
-  }
+  bool is_param(int v) const { return is_param_[static_cast<size_t>(v)]; }
 
   // Whether `want` is `have` with some axes dropped from the minor end of dimensions (only
   // all_gathers, no layout change).
@@ -179,6 +183,8 @@ class Partitioner : public PartitionContext {
 
   std::vector<std::optional<NamedSharding>> sh_;
   std::vector<int> local_of_;
+  std::vector<int> producer_;  // per global value: the instruction computing it, or -1
+  std::vector<bool> is_param_;
   std::map<std::pair<int, std::string>, int> resharded_;
 };
 

@@ -211,7 +211,7 @@ const std::shared_ptr<void>& JitState::out_proto(const Entry& entry) const {
 }
 
 Lowered JitState::lower(const Entry& entry) const {
-  return Lowered(std::make_shared<LoweredImpl>(LoweredImpl{entry.compiled}));
+  return Lowered(std::make_shared<LoweredImpl>(LoweredImpl{entry.compiled, entry.donate}));
 }
 
 }  // namespace detail

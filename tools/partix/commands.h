@@ -8,5 +8,6 @@ namespace partix::cli {
 void add_demo(CLI::App& app);
 void add_train(CLI::App& app);
 void add_generate(CLI::App& app);
+void add_plan(CLI::App& app);
 
 }  // namespace partix::cli

@@ -5,6 +5,7 @@
 
 #include "commands.h"
 #include "flags.h"
+#include "report.h"
 #include "io/atomic_file.h"
 #include "partix/models/llama.h"
 #include "partix/partix.h"
@@ -26,10 +27,6 @@ struct GenerateArgs {
   uint64_t seed = 0;
   std::string output, trace;
 };
-
-std::string mib(int64_t bytes) {
-  return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
-}
 
 void run_generate(const GenerateArgs& a) {
   if (a.mesh != 0 && a.devices_given && a.mesh != a.devices) {
@@ -99,10 +96,7 @@ void run_generate(const GenerateArgs& a) {
                static_cast<double>(result.decode_tokens) / result.decode_seconds);
   }
   fmt::print("compile: {:.2f} s\n", result.compile_seconds);
-  std::string mem;
-  for (const Device& d : mesh.devices())
-    mem += fmt::format(" {}:{}", d.id, mib(memory_stats(d.id).peak_bytes_in_use));
-  fmt::print("peak memory per device:{}\n", mem);
+  fmt::print("peak memory per device:{}\n", peak_memory_per_device(mesh));
   if (!a.output.empty()) {
     std::string all;
     for (const auto& t : texts) all += t + "\n";

@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
   partix::cli::add_demo(app);
   partix::cli::add_train(app);
   partix::cli::add_generate(app);
+  partix::cli::add_plan(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -15,6 +15,7 @@
 #include "partix/models/gpt2.h"
 #include "partix/partix.h"
 #include "plot.h"
+#include "report.h"
 
 namespace partix::cli {
 
@@ -23,7 +24,7 @@ namespace {
 struct TrainArgs {
   std::string model = "tiny";
   std::vector<int64_t> mesh = {1, 1};
-  bool fsdp = false;
+  bool fsdp = false, remat = false;
   int64_t steps = 50, batch = 8, seq = 64, warmup = 10;
   double lr = 1e-3;
   uint64_t seed = 0;
@@ -92,6 +93,7 @@ void run_train(const TrainArgs& a) {
   o.data = d;
   o.model_parallel = m;
   o.fsdp = a.fsdp;
+  o.remat = a.remat;
   o.steps = a.steps;
   o.batch = a.batch;
   o.seq = a.seq;
@@ -155,6 +157,7 @@ void run_train(const TrainArgs& a) {
   if (csv) csv->commit();
   if (tty) fmt::print("\n");
   if (!losses.empty()) fmt::print("loss {:.4f} -> {:.4f}\n", losses.front(), losses.back());
+  fmt::print("peak memory per device:{}\n", peak_memory_per_device(t.mesh()));
   if (!a.checkpoint_dir.empty()) {
     fmt::print("checkpoints in {}: steps {}\n", a.checkpoint_dir,
                fmt::join(ckpt::all_steps(a.checkpoint_dir), ", "));
@@ -181,6 +184,8 @@ void add_train(CLI::App& app) {
          "data x model, e.g. 4x2 (8 devices)")
       ->default_str("1x1");
   cmd->add_flag("--fsdp", a->fsdp, "Shard parameters and optimizer state over 'data'");
+  cmd->add_flag("--remat", a->remat,
+                "Recompute each block's activations in the backward pass instead of keeping them");
   add_int(cmd, "--steps", a->steps, 1, int64_t{1} << 40, "Training steps");
   add_int(cmd, "--batch", a->batch, 1, int64_t{1} << 20, "Global batch (sequences)");
   add_int(cmd, "--seq", a->seq, 1, int64_t{1} << 20, "Sequence length");

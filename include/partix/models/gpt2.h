@@ -70,6 +70,9 @@ struct ForwardOptions {
   std::optional<Array> dropout_key{};  // training: dropout on; none: evaluation
   const Mesh* mesh = nullptr;        // with rules: activation sharding constraints
   const nn::LogicalRules* rules = nullptr;
+  // Rematerialise each transformer block (partix::checkpoint): the backward pass recomputes a
+  // block's activations from its input instead of keeping them.
+  bool remat = false;
 };
 
 // Logits [B, T, V] for token ids [B, T].
@@ -120,6 +123,7 @@ struct TrainOptions {
   int64_t warmup = 10;
   double clip = 1.0;
   double weight_decay = 0.1;
+  bool remat = false;  // recompute each block's activations in the backward pass
   uint64_t seed = 0;
   std::vector<std::string> corpus = io::default_corpus_paths();
   Params initial{};  // start from these parameters if set
@@ -189,6 +193,12 @@ class Trainer {
   std::unique_ptr<CheckpointManager> checkpoints_;
   std::optional<int64_t> resumed_from_;
 };
+
+// The Trainer's step for `o` (its model, batch, seq, fsdp, clip and weight decay; o.data and
+// o.model_parallel are ignored) lowered on `mesh`, which must have axes 'data' and 'model' and
+// may be abstract (make_abstract_mesh): parameters, optimizer state and batch are abstract, so
+// nothing is allocated and any size plans on any mesh. The same program the Trainer compiles.
+Lowered lower_train_step(const TrainOptions& o, const Mesh& mesh);
 
 // A Hugging Face directory from a checkpoint step: a training checkpoint, or one of parameters
 // alone (leaves "['transformer.wte.weight']", ...). The configuration comes from the

@@ -77,6 +77,9 @@ struct ConfigSource {
 // positive rms_norm_eps, a finite rope_theta > 1, sane Llama-3 scaling, token ids inside the
 // vocabulary. Throws "[api] '<file>': <key> is <value>, ...".
 void validate_config(const Config& c, const ConfigSource& source = {});
+// A Hugging Face LlamaForCausalLM config.json (missing optional keys take transformers'
+// defaults), validated; `file` names the text's source in messages.
+Config config_from_json(const std::string& json_text, const std::string& file = "config.json");
 
 // Each parameter's shape, logical axes and initialiser, in the layouts above. Logical names:
 // "vocab", "embed", "heads", "head_dim", "mlp", "norm".
@@ -208,7 +211,9 @@ class Generator {
   Generated generate(
       const std::vector<std::vector<int32_t>>& prompts, const GenerateOptions& o,
       const std::function<void(int64_t, const std::vector<int32_t>&)>& on_token = {});
-  // The decode step's compiled program (for inspection: collectives per layer).
+  // The decode step's and the prefill's compiled programs (for inspection: collectives per
+  // layer, memory). Nothing is allocated: the model's parameters may be abstract
+  // (ShapeDtypeStruct) and the mesh abstract (make_abstract_mesh), to plan any size.
   Lowered lower_decode(int64_t batch, int64_t cache_length, const Sampling& s = {});
   Lowered lower_prefill(int64_t batch, int64_t prompt_length, int64_t cache_length,
                         const Sampling& s = {});
@@ -216,6 +221,7 @@ class Generator {
  private:
   struct Fns;
   Fns& fns(const Sampling& s, bool donate);
+  Lowered lower_step(int64_t batch, int64_t tokens, int64_t cache_length, const Sampling& s);
   const Model& model_;
   Mesh mesh_;
   nn::LogicalRules rules_;

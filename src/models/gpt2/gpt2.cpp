@@ -201,16 +201,32 @@ Array forward(const Params& p, const Array& ids, const Config& c, const ForwardO
   x = constrain(x, {"batch", "", "act"}, o);
   for (int64_t i = 0; i < c.n_layer; ++i) {
     NamedScope scope("h" + std::to_string(i));
-    std::string l = layer(i);
-    Array a = attention(
-        p, l, layer_norm(x, p.at(l + "ln_1.weight"), p.at(l + "ln_1.bias"), c.layer_norm_epsilon),
-        c, o, 100 + 3 * i);
-    x = x + dropout(a, c.dropout, o.dropout_key, 101 + 3 * i);
-    x = constrain(x, {"batch", "", "act"}, o);
-    Array m = mlp(
-        p, l, layer_norm(x, p.at(l + "ln_2.weight"), p.at(l + "ln_2.bias"), c.layer_norm_epsilon));
-    x = x + dropout(m, c.dropout, o.dropout_key, 102 + 3 * i);
-    x = constrain(x, {"batch", "", "act"}, o);
+    const std::string l = layer(i);
+    // One block; `key` holds the dropout key when there is one (an argument, so that a
+    // rematerialised block recomputes the same masks).
+    auto block = [&c, &o, &l, i](const Array& x_in, const Params& lp,
+                                 const std::vector<Array>& key) {
+      ForwardOptions oi = o;
+      oi.dropout_key = key.empty() ? std::nullopt : std::optional<Array>(key[0]);
+      Array h = x_in;
+      Array a = attention(lp, l,
+                          layer_norm(h, lp.at(l + "ln_1.weight"), lp.at(l + "ln_1.bias"),
+                                     c.layer_norm_epsilon),
+                          c, oi, 100 + 3 * i);
+      h = h + dropout(a, c.dropout, oi.dropout_key, 101 + 3 * i);
+      h = constrain(h, {"batch", "", "act"}, oi);
+      Array m = mlp(lp, l,
+                    layer_norm(h, lp.at(l + "ln_2.weight"), lp.at(l + "ln_2.bias"),
+                               c.layer_norm_epsilon));
+      h = h + dropout(m, c.dropout, oi.dropout_key, 102 + 3 * i);
+      return constrain(h, {"batch", "", "act"}, oi);
+    };
+    Params lp;
+    for (auto it = p.lower_bound(l); it != p.end() && it->first.starts_with(l); ++it)
+      lp.emplace(it->first, it->second);
+    std::vector<Array> key;
+    if (o.dropout_key) key.push_back(*o.dropout_key);
+    x = o.remat ? checkpoint(block)(x, lp, key) : block(x, lp, key);
   }
   x = layer_norm(x, p.at("transformer.ln_f.weight"), p.at("transformer.ln_f.bias"),
                  c.layer_norm_epsilon);

@@ -18,6 +18,57 @@ struct Trainer::Step {
   Jitted<StepFn> fn;
 };
 
+namespace {
+
+// One training step as one program: value_and_grad of the loss (activation constraints by the
+// rules), clipping to the global norm, AdamW.
+Jitted<StepFn> make_step(const TrainOptions& o, const Mesh& mesh, const nn::LogicalRules& rules) {
+  const Config cfg = o.model;
+  const optim::AdamWConfig adam{0.9, 0.95, 1e-8, o.weight_decay};
+  const double clip = o.clip;
+  const bool remat = o.remat;
+  StepFn f = [cfg, mesh, rules, adam, clip, remat](const Params& p, const optim::AdamWState& s,
+                                            const Array& ids, const Array& targets,
+                                            const Array& lr, const Array& key) -> StepOut {
+    ForwardOptions fo{key, &mesh, &rules, remat};
+    auto [loss_value, g] = value_and_grad([&](const Params& pp) {
+      return loss(pp, ids, targets, cfg, fo);
+    })(p);
+    auto [clipped, norm] = optim::clip_by_global_norm(Params(g), clip);
+    auto [np, ns] = optim::adamw_update(p, clipped, s, lr, adam);
+    return {np, ns, loss_value};
+  };
+  return jit(f, {.donate_argnums = {0, 1}, .name = "train_step"});
+}
+
+}  // namespace
+
+Lowered lower_train_step(const TrainOptions& o, const Mesh& mesh) {
+  detail::check(mesh.has_axis("data") && mesh.has_axis("model"), "gpt2.lower_train_step",
+                "the mesh must have axes 'data' and 'model', got {}", mesh.to_string());
+  detail::check(o.batch % mesh.axis_size("data") == 0, "gpt2.lower_train_step",
+                "the batch {} does not split over {} data devices", o.batch,
+                mesh.axis_size("data"));
+  const nn::LogicalRules rules = sharding_rules(o.fsdp);
+  const nn::ParamSpecs specs = param_specs(o.model);
+  const auto shardings = nn::param_shardings(specs, rules, mesh);
+  Params p;
+  optim::AdamWState s;
+  for (const auto& [name, spec] : specs) {
+    const NamedSharding& sh = shardings.at(name);
+    p[name] = ShapeDtypeStruct{spec.shape, spec.dtype, sh};
+    s.mu[name] = ShapeDtypeStruct{spec.shape, DType::F32, sh};
+    s.nu[name] = ShapeDtypeStruct{spec.shape, DType::F32, sh};
+    if (spec.dtype != DType::F32) s.master[name] = ShapeDtypeStruct{spec.shape, DType::F32, sh};
+  }
+  const NamedSharding replicated(mesh, P());
+  s.count = ShapeDtypeStruct{{}, DType::I32, replicated};
+  Array ids = ShapeDtypeStruct{{o.batch, o.seq}, DType::I32, NamedSharding(mesh, P("data"))};
+  return make_step(o, mesh, rules)
+      .lower(p, s, ids, ids, ShapeDtypeStruct{{}, DType::F32, replicated},
+             ShapeDtypeStruct{{2}, DType::I32, replicated});
+}
+
 Trainer::Trainer(TrainOptions o)
     : o_(std::move(o)),
       mesh_(make_mesh({o_.data, o_.model_parallel}, {"data", "model"})),
@@ -58,23 +109,7 @@ Trainer::Trainer(TrainOptions o)
   loader_ = std::make_unique<io::DataLoader>(std::move(tokens), o_.batch, o_.seq, o_.seed,
                                              process_index(), process_count(), /*prefetch=*/2,
                                              /*first_step=*/step_);
-  const Config cfg = o_.model;
-  const Mesh mesh = mesh_;
-  const nn::LogicalRules rules = rules_;
-  const optim::AdamWConfig adam{0.9, 0.95, 1e-8, o_.weight_decay};
-  const double clip = o_.clip;
-  StepFn f = [cfg, mesh, rules, adam, clip](const Params& p, const optim::AdamWState& s,
-                                            const Array& ids, const Array& targets,
-                                            const Array& lr, const Array& key) -> StepOut {
-    ForwardOptions fo{key, &mesh, &rules};
-    auto [loss_value, g] = value_and_grad([&](const Params& pp) {
-      return loss(pp, ids, targets, cfg, fo);
-    })(p);
-    auto [clipped, norm] = optim::clip_by_global_norm(Params(g), clip);
-    auto [np, ns] = optim::adamw_update(p, clipped, s, lr, adam);
-    return {np, ns, loss_value};
-  };
-  step_fn_ = std::make_unique<Step>(Step{jit(f, {.donate_argnums = {0, 1}, .name = "train_step"})});
+  step_fn_ = std::make_unique<Step>(Step{make_step(o_, mesh_, rules_)});
 }
 
 Trainer::~Trainer() = default;

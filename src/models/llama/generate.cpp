@@ -173,23 +173,32 @@ Generated Generator::generate(
   return out;
 }
 
+Lowered Generator::lower_step(int64_t batch, int64_t tokens, int64_t cache_length,
+                              const Sampling& s) {
+  // Lowering needs shapes and shardings only: every argument but the parameters is abstract
+  // (and the parameters may be), so this works on abstract meshes too.
+  const NamedSharding rep(mesh_, P());
+  const NamedSharding split =
+      nn::logical_sharding({"batch", "heads", "length", "head_dim"}, rules_, mesh_);
+  KVCache cache;
+  const Shape kv{batch, model_.config.num_heads, cache_length, model_.config.head_dim};
+  for (int64_t i = 0; i < model_.config.num_layers; ++i) {
+    cache.k.emplace_back(ShapeDtypeStruct{kv, DType::F32, split});
+    cache.v.emplace_back(ShapeDtypeStruct{kv, DType::F32, split});
+  }
+  return fns(s, true).step.lower(model_.params, ShapeDtypeStruct{{batch, tokens}, DType::I32, rep},
+                                 ShapeDtypeStruct{{}, DType::I32, rep},
+                                 ShapeDtypeStruct{{batch}, DType::I32, rep}, cache,
+                                 ShapeDtypeStruct{{2}, DType::I32, rep});
+}
+
 Lowered Generator::lower_decode(int64_t batch, int64_t cache_length, const Sampling& s) {
-  NamedSharding rep(mesh_, P());
-  KVCache cache = make_cache(model_.config, batch, cache_length, mesh_, rules_);
-  return fns(s, true).step.lower(model_.params, device_put(zeros({batch, 1}, DType::I32), rep),
-                                 device_put(scalar<int32_t>(0), rep),
-                                 device_put(zeros({batch}, DType::I32), rep), cache,
-                                 device_put(random::key(0), rep));
+  return lower_step(batch, 1, cache_length, s);
 }
 
 Lowered Generator::lower_prefill(int64_t batch, int64_t prompt_length, int64_t cache_length,
                                  const Sampling& s) {
-  NamedSharding rep(mesh_, P());
-  KVCache cache = make_cache(model_.config, batch, cache_length, mesh_, rules_);
-  return fns(s, true).step.lower(
-      model_.params, device_put(zeros({batch, prompt_length}, DType::I32), rep),
-      device_put(scalar<int32_t>(0), rep), device_put(zeros({batch}, DType::I32), rep), cache,
-      device_put(random::key(0), rep));
+  return lower_step(batch, prompt_length, cache_length, s);
 }
 
 }  // namespace partix::models::llama

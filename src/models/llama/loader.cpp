@@ -413,4 +413,8 @@ Model load(const std::string& path, const Mesh& mesh, const nn::LogicalRules& ru
   return load_gguf(path, mesh, rules);
 }
 
+Config config_from_json(const std::string& json_text, const std::string& file) {
+  return config_from_hf(json_text, file).first;
+}
+
 }  // namespace partix::models::llama

@@ -1,0 +1,355 @@
+// partix plan: will it fit, and what will it send? One training step of a GPT-2-architecture
+// model (the Trainer's own program), or a Llama prefill and decode step, lowered on a mesh of
+// abstract devices with abstract parameters, optimizer state, batch and cache: any size, on any
+// mesh, nothing allocated.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "commands.h"
+#include "core/errors.h"
+#include "flags.h"
+#include "io/json_util.h"
+#include "partix/models/gpt2.h"
+#include "partix/models/llama.h"
+#include "partix/partix.h"
+#include "report.h"
+
+namespace partix::cli {
+
+namespace {
+
+namespace g2 = models::gpt2;
+namespace ll = models::llama;
+
+struct PlanArgs {
+  std::string model = "small";
+  std::vector<int64_t> mesh = {1, 1};
+  bool fsdp = false, generate = false, json = false;
+  int64_t batch = 8, seq = 0;  // seq 0: the model's context length (training), 512 (generate)
+  int64_t new_tokens = 128;
+  std::string dtype = "f32", remat = "none";
+};
+
+// One model of either family.
+struct ModelChoice {
+  std::optional<g2::Config> gpt2;
+  std::optional<ll::Config> llama;
+};
+
+g2::Config gpt2_sized(int64_t embd, int64_t layers, int64_t heads, int64_t positions) {
+  g2::Config c;
+  c.n_embd = embd;
+  c.n_layer = layers;
+  c.n_head = heads;
+  c.n_positions = positions;
+  return c;
+}
+
+ll::Config llama_sized(int64_t hidden, int64_t mlp, int64_t layers, int64_t heads,
+                       int64_t kv_heads) {
+  ll::Config c;  // Llama 2: vocabulary 32000, 4096 positions, RoPE theta 10^4
+  c.vocab_size = 32000;
+  c.hidden_size = hidden;
+  c.intermediate_size = mlp;
+  c.num_layers = layers;
+  c.num_heads = heads;
+  c.num_kv_heads = kv_heads;
+  c.head_dim = hidden / heads;
+  c.rope_theta = 10000.0;
+  c.tie_word_embeddings = false;
+  c.max_position = 4096;
+  return c;
+}
+
+constexpr std::string_view kBuiltins =
+    "gpt2-tiny, small, gpt2-xl, gpt3-175b, llama-7b, llama-70b, smollm2-135m";
+
+// Built-in configurations, or a Hugging Face config.json of GPT-2 or Llama (by model_type).
+ModelChoice model_config(const std::string& name) {
+  if (name == "gpt2-tiny" || name == "tiny") return {g2::tiny(), {}};
+  if (name == "small" || name == "gpt2") return {g2::small(), {}};
+  if (name == "gpt2-xl") return {gpt2_sized(1600, 48, 25, 1024), {}};
+  if (name == "gpt3-175b") return {gpt2_sized(12288, 96, 96, 2048), {}};
+  if (name == "llama-7b") return {{}, llama_sized(4096, 11008, 32, 32, 32)};
+  if (name == "llama-70b") return {{}, llama_sized(8192, 28672, 80, 64, 8)};
+  if (name == "smollm2-135m") return {{}, ll::Config{}};  // Config's defaults are SmolLM2-135M
+  std::ifstream f(name);
+  if (!f) {
+    detail::fail("plan", "--model '{}' is neither a built-in name ({}) nor a readable config.json",
+                 name, kBuiltins);
+  }
+  std::stringstream text;
+  text << f.rdbuf();
+  const nlohmann::json j = detail::parse_untrusted_json(text.str(), "plan", name);
+  const std::string type =
+      j.is_object() && j.contains("model_type") && j["model_type"].is_string()
+          ? j["model_type"].get<std::string>()
+          : "";
+  if (type == "gpt2") return {g2::config_from_json(text.str(), name), {}};
+  if (type == "llama") return {{}, ll::config_from_json(text.str(), name)};
+  detail::fail("plan", "'{}': model_type is '{}'; partix plans gpt2 and llama models", name,
+               type.empty() ? "missing" : type);
+}
+
+// Bytes one device holds of every leaf (every device holds one block of the same shape).
+int64_t shard_bytes(const Params& arrays) {
+  int64_t total = 0;
+  for (const auto& [name, a] : arrays) {
+    total += shape_size(a.sharding().shard_shape(a.shape())) * dtype_size(a.dtype());
+  }
+  return total;
+}
+
+// The device with the largest peak.
+size_t fullest(const MemoryAnalysis& m) {
+  return static_cast<size_t>(std::max_element(m.peak_bytes.begin(), m.peak_bytes.end()) -
+                             m.peak_bytes.begin());
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+nlohmann::ordered_json collectives_json(const CostAnalysis& cost) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  for (const auto& [kind, bytes] : cost.bytes_per_device) j[kind] = bytes;
+  return j;
+}
+
+void print_collectives(const CostAnalysis& cost, const std::vector<std::string>& warnings) {
+  for (const auto& [kind, bytes] : cost.bytes_per_device) {
+    fmt::print("  {:<20} {:>10}\n", kind, format_bytes(bytes));
+  }
+  fmt::print("  flops per device {:.3e}; duplicated {:.1f}%\n", cost.flops,
+             100 * cost.duplicated_flops_fraction);
+  for (const std::string& warning : warnings) fmt::print("  warning: {}\n", warning);
+}
+
+void plan_training(const PlanArgs& a, const g2::Config& model, const Mesh& mesh,
+                   std::chrono::steady_clock::time_point t0) {
+  g2::TrainOptions o;
+  o.model = model;
+  o.model.dtype = a.dtype == "bf16" ? DType::BF16 : DType::F32;
+  o.model.dropout = 0.0;
+  o.fsdp = a.fsdp;
+  o.remat = a.remat == "layer";
+  o.batch = a.batch;
+  o.seq = a.seq > 0 ? a.seq : o.model.n_positions;
+  detail::check(o.seq <= o.model.n_positions, "plan", "--seq {} exceeds the model's {} positions",
+                o.seq, o.model.n_positions);
+  o.corpus.clear();
+  const Lowered step = g2::lower_train_step(o, mesh);
+  const MemoryAnalysis mem = step.memory_analysis();
+  const CostAnalysis cost = step.cost_analysis();
+
+  // Parameters and optimizer state per device, from their shardings.
+  const nn::ParamSpecs specs = g2::param_specs(o.model);
+  const auto shardings = nn::param_shardings(specs, g2::sharding_rules(o.fsdp), mesh);
+  int64_t total_params = 0, param_bytes = 0;
+  Params params, moments;
+  for (const auto& [name, spec] : specs) {
+    total_params += shape_size(spec.shape);
+    param_bytes += shape_size(spec.shape) * dtype_size(spec.dtype);
+    params[name] = ShapeDtypeStruct{spec.shape, spec.dtype, shardings.at(name)};
+    moments[name] = ShapeDtypeStruct{spec.shape, DType::F32, shardings.at(name)};
+  }
+  const size_t w = fullest(mem);
+  const int64_t p_bytes = shard_bytes(params);
+  // AdamW: two f32 moments, and an f32 master copy of half-precision parameters.
+  const int64_t opt_bytes = shard_bytes(moments) * (o.model.dtype == DType::F32 ? 2 : 3);
+  const int64_t grads = p_bytes;  // one gradient per parameter, in its dtype and sharding
+  const int64_t peak = mem.peak_bytes[w];
+  const int64_t args = mem.argument_bytes[w];
+  // What the peak holds beyond the arguments and a full set of gradients: the activations kept
+  // for the backward pass and the temporaries in flight.
+  const int64_t activations = std::max<int64_t>(0, peak - args - grads);
+  const double seconds = seconds_since(t0);
+
+  if (a.json) {
+    nlohmann::ordered_json j;
+    j["model"] = a.model;
+    j["mode"] = "train";
+    j["mesh"] = mesh.to_string();
+    j["fsdp"] = a.fsdp;
+    j["remat"] = a.remat;
+    j["dtype"] = a.dtype;
+    j["batch"] = o.batch;
+    j["seq"] = o.seq;
+    j["total_params"] = total_params;
+    j["param_bytes"] = param_bytes;
+    j["per_device"] = {{"device", w},         {"params", p_bytes},          {"grads", grads},
+                       {"optimizer", opt_bytes}, {"activations", activations}, {"arguments", args},
+                       {"peak", peak}};
+    j["collectives"] = collectives_json(cost);
+    j["flops_per_device"] = cost.flops;
+    j["duplicated_flops_fraction"] = cost.duplicated_flops_fraction;
+    j["warnings"] = step.warnings();
+    j["seconds"] = seconds;
+    fmt::print("{}\n", j.dump(2));
+    return;
+  }
+  fmt::print("plan: training step of {} ({:.3f} B parameters, {}), batch {} x seq {}, {}{}, {} "
+             "weights{}\n",
+             a.model, static_cast<double>(total_params) / 1e9,
+             format_bytes(static_cast<double>(param_bytes)), o.batch, o.seq, mesh.to_string(),
+             a.fsdp ? ", FSDP" : "", a.dtype, o.remat ? ", layer remat" : "");
+  fmt::print("per device (device {}, the fullest):\n", w);
+  auto row = [](std::string_view what, int64_t bytes, std::string_view note) {
+    fmt::print("  {:<18} {:>10}  {}\n", what, format_bytes(static_cast<double>(bytes)), note);
+  };
+  row("parameters", p_bytes, "");
+  row("optimizer state", opt_bytes,
+      o.model.dtype == DType::F32 ? "(AdamW moments)" : "(AdamW moments, f32 master weights)");
+  row("gradients", grads, "");
+  row("activations", activations,
+      "(kept for the backward pass, and temporaries: peak - arguments - gradients)");
+  row("peak", peak, "(arguments, donated ones until their last use, and everything the step "
+                    "allocates)");
+  fmt::print("collectives per step, bytes sent per device:\n");
+  print_collectives(cost, step.warnings());
+  fmt::print("planned in {:.1f} s\n", seconds);
+}
+
+void plan_generation(const PlanArgs& a, const ll::Config& config, const Mesh& mesh,
+                     std::chrono::steady_clock::time_point t0) {
+  detail::check(a.mesh[0] == 1, "plan",
+                "--generate plans tensor-parallel inference over 'model'; use --mesh 1x{} (got "
+                "{}x{})",
+                a.mesh[0] * a.mesh[1], a.mesh[0], a.mesh[1]);
+  detail::check(a.dtype == "f32", "plan",
+                "--generate plans Llama in f32 (partix dequantises weights at load); got --dtype "
+                "{}",
+                a.dtype);
+  detail::check(!a.fsdp && a.remat == "none", "plan",
+                "--fsdp and --remat are for training plans, not --generate");
+  const int64_t prompt = a.seq > 0 ? a.seq : 512;
+  const int64_t cache_length = prompt + a.new_tokens;
+  detail::check(cache_length <= config.max_position, "plan",
+                "--seq {} + --new-tokens {} exceeds the model's {} positions", prompt,
+                a.new_tokens, config.max_position);
+  const nn::LogicalRules rules = ll::sharding_rules("model");
+  const nn::ParamSpecs specs = ll::param_specs(config);
+  const auto shardings = nn::param_shardings(specs, rules, mesh);
+  ll::Model model{config, {}, nullptr, a.model};
+  int64_t total_params = 0, param_bytes = 0;
+  for (const auto& [name, spec] : specs) {
+    total_params += shape_size(spec.shape);
+    param_bytes += shape_size(spec.shape) * dtype_size(spec.dtype);
+    model.params[name] = ShapeDtypeStruct{spec.shape, spec.dtype, shardings.at(name)};
+  }
+  ll::Generator gen(model, mesh, rules);
+  const Lowered prefill = gen.lower_prefill(a.batch, prompt, cache_length);
+  const Lowered decode = gen.lower_decode(a.batch, cache_length);
+  const int64_t p_bytes = shard_bytes(model.params);
+  const NamedSharding kv_split =
+      nn::logical_sharding({"batch", "heads", "length", "head_dim"}, rules, mesh);
+  const Shape kv{a.batch, config.num_heads, cache_length, config.head_dim};
+  const int64_t cache_bytes =
+      2 * config.num_layers * shape_size(kv_split.shard_shape(kv)) * dtype_size(DType::F32);
+  const MemoryAnalysis pm = prefill.memory_analysis(), dm = decode.memory_analysis();
+  const int64_t prefill_peak = pm.peak_bytes[fullest(pm)];
+  const int64_t decode_peak = dm.peak_bytes[fullest(dm)];
+  const double seconds = seconds_since(t0);
+  if (a.json) {
+    nlohmann::ordered_json j;
+    j["model"] = a.model;
+    j["mode"] = "generate";
+    j["mesh"] = mesh.to_string();
+    j["batch"] = a.batch;
+    j["prompt"] = prompt;
+    j["cache_length"] = cache_length;
+    j["total_params"] = total_params;
+    j["param_bytes"] = param_bytes;
+    j["per_device"] = {{"params", p_bytes},
+                       {"kv_cache", cache_bytes},
+                       {"prefill_peak", prefill_peak},
+                       {"decode_peak", decode_peak},
+                       {"peak", std::max(prefill_peak, decode_peak)}};
+    j["collectives"] = {{"prefill", collectives_json(prefill.cost_analysis())},
+                        {"decode", collectives_json(decode.cost_analysis())}};
+    j["duplicated_flops_fraction"] = {
+        {"prefill", prefill.cost_analysis().duplicated_flops_fraction},
+        {"decode", decode.cost_analysis().duplicated_flops_fraction}};
+    std::vector<std::string> warnings = prefill.warnings();
+    for (const std::string& w : decode.warnings()) warnings.push_back(w);
+    j["warnings"] = warnings;
+    j["seconds"] = seconds;
+    fmt::print("{}\n", j.dump(2));
+    return;
+  }
+  fmt::print("plan: generation with {} ({:.3f} B parameters, {}), batch {}, prompt {}, cache {} "
+             "positions, {}\n",
+             a.model, static_cast<double>(total_params) / 1e9,
+             format_bytes(static_cast<double>(param_bytes)), a.batch, prompt, cache_length,
+             mesh.to_string());
+  fmt::print("per device:\n");
+  fmt::print("  {:<18} {:>10}\n", "parameters", format_bytes(static_cast<double>(p_bytes)));
+  fmt::print("  {:<18} {:>10}\n", "KV cache", format_bytes(static_cast<double>(cache_bytes)));
+  fmt::print("  {:<18} {:>10}\n", "prefill peak", format_bytes(static_cast<double>(prefill_peak)));
+  fmt::print("  {:<18} {:>10}\n", "decode peak", format_bytes(static_cast<double>(decode_peak)));
+  fmt::print("prefill ({} tokens per prompt), bytes sent per device:\n", prompt);
+  print_collectives(prefill.cost_analysis(), prefill.warnings());
+  fmt::print("decode step (one token per prompt), bytes sent per device:\n");
+  print_collectives(decode.cost_analysis(), decode.warnings());
+  fmt::print("planned in {:.1f} s\n", seconds);
+}
+
+void run_plan(const PlanArgs& a) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const ModelChoice m = model_config(a.model);
+  const Mesh mesh = make_abstract_mesh({a.mesh[0], a.mesh[1]}, {"data", "model"});
+  if (a.generate) {
+    detail::check(m.llama.has_value(), "plan",
+                  "--generate plans Llama models (llama-7b, llama-70b, smollm2-135m or a Llama "
+                  "config.json); '{}' is GPT-2",
+                  a.model);
+    plan_generation(a, *m.llama, mesh, t0);
+  } else {
+    detail::check(m.gpt2.has_value(), "plan",
+                  "training plans are for GPT-2-architecture models (partix trains GPT-2); plan "
+                  "'{}' with --generate",
+                  a.model);
+    plan_training(a, *m.gpt2, mesh, t0);
+  }
+}
+
+}  // namespace
+
+void add_plan(CLI::App& app) {
+  auto a = std::make_shared<PlanArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "plan",
+      "Per-device memory and collectives of a training step (GPT-2 architecture) or of "
+      "generation (Llama) on any mesh, without running it");
+  cmd->add_option("--model", a->model, fmt::format("{}, or a config.json", kBuiltins));
+  cmd->add_option_function<std::string>(
+         "--mesh",
+         [a](const std::string& text) {
+           a->mesh = parse_mesh("plan", "--mesh", text, 2, int64_t{1} << 20);
+         },
+         "Abstract mesh DATAxMODEL (may exceed this machine)")
+      ->default_str("1x1");
+  cmd->add_flag("--fsdp", a->fsdp, "Split parameters and optimizer state over 'data' too");
+  add_int(cmd, "--batch", a->batch, 1, int64_t{1} << 24, "Global batch (sequences)");
+  add_int(cmd, "--seq", a->seq, 0, int64_t{1} << 20,
+          "Sequence length (0: the model's context; with --generate, the prompt, 0: 512)");
+  cmd->add_option("--dtype", a->dtype,
+                  "Parameter and compute dtype: f32, or bf16 (f32 master weights in AdamW)")
+      ->check(CLI::IsMember({"f32", "bf16"}));
+  cmd->add_option("--remat", a->remat,
+                  "none, or layer: recompute each block's activations in the backward pass")
+      ->check(CLI::IsMember({"none", "layer"}));
+  cmd->add_flag("--generate", a->generate, "Plan a prefill and a decode step instead (Llama)");
+  add_int(cmd, "--new-tokens", a->new_tokens, 1, int64_t{1} << 20,
+          "With --generate: positions the cache keeps beyond the prompt");
+  cmd->add_flag("--json", a->json, "Print the plan as JSON");
+  cmd->callback([a] { run_plan(*a); });
+}
+
+}  // namespace partix::cli
