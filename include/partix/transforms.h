@@ -40,6 +40,10 @@ struct MemoryAnalysis {  // one entry per mesh device
   // The most bytes live on the device at once during one run: arguments (a donated one until
   // its last use), temporaries and outputs. What the device's memory must hold.
   std::vector<int64_t> peak_bytes{};
+  // For each device and each output: the bytes live (arguments included) when that output has
+  // just been computed. For a training step whose last output is the loss, what exceeds the
+  // arguments there is what the forward pass keeps for the backward pass.
+  std::vector<std::vector<int64_t>> live_bytes_at_output{};
 };
 
 namespace detail {

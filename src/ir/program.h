@@ -49,6 +49,10 @@ struct Instr {
   Attrs attrs;
   std::vector<std::shared_ptr<const Program>> regions;
   std::string scope;  // the user's named scope when traced, for messages
+  // Nonzero for an instruction inlined from a rematerialised block (one number per block): the
+  // partitioner shares a resharded value only among instructions of the same block, so a
+  // block's gathered weights die with it instead of living until the backward pass.
+  int remat_block = 0;
 };
 
 struct Program {

@@ -32,6 +32,9 @@ class Executable {
   int64_t peak_bytes_with_arguments(const std::vector<bool>& donated) const {
     return runtime::peak_bytes_with_arguments(local_, plan_, donated);
   }
+  std::vector<int64_t> live_bytes_after(const std::vector<bool>& donated) const {
+    return runtime::live_bytes_after(local_, plan_, donated);
+  }
 
  private:
   // Raises partix::Error when the planned peak cannot fit on devices `ids`.

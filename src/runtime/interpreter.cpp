@@ -137,7 +137,8 @@ namespace {
 // dies at that instruction; values die after their last use; nested programs run on top. Parameters are counted only when
 // `donated` is given: all live at the start, the donated ones dying (and reusable in place) like
 // any value.
-int64_t replay_peak(const ir::Program& p, const Plan& plan, const std::vector<bool>* donated) {
+int64_t replay_peak(const ir::Program& p, const Plan& plan, const std::vector<bool>* donated,
+                    std::vector<int64_t>* live_after = nullptr) {
   std::map<int, size_t> param_index;
   for (size_t i = 0; i < p.params.size(); ++i) param_index.emplace(p.params[i], i);
   int64_t live = 0, peak = 0;
@@ -183,6 +184,7 @@ int64_t replay_peak(const ir::Program& p, const Plan& plan, const std::vector<bo
       if (!handed_over) live -= p.aval(v).nbytes();
       alive[static_cast<size_t>(v)] = false;
     }
+    if (live_after) live_after->push_back(live);
   }
   return peak;
 }
@@ -196,6 +198,14 @@ int64_t peak_live_bytes(const ir::Program& p, const Plan& plan) {
 int64_t peak_bytes_with_arguments(const ir::Program& p, const Plan& plan,
                                   const std::vector<bool>& donated) {
   return replay_peak(p, plan, &donated);
+}
+
+std::vector<int64_t> live_bytes_after(const ir::Program& p, const Plan& plan,
+                                      const std::vector<bool>& donated) {
+  std::vector<int64_t> out;
+  out.reserve(p.instrs.size());
+  replay_peak(p, plan, &donated, &out);
+  return out;
 }
 
 }  // namespace partix::runtime

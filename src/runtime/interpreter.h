@@ -31,6 +31,9 @@ int64_t peak_live_bytes(const ir::Program& p, const Plan& plan);
 // may be reused in place, the others stay with their callers.
 int64_t peak_bytes_with_arguments(const ir::Program& p, const Plan& plan,
                                   const std::vector<bool>& donated);
+// The same replay's bytes live (arguments included) after each instruction of `p`.
+std::vector<int64_t> live_bytes_after(const ir::Program& p, const Plan& plan,
+                                      const std::vector<bool>& donated);
 
 // Kernels to use: fast (registered per platform, the default) or only the naive references.
 enum class KernelMode { kFast, kReference };

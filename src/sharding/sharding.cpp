@@ -37,7 +37,7 @@ std::string Axes::to_string() const { return entry_to_string(names_); }
 PartitionSpec::PartitionSpec(std::vector<Entry> entries) : entries_(std::move(entries)) {
   for (const Entry& e : entries_) {
     for (const std::string& n : e) {
-      detail::check(!n.empty(), "PartitionSpec", "empty axis name in {}", to_string());
+      if (n.empty()) detail::fail("PartitionSpec", "empty axis name in {}", to_string());
     }
   }
 }
@@ -73,18 +73,23 @@ NamedSharding::NamedSharding(Mesh mesh, PartitionSpec spec, std::set<std::string
     : mesh_(std::move(mesh)), spec_(std::move(spec)), unreduced_(std::move(unreduced)) {
   constexpr const char* kApi = "NamedSharding";
   std::vector<std::string> used;
+  // The messages are formatted only on failure: shardings are built in the partitioner's
+  // inner loops.
   for (const std::string& a : spec_.axes()) {
-    detail::check(mesh_.has_axis(a), kApi, "mesh axis '{}' in {} is not in {}", a,
-                  spec_.to_string(), mesh_.to_string());
-    detail::check(!detail::overlaps_any(mesh_, a, used), kApi, "mesh axis '{}' is used twice in {}",
-                  a, spec_.to_string());
+    if (!mesh_.has_axis(a)) {
+      detail::fail(kApi, "mesh axis '{}' in {} is not in {}", a, spec_.to_string(),
+                   mesh_.to_string());
+    }
+    if (detail::overlaps_any(mesh_, a, used)) {
+      detail::fail(kApi, "mesh axis '{}' is used twice in {}", a, spec_.to_string());
+    }
     used.push_back(a);
   }
   for (const std::string& a : unreduced_) {
-    detail::check(mesh_.has_axis(a), kApi, "unreduced axis '{}' is not in {}", a,
-                  mesh_.to_string());
-    detail::check(!detail::overlaps_any(mesh_, a, used), kApi,
-                  "axis '{}' is both unreduced and used in {}", a, spec_.to_string());
+    if (!mesh_.has_axis(a)) detail::fail(kApi, "unreduced axis '{}' is not in {}", a, mesh_.to_string());
+    if (detail::overlaps_any(mesh_, a, used)) {
+      detail::fail(kApi, "axis '{}' is both unreduced and used in {}", a, spec_.to_string());
+    }
   }
   // One spelling per layout: adjacent parts of one axis are that axis.
   std::vector<PartitionSpec::Entry> entries;

@@ -1,5 +1,6 @@
 #include "spmd/analysis.h"
 
+#include <map>
 #include <set>
 
 #include "core/errors.h"
@@ -52,6 +53,19 @@ MemoryAnalysis memory_analysis(const Compiled& c, const std::vector<bool>& donat
   m.output_bytes.assign(n, outs);
   m.peak_temp_bytes.assign(n, temp);
   m.peak_bytes.assign(n, exe.peak_bytes_with_arguments(donated));
+  // Live bytes when each output is ready: after its producing instruction, or at the start for
+  // an output that is an argument.
+  const std::vector<int64_t> live = exe.live_bytes_after(donated);
+  std::map<int, size_t> producer;
+  for (size_t i = 0; i < p.instrs.size(); ++i) {
+    for (int v : p.instrs[i].outputs) producer[v] = i;
+  }
+  std::vector<int64_t> at_output;
+  for (int v : p.results) {
+    auto it = producer.find(v);
+    at_output.push_back(it == producer.end() ? args : live[it->second]);
+  }
+  m.live_bytes_at_output.assign(n, at_output);
   return m;
 }
 

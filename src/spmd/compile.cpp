@@ -52,7 +52,7 @@ void lint_redundant_compute(const ir::Program& local, const Mesh& mesh,
 
 // Replaces every remat instruction by its region's instructions (values renumbered). The
 // recomputation a remat's VJP emitted is already ordinary instructions.
-ir::Program inline_regions(const ir::Program& p) {
+ir::Program inline_regions(const ir::Program& p, int* blocks) {
   bool any = false;
   for (const ir::Instr& in : p.instrs) any = any || in.prim->name() == "remat";
   if (!any) return p;
@@ -63,11 +63,13 @@ ir::Program inline_regions(const ir::Program& p) {
       out.instrs.push_back(in);
       continue;
     }
-    ir::Program body = inline_regions(*in.regions[0]);
+    ir::Program body = inline_regions(*in.regions[0], blocks);
+    const int block = ++*blocks;
     std::vector<int> map(body.values.size(), -1);
     for (size_t i = 0; i < body.params.size(); ++i) map[static_cast<size_t>(body.params[i])] = in.inputs[i];
     for (const ir::Instr& bi : body.instrs) {
       ir::Instr c = bi;
+      c.remat_block = block;
       for (int& v : c.inputs) v = map[static_cast<size_t>(v)];
       for (int& v : c.outputs) {
         int nv = out.add_value(body.aval(v));
@@ -113,7 +115,8 @@ std::shared_ptr<Compiled> compile(const ir::Program& program, const CompileOptio
   }
   if (!mesh) mesh = single_device_sharding(partix::devices()[0]).mesh();
   auto out = std::make_shared<Compiled>();
-  out->global = inline_regions(program);
+  int remat_blocks = 0;
+  out->global = inline_regions(program, &remat_blocks);
   out->global.mesh = mesh;
   std::vector<NamedSharding> in;
   for (const auto& s : options.in_shardings) in.push_back(*s);

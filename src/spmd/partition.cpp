@@ -39,6 +39,7 @@ class Partitioner : public PartitionContext {
           builder.param(ir::Aval{s.shard_shape(g.aval(v).shape), g.aval(v).dtype}, s);
     }
     for (const ir::Instr& in : g.instrs) partition(in);
+    block_ = 0;
     for (size_t k = 0; k < g.results.size(); ++k) {
       int v = g.results[k];
       NamedSharding want = k < out_shardings.size() && out_shardings[k]
@@ -56,12 +57,14 @@ class Partitioner : public PartitionContext {
     const NamedSharding& have = sharding(v);
     int lv = local_of_[static_cast<size_t>(v)];
     if (have == want) return lv;
-    auto key = std::make_pair(v, want.to_string());
-    auto it = resharded_.find(key);
-    if (it != resharded_.end()) return it->second;
+    // One resharded copy per value, layout and rematerialised block (see Instr::remat_block).
+    auto& copies = resharded_[{v, block_}];
+    for (const auto& [layout, r] : copies) {
+      if (layout == want) return r;
+    }
     ReshardContext ctx{builder, &out.warnings, describe(v)};
     int r = reshard(ctx, lv, g.aval(v).shape, have, want);
-    resharded_[key] = r;
+    copies.emplace_back(want, r);
     const double moved = is_param(v) ? reshard_bytes(g.aval(v), have, want) : 0;
     if (moved > 0 && !only_gathers(have, want, g.aval(v).ndim())) {
       // A layout change of an argument repeats on every call; passing the argument in the
@@ -132,6 +135,7 @@ class Partitioner : public PartitionContext {
   }
 
   void partition(const ir::Instr& in) {
+    block_ = in.remat_block;
     auto known = [this](int v) -> const std::optional<NamedSharding>& { return sh_[static_cast<size_t>(v)]; };
     // Two candidate plans: operands lead (bigger tensors stay put) or results lead (compute
     // what propagation recorded). The one that moves fewer bytes wins.
@@ -185,7 +189,8 @@ class Partitioner : public PartitionContext {
   std::vector<int> local_of_;
   std::vector<int> producer_;  // per global value: the instruction computing it, or -1
   std::vector<bool> is_param_;
-  std::map<std::pair<int, std::string>, int> resharded_;
+  std::map<std::pair<int, int>, std::vector<std::pair<NamedSharding, int>>> resharded_;
+  int block_ = 0;  // the remat block of the instruction being partitioned
 };
 
 }  // namespace

@@ -86,6 +86,14 @@ TEST(Gpt2Plan, LayerRematKeepsFewerActivationsAndTheSameLoss) {
   r.remat = true;
   const MemoryAnalysis recomputed = g2::lower_train_step(r, abstract_mesh(r)).memory_analysis();
   EXPECT_LT(recomputed.peak_bytes[0], kept.peak_bytes[0]);
+  // Kept for the backward pass (live beyond the arguments once the loss is ready): every
+  // block's intermediates without remat, only the blocks' inputs with it.
+  const int64_t kept_acts = kept.live_bytes_at_output[0].back() - kept.argument_bytes[0];
+  const int64_t recomputed_acts =
+      recomputed.live_bytes_at_output[0].back() - recomputed.argument_bytes[0];
+  const int64_t block_input = (o.batch / 4) * o.seq * o.model.n_embd * 4;
+  EXPECT_GE(recomputed_acts, o.model.n_layer * block_input);
+  EXPECT_LT(3 * recomputed_acts, kept_acts);
   // Recomputing the blocks (dropout masks included) changes no value.
   g2::Trainer a(o), b(r);
   for (int s = 0; s < 3; ++s) EXPECT_NEAR(a.step().loss, b.step().loss, 1e-5) << "step " << s;

@@ -62,3 +62,21 @@ TEST(Introspection, RedundantComputeIsMeasuredAndWarned) {
   EXPECT_NEAR(ok.cost_analysis().duplicated_flops_fraction, 0.0, 1e-9);
   EXPECT_TRUE(ok.warnings().empty());
 }
+
+TEST(Introspection, LiveBytesWhenEachOutputIsReady) {
+  Mesh mesh({8}, {"x"});
+  Array x = device_put(zeros({64}), NamedSharding(mesh, P()));
+  auto f = jit([](const Array& a) {
+    Array y = exp(a);
+    return std::make_tuple(y, sum(y * y), a);
+  });
+  const MemoryAnalysis m = f.lower(x).memory_analysis();
+  ASSERT_EQ(m.live_bytes_at_output.size(), 8u);
+  ASSERT_EQ(m.live_bytes_at_output[3].size(), 3u);
+  // y ready: the argument and y. The sum ready: y*y has died after its one use; the argument
+  // and y stay (y is an output). An output that is the argument: the arguments alone.
+  EXPECT_EQ(m.live_bytes_at_output[3][0], 64 * 4 + 64 * 4);
+  EXPECT_EQ(m.live_bytes_at_output[3][1], 64 * 4 + 64 * 4 + 4);
+  EXPECT_EQ(m.live_bytes_at_output[3][2], 64 * 4);
+  EXPECT_EQ(m.peak_bytes[3], 64 * 4 * 3 + 4);
+}

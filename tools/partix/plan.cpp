@@ -166,9 +166,9 @@ void plan_training(const PlanArgs& a, const g2::Config& model, const Mesh& mesh,
   const int64_t grads = p_bytes;  // one gradient per parameter, in its dtype and sharding
   const int64_t peak = mem.peak_bytes[w];
   const int64_t args = mem.argument_bytes[w];
-  // What the peak holds beyond the arguments and a full set of gradients: the activations kept
-  // for the backward pass and the temporaries in flight.
-  const int64_t activations = std::max<int64_t>(0, peak - args - grads);
+  // What is live beyond the arguments when the loss (the step's last output) has just been
+  // computed: what the forward pass keeps for the backward pass.
+  const int64_t activations = std::max<int64_t>(0, mem.live_bytes_at_output[w].back() - args);
   const double seconds = seconds_since(t0);
 
   if (a.json) {
@@ -208,7 +208,7 @@ void plan_training(const PlanArgs& a, const g2::Config& model, const Mesh& mesh,
       o.model.dtype == DType::F32 ? "(AdamW moments)" : "(AdamW moments, f32 master weights)");
   row("gradients", grads, "");
   row("activations", activations,
-      "(kept for the backward pass, and temporaries: peak - arguments - gradients)");
+      "(kept for the backward pass: live beyond the arguments once the loss is computed)");
   row("peak", peak, "(arguments, donated ones until their last use, and everything the step "
                     "allocates)");
   fmt::print("collectives per step, bytes sent per device:\n");
