@@ -113,6 +113,20 @@ TEST(BadInput, NamedShardingIndexQueries) {
 // ---------------------------------------------------------------------------------------
 // Shape operations
 
+// Reshapes of arrays with no elements: the factor rule once looped forever looking for a
+// segment whose products agree (0 never matches), and the process crashed.
+TEST(BadInput, ReshapeOfEmptyArrays) {
+  EXPECT_EQ(reshape(zeros({0, 16}), {16, 0}).shape(), (Shape{16, 0}));
+  EXPECT_EQ(reshape(zeros({0, 16}), {0, 4, 4}).shape(), (Shape{0, 4, 4}));
+  Array split = device_put(zeros({16, 0}), NamedSharding(mesh8(), P("x")));
+  EXPECT_EQ(reshape(split, {0, 16}).shape(), (Shape{0, 16}));
+  auto f = jit([](const Array& a) { return reshape(a, {4, 0, 4}) * 2.0f; });
+  Array y = f(split);
+  EXPECT_EQ(y.shape(), (Shape{4, 0, 4}));
+  EXPECT_TRUE(y.to_vector<float>().empty());
+  EXPECT_PARTIX_ERROR(reshape(zeros({0, 16}), {16, 1}), "[reshape]", "f32[0,16]", "[16,1]");
+}
+
 TEST(BadInput, ShapeOps) {
   Array x = zeros({2, 3});
   EXPECT_PARTIX_ERROR(reshape(zeros({0}), {-1, 0}), "[reshape]", "[-1,0]");

@@ -445,6 +445,17 @@ bool small_f32_matmul(const Plan& p, const float* a, const float* b, float* c) {
   return true;
 }
 
+// Whether oneDNN has an optimised bf16 matmul on this CPU (it needs AVX-512 or AMX; on an
+// AVX2-only CPU it offers only its reference implementation). Probed once on a small case.
+bool onednn_fast_bf16() {
+  static const bool fast = [] {
+    const memory::dims d{64, 64}, s{64, 1};
+    auto m = get_matmul(d, s, d, s, d, memory::data_type::bf16, memory::data_type::f32);
+    return m && !m->reference_impl;
+  }();
+  return fast;
+}
+
 // ---- the kernel ----
 
 bool dot_kernel(const KernelCall& c) {
@@ -469,17 +480,18 @@ bool dot_kernel(const KernelCall& c) {
     }
   }
 
-  // Operands as oneDNN takes them: f32 or bf16 (f16 widened exactly).
+  // Operands as oneDNN takes them: f32 or bf16 (f16, and bf16 where oneDNN has no fast bf16
+  // kernel on this CPU, widened exactly to f32).
   const void* a = c.in[0];
   const void* b = c.in[1];
   detail::Buffer wa, wb;
   DType mm_dt = in_dt;
-  if (in_dt == DType::F16) {
+  if (in_dt == DType::F16 || (in_dt == DType::BF16 && !onednn_fast_bf16())) {
     for (size_t k = 0; k < 2; ++k) {
       const int64_t n = c.in_aval(k).size();
       detail::Buffer& w = k == 0 ? wa : wb;
       w = detail::Buffer::allocate(c.ctx.device, n * 4);
-      half_to_f32(DType::F16, c.input<uint16_t>(k), static_cast<float*>(w.data()), n);
+      half_to_f32(in_dt, c.input<uint16_t>(k), static_cast<float*>(w.data()), n);
       (k == 0 ? a : b) = w.data();
     }
     mm_dt = DType::F32;
