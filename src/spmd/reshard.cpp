@@ -98,7 +98,9 @@ int reshard(ReshardContext& ctx, int v, const Shape& global, const NamedSharding
     is_pending[d] = true;
     pending[d] = tgt[d];
     tgt[d].clear();
-    if (ctx.warnings) {
+    // Only a dimension split on both sides is gathered whole to be split again; gathering to
+    // replicated, or slicing a replicated dimension, is what any plan would do.
+    if (ctx.warnings && !cur[d].empty() && !pending[d].empty()) {
       ctx.warnings->push_back(fmt::format(
           "resharding {} from {} to {} gathers dimension {} whole and slices it again (size {} "
           "does not divide evenly)",

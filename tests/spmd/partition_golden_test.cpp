@@ -140,6 +140,18 @@ TEST(PartitionGolden, UnevenReshardingIsReportedAsAWarning) {
   EXPECT_NE(warnings[0].find("gathers dimension 0"), std::string::npos) << warnings[0];
 }
 
+TEST(PartitionGolden, UnevenGatherToReplicatedIsNotWarned) {
+  // 13 rows over 4 devices: one all_gather of the padded blocks and a trim, nothing wasted.
+  std::vector<std::string> warnings;
+  std::string out = partition_text(
+      "program @f mesh<'x': 4> (%0: f32[13,8] P('x')) -> (%1) {\n"
+      "  %1 = exp(%0) : f32[13,8]\n"
+      "}\n",
+      {P()}, &warnings);
+  EXPECT_EQ(count_op(out, "all_gather"), 1) << out;
+  EXPECT_TRUE(warnings.empty()) << warnings[0];
+}
+
 TEST(PartitionGolden, VocabParallelCrossEntropyNeverGathersTheLogits) {
   // cross_entropy(logits[B, V_x], labels): max and sum over the split vocab reduce small
   // [B] vectors; the label's logit is a masked local pick.
