@@ -168,6 +168,9 @@ std::vector<char> folder_contents(const fs::path& p) {
 models::gpt2::TrainOptions options(const Args& a) {
   models::gpt2::TrainOptions o;
   o.model = a.model == "small" ? models::gpt2::small() : models::gpt2::tiny();
+  // Bytes as tokens, as `partix train` and the JAX comparison train GPT-2 small: two trainers
+  // with a 50257-entry vocabulary (logits of 8 x 128 x 50257) do not fit this machine's memory.
+  o.model.vocab_size = 256;
   o.data = a.data;
   o.model_parallel = a.model_parallel;
   o.batch = a.batch;
