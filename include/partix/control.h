@@ -139,8 +139,8 @@ auto cond(const Array& pred, Ft true_fn, Ff false_fn, const T& operand) {
       [&](const std::vector<Array>& t, std::shared_ptr<void>&) {
         const Array* it = t.data();
         auto r = false_fn(TreeDef<T>::unflatten(operand, it));
-        detail::check_same_structure("cond", "false_fn's result", tree_structure(r),
-                                     "true_fn's", true_structure);
+        detail::check_same_structure("cond", "false_fn's result", tree_structure(r), "true_fn's",
+                                     true_structure);
         return tree_leaves(r);
       },
       proto, unused);

@@ -108,7 +108,8 @@ std::vector<Array> scan_vjp(const prim::VjpArgs& a) {
   for (size_t j : float_consts) bwd_init.push_back(zeros_like(s.consts[j]));
   std::vector<Array> bwd_xs = saved;
   bwd_xs.insert(bwd_xs.end(), s.xs.begin(), s.xs.end());
-  for (size_t j = 0; j < ny; ++j) bwd_xs.push_back(or_zeros(a.cotangents[nc + j], a.outputs[nc + j]));
+  for (size_t j = 0; j < ny; ++j)
+    bwd_xs.push_back(or_zeros(a.cotangents[nc + j], a.outputs[nc + j]));
   std::shared_ptr<void> proto;
   std::vector<Array> bwd = detail::scan_call(
       bwd_init, bwd_xs, s.length, !s.reverse,
@@ -147,7 +148,8 @@ std::vector<Array> scan_vjp(const prim::VjpArgs& a) {
 std::vector<Array> cond_vjp(const prim::VjpArgs& a) {
   const std::vector<Array> args = part(a.primals, 1, a.primals.size() - 1);
   std::vector<Array> cts;
-  for (size_t k = 0; k < a.outputs.size(); ++k) cts.push_back(or_zeros(a.cotangents[k], a.outputs[k]));
+  for (size_t k = 0; k < a.outputs.size(); ++k)
+    cts.push_back(or_zeros(a.cotangents[k], a.outputs[k]));
   std::vector<size_t> diff;
   for (size_t i = 0; i < args.size(); ++i) {
     if (is_floating(args[i].dtype())) diff.push_back(i);

@@ -71,7 +71,7 @@ FactorRule loop_rule(const std::vector<Aval>& in, const std::vector<Aval>& out, 
     std::vector<DimFactors> dims;
     for (size_t d = 0; d < a.shape.size(); ++d) {
       dims.push_back({b.add(a.shape[d], scanned && d == 0 ? FactorKind::kNeedReplication
-                                                           : FactorKind::kPassThrough)});
+                                                          : FactorKind::kPassThrough)});
     }
     return dims;
   };
@@ -251,9 +251,8 @@ class WhileLoop final : public Primitive {
     const ir::Program& cond = *regions[0];
     const ir::Program& body = *regions[1];
     const size_t nc = count_attr(name(), attrs, "num_carry", in.size());
-    detail::check(body.params.size() == in.size() &&
-                      cond.params.size() == in.size(),
-                  name(), "{} operands ({} carries) for a cond of {} and a body of {} parameters",
+    detail::check(body.params.size() == in.size() && cond.params.size() == in.size(), name(),
+                  "{} operands ({} carries) for a cond of {} and a body of {} parameters",
                   in.size(), nc, cond.params.size(), body.params.size());
     std::vector<Aval> init(in.begin(), in.begin() + static_cast<long>(nc));
     check_carries(name(), body, init, 0);
@@ -263,8 +262,7 @@ class WhileLoop final : public Primitive {
       check_param(name(), cond, i, in[i], fmt::format("operand {}", i));
       if (i >= nc) check_param(name(), body, i, in[i], fmt::format("operand {}", i));
     }
-    detail::check(cond.results.size() == 1 &&
-                      cond.aval(cond.results[0]) == Aval{{}, DType::Bool},
+    detail::check(cond.results.size() == 1 && cond.aval(cond.results[0]) == Aval{{}, DType::Bool},
                   name(), "cond must return a bool scalar, got {}",
                   avals_to_string(result_avals(cond)));
     return init;
@@ -331,14 +329,14 @@ class Cond final : public Primitive {
     detail::check(regions.size() == 2, name(), "needs a true and a false branch, got {} regions",
                   regions.size());
     detail::check(!in.empty(), name(), "needs a predicate operand");
-    detail::check(in[0] == Aval{{}, DType::Bool}, name(), "the predicate must be a bool scalar, got {}",
-                  in[0].to_string());
+    detail::check(in[0] == Aval{{}, DType::Bool}, name(),
+                  "the predicate must be a bool scalar, got {}", in[0].to_string());
     const ir::Program& t = *regions[0];
     const ir::Program& f = *regions[1];
     const std::vector<Aval> args(in.begin() + 1, in.end());
     detail::check(t.params.size() == args.size() && f.params.size() == args.size(), name(),
-                  "{} operands for branches of {} and {} parameters", args.size(),
-                  t.params.size(), f.params.size());
+                  "{} operands for branches of {} and {} parameters", args.size(), t.params.size(),
+                  f.params.size());
     for (size_t i = 0; i < args.size(); ++i) {
       check_param(name(), t, i, args[i], fmt::format("operand {}", i));
       check_param(name(), f, i, args[i], fmt::format("operand {}", i));

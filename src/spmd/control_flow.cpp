@@ -75,7 +75,9 @@ InstrPlan plan_control_flow(const Mesh& mesh, const ir::Instr& in) {
   const ir::Program& body = *in.regions[l.body];
   InstrPlan plan;
   plan.handler = Handler::kControlFlow;
-  auto param = [&](size_t j) { return reduced(mesh, body.info(body.params[l.param_offset + j]).sharding); };
+  auto param = [&](size_t j) {
+    return reduced(mesh, body.info(body.params[l.param_offset + j]).sharding);
+  };
   for (size_t i = 0; i < in.inputs.size(); ++i) {
     if (i < l.first_operand) {
       plan.operands.emplace_back(mesh, P());
@@ -152,7 +154,8 @@ void propagate_regions(ir::Program& g, const Mesh& mesh) {
 
 void emit_control_flow(PartitionContext& c, const ir::Instr& in, const InstrPlan& plan) {
   std::vector<int> ins;
-  for (size_t i = 0; i < in.inputs.size(); ++i) ins.push_back(c.local(in.inputs[i], plan.operands[i]));
+  for (size_t i = 0; i < in.inputs.size(); ++i)
+    ins.push_back(c.local(in.inputs[i], plan.operands[i]));
   // Each region is partitioned once: the per-device body every iteration runs.
   prim::Regions regions;
   for (const auto& r : in.regions) {

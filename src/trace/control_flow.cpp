@@ -70,7 +70,8 @@ std::vector<Vary> varies(const std::vector<Array>& xs) {
 
 // Inside shard_map a carry that the body makes vary over more axes than init enters varying
 // (pvary of init); `first` is the index of the first carry among the body's parameters.
-bool widen_carries(const Region& r, size_t first, std::vector<Array>& init, std::vector<Vary>& vary) {
+bool widen_carries(const Region& r, size_t first, std::vector<Array>& init,
+                   std::vector<Vary>& vary) {
   bool changed = false;
   for (size_t k = 0; k < init.size(); ++k) {
     const Vary& out = r.program->info(r.program->results[k]).varying;
@@ -173,9 +174,8 @@ std::vector<Array> fori_call(int64_t lower, int64_t upper, const std::vector<Arr
   out_proto = r.proto;
   std::vector<Array> operands = init;
   operands.insert(operands.end(), r.captures.begin(), r.captures.end());
-  ir::Attrs attrs{{"lower", lower},
-                  {"upper", upper},
-                  {"num_carry", static_cast<int64_t>(init.size())}};
+  ir::Attrs attrs{
+      {"lower", lower}, {"upper", upper}, {"num_carry", static_cast<int64_t>(init.size())}};
   return bind(prim::get_primitive("fori_loop"), operands, std::move(attrs), {r.program});
 }
 
@@ -208,7 +208,8 @@ std::vector<Array> while_call(const std::vector<Array>& init_in, const RegionFn&
 
 std::vector<Array> cond_call(const Array& pred, const std::vector<Array>& operands_in,
                              const RegionFn& true_fn, const RegionFn& false_fn,
-                             std::shared_ptr<void>& true_proto, std::shared_ptr<void>& false_proto) {
+                             std::shared_ptr<void>& true_proto,
+                             std::shared_ptr<void>& false_proto) {
   constexpr const char* kApi = "cond";
   check_bool_scalar(kApi, "the predicate", pred);
   std::vector<ir::Aval> avals = avals_of(operands_in);

@@ -69,11 +69,11 @@ TEST(ScanGrad, MatchesTheUnrolledProgram) {
 TEST(ScanGrad, FiniteDifferencesInF64) {
   Array h0 = rnd({2, 3}, 4, DType::F64) * 0.5, xs = rnd({3, 2, 3}, 5, DType::F64) * 0.5;
   Array w = rnd({3, 3}, 6, DType::F64) * 0.5;
-  auto loss = jit([](const Array& a, const Array& b, const Array& c) { return rnn_loss(a, b, c, false); });
-  auto g = jit(grad([](const Array& a, const Array& b, const Array& c) {
-                      return rnn_loss(a, b, c, false);
-                    },
-                    std::vector<int>{0, 1, 2}))(h0, xs, w);
+  auto loss =
+      jit([](const Array& a, const Array& b, const Array& c) { return rnn_loss(a, b, c, false); });
+  auto g = jit(
+      grad([](const Array& a, const Array& b, const Array& c) { return rnn_loss(a, b, c, false); },
+           std::vector<int>{0, 1, 2}))(h0, xs, w);
   std::vector<Array> args{h0, xs, w};
   const double h = 1e-6;
   for (size_t k = 0; k < 3; ++k) {
@@ -96,9 +96,9 @@ TEST(ScanGrad, FiniteDifferencesInF64) {
 TEST(ForiLoopGrad, MatchesTheUnrolledProgramWithTheIndex) {
   Array x = rnd({4}, 7) * 0.5, w = rnd({4}, 8) * 0.5;
   auto loss = [](const Array& a, const Array& b) {
-    Array c = fori_loop(1, 5, [&](const Array& i, const Array& c) {
-      return sin(c * b) + astype(i, DType::F32) * b;
-    }, a);
+    Array c = fori_loop(
+        1, 5,
+        [&](const Array& i, const Array& c) { return sin(c * b) + astype(i, DType::F32) * b; }, a);
     return sum(c * c);
   };
   auto unrolled = [](const Array& a, const Array& b) {
@@ -115,11 +115,13 @@ TEST(ForiLoopGrad, MatchesTheUnrolledProgramWithTheIndex) {
 TEST(ScanGrad, ShardedOnEightDevicesMatchesOneDevice) {
   Mesh m = make_mesh({4, 2}, {"x", "y"});
   Array h0 = rnd({6, 4}, 9) * 0.5, xs = rnd({3, 6, 4}, 10) * 0.5, w = rnd({4, 4}, 11) * 0.4;
-  auto loss = [](const Array& a, const Array& b, const Array& c) { return rnn_loss(a, b, c, false); };
+  auto loss = [](const Array& a, const Array& b, const Array& c) {
+    return rnn_loss(a, b, c, false);
+  };
   auto want = grad(loss, std::vector<int>{0, 2})(h0, xs, w);
-  auto g = jit(grad(loss, std::vector<int>{0, 2}))(device_put(h0, NamedSharding(m, P("x"))),
-                                                   device_put(xs, NamedSharding(m, P(None, "x", "y"))),
-                                                   device_put(w, NamedSharding(m, P("y"))));
+  auto g = jit(grad(loss, std::vector<int>{0, 2}))(
+      device_put(h0, NamedSharding(m, P("x"))), device_put(xs, NamedSharding(m, P(None, "x", "y"))),
+      device_put(w, NamedSharding(m, P("y"))));
   expect_close(g[0], want[0]);
   expect_close(g[1], want[1]);
 }
@@ -127,8 +129,8 @@ TEST(ScanGrad, ShardedOnEightDevicesMatchesOneDevice) {
 TEST(CondGrad, DifferentiatesThroughTheTakenBranch) {
   Array x = rnd({3}, 12), w = rnd({3}, 13);
   auto loss = [](const Array& p, const Array& a, const Array& b) {
-    Array r = cond(p, [&](const Array& v) { return sin(v) * b; },
-                   [&](const Array& v) { return v * v; }, a);
+    Array r = cond(
+        p, [&](const Array& v) { return sin(v) * b; }, [&](const Array& v) { return v * v; }, a);
     return sum(r);
   };
   for (bool taken : {true, false}) {
@@ -146,6 +148,5 @@ TEST(WhileLoopGrad, RefusesWithAClearError) {
     return sum(while_loop([](const Array& c) { return sum(c) < 10.0; },
                           [](const Array& c) { return c * 2.0; }, x));
   };
-  EXPECT_PARTIX_ERROR(grad(loss)(full({2}, 1.0f)), "[while_loop]", "not supported",
-                      "fori_loop");
+  EXPECT_PARTIX_ERROR(grad(loss)(full({2}, 1.0f)), "[while_loop]", "not supported", "fori_loop");
 }

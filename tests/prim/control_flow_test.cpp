@@ -21,8 +21,11 @@ Array iota_f32(int64_t n, const Shape& shape) {
 
 // The cumulative sum of the rows of xs, with the running total as carry.
 std::pair<Array, Array> cumsum_rows(const Array& xs, bool reverse) {
-  return scan([](const Array& c, const Array& x) { return std::pair{c + x, c + x}; },
-              zeros({xs.shape()[1]}), xs, reverse);
+  return scan(
+      [](const Array& c, const Array& x) {
+        return std::pair{c + x, c + x};
+      },
+      zeros({xs.shape()[1]}), xs, reverse);
 }
 
 }  // namespace
@@ -83,7 +86,8 @@ TEST(ForiLoop, IndexAndCarry) {
   }
   // An empty range leaves the carry as it is.
   Array x = full({2}, 3.0f);
-  EXPECT_EQ(floats(fori_loop(5, 5, [](const Array&, const Array& c) { return c * 0.0; }, x)),
+  EXPECT_EQ(floats(fori_loop(
+                5, 5, [](const Array&, const Array& c) { return c * 0.0; }, x)),
             (std::vector<float>{3, 3}));
 }
 
@@ -106,8 +110,8 @@ TEST(WhileLoop, RunsUntilTheConditionFails) {
 
 TEST(Cond, TakesOneBranch) {
   auto f = [](const Array& p, const Array& x) {
-    return cond(p, [](const Array& a) { return a * 2.0; }, [](const Array& a) { return a - 1.0; },
-                x);
+    return cond(
+        p, [](const Array& a) { return a * 2.0; }, [](const Array& a) { return a - 1.0; }, x);
   };
   Array x = iota_f32(3, {3});
   Array yes = full({}, 1, DType::Bool), no = full({}, 0, DType::Bool);
@@ -120,18 +124,20 @@ TEST(Cond, TakesOneBranch) {
 TEST(ControlFlow, NestsInsideEachOther) {
   // A fori_loop whose body scans, branches and loops: sum over 3 steps of cumsum(x)[-1] or -1.
   auto f = [](const Array& xs) {
-    return fori_loop(0, 3,
-                     [&](const Array& i, const Array& acc) {
-                       auto [total, ys] = cumsum_rows(xs, false);
-                       (void)ys;
-                       Array odd = equal(i % 2.0, 1.0);
-                       Array add = cond(odd, [](const Array& t) { return t * 0.0 - 1.0; },
-                                        [](const Array& t) { return t; }, total);
-                       Array twice = while_loop([](const Array& c) { return sum(c) < 100.0; },
-                                                [](const Array& c) { return c * 2.0; }, add + 1000.0);
-                       return acc + add + twice * 0.0;
-                     },
-                     zeros({2}));
+    return fori_loop(
+        0, 3,
+        [&](const Array& i, const Array& acc) {
+          auto [total, ys] = cumsum_rows(xs, false);
+          (void)ys;
+          Array odd = equal(i % 2.0, 1.0);
+          Array add = cond(
+              odd, [](const Array& t) { return t * 0.0 - 1.0; }, [](const Array& t) { return t; },
+              total);
+          Array twice = while_loop([](const Array& c) { return sum(c) < 100.0; },
+                                   [](const Array& c) { return c * 2.0; }, add + 1000.0);
+          return acc + add + twice * 0.0;
+        },
+        zeros({2}));
   };
   Array xs = iota_f32(8, {4, 2});
   const std::vector<float> want{16 - 1 + 16, 20 - 1 + 20};
@@ -140,13 +146,14 @@ TEST(ControlFlow, NestsInsideEachOther) {
 }
 
 TEST(ControlFlowIr, GoldenTextOfAScanUnderJit) {
-  Lowered l = jit([](const Array& xs) { return cumsum_rows(xs, true).second; })
-                  .lower(iota_f32(8, {4, 2}));
+  Lowered l =
+      jit([](const Array& xs) { return cumsum_rows(xs, true).second; }).lower(iota_f32(8, {4, 2}));
   EXPECT_EQ(l.as_text(),
             "program @jit mesh<> (%0: f32[4,2] P()) -> (%4) {\n"
             "  %1 = constant() {value=<f32[]: 0>} : f32[] P()\n"
             "  %2 = broadcast_in_dim(%1) {dims=[], shape=[2]} : f32[2] P()\n"
-            "  %3, %4 = scan(%2, %0) {length=4, num_carry=1, num_xs=1, reverse=true} : f32[2] P(), f32[4,2] P(None) region {\n"
+            "  %3, %4 = scan(%2, %0) {length=4, num_carry=1, num_xs=1, reverse=true} : f32[2] P(), "
+            "f32[4,2] P(None) region {\n"
             "    program @scan_body mesh<> (%0: f32[2] P(), %1: f32[2] P()) -> (%2, %3) {\n"
             "      %2 = add(%0, %1) : f32[2] P()\n"
             "      %3 = add(%0, %1) : f32[2] P()\n"
@@ -158,11 +165,12 @@ TEST(ControlFlowIr, GoldenTextOfAScanUnderJit) {
 TEST(ControlFlowIr, EveryPrimitivePrintsAndParsesBack) {
   auto f = [](const Array& p, const Array& xs) {
     auto [c, ys] = cumsum_rows(xs, false);
-    Array n = fori_loop(0, 4, [](const Array& i, const Array& a) { return a + astype(i, DType::F32); }, c);
+    Array n = fori_loop(
+        0, 4, [](const Array& i, const Array& a) { return a + astype(i, DType::F32); }, c);
     Array w = while_loop([](const Array& a) { return sum(a) < 50.0; },
                          [](const Array& a) { return a * 2.0; }, n);
-    return cond(p, [](const Array& a) { return a + 1.0; }, [](const Array& a) { return -a; },
-                w + sum(ys));
+    return cond(
+        p, [](const Array& a) { return a + 1.0; }, [](const Array& a) { return -a; }, w + sum(ys));
   };
   Lowered l = jit(f).lower(full({}, 1, DType::Bool), iota_f32(8, {4, 2}));
   for (const std::string& text : {l.as_text(), l.global_text()}) {
@@ -194,7 +202,8 @@ TEST(ControlFlowIr, ParsedLoopRunsAsTraced) {
   options.in_shardings = {x.sharding()};
   std::vector<Array> out = spmd::compile(p, options)->executable->run({x});
   EXPECT_EQ(floats(out[0]), (std::vector<float>{8, 16, 24}));
-  EXPECT_EQ(floats(fori_loop(0, 3, [](const Array&, const Array& c) { return c + c; }, x)),
+  EXPECT_EQ(floats(fori_loop(
+                0, 3, [](const Array&, const Array& c) { return c + c; }, x)),
             (std::vector<float>{8, 16, 24}));
 }
 
@@ -204,7 +213,8 @@ TEST(ControlFlowRuntime, CarryIsUpdatedInPlace) {
   const int64_t n = 1 << 20;
   Array x = zeros({n});
   auto f = jit([](const Array& c) {
-    return fori_loop(0, 64, [](const Array&, const Array& a) { return a * 0.5 + 1.0; }, c);
+    return fori_loop(
+        0, 64, [](const Array&, const Array& a) { return a * 0.5 + 1.0; }, c);
   });
   Array warm = f(x);
   reset_peak_memory_stats();
@@ -217,44 +227,57 @@ TEST(ControlFlowRuntime, CarryIsUpdatedInPlace) {
 
 TEST(ControlFlowBadInput, ErrorsNameTheApiAndTheValue) {
   Array v8 = zeros({8}), v4 = zeros({4});
+  EXPECT_PARTIX_ERROR(scan(
+                          [&](const Array&, const Array& x) {
+                            return std::pair{v4 + x, x};
+                          },
+                          v8, zeros({3, 4})),
+                      "[scan]", "carry 0 f32[4] where init is f32[8]");
+  EXPECT_PARTIX_ERROR(scan(
+                          [](const Array& c, const Array& x) {
+                            return std::pair{c, x};
+                          },
+                          v8, full({}, 1.0f)),
+                      "[scan]", "scanned input 0 is f32[]", "leading axis");
   EXPECT_PARTIX_ERROR(
-      scan([&](const Array&, const Array& x) { return std::pair{v4 + x, x}; }, v8, zeros({3, 4})),
-      "[scan]", "carry 0 f32[4] where init is f32[8]");
-  EXPECT_PARTIX_ERROR(
-      scan([](const Array& c, const Array& x) { return std::pair{c, x}; }, v8, full({}, 1.0f)),
-      "[scan]", "scanned input 0 is f32[]", "leading axis");
-  EXPECT_PARTIX_ERROR(
-      fori_loop(0, 3, [](const Array&, const Array& c) { return astype(c, DType::I32); }, v8),
+      fori_loop(
+          0, 3, [](const Array&, const Array& c) { return astype(c, DType::I32); }, v8),
       "[fori_loop]", "i32[8] where init is f32[8]");
   EXPECT_PARTIX_ERROR(
       while_loop([](const Array& c) { return sum(c); }, [](const Array& c) { return c; }, v8),
       "[while_loop]", "cond's result must be a bool scalar", "f32[]");
-  EXPECT_PARTIX_ERROR(cond(zeros({2}, DType::Bool), [](const Array& a) { return a; },
-                           [](const Array& a) { return a; }, v8),
+  EXPECT_PARTIX_ERROR(cond(
+                          zeros({2}, DType::Bool), [](const Array& a) { return a; },
+                          [](const Array& a) { return a; }, v8),
                       "[cond]", "predicate must be a bool scalar", "bool[2]");
-  EXPECT_PARTIX_ERROR(cond(full({}, 1.0f), [](const Array& a) { return a; },
-                           [](const Array& a) { return a; }, v8),
-                      "[cond]", "predicate must be a bool scalar", "f32[]");
-  EXPECT_PARTIX_ERROR(cond(full({}, 1, DType::Bool), [](const Array& a) { return a; },
-                           [](const Array& a) { return sum(a); }, v8),
-                      "[cond]", "result 0 of true_fn is f32[8] but false_fn's is f32[]");
   EXPECT_PARTIX_ERROR(
-      (fori_loop(0, 2,
-                 [](const Array&, const std::pair<Array, Array>& c) {
-                   return std::pair{std::pair{c.first, c.second}, c.first};
-                 },
-                 std::pair{v8, v8})),
-      "[fori_loop]", "structure");
-  EXPECT_PARTIX_ERROR(fori_loop(3, 1, [](const Array&, const Array& c) { return c; }, v8),
+      cond(
+          full({}, 1.0f), [](const Array& a) { return a; }, [](const Array& a) { return a; }, v8),
+      "[cond]", "predicate must be a bool scalar", "f32[]");
+  EXPECT_PARTIX_ERROR(cond(
+                          full({}, 1, DType::Bool), [](const Array& a) { return a; },
+                          [](const Array& a) { return sum(a); }, v8),
+                      "[cond]", "result 0 of true_fn is f32[8] but false_fn's is f32[]");
+  EXPECT_PARTIX_ERROR((fori_loop(
+                          0, 2,
+                          [](const Array&, const std::pair<Array, Array>& c) {
+                            return std::pair{std::pair{c.first, c.second}, c.first};
+                          },
+                          std::pair{v8, v8})),
+                      "[fori_loop]", "structure");
+  EXPECT_PARTIX_ERROR(fori_loop(
+                          3, 1, [](const Array&, const Array& c) { return c; }, v8),
                       "[fori_loop]", "lower bound 3");
 }
 
 TEST(ControlFlowReadme, TheSnippetRunsAsDocumented) {
   auto rnn = jit([](const Array& h0, const Array& xs, const Array& w) {
-    return scan([&](const Array& h, const Array& x) {
-      Array n = tanh(matmul(h, w) + x);
-      return std::pair{n, sum(n, {1})};
-    }, h0, xs);
+    return scan(
+        [&](const Array& h, const Array& x) {
+          Array n = tanh(matmul(h, w) + x);
+          return std::pair{n, sum(n, {1})};
+        },
+        h0, xs);
   });
   Array h0 = zeros({2, 3}), xs = full({4, 2, 3}, 0.1f), w = full({3, 3}, 0.2f);
   auto [h, ys] = rnn(h0, xs, w);
@@ -265,7 +288,8 @@ TEST(ControlFlowReadme, TheSnippetRunsAsDocumented) {
   EXPECT_NEAR(h.to_vector<float>()[0], want, 1e-6);
   EXPECT_NEAR(ys.to_vector<float>()[7], 3 * want, 1e-5);
   Array x = full({2}, 8.0f);
-  Array c = fori_loop(0, 10, [](const Array& i, const Array& c) { return c * 0.5 + astype(i, DType::F32); }, x);
+  Array c = fori_loop(
+      0, 10, [](const Array& i, const Array& c) { return c * 0.5 + astype(i, DType::F32); }, x);
   double v = 8;
   for (int i = 0; i < 10; ++i) v = v * 0.5 + i;
   EXPECT_NEAR(c.to_vector<float>()[1], v, 1e-5);

@@ -31,13 +31,20 @@ std::pair<Array, Array> rnn(const Array& h0, const Array& xs, const Array& w) {
         return std::pair{n, sum(n, {1})};
       },
       h0, xs);
-  Array g = fori_loop(0, 3, [&](const Array& i, const Array& c) {
-    return c * 0.5 + matmul(c, w) * 0.1 + astype(i, DType::F32);
-  }, h);
-  Array k = while_loop([](const Array& c) { return max(abs(c), {0, 1}) < 40.0; },
-                       [](const Array& c) { return c * 1.5 + 1.0; }, g);
-  Array out = cond(sum(k) > 0.0, [&](const Array& a) { return a + matmul(a, w); },
-                   [](const Array& a) { return -a; }, k);
+  Array g = fori_loop(
+      0, 3,
+      [&](const Array& i, const Array& c) {
+        return c * 0.5 + matmul(c, w) * 0.1 + astype(i, DType::F32);
+      },
+      h);
+  Array k = while_loop(
+      [](const Array& c) {
+        return max(abs(c), {0, 1}) < 40.0;
+      },
+      [](const Array& c) { return c * 1.5 + 1.0; }, g);
+  Array out = cond(
+      sum(k) > 0.0, [&](const Array& a) { return a + matmul(a, w); },
+      [](const Array& a) { return -a; }, k);
   return {out, ys};
 }
 
@@ -61,8 +68,9 @@ TEST(ControlFlowSharding, MatchesOneDeviceUnderSeveralShardings) {
   auto f = jit(rnn);
   for (const Case& c : cases) {
     SCOPED_TRACE(c.h.to_string() + " " + c.xs.to_string() + " " + c.w.to_string());
-    auto [out, ys] = f(device_put(h0, NamedSharding(m, c.h)), device_put(xs, NamedSharding(m, c.xs)),
-                       device_put(w, NamedSharding(m, c.w)));
+    auto [out, ys] =
+        f(device_put(h0, NamedSharding(m, c.h)), device_put(xs, NamedSharding(m, c.xs)),
+          device_put(w, NamedSharding(m, c.w)));
     expect_close(out, want_out);
     expect_close(ys, want_ys);
   }
@@ -99,7 +107,8 @@ TEST(ControlFlowSharding, CollectivesInTheBodyRunEveryIterationAndAreCostedPerTr
   // The contraction dimension of h w is split over 'y': each step all-reduces partial sums.
   auto lower = [&](int64_t T) {
     auto g = jit([T](const Array& h, const Array& w) {
-      return fori_loop(0, T, [&](const Array&, const Array& c) { return tanh(matmul(c, w)); }, h);
+      return fori_loop(
+          0, T, [&](const Array&, const Array& c) { return tanh(matmul(c, w)); }, h);
     });
     Array h = device_put(rnd({16, 32}, 6), NamedSharding(m, P("x", "y")));
     Array w = device_put(rnd({32, 32}, 7), NamedSharding(m, P("y", None)));
@@ -132,11 +141,15 @@ TEST(ControlFlowSharding, ShardMapBodyLoopsWithExplicitCollectives) {
   // Each step adds the sum over 'x' of the blocks: the psum runs every iteration on every device.
   auto f = shard_map(
       [](const Array& b) {
-        return fori_loop(0, 3, [](const Array& i, const Array& c) {
-          Array s = psum(c, "x");
-          return cond(equal(i % 2.0, 0.0), [&](const Array& a) { return a + s * 0.1; },
-                      [&](const Array& a) { return a - s * 0.2; }, c);
-        }, b);
+        return fori_loop(
+            0, 3,
+            [](const Array& i, const Array& c) {
+              Array s = psum(c, "x");
+              return cond(
+                  equal(i % 2.0, 0.0), [&](const Array& a) { return a + s * 0.1; },
+                  [&](const Array& a) { return a - s * 0.2; }, c);
+            },
+            b);
       },
       m, {P("x")}, {P("x")});
   Array x = rnd({8, 3}, 8);
@@ -155,5 +168,6 @@ TEST(ControlFlowSharding, ShardMapBodyLoopsWithExplicitCollectives) {
   }
   expect_close(got, from_vector(v, {8, 3}));
   expect_close(eager, from_vector(v, {8, 3}));
-  EXPECT_EQ(count_op(jit(f).lower(device_put(x, NamedSharding(m, P("x")))).as_text(), "all_reduce"), 1);
+  EXPECT_EQ(count_op(jit(f).lower(device_put(x, NamedSharding(m, P("x")))).as_text(), "all_reduce"),
+            1);
 }
