@@ -3,6 +3,7 @@
 
 #include "partix/array.h"
 #include "partix/checkpoint.h"
+#include "partix/control.h"
 #include "partix/device.h"
 #include "partix/dtype.h"
 #include "partix/error.h"

@@ -15,7 +15,8 @@ Array ones_like(const Array& x) {
   return broadcast_in_dim(detail::literal(1.0, x.dtype()), x.shape(), {});
 }
 
-std::vector<Array> evaluate(const ir::Program& p, const std::vector<Array>& args) {
+std::vector<Array> evaluate(const ir::Program& p, const std::vector<Array>& args,
+                            Residuals* saved) {
   if (args.size() != p.params.size()) {
     detail::internal_error("evaluate", fmt::format("{} arguments for {} parameters", args.size(),
                                                    p.params.size()));
@@ -25,7 +26,11 @@ std::vector<Array> evaluate(const ir::Program& p, const std::vector<Array>& args
   for (const ir::Instr& in : p.instrs) {
     std::vector<Array> ins;
     for (int v : in.inputs) ins.push_back(env[static_cast<size_t>(v)]);
-    std::vector<Array> outs = detail::bind(*in.prim, ins, in.attrs, in.regions);
+    const std::string_view name = in.prim->name();
+    std::vector<Array> outs =
+        saved && (name == "scan" || name == "fori_loop")
+            ? scan_forward_saving(in.attrs, in.regions, ins, &(*saved)[&in])
+            : detail::bind(*in.prim, ins, in.attrs, in.regions);
     for (size_t k = 0; k < outs.size(); ++k) env[static_cast<size_t>(in.outputs[k])] = outs[k];
   }
   return env;
@@ -53,7 +58,7 @@ void accumulate(std::vector<Array>& ct, int v, const Array& g, const ir::Program
 }  // namespace
 
 std::vector<Array> backward(const ir::Program& p, const std::vector<Array>& env,
-                            const std::vector<Array>& result_cotangents) {
+                            const std::vector<Array>& result_cotangents, const Residuals* saved) {
   std::vector<Array> ct(p.values.size());
   for (size_t k = 0; k < p.results.size(); ++k) {
     if (result_cotangents[k].valid()) {
@@ -72,7 +77,12 @@ std::vector<Array> backward(const ir::Program& p, const std::vector<Array>& env,
     std::vector<Array> primals, outputs;
     for (int v : in.inputs) primals.push_back(env[static_cast<size_t>(v)]);
     for (int v : in.outputs) outputs.push_back(env[static_cast<size_t>(v)]);
-    prim::VjpArgs args{primals, outputs, cts, in.attrs, in.regions};
+    const std::vector<Array>* residuals = nullptr;
+    if (saved) {
+      auto found = saved->find(&in);
+      if (found != saved->end()) residuals = &found->second;
+    }
+    prim::VjpArgs args{primals, outputs, cts, in.attrs, in.regions, residuals};
     std::vector<Array> gs = in.prim->vjp(args);
     for (size_t i = 0; i < in.inputs.size() && i < gs.size(); ++i) {
       accumulate(ct, in.inputs[i], gs[i], p, in.prim->name());

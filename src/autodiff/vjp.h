@@ -4,6 +4,7 @@
 // ordinary program that jit propagates and partitions like any other.
 #pragma once
 
+#include <map>
 #include <vector>
 
 #include "ir/program.h"
@@ -12,17 +13,35 @@
 
 namespace partix::autodiff {
 
-// The value of every program value after evaluating `p` on `args` (indexed by value id).
-std::vector<Array> evaluate(const ir::Program& p, const std::vector<Array>& args);
+// What the forward evaluation of an instruction saved for its VJP (a scan's carries entering
+// each iteration), by instruction.
+using Residuals = std::map<const ir::Instr*, std::vector<Array>>;
+
+// The value of every program value after evaluating `p` on `args` (indexed by value id). With
+// `saved`, loops are evaluated in their residual-saving form and their residuals kept there.
+std::vector<Array> evaluate(const ir::Program& p, const std::vector<Array>& args,
+                            Residuals* saved = nullptr);
 
 // Cotangents of p's parameters given its evaluated values and its results' cotangents (an
-// empty Array means zero).
+// empty Array means zero); `saved`: what evaluate saved, if anything.
 std::vector<Array> backward(const ir::Program& p, const std::vector<Array>& env,
-                            const std::vector<Array>& result_cotangents);
+                            const std::vector<Array>& result_cotangents,
+                            const Residuals* saved = nullptr);
+
+// scan or fori_loop evaluated so that it also stacks the carries entering each iteration:
+// returns the instruction's results and sets `residuals` (one stack per carry).
+std::vector<Array> scan_forward_saving(const ir::Attrs& attrs, const prim::Regions& regions,
+                                       const std::vector<Array>& operands,
+                                       std::vector<Array>* residuals);
 
 // VJPs of the primitives with regions.
 std::vector<Array> remat_vjp(const prim::VjpArgs& a);      // recomputes the region
 std::vector<Array> shard_map_vjp(const prim::VjpArgs& a);  // a shard_map of the body's VJP
+// scan and fori_loop: a forward scan that stacks each iteration's incoming carries, then a
+// reverse scan that recomputes one iteration from them and goes backward through it.
+std::vector<Array> scan_vjp(const prim::VjpArgs& a);
+// cond: a cond over the same predicate whose branches are the branches' VJPs.
+std::vector<Array> cond_vjp(const prim::VjpArgs& a);
 
 // Zeros of x's shape and dtype, built from a scalar (traceable, never materialised on the host).
 Array zeros_like(const Array& x);

@@ -160,6 +160,11 @@ std::vector<std::set<std::string>> Primitive::varying(const std::vector<std::set
   return std::vector<std::set<std::string>>(num_outputs, u);
 }
 
+std::vector<detail::Buffer> Primitive::execute(const KernelCall&, std::vector<detail::Buffer>,
+                                               const RegionRunner&) const {
+  detail::internal_error("execute", std::string(name()) + " does not run regions");
+}
+
 double Primitive::flops(const std::vector<Aval>&, const std::vector<Aval>& out,
                         const Attrs&) const {
   double n = 0;

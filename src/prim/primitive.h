@@ -115,6 +115,11 @@ struct KernelCall {
 // A fast kernel returns false when it does not handle this case (the reference runs).
 using KernelFn = std::function<bool(const KernelCall&)>;
 
+// Runs region `k` of the instruction on this device with `args` (moved in, so the region may
+// reuse unique buffers in place) and returns its results: loops and branches run their bodies
+// through it without leaving the device's worker.
+using RegionRunner = std::function<std::vector<detail::Buffer>(size_t k, std::vector<detail::Buffer> args)>;
+
 // ---- VJP ----
 
 struct VjpArgs {
@@ -123,6 +128,8 @@ struct VjpArgs {
   const std::vector<Array>& cotangents;   // one per result; an empty Array means zero
   const Attrs& attrs;
   const Regions& regions;
+  // What the forward evaluation saved for this VJP (a scan's carries), or null.
+  const std::vector<Array>* residuals = nullptr;
 };
 
 class Primitive {
@@ -168,6 +175,18 @@ class Primitive {
   // An operand whose buffer the result may take over when it dies here (the kernel is safe
   // with out == that input), or -1. Elementwise ops may reuse any operand.
   virtual int in_place_operand() const { return -1; }
+
+  // Control flow (loops, branches): the interpreter calls execute() instead of a kernel. It
+  // owns the operand buffers (an operand that dies here is unique) and returns the results.
+  virtual bool runs_regions() const { return false; }
+  virtual std::vector<detail::Buffer> execute(const KernelCall& call, std::vector<detail::Buffer> args,
+                                              const RegionRunner& run) const;
+  // How many times region `k` runs per execution, where static (cost analysis); scan and
+  // fori_loop: the trip count; a while_loop body counts once.
+  virtual double trip_count(const Attrs& attrs, size_t k) const {
+    (void)attrs, (void)k;
+    return 1;
+  }
 };
 
 // Registry of primitives by name (for the parser) and of fast kernels by platform.

@@ -1,5 +1,6 @@
 #include "runtime/interpreter.h"
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <set>
@@ -57,6 +58,11 @@ Plan make_plan(const ir::Program& p, const char* platform) {
         }
       }
     }
+    std::vector<std::shared_ptr<const Plan>> regions;
+    if (in.prim->runs_regions()) {
+      for (const auto& r : in.regions) regions.push_back(std::make_shared<const Plan>(make_plan(*r, platform)));
+    }
+    plan.region_plans.push_back(std::move(regions));
     plan.in_avals.push_back(std::move(ia));
     plan.out_avals.push_back(std::move(oa));
     plan.reuse_input.push_back(reuse);
@@ -91,6 +97,33 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
     in_ptrs.clear();
     out_ptrs.clear();
     for (int v : in.inputs) in_ptrs.push_back(env[static_cast<size_t>(v)].data());
+    if (in.prim->runs_regions()) {
+      // Operands that die here are handed over (a loop then updates its carries in place).
+      std::vector<detail::Buffer> ins;
+      const auto& dead = plan.release_after[i];
+      for (int v : in.inputs) {
+        const bool once = std::count(in.inputs.begin(), in.inputs.end(), v) == 1;
+        const bool dies = std::find(dead.begin(), dead.end(), v) != dead.end();
+        ins.push_back(once && dies ? std::move(env[static_cast<size_t>(v)])
+                                   : env[static_cast<size_t>(v)]);
+      }
+      prim::KernelCall call{in.attrs, plan.in_avals[i], plan.out_avals[i], in_ptrs, out_ptrs,
+                            ctx, in.regions};
+      const auto& plans = plan.region_plans[i];
+      prim::RegionRunner run = [&](size_t k, std::vector<detail::Buffer> a) {
+        return interpret(*in.regions[k], *plans[k], ctx, std::move(a));
+      };
+      std::vector<detail::Buffer> results = in.prim->execute(call, std::move(ins), run);
+      for (size_t k = 0; k < in.outputs.size(); ++k) {
+        if (k >= results.size() || results[k].nbytes() != p.aval(in.outputs[k]).nbytes()) {
+          detail::internal_error("interpret", std::string(in.prim->name()) + " returned a buffer of the wrong size");
+        }
+        env[static_cast<size_t>(in.outputs[k])] = std::move(results[k]);
+      }
+      for (int v : plan.release_after[i]) env[static_cast<size_t>(v)] = detail::Buffer();
+      span();
+      continue;
+    }
     if (in.prim->allocates_outputs()) {
       std::vector<detail::Buffer> results(in.outputs.size());
       out_ptrs.assign(in.outputs.size(), nullptr);

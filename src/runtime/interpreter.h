@@ -3,6 +3,7 @@
 // every buffer after its last use.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "core/buffer.h"
@@ -18,6 +19,8 @@ struct Plan {
   // Per instruction: the input whose buffer the result may take over when that input dies
   // there and nobody else holds it (elementwise ops of equal size), or -1.
   std::vector<int> reuse_input;
+  // Per instruction that runs regions (loops, branches): one plan per region, made once.
+  std::vector<std::vector<std::shared_ptr<const Plan>>> region_plans;
 };
 
 Plan make_plan(const ir::Program& p, const char* platform = "cpu");

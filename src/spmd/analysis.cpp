@@ -10,21 +10,19 @@ namespace partix {
 
 namespace spmd {
 
-CostAnalysis cost_analysis(const Compiled& c) {
-  CostAnalysis out;
-  const ir::Program& p = c.executable->program();
-  for (const char* k : {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "collective_permute"}) {
-    out.bytes_per_device[k] = 0;
-  }
-  double duplicated = 0;
+namespace {
+
+// Adds `times` executions of p to out; a region counts as often as it runs where that is static
+// (a scan's trip count), a while_loop's body once, and a cond's costlier branch.
+void add_costs(const ir::Program& p, double times, CostAnalysis& out, double& duplicated) {
   for (const ir::Instr& in : p.instrs) {
     std::vector<ir::Aval> ia, oa;
     for (int v : in.inputs) ia.push_back(p.aval(v));
     for (int v : in.outputs) oa.push_back(p.aval(v));
-    double f = in.prim->flops(ia, oa, in.attrs);
+    double f = times * in.prim->flops(ia, oa, in.attrs);
     out.flops += f;
     auto [kind, bytes] = collective_bytes(p, in);
-    if (!kind.empty()) out.bytes_per_device[kind] += bytes;
+    if (!kind.empty()) out.bytes_per_device[kind] += times * bytes;
     // A result replicated over mesh axes was computed identically on each of those devices.
     if (!in.outputs.empty()) {
       const auto& s = p.info(in.outputs[0]).sharding;
@@ -33,7 +31,40 @@ CostAnalysis cost_analysis(const Compiled& c) {
         if (reps > 1) duplicated += f * (reps - 1) / reps;
       }
     }
+    if (!in.prim->runs_regions()) continue;
+    if (in.prim->name() == "cond") {
+      CostAnalysis best;
+      double best_dup = 0;
+      for (const auto& r : in.regions) {
+        CostAnalysis branch;
+        double dup = 0;
+        add_costs(*r, times, branch, dup);
+        if (branch.flops >= best.flops) {
+          best = branch;
+          best_dup = dup;
+        }
+      }
+      out.flops += best.flops;
+      for (const auto& [k, b] : best.bytes_per_device) out.bytes_per_device[k] += b;
+      duplicated += best_dup;
+      continue;
+    }
+    for (size_t k = 0; k < in.regions.size(); ++k) {
+      add_costs(*in.regions[k], times * in.prim->trip_count(in.attrs, k), out, duplicated);
+    }
   }
+}
+
+}  // namespace
+
+CostAnalysis cost_analysis(const Compiled& c) {
+  CostAnalysis out;
+  const ir::Program& p = c.executable->program();
+  for (const char* k : {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "collective_permute"}) {
+    out.bytes_per_device[k] = 0;
+  }
+  double duplicated = 0;
+  add_costs(p, 1.0, out, duplicated);
   out.duplicated_flops_fraction = out.flops > 0 ? duplicated / out.flops : 0;
   return out;
 }

@@ -54,11 +54,18 @@ void lint_redundant_compute(const ir::Program& local, const Mesh& mesh,
 // recomputation a remat's VJP emitted is already ordinary instructions.
 ir::Program inline_regions(const ir::Program& p, int* blocks) {
   bool any = false;
-  for (const ir::Instr& in : p.instrs) any = any || in.prim->name() == "remat";
+  for (const ir::Instr& in : p.instrs) any = any || in.prim->name() == "remat" || in.prim->runs_regions();
   if (!any) return p;
   ir::Program out = p;
   out.instrs.clear();
   for (const ir::Instr& in : p.instrs) {
+    if (in.prim->runs_regions()) {
+      // Loop and branch bodies are partitioned on their own: their remat blocks inline there.
+      ir::Instr c = in;
+      for (auto& r : c.regions) r = std::make_shared<const ir::Program>(inline_regions(*r, blocks));
+      out.instrs.push_back(std::move(c));
+      continue;
+    }
     if (in.prim->name() != "remat") {
       out.instrs.push_back(in);
       continue;

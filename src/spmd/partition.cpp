@@ -7,6 +7,7 @@
 
 #include "core/errors.h"
 #include "prim/primitive.h"
+#include "spmd/control_flow.h"
 #include "spmd/cost.h"
 #include "spmd/handlers.h"
 #include "spmd/plan.h"
@@ -180,6 +181,7 @@ class Partitioner : public PartitionContext {
       case Handler::kScatterSharded: return emit_scatter_sharded(*this, in, plan);
       case Handler::kTakeAlongSharded: return emit_take_along_sharded(*this, in, plan);
       case Handler::kScatterAlongSharded: return emit_scatter_along_sharded(*this, in, plan);
+      case Handler::kControlFlow: return emit_control_flow(*this, in, plan);
       case Handler::kReplicatedSource:
       case Handler::kGeneric: return emit_generic(*this, in, plan);
     }

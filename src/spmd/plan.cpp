@@ -4,6 +4,7 @@
 
 #include "core/errors.h"
 #include "sharding/axes.h"
+#include "spmd/control_flow.h"
 
 namespace partix::spmd {
 
@@ -40,6 +41,7 @@ InstrPlan plan_instr(const Mesh& mesh, const ir::Program& g, const ir::Instr& in
     plan.reduce_now.assign(plan.results.size(), {});
     return plan;
   }
+  if (in.prim->runs_regions() && regions_propagated(in)) return plan_control_flow(mesh, in);
   if (name == "sharding_constraint") {
     plan.handler = Handler::kConstraint;
     NamedSharding s(mesh, in.attrs.get<PartitionSpec>("spec"));

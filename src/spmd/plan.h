@@ -22,6 +22,7 @@ enum class Handler {
   kScatterSharded,  // scatter_add into a table sharded along the indexed axis: local rows
   kTakeAlongSharded,     // take_along from an axis that is split: masked local pick
   kScatterAlongSharded,  // scatter_add_along into an axis that is split: local positions
+  kControlFlow,     // scan, fori_loop, while_loop, cond: regions partitioned once
 };
 
 struct InstrPlan {

@@ -1,6 +1,7 @@
 #include "spmd/propagate.h"
 
 #include "core/errors.h"
+#include "spmd/control_flow.h"
 #include "spmd/cost.h"
 #include "spmd/plan.h"
 
@@ -69,8 +70,10 @@ InstrPlan choose_plan(const ir::Program& g, const Mesh& mesh, const ir::Instr& i
 
 }  // namespace
 
-void propagate(ir::Program& g, const Mesh& mesh, const std::vector<NamedSharding>& in,
-               const std::vector<std::optional<NamedSharding>>& out) {
+namespace {
+
+void propagate_flat(ir::Program& g, const Mesh& mesh, const std::vector<NamedSharding>& in,
+                    const std::vector<std::optional<NamedSharding>>& out) {
   const size_t n = g.values.size();
   std::vector<std::optional<NamedSharding>> sh(n);
   std::vector<bool> fixed(n, false);
@@ -93,6 +96,13 @@ void propagate(ir::Program& g, const Mesh& mesh, const std::vector<NamedSharding
   }
   for (size_t k = 0; k < g.results.size() && k < out.size(); ++k) {
     if (out[k]) fix(g.results[k], *out[k]);
+  }
+  // Control flow whose regions are propagated: its results are the carries' shardings (one
+  // for every iteration) and the regions' results.
+  for (const ir::Instr& instr : g.instrs) {
+    if (!instr.prim->runs_regions() || !regions_propagated(instr)) continue;
+    InstrPlan plan = plan_control_flow(mesh, instr);
+    for (size_t k = 0; k < instr.outputs.size(); ++k) fix(instr.outputs[k], plan.results[k]);
   }
   // A constraint also speaks for the value it constrains (as a GSPMD annotation does): its
   // operand starts in that sharding unless the operand is itself user-given, so that the
@@ -148,6 +158,21 @@ void propagate(ir::Program& g, const Mesh& mesh, const std::vector<NamedSharding
   }
   NamedSharding replicated(mesh, P());
   for (size_t v = 0; v < n; ++v) g.values[v].sharding = sh[v] ? *sh[v] : replicated;
+}
+
+}  // namespace
+
+void propagate(ir::Program& g, const Mesh& mesh, const std::vector<NamedSharding>& in,
+               const std::vector<std::optional<NamedSharding>>& out) {
+  propagate_flat(g, mesh, in, out);
+  bool any = false;
+  for (const ir::Instr& instr : g.instrs) any = any || instr.prim->runs_regions();
+  if (!any) return;
+  // Regions from the shardings around them; then the program again with the loops' results
+  // fixed to their carries', and the regions once more for operands that moved.
+  propagate_regions(g, mesh);
+  propagate_flat(g, mesh, in, out);
+  propagate_regions(g, mesh);
 }
 
 }  // namespace partix::spmd

@@ -54,6 +54,12 @@ int TraceState::value_of(const Array& a) {
   // shard_map body a captured value is the whole (invariant) value on every device.
   int v = program_.add_value(ir::Aval{impl->shape, impl->dtype});
   if (impl->sharding && !manual_mesh) program_.info(v).sharding = impl->sharding;
+  // A region nested in a shard_map body (a loop, a branch) sees an outer value with the axes
+  // it varies over.
+  if (manual_mesh && impl->tracer) {
+    TraceState* owner = trace_of(a, "trace");
+    if (owner->manual_mesh) program_.info(v).varying = owner->program().info(owner->value_of(a)).varying;
+  }
   program_.params.push_back(v);
   captures_.push_back(a);
   capture_ids_[impl.get()] = v;

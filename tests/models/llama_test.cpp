@@ -117,6 +117,28 @@ TEST(Llama, LeftPaddedBatchesMatchSinglePrompts) {
   EXPECT_EQ(both.decode_tokens, 14);
 }
 
+TEST(Llama, DecodeLoopInOneProgramMatchesStreaming) {
+  Mesh mesh({4}, {"model"});
+  auto rules = L::sharding_rules();
+  L::Model m = tiny_model(mesh, rules);
+  L::Generator gen(m, mesh, rules);
+  std::vector<int32_t> a{5, 17, 42, 8, 90, 3}, b{11, 12};
+  for (bool greedy : {true, false}) {
+    L::GenerateOptions o;
+    o.max_tokens = 6;
+    o.seed = 3;
+    o.stop_at_eos = false;
+    if (!greedy) o.sampling = {0.8, 0, 0.9};
+    auto streamed = gen.generate({a, b}, o);
+    o.decode_loop = true;
+    int calls = 0;
+    auto looped = gen.generate({a, b}, o, [&](int64_t, const std::vector<int32_t>&) { calls++; });
+    EXPECT_EQ(looped.tokens, streamed.tokens) << (greedy ? "greedy" : "sampled");
+    EXPECT_EQ(looped.tokens[0].size(), 6u);
+    EXPECT_GE(calls, 1);
+  }
+}
+
 TEST(Llama, SamplingRespectsTemperatureTopKAndTopP) {
   // logits for 4 tokens: probabilities 0.1, 0.2, 0.3, 0.4 at temperature 1.
   const int64_t rows = 4000;

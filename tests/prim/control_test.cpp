@@ -15,7 +15,8 @@ const std::set<std::string> kStructural = {"constant", "stop_gradient", "copy",
 // Primitives that depend on a device's mesh position or carry a region: checked by the
 // collective, resharding, partitioner and autodiff tests instead.
 const std::set<std::string> kPerDevice = {"axis_index", "axis_slice", "pad_mask", "pvary",
-                                          "unreduce", "shard_map", "remat"};
+                                          "unreduce", "shard_map", "remat", "scan", "fori_loop",
+                                          "while_loop", "cond"};
 
 TEST(Control, IdentitiesCopyValuesAndDtypes) {
   Array x = from_vector<int64_t>({1, -2, int64_t{1} << 60}, {3});

@@ -21,7 +21,7 @@ struct GenerateArgs {
   bool devices_given = false;
   std::vector<std::string> prompts;
   int64_t max_tokens = 64;
-  bool greedy = false, chat = false, quiet = false, debug_nans = false;
+  bool greedy = false, chat = false, quiet = false, debug_nans = false, decode_loop = false;
   double temperature = 0.2, top_p = 0.9;  // SmolLM2 model card's suggestion
   int64_t top_k = 0;
   uint64_t seed = 0;
@@ -60,6 +60,7 @@ void run_generate(const GenerateArgs& a) {
   o.max_tokens = a.max_tokens;
   o.seed = a.seed;
   o.debug_nans = a.debug_nans;
+  o.decode_loop = a.decode_loop;
   if (!a.greedy) o.sampling = {a.temperature, a.top_k, a.top_p};
   models::llama::Generator gen(m, mesh, rules);
   if (!a.trace.empty()) profiler::start();
@@ -132,6 +133,8 @@ void add_generate(CLI::App& app) {
   cmd->add_flag("--quiet", a->quiet, "Print only the statistics");
   cmd->add_flag("--debug-nans", a->debug_nans,
                 "When the logits are not finite, name the layer where that starts (slower)");
+  cmd->add_flag("--decode-loop", a->decode_loop,
+                "Decode all tokens in one program (a fori_loop over tokens) instead of streaming");
   cmd->callback([a, cmd] {
     a->devices_given = cmd->count("--devices") > 0;
     run_generate(*a);

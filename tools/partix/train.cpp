@@ -24,7 +24,7 @@ namespace {
 struct TrainArgs {
   std::string model = "tiny";
   std::vector<int64_t> mesh = {1, 1};
-  bool fsdp = false, remat = false;
+  bool fsdp = false, remat = false, scan_layers = false;
   int64_t steps = 50, batch = 8, seq = 64, warmup = 10;
   double lr = 1e-3;
   uint64_t seed = 0;
@@ -94,6 +94,7 @@ void run_train(const TrainArgs& a) {
   o.model_parallel = m;
   o.fsdp = a.fsdp;
   o.remat = a.remat;
+  o.scan_layers = a.scan_layers;
   o.steps = a.steps;
   o.batch = a.batch;
   o.seq = a.seq;
@@ -186,6 +187,8 @@ void add_train(CLI::App& app) {
   cmd->add_flag("--fsdp", a->fsdp, "Shard parameters and optimizer state over 'data'");
   cmd->add_flag("--remat", a->remat,
                 "Recompute each block's activations in the backward pass instead of keeping them");
+  cmd->add_flag("--scan-layers", a->scan_layers,
+                "Scan one traced block over the stacked layers (compile time independent of depth)");
   add_int(cmd, "--steps", a->steps, 1, int64_t{1} << 40, "Training steps");
   add_int(cmd, "--batch", a->batch, 1, int64_t{1} << 20, "Global batch (sequences)");
   add_int(cmd, "--seq", a->seq, 1, int64_t{1} << 20, "Sequence length");

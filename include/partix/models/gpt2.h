@@ -73,6 +73,10 @@ struct ForwardOptions {
   // Rematerialise each transformer block (partix::checkpoint): the backward pass recomputes a
   // block's activations from its input instead of keeping them.
   bool remat = false;
+  // Stack the blocks' parameters over layers and scan one traced block over them: compile time
+  // does not grow with depth. Params keep their per-layer (Hugging Face) names. Dropout masks
+  // differ from the unrolled model's (each layer folds its index into the key).
+  bool scan_layers = false;
 };
 
 // Logits [B, T, V] for token ids [B, T].
@@ -124,6 +128,7 @@ struct TrainOptions {
   double clip = 1.0;
   double weight_decay = 0.1;
   bool remat = false;  // recompute each block's activations in the backward pass
+  bool scan_layers = false;  // scan one traced block over the stacked layers (ForwardOptions)
   uint64_t seed = 0;
   std::vector<std::string> corpus = io::default_corpus_paths();
   Params initial{};  // start from these parameters if set

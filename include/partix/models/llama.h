@@ -194,6 +194,10 @@ struct GenerateOptions {
   // replayed op by op to name the stage (embedding, layer, final norm) where they first
   // appear. Costs a copy of the KV cache per step (it is no longer donated).
   bool debug_nans = false;
+  // Decode every token after the first in one program (a fori_loop over tokens: no return to
+  // the host per token) instead of streaming them; the tokens are the same, and on_token is
+  // called for each once the loop is done. Non-finite logits are reported after the loop.
+  bool decode_loop = false;
 };
 
 struct Generated {
@@ -222,6 +226,10 @@ class Generator {
   struct Fns;
   Fns& fns(const Sampling& s, bool donate);
   Lowered lower_step(int64_t batch, int64_t tokens, int64_t cache_length, const Sampling& s);
+  Generated& decode_in_program(
+      const GenerateOptions& o, const Array& first, const std::vector<int32_t>& first_ids,
+      int64_t prompt_length, const Array& starts, const KVCache& cache, const Array& base_key,
+      const std::function<void(int64_t, const std::vector<int32_t>&)>& on_token, Generated& out);
   const Model& model_;
   Mesh mesh_;
   nn::LogicalRules rules_;

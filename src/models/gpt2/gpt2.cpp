@@ -6,6 +6,7 @@
 
 #include "core/errors.h"
 #include "io/json_util.h"
+#include "partix/control.h"
 #include "partix/ops.h"
 #include "partix/random.h"
 #include "partix/transforms.h"
@@ -199,34 +200,76 @@ Array forward(const Params& p, const Array& ids, const Config& c, const ForwardO
   Array x = take(p.at("transformer.wte.weight"), ids, 0) + pos;
   x = dropout(x, c.dropout, o.dropout_key, 1);
   x = constrain(x, {"batch", "", "act"}, o);
-  for (int64_t i = 0; i < c.n_layer; ++i) {
-    NamedScope scope("h" + std::to_string(i));
-    const std::string l = layer(i);
-    // One block; `key` holds the dropout key when there is one (an argument, so that a
-    // rematerialised block recomputes the same masks).
-    auto block = [&c, &o, &l, i](const Array& x_in, const Params& lp,
-                                 const std::vector<Array>& key) {
+  // One block; `key` holds the dropout key when there is one (an argument, so that a
+  // rematerialised block recomputes the same masks).
+  auto make_block = [&c, &o](const std::string& l, int64_t i) {
+    return [&c, &o, l, i](const Array& x_in, const Params& lp, const std::vector<Array>& key) {
       ForwardOptions oi = o;
       oi.dropout_key = key.empty() ? std::nullopt : std::optional<Array>(key[0]);
       Array h = x_in;
-      Array a = attention(lp, l,
-                          layer_norm(h, lp.at(l + "ln_1.weight"), lp.at(l + "ln_1.bias"),
-                                     c.layer_norm_epsilon),
-                          c, oi, 100 + 3 * i);
+      Array a = attention(
+          lp, l,
+          layer_norm(h, lp.at(l + "ln_1.weight"), lp.at(l + "ln_1.bias"), c.layer_norm_epsilon), c,
+          oi, 100 + 3 * i);
       h = h + dropout(a, c.dropout, oi.dropout_key, 101 + 3 * i);
       h = constrain(h, {"batch", "", "act"}, oi);
-      Array m = mlp(lp, l,
-                    layer_norm(h, lp.at(l + "ln_2.weight"), lp.at(l + "ln_2.bias"),
-                               c.layer_norm_epsilon));
+      Array m = mlp(
+          lp, l,
+          layer_norm(h, lp.at(l + "ln_2.weight"), lp.at(l + "ln_2.bias"), c.layer_norm_epsilon));
       h = h + dropout(m, c.dropout, oi.dropout_key, 102 + 3 * i);
       return constrain(h, {"batch", "", "act"}, oi);
     };
-    Params lp;
-    for (auto it = p.lower_bound(l); it != p.end() && it->first.starts_with(l); ++it)
-      lp.emplace(it->first, it->second);
-    std::vector<Array> key;
-    if (o.dropout_key) key.push_back(*o.dropout_key);
-    x = o.remat ? checkpoint(block)(x, lp, key) : block(x, lp, key);
+  };
+  if (o.scan_layers) {
+    // The blocks' parameters stacked over layers, [L, ...] (Params keep the Hugging Face names),
+    // and one block traced and scanned L times: the program's size does not grow with depth.
+    const std::string l0 = layer(0);
+    Params stacked;
+    for (auto it = p.lower_bound(l0); it != p.end() && it->first.starts_with(l0); ++it) {
+      const std::string suffix = it->first.substr(l0.size());
+      std::vector<Array> per_layer;
+      for (int64_t i = 0; i < c.n_layer; ++i) {
+        const Array& w = p.at(layer(i) + suffix);
+        Shape one = w.shape();
+        one.insert(one.begin(), 1);
+        per_layer.push_back(reshape(w, one));
+      }
+      // Pairwise, in a balanced tree: planning a concatenation costs its operand count squared.
+      while (per_layer.size() > 1) {
+        std::vector<Array> next;
+        for (size_t k = 0; k + 1 < per_layer.size(); k += 2) {
+          next.push_back(concatenate({per_layer[k], per_layer[k + 1]}, 0));
+        }
+        if (per_layer.size() % 2 == 1) next.push_back(per_layer.back());
+        per_layer = std::move(next);
+      }
+      stacked.emplace(it->first, per_layer[0]);
+    }
+    auto block = make_block(l0, 0);
+    x = scan(
+            [&](const Array& h, const std::pair<Params, Array>& layer_in) {
+              NamedScope scope("h");
+              // Each layer draws its own dropout masks: the key folded with the layer index.
+              std::vector<Array> key;
+              if (o.dropout_key) key.push_back(random::fold_in(*o.dropout_key, layer_in.second));
+              Array out = o.remat ? checkpoint(block)(h, layer_in.first, key)
+                                  : block(h, layer_in.first, key);
+              return std::pair{out, std::vector<Array>{}};
+            },
+            x, std::pair{stacked, arange(c.n_layer, DType::I32)})
+            .first;
+  } else {
+    for (int64_t i = 0; i < c.n_layer; ++i) {
+      NamedScope scope("h" + std::to_string(i));
+      const std::string l = layer(i);
+      auto block = make_block(l, i);
+      Params lp;
+      for (auto it = p.lower_bound(l); it != p.end() && it->first.starts_with(l); ++it)
+        lp.emplace(it->first, it->second);
+      std::vector<Array> key;
+      if (o.dropout_key) key.push_back(*o.dropout_key);
+      x = o.remat ? checkpoint(block)(x, lp, key) : block(x, lp, key);
+    }
   }
   x = layer_norm(x, p.at("transformer.ln_f.weight"), p.at("transformer.ln_f.bias"),
                  c.layer_norm_epsilon);

@@ -26,11 +26,11 @@ Jitted<StepFn> make_step(const TrainOptions& o, const Mesh& mesh, const nn::Logi
   const Config cfg = o.model;
   const optim::AdamWConfig adam{0.9, 0.95, 1e-8, o.weight_decay};
   const double clip = o.clip;
-  const bool remat = o.remat;
-  StepFn f = [cfg, mesh, rules, adam, clip, remat](const Params& p, const optim::AdamWState& s,
-                                            const Array& ids, const Array& targets,
-                                            const Array& lr, const Array& key) -> StepOut {
-    ForwardOptions fo{key, &mesh, &rules, remat};
+  const bool remat = o.remat, scan_layers = o.scan_layers;
+  StepFn f = [cfg, mesh, rules, adam, clip, remat, scan_layers](
+                 const Params& p, const optim::AdamWState& s, const Array& ids,
+                 const Array& targets, const Array& lr, const Array& key) -> StepOut {
+    ForwardOptions fo{key, &mesh, &rules, remat, scan_layers};
     auto [loss_value, g] = value_and_grad([&](const Params& pp) {
       return loss(pp, ids, targets, cfg, fo);
     })(p);

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "core/errors.h"
+#include "partix/control.h"
 #include "partix/ops.h"
 #include "partix/random.h"
 
@@ -150,6 +151,8 @@ Generated Generator::generate(
   std::vector<int32_t> ids = next.to_vector<int32_t>();
   out.prefill_seconds = since(t0);
   out.prefill_tokens = B * Tp;
+  if (o.decode_loop)
+    return decode_in_program(o, next, ids, Tp, starts, cache, base_key, on_token, out);
   auto t1 = std::chrono::steady_clock::now();
   for (int64_t step = 0;; ++step) {
     for (int64_t b = 0; b < B; ++b) {
@@ -170,6 +173,74 @@ Generated Generator::generate(
     out.decode_tokens += B;
   }
   out.decode_seconds = since(t1);
+  return out;
+}
+
+Generated& Generator::decode_in_program(
+    const GenerateOptions& o, const Array& first, const std::vector<int32_t>& first_ids, int64_t Tp,
+    const Array& starts, const KVCache& cache, const Array& base_key,
+    const std::function<void(int64_t, const std::vector<int32_t>&)>& on_token, Generated& out) {
+  const int64_t B = static_cast<int64_t>(first_ids.size()), N = o.max_tokens - 1;
+  const Config cfg = model_.config;
+  const Sampling s = o.sampling;
+  const NamedSharding rep(mesh_, P());
+  // tokens [B, N] and, per prompt, how many logits were not finite over the N steps.
+  using LoopFn = std::function<std::tuple<Array, Array>(
+      const Params&, const Array&, const Array&, const Array&, const KVCache&, const Array&)>;
+  LoopFn loop = [cfg, s, rep, B, N](const Params& p, const Array& tok0, const Array& pos0,
+                                    const Array& start, const KVCache& kv, const Array& key) {
+    using Carry = std::tuple<Array, KVCache, Array, Array>;
+    Carry init{tok0, kv, zeros({B, N}, DType::I32), zeros({B}, DType::I32)};
+    Carry done = fori_loop(
+        0, N,
+        [&](const Array& i, const Carry& c) {
+          const auto& [tok, cache_in, toks, bad] = c;
+          StepResult r = forward(p, cfg, reshape(tok, {B, 1}), pos0 + i, start, cache_in);
+          Array last = with_sharding_constraint(reshape(r.logits, {B, cfg.vocab_size}), rep);
+          // The streaming loop's key for decode step i + 1.
+          Array next = sample(last, s, random::fold_in(key, astype(i + 1, DType::I64)));
+          Array written = dynamic_update_slice_in_dim(toks, reshape(next, {B, 1}), i, 1);
+          return Carry{next, r.cache, written, bad + count_non_finite(last)};
+        },
+        init);
+    return std::make_tuple(std::get<2>(done), std::get<3>(done));
+  };
+  auto step = jit(loop, {.name = "llama_decode_loop"});
+  std::vector<std::vector<int32_t>> steps{first_ids};
+  if (N > 0) {
+    const Array pos = device_put(scalar<int32_t>(static_cast<int32_t>(Tp)), rep);
+    auto tc = std::chrono::steady_clock::now();
+    step.lower(model_.params, first, pos, starts, cache, base_key);
+    out.compile_seconds += since(tc);
+    auto t1 = std::chrono::steady_clock::now();
+    auto [toks, bad] = step(model_.params, first, pos, starts, cache, base_key);
+    const std::vector<int32_t> flat = toks.to_vector<int32_t>(), counts = bad.to_vector<int32_t>();
+    out.decode_seconds = since(t1);
+    out.decode_tokens = B * N;
+    for (size_t b = 0; b < counts.size(); ++b) {
+      detail::check(counts[b] == 0, "generate",
+                    "decode loop: {} logits of prompt {} were NaN or infinite over {} steps "
+                    "(stream the steps, without decode_loop, to find the first)",
+                    counts[b], b, N);
+    }
+    for (int64_t t = 0; t < N; ++t) {
+      std::vector<int32_t> ids(static_cast<size_t>(B));
+      for (int64_t b = 0; b < B; ++b)
+        ids[static_cast<size_t>(b)] = flat[static_cast<size_t>(b * N + t)];
+      steps.push_back(std::move(ids));
+    }
+  }
+  // The tokens as the streaming loop reports them: each prompt's up to its end-of-sequence.
+  std::vector<bool> stopped(static_cast<size_t>(B), false);
+  for (size_t t = 0; t < steps.size(); ++t) {
+    for (size_t b = 0; b < static_cast<size_t>(B); ++b) {
+      if (stopped[b]) continue;
+      out.tokens[b].push_back(steps[t][b]);
+      if (o.stop_at_eos && steps[t][b] == cfg.eos_token_id) stopped[b] = true;
+    }
+    if (on_token) on_token(static_cast<int64_t>(t), steps[t]);
+    if (std::all_of(stopped.begin(), stopped.end(), [](bool d) { return d; })) break;
+  }
   return out;
 }
 

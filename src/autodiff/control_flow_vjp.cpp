@@ -1,0 +1,179 @@
+// VJPs of scan, fori_loop and cond, written with the control-flow ops themselves, so that the
+// backward pass is one loop (one branch) whatever the trip count.
+#include "autodiff/vjp.h"
+#include "core/errors.h"
+#include "partix/control.h"
+#include "partix/ops.h"
+#include "trace/trace.h"
+
+namespace partix::autodiff {
+
+namespace {
+
+Array or_zeros(const Array& ct, const Array& like) { return ct.valid() ? ct : zeros_like(like); }
+
+std::vector<Array> part(const std::vector<Array>& xs, size_t from, size_t n) {
+  return std::vector<Array>(xs.begin() + static_cast<long>(from),
+                            xs.begin() + static_cast<long>(from + n));
+}
+
+}  // namespace
+
+namespace {
+
+// A scan or fori_loop seen as one scan: fori_loop's index enters as the first scanned input.
+struct ScanView {
+  ScanView(const ir::Attrs& attrs, const prim::Regions& regions, const std::vector<Array>& primals)
+      : fori(attrs.has("lower")),
+        body(*regions[0]),
+        nc(static_cast<size_t>(attrs.i("num_carry"))),
+        nx(fori ? 0 : static_cast<size_t>(attrs.i("num_xs"))),
+        reverse(attrs.b_or("reverse", false)),
+        length(fori ? attrs.i("upper") - attrs.i("lower") : attrs.i("length")) {
+    init = part(primals, 0, nc);
+    xs = part(primals, nc, nx);
+    consts = part(primals, nc + nx, primals.size() - nc - nx);
+    if (fori) {
+      xs.insert(xs.begin(), arange(length, DType::I32) + static_cast<double>(attrs.i("lower")));
+    }
+    ny = body.results.size() - nc;
+  }
+  // The body's arguments from (carries, scanned slices): fori_loop's are (i, carries, consts).
+  std::vector<Array> body_args(const std::vector<Array>& carry, const std::vector<Array>& x) const {
+    std::vector<Array> args;
+    if (fori) args.push_back(x[0]);
+    args.insert(args.end(), carry.begin(), carry.end());
+    args.insert(args.end(), x.begin() + (fori ? 1 : 0), x.end());
+    args.insert(args.end(), consts.begin(), consts.end());
+    return args;
+  }
+
+  bool fori;
+  const ir::Program& body;
+  size_t nc, nx, ny = 0;
+  bool reverse;
+  int64_t length;
+  std::vector<Array> init, xs, consts;
+};
+
+}  // namespace
+
+std::vector<Array> scan_forward_saving(const ir::Attrs& attrs, const prim::Regions& regions,
+                                       const std::vector<Array>& operands,
+                                       std::vector<Array>* residuals) {
+  const ScanView s(attrs, regions, operands);
+  // Results: the final carries, the incoming carries stacked, then the body's ys.
+  std::shared_ptr<void> proto;
+  std::vector<Array> out = detail::scan_call(
+      s.init, s.xs, s.length, s.reverse,
+      [&](const std::vector<Array>& t, std::shared_ptr<void>&) {
+        const std::vector<Array> carry = part(t, 0, s.nc), x = part(t, s.nc, s.xs.size());
+        std::vector<Array> env = evaluate(s.body, s.body_args(carry, x));
+        std::vector<Array> r;
+        for (size_t k = 0; k < s.nc; ++k) r.push_back(env[static_cast<size_t>(s.body.results[k])]);
+        r.insert(r.end(), carry.begin(), carry.end());
+        for (size_t j = 0; j < s.ny; ++j) {
+          r.push_back(env[static_cast<size_t>(s.body.results[s.nc + j])]);
+        }
+        return r;
+      },
+      proto);
+  *residuals = part(out, s.nc, s.nc);
+  std::vector<Array> results = part(out, 0, s.nc);
+  for (size_t j = 0; j < s.ny; ++j) results.push_back(out[2 * s.nc + j]);
+  return results;
+}
+
+std::vector<Array> scan_vjp(const prim::VjpArgs& a) {
+  const ScanView s(a.attrs, a.regions, a.primals);
+  const size_t nc = s.nc, nx = s.nx, ny = s.ny, sx = s.xs.size();
+  // 1. The carries entering each iteration: saved by the forward evaluation, or recomputed.
+  std::vector<Array> saved;
+  if (a.residuals) {
+    saved = *a.residuals;
+  } else {
+    scan_forward_saving(a.attrs, a.regions, a.primals, &saved);
+  }
+
+  // 2. Backward: a scan in the other direction over (saved carries, xs, ys' cotangents), carrying
+  // the carries' cotangents and the sums of the consts' cotangents. Each step recomputes its
+  // iteration from the saved carry and goes backward through it.
+  std::vector<size_t> float_consts;
+  for (size_t j = 0; j < s.consts.size(); ++j) {
+    if (is_floating(s.consts[j].dtype())) float_consts.push_back(j);
+  }
+  const size_t nf = float_consts.size();
+  std::vector<Array> bwd_init;
+  for (size_t k = 0; k < nc; ++k) bwd_init.push_back(or_zeros(a.cotangents[k], a.outputs[k]));
+  for (size_t j : float_consts) bwd_init.push_back(zeros_like(s.consts[j]));
+  std::vector<Array> bwd_xs = saved;
+  bwd_xs.insert(bwd_xs.end(), s.xs.begin(), s.xs.end());
+  for (size_t j = 0; j < ny; ++j)
+    bwd_xs.push_back(or_zeros(a.cotangents[nc + j], a.outputs[nc + j]));
+  std::shared_ptr<void> proto;
+  std::vector<Array> bwd = detail::scan_call(
+      bwd_init, bwd_xs, s.length, !s.reverse,
+      [&](const std::vector<Array>& t, std::shared_ptr<void>&) {
+        const std::vector<Array> ct_carry = part(t, 0, nc), acc = part(t, nc, nf);
+        const std::vector<Array> carry = part(t, nc + nf, nc), x = part(t, nc + nf + nc, sx);
+        const std::vector<Array> ct_y = part(t, nc + nf + nc + sx, ny);
+        Residuals inner;
+        std::vector<Array> env = evaluate(s.body, s.body_args(carry, x), &inner);
+        std::vector<Array> cts = ct_carry;
+        cts.insert(cts.end(), ct_y.begin(), ct_y.end());
+        std::vector<Array> g = backward(s.body, env, cts, &inner);
+        // g: the body's parameters, (index), carries, scanned slices, consts.
+        const size_t off = s.fori ? 1 : 0;
+        std::vector<Array> out;
+        for (size_t k = 0; k < nc; ++k) out.push_back(or_zeros(g[off + k], carry[k]));
+        for (size_t f = 0; f < nf; ++f) {
+          const Array& gc = g[off + nc + nx + float_consts[f]];
+          out.push_back(gc.valid() ? acc[f] + gc : acc[f]);
+        }
+        for (size_t j = 0; j < nx; ++j) out.push_back(or_zeros(g[off + nc + j], x[off + j]));
+        return out;
+      },
+      proto);
+
+  std::vector<Array> grads(a.primals.size());
+  for (size_t k = 0; k < nc; ++k) grads[k] = bwd[k];
+  for (size_t j = 0; j < nx; ++j) grads[nc + j] = bwd[nc + nf + j];
+  for (size_t f = 0; f < nf; ++f) grads[nc + nx + float_consts[f]] = bwd[nc + f];
+  for (size_t i = 0; i < grads.size(); ++i) {
+    if (!is_floating(a.primals[i].dtype())) grads[i] = Array();
+  }
+  return grads;
+}
+
+std::vector<Array> cond_vjp(const prim::VjpArgs& a) {
+  const std::vector<Array> args = part(a.primals, 1, a.primals.size() - 1);
+  std::vector<Array> cts;
+  for (size_t k = 0; k < a.outputs.size(); ++k)
+    cts.push_back(or_zeros(a.cotangents[k], a.outputs[k]));
+  std::vector<size_t> diff;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (is_floating(args[i].dtype())) diff.push_back(i);
+  }
+  auto branch = [&](const ir::Program& prog) {
+    return [&](const std::vector<Array>& t, std::shared_ptr<void>&) {
+      const std::vector<Array> primals = part(t, 0, args.size());
+      const std::vector<Array> ct = part(t, args.size(), cts.size());
+      Residuals inner;
+      std::vector<Array> env = evaluate(prog, primals, &inner);
+      std::vector<Array> g = backward(prog, env, ct, &inner);
+      std::vector<Array> out;
+      for (size_t i : diff) out.push_back(or_zeros(g[i], primals[i]));
+      return out;
+    };
+  };
+  std::vector<Array> operands = args;
+  operands.insert(operands.end(), cts.begin(), cts.end());
+  std::shared_ptr<void> pt, pf;
+  std::vector<Array> g = detail::cond_call(a.primals[0], operands, branch(*a.regions[0]),
+                                           branch(*a.regions[1]), pt, pf);
+  std::vector<Array> grads(a.primals.size());
+  for (size_t d = 0; d < diff.size(); ++d) grads[1 + diff[d]] = g[d];
+  return grads;
+}
+
+}  // namespace partix::autodiff

@@ -1,0 +1,235 @@
+// scan, fori_loop, while_loop and cond: trace the user's functions into regions and bind one
+// instruction (src/prim/control_flow.cpp). Values a region captures from outside become extra
+// operands; inside shard_map a carry's varying axes are the union over iterations.
+#include "core/errors.h"
+#include "partix/control.h"
+#include "partix/transforms.h"
+#include "trace/trace.h"
+
+namespace partix::detail {
+
+void check_same_structure(const char* api, const char* what, const std::string& got,
+                          const char* where, const std::string& want) {
+  check(got == want, api, "{} has structure {} where {} has structure {}", what, got, where, want);
+}
+
+namespace {
+
+using Vary = std::set<std::string>;
+
+struct Region {
+  std::shared_ptr<ir::Program> program;
+  std::vector<Array> captures;
+  std::shared_ptr<void> proto;
+};
+
+// The mesh axes `a` varies over inside the current shard_map body (empty elsewhere).
+Vary vary_of(const Array& a) {
+  TraceState* t = current_trace();
+  if (!t || !t->manual_mesh || !a.is_tracer()) return {};
+  TraceState* owner = trace_of(a, "trace");
+  return owner->program().info(owner->value_of(a)).varying;
+}
+
+// Traces fn on fresh parameters of `avals` into a region program.
+Region trace_region(const char* name, const std::vector<ir::Aval>& avals,
+                    const std::vector<Vary>& vary, const RegionFn& fn) {
+  auto ts = std::make_shared<TraceState>(name);
+  if (TraceState* outer = current_trace(); outer && outer->manual_mesh) {
+    ts->manual_mesh = outer->manual_mesh;
+    ts->manual_axes = outer->manual_axes;
+  }
+  Region r;
+  {
+    TraceScope scope(ts);
+    std::vector<Array> tracers;
+    for (size_t i = 0; i < avals.size(); ++i) {
+      tracers.push_back(ts->add_param(avals[i], std::nullopt, i < vary.size() ? vary[i] : Vary{}));
+    }
+    ts->set_results(fn(tracers, r.proto));
+  }
+  r.program = std::make_shared<ir::Program>(ts->program());
+  r.captures = ts->captures();
+  return r;
+}
+
+std::vector<ir::Aval> avals_of(const std::vector<Array>& xs) {
+  std::vector<ir::Aval> out;
+  for (const Array& x : xs) {
+    check(x.valid(), "trace", "an operand is an empty Array");
+    out.push_back(ir::Aval{x.shape(), x.dtype()});
+  }
+  return out;
+}
+
+std::vector<Vary> varies(const std::vector<Array>& xs) {
+  std::vector<Vary> out;
+  for (const Array& x : xs) out.push_back(vary_of(x));
+  return out;
+}
+
+// Inside shard_map a carry that the body makes vary over more axes than init enters varying
+// (pvary of init); `first` is the index of the first carry among the body's parameters.
+bool widen_carries(const Region& r, size_t first, std::vector<Array>& init,
+                   std::vector<Vary>& vary) {
+  bool changed = false;
+  for (size_t k = 0; k < init.size(); ++k) {
+    const Vary& out = r.program->info(r.program->results[k]).varying;
+    std::vector<std::string> missing;
+    for (const auto& a : out) {
+      if (!vary[first + k].count(a)) missing.push_back(a);
+    }
+    if (missing.empty()) continue;
+    init[k] = pvary(init[k], Axes(missing));
+    vary[first + k].insert(missing.begin(), missing.end());
+    changed = true;
+  }
+  return changed;
+}
+
+// Two regions over one operand list: a's parameters become [user, a's captures, b's captures]
+// and b's [user, a's captures, b's captures]; each ignores the other's.
+std::vector<Array> merge_captures(Region& a, Region& b) {
+  const size_t na = a.captures.size(), nb = b.captures.size();
+  auto extend = [](ir::Program& p, size_t user, const std::vector<Array>& before,
+                   const std::vector<Array>& after) {
+    std::vector<int> params(p.params.begin(), p.params.begin() + static_cast<long>(user));
+    for (const Array& c : before) params.push_back(p.add_value(ir::Aval{c.shape(), c.dtype()}));
+    params.insert(params.end(), p.params.begin() + static_cast<long>(user), p.params.end());
+    for (const Array& c : after) params.push_back(p.add_value(ir::Aval{c.shape(), c.dtype()}));
+    p.params = std::move(params);
+  };
+  const size_t ua = a.program->params.size() - na, ub = b.program->params.size() - nb;
+  extend(*a.program, ua + na, {}, b.captures);
+  extend(*b.program, ub, a.captures, {});
+  std::vector<Array> out = a.captures;
+  out.insert(out.end(), b.captures.begin(), b.captures.end());
+  return out;
+}
+
+void check_bool_scalar(const char* api, const char* what, const Array& x) {
+  check(x.valid() && x.ndim() == 0 && x.dtype() == DType::Bool, api,
+        "{} must be a bool scalar, got {}{}", what, x.valid() ? dtype_name(x.dtype()) : "nothing",
+        x.valid() ? shape_to_string(x.shape()) : "");
+}
+
+constexpr int kMaxWidening = 4;
+
+}  // namespace
+
+std::vector<Array> scan_call(const std::vector<Array>& init_in, const std::vector<Array>& xs,
+                             int64_t length, bool reverse, const RegionFn& body,
+                             std::shared_ptr<void>& out_proto) {
+  constexpr const char* kApi = "scan";
+  for (size_t j = 0; j < xs.size(); ++j) {
+    check(xs[j].valid() && xs[j].ndim() >= 1, kApi,
+          "scanned input {} is {}{}: it needs a leading axis to scan over", j,
+          xs[j].valid() ? dtype_name(xs[j].dtype()) : "nothing",
+          xs[j].valid() ? shape_to_string(xs[j].shape()) : "");
+    if (length < 0) length = xs[j].shape()[0];
+    check(xs[j].shape()[0] == length, kApi,
+          "scanned input {} is {}{} but scanned input 0 has length {}", j,
+          dtype_name(xs[j].dtype()), shape_to_string(xs[j].shape()), length);
+  }
+  check(length >= 0, kApi, "nothing to scan over: no scanned inputs and no length");
+  std::vector<Array> init = init_in;
+  std::vector<ir::Aval> avals = avals_of(init);
+  for (const Array& x : xs) {
+    avals.push_back(ir::Aval{Shape(x.shape().begin() + 1, x.shape().end()), x.dtype()});
+  }
+  std::vector<Vary> vary = varies(init);
+  for (const Vary& v : varies(xs)) vary.push_back(v);
+  Region r;
+  for (int attempt = 0;; ++attempt) {
+    r = trace_region("scan_body", avals, vary, body);
+    if (attempt == kMaxWidening || !widen_carries(r, 0, init, vary)) break;
+  }
+  out_proto = r.proto;
+  std::vector<Array> operands = init;
+  operands.insert(operands.end(), xs.begin(), xs.end());
+  operands.insert(operands.end(), r.captures.begin(), r.captures.end());
+  ir::Attrs attrs{{"length", length},
+                  {"num_carry", static_cast<int64_t>(init.size())},
+                  {"num_xs", static_cast<int64_t>(xs.size())}};
+  if (reverse) attrs.set("reverse", true);
+  return bind(prim::get_primitive("scan"), operands, std::move(attrs), {r.program});
+}
+
+std::vector<Array> fori_call(int64_t lower, int64_t upper, const std::vector<Array>& init_in,
+                             const RegionFn& body, std::shared_ptr<void>& out_proto) {
+  constexpr const char* kApi = "fori_loop";
+  check(lower <= upper, kApi, "lower bound {} is above the upper bound {}", lower, upper);
+  check(lower >= INT32_MIN && upper <= INT32_MAX, kApi,
+        "bounds [{}, {}) do not fit the int32 index", lower, upper);
+  std::vector<Array> init = init_in;
+  std::vector<ir::Aval> avals{ir::Aval{{}, DType::I32}};
+  for (const ir::Aval& a : avals_of(init)) avals.push_back(a);
+  std::vector<Vary> vary{Vary{}};
+  for (const Vary& v : varies(init)) vary.push_back(v);
+  Region r;
+  for (int attempt = 0;; ++attempt) {
+    r = trace_region("fori_body", avals, vary, body);
+    if (attempt == kMaxWidening || !widen_carries(r, 1, init, vary)) break;
+  }
+  out_proto = r.proto;
+  std::vector<Array> operands = init;
+  operands.insert(operands.end(), r.captures.begin(), r.captures.end());
+  ir::Attrs attrs{
+      {"lower", lower}, {"upper", upper}, {"num_carry", static_cast<int64_t>(init.size())}};
+  return bind(prim::get_primitive("fori_loop"), operands, std::move(attrs), {r.program});
+}
+
+std::vector<Array> while_call(const std::vector<Array>& init_in, const RegionFn& cond_fn,
+                              const RegionFn& body_fn, std::shared_ptr<void>& out_proto) {
+  constexpr const char* kApi = "while_loop";
+  std::vector<Array> init = init_in;
+  std::vector<ir::Aval> avals = avals_of(init);
+  std::vector<Vary> vary = varies(init);
+  Region body;
+  for (int attempt = 0;; ++attempt) {
+    body = trace_region("while_body", avals, vary, body_fn);
+    if (attempt == kMaxWidening || !widen_carries(body, 0, init, vary)) break;
+  }
+  Region cond = trace_region("while_cond", avals, vary,
+                             [&](const std::vector<Array>& t, std::shared_ptr<void>& p) {
+                               std::vector<Array> r = cond_fn(t, p);
+                               check(r.size() == 1, kApi, "cond must return one Array");
+                               check_bool_scalar(kApi, "cond's result", r[0]);
+                               return r;
+                             });
+  out_proto = body.proto;
+  std::vector<Array> captured = merge_captures(cond, body);
+  std::vector<Array> operands = init;
+  operands.insert(operands.end(), captured.begin(), captured.end());
+  ir::Attrs attrs{{"num_carry", static_cast<int64_t>(init.size())}};
+  return bind(prim::get_primitive("while_loop"), operands, std::move(attrs),
+              {cond.program, body.program});
+}
+
+std::vector<Array> cond_call(const Array& pred, const std::vector<Array>& operands_in,
+                             const RegionFn& true_fn, const RegionFn& false_fn,
+                             std::shared_ptr<void>& true_proto,
+                             std::shared_ptr<void>& false_proto) {
+  constexpr const char* kApi = "cond";
+  check_bool_scalar(kApi, "the predicate", pred);
+  std::vector<ir::Aval> avals = avals_of(operands_in);
+  std::vector<Vary> vary = varies(operands_in);
+  Region t = trace_region("cond_true", avals, vary, true_fn);
+  Region f = trace_region("cond_false", avals, vary, false_fn);
+  true_proto = t.proto;
+  false_proto = f.proto;
+  std::vector<ir::Aval> rt, rf;
+  for (int v : t.program->results) rt.push_back(t.program->aval(v));
+  for (int v : f.program->results) rf.push_back(f.program->aval(v));
+  for (size_t k = 0; k < rt.size() && k < rf.size(); ++k) {
+    check(rt[k] == rf[k], kApi, "result {} of true_fn is {} but false_fn's is {}", k,
+          rt[k].to_string(), rf[k].to_string());
+  }
+  std::vector<Array> captured = merge_captures(t, f);
+  std::vector<Array> operands{pred};
+  operands.insert(operands.end(), operands_in.begin(), operands_in.end());
+  operands.insert(operands.end(), captured.begin(), captured.end());
+  return bind(prim::get_primitive("cond"), operands, {}, {t.program, f.program});
+}
+
+}  // namespace partix::detail

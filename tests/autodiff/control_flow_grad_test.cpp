@@ -1,0 +1,152 @@
+// Reverse mode through scan, fori_loop and cond against the unrolled programs and finite
+// differences; while_loop refuses with an error.
+#include <cmath>
+
+#include "test_util.h"
+
+using namespace partix;
+
+namespace {
+
+Array rnd(const Shape& s, uint64_t seed, DType dt = DType::F32) {
+  return random::normal(random::key(seed), s, dt);
+}
+
+void expect_close(const Array& got, const Array& want, double tol = 1e-4) {
+  ASSERT_EQ(got.shape(), want.shape());
+  std::vector<double> g = astype(got, DType::F64).to_vector<double>();
+  std::vector<double> w = astype(want, DType::F64).to_vector<double>();
+  for (size_t i = 0; i < g.size(); ++i) {
+    ASSERT_NEAR(g[i], w[i], tol * (1 + std::abs(w[i]))) << "element " << i;
+  }
+}
+
+// h = tanh(h w + x_t) over the rows of xs (in reverse if asked), y_t = h * h; loss sums both.
+Array rnn_loss(const Array& h0, const Array& xs, const Array& w, bool reverse) {
+  auto [h, ys] = scan(
+      [&](const Array& c, const Array& x) {
+        Array n = tanh(matmul(c, w) + x);
+        return std::pair{n, n * n};
+      },
+      h0, xs, reverse);
+  return sum(h) + sum(ys * 0.5);
+}
+
+Array rnn_loss_unrolled(const Array& h0, const Array& xs, const Array& w, bool reverse) {
+  const int64_t T = xs.shape()[0];
+  Array h = h0, total = zeros({}, h0.dtype());
+  for (int64_t s = 0; s < T; ++s) {
+    const int64_t t = reverse ? T - 1 - s : s;
+    Shape start{t, 0, 0}, stop{t + 1, xs.shape()[1], xs.shape()[2]};
+    Array x = reshape(slice(xs, start, stop), {xs.shape()[1], xs.shape()[2]});
+    h = tanh(matmul(h, w) + x);
+    total = total + sum(h * h * 0.5);
+  }
+  return sum(h) + total;
+}
+
+}  // namespace
+
+TEST(ScanGrad, MatchesTheUnrolledProgram) {
+  Array h0 = rnd({3, 4}, 1) * 0.5, xs = rnd({5, 3, 4}, 2) * 0.5, w = rnd({4, 4}, 3) * 0.4;
+  for (bool reverse : {false, true}) {
+    SCOPED_TRACE(reverse ? "reverse" : "forward");
+    auto loss = [reverse](const Array& a, const Array& b, const Array& c) {
+      return rnn_loss(a, b, c, reverse);
+    };
+    auto unrolled = [reverse](const Array& a, const Array& b, const Array& c) {
+      return rnn_loss_unrolled(a, b, c, reverse);
+    };
+    expect_close(loss(h0, xs, w), unrolled(h0, xs, w));
+    auto g = jit(grad(loss, std::vector<int>{0, 1, 2}))(h0, xs, w);
+    auto want = grad(unrolled, std::vector<int>{0, 1, 2})(h0, xs, w);
+    for (size_t k = 0; k < 3; ++k) expect_close(g[k], want[k]);
+    // Eagerly, too.
+    expect_close(grad(loss, 2)(h0, xs, w), want[2]);
+  }
+}
+
+TEST(ScanGrad, FiniteDifferencesInF64) {
+  Array h0 = rnd({2, 3}, 4, DType::F64) * 0.5, xs = rnd({3, 2, 3}, 5, DType::F64) * 0.5;
+  Array w = rnd({3, 3}, 6, DType::F64) * 0.5;
+  auto loss =
+      jit([](const Array& a, const Array& b, const Array& c) { return rnn_loss(a, b, c, false); });
+  auto g = jit(
+      grad([](const Array& a, const Array& b, const Array& c) { return rnn_loss(a, b, c, false); },
+           std::vector<int>{0, 1, 2}))(h0, xs, w);
+  std::vector<Array> args{h0, xs, w};
+  const double h = 1e-6;
+  for (size_t k = 0; k < 3; ++k) {
+    std::vector<double> x = args[k].to_vector<double>(), an = Array(g[k]).to_vector<double>();
+    for (size_t e = 0; e < x.size(); ++e) {
+      std::vector<Array> plus = args, minus = args;
+      std::vector<double> xp = x, xm = x;
+      xp[e] += h;
+      xm[e] -= h;
+      plus[k] = from_vector(xp, args[k].shape());
+      minus[k] = from_vector(xm, args[k].shape());
+      const double fd = (loss(plus[0], plus[1], plus[2]).item<double>() -
+                         loss(minus[0], minus[1], minus[2]).item<double>()) /
+                        (2 * h);
+      ASSERT_NEAR(an[e], fd, 1e-6 * (1 + std::abs(fd))) << "argument " << k << " element " << e;
+    }
+  }
+}
+
+TEST(ForiLoopGrad, MatchesTheUnrolledProgramWithTheIndex) {
+  Array x = rnd({4}, 7) * 0.5, w = rnd({4}, 8) * 0.5;
+  auto loss = [](const Array& a, const Array& b) {
+    Array c = fori_loop(
+        1, 5,
+        [&](const Array& i, const Array& c) { return sin(c * b) + astype(i, DType::F32) * b; }, a);
+    return sum(c * c);
+  };
+  auto unrolled = [](const Array& a, const Array& b) {
+    Array c = a;
+    for (int i = 1; i < 5; ++i) c = sin(c * b) + static_cast<double>(i) * b;
+    return sum(c * c);
+  };
+  auto g = jit(grad(loss, std::vector<int>{0, 1}))(x, w);
+  auto want = grad(unrolled, std::vector<int>{0, 1})(x, w);
+  expect_close(g[0], want[0]);
+  expect_close(g[1], want[1]);
+}
+
+TEST(ScanGrad, ShardedOnEightDevicesMatchesOneDevice) {
+  Mesh m = make_mesh({4, 2}, {"x", "y"});
+  Array h0 = rnd({6, 4}, 9) * 0.5, xs = rnd({3, 6, 4}, 10) * 0.5, w = rnd({4, 4}, 11) * 0.4;
+  auto loss = [](const Array& a, const Array& b, const Array& c) {
+    return rnn_loss(a, b, c, false);
+  };
+  auto want = grad(loss, std::vector<int>{0, 2})(h0, xs, w);
+  auto g = jit(grad(loss, std::vector<int>{0, 2}))(
+      device_put(h0, NamedSharding(m, P("x"))), device_put(xs, NamedSharding(m, P(None, "x", "y"))),
+      device_put(w, NamedSharding(m, P("y"))));
+  expect_close(g[0], want[0]);
+  expect_close(g[1], want[1]);
+}
+
+TEST(CondGrad, DifferentiatesThroughTheTakenBranch) {
+  Array x = rnd({3}, 12), w = rnd({3}, 13);
+  auto loss = [](const Array& p, const Array& a, const Array& b) {
+    Array r = cond(
+        p, [&](const Array& v) { return sin(v) * b; }, [&](const Array& v) { return v * v; }, a);
+    return sum(r);
+  };
+  for (bool taken : {true, false}) {
+    Array p = full({}, taken ? 1 : 0, DType::Bool);
+    auto g = jit(grad(loss, std::vector<int>{1, 2}))(p, x, w);
+    Array gx = taken ? cos(x) * w : x * 2.0;
+    Array gw = taken ? sin(x) : zeros({3});
+    expect_close(g[0], gx);
+    expect_close(g[1], gw);
+  }
+}
+
+TEST(WhileLoopGrad, RefusesWithAClearError) {
+  auto loss = [](const Array& x) {
+    return sum(while_loop([](const Array& c) { return sum(c) < 10.0; },
+                          [](const Array& c) { return c * 2.0; }, x));
+  };
+  EXPECT_PARTIX_ERROR(grad(loss)(full({2}, 1.0f)), "[while_loop]", "not supported", "fori_loop");
+}

@@ -1,0 +1,173 @@
+// Control flow on 8 devices: values under several shardings (uneven included) against the
+// single-device run; carries keep one sharding (a constraint in the body wins); collectives in
+// bodies run every iteration and cost_analysis counts them per trip.
+#include <cmath>
+
+#include "spmd_test_util.h"
+
+using namespace partix;
+using testing_util::count_op;
+
+namespace {
+
+Mesh mesh42() { return make_mesh({4, 2}, {"x", "y"}); }
+
+Array rnd(const Shape& s, uint64_t seed) { return random::normal(random::key(seed), s); }
+
+void expect_close(const Array& got, const Array& want, double tol = 1e-4) {
+  ASSERT_EQ(got.shape(), want.shape());
+  std::vector<float> g = got.to_vector<float>(), w = want.to_vector<float>();
+  for (size_t i = 0; i < g.size(); ++i) {
+    ASSERT_NEAR(g[i], w[i], tol * (1 + std::abs(w[i]))) << "element " << i;
+  }
+}
+
+// An RNN over T steps: h = tanh(h w + x_t), y_t = sum(h, 1); then a fori_loop, a while_loop and
+// a cond on the result. B 6 and C 10 split 4 ways are uneven.
+std::pair<Array, Array> rnn(const Array& h0, const Array& xs, const Array& w) {
+  auto [h, ys] = scan(
+      [&](const Array& c, const Array& x) {
+        Array n = tanh(matmul(c, w) + x);
+        return std::pair{n, sum(n, {1})};
+      },
+      h0, xs);
+  Array g = fori_loop(
+      0, 3,
+      [&](const Array& i, const Array& c) {
+        return c * 0.5 + matmul(c, w) * 0.1 + astype(i, DType::F32);
+      },
+      h);
+  Array k = while_loop(
+      [](const Array& c) {
+        return max(abs(c), {0, 1}) < 40.0;
+      },
+      [](const Array& c) { return c * 1.5 + 1.0; }, g);
+  Array out = cond(
+      sum(k) > 0.0, [&](const Array& a) { return a + matmul(a, w); },
+      [](const Array& a) { return -a; }, k);
+  return {out, ys};
+}
+
+}  // namespace
+
+TEST(ControlFlowSharding, MatchesOneDeviceUnderSeveralShardings) {
+  const int64_t T = 5, B = 6, C = 10;
+  Array h0 = rnd({B, C}, 1) * 0.5, xs = rnd({T, B, C}, 2) * 0.5, w = rnd({C, C}, 3) * 0.3;
+  auto [want_out, want_ys] = rnn(h0, xs, w);  // eager, one device
+  Mesh m = mesh42();
+  struct Case {
+    PartitionSpec h, xs, w;
+  };
+  const std::vector<Case> cases{
+      {P(), P(), P()},
+      {P("x"), P(None, "x"), P()},
+      {P(None, "y"), P(None, None, "y"), P("y")},
+      {P("x", "y"), P("x", None, "y"), P(None, "y")},  // xs split on the scanned axis
+      {P(Axes{"x", "y"}), P(), P("x", "y")},
+  };
+  auto f = jit(rnn);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.h.to_string() + " " + c.xs.to_string() + " " + c.w.to_string());
+    auto [out, ys] =
+        f(device_put(h0, NamedSharding(m, c.h)), device_put(xs, NamedSharding(m, c.xs)),
+          device_put(w, NamedSharding(m, c.w)));
+    expect_close(out, want_out);
+    expect_close(ys, want_ys);
+  }
+}
+
+TEST(ControlFlowSharding, CarryKeepsItsShardingAndAConstraintInTheBodyWins) {
+  Mesh m = mesh42();
+  auto f = jit([&](const Array& h, const Array& xs) {
+    return scan(
+               [&](const Array& c, const Array& x) {
+                 Array n = with_sharding_constraint(c * 0.5 + x, NamedSharding(m, P("x")));
+                 return std::pair{n, n};
+               },
+               h, xs)
+        .first;
+  });
+  Array h = rnd({8, 4}, 4), xs = rnd({3, 8, 4}, 5);
+  Lowered l = f.lower(device_put(h, NamedSharding(m, P())), device_put(xs, NamedSharding(m, P())));
+  const std::string text = l.as_text();
+  // The body's carry parameter is the block of P('x'): 2 rows of 8.
+  EXPECT_NE(text.find("program @scan_body mesh<'x': 4, 'y': 2> (%0: f32[2,4] P('x')"),
+            std::string::npos)
+      << text;
+  std::vector<float> hv = h.to_vector<float>(), xv = xs.to_vector<float>();
+  for (int t = 0; t < 3; ++t) {
+    for (size_t i = 0; i < hv.size(); ++i) hv[i] = hv[i] * 0.5f + xv[t * hv.size() + i];
+  }
+  expect_close(f(device_put(h, NamedSharding(m, P())), device_put(xs, NamedSharding(m, P()))),
+               from_vector(hv, {8, 4}));
+}
+
+TEST(ControlFlowSharding, CollectivesInTheBodyRunEveryIterationAndAreCostedPerTrip) {
+  Mesh m = mesh42();
+  // The contraction dimension of h w is split over 'y': each step all-reduces partial sums.
+  auto lower = [&](int64_t T) {
+    auto g = jit([T](const Array& h, const Array& w) {
+      return fori_loop(
+          0, T, [&](const Array&, const Array& c) { return tanh(matmul(c, w)); }, h);
+    });
+    Array h = device_put(rnd({16, 32}, 6), NamedSharding(m, P("x", "y")));
+    Array w = device_put(rnd({32, 32}, 7), NamedSharding(m, P("y", None)));
+    return std::pair{g.lower(h, w), g(h, w)};
+  };
+  auto [l1, y1] = lower(1);
+  auto [l2, y2] = lower(2);
+  auto [l5, y5] = lower(5);
+  // The body is printed once whatever the trip count.
+  EXPECT_EQ(l2.as_text().size(), l5.as_text().size());
+  const auto c1 = l1.cost_analysis(), c2 = l2.cost_analysis(), c5 = l5.cost_analysis();
+  double b1 = 0, b2 = 0, b5 = 0;
+  for (const auto& [k, v] : c1.bytes_per_device) b1 += v;
+  for (const auto& [k, v] : c2.bytes_per_device) b2 += v;
+  for (const auto& [k, v] : c5.bytes_per_device) b5 += v;
+  const double per_trip = b2 - b1;
+  EXPECT_GT(per_trip, 0) << l2.as_text();
+  EXPECT_NEAR(b5 - b1, 4 * per_trip, 1e-6);
+  EXPECT_NEAR(c5.flops - c1.flops, 4 * (c2.flops - c1.flops), 1e-6);
+  EXPECT_GT(c2.flops - c1.flops, 2.0 * 16 * 32 * 32 / 8 * 0.99);
+  // Values: against the unrolled loop on one device.
+  Array h = rnd({16, 32}, 6), w = rnd({32, 32}, 7);
+  Array u = h;
+  for (int t = 0; t < 5; ++t) u = tanh(matmul(u, w));
+  expect_close(y5, u);
+}
+
+TEST(ControlFlowSharding, ShardMapBodyLoopsWithExplicitCollectives) {
+  Mesh m = mesh42();
+  // Each step adds the sum over 'x' of the blocks: the psum runs every iteration on every device.
+  auto f = shard_map(
+      [](const Array& b) {
+        return fori_loop(
+            0, 3,
+            [](const Array& i, const Array& c) {
+              Array s = psum(c, "x");
+              return cond(
+                  equal(i % 2.0, 0.0), [&](const Array& a) { return a + s * 0.1; },
+                  [&](const Array& a) { return a - s * 0.2; }, c);
+            },
+            b);
+      },
+      m, {P("x")}, {P("x")});
+  Array x = rnd({8, 3}, 8);
+  Array got = jit(f)(device_put(x, NamedSharding(m, P("x"))));
+  Array eager = f(device_put(x, NamedSharding(m, P("x"))));
+  // Reference: blocks of 2 rows; s = sum of the 4 blocks.
+  std::vector<float> v = x.to_vector<float>();
+  for (int t = 0; t < 3; ++t) {
+    std::vector<float> s(6, 0.0f);
+    for (int blk = 0; blk < 4; ++blk) {
+      for (int e = 0; e < 6; ++e) s[e] += v[blk * 6 + e];
+    }
+    for (int blk = 0; blk < 4; ++blk) {
+      for (int e = 0; e < 6; ++e) v[blk * 6 + e] += (t % 2 == 0 ? 0.1f : -0.2f) * s[e];
+    }
+  }
+  expect_close(got, from_vector(v, {8, 3}));
+  expect_close(eager, from_vector(v, {8, 3}));
+  EXPECT_EQ(count_op(jit(f).lower(device_put(x, NamedSharding(m, P("x")))).as_text(), "all_reduce"),
+            1);
+}
