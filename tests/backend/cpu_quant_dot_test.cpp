@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "backend/cpu/quant_dot.h"
 #include "backend/quant_blocks.h"
@@ -101,6 +102,22 @@ TEST_P(QuantDot, ZeroActivationsGiveZeroAndDequantizeMatchesTheBlockLayout) {
     quant_matmul(dt, x.data(), w.data(), y.data(), 1, N, K);
     for (int64_t n = 0; n < N; ++n) {
       EXPECT_NEAR(y[n], wf[n * K + k], 1e-5 * (1 + std::fabs(wf[n * K + k]))) << "k=" << k;
+    }
+  }
+}
+
+TEST_P(QuantDot, NonFiniteActivationsGiveNaN) {
+  const DType dt = GetParam();
+  const int64_t K = dtype_block_elems(dt), N = 2;
+  auto w = random_blocks(dt, N, K, 9);
+  for (float bad :
+       {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    std::vector<float> x(static_cast<size_t>(K), 0.5f), y(N, 0.0f);
+    x[3] = bad;
+    for (QuantIsa isa : {QuantIsa::kPortable, QuantIsa::kAvx2, QuantIsa::kAvx512Vnni}) {
+      if (!quant_isa_supported(isa)) continue;
+      quant_matmul(dt, x.data(), w.data(), y.data(), 1, N, K, isa);
+      for (float v : y) EXPECT_TRUE(std::isnan(v)) << quant_isa_name(isa);
     }
   }
 }

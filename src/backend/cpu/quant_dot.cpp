@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -43,9 +44,15 @@ void quantize_q8(const float* x, int64_t K, Q8Block* out) {
   for (int64_t b = 0; b < K / 32; ++b) {
     const float* v = x + 32 * b;
     float amax = 0;
-    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(v[i]));
-    const float d = amax / 127.0f;
-    const float inv = d > 0 ? 1.0f / d : 0.0f;
+    bool finite = true;
+    for (int i = 0; i < 32; ++i) {
+      const float a = std::fabs(v[i]);
+      finite = finite && a <= std::numeric_limits<float>::max();
+      amax = std::max(amax, a);
+    }
+    // A NaN or infinity must reach the result (as in an f32 matmul), not vanish in rounding.
+    const float d = finite ? amax / 127.0f : std::numeric_limits<float>::quiet_NaN();
+    const float inv = finite && d > 0 ? 1.0f / d : 0.0f;
     Q8Block& o = out[b];
     o.d = d;
     o.sum[0] = o.sum[1] = 0;
