@@ -115,6 +115,9 @@ Array from_vector(const std::vector<T>& values, Shape shape) {
   return detail::array_from_host(values.data(), static_cast<int64_t>(values.size()),
                                  dtype_of_v<T>, std::move(shape), "from_vector");
 }
+// A block-quantized array (Q8_0 ... Q6_K) on the default device from its GGUF blocks, rows
+// in row-major order. Throws partix::Error unless nbytes == dtype_nbytes(dtype, shape).
+Array from_blocks(const void* data, int64_t nbytes, DType dtype, Shape shape);
 template <>
 inline Array from_vector<bool>(const std::vector<bool>& values, Shape shape) {
   std::vector<uint8_t> raw(values.begin(), values.end());

@@ -8,17 +8,30 @@
 
 namespace partix {
 
-enum class DType { Bool, I32, I64, F16, BF16, F32, F64 };
+// Q8_0 ... Q6_K are GGUF's block-quantized storage layouts (DESIGN §6.4): an array of
+// shape [..., K] stores each row of K elements as K / block_elems blocks of block_bytes, so
+// K must be a multiple of the block and the last dimension shards only on block boundaries.
+enum class DType { Bool, I32, I64, F16, BF16, F32, F64, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K };
 using Shape = std::vector<int64_t>;
 
-// Size of one element in bytes.
+// Size of one element in bytes; for a quantized dtype, the size of one block (use
+// dtype_nbytes for the bytes of a shape).
 int dtype_size(DType dtype);
-// Short name as in the IR text: bool i32 i64 f16 bf16 f32 f64.
+// Short name as in the IR text: bool i32 i64 f16 bf16 f32 f64 q8_0 q4_0 q4_1 q4_k q6_k.
 std::string_view dtype_name(DType dtype);
 // Inverse of dtype_name; throws partix::Error naming the text.
 DType dtype_from_name(std::string_view name);
-bool is_floating(DType dtype);
+bool is_floating(DType dtype);  // F16, BF16, F32, F64 (not the quantized dtypes)
 bool is_integral(DType dtype);  // I32, I64 (not Bool)
+bool is_quantized(DType dtype);  // Q8_0, Q4_0, Q4_1, Q4_K, Q6_K
+// Elements per block: 32 (Q8_0, Q4_0, Q4_1), 256 (Q4_K, Q6_K), 1 for unquantized dtypes.
+int64_t dtype_block_elems(DType dtype);
+// Bytes of `shape` stored in `dtype`. Precondition for a quantized dtype: the last dimension
+// is a multiple of dtype_block_elems (see check_quantized_shape).
+int64_t dtype_nbytes(DType dtype, const Shape& shape);
+// Throws partix::Error from `api` unless a quantized array can have this shape (rank >= 1,
+// last dimension a positive multiple of the block); no-op for other dtypes.
+void check_quantized_shape(std::string_view api, DType dtype, const Shape& shape);
 
 // Number of elements of a shape (1 for a scalar). Precondition: dims >= 0.
 int64_t shape_size(const Shape& shape);

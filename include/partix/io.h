@@ -120,10 +120,15 @@ class GgufFile {
   Shape tensor_shape(std::string_view name) const;  // row-major
   // The ggml type name: "F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K", ...
   std::string tensor_type(std::string_view name) const;
+  // The partix dtype of a tensor's stored type (Q8_0 ... Q6_K included); nullopt for types
+  // partix does not read.
+  std::optional<DType> tensor_dtype(std::string_view name) const;
 
   // The tensor dequantized to `dtype` (a floating dtype), with the given sharding. Each
   // device dequantizes only the quantization blocks its slice needs. Types: F32, F16, BF16,
-  // Q8_0, Q4_0, Q4_1, Q4_K, Q6_K; any other throws naming the tensor and the type.
+  // Q8_0, Q4_0, Q4_1, Q4_K, Q6_K; any other throws naming the tensor and the type. With
+  // `dtype` the tensor's own quantized dtype (tensor_dtype), its blocks load as they are;
+  // the sharding must not split a block (DESIGN §6.4).
   Array load(std::string_view name, const NamedSharding& sharding, DType dtype = DType::F32) const;
   Array load(std::string_view name, DType dtype = DType::F32) const;  // on device 0
 

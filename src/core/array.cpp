@@ -23,6 +23,32 @@ Array make_array(Shape shape, DType dtype, NamedSharding sharding, std::vector<B
   return Array(std::move(impl));
 }
 
+namespace {
+// copy_box in storage units: a quantized dtype moves whole blocks along the last dimension
+// (offsets and extents there are multiples of the block, checked when the sharding is made).
+void copy_elems(DType dt, const void* src, Shape src_shape, Shape src_off, void* dst,
+                Shape dst_shape, Shape dst_off, Shape ext) {
+  const int64_t b = dtype_block_elems(dt);
+  if (b > 1 && !ext.empty()) {
+    for (Shape* s : {&src_shape, &src_off, &dst_shape, &dst_off, &ext}) s->back() /= b;
+  }
+  copy_box(src, src_shape, src_off, dst, dst_shape, dst_off, ext, dtype_size(dt));
+}
+}  // namespace
+
+void check_block_sharding(std::string_view api, DType dtype, const Shape& shape,
+                          const NamedSharding& sharding) {
+  if (!is_quantized(dtype)) return;
+  check_quantized_shape(api, dtype, shape);
+  const int64_t b = dtype_block_elems(dtype);
+  const int64_t chunk = sharding.shard_shape(shape).back();
+  check(chunk % b == 0, api,
+        "sharding {} splits the last dimension of {}{} into chunks of {} elements, which would "
+        "split its {}-element quantization blocks across devices; shard it on block boundaries "
+        "or astype to a float dtype first",
+        sharding.to_string(), dtype_name(dtype), shape_to_string(shape), chunk, b);
+}
+
 void mark_donated(ArrayImpl& a) {
   a.shards.clear();
   a.donated = true;
@@ -46,10 +72,9 @@ std::vector<char> gather_to_host(const Array& x) {
   check_alive(x, "Array");
   const ArrayImpl& a = *x.impl();
   const NamedSharding& s = *a.sharding;
-  const int es = dtype_size(a.dtype);
   std::vector<char> out = host_staging(
       "Array", fmt::format("copying {}{} to the host", dtype_name(a.dtype), shape_to_string(a.shape)),
-      shape_size(a.shape) * es);
+      dtype_nbytes(a.dtype, a.shape));
   Shape local = s.shard_shape(a.shape);
   Shape zero(a.shape.size(), 0);
   for (int64_t k = 0; k < s.mesh().size(); ++k) {
@@ -65,7 +90,7 @@ std::vector<char> gather_to_host(const Array& x) {
       off.push_back(sl.start);
       ext.push_back(sl.size());
     }
-    copy_box(b.data(), local, zero, out.data(), a.shape, off, ext, es);
+    copy_elems(a.dtype, b.data(), local, zero, out.data(), a.shape, off, ext);
   }
   return out;
 }
@@ -74,11 +99,12 @@ Array build_sharded(
     const Shape& shape, DType dtype, const NamedSharding& sharding, bool committed,
     const std::function<void(void*, const std::vector<Slice>&, const Shape&)>& fill) {
   sharding.check_shape(shape);
+  check_block_sharding("Array", dtype, shape, sharding);
   check(!sharding.mesh().is_abstract(), "Array",
         "cannot place values on {}: its devices are abstract (for lowering and planning only)",
         sharding.mesh().to_string());
   const Shape local = sharding.shard_shape(shape);
-  const int64_t nbytes = shape_size(local) * dtype_size(dtype);
+  const int64_t nbytes = dtype_nbytes(dtype, local);
   const int me = process_index();
   std::vector<Buffer> shards;
   for (int64_t k = 0; k < sharding.mesh().size(); ++k) {
@@ -101,7 +127,6 @@ Array build_sharded(
 
 Array scatter_from_host(const void* data, Shape shape, DType dtype,
                         const NamedSharding& sharding) {
-  const int es = dtype_size(dtype);
   Shape zero(shape.size(), 0);
   return build_sharded(shape, dtype, sharding, /*committed=*/false,
                        [&](void* block, const std::vector<Slice>& idx, const Shape& local) {
@@ -110,7 +135,7 @@ Array scatter_from_host(const void* data, Shape shape, DType dtype,
                            off.push_back(sl.start);
                            ext.push_back(sl.size());
                          }
-                         copy_box(data, shape, off, block, local, zero, ext, es);
+                         copy_elems(dtype, data, shape, off, block, local, zero, ext);
                        });
 }
 
@@ -162,7 +187,7 @@ const Shape& Array::shape() const { return impl()->shape; }
 DType Array::dtype() const { return impl()->dtype; }
 int Array::ndim() const { return static_cast<int>(impl()->shape.size()); }
 int64_t Array::size() const { return shape_size(impl()->shape); }
-int64_t Array::nbytes() const { return size() * dtype_size(dtype()); }
+int64_t Array::nbytes() const { return dtype_nbytes(dtype(), shape()); }
 bool Array::is_tracer() const { return impl()->tracer != nullptr; }
 
 const NamedSharding& Array::sharding() const {
@@ -190,9 +215,10 @@ void require_concrete(const Array& a, const char* api) {
 void Array::copy_to_host(void* dst, DType expected, const char* api) const {
   require_concrete(*this, api);
   detail::check_alive(*this, api);
-  if (expected != dtype()) {
-    detail::fail(api, "element type {} does not match the array's dtype {}",
-                 dtype_name(expected), dtype_name(dtype()));
+  if (expected != dtype() || is_quantized(dtype())) {
+    detail::fail(api, "element type {} does not match the array's dtype {}{}",
+                 dtype_name(expected), dtype_name(dtype()),
+                 is_quantized(dtype()) ? " (astype a quantized array to f32 first)" : "");
   }
   std::vector<char> host = detail::gather_to_host(*this);
   if (!host.empty()) std::memcpy(dst, host.data(), host.size());
@@ -203,7 +229,6 @@ std::vector<Shard> Array::addressable_shards() const {
   detail::check_alive(*this, "Array.addressable_shards");
   const detail::ArrayImpl& a = *impl_;
   const NamedSharding& s = *a.sharding;
-  const int es = dtype_size(a.dtype);
   Shape local = s.shard_shape(a.shape);
   Shape zero(a.shape.size(), 0);
   std::vector<Shard> out;
@@ -217,8 +242,8 @@ std::vector<Shard> Array::addressable_shards() const {
     // A full block is the device's own memory (no copy); a padded one holds only its valid part.
     detail::Buffer data = b;
     if (ext != local) {
-      data = detail::Buffer::allocate(dev.id, shape_size(ext) * es);
-      detail::copy_box(b.data(), local, zero, data.data(), ext, zero, ext, es);
+      data = detail::Buffer::allocate(dev.id, dtype_nbytes(a.dtype, ext));
+      detail::copy_elems(a.dtype, b.data(), local, zero, data.data(), ext, zero, ext);
     }
     Array block = detail::make_array(ext, a.dtype, single_device_sharding(dev), {std::move(data)});
     out.push_back(Shard{dev, std::move(idx), s.replica_id(k), std::move(block)});
@@ -230,9 +255,25 @@ std::string Array::to_string() const {
   if (is_tracer()) {
     return fmt::format("Traced<{}{}>", dtype_name(dtype()), shape_to_string(shape()));
   }
+  if (is_quantized(dtype())) {
+    return fmt::format("Array(<{} bytes of blocks>, {}{})", nbytes(), dtype_name(dtype()),
+                       shape_to_string(shape()));
+  }
   std::vector<char> host = detail::gather_to_host(*this);
   return fmt::format("Array({}, {}{})", detail::format_values(host.data(), dtype(), shape()),
                      dtype_name(dtype()), shape_to_string(shape()));
+}
+
+Array from_blocks(const void* data, int64_t nbytes, DType dtype, Shape shape) {
+  detail::check(is_quantized(dtype), "from_blocks", "dtype {} is not a quantized dtype",
+                dtype_name(dtype));
+  check_quantized_shape("from_blocks", dtype, shape);
+  detail::checked_size("from_blocks", shape, dtype);
+  detail::check(nbytes == dtype_nbytes(dtype, shape), "from_blocks",
+                "{} bytes do not fill a {}{} array ({} bytes)", nbytes, dtype_name(dtype),
+                shape_to_string(shape), dtype_nbytes(dtype, shape));
+  return detail::scatter_from_host(data, std::move(shape), dtype,
+                                   single_device_sharding(partix::devices()[0]));
 }
 
 Array make_array_from_callback(Shape shape, const NamedSharding& sharding,
@@ -269,7 +310,6 @@ Array make_array_from_callback(Shape shape, const NamedSharding& sharding,
     block_of(sharding.device_index(shape, k));
   }
   const DType dt = dtype.value_or(DType::F32);
-  const int es = dtype_size(dt);
   const Shape zero(shape.size(), 0);
   Array out = detail::build_sharded(
       shape, dt, sharding, /*committed=*/true,
@@ -277,7 +317,7 @@ Array make_array_from_callback(Shape shape, const NamedSharding& sharding,
         const std::vector<char>& src = block_of(idx);
         Shape ext;
         for (const Slice& s : idx) ext.push_back(s.size());
-        detail::copy_box(src.data(), ext, zero, dst, local, zero, ext, es);
+        detail::copy_elems(dt, src.data(), ext, zero, dst, local, zero, ext);
       });
   return out;
 }

@@ -45,6 +45,10 @@ Array make_array(Shape shape, DType dtype, NamedSharding sharding, std::vector<B
 
 // The global value as one row-major host buffer (nbytes = size * dtype_size).
 std::vector<char> gather_to_host(const Array& x);
+// Throws partix::Error from `api` if `sharding` would split a quantization block of a
+// quantized array across devices (DESIGN §6.4); no-op for other dtypes.
+void check_block_sharding(std::string_view api, DType dtype, const Shape& shape,
+                          const NamedSharding& sharding);
 // Splits a row-major host buffer into padded blocks for `sharding` (padding zeroed).
 // Builds a sharded Array: for each device of this process, allocates its padded block
 // (zeroed where padding exists) and lets fill(block_ptr, device_slice, local_shape) write

@@ -17,8 +17,36 @@ int dtype_size(DType dtype) {
     case DType::BF16: return 2;
     case DType::F32: return 4;
     case DType::F64: return 8;
+    case DType::Q8_0: return 34;
+    case DType::Q4_0: return 18;
+    case DType::Q4_1: return 20;
+    case DType::Q4_K: return 144;
+    case DType::Q6_K: return 210;
   }
   return 0;
+}
+
+bool is_quantized(DType d) {
+  return d == DType::Q8_0 || d == DType::Q4_0 || d == DType::Q4_1 || d == DType::Q4_K ||
+         d == DType::Q6_K;
+}
+
+int64_t dtype_block_elems(DType d) {
+  if (d == DType::Q4_K || d == DType::Q6_K) return 256;
+  return is_quantized(d) ? 32 : 1;
+}
+
+int64_t dtype_nbytes(DType d, const Shape& shape) {
+  return shape_size(shape) / dtype_block_elems(d) * dtype_size(d);
+}
+
+void check_quantized_shape(std::string_view api, DType d, const Shape& shape) {
+  if (!is_quantized(d)) return;
+  const int64_t b = dtype_block_elems(d);
+  detail::check(!shape.empty() && shape.back() > 0 && shape.back() % b == 0, api,
+                "a {} array stores rows of {}-element blocks: its last dimension must be a "
+                "multiple of {}, got shape {}",
+                dtype_name(d), b, b, shape_to_string(shape));
 }
 
 std::string_view dtype_name(DType dtype) {
@@ -30,16 +58,23 @@ std::string_view dtype_name(DType dtype) {
     case DType::BF16: return "bf16";
     case DType::F32: return "f32";
     case DType::F64: return "f64";
+    case DType::Q8_0: return "q8_0";
+    case DType::Q4_0: return "q4_0";
+    case DType::Q4_1: return "q4_1";
+    case DType::Q4_K: return "q4_k";
+    case DType::Q6_K: return "q6_k";
   }
   return "?";
 }
 
 DType dtype_from_name(std::string_view name) {
   for (DType d : {DType::Bool, DType::I32, DType::I64, DType::F16, DType::BF16, DType::F32,
-                  DType::F64}) {
+                  DType::F64, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q6_K}) {
     if (dtype_name(d) == name) return d;
   }
-  detail::fail("dtype", "unknown dtype '{}' (expected bool, i32, i64, f16, bf16, f32 or f64)",
+  detail::fail("dtype",
+               "unknown dtype '{}' (expected bool, i32, i64, f16, bf16, f32, f64, q8_0, q4_0, "
+               "q4_1, q4_k or q6_k)",
                name);
 }
 

@@ -16,6 +16,7 @@ void store_scalar(void* dst, DType dtype, double v) {
     case DType::BF16: *static_cast<bfloat16*>(dst) = bfloat16(static_cast<float>(v)); break;
     case DType::F32: *static_cast<float*>(dst) = static_cast<float>(v); break;
     case DType::F64: *static_cast<double*>(dst) = v; break;
+    default: break;  // quantized: no scalar element
   }
 }
 
@@ -28,6 +29,7 @@ double load_scalar(const void* src, DType dtype) {
     case DType::BF16: return static_cast<float>(*static_cast<const bfloat16*>(src));
     case DType::F32: return *static_cast<const float*>(src);
     case DType::F64: return *static_cast<const double*>(src);
+    default: break;  // quantized: no scalar element
   }
   return 0.0;
 }

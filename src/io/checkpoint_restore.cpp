@@ -67,6 +67,8 @@ detail::StoredType stored_type(DType d) {
       return detail::StoredType::F32;
     case DType::F64:
       return detail::StoredType::F64;
+    default:
+      break;
   }
   detail::internal_error("checkpoint", "unknown dtype");
 }

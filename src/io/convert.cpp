@@ -184,6 +184,9 @@ bool convert_generic(const uint8_t* src, StoredType from, char* dst, DType to, i
       case DType::Bool:
         *dst = v.i != 0 ? 1 : 0;
         break;
+      default:  // quantized: never a conversion target (callers check)
+        ok = false;
+        break;
     }
   }
   return ok;

@@ -523,6 +523,55 @@ std::string GgufFile::tensor_type(std::string_view name) const {
   return std::string(detail::ggml_type_info(checked(impl_).tensor(name).type)->name);
 }
 
+namespace {
+// The tensor's blocks as they are in the file, each device reading the rows and block columns
+// of its shard (a sharding that would split a block is refused by build_sharded).
+Array load_blocks(const GgufFile& f, const GgufFile::Impl& im, const detail::GgufTensorInfo& t,
+                  std::string_view name, const NamedSharding& sharding, DType dtype) {
+  const std::string& path = f.path();
+  if (f.tensor_dtype(name) != dtype) {
+    detail::fail(detail::kApi, "'{}': tensor '{}' is stored as {}, so it cannot load as {}",
+                 path, name, detail::ggml_type_info(t.type)->name, dtype_name(dtype));
+  }
+  if (sharding.spec().size() > static_cast<int>(t.shape.size()) || t.shape.empty()) {
+    detail::fail(detail::kApi, "'{}': tensor '{}' of shape {} cannot take sharding {}", path,
+                 name, shape_to_string(t.shape), sharding.to_string());
+  }
+  const detail::InputFile& file = *im.file;
+  const uint64_t base = im.parsed.data_start + t.offset;
+  const int64_t be = dtype_block_elems(dtype), bb = dtype_size(dtype);
+  const int64_t row_bytes = t.shape.back() / be * bb;
+  return detail::build_sharded(
+      t.shape, dtype, sharding, /*committed=*/true,
+      [&](void* block, const std::vector<Slice>& idx, const Shape& local) {
+        if (shape_size(local) == 0) return;
+        const int64_t c0 = idx.back().start, c1 = idx.back().stop;
+        const uint64_t bytes = static_cast<uint64_t>((c1 - c0) / be * bb);
+        detail::FileWindow window(file, base, base + t.nbytes, detail::kApi);
+        detail::for_each_box_row(t.shape, idx, local, [&](int64_t row, int64_t dst_off) {
+          const uint8_t* src =
+              window.at(base + static_cast<uint64_t>(row * row_bytes + c0 / be * bb), bytes);
+          std::memcpy(static_cast<char*>(block) + dst_off / be * bb, src, bytes);
+        });
+      });
+}
+
+}  // namespace
+
+std::optional<DType> GgufFile::tensor_dtype(std::string_view name) const {
+  switch (checked(impl_).tensor(name).type) {
+    case detail::kGgmlF32: return DType::F32;
+    case detail::kGgmlF16: return DType::F16;
+    case detail::kGgmlBF16: return DType::BF16;
+    case detail::kGgmlQ8_0: return DType::Q8_0;
+    case detail::kGgmlQ4_0: return DType::Q4_0;
+    case detail::kGgmlQ4_1: return DType::Q4_1;
+    case detail::kGgmlQ4_K: return DType::Q4_K;
+    case detail::kGgmlQ6_K: return DType::Q6_K;
+    default: return std::nullopt;
+  }
+}
+
 Array GgufFile::load(std::string_view name, const NamedSharding& sharding, DType dtype) const {
   const detail::GgufTensorInfo& t = checked(impl_).tensor(name);
   const detail::GgmlTypeInfo info = *detail::ggml_type_info(t.type);
@@ -532,6 +581,7 @@ Array GgufFile::load(std::string_view name, const NamedSharding& sharding, DType
                  "(supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K)",
                  path(), name, info.name);
   }
+  if (is_quantized(dtype)) return load_blocks(*this, checked(impl_), t, name, sharding, dtype);
   if (!is_floating(dtype)) {
     detail::fail(detail::kApi, "'{}': tensor '{}' can only load as a floating dtype, not {}",
                  path(), name, dtype_name(dtype));

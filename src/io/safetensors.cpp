@@ -211,6 +211,8 @@ std::string_view safetensors_dtype_name(DType dtype) {
       return "F32";
     case DType::F64:
       return "F64";
+    default:
+      break;
   }
   return "?";
 }

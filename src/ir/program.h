@@ -24,7 +24,7 @@ struct Aval {
   Shape shape;
   DType dtype = DType::F32;
   int64_t size() const { return shape_size(shape); }
-  int64_t nbytes() const { return size() * dtype_size(dtype); }
+  int64_t nbytes() const { return dtype_nbytes(dtype, shape); }
   int ndim() const { return static_cast<int>(shape.size()); }
   std::string to_string() const;  // f32[8,32]
   friend bool operator==(const Aval& a, const Aval& b) {

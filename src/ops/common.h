@@ -18,6 +18,9 @@ inline Array bind(std::string_view prim, const std::vector<Array>& in, ir::Attrs
 Shape broadcast_shapes(std::string_view op, const Shape& a, const Shape& b);
 // The dtype a plain number takes next to an array of dtype d (JAX weak typing).
 DType weak_dtype(DType d, double value);
+// Throws partix::Error from `op` for a quantized dtype: ops other than matmul and astype
+// never convert weight storage implicitly (DESIGN §6.4).
+void refuse_quantized(std::string_view op, DType dt);
 // A binary primitive after promotion and broadcasting (scalars stay rank 0).
 Array binary(std::string_view prim, const Array& a, const Array& b);
 Array binary(std::string_view prim, const Array& a, double b);

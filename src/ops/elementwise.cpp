@@ -42,7 +42,17 @@ std::string_view bool_prim(std::string_view prim, DType dt) {
 }
 }  // namespace
 
+void refuse_quantized(std::string_view op, DType dt) {
+  if (!is_quantized(dt)) return;
+  detail::fail(op,
+               "got a quantized array ({}); quantized dtypes are weight storage for matmul: "
+               "astype it to a float dtype first",
+               dtype_name(dt));
+}
+
 Array binary(std::string_view prim, const Array& a, const Array& b) {
+  refuse_quantized(prim, a.dtype());
+  refuse_quantized(prim, b.dtype());
   DType dt = promote_types(a.dtype(), b.dtype());
   Shape s = broadcast_shapes(prim, a.shape(), b.shape());
   Array x = fit_to(astype(a, dt), s), y = fit_to(astype(b, dt), s);
@@ -50,11 +60,13 @@ Array binary(std::string_view prim, const Array& a, const Array& b) {
 }
 
 Array binary(std::string_view prim, const Array& a, double b) {
+  refuse_quantized(prim, a.dtype());
   DType dt = weak_dtype(a.dtype(), b);
   return bind(prim, {astype(a, dt), detail::literal(b, dt)});
 }
 
 Array binary(std::string_view prim, double a, const Array& b) {
+  refuse_quantized(prim, b.dtype());
   DType dt = weak_dtype(b.dtype(), a);
   return bind(prim, {detail::literal(a, dt), astype(b, dt)});
 }
@@ -90,9 +102,14 @@ std::vector<int> all_axes(int rank) {
 
 using ops::binary;
 using ops::bind;
+using ops::refuse_quantized;
 
 DType promote_types(DType a, DType b) {
   if (a == b) return a;
+  // Weight storage converts only when asked to: an implicit dequantization would hide a
+  // full f32 copy (DESIGN §6.4).
+  refuse_quantized("promote_types", a);
+  refuse_quantized("promote_types", b);
   if (a == DType::Bool) return b;
   if (b == DType::Bool) return a;
   if (is_integral(a) && is_integral(b)) return DType::I64;
@@ -163,29 +180,32 @@ Array& operator*=(Array& a, const Array& b) { return a = a * b; }
 
 namespace {
 // Integer and bool operands of float functions become f32, as in jax.numpy.
-Array as_float(const Array& x) { return is_floating(x.dtype()) ? x : astype(x, DType::F32); }
+Array as_float(std::string_view op, const Array& x) {
+  refuse_quantized(op, x.dtype());
+  return is_floating(x.dtype()) ? x : astype(x, DType::F32);
+}
 }  // namespace
 
-Array exp(const Array& x) { return bind("exp", {as_float(x)}); }
-Array log(const Array& x) { return bind("log", {as_float(x)}); }
-Array sin(const Array& x) { return bind("sin", {as_float(x)}); }
-Array cos(const Array& x) { return bind("cos", {as_float(x)}); }
-Array tanh(const Array& x) { return bind("tanh", {as_float(x)}); }
-Array sqrt(const Array& x) { return bind("sqrt", {as_float(x)}); }
-Array rsqrt(const Array& x) { return bind("rsqrt", {as_float(x)}); }
+Array exp(const Array& x) { return bind("exp", {as_float("exp", x)}); }
+Array log(const Array& x) { return bind("log", {as_float("log", x)}); }
+Array sin(const Array& x) { return bind("sin", {as_float("sin", x)}); }
+Array cos(const Array& x) { return bind("cos", {as_float("cos", x)}); }
+Array tanh(const Array& x) { return bind("tanh", {as_float("tanh", x)}); }
+Array sqrt(const Array& x) { return bind("sqrt", {as_float("sqrt", x)}); }
+Array rsqrt(const Array& x) { return bind("rsqrt", {as_float("rsqrt", x)}); }
 Array abs(const Array& x) { return bind("abs", {x}); }
 Array sign(const Array& x) { return bind("sign", {x}); }
 Array floor(const Array& x) { return is_floating(x.dtype()) ? bind("floor", {x}) : x; }
 Array ceil(const Array& x) { return is_floating(x.dtype()) ? bind("ceil", {x}) : x; }
 Array round(const Array& x) { return is_floating(x.dtype()) ? bind("round", {x}) : x; }
-Array logistic(const Array& x) { return bind("logistic", {as_float(x)}); }
-Array erf(const Array& x) { return bind("erf", {as_float(x)}); }
-Array erf_inv(const Array& x) { return bind("erf_inv", {as_float(x)}); }
-Array log1p(const Array& x) { return bind("log1p", {as_float(x)}); }
-Array expm1(const Array& x) { return bind("expm1", {as_float(x)}); }
+Array logistic(const Array& x) { return bind("logistic", {as_float("logistic", x)}); }
+Array erf(const Array& x) { return bind("erf", {as_float("erf", x)}); }
+Array erf_inv(const Array& x) { return bind("erf_inv", {as_float("erf_inv", x)}); }
+Array log1p(const Array& x) { return bind("log1p", {as_float("log1p", x)}); }
+Array expm1(const Array& x) { return bind("expm1", {as_float("expm1", x)}); }
 Array square(const Array& x) { return x * x; }
-Array pow(const Array& a, const Array& b) { return binary("pow", as_float(a), b); }
-Array pow(const Array& a, double b) { return binary("pow", as_float(a), b); }
+Array pow(const Array& a, const Array& b) { return binary("pow", as_float("pow", a), b); }
+Array pow(const Array& a, double b) { return binary("pow", as_float("pow", a), b); }
 Array maximum(const Array& a, const Array& b) { return binary("max", a, b); }
 Array minimum(const Array& a, const Array& b) { return binary("min", a, b); }
 Array maximum(const Array& a, double b) { return binary("max", a, b); }

@@ -14,12 +14,17 @@ using ops::to_ints;
 Array dot_general(const Array& a, const Array& b, std::vector<int> a_contract,
                   std::vector<int> b_contract, std::vector<int> a_batch,
                   std::vector<int> b_batch, std::optional<DType> out_dtype) {
-  DType dt = promote_types(a.dtype(), b.dtype());
   ir::Attrs attrs{{"lhs_contract", to_ints(a_contract)}, {"rhs_contract", to_ints(b_contract)}};
   if (!a_batch.empty() || !b_batch.empty()) {
     attrs.set("lhs_batch", to_ints(a_batch));
     attrs.set("rhs_batch", to_ints(b_batch));
   }
+  // A quantized operand is decoded inside the matmul, never promoted (its infer checks it).
+  if (is_quantized(a.dtype()) || is_quantized(b.dtype())) {
+    if (out_dtype && *out_dtype != DType::F32) attrs.set("out_dtype", *out_dtype);
+    return detail::bind1("dot_general", {a, b}, attrs);
+  }
+  DType dt = promote_types(a.dtype(), b.dtype());
   if (out_dtype && *out_dtype != dt) attrs.set("out_dtype", *out_dtype);
   return detail::bind1("dot_general", {astype(a, dt), astype(b, dt)}, attrs);
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "backend/cpu/quant_dot.h"
 #include "core/layout.h"
 #include "core/scalar.h"
 #include "partix/ops.h"
@@ -62,6 +63,7 @@ class DotGeneral final : public Primitive {
     check_arity(name(), in, 2);
     const Aval& a = in[0];
     const Aval& b = in[1];
+    if (is_quantized(a.dtype) || is_quantized(b.dtype)) return infer_quantized(in, attrs);
     detail::check(a.dtype == b.dtype, name(), "operand dtypes differ: {}", avals_to_string(in));
     detail::check(a.dtype != DType::Bool, name(), "needs numeric operands, got {}",
                   avals_to_string(in));
@@ -110,6 +112,44 @@ class DotGeneral final : public Primitive {
     for (int x : d.rhs_free) out.push_back(b.shape[static_cast<size_t>(x)]);
     DType odt = attrs.has("out_dtype") ? attrs.dtype("out_dtype") : a.dtype;
     return {Aval{out, odt}};
+  }
+
+  // A quantized rhs (DESIGN §6.4) is a weight [N..., K...] whose trailing dims contract, in
+  // order, with the lhs's trailing dims: y[M, N] = x[M, K] w[N, K]^T, blocks along K.
+  std::vector<Aval> infer_quantized(const std::vector<Aval>& in, const Attrs& attrs) const {
+    const Aval& a = in[0];
+    const Aval& b = in[1];
+    detail::check(!is_quantized(a.dtype) && a.dtype == DType::F32, name(),
+                  "a quantized operand must be the rhs, with an f32 lhs; got {} (astype to a "
+                  "float dtype first)",
+                  avals_to_string(in));
+    check_quantized_shape(name(), b.dtype, b.shape);
+    DotDims d = dot_dims(attrs, a.ndim(), b.ndim());
+    const int nc = static_cast<int>(d.lhs_contract.size());
+    bool ok = d.lhs_batch.empty() && d.rhs_batch.empty() &&
+              static_cast<int>(d.rhs_contract.size()) == nc && nc > 0;
+    for (int i = 0; ok && i < nc; ++i) {
+      const int ld = a.ndim() - nc + i, rd = b.ndim() - nc + i;
+      ok = d.lhs_contract[static_cast<size_t>(i)] == ld &&
+           d.rhs_contract[static_cast<size_t>(i)] == rd &&
+           a.shape[static_cast<size_t>(ld)] == b.shape[static_cast<size_t>(rd)];
+    }
+    detail::check(ok, name(),
+                  "with a quantized rhs, the contracting dimensions must be the trailing "
+                  "dimensions of both operands, in order, with no batch dimensions (x[M, K] "
+                  "w[N, K]^T); got {} contracting lhs [{}] with rhs [{}] (astype the weight to a "
+                  "float dtype for other layouts)",
+                  avals_to_string(in), fmt::join(d.lhs_contract, ","),
+                  fmt::join(d.rhs_contract, ","));
+    if (attrs.has("out_dtype")) {
+      detail::check(attrs.dtype("out_dtype") == DType::F32, name(),
+                    "a quantized matmul produces f32, not {}",
+                    dtype_name(attrs.dtype("out_dtype")));
+    }
+    Shape out;
+    for (int x : d.lhs_free) out.push_back(a.shape[static_cast<size_t>(x)]);
+    for (int x : d.rhs_free) out.push_back(b.shape[static_cast<size_t>(x)]);
+    return {Aval{out, DType::F32}};
   }
 
   FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>&,
@@ -193,6 +233,8 @@ class DotGeneral final : public Primitive {
     return {da, db};
   }
 
+  static void reference_quantized(const KernelCall& c);
+
   double flops(const std::vector<Aval>& in, const std::vector<Aval>& out,
                const Attrs& attrs) const override {
     DotDims d = dot_dims(attrs, in[0].ndim(), in[1].ndim());
@@ -202,6 +244,7 @@ class DotGeneral final : public Primitive {
   }
 
   void reference(const KernelCall& c) const override {
+    if (is_quantized(c.in_aval(1).dtype)) return reference_quantized(c);
     const Aval& a = c.in_aval(0);
     const Aval& b = c.in_aval(1);
     DotDims d = dot_dims(c.attrs, a.ndim(), b.ndim());
@@ -240,6 +283,28 @@ class DotGeneral final : public Primitive {
     }
   }
 };
+
+// The oracle for quantized weights: dequantize all of w, then sum in double.
+void DotGeneral::reference_quantized(const KernelCall& c) {
+  const Aval& a = c.in_aval(0);
+  const Aval& b = c.in_aval(1);
+  const int nc = static_cast<int>(dot_dims(c.attrs, a.ndim(), b.ndim()).lhs_contract.size());
+  int64_t K = 1;
+  for (int i = 0; i < nc; ++i) K *= a.shape[static_cast<size_t>(a.ndim() - nc + i)];
+  const int64_t M = K == 0 ? 0 : a.size() / K, N = K == 0 ? 0 : b.size() / K;
+  std::vector<float> w(static_cast<size_t>(N * K));
+  if (!w.empty()) backend::cpu::dequantize(b.dtype, c.in[1], N * K, w.data());
+  const float* x = c.input<float>(0);
+  float* y = c.output<float>(0);
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t n = 0; n < N; ++n) {
+      double acc = 0;
+      for (int64_t k = 0; k < K; ++k) acc += double(x[m * K + k]) * w[static_cast<size_t>(n * K + k)];
+      y[m * N + n] = static_cast<float>(acc);
+    }
+  }
+  if (K == 0) std::fill(y, y + c.out_aval(0).size(), 0.0f);
+}
 
 Register<DotGeneral> r_dot;
 

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <limits>
 
+#include "backend/cpu/quant_dot.h"
 #include "core/scalar.h"
 #include "partix/ops.h"
 #include "prim/elementwise_ops.h"
@@ -376,7 +377,15 @@ class Convert final : public Primitive {
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
                           const Regions&) const override {
     check_arity(name(), in, 1);
-    return {Aval{in[0].shape, attrs.dtype("dtype")}};
+    const DType to = attrs.dtype("dtype");
+    detail::check(!is_quantized(to) || to == in[0].dtype, name(),
+                  "cannot astype {} to {}: quantized arrays come from their blocks (a GGUF "
+                  "file or from_blocks), not from a conversion",
+                  in[0].to_string(), dtype_name(to));
+    detail::check(!is_quantized(in[0].dtype) || is_floating(to) || to == in[0].dtype, name(),
+                  "a quantized {} converts only to a float dtype, not {}", in[0].to_string(),
+                  dtype_name(to));
+    return {Aval{in[0].shape, to}};
   }
   FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>& out,
                          const Attrs&) const override {
@@ -393,6 +402,19 @@ class Convert final : public Primitive {
     const DType from = c.in_aval(0).dtype, to = c.out_aval(0).dtype;
     const int fes = dtype_size(from), tes = dtype_size(to);
     const int64_t n = c.out_aval(0).size();
+    if (from == to) {
+      std::memcpy(c.out[0], c.in[0], static_cast<size_t>(c.out_aval(0).nbytes()));
+      return;
+    }
+    if (is_quantized(from)) {  // blocks to f32, then as any f32
+      std::vector<float> f(static_cast<size_t>(n));
+      backend::cpu::dequantize(from, c.in[0], n, f.data());
+      for (int64_t i = 0; i < n; ++i) {
+        convert_one(reinterpret_cast<const char*>(f.data() + i), DType::F32,
+                    static_cast<char*>(c.out[0]) + i * tes, to);
+      }
+      return;
+    }
     const char* in = static_cast<const char*>(c.in[0]);
     char* out = static_cast<char*>(c.out[0]);
     for (int64_t i = 0; i < n; ++i) {

@@ -207,6 +207,10 @@ class Take final : public Primitive {
     check_index_dtype(name(), in[1], "indices");
     detail::check(in[0].shape[static_cast<size_t>(axis)] > 0, name(),
                   "cannot take from an empty axis of {}", in[0].to_string());
+    detail::check(!is_quantized(in[0].dtype) || axis < in[0].ndim() - 1, name(),
+                  "cannot take along the last (block) dimension of a quantized {}; astype it to a "
+                  "float dtype first",
+                  in[0].to_string());
     return {Aval{taken_shape(in[0].shape, axis, in[1].shape), in[0].dtype}};
   }
   FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>&,
@@ -232,7 +236,10 @@ class Take final : public Primitive {
   void reference(const KernelCall& c) const override {
     int axis = norm_axis(name(), c.attrs.i("axis"), c.in_aval(0).ndim());
     TakeGeom g = take_geom(c.in_aval(0).shape, axis, c.in_aval(1).size());
-    const int es = dtype_size(c.in_aval(0).dtype);
+    // A quantized row (the inner run) is whole blocks: count it in blocks.
+    const DType dt = c.in_aval(0).dtype;
+    const int es = dtype_size(dt);
+    g.inner /= dtype_block_elems(dt);
     const int ies = dtype_size(c.in_aval(1).dtype);
     const char* x = static_cast<const char*>(c.in[0]);
     const char* idx = static_cast<const char*>(c.in[1]);

@@ -43,6 +43,9 @@ class Reshape final : public Primitive {
     for (int64_t d : s) detail::check(d >= 0, name(), "negative size in {}", shape_to_string(s));
     detail::check(shape_size(s) == in[0].size(), name(), "cannot reshape {} ({} elements) to {}",
                   in[0].to_string(), in[0].size(), shape_to_string(s));
+    // Blocks are consecutive runs of elements: any shape whose rows hold whole blocks keeps
+    // the bytes as they are.
+    check_quantized_shape(name(), in[0].dtype, s);
     return {Aval{s, in[0].dtype}};
   }
   // Factors from the common refinement of the two shapes (DESIGN §3.8).

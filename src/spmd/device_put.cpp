@@ -55,9 +55,11 @@ Array device_put(const Array& x, const NamedSharding& sharding) {
                 "cannot place values on {}: its devices are abstract (for lowering and planning "
                 "only); describe the array with ShapeDtypeStruct{{shape, dtype, sharding}}",
                 sharding.mesh().to_string());
+  detail::check_block_sharding("device_put", x.dtype(), x.shape(), sharding);
   if (*impl->sharding == sharding && impl->committed) return x;
   Array out;
-  if (impl->sharding->mesh() == sharding.mesh()) {
+  // Quantized blocks move through the host: collectives know only element types.
+  if (impl->sharding->mesh() == sharding.mesh() && !is_quantized(x.dtype())) {
     out = reshard_program(x, sharding)->executable->run({x})[0];
     if (out.impl() == x.impl()) {  // same sharding: a fresh handle, committed
       out = detail::make_array(x.shape(), x.dtype(), sharding, impl->shards);

@@ -92,6 +92,9 @@ void mask_uneven_reductions(PartitionContext& c, const ir::Instr& in, const Inst
       for (size_t d = 0; d < rule.operands[i].size(); ++d) {
         if (rule.operands[i][d] != prim::DimFactors{static_cast<int>(f)}) continue;
         DType dt = c.g.aval(in.inputs[i]).dtype;
+        // Quantized weights are zero-padded when placed and zero blocks decode to zeros; the
+        // other operand's padding is masked.
+        if (is_quantized(dt)) continue;
         ins[i] = b.emit1("pad_mask", {ins[i]},
                          {{"axes", ir::Strings(axes.begin(), axes.end())},
                           {"axis", static_cast<int64_t>(d)},

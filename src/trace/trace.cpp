@@ -1,6 +1,7 @@
 #include "trace/trace.h"
 
 #include <atomic>
+#include <set>
 
 #include "core/errors.h"
 #include "core/scalar.h"
@@ -93,8 +94,27 @@ TraceState* trace_of(const Array& a, const char* api) {
   return t.get();
 }
 
+namespace {
+// Quantized arrays are storage for weights (DESIGN §6.4): only ops that keep blocks whole
+// accept them; their own infer checks the details (which operand, which dimensions).
+void check_quantized_operands(const prim::Primitive& p, const std::vector<Array>& inputs) {
+  static const std::set<std::string_view> kAccept = {
+      "dot_general", "convert", "reshape", "take", "sharding_constraint", "copy", "stop_gradient"};
+  if (kAccept.count(p.name())) return;
+  for (const Array& a : inputs) {
+    if (a.valid() && is_quantized(a.dtype())) {
+      fail(p.name(),
+           "got a quantized array ({}{}); quantized dtypes are weight storage for matmul: "
+           "astype it to a float dtype first",
+           dtype_name(a.dtype()), shape_to_string(a.shape()));
+    }
+  }
+}
+}  // namespace
+
 std::vector<Array> bind(const prim::Primitive& p, const std::vector<Array>& inputs,
                         ir::Attrs attrs, prim::Regions regions) {
+  check_quantized_operands(p, inputs);
   TraceState* t = current_trace();
   if (t == nullptr) {
     for (const Array& a : inputs) {

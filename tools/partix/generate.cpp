@@ -22,6 +22,8 @@ struct GenerateArgs {
   std::vector<std::string> prompts;
   int64_t max_tokens = 64;
   bool greedy = false, chat = false, quiet = false, debug_nans = false, decode_loop = false;
+  bool ignore_eos = false;
+  std::string weights = "quantized";
   double temperature = 0.2, top_p = 0.9;  // SmolLM2 model card's suggestion
   int64_t top_k = 0;
   uint64_t seed = 0;
@@ -43,7 +45,8 @@ void run_generate(const GenerateArgs& a) {
   auto rules = models::llama::sharding_rules("model");
   std::string path = a.model.empty() ? models::llama::default_model_path() : a.model;
   fmt::print("loading {} onto {}\n", path, mesh.to_string());
-  models::llama::Model m = models::llama::load(path, mesh, rules);
+  models::llama::Model m =
+      models::llama::load(path, mesh, rules, {.quantized = a.weights == "quantized"});
   const auto& c = m.config;
   fmt::print("Llama: {} layers, hidden {}, {} heads ({} key/value), vocab {}\n", c.num_layers,
              c.hidden_size, c.num_heads, c.num_kv_heads, c.vocab_size);
@@ -61,6 +64,7 @@ void run_generate(const GenerateArgs& a) {
   o.seed = a.seed;
   o.debug_nans = a.debug_nans;
   o.decode_loop = a.decode_loop;
+  o.stop_at_eos = !a.ignore_eos;
   if (!a.greedy) o.sampling = {a.temperature, a.top_k, a.top_p};
   models::llama::Generator gen(m, mesh, rules);
   if (!a.trace.empty()) profiler::start();
@@ -128,6 +132,13 @@ void add_generate(CLI::App& app) {
            "Nucleus sampling mass (1: off)");
   add_seed(cmd, "--seed", a->seed, "Sampling seed");
   cmd->add_flag("--chat", a->chat, "Apply the model's chat template");
+  cmd->add_option("--weights", a->weights,
+                  "quantized: keep a GGUF file's quantized matrices as they are (matmuls decode "
+                  "them block by block); f32: dequantize every weight at load")
+      ->check(CLI::IsMember({"quantized", "f32"}))
+      ->capture_default_str();
+  cmd->add_flag("--ignore-eos", a->ignore_eos,
+                "Generate exactly --max-tokens tokens, past the end-of-sequence token");
   cmd->add_option("--output", a->output, "Write the generated text to this file");
   cmd->add_option("--trace", a->trace, "Write a Chrome/Perfetto trace (one track per device)");
   cmd->add_flag("--quiet", a->quiet, "Print only the statistics");

@@ -122,8 +122,11 @@ struct StepResult {
 // Called with each stage's output ("model.embed_tokens", "model.layers.<i>", "model.norm",
 // "lm_head"): a debugging hook, e.g. to find where NaN first appears.
 using ForwardProbe = std::function<void(const std::string& stage, const Array& value)>;
+// With last_only, the logits are those of the last position only ([B, 1, V]): what a
+// generation step samples from, at 1/T of the lm_head's cost.
 StepResult forward(const Params& p, const Config& c, const Array& tokens, const Array& pos,
-                   const Array& start, const KVCache& cache, const ForwardProbe& probe = {});
+                   const Array& start, const KVCache& cache, const ForwardProbe& probe = {},
+                   bool last_only = false);
 
 // Picks the next token from logits [B, V]: greedy when temperature <= 0, else sampling with
 // temperature, top-k (0: off) and top-p (1: off).
@@ -168,15 +171,22 @@ namespace partix::models::llama {
 
 // A Llama checkpoint loaded into the shardings `rules` give on `mesh` (each tensor read, laid
 // out and placed one at a time): a GGUF file
-// (dequantised at load; llama.cpp's row order of q/k restored) or a Hugging Face directory
-// (config.json, *.safetensors, tokenizer.json).
+// (dequantised at load unless LoadOptions::quantized; llama.cpp's row order of q/k restored)
+// or a Hugging Face directory (config.json, *.safetensors, tokenizer.json).
 struct Model {
   Config config{};
   Params params{};
   std::shared_ptr<Tokenizer> tokenizer{};
   std::string source{};
 };
-Model load(const std::string& path, const Mesh& mesh, const nn::LogicalRules& rules);
+struct LoadOptions {
+  // GGUF matrices stored as Q8_0, Q4_0, Q4_1, Q4_K or Q6_K stay in that dtype (DESIGN §6.4):
+  // matmuls decode them block by block. The token embedding is then replicated (its rows are
+  // gathered whole), and head dims must be multiples of the block.
+  bool quantized = false;
+};
+Model load(const std::string& path, const Mesh& mesh, const nn::LogicalRules& rules,
+           const LoadOptions& options = {});
 
 // The default model: SmolLM2-135M-Instruct from the cache scripts/fetch_smollm2.sh fills.
 std::string default_model_path();

@@ -24,6 +24,7 @@
 
 #include "backend/cpu/kernel_util.h"
 #include "backend/cpu/permute.h"
+#include "backend/cpu/quant_dot.h"
 #include "core/buffer.h"
 #include "core/layout.h"
 #include "prim/dot.h"
@@ -458,7 +459,22 @@ bool onednn_fast_bf16() {
 
 // ---- the kernel ----
 
+// x[M, K] w[N, K]^T with w quantized: the layout dot_general's infer allows (contracting dims
+// trailing on both sides, in order), so both operands are dense row-major matrices as they are.
+bool quant_dot_kernel(const KernelCall& c) {
+  const ir::Aval& a = c.in_aval(0);
+  const ir::Aval& b = c.in_aval(1);
+  const size_t nc = prim::dot_dims(c.attrs, a.ndim(), b.ndim()).lhs_contract.size();
+  int64_t K = 1;
+  for (size_t i = a.shape.size() - nc; i < a.shape.size(); ++i) K *= a.shape[i];
+  if (K == 0) return false;
+  quant_matmul(b.dtype, c.input<float>(0), c.in[1], c.output<float>(0), a.size() / K,
+               b.size() / K, K);
+  return true;
+}
+
 bool dot_kernel(const KernelCall& c) {
+  if (is_quantized(c.in_aval(1).dtype)) return quant_dot_kernel(c);
   const DType in_dt = c.in_aval(0).dtype, out_dt = c.out_aval(0).dtype;
   Plan p = make_plan(c);
   const int64_t out_n = c.out_aval(0).size();

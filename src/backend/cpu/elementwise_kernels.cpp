@@ -19,6 +19,7 @@
 #include <type_traits>
 
 #include "backend/cpu/kernel_util.h"
+#include "backend/cpu/quant_dot.h"
 #include "backend/cpu/vector_math.h"
 #include "prim/elementwise_ops.h"
 #include "prim/primitive.h"
@@ -417,6 +418,11 @@ void with_storage(DType d, Fn&& fn) {
       break;
     case DType::F16:
     case DType::BF16:
+    case DType::Q8_0:
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q4_K:
+    case DType::Q6_K:
       break;
   }
 }
@@ -425,6 +431,11 @@ bool convert_kernel(const KernelCall& c) {
   const DType from = c.in_aval(0).dtype, to = c.out_aval(0).dtype;
   const int64_t n = c.out_aval(0).size();
   if (n == 0) return true;
+  if (is_quantized(from) || is_quantized(to)) {  // dequantizing to f32 directly, else reference
+    if (to != DType::F32 || from == to) return false;
+    dequantize(from, c.in[0], n, c.output<float>(0));
+    return true;
+  }
   if (from == to && from != DType::Bool) {  // (bool -> bool still normalises to 0 / 1)
     if (c.in[0] != c.out[0])
       std::memcpy(c.out[0], c.in[0], static_cast<size_t>(c.out_aval(0).nbytes()));

@@ -335,6 +335,8 @@ bool reduce_kernel(const KernelCall& c) {
       return reduce_typed<K, int64_t, int64_t>(c);
     case DType::Bool:
       return false;
+    default:  // quantized dtypes never reach a reduction (refused when traced)
+      return false;
   }
   return false;
 }
@@ -418,6 +420,8 @@ bool arg_kernel(const KernelCall& c) {
       arg_typed<kMax, int64_t, int64_t>(c, outer, n, inner, idx.data());
       break;
     case DType::Bool:
+      return false;
+    default:  // quantized dtypes never reach a reduction (refused when traced)
       return false;
   }
   if (c.out_aval(0).dtype == DType::I32) {

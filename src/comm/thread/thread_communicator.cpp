@@ -201,6 +201,7 @@ void reduce_into(const std::vector<void*>& dsts, const std::vector<const void*>&
     case DType::I32: reduce_typed<int32_t, int64_t>(dsts, srcs, count, kind); break;
     case DType::I64: reduce_typed<int64_t, int64_t>(dsts, srcs, count, kind); break;
     case DType::Bool: reduce_typed<uint8_t, int64_t>(dsts, srcs, count, kind); break;
+    default: detail::internal_error("reduce", "a quantized array cannot be reduced");
   }
 }
 

@@ -66,9 +66,8 @@ Generator::Fns& Generator::fns(const Sampling& s, bool donate) {
   const NamedSharding replicated(mesh_, P());
   StepFn f = [cfg, s, replicated](const Params& p, const Array& tokens, const Array& pos,
                                   const Array& start, const KVCache& cache, const Array& key) {
-    StepResult r = forward(p, cfg, tokens, pos, start, cache);
-    const int64_t T = tokens.shape()[1];
-    Array last = reshape(slice_axis(r.logits, 1, T - 1, T), {tokens.shape()[0], cfg.vocab_size});
+    StepResult r = forward(p, cfg, tokens, pos, start, cache, {}, /*last_only=*/true);
+    Array last = reshape(r.logits, {tokens.shape()[0], cfg.vocab_size});
     // Sampling gathers the vocab-split logits anyway; checking them after that gather costs
     // no communication of its own.
     last = with_sharding_constraint(last, replicated);

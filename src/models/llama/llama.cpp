@@ -201,7 +201,8 @@ Array rope(const Array& x, const Array& cos, const Array& sin) {
 }  // namespace
 
 StepResult forward(const Params& p, const Config& c, const Array& tokens, const Array& pos,
-                   const Array& start, const KVCache& cache, const ForwardProbe& probe) {
+                   const Array& start, const KVCache& cache, const ForwardProbe& probe,
+                   bool last_only) {
   validate_config(c);
   detail::check(tokens.ndim() == 2 && is_integral(tokens.dtype()), "llama.forward",
                 "tokens must be an integer [B, T] array, got {}", shape_to_string(tokens.shape()));
@@ -224,6 +225,7 @@ StepResult forward(const Params& p, const Config& c, const Array& tokens, const 
   Array mask = expand_dims(visible, 1);  // [B, 1, T, S]
   Array zero = astype(zeros({}), DType::I32);
   Array x = take(p.at("model.embed_tokens.weight"), tokens, 0);  // [B, T, C]
+  if (is_quantized(x.dtype())) x = astype(x, DType::F32);
   if (probe) probe("model.embed_tokens", x);
   KVCache out;
   for (int64_t i = 0; i < c.num_layers; ++i) {
@@ -250,6 +252,7 @@ StepResult forward(const Params& p, const Config& c, const Array& tokens, const 
     if (probe) probe("model.layers." + std::to_string(i), x);
   }
   (void)H;
+  if (last_only) x = slice_axis(x, 1, T - 1, T);  // [B, 1, C]
   x = rms_norm(x, p.at("model.norm.weight"), c.rms_norm_eps);
   if (probe) probe("model.norm", x);
   const Array& head =

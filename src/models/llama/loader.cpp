@@ -102,6 +102,24 @@ void check_inventory(const Config& cfg, const Source& src, const ConfigSource& c
   }
 }
 
+// [KV*D, C] rows -> [H, D, C] with each of the KV heads repeated for its H / KV query heads,
+// llama.cpp's interleaved rotary halves restored when needed: one gather of whole rows, so
+// that quantized blocks are moved as they are.
+Array heads_by_rows(const Array& w, int64_t heads, int64_t kv_heads, int64_t d,
+                    bool interleaved) {
+  const int64_t g = heads / kv_heads;
+  std::vector<int32_t> rows;
+  for (int64_t h = 0; h < heads; ++h) {
+    for (int64_t r = 0; r < d; ++r) {
+      // Output row r = j * d/2 + i of a head comes from stored row 2i + j when interleaved.
+      const int64_t src = interleaved ? 2 * (r % (d / 2)) + r / (d / 2) : r;
+      rows.push_back(static_cast<int32_t>((h / g) * d + src));
+    }
+  }
+  Array idx = from_vector(rows, {heads * d});
+  return reshape(take(w, idx, 0), {heads, d, w.shape()[1]});
+}
+
 // [H*D, C] rows -> [H, D, C]; llama.cpp's interleaved halves restored when needed.
 Array heads_of(const Array& w, int64_t heads, int64_t d, bool interleaved) {
   const int64_t c = w.shape()[1];
@@ -125,11 +143,35 @@ Model load_into(const Config& cfg, const Source& src, const ConfigSource& cs, co
       continue;  // re-laid out below
     }
     m.params[name] = src.load(name, target(name));
+    // The embedding's rows are gathered whole: a quantized table is replicated, as the
+    // vocab-parallel lookup would mask its rows.
+    if (name == "model.embed_tokens.weight" && is_quantized(m.params[name].dtype())) {
+      m.params[name] = device_put(m.params[name], NamedSharding(mesh, P()));
+    }
   }
   for (int64_t i = 0; i < cfg.num_layers; ++i) {
     std::string l = layer(i) + "self_attn.";
     // One tensor at a time on one device, then placed in its sharding.
-    Array q = heads_of(src.load(l + "q_proj.weight", host), H, D, src.interleaved_qk);
+    Array qw = src.load(l + "q_proj.weight", host);
+    if (is_quantized(qw.dtype())) {
+      Array kw = src.load(l + "k_proj.weight", host), vw = src.load(l + "v_proj.weight", host);
+      Array ow = src.load(l + "o_proj.weight", host);
+      for (const Array* w : {&kw, &vw, &ow}) {
+        detail::check(w->dtype() == qw.dtype(), kApi,
+                      "'{}': layer {} mixes {} and {} attention weights; load it dequantized",
+                      src.path, i, dtype_name(qw.dtype()), dtype_name(w->dtype()));
+      }
+      m.params[l + "q_proj.weight"] = device_put(
+          heads_by_rows(qw, H, H, D, src.interleaved_qk), target(l + "q_proj.weight"));
+      m.params[l + "k_proj.weight"] = device_put(
+          heads_by_rows(kw, H, KV, D, src.interleaved_qk), target(l + "k_proj.weight"));
+      m.params[l + "v_proj.weight"] =
+          device_put(heads_by_rows(vw, H, KV, D, false), target(l + "v_proj.weight"));
+      m.params[l + "o_proj.weight"] =
+          device_put(reshape(ow, {C, H, D}), target(l + "o_proj.weight"));
+      continue;
+    }
+    Array q = heads_of(qw, H, D, src.interleaved_qk);
     Array k = heads_of(src.load(l + "k_proj.weight", host), KV, D, src.interleaved_qk);
     Array v = heads_of(src.load(l + "v_proj.weight", host), KV, D, false);
     // Each key/value head repeated for its G query heads (Hugging Face's repeat_kv).
@@ -219,7 +261,8 @@ std::pair<Config, ConfigSource> config_from_gguf(const GgufFile& f) {
   return {c, cs};
 }
 
-Model load_gguf(const std::string& path, const Mesh& mesh, const nn::LogicalRules& rules) {
+Model load_gguf(const std::string& path, const Mesh& mesh, const nn::LogicalRules& rules,
+                bool quantized) {
   GgufFile f = GgufFile::open(path);
   std::string arch = f.get_string("general.architecture", "llama");
   detail::check(arch == "llama", kApi, "'{}' holds a '{}' model, not llama", path, arch);
@@ -237,7 +280,9 @@ Model load_gguf(const std::string& path, const Mesh& mesh, const nn::LogicalRule
   for (const std::string& n : f.tensor_names()) src.inventory[n] = f.tensor_shape(n);
   src.file_name = gguf_name;
   src.load = [&](const std::string& n, const NamedSharding& s) {
-    return f.load(gguf_name(n), s, DType::F32);
+    const std::optional<DType> dt = f.tensor_dtype(gguf_name(n));
+    const bool keep = quantized && dt && is_quantized(*dt);
+    return f.load(gguf_name(n), s, keep ? *dt : DType::F32);
   };
   src.ignorable = [](const std::string&, const Shape&) { return std::string(); };
   src.interleaved_qk = true;
@@ -405,12 +450,13 @@ Model load_hf(const std::string& dir, const Mesh& mesh, const nn::LogicalRules& 
 
 }  // namespace
 
-Model load(const std::string& path, const Mesh& mesh, const nn::LogicalRules& rules) {
+Model load(const std::string& path, const Mesh& mesh, const nn::LogicalRules& rules,
+           const LoadOptions& options) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) return load_hf(path, mesh, rules);
   detail::check(fs::exists(path, ec), "llama.load",
                 "'{}' does not exist (scripts/fetch_smollm2.sh downloads the default model)", path);
-  return load_gguf(path, mesh, rules);
+  return load_gguf(path, mesh, rules, options.quantized);
 }
 
 Config config_from_json(const std::string& json_text, const std::string& file) {

@@ -1,0 +1,321 @@
+// Quantized x f32 matmul. Activations become Q8 blocks of 32 (scale dx, int8 codes, code sums
+// per 16); each weight format decodes 32 of its codes at a time into unsigned bytes and the
+// per-16 integer dot products with the activation codes are combined with the block's scales:
+//   Q4_0  w = d (c - 8)              Q4_1  w = d c + m
+//   Q8_0  w = d c (c signed)         Q4_K  w = d sc_j c - dmin mn_j  (sub-blocks of 32)
+//   Q6_K  w = d sc_j (c - 32)        (sub-blocks of 16)
+// Portable C++, AVX2 (maddubs) and 256-bit AVX512-VNNI (dpbusd) share everything but the
+// integer dot of 32 codes; the instruction set is picked at run time.
+#include "backend/cpu/quant_dot.h"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/errors.h"
+#include "io/quants.h"
+
+namespace partix::backend::cpu {
+
+namespace {
+
+float half(const uint8_t* p) {
+  uint16_t b;
+  std::memcpy(&b, p, 2);
+  return static_cast<float>(float16::from_bits(b));
+}
+
+// One block of 32 activations: x ~ d * q, with the sums of q over each half (for the offset
+// terms of Q4_0, Q4_1, Q4_K and Q6_K).
+struct Q8Block {
+  float d;
+  int32_t sum[2];
+  int8_t q[32];
+};
+
+void quantize_q8(const float* x, int64_t K, Q8Block* out) {
+  for (int64_t b = 0; b < K / 32; ++b) {
+    const float* v = x + 32 * b;
+    float amax = 0;
+    bool finite = true;
+    for (int i = 0; i < 32; ++i) {
+      const float a = std::fabs(v[i]);
+      finite = finite && a <= std::numeric_limits<float>::max();
+      amax = std::max(amax, a);
+    }
+    // A NaN or infinity must reach the result (as in an f32 matmul), not vanish in rounding.
+    const float d = finite ? amax / 127.0f : std::numeric_limits<float>::quiet_NaN();
+    const float inv = finite && d > 0 ? 1.0f / d : 0.0f;
+    Q8Block& o = out[b];
+    o.d = d;
+    o.sum[0] = o.sum[1] = 0;
+    for (int i = 0; i < 32; ++i) {
+      // Codes stay in [-127, 127]: AVX2's maddubs sums of two products must fit in int16.
+      const int q = static_cast<int>(std::nearbyint(v[i] * inv));
+      o.q[i] = static_cast<int8_t>(std::clamp(q, -127, 127));
+      o.sum[i / 16] += o.q[i];
+    }
+  }
+}
+
+// ---- decoding 32 codes (one activation block's worth) ----
+
+// Q4_0/Q4_1: 16 bytes, low nibbles are elements 0..15, high nibbles 16..31.
+void codes_q4(const uint8_t* qs, uint8_t* c) {
+  for (int j = 0; j < 16; ++j) {
+    c[j] = qs[j] & 0x0F;
+    c[j + 16] = qs[j] >> 4;
+  }
+}
+// Q4_K: 32 bytes per pair of sub-blocks; sub-block `odd` takes the high nibbles.
+void codes_q4k(const uint8_t* q, int odd, uint8_t* c) {
+  for (int l = 0; l < 32; ++l) c[l] = odd ? q[l] >> 4 : q[l] & 0x0F;
+}
+// Q6_K: block i (0..3) of a half: nibble (i / 2) of ql[l + 32 (i % 2)], top bits 2i of qh[l].
+void codes_q6k(const uint8_t* ql, const uint8_t* qh, int i, uint8_t* c) {
+  for (int l = 0; l < 32; ++l) {
+    const uint8_t lo = ql[l + 32 * (i % 2)];
+    const uint8_t nib = i < 2 ? (lo & 0x0F) : (lo >> 4);
+    c[l] = static_cast<uint8_t>(nib | (((qh[l] >> (2 * i)) & 3) << 4));
+  }
+}
+
+// Q4_K's 6-bit scale and min of sub-block j (0..7) from its 12 packed bytes.
+inline void scale_min_q4k(const uint8_t* s, int j, int* scale, int* mn) {
+  *scale = j < 4 ? s[j] & 63 : (s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4);
+  *mn = j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+}
+
+// ---- portable: 32 codes unpacked to bytes, integer sums per half ----
+
+void dot_u(const uint8_t* c, const int8_t* q, int32_t* s) {
+  s[0] = s[1] = 0;
+  for (int i = 0; i < 32; ++i) s[i / 16] += static_cast<int32_t>(c[i]) * q[i];
+}
+
+float row_dot_portable(DType dt, const uint8_t* w, const Q8Block* x, int64_t nb) {
+  float acc = 0;
+  int32_t s[2];
+  uint8_t c[32];
+  switch (dt) {
+    case DType::Q4_0:
+      for (int64_t b = 0; b < nb; ++b, w += 18) {
+        codes_q4(w + 2, c);
+        dot_u(c, x[b].q, s);
+        acc += half(w) * x[b].d * static_cast<float>(s[0] + s[1] - 8 * (x[b].sum[0] + x[b].sum[1]));
+      }
+      return acc;
+    case DType::Q4_1:
+      for (int64_t b = 0; b < nb; ++b, w += 20) {
+        codes_q4(w + 4, c);
+        dot_u(c, x[b].q, s);
+        acc += x[b].d * (half(w) * static_cast<float>(s[0] + s[1]) +
+                         half(w + 2) * static_cast<float>(x[b].sum[0] + x[b].sum[1]));
+      }
+      return acc;
+    case DType::Q8_0:
+      for (int64_t b = 0; b < nb; ++b, w += 34) {
+        const int8_t* wq = reinterpret_cast<const int8_t*>(w + 2);
+        int32_t d = 0;
+        for (int i = 0; i < 32; ++i) d += static_cast<int32_t>(wq[i]) * x[b].q[i];
+        acc += half(w) * x[b].d * static_cast<float>(d);
+      }
+      return acc;
+    case DType::Q4_K:
+      for (int64_t b = 0; b < nb; b += 8, w += 144) {
+        const float d = half(w), dmin = half(w + 2);
+        for (int j = 0; j < 8; ++j) {
+          int scale, mn;
+          scale_min_q4k(w + 4, j, &scale, &mn);
+          const Q8Block& xb = x[b + j];
+          codes_q4k(w + 16 + 32 * (j / 2), j % 2, c);
+          dot_u(c, xb.q, s);
+          acc += xb.d * (d * static_cast<float>(scale * (s[0] + s[1])) -
+                         dmin * static_cast<float>(mn * (xb.sum[0] + xb.sum[1])));
+        }
+      }
+      return acc;
+    case DType::Q6_K:
+      for (int64_t b = 0; b < nb; b += 8, w += 210) {
+        const int8_t* sc = reinterpret_cast<const int8_t*>(w + 192);
+        const float d = half(w + 208);
+        for (int h = 0; h < 2; ++h) {
+          for (int i = 0; i < 4; ++i) {
+            const Q8Block& xb = x[b + 4 * h + i];
+            codes_q6k(w + 64 * h, w + 128 + 32 * h, i, c);
+            dot_u(c, xb.q, s);
+            const int8_t* si = sc + 8 * h + 2 * i;
+            const int32_t t = si[0] * (s[0] - 32 * xb.sum[0]) + si[1] * (s[1] - 32 * xb.sum[1]);
+            acc += d * xb.d * static_cast<float>(t);
+          }
+        }
+      }
+      return acc;
+    default:
+      detail::internal_error("quant_matmul", "not a quantized dtype");
+  }
+}
+
+void row_dots_portable(DType dt, const uint8_t* w, const Q8Block* x, int64_t M, int64_t nb,
+                       float* y, int64_t ys) {
+  for (int64_t m = 0; m < M; ++m) y[m * ys] = row_dot_portable(dt, w, x + m * nb, nb);
+}
+
+// Rows of w are split over the team; each row meets every activation row while in cache.
+template <class RowDots>
+void matmul_rows(RowDots row_dots, DType dt, const Q8Block* xq, const uint8_t* w, float* y,
+                 int64_t M, int64_t N, int64_t nb, int64_t row_bytes) {
+  // Waking the team costs more than a decode-size matrix-vector product takes (measured:
+  // ~10 ms lost to barrier waits per 1536 x 576 product on a busy 2-core VM, against 0.2 ms of
+  // work): only large products (the lm_head, prefill) are split, a few chunks per thread.
+  const int64_t team = omp_get_max_threads();
+  const int64_t work = N * nb * M;
+  const int64_t per = std::clamp<int64_t>(work / (team * 65536), 1, 8);
+  const int64_t want = work < 262144 ? 1 : team * per;
+  const int64_t grain = (N + want - 1) / want;
+  const int64_t chunks = (N + grain - 1) / grain;
+#pragma omp parallel for schedule(static) if (chunks > 1 && team > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t n1 = std::min(N, (c + 1) * grain);
+    for (int64_t n = c * grain; n < n1; ++n) {
+      row_dots(dt, w + n * row_bytes, xq, M, nb, y + n, N);
+    }
+  }
+}
+
+// ---- SIMD: 32 codes decoded in a register, int32 lanes scaled into f32 accumulators ----
+
+// u8 x s8 products summed in groups of four into 8 int32 lanes (lanes 0-3: elements 0..15).
+struct Avx2Dot {
+  __attribute__((target("avx2,fma,f16c"), always_inline)) static inline __m256i dot(__m256i u,
+                                                                                    __m256i q) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, q), _mm256_set1_epi16(1));
+  }
+};
+struct VnniDot {
+  __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni"),
+                 always_inline)) static inline __m256i
+  dot(__m256i u, __m256i q) {
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, q);
+  }
+};
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+#define PARTIX_QUANT_DOT Avx2Dot
+#define PARTIX_QUANT_SUFFIX avx2
+#include "backend/cpu/quant_dot_rows.inc"
+#undef PARTIX_QUANT_DOT
+#undef PARTIX_QUANT_SUFFIX
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")
+#define PARTIX_QUANT_DOT VnniDot
+#define PARTIX_QUANT_SUFFIX vnni
+#include "backend/cpu/quant_dot_rows.inc"
+#undef PARTIX_QUANT_DOT
+#undef PARTIX_QUANT_SUFFIX
+#pragma GCC pop_options
+
+bool cpu_has(const char* feature) {
+  __builtin_cpu_init();
+  if (std::string(feature) == "avx2") {
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c");
+  }
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
+}
+
+}  // namespace
+
+std::string_view quant_isa_name(QuantIsa isa) {
+  switch (isa) {
+    case QuantIsa::kPortable:
+      return "portable";
+    case QuantIsa::kAvx2:
+      return "avx2";
+    case QuantIsa::kAvx512Vnni:
+      return "avx512vnni";
+  }
+  return "?";
+}
+
+bool quant_isa_supported(QuantIsa isa) {
+  switch (isa) {
+    case QuantIsa::kPortable:
+      return true;
+    case QuantIsa::kAvx2:
+      return cpu_has("avx2");
+    case QuantIsa::kAvx512Vnni:
+      return cpu_has("avx2") && cpu_has("avx512vnni");
+  }
+  return false;
+}
+
+QuantIsa quant_isa() {
+  static const QuantIsa best = [] {
+    QuantIsa cap = QuantIsa::kAvx512Vnni;
+    if (const char* env = std::getenv("PARTIX_QUANT_ISA")) {
+      for (QuantIsa i : {QuantIsa::kPortable, QuantIsa::kAvx2, QuantIsa::kAvx512Vnni}) {
+        if (quant_isa_name(i) == env) cap = i;
+      }
+    }
+    for (QuantIsa i : {QuantIsa::kAvx512Vnni, QuantIsa::kAvx2}) {
+      if (i <= cap && quant_isa_supported(i)) return i;
+    }
+    return QuantIsa::kPortable;
+  }();
+  return best;
+}
+
+void quant_matmul(DType dt, const float* x, const void* w, float* y, int64_t M, int64_t N,
+                  int64_t K, QuantIsa isa) {
+  if (M == 0 || N == 0) return;
+  const int64_t nb = K / 32;
+  std::vector<Q8Block> xq(static_cast<size_t>(M * nb));
+  for (int64_t m = 0; m < M; ++m) quantize_q8(x + m * K, K, xq.data() + m * nb);
+  const int64_t row_bytes = dtype_nbytes(dt, {K});
+  const auto* wb = static_cast<const uint8_t*>(w);
+  if (isa == QuantIsa::kAvx512Vnni && quant_isa_supported(isa)) {
+    matmul_rows(row_dots_vnni, dt, xq.data(), wb, y, M, N, nb, row_bytes);
+  } else if (isa != QuantIsa::kPortable && quant_isa_supported(QuantIsa::kAvx2)) {
+    matmul_rows(row_dots_avx2, dt, xq.data(), wb, y, M, N, nb, row_bytes);
+  } else {
+    matmul_rows(row_dots_portable, dt, xq.data(), wb, y, M, N, nb, row_bytes);
+  }
+}
+
+void dequantize(DType dt, const void* src, int64_t n, float* dst) {
+  uint32_t id = 0;
+  switch (dt) {
+    case DType::Q8_0:
+      id = detail::kGgmlQ8_0;
+      break;
+    case DType::Q4_0:
+      id = detail::kGgmlQ4_0;
+      break;
+    case DType::Q4_1:
+      id = detail::kGgmlQ4_1;
+      break;
+    case DType::Q4_K:
+      id = detail::kGgmlQ4_K;
+      break;
+    case DType::Q6_K:
+      id = detail::kGgmlQ6_K;
+      break;
+    default:
+      detail::internal_error("dequantize", "not a quantized dtype");
+  }
+  detail::dequantize_blocks(id, static_cast<const uint8_t*>(src), n / dtype_block_elems(dt), dst);
+}
+
+}  // namespace partix::backend::cpu

@@ -1,0 +1,35 @@
+// Matmul with a block-quantized right operand (DESIGN §6.4): y[M, N] = x[M, K] w[N, K]^T,
+// where w holds N rows of K / block_elems GGUF blocks. Weights are decoded block by block in
+// registers, never into an f32 copy; x is quantized to 8 bits per 32 elements (one f32 scale
+// per block), as the formats are meant to be used, and the products summed in integers.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "partix/dtype.h"
+
+namespace partix::backend::cpu {
+
+// Instruction sets of the integer dot products, best last. kAvx512Vnni uses 256-bit VNNI
+// (AVX512-VNNI with AVX512-VL); each is chosen at run time from cpuid.
+enum class QuantIsa { kPortable, kAvx2, kAvx512Vnni };
+std::string_view quant_isa_name(QuantIsa isa);
+bool quant_isa_supported(QuantIsa isa);
+// The best supported instruction set (PARTIX_QUANT_ISA=portable|avx2|avx512vnni caps it).
+QuantIsa quant_isa();
+
+// y[M, N] = x[M, K] . dequantize(w)[N, K]^T on the calling thread's OpenMP team.
+// Preconditions: is_quantized(dt), K % dtype_block_elems(dt) == 0, w holds
+// dtype_nbytes(dt, {N, K}) bytes.
+void quant_matmul(DType dt, const float* x, const void* w, float* y, int64_t M, int64_t N,
+                  int64_t K, QuantIsa isa);
+inline void quant_matmul(DType dt, const float* x, const void* w, float* y, int64_t M, int64_t N,
+                         int64_t K) {
+  quant_matmul(dt, x, w, y, M, N, K, quant_isa());
+}
+
+// Dequantizes n elements (whole blocks) of dtype dt to f32.
+void dequantize(DType dt, const void* src, int64_t n, float* dst);
+
+}  // namespace partix::backend::cpu
