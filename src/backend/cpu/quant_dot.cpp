@@ -8,6 +8,7 @@
 // integer dot of 32 codes; the instruction set is picked at run time.
 #include "backend/cpu/quant_dot.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 #include <omp.h>
 
@@ -207,29 +208,47 @@ struct VnniDot {
   }
 };
 
+// The row kernels, compiled once per instruction set (GCC's target pragma; clang's attribute
+// pragma, as clang ignores GCC's).
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
+#endif
 #define PARTIX_QUANT_DOT Avx2Dot
 #define PARTIX_QUANT_SUFFIX avx2
 #include "backend/cpu/quant_dot_rows.inc"
 #undef PARTIX_QUANT_DOT
 #undef PARTIX_QUANT_SUFFIX
+#if defined(__clang__)
+#pragma clang attribute pop
+#pragma clang attribute push(                                                               \
+    __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni"))), \
+    apply_to = function)
+#else
 #pragma GCC pop_options
-
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")
+#endif
 #define PARTIX_QUANT_DOT VnniDot
 #define PARTIX_QUANT_SUFFIX vnni
 #include "backend/cpu/quant_dot_rows.inc"
 #undef PARTIX_QUANT_DOT
 #undef PARTIX_QUANT_SUFFIX
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 bool cpu_has(const char* feature) {
   __builtin_cpu_init();
   if (std::string(feature) == "avx2") {
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
+    // F16C from cpuid leaf 1 (ECX bit 29): clang's __builtin_cpu_supports has no "f16c".
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29)) != 0;
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
   }
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
