@@ -559,17 +559,7 @@ Array load_blocks(const GgufFile& f, const GgufFile::Impl& im, const detail::Ggu
 }  // namespace
 
 std::optional<DType> GgufFile::tensor_dtype(std::string_view name) const {
-  switch (checked(impl_).tensor(name).type) {
-    case detail::kGgmlF32: return DType::F32;
-    case detail::kGgmlF16: return DType::F16;
-    case detail::kGgmlBF16: return DType::BF16;
-    case detail::kGgmlQ8_0: return DType::Q8_0;
-    case detail::kGgmlQ4_0: return DType::Q4_0;
-    case detail::kGgmlQ4_1: return DType::Q4_1;
-    case detail::kGgmlQ4_K: return DType::Q4_K;
-    case detail::kGgmlQ6_K: return DType::Q6_K;
-    default: return std::nullopt;
-  }
+  return detail::dtype_of_ggml(checked(impl_).tensor(name).type);
 }
 
 Array GgufFile::load(std::string_view name, const NamedSharding& sharding, DType dtype) const {

@@ -1,6 +1,7 @@
 #include "io/quants.h"
 
 #include <cstring>
+#include <utility>
 
 #include "core/errors.h"
 #include "partix/dtype.h"
@@ -167,6 +168,27 @@ void dequantize_blocks(uint32_t id, const uint8_t* src, int64_t nblocks, float* 
     default:
       internal_error("dequantize_blocks", "unsupported ggml type");
   }
+}
+
+namespace {
+constexpr std::pair<uint32_t, DType> kGgmlDtypes[] = {
+    {kGgmlF32, DType::F32},   {kGgmlF16, DType::F16},   {kGgmlBF16, DType::BF16},
+    {kGgmlQ8_0, DType::Q8_0}, {kGgmlQ4_0, DType::Q4_0}, {kGgmlQ4_1, DType::Q4_1},
+    {kGgmlQ4_K, DType::Q4_K}, {kGgmlQ6_K, DType::Q6_K}};
+}  // namespace
+
+std::optional<DType> dtype_of_ggml(uint32_t id) {
+  for (const auto& [g, d] : kGgmlDtypes) {
+    if (g == id) return d;
+  }
+  return std::nullopt;
+}
+
+uint32_t ggml_of_dtype(DType dtype) {
+  for (const auto& [g, d] : kGgmlDtypes) {
+    if (d == dtype) return g;
+  }
+  internal_error("ggml_of_dtype", "no ggml type for this dtype");
 }
 
 }  // namespace partix::detail

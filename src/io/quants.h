@@ -7,6 +7,8 @@
 #include <optional>
 #include <string_view>
 
+#include "partix/dtype.h"
+
 namespace partix::detail {
 
 // Elements and bytes per block of a ggml type id, for every type the format defines (so a
@@ -24,6 +26,11 @@ std::optional<GgmlTypeInfo> ggml_type_info(uint32_t id);
 // ggml type ids partix dequantizes.
 inline constexpr uint32_t kGgmlF32 = 0, kGgmlF16 = 1, kGgmlQ4_0 = 2, kGgmlQ4_1 = 3, kGgmlQ8_0 = 8,
                           kGgmlQ4_K = 12, kGgmlQ6_K = 14, kGgmlBF16 = 30;
+
+// The partix dtype of a ggml type id (floats and the block-quantized formats), and back: the
+// one place the two numberings meet.
+std::optional<DType> dtype_of_ggml(uint32_t id);
+uint32_t ggml_of_dtype(DType dtype);  // precondition: dtype_of_ggml(result) == dtype
 
 // Dequantizes `nblocks` consecutive blocks of type `id` starting at src into
 // nblocks * block_elems floats. Precondition: ggml_type_info(id)->supported.

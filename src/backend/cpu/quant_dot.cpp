@@ -314,26 +314,7 @@ void quant_matmul(DType dt, const float* x, const void* w, float* y, int64_t M, 
 }
 
 void dequantize(DType dt, const void* src, int64_t n, float* dst) {
-  uint32_t id = 0;
-  switch (dt) {
-    case DType::Q8_0:
-      id = detail::kGgmlQ8_0;
-      break;
-    case DType::Q4_0:
-      id = detail::kGgmlQ4_0;
-      break;
-    case DType::Q4_1:
-      id = detail::kGgmlQ4_1;
-      break;
-    case DType::Q4_K:
-      id = detail::kGgmlQ4_K;
-      break;
-    case DType::Q6_K:
-      id = detail::kGgmlQ6_K;
-      break;
-    default:
-      detail::internal_error("dequantize", "not a quantized dtype");
-  }
+  const uint32_t id = detail::ggml_of_dtype(dt);
   detail::dequantize_blocks(id, static_cast<const uint8_t*>(src), n / dtype_block_elems(dt), dst);
 }
 
