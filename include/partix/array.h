@@ -58,6 +58,10 @@ class Array {
 
   // The shards of this process's devices; data is the unpadded local block.
   std::vector<Shard> addressable_shards() const;
+  // True when this process holds a shard for every device of the sharding (always, in a
+  // single process). Values of an array that is not can be read only when every block has a
+  // replica here (e.g. a replicated array); else process_allgather first.
+  bool is_fully_addressable() const;
   // The global value, row-major. Precondition: T matches dtype() exactly.
   template <class T>
   std::vector<T> to_vector() const;
@@ -108,7 +112,7 @@ T Array::item() const {
   return to_vector<T>()[0];
 }
 
-// An array on the default device (device 0) holding `values` in row-major order.
+// An array on the default device (this process's first) holding `values` in row-major order.
 // Throws partix::Error if values.size() != prod(shape).
 template <class T>
 Array from_vector(const std::vector<T>& values, Shape shape) {

@@ -1,5 +1,6 @@
 // Devices. Virtual CPU devices: environment variable PARTIX_NUM_CPU_DEVICES
-// (default 1), or partix::init({.num_cpu_devices = 8}) before first use.
+// (default 1), or partix::init({.num_cpu_devices = 8}) before first use. Under mpirun that is
+// the count per process, and devices() lists those of every process, process-major.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +35,9 @@ int device_count();
 int local_device_count();
 int process_index();
 int process_count();
+// Where arrays made from host values live: this process's first device (device 0 in a
+// single process).
+const Device& default_device();
 
 // Per-device allocator statistics (as JAX's Device.memory_stats()).
 struct MemoryStats {

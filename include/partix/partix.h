@@ -5,6 +5,7 @@
 #include "partix/checkpoint.h"
 #include "partix/control.h"
 #include "partix/device.h"
+#include "partix/distributed.h"
 #include "partix/dtype.h"
 #include "partix/error.h"
 #include "partix/io.h"

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "comm/mpi/process_communicator.h"
 #include "comm/thread/thread_communicator.h"
 #include "core/errors.h"
 
@@ -31,7 +32,7 @@ double collective_timeout_seconds() {
   for (const char* name : {"PARTIX_COLLECTIVE_TIMEOUT_S", "PARTIX_COLLECTIVE_TIMEOUT"}) {
     if (const char* env = std::getenv(name)) return parse_collective_timeout(name, env);
   }
-  return 300.0;
+  return 120.0;
 }
 
 void set_collective_timeout_seconds(double seconds) {
@@ -87,7 +88,21 @@ detail::Buffer Communicator::all_gather_to_buffer(const void* in, int64_t bytes,
   return out;
 }
 
-std::unique_ptr<Communicator> communicator_for_run(const Mesh&) {
+int Communicator::failed_device() const {
+  std::lock_guard<std::mutex> lock(abort_mu_);
+  return failed_device_;
+}
+
+std::string Communicator::failure_cause() const {
+  std::lock_guard<std::mutex> lock(abort_mu_);
+  return cause_;
+}
+
+std::unique_ptr<Communicator> communicator_for_run(const Mesh& mesh) {
+  const int me = process_index();
+  for (const Device& d : mesh.devices()) {
+    if (d.process_index != me) return std::make_unique<ProcessCommunicator>(mesh);
+  }
   return std::make_unique<ThreadCommunicator>();
 }
 

@@ -70,6 +70,9 @@ class Communicator {
   void throw_if_aborted(const char* what, const Group& group) const;
   // Wakes members blocked in this communicator (called once, after the cause is recorded).
   virtual void wake_all() {}
+  // The failure recorded by abort (device -1 and "" before one).
+  int failed_device() const;
+  std::string failure_cause() const;
 
  private:
   std::atomic<bool> aborted_{false};
@@ -78,12 +81,13 @@ class Communicator {
   std::string cause_;
 };
 
-// A fresh communicator for one execution of a program on `mesh`'s devices (in-process
-// threads for local devices): its collective state belongs to that execution alone.
+// A fresh communicator for one execution of a program on `mesh`'s devices: in-process threads
+// when they all live in this process, hierarchical over MPI when they span processes. Its
+// collective state belongs to that execution alone.
 std::unique_ptr<Communicator> communicator_for_run(const Mesh& mesh);
 
 // Seconds a collective waits for its peers: PARTIX_COLLECTIVE_TIMEOUT_S (or
-// PARTIX_COLLECTIVE_TIMEOUT), default 300, at most kMaxCollectiveTimeout; anything not a
+// PARTIX_COLLECTIVE_TIMEOUT), default 120, at most kMaxCollectiveTimeout; anything not a
 // positive finite number is an error.
 inline constexpr double kMaxCollectiveTimeout = 1e7;  // 116 days: far from clock overflow
 double collective_timeout_seconds();

@@ -1,5 +1,6 @@
 #include <cstring>
 #include <map>
+#include <set>
 #include <optional>
 #include <new>
 #include <vector>
@@ -23,7 +24,6 @@ Array make_array(Shape shape, DType dtype, NamedSharding sharding, std::vector<B
   return Array(std::move(impl));
 }
 
-namespace {
 // copy_box in storage units: a quantized dtype moves whole blocks along the last dimension
 // (offsets and extents there are multiples of the block, checked when the sharding is made).
 void copy_elems(DType dt, const void* src, Shape src_shape, Shape src_off, void* dst,
@@ -34,7 +34,6 @@ void copy_elems(DType dt, const void* src, Shape src_shape, Shape src_off, void*
   }
   copy_box(src, src_shape, src_off, dst, dst_shape, dst_off, ext, dtype_size(dt));
 }
-}  // namespace
 
 void check_block_sharding(std::string_view api, DType dtype, const Shape& shape,
                           const NamedSharding& sharding) {
@@ -77,20 +76,31 @@ std::vector<char> gather_to_host(const Array& x) {
       dtype_nbytes(a.dtype, a.shape));
   Shape local = s.shard_shape(a.shape);
   Shape zero(a.shape.size(), 0);
+  // Each distinct block once, from any replica this process holds.
+  std::set<std::vector<int64_t>> copied;
   for (int64_t k = 0; k < s.mesh().size(); ++k) {
-    if (s.replica_id(k) != 0) continue;
     const Buffer& b = a.shards[static_cast<size_t>(k)];
-    if (!b.valid()) {
-      fail("Array", "the block of device {} lives in another process; gather with a collective",
-           s.mesh().devices()[static_cast<size_t>(k)].id);
-    }
+    if (!b.valid()) continue;
     std::vector<Slice> idx = s.device_index(a.shape, k);
     Shape off, ext;
     for (const Slice& sl : idx) {
       off.push_back(sl.start);
       ext.push_back(sl.size());
     }
+    if (!copied.insert(off).second) continue;
     copy_elems(a.dtype, b.data(), local, zero, out.data(), a.shape, off, ext);
+  }
+  for (int64_t k = 0; k < s.mesh().size(); ++k) {
+    if (s.replica_id(k) != 0) continue;
+    Shape off;
+    for (const Slice& sl : s.device_index(a.shape, k)) off.push_back(sl.start);
+    if (!copied.count(off)) {
+      fail("Array",
+           "the array ({}{}, {}) is not fully addressable: the block of device {} lives only in "
+           "another process; use process_allgather(x) to give every process its value",
+           dtype_name(a.dtype), shape_to_string(a.shape), s.to_string(),
+           s.mesh().devices()[static_cast<size_t>(k)].id);
+    }
   }
   return out;
 }
@@ -145,7 +155,7 @@ Array array_from_host(const void* data, int64_t count, DType dtype, Shape shape,
   check(count == n, api, "{} values do not fill shape {} ({} elements)", count,
         shape_to_string(shape), n);
   return scatter_from_host(data, std::move(shape), dtype,
-                           single_device_sharding(partix::devices()[0]));
+                           single_device_sharding(partix::default_device()));
 }
 
 }  // namespace detail
@@ -165,7 +175,7 @@ Array::Array(const ShapeDtypeStruct& s) {
     impl->sharding = s.sharding;
     impl->committed = true;
   } else {
-    impl->sharding = single_device_sharding(partix::devices()[0]);  // as from_vector's arrays
+    impl->sharding = single_device_sharding(partix::default_device());  // as from_vector's arrays
   }
   impl->abstract = true;
   impl_ = std::move(impl);
@@ -224,6 +234,14 @@ void Array::copy_to_host(void* dst, DType expected, const char* api) const {
   if (!host.empty()) std::memcpy(dst, host.data(), host.size());
 }
 
+bool Array::is_fully_addressable() const {
+  require_concrete(*this, "Array.is_fully_addressable");
+  for (const detail::Buffer& b : impl()->shards) {
+    if (!b.valid()) return false;
+  }
+  return true;
+}
+
 std::vector<Shard> Array::addressable_shards() const {
   require_concrete(*this, "Array.addressable_shards");
   detail::check_alive(*this, "Array.addressable_shards");
@@ -273,7 +291,7 @@ Array from_blocks(const void* data, int64_t nbytes, DType dtype, Shape shape) {
                 "{} bytes do not fill a {}{} array ({} bytes)", nbytes, dtype_name(dtype),
                 shape_to_string(shape), dtype_nbytes(dtype, shape));
   return detail::scatter_from_host(data, std::move(shape), dtype,
-                                   single_device_sharding(partix::devices()[0]));
+                                   single_device_sharding(partix::default_device()));
 }
 
 Array make_array_from_callback(Shape shape, const NamedSharding& sharding,

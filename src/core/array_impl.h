@@ -43,6 +43,11 @@ void check_alive(const Array& a, std::string_view api);
 // each block holds sharding.shard_shape(shape) elements.
 Array make_array(Shape shape, DType dtype, NamedSharding sharding, std::vector<Buffer> shards);
 
+// Copies the box `ext` at src_off of a row-major src_shape array to dst_off of a dst_shape
+// one, in elements (quantized dtypes: whole blocks along the last dimension).
+void copy_elems(DType dt, const void* src, Shape src_shape, Shape src_off, void* dst,
+                Shape dst_shape, Shape dst_off, Shape ext);
+
 // The global value as one row-major host buffer (nbytes = size * dtype_size).
 std::vector<char> gather_to_host(const Array& x);
 // Throws partix::Error from `api` if `sharding` would split a quantization block of a

@@ -1,9 +1,12 @@
+#include <sched.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <deque>
 #include <mutex>
 #include <thread>
 
+#include "comm/mpi/mpi_runtime.h"
 #include "core/device_registry.h"
 #include "core/errors.h"
 #include "core/memory.h"
@@ -30,11 +33,36 @@ Registry& registry() {
   return *r;
 }
 
+// Devices are process-major: process p holds ids [p * count, (p + 1) * count). Every process
+// must have the same count (checked with the others when there are several).
 void initialize_locked(Registry& r, int count) {
+  const comm::mpi::Launch launch = comm::mpi::launch();
+  if (launch.count > 1) {
+    std::vector<int> all_procs;
+    for (int p = 0; p < launch.count; ++p) all_procs.push_back(p);
+    std::vector<std::string> counts =
+        comm::mpi::exchange_control(all_procs, std::to_string(count), "distributed::initialize");
+    for (int p = 0; p < launch.count; ++p) {
+      if (counts[static_cast<size_t>(p)] != std::to_string(count)) {
+        detail::fail("distributed::initialize",
+                     "process {} has {} CPU device(s) but process {} has {}: every process must "
+                     "have the same number (PARTIX_NUM_CPU_DEVICES)",
+                     launch.index, count, p, counts[static_cast<size_t>(p)]);
+      }
+    }
+    if (static_cast<int64_t>(count) * launch.count > kMaxDevices) {
+      detail::fail("distributed::initialize", "{} processes of {} devices exceed {} devices",
+                   launch.count, count, kMaxDevices);
+    }
+  }
+  r.process_index = launch.index;
+  r.process_count = launch.count;
   r.local_count = count;
   r.all.clear();
-  for (int i = 0; i < count; ++i) r.all.push_back(Device{i, 0, "cpu"});
-  r.counters.resize(static_cast<size_t>(count));
+  for (int p = 0; p < launch.count; ++p) {
+    for (int i = 0; i < count; ++i) r.all.push_back(Device{p * count + i, p, "cpu"});
+  }
+  r.counters.resize(r.all.size());
   r.initialized = true;
   r.ready.store(true, std::memory_order_release);
 }
@@ -75,7 +103,10 @@ DeviceCounters& device_counters(int device) {
 }
 
 int threads_per_device() {
+  // The cores this process may run on (mpirun binds each process to its own).
   int cores = static_cast<int>(std::thread::hardware_concurrency());
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) cores = CPU_COUNT(&set);
   if (cores < 1) cores = 1;
   return std::max(1, cores / std::max(1, local_device_count()));
 }
@@ -126,6 +157,10 @@ std::vector<Device> local_devices() {
 
 int device_count() { return static_cast<int>(initialized_registry().all.size()); }
 int local_device_count() { return initialized_registry().local_count; }
+const Device& default_device() {
+  Registry& r = initialized_registry();
+  return r.all[static_cast<size_t>(r.process_index * r.local_count)];
+}
 int process_index() { return initialized_registry().process_index; }
 int process_count() { return initialized_registry().process_count; }
 

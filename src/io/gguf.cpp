@@ -618,7 +618,7 @@ Array GgufFile::load(std::string_view name, const NamedSharding& sharding, DType
 
 Array GgufFile::load(std::string_view name, DType dtype) const {
   // Like from_vector: on the default device, free to move to a computation's devices.
-  Array a = load(name, single_device_sharding(devices()[0]), dtype);
+  Array a = load(name, single_device_sharding(default_device()), dtype);
   a.impl()->committed = false;
   return a;
 }

@@ -1,7 +1,9 @@
 #include "spmd/compile.h"
 
 #include <algorithm>
+#include <set>
 
+#include "comm/mpi/mpi_runtime.h"
 #include "core/errors.h"
 #include "prim/primitive.h"
 #include "spmd/partition.h"
@@ -47,6 +49,34 @@ void lint_redundant_compute(const ir::Program& local, const Mesh& mesh,
         "do not use)",
         in.prim->name(), in.outputs[0], in.scope.empty() ? "" : " in " + in.scope, flops[i],
         s->num_replicas(), fmt::join(idle, ", "), idle.size() == 1 ? "it" : "them"));
+  }
+}
+
+// Every process of a mesh that spans several must run the same per-device program: a process
+// whose program differs (another function traced, or the same in another order) would send
+// its collectives' bytes where no one expects them. Compares a fingerprint of the program.
+void check_same_program_everywhere(const std::string& name, const ir::Program& local,
+                                   const Mesh& mesh) {
+  if (process_count() == 1) return;
+  std::set<int> procs;
+  for (const Device& d : mesh.devices()) procs.insert(d.process_index);
+  if (procs.size() == 1) return;
+  uint64_t h = 1469598103934665603ull;  // FNV-1a of the program text
+  for (unsigned char c : ir::to_text(local)) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  const std::vector<int> ps(procs.begin(), procs.end());
+  const std::string mine = fmt::format("{:016x} {}", h, name);
+  const std::vector<std::string> all = comm::mpi::exchange_control(ps, mine, name.c_str());
+  for (size_t i = 0; i < ps.size(); ++i) {
+    if (all[i] != mine) {
+      detail::fail(name,
+                   "process {} and process {} compiled different programs ({} against {}): "
+                   "every process must trace the same functions with the same shapes, in the "
+                   "same order",
+                   process_index(), ps[i], mine, all[i]);
+    }
   }
 }
 
@@ -120,7 +150,7 @@ std::shared_ptr<Compiled> compile(const ir::Program& program, const CompileOptio
                    s->mesh().to_string(), mesh->to_string());
     }
   }
-  if (!mesh) mesh = single_device_sharding(partix::devices()[0]).mesh();
+  if (!mesh) mesh = single_device_sharding(partix::default_device()).mesh();
   auto out = std::make_shared<Compiled>();
   int remat_blocks = 0;
   out->global = inline_regions(program, &remat_blocks);
@@ -135,6 +165,7 @@ std::shared_ptr<Compiled> compile(const ir::Program& program, const CompileOptio
   std::vector<ir::Aval> avals;
   for (int v : program.results) avals.push_back(program.aval(v));
   ir::verify(part.local);
+  check_same_program_everywhere(options.name, part.local, *mesh);
   out->executable = std::make_shared<runtime::Executable>(std::move(part.local), *mesh, in,
                                                           part.out_shardings, avals);
   return out;

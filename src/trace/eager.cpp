@@ -73,7 +73,7 @@ std::vector<Array> execute_eager(const prim::Primitive& p, const std::vector<Arr
   if (attrs.has("mesh")) named = attrs.get<Mesh>("mesh");
   if (!anchor && named) anchor = NamedSharding(*named, P());
   if (!anchor && !inputs.empty()) anchor = *inputs[0].impl()->sharding;
-  Mesh mesh = anchor ? anchor->mesh() : single_device_sharding(partix::devices()[0]).mesh();
+  Mesh mesh = anchor ? anchor->mesh() : single_device_sharding(partix::default_device()).mesh();
   std::vector<Array> args;
   for (const Array& a : inputs) {
     const auto& impl = a.impl();

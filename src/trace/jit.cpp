@@ -141,7 +141,7 @@ std::shared_ptr<JitState::Entry> JitState::get(const std::vector<Array>& leaves,
       }
     }
   }
-  if (!mesh) mesh = single_device_sharding(partix::devices()[0]).mesh();
+  if (!mesh) mesh = single_device_sharding(partix::default_device()).mesh();
   spmd::CompileOptions co;
   co.name = name;
   for (auto& g : given) co.in_shardings.push_back(g ? *g : NamedSharding(*mesh, P()));

@@ -195,7 +195,7 @@ Array literal(const ir::Literal& lit) {
     return bind1(prim::get_primitive("constant"), {}, std::move(attrs));
   }
   return scatter_from_host(lit.bytes.data(), lit.shape, lit.dtype,
-                           single_device_sharding(partix::devices()[0]));
+                           single_device_sharding(partix::default_device()));
 }
 
 Array literal(double value, DType dtype) {

@@ -6,20 +6,13 @@
 #include <thread>
 #include <type_traits>
 
+#include "comm/rendezvous.h"
 #include "core/errors.h"
 
 namespace partix::comm {
 
-struct ThreadCommunicator::Slot {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<const void*> in;
-  std::vector<void*> out;
-  detail::Buffer result;  // shared result of the current round, if any
-  // A generation-counting barrier, used twice per collective.
-  std::atomic<int64_t> generation{0};
-  int arrived = 0;
-  std::vector<bool> here;
+struct ThreadCommunicator::Slot : Rendezvous {
+  using Rendezvous::Rendezvous;
 };
 
 ThreadCommunicator::ThreadCommunicator() = default;
@@ -29,10 +22,7 @@ ThreadCommunicator::Slot& ThreadCommunicator::slot(const Group& group) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& s = slots_[group];
   if (!s) {
-    s = std::make_unique<Slot>();
-    s->in.resize(group.size());
-    s->out.resize(group.size());
-    s->here.assign(group.size(), false);
+    s = std::make_unique<Slot>(group.size());
   }
   return *s;
 }
@@ -45,50 +35,6 @@ int rank_of(const Group& group, int self, const char* what) {
     detail::internal_error(what, fmt::format("device {} is not in group [{}]", self, fmt::join(group, ",")));
   }
   return static_cast<int>(it - group.begin());
-}
-
-// The barrier: the last member to arrive runs `on_release` and releases everyone. Waiters
-// spin (yielding: there are more device threads than cores) before they block. A member that
-// arrives after a peer failed, or is waiting when one fails, raises CollectiveCancelled.
-template <class OnRelease>
-void wait_all(const ThreadCommunicator& c, ThreadCommunicator::Slot& s, const char* what,
-              const Group& group, int rank, OnRelease on_release) {
-  const int n = static_cast<int>(group.size());
-  c.check_abort(what, group);
-  int64_t gen;
-  {
-    std::lock_guard<std::mutex> lock(s.mu);
-    gen = s.generation.load();
-    s.here[static_cast<size_t>(rank)] = true;
-    if (++s.arrived == n) {
-      s.arrived = 0;
-      std::fill(s.here.begin(), s.here.end(), false);
-      on_release();
-      s.generation.fetch_add(1);
-      s.cv.notify_all();
-      return;
-    }
-  }
-  auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
-  while (s.generation.load() == gen && !c.aborted() &&
-         std::chrono::steady_clock::now() < spin_until) {
-    std::this_thread::yield();
-  }
-  if (s.generation.load() != gen) return;
-  std::unique_lock<std::mutex> lock(s.mu);
-  const auto deadline = collective_deadline();
-  while (s.generation.load() == gen) {
-    c.check_abort(what, group);
-    if (s.cv.wait_until(lock, deadline) == std::cv_status::timeout && s.generation.load() == gen) {
-      std::vector<int> missing;
-      for (int r = 0; r < n; ++r) {
-        if (!s.here[static_cast<size_t>(r)]) missing.push_back(group[static_cast<size_t>(r)]);
-      }
-      throw TimeoutError(fmt::format(
-          "[{}] timed out after {} s waiting for device(s) {} of group [{}]", what,
-          collective_timeout_seconds(), fmt::join(missing, ", "), fmt::join(group, ",")));
-    }
-  }
 }
 
 // The combining functions, in the accumulation type. Integer sums wrap (two's complement);
@@ -207,10 +153,7 @@ void reduce_into(const std::vector<void*>& dsts, const std::vector<const void*>&
 
 void ThreadCommunicator::wake_all() {
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto& [g, s] : slots_) {
-    std::lock_guard<std::mutex> l(s->mu);
-    s->cv.notify_all();
-  }
+  for (auto& [g, s] : slots_) s->notify();
 }
 
 int ThreadCommunicator::arrive(Slot& s, const char* what, const Group& group, int self,
@@ -219,13 +162,15 @@ int ThreadCommunicator::arrive(Slot& s, const char* what, const Group& group, in
   s.in[static_cast<size_t>(rank)] = in;
   s.out[static_cast<size_t>(rank)] = out;
   if (rank == 0 && result_bytes >= 0) s.result = detail::Buffer::shared(result_bytes);
-  wait_all(*this, s, what, group, rank, [] {});
+  s.wait_all(what, group, rank, [&] { check_abort(what, group); }, [this] { return aborted(); },
+             [] {});
   return rank;
 }
 
 void ThreadCommunicator::depart(Slot& s, const char* what, const Group& group, int self) {
   int rank = rank_of(group, self, what);
-  wait_all(*this, s, what, group, rank, [&s] { s.result = detail::Buffer(); });
+  s.wait_all(what, group, rank, [&] { check_abort(what, group); }, [this] { return aborted(); },
+             [&s] { s.result = detail::Buffer(); });
 }
 
 namespace {

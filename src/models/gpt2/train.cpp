@@ -248,7 +248,7 @@ void checkpoint_to_hf(const std::string& checkpoint_dir, int64_t step, const std
   const bool training = std::any_of(info.leaves.begin(), info.leaves.end(),
                                     [](const auto& l) { return l.name.starts_with("['params']"); });
   const std::string prefix = training ? "['params']" : "";
-  const NamedSharding one = single_device_sharding(devices()[0]);
+  const NamedSharding one = single_device_sharding(default_device());
   Params proto;
   std::map<std::string, ckpt::ArraySpec> specs;
   for (const auto& [name, ps] : param_specs(c)) {

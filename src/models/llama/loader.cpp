@@ -134,7 +134,7 @@ Model load_into(const Config& cfg, const Source& src, const ConfigSource& cs, co
   m.config = cfg;
   const int64_t H = cfg.num_heads, KV = cfg.num_kv_heads, D = cfg.head_dim, C = cfg.hidden_size;
   const int64_t G = H / KV;
-  NamedSharding host(Mesh({1}, {"load"}, {devices()[0]}), P());
+  NamedSharding host(Mesh({1}, {"load"}, {default_device()}), P());
   const auto shardings = param_shardings(cfg, rules, mesh);
   auto target = [&](const std::string& name) { return shardings.at(name); };
   for (const auto& [name, shape] : param_shapes(cfg)) {

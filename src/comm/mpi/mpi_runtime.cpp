@@ -1,0 +1,376 @@
+#include "comm/mpi/mpi_runtime.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include "comm/communicator.h"
+#include "core/errors.h"
+
+namespace partix::comm::mpi {
+
+namespace {
+
+constexpr int kNoticeTag = 1;
+constexpr int kControlTag = 2;
+constexpr int64_t kPiece = int64_t{1} << 30;  // bytes per MPI message (counts are int)
+
+struct State {
+  std::once_flag once;
+  Launch launch;
+  bool active = false;
+  std::mutex mu;              // every MPI call
+  MPI_Comm data = MPI_COMM_NULL;     // collectives' bytes
+  MPI_Comm control = MPI_COMM_NULL;  // notices and control exchanges
+  std::deque<std::pair<std::shared_ptr<std::string>, MPI_Request>> pending_notices;
+  std::function<void(const Notice&)> handler;
+  std::mutex handler_mu;
+  std::atomic<bool> failed{false};
+};
+
+State& state() {
+  static State* s = new State;  // never destroyed: device threads may use it during exit
+  return *s;
+}
+
+[[noreturn]] void mpi_fail(const char* what, int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(code, text, &len);
+  detail::fail(what, "MPI failed: {}", std::string(text, static_cast<size_t>(len)));
+}
+
+void check_mpi(int code, const char* what) {
+  if (code != MPI_SUCCESS) mpi_fail(what, code);
+}
+
+void finalize_at_exit() {
+  State& s = state();
+  if (!s.active || s.failed.load()) return;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+std::optional<int> env_int(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  char* end = nullptr;
+  long x = std::strtol(v, &end, 10);
+  if (*end != '\0' || x < 0 || x > 1 << 20) {
+    detail::fail("distributed::initialize", "{} is '{}', not a process count or rank", name, v);
+  }
+  return static_cast<int>(x);
+}
+
+void start(State& s) {
+  const std::optional<int> size = env_int("OMPI_COMM_WORLD_SIZE");
+  if (!size || *size <= 1) return;
+  int provided = 0;
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided),
+              "distributed::initialize");
+  } else {
+    MPI_Query_thread(&provided);
+  }
+  if (provided < MPI_THREAD_SERIALIZED) {
+    detail::fail("distributed::initialize",
+                 "the MPI library gives thread level {}; partix needs at least "
+                 "MPI_THREAD_SERIALIZED", provided);
+  }
+  int rank = 0, count = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &count);
+  check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &s.data), "distributed::initialize");
+  check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &s.control), "distributed::initialize");
+  // Errors come back as codes, which partix turns into partix::Error.
+  MPI_Comm_set_errhandler(s.data, MPI_ERRORS_RETURN);
+  MPI_Comm_set_errhandler(s.control, MPI_ERRORS_RETURN);
+  int* tag_ub = nullptr;
+  int has = 0;
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &has);
+  if (!has || tag_ub == nullptr || *tag_ub < 0x7FFFFFFF) {
+    detail::fail("distributed::initialize",
+                 "the MPI library allows message tags up to {}; partix needs 2^31-1 (Open MPI's)",
+                 has && tag_ub ? *tag_ub : 0);
+  }
+  s.launch = Launch{rank, count};
+  s.active = true;
+  std::atexit(finalize_at_exit);
+}
+
+// Waits for `reqs` (owned by peers[i]) until all completed or the deadline; polls notices
+// and `check_abort` in between. On any exit but completion, cancels what is left.
+void wait_requests(State& s, std::vector<MPI_Request>& reqs, const std::vector<int>& peers,
+                   const char* what, const std::string& group,
+                   const std::function<void()>& check_abort) {
+  const auto deadline = collective_deadline();
+  std::vector<int> indices(reqs.size());
+  size_t left = reqs.size();
+  for (const MPI_Request& r : reqs) left -= (r == MPI_REQUEST_NULL);
+  auto cancel_rest = [&] {
+    std::lock_guard<std::mutex> lock(s.mu);
+    for (MPI_Request& r : reqs) {
+      if (r == MPI_REQUEST_NULL) continue;
+      // A receive is cancelled; a send is left to finish (or not) on its own.
+      MPI_Cancel(&r);
+      MPI_Request_free(&r);
+    }
+  };
+  int spins = 0;
+  while (left > 0) {
+    int done = 0;
+    int rc = MPI_SUCCESS;
+    {
+      std::lock_guard<std::mutex> lock(s.mu);
+      rc = MPI_Testsome(static_cast<int>(reqs.size()), reqs.data(), &done, indices.data(),
+                        MPI_STATUSES_IGNORE);
+    }
+    if (rc != MPI_SUCCESS) {
+      cancel_rest();
+      mpi_fail(what, rc);
+    }
+    if (done != MPI_UNDEFINED) left -= static_cast<size_t>(done);
+    if (left == 0) break;
+    try {
+      poll_notices();
+      if (check_abort) check_abort();
+    } catch (...) {
+      cancel_rest();
+      throw;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::set<int> missing;
+      for (size_t i = 0; i < reqs.size(); ++i) {
+        if (reqs[i] != MPI_REQUEST_NULL) missing.insert(peers[i]);
+      }
+      cancel_rest();
+      throw TimeoutError(fmt::format(
+          "[{}] timed out after {} s waiting for process(es) {} ({}); a process that died, "
+          "raised an error or runs a different program stops the others",
+          what, collective_timeout_seconds(), fmt::join(missing, ", "), group));
+    }
+    // Spin briefly (the peer is usually about to answer), then back off: there are more
+    // threads than cores.
+    if (++spins < 64) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(spins < 1024 ? 20 : 500));
+    }
+  }
+}
+
+}  // namespace
+
+Launch launch() {
+  State& s = state();
+  std::call_once(s.once, [&] { start(s); });
+  return s.launch;
+}
+
+bool multi_process() { return launch().count > 1; }
+
+void exchange(const ExchangeContext& ctx, const std::vector<Transfer>& sends,
+              const std::vector<Transfer>& recvs) {
+  State& s = state();
+  if (!s.active) detail::internal_error("mpi::exchange", "MPI is not initialised");
+  std::vector<MPI_Request> reqs;
+  std::vector<int> peers;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    auto post = [&](const Transfer& t, bool send) {
+      int64_t off = 0;
+      do {
+        const int n = static_cast<int>(std::min(kPiece, t.bytes - off));
+        MPI_Request r = MPI_REQUEST_NULL;
+        char* p = static_cast<char*>(t.data) + off;
+        int rc = send ? MPI_Isend(p, n, MPI_BYTE, t.process, ctx.tag, s.data, &r)
+                      : MPI_Irecv(p, n, MPI_BYTE, t.process, ctx.tag, s.data, &r);
+        if (rc != MPI_SUCCESS) mpi_fail(ctx.what, rc);
+        reqs.push_back(r);
+        peers.push_back(t.process);
+        off += n;
+      } while (off < t.bytes);
+    };
+    for (const Transfer& t : recvs) post(t, false);
+    for (const Transfer& t : sends) post(t, true);
+  }
+  wait_requests(s, reqs, peers, ctx.what, ctx.group, ctx.check_abort);
+}
+
+void set_notice_handler(std::function<void(const Notice&)> handler) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.handler_mu);
+  s.handler = std::move(handler);
+}
+
+void send_notice(const Notice& n, const std::vector<int>& processes) {
+  State& s = state();
+  if (!s.active) return;
+  auto text = std::make_shared<std::string>();
+  text->resize(24);
+  std::memcpy(text->data(), &n.key, 8);
+  std::memcpy(text->data() + 8, &n.run, 8);
+  std::memcpy(text->data() + 16, &n.process, 4);
+  std::memcpy(text->data() + 20, &n.device, 4);
+  *text += n.cause.substr(0, 4000);
+  std::lock_guard<std::mutex> lock(s.mu);
+  for (int p : processes) {
+    if (p == s.launch.index) continue;
+    MPI_Request r = MPI_REQUEST_NULL;
+    if (MPI_Isend(text->data(), static_cast<int>(text->size()), MPI_BYTE, p, kNoticeTag,
+                  s.control, &r) == MPI_SUCCESS) {
+      s.pending_notices.emplace_back(text, r);
+    }
+  }
+}
+
+void poll_notices() {
+  State& s = state();
+  if (!s.active) return;
+  std::vector<Notice> got;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    while (!s.pending_notices.empty()) {  // sent notices whose send finished
+      int done = 0;
+      MPI_Test(&s.pending_notices.front().second, &done, MPI_STATUS_IGNORE);
+      if (!done) break;
+      s.pending_notices.pop_front();
+    }
+    while (true) {
+      int flag = 0;
+      MPI_Status st;
+      if (MPI_Iprobe(MPI_ANY_SOURCE, kNoticeTag, s.control, &flag, &st) != MPI_SUCCESS || !flag) {
+        break;
+      }
+      int count = 0;
+      MPI_Get_count(&st, MPI_BYTE, &count);
+      std::string text(static_cast<size_t>(std::max(count, 0)), '\0');
+      MPI_Recv(text.data(), count, MPI_BYTE, st.MPI_SOURCE, kNoticeTag, s.control,
+               MPI_STATUS_IGNORE);
+      if (text.size() < 24) continue;
+      Notice n;
+      std::memcpy(&n.key, text.data(), 8);
+      std::memcpy(&n.run, text.data() + 8, 8);
+      std::memcpy(&n.process, text.data() + 16, 4);
+      std::memcpy(&n.device, text.data() + 20, 4);
+      n.cause = text.substr(24);
+      got.push_back(std::move(n));
+    }
+  }
+  if (got.empty()) return;
+  std::lock_guard<std::mutex> lock(s.handler_mu);
+  for (const Notice& n : got) {
+    if (s.handler) s.handler(n);
+  }
+}
+
+std::vector<std::string> exchange_control(const std::vector<int>& processes,
+                                          const std::string& mine, const char* what) {
+  State& s = state();
+  std::vector<std::string> out(processes.size());
+  if (!s.active) {
+    out.assign(processes.size(), mine);
+    return out;
+  }
+  const int me = s.launch.index;
+  std::vector<MPI_Request> sends;
+  std::vector<int> send_peers;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    for (int p : processes) {
+      if (p == me) continue;
+      MPI_Request r = MPI_REQUEST_NULL;
+      check_mpi(MPI_Isend(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, p, kControlTag,
+                          s.control, &r), what);
+      sends.push_back(r);
+      send_peers.push_back(p);
+    }
+  }
+  // Receives by probing: the sizes are not known in advance.
+  const auto deadline = collective_deadline();
+  std::vector<bool> have(processes.size(), false);
+  size_t left = 0;
+  for (size_t i = 0; i < processes.size(); ++i) {
+    if (processes[i] == me) {
+      out[i] = mine;
+      have[i] = true;
+    } else {
+      ++left;
+    }
+  }
+  int spins = 0;
+  while (left > 0) {
+    for (size_t i = 0; i < processes.size(); ++i) {
+      if (have[i]) continue;
+      std::lock_guard<std::mutex> lock(s.mu);
+      int flag = 0;
+      MPI_Status st;
+      check_mpi(MPI_Iprobe(processes[i], kControlTag, s.control, &flag, &st), what);
+      if (!flag) continue;
+      int count = 0;
+      MPI_Get_count(&st, MPI_BYTE, &count);
+      out[i].resize(static_cast<size_t>(std::max(count, 0)));
+      check_mpi(MPI_Recv(out[i].data(), count, MPI_BYTE, processes[i], kControlTag, s.control,
+                         MPI_STATUS_IGNORE), what);
+      have[i] = true;
+      --left;
+    }
+    if (left == 0) break;
+    poll_notices();
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::vector<int> missing;
+      for (size_t i = 0; i < processes.size(); ++i) {
+        if (!have[i]) missing.push_back(processes[i]);
+      }
+      throw TimeoutError(fmt::format(
+          "[{}] timed out after {} s waiting for process(es) {}; every process must run the "
+          "same program (a process that died or raised an error stops the others)",
+          what, collective_timeout_seconds(), fmt::join(missing, ", ")));
+    }
+    if (++spins < 64) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(spins < 1024 ? 20 : 500));
+    }
+  }
+  wait_requests(s, sends, send_peers, what, "control", nullptr);
+  return out;
+}
+
+void notify_failure(const std::string& cause) {
+  State& s = state();
+  if (!s.active || s.failed.exchange(true)) return;
+  std::vector<int> all;
+  for (int p = 0; p < s.launch.count; ++p) all.push_back(p);
+  send_notice(Notice{0, kJob, s.launch.index, -1, cause}, all);
+  // Give the notices a moment to leave; a peer that is gone never takes them.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (std::chrono::steady_clock::now() < until) {
+    {
+      std::lock_guard<std::mutex> lock(s.mu);
+      while (!s.pending_notices.empty()) {
+        int done = 0;
+        MPI_Test(&s.pending_notices.front().second, &done, MPI_STATUS_IGNORE);
+        if (!done) break;
+        s.pending_notices.pop_front();
+      }
+      if (s.pending_notices.empty()) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+}  // namespace partix::comm::mpi

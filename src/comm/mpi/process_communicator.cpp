@@ -1,0 +1,448 @@
+#include "comm/mpi/process_communicator.h"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "core/errors.h"
+#include "core/memory.h"
+#include "partix/device.h"
+
+namespace partix::comm {
+
+struct ProcessCommunicator::Slot : Rendezvous {
+  Slot(size_t members, Split split, std::vector<int> local_devices)
+      : Rendezvous(members), split(std::move(split)), local_devices(std::move(local_devices)) {}
+  Split split;
+  std::vector<int> local_devices;  // this process's members, rank order
+};
+
+namespace {
+
+// Executions on each set of processes, and the failure notices they receive.
+struct Runs {
+  std::mutex mu;
+  std::map<uint64_t, uint64_t> next;                        // key -> next run number
+  std::map<std::pair<uint64_t, uint64_t>, ProcessCommunicator*> live;
+  std::map<std::pair<uint64_t, uint64_t>, mpi::Notice> early;  // for runs not started yet
+  std::vector<mpi::Notice> stopped;                            // processes that stopped
+};
+
+Runs& runs() {
+  static Runs* r = new Runs;
+  return *r;
+}
+
+uint64_t key_of(const std::vector<int>& processes) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (int p : processes) {
+    h ^= static_cast<uint64_t>(p) + 1;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+std::exception_ptr remote_cause(const mpi::Notice& n) {
+  if (n.run == mpi::kJob) {
+    return std::make_exception_ptr(
+        Error(fmt::format("process {} stopped: {}", n.process, n.cause)));
+  }
+  return std::make_exception_ptr(Error(fmt::format("in process {}: {}", n.process, n.cause)));
+}
+
+bool involves(const std::vector<int>& processes, int p) {
+  return std::binary_search(processes.begin(), processes.end(), p);
+}
+
+void deliver(const mpi::Notice& n) {
+  Runs& r = runs();
+  ProcessCommunicator* target = nullptr;
+  std::vector<ProcessCommunicator*> targets;
+  {
+    std::lock_guard<std::mutex> lock(r.mu);
+    if (n.run == mpi::kJob) {
+      r.stopped.push_back(n);
+      for (auto& [k, c] : r.live) {
+        if (involves(c->processes(), n.process)) targets.push_back(c);
+      }
+    } else {
+      auto it = r.live.find({n.key, n.run});
+      if (it != r.live.end()) {
+        target = it->second;
+      } else if (n.run >= r.next[n.key]) {
+        r.early[{n.key, n.run}] = n;  // this process has not reached that execution yet
+      }
+      if (target) targets.push_back(target);
+    }
+    // abort() only records and wakes: safe under the lock (communicators unregister under it).
+    for (ProcessCommunicator* c : targets) c->abort(n.device, remote_cause(n));
+  }
+}
+
+const std::string& group_text(const Group& group) {
+  thread_local std::string text;
+  text = fmt::format("group [{}]", fmt::join(group, ","));
+  return text;
+}
+
+}  // namespace
+
+ProcessCommunicator::ProcessCommunicator(const Mesh& mesh) {
+  std::set<int> procs;
+  for (const Device& d : mesh.devices()) procs.insert(d.process_index);
+  processes_.assign(procs.begin(), procs.end());
+  key_ = key_of(processes_);
+  static std::once_flag handler_once;
+  std::call_once(handler_once, [] { mpi::set_notice_handler(deliver); });
+  Runs& r = runs();
+  std::lock_guard<std::mutex> lock(r.mu);
+  run_ = r.next[key_]++;
+  r.live[{key_, run_}] = this;
+  auto early = r.early.find({key_, run_});
+  if (early != r.early.end()) {
+    abort(early->second.device, remote_cause(early->second));
+    r.early.erase(early);
+  }
+  // Notices for executions this process has passed are of no use any more.
+  for (auto it = r.early.begin(); it != r.early.end();) {
+    it = (it->first.first == key_ && it->first.second < run_) ? r.early.erase(it) : std::next(it);
+  }
+  for (const mpi::Notice& n : r.stopped) {
+    if (involves(processes_, n.process)) abort(n.device, remote_cause(n));
+  }
+}
+
+ProcessCommunicator::~ProcessCommunicator() {
+  Runs& r = runs();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.live.erase({key_, run_});
+}
+
+void ProcessCommunicator::wake_all() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [g, s] : slots_) s->notify();
+  }
+  local_.abort(failed_device(), std::make_exception_ptr(Error(failure_cause())));
+  // A failure of this process's device: the other processes of the mesh cancel too.
+  const int dev = failed_device();
+  if (dev >= 0 && dev < device_count() && devices()[static_cast<size_t>(dev)].process_index ==
+                                               process_index()) {
+    mpi::send_notice(mpi::Notice{key_, run_, process_index(), dev, failure_cause()}, processes_);
+  }
+}
+
+ProcessCommunicator::Slot& ProcessCommunicator::slot(const Group& group) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& s = slots_[group];
+  if (!s) {
+    Split sp;
+    const auto& all = devices();
+    std::set<int> procs;
+    for (int d : group) procs.insert(all[static_cast<size_t>(d)].process_index);
+    sp.procs.assign(procs.begin(), procs.end());
+    sp.ranks_of.resize(sp.procs.size());
+    const int me = process_index();
+    std::vector<int> local_devices;
+    for (size_t r = 0; r < group.size(); ++r) {
+      const int p = all[static_cast<size_t>(group[r])].process_index;
+      const int idx = static_cast<int>(std::lower_bound(sp.procs.begin(), sp.procs.end(), p) -
+                                       sp.procs.begin());
+      sp.proc_of_rank.push_back(idx);
+      sp.ranks_of[static_cast<size_t>(idx)].push_back(static_cast<int>(r));
+      if (p == me) {
+        sp.me = idx;
+        local_devices.push_back(group[r]);
+      }
+    }
+    s = std::make_unique<Slot>(local_devices.size(), std::move(sp), std::move(local_devices));
+  }
+  return *s;
+}
+
+mpi::ExchangeContext ProcessCommunicator::context(const char* what, const Group& group,
+                                                  int phase) {
+  mpi::ExchangeContext ctx;
+  ctx.what = what;
+  ctx.group = group_text(group);
+  // Collectives in flight at once have disjoint groups: the smallest device tells them apart.
+  // The execution's number keeps a message that a failed execution left unreceived from
+  // matching a later one.
+  const int lowest = *std::min_element(group.begin(), group.end());
+  ctx.tag = static_cast<int>(((run_ & 0x7FF) << 20) | (static_cast<uint64_t>(lowest & 0xFFFF) << 4) |
+                             static_cast<uint64_t>(phase & 0xF));
+  ctx.check_abort = [this, what, &group] { throw_if_aborted(what, group); };
+  return ctx;
+}
+
+template <class Work>
+void ProcessCommunicator::run(const char* what, const Group& group, int self, const void* in,
+                              void* out, Work work) {
+  Slot& s = slot(group);
+  auto it = std::find(s.local_devices.begin(), s.local_devices.end(), self);
+  if (it == s.local_devices.end()) {
+    detail::internal_error(what, fmt::format("device {} is not in group [{}]", self,
+                                             fmt::join(group, ",")));
+  }
+  const int lr = static_cast<int>(it - s.local_devices.begin());
+  s.in[static_cast<size_t>(lr)] = in;
+  s.out[static_cast<size_t>(lr)] = out;
+  auto check = [&] { throw_if_aborted(what, group); };
+  auto aborted_now = [this] { return aborted(); };
+  s.wait_all(what, s.local_devices, lr, check, aborted_now, [] {});
+  if (lr == 0) {
+    try {
+      work(s);
+    } catch (...) {
+      abort(self, std::current_exception());
+      throw;
+    }
+  }
+  s.wait_all(what, s.local_devices, lr, check, aborted_now, [] {});
+}
+
+namespace {
+std::pair<int64_t, int64_t> chunk_of(int64_t count, int n, int r) {
+  const int64_t c = (count + n - 1) / n;
+  const int64_t lo = std::min(count, r * c);
+  return {lo, std::min(count, lo + c)};
+}
+char* at(void* p, int64_t off) { return static_cast<char*>(p) + off; }
+const char* at(const void* p, int64_t off) { return static_cast<const char*>(p) + off; }
+void* mut(const void* p) { return const_cast<void*>(p); }  // MPI sends only read
+}  // namespace
+
+void ProcessCommunicator::all_reduce(const void* in, void* out, int64_t count, DType dtype,
+                                     ReduceKind kind, const Group& group, int self) {
+  if (slot(group).split.procs.size() == 1) {
+    local_.all_reduce(in, out, count, dtype, kind, group, self);
+    return;
+  }
+  run("all_reduce", group, self, in, out, [&](Slot& s) {
+    const Split& sp = s.split;
+    const int P = static_cast<int>(sp.procs.size());
+    const size_t L = s.local_devices.size();
+    const int64_t es = dtype_size(dtype);
+    // This process's members reduced, in rank order.
+    std::vector<char> partial_store;
+    const void* partial = s.in[0];
+    if (L > 1) {
+      partial_store = detail::host_staging("all_reduce", "a partial sum", count * es);
+      reduce_into({partial_store.data()}, s.in, count, dtype, kind);
+      partial = partial_store.data();
+    }
+    auto [mlo, mhi] = chunk_of(count, P, sp.me);
+    const int64_t mine = (mhi - mlo) * es;
+    std::vector<char> got = detail::host_staging("all_reduce", "received partial sums",
+                                                 mine * (P - 1));
+    std::vector<mpi::Transfer> sends, recvs;
+    for (int j = 0, k = 0; j < P; ++j) {
+      if (j == sp.me) continue;
+      auto [lo, hi] = chunk_of(count, P, j);
+      sends.push_back({sp.procs[static_cast<size_t>(j)], mut(at(partial, lo * es)), (hi - lo) * es});
+      recvs.push_back({sp.procs[static_cast<size_t>(j)], got.data() + (k++) * mine, mine});
+    }
+    mpi::exchange(context("all_reduce", group, 0), sends, recvs);
+    // Chunk `me` over the processes in order, into the first member's output.
+    std::vector<const void*> srcs;
+    for (int j = 0, k = 0; j < P; ++j) {
+      srcs.push_back(j == sp.me ? at(partial, mlo * es) : got.data() + (k++) * mine);
+    }
+    if (mine > 0) reduce_into({at(s.out[0], mlo * es)}, srcs, mhi - mlo, dtype, kind);
+    sends.clear();
+    recvs.clear();
+    for (int j = 0; j < P; ++j) {
+      if (j == sp.me) continue;
+      auto [lo, hi] = chunk_of(count, P, j);
+      sends.push_back({sp.procs[static_cast<size_t>(j)], at(s.out[0], mlo * es), mine});
+      recvs.push_back({sp.procs[static_cast<size_t>(j)], at(s.out[0], lo * es), (hi - lo) * es});
+    }
+    mpi::exchange(context("all_reduce", group, 1), sends, recvs);
+    for (size_t l = 1; l < L; ++l) {
+      if (count > 0) std::memcpy(s.out[l], s.out[0], static_cast<size_t>(count * es));
+    }
+  });
+}
+
+detail::Buffer ProcessCommunicator::all_reduce_to_buffer(const void* in, int64_t count,
+                                                         DType dtype, ReduceKind kind,
+                                                         const Group& group, int self) {
+  if (slot(group).split.procs.size() == 1) {
+    return local_.all_reduce_to_buffer(in, count, dtype, kind, group, self);
+  }
+  return Communicator::all_reduce_to_buffer(in, count, dtype, kind, group, self);
+}
+
+void ProcessCommunicator::all_gather(const void* in, void* out, int64_t bytes,
+                                     const Group& group, int self) {
+  if (slot(group).split.procs.size() == 1) {
+    local_.all_gather(in, out, bytes, group, self);
+    return;
+  }
+  run("all_gather", group, self, in, out, [&](Slot& s) {
+    const Split& sp = s.split;
+    const std::vector<int>& local = sp.local();
+    std::vector<mpi::Transfer> sends, recvs;
+    for (size_t j = 0; j < sp.procs.size(); ++j) {
+      if (static_cast<int>(j) == sp.me) continue;
+      for (size_t l = 0; l < local.size(); ++l) sends.push_back({sp.procs[j], mut(s.in[l]), bytes});
+      for (int r : sp.ranks_of[j]) recvs.push_back({sp.procs[j], at(s.out[0], r * bytes), bytes});
+    }
+    mpi::exchange(context("all_gather", group, 0), sends, recvs);
+    for (size_t l = 0; l < local.size(); ++l) {
+      if (bytes > 0) std::memcpy(at(s.out[0], local[l] * bytes), s.in[l], static_cast<size_t>(bytes));
+    }
+    const int64_t total = bytes * static_cast<int64_t>(group.size());
+    for (size_t l = 1; l < local.size(); ++l) {
+      if (total > 0) std::memcpy(s.out[l], s.out[0], static_cast<size_t>(total));
+    }
+  });
+}
+
+detail::Buffer ProcessCommunicator::all_gather_to_buffer(const void* in, int64_t bytes,
+                                                         const Group& group, int self) {
+  if (slot(group).split.procs.size() == 1) {
+    return local_.all_gather_to_buffer(in, bytes, group, self);
+  }
+  return Communicator::all_gather_to_buffer(in, bytes, group, self);
+}
+
+void ProcessCommunicator::reduce_scatter(const void* in, void* out, int64_t count, DType dtype,
+                                         ReduceKind kind, const Group& group, int self) {
+  if (slot(group).split.procs.size() == 1) {
+    local_.reduce_scatter(in, out, count, dtype, kind, group, self);
+    return;
+  }
+  run("reduce_scatter", group, self, in, out, [&](Slot& s) {
+    const Split& sp = s.split;
+    const std::vector<int>& local = sp.local();
+    const int64_t es = dtype_size(dtype);
+    const int64_t chunk = count * es;
+    const int64_t n = static_cast<int64_t>(group.size());
+    std::vector<char> partial_store;
+    const void* partial = s.in[0];
+    if (local.size() > 1) {
+      partial_store = detail::host_staging("reduce_scatter", "a partial sum", n * chunk);
+      reduce_into({partial_store.data()}, s.in, n * count, dtype, kind);
+      partial = partial_store.data();
+    }
+    const int P = static_cast<int>(sp.procs.size());
+    // got[(k * local.size() + l) * chunk]: the k-th other process's partial of local rank l.
+    std::vector<char> got = detail::host_staging(
+        "reduce_scatter", "received partial sums",
+        chunk * static_cast<int64_t>(local.size()) * (P - 1));
+    std::vector<mpi::Transfer> sends, recvs;
+    for (int j = 0, k = 0; j < P; ++j) {
+      if (j == sp.me) continue;
+      for (int r : sp.ranks_of[static_cast<size_t>(j)]) {
+        sends.push_back({sp.procs[static_cast<size_t>(j)], mut(at(partial, r * chunk)), chunk});
+      }
+      for (size_t l = 0; l < local.size(); ++l) {
+        recvs.push_back({sp.procs[static_cast<size_t>(j)],
+                         got.data() + (static_cast<int64_t>(k) * static_cast<int64_t>(local.size()) +
+                                       static_cast<int64_t>(l)) * chunk,
+                         chunk});
+      }
+      ++k;
+    }
+    mpi::exchange(context("reduce_scatter", group, 0), sends, recvs);
+    for (size_t l = 0; l < local.size(); ++l) {
+      std::vector<const void*> srcs;
+      for (int j = 0, k = 0; j < P; ++j) {
+        if (j == sp.me) {
+          srcs.push_back(at(partial, local[l] * chunk));
+        } else {
+          srcs.push_back(got.data() + (static_cast<int64_t>(k++) * static_cast<int64_t>(local.size()) +
+                                       static_cast<int64_t>(l)) * chunk);
+        }
+      }
+      reduce_into({s.out[l]}, srcs, count, dtype, kind);
+    }
+  });
+}
+
+void ProcessCommunicator::all_to_all(const void* in, void* out, int64_t bytes,
+                                     const Group& group, int self) {
+  if (slot(group).split.procs.size() == 1) {
+    local_.all_to_all(in, out, bytes, group, self);
+    return;
+  }
+  run("all_to_all", group, self, in, out, [&](Slot& s) {
+    const Split& sp = s.split;
+    const std::vector<int>& local = sp.local();
+    std::vector<mpi::Transfer> sends, recvs;
+    for (size_t j = 0; j < sp.procs.size(); ++j) {
+      if (static_cast<int>(j) == sp.me) continue;
+      for (size_t l = 0; l < local.size(); ++l) {
+        for (int r : sp.ranks_of[j]) sends.push_back({sp.procs[j], mut(at(s.in[l], r * bytes)), bytes});
+      }
+      for (int r : sp.ranks_of[j]) {
+        for (size_t l = 0; l < local.size(); ++l) {
+          recvs.push_back({sp.procs[j], at(s.out[l], r * bytes), bytes});
+        }
+      }
+    }
+    mpi::exchange(context("all_to_all", group, 0), sends, recvs);
+    for (size_t a = 0; a < local.size(); ++a) {
+      for (size_t b = 0; b < local.size(); ++b) {
+        if (bytes > 0) {
+          std::memcpy(at(s.out[b], local[a] * bytes), at(s.in[a], local[b] * bytes),
+                      static_cast<size_t>(bytes));
+        }
+      }
+    }
+  });
+}
+
+void ProcessCommunicator::permute(const void* in, void* out, int64_t bytes,
+                                  const std::vector<std::pair<int, int>>& pairs,
+                                  const Group& group, int self) {
+  if (slot(group).split.procs.size() == 1) {
+    local_.permute(in, out, bytes, pairs, group, self);
+    return;
+  }
+  run("ppermute", group, self, in, out, [&](Slot& s) {
+    const int me = process_index();
+    const auto& all = devices();
+    auto local_index = [&](int device) {
+      auto it = std::find(s.local_devices.begin(), s.local_devices.end(), device);
+      return it == s.local_devices.end() ? -1 : static_cast<int>(it - s.local_devices.begin());
+    };
+    std::vector<bool> targeted(s.local_devices.size(), false);
+    std::vector<mpi::Transfer> sends, recvs;
+    for (const auto& [src, dst] : pairs) {
+      const int ls = local_index(src), ld = local_index(dst);
+      if (ld >= 0) targeted[static_cast<size_t>(ld)] = true;
+      if (ls >= 0 && ld >= 0) {
+        if (bytes > 0) std::memcpy(s.out[static_cast<size_t>(ld)], s.in[static_cast<size_t>(ls)], static_cast<size_t>(bytes));
+      } else if (ls >= 0) {
+        sends.push_back({all[static_cast<size_t>(dst)].process_index, mut(s.in[static_cast<size_t>(ls)]), bytes});
+      } else if (ld >= 0) {
+        recvs.push_back({all[static_cast<size_t>(src)].process_index, s.out[static_cast<size_t>(ld)], bytes});
+      }
+    }
+    (void)me;
+    mpi::exchange(context("ppermute", group, 0), sends, recvs);
+    for (size_t l = 0; l < targeted.size(); ++l) {
+      if (!targeted[l] && bytes > 0) std::memset(s.out[l], 0, static_cast<size_t>(bytes));
+    }
+  });
+}
+
+void ProcessCommunicator::barrier(const Group& group, int self) {
+  if (slot(group).split.procs.size() == 1) {
+    local_.barrier(group, self);
+    return;
+  }
+  run("barrier", group, self, nullptr, nullptr, [&](Slot& s) {
+    std::vector<mpi::Transfer> sends, recvs;
+    for (size_t j = 0; j < s.split.procs.size(); ++j) {
+      if (static_cast<int>(j) == s.split.me) continue;
+      sends.push_back({s.split.procs[j], nullptr, 0});
+      recvs.push_back({s.split.procs[j], nullptr, 0});
+    }
+    mpi::exchange(context("barrier", group, 0), sends, recvs);
+  });
+}
+
+}  // namespace partix::comm

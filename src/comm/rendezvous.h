@@ -1,0 +1,89 @@
+// Where the member threads of one collective meet inside a process: each publishes its
+// buffers, then a generation-counting barrier releases them all at once. Used by the
+// in-process communicator for whole groups and by the process communicator for the members of
+// a group that live in this process.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "comm/communicator.h"
+#include "core/buffer.h"
+#include "partix/error.h"
+
+namespace partix::comm {
+
+struct Rendezvous {
+  explicit Rendezvous(size_t members) : in(members), out(members), here(members, false) {}
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<const void*> in;
+  std::vector<void*> out;
+  detail::Buffer result;  // shared result of the current round, if any
+  std::atomic<int64_t> generation{0};
+  int arrived = 0;
+  std::vector<bool> here;
+
+  // The barrier: member `rank` of `members` (device ids, for messages) arrives; the last one
+  // runs `on_release` and releases everyone. Waiters spin (yielding: there are more device
+  // threads than cores) before they block. `check_abort` raises when a member has failed; a
+  // member that waits past the collective timeout raises TimeoutError naming the devices that
+  // did not arrive.
+  template <class CheckAbort, class Aborted, class OnRelease>
+  void wait_all(const char* what, const std::vector<int>& members, int rank,
+                CheckAbort check_abort, Aborted aborted, OnRelease on_release) {
+    const int n = static_cast<int>(members.size());
+    check_abort();
+    int64_t gen;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      gen = generation.load();
+      here[static_cast<size_t>(rank)] = true;
+      if (++arrived == n) {
+        arrived = 0;
+        std::fill(here.begin(), here.end(), false);
+        on_release();
+        generation.fetch_add(1);
+        cv.notify_all();
+        return;
+      }
+    }
+    auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+    while (generation.load() == gen && !aborted() &&
+           std::chrono::steady_clock::now() < spin_until) {
+      std::this_thread::yield();
+    }
+    if (generation.load() != gen) return;
+    std::unique_lock<std::mutex> lock(mu);
+    const auto deadline = collective_deadline();
+    while (generation.load() == gen) {
+      check_abort();
+      if (cv.wait_until(lock, deadline) == std::cv_status::timeout && generation.load() == gen) {
+        std::vector<int> missing;
+        for (int r = 0; r < n; ++r) {
+          if (!here[static_cast<size_t>(r)]) missing.push_back(members[static_cast<size_t>(r)]);
+        }
+        throw TimeoutError(fmt::format(
+            "[{}] timed out after {} s waiting for device(s) {} of group [{}]", what,
+            collective_timeout_seconds(), fmt::join(missing, ", "), fmt::join(members, ",")));
+      }
+    }
+  }
+
+  void notify() {
+    std::lock_guard<std::mutex> l(mu);
+    cv.notify_all();
+  }
+};
+
+}  // namespace partix::comm

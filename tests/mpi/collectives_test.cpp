@@ -1,0 +1,327 @@
+// Many processes (run under mpirun by ctest: 2 processes x 4 devices and 4 x 2): every
+// collective over groups that span processes, evenly and unevenly, against values computed on
+// the host; arrays across processes; failures that must reach every process.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <numeric>
+
+#include "core/fault_injection.h"
+#include "partix/partix.h"
+
+namespace partix {
+namespace {
+
+// The global operand: G[r][c] = 10 r + c (exact in f32).
+float g_at(int64_t r, int64_t c) { return static_cast<float>(10 * r + c); }
+
+Array global_operand(int64_t rows, int64_t cols, const NamedSharding& s) {
+  return make_array_from_callback({rows, cols}, s, [&](const std::vector<Slice>& idx) {
+    std::vector<float> v;
+    for (int64_t r = idx[0].start; r < idx[0].stop; ++r) {
+      for (int64_t c = idx[1].start; c < idx[1].stop; ++c) v.push_back(g_at(r, c));
+    }
+    return from_vector(v, {idx[0].size(), idx[1].size()});
+  });
+}
+
+std::vector<float> everywhere(const Array& a) { return process_allgather(a).to_vector<float>(); }
+
+// A mesh of the job's 8 devices: x by y, devices in `order` (default: by id).
+Mesh mesh_of(int64_t x, int64_t y, std::vector<int> order = {}) {
+  if (order.empty()) {
+    order.resize(static_cast<size_t>(x * y));
+    std::iota(order.begin(), order.end(), 0);
+  }
+  std::vector<Device> ds;
+  for (int id : order) ds.push_back(devices()[static_cast<size_t>(id)]);
+  return Mesh({x, y}, {"x", "y"}, ds);
+}
+
+struct MeshCase {
+  const char* name;
+  int64_t x, y;
+  std::vector<int> order;
+};
+
+// 4x2 by id: x groups span processes evenly; 2x4: x groups hold one device per process (with
+// 2 processes); the permuted orders put 3 devices of an x group in one process and 1 in
+// another.
+std::vector<MeshCase> mesh_cases() {
+  return {{"4x2", 4, 2, {}},
+          {"2x4", 2, 4, {}},
+          {"4x2_uneven", 4, 2, {0, 1, 2, 4, 3, 5, 6, 7}},
+          {"2x4_uneven", 2, 4, {0, 4, 1, 2, 3, 5, 6, 7}}};
+}
+
+class Collectives : public testing::TestWithParam<int> {
+ protected:
+  Collectives()
+      : c_(mesh_cases()[static_cast<size_t>(GetParam())]), mesh_(mesh_of(c_.x, c_.y, c_.order)) {}
+  void SetUp() override { ASSERT_EQ(device_count(), 8) << "run with 8 devices in all"; }
+  MeshCase c_;
+  Mesh mesh_;
+};
+
+TEST_P(Collectives, PsumOverX) {
+  const int64_t X = c_.x, Y = c_.y, bx = 2, by = 3;
+  Array g = global_operand(X * bx, Y * by, NamedSharding(mesh_, P("x", "y")));
+  auto f = shard_map([](const Array& b) { return psum(b, "x"); }, mesh_, {P("x", "y")},
+                     {P(None, "y")});
+  std::vector<float> got = everywhere(f(g));
+  ASSERT_EQ(got.size(), static_cast<size_t>(bx * Y * by));
+  for (int64_t a = 0; a < bx; ++a) {
+    for (int64_t col = 0; col < Y * by; ++col) {
+      float want = 0;
+      for (int64_t i = 0; i < X; ++i) want += g_at(i * bx + a, col);
+      EXPECT_EQ(got[static_cast<size_t>(a * Y * by + col)], want) << a << "," << col;
+    }
+  }
+}
+
+TEST_P(Collectives, PmaxOverBothAxes) {
+  const int64_t X = c_.x, Y = c_.y, bx = 2, by = 3;
+  Array g = global_operand(X * bx, Y * by, NamedSharding(mesh_, P("x", "y")));
+  auto f = shard_map([](const Array& b) { return pmax(b, Axes{"x", "y"}); }, mesh_,
+                     {P("x", "y")}, {P()});
+  std::vector<float> got = everywhere(f(g));
+  for (int64_t a = 0; a < bx; ++a) {
+    for (int64_t c = 0; c < by; ++c) {
+      EXPECT_EQ(got[static_cast<size_t>(a * by + c)], g_at((X - 1) * bx + a, (Y - 1) * by + c));
+    }
+  }
+}
+
+TEST_P(Collectives, AllGatherOverX) {
+  const int64_t X = c_.x, Y = c_.y, bx = 2, by = 3;
+  Array g = global_operand(X * bx, Y * by, NamedSharding(mesh_, P("x", "y")));
+  auto f = shard_map([](const Array& b) { return all_gather(b, "x", 0, /*tiled=*/true); }, mesh_,
+                     {P("x", "y")}, {P(None, "y")});
+  std::vector<float> got = everywhere(f(g));
+  for (int64_t r = 0; r < X * bx; ++r) {
+    for (int64_t col = 0; col < Y * by; ++col) {
+      EXPECT_EQ(got[static_cast<size_t>(r * Y * by + col)], g_at(r, col));
+    }
+  }
+}
+
+TEST_P(Collectives, PsumScatterOverX) {
+  const int64_t X = c_.x, Y = c_.y, bx = X, by = 3;
+  Array g = global_operand(X * bx, Y * by, NamedSharding(mesh_, P("x", "y")));
+  auto f = shard_map([](const Array& b) { return psum_scatter(b, "x", 0, /*tiled=*/true); },
+                     mesh_, {P("x", "y")}, {P("x", "y")});
+  std::vector<float> got = everywhere(f(g));
+  ASSERT_EQ(got.size(), static_cast<size_t>(X * Y * by));
+  for (int64_t r = 0; r < X; ++r) {
+    for (int64_t col = 0; col < Y * by; ++col) {
+      float want = 0;
+      for (int64_t i = 0; i < X; ++i) want += g_at(i * bx + r, col);
+      EXPECT_EQ(got[static_cast<size_t>(r * Y * by + col)], want);
+    }
+  }
+}
+
+TEST_P(Collectives, AllToAllOverX) {
+  const int64_t X = c_.x, Y = c_.y, bx = X, by = 3;
+  Array g = global_operand(X * bx, Y * by, NamedSharding(mesh_, P("x", "y")));
+  auto f = shard_map([](const Array& b) { return all_to_all(b, "x", 0, 1, /*tiled=*/true); },
+                     mesh_, {P("x", "y")}, {P("x", "y")});
+  std::vector<float> got = everywhere(f(g));
+  const int64_t cols = Y * X * by;
+  ASSERT_EQ(got.size(), static_cast<size_t>(X * cols));
+  for (int64_t r = 0; r < X; ++r) {
+    for (int64_t j = 0; j < Y; ++j) {
+      for (int64_t s = 0; s < X; ++s) {
+        for (int64_t c = 0; c < by; ++c) {
+          EXPECT_EQ(got[static_cast<size_t>(r * cols + j * X * by + s * by + c)],
+                    g_at(s * bx + r, j * by + c));
+        }
+      }
+    }
+  }
+}
+
+TEST_P(Collectives, PpermuteShiftAndPartial) {
+  const int64_t X = c_.x, Y = c_.y, bx = 2, by = 3;
+  Array g = global_operand(X * bx, Y * by, NamedSharding(mesh_, P("x", "y")));
+  std::vector<std::pair<int, int>> shift;
+  for (int i = 0; i < X; ++i) shift.emplace_back(i, static_cast<int>((i + 1) % X));
+  for (const auto& perm : {shift, std::vector<std::pair<int, int>>{{0, 1}}}) {
+    auto f = shard_map([perm](const Array& b) { return ppermute(b, "x", perm); }, mesh_,
+                       {P("x", "y")}, {P("x", "y")});
+    std::vector<float> got = everywhere(f(g));
+    for (int64_t i = 0; i < X; ++i) {
+      int src = -1;
+      for (const auto& [s, d] : perm) {
+        if (d == i) src = s;
+      }
+      for (int64_t a = 0; a < bx; ++a) {
+        for (int64_t col = 0; col < Y * by; ++col) {
+          const float want = src < 0 ? 0.f : g_at(src * bx + a, col);
+          EXPECT_EQ(got[static_cast<size_t>((i * bx + a) * Y * by + col)], want);
+        }
+      }
+    }
+  }
+}
+
+TEST_P(Collectives, AxisIndexAndBarrierLikeSum) {
+  auto f = shard_map(
+      [](const Array& b) { return reshape(astype(axis_index("x"), DType::F32), {1}) + b; },
+      mesh_, {P("x")}, {P("x")});
+  Array z = zeros({c_.x}, DType::F32, NamedSharding(mesh_, P("x")));
+  std::vector<float> got = everywhere(f(z));
+  for (int64_t i = 0; i < c_.x; ++i) EXPECT_EQ(got[static_cast<size_t>(i)], static_cast<float>(i));
+}
+
+// jit with propagation: a matmul whose contraction is split over processes (an all_reduce the
+// partitioner inserts) and a reshard to another layout.
+TEST_P(Collectives, JitMatmulAndReshard) {
+  const int64_t X = c_.x, Y = c_.y;
+  Array a = global_operand(4, X * Y, NamedSharding(mesh_, P(None, Axes{"x", "y"})));
+  Array b = global_operand(X * Y, 2, NamedSharding(mesh_, P(Axes{"x", "y"}, None)));
+  Array c = jit([](const Array& p, const Array& q) { return matmul(p, q); })(a, b);
+  std::vector<float> got = everywhere(c);
+  for (int64_t i = 0; i < 4; ++i) {
+    for (int64_t j = 0; j < 2; ++j) {
+      double want = 0;
+      for (int64_t k = 0; k < X * Y; ++k) want += double(g_at(i, k)) * g_at(k, j);
+      EXPECT_NEAR(got[static_cast<size_t>(i * 2 + j)], want, 1e-3 * std::abs(want));
+    }
+  }
+  Array g = global_operand(8, 8, NamedSharding(mesh_, P("x", "y")));
+  Array moved = device_put(g, NamedSharding(mesh_, P("y", "x")));
+  EXPECT_EQ(everywhere(moved), everywhere(g));
+  Array repl = device_put(g, NamedSharding(mesh_, P()));
+  std::vector<float> direct = repl.to_vector<float>();  // replicated: readable everywhere
+  for (int64_t r = 0; r < 8; ++r) {
+    for (int64_t col = 0; col < 8; ++col) EXPECT_EQ(direct[static_cast<size_t>(r * 8 + col)], g_at(r, col));
+  }
+}
+
+// Gradients through a program whose collectives cross processes, against the host.
+TEST_P(Collectives, GradOfShardedLoss) {
+  const int64_t X = c_.x, Y = c_.y;
+  Array w = global_operand(X * 2, Y * 2, NamedSharding(mesh_, P("x", "y")));
+  auto loss = [](const Array& p) { return sum(p * p * 0.5f); };
+  Array gw = jit(grad(loss))(w);
+  EXPECT_EQ(everywhere(gw), everywhere(w));
+}
+
+INSTANTIATE_TEST_SUITE_P(Meshes, Collectives, testing::Range(0, 4),
+                         [](const testing::TestParamInfo<int>& i) {
+                           return std::string(mesh_cases()[static_cast<size_t>(i.param)].name);
+                         });
+
+TEST(Processes, DevicesAreProcessMajor) {
+  const int n = process_count();
+  ASSERT_GT(n, 1);
+  EXPECT_EQ(static_cast<int>(devices().size()), n * local_device_count());
+  for (const Device& d : devices()) EXPECT_EQ(d.process_index, d.id / local_device_count());
+  for (const Device& d : local_devices()) EXPECT_EQ(d.process_index, process_index());
+  EXPECT_EQ(default_device().id, process_index() * local_device_count());
+  EXPECT_TRUE(distributed::is_multi_process());
+}
+
+TEST(Processes, AddressabilityOfASpanningArray) {
+  Mesh mesh = mesh_of(4, 2);
+  Array g = global_operand(8, 4, NamedSharding(mesh, P("x", "y")));
+  EXPECT_FALSE(g.is_fully_addressable());
+  EXPECT_EQ(static_cast<int>(g.addressable_shards().size()), local_device_count());
+  for (const Shard& s : g.addressable_shards()) {
+    EXPECT_EQ(s.device.process_index, process_index());
+    std::vector<float> v = s.data.to_vector<float>();
+    EXPECT_EQ(v[0], g_at(s.index[0].start, s.index[1].start));
+  }
+  try {
+    (void)g.to_vector<float>();
+    ADD_FAILURE() << "reading a sharded array across processes must raise";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not fully addressable"), std::string::npos) << e.what();
+  }
+  // Replicated over every device: not fully addressable, but every block is here.
+  Array r = device_put(g, NamedSharding(mesh, P()));
+  EXPECT_FALSE(r.is_fully_addressable());
+  EXPECT_EQ(r.to_vector<float>().size(), 32u);
+  // A host value is this process's own.
+  Array h = from_vector<float>({1, 2, 3}, {3});
+  EXPECT_TRUE(h.is_fully_addressable());
+}
+
+TEST(Processes, ProcessLocalDataBuildsTheGlobalBatch) {
+  Mesh mesh = mesh_of(4, 2);
+  const NamedSharding batch(mesh, P(Axes{"x", "y"}));  // rows split over all 8 devices
+  const int64_t per_process = 16 / process_count();
+  std::vector<float> mine;
+  for (int64_t r = 0; r < per_process; ++r) {
+    for (int64_t c = 0; c < 3; ++c) mine.push_back(g_at(process_index() * per_process + r, c));
+  }
+  Array global = make_array_from_process_local_data(batch, from_vector(mine, {per_process, 3}));
+  EXPECT_EQ(global.shape(), (Shape{16, 3}));
+  std::vector<float> all = everywhere(global);
+  for (int64_t r = 0; r < 16; ++r) {
+    for (int64_t c = 0; c < 3; ++c) EXPECT_EQ(all[static_cast<size_t>(r * 3 + c)], g_at(r, c));
+  }
+  // The same with the global shape given, and a wrong local shape.
+  Array again = make_array_from_process_local_data(batch, from_vector(mine, {per_process, 3}),
+                                                   Shape{16, 3});
+  EXPECT_EQ(everywhere(again), all);
+  EXPECT_THROW(make_array_from_process_local_data(batch, from_vector(mine, {per_process, 3}),
+                                                  Shape{32, 3}),
+               Error);
+}
+
+TEST(Processes, DifferentProgramsAreNamed) {
+  Mesh mesh = mesh_of(4, 2);
+  Array g = global_operand(8, 4, NamedSharding(mesh, P("x", "y")));
+  auto f = process_index() == 0 ? std::function<Array(const Array&)>([](const Array& a) { return sum(a); })
+                                : std::function<Array(const Array&)>([](const Array& a) { return max(a); });
+  try {
+    (void)jit(f)(g);
+    ADD_FAILURE() << "programs that differ between processes must raise";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("compiled different programs"), std::string::npos)
+        << e.what();
+  }
+  // The job goes on: the next program is the same everywhere.
+  EXPECT_EQ(process_allgather(jit([](const Array& a) { return sum(a); })(g)).item<float>(),
+            [] {
+              float s = 0;
+              for (int r = 0; r < 8; ++r)
+                for (int c = 0; c < 4; ++c) s += g_at(r, c);
+              return s;
+            }());
+}
+
+// A device of the last process fails mid-program: every process raises, naming it, and the
+// next program runs.
+TEST(Processes, AFailureOnOneProcessReachesEveryProcess) {
+  Mesh mesh = mesh_of(4, 2);
+  Array g = global_operand(8, 4, NamedSharding(mesh, P("x", "y")));
+  auto f = jit([](const Array& a) { return sum(exp(a * 0.001f)); }, {.name = "fails_remotely"});
+  const int last = process_count() - 1;
+  if (process_index() == last) {
+    detail::fail_program_allocation("fails_remotely", {last * local_device_count()}, 1);
+  }
+  try {
+    (void)f(g);
+    ADD_FAILURE() << "the failure must reach process " << process_index();
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    if (process_index() != last) {
+      EXPECT_NE(m.find("process " + std::to_string(last)), std::string::npos) << m;
+    }
+  }
+  detail::fail_program_allocation("", {}, 0);
+  EXPECT_EQ(everywhere(f(g)).size(), 1u);
+}
+
+}  // namespace
+}  // namespace partix
+
+int main(int argc, char** argv) {
+  partix::distributed::initialize();
+  testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
