@@ -23,6 +23,10 @@ namespace partix::distributed {
 void initialize();
 // True when this process is one of several.
 bool is_multi_process();
+// This process's index and the number of processes mpirun started (0 and 1 without mpirun),
+// known before the devices are initialised: e.g. to divide a mesh's devices among processes.
+int launch_process_index();
+int launch_process_count();
 // Tells the other processes that this one stops because of `cause` (their collectives raise
 // partix::Error naming this process and the cause, instead of waiting for the timeout), and
 // lets it exit without MPI's closing handshake. The CLI calls it on any error; a program's
@@ -40,6 +44,11 @@ namespace partix {
 // scaled by how many such parts there are. No process ever holds the whole array.
 Array make_array_from_process_local_data(const NamedSharding& sharding, const Array& local,
                                          std::optional<Shape> global_shape = std::nullopt);
+
+// The box of a global array of `global_shape` that this process's devices hold under
+// `sharding` (its bounding box: one Slice per dimension). Throws when no device of the mesh
+// is this process's.
+std::vector<Slice> process_local_box(const NamedSharding& sharding, const Shape& global_shape);
 
 // The value of `x` on every process: an array of this process (uncommitted, on its default
 // device) holding the global value. Every process of x's mesh must call it.

@@ -4,6 +4,7 @@
 #include "partix/array.h"
 #include "partix/checkpoint.h"
 #include "partix/control.h"
+#include "partix/data.h"
 #include "partix/device.h"
 #include "partix/distributed.h"
 #include "partix/dtype.h"

@@ -1,5 +1,8 @@
 #include "io/data_loader.h"
 
+#include "core/errors.h"
+#include "partix/distributed.h"
+
 #include <algorithm>
 #include <filesystem>
 #include <random>
@@ -9,6 +12,16 @@
 #include "io/input_file.h"
 
 namespace partix::io {
+
+std::pair<int, int> process_rows(const NamedSharding& sharding, int64_t global_batch) {
+  const Slice rows = process_local_box(sharding, {global_batch})[0];
+  const int64_t part = rows.size();
+  detail::check(part > 0 && global_batch % part == 0 && rows.start % part == 0, "process_rows",
+                "this process holds rows [{}, {}) of a batch of {} under {}: not one of equal "
+                "parts", rows.start, rows.stop, global_batch, sharding.to_string());
+  return {static_cast<int>(rows.start / part), static_cast<int>(global_batch / part)};
+}
+
 
 namespace fs = std::filesystem;
 

@@ -19,6 +19,9 @@ void initialize() { (void)partix::devices(); }
 
 bool is_multi_process() { return partix::process_count() > 1; }
 
+int launch_process_index() { return comm::mpi::launch().index; }
+int launch_process_count() { return comm::mpi::launch().count; }
+
 void notify_failure(const std::string& cause) { comm::mpi::notify_failure(cause); }
 
 }  // namespace distributed
@@ -53,6 +56,27 @@ Coverage coverage(const NamedSharding& sharding, size_t rank) {
 }
 
 }  // namespace
+
+std::vector<Slice> process_local_box(const NamedSharding& sharding, const Shape& global_shape) {
+  const size_t rank = global_shape.size();
+  std::vector<Slice> box;
+  const int me = process_index();
+  for (int64_t k = 0; k < sharding.mesh().size(); ++k) {
+    if (sharding.mesh().devices()[static_cast<size_t>(k)].process_index != me) continue;
+    std::vector<Slice> idx = sharding.device_index(global_shape, k);
+    if (box.empty()) {
+      box = idx;
+      continue;
+    }
+    for (size_t d = 0; d < rank; ++d) {
+      box[d].start = std::min(box[d].start, idx[d].start);
+      box[d].stop = std::max(box[d].stop, idx[d].stop);
+    }
+  }
+  detail::check(!box.empty() || rank == 0, "process_local_box", "no device of {} belongs to process {}",
+                sharding.mesh().to_string(), me);
+  return box;
+}
 
 Array make_array_from_process_local_data(const NamedSharding& sharding, const Array& local,
                                          std::optional<Shape> global_shape) {
@@ -96,21 +120,10 @@ Array make_array_from_process_local_data(const NamedSharding& sharding, const Ar
   sharding.check_shape(global);
   detail::check_block_sharding(kLocalApi, local.dtype(), global, sharding);
   // This process's box of the global array.
-  Shape lo(rank, 0), ext(rank, 0);
-  {
-    Shape hi(rank, 0);
-    bool first = true;
-    const int me = process_index();
-    for (int64_t k = 0; k < sharding.mesh().size(); ++k) {
-      if (sharding.mesh().devices()[static_cast<size_t>(k)].process_index != me) continue;
-      std::vector<Slice> idx = sharding.device_index(global, k);
-      for (size_t d = 0; d < rank; ++d) {
-        lo[d] = first ? idx[d].start : std::min(lo[d], idx[d].start);
-        hi[d] = first ? idx[d].stop : std::max(hi[d], idx[d].stop);
-      }
-      first = false;
-    }
-    for (size_t d = 0; d < rank; ++d) ext[d] = hi[d] - lo[d];
+  Shape lo, ext;
+  for (const Slice& sl : process_local_box(sharding, global)) {
+    lo.push_back(sl.start);
+    ext.push_back(sl.size());
   }
   detail::check(local.shape() == ext, kLocalApi,
                 "the local data is {}{}, but the devices of process {} hold a block of shape {} "

@@ -6,6 +6,8 @@
 #include <charconv>
 #include <cmath>
 
+#include "core/errors.h"
+#include "partix/distributed.h"
 #include "partix/error.h"
 
 namespace partix::cli {
@@ -162,6 +164,19 @@ CLI::Option* add_real(CLI::App* cmd, const std::string& flag, double& dst, RealR
           help)
       ->default_str(fmt::format("{}", dst))
       ->type_name("FLOAT");
+}
+
+}  // namespace partix::cli
+
+namespace partix::cli {
+
+int devices_per_process(std::string_view command, int64_t total) {
+  const int procs = distributed::launch_process_count();
+  if (total % procs != 0) {
+    detail::fail(command, "the mesh's {} devices do not split evenly over {} processes", total,
+                 procs);
+  }
+  return static_cast<int>(total / procs);
 }
 
 }  // namespace partix::cli

@@ -33,6 +33,10 @@ double parse_real(std::string_view command, std::string_view flag, std::string_v
 std::vector<int64_t> parse_mesh(std::string_view command, std::string_view flag,
                                 std::string_view text, size_t axes, int64_t max_devices);
 
+// The devices each process gets when `total` devices are split over the processes mpirun
+// started (all of them without mpirun); an error when they do not split evenly.
+int devices_per_process(std::string_view command, int64_t total);
+
 // Options read as text and converted with the parsers above while the command line is parsed,
 // so a bad value stops the command before it does any work. The current value is the default.
 CLI::Option* add_int(CLI::App* cmd, const std::string& flag, int64_t& dst, int64_t lo, int64_t hi,

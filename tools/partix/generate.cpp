@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "core/errors.h"
 #include "flags.h"
 #include "report.h"
 #include "io/atomic_file.h"
@@ -37,10 +38,13 @@ void run_generate(const GenerateArgs& a) {
                     a.mesh, a.devices));
   }
   const int n = a.mesh != 0 ? a.mesh : a.devices;
+  const bool lead = distributed::launch_process_index() == 0;
+  detail::check(a.trace.empty() || distributed::launch_process_count() == 1, "generate",
+                "--trace is not supported with several processes yet; trace one process");
   // Destinations are checked before the model loads, so a typo costs no generation.
-  if (!a.output.empty()) detail::check_writable_file(a.output, "generate");
+  if (!a.output.empty() && lead) detail::check_writable_file(a.output, "generate");
   if (!a.trace.empty()) detail::check_writable_file(a.trace, "generate");
-  init({.num_cpu_devices = n});
+  init({.num_cpu_devices = devices_per_process("generate", n)});
   Mesh mesh = make_mesh({n}, {"model"});
   auto rules = models::llama::sharding_rules("model");
   std::string path = a.model.empty() ? models::llama::default_model_path() : a.model;
@@ -102,7 +106,7 @@ void run_generate(const GenerateArgs& a) {
   }
   fmt::print("compile: {:.2f} s\n", result.compile_seconds);
   fmt::print("peak memory per device:{}\n", peak_memory_per_device(mesh));
-  if (!a.output.empty()) {
+  if (!a.output.empty() && lead) {
     std::string all;
     for (const auto& t : texts) all += t + "\n";
     detail::write_file_atomic(a.output, "generate", all);

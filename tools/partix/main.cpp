@@ -6,7 +6,9 @@
 #include <cstdlib>
 #include <exception>
 #include <iostream>
+#include <cstdio>
 #include <new>
+#include <string>
 
 #include "commands.h"
 #include "partix/partix.h"
@@ -26,7 +28,20 @@ namespace {
     }
   }
   std::cerr << "partix: fatal: " << what << std::endl;
+  partix::distributed::notify_failure(what);
   std::_Exit(1);
+}
+
+// Reports an error, and tells the other processes of the job (if any) that this one stops, so
+// that they raise at once instead of waiting for it in a collective.
+int fail(const std::string& message) {
+  std::cerr << "partix: " << message << "\n";
+  if (partix::distributed::launch_process_count() > 1) {
+    std::cerr << "partix: process " << partix::distributed::launch_process_index()
+              << " stops\n";
+  }
+  partix::distributed::notify_failure(message);
+  return 1;
 }
 
 }  // namespace
@@ -36,6 +51,16 @@ int main(int argc, char** argv) {
   // Past a file-size limit, writes then fail with EFBIG, which the writers report by path,
   // instead of the signal killing the process with the output half written.
   std::signal(SIGXFSZ, SIG_IGN);
+  // Under mpirun every process runs the same command; process 0 alone prints (errors still
+  // come from every process, on stderr).
+  try {
+    if (partix::distributed::launch_process_index() != 0) {
+      if (std::freopen("/dev/null", "w", stdout) == nullptr) return 1;
+    }
+  } catch (const partix::Error& e) {
+    std::cerr << "partix: " << e.what() << "\n";
+    return 1;
+  }
   CLI::App app{"partix: SPMD array programming over a mesh of devices"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Print help for every subcommand");
@@ -48,18 +73,14 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const partix::Error& e) {
-    std::cerr << "partix: " << e.what() << "\n";
-    return 1;
+    return fail(e.what());
   } catch (const std::bad_alloc&) {
-    std::cerr << "partix: out of memory (a host allocation failed); try fewer devices, a "
-                 "smaller batch or a shorter sequence\n";
-    return 1;
+    return fail("out of memory (a host allocation failed); try fewer devices, a smaller batch "
+                "or a shorter sequence");
   } catch (const std::exception& e) {
-    std::cerr << "partix: internal error: " << e.what() << "\n";
-    return 1;
+    return fail(std::string("internal error: ") + e.what());
   } catch (...) {
-    std::cerr << "partix: internal error: an unknown exception\n";
-    return 1;
+    return fail("internal error: an unknown exception");
   }
   return 0;
 }

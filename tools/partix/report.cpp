@@ -22,6 +22,7 @@ std::string format_bytes(double bytes) {
 std::string peak_memory_per_device(const Mesh& mesh) {
   std::string out;
   for (const Device& d : mesh.devices()) {
+    if (d.process_index != process_index()) continue;  // another process's: not known here
     out += fmt::format(" {}:{}", d.id,
                        format_bytes(static_cast<double>(memory_stats(d.id).peak_bytes_in_use)));
   }

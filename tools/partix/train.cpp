@@ -78,9 +78,15 @@ void check_outputs(const TrainArgs& a) {
 }
 
 void run_train(const TrainArgs& a) {
-  check_outputs(a);
+  const bool lead = distributed::launch_process_index() == 0;
+  if (distributed::launch_process_count() > 1) {
+    detail::check(a.save.empty() && a.checkpoint_dir.empty(), "train",
+                  "--save and --checkpoint-dir are not supported with several processes yet; "
+                  "run them in one process");
+  }
+  if (lead) check_outputs(a);
   const int64_t d = a.mesh[0], m = a.mesh[1];
-  init({.num_cpu_devices = static_cast<int>(d * m)});
+  init({.num_cpu_devices = devices_per_process("train", d * m)});
   models::gpt2::TrainOptions o;
   if (a.model == "tiny") {
     o.model = models::gpt2::tiny();
@@ -120,7 +126,7 @@ void run_train(const TrainArgs& a) {
   // Rows are flushed every step (a full disk stops the run at once) and the file appears
   // whole when training ends, or with the rows so far when it fails.
   std::unique_ptr<detail::AtomicFile> csv;
-  if (!a.metrics.empty()) {
+  if (!a.metrics.empty() && lead) {
     csv = std::make_unique<detail::AtomicFile>(a.metrics, "train");
     csv->write("step,loss,tokens_per_s\n");
   }
@@ -167,7 +173,7 @@ void run_train(const TrainArgs& a) {
     t.save(a.save);
     fmt::print("saved a Hugging Face checkpoint to {}\n", a.save);
   }
-  if (!a.plot.empty()) {
+  if (!a.plot.empty() && lead) {
     write_loss_plot(a.plot, losses);
     fmt::print("loss curve written to {}\n", a.plot);
   }

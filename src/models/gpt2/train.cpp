@@ -5,6 +5,7 @@
 
 #include "core/errors.h"
 #include "io/data_loader.h"
+#include "partix/distributed.h"
 #include "partix/ops.h"
 #include "partix/random.h"
 
@@ -106,9 +107,10 @@ Trainer::Trainer(TrainOptions o)
     opt_ = optim::adamw_init(params_);
     key_ = device_put(random::fold_in(random::key(o_.seed), 7), NamedSharding(mesh_, P()));
   }
-  loader_ = std::make_unique<io::DataLoader>(std::move(tokens), o_.batch, o_.seq, o_.seed,
-                                             process_index(), process_count(), /*prefetch=*/2,
-                                             /*first_step=*/step_);
+  // Each process reads only the rows its devices hold.
+  const auto [part, parts] = io::process_rows(NamedSharding(mesh_, P("data")), o_.batch);
+  loader_ = std::make_unique<io::DataLoader>(std::move(tokens), o_.batch, o_.seq, o_.seed, part,
+                                             parts, /*prefetch=*/2, /*first_step=*/step_);
   step_fn_ = std::make_unique<Step>(Step{make_step(o_, mesh_, rules_)});
 }
 
@@ -118,8 +120,11 @@ StepMetrics Trainer::step() {
   auto t0 = std::chrono::steady_clock::now();
   io::Batch b = loader_->next();
   NamedSharding batch_sharding(mesh_, P("data"));
-  Array ids = device_put(from_vector(b.inputs, {b.rows, b.seq}), batch_sharding);
-  Array targets = device_put(from_vector(b.targets, {b.rows, b.seq}), batch_sharding);
+  const Shape global{o_.batch, o_.seq};
+  Array ids = make_array_from_process_local_data(batch_sharding,
+                                                 from_vector(b.inputs, {b.rows, b.seq}), global);
+  Array targets = make_array_from_process_local_data(
+      batch_sharding, from_vector(b.targets, {b.rows, b.seq}), global);
   double lr = optim::warmup_cosine(step_, o_.lr, o_.warmup, std::max<int64_t>(o_.steps, 1));
   Array lr_arr = device_put(scalar<float>(static_cast<float>(lr)), NamedSharding(mesh_, P()));
   Array key = device_put(random::fold_in(key_, step_), NamedSharding(mesh_, P()));
