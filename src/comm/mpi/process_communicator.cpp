@@ -199,16 +199,21 @@ void ProcessCommunicator::run(const char* what, const Group& group, int self, co
   auto check = [&] { throw_if_aborted(what, group); };
   auto aborted_now = [this] { return aborted(); };
   auto meet = [&] { s.wait_all(what, s.local_devices, lr, check, aborted_now, [] {}); };
-  try {
-    if constexpr (std::is_invocable_v<Work&, Slot&>) {
-      meet();
-      if (lr == 0) work(s);
-    } else {
-      work(s, lr, meet);
+  // A member whose work fails cancels the round for the others (a barrier that raises has
+  // already been cancelled, or timed out, which the executor reports).
+  auto guarded = [&](auto&& step) {
+    try {
+      step();
+    } catch (...) {
+      abort(self, std::current_exception());
+      throw;
     }
-  } catch (...) {
-    abort(self, std::current_exception());
-    throw;
+  };
+  if constexpr (std::is_invocable_v<Work&, Slot&>) {
+    meet();
+    if (lr == 0) guarded([&] { work(s); });
+  } else {
+    guarded([&] { work(s, lr, meet); });
   }
   // The last to leave drops the round's shared memory (members hold aliases of a result).
   s.wait_all(what, s.local_devices, lr, check, aborted_now, [&s] {
@@ -226,9 +231,6 @@ std::pair<int64_t, int64_t> chunk_of(int64_t count, int n, int r) {
 char* at(void* p, int64_t off) { return static_cast<char*>(p) + off; }
 const char* at(const void* p, int64_t off) { return static_cast<const char*>(p) + off; }
 void* mut(const void* p) { return const_cast<void*>(p); }  // MPI sends only read
-}  // namespace
-
-namespace {
 
 // The reduction of a group spanning processes into the round's shared result (s.result),
 // run by every local member of the group (lr: its local rank; see run):
