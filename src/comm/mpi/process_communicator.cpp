@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <set>
+#include <type_traits>
 
 #include "core/errors.h"
 #include "core/memory.h"
@@ -15,6 +16,10 @@ struct ProcessCommunicator::Slot : Rendezvous {
       : Rendezvous(members), split(std::move(split)), local_devices(std::move(local_devices)) {}
   Split split;
   std::vector<int> local_devices;  // this process's members, rank order
+  // The leader's staging of the current round (partial sums, what other processes sent),
+  // set before the members first meet. From the buffer pool: a fresh zero-filled vector of
+  // hundreds of MiB costs page faults and a memset on every call, about a copy of the data.
+  detail::Buffer scratch;
 };
 
 namespace {
@@ -175,6 +180,10 @@ mpi::ExchangeContext ProcessCommunicator::context(const char* what, const Group&
   return ctx;
 }
 
+// Two forms of work: work(slot), run by the leader alone once every member has arrived; or
+// work(slot, local_rank, meet), run by every member from its arrival on, which calls meet()
+// (a barrier of the local members) between its steps, so that the members share the memory
+// traffic of reducing and copying instead of waiting for the leader to do it all.
 template <class Work>
 void ProcessCommunicator::run(const char* what, const Group& group, int self, const void* in,
                               void* out, Work work) {
@@ -189,16 +198,28 @@ void ProcessCommunicator::run(const char* what, const Group& group, int self, co
   s.out[static_cast<size_t>(lr)] = out;
   auto check = [&] { throw_if_aborted(what, group); };
   auto aborted_now = [this] { return aborted(); };
-  s.wait_all(what, s.local_devices, lr, check, aborted_now, [] {});
-  if (lr == 0) {
+  auto meet = [&] { s.wait_all(what, s.local_devices, lr, check, aborted_now, [] {}); };
+  // A member whose work fails cancels the round for the others (a barrier that raises has
+  // already been cancelled, or timed out, which the executor reports).
+  auto guarded = [&](auto&& step) {
     try {
-      work(s);
+      step();
     } catch (...) {
       abort(self, std::current_exception());
       throw;
     }
+  };
+  if constexpr (std::is_invocable_v<Work&, Slot&>) {
+    meet();
+    if (lr == 0) guarded([&] { work(s); });
+  } else {
+    guarded([&] { work(s, lr, meet); });
   }
-  s.wait_all(what, s.local_devices, lr, check, aborted_now, [] {});
+  // The last to leave drops the round's shared memory (members hold aliases of a result).
+  s.wait_all(what, s.local_devices, lr, check, aborted_now, [&s] {
+    s.result = detail::Buffer();
+    s.scratch = detail::Buffer();
+  });
 }
 
 namespace {
@@ -210,67 +231,144 @@ std::pair<int64_t, int64_t> chunk_of(int64_t count, int n, int r) {
 char* at(void* p, int64_t off) { return static_cast<char*>(p) + off; }
 const char* at(const void* p, int64_t off) { return static_cast<const char*>(p) + off; }
 void* mut(const void* p) { return const_cast<void*>(p); }  // MPI sends only read
+
+// The reduction of a group spanning processes into the round's shared result (s.result),
+// run by every local member of the group (lr: its local rank; see run):
+//   1. the leader sets up the result and its staging, then the members meet;
+//   2. each member reduces its share of the elements of the local inputs, in rank order,
+//      into this process's partial sum;
+//   3. the leader sends chunk i of the partial sum to the i-th process and receives the
+//      other processes' partials of this process's chunk;
+//   4. each member reduces its share of this process's chunk over the processes in order;
+//   5. the leader sends the chunk to every other process and receives theirs.
+// reduce_into combines element by element, so splitting the elements among the members
+// changes no bit: the result is the same as one thread's, and the same on every process.
+template <class Meet, class Exchange>
+void reduce_across(ProcessCommunicator::Slot& s, int lr, Meet& meet, Exchange exchange,
+                   int64_t count, DType dtype, ReduceKind kind) {
+  const ProcessCommunicator::Split& sp = s.split;
+  const int P = static_cast<int>(sp.procs.size());
+  const int L = static_cast<int>(s.local_devices.size());
+  const int64_t es = dtype_size(dtype);
+  auto [mlo, mhi] = chunk_of(count, P, sp.me);
+  const int64_t mine = (mhi - mlo) * es;
+  const int64_t partial_bytes = L > 1 ? count * es : 0;
+  if (lr == 0) {
+    // Pooled and uninitialised: every byte is written below before it is read.
+    s.result = detail::Buffer::shared(count * es);
+    s.scratch = detail::Buffer::shared(partial_bytes + mine * (P - 1));
+  }
+  meet();
+  char* result = s.result.as<char>();
+  char* got = s.scratch.as<char>() + partial_bytes;
+  const char* partial = L > 1 ? s.scratch.as<char>() : static_cast<const char*>(s.in[0]);
+  if (L > 1) {
+    auto [lo, hi] = chunk_of(count, L, lr);
+    if (hi > lo) {
+      std::vector<const void*> srcs;
+      for (const void* p : s.in) srcs.push_back(at(p, lo * es));
+      reduce_into({s.scratch.as<char>() + lo * es}, srcs, hi - lo, dtype, kind);
+    }
+    meet();
+  }
+  if (lr == 0) {
+    std::vector<mpi::Transfer> sends, recvs;
+    for (int j = 0, k = 0; j < P; ++j) {
+      if (j == sp.me) continue;
+      auto [lo, hi] = chunk_of(count, P, j);
+      sends.push_back({sp.procs[static_cast<size_t>(j)], mut(partial + lo * es), (hi - lo) * es});
+      recvs.push_back({sp.procs[static_cast<size_t>(j)], got + (k++) * mine, mine});
+    }
+    exchange(0, sends, recvs);
+  }
+  meet();
+  {
+    auto [lo, hi] = chunk_of(mhi - mlo, L, lr);
+    if (hi > lo) {
+      std::vector<const void*> srcs;
+      for (int j = 0, k = 0; j < P; ++j) {
+        srcs.push_back(j == sp.me ? partial + (mlo + lo) * es : got + (k++) * mine + lo * es);
+      }
+      reduce_into({result + (mlo + lo) * es}, srcs, hi - lo, dtype, kind);
+    }
+  }
+  meet();
+  if (lr == 0) {
+    std::vector<mpi::Transfer> sends, recvs;
+    for (int j = 0; j < P; ++j) {
+      if (j == sp.me) continue;
+      auto [lo, hi] = chunk_of(count, P, j);
+      sends.push_back({sp.procs[static_cast<size_t>(j)], result + mlo * es, mine});
+      recvs.push_back({sp.procs[static_cast<size_t>(j)], result + lo * es, (hi - lo) * es});
+    }
+    exchange(1, sends, recvs);
+  }
+}
+
+// The gather of a group spanning processes into the round's shared result, run by every local
+// member: each copies its own block in while the leader exchanges the blocks of this process
+// and the others' directly in and out of the result.
+template <class Meet, class Exchange>
+void gather_across(ProcessCommunicator::Slot& s, int lr, Meet& meet, Exchange exchange,
+                   int64_t bytes, int64_t members) {
+  const ProcessCommunicator::Split& sp = s.split;
+  const std::vector<int>& local = sp.local();
+  if (lr == 0) s.result = detail::Buffer::shared(bytes * members);
+  meet();
+  char* result = s.result.as<char>();
+  if (bytes > 0) {
+    std::memcpy(result + local[static_cast<size_t>(lr)] * bytes, s.in[static_cast<size_t>(lr)],
+                static_cast<size_t>(bytes));
+  }
+  if (lr != 0) return;
+  std::vector<mpi::Transfer> sends, recvs;
+  for (size_t j = 0; j < sp.procs.size(); ++j) {
+    if (static_cast<int>(j) == sp.me) continue;
+    for (size_t l = 0; l < local.size(); ++l) sends.push_back({sp.procs[j], mut(s.in[l]), bytes});
+    for (int r : sp.ranks_of[j]) recvs.push_back({sp.procs[j], result + r * bytes, bytes});
+  }
+  exchange(0, sends, recvs);
+}
+
 }  // namespace
 
+// The pointer forms compute the shared result as the buffer forms do, then each member copies
+// it to its own output (in parallel, instead of the leader copying to every member).
 void ProcessCommunicator::all_reduce(const void* in, void* out, int64_t count, DType dtype,
                                      ReduceKind kind, const Group& group, int self) {
   if (slot(group).split.procs.size() == 1) {
     local_.all_reduce(in, out, count, dtype, kind, group, self);
     return;
   }
-  run("all_reduce", group, self, in, out, [&](Slot& s) {
-    const Split& sp = s.split;
-    const int P = static_cast<int>(sp.procs.size());
-    const size_t L = s.local_devices.size();
-    const int64_t es = dtype_size(dtype);
-    // This process's members reduced, in rank order.
-    std::vector<char> partial_store;
-    const void* partial = s.in[0];
-    if (L > 1) {
-      partial_store = detail::host_staging("all_reduce", "a partial sum", count * es);
-      reduce_into({partial_store.data()}, s.in, count, dtype, kind);
-      partial = partial_store.data();
-    }
-    auto [mlo, mhi] = chunk_of(count, P, sp.me);
-    const int64_t mine = (mhi - mlo) * es;
-    std::vector<char> got = detail::host_staging("all_reduce", "received partial sums",
-                                                 mine * (P - 1));
-    std::vector<mpi::Transfer> sends, recvs;
-    for (int j = 0, k = 0; j < P; ++j) {
-      if (j == sp.me) continue;
-      auto [lo, hi] = chunk_of(count, P, j);
-      sends.push_back({sp.procs[static_cast<size_t>(j)], mut(at(partial, lo * es)), (hi - lo) * es});
-      recvs.push_back({sp.procs[static_cast<size_t>(j)], got.data() + (k++) * mine, mine});
-    }
-    mpi::exchange(context("all_reduce", group, 0), sends, recvs);
-    // Chunk `me` over the processes in order, into the first member's output.
-    std::vector<const void*> srcs;
-    for (int j = 0, k = 0; j < P; ++j) {
-      srcs.push_back(j == sp.me ? at(partial, mlo * es) : got.data() + (k++) * mine);
-    }
-    if (mine > 0) reduce_into({at(s.out[0], mlo * es)}, srcs, mhi - mlo, dtype, kind);
-    sends.clear();
-    recvs.clear();
-    for (int j = 0; j < P; ++j) {
-      if (j == sp.me) continue;
-      auto [lo, hi] = chunk_of(count, P, j);
-      sends.push_back({sp.procs[static_cast<size_t>(j)], at(s.out[0], mlo * es), mine});
-      recvs.push_back({sp.procs[static_cast<size_t>(j)], at(s.out[0], lo * es), (hi - lo) * es});
-    }
-    mpi::exchange(context("all_reduce", group, 1), sends, recvs);
-    for (size_t l = 1; l < L; ++l) {
-      if (count > 0) std::memcpy(s.out[l], s.out[0], static_cast<size_t>(count * es));
-    }
+  auto exchange = [&](int phase, const std::vector<mpi::Transfer>& sends,
+                      const std::vector<mpi::Transfer>& recvs) {
+    mpi::exchange(context("all_reduce", group, phase), sends, recvs);
+  };
+  run("all_reduce", group, self, in, out, [&](Slot& s, int lr, auto& meet) {
+    reduce_across(s, lr, meet, exchange, count, dtype, kind);
+    meet();
+    const int64_t n = count * dtype_size(dtype);
+    if (n > 0) std::memcpy(s.out[static_cast<size_t>(lr)], s.result.data(), static_cast<size_t>(n));
   });
 }
 
+// Every local member gets an alias of one result, as in the in-process communicator.
 detail::Buffer ProcessCommunicator::all_reduce_to_buffer(const void* in, int64_t count,
                                                          DType dtype, ReduceKind kind,
                                                          const Group& group, int self) {
   if (slot(group).split.procs.size() == 1) {
     return local_.all_reduce_to_buffer(in, count, dtype, kind, group, self);
   }
-  return Communicator::all_reduce_to_buffer(in, count, dtype, kind, group, self);
+  auto exchange = [&](int phase, const std::vector<mpi::Transfer>& sends,
+                      const std::vector<mpi::Transfer>& recvs) {
+    mpi::exchange(context("all_reduce", group, phase), sends, recvs);
+  };
+  detail::Buffer mine;
+  run("all_reduce", group, self, in, nullptr, [&](Slot& s, int lr, auto& meet) {
+    reduce_across(s, lr, meet, exchange, count, dtype, kind);
+    mine = s.result.alias_for(self);
+  });
+  return mine;
 }
 
 void ProcessCommunicator::all_gather(const void* in, void* out, int64_t bytes,
@@ -279,22 +377,17 @@ void ProcessCommunicator::all_gather(const void* in, void* out, int64_t bytes,
     local_.all_gather(in, out, bytes, group, self);
     return;
   }
-  run("all_gather", group, self, in, out, [&](Slot& s) {
-    const Split& sp = s.split;
-    const std::vector<int>& local = sp.local();
-    std::vector<mpi::Transfer> sends, recvs;
-    for (size_t j = 0; j < sp.procs.size(); ++j) {
-      if (static_cast<int>(j) == sp.me) continue;
-      for (size_t l = 0; l < local.size(); ++l) sends.push_back({sp.procs[j], mut(s.in[l]), bytes});
-      for (int r : sp.ranks_of[j]) recvs.push_back({sp.procs[j], at(s.out[0], r * bytes), bytes});
-    }
-    mpi::exchange(context("all_gather", group, 0), sends, recvs);
-    for (size_t l = 0; l < local.size(); ++l) {
-      if (bytes > 0) std::memcpy(at(s.out[0], local[l] * bytes), s.in[l], static_cast<size_t>(bytes));
-    }
-    const int64_t total = bytes * static_cast<int64_t>(group.size());
-    for (size_t l = 1; l < local.size(); ++l) {
-      if (total > 0) std::memcpy(s.out[l], s.out[0], static_cast<size_t>(total));
+  auto exchange = [&](int phase, const std::vector<mpi::Transfer>& sends,
+                      const std::vector<mpi::Transfer>& recvs) {
+    mpi::exchange(context("all_gather", group, phase), sends, recvs);
+  };
+  const int64_t members = static_cast<int64_t>(group.size());
+  run("all_gather", group, self, in, out, [&](Slot& s, int lr, auto& meet) {
+    gather_across(s, lr, meet, exchange, bytes, members);
+    meet();
+    if (bytes > 0) {
+      std::memcpy(s.out[static_cast<size_t>(lr)], s.result.data(),
+                  static_cast<size_t>(bytes * members));
     }
   });
 }
@@ -304,7 +397,17 @@ detail::Buffer ProcessCommunicator::all_gather_to_buffer(const void* in, int64_t
   if (slot(group).split.procs.size() == 1) {
     return local_.all_gather_to_buffer(in, bytes, group, self);
   }
-  return Communicator::all_gather_to_buffer(in, bytes, group, self);
+  auto exchange = [&](int phase, const std::vector<mpi::Transfer>& sends,
+                      const std::vector<mpi::Transfer>& recvs) {
+    mpi::exchange(context("all_gather", group, phase), sends, recvs);
+  };
+  const int64_t members = static_cast<int64_t>(group.size());
+  detail::Buffer mine;
+  run("all_gather", group, self, in, nullptr, [&](Slot& s, int lr, auto& meet) {
+    gather_across(s, lr, meet, exchange, bytes, members);
+    mine = s.result.alias_for(self);
+  });
+  return mine;
 }
 
 void ProcessCommunicator::reduce_scatter(const void* in, void* out, int64_t count, DType dtype,
