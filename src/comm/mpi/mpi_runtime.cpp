@@ -196,8 +196,9 @@ void exchange(const ExchangeContext& ctx, const std::vector<Transfer>& sends,
         const int n = static_cast<int>(std::min(kPiece, t.bytes - off));
         MPI_Request r = MPI_REQUEST_NULL;
         char* p = static_cast<char*>(t.data) + off;
-        int rc = send ? MPI_Isend(p, n, MPI_BYTE, t.process, ctx.tag, s.data, &r)
-                      : MPI_Irecv(p, n, MPI_BYTE, t.process, ctx.tag, s.data, &r);
+        const int tag = ctx.tag_of ? ctx.tag_of(t.process, send) : ctx.tag;
+        int rc = send ? MPI_Isend(p, n, MPI_BYTE, t.process, tag, s.data, &r)
+                      : MPI_Irecv(p, n, MPI_BYTE, t.process, tag, s.data, &r);
         if (rc != MPI_SUCCESS) mpi_fail(ctx.what, rc);
         reqs.push_back(r);
         peers.push_back(t.process);

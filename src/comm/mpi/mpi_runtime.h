@@ -35,7 +35,9 @@ struct Transfer {
 struct ExchangeContext {
   const char* what = "collective";  // the collective, e.g. "all_reduce"
   std::string group;                // the group's description, e.g. "devices [0,4]"
-  int tag = 0;                      // distinguishes exchanges in flight between two processes
+  int tag = 0;  // distinguishes exchanges in flight between two processes
+  // When set, the tag of the messages to (send) or from a peer process instead.
+  std::function<int(int peer, bool send)> tag_of;
   // Raises when the execution this exchange serves was cancelled (called while waiting).
   std::function<void()> check_abort;
 };

@@ -170,12 +170,28 @@ mpi::ExchangeContext ProcessCommunicator::context(const char* what, const Group&
   mpi::ExchangeContext ctx;
   ctx.what = what;
   ctx.group = group_text(group);
-  // Collectives in flight at once have disjoint groups: the smallest device tells them apart.
-  // The execution's number keeps a message that a failed execution left unreceived from
-  // matching a later one.
-  const int lowest = *std::min_element(group.begin(), group.end());
-  ctx.tag = static_cast<int>(((run_ & 0x7FF) << 20) | (static_cast<uint64_t>(lowest & 0xFFFF) << 4) |
-                             static_cast<uint64_t>(phase & 0xF));
+  // A message from process p to q is sent by p's leader for the group (its first member in
+  // rank order) and received by q's leader; its tag names both leaders. Two collectives whose
+  // messages share a tag then have the same two leaders, which run them in program order
+  // (SPMD: every device meets its collectives in the same order), so MPI's non-overtaking
+  // rule pairs every send with its own receive. (A tag of the group alone would not: groups
+  // {0,3} and {0,1,2,4} meet in device 0, but process 1's leaders for them, devices 3 and 2,
+  // may send in either order.) The execution's number keeps a message that a failed execution
+  // left unreceived from matching a later one.
+  const Split& sp = slot(group).split;
+  std::vector<int> leaders(sp.procs.size());
+  for (size_t j = 0; j < sp.procs.size(); ++j) {
+    leaders[j] = group[static_cast<size_t>(sp.ranks_of[j].front())];
+  }
+  const int mine = leaders[static_cast<size_t>(sp.me)];
+  const uint64_t run = run_ & 0x3F;
+  ctx.tag_of = [procs = sp.procs, leaders, mine, run, phase](int peer, bool send) {
+    const size_t j = static_cast<size_t>(
+        std::lower_bound(procs.begin(), procs.end(), peer) - procs.begin());
+    const uint64_t from = static_cast<uint64_t>(send ? mine : leaders[j]) & 0xFFF;
+    const uint64_t to = static_cast<uint64_t>(send ? leaders[j] : mine) & 0xFFF;
+    return static_cast<int>((run << 25) | (from << 13) | (to << 1) | static_cast<uint64_t>(phase & 1));
+  };
   ctx.check_abort = [this, what, &group] { throw_if_aborted(what, group); };
   return ctx;
 }
