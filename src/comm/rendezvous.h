@@ -39,9 +39,13 @@ struct Rendezvous {
   // threads than cores) before they block. `check_abort` raises when a member has failed; a
   // member that waits past the collective timeout raises TimeoutError naming the devices that
   // did not arrive.
+  // `slack` lengthens the timeout: a process communicator's members wait a little longer for
+  // each other than its leaders wait for other processes, so that a silent process is named
+  // (by the leader) rather than the local device stuck waiting for it.
   template <class CheckAbort, class Aborted, class OnRelease>
   void wait_all(const char* what, const std::vector<int>& members, int rank,
-                CheckAbort check_abort, Aborted aborted, OnRelease on_release) {
+                CheckAbort check_abort, Aborted aborted, OnRelease on_release,
+                std::chrono::milliseconds slack = std::chrono::milliseconds(0)) {
     const int n = static_cast<int>(members.size());
     check_abort();
     int64_t gen;
@@ -65,7 +69,7 @@ struct Rendezvous {
     }
     if (generation.load() != gen) return;
     std::unique_lock<std::mutex> lock(mu);
-    const auto deadline = collective_deadline();
+    const auto deadline = collective_deadline() + slack;
     while (generation.load() == gen) {
       check_abort();
       if (cv.wait_until(lock, deadline) == std::cv_status::timeout && generation.load() == gen) {

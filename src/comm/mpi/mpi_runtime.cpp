@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -36,6 +37,7 @@ struct State {
   std::function<void(const Notice&)> handler;
   std::mutex handler_mu;
   std::atomic<bool> failed{false};
+  std::map<int, std::string> stopped;  // processes that said they stop, and why (under mu)
 };
 
 State& state() {
@@ -268,6 +270,7 @@ void poll_notices() {
       std::memcpy(&n.process, text.data() + 16, 4);
       std::memcpy(&n.device, text.data() + 20, 4);
       n.cause = text.substr(24);
+      if (n.run == kJob) s.stopped.emplace(n.process, n.cause);
       got.push_back(std::move(n));
     }
   }
@@ -331,6 +334,15 @@ std::vector<std::string> exchange_control(const std::vector<int>& processes,
     }
     if (left == 0) break;
     poll_notices();
+    {
+      std::lock_guard<std::mutex> lock(s.mu);
+      for (size_t i = 0; i < processes.size(); ++i) {
+        auto it = s.stopped.find(processes[i]);
+        if (!have[i] && it != s.stopped.end()) {
+          detail::fail(what, "process {} stopped: {}", it->first, it->second);
+        }
+      }
+    }
     if (std::chrono::steady_clock::now() > deadline) {
       std::vector<int> missing;
       for (size_t i = 0; i < processes.size(); ++i) {
@@ -372,6 +384,9 @@ void notify_failure(const std::string& cause) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  // A moment for the others to report the notice before mpirun, seeing this process exit
+  // with an error, ends the job.
+  std::this_thread::sleep_for(std::chrono::seconds(2));
 }
 
 }  // namespace partix::comm::mpi

@@ -24,6 +24,10 @@ struct ProcessCommunicator::Slot : Rendezvous {
 
 namespace {
 
+// Members inside a process wait this much longer for each other than leaders wait for other
+// processes: when a process goes silent, its leader's timeout names it first.
+constexpr std::chrono::milliseconds kSlack{2000};
+
 // Executions on each set of processes, and the failure notices they receive.
 struct Runs {
   std::mutex mu;
@@ -93,6 +97,7 @@ const std::string& group_text(const Group& group) {
 }  // namespace
 
 ProcessCommunicator::ProcessCommunicator(const Mesh& mesh) {
+  local_.set_wait_slack(kSlack);
   std::set<int> procs;
   for (const Device& d : mesh.devices()) procs.insert(d.process_index);
   processes_.assign(procs.begin(), procs.end());
@@ -214,7 +219,7 @@ void ProcessCommunicator::run(const char* what, const Group& group, int self, co
   s.out[static_cast<size_t>(lr)] = out;
   auto check = [&] { throw_if_aborted(what, group); };
   auto aborted_now = [this] { return aborted(); };
-  auto meet = [&] { s.wait_all(what, s.local_devices, lr, check, aborted_now, [] {}); };
+  auto meet = [&] { s.wait_all(what, s.local_devices, lr, check, aborted_now, [] {}, kSlack); };
   // A member whose work fails cancels the round for the others (a barrier that raises has
   // already been cancelled, or timed out, which the executor reports).
   auto guarded = [&](auto&& step) {
@@ -232,10 +237,13 @@ void ProcessCommunicator::run(const char* what, const Group& group, int self, co
     guarded([&] { work(s, lr, meet); });
   }
   // The last to leave drops the round's shared memory (members hold aliases of a result).
-  s.wait_all(what, s.local_devices, lr, check, aborted_now, [&s] {
-    s.result = detail::Buffer();
-    s.scratch = detail::Buffer();
-  });
+  s.wait_all(
+      what, s.local_devices, lr, check, aborted_now,
+      [&s] {
+        s.result = detail::Buffer();
+        s.scratch = detail::Buffer();
+      },
+      kSlack);
 }
 
 namespace {

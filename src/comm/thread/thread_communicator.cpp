@@ -163,14 +163,14 @@ int ThreadCommunicator::arrive(Slot& s, const char* what, const Group& group, in
   s.out[static_cast<size_t>(rank)] = out;
   if (rank == 0 && result_bytes >= 0) s.result = detail::Buffer::shared(result_bytes);
   s.wait_all(what, group, rank, [&] { check_abort(what, group); }, [this] { return aborted(); },
-             [] {});
+             [] {}, slack_);
   return rank;
 }
 
 void ThreadCommunicator::depart(Slot& s, const char* what, const Group& group, int self) {
   int rank = rank_of(group, self, what);
   s.wait_all(what, group, rank, [&] { check_abort(what, group); }, [this] { return aborted(); },
-             [&s] { s.result = detail::Buffer(); });
+             [&s] { s.result = detail::Buffer(); }, slack_);
 }
 
 namespace {

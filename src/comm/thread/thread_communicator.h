@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <map>
 #include <memory>
@@ -37,6 +38,8 @@ class ThreadCommunicator final : public Communicator {
                                       ReduceKind kind, const Group& group, int self) override;
   detail::Buffer all_gather_to_buffer(const void* in, int64_t bytes, const Group& group,
                                       int self) override;
+  // Members wait `slack` longer than the collective timeout (see Rendezvous::wait_all).
+  void set_wait_slack(std::chrono::milliseconds slack) { slack_ = slack; }
   // Raises CollectiveCancelled when a member of this execution has failed.
   void check_abort(const char* what, const Group& group) const { throw_if_aborted(what, group); }
 
@@ -57,6 +60,7 @@ class ThreadCommunicator final : public Communicator {
 
   std::mutex mu_;
   std::map<Group, std::unique_ptr<Slot>> slots_;
+  std::chrono::milliseconds slack_{0};
 };
 
 // Reduces srcs[r][0..count) into every dst (dsts may alias srcs: each block is fully read
