@@ -17,11 +17,12 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PARTIX_COLLECTI
 bound=$((timeout_s + 60))
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-train=(train --model tiny --mesh 4x2 --steps 100000 --batch 8 --seq 32 --quiet)
+# The seed marks this script's jobs among other partix processes on the machine.
+train=(train --model tiny --mesh 4x2 --steps 100000 --batch 8 --seq 32 --quiet --seed $$)
 hangs=0 unclear=0 kill_ok=0 throw_ok=0
 
 rank_pid() {  # the pid of process $1 of the running job
-  for p in $(pgrep -f "$partix train"); do
+  for p in $(pgrep -f -- "$partix ${train[*]}"); do
     if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1"; then
       echo "$p"
       return
@@ -40,7 +41,7 @@ for ((i = 1; i <= trials; ++i)); do
   if [[ -z $pid ]]; then
     echo "kill trial $i: process $victim not found (the job ended early?)"
     unclear=$((unclear + 1))
-    pkill -9 -f "$partix train"; wait "$job" 2>/dev/null
+    pkill -9 -f -- "$partix ${train[*]}"; wait "$job" 2>/dev/null
     continue
   fi
   kill -9 "$pid"
@@ -49,7 +50,7 @@ for ((i = 1; i <= trials; ++i)); do
   if kill -0 "$job" 2>/dev/null; then
     hangs=$((hangs + 1))
     echo "kill trial $i: HANG (process $victim killed)"
-    pkill -9 -f "$partix train"; kill -9 "$job"
+    pkill -9 -f -- "$partix ${train[*]}"; kill -9 "$job"
     wait "$job" 2>/dev/null
     continue
   fi
