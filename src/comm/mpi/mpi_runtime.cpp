@@ -113,6 +113,22 @@ void start(State& s) {
   std::atexit(finalize_at_exit);
 }
 
+// Between polls of a wait: spins briefly (the peer is usually about to answer), then backs
+// off, since there are more threads than cores.
+class Backoff {
+ public:
+  void pause() {
+    if (++spins_ < 64) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(spins_ < 1024 ? 20 : 500));
+    }
+  }
+
+ private:
+  int spins_ = 0;
+};
+
 // Waits for `reqs` (owned by peers[i]) until all completed or the deadline; polls notices
 // and `check_abort` in between. On any exit but completion, cancels what is left.
 void wait_requests(State& s, std::vector<MPI_Request>& reqs, const std::vector<int>& peers,
@@ -131,7 +147,7 @@ void wait_requests(State& s, std::vector<MPI_Request>& reqs, const std::vector<i
       MPI_Request_free(&r);
     }
   };
-  int spins = 0;
+  Backoff backoff;
   while (left > 0) {
     int done = 0;
     int rc = MPI_SUCCESS;
@@ -164,13 +180,7 @@ void wait_requests(State& s, std::vector<MPI_Request>& reqs, const std::vector<i
           "raised an error or runs a different program stops the others",
           what, collective_timeout_seconds(), fmt::join(missing, ", "), group));
     }
-    // Spin briefly (the peer is usually about to answer), then back off: there are more
-    // threads than cores.
-    if (++spins < 64) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(spins < 1024 ? 20 : 500));
-    }
+    backoff.pause();
   }
 }
 
@@ -315,7 +325,7 @@ std::vector<std::string> exchange_control(const std::vector<int>& processes,
       ++left;
     }
   }
-  int spins = 0;
+  Backoff backoff;
   while (left > 0) {
     for (size_t i = 0; i < processes.size(); ++i) {
       if (have[i]) continue;
@@ -353,11 +363,7 @@ std::vector<std::string> exchange_control(const std::vector<int>& processes,
           "same program (a process that died or raised an error stops the others)",
           what, collective_timeout_seconds(), fmt::join(missing, ", ")));
     }
-    if (++spins < 64) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(spins < 1024 ? 20 : 500));
-    }
+    backoff.pause();
   }
   wait_requests(s, sends, send_peers, what, "control", nullptr);
   return out;

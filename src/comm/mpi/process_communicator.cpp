@@ -63,35 +63,29 @@ bool involves(const std::vector<int>& processes, int p) {
   return std::binary_search(processes.begin(), processes.end(), p);
 }
 
+// A notice from another process cancels the executions it concerns; one for an execution this
+// process has not started yet waits for it.
 void deliver(const mpi::Notice& n) {
   Runs& r = runs();
-  ProcessCommunicator* target = nullptr;
-  std::vector<ProcessCommunicator*> targets;
-  {
-    std::lock_guard<std::mutex> lock(r.mu);
-    if (n.run == mpi::kJob) {
-      r.stopped.push_back(n);
-      for (auto& [k, c] : r.live) {
-        if (involves(c->processes(), n.process)) targets.push_back(c);
-      }
-    } else {
-      auto it = r.live.find({n.key, n.run});
-      if (it != r.live.end()) {
-        target = it->second;
-      } else if (n.run >= r.next[n.key]) {
-        r.early[{n.key, n.run}] = n;  // this process has not reached that execution yet
-      }
-      if (target) targets.push_back(target);
+  std::lock_guard<std::mutex> lock(r.mu);
+  // abort() only records and wakes: safe under the lock (communicators unregister under it).
+  if (n.run == mpi::kJob) {
+    r.stopped.push_back(n);
+    for (auto& [k, c] : r.live) {
+      if (involves(c->processes(), n.process)) c->abort(n.device, remote_cause(n));
     }
-    // abort() only records and wakes: safe under the lock (communicators unregister under it).
-    for (ProcessCommunicator* c : targets) c->abort(n.device, remote_cause(n));
+    return;
+  }
+  auto it = r.live.find({n.key, n.run});
+  if (it != r.live.end()) {
+    it->second->abort(n.device, remote_cause(n));
+  } else if (n.run >= r.next[n.key]) {
+    r.early[{n.key, n.run}] = n;
   }
 }
 
-const std::string& group_text(const Group& group) {
-  thread_local std::string text;
-  text = fmt::format("group [{}]", fmt::join(group, ","));
-  return text;
+std::string group_text(const Group& group) {
+  return fmt::format("group [{}]", fmt::join(group, ","));
 }
 
 }  // namespace
@@ -446,28 +440,28 @@ void ProcessCommunicator::reduce_scatter(const void* in, void* out, int64_t coun
     const int64_t es = dtype_size(dtype);
     const int64_t chunk = count * es;
     const int64_t n = static_cast<int64_t>(group.size());
-    std::vector<char> partial_store;
-    const void* partial = s.in[0];
-    if (local.size() > 1) {
-      partial_store = detail::host_staging("reduce_scatter", "a partial sum", n * chunk);
-      reduce_into({partial_store.data()}, s.in, n * count, dtype, kind);
-      partial = partial_store.data();
-    }
     const int P = static_cast<int>(sp.procs.size());
-    // got[(k * local.size() + l) * chunk]: the k-th other process's partial of local rank l.
-    std::vector<char> got = detail::host_staging(
-        "reduce_scatter", "received partial sums",
-        chunk * static_cast<int64_t>(local.size()) * (P - 1));
+    const int64_t L = static_cast<int64_t>(local.size());
+    // One pooled, uninitialised staging buffer (every byte is written before it is read): this
+    // process's partial sums of all n chunks (when it has several members), then
+    // got[(k * L + l) * chunk], the k-th other process's partial of local rank l.
+    const int64_t partial_bytes = L > 1 ? n * chunk : 0;
+    s.scratch = detail::Buffer::shared(partial_bytes + chunk * L * (P - 1));
+    const void* partial = s.in[0];
+    if (L > 1) {
+      reduce_into({s.scratch.data()}, s.in, n * count, dtype, kind);
+      partial = s.scratch.data();
+    }
+    char* got = s.scratch.as<char>() + partial_bytes;
     std::vector<mpi::Transfer> sends, recvs;
-    for (int j = 0, k = 0; j < P; ++j) {
+    for (int64_t j = 0, k = 0; j < P; ++j) {
       if (j == sp.me) continue;
       for (int r : sp.ranks_of[static_cast<size_t>(j)]) {
         sends.push_back({sp.procs[static_cast<size_t>(j)], mut(at(partial, r * chunk)), chunk});
       }
       for (size_t l = 0; l < local.size(); ++l) {
         recvs.push_back({sp.procs[static_cast<size_t>(j)],
-                         got.data() + (static_cast<int64_t>(k) * static_cast<int64_t>(local.size()) +
-                                       static_cast<int64_t>(l)) * chunk,
+                         got + (k * L + static_cast<int64_t>(l)) * chunk,
                          chunk});
       }
       ++k;
@@ -475,12 +469,11 @@ void ProcessCommunicator::reduce_scatter(const void* in, void* out, int64_t coun
     mpi::exchange(context("reduce_scatter", group, 0), sends, recvs);
     for (size_t l = 0; l < local.size(); ++l) {
       std::vector<const void*> srcs;
-      for (int j = 0, k = 0; j < P; ++j) {
+      for (int64_t j = 0, k = 0; j < P; ++j) {
         if (j == sp.me) {
           srcs.push_back(at(partial, local[l] * chunk));
         } else {
-          srcs.push_back(got.data() + (static_cast<int64_t>(k++) * static_cast<int64_t>(local.size()) +
-                                       static_cast<int64_t>(l)) * chunk);
+          srcs.push_back(got + (static_cast<int64_t>(k++) * L + static_cast<int64_t>(l)) * chunk);
         }
       }
       reduce_into({s.out[l]}, srcs, count, dtype, kind);
@@ -529,7 +522,6 @@ void ProcessCommunicator::permute(const void* in, void* out, int64_t bytes,
     return;
   }
   run("ppermute", group, self, in, out, [&](Slot& s) {
-    const int me = process_index();
     const auto& all = devices();
     auto local_index = [&](int device) {
       auto it = std::find(s.local_devices.begin(), s.local_devices.end(), device);
@@ -548,7 +540,6 @@ void ProcessCommunicator::permute(const void* in, void* out, int64_t bytes,
         recvs.push_back({all[static_cast<size_t>(src)].process_index, s.out[static_cast<size_t>(ld)], bytes});
       }
     }
-    (void)me;
     mpi::exchange(context("ppermute", group, 0), sends, recvs);
     for (size_t l = 0; l < targeted.size(); ++l) {
       if (!targeted[l] && bytes > 0) std::memset(s.out[l], 0, static_cast<size_t>(bytes));

@@ -1,9 +1,9 @@
 // Collectives of one execution whose mesh spans several processes (DESIGN §6.1): hierarchical.
-// The members of a group that live in this process meet in shared memory (a Rendezvous); the
-// first of them, the process's leader for the group, combines their buffers and exchanges
-// with the leaders of the other processes over MPI, directly with each (so every process
-// hears from every other, and a silent one is named). Groups entirely inside this process
-// use the in-process communicator unchanged.
+// The members of a group that live in this process meet in shared memory (a Rendezvous) and
+// share the local work (reductions, copies); the first of them in rank order, the process's
+// leader for the group, makes every MPI call of the collective, exchanging with the leaders of
+// the other processes directly (so every process hears from every other, and a silent one is
+// named). Groups entirely inside this process use the in-process communicator unchanged.
 //
 // Reductions are deterministic and identical on every process: each process reduces its
 // members in rank order, then chunk i of the result is reduced by the i-th process over the
