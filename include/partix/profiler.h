@@ -18,7 +18,9 @@ void start();  // clears earlier spans and begins recording
 void stop();
 bool recording();
 std::vector<Span> spans();
-// Chrome trace event JSON (open in chrome://tracing or ui.perfetto.dev).
+// Chrome trace event JSON (open in chrome://tracing or ui.perfetto.dev). With several
+// processes every process calls it; process 0 writes one trace holding every process's
+// devices (one trace process per partix process, timelines aligned on the wall clock).
 void write_chrome_trace(const std::string& path);
 
 }  // namespace partix::profiler

@@ -2,7 +2,11 @@
 # The CLI under mpirun against one process: `partix train --model tiny --mesh 4x2` logs the
 # same losses (within 1e-5 relative) with 2 processes of 4 devices as with 1 process of 8, and
 # `partix generate --devices 8 --greedy` writes the same text; process 0 alone prints.
-# Usage: cli_equal.sh PARTIX_BINARY WORK_DIR [train|generate]...
+# save_trace: `--save` under mpirun writes the model one process writes (within 1e-3 of each
+# tensor's largest value: Adam's update, m / sqrt(v), turns reduction-order differences of
+# near-zero gradients into differences up to the learning rate), and `--trace` holds every
+# process's devices.
+# Usage: cli_equal.sh PARTIX_BINARY WORK_DIR [train|generate|save_trace]...
 set -euo pipefail
 partix=$1
 work=$2
@@ -26,6 +30,22 @@ for w in ${what[*]}; do
         n++ }
       END { if (n != 10) { print "expected 10 steps, got " n; exit 1 } exit bad }'
     echo "train: 10 losses equal within 1e-5 relative"
+  elif [[ $w == save_trace ]]; then
+    args=(train --model tiny --mesh 4x2 --steps 5 --batch 8 --seq 32 --quiet)
+    "$partix" "${args[@]}" --save "$work/one" >/dev/null
+    "${mpi[@]}" "$partix" "${args[@]}" --save "$work/two" >/dev/null
+    python3 "$(dirname "$0")/safetensors_close.py" "$work/one/model.safetensors" \
+      "$work/two/model.safetensors" 1e-3
+    "${mpi[@]}" "$partix" generate --devices 8 --greedy --max-tokens 3 --quiet \
+      --trace "$work/trace.json" >/dev/null
+    python3 - "$work/trace.json" <<'PY'
+import json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+tracks = sorted({(e["pid"], e["tid"]) for e in events if e["ph"] == "X"})
+want = [(d // 4, d) for d in range(8)]
+assert tracks == want, f"trace tracks {tracks}, expected {want}"
+print(f"trace: {len(events)} events on the 8 devices of both processes")
+PY
   else
     args=(generate --devices 8 --greedy --max-tokens 12 --prompt "The capital of France is" --quiet)
     "$partix" "${args[@]}" --output "$work/one.txt" >/dev/null

@@ -80,9 +80,9 @@ void check_outputs(const TrainArgs& a) {
 void run_train(const TrainArgs& a) {
   const bool lead = distributed::launch_process_index() == 0;
   if (distributed::launch_process_count() > 1) {
-    detail::check(a.save.empty() && a.checkpoint_dir.empty(), "train",
-                  "--save and --checkpoint-dir are not supported with several processes yet; "
-                  "run them in one process");
+    detail::check(a.checkpoint_dir.empty(), "train",
+                  "--checkpoint-dir is not supported with several processes yet; run it in one "
+                  "process");
   }
   if (lead) check_outputs(a);
   const int64_t d = a.mesh[0], m = a.mesh[1];
@@ -170,7 +170,7 @@ void run_train(const TrainArgs& a) {
                fmt::join(ckpt::all_steps(a.checkpoint_dir), ", "));
   }
   if (!a.save.empty()) {
-    t.save(a.save);
+    t.save(a.save);  // every process takes part; process 0 writes
     fmt::print("saved a Hugging Face checkpoint to {}\n", a.save);
   }
   if (!a.plot.empty() && lead) {

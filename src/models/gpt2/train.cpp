@@ -154,7 +154,15 @@ Lowered Trainer::lower_step() {
   return step_fn_->fn.lower(params_, opt_, ids, ids, lr, key_);
 }
 
-void Trainer::save(const std::string& dir) const { save_hf(dir, params_, o_.model); }
+void Trainer::save(const std::string& dir) const {
+  // Across processes every process gathers the parameters it does not hold whole; process 0
+  // alone writes.
+  Params whole;
+  for (const auto& [name, p] : params_) {
+    whole.emplace(name, p.is_fully_addressable() ? p : process_allgather(p));
+  }
+  if (process_index() == 0) save_hf(dir, whole, o_.model);
+}
 
 // ---- training checkpoints
 
