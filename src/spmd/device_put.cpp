@@ -65,6 +65,20 @@ Array device_put(const Array& x, const NamedSharding& sharding) {
       out = detail::make_array(x.shape(), x.dtype(), sharding, impl->shards);
     }
   } else {
+    // Through the host: only an array this process holds every block of (a sharded array
+    // spanning processes would have to be materialised whole in each).
+    if (!x.is_fully_addressable()) {
+      try {
+        (void)detail::gather_to_host(x);  // raises unless every block has a replica here
+      } catch (const Error&) {
+        detail::fail("device_put",
+                     "cannot move {}{} from {} to a sharding on another mesh ({}): it spans "
+                     "processes, and moving between meshes goes through the host; reshard it on "
+                     "its own mesh, or process_allgather it first",
+                     dtype_name(x.dtype()), shape_to_string(x.shape()),
+                     impl->sharding->to_string(), sharding.to_string());
+      }
+    }
     std::vector<char> host = detail::gather_to_host(x);
     out = detail::scatter_from_host(host.data(), x.shape(), x.dtype(), sharding);
   }

@@ -244,6 +244,16 @@ TEST(Processes, AddressabilityOfASpanningArray) {
   Array r = device_put(g, NamedSharding(mesh, P()));
   EXPECT_FALSE(r.is_fully_addressable());
   EXPECT_EQ(r.to_vector<float>().size(), 32u);
+  // Moving it to another mesh would go through the host: refused, naming device_put.
+  Mesh other = mesh_of(2, 4);
+  try {
+    (void)device_put(g, NamedSharding(other, P("x", "y")));
+    ADD_FAILURE() << "moving a spanning array between meshes must raise";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[device_put] cannot move"), std::string::npos) << e.what();
+  }
+  // A replicated one can: every process holds all of it.
+  EXPECT_EQ(everywhere(device_put(r, NamedSharding(other, P("x", "y")))), r.to_vector<float>());
   // A host value is this process's own.
   Array h = from_vector<float>({1, 2, 3}, {3});
   EXPECT_TRUE(h.is_fully_addressable());
