@@ -245,3 +245,30 @@ TEST(PartitionGolden, ContractionSplitWeightStaysWhenMovingTheActivationIsCheape
             "  %5 = reduce_scatter(%4) {axes=['x'], axis=0, group=8, tiled=true} : f32[8,64] P('x')\n"
             "}\n");
 }
+
+// A loop body is partitioned once: the Megatron MLP inside a fori_loop keeps its single
+// all_reduce in the per-device body (run every iteration), and the carry keeps its sharding.
+TEST(PartitionGolden, MegatronMlpInALoopBodyHasOneAllReducePerIteration) {
+  std::string out = partition_text(
+      "program @loop mesh<'x': 4, 'y': 2> (%0: f32[16,8] P('x'), %1: f32[8,32] P(None, 'y'), %2: f32[32,8] P('y')) -> (%3) {\n"
+      "  %3 = fori_loop(%0, %1, %2) {lower=0, num_carry=1, upper=3} : f32[16,8] region {\n"
+      "    program @body (%0: i32[], %1: f32[16,8], %2: f32[8,32], %3: f32[32,8]) -> (%6) {\n"
+      "      %4 = dot_general(%1, %2) {lhs_contract=[1], rhs_contract=[0]} : f32[16,32]\n"
+      "      %5 = tanh(%4) : f32[16,32]\n"
+      "      %6 = dot_general(%5, %3) {lhs_contract=[1], rhs_contract=[0]} : f32[16,8]\n"
+      "    }\n"
+      "  }\n"
+      "}\n");
+  EXPECT_EQ(out,
+            "program @loop mesh<'x': 4, 'y': 2> (%0: f32[4,8] P('x'), %1: f32[8,16] P(None, 'y'), %2: f32[16,8] P('y')) -> (%3) {\n"
+            "  %3 = fori_loop(%0, %1, %2) {lower=0, num_carry=1, upper=3} : f32[4,8] P('x') region {\n"
+            "    program @body mesh<'x': 4, 'y': 2> (%0: i32[] P(), %1: f32[4,8] P('x'), %2: f32[8,16] P(None, 'y'), %3: f32[16,8] P('y')) -> (%7) {\n"
+            "      %4 = dot_general(%1, %2) {lhs_contract=[1], rhs_contract=[0]} : f32[4,16] P('x', 'y')\n"
+            "      %5 = tanh(%4) : f32[4,16] P('x', 'y')\n"
+            "      %6 = dot_general(%5, %3) {lhs_contract=[1], rhs_contract=[0]} : f32[4,8] P('x') unreduced('y')\n"
+            "      %7 = all_reduce(%6) {axes=['y'], group=2, kind=\"sum\"} : f32[4,8] P('x')\n"
+            "    }\n"
+            "  }\n"
+            "}\n");
+  EXPECT_EQ(count_op(out, "all_reduce"), 1);
+}
