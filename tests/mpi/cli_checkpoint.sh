@@ -3,6 +3,8 @@
 # saves steps 3 and 6 (one data file per process and the index in each step), resumes to step
 # 10 with 2 processes and, from a copy of the same checkpoints, with 1 process; both resumed
 # runs log the losses of steps 7..10 of an uninterrupted 1-process run (within 1e-5 relative).
+# The 2-process run's --save (gathered, written by process 0) holds the uninterrupted run's
+# parameters (within 1e-4).
 # Usage: cli_checkpoint.sh PARTIX_BINARY WORK_DIR
 set -euo pipefail
 partix=$1
@@ -24,7 +26,7 @@ same_losses() {
       exit bad }' "$work/one.csv" "$1"
 }
 
-"$partix" "${args[@]}" --steps 10 --metrics "$work/one.csv" >"$work/one.out"
+"$partix" "${args[@]}" --steps 10 --metrics "$work/one.csv" --save "$work/hf_one" >"$work/one.out"
 
 "${mpi[@]}" "$partix" "${args[@]}" --steps 6 --checkpoint-dir "$work/ck" --save-every 3 \
   >"$work/first.out"
@@ -38,10 +40,38 @@ done
 cp -r "$work/ck" "$work/ck_one"
 
 "${mpi[@]}" "$partix" "${args[@]}" --steps 10 --checkpoint-dir "$work/ck" --save-every 3 --resume \
-  --metrics "$work/two.csv" >"$work/two.out"
+  --metrics "$work/two.csv" --save "$work/hf_two" >"$work/two.out"
 grep -q 'resumed from .*step_6 (step 6 of 10)' "$work/two.out" || { echo "not resumed:"; cat "$work/two.out"; exit 1; }
 grep -q 'checkpoints in .*: steps 3, 6, 9, 10$' "$work/two.out" || { echo "expected steps 3, 6, 9, 10:"; cat "$work/two.out"; exit 1; }
 same_losses "$work/two.csv" "resumed with 2 processes"
+cmp "$work/hf_one/config.json" "$work/hf_two/config.json"
+python3 - "$work/hf_one/model.safetensors" "$work/hf_two/model.safetensors" <<'PY'
+import array, json, struct, sys
+def load(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        assert t["dtype"] == "F32", (name, t["dtype"])
+        lo, hi = t["data_offsets"]
+        out[name] = (t["shape"], array.array("f", data[lo:hi]))
+    return out
+one, two = load(sys.argv[1]), load(sys.argv[2])
+assert one.keys() == two.keys(), (sorted(one), sorted(two))
+worst = 0.0
+for name in one:
+    assert one[name][0] == two[name][0], name
+    for a, b in zip(one[name][1], two[name][1]):
+        worst = max(worst, abs(a - b) / max(1.0, abs(a)))
+assert len(one) > 0
+if worst > 1e-4:
+    sys.exit(f"--save of 2 processes differs from 1 process's by {worst}")
+print(f"--save: {len(one)} tensors, largest difference {worst:.2e}")
+PY
 
 "$partix" "${args[@]}" --steps 10 --checkpoint-dir "$work/ck_one" --resume \
   --metrics "$work/one_resumed.csv" >"$work/one_resumed.out"

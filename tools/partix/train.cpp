@@ -79,13 +79,6 @@ void check_outputs(const TrainArgs& a) {
 
 void run_train(const TrainArgs& a) {
   const bool lead = distributed::launch_process_index() == 0;
-  if (distributed::launch_process_count() > 1) {
-    // Checkpoints are written by every process (each its own chunks, into a folder they
-    // share); a Hugging Face folder would need the whole parameters in one process.
-    detail::check(a.save.empty(), "train",
-                  "--save is not supported with several processes yet; save training "
-                  "checkpoints with --checkpoint-dir, or run in one process");
-  }
   if (lead) check_outputs(a);
   const int64_t d = a.mesh[0], m = a.mesh[1];
   init({.num_cpu_devices = devices_per_process("train", d * m)});

@@ -154,7 +154,17 @@ Lowered Trainer::lower_step() {
   return step_fn_->fn.lower(params_, opt_, ids, ids, lr, key_);
 }
 
-void Trainer::save(const std::string& dir) const { save_hf(dir, params_, o_.model); }
+void Trainer::save(const std::string& dir) const {
+  if (process_count() == 1) {
+    save_hf(dir, params_, o_.model);
+    return;
+  }
+  // A Hugging Face file holds whole tensors, which no process has: every process gathers each
+  // parameter (a collective, in the same order everywhere) and process 0 writes them.
+  Params whole;
+  for (const auto& [name, v] : params_) whole[name] = process_allgather(v);
+  if (process_index() == 0) save_hf(dir, whole, o_.model);
+}
 
 // ---- training checkpoints
 
