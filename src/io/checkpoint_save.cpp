@@ -279,7 +279,8 @@ class AfterCommitError : public Error {
 };
 
 // Commits of this process's Checkpointers, one at a time: they share one channel, on which two
-// at once would take each other's messages.
+// at once would take each other's messages. (Processes that order two concurrent saves
+// differently see different step folders at stage 1 and fail alike.)
 std::mutex& commit_mutex() {
   static std::mutex mu;
   return mu;
