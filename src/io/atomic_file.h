@@ -73,6 +73,8 @@ class AtomicDir {
 
   // Where to write `name` (write it with AtomicFile or write_file_atomic: each is fsynced).
   std::string file(std::string_view name) const;
+  // The temporary folder, for other processes that write files into it.
+  const std::string& temporary() const { return tmp_; }
   // fsyncs the folder, swaps it into place (the old folder, if any, is removed after the
   // swap), and fsyncs the parent: a crash at any point leaves the old or the new whole.
   void commit();

@@ -1,8 +1,13 @@
 // Saving: every process plans every chunk of every leaf the same way (so the index needs no
-// communication), copies the chunks it owns into one host arena laid out as its data file, and
-// a background thread writes the file and commits the step. The writer starts with the copy:
-// it writes each part of the arena as soon as the copy has passed it, so a save costs the
-// longer of copying and writing, not their sum.
+// communication but the checksums), copies the chunks it owns into one host arena laid out as
+// its data file, and a background thread writes the file and commits the step. The writer
+// starts with the copy: it writes each part of the arena as soon as the copy has passed it, so
+// a save costs the longer of copying and writing, not their sum.
+//
+// With several processes the writers agree in three stages on a control channel of their own:
+// process 0 makes the temporary folder and names it; each writes and fsyncs its data file and
+// sends its chunks' checksums; process 0 writes the index and commits. A failure anywhere is
+// reported to all at the next stage, so no step is committed half written.
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,9 +18,13 @@
 #include <mutex>
 #include <new>
 #include <nlohmann/json.hpp>
+#include <numeric>
+#include <optional>
 #include <set>
+#include <sstream>
 #include <thread>
 
+#include "comm/mpi/mpi_runtime.h"
 #include "core/array_impl.h"
 #include "core/errors.h"
 #include "core/layout.h"
@@ -24,6 +33,7 @@
 #include "io/checkpoint.h"
 #include "io/checksum.h"
 #include "io/safetensors.h"
+#include "partix/distributed.h"
 
 namespace partix {
 
@@ -54,6 +64,9 @@ struct LocalChunk {
 
 struct Plan {
   CheckpointIndex index;
+  // Per leaf, a hash of what the index says of it (no checksums yet): every process must plan
+  // the same checkpoint, or their files would not make one.
+  std::vector<uint64_t> fingerprints;
   std::string header;  // this process's file up to its data: u64 length, JSON, padding
   std::vector<LocalChunk> local;
   uint64_t local_bytes = 0;
@@ -145,6 +158,12 @@ Plan make_plan(int64_t step, const std::vector<std::string>& names,
     }
   }
   plan.local_bytes = used[static_cast<size_t>(me)];
+  for (const CheckpointLeaf& leaf : plan.index.leaves) {
+    CheckpointIndex one;
+    one.leaves.push_back(leaf);
+    const std::string text = detail::index_to_json(one);
+    plan.fingerprints.push_back(detail::xxh64(text.data(), text.size()));
+  }
   return plan;
 }
 
@@ -167,10 +186,6 @@ void check_leaves(int64_t step, const std::vector<std::string>& names,
     detail::check(!a.is_abstract(), kApi,
                   "leaf '{}' is abstract (a ShapeDtypeStruct): it has no values to save", names[i]);
   }
-  detail::check(process_count() == 1, kApi,
-                "saving from {} processes needs a barrier between them, which this build does "
-                "not have yet; save from a single process",
-                process_count());
 }
 
 }  // namespace
@@ -257,21 +272,115 @@ void hash_chunks(Job& job) {
   }
 }
 
-// Writes and commits the step. Hashing runs beside the write, so it costs no time of its own.
-void write_step(Job& job) {
-  const CheckpointIndex& index = job.plan.index;
-  std::vector<std::string> allowed = index.files;
-  allowed.emplace_back(detail::kIndexName);
-  detail::AtomicDir out(job.step_dir, kApi, allowed);
-  std::thread hasher([&job] { hash_chunks(job); });
+// A failure of the hook that runs after the commit (deleting old steps): the step is committed.
+class AfterCommitError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Commits of this process's Checkpointers, one at a time: they share one channel, on which two
+// at once would take each other's messages. (Processes that order two concurrent saves
+// differently see different step folders at stage 1 and fail alike.)
+std::mutex& commit_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+
+// What a process hands in at each stage of a commit: "ok\n" and the stage's data, or
+// "error\n" and why it failed. "after\n": committed, but the after-commit hook failed.
+constexpr std::string_view kOk = "ok\n", kFailed = "error\n", kAfter = "after\n";
+
+std::string status_of(const std::exception& e, std::string_view kind = kFailed) {
+  return std::string(kind) + e.what();
+}
+
+// One stage: every process sends its status and receives the others'. Raises the same error
+// on every process when any failed (its own error first), else returns the stages' data.
+std::vector<std::string> agree(const std::string& mine, const char* stage) {
+  std::vector<int> all(static_cast<size_t>(process_count()));
+  std::iota(all.begin(), all.end(), 0);
+  std::vector<std::string> got =
+      comm::mpi::exchange_control(all, mine, stage, comm::mpi::kCheckpointChannel);
+  const size_t me = static_cast<size_t>(process_index());
+  std::vector<size_t> order{me};
+  for (size_t p = 0; p < got.size(); ++p) {
+    if (p != me) order.push_back(p);
+  }
+  for (size_t p : order) {
+    const std::string& g = got[p];
+    if (g.starts_with(kAfter)) throw AfterCommitError(g.substr(kAfter.size()));
+    if (g.starts_with(kFailed)) {
+      if (p == me) throw Error(g.substr(kFailed.size()));
+      detail::fail(kApi, "process {} failed: {}", p, without_api(g.substr(kFailed.size())));
+    }
+    if (!g.starts_with(kOk)) {
+      detail::internal_error(kApi, fmt::format("process {} sent '{}' at {}", p, g, stage));
+    }
+  }
+  for (std::string& g : got) g.erase(0, kOk.size());
+  return got;
+}
+
+// Stage 1 data: the temporary folder (process 0's), the step's folder and the leaves'
+// fingerprints, which every process must share.
+std::string opening(const Job& job, const std::string& tmp) {
+  std::string out = tmp + "\n" + job.step_dir + "\n";
+  for (uint64_t f : job.plan.fingerprints) out += detail::hex64(f) + " ";
+  return out;
+}
+
+void check_same_plan(const Job& job, const std::vector<std::string>& got) {
+  const std::string mine = opening(job, "");
+  const std::string mine_rest = mine.substr(1);  // without the (empty) folder name
+  for (size_t p = 0; p < got.size(); ++p) {
+    const std::string rest = got[p].substr(got[p].find('\n') + 1);
+    if (rest == mine_rest) continue;
+    const std::string dir = rest.substr(0, rest.find('\n'));
+    if (dir != job.step_dir) {
+      detail::fail(kApi,
+                   "process {} saves to '{}' but process {} to '{}'; every process must save the "
+                   "same step to the same folder (on a file system they share)",
+                   p, dir, process_index(), job.step_dir);
+    }
+    // The first leaf whose plan differs.
+    const std::string theirs = rest.substr(rest.find('\n') + 1);
+    std::string ours = mine_rest.substr(mine_rest.find('\n') + 1);
+    size_t leaf = 0;
+    for (size_t at = 0; at < std::min(theirs.size(), ours.size()) && theirs[at] == ours[at]; ++at) {
+      leaf += theirs[at] == ' ';
+    }
+    const std::vector<CheckpointLeaf>& leaves = job.plan.index.leaves;
+    const std::string what =
+        leaf < leaves.size()
+            ? fmt::format("leaf '{}' ({}) differs", leaves[leaf].name, leaves[leaf].sharding)
+            : std::string("the number of leaves differs");
+    detail::fail(kApi,
+                 "process {} saves another tree than process {}: {}; every process must save the "
+                 "same leaves, with arrays on meshes of the same devices (not each process's own "
+                 "default device)",
+                 p, process_index(), what);
+  }
+}
+
+// Writes this process's data file into `folder` and fsyncs it; the chunks' checksums follow.
+void write_data(Job& job, const std::string& folder) {
+  std::exception_ptr hash_error;
+  std::thread hasher([&job, &hash_error] {
+    try {
+      hash_chunks(job);
+    } catch (...) {
+      hash_error = std::current_exception();
+    }
+  });
   struct Joiner {  // a failed write still joins the hasher before unwinding
     std::thread& t;
     ~Joiner() {
       if (t.joinable()) t.join();
     }
   } joiner{hasher};
+  const CheckpointIndex& index = job.plan.index;
   const std::string& file = index.files[static_cast<size_t>(process_index())];
-  detail::AtomicFile data(out.file(file), kApi);
+  detail::AtomicFile data((std::filesystem::path(folder) / file).string(), kApi);
   data.write(job.plan.header);
   for (uint64_t at = 0; at < job.plan.local_bytes;) {
     const uint64_t end = std::min(job.plan.local_bytes, at + kWritePart);
@@ -281,9 +390,75 @@ void write_step(Job& job) {
   }
   data.commit();
   hasher.join();
-  detail::write_file_atomic(out.file(std::string(detail::kIndexName)), kApi,
-                            detail::index_to_json(index));
-  out.commit();
+  if (hash_error) std::rethrow_exception(hash_error);
+}
+
+// Writes and commits the step (with every process of the job); then runs the after-commit hook
+// on process 0. Hashing runs beside the write, so it costs no time of its own.
+void write_step(Job& job) {
+  std::lock_guard<std::mutex> lock(commit_mutex());
+  const int me = process_index();
+  CheckpointIndex& index = job.plan.index;
+  // Stage 1: process 0 makes the temporary folder; all check that they save the same thing.
+  std::optional<detail::AtomicDir> out;
+  std::string status;
+  try {
+    if (me == 0) {
+      std::vector<std::string> allowed = index.files;
+      allowed.emplace_back(detail::kIndexName);
+      out.emplace(job.step_dir, kApi, allowed);
+    }
+    // Absolute: the others may have started in other folders.
+    status = std::string(kOk) + opening(job, out ? fs::absolute(out->temporary()).string() : "");
+  } catch (const std::exception& e) {
+    status = status_of(e);
+  }
+  std::vector<std::string> got = agree(status, "ckpt.save (opening the step)");
+  check_same_plan(job, got);
+  const std::string folder = got[0].substr(0, got[0].find('\n'));
+  // Stage 2: each process writes its file; process 0 learns every chunk's checksum.
+  try {
+    write_data(job, folder);
+    status = std::string(kOk);
+    for (const LocalChunk& lc : job.plan.local) {
+      status += detail::hex64(index.leaves[lc.leaf].chunks[lc.chunk].xxh64) + " ";
+    }
+  } catch (const std::exception& e) {
+    status = status_of(e);
+  }
+  got = agree(status, "ckpt.save (writing the data files)");
+  // Stage 3: process 0 writes the index and commits; the others wait for the outcome, so that
+  // when their save completes the step is there for them too.
+  status = std::string(kOk);
+  if (me == 0) {
+    try {
+      for (size_t p = 1; p < got.size(); ++p) {
+        std::istringstream hashes(got[p]);
+        for (CheckpointLeaf& leaf : index.leaves) {
+          for (CheckpointChunk& c : leaf.chunks) {
+            if (c.file != index.files[p]) continue;
+            std::string hex;
+            if (!(hashes >> hex) || !detail::parse_hex64(hex, &c.xxh64)) {
+              detail::internal_error(kApi, fmt::format("process {} sent too few checksums", p));
+            }
+          }
+        }
+      }
+      detail::write_file_atomic(out->file(std::string(detail::kIndexName)), kApi,
+                                detail::index_to_json(index));
+      out->commit();
+    } catch (const std::exception& e) {
+      status = status_of(e);
+    }
+    if (status == kOk && job.after_commit) {
+      try {
+        job.after_commit();
+      } catch (const std::exception& e) {
+        status = status_of(e, kAfter);
+      }
+    }
+  }
+  agree(status, "ckpt.save (committing the step)");
 }
 
 }  // namespace
@@ -341,19 +516,15 @@ void Checkpointer::save_leaves(const std::string& dir, int64_t step,
   im.thread = std::thread([job, &im] {
     try {
       write_step(*job);
+    } catch (const AfterCommitError& e) {
+      std::lock_guard<std::mutex> lock(im.mu);
+      im.error = std::make_exception_ptr(Error(e.what()));
     } catch (const std::exception& e) {
       const std::string msg =
           fmt::format("[{}] cannot write step {} to '{}' (earlier steps are unchanged): {}", kApi,
                       job->plan.index.step, job->step_dir, without_api(e.what()));
       std::lock_guard<std::mutex> lock(im.mu);
       im.error = std::make_exception_ptr(Error(msg));
-      return;
-    }
-    try {
-      if (job->after_commit) job->after_commit();
-    } catch (const std::exception& e) {
-      std::lock_guard<std::mutex> lock(im.mu);
-      im.error = std::make_exception_ptr(Error(e.what()));
     }
   });
   // The synchronous part: device blocks to host, so the arrays may be donated right after.
@@ -422,7 +593,9 @@ CheckpointManager::CheckpointManager(std::string dir, CheckpointManagerOptions o
   std::error_code ec;
   if (fs::exists(dir_, ec)) {
     detail::check(fs::is_directory(dir_, ec), kManagerApi, "'{}' exists and is not a folder", dir_);
-    remove_dead_temporaries(dir_);
+    // Only process 0 makes temporaries (and knows whether their pids run on its machine).
+    // (The launch's index: constructing a manager must not start the devices.)
+    if (distributed::launch_process_index() == 0) remove_dead_temporaries(dir_);
   }
 }
 
@@ -440,8 +613,9 @@ void CheckpointManager::save_leaves(int64_t step, const std::vector<std::string>
 
 void CheckpointManager::wait() { writer_.wait(); }
 
+// Runs on process 0 alone, after the commit (the steps are shared by every process).
 void CheckpointManager::delete_old_steps() {
-  if (options_.keep == 0) return;
+  if (options_.keep == 0 || process_index() != 0) return;
   std::vector<int64_t> steps = all_steps();
   for (size_t i = 0; i + static_cast<size_t>(options_.keep) < steps.size(); ++i) {
     const std::string path = ckpt::step_path(dir_, steps[i]);

@@ -79,11 +79,6 @@ void check_outputs(const TrainArgs& a) {
 
 void run_train(const TrainArgs& a) {
   const bool lead = distributed::launch_process_index() == 0;
-  if (distributed::launch_process_count() > 1) {
-    detail::check(a.checkpoint_dir.empty(), "train",
-                  "--checkpoint-dir is not supported with several processes yet; run it in one "
-                  "process");
-  }
   if (lead) check_outputs(a);
   const int64_t d = a.mesh[0], m = a.mesh[1];
   init({.num_cpu_devices = devices_per_process("train", d * m)});

@@ -172,7 +172,9 @@ class Trainer {
   // Each parameter's shape, logical axes and sharding, one per line.
   std::string sharding_table() const;
   Lowered lower_step();  // the compiled training step, for inspection
-  void save(const std::string& dir) const;  // a Hugging Face directory
+  // A Hugging Face directory. With several processes every process must call it: they gather
+  // the parameters and process 0 writes.
+  void save(const std::string& dir) const;
   // Steps done so far: the index of the next step.
   int64_t step_count() const { return step_; }
   // The checkpoint step this run continued from, if it resumed.

@@ -22,8 +22,9 @@ namespace partix::comm::mpi {
 
 namespace {
 
-constexpr int kNoticeTag = 1;
-constexpr int kControlTag = 2;
+constexpr int kNoticeTag = 1;  // control channels (exchange_control's) are the other tags
+static_assert(kControlChannel != kNoticeTag && kCheckpointChannel != kNoticeTag &&
+              kControlChannel != kCheckpointChannel);
 constexpr int64_t kPiece = int64_t{1} << 30;  // bytes per MPI message (counts are int)
 
 struct State {
@@ -292,8 +293,11 @@ void poll_notices() {
 }
 
 std::vector<std::string> exchange_control(const std::vector<int>& processes,
-                                          const std::string& mine, const char* what) {
+                                          const std::string& mine, const char* what, int channel) {
   State& s = state();
+  if (channel == kNoticeTag || channel < 0) {
+    detail::internal_error("mpi::exchange_control", fmt::format("channel {} is reserved", channel));
+  }
   std::vector<std::string> out(processes.size());
   if (!s.active) {
     out.assign(processes.size(), mine);
@@ -307,7 +311,7 @@ std::vector<std::string> exchange_control(const std::vector<int>& processes,
     for (int p : processes) {
       if (p == me) continue;
       MPI_Request r = MPI_REQUEST_NULL;
-      check_mpi(MPI_Isend(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, p, kControlTag,
+      check_mpi(MPI_Isend(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, p, channel,
                           s.control, &r), what);
       sends.push_back(r);
       send_peers.push_back(p);
@@ -332,12 +336,12 @@ std::vector<std::string> exchange_control(const std::vector<int>& processes,
       std::lock_guard<std::mutex> lock(s.mu);
       int flag = 0;
       MPI_Status st;
-      check_mpi(MPI_Iprobe(processes[i], kControlTag, s.control, &flag, &st), what);
+      check_mpi(MPI_Iprobe(processes[i], channel, s.control, &flag, &st), what);
       if (!flag) continue;
       int count = 0;
       MPI_Get_count(&st, MPI_BYTE, &count);
       out[i].resize(static_cast<size_t>(std::max(count, 0)));
-      check_mpi(MPI_Recv(out[i].data(), count, MPI_BYTE, processes[i], kControlTag, s.control,
+      check_mpi(MPI_Recv(out[i].data(), count, MPI_BYTE, processes[i], channel, s.control,
                          MPI_STATUS_IGNORE), what);
       have[i] = true;
       --left;

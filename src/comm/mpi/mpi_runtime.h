@@ -66,11 +66,19 @@ void poll_notices();
 // Called for every notice received (set by the process communicator).
 void set_notice_handler(std::function<void(const Notice&)> handler);
 
+// Channels of exchange_control: exchanges on different channels never take each other's
+// messages, so threads that exchange at the same time between the same processes (the main
+// thread's program fingerprints, a checkpoint writer's commit) each use their own.
+inline constexpr int kControlChannel = 2;     // fingerprints at compile time, start-up
+inline constexpr int kCheckpointChannel = 3;  // checkpoint commits (one save at a time)
+
 // Every process of `processes` (sorted, including this one) sends `mine` and receives each
 // other's; returns the values by position in `processes`. Used at compile time (program
-// fingerprints) and at start-up, on a channel of its own.
+// fingerprints), at start-up and by checkpoint commits, each on its own `channel`. Without
+// MPI (one process) it returns `mine` at once.
 std::vector<std::string> exchange_control(const std::vector<int>& processes,
-                                          const std::string& mine, const char* what);
+                                          const std::string& mine, const char* what,
+                                          int channel = kControlChannel);
 
 // Tells every other process that this one stops because of `cause`, then lets exit skip
 // MPI_Finalize (whose closing handshake would wait for processes that are still running).
