@@ -277,10 +277,13 @@ class WhileLoop final : public Primitive {
                                              const Attrs&, const Regions& regions,
                                              size_t) const override {
     const ir::Program& body = *regions[1];
+    // A predicate that varies gives devices different trip counts: every carry varies with it.
+    const std::set<std::string>& pred = regions[0]->info(regions[0]->results[0]).varying;
     std::vector<std::set<std::string>> out;
     for (size_t k = 0; k < body.results.size(); ++k) {
       std::set<std::string> s = body.info(body.results[k]).varying;
       s.insert(in[k].begin(), in[k].end());
+      s.insert(pred.begin(), pred.end());
       out.push_back(std::move(s));
     }
     return out;

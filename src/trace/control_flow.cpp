@@ -185,18 +185,33 @@ std::vector<Array> while_call(const std::vector<Array>& init_in, const RegionFn&
   std::vector<Array> init = init_in;
   std::vector<ir::Aval> avals = avals_of(init);
   std::vector<Vary> vary = varies(init);
-  Region body;
+  Region body, cond;
   for (int attempt = 0;; ++attempt) {
     body = trace_region("while_body", avals, vary, body_fn);
-    if (attempt == kMaxWidening || !widen_carries(body, 0, init, vary)) break;
+    cond = trace_region("while_cond", avals, vary,
+                        [&](const std::vector<Array>& t, std::shared_ptr<void>& p) {
+                          std::vector<Array> r = cond_fn(t, p);
+                          check(r.size() == 1, kApi, "cond must return one Array");
+                          check_bool_scalar(kApi, "cond's result", r[0]);
+                          return r;
+                        });
+    if (attempt == kMaxWidening) break;
+    bool changed = widen_carries(body, 0, init, vary);
+    // A predicate varying over axes gives those devices their own trip counts, so every carry
+    // enters varying over them too (as the while_loop's varying rule says it leaves).
+    const Vary& pred = cond.program->info(cond.program->results[0]).varying;
+    for (size_t k = 0; k < init.size(); ++k) {
+      std::vector<std::string> missing;
+      for (const auto& a : pred) {
+        if (!vary[k].count(a)) missing.push_back(a);
+      }
+      if (missing.empty()) continue;
+      init[k] = pvary(init[k], Axes(missing));
+      vary[k].insert(missing.begin(), missing.end());
+      changed = true;
+    }
+    if (!changed) break;
   }
-  Region cond = trace_region("while_cond", avals, vary,
-                             [&](const std::vector<Array>& t, std::shared_ptr<void>& p) {
-                               std::vector<Array> r = cond_fn(t, p);
-                               check(r.size() == 1, kApi, "cond must return one Array");
-                               check_bool_scalar(kApi, "cond's result", r[0]);
-                               return r;
-                             });
   out_proto = body.proto;
   std::vector<Array> captured = merge_captures(cond, body);
   std::vector<Array> operands = init;

@@ -171,3 +171,58 @@ TEST(ControlFlowSharding, ShardMapBodyLoopsWithExplicitCollectives) {
   EXPECT_EQ(count_op(jit(f).lower(device_put(x, NamedSharding(m, P("x")))).as_text(), "all_reduce"),
             1);
 }
+
+// Regression: a loop's operands were joined like an elementwise op's, so a varying capture made
+// every carry vary, and a trip counter driven by a pmax could not leave shard_map as P().
+TEST(ControlFlowSharding, ShardMapLoopCarriesVaryOnlyAsTheirBodiesMakeThem) {
+  Mesh m = mesh42();
+  Array x = device_put(rnd({8, 3}, 9), NamedSharding(m, P("x")));
+  // while: the predicate pmax's a varying capture, so it agrees everywhere and the counter stays
+  // invariant, while the buffer beside it varies.
+  auto w = shard_map(
+      [](const Array& b) {
+        Array top = max(abs(b));
+        using Carry = std::pair<Array, Array>;
+        return while_loop(
+            [&](const Carry& c) { return pmax(top, "x") > astype(c.first, DType::F32); },
+            [&](const Carry& c) { return Carry{c.first + 1.0, c.second + b}; },
+            Carry{zeros({}, DType::I32), zeros(b.shape())});
+      },
+      m, {P("x")}, {P(), P("x")});
+  auto [steps, acc] = w(x);
+  const int32_t want = static_cast<int32_t>(std::ceil(max(abs(x)).item<float>()));
+  EXPECT_EQ(steps.item<int32_t>(), want);
+  expect_close(acc, x * static_cast<double>(want));
+  // fori_loop: a varying capture used only by the body's second carry.
+  auto f = shard_map(
+      [](const Array& b) {
+        using Carry = std::pair<Array, Array>;
+        return fori_loop(
+            0, 2, [&](const Array&, const Carry& c) { return Carry{c.first * 2.0, c.second + b}; },
+            Carry{ones({}), zeros(b.shape())});
+      },
+      m, {P("x")}, {P(), P("x")});
+  EXPECT_EQ(f(x).first.item<float>(), 4.0f);
+}
+
+// A predicate that varies gives devices their own trip counts: every carry then varies with it
+// (claiming a counter replicated is an error) and each device counts its own trips.
+TEST(ControlFlowSharding, ShardMapWhileWithVaryingPredicateMakesCarriesVary) {
+  Mesh m = mesh42();
+  Array x = device_put(from_vector(std::vector<float>{0, 1, 2, 3}, {4}), NamedSharding(m, P("x")));
+  auto steps = [&](PartitionSpec out) {
+    return shard_map(
+        [](const Array& b) {
+          using Carry = std::pair<Array, Array>;
+          Carry done = while_loop(
+              [](const Carry& c) { return sum(c.second) < 3.0; },
+              [](const Carry& c) { return Carry{c.first + 1.0, c.second + 1.0}; },
+              Carry{zeros({}, DType::I32), b});
+          return reshape(done.first, {1});
+        },
+        m, {P("x")}, {out});
+  };
+  EXPECT_THROW(steps(P())(x), Error);
+  Array got = steps(P("x"))(x);
+  EXPECT_EQ(got.to_vector<int32_t>(), (std::vector<int32_t>{3, 2, 1, 0}));
+}
