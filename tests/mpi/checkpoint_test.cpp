@@ -214,6 +214,7 @@ TEST(Checkpoints, AWriteThatFailsOnOneProcessFailsTheSaveEverywhere) {
   barrier();  // every process has seen the failure: process 0 has removed the temporary
   EXPECT_EQ(ckpt::all_steps(dir.path()), std::vector<int64_t>{1});
   EXPECT_EQ(names_in(dir.path()), std::set<std::string>{"step_1"});
+  barrier();  // every process has looked before process 0 makes the next step's temporary
   // The next save works.
   ckpt::save(dir.path(), 2, tree);
   ckpt::wait();
