@@ -201,6 +201,22 @@ class Parser {
     pos_++;
     return out;
   }
+  // A single-quoted name (an axis): printable, without quotes or backslashes, which the
+  // printer writes as they are (so that every parsed program prints to text that parses back
+  // the same).
+  std::string name() {
+    const size_t at = pos_;
+    std::string out = quoted('\'');
+    for (unsigned char c : out) {
+      if (c < 0x20 || c == 0x7f || c == '\'' || c == '\\') {
+        pos_ = at;
+        error(fmt::format("a name may not hold control characters, quotes or backslashes (byte "
+                          "0x{:02x})",
+                          c));
+      }
+    }
+    return out;
+  }
   int value_id() {
     expect('%');
     int64_t v = integer();
@@ -240,7 +256,7 @@ class Parser {
     std::vector<std::string> out;
     expect('(');
     if (!try_consume(')')) {
-      do out.push_back(quoted('\''));
+      do out.push_back(name());
       while (try_consume(','));
       expect(')');
     }
@@ -258,7 +274,7 @@ class Parser {
         } else if (peek('(')) {
           entries.push_back(axis_list());
         } else {
-          entries.push_back({quoted('\'')});
+          entries.push_back({name()});
         }
       } while (try_consume(','));
       expect(')');
@@ -273,7 +289,7 @@ class Parser {
     std::vector<Device> devs;
     if (!peek('>') && !peek(';')) {
       do {
-        names.push_back(quoted('\''));
+        names.push_back(name());
         expect(':');
         sizes.push_back(integer());
       } while (try_consume(','));
@@ -352,7 +368,7 @@ class Parser {
       if (try_consume(']')) return Ints{};
       if (peek('\'')) {
         Strings out;
-        do out.push_back(quoted('\''));
+        do out.push_back(name());
         while (try_consume(','));
         expect(']');
         return out;

@@ -93,6 +93,20 @@ TEST(ProgramText, ParseErrorsNameLineAndColumn) {
 
 // Inputs found by fuzzing the parser (fuzz/program_text.cpp): each once escaped as another
 // exception type or crashed.
+TEST(ProgramText, AxisNamesHoldNoControlCharactersQuotesOrBackslashes) {
+  // A varying axis holding NUL bytes once parsed, then printed to text that parsed differently
+  // (fuzz/corpus/program_text/regression-axis-name-with-nul).
+  const std::string nul = std::string("program @f mesh<'x': 2> (%0: f32[2] vary('x") + '\0' +
+                          "')) -> (%0) {\n}\n";
+  EXPECT_PARTIX_ERROR(ir::parse_program(nul), "[parse_program]", "line 1",
+                      "may not hold control characters", "0x00");
+  EXPECT_PARTIX_ERROR(ir::parse_program("program @f mesh<'x\\'y': 2> () -> () {\n}\n"),
+                      "[parse_program]", "0x27");
+  // Sub-axis names keep their punctuation.
+  EXPECT_NO_THROW(ir::parse_program(
+      "program @f mesh<'x': 4> (%0: f32[4] P('x:(2)2')) -> (%0) {\n}\n"));
+}
+
 TEST(ProgramText, IntegerLiteralElementsMustBeIntegersOfTheirDtype) {
   // "-" alone once reached std::stoll and escaped as std::invalid_argument.
   EXPECT_PARTIX_ERROR(
