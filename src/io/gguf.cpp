@@ -540,11 +540,13 @@ Array load_blocks(const GgufFile& f, const GgufFile::Impl& im, const detail::Ggu
   const detail::InputFile& file = *im.file;
   const uint64_t base = im.parsed.data_start + t.offset;
   const int64_t be = dtype_block_elems(dtype), bb = dtype_size(dtype);
-  const int64_t row_bytes = t.shape.back() / be * bb;
   return detail::build_sharded(
       t.shape, dtype, sharding, /*committed=*/true,
       [&](void* block, const std::vector<Slice>& idx, const Shape& local) {
         if (shape_size(local) == 0) return;
+        // Computed only now: a tensor with rows lies within the file, so its row's bytes fit,
+        // while an empty one's width is unbounded (found by fuzzing: the product overflowed).
+        const int64_t row_bytes = t.shape.back() / be * bb;
         const int64_t c0 = idx.back().start, c1 = idx.back().stop;
         const uint64_t bytes = static_cast<uint64_t>((c1 - c0) / be * bb);
         detail::FileWindow window(file, base, base + t.nbytes, detail::kApi);
@@ -583,7 +585,6 @@ Array GgufFile::load(std::string_view name, const NamedSharding& sharding, DType
   const detail::InputFile& file = *checked(impl_).file;
   const uint64_t base = checked(impl_).parsed.data_start + t.offset;
   const int64_t cols = t.shape.empty() ? 1 : t.shape.back();
-  const int64_t row_bytes = cols / info.block_elems * info.block_bytes;
   const int ds = dtype_size(dtype);
   return detail::build_sharded(
       t.shape, dtype, sharding, /*committed=*/true,
@@ -591,6 +592,8 @@ Array GgufFile::load(std::string_view name, const NamedSharding& sharding, DType
         // No rows to decode: the row width alone (unbounded by the file when there are no
         // rows) must not size the scratch buffer.
         if (shape_size(local) == 0) return;
+        // As in load_blocks: only a tensor with rows bounds its row's bytes.
+        const int64_t row_bytes = cols / info.block_elems * info.block_bytes;
         const int64_t c0 = idx.empty() ? 0 : idx.back().start;
         const int64_t c1 = idx.empty() ? 1 : idx.back().stop;
         // Only the quantization blocks covering this device's columns are decoded.
