@@ -53,7 +53,13 @@ GroupInfo group_of(const ExecContext& ctx, const std::vector<std::string>& axes)
 namespace {
 
 const ir::Strings& axes_of(const Attrs& a) { return a.get<ir::Strings>("axes"); }
-int64_t group_size(const Attrs& a) { return a.i("group"); }
+// The group size a collective's attributes give (from program text, any integer): at least 1
+// (found by fuzzing: group=0 divided by zero in all_to_all's shape rule).
+int64_t group_size(const Attrs& a) {
+  const int64_t n = a.i("group");
+  detail::check(n >= 1, "collective", "group must be at least 1, got {}", n);
+  return n;
+}
 
 void check_ctx(const KernelCall& c, std::string_view op) {
   if (c.ctx.mesh == nullptr || c.ctx.comm == nullptr) {

@@ -132,7 +132,9 @@ Shape NamedSharding::shard_shape(const Shape& global) const {
   Shape out(global.size());
   for (size_t d = 0; d < global.size(); ++d) {
     int64_t k = num_blocks(static_cast<int>(d));
-    out[d] = (global[d] + k - 1) / k;
+    // Ceiling division that cannot overflow for any size (found by fuzzing: a GGUF tensor of
+    // dimension 2^63 - 1).
+    out[d] = global[d] / k + (global[d] % k != 0 ? 1 : 0);
   }
   return out;
 }
@@ -149,9 +151,12 @@ std::vector<Slice> NamedSharding::device_index(const Shape& global, int64_t k) c
       b = b * size + mesh_.axis_coord(coords, a);
       blocks *= size;
     }
-    int64_t n = global[d];
-    int64_t c = (n + blocks - 1) / blocks;
-    out[d] = Slice{std::min(n, b * c), std::min(n, (b + 1) * c)};
+    // Block b of ceil(n / blocks) elements, clipped to n; in 128 bits, so that no size
+    // overflows (found by fuzzing: a GGUF tensor of dimension 2^63 - 1).
+    const int64_t n = global[d];
+    const __int128 c = n / blocks + (n % blocks != 0 ? 1 : 0);
+    auto clip = [n](__int128 v) { return static_cast<int64_t>(v < n ? v : n); };
+    out[d] = Slice{clip(b * c), clip((b + 1) * c)};
   }
   return out;
 }
