@@ -1,5 +1,5 @@
-// Compile time of a GPT-2 training step against depth, with the blocks unrolled or scanned
-// (models::gpt2::ForwardOptions::scan_layers):
+// Compile time of a GPT-2 training step against depth, with the blocks unrolled over per-layer
+// parameters or scanned over parameters stacked over layers (TrainOptions::scan_layers):
 //   partix_bench_gpt2_scan_compile [--layers 12,48] [--reps 3]
 // Lowers the loss with its gradient, and the whole step (forward, backward, clipping, AdamW), of
 // GPT-2 small's width on an abstract 4x2 mesh (data, model), batch 8 x seq 128, and prints per
@@ -39,7 +39,8 @@ double lower_seconds(int64_t layers, bool scan, bool step, const Mesh& mesh) {
     text = g2::lower_train_step(o, mesh).as_text();
   } else {
     const nn::LogicalRules rules = g2::sharding_rules(false);
-    const nn::ParamSpecs specs = g2::param_specs(o.model);
+    // As the trainer keeps them: stacked over layers when scanning.
+    const nn::ParamSpecs specs = g2::param_specs(o.model, scan);
     const auto shardings = nn::param_shardings(specs, rules, mesh);
     Params p;
     for (const auto& [name, spec] : specs) {
@@ -78,6 +79,7 @@ int main(int argc, char** argv) {
   }
   try {
     Mesh mesh = make_abstract_mesh({4, 2}, {"data", "model"});
+    lower_seconds(depths.front(), true, true, mesh);  // one-time start-up costs, not measured
     for (bool step : {false, true}) {
       for (bool scan : {true, false}) {
         std::vector<double> medians;

@@ -2,6 +2,8 @@
 //   partix_bench_gpt2_train --mesh 8x1 --batch 8 --seq 128 --warmup 2 --steps 5
 //       [--model small|tiny] [--fsdp] [--dropout P] [--lr X] [--save-init FILE]
 //       [--trace FILE.json]  (the last step's per-device timeline)
+//       [--scan-layers]  (parameters stacked over layers, one block scanned; bench/gpt2_vs_jax.py
+//                         compares the unrolled per-layer model, the default here)
 // The step is models::gpt2::Trainer's (value_and_grad of the mean cross entropy, global-norm
 // clipping at 1, AdamW b1 0.9 b2 0.95 eps 1e-8 weight decay 0.1, parameters and optimizer
 // state donated), on GPT-2 small with the byte vocabulary `partix train --model small` uses.
@@ -25,7 +27,7 @@ using namespace partix;
 struct Args {
   std::string model = "small";
   int64_t data = 8, model_parallel = 1;
-  bool fsdp = false;
+  bool fsdp = false, scan_layers = false;
   int64_t batch = 8, seq = 128, warmup = 2, steps = 5;
   double dropout = 0.1, lr = 1e-3;
   std::string save_init, trace;
@@ -47,6 +49,7 @@ Args parse(int argc, char** argv) {
       a.data = std::stoll(m.substr(0, x));
       a.model_parallel = std::stoll(m.substr(x + 1));
     } else if (k == "--fsdp") a.fsdp = true;
+    else if (k == "--scan-layers") a.scan_layers = true;
     else if (k == "--batch") a.batch = std::stoll(value());
     else if (k == "--seq") a.seq = std::stoll(value());
     else if (k == "--warmup") a.warmup = std::stoll(value());
@@ -86,12 +89,14 @@ int main(int argc, char** argv) {
     auto specs = gpt2::param_specs(cfg);
     Params params = nn::init_params(specs, random::key(0), mesh, rules);
     if (!a.save_init.empty()) save_safetensors(a.save_init, params);
+    params = gpt2::to_layout(params, cfg, a.scan_layers, mesh, rules);
     optim::AdamWState opt = optim::adamw_init(params);
     const optim::AdamWConfig adam{0.9, 0.95, 1e-8, 0.1};
-    auto step_fn = [cfg, mesh, rules, adam](const Params& p, const optim::AdamWState& s,
-                                            const Array& ids, const Array& targets,
-                                            const Array& lr, const Array& key) -> StepOut {
-      gpt2::ForwardOptions fo{key, &mesh, &rules};
+    const bool scan = a.scan_layers;
+    auto step_fn = [cfg, mesh, rules, adam, scan](const Params& p, const optim::AdamWState& s,
+                                                  const Array& ids, const Array& targets,
+                                                  const Array& lr, const Array& key) -> StepOut {
+      gpt2::ForwardOptions fo{key, &mesh, &rules, /*remat=*/false, scan};
       auto [loss_value, g] = value_and_grad([&](const Params& pp) {
         return gpt2::loss(pp, ids, targets, cfg, fo);
       })(p);

@@ -1,5 +1,8 @@
 // VJPs of scan, fori_loop and cond, written with the control-flow ops themselves, so that the
 // backward pass is one loop (one branch) whatever the trip count.
+#include <map>
+#include <mutex>
+
 #include "autodiff/vjp.h"
 #include "core/errors.h"
 #include "partix/control.h"
@@ -58,11 +61,107 @@ struct ScanView {
 
 }  // namespace
 
+namespace {
+
+// The body's computed values that its backward pass reads, in value order. Found once per body
+// by tracing, into a program nothing runs, the body's evaluation followed by its backward pass
+// (every cotangent given), and keeping the evaluated values the backward's instructions use.
+// What a VJP reads only for its shape is not counted: the backward scan recomputes the body
+// anyway and the unused recomputation is dead code, so a value missing here costs time, never
+// correctness.
+std::vector<int> values_backward_reads(const ScanView& s, const std::vector<detail::Vary>& vary) {
+  std::vector<ir::Aval> avals;
+  for (int v : s.body.params) avals.push_back(s.body.aval(v));
+  const size_t n_args = avals.size();
+  for (int v : s.body.results) avals.push_back(s.body.aval(v));
+  // Candidates: values computed from the body's arguments. What depends on none of them (a
+  // causal mask from iota, a broadcast constant) costs less to recompute than to keep per
+  // iteration.
+  std::vector<bool> depends(s.body.values.size(), false);
+  for (int v : s.body.params) depends[static_cast<size_t>(v)] = true;
+  std::vector<int> candidates;
+  for (const ir::Instr& in : s.body.instrs) {
+    bool d = false;
+    for (int v : in.inputs) d = d || depends[static_cast<size_t>(v)];
+    for (int v : in.outputs) {
+      depends[static_cast<size_t>(v)] = d;
+      if (d) candidates.push_back(v);
+    }
+  }
+  std::vector<int> traced(s.body.values.size(), -1);
+  size_t first_backward = 0;
+  ir::Program probe;
+  try {
+    probe = detail::trace_probe(
+        avals, vary, [&](const std::vector<Array>& t, detail::TraceState& ts) {
+          const std::vector<Array> args = part(t, 0, n_args), cts = part(t, n_args, t.size() - n_args);
+          Residuals inner;
+          std::vector<Array> env = evaluate(s.body, args, &inner);
+          for (int v : candidates) {
+            const Array& a = env[static_cast<size_t>(v)];
+            if (a.valid() && a.is_tracer()) traced[static_cast<size_t>(v)] = ts.value_of(a);
+          }
+          first_backward = ts.program().instrs.size();
+          std::vector<Array> g = backward(s.body, env, cts, &inner);
+          std::vector<Array> out;
+          for (size_t i = 0; i < g.size(); ++i) out.push_back(or_zeros(g[i], args[i]));
+          return out;
+        });
+  } catch (const Error&) {
+    return {};  // not analysable: the backward scan recomputes everything
+  }
+  std::vector<bool> read(probe.values.size(), false);
+  for (size_t i = first_backward; i < probe.instrs.size(); ++i) {
+    for (int v : probe.instrs[i].inputs) read[static_cast<size_t>(v)] = true;
+  }
+  for (int v : probe.results) read[static_cast<size_t>(v)] = true;
+  std::vector<int> out;
+  for (int v : candidates) {
+    const int t = traced[static_cast<size_t>(v)];
+    if (t >= 0 && read[static_cast<size_t>(t)]) out.push_back(v);
+  }
+  return out;
+}
+
+// values_backward_reads, once per body program (a scan differentiated twice, or in a jit traced
+// again, is analysed once).
+std::vector<int> saved_values(const ScanView& s, const prim::Regions& regions,
+                              const std::vector<detail::Vary>& vary) {
+  static std::mutex mu;
+  static std::map<const ir::Program*, std::pair<std::weak_ptr<const ir::Program>, std::vector<int>>>
+      cache;
+  const ir::Program* key = regions[0].get();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(key);
+    if (it != cache.end() && !it->second.first.expired()) return it->second.second;
+  }
+  std::vector<int> found = values_backward_reads(s, vary);
+  std::lock_guard<std::mutex> lock(mu);
+  std::erase_if(cache, [](const auto& e) { return e.second.first.expired(); });
+  cache[key] = {regions[0], found};
+  return found;
+}
+
+// The varying axes of the body's arguments inside shard_map (none elsewhere).
+std::vector<detail::Vary> body_vary(const ScanView& s) {
+  std::vector<detail::Vary> out;
+  std::vector<Array> x_like;
+  for (const Array& x : s.xs) x_like.push_back(x);
+  const std::vector<Array> args = s.body_args(s.init, x_like);
+  for (const Array& a : args) out.push_back(detail::vary_of(a));
+  return out;
+}
+
+}  // namespace
+
 std::vector<Array> scan_forward_saving(const ir::Attrs& attrs, const prim::Regions& regions,
                                        const std::vector<Array>& operands,
                                        std::vector<Array>* residuals) {
   const ScanView s(attrs, regions, operands);
-  // Results: the final carries, the incoming carries stacked, then the body's ys.
+  const std::vector<int> keep = saved_values(s, regions, body_vary(s));
+  // Results: the final carries, the incoming carries stacked, the body's ys, then the values
+  // the backward pass reads, stacked.
   std::shared_ptr<void> proto;
   std::vector<Array> out = detail::scan_call(
       s.init, s.xs, s.length, s.reverse,
@@ -75,10 +174,13 @@ std::vector<Array> scan_forward_saving(const ir::Attrs& attrs, const prim::Regio
         for (size_t j = 0; j < s.ny; ++j) {
           r.push_back(env[static_cast<size_t>(s.body.results[s.nc + j])]);
         }
+        for (int v : keep) r.push_back(env[static_cast<size_t>(v)]);
         return r;
       },
       proto);
   *residuals = part(out, s.nc, s.nc);
+  const std::vector<Array> kept = part(out, 2 * s.nc + s.ny, keep.size());
+  residuals->insert(residuals->end(), kept.begin(), kept.end());
   std::vector<Array> results = part(out, 0, s.nc);
   for (size_t j = 0; j < s.ny; ++j) results.push_back(out[2 * s.nc + j]);
   return results;
@@ -87,13 +189,20 @@ std::vector<Array> scan_forward_saving(const ir::Attrs& attrs, const prim::Regio
 std::vector<Array> scan_vjp(const prim::VjpArgs& a) {
   const ScanView s(a.attrs, a.regions, a.primals);
   const size_t nc = s.nc, nx = s.nx, ny = s.ny, sx = s.xs.size();
-  // 1. The carries entering each iteration: saved by the forward evaluation, or recomputed.
+  // 1. The carries entering each iteration and the values the backward reads, stacked: saved by
+  // the forward evaluation, or computed here.
   std::vector<Array> saved;
   if (a.residuals) {
     saved = *a.residuals;
   } else {
     scan_forward_saving(a.attrs, a.regions, a.primals, &saved);
   }
+  const std::vector<int> keep = saved_values(s, a.regions, body_vary(s));
+  if (saved.size() != nc + keep.size()) {
+    detail::internal_error("grad", fmt::format("scan saved {} residuals for {} carries and {} values",
+                                               saved.size(), nc, keep.size()));
+  }
+  const size_t nk = keep.size();
 
   // 2. Backward: a scan in the other direction over (saved carries, xs, ys' cotangents), carrying
   // the carries' cotangents and the sums of the consts' cotangents. Each step recomputes its
@@ -106,10 +215,11 @@ std::vector<Array> scan_vjp(const prim::VjpArgs& a) {
   std::vector<Array> bwd_init;
   for (size_t k = 0; k < nc; ++k) bwd_init.push_back(or_zeros(a.cotangents[k], a.outputs[k]));
   for (size_t j : float_consts) bwd_init.push_back(zeros_like(s.consts[j]));
-  std::vector<Array> bwd_xs = saved;
+  std::vector<Array> bwd_xs = part(saved, 0, nc);
   bwd_xs.insert(bwd_xs.end(), s.xs.begin(), s.xs.end());
   for (size_t j = 0; j < ny; ++j)
     bwd_xs.push_back(or_zeros(a.cotangents[nc + j], a.outputs[nc + j]));
+  for (size_t k = 0; k < nk; ++k) bwd_xs.push_back(saved[nc + k]);
   std::shared_ptr<void> proto;
   std::vector<Array> bwd = detail::scan_call(
       bwd_init, bwd_xs, s.length, !s.reverse,
@@ -117,8 +227,12 @@ std::vector<Array> scan_vjp(const prim::VjpArgs& a) {
         const std::vector<Array> ct_carry = part(t, 0, nc), acc = part(t, nc, nf);
         const std::vector<Array> carry = part(t, nc + nf, nc), x = part(t, nc + nf + nc, sx);
         const std::vector<Array> ct_y = part(t, nc + nf + nc + sx, ny);
+        const std::vector<Array> kept = part(t, nc + nf + nc + sx + ny, nk);
+        // The iteration recomputed, then its saved values put in place: what the backward reads
+        // comes from the forward pass, and the recomputation nothing reads is dead code.
         Residuals inner;
         std::vector<Array> env = evaluate(s.body, s.body_args(carry, x), &inner);
+        for (size_t k = 0; k < nk; ++k) env[static_cast<size_t>(keep[k])] = kept[k];
         std::vector<Array> cts = ct_carry;
         cts.insert(cts.end(), ct_y.begin(), ct_y.end());
         std::vector<Array> g = backward(s.body, env, cts, &inner);

@@ -117,4 +117,23 @@ void verify(const Program& p) {
   }
 }
 
+void eliminate_dead_code(Program& p) {
+  std::vector<bool> live(p.values.size(), false);
+  for (int v : p.results) live[static_cast<size_t>(v)] = true;
+  std::vector<bool> keep(p.instrs.size(), false);
+  for (size_t i = p.instrs.size(); i-- > 0;) {
+    const Instr& in = p.instrs[i];
+    bool needed = false;
+    for (int o : in.outputs) needed = needed || live[static_cast<size_t>(o)];
+    if (!needed) continue;
+    keep[i] = true;
+    for (int v : in.inputs) live[static_cast<size_t>(v)] = true;
+  }
+  std::vector<Instr> kept;
+  for (size_t i = 0; i < p.instrs.size(); ++i) {
+    if (keep[i]) kept.push_back(std::move(p.instrs[i]));
+  }
+  p.instrs = std::move(kept);
+}
+
 }  // namespace partix::ir

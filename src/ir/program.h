@@ -89,4 +89,9 @@ Program parse_program(std::string_view text);
 // primitives' inference. Throws an internal error naming the instruction.
 void verify(const Program& p);
 
+// Drops instructions none of whose results is used (regions are kept or dropped whole). Every
+// primitive is pure, and every device runs the same program, so a dead collective is dead on
+// all of them.
+void eliminate_dead_code(Program& p);
+
 }  // namespace partix::ir

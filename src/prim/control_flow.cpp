@@ -186,6 +186,22 @@ class Scan final : public Primitive {
   double flops(const std::vector<Aval>&, const std::vector<Aval>&, const Attrs&) const override {
     return 0;
   }
+  // execute(): the stacked ys from the start.
+  int64_t bytes_held_around_regions(const std::vector<Aval>&, const std::vector<Aval>& out,
+                                    const Attrs& attrs) const override {
+    const size_t nc = static_cast<size_t>(attrs.i("num_carry"));
+    int64_t held = 0;
+    for (size_t k = nc; k < out.size(); ++k) held += out[k].nbytes();
+    return held;
+  }
+  // Each iteration's slices of the scanned inputs (fori_loop: its index) are fresh buffers.
+  std::vector<bool> region_params_made_per_run(const Attrs& attrs, size_t) const override {
+    const size_t nc = static_cast<size_t>(attrs.i("num_carry"));
+    if (fori_) return {true};
+    std::vector<bool> made(nc, false);
+    made.resize(nc + static_cast<size_t>(attrs.i("num_xs")), true);
+    return made;
+  }
 
   std::vector<detail::Buffer> execute(const KernelCall& c, std::vector<detail::Buffer> args,
                                       const RegionRunner& run) const override {

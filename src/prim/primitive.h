@@ -187,6 +187,21 @@ class Primitive {
     (void)attrs, (void)k;
     return 1;
   }
+  // Bytes execute() holds while its regions run, beyond the operands and what the regions
+  // allocate (a scan's stacked outputs): memory analysis puts the regions' peak on top of them.
+  virtual int64_t bytes_held_around_regions(const std::vector<Aval>& in,
+                                            const std::vector<Aval>& out,
+                                            const Attrs& attrs) const {
+    (void)in, (void)out, (void)attrs;
+    return 0;
+  }
+  // Which parameters of region k execute() makes afresh for each run and hands over (a slice of
+  // each scanned input, a loop index): they count from the run's start to their last use. The
+  // others (carries, captured values) are counted where they live.
+  virtual std::vector<bool> region_params_made_per_run(const Attrs& attrs, size_t k) const {
+    (void)attrs, (void)k;
+    return {};
+  }
 };
 
 // Registry of primitives by name (for the parser) and of fast kernels by platform.

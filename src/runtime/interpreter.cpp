@@ -167,11 +167,12 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
 namespace {
 
 // Replays the interpreter's allocations: results allocate unless they take over an input that
-// dies at that instruction; values die after their last use; nested programs run on top. Parameters are counted only when
-// `donated` is given: all live at the start, the donated ones dying (and reusable in place) like
-// any value.
+// dies at that instruction; values die after their last use; nested programs run on top.
+// Parameters are counted only when `donated` is given: all live at the start, the donated ones
+// dying (and reusable in place) like any value; with `only_donated`, the others are not counted
+// (a region's parameters that live outside it).
 int64_t replay_peak(const ir::Program& p, const Plan& plan, const std::vector<bool>* donated,
-                    std::vector<int64_t>* live_after = nullptr) {
+                    std::vector<int64_t>* live_after = nullptr, bool only_donated = false) {
   std::map<int, size_t> param_index;
   for (size_t i = 0; i < p.params.size(); ++i) param_index.emplace(p.params[i], i);
   int64_t live = 0, peak = 0;
@@ -183,7 +184,9 @@ int64_t replay_peak(const ir::Program& p, const Plan& plan, const std::vector<bo
            (donated && it->second < donated->size() && (*donated)[it->second]);
   };
   if (donated) {
-    for (int v : p.params) {
+    for (size_t i = 0; i < p.params.size(); ++i) {
+      if (only_donated && !(i < donated->size() && (*donated)[i])) continue;
+      const int v = p.params[i];
       live += p.aval(v).nbytes();
       alive[static_cast<size_t>(v)] = true;
     }
@@ -193,17 +196,24 @@ int64_t replay_peak(const ir::Program& p, const Plan& plan, const std::vector<bo
     const ir::Instr& in = p.instrs[i];
     const int reuse = plan.reuse_input[i];
     const bool in_place = reuse >= 0 && owned(in.inputs[static_cast<size_t>(reuse)]);
-    // A nested program (a rematerialised block, a branch) runs inside the instruction: its own
-    // peak, results included, sits on top of what is live (the largest one, if several).
+    // A nested program (a rematerialised block, a branch, a loop body) runs inside the
+    // instruction: its own peak, results included, sits on top of what is live (the largest one,
+    // if several), with what the instruction holds meanwhile (a scan's stacked outputs).
     int64_t nested = 0;
-    for (const auto& region : in.regions) {
-      nested = std::max(nested, replay_peak(*region, make_plan(*region), nullptr));
+    for (size_t k = 0; k < in.regions.size(); ++k) {
+      const ir::Program& region = *in.regions[k];
+      // Buffers the instruction makes for each run of the region (a slice of each scanned
+      // input) live from its start to their last use there.
+      const std::vector<bool> made = in.prim->region_params_made_per_run(in.attrs, k);
+      nested = std::max(nested, replay_peak(region, make_plan(region), &made, nullptr,
+                                            /*only_donated=*/true));
     }
     // The kernel's own staging, live with its results.
     std::vector<ir::Aval> ia, oa;
     for (int v : in.inputs) ia.push_back(p.aval(v));
     for (int v : in.outputs) oa.push_back(p.aval(v));
     const int64_t scratch = in.prim->scratch_bytes(ia, oa, in.attrs);
+    if (!in.regions.empty()) nested += in.prim->bytes_held_around_regions(ia, oa, in.attrs);
     peak = std::max(peak, live + nested);
     for (size_t k = 0; k < in.outputs.size(); ++k) {
       const int v = in.outputs[k];

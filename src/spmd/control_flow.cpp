@@ -116,10 +116,19 @@ void propagate_regions(ir::Program& g, const Mesh& mesh) {
     for (size_t k = 0; k < l.num_carry; ++k) {
       params[l.param_offset + k] = reduced(mesh, g.info(in.outputs[k]).sharding);
     }
+    // A stacked output (ys) that nothing outside split is left to the body: asking a value the
+    // body splits to be whole would gather it every iteration, where resharding the stack
+    // outside the loop costs one collective.
     std::vector<std::optional<NamedSharding>> outs;
     for (size_t k = 0; k < in.outputs.size(); ++k) {
       NamedSharding s = reduced(mesh, g.info(in.outputs[k]).sharding);
-      outs.emplace_back(is_cond || k < l.num_carry ? s : without_leading(s));
+      if (is_cond || k < l.num_carry) {
+        outs.emplace_back(s);
+      } else if (s.is_fully_replicated()) {
+        outs.emplace_back(std::nullopt);
+      } else {
+        outs.emplace_back(without_leading(s));
+      }
     }
     // The carries' fixed point: what the body makes of a carry is the carry's next sharding
     // (so a constraint inside the body wins), until an iteration changes nothing.

@@ -49,7 +49,7 @@ class Partitioner : public PartitionContext {
       out.local.results.push_back(local(v, want));
       out.out_shardings.push_back(want);
     }
-    eliminate_dead_code(out.local);
+    ir::eliminate_dead_code(out.local);
     return std::move(out);
   }
 
@@ -196,26 +196,6 @@ class Partitioner : public PartitionContext {
 };
 
 }  // namespace
-
-void eliminate_dead_code(ir::Program& p) {
-  std::vector<bool> live(p.values.size(), false);
-  for (int v : p.results) live[static_cast<size_t>(v)] = true;
-  std::vector<bool> keep(p.instrs.size(), false);
-  for (size_t i = p.instrs.size(); i-- > 0;) {
-    const ir::Instr& in = p.instrs[i];
-    // Every device runs the same program, so a dead collective is dead on all of them.
-    bool needed = false;
-    for (int o : in.outputs) needed = needed || live[static_cast<size_t>(o)];
-    if (!needed) continue;
-    keep[i] = true;
-    for (int v : in.inputs) live[static_cast<size_t>(v)] = true;
-  }
-  std::vector<ir::Instr> kept;
-  for (size_t i = 0; i < p.instrs.size(); ++i) {
-    if (keep[i]) kept.push_back(std::move(p.instrs[i]));
-  }
-  p.instrs = std::move(kept);
-}
 
 Partitioned partition(const ir::Program& global, const Mesh& mesh,
                       const std::vector<std::optional<NamedSharding>>& out_shardings) {

@@ -21,7 +21,4 @@ struct Partitioned {
 Partitioned partition(const ir::Program& global, const Mesh& mesh,
                       const std::vector<std::optional<NamedSharding>>& out_shardings);
 
-// Drops instructions whose results are never used.
-void eliminate_dead_code(ir::Program& p);
-
 }  // namespace partix::spmd

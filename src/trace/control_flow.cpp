@@ -15,21 +15,12 @@ void check_same_structure(const char* api, const char* what, const std::string& 
 
 namespace {
 
-using Vary = std::set<std::string>;
-
 struct Region {
   std::shared_ptr<ir::Program> program;
   std::vector<Array> captures;
   std::shared_ptr<void> proto;
 };
 
-// The mesh axes `a` varies over inside the current shard_map body (empty elsewhere).
-Vary vary_of(const Array& a) {
-  TraceState* t = current_trace();
-  if (!t || !t->manual_mesh || !a.is_tracer()) return {};
-  TraceState* owner = trace_of(a, "trace");
-  return owner->program().info(owner->value_of(a)).varying;
-}
 
 // Traces fn on fresh parameters of `avals` into a region program.
 Region trace_region(const char* name, const std::vector<ir::Aval>& avals,
@@ -49,6 +40,9 @@ Region trace_region(const char* name, const std::vector<ir::Aval>& avals,
     ts->set_results(fn(tracers, r.proto));
   }
   r.program = std::make_shared<ir::Program>(ts->program());
+  // What a body computes but never uses (a backward pass's recomputation of values it was given
+  // saved) would otherwise run every iteration.
+  ir::eliminate_dead_code(*r.program);
   r.captures = ts->captures();
   return r;
 }
@@ -116,6 +110,31 @@ void check_bool_scalar(const char* api, const char* what, const Array& x) {
 constexpr int kMaxWidening = 4;
 
 }  // namespace
+
+Vary vary_of(const Array& a) {
+  TraceState* t = current_trace();
+  if (!t || !t->manual_mesh || !a.is_tracer()) return {};
+  TraceState* owner = trace_of(a, "trace");
+  return owner->program().info(owner->value_of(a)).varying;
+}
+
+ir::Program trace_probe(const std::vector<ir::Aval>& avals, const std::vector<Vary>& vary,
+                        const ProbeFn& fn) {
+  auto ts = std::make_shared<TraceState>("probe");
+  if (TraceState* outer = current_trace(); outer && outer->manual_mesh) {
+    ts->manual_mesh = outer->manual_mesh;
+    ts->manual_axes = outer->manual_axes;
+  }
+  {
+    TraceScope scope(ts);
+    std::vector<Array> tracers;
+    for (size_t i = 0; i < avals.size(); ++i) {
+      tracers.push_back(ts->add_param(avals[i], std::nullopt, i < vary.size() ? vary[i] : Vary{}));
+    }
+    ts->set_results(fn(tracers, *ts));
+  }
+  return ts->program();
+}
 
 std::vector<Array> scan_call(const std::vector<Array>& init_in, const std::vector<Array>& xs,
                              int64_t length, bool reverse, const RegionFn& body,

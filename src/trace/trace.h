@@ -57,6 +57,16 @@ class TraceState : public std::enable_shared_from_this<TraceState> {
   bool params_closed_ = false;
 };
 
+// Inside a shard_map body, the mesh axes `a` varies over (empty elsewhere).
+using Vary = std::set<std::string>;
+Vary vary_of(const Array& a);
+
+// Traces fn on fresh parameters of `avals` (varying as `vary` says) into a program nothing
+// runs, for analyses of what a function reads; fn also gets the trace being recorded.
+using ProbeFn = std::function<std::vector<Array>(const std::vector<Array>&, TraceState&)>;
+ir::Program trace_probe(const std::vector<ir::Aval>& avals, const std::vector<Vary>& vary,
+                        const ProbeFn& fn);
+
 // Pushes a trace for the lifetime of the scope.
 class TraceScope {
  public:

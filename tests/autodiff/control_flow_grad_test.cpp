@@ -150,3 +150,38 @@ TEST(WhileLoopGrad, RefusesWithAClearError) {
   };
   EXPECT_PARTIX_ERROR(grad(loss)(full({2}, 1.0f)), "[while_loop]", "not supported", "fori_loop");
 }
+
+TEST(ScanGrad, TheBackwardReadsSavedValuesAndRecomputesOnlyUnderCheckpoint) {
+  // The forward scan keeps, per iteration, the values the backward pass reads (tanh's output);
+  // the backward scan does not run the body's matmul again. Under checkpoint it does.
+  Array h0 = rnd({3, 4}, 1) * 0.5, xs = rnd({5, 3, 4}, 2) * 0.5, w = rnd({4, 4}, 3) * 0.4;
+  auto count = [](const std::string& s, const std::string& op) {
+    int n = 0;
+    for (size_t p = s.find(op); p != std::string::npos; p = s.find(op, p + 1)) n++;
+    return n;
+  };
+  for (bool remat : {false, true}) {
+    SCOPED_TRACE(remat ? "checkpointed body" : "plain body");
+    auto loss = [remat](const Array& h, const Array& x, const Array& m) {
+      auto step = [&m](const Array& c, const Array& xt) { return tanh(matmul(c, m) + xt); };
+      auto [last, ys] = scan(
+          [&](const Array& c, const Array& xt) {
+            Array n = remat ? checkpoint(step)(c, xt) : step(c, xt);
+            return std::pair{n, n * n};
+          },
+          h, x);
+      return sum(last) + sum(ys * 0.5);
+    };
+    auto g = jit(grad(loss, std::vector<int>{0, 1, 2}));
+    const std::string text = g.lower(h0, xs, w).as_text();
+    // Forward: one matmul. Backward: the two of the VJP (cotangents of c and of m), plus the
+    // recomputed one under checkpoint.
+    EXPECT_EQ(count(text, "= dot_general("), remat ? 4 : 3) << text;
+    EXPECT_EQ(count(text, "= tanh("), remat ? 2 : 1) << text;
+    auto want = grad(
+        [](const Array& a, const Array& b, const Array& c) { return rnn_loss_unrolled(a, b, c, false); },
+        std::vector<int>{0, 1, 2})(h0, xs, w);
+    auto got = g(h0, xs, w);
+    for (size_t k = 0; k < 3; ++k) expect_close(got[k], want[k]);
+  }
+}

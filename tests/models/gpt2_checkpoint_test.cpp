@@ -45,7 +45,7 @@ TEST(Gpt2Checkpoint, ResumeContinuesBitExactlyAndOntoAnotherMesh) {
   {
     g2::Trainer t(options(2, 2, d));
     full = run(t);
-    final_state = test::bytes_of(t.params().at("transformer.h.0.attn.c_attn.weight"));
+    final_state = test::bytes_of(t.params().at("transformer.h.attn.c_attn.weight"));
   }
   EXPECT_EQ(ckpt::all_steps(d), (std::vector<int64_t>{3, 6}));
   fs::remove_all(ckpt::step_path(d, 6));  // as if the run had died after step 3
@@ -57,7 +57,7 @@ TEST(Gpt2Checkpoint, ResumeContinuesBitExactlyAndOntoAnotherMesh) {
     std::vector<double> rest = run(t);
     ASSERT_EQ(rest.size(), 3u);
     for (size_t i = 0; i < 3; ++i) EXPECT_EQ(rest[i], full[3 + i]) << "step " << 3 + i;
-    EXPECT_EQ(test::bytes_of(t.params().at("transformer.h.0.attn.c_attn.weight")), final_state);
+    EXPECT_EQ(test::bytes_of(t.params().at("transformer.h.attn.c_attn.weight")), final_state);
   }
   fs::remove_all(ckpt::step_path(d, 6));
   {
@@ -107,10 +107,53 @@ TEST(Gpt2Checkpoint, TrainingStateLeavesAndHuggingFaceExport) {
   g2::checkpoint_to_hf(params_only, 7, hf2, o.model);
   EXPECT_PARTIX_ERROR(g2::checkpoint_to_hf(params_only, 7, hf2), "[gpt2.checkpoint_to_hf]",
                       "no 'gpt2.config' metadata");
+  // The trainer keeps its blocks stacked over layers; Hugging Face names them per layer.
+  ASSERT_TRUE(g2::is_stacked(t.params()));
+  const Params per_layer = g2::unstack_layers(t.params(), o.model);
+  ASSERT_EQ(per_layer.size(), 2u + 12 * 2 + 2);
   for (const std::string& folder : {hf, hf2}) {
     g2::Checkpoint back = g2::load_hf(folder, t.mesh(), g2::sharding_rules(false));
-    for (const auto& [k, v] : t.params()) {
+    ASSERT_EQ(back.params.size(), per_layer.size());
+    for (const auto& [k, v] : per_layer) {
       EXPECT_EQ(test::bytes_of(back.params.at(k)), test::bytes_of(v)) << folder << " " << k;
     }
   }
+}
+
+TEST(Gpt2Checkpoint, ResumesAcrossLayerLayouts) {
+  // A checkpoint of a scanned run (blocks stacked) resumes unrolled (per layer), and back: the
+  // state is converted, so training continues as it would have (no dropout: the two draw
+  // their masks differently).
+  test::TempDir dir;
+  const std::string d = dir.path().string();
+  auto opts = [&](bool scan) {
+    g2::TrainOptions o = options(2, 2, d);
+    o.model.dropout = 0.0;
+    o.scan_layers = scan;
+    return o;
+  };
+  std::vector<double> full;
+  {
+    g2::Trainer t(opts(true));
+    full = run(t);
+  }
+  for (bool scan : {false, true}) {
+    SCOPED_TRACE(scan ? "resumed scanned" : "resumed unrolled");
+    fs::remove_all(ckpt::step_path(d, 6));
+    g2::TrainOptions o = opts(scan);
+    o.resume = true;
+    o.save_every = 0;
+    g2::Trainer t(o);
+    ASSERT_EQ(t.resumed_from(), std::optional<int64_t>(3));
+    EXPECT_EQ(g2::is_stacked(t.params()), scan);
+    EXPECT_EQ(g2::is_stacked(t.state().opt_state.mu), scan);
+    std::vector<double> rest = run(t);
+    ASSERT_EQ(rest.size(), 3u);
+    for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(rest[i], full[3 + i], 1e-5 * full[3 + i]);
+  }
+  // The unrolled run wrote a per-layer checkpoint at step 6, which still exports.
+  const std::string hf = (dir.path() / "hf").string();
+  g2::checkpoint_to_hf(d, 6, hf);
+  EXPECT_EQ(g2::load_hf(hf, Mesh({1, 1}, {"data", "model"}), g2::sharding_rules(false)).params.size(),
+            2u + 12 * 2 + 2);
 }

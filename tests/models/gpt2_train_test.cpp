@@ -51,7 +51,9 @@ TEST(Gpt2Train, TrainerReportsItsShardingsAndRejectsBadMeshes) {
   o.seq = 16;
   g2::Trainer t(o);
   std::string table = t.sharding_table();
-  EXPECT_NE(table.find("transformer.h.0.mlp.c_fc.weight"), std::string::npos);
+  // The blocks' parameters are stacked over layers (the first dimension, never split).
+  EXPECT_NE(table.find("transformer.h.mlp.c_fc.weight"), std::string::npos) << table;
+  EXPECT_NE(table.find("P(None, None, 'model')"), std::string::npos) << table;
   EXPECT_NE(table.find("P(None, 'model')"), std::string::npos) << table;
   g2::TrainOptions bad = o;
   bad.batch = 6;
@@ -82,5 +84,7 @@ TEST(Gpt2Train, InitDrawsEachParameterInItsShardingWithTheSameValuesOnEveryMesh)
   o.fsdp = true;
   o.seed = 5;
   g2::Trainer t(o);
-  for (const auto& [name, a] : t.params()) EXPECT_EQ(a.to_vector<float>(), one.at(name).to_vector<float>()) << name;
+  const Params per_layer = g2::unstack_layers(t.params(), c);
+  ASSERT_EQ(per_layer.size(), one.size());
+  for (const auto& [name, a] : per_layer) EXPECT_EQ(a.to_vector<float>(), one.at(name).to_vector<float>()) << name;
 }

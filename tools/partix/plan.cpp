@@ -30,7 +30,7 @@ namespace ll = models::llama;
 struct PlanArgs {
   std::string model = "small";
   std::vector<int64_t> mesh = {1, 1};
-  bool fsdp = false, generate = false, json = false;
+  bool fsdp = false, generate = false, json = false, scan_layers = true;
   int64_t batch = 8, seq = 0;  // seq 0: the model's context length (training), 512 (generate)
   int64_t new_tokens = 128;
   std::string dtype = "f32", remat = "none";
@@ -139,6 +139,7 @@ void plan_training(const PlanArgs& a, const g2::Config& model, const Mesh& mesh,
   o.model.dropout = 0.0;
   o.fsdp = a.fsdp;
   o.remat = a.remat == "layer";
+  o.scan_layers = a.scan_layers;
   o.batch = a.batch;
   o.seq = a.seq > 0 ? a.seq : o.model.n_positions;
   detail::check(o.seq <= o.model.n_positions, "plan", "--seq {} exceeds the model's {} positions",
@@ -149,7 +150,7 @@ void plan_training(const PlanArgs& a, const g2::Config& model, const Mesh& mesh,
   const CostAnalysis cost = step.cost_analysis();
 
   // Parameters and optimizer state per device, from their shardings.
-  const nn::ParamSpecs specs = g2::param_specs(o.model);
+  const nn::ParamSpecs specs = g2::param_specs(o.model, o.scan_layers);
   const auto shardings = nn::param_shardings(specs, g2::sharding_rules(o.fsdp), mesh);
   int64_t total_params = 0, param_bytes = 0;
   Params params, moments;
@@ -345,6 +346,9 @@ void add_plan(CLI::App& app) {
   cmd->add_option("--remat", a->remat,
                   "none, or layer: recompute each block's activations in the backward pass")
       ->check(CLI::IsMember({"none", "layer"}));
+  cmd->add_flag("--scan-layers,!--no-scan-layers", a->scan_layers,
+                "Training plans: the layers stacked and scanned, as partix train does by default "
+                "(--no-scan-layers: unrolled)");
   cmd->add_flag("--generate", a->generate, "Plan a prefill and a decode step instead (Llama)");
   add_int(cmd, "--new-tokens", a->new_tokens, 1, int64_t{1} << 20,
           "With --generate: positions the cache keeps beyond the prompt");

@@ -24,7 +24,7 @@ namespace {
 struct TrainArgs {
   std::string model = "tiny";
   std::vector<int64_t> mesh = {1, 1};
-  bool fsdp = false, remat = false, scan_layers = false;
+  bool fsdp = false, remat = false, scan_layers = true;
   int64_t steps = 50, batch = 8, seq = 64, warmup = 10;
   double lr = 1e-3;
   uint64_t seed = 0;
@@ -188,8 +188,10 @@ void add_train(CLI::App& app) {
   cmd->add_flag("--fsdp", a->fsdp, "Shard parameters and optimizer state over 'data'");
   cmd->add_flag("--remat", a->remat,
                 "Recompute each block's activations in the backward pass instead of keeping them");
-  cmd->add_flag("--scan-layers", a->scan_layers,
-                "Scan one traced block over the stacked layers (compile time independent of depth)");
+  cmd->add_flag("--scan-layers,!--no-scan-layers", a->scan_layers,
+                "Keep the layers' parameters stacked and scan one traced block over them "
+                "(compile time independent of depth; the default); --no-scan-layers unrolls "
+                "the blocks over per-layer parameters");
   add_int(cmd, "--steps", a->steps, 1, int64_t{1} << 40, "Training steps");
   add_int(cmd, "--batch", a->batch, 1, int64_t{1} << 20, "Global batch (sequences)");
   add_int(cmd, "--seq", a->seq, 1, int64_t{1} << 20, "Sequence length");

@@ -54,17 +54,38 @@ Config small();  // GPT-2 small: 124M parameters
 void validate_config(const Config& c, std::string_view api = "gpt2.config",
                      std::string_view file = "");
 
+// Two layouts of the blocks' parameters:
+// - per layer, under Hugging Face's names: "transformer.h.3.mlp.c_fc.weight" [C, F];
+// - stacked over layers: "transformer.h.mlp.c_fc.weight" [L, C, F], its first logical axis
+//   "layers" (never sharded). A scanned model reads these directly, so neither the program nor
+//   the optimizer's update grows with depth.
+// The embeddings and the final LayerNorm are the same in both. Loading and saving Hugging Face
+// checkpoints always use the per-layer names; convert with stack_layers / unstack_layers.
+
 // Parameter shapes, logical axes and initialisation (GPT-2: normal(0.02), residual
-// projections scaled by 1/sqrt(2L), LayerNorm ones/zeros).
-nn::ParamSpecs param_specs(const Config& c);
+// projections scaled by 1/sqrt(2L), LayerNorm ones/zeros), in either layout.
+nn::ParamSpecs param_specs(const Config& c, bool stacked = false);
+// Whether `params` holds the blocks stacked over layers.
+bool is_stacked(const Params& params);
+// Layout conversions; they trace (usable inside jit) and run eagerly. Parameters outside the
+// blocks pass through; a missing block parameter raises naming it. Each returns its argument
+// when it already has the asked-for layout. Also apply to any tree named as the parameters
+// (optimizer moments).
+Params stack_layers(const Params& per_layer, const Config& c);
+Params unstack_layers(const Params& stacked, const Config& c);
+// The same conversion as one program whose results have the shardings `rules` give on `mesh`.
+Params to_layout(const Params& params, const Config& c, bool stacked, const Mesh& mesh,
+                 const nn::LogicalRules& rules);
 
 // Megatron tensor parallelism over 'model' (qkv and MLP-in column-parallel, attention-out and
 // MLP-out row-parallel, embeddings vocab-parallel), data parallelism over 'data'; with fsdp,
 // parameters (and so optimizer state) are also split over 'data'.
 nn::LogicalRules sharding_rules(bool fsdp);
 // Fresh parameters, each drawn directly in the sharding `rules` give on `mesh`; the same values
-// on every mesh (nn::init_params over param_specs).
-Params init(const Config& c, const Array& key, const Mesh& mesh, const nn::LogicalRules& rules);
+// on every mesh (nn::init_params over param_specs), and in both layouts (stacked: drawn per
+// layer, then stacked).
+Params init(const Config& c, const Array& key, const Mesh& mesh, const nn::LogicalRules& rules,
+            bool stacked = false);
 
 struct ForwardOptions {
   std::optional<Array> dropout_key{};  // training: dropout on; none: evaluation
@@ -73,9 +94,10 @@ struct ForwardOptions {
   // Rematerialise each transformer block (partix::checkpoint): the backward pass recomputes a
   // block's activations from its input instead of keeping them.
   bool remat = false;
-  // Stack the blocks' parameters over layers and scan one traced block over them: compile time
-  // does not grow with depth. Params keep their per-layer (Hugging Face) names. Dropout masks
-  // differ from the unrolled model's (each layer folds its index into the key).
+  // Scan one traced block over the layers: compile time does not grow with depth. Params may be
+  // stacked (read directly) or per layer (stacked inside the program). Without it, stacked
+  // Params are sliced per layer and the blocks unrolled. Dropout masks differ between the two
+  // (a scanned layer folds its index into the key).
   bool scan_layers = false;
 };
 
@@ -128,7 +150,9 @@ struct TrainOptions {
   double clip = 1.0;
   double weight_decay = 0.1;
   bool remat = false;  // recompute each block's activations in the backward pass
-  bool scan_layers = false;  // scan one traced block over the stacked layers (ForwardOptions)
+  // Keep the parameters (and optimizer state) stacked over layers and scan one traced block
+  // over them (ForwardOptions); false: per-layer parameters, blocks unrolled.
+  bool scan_layers = true;
   uint64_t seed = 0;
   std::vector<std::string> corpus = io::default_corpus_paths();
   Params initial{};  // start from these parameters if set
@@ -166,6 +190,7 @@ class Trainer {
   explicit Trainer(TrainOptions options);
   ~Trainer();
   StepMetrics step();
+  // Stacked over layers when options().scan_layers (unstack_layers gives the per-layer names).
   const Params& params() const { return params_; }
   const Mesh& mesh() const { return mesh_; }
   const TrainOptions& options() const { return o_; }

@@ -131,7 +131,7 @@ void save_hf(const std::string& dir, const Params& params, const Config& c) {
   // leaves the previous checkpoint, never new weights with an old or empty config.
   detail::AtomicDir out(dir, "gpt2.save_hf", checkpoint_files());
   Params tensors;
-  for (const auto& [name, v] : params) {
+  for (const auto& [name, v] : unstack_layers(params, c)) {
     Array a = device_put(v, Device{0});
     if (is_c_attn(name)) {
       Shape s = a.shape();

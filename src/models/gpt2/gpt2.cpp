@@ -6,6 +6,7 @@
 
 #include "core/errors.h"
 #include "io/json_util.h"
+#include "models/gpt2/layout.h"
 #include "partix/control.h"
 #include "partix/ops.h"
 #include "partix/random.h"
@@ -27,8 +28,6 @@ Config tiny() {
 Config small() { return Config{}; }
 
 namespace {
-
-std::string layer(int64_t i) { return "transformer.h." + std::to_string(i) + "."; }
 
 // Bounds far above any GPT-2, low enough that nothing sized by them exhausts memory before the
 // tensors are checked.
@@ -91,7 +90,7 @@ std::map<std::string, Shape> stored_shapes(const Config& c) {
   return s;
 }
 
-nn::ParamSpecs param_specs(const Config& c) {
+nn::ParamSpecs param_specs(const Config& c, bool stacked) {
   validate_config(c);
   const int64_t C = c.n_embd, F = 4 * C;
   const double std = 0.02, proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(c.n_layer));
@@ -108,7 +107,7 @@ nn::ParamSpecs param_specs(const Config& c) {
   p["transformer.wte.weight"] = w({c.vocab_size, C}, {"vocab", "embed"}, std);
   p["transformer.wpe.weight"] = w({c.n_positions, C}, {"", "embed"}, 0.01);
   for (int64_t i = 0; i < c.n_layer; ++i) {
-    std::string l = layer(i);
+    std::string l = layer_prefix(i);
     p[l + "ln_1.weight"] = ones({C}, {"norm"});
     p[l + "ln_1.bias"] = zeros({C}, {"norm"});
     p[l + "attn.c_attn.weight"] = w({C, 3, C}, {"embed", "", "heads"});
@@ -124,6 +123,16 @@ nn::ParamSpecs param_specs(const Config& c) {
   }
   p["transformer.ln_f.weight"] = ones({C}, {"norm"});
   p["transformer.ln_f.bias"] = zeros({C}, {"norm"});
+  if (stacked) {
+    // Each block parameter once, with the layers first.
+    for (const std::string& suffix : block_parameters()) {
+      nn::ParamSpec one = p.at(layer_prefix(0) + suffix);
+      one.shape.insert(one.shape.begin(), c.n_layer);
+      one.axes.insert(one.axes.begin(), "layers");
+      for (int64_t i = 0; i < c.n_layer; ++i) p.erase(layer_prefix(i) + suffix);
+      p.emplace(std::string(kStackedPrefix) + suffix, std::move(one));
+    }
+  }
   return p;
 }
 
@@ -141,11 +150,14 @@ nn::LogicalRules sharding_rules(bool fsdp) {
   }
   r.rules.push_back({"embed", std::nullopt});
   r.rules.push_back({"act", std::nullopt});
+  r.rules.push_back({"layers", std::nullopt});
   return r;
 }
 
-Params init(const Config& c, const Array& key, const Mesh& mesh, const nn::LogicalRules& rules) {
-  return nn::init_params(param_specs(c), key, mesh, rules);
+Params init(const Config& c, const Array& key, const Mesh& mesh, const nn::LogicalRules& rules,
+            bool stacked) {
+  Params per_layer = nn::init_params(param_specs(c), key, mesh, rules);
+  return stacked ? to_layout(per_layer, c, true, mesh, rules) : per_layer;
 }
 
 namespace {
@@ -221,31 +233,15 @@ Array forward(const Params& p, const Array& ids, const Config& c, const ForwardO
     };
   };
   if (o.scan_layers) {
-    // The blocks' parameters stacked over layers, [L, ...] (Params keep the Hugging Face names),
-    // and one block traced and scanned L times: the program's size does not grow with depth.
-    const std::string l0 = layer(0);
+    // One block traced and scanned L times over the parameters stacked over layers [L, ...]
+    // (stacked here when they come per layer): the program's size does not grow with depth.
+    const Params stacked_params = stack_layers(p, c);
     Params stacked;
-    for (auto it = p.lower_bound(l0); it != p.end() && it->first.starts_with(l0); ++it) {
-      const std::string suffix = it->first.substr(l0.size());
-      std::vector<Array> per_layer;
-      for (int64_t i = 0; i < c.n_layer; ++i) {
-        const Array& w = p.at(layer(i) + suffix);
-        Shape one = w.shape();
-        one.insert(one.begin(), 1);
-        per_layer.push_back(reshape(w, one));
-      }
-      // Pairwise, in a balanced tree: planning a concatenation costs its operand count squared.
-      while (per_layer.size() > 1) {
-        std::vector<Array> next;
-        for (size_t k = 0; k + 1 < per_layer.size(); k += 2) {
-          next.push_back(concatenate({per_layer[k], per_layer[k + 1]}, 0));
-        }
-        if (per_layer.size() % 2 == 1) next.push_back(per_layer.back());
-        per_layer = std::move(next);
-      }
-      stacked.emplace(it->first, per_layer[0]);
+    for (const std::string& suffix : block_parameters()) {
+      const std::string name = std::string(kStackedPrefix) + suffix;
+      stacked.emplace(name, stacked_params.at(name));
     }
-    auto block = make_block(l0, 0);
+    auto block = make_block(std::string(kStackedPrefix), 0);
     x = scan(
             [&](const Array& h, const std::pair<Params, Array>& layer_in) {
               NamedScope scope("h");
@@ -259,12 +255,14 @@ Array forward(const Params& p, const Array& ids, const Config& c, const ForwardO
             x, std::pair{stacked, arange(c.n_layer, DType::I32)})
             .first;
   } else {
+    const Params per_layer = unstack_layers(p, c);
     for (int64_t i = 0; i < c.n_layer; ++i) {
       NamedScope scope("h" + std::to_string(i));
-      const std::string l = layer(i);
+      const std::string l = layer_prefix(i);
       auto block = make_block(l, i);
       Params lp;
-      for (auto it = p.lower_bound(l); it != p.end() && it->first.starts_with(l); ++it)
+      for (auto it = per_layer.lower_bound(l); it != per_layer.end() && it->first.starts_with(l);
+           ++it)
         lp.emplace(it->first, it->second);
       std::vector<Array> key;
       if (o.dropout_key) key.push_back(*o.dropout_key);

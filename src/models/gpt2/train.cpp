@@ -5,6 +5,7 @@
 
 #include "core/errors.h"
 #include "io/data_loader.h"
+#include "models/gpt2/layout.h"
 #include "partix/distributed.h"
 #include "partix/ops.h"
 #include "partix/random.h"
@@ -51,7 +52,7 @@ Lowered lower_train_step(const TrainOptions& o, const Mesh& mesh) {
                 "the batch {} does not split over {} data devices", o.batch,
                 mesh.axis_size("data"));
   const nn::LogicalRules rules = sharding_rules(o.fsdp);
-  const nn::ParamSpecs specs = param_specs(o.model);
+  const nn::ParamSpecs specs = param_specs(o.model, o.scan_layers);
   const auto shardings = nn::param_shardings(specs, rules, mesh);
   Params p;
   optim::AdamWState s;
@@ -94,15 +95,23 @@ Trainer::Trainer(TrainOptions o)
   if (resume_step) {
     restore_checkpoint(*resume_step);
   } else {
-    auto specs = param_specs(o_.model);
     if (o_.initial.empty()) {
-      params_ = init(o_.model, random::key(o_.seed), mesh_, rules_);
+      params_ = init(o_.model, random::key(o_.seed), mesh_, rules_, o_.scan_layers);
     } else {
-      auto sh = nn::param_shardings(specs, rules_, mesh_);
-      for (const auto& [k, s] : sh) {
+      // Initial parameters in either layout: placed in their own layout's shardings, then
+      // converted to the run's.
+      auto specs = param_specs(o_.model, is_stacked(o_.initial));
+      Params placed;
+      for (const auto& [k, s] : nn::param_shardings(specs, rules_, mesh_)) {
         detail::check(o_.initial.count(k) != 0, "train", "the initial parameters lack '{}'", k);
-        params_[k] = device_put(o_.initial.at(k), s);
+        const Array& a = o_.initial.at(k);
+        detail::check(a.shape() == specs.at(k).shape, "train",
+                      "the initial parameter '{}' has shape {}, but the model needs {}", k,
+                      shape_to_string(a.shape()), shape_to_string(specs.at(k).shape));
+        placed[k] = device_put(a, s);
       }
+      o_.initial.clear();
+      params_ = to_layout(placed, o_.model, o_.scan_layers, mesh_, rules_);
     }
     opt_ = optim::adamw_init(params_);
     key_ = device_put(random::fold_in(random::key(o_.seed), 7), NamedSharding(mesh_, P()));
@@ -158,7 +167,7 @@ void Trainer::save(const std::string& dir) const {
   // Across processes every process gathers the parameters it does not hold whole; process 0
   // alone writes.
   Params whole;
-  for (const auto& [name, p] : params_) {
+  for (const auto& [name, p] : to_layout(params_, o_.model, false, mesh_, rules_)) {
     whole.emplace(name, p.is_fully_addressable() ? p : process_allgather(p));
   }
   if (process_index() == 0) save_hf(dir, whole, o_.model);
@@ -179,6 +188,14 @@ std::string data_description(const TrainOptions& o, int64_t corpus_tokens) {
 }
 
 std::string quoted(const std::string& name) { return "['" + name + "']"; }
+
+// Whether the checkpoint holds the blocks stacked over layers (leaves under `prefix`).
+bool has_stacked_leaves(const ckpt::Info& info, const std::string& prefix) {
+  const std::string first =
+      prefix + quoted(std::string(kStackedPrefix) + block_parameters().front());
+  return std::any_of(info.leaves.begin(), info.leaves.end(),
+                     [&](const auto& l) { return l.name == first; });
+}
 
 }  // namespace
 
@@ -218,11 +235,13 @@ void Trainer::restore_checkpoint(int64_t step) {
                  info.path, meta(kDataKey), data);
   }
   // The state's structure with one spec per leaf: nothing is allocated before the restore.
+  // The checkpoint's layout (stacked or per layer) is restored, then converted to this run's.
+  const bool stacked = has_stacked_leaves(info, "['params']");
   const NamedSharding replicated(mesh_, P());
   const Array fresh_key = random::key(0);
   TrainState proto;
   std::map<std::string, ckpt::ArraySpec> specs;
-  const nn::ParamSpecs param = param_specs(o_.model);
+  const nn::ParamSpecs param = param_specs(o_.model, stacked);
   for (const auto& [name, sharding] : nn::param_shardings(param, rules_, mesh_)) {
     const nn::ParamSpec& ps = param.at(name);
     proto.params[name] = proto.opt_state.mu[name] = proto.opt_state.nu[name] = Array();
@@ -237,8 +256,14 @@ void Trainer::restore_checkpoint(int64_t step) {
   specs.insert({"['opt_state'].count", {Shape{}, DType::I32, replicated}});
   specs.insert({"['rng_key']", {fresh_key.shape(), fresh_key.dtype(), replicated}});
   TrainState st = checkpoints_->restore(step, proto, specs);
-  params_ = std::move(st.params);
+  auto convert = [&](const Params& p) {
+    return to_layout(p, o_.model, o_.scan_layers, mesh_, rules_);
+  };
+  params_ = convert(st.params);
   opt_ = std::move(st.opt_state);
+  opt_.mu = convert(opt_.mu);
+  opt_.nu = convert(opt_.nu);
+  if (!opt_.master.empty()) opt_.master = convert(opt_.master);
   key_ = std::move(st.rng_key);
   step_ = step;
   resumed_from_ = step;
@@ -264,7 +289,7 @@ void checkpoint_to_hf(const std::string& checkpoint_dir, int64_t step, const std
   const NamedSharding one = single_device_sharding(default_device());
   Params proto;
   std::map<std::string, ckpt::ArraySpec> specs;
-  for (const auto& [name, ps] : param_specs(c)) {
+  for (const auto& [name, ps] : param_specs(c, has_stacked_leaves(info, prefix))) {
     proto[name] = Array();
     specs.insert({prefix + quoted(name), {ps.shape, ps.dtype, one}});
   }

@@ -1,0 +1,22 @@
+// GPT-2's parameter layouts, shared by the model, its trainer and its checkpoints.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "partix/array.h"
+
+namespace partix::models::gpt2 {
+
+// The stacked blocks' parameters are named kStackedPrefix + one of block_parameters().
+inline constexpr std::string_view kStackedPrefix = "transformer.h.";
+// One block's parameters, as named after its prefix ("ln_1.weight", "attn.c_attn.weight", ...).
+const std::vector<std::string>& block_parameters();
+// "transformer.h.<i>.": the per-layer prefix of block i.
+std::string layer_prefix(int64_t i);
+// Arrays of the same shape [1, ...] concatenated on axis 0 (pairwise, so that planning stays
+// linear in their number).
+Array stack_balanced(std::vector<Array> per_layer);
+
+}  // namespace partix::models::gpt2
