@@ -146,10 +146,7 @@ std::vector<int> saved_values(const ScanView& s, const prim::Regions& regions,
 // The varying axes of the body's arguments inside shard_map (none elsewhere).
 std::vector<detail::Vary> body_vary(const ScanView& s) {
   std::vector<detail::Vary> out;
-  std::vector<Array> x_like;
-  for (const Array& x : s.xs) x_like.push_back(x);
-  const std::vector<Array> args = s.body_args(s.init, x_like);
-  for (const Array& a : args) out.push_back(detail::vary_of(a));
+  for (const Array& a : s.body_args(s.init, s.xs)) out.push_back(detail::vary_of(a));
   return out;
 }
 

@@ -21,24 +21,31 @@ struct Region {
   std::shared_ptr<void> proto;
 };
 
-
-// Traces fn on fresh parameters of `avals` into a region program.
-Region trace_region(const char* name, const std::vector<ir::Aval>& avals,
-                    const std::vector<Vary>& vary, const RegionFn& fn) {
+// Records fn on fresh parameters of `avals` (inside shard_map, varying as `vary` says) into a new
+// trace, which it returns.
+std::shared_ptr<TraceState> record(const char* name, const std::vector<ir::Aval>& avals,
+                                   const std::vector<Vary>& vary, const ProbeFn& fn) {
   auto ts = std::make_shared<TraceState>(name);
   if (TraceState* outer = current_trace(); outer && outer->manual_mesh) {
     ts->manual_mesh = outer->manual_mesh;
     ts->manual_axes = outer->manual_axes;
   }
-  Region r;
-  {
-    TraceScope scope(ts);
-    std::vector<Array> tracers;
-    for (size_t i = 0; i < avals.size(); ++i) {
-      tracers.push_back(ts->add_param(avals[i], std::nullopt, i < vary.size() ? vary[i] : Vary{}));
-    }
-    ts->set_results(fn(tracers, r.proto));
+  TraceScope scope(ts);
+  std::vector<Array> tracers;
+  for (size_t i = 0; i < avals.size(); ++i) {
+    tracers.push_back(ts->add_param(avals[i], std::nullopt, i < vary.size() ? vary[i] : Vary{}));
   }
+  ts->set_results(fn(tracers, *ts));
+  return ts;
+}
+
+// Traces fn on fresh parameters of `avals` into a region program.
+Region trace_region(const char* name, const std::vector<ir::Aval>& avals,
+                    const std::vector<Vary>& vary, const RegionFn& fn) {
+  Region r;
+  auto ts = record(name, avals, vary, [&](const std::vector<Array>& tracers, TraceState&) {
+    return fn(tracers, r.proto);
+  });
   r.program = std::make_shared<ir::Program>(ts->program());
   // What a body computes but never uses (a backward pass's recomputation of values it was given
   // saved) would otherwise run every iteration.
@@ -120,20 +127,7 @@ Vary vary_of(const Array& a) {
 
 ir::Program trace_probe(const std::vector<ir::Aval>& avals, const std::vector<Vary>& vary,
                         const ProbeFn& fn) {
-  auto ts = std::make_shared<TraceState>("probe");
-  if (TraceState* outer = current_trace(); outer && outer->manual_mesh) {
-    ts->manual_mesh = outer->manual_mesh;
-    ts->manual_axes = outer->manual_axes;
-  }
-  {
-    TraceScope scope(ts);
-    std::vector<Array> tracers;
-    for (size_t i = 0; i < avals.size(); ++i) {
-      tracers.push_back(ts->add_param(avals[i], std::nullopt, i < vary.size() ? vary[i] : Vary{}));
-    }
-    ts->set_results(fn(tracers, *ts));
-  }
-  return ts->program();
+  return record("probe", avals, vary, fn)->program();
 }
 
 std::vector<Array> scan_call(const std::vector<Array>& init_in, const std::vector<Array>& xs,
