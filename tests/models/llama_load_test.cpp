@@ -236,7 +236,9 @@ TEST(LlamaLoad, HuggingFaceFoldersAreCheckedTensorByTensor) {
   Mesh mesh({2}, {"model"});
   L::Model m = L::load(d, mesh, L::sharding_rules());
   EXPECT_EQ(m.params.at("model.layers.1.self_attn.k_proj.weight").shape(),
-            (Shape{c.num_heads, c.head_dim, c.hidden_size}));
+            (Shape{c.num_kv_heads, c.head_dim, c.hidden_size}));
+  EXPECT_EQ(m.params.at("model.layers.1.self_attn.q_proj.weight").shape(),
+            (Shape{c.num_kv_heads, c.num_heads / c.num_kv_heads, c.head_dim, c.hidden_size}));
   const std::string k = "model.layers.1.self_attn.k_proj.weight";
   write([&](Params& p) { p[k] = ones({c.hidden_size, c.num_kv_heads * c.head_dim}); });
   EXPECT_PARTIX_ERROR(load(d), "tensor '" + k + "' has shape [48,16]", "needs [16,48]");

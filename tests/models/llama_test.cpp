@@ -38,7 +38,7 @@ TEST(Llama, ShardingRulesAreLogicalAxisRules) {
   EXPECT_NE(nn::to_string(rules).find("'model'"), std::string::npos);
   std::string table = L::describe(c, rules, mesh);
   EXPECT_NE(table.find("model.layers.0.self_attn.o_proj.weight"), std::string::npos);
-  EXPECT_NE(table.find("embed, heads, head_dim"), std::string::npos);
+  EXPECT_NE(table.find("embed, heads, head_group, head_dim"), std::string::npos);
   // Another axis name, and a mesh without it: everything replicated.
   auto tp = L::param_shardings(c, L::sharding_rules("tp"), Mesh({2, 4}, {"data", "tp"}));
   EXPECT_EQ(tp.at("model.layers.0.mlp.up_proj.weight").spec(), P("tp"));
@@ -57,10 +57,11 @@ TEST(Llama, InitIsTheSameOnEveryMeshAndNeverWholeOnADevice) {
     EXPECT_EQ(a.sharding(), want.at(name)) << name;
     EXPECT_EQ(a.to_vector<float>(), one.at(name).to_vector<float>()) << name;
   }
-  // Key/value heads repeat for their query heads (G = 3 here).
-  auto k = one.at("model.layers.0.self_attn.k_proj.weight").to_vector<float>();
-  const size_t per_head = static_cast<size_t>(c.head_dim * c.hidden_size);
-  for (size_t i = 0; i < per_head; ++i) ASSERT_EQ(k[i], k[per_head + i]);
+  // Key/value heads are stored once, each with its group of G = 3 query heads.
+  EXPECT_EQ(one.at("model.layers.0.self_attn.k_proj.weight").shape(),
+            (Shape{c.num_kv_heads, c.head_dim, c.hidden_size}));
+  EXPECT_EQ(one.at("model.layers.0.self_attn.q_proj.weight").shape(),
+            (Shape{c.num_kv_heads, 3, c.head_dim, c.hidden_size}));
   EXPECT_THROW(L::init(c, zeros({3}), mesh, rules), Error);
 }
 

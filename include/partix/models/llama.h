@@ -2,13 +2,14 @@
 // function of Params, with a KV cache split over heads, for Megatron tensor-parallel inference.
 //
 // Parameter names follow Hugging Face (model.layers.0.self_attn.q_proj.weight, ...); layouts
-// are head-major so that heads split alike under tensor parallelism:
-//   q_proj, k_proj, v_proj  [H, D, C]  (k and v repeat each key/value head for its G = H/KV
-//                                       query heads, so any head count splits the same way)
-//   o_proj                  [C, H, D]
+// are head-major, grouped by key/value head, so that each device holds whole groups under
+// tensor parallelism (grouped-query attention without repeating a key/value head):
+//   q_proj                  [KV, G, D, C]  (G = H / KV query heads per key/value head)
+//   k_proj, v_proj          [KV, D, C]
+//   o_proj                  [C, KV, G, D]
 //   gate_proj, up_proj      [F, C]     down_proj [C, F]     embed_tokens, lm_head [V, C]
-// Shapes: B batch, T sequence, S cache length, C hidden, H heads, D head dim, F MLP hidden,
-// V vocab.
+// Shapes: B batch, T sequence, S cache length, C hidden, H heads, KV key/value heads, D head
+// dim, F MLP hidden, V vocab.
 //
 // Text generation with a Llama model on a mesh: a jitted prefill over the (left-padded) prompts
 // and a jitted decode step that writes the KV cache in place; sampling inside the programs.
@@ -82,7 +83,8 @@ void validate_config(const Config& c, const ConfigSource& source = {});
 Config config_from_json(const std::string& json_text, const std::string& file = "config.json");
 
 // Each parameter's shape, logical axes and initialiser, in the layouts above. Logical names:
-// "vocab", "embed", "heads", "head_dim", "mlp", "norm".
+// "vocab", "embed", "heads" (key/value heads), "head_group" (the query heads of one key/value
+// head), "head_dim", "mlp", "norm".
 nn::ParamSpecs param_specs(const Config& c);
 // Megatron tensor parallelism over `axis` as logical rules (the same rule system as GPT-2's):
 // heads and the MLP's hidden units split (q/k/v, gate and up by column; o and down by row),
@@ -99,13 +101,12 @@ std::map<std::string, Shape> param_shapes(const Config& c);
 // Shapes of every tensor as a checkpoint stores it (Hugging Face names and [out, in] layouts).
 std::map<std::string, Shape> stored_shapes(const Config& c);
 // Random parameters (for tests and examples), each drawn directly in its sharding: no device
-// ever holds a whole parameter it does not own. Key/value heads are repeated for their query
-// heads, as a loaded checkpoint's are; a parameter's values depend only on the key and its name,
-// so every mesh gets the same parameters.
+// ever holds a whole parameter it does not own. A parameter's values depend only on the key and
+// its name, so every mesh gets the same parameters.
 Params init(const Config& c, const Array& key, const Mesh& mesh, const nn::LogicalRules& rules);
 
 struct KVCache {
-  std::vector<Array> k{}, v{};  // per layer [B, H, S, D], split over heads like the weights
+  std::vector<Array> k{}, v{};  // per layer [B, KV, S, D], split over heads like the weights
 };
 // An empty cache, logical axes ("batch", "heads", "length", "head_dim"): split over heads
 // like q/k/v.

@@ -251,7 +251,7 @@ Lowered Generator::lower_step(int64_t batch, int64_t tokens, int64_t cache_lengt
   const NamedSharding split =
       nn::logical_sharding({"batch", "heads", "length", "head_dim"}, rules_, mesh_);
   KVCache cache;
-  const Shape kv{batch, model_.config.num_heads, cache_length, model_.config.head_dim};
+  const Shape kv{batch, model_.config.num_kv_heads, cache_length, model_.config.head_dim};
   for (int64_t i = 0; i < model_.config.num_layers; ++i) {
     cache.k.emplace_back(ShapeDtypeStruct{kv, DType::F32, split});
     cache.v.emplace_back(ShapeDtypeStruct{kv, DType::F32, split});

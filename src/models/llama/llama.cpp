@@ -56,8 +56,9 @@ std::map<std::string, Shape> shapes_with(const Config& c, const Shape& q, const 
 
 std::map<std::string, Shape> param_shapes(const Config& c) {
   validate_config(c);
-  const int64_t C = c.hidden_size, H = c.num_heads, D = c.head_dim;
-  return shapes_with(c, {H, D, C}, {H, D, C}, {C, H, D});
+  const int64_t C = c.hidden_size, KV = c.num_kv_heads, D = c.head_dim;
+  const int64_t G = c.num_heads / c.num_kv_heads;
+  return shapes_with(c, {KV, G, D, C}, {KV, D, C}, {C, KV, G, D});
 }
 
 std::map<std::string, Shape> stored_shapes(const Config& c) {
@@ -75,11 +76,12 @@ nn::ParamSpecs param_specs(const Config& c) {
       s.axes = {"norm"};
       s.init = nn::Init::kOnes;
       s.scale = 0;
-    } else if (name.ends_with("_proj.weight") && name.find("self_attn.") != std::string::npos &&
-               !name.ends_with("o_proj.weight")) {
-      s.axes = {"heads", "head_dim", "embed"};  // q, k, v
+    } else if (name.ends_with("q_proj.weight")) {
+      s.axes = {"heads", "head_group", "head_dim", "embed"};
+    } else if (name.ends_with("k_proj.weight") || name.ends_with("v_proj.weight")) {
+      s.axes = {"heads", "head_dim", "embed"};
     } else if (name.ends_with("o_proj.weight")) {
-      s.axes = {"embed", "heads", "head_dim"};
+      s.axes = {"embed", "heads", "head_group", "head_dim"};
     } else if (name.ends_with("down_proj.weight")) {
       s.axes = {"embed", "mlp"};
     } else if (name.ends_with("gate_proj.weight") || name.ends_with("up_proj.weight")) {
@@ -95,7 +97,10 @@ nn::ParamSpecs param_specs(const Config& c) {
 nn::LogicalRules sharding_rules(const std::string& axis) {
   nn::LogicalRules r;
   r.rules = {{"vocab", Axes{axis}},  // vocab-parallel embedding and logits
-             {"heads", Axes{axis}},  // q/k/v by column, o by row, the KV cache by head
+             // Key/value heads, each with its group of query heads: q/k/v by column, o by
+             // row, the KV cache by head. A group never straddles devices.
+             {"heads", Axes{axis}},
+             {"head_group", std::nullopt},
              {"mlp", Axes{axis}},    // gate/up by column, down by row
              {"embed", std::nullopt},
              {"head_dim", std::nullopt},
@@ -121,7 +126,6 @@ Params init(const Config& c, const Array& key, const Mesh& mesh, const nn::Logic
   JitOptions o;
   o.name = "llama_init";
   for (const auto& [name, s] : shardings) o.out_shardings.push_back(s);
-  const int64_t G = c.num_heads / c.num_kv_heads;
   auto f = jit(
       [&](const Array& k0) {
         Params p;
@@ -130,12 +134,6 @@ Params init(const Config& c, const Array& key, const Mesh& mesh, const nn::Logic
           Array v;
           if (spec.init == nn::Init::kOnes) {
             v = 1.0 + random::normal(k, spec.shape) * 0.1;  // not exactly one: tests see the norm
-          } else if (name.ends_with("k_proj.weight") || name.ends_with("v_proj.weight")) {
-            // Key/value heads repeated for their query heads, as a real checkpoint loads.
-            Shape kv{c.num_kv_heads, 1, c.head_dim, c.hidden_size};
-            Array w = random::normal(k, kv) * spec.scale;
-            v = reshape(broadcast_to(w, {c.num_kv_heads, G, c.head_dim, c.hidden_size}),
-                        spec.shape);
           } else {
             v = random::normal(k, spec.shape) * spec.scale;
           }
@@ -154,9 +152,9 @@ KVCache make_cache(const Config& c, int64_t batch, int64_t length, const Mesh& m
     KVCache kv;
     for (int64_t i = 0; i < c.num_layers; ++i) {
       kv.k.push_back(with_sharding_constraint(
-          broadcast_to(zeros({}), {batch, c.num_heads, length, c.head_dim}), s));
+          broadcast_to(zeros({}), {batch, c.num_kv_heads, length, c.head_dim}), s));
       kv.v.push_back(with_sharding_constraint(
-          broadcast_to(zeros({}), {batch, c.num_heads, length, c.head_dim}), s));
+          broadcast_to(zeros({}), {batch, c.num_kv_heads, length, c.head_dim}), s));
     }
     return kv;
   });
@@ -190,12 +188,27 @@ std::vector<float> inverse_frequencies(const Config& c) {
   return out;
 }
 
-// x [B, T, H, D] rotated by angles [B, T, D/2] (the rotate-half form of Hugging Face Llama).
-Array rope(const Array& x, const Array& cos, const Array& sin) {
-  const int64_t D = x.shape()[3];
-  Array x1 = slice_axis(x, 3, 0, D / 2), x2 = slice_axis(x, 3, D / 2, D);
-  Array c = expand_dims(cos, 2), s = expand_dims(sin, 2);  // [B, T, 1, D/2]
-  return concatenate({x1 * c - x2 * s, x2 * c + x1 * s}, 3);
+// The rotate-half form of Hugging Face Llama's rotary embedding, as x cos + swap(x) sin with
+// swap(x) = [x2, x1] and the tables widened to D once per step: cos [c, c], sin [-s, s]
+// ([B, T, D], times an optional scale).
+struct Rotary {
+  Array cos, sin;
+};
+Rotary rotary_tables(const Array& angles, double scale) {
+  Array c = cos(angles), s = sin(angles);
+  Rotary r{concatenate({c, c}, 2), concatenate({-s, s}, 2)};
+  if (scale != 1.0) r = {r.cos * scale, r.sin * scale};
+  return r;
+}
+// x [B, T, heads..., D]: the tables broadcast over the head dimensions.
+Array rope(const Array& x, const Rotary& r) {
+  const int last = x.ndim() - 1;
+  const int64_t D = x.shape()[static_cast<size_t>(last)];
+  Shape s{x.shape()[0], x.shape()[1]};
+  for (int d = 2; d < last; ++d) s.push_back(1);
+  s.push_back(D);
+  Array swapped = concatenate({slice_axis(x, last, D / 2, D), slice_axis(x, last, 0, D / 2)}, last);
+  return x * reshape(r.cos, s) + swapped * reshape(r.sin, s);
 }
 
 }  // namespace
@@ -207,7 +220,7 @@ StepResult forward(const Params& p, const Config& c, const Array& tokens, const 
   detail::check(tokens.ndim() == 2 && is_integral(tokens.dtype()), "llama.forward",
                 "tokens must be an integer [B, T] array, got {}", shape_to_string(tokens.shape()));
   const int64_t B = tokens.shape()[0], T = tokens.shape()[1];
-  const int64_t H = c.num_heads, D = c.head_dim;
+  const int64_t D = c.head_dim;
   const int64_t S = cache.k.empty() ? 0 : cache.k[0].shape()[2];
   detail::check(static_cast<int64_t>(cache.k.size()) == c.num_layers && S >= T, "llama.forward",
                 "the cache needs {} layers of length >= {}", c.num_layers, T);
@@ -217,12 +230,15 @@ StepResult forward(const Params& p, const Config& c, const Array& tokens, const 
   std::vector<float> inv = inverse_frequencies(c);
   Array inv_freq = from_vector(inv, {static_cast<int64_t>(inv.size())});
   Array angles = expand_dims(astype(rel, DType::F32), 2) * inv_freq;  // [B, T, D/2]
-  Array cos_a = cos(angles), sin_a = sin(angles);
-  // Key slot s is visible to query t of row b when start[b] <= s <= pos + t.
+  // The queries' tables carry the attention scale 1/sqrt(D), so the scores need no scaling.
+  const Rotary rot_k = rotary_tables(angles, 1.0);
+  const Rotary rot_q = rotary_tables(angles, 1.0 / std::sqrt(static_cast<double>(D)));
+  // Key slot s is visible to query t of row b when start[b] <= s <= pos + t: an additive bias
+  // [B, 1, T, 1, S] over the scores [B, KV, T, G, S].
   Array slot = iota({B, T, S}, 2, DType::I32);
   Array visible = logical_and(slot <= expand_dims(steps, 2),
                               slot >= expand_dims(expand_dims(astype(start, DType::I32), 1), 2));
-  Array mask = expand_dims(visible, 1);  // [B, 1, T, S]
+  Array bias = reshape(where(visible, zeros({}), -1e30), {B, 1, T, 1, S});
   Array zero = astype(zeros({}), DType::I32);
   Array x = take(p.at("model.embed_tokens.weight"), tokens, 0);  // [B, T, C]
   if (is_quantized(x.dtype())) x = astype(x, DType::F32);
@@ -232,17 +248,19 @@ StepResult forward(const Params& p, const Config& c, const Array& tokens, const 
     NamedScope scope("layer" + std::to_string(i));
     std::string l = layer(i);
     Array h = rms_norm(x, p.at(l + "input_layernorm.weight"), c.rms_norm_eps);
-    Array q = rope(einsum("btc,hdc->bthd", {h, p.at(l + "self_attn.q_proj.weight")}), cos_a, sin_a);
-    Array k = rope(einsum("btc,hdc->bthd", {h, p.at(l + "self_attn.k_proj.weight")}), cos_a, sin_a);
-    Array v = einsum("btc,hdc->bthd", {h, p.at(l + "self_attn.v_proj.weight")});
+    // Grouped-query attention: KV key/value heads, each read by its G query heads.
+    Array q = rope(einsum("btc,kgdc->btkgd", {h, p.at(l + "self_attn.q_proj.weight")}), rot_q);
+    Array k = rope(einsum("btc,kdc->btkd", {h, p.at(l + "self_attn.k_proj.weight")}), rot_k);
+    Array v = einsum("btc,kdc->btkd", {h, p.at(l + "self_attn.v_proj.weight")});
     Array ck = dynamic_update_slice(cache.k[static_cast<size_t>(i)], transpose(k, {0, 2, 1, 3}),
                                     {zero, zero, pos, zero});
     Array cv = dynamic_update_slice(cache.v[static_cast<size_t>(i)], transpose(v, {0, 2, 1, 3}),
                                     {zero, zero, pos, zero});
-    Array scores = einsum("bthd,bhsd->bhts", {q, ck}) * (1.0 / std::sqrt(static_cast<double>(D)));
-    Array probs = softmax(where(mask, scores, -1e30), -1);
-    Array o = einsum("bhts,bhsd->bthd", {probs, cv});
-    x = x + einsum("bthd,chd->btc", {o, p.at(l + "self_attn.o_proj.weight")});
+    // [B, KV, T, G, S]: the order dot_general produces, so no transpose follows.
+    Array scores = einsum("btkgd,bksd->bktgs", {q, ck}) + bias;
+    Array probs = softmax(scores, -1);
+    Array o = einsum("bktgs,bksd->btkgd", {probs, cv});
+    x = x + einsum("btkgd,ckgd->btc", {o, p.at(l + "self_attn.o_proj.weight")});
     Array h2 = rms_norm(x, p.at(l + "post_attention_layernorm.weight"), c.rms_norm_eps);
     Array g = einsum("btc,fc->btf", {h2, p.at(l + "mlp.gate_proj.weight")});
     Array u = einsum("btc,fc->btf", {h2, p.at(l + "mlp.up_proj.weight")});
@@ -251,7 +269,6 @@ StepResult forward(const Params& p, const Config& c, const Array& tokens, const 
     out.v.push_back(cv);
     if (probe) probe("model.layers." + std::to_string(i), x);
   }
-  (void)H;
   if (last_only) x = slice_axis(x, 1, T - 1, T);  // [B, 1, C]
   x = rms_norm(x, p.at("model.norm.weight"), c.rms_norm_eps);
   if (probe) probe("model.norm", x);

@@ -102,29 +102,19 @@ void check_inventory(const Config& cfg, const Source& src, const ConfigSource& c
   }
 }
 
-// [KV*D, C] rows -> [H, D, C] with each of the KV heads repeated for its H / KV query heads,
-// llama.cpp's interleaved rotary halves restored when needed: one gather of whole rows, so
-// that quantized blocks are moved as they are.
-Array heads_by_rows(const Array& w, int64_t heads, int64_t kv_heads, int64_t d,
-                    bool interleaved) {
-  const int64_t g = heads / kv_heads;
+// [n*D, C] rows -> [n, D, C], llama.cpp's interleaved rotary halves restored when needed (output
+// row r = j * D/2 + i of a head comes from stored row 2i + j): one gather of whole rows, so that
+// quantized blocks move as they are.
+Array heads_by_rows(const Array& w, int64_t heads, int64_t d, bool interleaved) {
+  if (!interleaved) return reshape(w, {heads, d, w.shape()[1]});
   std::vector<int32_t> rows;
   for (int64_t h = 0; h < heads; ++h) {
     for (int64_t r = 0; r < d; ++r) {
-      // Output row r = j * d/2 + i of a head comes from stored row 2i + j when interleaved.
-      const int64_t src = interleaved ? 2 * (r % (d / 2)) + r / (d / 2) : r;
-      rows.push_back(static_cast<int32_t>((h / g) * d + src));
+      rows.push_back(static_cast<int32_t>(h * d + 2 * (r % (d / 2)) + r / (d / 2)));
     }
   }
   Array idx = from_vector(rows, {heads * d});
   return reshape(take(w, idx, 0), {heads, d, w.shape()[1]});
-}
-
-// [H*D, C] rows -> [H, D, C]; llama.cpp's interleaved halves restored when needed.
-Array heads_of(const Array& w, int64_t heads, int64_t d, bool interleaved) {
-  const int64_t c = w.shape()[1];
-  if (!interleaved) return reshape(w, {heads, d, c});
-  return reshape(transpose(reshape(w, {heads, d / 2, 2, c}), {0, 2, 1, 3}), {heads, d, c});
 }
 
 Model load_into(const Config& cfg, const Source& src, const ConfigSource& cs, const Mesh& mesh,
@@ -152,37 +142,24 @@ Model load_into(const Config& cfg, const Source& src, const ConfigSource& cs, co
   for (int64_t i = 0; i < cfg.num_layers; ++i) {
     std::string l = layer(i) + "self_attn.";
     // One tensor at a time on one device, then placed in its sharding.
-    Array qw = src.load(l + "q_proj.weight", host);
+    Array qw = src.load(l + "q_proj.weight", host), kw = src.load(l + "k_proj.weight", host);
+    Array vw = src.load(l + "v_proj.weight", host), ow = src.load(l + "o_proj.weight", host);
     if (is_quantized(qw.dtype())) {
-      Array kw = src.load(l + "k_proj.weight", host), vw = src.load(l + "v_proj.weight", host);
-      Array ow = src.load(l + "o_proj.weight", host);
       for (const Array* w : {&kw, &vw, &ow}) {
         detail::check(w->dtype() == qw.dtype(), kApi,
                       "'{}': layer {} mixes {} and {} attention weights; load it dequantized",
                       src.path, i, dtype_name(qw.dtype()), dtype_name(w->dtype()));
       }
-      m.params[l + "q_proj.weight"] = device_put(
-          heads_by_rows(qw, H, H, D, src.interleaved_qk), target(l + "q_proj.weight"));
-      m.params[l + "k_proj.weight"] = device_put(
-          heads_by_rows(kw, H, KV, D, src.interleaved_qk), target(l + "k_proj.weight"));
-      m.params[l + "v_proj.weight"] =
-          device_put(heads_by_rows(vw, H, KV, D, false), target(l + "v_proj.weight"));
-      m.params[l + "o_proj.weight"] =
-          device_put(reshape(ow, {C, H, D}), target(l + "o_proj.weight"));
-      continue;
     }
-    Array q = heads_of(qw, H, D, src.interleaved_qk);
-    Array k = heads_of(src.load(l + "k_proj.weight", host), KV, D, src.interleaved_qk);
-    Array v = heads_of(src.load(l + "v_proj.weight", host), KV, D, false);
-    // Each key/value head repeated for its G query heads (Hugging Face's repeat_kv).
-    auto expand = [&](const Array& w) {
-      return reshape(broadcast_in_dim(w, {KV, G, D, C}, {0, 2, 3}), {H, D, C});
-    };
-    Array o = reshape(src.load(l + "o_proj.weight", host), {C, H, D});
-    m.params[l + "q_proj.weight"] = device_put(q, target(l + "q_proj.weight"));
-    m.params[l + "k_proj.weight"] = device_put(expand(k), target(l + "k_proj.weight"));
-    m.params[l + "v_proj.weight"] = device_put(expand(v), target(l + "v_proj.weight"));
-    m.params[l + "o_proj.weight"] = device_put(o, target(l + "o_proj.weight"));
+    m.params[l + "q_proj.weight"] =
+        device_put(reshape(heads_by_rows(qw, H, D, src.interleaved_qk), {KV, G, D, C}),
+                   target(l + "q_proj.weight"));
+    m.params[l + "k_proj.weight"] =
+        device_put(heads_by_rows(kw, KV, D, src.interleaved_qk), target(l + "k_proj.weight"));
+    m.params[l + "v_proj.weight"] =
+        device_put(heads_by_rows(vw, KV, D, false), target(l + "v_proj.weight"));
+    m.params[l + "o_proj.weight"] =
+        device_put(reshape(ow, {C, KV, G, D}), target(l + "o_proj.weight"));
   }
   return m;
 }
