@@ -18,6 +18,40 @@ std::atomic<KernelMode> g_mode{KernelMode::kFast};
 void set_kernel_mode(KernelMode mode) { g_mode.store(mode); }
 KernelMode kernel_mode() { return g_mode.load(); }
 
+namespace {
+
+// Whether instruction `in` only relabels its operand's bytes: the same elements in the same
+// order (size-1 dims may come and go).
+bool is_view(const ir::Instr& in, const ir::Program& p) {
+  if (in.inputs.size() != 1 || in.outputs.size() != 1) return false;
+  const ir::Aval& a = p.aval(in.inputs[0]);
+  const ir::Aval& r = p.aval(in.outputs[0]);
+  if (a.dtype != r.dtype || a.nbytes() != r.nbytes()) return false;
+  const std::string_view name = in.prim->name();
+  if (name == "reshape" || name == "stop_gradient") return true;
+  // Operand dims in increasing result positions, skipping size-1 ones.
+  auto ordered = [&](const ir::Ints& to) {
+    int64_t last = -1;
+    for (size_t d = 0; d < to.size(); ++d) {
+      if (a.shape[d] == 1) continue;
+      if (to[d] <= last) return false;
+      last = to[d];
+    }
+    return true;
+  };
+  if (name == "broadcast_in_dim") return ordered(in.attrs.ints("dims"));
+  if (name == "transpose") {
+    // Result dim i is operand dim perm[i]: the operand's position of each result dim.
+    const ir::Ints& perm = in.attrs.ints("perm");
+    ir::Ints where(perm.size());
+    for (size_t i = 0; i < perm.size(); ++i) where[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
+    return ordered(where);
+  }
+  return false;
+}
+
+}  // namespace
+
 Plan make_plan(const ir::Program& p, const char* platform) {
   Plan plan;
   const size_t n = p.instrs.size();
@@ -45,7 +79,11 @@ Plan make_plan(const ir::Program& p, const char* platform) {
     for (int v : in.outputs) oa.push_back(&p.aval(v));
     int reuse = -1;
     const int only = in.prim->in_place_operand();
-    if ((in.prim->is_elementwise() || only >= 0) && in.outputs.size() == 1) {
+    const bool view = is_view(in, p);
+    if (view) {
+      const int v = in.inputs[0];
+      if (last_use[static_cast<size_t>(v)] == static_cast<int>(i)) reuse = 0;
+    } else if ((in.prim->is_elementwise() || only >= 0) && in.outputs.size() == 1) {
       const ir::Aval& out = p.aval(in.outputs[0]);
       for (size_t k = 0; k < in.inputs.size() && reuse < 0; ++k) {
         if (only >= 0 && static_cast<int>(k) != only) continue;
@@ -66,6 +104,7 @@ Plan make_plan(const ir::Program& p, const char* platform) {
     plan.in_avals.push_back(std::move(ia));
     plan.out_avals.push_back(std::move(oa));
     plan.reuse_input.push_back(reuse);
+    plan.view.push_back(view);
   }
   return plan;
 }
@@ -140,6 +179,7 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
       span();
       continue;
     }
+    bool taken_over = false;
     for (size_t k = 0; k < in.outputs.size(); ++k) {
       int v = in.outputs[k];
       detail::Buffer& b = env[static_cast<size_t>(v)];
@@ -147,15 +187,18 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
       detail::Buffer* src = r >= 0 ? &env[static_cast<size_t>(in.inputs[static_cast<size_t>(r)])] : nullptr;
       if (src && src->unique()) {
         b = *src;  // in place: the input dies here and nobody else holds it
+        taken_over = true;
       } else {
         b = detail::Buffer::allocate(ctx.device, p.aval(v).nbytes());
       }
       out_ptrs.push_back(b.data());
     }
-    prim::KernelCall call{in.attrs, plan.in_avals[i], plan.out_avals[i], in_ptrs, out_ptrs, ctx,
-                          in.regions};
-    const prim::KernelFn* fast = plan.fast[i];
-    if (!(fast_ok && fast && (*fast)(call))) in.prim->reference(call);
+    if (!(taken_over && plan.view[i])) {  // a view over a taken-over buffer is already done
+      prim::KernelCall call{in.attrs, plan.in_avals[i], plan.out_avals[i], in_ptrs, out_ptrs,
+                            ctx, in.regions};
+      const prim::KernelFn* fast = plan.fast[i];
+      if (!(fast_ok && fast && (*fast)(call))) in.prim->reference(call);
+    }
     for (int v : plan.release_after[i]) env[static_cast<size_t>(v)] = detail::Buffer();
     span();
   }

@@ -19,6 +19,10 @@ struct Plan {
   // Per instruction: the input whose buffer the result may take over when that input dies
   // there and nobody else holds it (elementwise ops of equal size), or -1.
   std::vector<int> reuse_input;
+  // Per instruction: whether its result is its input's bytes under another shape (a reshape, a
+  // transpose or broadcast that moves only size-1 dims, stop_gradient). When it takes the
+  // input's buffer over, no kernel runs at all.
+  std::vector<bool> view;
   // Per instruction that runs regions (loops, branches): one plan per region, made once.
   std::vector<std::vector<std::shared_ptr<const Plan>>> region_plans;
 };
