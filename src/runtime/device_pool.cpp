@@ -8,6 +8,7 @@
 #include <system_error>
 #include <thread>
 
+#include "backend/cpu/thread_team.h"
 #include "core/device_registry.h"
 #include "core/errors.h"
 #include "partix/device.h"
@@ -18,7 +19,10 @@ namespace {
 
 class Worker {
  public:
-  explicit Worker(int threads) : thread_([this, threads] { loop(threads); }) {}
+  // The kernels' helper threads start here, so that a failure is an error of the caller.
+  explicit Worker(int threads)
+      : team_(std::make_unique<backend::cpu::ThreadTeam>(threads - 1)),
+        thread_([this, threads] { loop(threads); }) {}
   ~Worker() {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -39,7 +43,8 @@ class Worker {
 
  private:
   void loop(int threads) {
-    omp_set_num_threads(threads);  // per calling thread: this worker's OpenMP team size
+    omp_set_num_threads(threads);  // per calling thread: oneDNN's OpenMP team size
+    backend::cpu::ThreadTeam::set_current(team_.get());
     while (true) {
       std::function<void()> fn;
       {
@@ -57,6 +62,7 @@ class Worker {
   std::condition_variable cv_;
   std::function<void()> task_;
   bool stop_ = false;
+  std::unique_ptr<backend::cpu::ThreadTeam> team_;
   std::thread thread_;
 };
 
@@ -75,6 +81,9 @@ DevicePool::DevicePool() : impl_(new Impl) {
   } catch (const std::system_error& e) {
     delete impl_;  // joins the workers already started
     detail::fail("runtime", "could not start the worker threads of {} devices: {}", n, e.what());
+  } catch (...) {
+    delete impl_;
+    throw;
   }
 }
 

@@ -12,6 +12,7 @@
 #include <bit>
 #include <cstdint>
 
+#include "backend/cpu/thread_team.h"
 #include "partix/dtype.h"
 
 namespace partix::backend::cpu {
@@ -19,18 +20,28 @@ namespace partix::backend::cpu {
 // Elements below which a parallel region costs more (~µs to wake the team) than it saves.
 inline constexpr int64_t kParallelGrain = int64_t{1} << 15;
 
-// Runs fn(begin, end) over [0, n) in blocks of `grain`, on the calling thread's OpenMP team
-// (its size is the per-device thread count the device worker set).
+// Runs fn(begin, end) over [0, n) in blocks of `grain`, on the calling thread and its device
+// worker's helper threads (ThreadTeam; per-device thread count), serially elsewhere.
 template <class Fn>
 void parallel_for(int64_t n, int64_t grain, Fn&& fn) {
   if (n <= 0) return;
   const int64_t blocks = (n + grain - 1) / grain;
-  if (blocks <= 1 || omp_get_max_threads() <= 1) {
+  ThreadTeam* team = ThreadTeam::current();
+  if (blocks <= 1 || !team || team->size() <= 1) {
     fn(int64_t{0}, n);
     return;
   }
-#pragma omp parallel for schedule(static)
-  for (int64_t b = 0; b < blocks; ++b) fn(b * grain, std::min(n, (b + 1) * grain));
+  struct Ctx {
+    Fn* fn;
+    int64_t n, grain;
+  } ctx{&fn, n, grain};
+  team->run(
+      blocks,
+      [](void* p, int64_t b) {
+        const Ctx& c = *static_cast<const Ctx*>(p);
+        (*c.fn)(b * c.grain, std::min(c.n, (b + 1) * c.grain));
+      },
+      &ctx);
 }
 
 inline bool is_half(DType d) { return d == DType::BF16 || d == DType::F16; }
