@@ -24,6 +24,12 @@ Array dot_general(const Array& a, const Array& b, std::vector<int> a_contract,
     if (out_dtype && *out_dtype != DType::F32) attrs.set("out_dtype", *out_dtype);
     return detail::bind1("dot_general", {a, b}, attrs);
   }
+  // An f32 activation against a bf16 or f16 weight: the weight is widened inside the matmul
+  // (exactly, as astype would), never copied to f32.
+  if (a.dtype() == DType::F32 && (b.dtype() == DType::BF16 || b.dtype() == DType::F16) &&
+      (!out_dtype || *out_dtype == DType::F32)) {
+    return detail::bind1("dot_general", {a, b}, attrs);
+  }
   DType dt = promote_types(a.dtype(), b.dtype());
   if (out_dtype && *out_dtype != dt) attrs.set("out_dtype", *out_dtype);
   return detail::bind1("dot_general", {astype(a, dt), astype(b, dt)}, attrs);

@@ -64,7 +64,11 @@ class DotGeneral final : public Primitive {
     const Aval& a = in[0];
     const Aval& b = in[1];
     if (is_quantized(a.dtype) || is_quantized(b.dtype)) return infer_quantized(in, attrs);
-    detail::check(a.dtype == b.dtype, name(), "operand dtypes differ: {}", avals_to_string(in));
+    // An f32 lhs with a 16-bit float rhs (a weight kept in bf16 or f16) widens the rhs exactly,
+    // inside the kernel: the f32 product of the widened weight.
+    const bool half_weight = a.dtype == DType::F32 && (b.dtype == DType::BF16 || b.dtype == DType::F16);
+    detail::check(a.dtype == b.dtype || half_weight, name(), "operand dtypes differ: {}",
+                  avals_to_string(in));
     detail::check(a.dtype != DType::Bool, name(), "needs numeric operands, got {}",
                   avals_to_string(in));
     DotDims d = dot_dims(attrs, a.ndim(), b.ndim());
@@ -252,7 +256,7 @@ class DotGeneral final : public Primitive {
     auto ab = offsets(a.shape, sa, d.lhs_batch), bb = offsets(b.shape, sb, d.rhs_batch);
     auto af = offsets(a.shape, sa, d.lhs_free), bf = offsets(b.shape, sb, d.rhs_free);
     auto ak = offsets(a.shape, sa, d.lhs_contract), bk = offsets(b.shape, sb, d.rhs_contract);
-    const int ea = dtype_size(a.dtype);
+    const int ea = dtype_size(a.dtype), eb = dtype_size(b.dtype);
     const DType odt = c.out_aval(0).dtype;
     const int eo = dtype_size(odt);
     const char* pa = static_cast<const char*>(c.in[0]);
@@ -267,9 +271,9 @@ class DotGeneral final : public Primitive {
           int64_t iacc = 0;
           for (size_t k = 0; k < ak.size(); ++k) {
             const char* xa = pa + (ab[ib] + fa + ak[k]) * ea;
-            const char* xb = pb + (bb[ib] + fb + bk[k]) * ea;
+            const char* xb = pb + (bb[ib] + fb + bk[k]) * eb;
             if (fl) {
-              acc += detail::load_scalar(xa, a.dtype) * detail::load_scalar(xb, a.dtype);
+              acc += detail::load_scalar(xa, a.dtype) * detail::load_scalar(xb, b.dtype);
             } else {
               iacc = ew::wrap_add(
                   iacc, ew::wrap_mul(detail::load_int(xa, a.dtype), detail::load_int(xb, a.dtype)));

@@ -25,6 +25,7 @@ struct GenerateArgs {
   bool greedy = false, chat = false, quiet = false, debug_nans = false, decode_loop = false;
   bool ignore_eos = false;
   std::string weights = "f32";
+  std::string dtype = "f32";
   double temperature = 0.2, top_p = 0.9;  // SmolLM2 model card's suggestion
   int64_t top_k = 0;
   uint64_t seed = 0;
@@ -48,7 +49,9 @@ void run_generate(const GenerateArgs& a) {
   std::string path = a.model.empty() ? models::llama::default_model_path() : a.model;
   fmt::print("loading {} onto {}\n", path, mesh.to_string());
   models::llama::Model m =
-      models::llama::load(path, mesh, rules, {.quantized = a.weights == "quantized"});
+      models::llama::load(path, mesh, rules,
+                          {.quantized = a.weights == "quantized",
+                           .dtype = a.dtype == "bf16" ? DType::BF16 : DType::F32});
   const auto& c = m.config;
   fmt::print("Llama: {} layers, hidden {}, {} heads ({} key/value), vocab {}\n", c.num_layers,
              c.hidden_size, c.num_heads, c.num_kv_heads, c.vocab_size);
@@ -139,6 +142,11 @@ void add_generate(CLI::App& app) {
                   "matrices as they are (matmuls decode them block by block, with 8-bit "
                   "activations: a fifth of the memory, slightly different logits)")
       ->check(CLI::IsMember({"quantized", "f32"}))
+      ->capture_default_str();
+  cmd->add_option("--dtype", a->dtype,
+                  "Dtype of the weight matrices not kept quantized: f32, or bf16 (half the "
+                  "memory and memory traffic; matmuls widen it to f32 in registers, exactly)")
+      ->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();
   cmd->add_flag("--ignore-eos", a->ignore_eos,
                 "Generate exactly --max-tokens tokens, past the end-of-sequence token");

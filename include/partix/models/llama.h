@@ -185,6 +185,9 @@ struct LoadOptions {
   // matmuls decode them block by block. The token embedding is then replicated (its rows are
   // gathered whole), and head dims must be multiples of the block.
   bool quantized = false;
+  // The dtype of every other weight matrix: F32, or BF16 / F16 at half the memory (matmuls
+  // widen it to f32 in registers; norms stay f32). Converted tensor by tensor as it loads.
+  DType dtype = DType::F32;
 };
 Model load(const std::string& path, const Mesh& mesh, const nn::LogicalRules& rules,
            const LoadOptions& options = {});

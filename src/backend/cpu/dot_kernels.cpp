@@ -24,6 +24,7 @@
 
 #include "backend/cpu/kernel_util.h"
 #include "backend/cpu/permute.h"
+#include "backend/cpu/half_dot.h"
 #include "backend/cpu/quant_dot.h"
 #include "core/buffer.h"
 #include "core/layout.h"
@@ -473,9 +474,32 @@ bool quant_dot_kernel(const KernelCall& c) {
   return true;
 }
 
+// x[M, K] w[N, K]^T with an f32 x and a bf16/f16 w in that layout (contracting dims trailing
+// on both sides, in order, no batch): the weight widened in registers.
+bool half_weight_kernel(const KernelCall& c) {
+  const ir::Aval& a = c.in_aval(0);
+  const ir::Aval& b = c.in_aval(1);
+  const prim::DotDims d = prim::dot_dims(c.attrs, a.ndim(), b.ndim());
+  const int nc = static_cast<int>(d.lhs_contract.size());
+  bool ok = d.lhs_batch.empty() && nc > 0 && c.out_aval(0).dtype == DType::F32;
+  int64_t K = 1;
+  for (int i = 0; ok && i < nc; ++i) {
+    ok = d.lhs_contract[static_cast<size_t>(i)] == a.ndim() - nc + i &&
+         d.rhs_contract[static_cast<size_t>(i)] == b.ndim() - nc + i;
+    K *= a.shape[static_cast<size_t>(a.ndim() - nc + i)];
+  }
+  if (!ok || K == 0) return false;
+  half_weight_matmul(b.dtype, c.input<float>(0), c.input<uint16_t>(1), c.output<float>(0),
+                     a.size() / K, b.size() / K, K);
+  return true;
+}
+
 bool dot_kernel(const KernelCall& c) {
   if (is_quantized(c.in_aval(1).dtype)) return quant_dot_kernel(c);
-  const DType in_dt = c.in_aval(0).dtype, out_dt = c.out_aval(0).dtype;
+  const bool mixed = c.in_aval(0).dtype != c.in_aval(1).dtype;  // f32 x bf16/f16 weight
+  if (mixed && half_weight_kernel(c)) return true;
+  const DType in_dt = mixed ? c.in_aval(1).dtype : c.in_aval(0).dtype;
+  const DType out_dt = c.out_aval(0).dtype;
   Plan p = make_plan(c);
   const int64_t out_n = c.out_aval(0).size();
   if (out_n == 0) return true;
@@ -487,7 +511,7 @@ bool dot_kernel(const KernelCall& c) {
   if (in_dt == DType::I32) return loop_kernel<int32_t>(p, c);
   if (in_dt == DType::I64) return loop_kernel<int64_t>(p, c);
   if (!is_floating(out_dt) || out_dt == DType::F64) return false;
-  if (in_dt == DType::F32 && out_dt == DType::F32) {
+  if (in_dt == DType::F32 && out_dt == DType::F32 && !mixed) {
     int64_t macs = p.M * p.N * p.K;
     for (int64_t x : p.batch) macs *= x;
     if (macs <= kSmallMacs &&
@@ -502,8 +526,9 @@ bool dot_kernel(const KernelCall& c) {
   const void* b = c.in[1];
   detail::Buffer wa, wb;
   DType mm_dt = in_dt;
-  if (in_dt == DType::F16 || (in_dt == DType::BF16 && !onednn_fast_bf16())) {
+  if (mixed || in_dt == DType::F16 || (in_dt == DType::BF16 && !onednn_fast_bf16())) {
     for (size_t k = 0; k < 2; ++k) {
+      if (c.in_aval(k).dtype == DType::F32) continue;  // the f32 side of a mixed product
       const int64_t n = c.in_aval(k).size();
       detail::Buffer& w = k == 0 ? wa : wb;
       w = detail::Buffer::allocate(c.ctx.device, n * 4);

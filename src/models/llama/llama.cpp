@@ -241,7 +241,7 @@ StepResult forward(const Params& p, const Config& c, const Array& tokens, const 
   Array bias = reshape(where(visible, zeros({}), -1e30), {B, 1, T, 1, S});
   Array zero = astype(zeros({}), DType::I32);
   Array x = take(p.at("model.embed_tokens.weight"), tokens, 0);  // [B, T, C]
-  if (is_quantized(x.dtype())) x = astype(x, DType::F32);
+  if (x.dtype() != DType::F32) x = astype(x, DType::F32);  // a quantized or 16-bit table
   if (probe) probe("model.embed_tokens", x);
   KVCache out;
   for (int64_t i = 0; i < c.num_layers; ++i) {

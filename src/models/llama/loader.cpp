@@ -118,7 +118,13 @@ Array heads_by_rows(const Array& w, int64_t heads, int64_t d, bool interleaved) 
 }
 
 Model load_into(const Config& cfg, const Source& src, const ConfigSource& cs, const Mesh& mesh,
-                const nn::LogicalRules& rules) {
+                const nn::LogicalRules& rules, DType dtype) {
+  // Weight matrices not kept quantized take `dtype`, one tensor at a time as it loads; norms
+  // stay f32.
+  auto narrow = [&](const std::string& name, Array a) {
+    if (dtype == DType::F32 || a.dtype() != DType::F32 || name.ends_with("norm.weight")) return a;
+    return astype(a, dtype);
+  };
   check_inventory(cfg, src, cs);
   Model m;
   m.config = cfg;
@@ -132,7 +138,7 @@ Model load_into(const Config& cfg, const Source& src, const ConfigSource& cs, co
         name.ends_with("v_proj.weight") || name.ends_with("o_proj.weight")) {
       continue;  // re-laid out below
     }
-    m.params[name] = src.load(name, target(name));
+    m.params[name] = narrow(name, src.load(name, target(name)));
     // The embedding's rows are gathered whole: a quantized table is replicated, as the
     // vocab-parallel lookup would mask its rows.
     if (name == "model.embed_tokens.weight" && is_quantized(m.params[name].dtype())) {
@@ -142,8 +148,10 @@ Model load_into(const Config& cfg, const Source& src, const ConfigSource& cs, co
   for (int64_t i = 0; i < cfg.num_layers; ++i) {
     std::string l = layer(i) + "self_attn.";
     // One tensor at a time on one device, then placed in its sharding.
-    Array qw = src.load(l + "q_proj.weight", host), kw = src.load(l + "k_proj.weight", host);
-    Array vw = src.load(l + "v_proj.weight", host), ow = src.load(l + "o_proj.weight", host);
+    Array qw = narrow(l, src.load(l + "q_proj.weight", host));
+    Array kw = narrow(l, src.load(l + "k_proj.weight", host));
+    Array vw = narrow(l, src.load(l + "v_proj.weight", host));
+    Array ow = narrow(l, src.load(l + "o_proj.weight", host));
     if (is_quantized(qw.dtype())) {
       for (const Array* w : {&kw, &vw, &ow}) {
         detail::check(w->dtype() == qw.dtype(), kApi,
@@ -239,7 +247,8 @@ std::pair<Config, ConfigSource> config_from_gguf(const GgufFile& f) {
 }
 
 Model load_gguf(const std::string& path, const Mesh& mesh, const nn::LogicalRules& rules,
-                bool quantized) {
+                const LoadOptions& options) {
+  const bool quantized = options.quantized;
   GgufFile f = GgufFile::open(path);
   std::string arch = f.get_string("general.architecture", "llama");
   detail::check(arch == "llama", kApi, "'{}' holds a '{}' model, not llama", path, arch);
@@ -264,7 +273,7 @@ Model load_gguf(const std::string& path, const Mesh& mesh, const nn::LogicalRule
   src.ignorable = [](const std::string&, const Shape&) { return std::string(); };
   src.interleaved_qk = true;
   auto tokenizer = std::make_shared<Tokenizer>(Tokenizer::from_gguf(f));  // fails fast
-  Model m = load_into(c, src, cs, mesh, rules);
+  Model m = load_into(c, src, cs, mesh, rules, options.dtype);
   m.tokenizer = std::move(tokenizer);
   m.source = path;
   return m;
@@ -390,7 +399,8 @@ std::pair<Config, ConfigSource> config_from_hf(const std::string& text, const st
   return {c, cs};
 }
 
-Model load_hf(const std::string& dir, const Mesh& mesh, const nn::LogicalRules& rules) {
+Model load_hf(const std::string& dir, const Mesh& mesh, const nn::LogicalRules& rules,
+              const LoadOptions& options) {
   const std::string config_path = (fs::path(dir) / "config.json").string();
   std::error_code ec;
   detail::check(fs::exists(config_path, ec), kApi, "'{}' has no config.json", dir);
@@ -419,7 +429,7 @@ Model load_hf(const std::string& dir, const Mesh& mesh, const nn::LogicalRules& 
   fs::path tok = fs::path(dir) / "tokenizer.json";
   if (fs::exists(tok))
     tokenizer = std::make_shared<Tokenizer>(Tokenizer::from_json_file(tok.string()));
-  Model m = load_into(c, src, cs, mesh, rules);
+  Model m = load_into(c, src, cs, mesh, rules, options.dtype);
   m.tokenizer = std::move(tokenizer);
   m.source = dir;
   return m;
@@ -430,10 +440,14 @@ Model load_hf(const std::string& dir, const Mesh& mesh, const nn::LogicalRules& 
 Model load(const std::string& path, const Mesh& mesh, const nn::LogicalRules& rules,
            const LoadOptions& options) {
   std::error_code ec;
-  if (fs::is_directory(path, ec)) return load_hf(path, mesh, rules);
+  detail::check(options.dtype == DType::F32 || options.dtype == DType::BF16 ||
+                    options.dtype == DType::F16,
+                "llama.load", "LoadOptions::dtype must be f32, bf16 or f16, got {}",
+                dtype_name(options.dtype));
+  if (fs::is_directory(path, ec)) return load_hf(path, mesh, rules, options);
   detail::check(fs::exists(path, ec), "llama.load",
                 "'{}' does not exist (scripts/fetch_smollm2.sh downloads the default model)", path);
-  return load_gguf(path, mesh, rules, options.quantized);
+  return load_gguf(path, mesh, rules, options);
 }
 
 Config config_from_json(const std::string& json_text, const std::string& file) {
