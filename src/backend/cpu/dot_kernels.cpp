@@ -484,7 +484,7 @@ void update_rows(const float* ar, int64_t ak, const float* B, int64_t bk, int64_
 
 // C = A B for f32 strided views, vectorised along whichever dimension is contiguous:
 // K in both (dot products) or N in B (row updates). The batch x M rows of C are split over
-// the team once they hold enough work (decode's attention: heads x query rows).
+// the team once they hold enough work (prefill's attention).
 bool small_f32_matmul(const Plan& p, const float* a, const float* b, float* c) {
   auto sa = view_strides(p.a), sb = view_strides(p.b);
   if (!sa || !sb) return false;
@@ -511,7 +511,10 @@ bool small_f32_matmul(const Plan& p, const float* a, const float* b, float* c) {
       }
     }
   }
-  const int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, N * K));
+  // Decode's attention (a few hundred thousand multiply-adds, ~20 us) stays on one thread: a
+  // split saves microseconds on an idle machine and costs a time slice per product on an
+  // oversubscribed one, where the region's end waits for an unscheduled teammate.
+  const int64_t grain = std::max<int64_t>(1, (kParallelGrain << 4) / std::max<int64_t>(1, N * K));
   parallel_for(batches * M, grain, [&](int64_t lo, int64_t hi) {
     for (int64_t row = lo; row < hi; ++row) {
       const int64_t t = row / M, m = row % M;
@@ -556,8 +559,8 @@ bool quant_dot_kernel(const KernelCall& c) {
   int64_t K = 1;
   for (size_t i = a.shape.size() - nc; i < a.shape.size(); ++i) K *= a.shape[i];
   if (K == 0) return false;
-  quant_matmul(b.dtype, c.input<float>(0), c.in[1], c.output<float>(0), a.size() / K,
-               b.size() / K, K);
+  quant_matmul(b.dtype, c.input<float>(0), c.in[1], c.output<float>(0), a.size() / K, b.size() / K,
+               K);
   return true;
 }
 

@@ -13,6 +13,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -72,7 +73,7 @@ void quantize_q8(const float* x, int64_t K, Q8Block* out) {
 
 // AVX2: the same arithmetic (one f32 product, round half to even, clamp) on 8 lanes at once.
 __attribute__((target("avx2,fma,f16c"))) void quantize_q8_avx2(const float* x, int64_t K,
-                                                                Q8Block* out) {
+                                                               Q8Block* out) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
   const __m256 fmax = _mm256_set1_ps(std::numeric_limits<float>::max());
   const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
@@ -104,8 +105,8 @@ __attribute__((target("avx2,fma,f16c"))) void quantize_q8_avx2(const float* x, i
     const __m256 vi = _mm256_set1_ps(inv);
     __m256i q[4];
     for (int j = 0; j < 4; ++j) {
-      const __m256 r = _mm256_round_ps(_mm256_mul_ps(f[j], vi),
-                                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      const __m256 r =
+          _mm256_round_ps(_mm256_mul_ps(f[j], vi), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
       q[j] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(r, lo), hi));
     }
     // Sums per 16 from the int32 lanes; then int32 -> int8 (the packs interleave 128-bit
@@ -119,8 +120,8 @@ __attribute__((target("avx2,fma,f16c"))) void quantize_q8_avx2(const float* x, i
     o.sum[0] = hsum(_mm256_add_epi32(q[0], q[1]));
     o.sum[1] = hsum(_mm256_add_epi32(q[2], q[3]));
     o.ds = d * static_cast<float>(o.sum[0] + o.sum[1]);
-    const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]),
-                                         _mm256_packs_epi32(q[2], q[3]));
+    const __m256i p =
+        _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.q),
                         _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
   }
@@ -237,32 +238,61 @@ void rows_portable(DType dt, const uint8_t* w, int64_t row_bytes, const Q8Block*
 
 // Rows of w are split over the team in contiguous ranges (whole groups of kRowGroup, the rows
 // a matrix-vector kernel takes at once); each row meets every activation row while in cache.
-// Splitting pays once a product has a few thousand blocks of work: the team's threads spin a
-// while before sleeping (OpenMP's default wait policy), so during a decode step they are still
-// awake for the next product and a fork costs a few microseconds, against ~100 us for a
-// 576 x 1536 product on one thread.
+// On an idle machine splitting pays once a product has a few thousand blocks of work: the
+// team's threads spin a while before sleeping, so during a decode step they are still awake
+// for the next product and a fork costs a few microseconds, against ~100 us for a 576 x 1536
+// product on one thread. On an oversubscribed machine it is ruinous: the region's end waits
+// for a teammate the OS has not scheduled, a time slice (milliseconds) per product. So each
+// thread times its split matrix-vector products against its own rate on one thread and, after
+// a stalled split, runs the next kBackoff of them unsplit (which also refreshes the rate).
+// Every split gives the same bits as one thread.
 constexpr int64_t kRowGroup = 4;
 constexpr int64_t kSplitBlocks = 2048;
+constexpr int64_t kBackoff = 256;
+// A split that should take about half of one thread's time counts as stalled past this many
+// times one thread's (formats differ in bytes per block; stalls cost tens of times).
+constexpr double kSlowSplit = 3.0;
+
+struct SplitState {
+  double ns_per_block = 0;  // this thread's recent rate unsplit; 0: not measured yet
+  int64_t backoff = 0;      // products still to run unsplit
+};
 
 template <class Rows>
 void matmul_rows(Rows rows, DType dt, const Q8Block* xq, const uint8_t* w, float* y, int64_t M,
                  int64_t N, int64_t nb, int64_t row_bytes) {
+  thread_local SplitState st;
   const int64_t team = omp_get_max_threads();
   const int64_t work = N * nb * M;
+  // Matrix-vector products (decode) are watched; larger ones (prefill) always split.
+  const bool eligible = team > 1 && work >= kSplitBlocks;
+  const bool watched = eligible && M == 1;
+  const bool split = eligible && (!watched || (st.ns_per_block > 0 && st.backoff == 0));
+  if (watched && st.backoff > 0) --st.backoff;
   // A few chunks per thread (more for large products: the lm_head, prefill), taken
-  // dynamically, so that a thread the OS preempts on a busy machine holds up little work.
+  // dynamically, so that a thread preempted for a moment holds up little work.
   const int64_t per = std::clamp<int64_t>(work / (team * 16384), 2, 8);
-  const int64_t want = team <= 1 || work < kSplitBlocks ? 1 : team * per;
+  const int64_t want = split ? team * per : 1;
   const int64_t groups = (N + kRowGroup - 1) / kRowGroup;
   const int64_t grain = kRowGroup * ((groups + want - 1) / want);
   const int64_t chunks = (N + grain - 1) / grain;
+  const auto t0 = std::chrono::steady_clock::now();
   if (chunks <= 1) {
     rows(dt, w, row_bytes, xq, M, nb, y, N, 0, N);
-    return;
-  }
+  } else {
 #pragma omp parallel for schedule(dynamic, 1)
-  for (int64_t c = 0; c < chunks; ++c) {
-    rows(dt, w, row_bytes, xq, M, nb, y, N, c * grain, std::min(N, (c + 1) * grain));
+    for (int64_t c = 0; c < chunks; ++c) {
+      rows(dt, w, row_bytes, xq, M, nb, y, N, c * grain, std::min(N, (c + 1) * grain));
+    }
+  }
+  if (!watched) return;
+  const double ns =
+      std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+  const double rate = ns / static_cast<double>(work);
+  if (chunks <= 1) {
+    st.ns_per_block = st.ns_per_block > 0 ? 0.75 * st.ns_per_block + 0.25 * rate : rate;
+  } else if (rate > kSlowSplit * st.ns_per_block) {
+    st.backoff = kBackoff;
   }
 }
 
@@ -298,7 +328,7 @@ struct VnniDot {
 #undef PARTIX_QUANT_SUFFIX
 #if defined(__clang__)
 #pragma clang attribute pop
-#pragma clang attribute push(                                                               \
+#pragma clang attribute push(                                                      \
     __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni"))), \
     apply_to = function)
 #else
@@ -398,16 +428,15 @@ void quant_matmul(DType dt, const float* x, const void* w, float* y, int64_t M, 
   }
 }
 
-void quant_matmul_on_team(int threads, DType dt, const float* x, const void* w, float* y,
-                          int64_t M, int64_t N, int64_t K, QuantIsa isa) {
+void quant_matmul_on_team(int threads, DType dt, const float* x, const void* w, float* y, int64_t M,
+                          int64_t N, int64_t K, QuantIsa isa) {
   const int saved = omp_get_max_threads();
   omp_set_num_threads(threads);
   quant_matmul(dt, x, w, y, M, N, K, isa);
   omp_set_num_threads(saved);
 }
 
-void quantize_activations(const float* x, int64_t K, QuantIsa isa, float* scales,
-                          int8_t* codes) {
+void quantize_activations(const float* x, int64_t K, QuantIsa isa, float* scales, int8_t* codes) {
   std::vector<Q8Block> q(static_cast<size_t>(K / 32));
   const bool simd = isa != QuantIsa::kPortable && quant_isa_supported(QuantIsa::kAvx2);
   (simd ? quantize_q8_avx2 : quantize_q8)(x, K, q.data());
