@@ -205,6 +205,27 @@ TEST(CpuDot, NamedLayouts) {
   }
 }
 
+TEST(CpuDot, DecodeAttentionShapes) {
+  // Decode's attention products take the small-product path: scores q [B, H, M, D] against
+  // the cache [B, H, S, D] (dot products along D), values probs [B, H, M, S] x [B, H, S, D]
+  // (row updates along D); head sizes and cache lengths off the vector widths included, and
+  // enough heads that the rows are split over the team.
+  std::mt19937_64 rng(44);
+  for (int64_t D : {64, 72, 37, 8}) {
+    for (int64_t S : {1, 5, 50, 131, 300}) {
+      for (int64_t M : {1, 2, 3}) {
+        const DotCase scores{{1, 9, M, D}, {1, 9, S, D}, {3}, {3}, {0, 1}, {0, 1}};
+        const DotCase values{{1, 9, M, S}, {1, 9, S, D}, {3}, {2}, {0, 1}, {0, 1}};
+        for (const DotCase& d : {scores, values}) {
+          Tensor a = random_tensor(DType::F32, d.lhs, rng);
+          Tensor b = random_tensor(DType::F32, d.rhs, rng);
+          EXPECT_TRUE(check_dot(d, a, b, DType::F32)) << describe(d, DType::F32, DType::F32);
+        }
+      }
+    }
+  }
+}
+
 TEST(CpuDot, SpecialValuesPropagate) {
   // inf * 0 = NaN and inf + -inf = NaN must appear where the reference has them.
   DotCase d{{3, 2}, {2, 3}, {1}, {0}, {}, {}};

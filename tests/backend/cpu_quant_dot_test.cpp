@@ -122,8 +122,72 @@ TEST_P(QuantDot, NonFiniteActivationsGiveNaN) {
   }
 }
 
+TEST_P(QuantDot, MatrixVectorRowGroupsAndTeamSplitsGiveTheSameBits) {
+  // Decode products take weight rows in groups and split them over the team: each row's sum
+  // must not depend on its neighbours or on the split (row counts off the group size).
+  const DType dt = GetParam();
+  const int64_t K = dtype_block_elems(dt) * 4;
+  auto x = random_floats(K, 11);
+  for (int64_t N : {1, 2, 3, 5, 7, 37, 513}) {
+    auto w = random_blocks(dt, N, K, static_cast<uint64_t>(N));
+    for (QuantIsa isa : {QuantIsa::kPortable, QuantIsa::kAvx2, QuantIsa::kAvx512Vnni}) {
+      if (!quant_isa_supported(isa)) continue;
+      SCOPED_TRACE(std::string(quant_isa_name(isa)) + " N=" + std::to_string(N));
+      std::vector<float> one(static_cast<size_t>(N)), team(static_cast<size_t>(N));
+      quant_matmul_on_team(1, dt, x.data(), w.data(), one.data(), 1, N, K, isa);
+      // Twice: a thread's first product of a size worth splitting runs whole (to time it).
+      for (int i = 0; i < 2; ++i) {
+        quant_matmul_on_team(2, dt, x.data(), w.data(), team.data(), 1, N, K, isa);
+      }
+      for (int64_t n = 0; n < N; ++n) {
+        ASSERT_EQ(one[n], team[n]) << "at " << n;
+        // Each row alone (a matrix of one row) gives the same bits as within the group.
+        float alone = 0;
+        quant_matmul(dt, x.data(), w.data() + n * dtype_nbytes(dt, {K}), &alone, 1, 1, K, isa);
+        ASSERT_EQ(one[n], alone) << "at " << n;
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Formats, QuantDot, ::testing::ValuesIn(testing_quant::kQuantTypes),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST(QuantIsa, ActivationQuantizationIsTheSameOnEveryIsa) {
+  // The SIMD quantization must reproduce the portable one bit for bit: round half to even,
+  // codes clamped to [-127, 127], a NaN scale (and zero codes) for a non-finite block.
+  const int64_t K = 32 * 64;
+  auto x = random_floats(K, 5);
+  // Exact halves after scaling: block 1's maximum 127 makes the step 1.
+  for (int i = 0; i < 32; ++i) x[32 + i] = static_cast<float>(i) - 15.5f;
+  x[32 + 31] = 127.0f;
+  std::fill(x.begin() + 64, x.begin() + 96, 0.0f);  // block 2: all zero
+  x[96 + 4] = std::numeric_limits<float>::quiet_NaN();
+  x[128 + 9] = -std::numeric_limits<float>::infinity();
+  x[160 + 1] = std::numeric_limits<float>::max();
+  x[192 + 2] = std::numeric_limits<float>::denorm_min();
+  std::vector<float> ref_d(K / 32);
+  std::vector<int8_t> ref_q(K);
+  quantize_activations(x.data(), K, QuantIsa::kPortable, ref_d.data(), ref_q.data());
+  EXPECT_EQ(ref_q[32 + 0], -16);  // -15.5 -> -16 (even)
+  EXPECT_EQ(ref_q[32 + 1], -14);  // -14.5 -> -14
+  EXPECT_TRUE(std::isnan(ref_d[3]) && std::isnan(ref_d[4]));
+  for (QuantIsa isa : {QuantIsa::kAvx2, QuantIsa::kAvx512Vnni}) {
+    if (!quant_isa_supported(isa)) continue;
+    std::vector<float> d(K / 32);
+    std::vector<int8_t> q(K);
+    quantize_activations(x.data(), K, isa, d.data(), q.data());
+    for (size_t b = 0; b < d.size(); ++b) {
+      if (std::isnan(ref_d[b])) {
+        EXPECT_TRUE(std::isnan(d[b])) << b;
+      } else {
+        EXPECT_EQ(d[b], ref_d[b]) << b;
+      }
+    }
+    for (size_t i = 0; i < q.size(); ++i)
+      ASSERT_EQ(q[i], ref_q[i]) << quant_isa_name(isa) << " " << i;
+  }
+}
 
 TEST(QuantIsa, PortableAlwaysSupportedAndBestIsSupported) {
   EXPECT_TRUE(quant_isa_supported(QuantIsa::kPortable));

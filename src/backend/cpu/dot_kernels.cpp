@@ -12,6 +12,7 @@
 // so f16 operands are widened to f32 (exactly). Other result dtypes are written through an
 // f32 buffer. f64 and integers use a blocked i-k-j loop (integer sums wrap, as the
 // reference's truncated int64 sums do).
+#include <immintrin.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
@@ -388,8 +389,103 @@ bool loop_kernel(Plan& p, const KernelCall& c) {
 // stream sync) outweighs the arithmetic: decode steps are full of [1, C] x [C, F] products.
 constexpr int64_t kSmallMacs = int64_t{1} << 20;
 
+#if defined(__AVX2__)
+// The sum of a vector's lanes in lane order, as OpenMP's simd reductions combine their lanes:
+// these kernels give the bits the plain loops gave (the models' quantized-versus-f32 checks
+// sit close to their tolerance, and any reordering moves them).
+inline float hsum(__m256 a) {
+  alignas(32) float l[8];
+  _mm256_store_ps(l, a);
+  float s = l[0];
+  for (int i = 1; i < 8; ++i) s += l[i];
+  return s;
+}
+// Separate multiply and add, as the plain loops compile (ISO C++: no contraction into FMA).
+inline __m256 mul_add(__m256 a, __m256 b, __m256 c) {
+  return _mm256_add_ps(c, _mm256_mul_ps(a, b));
+}
+#endif
+
+// Dot products of row `ar` with rows n0.. of B (row stride bn), K contiguous in both: four
+// rows of B at a time, so that each load of A serves four independent accumulators.
+void dot_rows(const float* ar, const float* B, int64_t bn, int64_t K, int64_t N, float* cr) {
+  int64_t n = 0;
+#if defined(__AVX2__)
+  const int64_t K8 = K & ~int64_t{7};
+  for (; n + 4 <= N; n += 4) {
+    const float* b0 = B + n * bn;
+    const float* b1 = b0 + bn;
+    const float* b2 = b1 + bn;
+    const float* b3 = b2 + bn;
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    for (int64_t k = 0; k < K8; k += 8) {
+      const __m256 x = _mm256_loadu_ps(ar + k);
+      s0 = mul_add(x, _mm256_loadu_ps(b0 + k), s0);
+      s1 = mul_add(x, _mm256_loadu_ps(b1 + k), s1);
+      s2 = mul_add(x, _mm256_loadu_ps(b2 + k), s2);
+      s3 = mul_add(x, _mm256_loadu_ps(b3 + k), s3);
+    }
+    float t[4] = {hsum(s0), hsum(s1), hsum(s2), hsum(s3)};
+    for (int64_t k = K8; k < K; ++k) {
+      t[0] += ar[k] * b0[k];
+      t[1] += ar[k] * b1[k];
+      t[2] += ar[k] * b2[k];
+      t[3] += ar[k] * b3[k];
+    }
+    std::memcpy(cr + n, t, sizeof t);
+  }
+#endif
+  for (; n < N; ++n) {
+    const float* br = B + n * bn;
+    float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+    for (int64_t k = 0; k < K; ++k) acc += ar[k] * br[k];
+    cr[n] = acc;
+  }
+}
+
+// cr[0, N) = sum_k x_k B[k, :] (x = A's row at stride ak, B's rows at stride bk, N
+// contiguous): 64 columns at a time held in registers across all of k, rather than the row
+// being loaded and stored once per k.
+void update_rows(const float* ar, int64_t ak, const float* B, int64_t bk, int64_t K, int64_t N,
+                 float* cr) {
+  int64_t n = 0;
+#if defined(__AVX2__)
+  for (; n + 64 <= N; n += 64) {
+    __m256 s[8];
+    for (auto& v : s) v = _mm256_setzero_ps();
+    for (int64_t k = 0; k < K; ++k) {
+      const __m256 x = _mm256_set1_ps(ar[k * ak]);
+      const float* br = B + k * bk + n;
+      for (int j = 0; j < 8; ++j) s[j] = mul_add(x, _mm256_loadu_ps(br + 8 * j), s[j]);
+    }
+    for (int j = 0; j < 8; ++j) _mm256_storeu_ps(cr + n + 8 * j, s[j]);
+  }
+  for (; n + 16 <= N; n += 16) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+    for (int64_t k = 0; k < K; ++k) {
+      const __m256 x = _mm256_set1_ps(ar[k * ak]);
+      const float* br = B + k * bk + n;
+      s0 = mul_add(x, _mm256_loadu_ps(br), s0);
+      s1 = mul_add(x, _mm256_loadu_ps(br + 8), s1);
+    }
+    _mm256_storeu_ps(cr + n, s0);
+    _mm256_storeu_ps(cr + n + 8, s1);
+  }
+#endif
+  if (n == N) return;
+  std::fill(cr + n, cr + N, 0.0f);
+  for (int64_t k = 0; k < K; ++k) {
+    const float x = ar[k * ak];
+    const float* br = B + k * bk;
+#pragma omp simd
+    for (int64_t j = n; j < N; ++j) cr[j] += x * br[j];
+  }
+}
+
 // C = A B for f32 strided views, vectorised along whichever dimension is contiguous:
-// K in both (dot products) or N in B (row updates).
+// K in both (dot products) or N in B (row updates). The batch x M rows of C are split over
+// the team once they hold enough work (prefill's attention).
 bool small_f32_matmul(const Plan& p, const float* a, const float* b, float* c) {
   auto sa = view_strides(p.a), sb = view_strides(p.b);
   if (!sa || !sb) return false;
@@ -398,52 +494,47 @@ bool small_f32_matmul(const Plan& p, const float* a, const float* b, float* c) {
   for (int64_t x : p.batch) batches *= x;
   const int64_t M = p.M, N = p.N, K = p.K;
   const int64_t am = (*sa)[nb], ak = (*sa)[nb + 1], bk = (*sb)[nb], bn = (*sb)[nb + 1];
-  std::vector<int64_t> idx(nb, 0);
-  for (int64_t t = 0; t < batches; ++t) {
-    int64_t oa = 0, ob = 0;
-    for (size_t i = 0; i < nb; ++i) {
-      oa += idx[i] * (*sa)[i];
-      ob += idx[i] * (*sb)[i];
-    }
-    const float* A = a + oa;
-    const float* B = b + ob;
-    float* C = c + t * M * N;
-    if (ak == 1 && bk == 1) {
-      for (int64_t m = 0; m < M; ++m) {
-        const float* ar = A + m * am;
-        for (int64_t n = 0; n < N; ++n) {
-          const float* br = B + n * bn;
-          float acc = 0.0f;
-#pragma omp simd reduction(+ : acc)
-          for (int64_t k = 0; k < K; ++k) acc += ar[k] * br[k];
-          C[m * N + n] = acc;
-        }
+  // Element offsets of each batch in A and B.
+  std::vector<int64_t> offa(static_cast<size_t>(batches)), offb(static_cast<size_t>(batches));
+  {
+    std::vector<int64_t> idx(nb, 0);
+    for (int64_t t = 0; t < batches; ++t) {
+      int64_t oa = 0, ob = 0;
+      for (size_t i = 0; i < nb; ++i) {
+        oa += idx[i] * (*sa)[i];
+        ob += idx[i] * (*sb)[i];
       }
-    } else if (bn == 1) {
-      for (int64_t m = 0; m < M; ++m) {
-        float* cr = C + m * N;
-        std::fill(cr, cr + N, 0.0f);
-        for (int64_t k = 0; k < K; ++k) {
-          const float x = A[m * am + k * ak];
-          const float* br = B + k * bk;
-#pragma omp simd
-          for (int64_t n = 0; n < N; ++n) cr[n] += x * br[n];
-        }
+      offa[static_cast<size_t>(t)] = oa;
+      offb[static_cast<size_t>(t)] = ob;
+      for (size_t i = nb; i-- > 0;) {
+        if (++idx[i] < p.batch[i]) break;
+        idx[i] = 0;
       }
-    } else {
-      for (int64_t m = 0; m < M; ++m) {
-        for (int64_t n = 0; n < N; ++n) {
-          float acc = 0.0f;
-          for (int64_t k = 0; k < K; ++k) acc += A[m * am + k * ak] * B[k * bk + n * bn];
-          C[m * N + n] = acc;
-        }
-      }
-    }
-    for (size_t i = nb; i-- > 0;) {
-      if (++idx[i] < p.batch[i]) break;
-      idx[i] = 0;
     }
   }
+  // Decode's attention (a few hundred thousand multiply-adds, ~20 us) stays on one thread: a
+  // split saves microseconds on an idle machine and costs a time slice per product on an
+  // oversubscribed one, where the region's end waits for an unscheduled teammate.
+  const int64_t grain = std::max<int64_t>(1, (kParallelGrain << 4) / std::max<int64_t>(1, N * K));
+  parallel_for(batches * M, grain, [&](int64_t lo, int64_t hi) {
+    for (int64_t row = lo; row < hi; ++row) {
+      const int64_t t = row / M, m = row % M;
+      const float* ar = a + offa[static_cast<size_t>(t)] + m * am;
+      const float* B = b + offb[static_cast<size_t>(t)];
+      float* cr = c + row * N;
+      if (ak == 1 && bk == 1) {
+        dot_rows(ar, B, bn, K, N, cr);
+      } else if (bn == 1) {
+        update_rows(ar, ak, B, bk, K, N, cr);
+      } else {
+        for (int64_t n = 0; n < N; ++n) {
+          float acc = 0.0f;
+          for (int64_t k = 0; k < K; ++k) acc += ar[k * ak] * B[k * bk + n * bn];
+          cr[n] = acc;
+        }
+      }
+    }
+  });
   return true;
 }
 
@@ -469,8 +560,8 @@ bool quant_dot_kernel(const KernelCall& c) {
   int64_t K = 1;
   for (size_t i = a.shape.size() - nc; i < a.shape.size(); ++i) K *= a.shape[i];
   if (K == 0) return false;
-  quant_matmul(b.dtype, c.input<float>(0), c.in[1], c.output<float>(0), a.size() / K,
-               b.size() / K, K);
+  quant_matmul(b.dtype, c.input<float>(0), c.in[1], c.output<float>(0), a.size() / K, b.size() / K,
+               K);
   return true;
 }
 

@@ -13,6 +13,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -34,13 +35,15 @@ float half(const uint8_t* p) {
 }
 
 // One block of 32 activations: x ~ d * q, with the sums of q over each half (for the offset
-// terms of Q4_0, Q4_1, Q4_K and Q6_K).
+// terms of Q4_0, Q4_1, Q4_K and Q6_K) and ds = d * (sum[0] + sum[1]), which the matrix-vector
+// kernels scale by each weight row's offset instead of redoing per row.
 struct Q8Block {
-  float d;
+  float d, ds;
   int32_t sum[2];
   int8_t q[32];
 };
 
+// Portable: the reference for the SIMD version, which must give the same bits.
 void quantize_q8(const float* x, int64_t K, Q8Block* out) {
   for (int64_t b = 0; b < K / 32; ++b) {
     const float* v = x + 32 * b;
@@ -51,7 +54,8 @@ void quantize_q8(const float* x, int64_t K, Q8Block* out) {
       finite = finite && a <= std::numeric_limits<float>::max();
       amax = std::max(amax, a);
     }
-    // A NaN or infinity must reach the result (as in an f32 matmul), not vanish in rounding.
+    // A NaN or infinity must reach the result (as in an f32 matmul), not vanish in rounding:
+    // the scale is NaN and the codes are 0 (any would do; 0 keeps every ISA alike).
     const float d = finite ? amax / 127.0f : std::numeric_limits<float>::quiet_NaN();
     const float inv = finite && d > 0 ? 1.0f / d : 0.0f;
     Q8Block& o = out[b];
@@ -59,10 +63,67 @@ void quantize_q8(const float* x, int64_t K, Q8Block* out) {
     o.sum[0] = o.sum[1] = 0;
     for (int i = 0; i < 32; ++i) {
       // Codes stay in [-127, 127]: AVX2's maddubs sums of two products must fit in int16.
-      const int q = static_cast<int>(std::nearbyint(v[i] * inv));
-      o.q[i] = static_cast<int8_t>(std::clamp(q, -127, 127));
+      const float r = std::clamp(std::nearbyint(v[i] * inv), -127.0f, 127.0f);
+      o.q[i] = finite ? static_cast<int8_t>(r) : int8_t{0};
       o.sum[i / 16] += o.q[i];
     }
+    o.ds = d * static_cast<float>(o.sum[0] + o.sum[1]);
+  }
+}
+
+// AVX2: the same arithmetic (one f32 product, round half to even, clamp) on 8 lanes at once.
+__attribute__((target("avx2,fma,f16c"))) void quantize_q8_avx2(const float* x, int64_t K,
+                                                               Q8Block* out) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  const __m256 fmax = _mm256_set1_ps(std::numeric_limits<float>::max());
+  const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+  for (int64_t b = 0; b < K / 32; ++b) {
+    const float* v = x + 32 * b;
+    __m256 f[4];
+    __m256 amax = _mm256_setzero_ps();
+    __m256 ok = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
+    for (int j = 0; j < 4; ++j) {
+      f[j] = _mm256_loadu_ps(v + 8 * j);
+      const __m256 a = _mm256_andnot_ps(sign, f[j]);
+      ok = _mm256_and_ps(ok, _mm256_cmp_ps(a, fmax, _CMP_LE_OQ));  // false for NaN and inf
+      amax = _mm256_max_ps(amax, a);
+    }
+    const bool finite = _mm256_movemask_ps(ok) == 0xFF;
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    const float d = finite ? _mm_cvtss_f32(m) / 127.0f : std::numeric_limits<float>::quiet_NaN();
+    const float inv = finite && d > 0 ? 1.0f / d : 0.0f;
+    Q8Block& o = out[b];
+    o.d = d;
+    if (!finite) {
+      o.sum[0] = o.sum[1] = 0;
+      o.ds = d;
+      std::memset(o.q, 0, sizeof o.q);
+      continue;
+    }
+    const __m256 vi = _mm256_set1_ps(inv);
+    __m256i q[4];
+    for (int j = 0; j < 4; ++j) {
+      const __m256 r =
+          _mm256_round_ps(_mm256_mul_ps(f[j], vi), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      q[j] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(r, lo), hi));
+    }
+    // Sums per 16 from the int32 lanes; then int32 -> int8 (the packs interleave 128-bit
+    // lanes, the permute puts the groups of four back in order).
+    auto hsum = [](__m256i a) {
+      __m128i s = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+      s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+      s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+      return _mm_cvtsi128_si32(s);
+    };
+    o.sum[0] = hsum(_mm256_add_epi32(q[0], q[1]));
+    o.sum[1] = hsum(_mm256_add_epi32(q[2], q[3]));
+    o.ds = d * static_cast<float>(o.sum[0] + o.sum[1]);
+    const __m256i p =
+        _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.q),
+                        _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
   }
 }
 
@@ -164,30 +225,74 @@ float row_dot_portable(DType dt, const uint8_t* w, const Q8Block* x, int64_t nb)
   }
 }
 
-void row_dots_portable(DType dt, const uint8_t* w, const Q8Block* x, int64_t M, int64_t nb,
-                       float* y, int64_t ys) {
-  for (int64_t m = 0; m < M; ++m) y[m * ys] = row_dot_portable(dt, w, x + m * nb, nb);
+// Weight rows [n0, n1) against every activation row (y: row n at y + n, activation row m at
+// y + m * ys).
+void rows_portable(DType dt, const uint8_t* w, int64_t row_bytes, const Q8Block* x, int64_t M,
+                   int64_t nb, float* y, int64_t ys, int64_t n0, int64_t n1) {
+  for (int64_t n = n0; n < n1; ++n) {
+    for (int64_t m = 0; m < M; ++m) {
+      y[m * ys + n] = row_dot_portable(dt, w + n * row_bytes, x + m * nb, nb);
+    }
+  }
 }
 
-// Rows of w are split over the team; each row meets every activation row while in cache.
-template <class RowDots>
-void matmul_rows(RowDots row_dots, DType dt, const Q8Block* xq, const uint8_t* w, float* y,
-                 int64_t M, int64_t N, int64_t nb, int64_t row_bytes) {
-  // Waking the team costs more than a decode-size matrix-vector product takes (measured:
-  // ~10 ms lost to barrier waits per 1536 x 576 product on a busy 2-core VM, against 0.2 ms of
-  // work): only large products (the lm_head, prefill) are split, a few chunks per thread.
+// Rows of w are split over the team in contiguous ranges (whole groups of kRowGroup, the rows
+// a matrix-vector kernel takes at once); each row meets every activation row while in cache.
+// On an idle machine splitting pays once a product has a few thousand blocks of work: the
+// team's threads spin a while before sleeping, so during a decode step they are still awake
+// for the next product and a fork costs a few microseconds, against ~100 us for a 576 x 1536
+// product on one thread. On an oversubscribed machine it is ruinous: the region's end waits
+// for a teammate the OS has not scheduled, a time slice (milliseconds) per product. So each
+// thread times its split matrix-vector products against its own rate on one thread and, after
+// a stalled split, runs the next kBackoff of them unsplit (which also refreshes the rate).
+// Every split gives the same bits as one thread.
+constexpr int64_t kRowGroup = 4;
+constexpr int64_t kSplitBlocks = 2048;
+constexpr int64_t kBackoff = 256;
+// A split that should take about half of one thread's time counts as stalled past this many
+// times one thread's (formats differ in bytes per block; stalls cost tens of times).
+constexpr double kSlowSplit = 3.0;
+
+struct SplitState {
+  double ns_per_block = 0;  // this thread's recent rate unsplit; 0: not measured yet
+  int64_t backoff = 0;      // products still to run unsplit
+};
+
+template <class Rows>
+void matmul_rows(Rows rows, DType dt, const Q8Block* xq, const uint8_t* w, float* y, int64_t M,
+                 int64_t N, int64_t nb, int64_t row_bytes) {
+  thread_local SplitState st;
   const int64_t team = omp_get_max_threads();
   const int64_t work = N * nb * M;
-  const int64_t per = std::clamp<int64_t>(work / (team * 65536), 1, 8);
-  const int64_t want = work < 262144 ? 1 : team * per;
-  const int64_t grain = (N + want - 1) / want;
+  // Matrix-vector products (decode) are watched; larger ones (prefill) always split.
+  const bool eligible = team > 1 && work >= kSplitBlocks;
+  const bool watched = eligible && M == 1;
+  const bool split = eligible && (!watched || (st.ns_per_block > 0 && st.backoff == 0));
+  if (watched && st.backoff > 0) --st.backoff;
+  // A few chunks per thread (more for large products: the lm_head, prefill), taken
+  // dynamically, so that a thread preempted for a moment holds up little work.
+  const int64_t per = std::clamp<int64_t>(work / (team * 16384), 2, 8);
+  const int64_t want = split ? team * per : 1;
+  const int64_t groups = (N + kRowGroup - 1) / kRowGroup;
+  const int64_t grain = kRowGroup * ((groups + want - 1) / want);
   const int64_t chunks = (N + grain - 1) / grain;
-#pragma omp parallel for schedule(static) if (chunks > 1 && team > 1)
-  for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t n1 = std::min(N, (c + 1) * grain);
-    for (int64_t n = c * grain; n < n1; ++n) {
-      row_dots(dt, w + n * row_bytes, xq, M, nb, y + n, N);
+  const auto t0 = std::chrono::steady_clock::now();
+  if (chunks <= 1) {
+    rows(dt, w, row_bytes, xq, M, nb, y, N, 0, N);
+  } else {
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t c = 0; c < chunks; ++c) {
+      rows(dt, w, row_bytes, xq, M, nb, y, N, c * grain, std::min(N, (c + 1) * grain));
     }
+  }
+  if (!watched) return;
+  const double ns =
+      std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+  const double rate = ns / static_cast<double>(work);
+  if (chunks <= 1) {
+    st.ns_per_block = st.ns_per_block > 0 ? 0.75 * st.ns_per_block + 0.25 * rate : rate;
+  } else if (rate > kSlowSplit * st.ns_per_block) {
+    st.backoff = kBackoff;
   }
 }
 
@@ -223,7 +328,7 @@ struct VnniDot {
 #undef PARTIX_QUANT_SUFFIX
 #if defined(__clang__)
 #pragma clang attribute pop
-#pragma clang attribute push(                                                               \
+#pragma clang attribute push(                                                      \
     __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni"))), \
     apply_to = function)
 #else
@@ -269,13 +374,16 @@ std::string_view quant_isa_name(QuantIsa isa) {
 }
 
 bool quant_isa_supported(QuantIsa isa) {
+  // cpuid once: every product asks.
+  static const bool avx2 = cpu_has("avx2");
+  static const bool vnni = avx2 && cpu_has("avx512vnni");
   switch (isa) {
     case QuantIsa::kPortable:
       return true;
     case QuantIsa::kAvx2:
-      return cpu_has("avx2");
+      return avx2;
     case QuantIsa::kAvx512Vnni:
-      return cpu_has("avx2") && cpu_has("avx512vnni");
+      return vnni;
   }
   return false;
 }
@@ -300,16 +408,41 @@ void quant_matmul(DType dt, const float* x, const void* w, float* y, int64_t M, 
                   int64_t K, QuantIsa isa) {
   if (M == 0 || N == 0) return;
   const int64_t nb = K / 32;
-  std::vector<Q8Block> xq(static_cast<size_t>(M * nb));
-  for (int64_t m = 0; m < M; ++m) quantize_q8(x + m * K, K, xq.data() + m * nb);
+  const bool simd = isa != QuantIsa::kPortable && quant_isa_supported(QuantIsa::kAvx2);
+  // The activation codes live in a per-thread scratch buffer that only grows: a decode step
+  // runs hundreds of products and would otherwise allocate for each.
+  thread_local std::vector<Q8Block> scratch;
+  if (scratch.size() < static_cast<size_t>(M * nb)) scratch.resize(static_cast<size_t>(M * nb));
+  Q8Block* xq = scratch.data();
+  for (int64_t m = 0; m < M; ++m) {
+    (simd ? quantize_q8_avx2 : quantize_q8)(x + m * K, K, xq + m * nb);
+  }
   const int64_t row_bytes = dtype_nbytes(dt, {K});
   const auto* wb = static_cast<const uint8_t*>(w);
   if (isa == QuantIsa::kAvx512Vnni && quant_isa_supported(isa)) {
-    matmul_rows(row_dots_vnni, dt, xq.data(), wb, y, M, N, nb, row_bytes);
-  } else if (isa != QuantIsa::kPortable && quant_isa_supported(QuantIsa::kAvx2)) {
-    matmul_rows(row_dots_avx2, dt, xq.data(), wb, y, M, N, nb, row_bytes);
+    matmul_rows(rows_vnni, dt, xq, wb, y, M, N, nb, row_bytes);
+  } else if (simd) {
+    matmul_rows(rows_avx2, dt, xq, wb, y, M, N, nb, row_bytes);
   } else {
-    matmul_rows(row_dots_portable, dt, xq.data(), wb, y, M, N, nb, row_bytes);
+    matmul_rows(rows_portable, dt, xq, wb, y, M, N, nb, row_bytes);
+  }
+}
+
+void quant_matmul_on_team(int threads, DType dt, const float* x, const void* w, float* y, int64_t M,
+                          int64_t N, int64_t K, QuantIsa isa) {
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  quant_matmul(dt, x, w, y, M, N, K, isa);
+  omp_set_num_threads(saved);
+}
+
+void quantize_activations(const float* x, int64_t K, QuantIsa isa, float* scales, int8_t* codes) {
+  std::vector<Q8Block> q(static_cast<size_t>(K / 32));
+  const bool simd = isa != QuantIsa::kPortable && quant_isa_supported(QuantIsa::kAvx2);
+  (simd ? quantize_q8_avx2 : quantize_q8)(x, K, q.data());
+  for (size_t b = 0; b < q.size(); ++b) {
+    scales[b] = q[b].d;
+    std::memcpy(codes + 32 * b, q[b].q, 32);
   }
 }
 

@@ -29,6 +29,15 @@ inline void quant_matmul(DType dt, const float* x, const void* w, float* y, int6
   quant_matmul(dt, x, w, y, M, N, K, quant_isa());
 }
 
+// quant_matmul with the calling thread's OpenMP team size set to `threads` for the call (tests:
+// a product split over a team must give the same bits as on one thread).
+void quant_matmul_on_team(int threads, DType dt, const float* x, const void* w, float* y, int64_t M,
+                          int64_t N, int64_t K, QuantIsa isa);
+
+// The activation quantization the kernels use (one scale per 32 elements, int8 codes), on
+// `isa`'s code path; for tests (every path must give the same bits). K % 32 == 0.
+void quantize_activations(const float* x, int64_t K, QuantIsa isa, float* scales, int8_t* codes);
+
 // Dequantizes n elements (whole blocks) of dtype dt to f32.
 void dequantize(DType dt, const void* src, int64_t n, float* dst);
 
