@@ -62,9 +62,13 @@ TEST(DotErrors, DotGeneralChecksDimensions) {
                       "both batch and contracting");
   Array p = from_vector<bool>({true, false}, {2});
   EXPECT_PARTIX_ERROR(dot_general(p, p, {0}, {0}), "[dot_general]", "numeric", "bool[2]");
-  EXPECT_PARTIX_ERROR(detail::bind1("dot_general", {a, zeros({3, 4}, DType::BF16)},
-                                    {{"lhs_contract", ir::Ints{1}}, {"rhs_contract", ir::Ints{0}}}),
-                      "[dot_general]", "dtypes differ", "f32[2,3]", "bf16[3,4]");
+  // Mixed dtypes: only an f32 lhs against a 16-bit float weight (widened in the kernel).
+  const ir::Attrs k10{{"lhs_contract", ir::Ints{1}}, {"rhs_contract", ir::Ints{0}}};
+  EXPECT_PARTIX_ERROR(detail::bind1("dot_general", {zeros({2, 3}, DType::BF16), zeros({3, 4})}, k10),
+                      "[dot_general]", "dtypes differ", "bf16[2,3]", "f32[3,4]");
+  EXPECT_PARTIX_ERROR(detail::bind1("dot_general", {a, zeros({3, 4}, DType::I32)}, k10),
+                      "[dot_general]", "dtypes differ", "f32[2,3]", "i32[3,4]");
+  EXPECT_EQ(detail::bind1("dot_general", {a, zeros({3, 4}, DType::BF16)}, k10).dtype(), DType::F32);
 }
 
 TEST(DotErrors, InvalidEinsumSpecs) {

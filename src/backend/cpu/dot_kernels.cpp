@@ -512,9 +512,8 @@ bool small_f32_matmul(const Plan& p, const float* a, const float* b, float* c) {
       }
     }
   }
-  // Decode's attention (a few hundred thousand multiply-adds, ~20 us) stays on one thread: a
-  // split saves microseconds on an idle machine and costs a time slice per product on an
-  // oversubscribed one, where the region's end waits for an unscheduled teammate.
+  // Blocks of at least ~500K multiply-adds: decode's attention (~20 us) stays on one thread,
+  // where handing chunks to a helper would save a few microseconds at most.
   const int64_t grain = std::max<int64_t>(1, (kParallelGrain << 4) / std::max<int64_t>(1, N * K));
   parallel_for(batches * M, grain, [&](int64_t lo, int64_t hi) {
     for (int64_t row = lo; row < hi; ++row) {

@@ -10,10 +10,8 @@
 
 #include <cpuid.h>
 #include <immintrin.h>
-#include <omp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -21,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/kernel_util.h"
 #include "core/errors.h"
 #include "io/quants.h"
 
@@ -236,64 +235,30 @@ void rows_portable(DType dt, const uint8_t* w, int64_t row_bytes, const Q8Block*
   }
 }
 
-// Rows of w are split over the team in contiguous ranges (whole groups of kRowGroup, the rows
-// a matrix-vector kernel takes at once); each row meets every activation row while in cache.
-// On an idle machine splitting pays once a product has a few thousand blocks of work: the
-// team's threads spin a while before sleeping, so during a decode step they are still awake
-// for the next product and a fork costs a few microseconds, against ~100 us for a 576 x 1536
-// product on one thread. On an oversubscribed machine it is ruinous: the region's end waits
-// for a teammate the OS has not scheduled, a time slice (milliseconds) per product. So each
-// thread times its split matrix-vector products against its own rate on one thread and, after
-// a stalled split, runs the next kBackoff of them unsplit (which also refreshes the rate).
-// Every split gives the same bits as one thread.
+// Rows of w are split over the device's thread team in contiguous ranges (whole groups of
+// kRowGroup, the rows a matrix-vector kernel takes at once); each row meets every activation row
+// while in cache. Splitting pays once a product has a few thousand blocks of work: the team's
+// helpers spin between a decode step's products, so handing them chunks costs a few
+// microseconds, against ~50 us for a 576 x 1536 product on one thread. A helper the OS has not
+// scheduled holds nothing up: the caller runs the chunks nobody claimed (ThreadTeam). Every
+// split gives the same bits as one thread.
 constexpr int64_t kRowGroup = 4;
 constexpr int64_t kSplitBlocks = 2048;
-constexpr int64_t kBackoff = 256;
-// A split that should take about half of one thread's time counts as stalled past this many
-// times one thread's (formats differ in bytes per block; stalls cost tens of times).
-constexpr double kSlowSplit = 3.0;
-
-struct SplitState {
-  double ns_per_block = 0;  // this thread's recent rate unsplit; 0: not measured yet
-  int64_t backoff = 0;      // products still to run unsplit
-};
 
 template <class Rows>
 void matmul_rows(Rows rows, DType dt, const Q8Block* xq, const uint8_t* w, float* y, int64_t M,
                  int64_t N, int64_t nb, int64_t row_bytes) {
-  thread_local SplitState st;
-  const int64_t team = omp_get_max_threads();
+  const int64_t team = ThreadTeam::current() ? ThreadTeam::current()->size() : 1;
   const int64_t work = N * nb * M;
-  // Matrix-vector products (decode) are watched; larger ones (prefill) always split.
-  const bool eligible = team > 1 && work >= kSplitBlocks;
-  const bool watched = eligible && M == 1;
-  const bool split = eligible && (!watched || (st.ns_per_block > 0 && st.backoff == 0));
-  if (watched && st.backoff > 0) --st.backoff;
   // A few chunks per thread (more for large products: the lm_head, prefill), taken
   // dynamically, so that a thread preempted for a moment holds up little work.
   const int64_t per = std::clamp<int64_t>(work / (team * 16384), 2, 8);
-  const int64_t want = split ? team * per : 1;
+  const int64_t want = team > 1 && work >= kSplitBlocks ? team * per : 1;
   const int64_t groups = (N + kRowGroup - 1) / kRowGroup;
   const int64_t grain = kRowGroup * ((groups + want - 1) / want);
-  const int64_t chunks = (N + grain - 1) / grain;
-  const auto t0 = std::chrono::steady_clock::now();
-  if (chunks <= 1) {
-    rows(dt, w, row_bytes, xq, M, nb, y, N, 0, N);
-  } else {
-#pragma omp parallel for schedule(dynamic, 1)
-    for (int64_t c = 0; c < chunks; ++c) {
-      rows(dt, w, row_bytes, xq, M, nb, y, N, c * grain, std::min(N, (c + 1) * grain));
-    }
-  }
-  if (!watched) return;
-  const double ns =
-      std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
-  const double rate = ns / static_cast<double>(work);
-  if (chunks <= 1) {
-    st.ns_per_block = st.ns_per_block > 0 ? 0.75 * st.ns_per_block + 0.25 * rate : rate;
-  } else if (rate > kSlowSplit * st.ns_per_block) {
-    st.backoff = kBackoff;
-  }
+  parallel_for(N, grain, [&](int64_t n0, int64_t n1) {
+    rows(dt, w, row_bytes, xq, M, nb, y, N, n0, n1);
+  });
 }
 
 // ---- SIMD: 32 codes decoded in a register, int32 lanes scaled into f32 accumulators ----
@@ -430,10 +395,11 @@ void quant_matmul(DType dt, const float* x, const void* w, float* y, int64_t M, 
 
 void quant_matmul_on_team(int threads, DType dt, const float* x, const void* w, float* y, int64_t M,
                           int64_t N, int64_t K, QuantIsa isa) {
-  const int saved = omp_get_max_threads();
-  omp_set_num_threads(threads);
+  ThreadTeam team(threads - 1);
+  ThreadTeam* saved = ThreadTeam::current();
+  ThreadTeam::set_current(&team);
   quant_matmul(dt, x, w, y, M, N, K, isa);
-  omp_set_num_threads(saved);
+  ThreadTeam::set_current(saved);
 }
 
 void quantize_activations(const float* x, int64_t K, QuantIsa isa, float* scales, int8_t* codes) {

@@ -19,7 +19,7 @@ bool quant_isa_supported(QuantIsa isa);
 // The best supported instruction set (PARTIX_QUANT_ISA=portable|avx2|avx512vnni caps it).
 QuantIsa quant_isa();
 
-// y[M, N] = x[M, K] . dequantize(w)[N, K]^T on the calling thread's OpenMP team.
+// y[M, N] = x[M, K] . dequantize(w)[N, K]^T on the calling device's thread team.
 // Preconditions: is_quantized(dt), K % dtype_block_elems(dt) == 0, w holds
 // dtype_nbytes(dt, {N, K}) bytes.
 void quant_matmul(DType dt, const float* x, const void* w, float* y, int64_t M, int64_t N,
@@ -29,7 +29,7 @@ inline void quant_matmul(DType dt, const float* x, const void* w, float* y, int6
   quant_matmul(dt, x, w, y, M, N, K, quant_isa());
 }
 
-// quant_matmul with the calling thread's OpenMP team size set to `threads` for the call (tests:
+// quant_matmul on a thread team of `threads` threads made for the call (tests:
 // a product split over a team must give the same bits as on one thread).
 void quant_matmul_on_team(int threads, DType dt, const float* x, const void* w, float* y, int64_t M,
                           int64_t N, int64_t K, QuantIsa isa);
