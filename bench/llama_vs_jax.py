@@ -157,12 +157,12 @@ def rope(x, cos, sin):  # x [B, T, ..., D] (half-split pairs), cos/sin [B, T, D/
 def make_forward(c, kvp, mesh):
     """One step: tokens [B, T] at cache positions pos.. -> greedy next token [B, 1], caches."""
     D, G = c.head_dim, c.heads // c.kv_heads
-    cache_sh = NamedSharding(mesh, P(None, "model"))           # [B, KV, S, D] over KV heads
+    cache_sh = NamedSharding(mesh, P("model"))                 # [KV*B, S, D] over KV heads
     inv = jnp.asarray(1.0 / (c.theta ** (np.arange(0, D, 2, dtype=np.float64) / D)), jnp.float32)
 
     def forward(p, tokens, pos, ck, cv):
         B, T = tokens.shape
-        S = ck[0].shape[2]
+        S = ck[0].shape[1]
         steps = pos + jnp.arange(T, dtype=jnp.int32)                       # [T]
         angles = steps.astype(jnp.float32)[None, :, None] * inv            # [1, T, D/2]
         cos_a, sin_a = jnp.cos(angles), jnp.sin(angles)
@@ -175,13 +175,16 @@ def make_forward(c, kvp, mesh):
             q = rope((h @ l["wq"]).reshape(B, T, kvp, G, D), cos_a, sin_a)
             k = rope((h @ l["wk"]).reshape(B, T, kvp, D), cos_a, sin_a)
             v = (h @ l["wv"]).reshape(B, T, kvp, D)
-            k_i = jax.lax.dynamic_update_slice(ck[i], k.transpose(0, 2, 1, 3), (zero, zero, pos, zero))
-            v_i = jax.lax.dynamic_update_slice(cv[i], v.transpose(0, 2, 1, 3), (zero, zero, pos, zero))
+            kvrows = lambda t: t.transpose(2, 0, 1, 3).reshape(kvp * B, T, D)
+            k_i = jax.lax.dynamic_update_slice(ck[i], kvrows(k), (zero, pos, zero))
+            v_i = jax.lax.dynamic_update_slice(cv[i], kvrows(v), (zero, pos, zero))
             k_i = jax.lax.with_sharding_constraint(k_i, cache_sh)
             v_i = jax.lax.with_sharding_constraint(v_i, cache_sh)
-            scores = jnp.einsum("btkgd,bksd->bkgts", q, k_i) * (1.0 / np.sqrt(D))
-            probs = jax.nn.softmax(jnp.where(mask, scores, -jnp.inf), axis=-1)
-            o = jnp.einsum("bkgts,bksd->btkgd", probs, v_i).reshape(B, T, kvp * G * D)
+            qh = q.transpose(2, 0, 3, 1, 4).reshape(kvp * B, G * T, D)         # rows (g, t)
+            scores = jnp.einsum("nrd,nsd->nrs", qh, k_i) * (1.0 / np.sqrt(D))
+            probs = jax.nn.softmax(jnp.where(jnp.tile(mask, (G, 1)), scores, -jnp.inf), axis=-1)
+            o = jnp.einsum("nrs,nsd->nrd", probs, v_i).reshape(kvp, B, G, T, D)
+            o = o.transpose(1, 3, 0, 2, 4).reshape(B, T, kvp * G * D)
             x = x + o @ l["wo"]
             h2 = rms_norm(x, l["ln2"], c.eps)
             x = x + (jax.nn.silu(h2 @ l["gate"]) * (h2 @ l["up"])) @ l["down"]
@@ -204,7 +207,7 @@ class JaxLlama:
         shard = jax.tree.map(ns, param_specs(p), is_leaf=lambda s: isinstance(s, P))
         self.params = jax.device_put(p, shard)
         self.rep = ns(P())
-        self.cache_sh = ns(P(None, "model"))
+        self.cache_sh = ns(P("model"))
         cs = [self.cache_sh] * c.layers
         forward = make_forward(c, self.kvp, self.mesh)
         # (a) streaming: one jitted step per token (prefill is the same function at T = prompt).
@@ -228,7 +231,7 @@ class JaxLlama:
                             out_shardings=(self.rep, cs, cs), donate_argnums=(3, 4))
 
     def cache(self, B, S):
-        z = lambda: jax.device_put(np.zeros((B, self.kvp, S, self.c.head_dim), np.float32),
+        z = lambda: jax.device_put(np.zeros((self.kvp * B, S, self.c.head_dim), np.float32),
                                    self.cache_sh)
         return [z() for _ in range(self.c.layers)], [z() for _ in range(self.c.layers)]
 
