@@ -269,15 +269,20 @@ class JaxLlama:
 
 # ---- HLO check: no weight copied, transposed or gathered per step --------------------------
 
-def weight_copies(hlo_text, params):
-    """Instructions of the compiled program that copy, transpose or all-gather an array of
-    a weight's per-device shape (or a fusion doing so). Returns [(name, op, shape)]."""
+def weight_shapes(params):
+    """The per-device and global shapes of the weight matrices, as sorted dimensions."""
     shapes = set()
     for leaf in jax.tree.leaves(params):
         if leaf.ndim == 2:
-            for s in leaf.addressable_shards[:1]:
-                shapes.add(tuple(sorted(s.data.shape)))
-                shapes.add(tuple(sorted(leaf.shape)))
+            shapes.add(tuple(sorted(leaf.addressable_shards[0].data.shape)))
+            shapes.add(tuple(sorted(leaf.shape)))
+    return shapes
+
+
+def copies(hlo_text, match):
+    """Instructions of a compiled program (outside fusion bodies) that copy, transpose or
+    all-gather an array whose sorted dimensions satisfy match, or fusions that copy or
+    transpose one. Returns [(name, op, shape)]."""
     comps, cur = {}, None
     for line in hlo_text.splitlines():
         m = re.match(r"^(?:ENTRY )?%?([\w.\-]+) .*\{\s*$", line)
@@ -287,36 +292,42 @@ def weight_copies(hlo_text, params):
             cur.append(line.strip())
     inst = re.compile(r"^(?:ROOT )?%?([\w.\-]+) = (\w+)\[([\d,]*)\][^ ]* ([\w\-]+)\(")
 
-    def weight_op(line, ops):
+    def hit(line, ops):
         m = inst.match(line)
         if not m or m.group(4) not in ops or not m.group(3):
             return None
         dims = tuple(sorted(int(d) for d in m.group(3).split(",")))
-        return (m.group(1), m.group(4), m.group(3)) if dims in shapes else None
+        return (m.group(1), m.group(4), m.group(3)) if match(dims) else None
 
-    fused = set(re.findall(r"calls=%?([\w.\-]+)", hlo_text))
+    fused = set(re.findall(r"kind=k\w+, calls=%?([\w.\-]+)", hlo_text))
     found = []
     for name, lines in comps.items():
-        if name in fused and not any("fusion(" in l for l in lines):
+        if name in fused:
             continue
         for line in lines:
-            hit = weight_op(line, ("copy", "transpose", "all-gather", "all-gather-start"))
-            if hit:
-                found.append(hit)
+            h = hit(line, ("copy", "transpose", "all-gather", "all-gather-start"))
+            if h:
+                found.append(h)
                 continue
             m = re.search(r"fusion\(.*calls=%?([\w.\-]+)", line)
-            if m and any(weight_op(l, ("copy", "transpose")) for l in comps.get(m.group(1), [])):
+            if m and any(hit(l, ("copy", "transpose")) for l in comps.get(m.group(1), [])):
                 found.append((inst.match(line).group(1), "fusion", inst.match(line).group(3)))
     return found
 
 
 def hlo_check(jx, n_prompt, max_tokens):
+    """{program: (weight-size copies, number of other copies/transposes of >= 1024 elements,
+    their distinct shapes)} for the compiled decode step and the fori_loop decode."""
+    shapes = weight_shapes(jx.params)
     res = {}
-    args = jx.decode_args(n_prompt, max_tokens)
-    res["stream step"] = weight_copies(jx.step.lower(*args).compile().as_text(), jx.params)
-    args = jx.decode_args(n_prompt, max_tokens)
-    res["fori_loop"] = weight_copies(
-        jx.loop.lower(*args, max(max_tokens - 1, 1)).compile().as_text(), jx.params)
+    for prog in ("stream step", "fori_loop"):
+        args = jx.decode_args(n_prompt, max_tokens)
+        f = jx.step.lower(*args) if prog == "stream step" else \
+            jx.loop.lower(*args, max(max_tokens - 1, 1))
+        text = f.compile().as_text()
+        other = copies(text, lambda d: d not in shapes and np.prod(d) >= 1024)
+        res[prog] = (copies(text, lambda d: d in shapes), len(other),
+                     sorted({o[2] for o in other}))
     return res
 
 
@@ -373,9 +384,11 @@ def main():
         ids = list(range(100, 130)) if px is None else px.prompt_ids
         jx = JaxLlama(c, g, n)
         if not a.no_hlo_check:
-            for prog, found in hlo_check(jx, len(ids), a.max_tokens).items():
+            for prog, (found, other, shapes) in hlo_check(jx, len(ids), a.max_tokens).items():
                 print(f"[{n} devices] HLO of the JAX decode {prog}: {len(found)} copies/transposes/"
-                      f"all-gathers of weight size" + (f": {found}" if found else ""), flush=True)
+                      f"all-gathers of weight size" + (f" {found}" if found else "") +
+                      f"; {other} of other arrays >= 1024 elements" +
+                      (f" (shapes {shapes})" if shapes else ""), flush=True)
         run = {"partix": (lambda: px.generate()),
                "jax_stream": (lambda: jx.generate(ids, a.max_tokens, "stream")),
                "jax_loop": (lambda: jx.generate(ids, a.max_tokens, "loop"))}
