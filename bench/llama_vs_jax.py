@@ -6,32 +6,86 @@ Commands (from the repository root; JAX lives in a venv outside the repo):
   ~/.cache/partix-jax-venv/bin/pip install jax gguf numpy
   scripts/fetch_smollm2.sh                  # the Q4_1 GGUF in ~/.cache/partix/smollm2/
   BUILD_DIR=build scripts/build.sh          # builds build/bin/partix_bench_llama_generate
-  ~/.cache/partix-jax-venv/bin/python bench/llama_vs_jax.py --devices 8,1 --reps 7
+  ~/.cache/partix-jax-venv/bin/python bench/llama_vs_jax.py --devices 1,8 --reps 3
+  ~/.cache/partix-jax-venv/bin/python bench/llama_vs_jax.py --jax-only --devices 1   # no partix
 
-Results on the 2-core development VM (README "Speed against JAX"): partix/JAX tokens/s,
-8 devices: prefill 1.72, decode 3.74; 1 device: prefill 1.78, decode 3.51.
+Results on the 2-core development VM (shared with other builds, so noisy), --reps 3, tokens/s
+medians; "stream" = one jitted step per token, "fori_loop" = all decode steps in one program:
+  | devices | phase | partix | JAX stream | JAX fori_loop | partix/JAX stream | partix/JAX fori_loop |
+  |---|---|---|---|---|---|---|
+  | 1 | prefill | 8.6 | 93.6 | 116.5 | 0.09 | 0.08 |
+  | 1 | decode | 6.5 | 14.5 | 15.8 | 0.45 | 0.37 |
+  | 8 | prefill | 66.0 | 93.2 | 86.4 | 0.70 | 1.20 |
+  | 8 | decode | 5.2 | 6.9 | 7.1 | 0.64 | 0.68 |
+
+(prompt 37 tokens, 32 new tokens; the per-repetition ranges were wide, e.g. 1-device JAX
+decode 13.5..19.2, 8-device partix prefill 54..142; JAX's two prefill columns run the same
+program, their difference is noise.)
 
 What runs on both sides:
-- The same weights: the GGUF dequantized to f32 (here with gguf-py; llama.cpp's rotary row
-  order of q/k undone as in src/models/llama/loader.cpp), in partix's head-major layouts:
-  q/k/v [H, D, C] with each key/value head repeated for its query heads, o [C, H, D].
-- The same tensor-parallel sharding on a 1-D mesh 'model' (llama::sharding_rules): q/k/v,
-  gate, up column-parallel, o and down row-parallel, embedding (tied lm_head) vocab-parallel,
-  KV cache [B, H, S, D] split over heads. H = 9 does not divide over 8 devices: partix stores
-  uneven blocks padded (2 heads per device, 16 in all, the last devices computing on padding);
-  JAX requires even shardings, so its model gets 7 zero heads (16 in all) -- the same
-  per-device shapes and the same results.
-- The same program: one jitted step for prefill (T = prompt length) and decode (T = 1):
-  embeddings, 30 layers (RMSNorm, RoPE, attention over the whole cache with a mask, SwiGLU),
-  greedy argmax in the program; the cache is donated and updated in place. Both sides copy
-  the token to the host after every step (streaming), and time only execution: each side is
-  warmed up (compiled) first. Cache length = prompt + new tokens rounded up to 16, as partix.
+- The same weights: the GGUF dequantized to f32. partix loads the file with its own loader
+  into its own layouts; this script reads it with gguf-py and lays it out as JAX wants it
+  (below). Nothing here depends on partix's internal layouts, only on the GGUF file and on
+  the JSON lines of bench/llama_generate_bench.cpp.
+- The same computation: embeddings, 30 layers (RMSNorm, RoPE, attention over the whole
+  cache with a mask, SwiGLU), final norm, tied lm_head, greedy argmax inside the program;
+  the KV cache is donated and updated in place; cache length = prompt + new tokens rounded
+  up to 16, as partix. Each side times execution only, after a warm-up run that compiles.
+- The same tensor-parallel plan on a 1-D mesh 'model' (llama::sharding_rules): q/k/v, gate,
+  up column-parallel, o and down row-parallel, embedding (tied lm_head) vocab-parallel, KV
+  cache split over key/value heads.
 - The same prompt (ChatML of --prompt, token ids from partix's tokenizer) and exactly
-  --max-tokens new tokens (EOS does not stop either side); the script checks that the
-  greedy tokens agree.
-Repetitions alternate the two systems (the partix process stays alive between them) and the
-table reports medians, with min..max, of tokens/s and of the per-repetition ratio.
-XLA runs on the CPU with 8 forced host devices (XLA_FLAGS); the 1-device case uses one of them.
+  --max-tokens new tokens (EOS does not stop either side). The warm-up runs compare the
+  greedy tokens: they agree exactly on 1 and 8 devices; were f32 rounding to make them
+  diverge, the script reports how many agree instead of failing.
+Repetitions alternate the systems (the partix process stays alive between them; odd
+repetitions run in reverse order) and the table reports medians, with min..max, of tokens/s
+and of the per-repetition ratio. partix streams (one step per token, the token copied to the
+host each step), so "partix/JAX stream" is the like-for-like ratio; "partix/JAX fori_loop"
+compares it with JAX's fastest way to decode. XLA runs on the CPU with 8 forced host devices
+(XLA_FLAGS); the 1-device case uses one of them.
+
+The JAX side, as one would write it for JAX:
+- Weights are [in, out] f32 matrices (x @ W), transposed once at load in numpy; q/k rows
+  are put back in Hugging Face's half-split rotary order (llama.cpp interleaves them).
+  Grouped-query attention with the 3 key/value heads as they are (no repeated K/V in the
+  weights or the cache): q's columns are ordered [KV, G, D], the G = 3 query heads of a
+  key/value head side by side, so a column shard holds whole groups with their K/V head.
+- The KV cache of a layer is [KV*B, S, D] (key/value head major) and the G*T query rows of
+  a key/value head attend as one [G*T, D] x [D, S] product. (With a [B, KV, S, D] cache
+  XLA:CPU transposed V and copied each layer's K and V cache 3-4 times per step to update
+  it in place while the attention read it; the 3-D layout needs no copy.)
+- The step takes tokens [B, T] at position pos and returns the greedy next token [B, 1]:
+  prefill is the step at T = prompt length, decode at T = 1; only the last position goes
+  through the final norm and lm_head. (a) stream: the device token feeds the next step and
+  is copied to the host after each step; (b) fori_loop: prefill, then all decode steps in
+  one jitted lax.fori_loop with the caches in the carry and the tokens gathered on device.
+- Uneven heads: JAX requires even shardings, and 3 key/value heads do not divide over 2 or 8
+  devices. The model then gets zero key/value heads (with their zero query groups and zero
+  rows of o) up to a multiple of the mesh size: 3 -> 4 on 2 devices, 3 -> 8 on 8 devices
+  (24 query heads), one key/value head and its 3 query heads per device; zero heads add
+  exactly zero. Replicating attention instead would compute all 9 heads on every device,
+  8 times the attention work on 8 host devices sharing 2 cores; padding costs 8/3 of it and
+  keeps the plan tensor-parallel. 1 and 3 devices need no padding.
+- Before timing, the script compiles both decode programs with the run's shapes and counts,
+  in the optimized HLO (jax.jit(...).lower(...).compile().as_text()), the copies, transposes
+  and all-gathers of arrays of a weight's shape (per device or global), and those of other
+  arrays of at least 1024 elements; it prints one line per program (--no-hlo-check skips
+  it). Weight-sized: 0 on 1 and 8 devices. Others: 0 on 1 device; on 8 devices XLA copies
+  each device's [1, S, D] K and V cache block 8 times per layer per step (the leading 1 is
+  bitcast away for the attention product and the in-place update then needs private
+  copies): 20 KB blocks, about 5 MB a step against 90 MB of weights per device. The
+  collectives on 8 devices are the Megatron ones: 2 all-reduces of [1, 1, 576] per layer,
+  one for the embedding, and two tiny all-gathers for the vocab-parallel argmax.
+
+What changed from the previous baseline, and why: it gave JAX partix's head-major layouts
+(q/k/v [H, D, C] with each key/value head repeated for its query heads, o [C, H, D]), which
+XLA transposed on every step (about 120 copy fusions of attention weights per decode step),
+a cache with 9 (repeated) heads, 9 heads zero-padded to 16 on 8 devices, the lm_head over
+every prompt position in prefill, and only the streaming mode. Its results (partix/JAX
+tokens/s, 8 devices: prefill 1.72, decode 3.74; 1 device: prefill 1.78, decode 3.51) measured
+that handicap more than XLA; transposing the weights once at load alone took its 1-device
+decode from about 5.7 to 9.6 tokens/s.
 """
 
 import argparse
