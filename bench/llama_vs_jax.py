@@ -36,7 +36,7 @@ What runs on both sides:
   cache split over key/value heads.
 - The same prompt (ChatML of --prompt, token ids from partix's tokenizer) and exactly
   --max-tokens new tokens (EOS does not stop either side). The warm-up runs compare the
-  greedy tokens: they agree exactly on 1 and 8 devices; were f32 rounding to make them
+  greedy tokens: they agree exactly on 1, 2 and 8 devices; were f32 rounding to make them
   diverge, the script reports how many agree instead of failing.
 Repetitions alternate the systems (the partix process stays alive between them; odd
 repetitions run in reverse order) and the table reports medians, with min..max, of tokens/s
@@ -71,7 +71,7 @@ The JAX side, as one would write it for JAX:
   in the optimized HLO (jax.jit(...).lower(...).compile().as_text()), the copies, transposes
   and all-gathers of arrays of a weight's shape (per device or global), and those of other
   arrays of at least 1024 elements; it prints one line per program (--no-hlo-check skips
-  it). Weight-sized: 0 on 1 and 8 devices. Others: 0 on 1 device; on 8 devices XLA copies
+  it). Weight-sized: 0 on 1, 2 and 8 devices. Others: 0 on 1 and 2 devices; on 8 XLA copies
   each device's [1, S, D] K and V cache block 8 times per layer per step (the leading 1 is
   bitcast away for the attention product and the in-place update then needs private
   copies): 20 KB blocks, about 5 MB a step against 90 MB of weights per device. The
