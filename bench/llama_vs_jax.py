@@ -6,37 +6,92 @@ Commands (from the repository root; JAX lives in a venv outside the repo):
   ~/.cache/partix-jax-venv/bin/pip install jax gguf numpy
   scripts/fetch_smollm2.sh                  # the Q4_1 GGUF in ~/.cache/partix/smollm2/
   BUILD_DIR=build scripts/build.sh          # builds build/bin/partix_bench_llama_generate
-  ~/.cache/partix-jax-venv/bin/python bench/llama_vs_jax.py --devices 8,1 --reps 7
+  ~/.cache/partix-jax-venv/bin/python bench/llama_vs_jax.py --devices 1,8 --reps 3
+  ~/.cache/partix-jax-venv/bin/python bench/llama_vs_jax.py --jax-only --devices 1   # no partix
 
-Results on the 2-core development VM (README "Speed against JAX"): partix/JAX tokens/s,
-8 devices: prefill 1.72, decode 3.74; 1 device: prefill 1.78, decode 3.51.
+Results on the 2-core development VM (shared with other builds, so noisy), --reps 3, tokens/s
+medians; "stream" = one jitted step per token, "fori_loop" = all decode steps in one program:
+  | devices | phase | partix | JAX stream | JAX fori_loop | partix/JAX stream | partix/JAX fori_loop |
+  |---|---|---|---|---|---|---|
+  | 1 | prefill | 8.6 | 93.6 | 116.5 | 0.09 | 0.08 |
+  | 1 | decode | 6.5 | 14.5 | 15.8 | 0.45 | 0.37 |
+  | 8 | prefill | 66.0 | 93.2 | 86.4 | 0.70 | 1.20 |
+  | 8 | decode | 5.2 | 6.9 | 7.1 | 0.64 | 0.68 |
+
+(prompt 37 tokens, 32 new tokens; the per-repetition ranges were wide, e.g. 1-device JAX
+decode 13.5..19.2, 8-device partix prefill 54..142; JAX's two prefill columns run the same
+program, their difference is noise.)
 
 What runs on both sides:
-- The same weights: the GGUF dequantized to f32 (here with gguf-py; llama.cpp's rotary row
-  order of q/k undone as in src/models/llama/loader.cpp), in partix's head-major layouts:
-  q/k/v [H, D, C] with each key/value head repeated for its query heads, o [C, H, D].
-- The same tensor-parallel sharding on a 1-D mesh 'model' (llama::sharding_rules): q/k/v,
-  gate, up column-parallel, o and down row-parallel, embedding (tied lm_head) vocab-parallel,
-  KV cache [B, H, S, D] split over heads. H = 9 does not divide over 8 devices: partix stores
-  uneven blocks padded (2 heads per device, 16 in all, the last devices computing on padding);
-  JAX requires even shardings, so its model gets 7 zero heads (16 in all) -- the same
-  per-device shapes and the same results.
-- The same program: one jitted step for prefill (T = prompt length) and decode (T = 1):
-  embeddings, 30 layers (RMSNorm, RoPE, attention over the whole cache with a mask, SwiGLU),
-  greedy argmax in the program; the cache is donated and updated in place. Both sides copy
-  the token to the host after every step (streaming), and time only execution: each side is
-  warmed up (compiled) first. Cache length = prompt + new tokens rounded up to 16, as partix.
+- The same weights: the GGUF dequantized to f32. partix loads the file with its own loader
+  into its own layouts; this script reads it with gguf-py and lays it out as JAX wants it
+  (below). Nothing here depends on partix's internal layouts, only on the GGUF file and on
+  the JSON lines of bench/llama_generate_bench.cpp.
+- The same computation: embeddings, 30 layers (RMSNorm, RoPE, attention over the whole
+  cache with a mask, SwiGLU), final norm, tied lm_head, greedy argmax inside the program;
+  the KV cache is donated and updated in place; cache length = prompt + new tokens rounded
+  up to 16, as partix. Each side times execution only, after a warm-up run that compiles.
+- The same tensor-parallel plan on a 1-D mesh 'model' (llama::sharding_rules): q/k/v, gate,
+  up column-parallel, o and down row-parallel, embedding (tied lm_head) vocab-parallel, KV
+  cache split over key/value heads.
 - The same prompt (ChatML of --prompt, token ids from partix's tokenizer) and exactly
-  --max-tokens new tokens (EOS does not stop either side); the script checks that the
-  greedy tokens agree.
-Repetitions alternate the two systems (the partix process stays alive between them) and the
-table reports medians, with min..max, of tokens/s and of the per-repetition ratio.
-XLA runs on the CPU with 8 forced host devices (XLA_FLAGS); the 1-device case uses one of them.
+  --max-tokens new tokens (EOS does not stop either side). The warm-up runs compare the
+  greedy tokens: they agree exactly on 1, 2 and 8 devices; were f32 rounding to make them
+  diverge, the script reports how many agree instead of failing.
+Repetitions alternate the systems (the partix process stays alive between them; odd
+repetitions run in reverse order) and the table reports medians, with min..max, of tokens/s
+and of the per-repetition ratio. partix streams (one step per token, the token copied to the
+host each step), so "partix/JAX stream" is the like-for-like ratio; "partix/JAX fori_loop"
+compares it with JAX's fastest way to decode. XLA runs on the CPU with 8 forced host devices
+(XLA_FLAGS); the 1-device case uses one of them.
+
+The JAX side, as one would write it for JAX:
+- Weights are [in, out] f32 matrices (x @ W), transposed once at load in numpy; q/k rows
+  are put back in Hugging Face's half-split rotary order (llama.cpp interleaves them).
+  Grouped-query attention with the 3 key/value heads as they are (no repeated K/V in the
+  weights or the cache): q's columns are ordered [KV, G, D], the G = 3 query heads of a
+  key/value head side by side, so a column shard holds whole groups with their K/V head.
+- The KV cache of a layer is [KV*B, S, D] (key/value head major) and the G*T query rows of
+  a key/value head attend as one [G*T, D] x [D, S] product. (With a [B, KV, S, D] cache
+  XLA:CPU transposed V and copied each layer's K and V cache 3-4 times per step to update
+  it in place while the attention read it; the 3-D layout needs no copy.)
+- The step takes tokens [B, T] at position pos and returns the greedy next token [B, 1]:
+  prefill is the step at T = prompt length, decode at T = 1; only the last position goes
+  through the final norm and lm_head. (a) stream: the device token feeds the next step and
+  is copied to the host after each step; (b) fori_loop: prefill, then all decode steps in
+  one jitted lax.fori_loop with the caches in the carry and the tokens gathered on device.
+- Uneven heads: JAX requires even shardings, and 3 key/value heads do not divide over 2 or 8
+  devices. The model then gets zero key/value heads (with their zero query groups and zero
+  rows of o) up to a multiple of the mesh size: 3 -> 4 on 2 devices, 3 -> 8 on 8 devices
+  (24 query heads), one key/value head and its 3 query heads per device; zero heads add
+  exactly zero. Replicating attention instead would compute all 9 heads on every device,
+  8 times the attention work on 8 host devices sharing 2 cores; padding costs 8/3 of it and
+  keeps the plan tensor-parallel. 1 and 3 devices need no padding.
+- Before timing, the script compiles both decode programs with the run's shapes and counts,
+  in the optimized HLO (jax.jit(...).lower(...).compile().as_text()), the copies, transposes
+  and all-gathers of arrays of a weight's shape (per device or global), and those of other
+  arrays of at least 1024 elements; it prints one line per program (--no-hlo-check skips
+  it). Weight-sized: 0 on 1, 2 and 8 devices. Others: 0 on 1 and 2 devices; on 8 XLA copies
+  each device's [1, S, D] K and V cache block 8 times per layer per step (the leading 1 is
+  bitcast away for the attention product and the in-place update then needs private
+  copies): 20 KB blocks, about 5 MB a step against 90 MB of weights per device. The
+  collectives on 8 devices are the Megatron ones: 2 all-reduces of [1, 1, 576] per layer,
+  one for the embedding, and two tiny all-gathers for the vocab-parallel argmax.
+
+What changed from the previous baseline, and why: it gave JAX partix's head-major layouts
+(q/k/v [H, D, C] with each key/value head repeated for its query heads, o [C, H, D]), which
+XLA transposed on every step (about 120 copy fusions of attention weights per decode step),
+a cache with 9 (repeated) heads, 9 heads zero-padded to 16 on 8 devices, the lm_head over
+every prompt position in prefill, and only the streaming mode. Its results (partix/JAX
+tokens/s, 8 devices: prefill 1.72, decode 3.74; 1 device: prefill 1.78, decode 3.51) measured
+that handicap more than XLA; transposing the weights once at load alone took its 1-device
+decode from about 5.7 to 9.6 tokens/s.
 """
 
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -92,150 +147,242 @@ def load_gguf(path):
     return c, tensors
 
 
-def head_major(c, g, pad_heads):
-    """partix's layouts (src/models/llama/loader.cpp), heads zero-padded to pad_heads."""
+def kv_padding(c, n):
+    """Key/value heads after padding: a multiple of the mesh size n (3 stays 3 for n = 1, 3)."""
+    return -(-c.kv_heads // n) * n
+
+
+def jax_layout(c, g, kvp):
+    """f32 weights as [in, out] matrices (x @ W), transposed once here in numpy.
+
+    q columns are ordered [KV, G, D]: the G = heads/kv_heads query heads of each key/value
+    head side by side, so that a column shard of q holds whole groups with their K/V head.
+    Key/value heads beyond c.kv_heads (and their query groups) are zeros.
+    """
     H, KV, D, C = c.heads, c.kv_heads, c.head_dim, c.hidden
     G = H // KV
 
-    def heads_of(w, n, interleaved):  # [n*D, C] -> [n, D, C]
-        if not interleaved:
-            return w.reshape(n, D, C)
-        return w.reshape(n, D // 2, 2, C).transpose(0, 2, 1, 3).reshape(n, D, C)
+    def rows_hf(w, n):  # llama.cpp's rotary row order -> Hugging Face's (half-split) order
+        return w.reshape(n, D // 2, 2, C).transpose(0, 2, 1, 3).reshape(n * D, C)
 
-    def pad0(w, axis):
-        extra = pad_heads - w.shape[axis]
-        if extra == 0:
-            return w
-        widths = [(0, 0)] * w.ndim
-        widths[axis] = (0, extra)
-        return np.pad(w, widths)
+    def pad_out(w_in_out, per_kv):  # [C, KV*per_kv] -> [C, kvp*per_kv] with zero columns
+        return np.pad(w_in_out, [(0, 0), (0, (kvp - KV) * per_kv)])
 
+    T = lambda w: np.ascontiguousarray(w.T)
     p = {"embed": g["token_embd.weight"], "norm": g["output_norm.weight"], "layers": []}
     for i in range(c.layers):
         b = f"blk.{i}."
-        q = heads_of(g[b + "attn_q.weight"], H, True)
-        k = np.repeat(heads_of(g[b + "attn_k.weight"], KV, True), G, axis=0)
-        v = np.repeat(heads_of(g[b + "attn_v.weight"], KV, False), G, axis=0)
-        o = g[b + "attn_output.weight"].reshape(C, H, D)
+        q = T(rows_hf(g[b + "attn_q.weight"], H))                     # [C, H*D], head h -> kv h//G
+        k = T(rows_hf(g[b + "attn_k.weight"], KV))                    # [C, KV*D]
+        v = T(g[b + "attn_v.weight"])                                 # [C, KV*D]
+        o = T(g[b + "attn_output.weight"])                            # [H*D, C]
         p["layers"].append({
             "ln1": g[b + "attn_norm.weight"], "ln2": g[b + "ffn_norm.weight"],
-            "q": pad0(q, 0), "k": pad0(k, 0), "v": pad0(v, 0), "o": pad0(o, 1),
-            "gate": g[b + "ffn_gate.weight"], "up": g[b + "ffn_up.weight"],
-            "down": g[b + "ffn_down.weight"],
+            "wq": pad_out(q, G * D), "wk": pad_out(k, D), "wv": pad_out(v, D),
+            "wo": np.pad(o, [(0, (kvp - KV) * G * D), (0, 0)]),
+            "gate": T(g[b + "ffn_gate.weight"]), "up": T(g[b + "ffn_up.weight"]),
+            "down": T(g[b + "ffn_down.weight"]),                      # [F, C]
         })
     return p
 
 
 def param_specs(p):
-    """llama::sharding_rules('model') on the tree above."""
-    layer = {"ln1": P(), "ln2": P(), "q": P("model"), "k": P("model"), "v": P("model"),
-             "o": P(None, "model"), "gate": P("model"), "up": P("model"),
-             "down": P(None, "model")}
-    return {"embed": P("model"), "norm": P(), "layers": [dict(layer) for _ in p["layers"]]}
+    """Megatron tensor parallelism on the 1-D mesh 'model'."""
+    col, row = P(None, "model"), P("model", None)
+    layer = {"ln1": P(), "ln2": P(), "wq": col, "wk": col, "wv": col, "wo": row,
+             "gate": col, "up": col, "down": row}
+    return {"embed": row, "norm": P(), "layers": [dict(layer) for _ in p["layers"]]}
 
 
-# ---- model (mirrors src/models/llama/llama.cpp) -------------------------------------------
+# ---- model ---------------------------------------------------------------------------------
 
 def rms_norm(x, w, eps):
     return x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + eps) * w
 
 
-def rope(x, cos, sin):  # x [B, T, H, D], angles [B, T, D/2]
-    D = x.shape[3]
+def rope(x, cos, sin):  # x [B, T, ..., D] (half-split pairs), cos/sin [B, T, D/2]
+    D = x.shape[-1]
+    shape = cos.shape[:2] + (1,) * (x.ndim - 3) + cos.shape[2:]
+    c, s = cos.reshape(shape), sin.reshape(shape)
     x1, x2 = x[..., :D // 2], x[..., D // 2:]
-    c, s = cos[:, :, None, :], sin[:, :, None, :]
-    return jnp.concatenate([x1 * c - x2 * s, x2 * c + x1 * s], axis=3)
+    return jnp.concatenate([x1 * c - x2 * s, x2 * c + x1 * s], axis=-1)
 
 
-def make_step(c, mesh):
-    head = NamedSharding(mesh, P(None, "model"))
+def make_forward(c, kvp, mesh):
+    """One step: tokens [B, T] at cache positions pos.. -> greedy next token [B, 1], caches."""
+    D, G = c.head_dim, c.heads // c.kv_heads
+    cache_sh = NamedSharding(mesh, P("model"))                 # [KV*B, S, D] over KV heads
+    inv = jnp.asarray(1.0 / (c.theta ** (np.arange(0, D, 2, dtype=np.float64) / D)), jnp.float32)
 
-    def step(p, tokens, pos, start, ck, cv):
+    def forward(p, tokens, pos, ck, cv):
         B, T = tokens.shape
-        S = ck[0].shape[2]
-        D = c.head_dim
-        steps = jnp.arange(T, dtype=jnp.int32)[None, :] + pos            # [B, T]
-        rel = steps - start[:, None]
-        inv = 1.0 / (c.theta ** (np.arange(0, D, 2, dtype=np.float64) / D))
-        angles = rel.astype(jnp.float32)[:, :, None] * jnp.asarray(inv, jnp.float32)
+        S = ck[0].shape[1]
+        steps = pos + jnp.arange(T, dtype=jnp.int32)                       # [T]
+        angles = steps.astype(jnp.float32)[None, :, None] * inv            # [1, T, D/2]
         cos_a, sin_a = jnp.cos(angles), jnp.sin(angles)
-        slot = jnp.arange(S, dtype=jnp.int32)[None, None, :]
-        visible = (slot <= steps[:, :, None]) & (slot >= start[:, None, None])
-        mask = visible[:, None]                                            # [B, 1, T, S]
+        mask = jnp.arange(S, dtype=jnp.int32)[None, :] <= steps[:, None]   # [T, S]
         x = jnp.take(p["embed"], tokens, axis=0)                           # [B, T, C]
+        zero = jnp.int32(0)
         nk, nv = [], []
         for i, l in enumerate(p["layers"]):
             h = rms_norm(x, l["ln1"], c.eps)
-            q = rope(jnp.einsum("btc,hdc->bthd", h, l["q"]), cos_a, sin_a)
-            k = rope(jnp.einsum("btc,hdc->bthd", h, l["k"]), cos_a, sin_a)
-            v = jnp.einsum("btc,hdc->bthd", h, l["v"])
-            zero = jnp.int32(0)
-            k_i = jax.lax.dynamic_update_slice(ck[i], k.transpose(0, 2, 1, 3), (zero, zero, pos, zero))
-            v_i = jax.lax.dynamic_update_slice(cv[i], v.transpose(0, 2, 1, 3), (zero, zero, pos, zero))
-            k_i = jax.lax.with_sharding_constraint(k_i, head)
-            v_i = jax.lax.with_sharding_constraint(v_i, head)
-            scores = jnp.einsum("bthd,bhsd->bhts", q, k_i) * (1.0 / np.sqrt(D))
-            probs = jax.nn.softmax(jnp.where(mask, scores, -1e30), axis=-1)
-            o = jnp.einsum("bhts,bhsd->bthd", probs, v_i)
-            x = x + jnp.einsum("bthd,chd->btc", o, l["o"])
+            q = rope((h @ l["wq"]).reshape(B, T, kvp, G, D), cos_a, sin_a)
+            k = rope((h @ l["wk"]).reshape(B, T, kvp, D), cos_a, sin_a)
+            v = (h @ l["wv"]).reshape(B, T, kvp, D)
+            kvrows = lambda t: t.transpose(2, 0, 1, 3).reshape(kvp * B, T, D)
+            k_i = jax.lax.dynamic_update_slice(ck[i], kvrows(k), (zero, pos, zero))
+            v_i = jax.lax.dynamic_update_slice(cv[i], kvrows(v), (zero, pos, zero))
+            k_i = jax.lax.with_sharding_constraint(k_i, cache_sh)
+            v_i = jax.lax.with_sharding_constraint(v_i, cache_sh)
+            qh = q.transpose(2, 0, 3, 1, 4).reshape(kvp * B, G * T, D)         # rows (g, t)
+            scores = jnp.einsum("nrd,nsd->nrs", qh, k_i) * (1.0 / np.sqrt(D))
+            probs = jax.nn.softmax(jnp.where(jnp.tile(mask, (G, 1)), scores, -jnp.inf), axis=-1)
+            o = jnp.einsum("nrs,nsd->nrd", probs, v_i).reshape(kvp, B, G, T, D)
+            o = o.transpose(1, 3, 0, 2, 4).reshape(B, T, kvp * G * D)
+            x = x + o @ l["wo"]
             h2 = rms_norm(x, l["ln2"], c.eps)
-            g = jnp.einsum("btc,fc->btf", h2, l["gate"])
-            u = jnp.einsum("btc,fc->btf", h2, l["up"])
-            x = x + jnp.einsum("btf,cf->btc", jax.nn.silu(g) * u, l["down"])
+            x = x + (jax.nn.silu(h2 @ l["gate"]) * (h2 @ l["up"])) @ l["down"]
             nk.append(k_i)
             nv.append(v_i)
-        x = rms_norm(x, p["norm"], c.eps)
-        logits = jnp.einsum("btc,vc->btv", x, p["embed"])[:, T - 1]        # [B, V]
-        return jnp.argmax(logits, axis=-1).astype(jnp.int32), nk, nv
+        last = rms_norm(x[:, T - 1], p["norm"], c.eps)                     # [B, C]
+        logits = jnp.einsum("bc,vc->bv", last, p["embed"])                 # tied lm_head
+        return jnp.argmax(logits, axis=-1).astype(jnp.int32)[:, None], nk, nv
 
-    return step
+    return forward
 
 
 class JaxLlama:
     def __init__(self, c, g, n):
         self.c = c
-        devs = np.array(jax.devices()[:n])
-        self.mesh = Mesh(devs, ("model",))
-        self.hp = -(-c.heads // n) * n  # heads padded to a multiple of n (partix's blocks)
-        p = head_major(c, g, self.hp)
-        specs = param_specs(p)
-        shard = jax.tree.map(lambda s: NamedSharding(self.mesh, s), specs,
-                             is_leaf=lambda s: isinstance(s, P))
+        self.mesh = Mesh(np.array(jax.devices()[:n]), ("model",))
+        self.kvp = kv_padding(c, n)
+        p = jax_layout(c, g, self.kvp)
+        ns = lambda s: NamedSharding(self.mesh, s)
+        shard = jax.tree.map(ns, param_specs(p), is_leaf=lambda s: isinstance(s, P))
         self.params = jax.device_put(p, shard)
-        self.rep = NamedSharding(self.mesh, P())
-        self.head = NamedSharding(self.mesh, P(None, "model"))
-        cache_sh = [self.head] * c.layers
-        self.step = jax.jit(make_step(c, self.mesh),
-                            in_shardings=(shard, self.rep, self.rep, self.rep, cache_sh, cache_sh),
-                            out_shardings=(self.rep, cache_sh, cache_sh),
-                            donate_argnums=(4, 5))
+        self.rep = ns(P())
+        self.cache_sh = ns(P("model"))
+        cs = [self.cache_sh] * c.layers
+        forward = make_forward(c, self.kvp, self.mesh)
+        # (a) streaming: one jitted step per token (prefill is the same function at T = prompt).
+        self.step = jax.jit(forward, in_shardings=(shard, self.rep, self.rep, cs, cs),
+                            out_shardings=(self.rep, cs, cs), donate_argnums=(3, 4))
+
+        # (b) all decode tokens in one program: a fori_loop with the caches in the carry.
+        def decode_loop(p, tok, pos, ck, cv, n_new):
+            out = jnp.zeros((n_new, tok.shape[0]), jnp.int32)
+
+            def body(i, carry):
+                tok, ck, cv, out = carry
+                nxt, ck, cv = forward(p, tok, pos + i, ck, cv)
+                return nxt, ck, cv, jax.lax.dynamic_update_slice(out, nxt.T, (i, jnp.int32(0)))
+
+            _, ck, cv, out = jax.lax.fori_loop(0, n_new, body, (tok, ck, cv, out))
+            return out.T, ck, cv
+
+        self.loop = jax.jit(decode_loop, static_argnums=(5,),
+                            in_shardings=(shard, self.rep, self.rep, cs, cs),
+                            out_shardings=(self.rep, cs, cs), donate_argnums=(3, 4))
 
     def cache(self, B, S):
-        z = lambda: jax.device_put(np.zeros((B, self.hp, S, self.c.head_dim), np.float32), self.head)
+        z = lambda: jax.device_put(np.zeros((self.kvp * B, S, self.c.head_dim), np.float32),
+                                   self.cache_sh)
         return [z() for _ in range(self.c.layers)], [z() for _ in range(self.c.layers)]
 
-    def generate(self, ids, max_tokens):
+    def decode_args(self, n_prompt, max_tokens, B=1):
+        """Arguments of a decode step (for lowering it)."""
+        S = (n_prompt + max_tokens + 15) // 16 * 16
+        ck, cv = self.cache(B, S)
+        tok = jax.device_put(np.zeros((B, 1), np.int32), self.rep)
+        return self.params, tok, np.int32(n_prompt), ck, cv
+
+    def generate(self, ids, max_tokens, mode="stream"):
         B, Tp = 1, len(ids)
         S = (Tp + max_tokens + 15) // 16 * 16
         ck, cv = self.cache(B, S)
-        start = jax.device_put(np.zeros((B,), np.int32), self.rep)
         tokens = jax.device_put(np.asarray([ids], np.int32), self.rep)
-        pos = lambda q: jax.device_put(np.int32(q), self.rep)
         t0 = time.perf_counter()
-        nxt, ck, cv = self.step(self.params, tokens, pos(0), start, ck, cv)
-        cur = np.asarray(nxt)
+        nxt, ck, cv = self.step(self.params, tokens, np.int32(0), ck, cv)
+        out = [int(np.asarray(nxt)[0, 0])]
         prefill_s = time.perf_counter() - t0
-        out = [int(cur[0])]
+        n_new = max_tokens - 1
         t1 = time.perf_counter()
-        for s in range(max_tokens - 1):
-            tok = jax.device_put(cur.reshape(B, 1).astype(np.int32), self.rep)
-            nxt, ck, cv = self.step(self.params, tok, pos(Tp + s), start, ck, cv)
-            cur = np.asarray(nxt)
-            out.append(int(cur[0]))
+        if mode == "stream":
+            for s in range(n_new):
+                # The device token feeds the next step; the host copy is the streamed token.
+                nxt, ck, cv = self.step(self.params, nxt, np.int32(Tp + s), ck, cv)
+                out.append(int(np.asarray(nxt)[0, 0]))
+        elif n_new > 0:
+            toks, ck, cv = self.loop(self.params, nxt, np.int32(Tp), ck, cv, n_new)
+            out += [int(t) for t in np.asarray(toks)[0]]
         decode_s = time.perf_counter() - t1
         return {"prefill_tok_s": B * Tp / prefill_s,
-                "decode_tok_s": B * (max_tokens - 1) / decode_s if max_tokens > 1 else 0.0,
+                "decode_tok_s": B * n_new / decode_s if n_new > 0 else 0.0,
                 "tokens": out}
+
+
+# ---- HLO check: no weight copied, transposed or gathered per step --------------------------
+
+def weight_shapes(params):
+    """The per-device and global shapes of the weight matrices, as sorted dimensions."""
+    shapes = set()
+    for leaf in jax.tree.leaves(params):
+        if leaf.ndim == 2:
+            shapes.add(tuple(sorted(leaf.addressable_shards[0].data.shape)))
+            shapes.add(tuple(sorted(leaf.shape)))
+    return shapes
+
+
+def copies(hlo_text, match):
+    """Instructions of a compiled program (outside fusion bodies) that copy, transpose or
+    all-gather an array whose sorted dimensions satisfy match, or fusions that copy or
+    transpose one. Returns [(name, op, shape)]."""
+    comps, cur = {}, None
+    for line in hlo_text.splitlines():
+        m = re.match(r"^(?:ENTRY )?%?([\w.\-]+) .*\{\s*$", line)
+        if m and not line.startswith(" "):
+            cur = comps.setdefault(m.group(1), [])
+        elif cur is not None and line.strip() and line.strip() != "}":
+            cur.append(line.strip())
+    inst = re.compile(r"^(?:ROOT )?%?([\w.\-]+) = (\w+)\[([\d,]*)\][^ ]* ([\w\-]+)\(")
+
+    def hit(line, ops):
+        m = inst.match(line)
+        if not m or m.group(4) not in ops or not m.group(3):
+            return None
+        dims = tuple(sorted(int(d) for d in m.group(3).split(",")))
+        return (m.group(1), m.group(4), m.group(3)) if match(dims) else None
+
+    fused = set(re.findall(r"kind=k\w+, calls=%?([\w.\-]+)", hlo_text))
+    found = []
+    for name, lines in comps.items():
+        if name in fused:
+            continue
+        for line in lines:
+            h = hit(line, ("copy", "transpose", "all-gather", "all-gather-start"))
+            if h:
+                found.append(h)
+                continue
+            m = re.search(r"fusion\(.*calls=%?([\w.\-]+)", line)
+            if m and any(hit(l, ("copy", "transpose")) for l in comps.get(m.group(1), [])):
+                found.append((inst.match(line).group(1), "fusion", inst.match(line).group(3)))
+    return found
+
+
+def hlo_check(jx, n_prompt, max_tokens):
+    """{program: (weight-size copies, number of other copies/transposes of >= 1024 elements,
+    their distinct shapes)} for the compiled decode step and the fori_loop decode."""
+    shapes = weight_shapes(jx.params)
+    res = {}
+    for prog in ("stream step", "fori_loop"):
+        args = jx.decode_args(n_prompt, max_tokens)
+        f = jx.step.lower(*args) if prog == "stream step" else \
+            jx.loop.lower(*args, max(max_tokens - 1, 1))
+        text = f.compile().as_text()
+        other = copies(text, lambda d: d not in shapes and np.prod(d) >= 1024)
+        res[prog] = (copies(text, lambda d: d in shapes), len(other),
+                     sorted({o[2] for o in other}))
+    return res
 
 
 # ---- partix (a long-lived process driven over stdin) ---------------------------------------
@@ -273,47 +420,76 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--partix", default=os.path.join(ROOT, "build/bin/partix_bench_llama_generate"))
     ap.add_argument("--model", default=DEFAULT_MODEL)
-    ap.add_argument("--devices", default="8,1")
+    ap.add_argument("--devices", default="1,8")
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--prompt", default="What is the capital of France?")
+    ap.add_argument("--jax-only", action="store_true",
+                    help="no partix process: JAX alone on a fixed 30-token prompt")
+    ap.add_argument("--no-hlo-check", action="store_true",
+                    help="skip counting weight copies in the compiled decode programs")
     ap.add_argument("--json", action="store_true", help="print every repetition")
     a = ap.parse_args()
     c, g = load_gguf(a.model)
-    rows = []
+    systems = ["jax_stream", "jax_loop"] if a.jax_only else ["partix", "jax_stream", "jax_loop"]
+    rows, notes = [], []
     for n in [int(x) for x in a.devices.split(",")]:
-        px = Partix(a.partix, n, a.max_tokens, a.prompt, a.model)
+        px = None if a.jax_only else Partix(a.partix, n, a.max_tokens, a.prompt, a.model)
+        ids = list(range(100, 130)) if px is None else px.prompt_ids
         jx = JaxLlama(c, g, n)
-        # Warm up (compiles both shapes on both sides) and check the greedy tokens agree.
-        rp, rj = px.generate(), jx.generate(px.prompt_ids, a.max_tokens)
-        if rp["tokens"] != rj["tokens"]:
-            print(f"[{n} devices] greedy tokens differ:\n partix {rp['tokens']}\n jax    {rj['tokens']}",
-                  file=sys.stderr)
-            sys.exit(1)
-        res = {"partix": [], "jax": []}
+        if not a.no_hlo_check:
+            for prog, (found, other, shapes) in hlo_check(jx, len(ids), a.max_tokens).items():
+                print(f"[{n} devices] HLO of the JAX decode {prog}: {len(found)} copies/transposes/"
+                      f"all-gathers of weight size" + (f" {found}" if found else "") +
+                      f"; {other} of other arrays >= 1024 elements" +
+                      (f" (shapes {shapes})" if shapes else ""), flush=True)
+        run = {"partix": (lambda: px.generate()),
+               "jax_stream": (lambda: jx.generate(ids, a.max_tokens, "stream")),
+               "jax_loop": (lambda: jx.generate(ids, a.max_tokens, "loop"))}
+        # Warm up (compiles every shape on every side) and compare the greedy tokens.
+        warm = {s: run[s]() for s in systems}
+        ref = warm[systems[0]]["tokens"]
+        for s in systems[1:]:
+            same = sum(x == y for x, y in zip(ref, warm[s]["tokens"]))
+            if same != len(ref):
+                first = next(i for i, (x, y) in enumerate(zip(ref, warm[s]["tokens"])) if x != y)
+                notes.append(f"{n} devices: {s} agrees with {systems[0]} on {same}/{len(ref)} "
+                             f"greedy tokens (first difference at token {first})")
+                print(f"[{n} devices] {notes[-1]}\n {systems[0]} {ref}\n {s} {warm[s]['tokens']}",
+                      file=sys.stderr)
+        if not a.jax_only and all(warm[s]["tokens"] == ref for s in systems):
+            notes.append(f"{n} devices: the {len(ref)} greedy tokens agree exactly on all sides")
+        res = {s: [] for s in systems}
         for r in range(a.reps):
-            order = [("partix", px.generate), ("jax", lambda: jx.generate(px.prompt_ids, a.max_tokens))]
-            if r % 2:
-                order.reverse()
-            for name, fn in order:
-                out = fn()
-                res[name].append(out)
+            order = systems if r % 2 == 0 else systems[::-1]
+            for s in order:
+                out = run[s]()
+                res[s].append(out)
                 if a.json:
-                    print(json.dumps({"devices": n, "system": name, **out}))
-        px.close()
+                    print(json.dumps({"devices": n, "system": s, **out}), flush=True)
+        if px is not None:
+            px.close()
         for phase in ("prefill", "decode"):
-            pv = [x[phase + "_tok_s"] for x in res["partix"]]
-            jv = [x[phase + "_tok_s"] for x in res["jax"]]
-            ratio = [p / j for p, j in zip(pv, jv)]
-            rows.append((n, phase, spread(pv), spread(jv),
-                         f"{statistics.median(ratio):.2f} ({min(ratio):.2f}..{max(ratio):.2f})"))
+            v = {s: [x[phase + "_tok_s"] for x in res[s]] for s in systems}
+            row = [n, phase] + [spread(v[s]) for s in systems]
+            if px is not None:
+                for j in ("jax_stream", "jax_loop"):
+                    ratio = [p / q for p, q in zip(v["partix"], v[j])]
+                    row.append(f"{statistics.median(ratio):.2f} ({min(ratio):.2f}..{max(ratio):.2f})")
+            rows.append(row)
         del jx
-    print(f"\nSmolLM2-135M f32, prompt {len(px.prompt_ids)} tokens, {a.max_tokens} new tokens, "
-          f"greedy, {a.reps} alternating repetitions: median (min..max)")
-    print(f"| devices | phase | partix tok/s | JAX tok/s | partix/JAX |")
-    print(f"|---|---|---|---|---|")
+    print(f"\nSmolLM2-135M f32, prompt {len(ids)} tokens, {a.max_tokens} new tokens, greedy, "
+          f"{a.reps} alternating repetitions: tokens/s, median (min..max)")
+    names = {"partix": "partix", "jax_stream": "JAX stream", "jax_loop": "JAX fori_loop"}
+    head = ["devices", "phase"] + [names[s] for s in systems]
+    if not a.jax_only:
+        head += ["partix/JAX stream", "partix/JAX fori_loop"]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
     for r in rows:
         print("| " + " | ".join(str(x) for x in r) + " |")
+    for line in notes:
+        print(line)
 
 
 if __name__ == "__main__":
