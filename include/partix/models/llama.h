@@ -183,7 +183,8 @@ struct Model {
 struct LoadOptions {
   // GGUF matrices stored as Q8_0, Q4_0, Q4_1, Q4_K or Q6_K stay in that dtype (DESIGN §6.4):
   // matmuls decode them block by block. The token embedding is then replicated (its rows are
-  // gathered whole), and head dims must be multiples of the block.
+  // gathered whole; a tied lm_head keeps the vocab-split table as Params "lm_head.weight" on
+  // meshes of several devices), and head dims must be multiples of the block.
   bool quantized = false;
   // The dtype of every other weight matrix: F32, or BF16 / F16 at half the memory (matmuls
   // widen it to f32 in registers; norms stay f32). Converted tensor by tensor as it loads.

@@ -272,8 +272,11 @@ StepResult forward(const Params& p, const Config& c, const Array& tokens, const 
   if (last_only) x = slice_axis(x, 1, T - 1, T);  // [B, 1, C]
   x = rms_norm(x, p.at("model.norm.weight"), c.rms_norm_eps);
   if (probe) probe("model.norm", x);
-  const Array& head =
-      c.tie_word_embeddings ? p.at("model.embed_tokens.weight") : p.at("lm_head.weight");
+  // A tied model may still carry its own lm_head (a vocab-split copy of a replicated
+  // quantized embedding).
+  const Array& head = !c.tie_word_embeddings || p.count("lm_head.weight")
+                          ? p.at("lm_head.weight")
+                          : p.at("model.embed_tokens.weight");
   Array logits = einsum("btc,vc->btv", {x, head});
   if (probe) probe("lm_head", logits);
   return {logits, out};

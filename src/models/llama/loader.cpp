@@ -140,8 +140,10 @@ Model load_into(const Config& cfg, const Source& src, const ConfigSource& cs, co
     }
     m.params[name] = narrow(name, src.load(name, target(name)));
     // The embedding's rows are gathered whole: a quantized table is replicated, as the
-    // vocab-parallel lookup would mask its rows.
+    // vocab-parallel lookup would mask its rows. A tied lm_head keeps the vocab-split table
+    // as its own parameter, so that no device computes every logit.
     if (name == "model.embed_tokens.weight" && is_quantized(m.params[name].dtype())) {
+      if (cfg.tie_word_embeddings && mesh.size() > 1) m.params["lm_head.weight"] = m.params[name];
       m.params[name] = device_put(m.params[name], NamedSharding(mesh, P()));
     }
   }
