@@ -13,6 +13,7 @@
 #include <random>
 #include <thread>
 
+#include "backend/cpu/thread_team.h"
 #include "backend/kernel_harness.h"
 
 namespace partix::testing_kernels {
@@ -221,6 +222,31 @@ TEST(CpuDot, DecodeAttentionShapes) {
           Tensor b = random_tensor(DType::F32, d.rhs, rng);
           EXPECT_TRUE(check_dot(d, a, b, DType::F32)) << describe(d, DType::F32, DType::F32);
         }
+      }
+    }
+  }
+}
+
+TEST(CpuDot, MatrixVectorProductsSplitOverColumnsGiveTheSameBits) {
+  // f32 decode: x [1, K] against a weight [N, K] (dot products) or [K, N] (row updates) has
+  // one row of output, so its columns are split over the team; each column must be summed
+  // exactly as on one thread, N off the column groups included.
+  std::mt19937_64 rng(45);
+  for (int64_t N : {1536, 1000, 577}) {
+    for (int64_t K : {576, 300}) {
+      const DotCase dots{{1, K}, {N, K}, {1}, {1}, {}, {}};
+      const DotCase updates{{1, K}, {K, N}, {1}, {0}, {}, {}};
+      for (const DotCase& d : {dots, updates}) {
+        SCOPED_TRACE(describe(d, DType::F32, DType::F32));
+        Tensor a = random_tensor(DType::F32, d.lhs, rng), b = random_tensor(DType::F32, d.rhs, rng);
+        KernelRun one = run_kernel("dot_general", dot_attrs(d), {a, b}, true);
+        backend::cpu::ThreadTeam team(1);
+        backend::cpu::ThreadTeam::set_current(&team);
+        KernelRun split = run_kernel("dot_general", dot_attrs(d), {a, b}, true);
+        backend::cpu::ThreadTeam::set_current(nullptr);
+        ASSERT_TRUE(one.handled && split.handled);
+        EXPECT_EQ(one.outs[0].bytes, split.outs[0].bytes);
+        EXPECT_TRUE(check_dot(d, a, b, DType::F32));
       }
     }
   }

@@ -512,19 +512,34 @@ bool small_f32_matmul(const Plan& p, const float* a, const float* b, float* c) {
       }
     }
   }
-  // Blocks of at least ~500K multiply-adds: decode's attention (~20 us) stays on one thread,
-  // where handing chunks to a helper would save a few microseconds at most.
-  const int64_t grain = std::max<int64_t>(1, (kParallelGrain << 4) / std::max<int64_t>(1, N * K));
-  parallel_for(batches * M, grain, [&](int64_t lo, int64_t hi) {
-    for (int64_t row = lo; row < hi; ++row) {
+  // Work units are (row of C, piece of its columns). With as many rows as threads or more, a
+  // unit is a whole row, in blocks of at least ~500K multiply-adds: decode's attention (~20 us)
+  // stays on one thread. With fewer rows (an f32 matrix-vector product of decode, ~1M
+  // multiply-adds), the columns split too, into pieces of at least ~64K multiply-adds aligned
+  // to the kernels' column groups, so each column is summed exactly as unsplit.
+  const int64_t rows = batches * M;
+  const int64_t team = ThreadTeam::current() ? ThreadTeam::current()->size() : 1;
+  const bool by_columns = (ak == 1 && bk == 1) || bn == 1;
+  int64_t cols = N;
+  if (by_columns && team > 1 && rows < team && N * K >= (int64_t{1} << 17)) {
+    const int64_t align = bn == 1 && !(ak == 1 && bk == 1) ? 64 : 4;
+    const int64_t want = std::max<int64_t>((int64_t{1} << 16) / K, (N + team * 4 - 1) / (team * 4));
+    cols = std::min(N, (want + align - 1) / align * align);
+  }
+  const int64_t pieces = (N + cols - 1) / cols;
+  const int64_t grain =
+      pieces > 1 ? 1 : std::max<int64_t>(1, (kParallelGrain << 4) / std::max<int64_t>(1, N * K));
+  parallel_for(rows * pieces, grain, [&](int64_t lo, int64_t hi) {
+    for (int64_t u = lo; u < hi; ++u) {
+      const int64_t row = u / pieces, n0 = (u % pieces) * cols, n1 = std::min(N, n0 + cols);
       const int64_t t = row / M, m = row % M;
       const float* ar = a + offa[static_cast<size_t>(t)] + m * am;
       const float* B = b + offb[static_cast<size_t>(t)];
       float* cr = c + row * N;
       if (ak == 1 && bk == 1) {
-        dot_rows(ar, B, bn, K, N, cr);
+        dot_rows(ar, B + n0 * bn, bn, K, n1 - n0, cr + n0);
       } else if (bn == 1) {
-        update_rows(ar, ak, B, bk, K, N, cr);
+        update_rows(ar, ak, B + n0, bk, K, n1 - n0, cr + n0);
       } else {
         for (int64_t n = 0; n < N; ++n) {
           float acc = 0.0f;
