@@ -9,18 +9,17 @@ Commands (from the repository root; JAX lives in a venv outside the repo):
   ~/.cache/partix-jax-venv/bin/python bench/llama_vs_jax.py --devices 1,8 --reps 3
   ~/.cache/partix-jax-venv/bin/python bench/llama_vs_jax.py --jax-only --devices 1   # no partix
 
-Results on the 2-core development VM (shared with other builds, so noisy), --reps 3, tokens/s
-medians; "stream" = one jitted step per token, "fori_loop" = all decode steps in one program:
+Results on the 2-core development VM (AMD EPYC, AVX2), --reps 3, tokens/s medians; "stream" =
+one jitted step per token, "fori_loop" = all decode steps in one program:
   | devices | phase | partix | JAX stream | JAX fori_loop | partix/JAX stream | partix/JAX fori_loop |
   |---|---|---|---|---|---|---|
-  | 1 | prefill | 8.6 | 93.6 | 116.5 | 0.09 | 0.08 |
-  | 1 | decode | 6.5 | 14.5 | 15.8 | 0.45 | 0.37 |
-  | 8 | prefill | 66.0 | 93.2 | 86.4 | 0.70 | 1.20 |
-  | 8 | decode | 5.2 | 6.9 | 7.1 | 0.64 | 0.68 |
+  | 1 | prefill | 284.1 | 180.6 | 169.7 | 1.57 | 1.67 |
+  | 1 | decode | 19.8 | 19.8 | 21.0 | 0.96 | 0.86 |
+  | 8 | prefill | 130.3 | 161.7 | 114.3 | 0.96 | 1.14 |
+  | 8 | decode | 9.0 | 13.0 | 14.7 | 0.62 | 0.57 |
 
-(prompt 37 tokens, 32 new tokens; the per-repetition ranges were wide, e.g. 1-device JAX
-decode 13.5..19.2, 8-device partix prefill 54..142; JAX's two prefill columns run the same
-program, their difference is noise.)
+(prompt 37 tokens, 32 new tokens; per-repetition ranges, e.g. 1-device partix prefill
+186..299; JAX's two prefill columns run the same program, their difference is noise.)
 
 What runs on both sides:
 - The same weights: the GGUF dequantized to f32. partix loads the file with its own loader

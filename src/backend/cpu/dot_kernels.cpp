@@ -593,7 +593,9 @@ bool half_weight_kernel(const KernelCall& c) {
          d.rhs_contract[static_cast<size_t>(i)] == b.ndim() - nc + i;
     K *= a.shape[static_cast<size_t>(a.ndim() - nc + i)];
   }
-  if (!ok || K == 0) return false;
+  // Beyond a few activation rows (prefill) oneDNN's blocked GEMM on the widened weight wins:
+  // each weight is reused across the rows, so widening it once costs less than it saves.
+  if (!ok || K == 0 || a.size() / K > 8) return false;
   half_weight_matmul(b.dtype, c.input<float>(0), c.input<uint16_t>(1), c.output<float>(0),
                      a.size() / K, b.size() / K, K);
   return true;
