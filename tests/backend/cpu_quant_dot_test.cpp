@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "backend/cpu/quant_dot.h"
+#include "backend/cpu/thread_team.h"
 #include "backend/quant_blocks.h"
 
 namespace partix::backend::cpu {
@@ -134,10 +135,12 @@ TEST_P(QuantDot, MatrixVectorRowGroupsAndTeamSplitsGiveTheSameBits) {
       if (!quant_isa_supported(isa)) continue;
       SCOPED_TRACE(std::string(quant_isa_name(isa)) + " N=" + std::to_string(N));
       std::vector<float> one(static_cast<size_t>(N)), team(static_cast<size_t>(N));
-      quant_matmul_on_team(1, dt, x.data(), w.data(), one.data(), 1, N, K, isa);
-      // Twice: a thread's first product of a size worth splitting runs whole (to time it).
-      for (int i = 0; i < 2; ++i) {
-        quant_matmul_on_team(2, dt, x.data(), w.data(), team.data(), 1, N, K, isa);
+      quant_matmul(dt, x.data(), w.data(), one.data(), 1, N, K, isa);  // no team: one thread
+      {
+        ThreadTeam two(1);
+        ThreadTeam::set_current(&two);
+        quant_matmul(dt, x.data(), w.data(), team.data(), 1, N, K, isa);
+        ThreadTeam::set_current(nullptr);
       }
       for (int64_t n = 0; n < N; ++n) {
         ASSERT_EQ(one[n], team[n]) << "at " << n;

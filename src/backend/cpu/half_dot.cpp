@@ -72,7 +72,7 @@ __attribute__((target("avx2,fma,f16c"))) void rows_avx2(const float* x, const ui
 
 template <int R>
 void rows_dispatch(DType dt, const float* x, const uint16_t* w, int64_t K, float* out) {
-  static const bool avx2 = quant_isa() != QuantIsa::kPortable;
+  static const bool avx2 = quant_isa_supported(QuantIsa::kAvx2);  // AVX2, FMA and F16C
   if (!avx2) return rows_portable<R>(dt, x, w, K, out);
   if (dt == DType::BF16) return rows_avx2<R, true>(x, w, K, out);
   rows_avx2<R, false>(x, w, K, out);

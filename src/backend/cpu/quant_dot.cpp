@@ -393,15 +393,6 @@ void quant_matmul(DType dt, const float* x, const void* w, float* y, int64_t M, 
   }
 }
 
-void quant_matmul_on_team(int threads, DType dt, const float* x, const void* w, float* y, int64_t M,
-                          int64_t N, int64_t K, QuantIsa isa) {
-  ThreadTeam team(threads - 1);
-  ThreadTeam* saved = ThreadTeam::current();
-  ThreadTeam::set_current(&team);
-  quant_matmul(dt, x, w, y, M, N, K, isa);
-  ThreadTeam::set_current(saved);
-}
-
 void quantize_activations(const float* x, int64_t K, QuantIsa isa, float* scales, int8_t* codes) {
   std::vector<Q8Block> q(static_cast<size_t>(K / 32));
   const bool simd = isa != QuantIsa::kPortable && quant_isa_supported(QuantIsa::kAvx2);

@@ -29,11 +29,6 @@ inline void quant_matmul(DType dt, const float* x, const void* w, float* y, int6
   quant_matmul(dt, x, w, y, M, N, K, quant_isa());
 }
 
-// quant_matmul on a thread team of `threads` threads made for the call (tests:
-// a product split over a team must give the same bits as on one thread).
-void quant_matmul_on_team(int threads, DType dt, const float* x, const void* w, float* y, int64_t M,
-                          int64_t N, int64_t K, QuantIsa isa);
-
 // The activation quantization the kernels use (one scale per 32 elements, int8 codes), on
 // `isa`'s code path; for tests (every path must give the same bits). K % 32 == 0.
 void quantize_activations(const float* x, int64_t K, QuantIsa isa, float* scales, int8_t* codes);

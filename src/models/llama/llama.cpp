@@ -189,26 +189,27 @@ std::vector<float> inverse_frequencies(const Config& c) {
 }
 
 // The rotate-half form of Hugging Face Llama's rotary embedding, as x cos + swap(x) sin with
-// swap(x) = [x2, x1] and the tables widened to D once per step: cos [c, c], sin [-s, s]
-// ([B, T, D], times an optional scale).
+// swap(x) = [x2, x1] and the tables widened to D once per step: cos [c, c], sin [-s, s], times
+// an optional scale, shaped [B, T, 1 per head dim..., D] for x of rank `rank`.
 struct Rotary {
   Array cos, sin;
 };
-Rotary rotary_tables(const Array& angles, double scale) {
+Rotary rotary_tables(const Array& angles, double scale, int rank) {
   Array c = cos(angles), s = sin(angles);
   Rotary r{concatenate({c, c}, 2), concatenate({-s, s}, 2)};
   if (scale != 1.0) r = {r.cos * scale, r.sin * scale};
-  return r;
+  const Shape& a = r.cos.shape();
+  Shape to{a[0], a[1]};
+  for (int d = 2; d < rank - 1; ++d) to.push_back(1);
+  to.push_back(a[2]);
+  return {reshape(r.cos, to), reshape(r.sin, to)};
 }
-// x [B, T, heads..., D]: the tables broadcast over the head dimensions.
+// x [B, T, heads..., D], tables from rotary_tables for x's rank.
 Array rope(const Array& x, const Rotary& r) {
   const int last = x.ndim() - 1;
   const int64_t D = x.shape()[static_cast<size_t>(last)];
-  Shape s{x.shape()[0], x.shape()[1]};
-  for (int d = 2; d < last; ++d) s.push_back(1);
-  s.push_back(D);
   Array swapped = concatenate({slice_axis(x, last, D / 2, D), slice_axis(x, last, 0, D / 2)}, last);
-  return x * reshape(r.cos, s) + swapped * reshape(r.sin, s);
+  return x * r.cos + swapped * r.sin;
 }
 
 }  // namespace
@@ -231,8 +232,8 @@ StepResult forward(const Params& p, const Config& c, const Array& tokens, const 
   Array inv_freq = from_vector(inv, {static_cast<int64_t>(inv.size())});
   Array angles = expand_dims(astype(rel, DType::F32), 2) * inv_freq;  // [B, T, D/2]
   // The queries' tables carry the attention scale 1/sqrt(D), so the scores need no scaling.
-  const Rotary rot_k = rotary_tables(angles, 1.0);
-  const Rotary rot_q = rotary_tables(angles, 1.0 / std::sqrt(static_cast<double>(D)));
+  const Rotary rot_k = rotary_tables(angles, 1.0, 4);  // k [B, T, KV, D]
+  const Rotary rot_q = rotary_tables(angles, 1.0 / std::sqrt(static_cast<double>(D)), 5);
   // Key slot s is visible to query t of row b when start[b] <= s <= pos + t: an additive bias
   // [B, 1, T, 1, S] over the scores [B, KV, T, G, S].
   Array slot = iota({B, T, S}, 2, DType::I32);
