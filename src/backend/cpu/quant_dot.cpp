@@ -242,7 +242,7 @@ void rows_portable(DType dt, const uint8_t* w, int64_t row_bytes, const Q8Block*
 // microseconds, against ~50 us for a 576 x 1536 product on one thread. A helper the OS has not
 // scheduled holds nothing up: the caller runs the chunks nobody claimed (ThreadTeam). Every
 // split gives the same bits as one thread.
-constexpr int64_t kRowGroup = 4;
+constexpr int64_t kRowGroup = 8;
 constexpr int64_t kSplitBlocks = 2048;
 
 template <class Rows>
