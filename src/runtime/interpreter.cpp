@@ -7,6 +7,7 @@
 
 #include "core/errors.h"
 #include "core/fault_injection.h"
+#include "runtime/fusion.h"
 #include "runtime/profiler_hooks.h"
 
 namespace partix::runtime {
@@ -55,9 +56,21 @@ bool is_view(const ir::Instr& in, const ir::Program& p) {
 Plan make_plan(const ir::Program& p, const char* platform) {
   Plan plan;
   const size_t n = p.instrs.size();
+  plan.fused_root.assign(n, -1);
+  plan.fused.resize(n);
+  if (fusion_enabled()) plan.fused_kernel = prim::find_fused_kernel(platform);
+  if (plan.fused_kernel) {
+    Fusion f = plan_fusion(p, *plan.fused_kernel);
+    plan.fused_root = std::move(f.root_of);
+    plan.fused = std::move(f.group);
+  }
+  // A fused member's operands are read when its root runs.
+  auto at = [&](size_t i) { return plan.fused_root[i] >= 0 ? plan.fused_root[i] : static_cast<int>(i); };
   std::vector<int> last_use(p.values.size(), -1);
   for (size_t i = 0; i < n; ++i) {
-    for (int v : p.instrs[i].inputs) last_use[static_cast<size_t>(v)] = static_cast<int>(i);
+    for (int v : p.instrs[i].inputs) {
+      last_use[static_cast<size_t>(v)] = std::max(last_use[static_cast<size_t>(v)], at(i));
+    }
   }
   for (int v : p.results) last_use[static_cast<size_t>(v)] = static_cast<int>(n);  // never freed
   plan.release_after.resize(n);
@@ -79,8 +92,10 @@ Plan make_plan(const ir::Program& p, const char* platform) {
     for (int v : in.outputs) oa.push_back(&p.aval(v));
     int reuse = -1;
     const int only = in.prim->in_place_operand();
-    const bool view = is_view(in, p);
-    if (view) {
+    const bool fused = plan.fused_root[i] >= 0;  // a fused root allocates its result
+    const bool view = !fused && is_view(in, p);
+    if (fused) {
+    } else if (view) {
       const int v = in.inputs[0];
       if (last_use[static_cast<size_t>(v)] == static_cast<int>(i)) reuse = 0;
     } else if ((in.prim->is_elementwise() || only >= 0) && in.outputs.size() == 1) {
@@ -124,15 +139,63 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
   const bool profile = profiling();
   std::vector<const void*> in_ptrs;
   std::vector<void*> out_ptrs;
+  // Allocates instruction j's results (taking over a dying input where the plan says so) and
+  // runs its kernel.
+  auto run_plain = [&](size_t j) {
+    const ir::Instr& in = p.instrs[j];
+    in_ptrs.clear();
+    out_ptrs.clear();
+    for (int v : in.inputs) in_ptrs.push_back(env[static_cast<size_t>(v)].data());
+    bool taken_over = false;
+    for (size_t k = 0; k < in.outputs.size(); ++k) {
+      int v = in.outputs[k];
+      detail::Buffer& b = env[static_cast<size_t>(v)];
+      int r = k == 0 ? plan.reuse_input[j] : -1;
+      detail::Buffer* src = r >= 0 ? &env[static_cast<size_t>(in.inputs[static_cast<size_t>(r)])] : nullptr;
+      if (src && src->unique()) {
+        b = *src;  // in place: the input dies here and nobody else holds it
+        taken_over = true;
+      } else {
+        b = detail::Buffer::allocate(ctx.device, p.aval(v).nbytes());
+      }
+      out_ptrs.push_back(b.data());
+    }
+    if (taken_over && plan.view[j]) return;  // a view over a taken-over buffer is already done
+    prim::KernelCall call{in.attrs, plan.in_avals[j], plan.out_avals[j], in_ptrs, out_ptrs,
+                          ctx, in.regions};
+    const prim::KernelFn* fast = plan.fast[j];
+    if (!(fast_ok && fast && (*fast)(call))) in.prim->reference(call);
+  };
+  std::vector<const void*> group_in;
   for (size_t i = 0; i < p.instrs.size(); ++i) {
+    if (plan.member(i)) continue;  // runs with its group's root
     const ir::Instr& in = p.instrs[i];
+    const prim::FusedLoop* group = plan.fused[i].get();
     const double t0 = profile ? now_us() : 0.0;
     auto span = [&] {
       if (!profile) return;
-      std::string name(in.prim->name());
+      std::string name = group ? group->name : std::string(in.prim->name());
       if (!in.scope.empty()) name = in.scope + "/" + name;
       record_span(ctx.device, std::move(name), in.prim->is_collective(), t0, now_us());
     };
+    if (group) {
+      // One pass over the group; with the reference kernels (or when the backend declines),
+      // its members one by one.
+      bool done = false;
+      if (fast_ok) {
+        group_in.clear();
+        for (int v : group->inputs) group_in.push_back(env[static_cast<size_t>(v)].data());
+        detail::Buffer& b = env[static_cast<size_t>(in.outputs[0])];
+        b = detail::Buffer::allocate(ctx.device, p.aval(in.outputs[0]).nbytes());
+        done = plan.fused_kernel->run(*group, group_in, b.data(), ctx);
+      }
+      if (!done) {
+        for (int j : group->members) run_plain(static_cast<size_t>(j));
+      }
+      for (int v : plan.release_after[i]) env[static_cast<size_t>(v)] = detail::Buffer();
+      span();
+      continue;
+    }
     in_ptrs.clear();
     out_ptrs.clear();
     for (int v : in.inputs) in_ptrs.push_back(env[static_cast<size_t>(v)].data());
@@ -179,26 +242,7 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
       span();
       continue;
     }
-    bool taken_over = false;
-    for (size_t k = 0; k < in.outputs.size(); ++k) {
-      int v = in.outputs[k];
-      detail::Buffer& b = env[static_cast<size_t>(v)];
-      int r = k == 0 ? plan.reuse_input[i] : -1;
-      detail::Buffer* src = r >= 0 ? &env[static_cast<size_t>(in.inputs[static_cast<size_t>(r)])] : nullptr;
-      if (src && src->unique()) {
-        b = *src;  // in place: the input dies here and nobody else holds it
-        taken_over = true;
-      } else {
-        b = detail::Buffer::allocate(ctx.device, p.aval(v).nbytes());
-      }
-      out_ptrs.push_back(b.data());
-    }
-    if (!(taken_over && plan.view[i])) {  // a view over a taken-over buffer is already done
-      prim::KernelCall call{in.attrs, plan.in_avals[i], plan.out_avals[i], in_ptrs, out_ptrs,
-                            ctx, in.regions};
-      const prim::KernelFn* fast = plan.fast[i];
-      if (!(fast_ok && fast && (*fast)(call))) in.prim->reference(call);
-    }
+    run_plain(i);
     for (int v : plan.release_after[i]) env[static_cast<size_t>(v)] = detail::Buffer();
     span();
   }
@@ -236,6 +280,10 @@ int64_t replay_peak(const ir::Program& p, const Plan& plan, const std::vector<bo
     peak = live;
   }
   for (size_t i = 0; i < p.instrs.size(); ++i) {
+    if (plan.member(i)) {  // computed within its root: nothing allocated, nothing freed
+      if (live_after) live_after->push_back(live);
+      continue;
+    }
     const ir::Instr& in = p.instrs[i];
     const int reuse = plan.reuse_input[i];
     const bool in_place = reuse >= 0 && owned(in.inputs[static_cast<size_t>(reuse)]);

@@ -8,6 +8,7 @@
 
 #include "core/buffer.h"
 #include "ir/program.h"
+#include "prim/fusion.h"
 #include "prim/primitive.h"
 
 namespace partix::runtime {
@@ -23,6 +24,13 @@ struct Plan {
   // transpose or broadcast that moves only size-1 dims, stop_gradient). When it takes the
   // input's buffer over, no kernel runs at all.
   std::vector<bool> view;
+  // Loop fusion (runtime/fusion.h): per instruction, the root of its fused group (the root
+  // itself included) or -1, and at roots the group. Other members do not run on their own:
+  // their results are never allocated, and what dies at them dies at the root.
+  std::vector<int> fused_root;
+  std::vector<std::shared_ptr<const prim::FusedLoop>> fused;
+  const prim::FusedKernel* fused_kernel = nullptr;
+  bool member(size_t i) const { return fused_root[i] >= 0 && fused_root[i] != static_cast<int>(i); }
   // Per instruction that runs regions (loops, branches): one plan per region, made once.
   std::vector<std::vector<std::shared_ptr<const Plan>>> region_plans;
 };

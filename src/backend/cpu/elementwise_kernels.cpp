@@ -481,6 +481,49 @@ bool convert_kernel(const KernelCall& c) {
   return true;
 }
 
+// ---- f32 loops for fused groups ----
+
+template <class Op>
+void f32_unary_loop(const float* a, bool sa, const float*, bool, float* out, int64_t n) {
+  if (sa && n > 1) {  // one value, repeated
+    F32Unary<Op>::run(a, out, 1);
+    std::fill(out + 1, out + n, out[0]);
+    return;
+  }
+  F32Unary<Op>::run(a, out, n);
+}
+template <class Op>
+void f32_binary_loop(const float* a, bool sa, const float* b, bool sb, float* out, int64_t n) {
+  using C = std::conditional_t<kExactInF32<Op>, float, double>;
+  binary_any<C, Op, float, float>(a, sa, b, sb, out, n);
+}
+
+template <class... Ops>
+F32Loop find_unary(std::string_view op) {
+  F32Loop f = nullptr;
+  ((f = f == nullptr && op == Ops::kName ? &f32_unary_loop<Ops> : f), ...);
+  return f;
+}
+template <class... Ops>
+F32Loop find_binary(std::string_view op) {
+  F32Loop f = nullptr;
+  ((f = f == nullptr && op == Ops::kName ? &f32_binary_loop<Ops> : f), ...);
+  return f;
+}
+
+}  // namespace
+
+F32Loop f32_loop(std::string_view op) {
+  if (F32Loop f = find_unary<ew::Neg, ew::Exp, ew::Log, ew::Sin, ew::Cos, ew::Tanh, ew::Sqrt,
+                             ew::Rsqrt, ew::Abs, ew::Sign, ew::Floor, ew::Ceil, ew::Round,
+                             ew::Logistic, ew::Erf, ew::ErfInv, ew::Log1p, ew::Expm1>(op)) {
+    return f;
+  }
+  return find_binary<ew::Add, ew::Sub, ew::Mul, ew::Div, ew::Rem, ew::Pow, ew::Max, ew::Min>(op);
+}
+
+namespace {
+
 // ---- registration ----
 
 template <class... Ops>

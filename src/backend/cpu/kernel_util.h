@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <string_view>
 
 #include "backend/cpu/thread_team.h"
 #include "partix/dtype.h"
@@ -63,6 +64,12 @@ inline uint16_t f32_to_bf16(float f) {
 // canonicalises NaN as partix::float16 does).
 void half_to_f32(DType half, const uint16_t* in, float* out, int64_t n);
 void f32_to_half(DType half, const float* in, uint16_t* out, int64_t n);
+
+// out[0, n) = op(a, b) on f32 values with the loop of op's fast kernel (the same bits); sa / sb
+// mark an operand read as one scalar. Unary ops ignore b. Defined in elementwise_kernels.cpp.
+using F32Loop = void (*)(const float* a, bool sa, const float* b, bool sb, float* out, int64_t n);
+// The loop of an f32 unary or binary (non-comparison) op, or nullptr.
+F32Loop f32_loop(std::string_view op);
 
 // A per-thread scratch buffer that only grows (kernels that need a temporary copy).
 void* thread_scratch(int64_t bytes, int slot = 0);
