@@ -54,6 +54,9 @@ class Lowered {
  public:
   explicit Lowered(std::shared_ptr<const detail::LoweredImpl> impl) : impl_(std::move(impl)) {}
   std::string as_text() const;         // per-device program, collectives visible
+  // The per-device program's fused loops, one line each: "%6 = fusion(broadcast_in_dim,sub,exp)
+  // (%0, %3) : f32[3,5] {%4 %5 %6}" (result, ops, values read, the results it computes).
+  std::vector<std::string> fusions() const;
   std::string global_text() const;     // the global program with every value's sharding
   CostAnalysis cost_analysis() const;
   MemoryAnalysis memory_analysis() const;

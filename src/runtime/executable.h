@@ -21,6 +21,7 @@ class Executable {
   std::vector<Array> run(const std::vector<Array>& args, const std::vector<bool>& donate = {}) const;
 
   const ir::Program& program() const { return local_; }
+  const Plan& plan() const { return plan_; }
   const Mesh& mesh() const { return mesh_; }
   const std::vector<NamedSharding>& in_shardings() const { return in_; }
   const std::vector<NamedSharding>& out_shardings() const { return out_; }

@@ -1,6 +1,7 @@
 #include "runtime/fusion.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -33,12 +34,37 @@ bool computes(Role r) { return r == Role::kBroadcast || r == Role::kUnary || r =
 
 }  // namespace
 
-bool fusion_enabled() {
-  static const bool on = [] {
+namespace {
+std::atomic<bool>& fusion_flag() {
+  static std::atomic<bool> on = [] {
     const char* env = std::getenv("PARTIX_FUSION");
     return !(env && std::strcmp(env, "0") == 0);
   }();
   return on;
+}
+}  // namespace
+
+bool fusion_enabled() { return fusion_flag().load(); }
+void set_fusion_enabled(bool on) { fusion_flag().store(on); }
+
+std::vector<std::string> describe_fusion(
+    const ir::Program& p, const std::vector<std::shared_ptr<const prim::FusedLoop>>& groups) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const prim::FusedLoop* g = groups[i].get();
+    if (!g) continue;
+    const int r = p.instrs[i].outputs[0];
+    std::string line = "%" + std::to_string(r) + " = " + g->name + "(";
+    for (size_t k = 0; k < g->inputs.size(); ++k) {
+      line += (k ? ", %" : "%") + std::to_string(g->inputs[k]);
+    }
+    line += ") : " + std::string(dtype_name(p.aval(r).dtype)) + shape_to_string(p.aval(r).shape) + " {";
+    for (size_t k = 0; k < g->members.size(); ++k) {
+      line += (k ? " %" : "%") + std::to_string(p.instrs[static_cast<size_t>(g->members[k])].outputs[0]);
+    }
+    out.push_back(line + "}");
+  }
+  return out;
 }
 
 Fusion plan_fusion(const ir::Program& p, const prim::FusedKernel& backend) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "ir/program.h"
@@ -24,7 +25,14 @@ struct Fusion {
 // lies inside the group and none is a program result. A group holds at least two ops.
 Fusion plan_fusion(const ir::Program& p, const prim::FusedKernel& backend);
 
-// Off when PARTIX_FUSION=0 (for comparisons).
+// On unless PARTIX_FUSION=0 or a test turned it off; read when a plan is made.
 bool fusion_enabled();
+void set_fusion_enabled(bool on);  // for tests that compare fused and unfused runs
+
+// One line per group, in program order:
+//   "%6 = fusion(broadcast_in_dim,sub,exp)(%0, %3) : f32[3,5] {%4 %5 %6}"
+// (the result, the ops, the values read from outside, the instructions' results it stands for).
+std::vector<std::string> describe_fusion(
+    const ir::Program& p, const std::vector<std::shared_ptr<const prim::FusedLoop>>& groups);
 
 }  // namespace partix::runtime

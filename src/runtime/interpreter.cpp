@@ -58,6 +58,7 @@ Plan make_plan(const ir::Program& p, const char* platform) {
   const size_t n = p.instrs.size();
   plan.fused_root.assign(n, -1);
   plan.fused.resize(n);
+  plan.fused_reuse.assign(n, -1);
   if (fusion_enabled()) plan.fused_kernel = prim::find_fused_kernel(platform);
   if (plan.fused_kernel) {
     Fusion f = plan_fusion(p, *plan.fused_kernel);
@@ -95,6 +96,15 @@ Plan make_plan(const ir::Program& p, const char* platform) {
     const bool fused = plan.fused_root[i] >= 0;  // a fused root allocates its result
     const bool view = !fused && is_view(in, p);
     if (fused) {
+      if (const prim::FusedLoop* g = plan.fused[i].get()) {
+        const ir::Aval& out = p.aval(in.outputs[0]);
+        for (int v : g->inputs) {
+          if (last_use[static_cast<size_t>(v)] == static_cast<int>(i) && p.aval(v).nbytes() == out.nbytes()) {
+            plan.fused_reuse[i] = v;
+            break;
+          }
+        }
+      }
     } else if (view) {
       const int v = in.inputs[0];
       if (last_use[static_cast<size_t>(v)] == static_cast<int>(i)) reuse = 0;
@@ -186,7 +196,12 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
         group_in.clear();
         for (int v : group->inputs) group_in.push_back(env[static_cast<size_t>(v)].data());
         detail::Buffer& b = env[static_cast<size_t>(in.outputs[0])];
-        b = detail::Buffer::allocate(ctx.device, p.aval(in.outputs[0]).nbytes());
+        const int r = plan.fused_reuse[i];
+        if (r >= 0 && env[static_cast<size_t>(r)].unique()) {
+          b = env[static_cast<size_t>(r)];  // in place: the input dies here
+        } else {
+          b = detail::Buffer::allocate(ctx.device, p.aval(in.outputs[0]).nbytes());
+        }
         done = plan.fused_kernel->run(*group, group_in, b.data(), ctx);
       }
       if (!done) {
@@ -286,7 +301,11 @@ int64_t replay_peak(const ir::Program& p, const Plan& plan, const std::vector<bo
     }
     const ir::Instr& in = p.instrs[i];
     const int reuse = plan.reuse_input[i];
-    const bool in_place = reuse >= 0 && owned(in.inputs[static_cast<size_t>(reuse)]);
+    // The value whose buffer the result takes over, if any.
+    const int taken = plan.fused[i] ? plan.fused_reuse[i]
+                      : reuse >= 0 ? in.inputs[static_cast<size_t>(reuse)]
+                                   : -1;
+    const bool in_place = taken >= 0 && owned(taken);
     // A nested program (a rematerialised block, a branch, a loop body) runs inside the
     // instruction: its own peak, results included, sits on top of what is live (the largest one,
     // if several), with what the instruction holds meanwhile (a scan's stacked outputs).
@@ -314,7 +333,7 @@ int64_t replay_peak(const ir::Program& p, const Plan& plan, const std::vector<bo
     peak = std::max(peak, live + scratch);
     for (int v : plan.release_after[i]) {
       if (!owned(v) || !alive[static_cast<size_t>(v)]) continue;
-      const bool handed_over = in_place && in.inputs[static_cast<size_t>(reuse)] == v;
+      const bool handed_over = in_place && taken == v;
       if (!handed_over) live -= p.aval(v).nbytes();
       alive[static_cast<size_t>(v)] = false;
     }

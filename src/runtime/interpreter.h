@@ -29,6 +29,9 @@ struct Plan {
   // their results are never allocated, and what dies at them dies at the root.
   std::vector<int> fused_root;
   std::vector<std::shared_ptr<const prim::FusedLoop>> fused;
+  // At fused roots: a group input of the result's size that dies there, whose buffer the
+  // result may take over (each block is read before its result is written), or -1.
+  std::vector<int> fused_reuse;
   const prim::FusedKernel* fused_kernel = nullptr;
   bool member(size_t i) const { return fused_root[i] >= 0 && fused_root[i] != static_cast<int>(i); }
   // Per instruction that runs regions (loops, branches): one plan per region, made once.

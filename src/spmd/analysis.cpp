@@ -4,6 +4,7 @@
 #include <set>
 
 #include "core/errors.h"
+#include "runtime/fusion.h"
 #include "spmd/cost.h"
 
 namespace partix {
@@ -107,6 +108,11 @@ std::string Lowered::as_text() const {
   ir::PrintOptions o;
   o.full_literals = false;
   return ir::to_text(c.executable->program(), o);
+}
+
+std::vector<std::string> Lowered::fusions() const {
+  const auto& e = *impl_->compiled->executable;
+  return runtime::describe_fusion(e.program(), e.plan().fused);
 }
 
 std::string Lowered::global_text() const {
