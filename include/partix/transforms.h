@@ -80,9 +80,10 @@ class JitState {
                                                    std::shared_ptr<void>& out_proto)>;
   explicit JitState(JitOptions options);
   // Traces (once per key) and compiles. `arg_leaf_counts` maps leaves to arguments.
-  // paths: each leaf's path ("args[1]['w']"), for messages.
+  // paths: makes each leaf's path ("args[1]['w']") for messages; called only when the call traces.
   std::shared_ptr<Entry> get(const std::vector<Array>& leaves, const std::vector<size_t>& arg_leaf_counts,
-                             const std::string& tree_key, const std::vector<std::string>& paths,
+                             const std::string& tree_key,
+                             const std::function<std::vector<std::string>()>& paths,
                              const TraceFn& trace);
   std::vector<Array> run(const Entry& entry, const std::vector<Array>& leaves);
   Lowered lower(const Entry& entry) const;
@@ -168,17 +169,21 @@ class Jitted {
   std::shared_ptr<detail::JitState::Entry> prepare(const Args&... args) const {
     std::vector<Array> leaves;
     std::vector<size_t> counts;
-    std::vector<std::string> paths;  // names arguments in messages: "args[1]['w']"
     std::string key;
     [[maybe_unused]] auto add = [&](const auto& a) {
       size_t before = leaves.size();
       TreeDef<std::decay_t<decltype(a)>>::flatten(a, leaves);
-      TreeDef<std::decay_t<decltype(a)>>::paths(
-          a, "args[" + std::to_string(counts.size()) + "]", paths);
       counts.push_back(leaves.size() - before);
       key += TreeDef<std::decay_t<decltype(a)>>::key(a) + ";";
     };
     (add(args), ...);
+    // Names of the arguments in messages ("args[1]['w']"), made only when a call traces.
+    auto paths = [&] {
+      std::vector<std::string> out;
+      [[maybe_unused]] size_t k = 0;
+      ((TreeDef<Args>::paths(args, "args[" + std::to_string(k++) + "]", out)), ...);
+      return out;
+    };
     return state_->get(leaves, counts, key, paths,
                        [&](const std::vector<Array>& tracers, std::shared_ptr<void>& proto) {
                          [[maybe_unused]] const Array* it = tracers.data();

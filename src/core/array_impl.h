@@ -4,6 +4,7 @@
 #include <functional>
 #include <string_view>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -31,6 +32,11 @@ struct ArrayImpl {
   // A ShapeDtypeStruct's array: shape, dtype and sharding without values (no shards). Lowering
   // and eval_shape take it; anything that needs values raises (check_alive).
   bool abstract = false;
+  // dtype, shape and sharding as jit's cache keys them: formatted once (a call with hundreds
+  // of parameters would otherwise format every sharding on every call). Set only through
+  // jit_key(), after which none of the three changes.
+  std::once_flag key_once;
+  std::string key;
 };
 
 // Gives up `a`'s buffers to a program that reuses them: every later use raises.

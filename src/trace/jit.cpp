@@ -29,11 +29,12 @@ JitState::JitState(JitOptions options)
 namespace {
 
 std::string leaf_key(const Array& a) {
-  const auto& impl = a.impl();
-  std::string k = std::string(dtype_name(impl->dtype)) + shape_to_string(impl->shape);
-  if (impl->sharding) k += impl->sharding->to_string();
-  k += impl->committed ? "c" : "u";
-  return k;
+  auto& impl = *a.impl();
+  std::call_once(impl.key_once, [&] {
+    impl.key = std::string(dtype_name(impl.dtype)) + shape_to_string(impl.shape);
+    if (impl.sharding) impl.key += impl.sharding->to_string();
+  });
+  return impl.key + (impl.committed ? "c" : "u");
 }
 
 }  // namespace
@@ -41,7 +42,7 @@ std::string leaf_key(const Array& a) {
 std::shared_ptr<JitState::Entry> JitState::get(const std::vector<Array>& leaves,
                                                const std::vector<size_t>& arg_leaf_counts,
                                                const std::string& tree_key,
-                                               const std::vector<std::string>& paths,
+                                               const std::function<std::vector<std::string>()>& make_paths,
                                                const TraceFn& trace) {
   const std::string& name = options_.name;
   for (const Array& a : leaves) {
@@ -55,6 +56,7 @@ std::shared_ptr<JitState::Entry> JitState::get(const std::vector<Array>& leaves,
     auto it = cache_->map.find(key);
     if (it != cache_->map.end()) return it->second;
   }
+  const std::vector<std::string> paths = make_paths();
   // Explicit in_shardings: one per argument (prefix) or one per leaf.
   std::vector<std::optional<NamedSharding>> given(leaves.size());
   const auto& ins = options_.in_shardings;

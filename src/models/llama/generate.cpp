@@ -71,7 +71,10 @@ Generator::Fns& Generator::fns(const Sampling& s, bool donate) {
     // Sampling gathers the vocab-split logits anyway; checking them after that gather costs
     // no communication of its own.
     last = with_sharding_constraint(last, replicated);
-    return std::make_tuple(sample(last, s, key), r.cache, count_non_finite(last));
+    // The sampling key of the step at `pos`, folded in the program (an eager fold per step
+    // would cost a dispatch of its own).
+    Array step_key = random::fold_in(key, astype(pos, DType::I64));
+    return std::make_tuple(sample(last, s, step_key), r.cache, count_non_finite(last));
   };
   JitOptions jo{.name = "llama_step"};
   if (donate) jo.donate_argnums = {4};
@@ -111,15 +114,15 @@ Generated Generator::generate(
   Fns& f = fns(o.sampling, !o.debug_nans);
   Generated out;
   out.tokens.assign(static_cast<size_t>(B), {});
-  auto key_at = [&](int64_t i) { return device_put(random::fold_in(base_key, i), rep); };
+  const Array key = device_put(base_key, rep);  // each step folds in its position
   auto pos_at = [&](int64_t p) {
     return device_put(scalar<int32_t>(static_cast<int32_t>(p)), rep);
   };
   // Compile first, so the timings are execution only.
   auto tc = std::chrono::steady_clock::now();
-  f.step.lower(model_.params, tokens, pos_at(0), starts, cache, key_at(0));
+  f.step.lower(model_.params, tokens, pos_at(0), starts, cache, key);
   Array one = device_put(zeros({B, 1}, DType::I32), rep);
-  f.step.lower(model_.params, one, pos_at(Tp), starts, cache, key_at(0));
+  f.step.lower(model_.params, one, pos_at(Tp), starts, cache, key);
   out.compile_seconds = since(tc);
   std::vector<bool> done(static_cast<size_t>(B), false);
   auto t0 = std::chrono::steady_clock::now();
@@ -144,8 +147,9 @@ Generated Generator::generate(
                    step == 0 ? "prefill" : "decode", counts[b], model_.config.vocab_size, b, where);
     }
   };
-  auto [next, c1, bad1] = f.step(model_.params, tokens, pos_at(0), starts, cache, key_at(0));
-  check_finite(0, bad1, tokens, pos_at(0), cache);
+  const Array pos0 = pos_at(0);
+  auto [next, c1, bad1] = f.step(model_.params, tokens, pos0, starts, cache, key);
+  check_finite(0, bad1, tokens, pos0, cache);
   cache = std::move(c1);
   std::vector<int32_t> ids = next.to_vector<int32_t>();
   out.prefill_seconds = since(t0);
@@ -164,9 +168,9 @@ Generated Generator::generate(
     bool all_done = std::all_of(done.begin(), done.end(), [](bool d) { return d; });
     if (step + 1 >= o.max_tokens || all_done) break;
     Array cur = device_put(from_vector(ids, {B, 1}), rep);
-    auto [n2, c2, bad2] =
-        f.step(model_.params, cur, pos_at(Tp + step), starts, cache, key_at(step + 1));
-    check_finite(step + 1, bad2, cur, pos_at(Tp + step), cache);
+    const Array pos = pos_at(Tp + step);
+    auto [n2, c2, bad2] = f.step(model_.params, cur, pos, starts, cache, key);
+    check_finite(step + 1, bad2, cur, pos, cache);
     cache = std::move(c2);
     ids = n2.to_vector<int32_t>();
     out.decode_tokens += B;
@@ -196,8 +200,8 @@ Generated& Generator::decode_in_program(
           const auto& [tok, cache_in, toks, bad] = c;
           StepResult r = forward(p, cfg, reshape(tok, {B, 1}), pos0 + i, start, cache_in);
           Array last = with_sharding_constraint(reshape(r.logits, {B, cfg.vocab_size}), rep);
-          // The streaming loop's key for decode step i + 1.
-          Array next = sample(last, s, random::fold_in(key, astype(i + 1, DType::I64)));
+          // The streaming loop's key: the base key folded with the step's position.
+          Array next = sample(last, s, random::fold_in(key, astype(pos0 + i, DType::I64)));
           Array written = dynamic_update_slice_in_dim(toks, reshape(next, {B, 1}), i, 1);
           return Carry{next, r.cache, written, bad + count_non_finite(last)};
         },
