@@ -1,8 +1,9 @@
 // Square matmul throughput, f32 and bf16 at 1024 and 2048, reported as a GFLOP/s counter:
 //   partix/...  jit(matmul) on one device: tracing cache, dispatch to the device worker,
-//               result allocation, the dot_general kernel (oneDNN underneath);
-//   onednn/...  the same oneDNN matmul primitive executed directly, as the ceiling.
-// Both use the same OpenMP thread count: a single device's worker gets every core.
+//               result allocation, the dot_general kernel (oneDNN underneath, one call per
+//               thread of the device's team, each on a piece of the product);
+//   onednn/...  the same oneDNN matmul primitive executed directly on an OpenMP team of
+//               every core, as the ceiling.
 // Run: build/bin/partix_bench_matmul   (ONEDNN_VERBOSE=1 shows the kernels oneDNN picks)
 #include <benchmark/benchmark.h>
 

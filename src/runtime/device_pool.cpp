@@ -22,7 +22,7 @@ class Worker {
   // The kernels' helper threads start here, so that a failure is an error of the caller.
   explicit Worker(int threads)
       : team_(std::make_unique<backend::cpu::ThreadTeam>(threads - 1)),
-        thread_([this, threads] { loop(threads); }) {}
+        thread_([this] { loop(); }) {}
   ~Worker() {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -42,8 +42,10 @@ class Worker {
   }
 
  private:
-  void loop(int threads) {
-    omp_set_num_threads(threads);  // per calling thread: oneDNN's OpenMP team size
+  void loop() {
+    // oneDNN runs on one OpenMP thread per call: the device's thread team splits large
+    // products (backend/cpu/dot_kernels.cpp), and no OpenMP team spins on its cores.
+    omp_set_num_threads(1);  // per calling thread
     backend::cpu::ThreadTeam::set_current(team_.get());
     while (true) {
       std::function<void()> fn;

@@ -13,6 +13,7 @@
 #include <random>
 #include <thread>
 
+#include "backend/cpu/kernel_util.h"
 #include "backend/cpu/thread_team.h"
 #include "backend/kernel_harness.h"
 
@@ -248,6 +249,38 @@ TEST(CpuDot, MatrixVectorProductsSplitOverColumnsGiveTheSameBits) {
         EXPECT_EQ(one.outs[0].bytes, split.outs[0].bytes);
         EXPECT_TRUE(check_dot(d, a, b, DType::F32));
       }
+    }
+  }
+}
+
+TEST(CpuDot, LargeProductsSplitOverTheTeamMatchTheReference) {
+  // oneDNN runs on one thread per call; a product of a few million multiply-adds is split over
+  // the device's thread team along its batch, its rows (M) or its columns (N), each piece a
+  // strided view of the operands and the result. Transposed operands and bf16 take the same
+  // path.
+  std::mt19937_64 rng(46);
+  const DotCase cases[] = {
+      {{4, 128, 96}, {4, 96, 128}, {2}, {1}, {0}, {0}},   // batch
+      {{3, 130, 96}, {3, 96, 130}, {2}, {1}, {0}, {0}},   // batch 3 < 4 pieces: rows
+      {{500, 96}, {96, 130}, {1}, {0}, {}, {}},           // rows, uneven pieces
+      {{96, 500}, {130, 96}, {0}, {1}, {}, {}},           // rows, both transposed
+      {{6, 1024}, {1024, 700}, {1}, {0}, {}, {}},         // 6 rows: columns
+      {{6, 1024}, {700, 1024}, {1}, {1}, {}, {}},         // columns of a transposed weight
+  };
+  backend::cpu::ThreadTeam team(3);
+  for (DType dt : {DType::F32, DType::BF16}) {
+    for (const DotCase& d : cases) {
+      SCOPED_TRACE(describe(d, dt, DType::F32));
+      Tensor a = random_tensor(dt, d.lhs, rng), b = random_tensor(dt, d.rhs, rng);
+      backend::cpu::ThreadTeam::set_current(&team);
+      const int64_t before = backend::cpu::onednn_calls();
+      KernelRun split = run_kernel("dot_general", dot_attrs(d, DType::F32), {a, b}, true);
+      const int64_t calls = backend::cpu::onednn_calls() - before;
+      EXPECT_TRUE(check_dot(d, a, b, DType::F32));
+      backend::cpu::ThreadTeam::set_current(nullptr);
+      ASSERT_TRUE(split.handled);
+      EXPECT_GE(calls, 2) << "not split";
+      EXPECT_LE(calls, 4) << "one piece per thread";
     }
   }
 }

@@ -13,9 +13,11 @@
 // f32 buffer. f64 and integers use a blocked i-k-j loop (integer sums wrap, as the
 // reference's truncated int64 sums do).
 #include <immintrin.h>
+#include <omp.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -28,6 +30,7 @@
 #include "backend/cpu/half_dot.h"
 #include "backend/cpu/quant_dot.h"
 #include "core/buffer.h"
+#include "core/errors.h"
 #include "core/layout.h"
 #include "prim/dot.h"
 #include "prim/primitive.h"
@@ -233,17 +236,16 @@ Cache& cache() {
   return *c;
 }
 
-// A cached matmul primitive for these layouts; nullptr when oneDNN rejects the case.
+// A cached matmul primitive for these layouts (c_str: the result's strides); nullptr when
+// oneDNN rejects the case. Every call runs on one OpenMP thread (run_onednn), so the
+// primitives are built for one.
 std::shared_ptr<const Matmul> get_matmul(const memory::dims& a_dims, const memory::dims& a_str,
                                          const memory::dims& b_dims, const memory::dims& b_str,
-                                         const memory::dims& c_dims, memory::data_type in_dt,
-                                         memory::data_type out_dt) {
-  // Keyed by the OpenMP team size too: oneDNN may size a primitive's work partition when it
-  // builds it, and the main thread and the device workers can have different team sizes.
+                                         const memory::dims& c_dims, const memory::dims& c_str,
+                                         memory::data_type in_dt, memory::data_type out_dt) {
   std::vector<int64_t> key{static_cast<int64_t>(in_dt), static_cast<int64_t>(out_dt),
-                           static_cast<int64_t>(omp_get_max_threads()),
                            static_cast<int64_t>(a_dims.size())};
-  for (const auto* v : {&a_dims, &a_str, &b_dims, &b_str})
+  for (const auto* v : {&a_dims, &a_str, &b_dims, &b_str, &c_str})
     key.insert(key.end(), v->begin(), v->end());
   {
     std::lock_guard<std::mutex> lock(cache().mu);
@@ -256,8 +258,6 @@ std::shared_ptr<const Matmul> get_matmul(const memory::dims& a_dims, const memor
     m = std::make_shared<Matmul>();
     m->a = memory::desc(a_dims, in_dt, a_str);
     m->b = memory::desc(b_dims, in_dt, b_str);
-    memory::dims c_str(c_dims.size(), 1);
-    for (size_t i = c_dims.size() - 1; i-- > 0;) c_str[i] = c_str[i + 1] * c_dims[i + 1];
     m->c = memory::desc(c_dims, out_dt, c_str);
     dnnl::primitive_attr attr;
     // The scratchpad comes from the calling thread: the same primitive runs concurrently on
@@ -282,24 +282,106 @@ memory::dims dims_of(const Plan& p, int64_t outer, int64_t inner) {
   return d;
 }
 
+std::atomic<int64_t> onednn_executions{0};
+
+// Products of at least this many multiply-adds split over the device's thread team (each
+// piece still takes oneDNN tens of microseconds, against a few to hand it out).
+constexpr int64_t kTeamSplitMacs = int64_t{1} << 22;
+
+// One oneDNN call of a split product: its primitive and where its operands start.
+struct Piece {
+  std::shared_ptr<const Matmul> m;
+  int64_t a_off = 0, b_off = 0, c_off = 0;  // elements
+};
+
 // Runs C = A B on oneDNN; false when oneDNN has no (optimised) kernel for the layout.
+//
+// oneDNN runs on one OpenMP thread per call, and a large product is split over the device's
+// thread team instead: along the outermost batch dim, else M, else N, each piece a strided
+// view. An OpenMP team would leave its threads spinning for milliseconds after every call, on
+// the very cores the thread team's next kernel (a quantized product, say) needs: with both
+// runtimes on 2 cores, prefill ran at half speed. One runtime per device, and no core is
+// fought over.
 bool run_onednn(const Plan& p, const void* a, const void* b, void* out, memory::data_type in_dt,
                 memory::data_type out_dt, bool allow_reference_impl) {
   auto sa = view_strides(p.a), sb = view_strides(p.b);
   if (!sa || !sb) return false;
-  auto m = get_matmul(dims_of(p, p.M, p.K), *sa, dims_of(p, p.K, p.N), *sb, dims_of(p, p.M, p.N),
-                      in_dt, out_dt);
-  if (!m || (m->reference_impl && !allow_reference_impl)) return false;
-  dnnl::engine& eng = cpu_engine();
-  void* scratch = thread_scratch(static_cast<int64_t>(m->scratch.get_size()), 1);
-  if (!scratch && m->scratch.get_size() > 0) return false;
-  memory am(m->a, eng, const_cast<void*>(a)), bm(m->b, eng, const_cast<void*>(b));
-  memory cm(m->c, eng, out), sm(m->scratch, eng, scratch);
-  dnnl::stream& s = thread_stream();
-  m->prim.execute(
-      s,
-      {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}, {DNNL_ARG_SCRATCHPAD, sm}});
-  s.wait();
+  memory::dims a_dims = dims_of(p, p.M, p.K), b_dims = dims_of(p, p.K, p.N),
+               c_dims = dims_of(p, p.M, p.N);
+  memory::dims c_str(c_dims.size(), 1);
+  for (size_t i = c_dims.size() - 1; i-- > 0;) c_str[i] = c_str[i + 1] * c_dims[i + 1];
+  int64_t macs = p.M * p.N * p.K;
+  for (int64_t x : p.batch) macs *= x;
+  // The dim to split (its index in a_dims / b_dims / c_dims), or -1.
+  const ThreadTeam* team = ThreadTeam::current();
+  const int64_t threads = team ? team->size() : 1;
+  const size_t nb = p.batch.size();
+  int split_a = -1, split_b = -1, split_c = -1;
+  int64_t extent = 1, align = 1;
+  if (threads > 1 && macs >= kTeamSplitMacs) {
+    if (nb > 0 && p.batch[0] >= threads) {
+      split_a = split_b = split_c = 0;
+      extent = p.batch[0];
+    } else if (p.M >= 8 * threads) {
+      split_a = split_c = static_cast<int>(nb);
+      extent = p.M;
+      align = 8;
+    } else if (p.N >= 64 * threads) {
+      split_b = split_c = static_cast<int>(nb) + 1;
+      extent = p.N;
+      align = 64;
+    }
+  }
+  const int64_t chunk =
+      split_c < 0 ? extent : ((extent + threads - 1) / threads + align - 1) / align * align;
+  std::vector<Piece> pieces;
+  for (int64_t s0 = 0; s0 < extent; s0 += chunk) {
+    const int64_t len = std::min(chunk, extent - s0);
+    Piece pc;
+    memory::dims ad = a_dims, bd = b_dims, cd = c_dims;
+    if (split_c >= 0) {
+      cd[static_cast<size_t>(split_c)] = len;
+      pc.c_off = s0 * c_str[static_cast<size_t>(split_c)];
+    }
+    if (split_a >= 0) {
+      ad[static_cast<size_t>(split_a)] = len;
+      pc.a_off = s0 * (*sa)[static_cast<size_t>(split_a)];
+    }
+    if (split_b >= 0) {
+      bd[static_cast<size_t>(split_b)] = len;
+      pc.b_off = s0 * (*sb)[static_cast<size_t>(split_b)];
+    }
+    pc.m = get_matmul(ad, *sa, bd, *sb, cd, c_str, in_dt, out_dt);
+    if (!pc.m || (pc.m->reference_impl && !allow_reference_impl)) return false;
+    pieces.push_back(std::move(pc));
+  }
+  const int64_t in_es = in_dt == memory::data_type::bf16 ? 2 : 4;
+  const int64_t out_es = out_dt == memory::data_type::bf16 ? 2 : 4;
+  parallel_for(static_cast<int64_t>(pieces.size()), 1, [&](int64_t lo, int64_t hi) {
+    if (omp_get_max_threads() != 1) omp_set_num_threads(1);  // per thread
+    for (int64_t i = lo; i < hi; ++i) {
+      const Piece& pc = pieces[static_cast<size_t>(i)];
+      const Matmul& m = *pc.m;
+      dnnl::engine& eng = cpu_engine();
+      const auto scratch_bytes = static_cast<int64_t>(m.scratch.get_size());
+      void* scratch = thread_scratch(scratch_bytes, 1);
+      if (!scratch && scratch_bytes > 0) {
+        detail::fail("dot_general", "out of memory for oneDNN's scratchpad ({} bytes)",
+                     scratch_bytes);
+      }
+      memory am(m.a, eng, const_cast<char*>(static_cast<const char*>(a)) + pc.a_off * in_es);
+      memory bm(m.b, eng, const_cast<char*>(static_cast<const char*>(b)) + pc.b_off * in_es);
+      memory cm(m.c, eng, static_cast<char*>(out) + pc.c_off * out_es);
+      memory sm(m.scratch, eng, scratch);
+      dnnl::stream& s = thread_stream();
+      m.prim.execute(s, {{DNNL_ARG_SRC, am},
+                         {DNNL_ARG_WEIGHTS, bm},
+                         {DNNL_ARG_DST, cm},
+                         {DNNL_ARG_SCRATCHPAD, sm}});
+      s.wait();
+      onednn_executions.fetch_add(1, std::memory_order_relaxed);
+    }
+  });
   return true;
 }
 
@@ -557,7 +639,7 @@ bool small_f32_matmul(const Plan& p, const float* a, const float* b, float* c) {
 bool onednn_fast_bf16() {
   static const bool fast = [] {
     const memory::dims d{64, 64}, s{64, 1};
-    auto m = get_matmul(d, s, d, s, d, memory::data_type::bf16, memory::data_type::f32);
+    auto m = get_matmul(d, s, d, s, d, s, memory::data_type::bf16, memory::data_type::f32);
     return m && !m->reference_impl;
   }();
   return fast;
@@ -676,4 +758,6 @@ struct Registrar {
 } registrar;
 
 }  // namespace
+
+int64_t onednn_calls() { return onednn_executions.load(std::memory_order_relaxed); }
 }  // namespace partix::backend::cpu

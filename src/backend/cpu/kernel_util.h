@@ -71,6 +71,10 @@ using F32Loop = void (*)(const float* a, bool sa, const float* b, bool sb, float
 // The loop of an f32 unary or binary (non-comparison) op, or nullptr.
 F32Loop f32_loop(std::string_view op);
 
+// oneDNN matmul executions so far, all threads (dot_kernels.cpp); tests use it to see that a
+// large product was split over a thread team.
+int64_t onednn_calls();
+
 // A per-thread scratch buffer that only grows (kernels that need a temporary copy).
 void* thread_scratch(int64_t bytes, int slot = 0);
 
