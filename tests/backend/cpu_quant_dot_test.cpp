@@ -87,6 +87,28 @@ TEST_P(QuantDot, MatchesDequantizedReferenceOnEveryIsa) {
   }
 }
 
+TEST_P(QuantDot, OutlierActivationsStayWithinTheBoundOnEveryIsa) {
+  // A few channels hundreds of times larger than the rest (Llama's residual stream has them):
+  // the integer sums must not overflow and the large terms' cancellation must stay within f32
+  // rounding of sum_k |x_k w_k|, on both the matrix-vector (M = 1) and the matrix path.
+  const DType dt = GetParam();
+  const int64_t K = 3 * dtype_block_elems(dt) * (dt == DType::Q4_K || dt == DType::Q6_K ? 1 : 16);
+  for (int64_t M : {1, 6}) {
+    const int64_t N = 77;
+    auto w = random_blocks(dt, N, K, static_cast<uint64_t>(M + 40));
+    auto x = random_floats(M * K, static_cast<uint64_t>(M + 41));
+    for (int64_t i = 0; i < M * K; i += 97) x[static_cast<size_t>(i)] *= 300.0f;
+    Ref r = reference(dt, x, w, M, N, K);
+    for (QuantIsa isa : {QuantIsa::kPortable, QuantIsa::kAvx2, QuantIsa::kAvx512Vnni}) {
+      if (!quant_isa_supported(isa)) continue;
+      SCOPED_TRACE(std::string(quant_isa_name(isa)) + " M=" + std::to_string(M));
+      std::vector<float> y(static_cast<size_t>(M * N));
+      quant_matmul(dt, x.data(), w.data(), y.data(), M, N, K, isa);
+      for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], r.y[i], r.bound[i]) << "at " << i;
+    }
+  }
+}
+
 TEST_P(QuantDot, ZeroActivationsGiveZeroAndDequantizeMatchesTheBlockLayout) {
   const DType dt = GetParam();
   const int64_t K = dtype_block_elems(dt) * 2, N = 3;

@@ -3,6 +3,8 @@
 // path Hugging Face is compared with in llama_golden_test.cpp), and greedy generation of the
 // plain golden prompt is identical on 1, 2, 4 and 8 devices and starts as Hugging Face's.
 // Also bf16 weight matrices (LoadOptions::dtype).
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -69,14 +71,27 @@ TEST(LlamaQuantized, WeightsStayInTheirBlocksAndLogitsTrackTheDequantizedModel) 
                       [&](int64_t a, int64_t b) { return v[a] > v[b]; });
     return std::pair{i[0], i[1]};
   };
+  // log softmax, in double.
+  auto log_probs = [](const std::vector<float>& v) {
+    const double top = *std::max_element(v.begin(), v.end());
+    double z = 0;
+    for (float a : v) z += std::exp(double(a) - top);
+    std::vector<double> out(v.size());
+    for (size_t i = 0; i < v.size(); ++i) out[i] = double(v[i]) - top - std::log(z);
+    return out;
+  };
   for (const auto& ids : {plain, chat}) {
     std::vector<float> got = last_logits(q, mesh, ids);
     std::vector<float> want = last_logits(f, mesh, ids);
-    double worst = 0;
-    for (size_t i = 0; i < got.size(); ++i)
-      worst = std::max(worst, std::abs(double(got[i]) - want[i]));
-    // 8-bit activations (as llama.cpp's) move logits of magnitude ~25 by a few tenths.
-    EXPECT_LT(worst, 1.0) << "largest logit difference";
+    // 8-bit activations (as llama.cpp's) move the next-token distribution by a KL divergence
+    // of 0.003 to 0.025 nats, whichever kernel runs (portable, AVX2, AVX-512: their f32
+    // roundings differ, and rounding activations to 8 bits amplifies that over 30 layers).
+    // Single logits (magnitude ~25) move by up to ~2, mostly a shift common to all of them,
+    // which leaves the distribution as it is.
+    const std::vector<double> lg = log_probs(got), lw = log_probs(want);
+    double kl = 0;
+    for (size_t i = 0; i < lw.size(); ++i) kl += std::exp(lw[i]) * (lw[i] - lg[i]);
+    EXPECT_LT(kl, 0.06) << "KL divergence from the dequantized model's next-token distribution";
     // The chat prompt's two best first tokens are 0.08 apart in the f32 model ("The", "L"):
     // that noise may swap them, but not bring in another token.
     auto [g0, g1] = top2(got);

@@ -5,7 +5,8 @@
 //   Q8_0  w = d c (c signed)         Q4_K  w = d sc_j c - dmin mn_j  (sub-blocks of 32)
 //   Q6_K  w = d sc_j (c - 32)        (sub-blocks of 16)
 // Portable C++, AVX2 (maddubs) and 256-bit AVX512-VNNI (dpbusd) share everything but the
-// integer dot of 32 codes; the instruction set is picked at run time.
+// integer dot of 32 codes; the instruction set is picked at run time. On AVX512-VNNI, Q4_0, Q4_1
+// and Q8_0 take 512-bit kernels of their own (quant_dot_avx512.cpp).
 #include "backend/cpu/quant_dot.h"
 
 #include <cpuid.h>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "backend/cpu/kernel_util.h"
+#include "backend/cpu/quant_dot_blocks.h"
 #include "core/errors.h"
 #include "io/quants.h"
 
@@ -33,14 +35,7 @@ float half(const uint8_t* p) {
   return static_cast<float>(float16::from_bits(b));
 }
 
-// One block of 32 activations: x ~ d * q, with the sums of q over each half (for the offset
-// terms of Q4_0, Q4_1, Q4_K and Q6_K) and ds = d * (sum[0] + sum[1]), which the matrix-vector
-// kernels scale by each weight row's offset instead of redoing per row.
-struct Q8Block {
-  float d, ds;
-  int32_t sum[2];
-  int8_t q[32];
-};
+using quant::Q8Block;
 
 // Portable: the reference for the SIMD version, which must give the same bits.
 void quantize_q8(const float* x, int64_t K, Q8Block* out) {
@@ -384,7 +379,9 @@ void quant_matmul(DType dt, const float* x, const void* w, float* y, int64_t M, 
   }
   const int64_t row_bytes = dtype_nbytes(dt, {K});
   const auto* wb = static_cast<const uint8_t*>(w);
-  if (isa == QuantIsa::kAvx512Vnni && quant_isa_supported(isa)) {
+  if (isa == QuantIsa::kAvx512Vnni && quant_isa_supported(isa) && quant::avx512_rows_handles(dt)) {
+    matmul_rows(quant::rows_avx512, dt, xq, wb, y, M, N, nb, row_bytes);
+  } else if (isa == QuantIsa::kAvx512Vnni && quant_isa_supported(isa)) {
     matmul_rows(rows_vnni, dt, xq, wb, y, M, N, nb, row_bytes);
   } else if (simd) {
     matmul_rows(rows_avx2, dt, xq, wb, y, M, N, nb, row_bytes);

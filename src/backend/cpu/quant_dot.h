@@ -11,8 +11,9 @@
 
 namespace partix::backend::cpu {
 
-// Instruction sets of the integer dot products, best last. kAvx512Vnni uses 256-bit VNNI
-// (AVX512-VNNI with AVX512-VL); each is chosen at run time from cpuid.
+// Instruction sets of the integer dot products, best last; each is chosen at run time from
+// cpuid. kAvx512Vnni runs Q4_0, Q4_1 and Q8_0 on 512-bit kernels (quant_dot_avx512.cpp) and the
+// K-quants on 256-bit VNNI (AVX512-VNNI with AVX512-VL).
 enum class QuantIsa { kPortable, kAvx2, kAvx512Vnni };
 std::string_view quant_isa_name(QuantIsa isa);
 bool quant_isa_supported(QuantIsa isa);
