@@ -210,18 +210,45 @@ TEST(CpuDot, NamedLayouts) {
 TEST(CpuDot, DecodeAttentionShapes) {
   // Decode's attention products take the small-product path: scores q [B, H, M, D] against
   // the cache [B, H, S, D] (dot products along D), values probs [B, H, M, S] x [B, H, S, D]
-  // (row updates along D); head sizes and cache lengths off the vector widths included, and
-  // enough heads that the rows are split over the team.
+  // (row updates along D); head sizes and cache lengths off the vector widths included. Up to
+  // four rows of q share each load of the cache, and the work splits over the team by heads
+  // and columns: every row and column must be summed as when computed alone, on one thread.
   std::mt19937_64 rng(44);
+  backend::cpu::ThreadTeam team(1);
   for (int64_t D : {64, 72, 37, 8}) {
     for (int64_t S : {1, 5, 50, 131, 300}) {
-      for (int64_t M : {1, 2, 3}) {
-        const DotCase scores{{1, 9, M, D}, {1, 9, S, D}, {3}, {3}, {0, 1}, {0, 1}};
-        const DotCase values{{1, 9, M, S}, {1, 9, S, D}, {3}, {2}, {0, 1}, {0, 1}};
-        for (const DotCase& d : {scores, values}) {
+      for (int64_t M : {1, 2, 3, 5}) {
+        const DotCase scores{{1, 3, M, D}, {1, 3, S, D}, {3}, {3}, {0, 1}, {0, 1}};
+        const DotCase values{{1, 3, M, S}, {1, 3, S, D}, {3}, {2}, {0, 1}, {0, 1}};
+        for (bool is_scores : {true, false}) {
+          const DotCase& d = is_scores ? scores : values;
+          SCOPED_TRACE(describe(d, DType::F32, DType::F32));
           Tensor a = random_tensor(DType::F32, d.lhs, rng);
           Tensor b = random_tensor(DType::F32, d.rhs, rng);
-          EXPECT_TRUE(check_dot(d, a, b, DType::F32)) << describe(d, DType::F32, DType::F32);
+          EXPECT_TRUE(check_dot(d, a, b, DType::F32));
+          KernelRun one = run_kernel("dot_general", dot_attrs(d), {a, b}, true);
+          backend::cpu::ThreadTeam::set_current(&team);
+          KernelRun split = run_kernel("dot_general", dot_attrs(d), {a, b}, true);
+          backend::cpu::ThreadTeam::set_current(nullptr);
+          ASSERT_TRUE(one.handled && split.handled);
+          EXPECT_EQ(one.outs[0].bytes, split.outs[0].bytes) << "split over the team";
+          // The last row of q alone (M = 1) gives that row's bits.
+          const int64_t inner = d.lhs[3], row_bytes = inner * 4;
+          Tensor last{Aval{{1, 3, 1, inner}, DType::F32}, {}};
+          for (int64_t h = 0; h < 3; ++h) {
+            const char* src = a.bytes.data() + ((h * M) + M - 1) * row_bytes;
+            last.bytes.insert(last.bytes.end(), src, src + row_bytes);
+          }
+          DotCase d1 = d;
+          d1.lhs[2] = 1;
+          KernelRun alone = run_kernel("dot_general", dot_attrs(d1), {last, b}, true);
+          const int64_t out_row = is_scores ? S : D;
+          for (int64_t h = 0; h < 3; ++h) {
+            ASSERT_EQ(0, std::memcmp(alone.outs[0].bytes.data() + h * out_row * 4,
+                                     one.outs[0].bytes.data() + ((h * M) + M - 1) * out_row * 4,
+                                     static_cast<size_t>(out_row * 4)))
+                << "row " << M - 1 << " of head " << h;
+          }
         }
       }
     }

@@ -488,9 +488,23 @@ inline __m256 mul_add(__m256 a, __m256 b, __m256 c) {
 }
 #endif
 
-// Dot products of row `ar` with rows n0.. of B (row stride bn), K contiguous in both: four
-// rows of B at a time, so that each load of A serves four independent accumulators.
-void dot_rows(const float* ar, const float* B, int64_t bn, int64_t K, int64_t N, float* cr) {
+// Rows of B ahead of the ones a kernel is on, fetched into cache meanwhile: decode's attention
+// reads a key/value cache that the weights streaming through every layer have evicted, and
+// would otherwise wait on memory for every row (prefetches past the end are harmless).
+inline void prefetch_rows(const float* row, int64_t stride, int64_t rows, int64_t floats) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const char* p = reinterpret_cast<const char*>(row + r * stride);
+    for (int64_t l = 0; l < floats * 4; l += 64) _mm_prefetch(p + l, _MM_HINT_T0);
+  }
+}
+
+// Dot products of R rows of A (row r at ar + r * as) with rows n0.. of B (row stride bn), K
+// contiguous in both, into C (row r at cr + r * cs): four rows of B at a time, each load of B
+// serving every row of A and each load of A four accumulators. Every (row, column) is summed
+// as in the one-row loop, whatever R and wherever the column falls.
+template <int R>
+void dot_rows(const float* ar, int64_t as, const float* B, int64_t bn, int64_t K, int64_t N,
+              float* cr, int64_t cs) {
   int64_t n = 0;
 #if defined(__AVX2__)
   const int64_t K8 = K & ~int64_t{7};
@@ -499,70 +513,130 @@ void dot_rows(const float* ar, const float* B, int64_t bn, int64_t K, int64_t N,
     const float* b1 = b0 + bn;
     const float* b2 = b1 + bn;
     const float* b3 = b2 + bn;
-    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    prefetch_rows(B + (n + 16) * bn, bn, 4, K);
+    __m256 s[R][4];
+    for (auto& row : s) {
+      for (auto& v : row) v = _mm256_setzero_ps();
+    }
     for (int64_t k = 0; k < K8; k += 8) {
-      const __m256 x = _mm256_loadu_ps(ar + k);
-      s0 = mul_add(x, _mm256_loadu_ps(b0 + k), s0);
-      s1 = mul_add(x, _mm256_loadu_ps(b1 + k), s1);
-      s2 = mul_add(x, _mm256_loadu_ps(b2 + k), s2);
-      s3 = mul_add(x, _mm256_loadu_ps(b3 + k), s3);
+      const __m256 w0 = _mm256_loadu_ps(b0 + k), w1 = _mm256_loadu_ps(b1 + k);
+      const __m256 w2 = _mm256_loadu_ps(b2 + k), w3 = _mm256_loadu_ps(b3 + k);
+      for (int r = 0; r < R; ++r) {
+        const __m256 x = _mm256_loadu_ps(ar + r * as + k);
+        s[r][0] = mul_add(x, w0, s[r][0]);
+        s[r][1] = mul_add(x, w1, s[r][1]);
+        s[r][2] = mul_add(x, w2, s[r][2]);
+        s[r][3] = mul_add(x, w3, s[r][3]);
+      }
     }
-    float t[4] = {hsum(s0), hsum(s1), hsum(s2), hsum(s3)};
-    for (int64_t k = K8; k < K; ++k) {
-      t[0] += ar[k] * b0[k];
-      t[1] += ar[k] * b1[k];
-      t[2] += ar[k] * b2[k];
-      t[3] += ar[k] * b3[k];
+    for (int r = 0; r < R; ++r) {
+      const float* x = ar + r * as;
+      float t[4] = {hsum(s[r][0]), hsum(s[r][1]), hsum(s[r][2]), hsum(s[r][3])};
+      for (int64_t k = K8; k < K; ++k) {
+        t[0] += x[k] * b0[k];
+        t[1] += x[k] * b1[k];
+        t[2] += x[k] * b2[k];
+        t[3] += x[k] * b3[k];
+      }
+      std::memcpy(cr + r * cs + n, t, sizeof t);
     }
-    std::memcpy(cr + n, t, sizeof t);
   }
 #endif
   for (; n < N; ++n) {
     const float* br = B + n * bn;
-    float acc = 0.0f;
+    for (int r = 0; r < R; ++r) {
+      const float* x = ar + r * as;
+      float acc = 0.0f;
 #pragma omp simd reduction(+ : acc)
-    for (int64_t k = 0; k < K; ++k) acc += ar[k] * br[k];
-    cr[n] = acc;
+      for (int64_t k = 0; k < K; ++k) acc += x[k] * br[k];
+      cr[r * cs + n] = acc;
+    }
   }
 }
 
-// cr[0, N) = sum_k x_k B[k, :] (x = A's row at stride ak, B's rows at stride bk, N
-// contiguous): 64 columns at a time held in registers across all of k, rather than the row
-// being loaded and stored once per k.
-void update_rows(const float* ar, int64_t ak, const float* B, int64_t bk, int64_t K, int64_t N,
-                 float* cr) {
+// C[r, 0..N) = sum_k A[r, k] B[k, :] for R rows of A (row r at ar + r * as, A[r, k] at stride
+// ak; B's rows at stride bk, N contiguous; C's row r at cr + r * cs): 64 columns at a time held
+// in registers across all of k, each load of B serving every row of A.
+template <int R>
+void update_rows(const float* ar, int64_t as, int64_t ak, const float* B, int64_t bk, int64_t K,
+                 int64_t N, float* cr, int64_t cs) {
   int64_t n = 0;
 #if defined(__AVX2__)
   for (; n + 64 <= N; n += 64) {
-    __m256 s[8];
-    for (auto& v : s) v = _mm256_setzero_ps();
-    for (int64_t k = 0; k < K; ++k) {
-      const __m256 x = _mm256_set1_ps(ar[k * ak]);
-      const float* br = B + k * bk + n;
-      for (int j = 0; j < 8; ++j) s[j] = mul_add(x, _mm256_loadu_ps(br + 8 * j), s[j]);
+    __m256 s[R][8];
+    for (auto& row : s) {
+      for (auto& v : row) v = _mm256_setzero_ps();
     }
-    for (int j = 0; j < 8; ++j) _mm256_storeu_ps(cr + n + 8 * j, s[j]);
+    for (int64_t k = 0; k < K; ++k) {
+      const float* br = B + k * bk + n;
+      prefetch_rows(br + 16 * bk, bk, 1, 64);
+      __m256 x[R];
+      for (int r = 0; r < R; ++r) x[r] = _mm256_set1_ps(ar[r * as + k * ak]);
+      for (int j = 0; j < 8; ++j) {
+        const __m256 w = _mm256_loadu_ps(br + 8 * j);
+        for (int r = 0; r < R; ++r) s[r][j] = mul_add(x[r], w, s[r][j]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < 8; ++j) _mm256_storeu_ps(cr + r * cs + n + 8 * j, s[r][j]);
+    }
   }
   for (; n + 16 <= N; n += 16) {
-    __m256 s0 = _mm256_setzero_ps(), s1 = s0;
-    for (int64_t k = 0; k < K; ++k) {
-      const __m256 x = _mm256_set1_ps(ar[k * ak]);
-      const float* br = B + k * bk + n;
-      s0 = mul_add(x, _mm256_loadu_ps(br), s0);
-      s1 = mul_add(x, _mm256_loadu_ps(br + 8), s1);
+    for (int r = 0; r < R; ++r) {
+      const float* x = ar + r * as;
+      __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+      for (int64_t k = 0; k < K; ++k) {
+        const __m256 xk = _mm256_set1_ps(x[k * ak]);
+        const float* br = B + k * bk + n;
+        s0 = mul_add(xk, _mm256_loadu_ps(br), s0);
+        s1 = mul_add(xk, _mm256_loadu_ps(br + 8), s1);
+      }
+      _mm256_storeu_ps(cr + r * cs + n, s0);
+      _mm256_storeu_ps(cr + r * cs + n + 8, s1);
     }
-    _mm256_storeu_ps(cr + n, s0);
-    _mm256_storeu_ps(cr + n + 8, s1);
   }
 #endif
   if (n == N) return;
-  std::fill(cr + n, cr + N, 0.0f);
-  for (int64_t k = 0; k < K; ++k) {
-    const float x = ar[k * ak];
-    const float* br = B + k * bk;
+  for (int r = 0; r < R; ++r) {
+    const float* x = ar + r * as;
+    float* c = cr + r * cs;
+    std::fill(c + n, c + N, 0.0f);
+    for (int64_t k = 0; k < K; ++k) {
+      const float xk = x[k * ak];
+      const float* br = B + k * bk;
 #pragma omp simd
-    for (int64_t j = n; j < N; ++j) cr[j] += x * br[j];
+      for (int64_t j = n; j < N; ++j) c[j] += xk * br[j];
+    }
   }
+}
+
+// Rows of A that the small-product kernels take at once: all of them share each load of B.
+// Row updates hold 8 accumulators per row, which only AVX-512's 32 registers have room for
+// past one row.
+constexpr int64_t kDotRows = 4;
+#if defined(__AVX512VL__)
+constexpr int64_t kUpdateRows = 3;
+#else
+constexpr int64_t kUpdateRows = 1;
+#endif
+
+// R (1..4) rows of A against B, by whichever kernel the layout takes.
+void small_rows(int64_t R, bool dots, const float* ar, int64_t as, int64_t ak, const float* B,
+                int64_t bk, int64_t bn, int64_t K, int64_t N, float* cr, int64_t cs) {
+  if (dots) {
+    switch (R) {
+      case 1: return dot_rows<1>(ar, as, B, bn, K, N, cr, cs);
+      case 2: return dot_rows<2>(ar, as, B, bn, K, N, cr, cs);
+      case 3: return dot_rows<3>(ar, as, B, bn, K, N, cr, cs);
+      default: return dot_rows<4>(ar, as, B, bn, K, N, cr, cs);
+    }
+  }
+  if (R == 1 || R > kUpdateRows) {
+    for (int64_t r = 0; r < R; ++r) update_rows<1>(ar + r * as, as, ak, B, bk, K, N, cr + r * cs, cs);
+    return;
+  }
+  if (R == 2) return update_rows<std::min<int64_t>(2, kUpdateRows)>(ar, as, ak, B, bk, K, N, cr, cs);
+  return update_rows<std::min<int64_t>(3, kUpdateRows)>(ar, as, ak, B, bk, K, N, cr, cs);
 }
 
 // C = A B for f32 strided views, vectorised along whichever dimension is contiguous:
@@ -594,34 +668,40 @@ bool small_f32_matmul(const Plan& p, const float* a, const float* b, float* c) {
       }
     }
   }
-  // Work units are (row of C, piece of its columns). With as many rows as threads or more, a
-  // unit is a whole row, in blocks of at least ~500K multiply-adds: decode's attention (~20 us)
-  // stays on one thread. With fewer rows (an f32 matrix-vector product of decode, ~1M
-  // multiply-adds), the columns split too, into pieces of at least ~64K multiply-adds aligned
-  // to the kernels' column groups, so each column is summed exactly as unsplit.
-  const int64_t rows = batches * M;
+  // Work units are (block of rows of one batch, piece of the columns): a block's rows share each
+  // load of B (decode's attention: the query heads of one key/value head). Products of more
+  // than ~16K multiply-adds split over the team, the columns too when there are fewer row
+  // blocks than twice the threads, in pieces aligned to the kernels' column groups so that each
+  // column is summed exactly as unsplit. Decode's attention is bound by reading the cache
+  // from memory: two threads reading halves of it take half the time.
+  const bool dots = ak == 1 && bk == 1, updates = !dots && bn == 1;
+  const int64_t rb = dots ? std::min(M, kDotRows) : updates ? std::min(M, kUpdateRows) : 1;
+  const int64_t blocks = (M + rb - 1) / rb;
+  const int64_t units = batches * blocks;
   const int64_t team = ThreadTeam::current() ? ThreadTeam::current()->size() : 1;
-  const bool by_columns = (ak == 1 && bk == 1) || bn == 1;
+  const int64_t macs = batches * M * N * K;
+  constexpr int64_t kSplitMacs = int64_t{1} << 14;
   int64_t cols = N;
-  if (by_columns && team > 1 && rows < team && N * K >= (int64_t{1} << 17)) {
-    const int64_t align = bn == 1 && !(ak == 1 && bk == 1) ? 64 : 4;
-    const int64_t want = std::max<int64_t>((int64_t{1} << 16) / K, (N + team * 4 - 1) / (team * 4));
+  if ((dots || updates) && team > 1 && units < 2 * team && macs >= kSplitMacs) {
+    const int64_t align = updates ? 64 : 4;
+    const int64_t want = std::max<int64_t>(kSplitMacs / (2 * rb * K) + 1,
+                                           (N * units + 2 * team - 1) / (2 * team));
     cols = std::min(N, (want + align - 1) / align * align);
   }
   const int64_t pieces = (N + cols - 1) / cols;
-  const int64_t grain =
-      pieces > 1 ? 1 : std::max<int64_t>(1, (kParallelGrain << 4) / std::max<int64_t>(1, N * K));
-  parallel_for(rows * pieces, grain, [&](int64_t lo, int64_t hi) {
+  const int64_t unit_macs = std::max<int64_t>(1, rb * cols * K);
+  const int64_t grain = macs < kSplitMacs ? units * pieces : std::max<int64_t>(1, kSplitMacs / unit_macs);
+  parallel_for(units * pieces, grain, [&](int64_t lo, int64_t hi) {
     for (int64_t u = lo; u < hi; ++u) {
-      const int64_t row = u / pieces, n0 = (u % pieces) * cols, n1 = std::min(N, n0 + cols);
-      const int64_t t = row / M, m = row % M;
-      const float* ar = a + offa[static_cast<size_t>(t)] + m * am;
+      const int64_t unit = u / pieces, n0 = (u % pieces) * cols, n1 = std::min(N, n0 + cols);
+      const int64_t t = unit / blocks, m0 = (unit % blocks) * rb, R = std::min(rb, M - m0);
+      const float* ar = a + offa[static_cast<size_t>(t)] + m0 * am;
       const float* B = b + offb[static_cast<size_t>(t)];
-      float* cr = c + row * N;
-      if (ak == 1 && bk == 1) {
-        dot_rows(ar, B + n0 * bn, bn, K, n1 - n0, cr + n0);
-      } else if (bn == 1) {
-        update_rows(ar, ak, B + n0, bk, K, n1 - n0, cr + n0);
+      float* cr = c + (t * M + m0) * N;
+      if (dots) {
+        small_rows(R, true, ar, am, ak, B + n0 * bn, bk, bn, K, n1 - n0, cr + n0, N);
+      } else if (updates) {
+        small_rows(R, false, ar, am, ak, B + n0, bk, bn, K, n1 - n0, cr + n0, N);
       } else {
         for (int64_t n = 0; n < N; ++n) {
           float acc = 0.0f;
