@@ -36,10 +36,12 @@ if [ ! -x "$bench" ]; then
   # tools next to ggml.
   src=$(dirname "$(find "$cache/src" -path '*/tools/llama-bench/llama-bench.cpp' | head -1)")
   src=$(cd "$src/../.." && pwd)
+  # Its compiler warnings go to a log beside the build, not into the results.
   cmake -S "$src" -B "$cache/build" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
-    -DBUILD_SHARED_LIBS=OFF >/dev/null
-  cmake --build "$cache/build" --target llama-bench -j "$(nproc)" >/dev/null
+    -DBUILD_SHARED_LIBS=OFF >"$cache/build.log" 2>&1
+  cmake --build "$cache/build" --target llama-bench -j "$(nproc)" >>"$cache/build.log" 2>&1 ||
+    { echo "building llama-bench failed: $cache/build.log" >&2; exit 1; }
 fi
 
 run_llamacpp() {  # prints "pp tg" tokens/s
