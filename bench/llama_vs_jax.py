@@ -9,8 +9,16 @@ Commands (from the repository root; JAX lives in a venv outside the repo):
   ~/.cache/partix-jax-venv/bin/python bench/llama_vs_jax.py --devices 1,8 --reps 3
   ~/.cache/partix-jax-venv/bin/python bench/llama_vs_jax.py --jax-only --devices 1   # no partix
 
-Results on the 2-core development VM (AMD EPYC, AVX2), --reps 3, tokens/s medians; "stream" =
-one jitted step per token, "fori_loop" = all decode steps in one program:
+Results, --reps 3, tokens/s medians; "stream" = one jitted step per token, "fori_loop" = all
+decode steps in one program. On a 2-core VM with AVX-512 (AMD EPYC):
+  | devices | phase | partix | JAX stream | JAX fori_loop | partix/JAX stream | partix/JAX fori_loop |
+  |---|---|---|---|---|---|---|
+  | 1 | prefill | 861.2 | 832.0 | 845.9 | 1.00 | 1.02 |
+  | 1 | decode | 58.2 | 55.3 | 56.5 | 1.05 | 1.02 |
+  | 8 | prefill | 417.8 | 483.1 | 473.8 | 0.86 | 0.88 |
+  | 8 | decode | 21.7 | 30.6 | 35.1 | 0.71 | 0.62 |
+On the 2-core development VM with AVX2 only (AMD EPYC), before partix ran oneDNN on its own
+thread team:
   | devices | phase | partix | JAX stream | JAX fori_loop | partix/JAX stream | partix/JAX fori_loop |
   |---|---|---|---|---|---|---|
   | 1 | prefill | 284.1 | 180.6 | 169.7 | 1.57 | 1.67 |
@@ -18,7 +26,7 @@ one jitted step per token, "fori_loop" = all decode steps in one program:
   | 8 | prefill | 130.3 | 161.7 | 114.3 | 0.96 | 1.14 |
   | 8 | decode | 9.0 | 13.0 | 14.7 | 0.62 | 0.57 |
 
-(prompt 37 tokens, 32 new tokens; per-repetition ranges, e.g. 1-device partix prefill
+(prompt 37 tokens, 32 new tokens; per-repetition ranges, e.g. on the AVX2 VM 1-device partix prefill
 186..299; JAX's two prefill columns run the same program, their difference is noise.)
 
 What runs on both sides:
