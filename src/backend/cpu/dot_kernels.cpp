@@ -358,7 +358,17 @@ bool run_onednn(const Plan& p, const void* a, const void* b, void* out, memory::
   const int64_t in_es = in_dt == memory::data_type::bf16 ? 2 : 4;
   const int64_t out_es = out_dt == memory::data_type::bf16 ? 2 : 4;
   parallel_for(static_cast<int64_t>(pieces.size()), 1, [&](int64_t lo, int64_t hi) {
-    if (omp_get_max_threads() != 1) omp_set_num_threads(1);  // per thread
+    // One OpenMP thread for these calls (a per-thread setting); a thread that is not partix's
+    // own gets its setting back.
+    struct OneOmpThread {
+      int before = omp_get_max_threads();
+      OneOmpThread() {
+        if (before != 1) omp_set_num_threads(1);
+      }
+      ~OneOmpThread() {
+        if (before != 1) omp_set_num_threads(before);
+      }
+    } one_thread;
     for (int64_t i = lo; i < hi; ++i) {
       const Piece& pc = pieces[static_cast<size_t>(i)];
       const Matmul& m = *pc.m;
