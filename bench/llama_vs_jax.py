@@ -10,21 +10,18 @@ Commands (from the repository root; JAX lives in a venv outside the repo):
   ~/.cache/partix-jax-venv/bin/python bench/llama_vs_jax.py --jax-only --devices 1   # no partix
 
 Results, --reps 3, tokens/s medians; "stream" = one jitted step per token, "fori_loop" = all
-decode steps in one program. On a 2-core VM with AVX-512 (AMD EPYC):
-  | devices | phase | partix | JAX stream | JAX fori_loop | partix/JAX stream | partix/JAX fori_loop |
-  |---|---|---|---|---|---|---|
-  | 1 | prefill | 861.2 | 832.0 | 845.9 | 1.00 | 1.02 |
-  | 1 | decode | 58.2 | 55.3 | 56.5 | 1.05 | 1.02 |
-  | 8 | prefill | 417.8 | 483.1 | 473.8 | 0.86 | 0.88 |
-  | 8 | decode | 21.7 | 30.6 | 35.1 | 0.71 | 0.62 |
-On the 2-core development VM with AVX2 only (AMD EPYC), before partix ran oneDNN on its own
-thread team:
-  | devices | phase | partix | JAX stream | JAX fori_loop | partix/JAX stream | partix/JAX fori_loop |
-  |---|---|---|---|---|---|---|
-  | 1 | prefill | 284.1 | 180.6 | 169.7 | 1.57 | 1.67 |
-  | 1 | decode | 19.8 | 19.8 | 21.0 | 0.96 | 0.86 |
-  | 8 | prefill | 130.3 | 161.7 | 114.3 | 0.96 | 1.14 |
-  | 8 | decode | 9.0 | 13.0 | 14.7 | 0.62 | 0.57 |
+decode steps in one program. Two 2-core VMs (AMD EPYC): "512" has AVX-512 (this version of
+partix), "AVX2" has AVX2 only (before partix ran oneDNN on its own thread team):
+  | VM | devices | phase | partix | JAX stream | JAX fori_loop | partix/JAX stream | partix/JAX fori_loop |
+  |---|---|---|---|---|---|---|---|
+  | 512 | 1 | prefill | 861.2 | 832.0 | 845.9 | 1.00 | 1.02 |
+  | 512 | 1 | decode | 58.2 | 55.3 | 56.5 | 1.05 | 1.02 |
+  | 512 | 8 | prefill | 417.8 | 483.1 | 473.8 | 0.86 | 0.88 |
+  | 512 | 8 | decode | 21.7 | 30.6 | 35.1 | 0.71 | 0.62 |
+  | AVX2 | 1 | prefill | 284.1 | 180.6 | 169.7 | 1.57 | 1.67 |
+  | AVX2 | 1 | decode | 19.8 | 19.8 | 21.0 | 0.96 | 0.86 |
+  | AVX2 | 8 | prefill | 130.3 | 161.7 | 114.3 | 0.96 | 1.14 |
+  | AVX2 | 8 | decode | 9.0 | 13.0 | 14.7 | 0.62 | 0.57 |
 
 (prompt 37 tokens, 32 new tokens; per-repetition ranges, e.g. on the AVX2 VM 1-device partix prefill
 186..299; JAX's two prefill columns run the same program, their difference is noise.)

@@ -630,7 +630,8 @@ constexpr int64_t kUpdateRows = 3;
 constexpr int64_t kUpdateRows = 1;
 #endif
 
-// R (1..4) rows of A against B, by whichever kernel the layout takes.
+// R (1..4) rows of A against B, by whichever kernel the layout takes (row updates one row at a
+// time past kUpdateRows).
 void small_rows(int64_t R, bool dots, const float* ar, int64_t as, int64_t ak, const float* B,
                 int64_t bk, int64_t bn, int64_t K, int64_t N, float* cr, int64_t cs) {
   if (dots) {
@@ -641,12 +642,15 @@ void small_rows(int64_t R, bool dots, const float* ar, int64_t as, int64_t ak, c
       default: return dot_rows<4>(ar, as, B, bn, K, N, cr, cs);
     }
   }
-  if (R == 1 || R > kUpdateRows) {
+  if (R > kUpdateRows) {
     for (int64_t r = 0; r < R; ++r) update_rows<1>(ar + r * as, as, ak, B, bk, K, N, cr + r * cs, cs);
     return;
   }
-  if (R == 2) return update_rows<std::min<int64_t>(2, kUpdateRows)>(ar, as, ak, B, bk, K, N, cr, cs);
-  return update_rows<std::min<int64_t>(3, kUpdateRows)>(ar, as, ak, B, bk, K, N, cr, cs);
+  switch (R) {
+    case 1: return update_rows<1>(ar, as, ak, B, bk, K, N, cr, cs);
+    case 2: return update_rows<2>(ar, as, ak, B, bk, K, N, cr, cs);
+    default: return update_rows<3>(ar, as, ak, B, bk, K, N, cr, cs);
+  }
 }
 
 // C = A B for f32 strided views, vectorised along whichever dimension is contiguous:

@@ -379,9 +379,10 @@ void quant_matmul(DType dt, const float* x, const void* w, float* y, int64_t M, 
   }
   const int64_t row_bytes = dtype_nbytes(dt, {K});
   const auto* wb = static_cast<const uint8_t*>(w);
-  if (isa == QuantIsa::kAvx512Vnni && quant_isa_supported(isa) && quant::avx512_rows_handles(dt)) {
+  const bool vnni = isa == QuantIsa::kAvx512Vnni && quant_isa_supported(isa);
+  if (vnni && quant::avx512_rows_handles(dt)) {
     matmul_rows(quant::rows_avx512, dt, xq, wb, y, M, N, nb, row_bytes);
-  } else if (isa == QuantIsa::kAvx512Vnni && quant_isa_supported(isa)) {
+  } else if (vnni) {
     matmul_rows(rows_vnni, dt, xq, wb, y, M, N, nb, row_bytes);
   } else if (simd) {
     matmul_rows(rows_avx2, dt, xq, wb, y, M, N, nb, row_bytes);
