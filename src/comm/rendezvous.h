@@ -38,13 +38,14 @@ struct Call {
     return std::string_view(what) == o.what && bytes == o.bytes && dtype == o.dtype &&
            kind == o.kind && shared == o.shared;
   }
-  std::string to_string() const {
+  // `form`: say which form of the call it is (when members differ only in that).
+  std::string to_string(bool form) const {
     static constexpr const char* kKinds[] = {"sum", "max", "min"};
     std::string s = fmt::format("{} of {} bytes", what, bytes);
     if (dtype >= 0 && kind >= 0 && kind < 3) {
       s += fmt::format(" ({} {})", kKinds[kind], dtype_name(static_cast<DType>(dtype)));
     }
-    if (shared) s += " into a shared result";
+    if (form) s += shared ? " into a shared result" : " into its own buffer";
     return s;
   }
 };
@@ -74,12 +75,15 @@ struct Rendezvous {
   // Run on release (under the lock): compares the members' calls.
   void compare_calls(const std::vector<int>& members) {
     mismatch.clear();
-    bool same = true;
-    for (const Call& c : calls) same = same && c == calls[0];
+    bool same = true, forms = false;
+    for (const Call& c : calls) {
+      same = same && c == calls[0];
+      forms = forms || c.shared != calls[0].shared;
+    }
     if (same) return;
     std::vector<std::string> who;
     for (size_t r = 0; r < calls.size(); ++r) {
-      who.push_back(fmt::format("device {}: {}", members[r], calls[r].to_string()));
+      who.push_back(fmt::format("device {}: {}", members[r], calls[r].to_string(forms)));
     }
     mismatch = fmt::format(
         "the devices of group [{}] entered different collectives ({}); every device of a group "
