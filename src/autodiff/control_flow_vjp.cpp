@@ -51,6 +51,29 @@ struct ScanView {
     return args;
   }
 
+  // Which of the body's parameters a gradient flows through, given which operands do (null:
+  // all): a carry is active when its initial value is or when the body makes it so.
+  std::vector<bool> body_active(const std::vector<bool>* operands) const {
+    const size_t off = fori ? 1 : 0;
+    std::vector<bool> on(body.params.size(), true);
+    if (fori) on[0] = false;
+    if (!operands) return on;
+    for (size_t i = 0; i < operands->size() && off + i < on.size(); ++i)
+      on[off + i] = (*operands)[i];
+    for (size_t round = 0; round <= nc; ++round) {
+      const std::vector<bool> values = active_values(body, &on);
+      bool changed = false;
+      for (size_t k = 0; k < nc; ++k) {
+        if (!on[off + k] && values[static_cast<size_t>(body.results[k])]) {
+          on[off + k] = true;
+          changed = true;
+        }
+      }
+      if (!changed) break;
+    }
+    return on;
+  }
+
   bool fori;
   const ir::Program& body;
   size_t nc, nx, ny = 0;
@@ -69,7 +92,8 @@ namespace {
 // What a VJP reads only for its shape is not counted: the backward scan recomputes the body
 // anyway and the unused recomputation is dead code, so a value missing here costs time, never
 // correctness.
-std::vector<int> values_backward_reads(const ScanView& s, const std::vector<detail::Vary>& vary) {
+std::vector<int> values_backward_reads(const ScanView& s, const std::vector<detail::Vary>& vary,
+                                       const std::vector<bool>& active) {
   std::vector<ir::Aval> avals;
   for (int v : s.body.params) avals.push_back(s.body.aval(v));
   const size_t n_args = avals.size();
@@ -96,13 +120,13 @@ std::vector<int> values_backward_reads(const ScanView& s, const std::vector<deta
         avals, vary, [&](const std::vector<Array>& t, detail::TraceState& ts) {
           const std::vector<Array> args = part(t, 0, n_args), cts = part(t, n_args, t.size() - n_args);
           Residuals inner;
-          std::vector<Array> env = evaluate(s.body, args, &inner);
+          std::vector<Array> env = evaluate(s.body, args, &inner, &active);
           for (int v : candidates) {
             const Array& a = env[static_cast<size_t>(v)];
             if (a.valid() && a.is_tracer()) traced[static_cast<size_t>(v)] = ts.value_of(a);
           }
           first_backward = ts.program().instrs.size();
-          std::vector<Array> g = backward(s.body, env, cts, &inner);
+          std::vector<Array> g = backward(s.body, env, cts, &inner, &active);
           std::vector<Array> out;
           for (size_t i = 0; i < g.size(); ++i) out.push_back(or_zeros(g[i], args[i]));
           return out;
@@ -123,20 +147,22 @@ std::vector<int> values_backward_reads(const ScanView& s, const std::vector<deta
   return out;
 }
 
-// values_backward_reads, once per body program (a scan differentiated twice, or in a jit traced
-// again, is analysed once).
+// values_backward_reads, once per body program and active parameters (a scan differentiated
+// twice, or in a jit traced again, is analysed once).
 std::vector<int> saved_values(const ScanView& s, const prim::Regions& regions,
-                              const std::vector<detail::Vary>& vary) {
+                              const std::vector<detail::Vary>& vary,
+                              const std::vector<bool>& active) {
   static std::mutex mu;
-  static std::map<const ir::Program*, std::pair<std::weak_ptr<const ir::Program>, std::vector<int>>>
+  static std::map<std::pair<const ir::Program*, std::vector<bool>>,
+                  std::pair<std::weak_ptr<const ir::Program>, std::vector<int>>>
       cache;
-  const ir::Program* key = regions[0].get();
+  const auto key = std::make_pair(regions[0].get(), active);
   {
     std::lock_guard<std::mutex> lock(mu);
     auto it = cache.find(key);
     if (it != cache.end() && !it->second.first.expired()) return it->second.second;
   }
-  std::vector<int> found = values_backward_reads(s, vary);
+  std::vector<int> found = values_backward_reads(s, vary, active);
   std::lock_guard<std::mutex> lock(mu);
   std::erase_if(cache, [](const auto& e) { return e.second.first.expired(); });
   cache[key] = {regions[0], found};
@@ -154,9 +180,10 @@ std::vector<detail::Vary> body_vary(const ScanView& s) {
 
 std::vector<Array> scan_forward_saving(const ir::Attrs& attrs, const prim::Regions& regions,
                                        const std::vector<Array>& operands,
-                                       std::vector<Array>* residuals) {
+                                       std::vector<Array>* residuals,
+                                       const std::vector<bool>* active) {
   const ScanView s(attrs, regions, operands);
-  const std::vector<int> keep = saved_values(s, regions, body_vary(s));
+  const std::vector<int> keep = saved_values(s, regions, body_vary(s), s.body_active(active));
   // Results: the final carries, the incoming carries stacked, the body's ys, then the values
   // the backward pass reads, stacked.
   std::shared_ptr<void> proto;
@@ -192,9 +219,10 @@ std::vector<Array> scan_vjp(const prim::VjpArgs& a) {
   if (a.residuals) {
     saved = *a.residuals;
   } else {
-    scan_forward_saving(a.attrs, a.regions, a.primals, &saved);
+    scan_forward_saving(a.attrs, a.regions, a.primals, &saved, a.active);
   }
-  const std::vector<int> keep = saved_values(s, a.regions, body_vary(s));
+  const std::vector<bool> active = s.body_active(a.active);
+  const std::vector<int> keep = saved_values(s, a.regions, body_vary(s), active);
   if (saved.size() != nc + keep.size()) {
     detail::internal_error("grad", fmt::format("scan saved {} residuals for {} carries and {} values",
                                                saved.size(), nc, keep.size()));
@@ -204,9 +232,10 @@ std::vector<Array> scan_vjp(const prim::VjpArgs& a) {
   // 2. Backward: a scan in the other direction over (saved carries, xs, ys' cotangents), carrying
   // the carries' cotangents and the sums of the consts' cotangents. Each step recomputes its
   // iteration from the saved carry and goes backward through it.
+  const size_t off = s.fori ? 1 : 0;  // the body's parameters: (index), carries, xs, consts
   std::vector<size_t> float_consts;
   for (size_t j = 0; j < s.consts.size(); ++j) {
-    if (is_floating(s.consts[j].dtype())) float_consts.push_back(j);
+    if (is_floating(s.consts[j].dtype()) && active[off + nc + nx + j]) float_consts.push_back(j);
   }
   const size_t nf = float_consts.size();
   std::vector<Array> bwd_init;
@@ -228,13 +257,12 @@ std::vector<Array> scan_vjp(const prim::VjpArgs& a) {
         // The iteration recomputed, then its saved values put in place: what the backward reads
         // comes from the forward pass, and the recomputation nothing reads is dead code.
         Residuals inner;
-        std::vector<Array> env = evaluate(s.body, s.body_args(carry, x), &inner);
+        std::vector<Array> env = evaluate(s.body, s.body_args(carry, x), &inner, &active);
         for (size_t k = 0; k < nk; ++k) env[static_cast<size_t>(keep[k])] = kept[k];
         std::vector<Array> cts = ct_carry;
         cts.insert(cts.end(), ct_y.begin(), ct_y.end());
-        std::vector<Array> g = backward(s.body, env, cts, &inner);
+        std::vector<Array> g = backward(s.body, env, cts, &inner, &active);
         // g: the body's parameters, (index), carries, scanned slices, consts.
-        const size_t off = s.fori ? 1 : 0;
         std::vector<Array> out;
         for (size_t k = 0; k < nc; ++k) out.push_back(or_zeros(g[off + k], carry[k]));
         for (size_t f = 0; f < nf; ++f) {
@@ -261,17 +289,20 @@ std::vector<Array> cond_vjp(const prim::VjpArgs& a) {
   std::vector<Array> cts;
   for (size_t k = 0; k < a.outputs.size(); ++k)
     cts.push_back(or_zeros(a.cotangents[k], a.outputs[k]));
+  // The branches' parameters are the operands after the predicate.
+  std::vector<bool> active(args.size(), true);
+  if (a.active) active.assign(a.active->begin() + 1, a.active->end());
   std::vector<size_t> diff;
   for (size_t i = 0; i < args.size(); ++i) {
-    if (is_floating(args[i].dtype())) diff.push_back(i);
+    if (is_floating(args[i].dtype()) && active[i]) diff.push_back(i);
   }
   auto branch = [&](const ir::Program& prog) {
     return [&](const std::vector<Array>& t, std::shared_ptr<void>&) {
       const std::vector<Array> primals = part(t, 0, args.size());
       const std::vector<Array> ct = part(t, args.size(), cts.size());
       Residuals inner;
-      std::vector<Array> env = evaluate(prog, primals, &inner);
-      std::vector<Array> g = backward(prog, env, ct, &inner);
+      std::vector<Array> env = evaluate(prog, primals, &inner, &active);
+      std::vector<Array> g = backward(prog, env, ct, &inner, &active);
       std::vector<Array> out;
       for (size_t i : diff) out.push_back(or_zeros(g[i], primals[i]));
       return out;

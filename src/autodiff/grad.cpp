@@ -48,11 +48,15 @@ GradOutput grad_engine(const std::vector<Array>& leaves, const std::vector<bool>
   // 3. run it backward.
   std::vector<Array> args = leaves;
   for (const Array& c : ts->captures()) args.push_back(c);
+  // Only the arguments differentiated with respect to want cotangents (captures never do).
+  std::vector<bool> active(wrt.begin(), wrt.end());
+  active.resize(args.size(), false);
   autodiff::Residuals saved;
-  std::vector<Array> env = autodiff::evaluate(prog, args, &saved);
+  std::vector<Array> env = autodiff::evaluate(prog, args, &saved, &active);
   GradOutput out;
   out.value = env[static_cast<size_t>(prog.results[0])];
-  std::vector<Array> cts = autodiff::backward(prog, env, {autodiff::ones_like(out.value)}, &saved);
+  std::vector<Array> cts =
+      autodiff::backward(prog, env, {autodiff::ones_like(out.value)}, &saved, &active);
   out.grads.resize(leaves.size());
   for (size_t i = 0; i < leaves.size(); ++i) {
     if (!wrt[i]) continue;

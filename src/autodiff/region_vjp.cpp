@@ -26,8 +26,8 @@ std::vector<Array> remat_vjp(const prim::VjpArgs& a) {
   const ir::Program& body = *a.regions[0];
   // Recompute the region's activations from its inputs, then go backward through it.
   Residuals saved;
-  std::vector<Array> env = evaluate(body, a.primals, &saved);
-  return backward(body, env, a.cotangents, &saved);
+  std::vector<Array> env = evaluate(body, a.primals, &saved, a.active);
+  return backward(body, env, a.cotangents, &saved, a.active);
 }
 
 std::vector<Array> shard_map_vjp(const prim::VjpArgs& a) {
@@ -63,8 +63,8 @@ std::vector<Array> shard_map_vjp(const prim::VjpArgs& a) {
           if (!missing.empty()) local_cts[k] = psum(local_cts[k], Axes(missing));
         }
         Residuals saved;
-        std::vector<Array> env = evaluate(body, primals, &saved);
-        std::vector<Array> g = backward(body, env, local_cts, &saved);
+        std::vector<Array> env = evaluate(body, primals, &saved, a.active);
+        std::vector<Array> g = backward(body, env, local_cts, &saved, a.active);
         for (size_t i = 0; i < n_in; ++i) {
           if (!g[i].valid()) g[i] = zeros_like(primals[i]);
           // A cotangent must vary over at least the axes its input's spec names.

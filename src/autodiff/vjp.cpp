@@ -15,22 +15,26 @@ Array ones_like(const Array& x) {
   return broadcast_in_dim(detail::literal(1.0, x.dtype()), x.shape(), {});
 }
 
-std::vector<Array> evaluate(const ir::Program& p, const std::vector<Array>& args,
-                            Residuals* saved) {
+std::vector<Array> evaluate(const ir::Program& p, const std::vector<Array>& args, Residuals* saved,
+                            const std::vector<bool>* active) {
   if (args.size() != p.params.size()) {
     detail::internal_error("evaluate", fmt::format("{} arguments for {} parameters", args.size(),
                                                    p.params.size()));
   }
   std::vector<Array> env(p.values.size());
   for (size_t i = 0; i < args.size(); ++i) env[static_cast<size_t>(p.params[i])] = args[i];
+  const std::vector<bool> on = saved ? active_values(p, active) : std::vector<bool>();
   for (const ir::Instr& in : p.instrs) {
     std::vector<Array> ins;
     for (int v : in.inputs) ins.push_back(env[static_cast<size_t>(v)]);
     const std::string_view name = in.prim->name();
-    std::vector<Array> outs =
-        saved && (name == "scan" || name == "fori_loop")
-            ? scan_forward_saving(in.attrs, in.regions, ins, &(*saved)[&in])
-            : detail::bind(*in.prim, ins, in.attrs, in.regions);
+    std::vector<Array> outs;
+    if (saved && (name == "scan" || name == "fori_loop")) {
+      const std::vector<bool> in_active = active_inputs(in, on);
+      outs = scan_forward_saving(in.attrs, in.regions, ins, &(*saved)[&in], &in_active);
+    } else {
+      outs = detail::bind(*in.prim, ins, in.attrs, in.regions);
+    }
     for (size_t k = 0; k < outs.size(); ++k) env[static_cast<size_t>(in.outputs[k])] = outs[k];
   }
   return env;
@@ -57,11 +61,50 @@ void accumulate(std::vector<Array>& ct, int v, const Array& g, const ir::Program
 
 }  // namespace
 
+std::vector<bool> active_values(const ir::Program& p, const std::vector<bool>* active) {
+  std::vector<bool> on(p.values.size(), false);
+  for (size_t i = 0; i < p.params.size(); ++i) {
+    const int v = p.params[i];
+    on[static_cast<size_t>(v)] =
+        (!active || (i < active->size() && (*active)[i])) && differentiable(p.aval(v).dtype);
+  }
+  for (const ir::Instr& in : p.instrs) {
+    bool any = false;
+    if (in.prim->name() == "while_loop" && in.regions.size() == 2) {
+      // Gradients reach the results through the carries and what the body reads, never through
+      // what only the condition reads.
+      const ir::Program& body = *in.regions[1];
+      std::vector<bool> read(body.values.size(), false);
+      for (const ir::Instr& b : body.instrs) {
+        for (int v : b.inputs) read[static_cast<size_t>(v)] = true;
+      }
+      for (int v : body.results) read[static_cast<size_t>(v)] = true;
+      const size_t nc = static_cast<size_t>(in.attrs.i("num_carry"));
+      for (size_t k = 0; k < in.inputs.size() && k < body.params.size(); ++k) {
+        const bool reaches = k < nc || read[static_cast<size_t>(body.params[k])];
+        any = any || (reaches && on[static_cast<size_t>(in.inputs[k])]);
+      }
+    } else {
+      for (int v : in.inputs) any = any || on[static_cast<size_t>(v)];
+    }
+    for (int v : in.outputs) on[static_cast<size_t>(v)] = any && differentiable(p.aval(v).dtype);
+  }
+  return on;
+}
+
+std::vector<bool> active_inputs(const ir::Instr& in, const std::vector<bool>& active) {
+  std::vector<bool> out;
+  for (int v : in.inputs) out.push_back(active[static_cast<size_t>(v)]);
+  return out;
+}
+
 std::vector<Array> backward(const ir::Program& p, const std::vector<Array>& env,
-                            const std::vector<Array>& result_cotangents, const Residuals* saved) {
+                            const std::vector<Array>& result_cotangents, const Residuals* saved,
+                            const std::vector<bool>* active) {
+  const std::vector<bool> on = active_values(p, active);
   std::vector<Array> ct(p.values.size());
   for (size_t k = 0; k < p.results.size(); ++k) {
-    if (result_cotangents[k].valid()) {
+    if (result_cotangents[k].valid() && on[static_cast<size_t>(p.results[k])]) {
       accumulate(ct, p.results[k], result_cotangents[k], p, "the output");
     }
   }
@@ -73,6 +116,7 @@ std::vector<Array> backward(const ir::Program& p, const std::vector<Array>& env,
       cts.push_back(ct[static_cast<size_t>(v)]);
       any = any || cts.back().valid();
     }
+    // Cotangents reach only active values (accumulate skips the others).
     if (!any) continue;
     std::vector<Array> primals, outputs;
     for (int v : in.inputs) primals.push_back(env[static_cast<size_t>(v)]);
@@ -82,10 +126,11 @@ std::vector<Array> backward(const ir::Program& p, const std::vector<Array>& env,
       auto found = saved->find(&in);
       if (found != saved->end()) residuals = &found->second;
     }
-    prim::VjpArgs args{primals, outputs, cts, in.attrs, in.regions, residuals};
+    const std::vector<bool> in_active = active_inputs(in, on);
+    prim::VjpArgs args{primals, outputs, cts, in.attrs, in.regions, residuals, &in_active};
     std::vector<Array> gs = in.prim->vjp(args);
     for (size_t i = 0; i < in.inputs.size() && i < gs.size(); ++i) {
-      accumulate(ct, in.inputs[i], gs[i], p, in.prim->name());
+      if (in_active[i]) accumulate(ct, in.inputs[i], gs[i], p, in.prim->name());
     }
   }
   std::vector<Array> out;

@@ -18,21 +18,36 @@ namespace partix::autodiff {
 using Residuals = std::map<const ir::Instr*, std::vector<Array>>;
 
 // The value of every program value after evaluating `p` on `args` (indexed by value id). With
-// `saved`, loops are evaluated in their residual-saving form and their residuals kept there.
+// `saved`, loops are evaluated in their residual-saving form and their residuals kept there,
+// for a backward pass given the same `active` parameters (null: all).
 std::vector<Array> evaluate(const ir::Program& p, const std::vector<Array>& args,
-                            Residuals* saved = nullptr);
+                            Residuals* saved = nullptr, const std::vector<bool>* active = nullptr);
 
 // Cotangents of p's parameters given its evaluated values and its results' cotangents (an
-// empty Array means zero); `saved`: what evaluate saved, if anything.
+// empty Array means zero); `saved`: what evaluate saved, if anything. `active`: the parameters
+// whose cotangents are wanted (null: all); instructions that none of them reaches are not
+// differentiated (a while_loop on values independent of them needs no VJP), and the other
+// parameters' cotangents may be empty.
 std::vector<Array> backward(const ir::Program& p, const std::vector<Array>& env,
                             const std::vector<Array>& result_cotangents,
-                            const Residuals* saved = nullptr);
+                            const Residuals* saved = nullptr,
+                            const std::vector<bool>* active = nullptr);
+
+// Which values of p a gradient flows through: floating values computed from an active parameter
+// (`active` per parameter; null: all). A while_loop's condition passes none on (its predicate
+// is a bool).
+std::vector<bool> active_values(const ir::Program& p, const std::vector<bool>* active);
+
+// The inputs of `in` whose values `active` (per value of its program) marks.
+std::vector<bool> active_inputs(const ir::Instr& in, const std::vector<bool>& active);
 
 // scan or fori_loop evaluated so that it also stacks the carries entering each iteration:
-// returns the instruction's results and sets `residuals` (one stack per carry).
+// returns the instruction's results and sets `residuals` (one stack per carry), for a VJP
+// given the same `active` operands (null: all).
 std::vector<Array> scan_forward_saving(const ir::Attrs& attrs, const prim::Regions& regions,
                                        const std::vector<Array>& operands,
-                                       std::vector<Array>* residuals);
+                                       std::vector<Array>* residuals,
+                                       const std::vector<bool>* active = nullptr);
 
 // VJPs of the primitives with regions.
 std::vector<Array> remat_vjp(const prim::VjpArgs& a);      // recomputes the region

@@ -10,6 +10,8 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -18,12 +20,46 @@
 
 #include "comm/communicator.h"
 #include "core/buffer.h"
+#include "partix/dtype.h"
 #include "partix/error.h"
 
 namespace partix::comm {
 
+// What one member entered: the collective and the size of its contribution. The members of
+// one round must agree; devices that reach different collectives (a branch taken on some
+// devices only) would otherwise read each other's buffers as the wrong thing.
+struct Call {
+  const char* what = "";
+  int64_t bytes = 0;  // this member's input
+  int dtype = -1;     // reductions: the element type and the reduction
+  int kind = -1;
+  bool shared = false;  // the form whose members receive one shared result
+  bool operator==(const Call& o) const {
+    return std::string_view(what) == o.what && bytes == o.bytes && dtype == o.dtype &&
+           kind == o.kind && shared == o.shared;
+  }
+  // `form`: say which form of the call it is (when members differ only in that).
+  std::string to_string(bool form) const {
+    static constexpr const char* kKinds[] = {"sum", "max", "min"};
+    std::string s = fmt::format("{} of {} bytes", what, bytes);
+    if (dtype >= 0 && kind >= 0 && kind < 3) {
+      s += fmt::format(" ({} {})", kKinds[kind], dtype_name(static_cast<DType>(dtype)));
+    }
+    if (form) s += shared ? " into a shared result" : " into its own buffer";
+    return s;
+  }
+};
+
+// A reduction's call: `count` elements of `dtype` per member.
+inline Call reduction_call(const char* what, int64_t count, DType dtype, ReduceKind kind,
+                           bool shared = false) {
+  return Call{what, count * dtype_size(dtype), static_cast<int>(dtype), static_cast<int>(kind),
+              shared};
+}
+
 struct Rendezvous {
-  explicit Rendezvous(size_t members) : in(members), out(members), here(members, false) {}
+  explicit Rendezvous(size_t members)
+      : in(members), out(members), here(members, false), calls(members) {}
 
   std::mutex mu;
   std::condition_variable cv;
@@ -33,6 +69,32 @@ struct Rendezvous {
   std::atomic<int64_t> generation{0};
   int arrived = 0;
   std::vector<bool> here;
+  std::vector<Call> calls;  // this round's, by rank
+  std::string mismatch;     // set on release when the calls differ
+
+  // Run on release (under the lock): compares the members' calls.
+  void compare_calls(const std::vector<int>& members) {
+    mismatch.clear();
+    bool same = true, forms = false;
+    for (const Call& c : calls) {
+      same = same && c == calls[0];
+      forms = forms || c.shared != calls[0].shared;
+    }
+    if (same) return;
+    std::vector<std::string> who;
+    for (size_t r = 0; r < calls.size(); ++r) {
+      who.push_back(fmt::format("device {}: {}", members[r], calls[r].to_string(forms)));
+    }
+    mismatch = fmt::format(
+        "the devices of group [{}] entered different collectives ({}); every device of a group "
+        "must run the same collectives, with the same sizes, in the same order (a cond or "
+        "while_loop whose predicate differs between devices cannot hold a collective)",
+        fmt::join(members, ","), fmt::join(who, "; "));
+  }
+  // After the meeting: raises when compare_calls found the members disagreeing.
+  void throw_if_mismatched(const char* what) const {
+    if (!mismatch.empty()) throw Error(fmt::format("[{}] {}", what, mismatch));
+  }
 
   // The barrier: member `rank` of `members` (device ids, for messages) arrives; the last one
   // runs `on_release` and releases everyone. Waiters spin (yielding: there are more device

@@ -307,8 +307,9 @@ class WhileLoop final : public Primitive {
 
   std::vector<Array> vjp(const VjpArgs&) const override {
     detail::fail("while_loop",
-                 "reverse-mode differentiation of a while_loop is not supported: its trip count "
-                 "is not static; use fori_loop or scan with static bounds");
+                 "reverse-mode differentiation through a while_loop is not supported: the "
+                 "differentiated input reaches its carries (or what its body reads) and its trip "
+                 "count is not static; use fori_loop or scan with static bounds");
   }
 
   void reference(const KernelCall&) const override {

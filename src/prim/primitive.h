@@ -130,6 +130,9 @@ struct VjpArgs {
   const Regions& regions;
   // What the forward evaluation saved for this VJP (a scan's carries), or null.
   const std::vector<Array>* residuals = nullptr;
+  // Per input: whether a gradient flows back through it (null: every input); a VJP may leave
+  // the others' cotangents empty and need not differentiate what only they reach.
+  const std::vector<bool>* active = nullptr;
 };
 
 class Primitive {

@@ -114,6 +114,47 @@ void check_bool_scalar(const char* api, const char* what, const Array& x) {
         x.valid() ? shape_to_string(x.shape()) : "");
 }
 
+// The name a user wrote for a collective instruction (psum for all_reduce{kind=sum}, ...).
+std::string user_name(const ir::Instr& in) {
+  const std::string_view n = in.prim->name();
+  if (n == "all_reduce") {
+    const std::string& k = in.attrs.str("kind");
+    return k == "sum" ? "psum" : k == "max" ? "pmax" : "pmin";
+  }
+  if (n == "reduce_scatter") return "psum_scatter";
+  return std::string(n);
+}
+
+std::string quoted(const std::vector<std::string>& axes) {
+  std::vector<std::string> q;
+  for (const auto& a : axes) q.push_back("'" + a + "'");
+  return fmt::format("{}", fmt::join(q, ", "));
+}
+
+// Inside shard_map, devices whose predicate differs take different paths through a region: a
+// collective in it (or in a region nested in it) over an axis the predicate varies over would
+// pair devices that run different collectives, or none. Refused, as JAX refuses it.
+void check_collectives_agree(const char* api, const Vary& pred, const char* path,
+                             const ir::Program& p, const char* region) {
+  if (pred.empty()) return;
+  for (const ir::Instr& in : p.instrs) {
+    for (const auto& r : in.regions) check_collectives_agree(api, pred, path, *r, region);
+    if (!in.prim->is_collective() || !in.attrs.has("axes")) continue;
+    const auto& axes = in.attrs.get<ir::Strings>("axes");
+    std::vector<std::string> shared;
+    for (const auto& a : axes) {
+      if (pred.count(a)) shared.push_back(a);
+    }
+    if (shared.empty()) continue;
+    fail(api,
+         "the predicate varies over {} ({}), but {} runs {} over {}: devices of one group would "
+         "enter different collectives. Compute the predicate from values invariant over {} "
+         "(reduce them with psum/pmax first), or move the {} out of the {}",
+         quoted(shared), path, region, user_name(in), quoted(axes), quoted(shared), user_name(in),
+         api);
+  }
+}
+
 constexpr int kMaxWidening = 4;
 
 }  // namespace
@@ -225,6 +266,10 @@ std::vector<Array> while_call(const std::vector<Array>& init_in, const RegionFn&
     }
     if (!changed) break;
   }
+  const Vary& pred = cond.program->info(cond.program->results[0]).varying;
+  const char* path = "devices may run different numbers of iterations";
+  check_collectives_agree(kApi, pred, path, *cond.program, "the condition");
+  check_collectives_agree(kApi, pred, path, *body.program, "the body");
   out_proto = body.proto;
   std::vector<Array> captured = merge_captures(cond, body);
   std::vector<Array> operands = init;
@@ -244,6 +289,9 @@ std::vector<Array> cond_call(const Array& pred, const std::vector<Array>& operan
   std::vector<Vary> vary = varies(operands_in);
   Region t = trace_region("cond_true", avals, vary, true_fn);
   Region f = trace_region("cond_false", avals, vary, false_fn);
+  const char* path = "devices may take different branches";
+  check_collectives_agree(kApi, vary_of(pred), path, *t.program, "the true branch");
+  check_collectives_agree(kApi, vary_of(pred), path, *f.program, "the false branch");
   true_proto = t.proto;
   false_proto = f.proto;
   std::vector<ir::Aval> rt, rf;

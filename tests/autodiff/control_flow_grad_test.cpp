@@ -1,5 +1,6 @@
 // Reverse mode through scan, fori_loop and cond against the unrolled programs and finite
-// differences; while_loop refuses with an error.
+// differences; a while_loop the gradient flows through refuses with an error, one it does not
+// needs no VJP.
 #include <cmath>
 
 #include "test_util.h"
@@ -149,6 +150,76 @@ TEST(WhileLoopGrad, RefusesWithAClearError) {
                           [](const Array& c) { return c * 2.0; }, x));
   };
   EXPECT_PARTIX_ERROR(grad(loss)(full({2}, 1.0f)), "[while_loop]", "not supported", "fori_loop");
+  // Also where the input reaches only what the body reads, or the loop sits in a region.
+  auto via_body = [](const Array& x) {
+    return sum(while_loop([](const Array& c) { return sum(c) < 10.0; },
+                          [&](const Array& c) { return c * 2.0 + x; }, full({2}, 1.0f)));
+  };
+  EXPECT_PARTIX_ERROR(grad(via_body)(full({2}, 1.0f)), "[while_loop]", "not supported");
+  auto in_scan = [&](const Array& x) {
+    return sum(fori_loop(
+        0, 2,
+        [&](const Array&, const Array& c) {
+          return while_loop([](const Array& v) { return sum(v) < 10.0; },
+                            [](const Array& v) { return v * 2.0; }, c);
+        },
+        x));
+  };
+  EXPECT_PARTIX_ERROR(jit(grad(in_scan))(full({2}, 1.0f)), "[while_loop]", "not supported");
+}
+
+// Regression: a while_loop on values the differentiated input does not reach was refused under
+// grad. It needs no VJP (as in JAX): the gradient flows around it.
+TEST(WhileLoopGrad, AcceptsALoopTheGradientDoesNotFlowThrough) {
+  // Doubles `c` until its sum reaches `limit`.
+  auto grow = [](const Array& c, const Array& limit) {
+    return while_loop([&](const Array& v) { return sum(v) < limit; },
+                      [](const Array& v) { return v * 2.0; }, c);
+  };
+  Array x = rnd({3}, 21, DType::F64), y = from_vector(std::vector<double>{1, 2, 3}, {3});
+  Array ten = full({}, 10.0, DType::F64);
+  // 1. The loop runs on a constant: d/dx sum(x * w + sin(x)) = w + cos(x), w = 2 * [1, 2, 3].
+  auto on_constant = [&](const Array& a) {
+    Array w = grow(from_vector(std::vector<double>{1, 2, 3}, {3}), ten);
+    return sum(a * w + sin(a));
+  };
+  Array want = y * 2.0 + cos(x);
+  expect_close(grad(on_constant)(x), want, 1e-12);
+  expect_close(jit(grad(on_constant))(x), want, 1e-12);
+  // 2. The loop runs on an argument not differentiated with respect to.
+  auto on_other = [&](const Array& a, const Array& b) { return sum(a * grow(b, ten) + sin(a)); };
+  expect_close(grad(on_other, 0)(x, y), want, 1e-12);
+  // 3. x reaches only the condition (the predicate is a bool): the trip count is piecewise
+  // constant in x, so its gradient through the loop is zero, as finite differences say.
+  auto in_cond = [&](const Array& a) { return sum(grow(y, sum(a) * 4.0)) + sum(a * a); };
+  Array g = jit(grad(in_cond))(x);
+  expect_close(g, x * 2.0, 1e-12);
+  const std::vector<double> xv = x.to_vector<double>(), gv = g.to_vector<double>();
+  for (size_t e = 0; e < xv.size(); ++e) {
+    std::vector<double> xp = xv, xm = xv;
+    xp[e] += 1e-6;
+    xm[e] -= 1e-6;
+    const double fd = (in_cond(from_vector(xp, {3})).item<double>() -
+                       in_cond(from_vector(xm, {3})).item<double>()) /
+                      2e-6;
+    EXPECT_NEAR(gv[e], fd, 1e-6 * (1 + std::abs(fd))) << "element " << e;
+  }
+  // 4. Inside regions the gradient flows through: a fori_loop body and a cond branch.
+  auto nested = [&](const Array& a) {
+    Array c = fori_loop(
+        0, 2, [&](const Array&, const Array& v) { return v * grow(y, ten) + sin(v); }, a);
+    Array p = full({}, true, DType::Bool);
+    return sum(cond(
+        p, [&](const Array& v) { return v * grow(y, ten); }, [](const Array& v) { return v; }, c));
+  };
+  auto unrolled = [&](const Array& a) {
+    Array w = y * 2.0;
+    Array c = a;
+    for (int i = 0; i < 2; ++i) c = c * w + sin(c);
+    return sum(c * w);
+  };
+  expect_close(jit(grad(nested))(x), grad(unrolled)(x), 1e-12);
+  expect_close(jit(nested)(x), unrolled(x), 1e-12);
 }
 
 TEST(ScanGrad, TheBackwardReadsSavedValuesAndRecomputesOnlyUnderCheckpoint) {

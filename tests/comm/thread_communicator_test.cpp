@@ -1,6 +1,7 @@
 // The in-process communicator on its own: timeouts name the missing devices, abort wakes
 // waiting members, results are right under concurrent groups.
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <thread>
 
@@ -170,4 +171,70 @@ TEST(ThreadCommunicator, IntegerSumsWrap) {
     EXPECT_EQ(out[static_cast<size_t>(r)][0], big - 2);
     EXPECT_EQ(out[static_cast<size_t>(r)][1], 15);
   }
+}
+
+// Regression: members of a group that entered different collectives, or the same one with
+// different sizes, read each other's buffers as the wrong thing. Every member now raises an
+// error naming each device's call.
+TEST(ThreadCommunicator, MembersInDifferentCallsRaiseNamingEachCall) {
+  comm::set_collective_timeout_seconds(10);  // a failure here must not wait long
+  comm::Group g{5, 6};
+  auto both = [&](const std::function<void()>& a, const std::function<void()>& b) {
+    std::vector<std::string> errors(2);
+    auto guarded = [&](size_t k, const std::function<void()>& fn) {
+      return std::thread([&, k, fn] {
+        try {
+          fn();
+        } catch (const TimeoutError& e) {
+          errors[k] = std::string("timeout: ") + e.what();
+        } catch (const Error& e) {
+          errors[k] = e.what();
+        }
+      });
+    };
+    std::thread t0 = guarded(0, a), t1 = guarded(1, b);
+    t0.join();
+    t1.join();
+    return errors;
+  };
+  {
+    comm::ThreadCommunicator c;
+    std::vector<float> in(8, 1.0f), out(8);
+    auto errors = both(
+        [&] { c.all_reduce(in.data(), out.data(), 4, DType::F32, prim::ReduceKind::kSum, g, 5); },
+        [&] { c.all_reduce(in.data(), out.data(), 8, DType::F32, prim::ReduceKind::kMax, g, 6); });
+    for (const std::string& e : errors) {
+      EXPECT_NE(e.find("[all_reduce] the devices of group [5,6] entered different collectives"),
+                std::string::npos)
+          << e;
+      EXPECT_NE(e.find("device 5: all_reduce of 16 bytes (sum f32); device 6: all_reduce of 32 "
+                       "bytes (max f32)"),
+                std::string::npos)
+          << e;
+    }
+  }
+  {
+    comm::ThreadCommunicator c;
+    std::vector<float> in(4, 1.0f);
+    auto errors = both(
+        [&] { c.all_reduce_to_buffer(in.data(), 4, DType::F32, prim::ReduceKind::kSum, g, 5); },
+        [&] { c.all_gather_to_buffer(in.data(), 16, g, 6); });
+    EXPECT_NE(errors[0].find("[all_reduce]"), std::string::npos) << errors[0];
+    EXPECT_NE(errors[1].find("[all_gather]"), std::string::npos) << errors[1];
+    for (const std::string& e : errors) {
+      EXPECT_NE(e.find("device 6: all_gather of 16 bytes"), std::string::npos) << e;
+    }
+  }
+  {
+    // Members that agree meet as before.
+    comm::ThreadCommunicator c;
+    std::vector<float> a{1, 2}, b{3, 4}, oa(2), ob(2);
+    auto errors = both(
+        [&] { c.all_reduce(a.data(), oa.data(), 2, DType::F32, prim::ReduceKind::kSum, g, 5); },
+        [&] { c.all_reduce(b.data(), ob.data(), 2, DType::F32, prim::ReduceKind::kSum, g, 6); });
+    EXPECT_EQ(errors, (std::vector<std::string>{"", ""}));
+    EXPECT_EQ(oa, (std::vector<float>{4, 6}));
+    EXPECT_EQ(ob, (std::vector<float>{4, 6}));
+  }
+  comm::set_collective_timeout_seconds(300);
 }

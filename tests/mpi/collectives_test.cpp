@@ -8,7 +8,9 @@
 #include <numeric>
 
 #include "core/fault_injection.h"
+#include "ir/program.h"
 #include "partix/partix.h"
+#include "spmd/compile.h"
 
 namespace partix {
 namespace {
@@ -325,6 +327,62 @@ TEST(Processes, AFailureOnOneProcessReachesEveryProcess) {
   }
   detail::fail_program_allocation("", {}, 0);
   EXPECT_EQ(everywhere(f(g)).size(), 1u);
+}
+
+// Devices of a group spanning processes that reach different collectives (a program given as
+// text, where the trace-time check does not apply) raise on every process, naming the calls,
+// instead of mixing their buffers; the next program runs.
+TEST(Processes, DevicesInDifferentCollectivesRaise) {
+  const std::string text =
+      "program @f mesh<'x': 8> (%0: f32[16] P('x')) -> (%1) {\n"
+      "  %1 = shard_map(%0) {check_vma=false, in_specs=[P('x')], mesh=mesh<'x': 8>, "
+      "out_specs=[P()]} : f32[2] P() region {\n"
+      "    program @body (%0: f32[2] vary('x')) -> (%4) {\n"
+      "      %1 = reduce_sum(%0) {axes=[0]} : f32[] vary('x')\n"
+      "      %2 = constant() {value=<f32[]: 0>} : f32[]\n"
+      "      %3 = gt(%1, %2) : bool[] vary('x')\n"
+      "      %4 = cond(%3, %0) : f32[2] vary('x') region {\n"
+      "        program @cond_true (%0: f32[2] vary('x')) -> (%1) {\n"
+      "          %1 = all_reduce(%0) {axes=['x'], group=8, kind=\"sum\"} : f32[2]\n"
+      "        }\n"
+      "      } region {\n"
+      "        program @cond_false (%0: f32[2] vary('x')) -> (%2) {\n"
+      "          %1 = all_gather(%0) {axes=['x'], axis=0, group=8, tiled=false} : f32[8,2]\n"
+      "          %2 = reduce_sum(%1) {axes=[0]} : f32[2]\n"
+      "        }\n"
+      "      }\n"
+      "    }\n"
+      "  }\n"
+      "}\n";
+  ir::Program p = ir::parse_program(text);
+  spmd::CompileOptions options;
+  for (int v : p.params) options.in_shardings.push_back(p.info(v).sharding);
+  auto exe = spmd::compile(p, options)->executable;
+  // Block d sums above zero (psum) where d is even and below (all_gather) where it is odd: the
+  // members of the group inside each process disagree.
+  auto input = [&](bool mixed) {
+    const NamedSharding s(Mesh({8}, {"x"}), P("x"));
+    return make_array_from_callback({16}, s, [&](const std::vector<Slice>& idx) {
+      std::vector<float> v;
+      for (int64_t i = idx[0].start; i < idx[0].stop; ++i) {
+        const int64_t d = i / 2;
+        v.push_back(static_cast<float>(mixed && d % 2 == 1 ? -(i + 1) : i + 1));
+      }
+      return from_vector(v, {idx[0].size()});
+    });
+  };
+  try {
+    (void)exe->run({input(true)});
+    ADD_FAILURE() << "devices in different collectives must raise on process " << process_index();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("entered different collectives"), std::string::npos)
+        << e.what();
+  }
+  // Every device on the psum branch: each holds the sum of the blocks.
+  Array ok = exe->run({input(false)})[0];
+  float even = 0, odd = 0;
+  for (int i = 0; i < 16; ++i) (i % 2 == 0 ? even : odd) += static_cast<float>(i + 1);
+  EXPECT_EQ(everywhere(ok), (std::vector<float>{even, odd}));
 }
 
 }  // namespace

@@ -226,3 +226,158 @@ TEST(ControlFlowSharding, ShardMapWhileWithVaryingPredicateMakesCarriesVary) {
   Array got = steps(P("x"))(x);
   EXPECT_EQ(got.to_vector<int32_t>(), (std::vector<int32_t>{3, 2, 1, 0}));
 }
+
+// Regression: a cond whose predicate differs between devices, with psum in one branch and an
+// all_gather of the same group in the other, paired devices that ran different collectives and
+// returned wrong values silently. Collectives over an axis the predicate varies over are now
+// refused at trace time (as in JAX), with check_vma or without, also in nested regions.
+TEST(ControlFlowSharding, ShardMapCondWithVaryingPredicateRefusesCollectivesOverItsAxes) {
+  Mesh m = mesh42();
+  Array x = device_put(rnd({8, 4}, 11), NamedSharding(m, P("x")));
+  // Both branches give psum(v, 'x'): one with psum, one by summing an all_gather.
+  auto psum_both_ways = [](bool pred_invariant) {
+    return [=](const Array& b) {
+      Array s = sum(b);
+      Array p = (pred_invariant ? pmax(s, "x") : s) > 0.0;
+      return cond(
+          p, [](const Array& v) { return psum(v, "x"); },
+          [](const Array& v) { return sum(all_gather(v, "x", 0, false), {0}); }, b);
+    };
+  };
+  for (bool check_vma : {true, false}) {
+    auto f = shard_map(psum_both_ways(false), m, {P("x")}, {P()}, check_vma);
+    EXPECT_PARTIX_ERROR(f(x), "[cond]", "predicate varies over 'x'", "true branch", "psum",
+                        "different collectives");
+    EXPECT_PARTIX_ERROR(jit(f)(x), "[cond]", "psum over 'x'");
+  }
+  // A predicate made invariant over 'x' is fine: every device takes the same branch. (A cond's
+  // results vary with its operands, so P() needs check_vma off.)
+  auto ok = shard_map(psum_both_ways(true), m, {P("x")}, {P()}, false);
+  Array blocks = reshape(x, {4, 2, 4});
+  expect_close(ok(x), sum(blocks, {0}));
+  // Only the axes the predicate varies over matter: varying over 'y', a psum over 'x' pairs
+  // devices with the same predicate. Each 'y' block is 4 * itself where its sum is positive.
+  Array xy = device_put(rnd({4, 8}, 12), NamedSharding(m, P(None, "y")));
+  auto by_y = shard_map(
+      [](const Array& b) {
+        return cond(
+            sum(b) > 0.0, [](const Array& v) { return psum(v, "x"); },
+            [](const Array& v) { return -v; }, b);
+      },
+      m, {P(None, "y")}, {P(None, "y")});
+  std::vector<float> v = xy.to_vector<float>(), want(v.size());
+  for (int half = 0; half < 2; ++half) {
+    double s = 0;
+    for (int r = 0; r < 4; ++r) {
+      for (int c = 0; c < 4; ++c) s += v[static_cast<size_t>(r * 8 + half * 4 + c)];
+    }
+    for (int r = 0; r < 4; ++r) {
+      for (int c = 0; c < 4; ++c) {
+        const size_t i = static_cast<size_t>(r * 8 + half * 4 + c);
+        want[i] = s > 0 ? 4 * v[i] : -v[i];
+      }
+    }
+  }
+  expect_close(by_y(xy), from_vector(want, {4, 8}));
+  // Nested: the collective sits in a fori_loop inside the false branch.
+  auto nested = shard_map(
+      [](const Array& b) {
+        return cond(
+            sum(b) > 0.0, [](const Array& v) { return v; },
+            [](const Array& v) {
+              return fori_loop(
+                  0, 2,
+                  [](const Array&, const Array& c) {
+                    return ppermute(c, "x", {{0, 1}, {1, 0}});
+                  },
+                  v);
+            },
+            b);
+      },
+      m, {P("x")}, {P("x")});
+  EXPECT_PARTIX_ERROR(nested(x), "[cond]", "false branch", "ppermute over 'x'");
+}
+
+// The same for while_loop: a condition that varies gives devices different trip counts, so
+// neither the body nor the condition may hold a collective over its axes.
+TEST(ControlFlowSharding, ShardMapWhileWithVaryingConditionRefusesCollectivesOverItsAxes) {
+  Mesh m = mesh42();
+  Array x = device_put(from_vector(std::vector<float>{0, 1, 2, 3}, {4}), NamedSharding(m, P("x")));
+  auto in_body = shard_map(
+      [](const Array& b) {
+        return while_loop([](const Array& c) { return sum(c) < 3.0; },
+                          [](const Array& c) { return c + psum(c, "x") * 0.0 + 1.0; }, b);
+      },
+      m, {P("x")}, {P("x")});
+  EXPECT_PARTIX_ERROR(in_body(x), "[while_loop]", "predicate varies over 'x'",
+                      "different numbers of iterations", "the body", "psum");
+  auto in_cond = shard_map(
+      [](const Array& b) {
+        return while_loop([](const Array& c) { return sum(c) + psum(sum(c), "x") * 0.0 < 3.0; },
+                          [](const Array& c) { return c + 1.0; }, b);
+      },
+      m, {P("x")}, {P("x")});
+  EXPECT_PARTIX_ERROR(in_cond(x), "[while_loop]", "the condition", "psum over 'x'");
+  // A condition reduced over 'x' agrees everywhere: a psum in the body is fine. Every block
+  // grows by the total until the total reaches 40: 6 -> 30 -> 150.
+  auto agreed = shard_map(
+      [](const Array& b) {
+        return while_loop([](const Array& c) { return psum(sum(c), "x") < 40.0; },
+                          [](const Array& c) { return c + psum(c, "x"); }, b);
+      },
+      m, {P("x")}, {P("x")});
+  Array got = agreed(x);
+  std::vector<float> v{0, 1, 2, 3};
+  float total = 6;
+  while (total < 40) {
+    for (float& e : v) e += total;
+    total = v[0] + v[1] + v[2] + v[3];
+  }
+  expect_close(got, from_vector(v, {4}));
+}
+
+// Regression: where no trace-time check applies (a program given as text), devices of one group
+// that took different branches met in different collectives and the run failed with "internal
+// error ... wrong size", or mixed their buffers. Each device now raises an error naming every
+// device's collective and size.
+TEST(ControlFlowSharding, DevicesEnteringDifferentCollectivesRaiseNamingThem) {
+  const std::string text =
+      "program @f mesh<'x': 4> (%0: f32[8] P('x')) -> (%1) {\n"
+      "  %1 = shard_map(%0) {check_vma=false, in_specs=[P('x')], mesh=mesh<'x': 4>, "
+      "out_specs=[P()]} : f32[2] P() region {\n"
+      "    program @body (%0: f32[2] vary('x')) -> (%4) {\n"
+      "      %1 = reduce_sum(%0) {axes=[0]} : f32[] vary('x')\n"
+      "      %2 = constant() {value=<f32[]: 0>} : f32[]\n"
+      "      %3 = gt(%1, %2) : bool[] vary('x')\n"
+      "      %4 = cond(%3, %0) : f32[2] vary('x') region {\n"
+      "        program @cond_true (%0: f32[2] vary('x')) -> (%1) {\n"
+      "          %1 = all_reduce(%0) {axes=['x'], group=4, kind=\"sum\"} : f32[2]\n"
+      "        }\n"
+      "      } region {\n"
+      "        program @cond_false (%0: f32[2] vary('x')) -> (%2) {\n"
+      "          %1 = all_gather(%0) {axes=['x'], axis=0, group=4, tiled=false} : f32[4,2]\n"
+      "          %2 = reduce_sum(%1) {axes=[0]} : f32[2]\n"
+      "        }\n"
+      "      }\n"
+      "    }\n"
+      "  }\n"
+      "}\n";
+  ir::Program p = ir::parse_program(text);
+  spmd::CompileOptions options;
+  for (int v : p.params) options.in_shardings.push_back(p.info(v).sharding);
+  auto exe = spmd::compile(p, options)->executable;
+  Mesh m = make_mesh({4}, {"x"});
+  auto run = [&](std::vector<float> v) {
+    return exe->run({device_put(from_vector(v, {8}), NamedSharding(m, P("x")))})[0];
+  };
+  // Blocks 0 and 2 sum above zero (psum), blocks 1 and 3 below (all_gather).
+  EXPECT_PARTIX_ERROR(run({1, 2, -1, -2, 3, 4, -3, -4}), "entered different collectives",
+                      "group [0,1,2,3]", "device 0: all_reduce of 8 bytes (sum f32)",
+                      "device 1: all_gather of 8 bytes");
+  // All devices on one branch: both branches give the sum of the blocks.
+  for (const std::vector<float>& v : {std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8},
+                                      std::vector<float>{-1, -2, -3, -4, -5, -6, -7, -8}}) {
+    const float s = v[0] + v[2] + v[4] + v[6], t = v[1] + v[3] + v[5] + v[7];
+    EXPECT_EQ(run(v).to_vector<float>(), (std::vector<float>{s, t}));
+  }
+}

@@ -200,8 +200,9 @@ mpi::ExchangeContext ProcessCommunicator::context(const char* what, const Group&
 // (a barrier of the local members) between its steps, so that the members share the memory
 // traffic of reducing and copying instead of waiting for the leader to do it all.
 template <class Work>
-void ProcessCommunicator::run(const char* what, const Group& group, int self, const void* in,
+void ProcessCommunicator::run(const Call& call, const Group& group, int self, const void* in,
                               void* out, Work work) {
+  const char* what = call.what;
   Slot& s = slot(group);
   auto it = std::find(s.local_devices.begin(), s.local_devices.end(), self);
   if (it == s.local_devices.end()) {
@@ -211,9 +212,24 @@ void ProcessCommunicator::run(const char* what, const Group& group, int self, co
   const int lr = static_cast<int>(it - s.local_devices.begin());
   s.in[static_cast<size_t>(lr)] = in;
   s.out[static_cast<size_t>(lr)] = out;
+  s.calls[static_cast<size_t>(lr)] = call;
   auto check = [&] { throw_if_aborted(what, group); };
   auto aborted_now = [this] { return aborted(); };
-  auto meet = [&] { s.wait_all(what, s.local_devices, lr, check, aborted_now, [] {}, kSlack); };
+  // The local members' first meeting checks that they all entered this same call (every member
+  // is at its first meeting then, so `first` is the same in whichever one releases it).
+  bool first = true;
+  auto meet = [&] {
+    s.wait_all(
+        what, s.local_devices, lr, check, aborted_now,
+        [&] {
+          if (first) s.compare_calls(s.local_devices);
+        },
+        kSlack);
+    if (first) {
+      first = false;
+      s.throw_if_mismatched(what);
+    }
+  };
   // A member whose work fails cancels the round for the others (a barrier that raises has
   // already been cancelled, or timed out, which the executor reports).
   auto guarded = [&](auto&& step) {
@@ -362,7 +378,8 @@ void ProcessCommunicator::all_reduce(const void* in, void* out, int64_t count, D
                       const std::vector<mpi::Transfer>& recvs) {
     mpi::exchange(context("all_reduce", group, phase), sends, recvs);
   };
-  run("all_reduce", group, self, in, out, [&](Slot& s, int lr, auto& meet) {
+  const Call call = reduction_call("all_reduce", count, dtype, kind);
+  run(call, group, self, in, out, [&](Slot& s, int lr, auto& meet) {
     reduce_across(s, lr, meet, exchange, count, dtype, kind);
     meet();
     const int64_t n = count * dtype_size(dtype);
@@ -382,7 +399,8 @@ detail::Buffer ProcessCommunicator::all_reduce_to_buffer(const void* in, int64_t
     mpi::exchange(context("all_reduce", group, phase), sends, recvs);
   };
   detail::Buffer mine;
-  run("all_reduce", group, self, in, nullptr, [&](Slot& s, int lr, auto& meet) {
+  const Call call = reduction_call("all_reduce", count, dtype, kind, true);
+  run(call, group, self, in, nullptr, [&](Slot& s, int lr, auto& meet) {
     reduce_across(s, lr, meet, exchange, count, dtype, kind);
     mine = s.result.alias_for(self);
   });
@@ -400,7 +418,7 @@ void ProcessCommunicator::all_gather(const void* in, void* out, int64_t bytes,
     mpi::exchange(context("all_gather", group, phase), sends, recvs);
   };
   const int64_t members = static_cast<int64_t>(group.size());
-  run("all_gather", group, self, in, out, [&](Slot& s, int lr, auto& meet) {
+  run(Call{"all_gather", bytes}, group, self, in, out, [&](Slot& s, int lr, auto& meet) {
     gather_across(s, lr, meet, exchange, bytes, members);
     meet();
     if (bytes > 0) {
@@ -421,7 +439,8 @@ detail::Buffer ProcessCommunicator::all_gather_to_buffer(const void* in, int64_t
   };
   const int64_t members = static_cast<int64_t>(group.size());
   detail::Buffer mine;
-  run("all_gather", group, self, in, nullptr, [&](Slot& s, int lr, auto& meet) {
+  const Call call{"all_gather", bytes, -1, -1, true};
+  run(call, group, self, in, nullptr, [&](Slot& s, int lr, auto& meet) {
     gather_across(s, lr, meet, exchange, bytes, members);
     mine = s.result.alias_for(self);
   });
@@ -434,7 +453,9 @@ void ProcessCommunicator::reduce_scatter(const void* in, void* out, int64_t coun
     local_.reduce_scatter(in, out, count, dtype, kind, group, self);
     return;
   }
-  run("reduce_scatter", group, self, in, out, [&](Slot& s) {
+  const Call call =
+      reduction_call("reduce_scatter", count * static_cast<int64_t>(group.size()), dtype, kind);
+  run(call, group, self, in, out, [&](Slot& s) {
     const Split& sp = s.split;
     const std::vector<int>& local = sp.local();
     const int64_t es = dtype_size(dtype);
@@ -487,7 +508,7 @@ void ProcessCommunicator::all_to_all(const void* in, void* out, int64_t bytes,
     local_.all_to_all(in, out, bytes, group, self);
     return;
   }
-  run("all_to_all", group, self, in, out, [&](Slot& s) {
+  run(Call{"all_to_all", bytes}, group, self, in, out, [&](Slot& s) {
     const Split& sp = s.split;
     const std::vector<int>& local = sp.local();
     std::vector<mpi::Transfer> sends, recvs;
@@ -521,7 +542,7 @@ void ProcessCommunicator::permute(const void* in, void* out, int64_t bytes,
     local_.permute(in, out, bytes, pairs, group, self);
     return;
   }
-  run("ppermute", group, self, in, out, [&](Slot& s) {
+  run(Call{"ppermute", bytes}, group, self, in, out, [&](Slot& s) {
     const auto& all = devices();
     auto local_index = [&](int device) {
       auto it = std::find(s.local_devices.begin(), s.local_devices.end(), device);
@@ -552,7 +573,7 @@ void ProcessCommunicator::barrier(const Group& group, int self) {
     local_.barrier(group, self);
     return;
   }
-  run("barrier", group, self, nullptr, nullptr, [&](Slot& s) {
+  run(Call{"barrier", 0}, group, self, nullptr, nullptr, [&](Slot& s) {
     std::vector<mpi::Transfer> sends, recvs;
     for (size_t j = 0; j < s.split.procs.size(); ++j) {
       if (static_cast<int>(j) == s.split.me) continue;

@@ -67,8 +67,7 @@ class ProcessCommunicator final : public Communicator {
   Slot& slot(const Group& group);
   // Runs one collective: the local members meet, the leader runs work(slot), all leave.
   template <class Work>
-  void run(const char* what, const Group& group, int self, const void* in, void* out,
-           Work work);
+  void run(const Call& call, const Group& group, int self, const void* in, void* out, Work work);
   mpi::ExchangeContext context(const char* what, const Group& group, int phase);
 
   ThreadCommunicator local_;

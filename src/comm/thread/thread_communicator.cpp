@@ -156,14 +156,18 @@ void ThreadCommunicator::wake_all() {
   for (auto& [g, s] : slots_) s->notify();
 }
 
-int ThreadCommunicator::arrive(Slot& s, const char* what, const Group& group, int self,
+int ThreadCommunicator::arrive(Slot& s, const Call& call, const Group& group, int self,
                                const void* in, void* out, int64_t result_bytes) {
+  const char* what = call.what;
   int rank = rank_of(group, self, what);
   s.in[static_cast<size_t>(rank)] = in;
   s.out[static_cast<size_t>(rank)] = out;
+  s.calls[static_cast<size_t>(rank)] = call;
   if (rank == 0 && result_bytes >= 0) s.result = detail::Buffer::shared(result_bytes);
-  s.wait_all(what, group, rank, [&] { check_abort(what, group); }, [this] { return aborted(); },
-             [] {}, slack_);
+  s.wait_all(
+      what, group, rank, [&] { check_abort(what, group); }, [this] { return aborted(); },
+      [&] { s.compare_calls(group); }, slack_);
+  s.throw_if_mismatched(what);
   return rank;
 }
 
@@ -186,7 +190,7 @@ void ThreadCommunicator::all_reduce(const void* in, void* out, int64_t count, DT
                                     ReduceKind kind, const Group& group, int self) {
   Slot& s = slot(group);
   const int n = static_cast<int>(group.size());
-  int rank = arrive(s, "all_reduce", group, self, in, out);
+  int rank = arrive(s, reduction_call("all_reduce", count, dtype, kind), group, self, in, out);
   // This member reduces its chunk of every input and writes it to every output.
   const int64_t es = dtype_size(dtype);
   auto [lo, hi] = chunk_of(count, n, rank);
@@ -208,7 +212,8 @@ detail::Buffer ThreadCommunicator::all_reduce_to_buffer(const void* in, int64_t 
   Slot& s = slot(group);
   const int n = static_cast<int>(group.size());
   const int64_t es = dtype_size(dtype);
-  int rank = arrive(s, "all_reduce", group, self, in, nullptr, count * es);
+  int rank = arrive(s, reduction_call("all_reduce", count, dtype, kind, true), group, self, in,
+                    nullptr, count * es);
   auto [lo, hi] = chunk_of(count, n, rank);
   if (hi > lo) {
     std::vector<const void*> srcs;
@@ -226,7 +231,7 @@ void ThreadCommunicator::all_gather(const void* in, void* out, int64_t bytes, co
                                     int self) {
   Slot& s = slot(group);
   const int n = static_cast<int>(group.size());
-  arrive(s, "all_gather", group, self, in, out);
+  arrive(s, Call{"all_gather", bytes}, group, self, in, out);
   for (int r = 0; r < n; ++r) {
     if (bytes > 0) std::memcpy(static_cast<char*>(out) + r * bytes, s.in[static_cast<size_t>(r)], static_cast<size_t>(bytes));
   }
@@ -237,7 +242,8 @@ detail::Buffer ThreadCommunicator::all_gather_to_buffer(const void* in, int64_t 
                                                         const Group& group, int self) {
   Slot& s = slot(group);
   const int n = static_cast<int>(group.size());
-  int rank = arrive(s, "all_gather", group, self, in, nullptr, bytes * n);
+  int rank =
+      arrive(s, Call{"all_gather", bytes, -1, -1, true}, group, self, in, nullptr, bytes * n);
   if (bytes > 0) std::memcpy(static_cast<char*>(s.result.data()) + rank * bytes, in, static_cast<size_t>(bytes));
   detail::Buffer mine = s.result.alias_for(self);
   depart(s, "all_gather", group, self);
@@ -248,7 +254,8 @@ void ThreadCommunicator::reduce_scatter(const void* in, void* out, int64_t count
                                         ReduceKind kind, const Group& group, int self) {
   Slot& s = slot(group);
   const int n = static_cast<int>(group.size());
-  int rank = arrive(s, "reduce_scatter", group, self, in, out);
+  int rank =
+      arrive(s, reduction_call("reduce_scatter", count * n, dtype, kind), group, self, in, out);
   const int64_t es = dtype_size(dtype);
   std::vector<const void*> srcs;
   for (int r = 0; r < n; ++r) {
@@ -262,7 +269,7 @@ void ThreadCommunicator::all_to_all(const void* in, void* out, int64_t bytes, co
                                     int self) {
   Slot& s = slot(group);
   const int n = static_cast<int>(group.size());
-  int rank = arrive(s, "all_to_all", group, self, in, out);
+  int rank = arrive(s, Call{"all_to_all", bytes * n}, group, self, in, out);
   for (int r = 0; r < n; ++r) {
     if (bytes > 0) {
       std::memcpy(static_cast<char*>(out) + r * bytes,
@@ -276,7 +283,7 @@ void ThreadCommunicator::permute(const void* in, void* out, int64_t bytes,
                                  const std::vector<std::pair<int, int>>& pairs,
                                  const Group& group, int self) {
   Slot& s = slot(group);
-  arrive(s, "ppermute", group, self, in, out);
+  arrive(s, Call{"ppermute", bytes}, group, self, in, out);
   int source = -1;
   for (const auto& [src, dst] : pairs) {
     if (dst == self) source = src;
@@ -294,7 +301,7 @@ void ThreadCommunicator::permute(const void* in, void* out, int64_t bytes,
 
 void ThreadCommunicator::barrier(const Group& group, int self) {
   Slot& s = slot(group);
-  arrive(s, "barrier", group, self, nullptr, nullptr);
+  arrive(s, Call{"barrier", 0}, group, self, nullptr, nullptr);
 }
 
 }  // namespace partix::comm

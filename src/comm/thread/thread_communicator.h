@@ -16,6 +16,8 @@
 
 namespace partix::comm {
 
+struct Call;  // comm/rendezvous.h
+
 class ThreadCommunicator final : public Communicator {
  public:
   ThreadCommunicator();
@@ -51,8 +53,9 @@ class ThreadCommunicator final : public Communicator {
  private:
   Slot& slot(const Group& group);
   // Phase 1: publishes this member's buffers (rank 0 also allocates a shared result of
-  // result_bytes when > 0) and waits for all members; returns the rank.
-  int arrive(Slot& s, const char* what, const Group& group, int self, const void* in, void* out,
+  // result_bytes when > 0) and waits for all members; returns the rank. Raises when the members
+  // entered different calls.
+  int arrive(Slot& s, const Call& call, const Group& group, int self, const void* in, void* out,
              int64_t result_bytes = -1);
   // Phase 2: waits until every member finished its share; the last one drops the shared
   // result handle (members took their aliases before arriving).
