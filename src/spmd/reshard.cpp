@@ -40,10 +40,10 @@ int reshard_blocks(ReshardContext& ctx, int v, const Shape& global, const NamedS
     const int64_t chunk = s->shard_shape(global).back();
     if (!s->unreduced().empty() || chunk % block != 0) {
       detail::internal_error(
-          "reshard", fmt::format("{} ({}{}) cannot be {}: it would be a partial sum or split its "
-                                 "{}-element blocks",
-                                 ctx.what, dtype_name(dt), shape_to_string(global), s->to_string(),
-                                 block));
+          "reshard",
+          fmt::format("{} ({}{}) cannot be {}: it would be a partial sum or split its "
+                      "{}-element blocks",
+                      ctx.what, dtype_name(dt), shape_to_string(global), s->to_string(), block));
     }
   }
   auto storage = [&](const NamedSharding& s) {

@@ -158,6 +158,26 @@ TEST(QuantizedGrad, FloatOperandDifferentiatesWeightDoesNot) {
                      .array()
                      .to_vector<float>(),
                  grad(loss)(x, wf).array().to_vector<float>(), 1e-5);
+    // Through a loop and a branch that capture the weight.
+    auto looped = [&](const Array& a, const Array& c) {
+      Array h = fori_loop(
+          0, 2, [&](const Array&, const Array& v) { return v * 0.5; }, a);
+      Array y = cond(
+          sum(abs(h)) > -1.0,
+          [&](const Array& v) {
+            return einsum("mk,nk->mn", {v, c});
+          },
+          [&](const Array& v) {
+            return einsum("mk,nk->mn", {v, c}) * 0.0;
+          },
+          h);
+      auto body = [&](const Array& acc, const Array& row) {
+        return std::pair{acc + sum(einsum("k,nk->n", {row, c})), acc};
+      };
+      return scan(body, sum(y * up), h).first;
+    };
+    expect_close(grad(looped)(x, w).array().to_vector<float>(),
+                 grad(looped)(x, wf).array().to_vector<float>(), 1e-5);
     EXPECT_PARTIX_ERROR(grad(loss, 1)(x, w),
                         "[grad] cannot differentiate with respect to a quantized argument",
                         std::string(dtype_name(dt)) + "[5,");
