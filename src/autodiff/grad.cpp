@@ -60,6 +60,11 @@ GradOutput grad_engine(const std::vector<Array>& leaves, const std::vector<bool>
   out.grads.resize(leaves.size());
   for (size_t i = 0; i < leaves.size(); ++i) {
     if (!wrt[i]) continue;
+    check(!is_quantized(leaves[i].dtype()), "grad",
+          "cannot differentiate with respect to a quantized argument ({}{}): quantized weights "
+          "are constants (their blocks have no gradient); differentiate with respect to the "
+          "float inputs, or astype the weight to f32 to train it",
+          dtype_name(leaves[i].dtype()), shape_to_string(leaves[i].shape()));
     check(is_floating(leaves[i].dtype()), "grad",
           "cannot differentiate with respect to an integer argument ({}{})",
           dtype_name(leaves[i].dtype()), shape_to_string(leaves[i].shape()));

@@ -21,6 +21,9 @@ DType weak_dtype(DType d, double value);
 // Throws partix::Error from `op` for a quantized dtype: ops other than matmul and astype
 // never convert weight storage implicitly (DESIGN §6.4).
 void refuse_quantized(std::string_view op, DType dt);
+// Throws partix::Error from `api` for a quantized dtype: creation ops (zeros, full, arange,
+// iota, ...) make values, and quantized arrays only come as blocks (from_blocks, GGUF files).
+void refuse_created_quantized(std::string_view api, DType dt, const Shape& shape);
 // A binary primitive after promotion and broadcasting (scalars stay rank 0).
 Array binary(std::string_view prim, const Array& a, const Array& b);
 Array binary(std::string_view prim, const Array& a, double b);

@@ -13,7 +13,10 @@ namespace partix {
 namespace {
 
 // Negative or overflowing sizes, and (outside a trace) more than the host has, named by api.
+// Quantized dtypes are storage for weights that come as blocks (DESIGN §6.4): nothing is
+// created in them.
 void check_shape(const char* api, const Shape& shape, DType dtype) {
+  ops::refuse_created_quantized(api, dtype, shape);
   const int64_t n = detail::checked_size(api, shape, dtype);
   if (!detail::is_tracing()) {
     detail::check_host_memory(api, fmt::format("{}{}", dtype_name(dtype), shape_to_string(shape)),
@@ -57,6 +60,7 @@ Array ones(Shape shape, DType dtype, const NamedSharding& sharding) {
                                  [&] { return filled("ones", shape, 1.0, dtype); });
 }
 Array arange(int64_t n, DType dtype, const NamedSharding& sharding) {
+  ops::refuse_created_quantized("arange", dtype, {n});
   return detail::execute_created("arange", sharding, [&] { return counted(n, dtype); });
 }
 

@@ -50,6 +50,14 @@ void refuse_quantized(std::string_view op, DType dt) {
                dtype_name(dt));
 }
 
+void refuse_created_quantized(std::string_view api, DType dt, const Shape& shape) {
+  if (!is_quantized(dt)) return;
+  detail::fail(api,
+               "cannot create {}{}: quantized arrays are weight storage that comes as blocks "
+               "(from_blocks, a GGUF file), not values made in place; create it in a float dtype",
+               dtype_name(dt), shape_to_string(shape));
+}
+
 Array binary(std::string_view prim, const Array& a, const Array& b) {
   refuse_quantized(prim, a.dtype());
   refuse_quantized(prim, b.dtype());

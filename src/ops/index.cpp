@@ -66,6 +66,7 @@ Array dynamic_update_slice_in_dim(const Array& x, const Array& update, const Arr
 }
 
 Array iota(Shape shape, int dimension, DType dtype) {
+  ops::refuse_created_quantized("iota", dtype, shape);
   return detail::bind1("iota", {}, {{"shape", ir::Ints(shape)},
                                     {"dimension", static_cast<int64_t>(dimension)},
                                     {"dtype", dtype}});
@@ -96,6 +97,7 @@ Array one_hot(const Array& indices, int64_t n, DType dtype) {
                 dtype_name(indices.dtype()), shape_to_string(indices.shape()));
   Shape s = indices.shape();
   s.push_back(n);
+  ops::refuse_created_quantized("one_hot", dtype, s);
   Array classes = iota(s, static_cast<int>(s.size()) - 1, indices.dtype());
   return astype(equal(expand_dims(indices, -1), classes), dtype);
 }

@@ -1,6 +1,7 @@
 // Structural primitives: constant literals, sharding constraints, stop_gradient.
 #include <cstring>
 
+#include "core/array_impl.h"
 #include "partix/ops.h"
 #include "prim/primitive.h"
 #include "prim/util.h"
@@ -64,7 +65,9 @@ class ShardingConstraint final : public Identity {
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
                           const Regions& r) const override {
     auto out = Identity::infer(in, attrs, r);
-    NamedSharding(attrs.get<Mesh>("mesh"), attrs.get<PartitionSpec>("spec")).check_shape(in[0].shape);
+    NamedSharding s(attrs.get<Mesh>("mesh"), attrs.get<PartitionSpec>("spec"));
+    s.check_shape(in[0].shape);
+    detail::check_block_sharding("with_sharding_constraint", in[0].dtype, in[0].shape, s);
     return out;
   }
   std::vector<Array> vjp(const VjpArgs& a) const override {

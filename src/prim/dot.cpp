@@ -191,6 +191,17 @@ class DotGeneral final : public Primitive {
     const Array& g0 = args.cotangents[0];
     if (!g0.valid()) return {Array(), Array()};
     const Array& A = args.primals[0];
+    // A quantized weight is a constant (no gradient of its own); the lhs's cotangent contracts
+    // with its dequantized values, which the quantized kernel cannot do (it contracts K only).
+    // x[M..., K...] w[N..., K...]^T: dx = g[M..., N...] w contracted over N..., already in x's
+    // dimension order.
+    if (is_quantized(args.primals[1].dtype())) {
+      const Array& W = args.primals[1];
+      DotDims d = dot_dims(args.attrs, A.ndim(), W.ndim());
+      std::vector<int> g_rf(d.rhs_free.size());
+      std::iota(g_rf.begin(), g_rf.end(), static_cast<int>(d.lhs_free.size()));
+      return {dot_general(g0, astype(W, DType::F32), g_rf, d.rhs_free, {}, {}), Array()};
+    }
     const Array& B = args.primals[1];
     DotDims d = dot_dims(args.attrs, A.ndim(), B.ndim());
     const int nb = static_cast<int>(d.lhs_batch.size());

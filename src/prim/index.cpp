@@ -461,7 +461,8 @@ class Iota final : public Primitive {
     detail::check(dim >= -rank && dim < rank, name(), "dimension {} is out of range for shape {}",
                   dim, shape_to_string(s));
     DType dt = attrs.dtype("dtype");
-    detail::check(dt != DType::Bool, name(), "needs a numeric dtype, got {}", dtype_name(dt));
+    detail::check(dt != DType::Bool && !is_quantized(dt), name(), "needs a numeric dtype, got {}",
+                  dtype_name(dt));
     return {Aval{s, dt}};
   }
   FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>& out,

@@ -131,6 +131,44 @@ class Reshape final : public Primitive {
   }
 };
 
+// ---- storage_view{dtype}: a quantized [..., K] value as the bytes that store it, and back ----
+// The partitioner moves quantized values (DESIGN §6.4) as their storage: q[..., K] is exactly
+// the byte array bool[..., K / block, block_bytes], whose block dimension carries the last
+// dimension's sharding, so every collective and copy moves whole blocks. Local programs only.
+class StorageView final : public Primitive {
+ public:
+  std::string_view name() const override { return "storage_view"; }
+  std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
+                          const Regions&) const override {
+    check_arity(name(), in, 1);
+    const DType to = attrs.dtype("dtype");
+    Shape s = in[0].shape;
+    if (is_quantized(in[0].dtype)) {
+      detail::check(to == DType::Bool && !s.empty(), name(), "views {} as bytes (bool), not {}",
+                    in[0].to_string(), dtype_name(to));
+      const int64_t b = dtype_block_elems(in[0].dtype);
+      detail::check(s.back() % b == 0, name(), "{} does not hold whole blocks", in[0].to_string());
+      s.back() /= b;
+      s.push_back(dtype_size(in[0].dtype));
+      return {Aval{s, DType::Bool}};
+    }
+    detail::check(in[0].dtype == DType::Bool && is_quantized(to) && s.size() >= 2 &&
+                      s.back() == dtype_size(to),
+                  name(), "cannot view {} as {} blocks", in[0].to_string(), dtype_name(to));
+    s.pop_back();
+    s.back() *= dtype_block_elems(to);
+    return {Aval{s, to}};
+  }
+  double flops(const std::vector<Aval>&, const std::vector<Aval>&, const Attrs&) const override {
+    return 0;
+  }
+  void reference(const KernelCall& c) const override {
+    if (c.out[0] != c.in[0]) {
+      std::memcpy(c.out[0], c.in[0], static_cast<size_t>(c.out_aval(0).nbytes()));
+    }
+  }
+};
+
 // ---- transpose{perm}: result dim i is operand dim perm[i] ----
 class Transpose final : public Primitive {
  public:
@@ -535,6 +573,7 @@ Register<SlicePrim> r_slice;
 Register<Concatenate> r_concat;
 Register<Pad> r_pad;
 Register<Rev> r_rev;
+Register<StorageView> r_storage_view;
 
 }  // namespace
 }  // namespace partix::prim

@@ -27,8 +27,9 @@ bool is_view(const ir::Instr& in, const ir::Program& p) {
   if (in.inputs.size() != 1 || in.outputs.size() != 1) return false;
   const ir::Aval& a = p.aval(in.inputs[0]);
   const ir::Aval& r = p.aval(in.outputs[0]);
-  if (a.dtype != r.dtype || a.nbytes() != r.nbytes()) return false;
   const std::string_view name = in.prim->name();
+  if (name == "storage_view") return a.nbytes() == r.nbytes();  // the same bytes retyped
+  if (a.dtype != r.dtype || a.nbytes() != r.nbytes()) return false;
   if (name == "reshape" || name == "stop_gradient") return true;
   // Operand dims in increasing result positions, skipping size-1 ones.
   auto ordered = [&](const ir::Ints& to) {

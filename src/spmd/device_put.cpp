@@ -58,8 +58,9 @@ Array device_put(const Array& x, const NamedSharding& sharding) {
   detail::check_block_sharding("device_put", x.dtype(), x.shape(), sharding);
   if (*impl->sharding == sharding && impl->committed) return x;
   Array out;
-  // Quantized blocks move through the host: collectives know only element types.
-  if (impl->sharding->mesh() == sharding.mesh() && !is_quantized(x.dtype())) {
+  // On one mesh, on device (quantized arrays too: the reshard moves whole blocks), so an
+  // array spanning processes moves without any process holding it whole.
+  if (impl->sharding->mesh() == sharding.mesh()) {
     out = reshard_program(x, sharding)->executable->run({x})[0];
     if (out.impl() == x.impl()) {  // same sharding: a fresh handle, committed
       out = detail::make_array(x.shape(), x.dtype(), sharding, impl->shards);

@@ -141,6 +141,30 @@ Assignment assign_factors(const Mesh& mesh, const prim::FactorRule& rule,
     }
   }
   legalize(mesh, rule, a);
+  // Quantization blocks never straddle devices (DESIGN §6.4): axes leave a quantized tensor's
+  // last dimension, minor first, until each chunk holds whole blocks.
+  for (bool trimmed = true; trimmed;) {
+    trimmed = false;
+    for (const TensorView& tv : tensors) {
+      if (tv.block <= 1 || tv.dims->empty()) continue;
+      const prim::DimFactors& last = tv.dims->back();
+      int64_t size = 1, k = 1;
+      for (int f : last) {
+        size *= rule.factors[static_cast<size_t>(f)].size;
+        k *= axes_product(mesh, a.factor_axes[static_cast<size_t>(f)]);
+      }
+      if (((size + k - 1) / k) % tv.block == 0) continue;
+      for (auto f = last.rbegin(); f != last.rend(); ++f) {
+        AxisList& ax = a.factor_axes[static_cast<size_t>(*f)];
+        if (!ax.empty()) {
+          ax.pop_back();
+          break;
+        }
+      }
+      trimmed = true;
+    }
+    if (trimmed) legalize(mesh, rule, a);
+  }
   return a;
 }
 

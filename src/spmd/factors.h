@@ -36,11 +36,14 @@ struct TensorView {
   const std::vector<prim::DimFactors>* dims;
   std::optional<NamedSharding> sharding;  // nullopt: unknown yet
   double priority;                        // larger wins conflicts (fixed tensors, big tensors)
+  int64_t block = 1;  // a quantized tensor's elements per block: its last dimension's chunks
+                      // must hold whole blocks
 };
 
 // Greedy assignment: proposals in priority order; a factor takes the first proposal, later
 // ones may only extend it; a mesh axis shards at most one factor; replicated factors stay
-// unsharded; then layouts that cannot be expressed are trimmed (legalised).
+// unsharded; then layouts that cannot be expressed, or that would split a quantized tensor's
+// blocks, are trimmed (legalised).
 Assignment assign_factors(const Mesh& mesh, const prim::FactorRule& rule,
                           const std::vector<TensorView>& tensors);
 

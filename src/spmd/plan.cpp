@@ -71,7 +71,8 @@ InstrPlan plan_instr(const Mesh& mesh, const ir::Program& g, const ir::Instr& in
     if (const auto& ids = f.sharding(in.inputs[1]); ids) {
       local_out /= static_cast<double>(mesh.size()) / static_cast<double>(ids->num_replicas());
     }
-    if (L && 2.0 * local_out < static_cast<double>(ia[0].nbytes())) {
+    // Not for quantized rows: the masked lookups would be summed, and blocks cannot be.
+    if (L && !is_quantized(ia[0].dtype) && 2.0 * local_out < static_cast<double>(ia[0].nbytes())) {
       plan.handler = Handler::kTakeSharded;
       int axis = static_cast<int>(in.attrs.i("axis"));
       if (axis < 0) axis += ia[0].ndim();
@@ -154,10 +155,12 @@ InstrPlan plan_instr(const Mesh& mesh, const ir::Program& g, const ir::Instr& in
   std::vector<TensorView> views;
   for (size_t i = 0; i < in.inputs.size(); ++i) {
     auto s = f.sharding(in.inputs[i]);
-    views.push_back({&rule.operands[i], s, f.priority(in.inputs[i])});
+    views.push_back({&rule.operands[i], s, f.priority(in.inputs[i]),
+                     dtype_block_elems(g.aval(in.inputs[i]).dtype)});
   }
   for (size_t k = 0; k < in.outputs.size(); ++k) {
-    views.push_back({&rule.results[k], f.sharding(in.outputs[k]), f.priority(in.outputs[k])});
+    views.push_back({&rule.results[k], f.sharding(in.outputs[k]), f.priority(in.outputs[k]),
+                     dtype_block_elems(g.aval(in.outputs[k]).dtype)});
   }
   // Known shardings minus the passed-through axes (they cannot shard a factor here).
   for (auto& v : views) {

@@ -27,11 +27,44 @@ PartitionSpec spec_of(const Lists& lists) {
   return PartitionSpec(e);
 }
 
+// A quantized value moves as its storage (see the storage_view primitive): its [..., K]
+// elements are the bytes [..., K / block, block_bytes], the block dimension sharded as the
+// last one was, so gathers, all-to-alls, slices and pads move whole blocks. Blocks are never
+// summed: a quantized value is never unreduced.
+int reshard_blocks(ReshardContext& ctx, int v, const Shape& global, const NamedSharding& from,
+                   const NamedSharding& to) {
+  LocalBuilder& b = ctx.builder;
+  const DType dt = b.aval(v).dtype;
+  const int64_t block = dtype_block_elems(dt);
+  for (const NamedSharding* s : {&from, &to}) {
+    const int64_t chunk = s->shard_shape(global).back();
+    if (!s->unreduced().empty() || chunk % block != 0) {
+      detail::internal_error(
+          "reshard",
+          fmt::format("{} ({}{}) cannot be {}: it would be a partial sum or split its "
+                      "{}-element blocks",
+                      ctx.what, dtype_name(dt), shape_to_string(global), s->to_string(), block));
+    }
+  }
+  auto storage = [&](const NamedSharding& s) {
+    Lists e;
+    for (size_t d = 0; d < global.size(); ++d) e.push_back(s.spec()[static_cast<int>(d)]);
+    return NamedSharding(s.mesh(), spec_of(e));
+  };
+  Shape bytes_shape = global;
+  bytes_shape.back() /= block;
+  bytes_shape.push_back(dtype_size(dt));
+  int bytes = b.emit1("storage_view", {v}, {{"dtype", DType::Bool}}, storage(from));
+  bytes = reshard(ctx, bytes, bytes_shape, storage(from), storage(to));
+  return b.emit1("storage_view", {bytes}, {{"dtype", dt}}, to);
+}
+
 }  // namespace
 
 int reshard(ReshardContext& ctx, int v, const Shape& global, const NamedSharding& from,
             const NamedSharding& to) {
   if (from == to) return v;
+  if (is_quantized(ctx.builder.aval(v).dtype)) return reshard_blocks(ctx, v, global, from, to);
   LocalBuilder& b = ctx.builder;
   const Mesh& mesh = from.mesh();
   if (!(to.mesh() == mesh)) {

@@ -86,7 +86,10 @@ std::shared_ptr<JitState::Entry> JitState::get(const std::vector<Array>& leaves,
            given[i]->to_string());
     }
     if (!given[i] && impl->committed) given[i] = *impl->sharding;
-    if (given[i]) given[i]->check_shape(leaves[i].shape());
+    if (given[i]) {
+      given[i]->check_shape(leaves[i].shape());
+      check_block_sharding(name, leaves[i].dtype(), leaves[i].shape(), *given[i]);
+    }
   }
   // Trace.
   auto ts = std::make_shared<TraceState>(name);
@@ -156,6 +159,17 @@ std::shared_ptr<JitState::Entry> JitState::get(const std::vector<Array>& leaves,
     if (co.out_shardings.size() != prog.results.size()) {
       fail(name, "out_shardings has {} entries for {} results (give one for all, or one each)",
            options_.out_shardings.size(), prog.results.size());
+    }
+    // Quantized results: whole blocks per device, and never a partial sum of blocks.
+    for (size_t k = 0; k < prog.results.size(); ++k) {
+      const ir::Aval& r = prog.aval(prog.results[k]);
+      const auto& o = co.out_shardings[k];
+      if (!o || !is_quantized(r.dtype)) continue;
+      check(o->unreduced().empty(), name,
+            "out_shardings asks for result {} ({}) unreduced ({}); quantized blocks cannot be "
+            "summed",
+            k, r.to_string(), o->to_string());
+      check_block_sharding(name, r.dtype, r.shape, *o);
     }
   }
   entry->compiled = spmd::compile(prog, co);

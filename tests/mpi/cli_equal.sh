@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The CLI under mpirun against one process: `partix train --model tiny --mesh 4x2` logs the
 # same losses (within 1e-5 relative) with 2 processes of 4 devices as with 1 process of 8, and
-# `partix generate --devices 8 --greedy` writes the same text; process 0 alone prints.
+# `partix generate --devices 8 --greedy` writes the same text (generate_quantized: with
+# --weights quantized); process 0 alone prints.
 # save_trace: `--save` under mpirun writes the model one process writes (within 1e-3 of each
 # tensor's largest value: Adam's update, m / sqrt(v), turns reduction-order differences of
 # near-zero gradients into differences up to the learning rate), and `--trace` holds every
 # process's devices.
-# Usage: cli_equal.sh PARTIX_BINARY WORK_DIR [train|generate|save_trace]...
+# Usage: cli_equal.sh PARTIX_BINARY WORK_DIR [train|generate|generate_quantized|save_trace]...
 set -euo pipefail
 partix=$1
 work=$2
@@ -48,10 +49,13 @@ print(f"trace: {len(events)} events on the 8 devices of both processes")
 PY
   else
     args=(generate --devices 8 --greedy --max-tokens 12 --prompt "The capital of France is" --quiet)
+    # generate_quantized: the GGUF's quantized matrices kept as they are, split over devices
+    # of both processes (device_put reshards them on device, in whole blocks).
+    [[ $w == generate_quantized ]] && args+=(--weights quantized)
     "$partix" "${args[@]}" --output "$work/one.txt" >/dev/null
     "${mpi[@]}" "$partix" "${args[@]}" --output "$work/two.txt" >"$work/two.out"
     cmp "$work/one.txt" "$work/two.txt" || { echo "texts differ:"; cat "$work/one.txt" "$work/two.txt"; exit 1; }
     [[ $(grep -c '^prefill:' "$work/two.out") == 1 ]] || { echo "expected one report:"; cat "$work/two.out"; exit 1; }
-    echo "generate: the same text: $(cat "$work/one.txt")"
+    echo "$w: the same text: $(cat "$work/one.txt")"
   fi
 done

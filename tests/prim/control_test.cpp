@@ -12,11 +12,12 @@ namespace {
 // Checked by hand below rather than against numpy.
 const std::set<std::string> kStructural = {"constant", "stop_gradient", "copy",
                                            "sharding_constraint"};
-// Primitives that depend on a device's mesh position or carry a region: checked by the
-// collective, resharding, partitioner and autodiff tests instead.
+// Primitives that depend on a device's mesh position, carry a region or exist only in
+// partitioned programs: checked by the collective, resharding, partitioner and autodiff tests
+// instead (storage_view by tests/spmd/quantized_reshard_test.cpp).
 const std::set<std::string> kPerDevice = {"axis_index", "axis_slice", "pad_mask", "pvary",
                                           "unreduce", "shard_map", "remat", "scan", "fori_loop",
-                                          "while_loop", "cond"};
+                                          "while_loop", "cond", "storage_view"};
 
 TEST(Control, IdentitiesCopyValuesAndDtypes) {
   Array x = from_vector<int64_t>({1, -2, int64_t{1} << 60}, {3});
