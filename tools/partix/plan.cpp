@@ -379,7 +379,9 @@ void add_plan(CLI::App& app) {
   add_int(cmd, "--new-tokens", a->new_tokens, 1, int64_t{1} << 20,
           "With --generate: positions the cache keeps beyond the prompt");
   cmd->add_flag("--json", a->json, "Print the plan as JSON");
-  cmd->callback([a] { run_plan(*a); });
+  cmd->callback([a] {
+    if (!parse_only()) run_plan(*a);
+  });
 }
 
 }  // namespace partix::cli
