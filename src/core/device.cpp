@@ -16,6 +16,9 @@ namespace partix {
 namespace {
 
 constexpr int kMaxDevices = 4096;
+// What a device costs before it holds any array: its worker thread (the stack pages it
+// touches) and bookkeeping, about 30 KiB measured; checked with room to spare.
+constexpr int64_t kDeviceFixedBytes = int64_t{64} << 10;
 
 struct Registry {
   std::mutex mu;
@@ -55,6 +58,8 @@ void initialize_locked(Registry& r, int count) {
                    launch.count, count, kMaxDevices);
     }
   }
+  detail::check_host_memory("init", fmt::format("{} CPU devices (a worker thread each)", count),
+                            count * kDeviceFixedBytes);
   r.process_index = launch.index;
   r.process_count = launch.count;
   r.local_count = count;

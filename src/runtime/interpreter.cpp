@@ -274,6 +274,18 @@ namespace {
 // Parameters are counted only when `donated` is given: all live at the start, the donated ones
 // dying (and reusable in place) like any value; with `only_donated`, the others are not counted
 // (a region's parameters that live outside it).
+// Byte counts of live buffers: a sum past int64 (shapes each within range, too many or too
+// large together) is an error, never a wrapped figure in a memory analysis or check.
+int64_t add_bytes(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_add_overflow(a, b, &r)) {
+    detail::fail("jit",
+                 "the buffers a program keeps live at once on one device exceed 2^63 bytes: "
+                 "its shapes are too large to run or to plan");
+  }
+  return r;
+}
+
 int64_t replay_peak(const ir::Program& p, const Plan& plan, const std::vector<bool>* donated,
                     std::vector<int64_t>* live_after = nullptr, bool only_donated = false) {
   std::map<int, size_t> param_index;
@@ -290,7 +302,7 @@ int64_t replay_peak(const ir::Program& p, const Plan& plan, const std::vector<bo
     for (size_t i = 0; i < p.params.size(); ++i) {
       if (only_donated && !(i < donated->size() && (*donated)[i])) continue;
       const int v = p.params[i];
-      live += p.aval(v).nbytes();
+      live = add_bytes(live, p.aval(v).nbytes());
       alive[static_cast<size_t>(v)] = true;
     }
     peak = live;
@@ -324,14 +336,16 @@ int64_t replay_peak(const ir::Program& p, const Plan& plan, const std::vector<bo
     for (int v : in.inputs) ia.push_back(p.aval(v));
     for (int v : in.outputs) oa.push_back(p.aval(v));
     const int64_t scratch = in.prim->scratch_bytes(ia, oa, in.attrs);
-    if (!in.regions.empty()) nested += in.prim->bytes_held_around_regions(ia, oa, in.attrs);
-    peak = std::max(peak, live + nested);
+    if (!in.regions.empty()) {
+      nested = add_bytes(nested, in.prim->bytes_held_around_regions(ia, oa, in.attrs));
+    }
+    peak = std::max(peak, add_bytes(live, nested));
     for (size_t k = 0; k < in.outputs.size(); ++k) {
       const int v = in.outputs[k];
-      if (!(k == 0 && in_place)) live += p.aval(v).nbytes();
+      if (!(k == 0 && in_place)) live = add_bytes(live, p.aval(v).nbytes());
       alive[static_cast<size_t>(v)] = true;
     }
-    peak = std::max(peak, live + scratch);
+    peak = std::max(peak, add_bytes(live, scratch));
     for (int v : plan.release_after[i]) {
       if (!owned(v) || !alive[static_cast<size_t>(v)]) continue;
       const bool handed_over = in_place && taken == v;

@@ -1,6 +1,7 @@
 # partix plan, as a user runs it: a training plan of GPT-2 tiny whose per-device figures add up,
 # a GPT-3 175B plan on an 8x8 mesh of abstract devices (far beyond this machine), and a Llama
-# generation plan, each as JSON with the documented fields.
+# generation plan, each as JSON with the documented fields; the KV cache by hand; --model files
+# that are not config files; figures too large for int64.
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
 
@@ -60,3 +61,49 @@ endif()
 plan_json(llama --model llama-7b --mesh 1x8 --generate --batch 1 --seq 128 --new-tokens 64)
 expect_positive("${llama}" total_params per_device.params per_device.kv_cache per_device.decode_peak
                 collectives.decode.all_reduce)
+
+# The KV cache holds key/value heads, not query heads (grouped-query attention), split over
+# 'model' like k/v: 2 (k and v) x layers x batch x heads per device x positions x head_dim x 4.
+# SmolLM2-135M: 30 layers, 3 key/value heads of 64 (9 query heads); on 1x3 one head each.
+plan_json(smol --model smollm2-135m --mesh 1x3 --generate --batch 8 --seq 512 --new-tokens 128)
+string(JSON kv GET "${smol}" per_device kv_cache)
+math(EXPR expected "2 * 30 * 8 * (3 / 3) * (512 + 128) * 64 * 4")
+if(NOT kv EQUAL expected)
+  message(FATAL_ERROR "smollm2-135m 1x3: KV cache ${kv} bytes per device, by hand ${expected}")
+endif()
+# Llama 2 70B: 80 layers, 8 key/value heads of 128 (64 query heads); on 1x8 one head each.
+plan_json(l70 --model llama-70b --mesh 1x8 --generate --batch 2 --seq 128 --new-tokens 64)
+string(JSON kv GET "${l70}" per_device kv_cache)
+math(EXPR expected "2 * 80 * 2 * (8 / 8) * (128 + 64) * 128 * 4")
+if(NOT kv EQUAL expected)
+  message(FATAL_ERROR "llama-70b 1x8: KV cache ${kv} bytes per device, by hand ${expected}")
+endif()
+
+# --model that is not a config file: a FIFO (never waited on), a device, a folder, a file far
+# larger than any config.json; each a clear error at once.
+# plan_fails(<what> <stderr regex> <arguments...>)
+function(plan_fails what expect)
+  execute_process(COMMAND ${PARTIX} plan ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                  ERROR_VARIABLE err TIMEOUT 20)
+  if(NOT rc STREQUAL "1" OR NOT err MATCHES "${expect}")
+    message(FATAL_ERROR "${what}: expected exit status 1 and '${expect}', got '${rc}':\n${out}\n${err}")
+  endif()
+endfunction()
+execute_process(COMMAND mkfifo ${WORK}/fifo.json)
+plan_fails("a FIFO" "is not a regular file \\(a FIFO\\)" --model ${WORK}/fifo.json)
+plan_fails("a device" "is not a regular file \\(a character device\\)" --model /dev/zero)
+plan_fails("a folder" "is not a regular file \\(a directory\\)" --model ${WORK})
+execute_process(COMMAND truncate -s 64M ${WORK}/huge.json)
+plan_fails("a huge file" "is 67108864 bytes, more than the 16777216 accepted" --model ${WORK}/huge.json)
+
+# Figures past int64 are an error, never wrapped: GPT-3 175B with 2^24 sequences of 2048 needs
+# ~10^19 bytes per device.
+plan_fails("a plan past int64" "exceed 2\\^63 bytes" --model gpt3-175b --batch 16777216 --json)
+# Just below: every figure exact and ordered (no wrapped or zero activations).
+plan_json(big --model gpt3-175b --batch 65536)
+string(JSON act GET "${big}" per_device activations)
+string(JSON peak GET "${big}" per_device peak)
+string(JSON args GET "${big}" per_device arguments)
+if(NOT act GREATER 1000000000000000 OR NOT peak GREATER act OR NOT peak GREATER args)
+  message(FATAL_ERROR "gpt3-175b batch 65536: activations ${act}, peak ${peak}, arguments ${args}")
+endif()

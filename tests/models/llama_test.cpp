@@ -169,6 +169,58 @@ TEST(Llama, SamplingRespectsTemperatureTopKAndTopP) {
   EXPECT_GT(f[3], 0.6);
 }
 
+TEST(Llama, TinyTemperaturesSampleTheGreedyToken) {
+  // logits / T overflowed f32 for tiny T (inf - inf = NaN in the softmax): no token, or any.
+  // Rows of varied scale; the best token differs per row.
+  const int64_t rows = 64, V = 50;
+  std::vector<float> l;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t v = 0; v < V; ++v) {
+      const float scale = r % 3 == 0 ? 1e4f : (r % 3 == 1 ? 1.0f : 1e-3f);
+      l.push_back(scale * std::sin(static_cast<float>(r * 7 + v * 13)));
+    }
+  }
+  Array logits = from_vector(l, {rows, V});
+  const auto greedy = L::sample(logits, {0.0, 0, 1.0}, random::key(1)).to_vector<int32_t>();
+  for (double t : {1e-300, 1e-40, 1e-38, 1e-30, 1e-12}) {
+    for (const L::Sampling& s : {L::Sampling{t, 0, 1.0}, L::Sampling{t, 5, 1.0},
+                                 L::Sampling{t, 0, 0.5}, L::Sampling{t, 3, 0.9}}) {
+      EXPECT_EQ(L::sample(logits, s, random::key(2)).to_vector<int32_t>(), greedy)
+          << "temperature " << t << " top_k " << s.top_k << " top_p " << s.top_p;
+    }
+  }
+  // Through the generator, streamed and in one program: the greedy text.
+  Mesh mesh({2}, {"model"});
+  auto rules = L::sharding_rules();
+  L::Model m = tiny_model(mesh, rules);
+  L::Generator gen(m, mesh, rules);
+  L::GenerateOptions o;
+  o.max_tokens = 6;
+  o.stop_at_eos = false;
+  const auto expected = gen.generate({{5, 17, 42}, {8, 90}}, o).tokens;
+  for (bool loop : {false, true}) {
+    o.decode_loop = loop;
+    o.sampling = {1e-300, 0, 0.9};
+    EXPECT_EQ(gen.generate({{5, 17, 42}, {8, 90}}, o).tokens, expected) << "loop " << loop;
+  }
+}
+
+TEST(Llama, CacheLayerSpecHoldsKeyValueHeads) {
+  // Grouped-query attention: the cache has one entry per key/value head, not per query head.
+  L::Config c = L::tiny();
+  ASSERT_LT(c.num_kv_heads, c.num_heads);
+  auto rules = L::sharding_rules();
+  Mesh mesh({2}, {"model"});
+  const ShapeDtypeStruct spec = L::cache_layer_spec(c, 3, 40, mesh, rules);
+  EXPECT_EQ(spec.shape, (Shape{3, c.num_kv_heads, 40, c.head_dim}));
+  ASSERT_TRUE(spec.sharding.has_value());
+  EXPECT_EQ(spec.sharding->shard_shape(spec.shape), (Shape{3, c.num_kv_heads / 2, 40, c.head_dim}));
+  const L::KVCache cache = L::make_cache(c, 3, 40, mesh, rules);
+  ASSERT_EQ(cache.k.size(), static_cast<size_t>(c.num_layers));
+  EXPECT_EQ(cache.k[0].shape(), spec.shape);
+  EXPECT_EQ(cache.v[0].sharding(), *spec.sharding);
+}
+
 TEST(Llama, NonFiniteLogitsAreAnErrorNamingTheStepAndOnRequestTheLayer) {
   auto rules = L::sharding_rules();
   Mesh mesh({2}, {"model"});

@@ -41,7 +41,9 @@ void add_demo(CLI::App& app) {
           "Virtual CPU devices (at least 8)");
   add_int(cmd, "--rows", opts->rows, 1, 1 << 12, "Rows of the demo array");
   add_int(cmd, "--cols", opts->cols, 1, 1 << 12, "Columns of the demo array");
-  cmd->callback([opts] { run_demo(*opts); });
+  cmd->callback([opts] {
+    if (!parse_only()) run_demo(*opts);
+  });
 }
 
 }  // namespace partix::cli

@@ -106,9 +106,12 @@ std::vector<int64_t> parse_mesh(std::string_view command, std::string_view flag,
     if (x == std::string_view::npos) break;
     start = x + 1;
   }
+  if (out.size() != axes) bad_value(command, flag, text, expected);
   int64_t total = 1;
-  for (int64_t v : out) total *= v;  // each <= max_devices and checked as it grows
-  if (out.size() != axes || total > max_devices) bad_value(command, flag, text, expected);
+  for (int64_t v : out) {
+    total *= v;  // both <= max_devices before, so no overflow
+    if (total > max_devices) bad_value(command, flag, text, expected);
+  }
   return out;
 }
 

@@ -32,12 +32,16 @@ struct GenerateArgs {
   std::string output, trace;
 };
 
-void run_generate(const GenerateArgs& a) {
+// Checks between flags, before anything runs.
+void check_flags(const GenerateArgs& a) {
   if (a.mesh != 0 && a.devices_given && a.mesh != a.devices) {
     throw Error(
         fmt::format("[generate] --mesh {} and --devices {} disagree (they are the same setting)",
                     a.mesh, a.devices));
   }
+}
+
+void run_generate(const GenerateArgs& a) {
   const int n = a.mesh != 0 ? a.mesh : a.devices;
   const bool lead = distributed::launch_process_index() == 0;
   // Destinations are checked before the model loads, so a typo costs no generation.
@@ -159,7 +163,8 @@ void add_generate(CLI::App& app) {
                 "Decode all tokens in one program (a fori_loop over tokens) instead of streaming");
   cmd->callback([a, cmd] {
     a->devices_given = cmd->count("--devices") > 0;
-    run_generate(*a);
+    check_flags(*a);
+    if (!parse_only()) run_generate(*a);
   });
 }
 

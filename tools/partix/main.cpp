@@ -62,12 +62,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   CLI::App app{"partix: SPMD array programming over a mesh of devices"};
-  app.require_subcommand(1);
-  app.set_help_all_flag("--help-all", "Print help for every subcommand");
-  partix::cli::add_demo(app);
-  partix::cli::add_train(app);
-  partix::cli::add_generate(app);
-  partix::cli::add_plan(app);
+  partix::cli::add_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

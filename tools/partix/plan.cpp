@@ -6,14 +6,14 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
+#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "commands.h"
 #include "core/errors.h"
 #include "flags.h"
+#include "io/input_file.h"
 #include "io/json_util.h"
 #include "partix/models/gpt2.h"
 #include "partix/models/llama.h"
@@ -67,6 +67,9 @@ ll::Config llama_sized(int64_t hidden, int64_t mlp, int64_t layers, int64_t head
   return c;
 }
 
+// A config.json is a few KB; the library's loaders accept up to this much.
+constexpr uint64_t kMaxConfigBytes = 16 << 20;
+
 constexpr std::string_view kBuiltins =
     "gpt2-tiny, small, gpt2-xl, gpt3-175b, llama-7b, llama-70b, smollm2-135m";
 
@@ -79,29 +82,53 @@ ModelChoice model_config(const std::string& name) {
   if (name == "llama-7b") return {{}, llama_sized(4096, 11008, 32, 32, 32)};
   if (name == "llama-70b") return {{}, llama_sized(8192, 28672, 80, 64, 8)};
   if (name == "smollm2-135m") return {{}, ll::Config{}};  // Config's defaults are SmolLM2-135M
-  std::ifstream f(name);
-  if (!f) {
+  std::error_code ec;
+  if (!std::filesystem::exists(name, ec)) {
     detail::fail("plan", "--model '{}' is neither a built-in name ({}) nor a readable config.json",
                  name, kBuiltins);
   }
-  std::stringstream text;
-  text << f.rdbuf();
-  const nlohmann::json j = detail::parse_untrusted_json(text.str(), "plan", name);
+  // The readers' own open: a FIFO, a device or a folder is refused (never read or waited on),
+  // and a file larger than any config.json is refused before it is read.
+  const std::string text = detail::read_text_file(name, "plan", kMaxConfigBytes);
+  const nlohmann::json j = detail::parse_untrusted_json(text, "plan", name);
   const std::string type =
       j.is_object() && j.contains("model_type") && j["model_type"].is_string()
           ? j["model_type"].get<std::string>()
           : "";
-  if (type == "gpt2") return {g2::config_from_json(text.str(), name), {}};
-  if (type == "llama") return {{}, ll::config_from_json(text.str(), name)};
+  if (type == "gpt2") return {g2::config_from_json(text, name), {}};
+  if (type == "llama") return {{}, ll::config_from_json(text, name)};
   detail::fail("plan", "'{}': model_type is '{}'; partix plans gpt2 and llama models", name,
                type.empty() ? "missing" : type);
+}
+
+// Figures are exact integers: one past int64 is an error, never a wrapped number.
+[[noreturn]] void too_large() {
+  detail::fail("plan",
+               "a figure of this plan exceeds 2^63 (bytes or parameters): the model, batch or "
+               "sequence is too large to plan");
+}
+int64_t add(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_add_overflow(a, b, &r)) too_large();
+  return r;
+}
+int64_t mul(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r)) too_large();
+  return r;
+}
+// Elements of a shape (shape_size wraps past int64).
+int64_t elements(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n = mul(n, d);
+  return n;
 }
 
 // Bytes one device holds of every leaf (every device holds one block of the same shape).
 int64_t shard_bytes(const Params& arrays) {
   int64_t total = 0;
   for (const auto& [name, a] : arrays) {
-    total += shape_size(a.sharding().shard_shape(a.shape())) * dtype_size(a.dtype());
+    total = add(total, mul(elements(a.sharding().shard_shape(a.shape())), dtype_size(a.dtype())));
   }
   return total;
 }
@@ -155,15 +182,15 @@ void plan_training(const PlanArgs& a, const g2::Config& model, const Mesh& mesh,
   int64_t total_params = 0, param_bytes = 0;
   Params params, moments;
   for (const auto& [name, spec] : specs) {
-    total_params += shape_size(spec.shape);
-    param_bytes += shape_size(spec.shape) * dtype_size(spec.dtype);
+    total_params = add(total_params, elements(spec.shape));
+    param_bytes = add(param_bytes, mul(elements(spec.shape), dtype_size(spec.dtype)));
     params[name] = ShapeDtypeStruct{spec.shape, spec.dtype, shardings.at(name)};
     moments[name] = ShapeDtypeStruct{spec.shape, DType::F32, shardings.at(name)};
   }
   const size_t w = fullest(mem);
   const int64_t p_bytes = shard_bytes(params);
   // AdamW: two f32 moments, and an f32 master copy of half-precision parameters.
-  const int64_t opt_bytes = shard_bytes(moments) * (o.model.dtype == DType::F32 ? 2 : 3);
+  const int64_t opt_bytes = mul(shard_bytes(moments), o.model.dtype == DType::F32 ? 2 : 3);
   const int64_t grads = p_bytes;  // one gradient per parameter, in its dtype and sharding
   const int64_t peak = mem.peak_bytes[w];
   const int64_t args = mem.argument_bytes[w];
@@ -240,19 +267,18 @@ void plan_generation(const PlanArgs& a, const ll::Config& config, const Mesh& me
   ll::Model model{config, {}, nullptr, a.model};
   int64_t total_params = 0, param_bytes = 0;
   for (const auto& [name, spec] : specs) {
-    total_params += shape_size(spec.shape);
-    param_bytes += shape_size(spec.shape) * dtype_size(spec.dtype);
+    total_params = add(total_params, elements(spec.shape));
+    param_bytes = add(param_bytes, mul(elements(spec.shape), dtype_size(spec.dtype)));
     model.params[name] = ShapeDtypeStruct{spec.shape, spec.dtype, shardings.at(name)};
   }
   ll::Generator gen(model, mesh, rules);
   const Lowered prefill = gen.lower_prefill(a.batch, prompt, cache_length);
   const Lowered decode = gen.lower_decode(a.batch, cache_length);
   const int64_t p_bytes = shard_bytes(model.params);
-  const NamedSharding kv_split =
-      nn::logical_sharding({"batch", "heads", "length", "head_dim"}, rules, mesh);
-  const Shape kv{a.batch, config.num_heads, cache_length, config.head_dim};
-  const int64_t cache_bytes =
-      2 * config.num_layers * shape_size(kv_split.shard_shape(kv)) * dtype_size(DType::F32);
+  // The cache the generator allocates: keys and values of every layer, key/value heads only.
+  const ShapeDtypeStruct kv = ll::cache_layer_spec(config, a.batch, cache_length, mesh, rules);
+  const int64_t cache_bytes = mul(mul(2 * config.num_layers, dtype_size(kv.dtype)),
+                                  elements(kv.sharding->shard_shape(kv.shape)));
   const MemoryAnalysis pm = prefill.memory_analysis(), dm = decode.memory_analysis();
   const int64_t prefill_peak = pm.peak_bytes[fullest(pm)];
   const int64_t decode_peak = dm.peak_bytes[fullest(dm)];
@@ -353,7 +379,9 @@ void add_plan(CLI::App& app) {
   add_int(cmd, "--new-tokens", a->new_tokens, 1, int64_t{1} << 20,
           "With --generate: positions the cache keeps beyond the prompt");
   cmd->add_flag("--json", a->json, "Print the plan as JSON");
-  cmd->callback([a] { run_plan(*a); });
+  cmd->callback([a] {
+    if (!parse_only()) run_plan(*a);
+  });
 }
 
 }  // namespace partix::cli

@@ -211,7 +211,9 @@ void add_train(CLI::App& app) {
   cmd->add_flag("--resume", a->resume,
                 "Continue from the latest checkpoint in --checkpoint-dir (any --mesh)");
   cmd->add_flag("--quiet", a->quiet, "No progress output");
-  cmd->callback([a] { run_train(*a); });
+  cmd->callback([a] {
+    if (!parse_only()) run_train(*a);
+  });
 }
 
 }  // namespace partix::cli

@@ -108,8 +108,11 @@ Params init(const Config& c, const Array& key, const Mesh& mesh, const nn::Logic
 struct KVCache {
   std::vector<Array> k{}, v{};  // per layer [B, KV, S, D], split over heads like the weights
 };
-// An empty cache, logical axes ("batch", "heads", "length", "head_dim"): split over heads
-// like q/k/v.
+// One layer's keys (or values), f32 [batch, key/value heads, length, head_dim] with logical axes
+// ("batch", "heads", "length", "head_dim"): split over heads like k/v.
+ShapeDtypeStruct cache_layer_spec(const Config& c, int64_t batch, int64_t length, const Mesh& mesh,
+                                  const nn::LogicalRules& rules);
+// An empty cache, each layer's k and v as cache_layer_spec says.
 KVCache make_cache(const Config& c, int64_t batch, int64_t length, const Mesh& mesh,
                    const nn::LogicalRules& rules);
 

@@ -92,7 +92,7 @@ bool run_fused(const FusedLoop& g, const std::vector<const void*>& in, void* out
             break;
           case Kind::kUnary:
           case Kind::kBinary: {
-            const auto fn = reinterpret_cast<F32Loop>(node.fn);
+            const auto fn = reinterpret_cast<F32Loop>(const_cast<void*>(node.fn));
             const size_t a = static_cast<size_t>(node.a);
             const size_t b = node.b >= 0 ? static_cast<size_t>(node.b) : a;
             fn(ptr[a], scalar[a], ptr[b], scalar[b], dst, n);

@@ -252,13 +252,11 @@ Lowered Generator::lower_step(int64_t batch, int64_t tokens, int64_t cache_lengt
   // Lowering needs shapes and shardings only: every argument but the parameters is abstract
   // (and the parameters may be), so this works on abstract meshes too.
   const NamedSharding rep(mesh_, P());
-  const NamedSharding split =
-      nn::logical_sharding({"batch", "heads", "length", "head_dim"}, rules_, mesh_);
+  const ShapeDtypeStruct kv = cache_layer_spec(model_.config, batch, cache_length, mesh_, rules_);
   KVCache cache;
-  const Shape kv{batch, model_.config.num_kv_heads, cache_length, model_.config.head_dim};
   for (int64_t i = 0; i < model_.config.num_layers; ++i) {
-    cache.k.emplace_back(ShapeDtypeStruct{kv, DType::F32, split});
-    cache.v.emplace_back(ShapeDtypeStruct{kv, DType::F32, split});
+    cache.k.emplace_back(kv);
+    cache.v.emplace_back(kv);
   }
   return fns(s, true).step.lower(model_.params, ShapeDtypeStruct{{batch, tokens}, DType::I32, rep},
                                  ShapeDtypeStruct{{}, DType::I32, rep},

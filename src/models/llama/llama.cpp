@@ -1,6 +1,8 @@
 #include "partix/models/llama.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "core/errors.h"
 #include "partix/ops.h"
@@ -145,16 +147,22 @@ Params init(const Config& c, const Array& key, const Mesh& mesh, const nn::Logic
   return f(device_put(key, NamedSharding(mesh, P())));
 }
 
+ShapeDtypeStruct cache_layer_spec(const Config& c, int64_t batch, int64_t length, const Mesh& mesh,
+                                  const nn::LogicalRules& rules) {
+  return ShapeDtypeStruct{
+      {batch, c.num_kv_heads, length, c.head_dim},
+      DType::F32,
+      nn::logical_sharding({"batch", "heads", "length", "head_dim"}, rules, mesh)};
+}
+
 KVCache make_cache(const Config& c, int64_t batch, int64_t length, const Mesh& mesh,
                    const nn::LogicalRules& rules) {
-  NamedSharding s = nn::logical_sharding({"batch", "heads", "length", "head_dim"}, rules, mesh);
+  const ShapeDtypeStruct spec = cache_layer_spec(c, batch, length, mesh, rules);
   auto zero = jit([&] {
     KVCache kv;
     for (int64_t i = 0; i < c.num_layers; ++i) {
-      kv.k.push_back(with_sharding_constraint(
-          broadcast_to(zeros({}), {batch, c.num_kv_heads, length, c.head_dim}), s));
-      kv.v.push_back(with_sharding_constraint(
-          broadcast_to(zeros({}), {batch, c.num_kv_heads, length, c.head_dim}), s));
+      kv.k.push_back(with_sharding_constraint(broadcast_to(zeros({}), spec.shape), *spec.sharding));
+      kv.v.push_back(with_sharding_constraint(broadcast_to(zeros({}), spec.shape), *spec.sharding));
     }
     return kv;
   });
@@ -287,11 +295,19 @@ Array sample(const Array& logits, const Sampling& s, const Array& key) {
   detail::check(logits.ndim() == 2, "llama.sample", "logits must be [B, V], got {}",
                 shape_to_string(logits.shape()));
   if (s.temperature <= 0.0) return argmax(logits, -1);
-  Array l = astype(logits, DType::F32) / s.temperature;
+  // Scaled from the best logit down: the best token is 0 whatever the temperature, the others
+  // at most 0, so a tiny temperature overflows only to -inf (never probability) and sampling
+  // tends to greedy, instead of inf - inf = NaN. The factor is clamped to a finite f32.
+  const double inv_t =
+      std::min(1.0 / s.temperature, static_cast<double>(std::numeric_limits<float>::max()));
+  Array f = astype(logits, DType::F32);
+  Array l = (f - max(f, {1}, true)) * inv_t;
   const int64_t V = l.shape()[1];
+  // Dropped tokens get -inf: any finite sentinel could exceed kept logits scaled by 1 / T.
+  const double dropped = -std::numeric_limits<double>::infinity();
   if (s.top_k > 0 && s.top_k < V) {
     Array kth = slice_axis(top_k(l, s.top_k).first, 1, s.top_k - 1, s.top_k);  // [B, 1]
-    l = where(l >= kth, l, -1e30);
+    l = where(l >= kth, l, dropped);
   }
   if (s.top_p < 1.0) {
     // Keep the smallest set of most likely tokens whose probability reaches top_p.
@@ -300,7 +316,7 @@ Array sample(const Array& logits, const Sampling& s, const Array& key) {
     Array before = cumsum(probs, 1) - probs;  // mass of better tokens
     Array keep_count = sum(astype(before < s.top_p, DType::I32), {1}, true);  // >= 1
     Array threshold = take_along_axis(sorted, keep_count - 1.0, 1);           // [B, 1]
-    l = where(l >= threshold, l, -1e30);
+    l = where(l >= threshold, l, dropped);
   }
   return random::categorical(key, l, -1);
 }

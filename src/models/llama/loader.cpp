@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/errors.h"
+#include "core/memory.h"
 #include "io/input_file.h"
 #include "io/json_util.h"
 #include "partix/models/llama.h"
@@ -47,6 +48,8 @@ struct Source {
   std::function<std::string(const std::string&, const Shape&)> ignorable;
   // GGUF stores q and k rows in llama.cpp's interleaved rotary order.
   bool interleaved_qk = false;
+  // The dtype load() gives a tensor (by Hugging Face name); unset: f32.
+  std::function<DType(const std::string&)> loaded_dtype;
 };
 
 std::string name_list(const std::vector<std::string>& names) {
@@ -117,6 +120,50 @@ Array heads_by_rows(const Array& w, int64_t heads, int64_t d, bool interleaved) 
   return reshape(take(w, idx, 0), {heads, d, w.shape()[1]});
 }
 
+// Every device holds a block of every split weight, padded when a dimension has fewer entries
+// than the mesh axis has devices (3 key/value heads on 8 devices: each holds one head's block).
+// What this process's devices will hold in all is checked against the host's memory before
+// anything loads, so too many devices is an error naming the sizes, not an OOM kill later.
+void check_weights_fit(const Config& cfg, const Source& src, const Mesh& mesh,
+                       const std::map<std::string, NamedSharding>& shardings, DType dtype) {
+  int64_t local = 0;
+  for (const Device& d : mesh.devices()) local += d.process_index == process_index() ? 1 : 0;
+  if (local == 0) return;
+  double per_device = 0;
+  for (const auto& [name, shape] : param_shapes(cfg)) {
+    DType dt = src.loaded_dtype ? src.loaded_dtype(name) : DType::F32;
+    if (dt == DType::F32 && !name.ends_with("norm.weight")) dt = dtype;
+    const double element =
+        static_cast<double>(dtype_size(dt)) / static_cast<double>(dtype_block_elems(dt));
+    const bool replicated_table = name == "model.embed_tokens.weight" && is_quantized(dt);
+    const Shape block = replicated_table ? shape : shardings.at(name).shard_shape(shape);
+    per_device += static_cast<double>(shape_size(block)) * element;
+  }
+  const double total = per_device * static_cast<double>(local);
+  const int64_t limit = detail::device_memory_limit();
+  if (limit > 0 && per_device > static_cast<double>(limit)) {
+    detail::fail(kApi, "'{}': each device would hold {} of the weights, more than its {} limit",
+                 src.path, detail::format_bytes(static_cast<int64_t>(per_device)),
+                 detail::format_bytes(limit));
+  }
+  const double avail = static_cast<double>(detail::available_host_bytes());
+  if (total > avail) {
+    const std::string padded =
+        mesh.size() > cfg.num_kv_heads
+            ? fmt::format(
+                  ": each holds a block of every split weight, and the {} key/value heads "
+                  "split at most {} ways",
+                  cfg.num_kv_heads, cfg.num_kv_heads)
+            : "";
+    detail::fail(kApi,
+                 "out of host memory: the weights of '{}' on {} devices need {} ({} per "
+                 "device{}), {} available; use fewer devices",
+                 src.path, local, detail::format_bytes(static_cast<int64_t>(std::min(total, 9e18))),
+                 detail::format_bytes(static_cast<int64_t>(per_device)), padded,
+                 detail::format_bytes(static_cast<int64_t>(avail)));
+  }
+}
+
 Model load_into(const Config& cfg, const Source& src, const ConfigSource& cs, const Mesh& mesh,
                 const nn::LogicalRules& rules, DType dtype) {
   // Weight matrices not kept quantized take `dtype`, one tensor at a time as it loads; norms
@@ -132,6 +179,7 @@ Model load_into(const Config& cfg, const Source& src, const ConfigSource& cs, co
   const int64_t G = H / KV;
   NamedSharding host(Mesh({1}, {"load"}, {default_device()}), P());
   const auto shardings = param_shardings(cfg, rules, mesh);
+  check_weights_fit(cfg, src, mesh, shardings, dtype);
   auto target = [&](const std::string& name) { return shardings.at(name); };
   for (const auto& [name, shape] : param_shapes(cfg)) {
     if (name.ends_with("q_proj.weight") || name.ends_with("k_proj.weight") ||
@@ -274,6 +322,10 @@ Model load_gguf(const std::string& path, const Mesh& mesh, const nn::LogicalRule
   };
   src.ignorable = [](const std::string&, const Shape&) { return std::string(); };
   src.interleaved_qk = true;
+  src.loaded_dtype = [&](const std::string& n) {
+    const std::optional<DType> dt = f.tensor_dtype(gguf_name(n));
+    return quantized && dt && is_quantized(*dt) ? *dt : DType::F32;
+  };
   auto tokenizer = std::make_shared<Tokenizer>(Tokenizer::from_gguf(f));  // fails fast
   Model m = load_into(c, src, cs, mesh, rules, options.dtype);
   m.tokenizer = std::move(tokenizer);
