@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -24,11 +26,13 @@ namespace {
 
 constexpr int kNoticeTag = 1;  // control channels (exchange_control's) are the other tags
 static_assert(kControlChannel != kNoticeTag && kCheckpointChannel != kNoticeTag &&
-              kControlChannel != kCheckpointChannel);
+              kFinalizeChannel != kNoticeTag && kControlChannel != kCheckpointChannel &&
+              kFinalizeChannel != kControlChannel && kFinalizeChannel != kCheckpointChannel);
 constexpr int64_t kPiece = int64_t{1} << 30;  // bytes per MPI message (counts are int)
 
 struct State {
   std::once_flag once;
+  std::string start_error;  // a failed start, raised again by every later launch()
   Launch launch;
   bool active = false;
   std::mutex mu;              // every MPI call
@@ -57,12 +61,79 @@ void check_mpi(int code, const char* what) {
   if (code != MPI_SUCCESS) mpi_fail(what, code);
 }
 
+// Runs `call`, an MPI call that waits for every process of the job in the launcher's handshake
+// (MPI_Init, MPI_Finalize) and has no timeout of its own. A watchdog thread gives it the
+// collective timeout: past it, it reports what was waited for and ends this process with
+// status 1 (mpirun then ends the job), since the call itself can be neither interrupted nor
+// cancelled.
+void run_with_watchdog(const char* api, const char* call_name, const char* waiting_for,
+                       const std::function<void()>& call) {
+  struct Watch {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+  };
+  auto w = std::make_shared<Watch>();
+  const double seconds = collective_timeout_seconds();
+  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  const std::string message = fmt::format(
+      "partix: [{}] timed out after {} s in {} waiting for {}; process {} exits\n", api, seconds,
+      call_name, waiting_for, rank != nullptr ? rank : "?");
+  std::thread dog([w, seconds, message] {
+    std::unique_lock<std::mutex> lock(w->mu);
+    const auto limit = std::chrono::nanoseconds(static_cast<int64_t>(seconds * 1e9));
+    if (w->cv.wait_for(lock, limit, [&] { return w->done; })) return;
+    std::fputs(message.c_str(), stderr);
+    std::fflush(stderr);
+    std::_Exit(1);
+  });
+  auto finish = [&] {
+    {
+      std::lock_guard<std::mutex> lock(w->mu);
+      w->done = true;
+    }
+    w->cv.notify_one();
+    dog.join();
+  };
+  try {
+    call();
+  } catch (...) {
+    finish();
+    throw;
+  }
+  finish();
+}
+
+// At exit, before MPI_Finalize: a closing handshake of partix's own, bounded by the collective
+// timeout, that names a process that never arrives (stopped, hung, or still working), then
+// MPI_Finalize under the watchdog (a process may stop between the two).
 void finalize_at_exit() {
   State& s = state();
   if (!s.active || s.failed.load()) return;
+  std::vector<int> all;
+  for (int p = 0; p < s.launch.count; ++p) all.push_back(p);
+  try {
+    exchange_control(all, "", "distributed::finalize", kFinalizeChannel,
+                     "each process meets the others when it exits, and one that does not arrive "
+                     "(stopped, hung or still working) would keep MPI_Finalize waiting forever; "
+                     "this process exits without MPI_Finalize");
+  } catch (const TimeoutError& e) {
+    std::fprintf(stderr, "partix: %s\n", e.what());
+    std::fflush(stderr);
+    std::_Exit(1);
+  } catch (const std::exception& e) {
+    // Another process stopped with an error (its notice names it): the job has failed, and
+    // MPI_Finalize would wait for that process. Exit without it.
+    std::fprintf(stderr, "partix: %s\n", e.what());
+    std::fflush(stderr);
+    s.failed.store(true);
+    return;
+  }
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
+  if (finalized) return;
+  run_with_watchdog("distributed::finalize", "MPI_Finalize",
+                    "the job's other processes to finish", [] { MPI_Finalize(); });
 }
 
 std::optional<int> env_int(const char* name) {
@@ -82,11 +153,31 @@ void start(State& s) {
   int provided = 0;
   int initialized = 0;
   MPI_Initialized(&initialized);
-  if (!initialized) {
-    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided),
-              "distributed::initialize");
-  } else {
-    MPI_Query_thread(&provided);
+  // MPI_Init and the duplications below (collective over every process) wait for the whole
+  // job: a process stopped or dead before it started would keep them waiting forever.
+  const std::string waiting =
+      fmt::format("the job's {} processes to start (a process that was stopped, died or never "
+                  "started keeps the others waiting)", *size);
+  std::string init_error;
+  run_with_watchdog("distributed::initialize", "MPI_Init", waiting.c_str(), [&] {
+    if (!initialized) {
+      const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+      if (rc != MPI_SUCCESS) {
+        init_error = "MPI_Init failed";
+        return;
+      }
+    } else {
+      MPI_Query_thread(&provided);
+    }
+    if (MPI_Comm_dup(MPI_COMM_WORLD, &s.data) != MPI_SUCCESS ||
+        MPI_Comm_dup(MPI_COMM_WORLD, &s.control) != MPI_SUCCESS) {
+      init_error = "MPI_Comm_dup failed";
+    }
+  });
+  if (!init_error.empty()) {
+    detail::fail("distributed::initialize", "{} (process {} of {})", init_error,
+                 std::getenv("OMPI_COMM_WORLD_RANK") ? std::getenv("OMPI_COMM_WORLD_RANK") : "?",
+                 *size);
   }
   if (provided < MPI_THREAD_SERIALIZED) {
     detail::fail("distributed::initialize",
@@ -96,8 +187,6 @@ void start(State& s) {
   int rank = 0, count = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &count);
-  check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &s.data), "distributed::initialize");
-  check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &s.control), "distributed::initialize");
   // Errors come back as codes, which partix turns into partix::Error.
   MPI_Comm_set_errhandler(s.data, MPI_ERRORS_RETURN);
   MPI_Comm_set_errhandler(s.control, MPI_ERRORS_RETURN);
@@ -189,7 +278,14 @@ void wait_requests(State& s, std::vector<MPI_Request>& reqs, const std::vector<i
 
 Launch launch() {
   State& s = state();
-  std::call_once(s.once, [&] { start(s); });
+  std::call_once(s.once, [&] {
+    try {
+      start(s);
+    } catch (const std::exception& e) {
+      s.start_error = e.what();
+    }
+  });
+  if (!s.start_error.empty()) throw Error(s.start_error);
   return s.launch;
 }
 
@@ -293,7 +389,8 @@ void poll_notices() {
 }
 
 std::vector<std::string> exchange_control(const std::vector<int>& processes,
-                                          const std::string& mine, const char* what, int channel) {
+                                          const std::string& mine, const char* what, int channel,
+                                          const char* on_timeout) {
   State& s = state();
   if (channel == kNoticeTag || channel < 0) {
     detail::internal_error("mpi::exchange_control", fmt::format("channel {} is reserved", channel));
@@ -363,9 +460,11 @@ std::vector<std::string> exchange_control(const std::vector<int>& processes,
         if (!have[i]) missing.push_back(processes[i]);
       }
       throw TimeoutError(fmt::format(
-          "[{}] timed out after {} s waiting for process(es) {}; every process must run the "
-          "same program (a process that died or raised an error stops the others)",
-          what, collective_timeout_seconds(), fmt::join(missing, ", ")));
+          "[{}] timed out after {} s waiting for process(es) {}; {}", what,
+          collective_timeout_seconds(), fmt::join(missing, ", "),
+          on_timeout != nullptr ? on_timeout
+                                : "every process must run the same program (a process that died "
+                                  "or raised an error stops the others)"));
     }
     backoff.pause();
   }

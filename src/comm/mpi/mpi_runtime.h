@@ -19,7 +19,11 @@ struct Launch {
 };
 
 // The job's processes: from mpirun's environment (OMPI_COMM_WORLD_SIZE), initialising MPI the
-// first time when there is more than one; {0, 1} without mpirun. Thread-safe, idempotent.
+// first time when there is more than one; {0, 1} without mpirun. Thread-safe, idempotent (a
+// failed start raises the same error again). MPI_Init waits for every process of the job and
+// has no timeout of its own: past the collective timeout a watchdog reports it and ends this
+// process. At exit the processes meet in a closing handshake bounded by the same timeout
+// before MPI_Finalize (which is bounded too), so a process that stopped never hangs the others.
 Launch launch();
 // True when this process is one of several (MPI is initialised).
 bool multi_process();
@@ -71,14 +75,17 @@ void set_notice_handler(std::function<void(const Notice&)> handler);
 // thread's program fingerprints, a checkpoint writer's commit) each use their own.
 inline constexpr int kControlChannel = 2;     // fingerprints at compile time, start-up
 inline constexpr int kCheckpointChannel = 3;  // checkpoint commits (one save at a time)
+inline constexpr int kFinalizeChannel = 4;    // the closing handshake at exit
 
 // Every process of `processes` (sorted, including this one) sends `mine` and receives each
 // other's; returns the values by position in `processes`. Used at compile time (program
 // fingerprints), at start-up and by checkpoint commits, each on its own `channel`. Without
-// MPI (one process) it returns `mine` at once.
+// MPI (one process) it returns `mine` at once. `on_timeout`, when given, replaces the
+// explanation that follows the missing processes in the TimeoutError.
 std::vector<std::string> exchange_control(const std::vector<int>& processes,
                                           const std::string& mine, const char* what,
-                                          int channel = kControlChannel);
+                                          int channel = kControlChannel,
+                                          const char* on_timeout = nullptr);
 
 // Tells every other process that this one stops because of `cause`, then lets exit skip
 // MPI_Finalize (whose closing handshake would wait for processes that are still running).
