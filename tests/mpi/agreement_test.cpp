@@ -13,9 +13,7 @@
 namespace partix {
 namespace {
 
-Mesh all_devices(int64_t x, int64_t y) {
-  return Mesh({x, y}, {"x", "y"}, devices());
-}
+Mesh all_devices(int64_t x, int64_t y) { return Mesh({x, y}, {"x", "y"}, devices()); }
 
 // The message names this process and another, and what `want` says.
 void expect_names_two_processes(const std::string& m, const std::string& want) {
@@ -69,8 +67,8 @@ TEST(Agreement, ProcessLocalDataOfTheSameBlockMustAgree) {
 // it, instead of waiting in MPI_Finalize forever.
 TEST(Lifecycle, DISABLED_LastProcessStopsAfterItsWork) {
   const Mesh mesh = all_devices(4, 2);
-  Array a = device_put(from_vector<float>({1, 2, 3, 4, 5, 6, 7, 8}, {8}),
-                       NamedSharding(mesh, P("x")));
+  Array a =
+      device_put(from_vector<float>({1, 2, 3, 4, 5, 6, 7, 8}, {8}), NamedSharding(mesh, P("x")));
   EXPECT_EQ(process_allgather(jit([](const Array& x) { return sum(x); })(a)).item<float>(), 36.0f);
   if (process_index() == process_count() - 1) std::raise(SIGSTOP);
 }

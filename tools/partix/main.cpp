@@ -99,8 +99,7 @@ int main(int argc, char** argv) {
     const int code = app.exit(e);
     // A process that cannot start tells the others, which would otherwise wait for it.
     if (code != 0 && partix::distributed::launch_process_count() > 1) {
-      std::cerr << "partix: process " << partix::distributed::launch_process_index()
-                << " stops\n";
+      std::cerr << "partix: process " << partix::distributed::launch_process_index() << " stops\n";
       partix::distributed::notify_failure(e.what());
     }
     return code;

@@ -47,8 +47,8 @@ std::vector<int> all_processes() {
 namespace detail {
 
 void check_host_data_agrees(const char* api, const NamedSharding& sharding, DType dtype,
-                            const Shape& global_shape, const std::string& block,
-                            const void* data, size_t bytes) {
+                            const Shape& global_shape, const std::string& block, const void* data,
+                            size_t bytes) {
   if (process_count() == 1) return;
   std::set<int> procs;
   for (const Device& d : sharding.mesh().devices()) procs.insert(d.process_index);
@@ -104,7 +104,8 @@ void assert_same_settings(const std::string& api,
   const int me = launch_process_index();
   auto shown = [](const std::string& name, const std::string* value) {
     if (value == nullptr) return fmt::format("no {}", name);
-    return value->empty() ? fmt::format("{} (not given)", name) : fmt::format("{} {}", name, *value);
+    return value->empty() ? fmt::format("{} (not given)", name)
+                          : fmt::format("{} {}", name, *value);
   };
   for (size_t p = 0; p < all.size(); ++p) {
     const std::vector<std::string> theirs = fields(got[p]);

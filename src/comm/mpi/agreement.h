@@ -17,7 +17,7 @@ namespace partix::detail {
 // both processes when two processes of the same block passed different data, or the
 // processes build arrays of different shapes. No-op when the mesh is this process's alone.
 void check_host_data_agrees(const char* api, const NamedSharding& sharding, DType dtype,
-                            const Shape& global_shape, const std::string& block,
-                            const void* data, size_t bytes);
+                            const Shape& global_shape, const std::string& block, const void* data,
+                            size_t bytes);
 
 }  // namespace partix::detail

@@ -76,9 +76,9 @@ void run_with_watchdog(const char* api, const char* call_name, const char* waiti
   auto w = std::make_shared<Watch>();
   const double seconds = collective_timeout_seconds();
   const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
-  const std::string message = fmt::format(
-      "partix: [{}] timed out after {} s in {} waiting for {}; process {} exits\n", api, seconds,
-      call_name, waiting_for, rank != nullptr ? rank : "?");
+  const std::string message =
+      fmt::format("partix: [{}] timed out after {} s in {} waiting for {}; process {} exits\n", api,
+                  seconds, call_name, waiting_for, rank != nullptr ? rank : "?");
   std::thread dog([w, seconds, message] {
     std::unique_lock<std::mutex> lock(w->mu);
     const auto limit = std::chrono::nanoseconds(static_cast<int64_t>(seconds * 1e9));
@@ -132,8 +132,8 @@ void finalize_at_exit() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
-  run_with_watchdog("distributed::finalize", "MPI_Finalize",
-                    "the job's other processes to finish", [] { MPI_Finalize(); });
+  run_with_watchdog("distributed::finalize", "MPI_Finalize", "the job's other processes to finish",
+                    [] { MPI_Finalize(); });
 }
 
 std::optional<int> env_int(const char* name) {
@@ -155,9 +155,10 @@ void start(State& s) {
   MPI_Initialized(&initialized);
   // MPI_Init and the duplications below (collective over every process) wait for the whole
   // job: a process stopped or dead before it started would keep them waiting forever.
-  const std::string waiting =
-      fmt::format("the job's {} processes to start (a process that was stopped, died or never "
-                  "started keeps the others waiting)", *size);
+  const std::string waiting = fmt::format(
+      "the job's {} processes to start (a process that was stopped, died or never "
+      "started keeps the others waiting)",
+      *size);
   std::string init_error;
   run_with_watchdog("distributed::initialize", "MPI_Init", waiting.c_str(), [&] {
     if (!initialized) {
