@@ -28,6 +28,11 @@ constexpr int kNoticeTag = 1;  // control channels (exchange_control's) are the 
 static_assert(kControlChannel != kNoticeTag && kCheckpointChannel != kNoticeTag &&
               kFinalizeChannel != kNoticeTag && kControlChannel != kCheckpointChannel &&
               kFinalizeChannel != kControlChannel && kFinalizeChannel != kCheckpointChannel);
+// Signs of life at exit: a process waiting for another in the closing handshake pings it, and
+// every process answers from a thread of its own, even while its main thread is still working.
+constexpr int kPingTag = 5;
+constexpr int kPongTag = 6;
+static_assert(kPingTag > kFinalizeChannel && kPongTag > kFinalizeChannel);
 constexpr int64_t kPiece = int64_t{1} << 30;  // bytes per MPI message (counts are int)
 
 struct State {
@@ -35,7 +40,7 @@ struct State {
   std::string start_error;  // a failed start, raised again by every later launch()
   Launch launch;
   bool active = false;
-  std::mutex mu;              // every MPI call
+  std::mutex mu;                     // every MPI call
   MPI_Comm data = MPI_COMM_NULL;     // collectives' bytes
   MPI_Comm control = MPI_COMM_NULL;  // notices and control exchanges
   std::deque<std::pair<std::shared_ptr<std::string>, MPI_Request>> pending_notices;
@@ -43,6 +48,10 @@ struct State {
   std::mutex handler_mu;
   std::atomic<bool> failed{false};
   std::map<int, std::string> stopped;  // processes that said they stop, and why (under mu)
+  std::thread responder;               // answers pings (respond_to_pings)
+  std::mutex responder_mu;
+  std::condition_variable responder_cv;
+  bool responder_stop = false;  // under responder_mu
 };
 
 State& state() {
@@ -104,19 +113,136 @@ void run_with_watchdog(const char* api, const char* call_name, const char* waiti
   finish();
 }
 
-// At exit, before MPI_Finalize: a closing handshake of partix's own, bounded by the collective
-// timeout, that names a process that never arrives (stopped, hung, or still working), then
-// MPI_Finalize under the watchdog (a process may stop between the two).
+void wait_requests(State& s, std::vector<MPI_Request>& reqs, const std::vector<int>& peers,
+                   const char* what, const std::string& group,
+                   const std::function<void()>& check_abort);
+
+void respond_to_pings(State& s) {
+  char none = 0;
+  std::unique_lock<std::mutex> wait_lock(s.responder_mu);
+  while (!s.responder_stop) {
+    {
+      std::lock_guard<std::mutex> lock(s.mu);
+      while (true) {
+        int flag = 0;
+        MPI_Status st;
+        if (MPI_Iprobe(MPI_ANY_SOURCE, kPingTag, s.control, &flag, &st) != MPI_SUCCESS || !flag) {
+          break;
+        }
+        MPI_Recv(&none, 0, MPI_BYTE, st.MPI_SOURCE, kPingTag, s.control, MPI_STATUS_IGNORE);
+        MPI_Request r = MPI_REQUEST_NULL;
+        if (MPI_Isend(&none, 0, MPI_BYTE, st.MPI_SOURCE, kPongTag, s.control, &r) == MPI_SUCCESS) {
+          MPI_Request_free(&r);
+        }
+      }
+    }
+    s.responder_cv.wait_for(wait_lock, std::chrono::milliseconds(50));
+  }
+}
+
+void stop_responder(State& s) {
+  {
+    std::lock_guard<std::mutex> lock(s.responder_mu);
+    s.responder_stop = true;
+  }
+  s.responder_cv.notify_all();
+  if (s.responder.joinable()) s.responder.join();
+}
+
+// The closing handshake: every process tells every other that it reached the end, and waits
+// for theirs. A process that has not arrived yet but answers pings is still working, and is
+// waited for (as MPI_Finalize would); one silent for the collective timeout is stopped or hung:
+// raises TimeoutError naming it. Raises Error when a process said it stopped.
+void exit_handshake(State& s) {
+  using Clock = std::chrono::steady_clock;
+  const int me = s.launch.index;
+  const auto silence =
+      std::chrono::nanoseconds(static_cast<int64_t>(collective_timeout_seconds() * 1e9));
+  const auto period = std::min<Clock::duration>(silence / 4, std::chrono::seconds(1));
+  char none = 0;
+  std::vector<MPI_Request> sends;
+  std::vector<int> send_peers;
+  std::map<int, Clock::time_point> waiting;  // peer -> its last sign of life
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    for (int p = 0; p < s.launch.count; ++p) {
+      if (p == me) continue;
+      MPI_Request r = MPI_REQUEST_NULL;
+      check_mpi(MPI_Isend(&none, 0, MPI_BYTE, p, kFinalizeChannel, s.control, &r),
+                "distributed::finalize");
+      sends.push_back(r);
+      send_peers.push_back(p);
+      waiting[p] = Clock::now();
+    }
+  }
+  Clock::time_point next_ping = Clock::now();
+  while (!waiting.empty()) {
+    const Clock::time_point now = Clock::now();
+    {
+      std::lock_guard<std::mutex> lock(s.mu);
+      for (auto it = waiting.begin(); it != waiting.end();) {
+        int flag = 0;
+        check_mpi(MPI_Iprobe(it->first, kFinalizeChannel, s.control, &flag, MPI_STATUS_IGNORE),
+                  "distributed::finalize");
+        if (!flag) {
+          ++it;
+          continue;
+        }
+        MPI_Recv(&none, 0, MPI_BYTE, it->first, kFinalizeChannel, s.control, MPI_STATUS_IGNORE);
+        it = waiting.erase(it);
+      }
+      while (true) {
+        int flag = 0;
+        MPI_Status st;
+        if (MPI_Iprobe(MPI_ANY_SOURCE, kPongTag, s.control, &flag, &st) != MPI_SUCCESS || !flag) {
+          break;
+        }
+        MPI_Recv(&none, 0, MPI_BYTE, st.MPI_SOURCE, kPongTag, s.control, MPI_STATUS_IGNORE);
+        auto it = waiting.find(st.MPI_SOURCE);
+        if (it != waiting.end()) it->second = now;
+      }
+      if (now >= next_ping) {
+        for (const auto& [p, heard] : waiting) {
+          MPI_Request r = MPI_REQUEST_NULL;
+          if (MPI_Isend(&none, 0, MPI_BYTE, p, kPingTag, s.control, &r) == MPI_SUCCESS) {
+            MPI_Request_free(&r);
+          }
+        }
+        next_ping = now + period;
+      }
+    }
+    if (waiting.empty()) break;
+    poll_notices();
+    std::vector<int> silent;
+    {
+      std::lock_guard<std::mutex> lock(s.mu);
+      for (const auto& [p, heard] : waiting) {
+        auto it = s.stopped.find(p);
+        if (it != s.stopped.end()) {
+          detail::fail("distributed::finalize", "process {} stopped: {}", p, it->second);
+        }
+        if (now - heard > silence) silent.push_back(p);
+      }
+    }
+    if (!silent.empty()) {
+      throw TimeoutError(fmt::format(
+          "[distributed::finalize] timed out after {} s waiting for process(es) {}, which "
+          "neither reached the end of the program nor answered (stopped or hung); this process "
+          "exits without MPI_Finalize, which would wait for it forever",
+          collective_timeout_seconds(), fmt::join(silent, ", ")));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  wait_requests(s, sends, send_peers, "distributed::finalize", "exit", nullptr);
+}
+
+// At exit, before MPI_Finalize: the closing handshake, which names a process that stopped or
+// hung, then MPI_Finalize under the watchdog (a process may stop between the two).
 void finalize_at_exit() {
   State& s = state();
   if (!s.active || s.failed.load()) return;
-  std::vector<int> all;
-  for (int p = 0; p < s.launch.count; ++p) all.push_back(p);
   try {
-    exchange_control(all, "", "distributed::finalize", kFinalizeChannel,
-                     "each process meets the others when it exits, and one that does not arrive "
-                     "(stopped, hung or still working) would keep MPI_Finalize waiting forever; "
-                     "this process exits without MPI_Finalize");
+    exit_handshake(s);
   } catch (const TimeoutError& e) {
     std::fprintf(stderr, "partix: %s\n", e.what());
     std::fflush(stderr);
@@ -129,6 +255,7 @@ void finalize_at_exit() {
     s.failed.store(true);
     return;
   }
+  stop_responder(s);
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
@@ -201,6 +328,7 @@ void start(State& s) {
   }
   s.launch = Launch{rank, count};
   s.active = true;
+  s.responder = std::thread([&s] { respond_to_pings(s); });
   std::atexit(finalize_at_exit);
 }
 
@@ -390,8 +518,7 @@ void poll_notices() {
 }
 
 std::vector<std::string> exchange_control(const std::vector<int>& processes,
-                                          const std::string& mine, const char* what, int channel,
-                                          const char* on_timeout) {
+                                          const std::string& mine, const char* what, int channel) {
   State& s = state();
   if (channel == kNoticeTag || channel < 0) {
     detail::internal_error("mpi::exchange_control", fmt::format("channel {} is reserved", channel));
@@ -461,11 +588,9 @@ std::vector<std::string> exchange_control(const std::vector<int>& processes,
         if (!have[i]) missing.push_back(processes[i]);
       }
       throw TimeoutError(fmt::format(
-          "[{}] timed out after {} s waiting for process(es) {}; {}", what,
-          collective_timeout_seconds(), fmt::join(missing, ", "),
-          on_timeout != nullptr ? on_timeout
-                                : "every process must run the same program (a process that died "
-                                  "or raised an error stops the others)"));
+          "[{}] timed out after {} s waiting for process(es) {}; every process must run the "
+          "same program (a process that died or raised an error stops the others)",
+          what, collective_timeout_seconds(), fmt::join(missing, ", ")));
     }
     backoff.pause();
   }

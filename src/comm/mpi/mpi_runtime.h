@@ -22,8 +22,9 @@ struct Launch {
 // first time when there is more than one; {0, 1} without mpirun. Thread-safe, idempotent (a
 // failed start raises the same error again). MPI_Init waits for every process of the job and
 // has no timeout of its own: past the collective timeout a watchdog reports it and ends this
-// process. At exit the processes meet in a closing handshake bounded by the same timeout
-// before MPI_Finalize (which is bounded too), so a process that stopped never hangs the others.
+// process. At exit the processes meet in a closing handshake before MPI_Finalize (bounded by
+// the watchdog too): one still working answers pings and is waited for; one silent for the
+// collective timeout (stopped, hung) is named, and this process exits with status 1.
 Launch launch();
 // True when this process is one of several (MPI is initialised).
 bool multi_process();
@@ -80,12 +81,10 @@ inline constexpr int kFinalizeChannel = 4;    // the closing handshake at exit
 // Every process of `processes` (sorted, including this one) sends `mine` and receives each
 // other's; returns the values by position in `processes`. Used at compile time (program
 // fingerprints), at start-up and by checkpoint commits, each on its own `channel`. Without
-// MPI (one process) it returns `mine` at once. `on_timeout`, when given, replaces the
-// explanation that follows the missing processes in the TimeoutError.
+// MPI (one process) it returns `mine` at once.
 std::vector<std::string> exchange_control(const std::vector<int>& processes,
                                           const std::string& mine, const char* what,
-                                          int channel = kControlChannel,
-                                          const char* on_timeout = nullptr);
+                                          int channel = kControlChannel);
 
 // Tells every other process that this one stops because of `cause`, then lets exit skip
 // MPI_Finalize (whose closing handshake would wait for processes that are still running).
