@@ -11,6 +11,8 @@
 
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "partix/array.h"
 #include "partix/sharding.h"
@@ -32,6 +34,13 @@ int launch_process_count();
 // lets it exit without MPI's closing handshake. The CLI calls it on any error; a program's
 // own main should call it before exiting on an error. No-op in a single process.
 void notify_failure(const std::string& cause);
+// Checks that every process of the job has the same `settings` (name, value; "" for one not
+// given), e.g. a program's parsed flags: raises partix::Error "[api] ..." naming the first
+// setting that differs, this process and another with their values. Every process must call
+// it; one that stopped instead (notify_failure) makes the others raise naming it. No-op in a
+// single process.
+void assert_same_settings(const std::string& api,
+                          const std::vector<std::pair<std::string, std::string>>& settings);
 
 }  // namespace partix::distributed
 

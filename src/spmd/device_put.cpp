@@ -4,6 +4,7 @@
 #include <map>
 #include <mutex>
 
+#include "comm/mpi/agreement.h"
 #include "core/array_impl.h"
 #include "core/errors.h"
 #include "partix/transforms.h"
@@ -81,6 +82,16 @@ Array device_put(const Array& x, const NamedSharding& sharding) {
       }
     }
     std::vector<char> host = detail::gather_to_host(x);
+    // A value of this process alone, placed where other processes hold it too: each of them
+    // passes its own, and they must be one value.
+    bool mine_alone = true;
+    for (const Device& d : impl->sharding->mesh().devices()) {
+      mine_alone = mine_alone && d.process_index == process_index();
+    }
+    if (mine_alone) {
+      detail::check_host_data_agrees("device_put", sharding, x.dtype(), x.shape(), "",
+                                     host.data(), host.size());
+    }
     out = detail::scatter_from_host(host.data(), x.shape(), x.dtype(), sharding);
   }
   out.impl()->committed = true;

@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "comm/mpi/agreement.h"
 #include "comm/mpi/mpi_runtime.h"
 #include "core/array_impl.h"
 #include "core/errors.h"
@@ -132,6 +133,11 @@ Array make_array_from_process_local_data(const NamedSharding& sharding, const Ar
                 shape_to_string(ext), shape_to_string(lo), shape_to_string(global),
                 sharding.to_string());
   std::vector<char> host = detail::gather_to_host(local);
+  // Processes whose devices hold the same box each pass it: their data must agree.
+  detail::check_host_data_agrees(kLocalApi, sharding, local.dtype(), global,
+                                 fmt::format("{} at offset {}", shape_to_string(ext),
+                                             shape_to_string(lo)),
+                                 host.data(), host.size());
   const Shape zero(rank, 0);
   return detail::build_sharded(
       global, local.dtype(), sharding, /*committed=*/true,

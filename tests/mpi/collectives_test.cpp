@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <numeric>
 
@@ -389,7 +390,13 @@ TEST(Processes, DevicesInDifferentCollectivesRaise) {
 }  // namespace partix
 
 int main(int argc, char** argv) {
-  partix::distributed::initialize();
+  try {
+    partix::distributed::initialize();
+  } catch (const partix::Error& e) {  // e.g. processes with different device counts
+    std::fprintf(stderr, "%s\n", e.what());
+    partix::distributed::notify_failure(e.what());
+    return 1;
+  }
   testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

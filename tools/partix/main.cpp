@@ -1,5 +1,6 @@
 // partix: the command-line tool.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 
 #include <csignal>
@@ -9,6 +10,8 @@
 #include <cstdio>
 #include <new>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "commands.h"
 #include "partix/partix.h"
@@ -44,6 +47,26 @@ int fail(const std::string& message) {
   return 1;
 }
 
+// Under mpirun every process must be given the same command: a process given another --seed
+// or --lr would silently run another job. Compares the parsed flags across processes before
+// the command starts.
+void agree_on_flags(const CLI::App& app) {
+  if (partix::distributed::launch_process_count() == 1) return;
+  std::vector<std::pair<std::string, std::string>> settings;
+  std::string api = "partix";
+  for (const CLI::App* sub : app.get_subcommands()) {
+    api += " " + sub->get_name();
+    settings.emplace_back("command", sub->get_name());
+    for (const CLI::Option* opt : sub->get_options()) {
+      if (opt == sub->get_help_ptr() || opt == sub->get_help_all_ptr()) continue;
+      settings.emplace_back(opt->get_name(), opt->count() > 0
+                                                 ? fmt::format("{}", fmt::join(opt->results(), " "))
+                                                 : opt->get_default_str());
+    }
+  }
+  partix::distributed::assert_same_settings(api, settings);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -63,10 +86,18 @@ int main(int argc, char** argv) {
   }
   CLI::App app{"partix: SPMD array programming over a mesh of devices"};
   partix::cli::add_commands(app);
+  // Runs after the flags are parsed and checked, before the command.
+  app.parse_complete_callback([&app] { agree_on_flags(app); });
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    const int code = app.exit(e);
+    // A process that cannot start tells the others, which would otherwise wait for it.
+    if (code != 0 && partix::distributed::launch_process_count() > 1) {
+      std::cerr << "partix: process " << partix::distributed::launch_process_index() << " stops\n";
+      partix::distributed::notify_failure(e.what());
+    }
+    return code;
   } catch (const partix::Error& e) {
     return fail(e.what());
   } catch (const std::bad_alloc&) {

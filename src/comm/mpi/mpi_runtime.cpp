@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -24,14 +26,21 @@ namespace {
 
 constexpr int kNoticeTag = 1;  // control channels (exchange_control's) are the other tags
 static_assert(kControlChannel != kNoticeTag && kCheckpointChannel != kNoticeTag &&
-              kControlChannel != kCheckpointChannel);
+              kFinalizeChannel != kNoticeTag && kControlChannel != kCheckpointChannel &&
+              kFinalizeChannel != kControlChannel && kFinalizeChannel != kCheckpointChannel);
+// Signs of life at exit: a process waiting for another in the closing handshake pings it, and
+// every process answers from a thread of its own, even while its main thread is still working.
+constexpr int kPingTag = 5;
+constexpr int kPongTag = 6;
+static_assert(kPingTag > kFinalizeChannel && kPongTag > kFinalizeChannel);
 constexpr int64_t kPiece = int64_t{1} << 30;  // bytes per MPI message (counts are int)
 
 struct State {
   std::once_flag once;
+  std::string start_error;  // a failed start, raised again by every later launch()
   Launch launch;
   bool active = false;
-  std::mutex mu;              // every MPI call
+  std::mutex mu;                     // every MPI call
   MPI_Comm data = MPI_COMM_NULL;     // collectives' bytes
   MPI_Comm control = MPI_COMM_NULL;  // notices and control exchanges
   std::deque<std::pair<std::shared_ptr<std::string>, MPI_Request>> pending_notices;
@@ -39,6 +48,10 @@ struct State {
   std::mutex handler_mu;
   std::atomic<bool> failed{false};
   std::map<int, std::string> stopped;  // processes that said they stop, and why (under mu)
+  std::thread responder;               // answers pings (respond_to_pings)
+  std::mutex responder_mu;
+  std::condition_variable responder_cv;
+  bool responder_stop = false;  // under responder_mu
 };
 
 State& state() {
@@ -57,12 +70,197 @@ void check_mpi(int code, const char* what) {
   if (code != MPI_SUCCESS) mpi_fail(what, code);
 }
 
+// Runs `call`, an MPI call that waits for every process of the job in the launcher's handshake
+// (MPI_Init, MPI_Finalize) and has no timeout of its own. A watchdog thread gives it the
+// collective timeout: past it, it reports what was waited for and ends this process with
+// status 1 (mpirun then ends the job), since the call itself can be neither interrupted nor
+// cancelled.
+void run_with_watchdog(const char* api, const char* call_name, const char* waiting_for,
+                       const std::function<void()>& call) {
+  struct Watch {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+  };
+  auto w = std::make_shared<Watch>();
+  const double seconds = collective_timeout_seconds();
+  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  const std::string message =
+      fmt::format("partix: [{}] timed out after {} s in {} waiting for {}; process {} exits\n", api,
+                  seconds, call_name, waiting_for, rank != nullptr ? rank : "?");
+  std::thread dog([w, seconds, message] {
+    std::unique_lock<std::mutex> lock(w->mu);
+    const auto limit = std::chrono::nanoseconds(static_cast<int64_t>(seconds * 1e9));
+    if (w->cv.wait_for(lock, limit, [&] { return w->done; })) return;
+    std::fputs(message.c_str(), stderr);
+    std::fflush(stderr);
+    std::_Exit(1);
+  });
+  auto finish = [&] {
+    {
+      std::lock_guard<std::mutex> lock(w->mu);
+      w->done = true;
+    }
+    w->cv.notify_one();
+    dog.join();
+  };
+  try {
+    call();
+  } catch (...) {
+    finish();
+    throw;
+  }
+  finish();
+}
+
+void wait_requests(State& s, std::vector<MPI_Request>& reqs, const std::vector<int>& peers,
+                   const char* what, const std::string& group,
+                   const std::function<void()>& check_abort);
+
+void respond_to_pings(State& s) {
+  char none = 0;
+  std::unique_lock<std::mutex> wait_lock(s.responder_mu);
+  while (!s.responder_stop) {
+    {
+      std::lock_guard<std::mutex> lock(s.mu);
+      while (true) {
+        int flag = 0;
+        MPI_Status st;
+        if (MPI_Iprobe(MPI_ANY_SOURCE, kPingTag, s.control, &flag, &st) != MPI_SUCCESS || !flag) {
+          break;
+        }
+        MPI_Recv(&none, 0, MPI_BYTE, st.MPI_SOURCE, kPingTag, s.control, MPI_STATUS_IGNORE);
+        MPI_Request r = MPI_REQUEST_NULL;
+        if (MPI_Isend(&none, 0, MPI_BYTE, st.MPI_SOURCE, kPongTag, s.control, &r) == MPI_SUCCESS) {
+          MPI_Request_free(&r);
+        }
+      }
+    }
+    s.responder_cv.wait_for(wait_lock, std::chrono::milliseconds(50));
+  }
+}
+
+void stop_responder(State& s) {
+  {
+    std::lock_guard<std::mutex> lock(s.responder_mu);
+    s.responder_stop = true;
+  }
+  s.responder_cv.notify_all();
+  if (s.responder.joinable()) s.responder.join();
+}
+
+// The closing handshake: every process tells every other that it reached the end, and waits
+// for theirs. A process that has not arrived yet but answers pings is still working, and is
+// waited for (as MPI_Finalize would); one silent for the collective timeout is stopped or hung:
+// raises TimeoutError naming it. Raises Error when a process said it stopped.
+void exit_handshake(State& s) {
+  using Clock = std::chrono::steady_clock;
+  const int me = s.launch.index;
+  const auto silence =
+      std::chrono::nanoseconds(static_cast<int64_t>(collective_timeout_seconds() * 1e9));
+  const auto period = std::min<Clock::duration>(silence / 4, std::chrono::seconds(1));
+  char none = 0;
+  std::vector<MPI_Request> sends;
+  std::vector<int> send_peers;
+  std::map<int, Clock::time_point> waiting;  // peer -> its last sign of life
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    for (int p = 0; p < s.launch.count; ++p) {
+      if (p == me) continue;
+      MPI_Request r = MPI_REQUEST_NULL;
+      check_mpi(MPI_Isend(&none, 0, MPI_BYTE, p, kFinalizeChannel, s.control, &r),
+                "distributed::finalize");
+      sends.push_back(r);
+      send_peers.push_back(p);
+      waiting[p] = Clock::now();
+    }
+  }
+  Clock::time_point next_ping = Clock::now();
+  while (!waiting.empty()) {
+    const Clock::time_point now = Clock::now();
+    {
+      std::lock_guard<std::mutex> lock(s.mu);
+      for (auto it = waiting.begin(); it != waiting.end();) {
+        int flag = 0;
+        check_mpi(MPI_Iprobe(it->first, kFinalizeChannel, s.control, &flag, MPI_STATUS_IGNORE),
+                  "distributed::finalize");
+        if (!flag) {
+          ++it;
+          continue;
+        }
+        MPI_Recv(&none, 0, MPI_BYTE, it->first, kFinalizeChannel, s.control, MPI_STATUS_IGNORE);
+        it = waiting.erase(it);
+      }
+      while (true) {
+        int flag = 0;
+        MPI_Status st;
+        if (MPI_Iprobe(MPI_ANY_SOURCE, kPongTag, s.control, &flag, &st) != MPI_SUCCESS || !flag) {
+          break;
+        }
+        MPI_Recv(&none, 0, MPI_BYTE, st.MPI_SOURCE, kPongTag, s.control, MPI_STATUS_IGNORE);
+        auto it = waiting.find(st.MPI_SOURCE);
+        if (it != waiting.end()) it->second = now;
+      }
+      if (now >= next_ping) {
+        for (const auto& [p, heard] : waiting) {
+          MPI_Request r = MPI_REQUEST_NULL;
+          if (MPI_Isend(&none, 0, MPI_BYTE, p, kPingTag, s.control, &r) == MPI_SUCCESS) {
+            MPI_Request_free(&r);
+          }
+        }
+        next_ping = now + period;
+      }
+    }
+    if (waiting.empty()) break;
+    poll_notices();
+    std::vector<int> silent;
+    {
+      std::lock_guard<std::mutex> lock(s.mu);
+      for (const auto& [p, heard] : waiting) {
+        auto it = s.stopped.find(p);
+        if (it != s.stopped.end()) {
+          detail::fail("distributed::finalize", "process {} stopped: {}", p, it->second);
+        }
+        if (now - heard > silence) silent.push_back(p);
+      }
+    }
+    if (!silent.empty()) {
+      throw TimeoutError(fmt::format(
+          "[distributed::finalize] timed out after {} s waiting for process(es) {}, which "
+          "neither reached the end of the program nor answered (stopped or hung); this process "
+          "exits without MPI_Finalize, which would wait for it forever",
+          collective_timeout_seconds(), fmt::join(silent, ", ")));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  wait_requests(s, sends, send_peers, "distributed::finalize", "exit", nullptr);
+}
+
+// At exit, before MPI_Finalize: the closing handshake, which names a process that stopped or
+// hung, then MPI_Finalize under the watchdog (a process may stop between the two).
 void finalize_at_exit() {
   State& s = state();
   if (!s.active || s.failed.load()) return;
+  try {
+    exit_handshake(s);
+  } catch (const TimeoutError& e) {
+    std::fprintf(stderr, "partix: %s\n", e.what());
+    std::fflush(stderr);
+    std::_Exit(1);
+  } catch (const std::exception& e) {
+    // Another process stopped with an error (its notice names it): the job has failed, and
+    // MPI_Finalize would wait for that process. Exit without it.
+    std::fprintf(stderr, "partix: %s\n", e.what());
+    std::fflush(stderr);
+    s.failed.store(true);
+    return;
+  }
+  stop_responder(s);
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
+  if (finalized) return;
+  run_with_watchdog("distributed::finalize", "MPI_Finalize", "the job's other processes to finish",
+                    [] { MPI_Finalize(); });
 }
 
 std::optional<int> env_int(const char* name) {
@@ -82,11 +280,32 @@ void start(State& s) {
   int provided = 0;
   int initialized = 0;
   MPI_Initialized(&initialized);
-  if (!initialized) {
-    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided),
-              "distributed::initialize");
-  } else {
-    MPI_Query_thread(&provided);
+  // MPI_Init and the duplications below (collective over every process) wait for the whole
+  // job: a process stopped or dead before it started would keep them waiting forever.
+  const std::string waiting = fmt::format(
+      "the job's {} processes to start (a process that was stopped, died or never "
+      "started keeps the others waiting)",
+      *size);
+  std::string init_error;
+  run_with_watchdog("distributed::initialize", "MPI_Init", waiting.c_str(), [&] {
+    if (!initialized) {
+      const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+      if (rc != MPI_SUCCESS) {
+        init_error = "MPI_Init failed";
+        return;
+      }
+    } else {
+      MPI_Query_thread(&provided);
+    }
+    if (MPI_Comm_dup(MPI_COMM_WORLD, &s.data) != MPI_SUCCESS ||
+        MPI_Comm_dup(MPI_COMM_WORLD, &s.control) != MPI_SUCCESS) {
+      init_error = "MPI_Comm_dup failed";
+    }
+  });
+  if (!init_error.empty()) {
+    detail::fail("distributed::initialize", "{} (process {} of {})", init_error,
+                 std::getenv("OMPI_COMM_WORLD_RANK") ? std::getenv("OMPI_COMM_WORLD_RANK") : "?",
+                 *size);
   }
   if (provided < MPI_THREAD_SERIALIZED) {
     detail::fail("distributed::initialize",
@@ -96,8 +315,6 @@ void start(State& s) {
   int rank = 0, count = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &count);
-  check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &s.data), "distributed::initialize");
-  check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &s.control), "distributed::initialize");
   // Errors come back as codes, which partix turns into partix::Error.
   MPI_Comm_set_errhandler(s.data, MPI_ERRORS_RETURN);
   MPI_Comm_set_errhandler(s.control, MPI_ERRORS_RETURN);
@@ -111,6 +328,7 @@ void start(State& s) {
   }
   s.launch = Launch{rank, count};
   s.active = true;
+  s.responder = std::thread([&s] { respond_to_pings(s); });
   std::atexit(finalize_at_exit);
 }
 
@@ -189,7 +407,14 @@ void wait_requests(State& s, std::vector<MPI_Request>& reqs, const std::vector<i
 
 Launch launch() {
   State& s = state();
-  std::call_once(s.once, [&] { start(s); });
+  std::call_once(s.once, [&] {
+    try {
+      start(s);
+    } catch (const std::exception& e) {
+      s.start_error = e.what();
+    }
+  });
+  if (!s.start_error.empty()) throw Error(s.start_error);
   return s.launch;
 }
 

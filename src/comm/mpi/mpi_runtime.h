@@ -19,7 +19,12 @@ struct Launch {
 };
 
 // The job's processes: from mpirun's environment (OMPI_COMM_WORLD_SIZE), initialising MPI the
-// first time when there is more than one; {0, 1} without mpirun. Thread-safe, idempotent.
+// first time when there is more than one; {0, 1} without mpirun. Thread-safe, idempotent (a
+// failed start raises the same error again). MPI_Init waits for every process of the job and
+// has no timeout of its own: past the collective timeout a watchdog reports it and ends this
+// process. At exit the processes meet in a closing handshake before MPI_Finalize (bounded by
+// the watchdog too): one still working answers pings and is waited for; one silent for the
+// collective timeout (stopped, hung) is named, and this process exits with status 1.
 Launch launch();
 // True when this process is one of several (MPI is initialised).
 bool multi_process();
@@ -71,6 +76,7 @@ void set_notice_handler(std::function<void(const Notice&)> handler);
 // thread's program fingerprints, a checkpoint writer's commit) each use their own.
 inline constexpr int kControlChannel = 2;     // fingerprints at compile time, start-up
 inline constexpr int kCheckpointChannel = 3;  // checkpoint commits (one save at a time)
+inline constexpr int kFinalizeChannel = 4;    // the closing handshake at exit
 
 // Every process of `processes` (sorted, including this one) sends `mine` and receives each
 // other's; returns the values by position in `processes`. Used at compile time (program
