@@ -82,7 +82,7 @@ const Saved& saved(const partix::fuzz::ScratchDir& dir) {
       partix::fuzz::die("cannot read back " + path);
     }
     std::fclose(f);
-    out.values = values(t);
+    for (auto& [name, v] : values(t)) out.values["['" + name + "']"] = std::move(v);  // leaf paths
     return out;
   }();
   return s;
