@@ -29,9 +29,9 @@ std::map<std::string, partix::Array> tree() {
   std::vector<uint8_t> blocks(4 * 4 * 34);
   for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = static_cast<uint8_t>(i * 37 + 11);
   for (size_t b = 0; b < blocks.size(); b += 34) blocks[b + 1] = 0x3c;  // finite f16 scales
-  t["q"] = device_put(from_blocks(blocks.data(), static_cast<int64_t>(blocks.size()), DType::Q8_0,
-                                  {4, 128}),
-                      NamedSharding(two, P("x")));
+  t["q"] = device_put(
+      from_blocks(blocks.data(), static_cast<int64_t>(blocks.size()), DType::Q8_0, {4, 128}),
+      NamedSharding(two, P("x")));
   t["s"] = full({}, 2.5, DType::F32);
   return t;
 }
@@ -111,11 +111,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   dir.write(std::filesystem::relative(step_dir + "/" + kDataFile, dir.path()).string(), file);
   std::map<std::string, partix::Array> back;
   if (!partix::fuzz::expect_partix_error([&] {
-        back = partix::ckpt::restore_all(
-            s.root, kStep,
-            [mode](const std::string&, const partix::Shape& shape) {
-              return sharding_for(mode, shape);
-            });
+        back = partix::ckpt::restore_all(s.root, kStep,
+                                         [mode](const std::string&, const partix::Shape& shape) {
+                                           return sharding_for(mode, shape);
+                                         });
       })) {
     return 0;
   }

@@ -352,8 +352,7 @@ CheckpointIndex parse_index(std::string_view text, const std::string& path, std:
   }
   const int64_t version = as_int(field(j, "version", w), "version", w);
   if (version < 1 || version > kCheckpointVersion) {
-    w.fail("format version {} is not one this partix reads (1 to {})", version,
-           kCheckpointVersion);
+    w.fail("format version {} is not one this partix reads (1 to {})", version, kCheckpointVersion);
   }
   CheckpointIndex index;
   index.step = get_count(j, "step", w);

@@ -227,7 +227,8 @@ class StepReader {
     Shape offsets = c.offsets, extent = c.extent;
     // Quantized: in units of whole blocks of the last dimension (all boundaries are on blocks).
     if (const int64_t per_block = dtype_block_elems(leaf.dtype); per_block > 1) {
-      for (Slice* sl : {&inter.back(), &idx.back()}) *sl = {sl->start / per_block, sl->stop / per_block};
+      for (Slice* sl : {&inter.back(), &idx.back()})
+        *sl = {sl->start / per_block, sl->stop / per_block};
       offsets.back() /= per_block;
       extent.back() /= per_block;
       local.back() /= per_block;
@@ -322,8 +323,8 @@ class StepReader {
             std::memcpy(runs[q].dst + (lo - runs[q].src), src, hi - lo);
           } else if (!detail::convert_elements(
                          reinterpret_cast<const uint8_t*>(src), stored_type(leaf.dtype),
-                         runs[q].dst + static_cast<int64_t>((lo - runs[q].src) / ss) * ds,
-                         target, static_cast<int64_t>((hi - lo) / ss), /*finite_only=*/true)) {
+                         runs[q].dst + static_cast<int64_t>((lo - runs[q].src) / ss) * ds, target,
+                         static_cast<int64_t>((hi - lo) / ss), /*finite_only=*/true)) {
             detail::fail(kApi,
                          "'{}': leaf '{}' ({}) has values that {} cannot hold (integers out of "
                          "range, bools other than 0 and 1, or floats that overflow to infinity)",
@@ -335,8 +336,8 @@ class StepReader {
     }
   }
 
-  void verify(const CheckpointLeaf& leaf, const CheckpointChunk& c,
-              const detail::InputFile& file, uint64_t b, uint64_t digest) {
+  void verify(const CheckpointLeaf& leaf, const CheckpointChunk& c, const detail::InputFile& file,
+              uint64_t b, uint64_t digest) {
     if (digest == c.xxh64[b]) return;
     const uint64_t lo = c.begin + b * c.block, hi = std::min(c.end, lo + c.block);
     detail::fail(kApi,

@@ -139,7 +139,8 @@ float narrowable(const Value& v) {
 }
 
 bool is_finite(const Value& v) {
-  return v.kind == Value::kInt || (v.kind == Value::kFloat ? std::isfinite(v.f) : std::isfinite(v.d));
+  return v.kind == Value::kInt ||
+         (v.kind == Value::kFloat ? std::isfinite(v.f) : std::isfinite(v.d));
 }
 
 // The generic path: correct for every pair, used when no fast loop below applies.

@@ -160,7 +160,8 @@ TEST_F(CheckpointBadInput, IndexThatIsNotAnIndex) {
   j = json::parse(good);
   j["leaves"][0]["chunks"][0]["xxh64"] = "not a hash at al";
   write_index(j);
-  EXPECT_PARTIX_ERROR(restore(), "[ckpt.restore]", "xxh64 'not a hash at al' of block 0 is not 16 hex digits");
+  EXPECT_PARTIX_ERROR(restore(), "[ckpt.restore]",
+                      "xxh64 'not a hash at al' of block 0 is not 16 hex digits");
   j = json::parse(good);
   j["leaves"].push_back(j["leaves"][0]);
   write_index(j);
@@ -218,7 +219,8 @@ TEST_F(CheckpointBadInput, BlockChecksumsThatDoNotFitTheChunk) {
   EXPECT_PARTIX_ERROR(restore(), "[ckpt.restore]", "leaf '['w']' chunk 0",
                       "xxh64 holds 4 characters, not 16 hex digits for each of the 1 blocks");
   edit_w([](json& l) { l["chunks"][0]["xxh64_block"] = 12; });
-  EXPECT_PARTIX_ERROR(restore(), "[ckpt.restore]", "xxh64_block 12 is not a positive multiple of 8");
+  EXPECT_PARTIX_ERROR(restore(), "[ckpt.restore]",
+                      "xxh64_block 12 is not a positive multiple of 8");
   edit_w([](json& l) {
     l["chunks"][0]["xxh64_block"] = 8;  // 6 blocks of the 48 bytes need 6 checksums
   });

@@ -31,7 +31,8 @@ Mesh mesh_of(Shape sizes, std::vector<std::string> names) {
 
 // The absolute file offset of element `elem` of the leaf's first chunk.
 uint64_t element_offset(const std::string& dir, int64_t step, int64_t elem, int elem_size) {
-  const auto j = nlohmann::json::parse(test::read_bytes(ckpt::step_path(dir, step) + "/index.json"));
+  const auto j =
+      nlohmann::json::parse(test::read_bytes(ckpt::step_path(dir, step) + "/index.json"));
   return j["leaves"][0]["chunks"][0]["byte_range"][0].get<uint64_t>() +
          static_cast<uint64_t>(elem * elem_size);
 }
@@ -60,7 +61,8 @@ TEST(CheckpointIntegrity, PartialReadsOfACorruptChunkFailTheChecksum) {
   // Onto one device (the whole chunk) and onto 8 (each device a part of it): never a value.
   for (int64_t n : {1, 8}) {
     SCOPED_TRACE(n);
-    Array target = device_put(zeros({1024}, DType::F32), NamedSharding(mesh_of({n}, {"x"}), P("x")));
+    Array target =
+        device_put(zeros({1024}, DType::F32), NamedSharding(mesh_of({n}, {"x"}), P("x")));
     EXPECT_PARTIX_ERROR(ckpt::restore(d, 0, target), "[ckpt.restore]", kData, "leaf '",
                         "fails its checksum", "the file is corrupted");
   }
@@ -133,8 +135,7 @@ TEST(CheckpointIntegrity, NarrowingThatOverflowsIsRefusedNamingTheLeaf) {
   ckpt::wait();
   auto restore_as = [&](const std::string& name, DType dt) {
     std::map<std::string, Array> structure{{name, Array()}};
-    return ckpt::restore(d, 1, structure,
-                         {{"['" + name + "']", {tree.at(name).shape(), dt, one}}},
+    return ckpt::restore(d, 1, structure, {{"['" + name + "']", {tree.at(name).shape(), dt, one}}},
                          {.partial = true})
         .at(name);
   };
@@ -196,8 +197,8 @@ TEST(CheckpointIntegrity, QuantizedLeavesRoundTripOntoAnotherSharding) {
 TEST(CheckpointIntegrity, SafetensorsRefusesQuantizedTensors) {
   test::TempDir dir;
   Array q = quantized(DType::Q4_K, 2, 256, NamedSharding(mesh_of({1}, {"one"}), P()));
-  EXPECT_PARTIX_ERROR(save_safetensors(dir.file("q.safetensors"), {{"w", q}}),
-                      "[save_safetensors]", "tensor 'w' is q4_k", "no quantized dtypes");
+  EXPECT_PARTIX_ERROR(save_safetensors(dir.file("q.safetensors"), {{"w", q}}), "[save_safetensors]",
+                      "tensor 'w' is q4_k", "no quantized dtypes");
   EXPECT_FALSE(fs::exists(dir.file("q.safetensors")));
 }
 
@@ -223,8 +224,7 @@ TEST(CheckpointIntegrity, ManagerNeverDeletesTheStepItWroteAndStepsOnlyMoveForwa
   ckpt::save(o, 200, p);
   ckpt::wait();
   CheckpointManager m(o, {.keep = 2});
-  EXPECT_PARTIX_ERROR(m.save(1, p), "[CheckpointManager]", "cannot save step 1",
-                      "step 200");
+  EXPECT_PARTIX_ERROR(m.save(1, p), "[CheckpointManager]", "cannot save step 1", "step 200");
   EXPECT_EQ(m.all_steps(), (std::vector<int64_t>{100, 200}));
 }
 
