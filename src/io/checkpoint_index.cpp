@@ -149,6 +149,10 @@ CheckpointChunk parse_chunk(const json& j, const CheckpointLeaf& leaf,
              shape_to_string(leaf.shape));
     }
   }
+  if (const int64_t b = dtype_block_elems(leaf.dtype); b > 1 && c.offsets.back() % b != 0) {
+    w.fail("the box {} splits a block of {} elements of {}", box_string(c), b,
+           dtype_name(leaf.dtype));
+  }
   c.file = get_string(j, "file", w);
   if (!files.count(c.file)) w.fail("file '{}' is not among the index's files", c.file);
   c.tensor = get_string(j, "tensor", w);

@@ -122,9 +122,10 @@ class StepReader {
     const bool quantized = is_quantized(leaf.dtype) || is_quantized(spec.dtype);
     if (leaf.dtype != spec.dtype &&
         (quantized || !detail::convertible(stored_type(leaf.dtype), spec.dtype))) {
-      detail::fail(kApi,
-                   "'{}': leaf '{}' is {} and cannot be restored as {} (it would lose values)",
-                   index_path_, leaf.name, dtype_name(leaf.dtype), dtype_name(spec.dtype));
+      detail::fail(kApi, "'{}': leaf '{}' is {} and cannot be restored as {} ({})", index_path_,
+                   leaf.name, dtype_name(leaf.dtype), dtype_name(spec.dtype),
+                   quantized ? "quantized leaves restore as they are; astype converts them after"
+                             : "it would lose values");
     }
     if (spec.sharding.spec().size() > static_cast<int>(spec.shape.size())) {
       detail::fail(kApi, "leaf '{}' of shape {} cannot take the target sharding {}", leaf.name,

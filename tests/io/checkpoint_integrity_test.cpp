@@ -186,12 +186,21 @@ TEST(CheckpointIntegrity, QuantizedLeavesRoundTripOntoAnotherSharding) {
     EXPECT_EQ(back.at(name).sharding().spec(), target.at(name).sharding().spec()) << name;
     EXPECT_EQ(test::bytes_of(back.at(name)), test::bytes_of(a)) << name;
   }
-  // A corrupt block is an error; a quantized leaf cannot become another dtype at restore.
+  // A quantized leaf cannot become another dtype at restore (astype does that after).
   EXPECT_PARTIX_ERROR(
       ckpt::restore(d, 2, std::map<std::string, Array>{{"big", Array()}},
                     {{"['big']", {{4096, 4096}, DType::F32, NamedSharding(eight, P())}}},
                     {.partial = true}),
       "[ckpt.restore]", "leaf '['big']' is q8_0 and cannot be restored as f32");
+  // An index that puts a chunk across a block boundary lies.
+  const std::string index = ckpt::step_path(d, 2) + "/index.json";
+  auto j = nlohmann::json::parse(test::read_bytes(index));
+  for (auto& l : j["leaves"]) {
+    if (l["name"] == "['q8_0_cols']") l["chunks"][1]["offsets"][1] = 80;
+  }
+  test::write_bytes(index, j.dump());
+  EXPECT_PARTIX_ERROR(ckpt::info(d, 2), "[ckpt.info]", "leaf '['q8_0_cols']' chunk 1",
+                      "splits a block of 32 elements of q8_0");
 }
 
 TEST(CheckpointIntegrity, SafetensorsRefusesQuantizedTensors) {

@@ -188,7 +188,8 @@ namespace {
 constexpr std::string_view kConfigKey = "gpt2.config";
 constexpr std::string_view kDataKey = "train.data";
 
-// What the checkpoint's data position means: the same corpus, batch and sequence length, and
+// What the checkpoint's data position means: the same corpus (its token count and a hash of the
+// tokens: another corpus of the same size is another stream), batch and sequence length, and
 // the seed that shuffles the windows.
 std::string data_description(const TrainOptions& o, int64_t corpus_tokens, uint64_t corpus_xxh64) {
   return fmt::format(
