@@ -461,6 +461,17 @@ def program_text_seeds():
         write("program_text", f"program_{i:02d}.txt", text)
 
 
+def checkpoint_data_seeds():
+    # Byte 0 picks the restore's sharding; then (16-bit position scaled to the data file, XOR
+    # byte, 0 = truncate there) edits. Positions past 0x1000 / size land in the data.
+    for mode, name in enumerate(["replicated", "rows", "cols", "grid"]):
+        write("checkpoint_data", f"intact_{name}", bytes([mode]))
+    write("checkpoint_data", "flip_in_data_rows", bytes([1]) + struct.pack("<HB", 0xF000, 0x10))
+    write("checkpoint_data", "flip_in_data_cols", bytes([2]) + struct.pack("<HB", 0xE400, 0x01))
+    write("checkpoint_data", "flip_in_header", bytes([0]) + struct.pack("<HB", 0x0040, 0x20))
+    write("checkpoint_data", "truncated_grid", bytes([3]) + struct.pack("<HB", 0xE000, 0x00))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=str(DEFAULT_MODEL),
@@ -475,6 +486,7 @@ def main():
     safetensors_seeds()
     safetensors_index_seeds()
     program_text_seeds()
+    checkpoint_data_seeds()
     for folder in sorted(CORPUS.iterdir()):
         files = sorted(folder.iterdir())
         print(f"{folder.name}: {len(files)} files, largest {max(f.stat().st_size for f in files)} "

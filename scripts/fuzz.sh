@@ -6,7 +6,7 @@
 #   scripts/fuzz.sh list             the targets
 #
 # Targets: gguf gguf_tokenizer safetensors safetensors_index tokenizer_json program_text
-# checkpoint_index cli_flags.
+# checkpoint_index checkpoint_data cli_flags.
 # The build (clang, libFuzzer, AddressSanitizer, UndefinedBehaviorSanitizer) goes to
 # ./build-fuzz, or $BUILD_DIR. Each run starts from the committed seeds in fuzz/corpus/TARGET,
 # which it only reads: inputs that find new coverage, crash inputs and the log go to
@@ -18,8 +18,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-targets=(gguf gguf_tokenizer safetensors safetensors_index tokenizer_json program_text cli_flags
-         checkpoint_index)
+targets=(gguf gguf_tokenizer safetensors safetensors_index tokenizer_json program_text
+         checkpoint_index checkpoint_data cli_flags)
 usage() {
   echo "usage: $0 TARGET|all SECONDS   (targets: ${targets[*]})" >&2
   exit 2

@@ -43,7 +43,9 @@ struct RestoreOptions {
 
 // What restore makes of one leaf: an array of this shape and dtype in this sharding. The dtype
 // may differ from the saved one where the conversion loses nothing unexpected (float to float,
-// integer to float, integer to wider integer).
+// integer to float, integer to wider integer); values the target cannot hold (integers out of
+// range, finite floats that would overflow to infinity) are refused, naming the leaf. Quantized
+// leaves restore as their own dtype, blocks whole, onto any sharding that keeps blocks whole.
 struct ArraySpec {
   Shape shape{};
   DType dtype = DType::F32;
@@ -163,6 +165,8 @@ struct CheckpointManagerOptions {
 // Steps of one training run under one folder: periodic asynchronous saves, the newest `keep`
 // kept (older ones are deleted after a newer step commits), restore of any committed step.
 // Temporaries left by processes that died are removed when the manager is created.
+// One run per folder: the manager locks it (a second manager, in any process, is refused) and
+// saves only steps after the folder's latest, so nothing a save commits is deleted by `keep`.
 class CheckpointManager {
  public:
   explicit CheckpointManager(std::string dir, CheckpointManagerOptions options = {});
@@ -201,9 +205,11 @@ class CheckpointManager {
   void wait();
 
  private:
-  void delete_old_steps();
+  void delete_old_steps(int64_t written);
+  void lock(bool required);
   std::string dir_;
   CheckpointManagerOptions options_;
+  int lock_fd_ = -1;  // the folder's lock, held by process 0 while the manager lives
   ckpt::Checkpointer writer_;
 };
 

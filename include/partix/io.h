@@ -72,7 +72,7 @@ class Safetensors {
 // tensors in name order, contiguous). The file appears atomically (written to a temporary
 // name, every write checked, fsynced, then renamed): a full disk is an error naming the path
 // and leaves any previous file untouched. Every array must be concrete and addressable from this
-// process.
+// process. Quantized arrays are refused (safetensors has no quantized dtypes).
 void save_safetensors(const std::string& path, const Params& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 

@@ -14,7 +14,10 @@
 namespace partix::detail {
 
 inline constexpr std::string_view kCheckpointFormat = "partix.checkpoint";
-inline constexpr int kCheckpointVersion = 1;
+// Version 2 checksums each chunk per block of kChecksumBlock bytes, so a restore that reads part
+// of a chunk still verifies every byte it uses; version 1 (one checksum per chunk) still reads.
+inline constexpr int kCheckpointVersion = 2;
+inline constexpr uint64_t kChecksumBlock = uint64_t{64} << 10;
 inline constexpr std::string_view kIndexName = "index.json";
 
 // One block of a leaf, stored contiguously (row-major) in one data file.
@@ -23,8 +26,18 @@ struct CheckpointChunk {
   std::string file;             // a name in CheckpointIndex::files
   std::string tensor;           // its name inside that safetensors file
   uint64_t begin = 0, end = 0;  // absolute byte range in the file
-  uint64_t xxh64 = 0;
+  // XXH64 of each block of `block` bytes of the range (the last one shorter). A version 1
+  // index has one checksum of the whole range: block = end - begin.
+  uint64_t block = 0;
+  std::vector<uint64_t> xxh64;
 };
+
+// Names in the index of the leaf dtypes: safetensors' ("F32", "BF16", ...) and GGUF's for the
+// quantized ones ("Q8_0", ...), which data files store as their raw blocks (U8 rows).
+std::string_view checkpoint_dtype_name(DType dtype);
+// The dtype and shape of a chunk's tensor in its data file.
+std::string_view checkpoint_stored_dtype(DType dtype);
+Shape checkpoint_stored_shape(DType dtype, const Shape& extent);
 
 struct CheckpointLeaf {
   std::string name;

@@ -79,11 +79,19 @@ Shape get_dims(const json& obj, std::string_view key, const Where& w) {
   return out;
 }
 
-// prod(dims) * elem_size, or fails when it does not fit.
-uint64_t checked_bytes(const Shape& dims, int elem_size, std::string_view what, const Where& w) {
-  uint64_t n = static_cast<uint64_t>(elem_size);
-  for (int64_t d : dims) {
-    if (__builtin_mul_overflow(n, static_cast<uint64_t>(d), &n) || n > uint64_t{1} << 62) {
+// The bytes of `dims` in `dtype`, or fails when it does not fit. A quantized dtype stores
+// whole blocks of the last dimension, which must be a multiple of the block.
+uint64_t checked_bytes(const Shape& dims, DType dtype, std::string_view what, const Where& w) {
+  const int64_t per_block = dtype_block_elems(dtype);
+  if (per_block > 1 && (dims.empty() || dims.back() % per_block != 0)) {
+    w.fail("{} {} of {} does not hold whole blocks of {} elements in its last dimension", what,
+           shape_to_string(dims), dtype_name(dtype), per_block);
+  }
+  uint64_t n = static_cast<uint64_t>(dtype_size(dtype));
+  for (size_t i = 0; i < dims.size(); ++i) {
+    uint64_t d = static_cast<uint64_t>(dims[i]);
+    if (i + 1 == dims.size()) d /= static_cast<uint64_t>(per_block);
+    if (__builtin_mul_overflow(n, d, &n) || n > uint64_t{1} << 62) {
       w.fail("{} {} has too many elements", what, shape_to_string(dims));
     }
   }
@@ -96,10 +104,13 @@ bool plain_name(const std::string& name) {
          name.find('\\') == std::string::npos && name.find('\0') == std::string::npos;
 }
 
+constexpr DType kLeafDtypes[] = {DType::Bool, DType::I32,  DType::I64,  DType::F16,
+                                 DType::BF16, DType::F32,  DType::F64,  DType::Q8_0,
+                                 DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q6_K};
+
 std::optional<DType> dtype_from_name(std::string_view name) {
-  for (DType d :
-       {DType::Bool, DType::I32, DType::I64, DType::F16, DType::BF16, DType::F32, DType::F64}) {
-    if (safetensors_dtype_name(d) == name) return d;
+  for (DType d : kLeafDtypes) {
+    if (checkpoint_dtype_name(d) == name) return d;
   }
   return std::nullopt;
 }
@@ -122,7 +133,7 @@ std::string box_string(const CheckpointChunk& c) {
 }
 
 CheckpointChunk parse_chunk(const json& j, const CheckpointLeaf& leaf,
-                            const std::set<std::string>& files, const Where& w) {
+                            const std::set<std::string>& files, int64_t version, const Where& w) {
   if (!j.is_object()) w.fail("is a {}, not an object", json_kind(j));
   CheckpointChunk c;
   c.offsets = get_dims(j, "offsets", w);
@@ -138,6 +149,10 @@ CheckpointChunk parse_chunk(const json& j, const CheckpointLeaf& leaf,
              shape_to_string(leaf.shape));
     }
   }
+  if (const int64_t b = dtype_block_elems(leaf.dtype); b > 1 && c.offsets.back() % b != 0) {
+    w.fail("the box {} splits a block of {} elements of {}", box_string(c), b,
+           dtype_name(leaf.dtype));
+  }
   c.file = get_string(j, "file", w);
   if (!files.count(c.file)) w.fail("file '{}' is not among the index's files", c.file);
   c.tensor = get_string(j, "tensor", w);
@@ -147,18 +162,38 @@ CheckpointChunk parse_chunk(const json& j, const CheckpointLeaf& leaf,
   if (begin < 0 || end < begin) w.fail("byte_range [{}, {}] is not a range", begin, end);
   c.begin = static_cast<uint64_t>(begin);
   c.end = static_cast<uint64_t>(end);
-  const uint64_t need = checked_bytes(c.extent, dtype_size(leaf.dtype), "extent", w);
+  const uint64_t need = checked_bytes(c.extent, leaf.dtype, "extent", w);
   if (c.end - c.begin != need) {
     w.fail("byte_range [{}, {}] holds {} bytes but {}{} needs {}", c.begin, c.end, c.end - c.begin,
            dtype_name(leaf.dtype), shape_to_string(c.extent), need);
   }
+  // Version 1: one checksum of the range; version 2: one per block of `xxh64_block` bytes,
+  // concatenated.
+  c.block = need;
+  if (version >= 2) {
+    const int64_t block = get_count(j, "xxh64_block", w);
+    if (block < 8 || block % 8 != 0) {
+      w.fail("xxh64_block {} is not a positive multiple of 8 bytes", block);
+    }
+    c.block = std::min(need, static_cast<uint64_t>(block));
+  }
+  const uint64_t blocks = need / c.block + (need % c.block != 0);
   const std::string hash = get_string(j, "xxh64", w);
-  if (!parse_hex64(hash, &c.xxh64)) w.fail("xxh64 '{}' is not 16 hex digits", hash);
+  if (hash.size() % 16 != 0 || hash.size() / 16 != blocks) {
+    w.fail("xxh64 holds {} characters, not 16 hex digits for each of the {} blocks of {} bytes",
+           hash.size(), blocks, c.block);
+  }
+  c.xxh64.resize(blocks);
+  for (size_t b = 0; b < blocks; ++b) {
+    if (!parse_hex64(std::string_view(hash).substr(16 * b, 16), &c.xxh64[b])) {
+      w.fail("xxh64 '{}' of block {} is not 16 hex digits", hash.substr(16 * b, 16), b);
+    }
+  }
   return c;
 }
 
 CheckpointLeaf parse_leaf(const json& j, size_t i, const std::set<std::string>& files,
-                          const std::string& path, std::string_view api) {
+                          int64_t version, const std::string& path, std::string_view api) {
   Where w{api, path, fmt::format("leaf {}", i)};
   if (!j.is_object()) w.fail("is a {}, not an object", json_kind(j));
   CheckpointLeaf leaf;
@@ -167,9 +202,12 @@ CheckpointLeaf parse_leaf(const json& j, size_t i, const std::set<std::string>& 
   leaf.shape = get_dims(j, "shape", w);
   const std::string dtype = get_string(j, "dtype", w);
   auto dt = dtype_from_name(dtype);
-  if (!dt) w.fail("unknown dtype '{}' (known: BOOL, I32, I64, F16, BF16, F32, F64)", dtype);
+  if (!dt || (version < 2 && is_quantized(*dt))) {
+    w.fail("unknown dtype '{}' (known: BOOL, I32, I64, F16, BF16, F32, F64{})", dtype,
+           version < 2 ? "" : ", Q8_0, Q4_0, Q4_1, Q4_K, Q6_K");
+  }
   leaf.dtype = *dt;
-  const uint64_t bytes = checked_bytes(leaf.shape, dtype_size(leaf.dtype), "shape", w);
+  const uint64_t bytes = checked_bytes(leaf.shape, leaf.dtype, "shape", w);
   const json& sh = field(j, "sharding", w);
   if (!sh.is_object()) w.fail("'sharding' is a {}, not an object", json_kind(sh));
   leaf.sharding = get_string(sh, "text", w);
@@ -200,7 +238,7 @@ CheckpointLeaf parse_leaf(const json& j, size_t i, const std::set<std::string>& 
   uint64_t covered = 0;
   for (size_t k = 0; k < chunks.size(); ++k) {
     Where wc{api, path, fmt::format("leaf '{}' chunk {}", leaf.name, k)};
-    leaf.chunks.push_back(parse_chunk(chunks[k], leaf, files, wc));
+    leaf.chunks.push_back(parse_chunk(chunks[k], leaf, files, version, wc));
     covered += leaf.chunks.back().end - leaf.chunks.back().begin;  // each below 2^62
     if (covered > bytes) break;  // reported below; the sum must not overflow
   }
@@ -232,6 +270,34 @@ json dims_json(const Shape& s) { return json(std::vector<int64_t>(s.begin(), s.e
 
 }  // namespace
 
+std::string_view checkpoint_dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::Q8_0:
+      return "Q8_0";
+    case DType::Q4_0:
+      return "Q4_0";
+    case DType::Q4_1:
+      return "Q4_1";
+    case DType::Q4_K:
+      return "Q4_K";
+    case DType::Q6_K:
+      return "Q6_K";
+    default:
+      return safetensors_dtype_name(dtype);
+  }
+}
+
+std::string_view checkpoint_stored_dtype(DType dtype) {
+  return is_quantized(dtype) ? "U8" : safetensors_dtype_name(dtype);
+}
+
+Shape checkpoint_stored_shape(DType dtype, const Shape& extent) {
+  if (!is_quantized(dtype) || extent.empty()) return extent;
+  Shape out = extent;
+  out.back() = extent.back() / dtype_block_elems(dtype) * dtype_size(dtype);
+  return out;
+}
+
 std::string checkpoint_data_file(int process, int process_count) {
   return fmt::format("data-{:05d}-of-{:05d}.safetensors", process, process_count);
 }
@@ -252,16 +318,19 @@ std::string index_to_json(const CheckpointIndex& index) {
   for (const CheckpointLeaf& l : index.leaves) {
     json chunks = json::array();
     for (const CheckpointChunk& c : l.chunks) {
+      std::string hashes;
+      for (uint64_t h : c.xxh64) hashes += hex64(h);
       chunks.push_back({{"offsets", dims_json(c.offsets)},
                         {"extent", dims_json(c.extent)},
                         {"file", c.file},
                         {"tensor", c.tensor},
                         {"byte_range", {c.begin, c.end}},
-                        {"xxh64", hex64(c.xxh64)}});
+                        {"xxh64_block", kChecksumBlock},
+                        {"xxh64", std::move(hashes)}});
     }
     leaves.push_back({{"name", l.name},
                       {"shape", dims_json(l.shape)},
-                      {"dtype", safetensors_dtype_name(l.dtype)},
+                      {"dtype", checkpoint_dtype_name(l.dtype)},
                       {"sharding",
                        {{"text", l.sharding},
                         {"mesh_axes", l.mesh_axes},
@@ -286,9 +355,8 @@ CheckpointIndex parse_index(std::string_view text, const std::string& path, std:
     w.fail("format '{}' is not '{}' (not a partix checkpoint)", format, kCheckpointFormat);
   }
   const int64_t version = as_int(field(j, "version", w), "version", w);
-  if (version != kCheckpointVersion) {
-    w.fail("format version {} is not the version {} this partix reads", version,
-           kCheckpointVersion);
+  if (version < 1 || version > kCheckpointVersion) {
+    w.fail("format version {} is not one this partix reads (1 to {})", version, kCheckpointVersion);
   }
   CheckpointIndex index;
   index.step = get_count(j, "step", w);
@@ -318,7 +386,7 @@ CheckpointIndex parse_index(std::string_view text, const std::string& path, std:
   if (!leaves.is_array()) w.fail("'leaves' is a {}, not an array", json_kind(leaves));
   std::set<std::string> names;
   for (size_t i = 0; i < leaves.size(); ++i) {
-    index.leaves.push_back(parse_leaf(leaves[i], i, file_set, path, api));
+    index.leaves.push_back(parse_leaf(leaves[i], i, file_set, version, path, api));
     if (!names.insert(index.leaves.back().name).second) {
       w.fail("leaf '{}' appears twice", index.leaves.back().name);
     }

@@ -118,10 +118,14 @@ class StepReader {
                    index_path_, leaf.name, shape_to_string(leaf.shape),
                    shape_to_string(spec.shape));
     }
-    if (leaf.dtype != spec.dtype && !detail::convertible(stored_type(leaf.dtype), spec.dtype)) {
-      detail::fail(kApi,
-                   "'{}': leaf '{}' is {} and cannot be restored as {} (it would lose values)",
-                   index_path_, leaf.name, dtype_name(leaf.dtype), dtype_name(spec.dtype));
+    // Quantized blocks restore as they are: converting them is astype's work, after restore.
+    const bool quantized = is_quantized(leaf.dtype) || is_quantized(spec.dtype);
+    if (leaf.dtype != spec.dtype &&
+        (quantized || !detail::convertible(stored_type(leaf.dtype), spec.dtype))) {
+      detail::fail(kApi, "'{}': leaf '{}' is {} and cannot be restored as {} ({})", index_path_,
+                   leaf.name, dtype_name(leaf.dtype), dtype_name(spec.dtype),
+                   quantized ? "quantized leaves restore as they are; astype converts them after"
+                             : "it would lose values");
     }
     if (spec.sharding.spec().size() > static_cast<int>(spec.shape.size())) {
       detail::fail(kApi, "leaf '{}' of shape {} cannot take the target sharding {}", leaf.name,
@@ -132,8 +136,7 @@ class StepReader {
   Array restore(const CheckpointLeaf& leaf, const ArraySpec& spec) {
     for (const CheckpointChunk& c : leaf.chunks) check_chunk(leaf, c);
     std::map<std::vector<int64_t>, const void*> filled;  // box -> the block that holds it
-    const int64_t block_bytes =
-        shape_size(spec.sharding.shard_shape(spec.shape)) * dtype_size(spec.dtype);
+    const int64_t block_bytes = dtype_nbytes(spec.dtype, spec.sharding.shard_shape(spec.shape));
     return detail::build_sharded(
         spec.shape, spec.dtype, spec.sharding, /*committed=*/true,
         [&](void* block, const std::vector<Slice>& idx, const Shape& local) {
@@ -187,10 +190,12 @@ class StepReader {
       detail::fail(kApi, "'{}': leaf '{}': the file has no tensor '{}' for chunk {}", path,
                    leaf.name, c.tensor, box);
     }
-    if (it->dtype != detail::safetensors_dtype_name(leaf.dtype) || it->shape != c.extent) {
+    const std::string_view dtype = detail::checkpoint_stored_dtype(leaf.dtype);
+    const Shape shape = detail::checkpoint_stored_shape(leaf.dtype, c.extent);
+    if (it->dtype != dtype || it->shape != shape) {
       detail::fail(kApi, "'{}': leaf '{}': tensor '{}' is {}{} in the file but {}{} in the index",
-                   path, leaf.name, c.tensor, it->dtype, shape_to_string(it->shape),
-                   detail::safetensors_dtype_name(leaf.dtype), shape_to_string(c.extent));
+                   path, leaf.name, c.tensor, it->dtype, shape_to_string(it->shape), dtype,
+                   shape_to_string(shape));
     }
     const uint64_t begin = f.header.data_start + it->begin, end = f.header.data_start + it->end;
     if (begin != c.begin || end != c.end) {
@@ -212,30 +217,36 @@ class StepReader {
   }
 
   // Copies the intersection `inter` of chunk c and a device's box `idx` into the device's
-  // padded block of shape `local`.
+  // padded block of shape `local`. Every byte used is verified: the checksum blocks the copied
+  // runs touch are read whole and hashed (a version 1 chunk has one block, the whole chunk).
   void read_part(const CheckpointLeaf& leaf, const CheckpointChunk& c, DType target,
-                 const std::vector<Slice>& inter, char* block, const std::vector<Slice>& idx,
-                 const Shape& local) {
+                 std::vector<Slice> inter, char* block, std::vector<Slice> idx, Shape local) {
     const detail::InputFile& file = *open(leaf, c.file).file;
     const int ss = dtype_size(leaf.dtype), ds = dtype_size(target);
     const bool same = leaf.dtype == target;
     const size_t r = inter.size();
-    bool whole = true;
-    for (size_t d = 0; d < r; ++d) {
-      whole = whole && inter[d].start == c.offsets[d] && inter[d].size() == c.extent[d];
+    Shape offsets = c.offsets, extent = c.extent;
+    // Quantized: in units of whole blocks of the last dimension (all boundaries are on blocks).
+    if (const int64_t per_block = dtype_block_elems(leaf.dtype); per_block > 1) {
+      for (Slice* sl : {&inter.back(), &idx.back()})
+        *sl = {sl->start / per_block, sl->stop / per_block};
+      offsets.back() /= per_block;
+      extent.back() /= per_block;
+      local.back() /= per_block;
     }
-    // Trailing dimensions whole in both the chunk and the block merge into one run.
+    // Trailing dimensions whole in both the chunk and the block merge into one run; runs come
+    // in ascending file order.
     std::vector<Run> runs;
     if (r == 0) {
       runs.push_back({c.begin, block, 1});
     } else {
       size_t k = r - 1;
-      while (k > 0 && inter[k].size() == c.extent[k] && inter[k].size() == local[k]) --k;
+      while (k > 0 && inter[k].size() == extent[k] && inter[k].size() == local[k]) --k;
       int64_t run = 1;
       for (size_t d = k; d < r; ++d) run *= inter[d].size();
       std::vector<int64_t> cs(r, 1), ls(r, 1);
       for (size_t d = r - 1; d-- > 0;) {
-        cs[d] = cs[d + 1] * c.extent[d + 1];
+        cs[d] = cs[d + 1] * extent[d + 1];
         ls[d] = ls[d + 1] * local[d + 1];
       }
       std::vector<int64_t> pos(k, 0);
@@ -243,66 +254,98 @@ class StepReader {
         int64_t src = 0, dst = 0;
         for (size_t d = 0; d < r; ++d) {
           const int64_t p = d < k ? pos[d] : 0;
-          src += (inter[d].start - c.offsets[d] + p) * cs[d];
+          src += (inter[d].start - offsets[d] + p) * cs[d];
           dst += (inter[d].start - idx[d].start + p) * ls[d];
         }
-        // Converted runs go through staging, so none may exceed it.
-        const int64_t piece = same ? run : std::max<int64_t>(1, kStagingBytes / ss);
-        for (int64_t done = 0; done < run; done += piece) {
-          const int64_t n = std::min(piece, run - done);
-          runs.push_back(
-              {c.begin + static_cast<uint64_t>((src + done) * ss), block + (dst + done) * ds, n});
-        }
+        runs.push_back({c.begin + static_cast<uint64_t>(src * ss), block + dst * ds, run});
         size_t d = k;
         while (d > 0 && ++pos[d - 1] == inter[d - 1].size()) pos[--d] = 0;
         if (d == 0) break;
       }
     }
-    detail::Xxh64 hash;
+    auto run_end = [&](const Run& q) { return q.src + static_cast<uint64_t>(q.elems) * ss; };
+    // The byte spans to read (relative to the chunk): each run widened to whole checksum
+    // blocks; spans at most kMergeGap apart are fetched as one.
+    const uint64_t size = c.end - c.begin, bs = c.block;
+    struct Span {
+      uint64_t lo, hi;
+    };
+    std::vector<Span> spans;
+    for (const Run& q : runs) {
+      const uint64_t lo = (q.src - c.begin) / bs * bs;
+      const uint64_t hi = std::min(size, (run_end(q) - c.begin + bs - 1) / bs * bs);
+      if (!spans.empty() && lo <= spans.back().hi + kMergeGap) {
+        spans.back().hi = std::max(spans.back().hi, hi);
+      } else {
+        spans.push_back({lo, hi});
+      }
+    }
     std::vector<char> staging;
-    for (size_t i = 0; i < runs.size();) {
-      const uint64_t first = static_cast<uint64_t>(runs[i].elems) * ss;
-      if (same && first >= kStagingBytes / 4) {
-        read(leaf, file, runs[i].src, runs[i].dst, first);
-        if (whole) hash.update(runs[i].dst, first);
-        ++i;
-        continue;
-      }
-      // Runs close together in the file are fetched with one read.
-      size_t j = i + 1;
-      uint64_t end = runs[i].src + first;
-      for (; j < runs.size(); ++j) {
-        const uint64_t bytes = static_cast<uint64_t>(runs[j].elems) * ss;
-        if (runs[j].src + bytes - runs[i].src > kStagingBytes || runs[j].src - end > kMergeGap) {
-          break;
+    size_t first = 0;  // the first run that may overlap the window
+    for (const Span& span : spans) {
+      detail::Xxh64 hash;  // of the block being read
+      for (uint64_t pos = span.lo; pos < span.hi;) {
+        while (first < runs.size() && run_end(runs[first]) <= c.begin + pos) ++first;
+        // A long run without conversion is read straight into the device's block.
+        char* direct = nullptr;
+        uint64_t end = 0;
+        if (same && first < runs.size() && runs[first].src <= c.begin + pos) {
+          const uint64_t run_hi = run_end(runs[first]) - c.begin;
+          const uint64_t e = run_hi == size || bs > kStagingBytes ? run_hi : run_hi / bs * bs;
+          if (e >= pos + kStagingBytes / 4) {
+            end = std::min(e, span.hi);
+            direct = runs[first].dst + (c.begin + pos - runs[first].src);
+          }
         }
-        end = runs[j].src + bytes;
-      }
-      staging.resize(end - runs[i].src);
-      read(leaf, file, runs[i].src, staging.data(), staging.size());
-      for (size_t q = i; q < j; ++q) {
-        const char* src = staging.data() + (runs[q].src - runs[i].src);
-        const uint64_t bytes = static_cast<uint64_t>(runs[q].elems) * ss;
-        if (whole) hash.update(src, bytes);
-        if (same) {
-          std::memcpy(runs[q].dst, src, bytes);
-        } else if (!detail::convert_elements(reinterpret_cast<const uint8_t*>(src),
-                                             stored_type(leaf.dtype), runs[q].dst, target,
-                                             runs[q].elems)) {
-          detail::fail(kApi, "'{}': leaf '{}' ({}) has values that {} cannot hold", file.path(),
-                       leaf.name, dtype_name(leaf.dtype), dtype_name(target));
+        if (!direct) {
+          end = std::min(span.hi, pos + kStagingBytes);
+          // On a block boundary where a block fits (the window's element-aligned end otherwise).
+          if (end < span.hi && end / bs * bs > pos) end = end / bs * bs;
+          staging.resize(end - pos);
         }
+        char* buf = direct ? direct : staging.data();
+        read(leaf, file, c.begin + pos, buf, end - pos);
+        for (uint64_t at = pos; at < end;) {
+          const uint64_t block_end = std::min(size, (at / bs + 1) * bs);
+          const uint64_t stop = std::min(end, block_end);
+          hash.update(buf + (at - pos), stop - at);
+          if (stop == block_end) {
+            verify(leaf, c, file, at / bs, hash.digest());
+            hash = detail::Xxh64();
+          }
+          at = stop;
+        }
+        for (size_t q = first; !direct && q < runs.size() && runs[q].src < c.begin + end; ++q) {
+          const uint64_t lo = std::max(runs[q].src, c.begin + pos);
+          const uint64_t hi = std::min(run_end(runs[q]), c.begin + end);
+          if (lo >= hi) continue;
+          const char* src = buf + (lo - c.begin - pos);
+          if (same) {
+            std::memcpy(runs[q].dst + (lo - runs[q].src), src, hi - lo);
+          } else if (!detail::convert_elements(
+                         reinterpret_cast<const uint8_t*>(src), stored_type(leaf.dtype),
+                         runs[q].dst + static_cast<int64_t>((lo - runs[q].src) / ss) * ds, target,
+                         static_cast<int64_t>((hi - lo) / ss), /*finite_only=*/true)) {
+            detail::fail(kApi,
+                         "'{}': leaf '{}' ({}) has values that {} cannot hold (integers out of "
+                         "range, bools other than 0 and 1, or floats that overflow to infinity)",
+                         file.path(), leaf.name, dtype_name(leaf.dtype), dtype_name(target));
+          }
+        }
+        pos = end;
       }
-      i = j;
     }
-    // A block that covers the whole chunk verifies it; a partial read cannot.
-    if (whole && hash.digest() != c.xxh64) {
-      detail::fail(kApi,
-                   "'{}': leaf '{}': chunk {} fails its checksum (xxh64 {}, the index says {}): "
-                   "the file is corrupted",
-                   file.path(), leaf.name, box_string(c.offsets, c.extent),
-                   detail::hex64(hash.digest()), detail::hex64(c.xxh64));
-    }
+  }
+
+  void verify(const CheckpointLeaf& leaf, const CheckpointChunk& c, const detail::InputFile& file,
+              uint64_t b, uint64_t digest) {
+    if (digest == c.xxh64[b]) return;
+    const uint64_t lo = c.begin + b * c.block, hi = std::min(c.end, lo + c.block);
+    detail::fail(kApi,
+                 "'{}': leaf '{}': chunk {} fails its checksum at bytes [{}, {}) (xxh64 {}, the "
+                 "index says {}): the file is corrupted",
+                 file.path(), leaf.name, box_string(c.offsets, c.extent), lo, hi,
+                 detail::hex64(digest), detail::hex64(c.xxh64[b]));
   }
 
   std::string step_dir_, index_path_;

@@ -8,6 +8,8 @@
 // process 0 makes the temporary folder and names it; each writes and fsyncs its data file and
 // sends its chunks' checksums; process 0 writes the index and commits. A failure anywhere is
 // reported to all at the next stage, so no step is committed half written.
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -101,18 +103,17 @@ Plan make_plan(int64_t step, const std::vector<std::string>& names,
     leaf.mesh_axes = s.mesh().axis_names();
     leaf.mesh_shape = s.mesh().axis_sizes();
     leaf.spec = s.spec().entries();
-    const int es = dtype_size(a.dtype());
     for (int64_t k = 0; k < s.mesh().size(); ++k) {
       // Replica 0 of each block writes it; empty blocks (uneven splits) hold nothing.
       if (s.replica_id(k) != 0) continue;
       std::vector<Slice> idx = s.device_index(a.shape(), k);
       CheckpointChunk c;
-      uint64_t n = static_cast<uint64_t>(es);
       for (const Slice& sl : idx) {
         c.offsets.push_back(sl.start);
         c.extent.push_back(sl.size());
-        n *= static_cast<uint64_t>(sl.size());
       }
+      // Quantized blocks are stored whole: the sharding splits rows on block boundaries.
+      const uint64_t n = static_cast<uint64_t>(dtype_nbytes(a.dtype(), c.extent));
       if (n == 0) continue;
       const int p = s.mesh().devices()[static_cast<size_t>(k)].process_index;
       c.file = plan.index.files[static_cast<size_t>(p)];
@@ -121,8 +122,8 @@ Plan make_plan(int64_t step, const std::vector<std::string>& names,
       c.end = c.begin + n;
       used[static_cast<size_t>(p)] = c.end;
       headers[static_cast<size_t>(p)][c.tensor] = {
-          {"dtype", detail::safetensors_dtype_name(a.dtype())},
-          {"shape", c.extent},
+          {"dtype", detail::checkpoint_stored_dtype(a.dtype())},
+          {"shape", detail::checkpoint_stored_shape(a.dtype(), c.extent)},
           {"data_offsets", {c.begin, c.end}}};
       if (p == me) plan.local.push_back({i, leaf.chunks.size(), k, c.begin});
       owner[i].push_back(p);
@@ -267,8 +268,14 @@ constexpr uint64_t kWritePart = uint64_t{32} << 20;
 void hash_chunks(Job& job) {
   for (const LocalChunk& lc : job.plan.local) {
     CheckpointChunk& c = job.plan.index.leaves[lc.leaf].chunks[lc.chunk];
-    job.progress.wait_for(lc.offset + (c.end - c.begin));
-    c.xxh64 = detail::xxh64(job.arena + lc.offset, c.end - c.begin);
+    const uint64_t n = c.end - c.begin;
+    c.block = std::min(n, detail::kChecksumBlock);
+    c.xxh64.clear();
+    for (uint64_t at = 0; at < n; at += c.block) {
+      const uint64_t len = std::min(c.block, n - at);
+      job.progress.wait_for(lc.offset + at + len);
+      c.xxh64.push_back(detail::xxh64(job.arena + lc.offset + at, len));
+    }
   }
 }
 
@@ -421,7 +428,8 @@ void write_step(Job& job) {
     write_data(job, folder);
     status = std::string(kOk);
     for (const LocalChunk& lc : job.plan.local) {
-      status += detail::hex64(index.leaves[lc.leaf].chunks[lc.chunk].xxh64) + " ";
+      for (uint64_t h : index.leaves[lc.leaf].chunks[lc.chunk].xxh64) status += detail::hex64(h);
+      status += " ";
     }
   } catch (const std::exception& e) {
     status = status_of(e);
@@ -438,7 +446,14 @@ void write_step(Job& job) {
           for (CheckpointChunk& c : leaf.chunks) {
             if (c.file != index.files[p]) continue;
             std::string hex;
-            if (!(hashes >> hex) || !detail::parse_hex64(hex, &c.xxh64)) {
+            const uint64_t n = c.end - c.begin;
+            c.block = std::min(n, detail::kChecksumBlock);
+            c.xxh64.assign(n / c.block + (n % c.block != 0), 0);
+            bool ok = static_cast<bool>(hashes >> hex) && hex.size() == 16 * c.xxh64.size();
+            for (size_t b = 0; ok && b < c.xxh64.size(); ++b) {
+              ok = detail::parse_hex64(std::string_view(hex).substr(16 * b, 16), &c.xxh64[b]);
+            }
+            if (!ok) {
               detail::internal_error(kApi, fmt::format("process {} sent too few checksums", p));
             }
           }
@@ -534,11 +549,17 @@ void Checkpointer::save_leaves(const std::string& dir, int64_t step,
       const Array& a = leaves[lc.leaf];
       const detail::ArrayImpl& ai = *a.impl();
       const CheckpointChunk& c = job->plan.index.leaves[lc.leaf].chunks[lc.chunk];
-      const Shape local = ai.sharding->shard_shape(ai.shape);
+      // In units of the dtype: quantized rows are rows of whole blocks.
+      const int64_t per_block = dtype_block_elems(ai.dtype);
+      Shape local = ai.sharding->shard_shape(ai.shape), extent = c.extent;
+      if (per_block > 1) {
+        local.back() /= per_block;
+        extent.back() /= per_block;
+      }
       const Shape zero(local.size(), 0);
       const detail::Buffer& b = ai.shards[static_cast<size_t>(lc.device)];
-      detail::copy_box(b.data(), local, zero, im.arena.get() + lc.offset, c.extent, zero,
-                       c.extent, dtype_size(ai.dtype));
+      detail::copy_box(b.data(), local, zero, im.arena.get() + lc.offset, extent, zero, extent,
+                       dtype_size(ai.dtype));
       job->progress.advance(lc.offset + (c.end - c.begin));
     }
   } catch (...) {
@@ -581,7 +602,47 @@ void remove_dead_temporaries(const std::string& dir) {
   for (const std::string& t : targets) detail::remove_stale_temporaries(t);
 }
 
+constexpr std::string_view kLockName = ".partix-lock";
+
 }  // namespace
+
+// Two runs writing one folder would interleave their steps and delete each other's: the
+// manager of process 0 holds an flock on <dir>/.partix-lock, which the kernel releases when the
+// process ends, however it ends. `required`: the folder is about to be written (made if absent);
+// otherwise a folder that cannot take the lock file (read-only, absent) defers the lock.
+void CheckpointManager::lock(bool required) {
+  // (The launch's index: constructing a manager must not start the devices.)
+  if (lock_fd_ >= 0 || distributed::launch_process_index() != 0) return;
+  const std::string path = (fs::path(dir_) / kLockName).string();
+  std::error_code ec;
+  if (required) fs::create_directories(dir_, ec);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    if (!required) return;
+    detail::fail(kManagerApi, "cannot create the lock file '{}': {}", path, std::strerror(errno));
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char pid[32] = {};
+    const ssize_t n = ::pread(fd, pid, sizeof(pid) - 1, 0);
+    ::close(fd);
+    std::string holder = n > 0 ? std::string(pid, static_cast<size_t>(n)) : std::string();
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    if (err == EWOULDBLOCK) {
+      detail::fail(kManagerApi,
+                   "'{}' is in use by another run{} (it holds '{}'); two runs must not write one "
+                   "checkpoint folder: wait for it to end, or choose another folder",
+                   dir_, holder.empty() ? "" : " (process " + holder + ")", path);
+    }
+    detail::fail(kManagerApi, "cannot lock '{}': {}", path, std::strerror(err));
+  }
+  // For the message of the run that is refused.
+  const std::string me = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd, 0) == 0) {
+    [[maybe_unused]] const ssize_t n = ::pwrite(fd, me.data(), me.size(), 0);
+  }
+  lock_fd_ = fd;
+}
 
 CheckpointManager::CheckpointManager(std::string dir, CheckpointManagerOptions options)
     : dir_(std::move(dir)), options_(options) {
@@ -595,11 +656,22 @@ CheckpointManager::CheckpointManager(std::string dir, CheckpointManagerOptions o
     detail::check(fs::is_directory(dir_, ec), kManagerApi, "'{}' exists and is not a folder", dir_);
     // Only process 0 makes temporaries (and knows whether their pids run on its machine).
     // (The launch's index: constructing a manager must not start the devices.)
-    if (distributed::launch_process_index() == 0) remove_dead_temporaries(dir_);
+    if (distributed::launch_process_index() == 0) {
+      remove_dead_temporaries(dir_);
+      lock(/*required=*/false);
+    }
   }
 }
 
-CheckpointManager::~CheckpointManager() = default;
+CheckpointManager::~CheckpointManager() {
+  try {
+    writer_.wait();
+  } catch (const std::exception& e) {
+    std::cerr << "partix: a checkpoint save failed and was never waited for: " << e.what()
+              << "\n";
+  }
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the lock
+}
 
 bool CheckpointManager::should_save(int64_t step) const {
   return step >= 0 && step % options_.save_every == 0;
@@ -608,16 +680,27 @@ bool CheckpointManager::should_save(int64_t step) const {
 void CheckpointManager::save_leaves(int64_t step, const std::vector<std::string>& names,
                                     const std::vector<Array>& leaves,
                                     const ckpt::SaveOptions& options) {
-  writer_.save_leaves(dir_, step, names, leaves, options, [this] { delete_old_steps(); });
+  writer_.wait();  // the step in flight counts among the committed ones below
+  lock(/*required=*/true);
+  // Steps only move forward: a lower step would be the first deleted by `keep` (or would
+  // replace a step of the run that wrote the later ones).
+  const std::optional<int64_t> latest = latest_step();
+  detail::check(!latest || step > *latest, kManagerApi,
+                "cannot save step {} in '{}', which holds the later or equal step {}; a run "
+                "continues after its latest step (resume from it, or choose another folder)",
+                step, dir_, latest.value_or(0));
+  writer_.save_leaves(dir_, step, names, leaves, options,
+                      [this, step] { delete_old_steps(step); });
 }
 
 void CheckpointManager::wait() { writer_.wait(); }
 
 // Runs on process 0 alone, after the commit (the steps are shared by every process).
-void CheckpointManager::delete_old_steps() {
+void CheckpointManager::delete_old_steps(int64_t written) {
   if (options_.keep == 0 || process_index() != 0) return;
   std::vector<int64_t> steps = all_steps();
   for (size_t i = 0; i + static_cast<size_t>(options_.keep) < steps.size(); ++i) {
+    if (steps[i] == written) continue;  // never the step just committed
     const std::string path = ckpt::step_path(dir_, steps[i]);
     // Renamed out of the committed namespace first: a crash while deleting must not leave a
     // half-deleted step that still looks committed.

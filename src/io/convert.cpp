@@ -138,17 +138,26 @@ float narrowable(const Value& v) {
   return 0;
 }
 
+bool is_finite(const Value& v) {
+  return v.kind == Value::kInt ||
+         (v.kind == Value::kFloat ? std::isfinite(v.f) : std::isfinite(v.d));
+}
+
 // The generic path: correct for every pair, used when no fast loop below applies.
-bool convert_generic(const uint8_t* src, StoredType from, char* dst, DType to, int64_t n) {
+bool convert_generic(const uint8_t* src, StoredType from, char* dst, DType to, int64_t n,
+                     bool finite_only) {
   const int ss = stored_size(from), ds = dtype_size(to);
   bool ok = true;
   for (int64_t k = 0; k < n; ++k, src += ss, dst += ds) {
     Value v = read_value(src, from);
+    // A narrower float cannot hold it: infinity would stand for a finite value.
+    auto overflows = [&](float out) { return finite_only && std::isinf(out) && is_finite(v); };
     switch (to) {
       case DType::F32: {
         float out = v.kind == Value::kFloat    ? v.f
                     : v.kind == Value::kDouble ? static_cast<float>(v.d)
                                                : static_cast<float>(v.i);
+        ok = ok && !overflows(out);
         std::memcpy(dst, &out, 4);
         break;
       }
@@ -160,13 +169,15 @@ bool convert_generic(const uint8_t* src, StoredType from, char* dst, DType to, i
         break;
       }
       case DType::BF16: {
-        uint16_t b = bfloat16(narrowable(v)).bits;
-        std::memcpy(dst, &b, 2);
+        const bfloat16 out(narrowable(v));
+        ok = ok && !overflows(static_cast<float>(out));
+        std::memcpy(dst, &out.bits, 2);
         break;
       }
       case DType::F16: {
-        uint16_t b = float16(narrowable(v)).bits;
-        std::memcpy(dst, &b, 2);
+        const float16 out(narrowable(v));
+        ok = ok && !overflows(static_cast<float>(out));
+        std::memcpy(dst, &out.bits, 2);
         break;
       }
       case DType::I64:
@@ -194,7 +205,8 @@ bool convert_generic(const uint8_t* src, StoredType from, char* dst, DType to, i
 
 }  // namespace
 
-bool convert_elements(const uint8_t* src, StoredType from, void* dst, DType to, int64_t n) {
+bool convert_elements(const uint8_t* src, StoredType from, void* dst, DType to, int64_t n,
+                      bool finite_only) {
   char* out = static_cast<char*>(dst);
   if (n <= 0) return true;
   if (from == StoredType::Bool && to == DType::Bool) {
@@ -220,7 +232,7 @@ bool convert_elements(const uint8_t* src, StoredType from, void* dst, DType to, 
     }
     return true;
   }
-  return convert_generic(src, from, out, to, n);
+  return convert_generic(src, from, out, to, n, finite_only);
 }
 
 void for_each_box_row(const Shape& shape, const std::vector<Slice>& idx, const Shape& local,

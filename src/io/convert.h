@@ -28,8 +28,10 @@ DType stored_dtype(StoredType t);
 bool convertible(StoredType from, DType to);
 
 // Converts n elements (src possibly unaligned). Integer narrowing that does not fit and
-// non-0/1 bools are reported by returning false (the caller names the tensor).
-bool convert_elements(const uint8_t* src, StoredType from, void* dst, DType to, int64_t n);
+// non-0/1 bools are reported by returning false (the caller names the tensor); so are finite
+// values that overflow a narrower float to infinity when `finite_only`.
+bool convert_elements(const uint8_t* src, StoredType from, void* dst, DType to, int64_t n,
+                      bool finite_only = false);
 
 // f64 -> f32 rounding to odd: the result keeps a sticky bit, so a second rounding to a
 // narrower float (bf16, f16) gives the correctly rounded value of the double.

@@ -472,6 +472,11 @@ void save_safetensors(const std::string& path, const Params& tensors,
     detail::check(name != "__metadata__", api, "a tensor may not be named '__metadata__'");
     detail::check(a.is_concrete(), api, "tensor '{}' is not a concrete array (a tracer or empty)",
                   name);
+    // The format has no block-quantized dtypes; a "?" would make a file nobody can read.
+    detail::check(!is_quantized(a.dtype()), api,
+                  "tensor '{}' is {}, which safetensors cannot store (it has no quantized "
+                  "dtypes); dequantize it first (astype to f32 or bf16)",
+                  name, dtype_name(a.dtype()));
     uint64_t n = static_cast<uint64_t>(a.nbytes());
     header[name] = {{"dtype", detail::safetensors_dtype_name(a.dtype())},
                     {"shape", a.shape()},

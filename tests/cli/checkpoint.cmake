@@ -93,7 +93,7 @@ if(NOT before STREQUAL after)
   message(FATAL_ERROR "the failed save changed step_20")
 endif()
 file(GLOB leftovers LIST_DIRECTORIES true ${D}/*)
-if(NOT leftovers STREQUAL "${D}/step_10;${D}/step_20")
+if(NOT leftovers STREQUAL "${D}/.partix-lock;${D}/step_10;${D}/step_20")
   message(FATAL_ERROR "after the failed save the folder holds: ${leftovers}")
 endif()
 
@@ -103,4 +103,88 @@ execute_process(COMMAND ${PARTIX} train --model tiny --steps 5 --save-every 1 --
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(rc OR NOT out MATCHES "checkpoints in .*kept: steps 4, 5\n")
   message(FATAL_ERROR "--keep 2 should leave steps 4 and 5 (${rc}):\n${out}\n${err}")
+endif()
+
+# A flipped byte of a parameter's data: resuming on a mesh where each device reads part of the
+# chunk fails the checksum instead of training on from the corrupt weight.
+execute_process(COMMAND ${PARTIX} train --model tiny --mesh 1x1 --steps 2 --save-every 2
+                        --checkpoint-dir ${WORK}/corrupt --quiet
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc)
+  message(FATAL_ERROR "the run to corrupt failed (${rc}):\n${out}\n${err}")
+endif()
+file(READ ${WORK}/corrupt/step_2/index.json index)
+string(JSON leaves LENGTH "${index}" leaves)
+math(EXPR last "${leaves} - 1")
+set(offset "")
+foreach(i RANGE ${last})
+  string(JSON name GET "${index}" leaves ${i} name)
+  if(name MATCHES "^\\['params'\\].*c_fc\\.weight")
+    string(JSON begin GET "${index}" leaves ${i} chunks 0 byte_range 0)
+    string(JSON end GET "${index}" leaves ${i} chunks 0 byte_range 1)
+    math(EXPR offset "(${begin} + ${end}) / 2")
+  endif()
+endforeach()
+if(offset STREQUAL "")
+  message(FATAL_ERROR "no c_fc.weight leaf in the index")
+endif()
+set(data ${WORK}/corrupt/step_2/data-00000-of-00001.safetensors)
+execute_process(COMMAND sh -c "b=$(od -An -tu1 -j $1 -N1 \"$0\") && printf \"$(printf '\\\\%03o' $((b ^ 16)))\" | dd of=\"$0\" bs=1 seek=$1 conv=notrunc 2>/dev/null"
+                        ${data} ${offset} RESULT_VARIABLE rc)
+file(SHA256 ${data} corrupted)
+execute_process(COMMAND ${PARTIX} train --model tiny --mesh 1x2 --steps 4 --resume
+                        --checkpoint-dir ${WORK}/corrupt --quiet
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc STREQUAL "1" OR NOT err MATCHES "c_fc\\.weight.*fails its checksum.*the file is corrupted")
+  message(FATAL_ERROR "resuming from a corrupt weight should fail (${rc}):\n${out}\n${err}")
+endif()
+if(EXISTS ${WORK}/corrupt/step_4)
+  message(FATAL_ERROR "the run on a corrupt checkpoint saved a step")
+endif()
+
+# A diverging run stops at the first non-finite loss (or parameters), naming the step, and
+# keeps the good step: with --keep 1 nothing replaces it.
+execute_process(COMMAND ${PARTIX} train --model tiny --steps 4 --save-every 2 --keep 1
+                        --checkpoint-dir ${WORK}/diverge --quiet
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+file(SHA256 ${WORK}/diverge/step_4/data-00000-of-00001.safetensors good)
+execute_process(COMMAND ${PARTIX} train --model tiny --steps 10 --save-every 1 --keep 1 --lr 1e30
+                        --warmup 0 --resume --checkpoint-dir ${WORK}/diverge --quiet
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc STREQUAL "1" OR NOT err MATCHES "\\[train\\] step [0-9]+: .*training diverged")
+  message(FATAL_ERROR "a diverging run should stop with an error (${rc}):\n${out}\n${err}")
+endif()
+message("the diverging run: ${err}")
+file(GLOB steps LIST_DIRECTORIES true ${WORK}/diverge/step_*)
+file(SHA256 ${WORK}/diverge/step_4/data-00000-of-00001.safetensors after)
+if(NOT steps STREQUAL "${WORK}/diverge/step_4" OR NOT good STREQUAL after)
+  message(FATAL_ERROR "the diverging run replaced the good step: ${steps}")
+endif()
+
+# Another corpus of the same size is another data stream: the resume is refused.
+file(WRITE ${WORK}/a.txt "the quick brown fox jumps over the lazy dog, again and again. ")
+file(WRITE ${WORK}/b.txt "THE QUICK BROWN FOX JUMPS OVER THE LAZY DOG, AGAIN AND AGAIN. ")
+foreach(i RANGE 5)
+  file(APPEND ${WORK}/a.txt "the quick brown fox jumps over the lazy dog, again and again. ")
+  file(APPEND ${WORK}/b.txt "THE QUICK BROWN FOX JUMPS OVER THE LAZY DOG, AGAIN AND AGAIN. ")
+endforeach()
+execute_process(COMMAND ${PARTIX} train --model tiny --steps 2 --seq 16 --batch 2 --corpus ${WORK}/a.txt
+                        --checkpoint-dir ${WORK}/corpus --quiet
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc)
+  message(FATAL_ERROR "the run on a.txt failed (${rc}):\n${out}\n${err}")
+endif()
+execute_process(COMMAND ${PARTIX} train --model tiny --steps 4 --seq 16 --batch 2 --corpus ${WORK}/b.txt
+                        --resume --checkpoint-dir ${WORK}/corpus --quiet
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc STREQUAL "1" OR NOT err MATCHES "resume with the same --batch, --seq, --seed and --corpus")
+  message(FATAL_ERROR "another corpus of the same size should be refused (${rc}):\n${out}\n${err}")
+endif()
+
+# Two runs on one folder: the second is refused while the first holds it.
+execute_process(COMMAND sh -c "\"$0\" train --model tiny --steps 400 --save-every 1 --checkpoint-dir \"$1\" --quiet >/dev/null 2>&1 & pid=$!; while [ ! -e \"$1/step_1\" ]; do sleep 0.1; kill -0 $pid 2>/dev/null || exit 3; done; \"$0\" train --model tiny --steps 400 --resume --checkpoint-dir \"$1\" --quiet; rc=$?; kill $pid; wait $pid; exit $rc"
+                        ${PARTIX} ${WORK}/shared
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc STREQUAL "1" OR NOT err MATCHES "is in use by another run")
+  message(FATAL_ERROR "a second run on one folder should be refused (${rc}):\n${out}\n${err}")
 endif()

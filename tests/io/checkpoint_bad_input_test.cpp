@@ -146,9 +146,9 @@ TEST_F(CheckpointBadInput, IndexThatIsNotAnIndex) {
   write_index(j);
   EXPECT_PARTIX_ERROR(restore(), "[ckpt.restore]", "format 'orbax' is not 'partix.checkpoint'");
   j = json::parse(good);
-  j["version"] = 2;
+  j["version"] = 3;
   write_index(j);
-  EXPECT_PARTIX_ERROR(restore(), "[ckpt.restore]", "format version 2");
+  EXPECT_PARTIX_ERROR(restore(), "[ckpt.restore]", "format version 3 is not one this partix reads");
   j = json::parse(good);
   j["step"] = 5;
   write_index(j);
@@ -158,9 +158,10 @@ TEST_F(CheckpointBadInput, IndexThatIsNotAnIndex) {
   write_index(j);
   EXPECT_PARTIX_ERROR(restore(), "[ckpt.restore]", "index.json", "missing 'dtype'");
   j = json::parse(good);
-  j["leaves"][0]["chunks"][0]["xxh64"] = "not a hash";
+  j["leaves"][0]["chunks"][0]["xxh64"] = "not a hash at al";
   write_index(j);
-  EXPECT_PARTIX_ERROR(restore(), "[ckpt.restore]", "xxh64 'not a hash' is not 16 hex digits");
+  EXPECT_PARTIX_ERROR(restore(), "[ckpt.restore]",
+                      "xxh64 'not a hash at al' of block 0 is not 16 hex digits");
   j = json::parse(good);
   j["leaves"].push_back(j["leaves"][0]);
   write_index(j);
@@ -211,4 +212,19 @@ TEST_F(CheckpointBadInput, CheckpointOfAnotherModel) {
                       "steps: 4");
   EXPECT_PARTIX_ERROR(ckpt::restore(d() + "/nothing", 4, tree_), "[ckpt.restore]",
                       "no committed step 4 (steps: none)");
+}
+
+TEST_F(CheckpointBadInput, BlockChecksumsThatDoNotFitTheChunk) {
+  edit_w([](json& l) { l["chunks"][0]["xxh64"] = "0123"; });
+  EXPECT_PARTIX_ERROR(restore(), "[ckpt.restore]", "leaf '['w']' chunk 0",
+                      "xxh64 holds 4 characters, not 16 hex digits for each of the 1 blocks");
+  edit_w([](json& l) { l["chunks"][0]["xxh64_block"] = 12; });
+  EXPECT_PARTIX_ERROR(restore(), "[ckpt.restore]",
+                      "xxh64_block 12 is not a positive multiple of 8");
+  edit_w([](json& l) {
+    l["chunks"][0]["xxh64_block"] = 8;  // 6 blocks of the 48 bytes need 6 checksums
+  });
+  EXPECT_PARTIX_ERROR(restore(), "[ckpt.restore]", "for each of the 6 blocks of 8 bytes");
+  edit_w([](json& l) { l["chunks"][0].erase("xxh64_block"); });
+  EXPECT_PARTIX_ERROR(restore(), "[ckpt.restore]", "leaf '['w']' chunk 0", "missing 'xxh64_block'");
 }

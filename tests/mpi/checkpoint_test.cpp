@@ -11,12 +11,15 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <numeric>
 #include <set>
 
 #include "comm/communicator.h"
 #include "comm/mpi/mpi_runtime.h"
+#include "io/checkpoint.h"
 #include "partix/partix.h"
 
 namespace partix {
@@ -162,6 +165,36 @@ TEST(Checkpoints, EveryProcessWritesItsFileAndTheStepRestoresElsewhere) {
   expect_same_values(tree, ckpt::restore(dir.path(), 3, target_tree(other)));
   // And with the shardings it was saved with.
   expect_same_values(tree, ckpt::restore(dir.path(), 3, tree));
+}
+
+// A flipped bit in a chunk that each process reads only part of: every process's restore
+// fails the checksum of the block it reads, none gets a wrong value.
+TEST(Checkpoints, APartlyReadCorruptChunkFailsOnEveryProcess) {
+  SharedDir dir;
+  const Mesh mesh = mesh_of(4, 2);
+  const Array a = filled({1024}, NamedSharding(mesh, P()), 0.0f);  // one chunk, on process 0
+  ckpt::save(dir.path(), 1, std::vector<Array>{a});
+  ckpt::wait();
+  if (process_index() == 0) {
+    const std::string step = ckpt::step_path(dir.path(), 1);
+    const detail::CheckpointIndex index = detail::read_index(step, 1, "test");
+    const detail::CheckpointChunk& c = index.leaves.at(0).chunks.at(0);
+    std::string bytes;
+    {
+      std::ifstream in(step + "/" + c.file, std::ios::binary);
+      bytes.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    bytes[c.begin + 700 * 4] ^= 0x02;  // element 700, on the second process's devices
+    std::ofstream(step + "/" + c.file, std::ios::binary) << bytes;
+  }
+  barrier();
+  const Array target = zeros({1024}, DType::F32, NamedSharding(mesh_of(8, 1), P("x")));
+  try {
+    (void)ckpt::restore(dir.path(), 1, std::vector<Array>{target});
+    ADD_FAILURE() << "process " << process_index() << " restored a corrupt chunk";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("fails its checksum"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Checkpoints, ManagerKeepsTheNewestStepsOnEveryProcess) {

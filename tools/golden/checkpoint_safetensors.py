@@ -7,8 +7,8 @@ the Rust implementation) and checks it against the step's index.json.
 For every data file the index lists: the reader opens it; the tensors it holds are exactly the
 chunks the index places in it; each chunk's dtype and shape (its box's extent) are what the
 reader reports; the chunk's byte range is where the reader finds its data (for dtypes numpy
-has, the reader's array equals the bytes at that range, and the index's XXH64 is checked over
-them). Prints one line per file and exits non-zero on the first disagreement.
+has, the reader's array equals the bytes at that range, and the index's XXH64 of each block
+is checked over them). Prints one line per file and exits non-zero on the first disagreement.
 
 Exit status 77 when the safetensors package is missing (the test suite reports a skip).
 """
@@ -30,6 +30,10 @@ DTYPES = {
     "I32": ("I32", np.int32), "I64": ("I64", np.int64), "U8": ("U8", np.uint8),
     "BOOL": ("BOOL", np.bool_),
 }
+
+# Quantized leaves are stored as their raw GGUF blocks, U8 rows: (elements, bytes) per block.
+QUANT_BLOCKS = {"Q8_0": (32, 34), "Q4_0": (32, 18), "Q4_1": (32, 20), "Q4_K": (256, 144),
+                "Q6_K": (256, 210)}
 
 M64 = (1 << 64) - 1
 P1, P2, P3, P4, P5 = (0x9E3779B185EBCA87, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9,
@@ -105,15 +109,31 @@ def main():
                 fail(f"{name}: the reader sees {sorted(keys)}, the index {sorted(chunks)}")
             checked = 0
             for tensor, (leaf, c) in chunks.items():
-                st_dtype, np_dtype = DTYPES[leaf["dtype"]]
+                shape = list(c["extent"])
+                if leaf["dtype"] in QUANT_BLOCKS:
+                    elems, nbytes = QUANT_BLOCKS[leaf["dtype"]]
+                    shape[-1] = shape[-1] // elems * nbytes
+                    st_dtype, np_dtype = DTYPES["U8"]
+                else:
+                    st_dtype, np_dtype = DTYPES[leaf["dtype"]]
                 s = f.get_slice(tensor)
-                if s.get_dtype() != st_dtype or list(s.get_shape()) != list(c["extent"]):
+                if s.get_dtype() != st_dtype or list(s.get_shape()) != shape:
                     fail(f"{name}: {tensor}: reader has {s.get_dtype()} {s.get_shape()}, "
                          f"index {leaf['dtype']} {c['extent']}")
                 begin, end = c["byte_range"]
                 data = raw[begin:end]
-                if xxh64(data) != int(c["xxh64"], 16):
-                    fail(f"{name}: {tensor}: XXH64 of bytes [{begin}, {end}) differs")
+                # Version 2: one XXH64 per block of xxh64_block bytes; version 1: one in all.
+                block = c.get("xxh64_block", len(data)) if index["version"] >= 2 else len(data)
+                block = min(block, len(data))
+                hashes = c["xxh64"]
+                starts = range(0, len(data), block)
+                if len(hashes) != 16 * len(starts):
+                    fail(f"{name}: {tensor}: {len(hashes) // 16} checksums for "
+                         f"{len(starts)} blocks")
+                for i, at in enumerate(starts):
+                    if xxh64(data[at:at + block]) != int(hashes[16 * i:16 * i + 16], 16):
+                        fail(f"{name}: {tensor}: XXH64 of bytes [{begin + at}, "
+                             f"{min(end, begin + at + block)}) differs")
                 if np_dtype is not None:
                     a = f.get_tensor(tensor)
                     if a.dtype != np_dtype or a.tobytes() != data:

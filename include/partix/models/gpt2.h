@@ -189,6 +189,8 @@ class Trainer {
  public:
   explicit Trainer(TrainOptions options);
   ~Trainer();
+  // One step; a non-finite loss (or parameters, at a checkpoint) raises partix::Error naming
+  // the step, before anything of that step is saved.
   StepMetrics step();
   // Stacked over layers when options().scan_layers (unstack_layers gives the per-layer names).
   const Params& params() const { return params_; }
@@ -222,6 +224,7 @@ class Trainer {
   Array key_;
   int64_t step_ = 0;
   int64_t corpus_tokens_ = 0;
+  uint64_t corpus_xxh64_ = 0;  // the token stream's fingerprint, checked at resume
   std::unique_ptr<CheckpointManager> checkpoints_;
   std::optional<int64_t> resumed_from_;
 };

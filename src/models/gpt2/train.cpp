@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "core/errors.h"
+#include "io/checksum.h"
 #include "io/data_loader.h"
 #include "models/gpt2/layout.h"
 #include "partix/distributed.h"
@@ -86,6 +88,7 @@ Trainer::Trainer(TrainOptions o)
   }
   std::vector<int32_t> tokens = io::load_corpus(o_.corpus);
   corpus_tokens_ = static_cast<int64_t>(tokens.size());
+  corpus_xxh64_ = detail::xxh64(tokens.data(), tokens.size() * sizeof(int32_t));
   std::optional<int64_t> resume_step;
   if (!o_.checkpoint_dir.empty()) {
     checkpoints_ = std::make_unique<CheckpointManager>(
@@ -143,6 +146,11 @@ StepMetrics Trainer::step() {
   StepMetrics m;
   m.step = step_++;
   m.loss = loss_value.item<float>();
+  // A diverged run must stop here: saving on would replace good checkpoints with garbage.
+  detail::check(std::isfinite(m.loss), "train",
+                "step {}: the loss is {}: training diverged (try a lower learning rate); "
+                "stopped without saving this step",
+                step_, m.loss);
   if (checkpoints_ && ((o_.save_every > 0 && step_ % o_.save_every == 0) || step_ == o_.steps)) {
     auto s0 = std::chrono::steady_clock::now();
     save_checkpoint();
@@ -180,11 +188,14 @@ namespace {
 constexpr std::string_view kConfigKey = "gpt2.config";
 constexpr std::string_view kDataKey = "train.data";
 
-// What the checkpoint's data position means: the same corpus, batch and sequence length, and
+// What the checkpoint's data position means: the same corpus (its token count and a hash of the
+// tokens: another corpus of the same size is another stream), batch and sequence length, and
 // the seed that shuffles the windows.
-std::string data_description(const TrainOptions& o, int64_t corpus_tokens) {
-  return fmt::format("{{\"batch\": {}, \"seq\": {}, \"seed\": {}, \"corpus_tokens\": {}}}", o.batch,
-                     o.seq, o.seed, corpus_tokens);
+std::string data_description(const TrainOptions& o, int64_t corpus_tokens, uint64_t corpus_xxh64) {
+  return fmt::format(
+      "{{\"batch\": {}, \"seq\": {}, \"seed\": {}, \"corpus_tokens\": {}, \"corpus_xxh64\": "
+      "\"{}\"}}",
+      o.batch, o.seq, o.seed, corpus_tokens, detail::hex64(corpus_xxh64));
 }
 
 std::string quoted(const std::string& name) { return "['" + name + "']"; }
@@ -200,9 +211,19 @@ bool has_stacked_leaves(const ckpt::Info& info, const std::string& prefix) {
 }  // namespace
 
 void Trainer::save_checkpoint() {
+  // The loss was finite, but the update may not be: a parameter with a non-finite value, or
+  // values so large that their squares overflow (far from any trained weights), is divergence.
+  for (const auto& [name, p] : params_) {
+    const float norm2 = sum(square(astype(p, DType::F32))).item<float>();
+    detail::check(std::isfinite(norm2), "train",
+                  "step {}: parameter '{}' holds non-finite or overflowing values after the "
+                  "update: training diverged (try a lower learning rate); stopped without saving "
+                  "this step",
+                  step_, name);
+  }
   ckpt::SaveOptions so;
   so.metadata[std::string(kConfigKey)] = config_to_json(o_.model);
-  so.metadata[std::string(kDataKey)] = data_description(o_, corpus_tokens_);
+  so.metadata[std::string(kDataKey)] = data_description(o_, corpus_tokens_, corpus_xxh64_);
   checkpoints_->save(step_, state(), so, /*force=*/true);
 }
 
@@ -227,7 +248,7 @@ void Trainer::restore_checkpoint(int64_t step) {
                  "the same --model, or another --checkpoint-dir)",
                  info.path, meta(kConfigKey), config);
   }
-  const std::string data = data_description(o_, corpus_tokens_);
+  const std::string data = data_description(o_, corpus_tokens_, corpus_xxh64_);
   if (meta(kDataKey) != data) {
     detail::fail("train",
                  "'{}' was saved reading the data as {}, but this run reads it as {}; resume with "
