@@ -79,8 +79,8 @@ if(NOT kv EQUAL expected)
   message(FATAL_ERROR "llama-70b 1x8: KV cache ${kv} bytes per device, by hand ${expected}")
 endif()
 
-# --model that is not a config file: a FIFO (never waited on), a device, a folder, a file far
-# larger than any config.json; each a clear error at once.
+# --model that is not a config file: a FIFO (never waited on), a device, a folder without a
+# config.json, a file far larger than any config.json; each a clear error at once.
 # plan_fails(<what> <stderr regex> <arguments...>)
 function(plan_fails what expect)
   execute_process(COMMAND ${PARTIX} plan ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out
@@ -92,7 +92,25 @@ endfunction()
 execute_process(COMMAND mkfifo ${WORK}/fifo.json)
 plan_fails("a FIFO" "is not a regular file \\(a FIFO\\)" --model ${WORK}/fifo.json)
 plan_fails("a device" "is not a regular file \\(a character device\\)" --model /dev/zero)
-plan_fails("a folder" "is not a regular file \\(a directory\\)" --model ${WORK})
+plan_fails("a folder without a config.json" "is a folder without a config.json" --model ${WORK})
+file(MAKE_DIRECTORY ${WORK}/folder_config/config.json)
+plan_fails("a config.json that is a folder" "is not a regular file \\(a directory\\)"
+           --model ${WORK}/folder_config)
+# A model folder, as train and generate take, is planned from its config.json.
+file(MAKE_DIRECTORY ${WORK}/model)
+file(WRITE ${WORK}/model/config.json "{\"model_type\": \"gpt2\", \"n_embd\": 128, \"n_layer\": 3, \
+\"n_head\": 4, \"vocab_size\": 1000, \"n_positions\": 64}")
+plan_json(from_folder --model ${WORK}/model --mesh 2x2)
+plan_json(from_file --model ${WORK}/model/config.json --mesh 2x2)
+string(JSON folder_params GET "${from_folder}" total_params)
+string(JSON file_params GET "${from_file}" total_params)
+string(JSON folder_peak GET "${from_folder}" per_device peak)
+string(JSON file_peak GET "${from_file}" per_device peak)
+if(NOT folder_params EQUAL file_params OR NOT folder_peak EQUAL file_peak OR
+   NOT folder_params GREATER 500000)
+  message(FATAL_ERROR "plan of a model folder: ${folder_params} parameters, peak ${folder_peak}; "
+                      "of its config.json: ${file_params}, peak ${file_peak}")
+endif()
 execute_process(COMMAND truncate -s 64M ${WORK}/huge.json)
 plan_fails("a huge file" "is 67108864 bytes, more than the 16777216 accepted" --model ${WORK}/huge.json)
 

@@ -87,17 +87,28 @@ ModelChoice model_config(const std::string& name) {
     detail::fail("plan", "--model '{}' is neither a built-in name ({}) nor a readable config.json",
                  name, kBuiltins);
   }
+  // A Hugging Face model folder, as train and generate take, is planned from its config.json.
+  std::string path = name;
+  if (std::filesystem::is_directory(name, ec)) {
+    path = (std::filesystem::path(name) / "config.json").string();
+    if (!std::filesystem::exists(path, ec)) {
+      detail::fail("plan",
+                   "--model '{}' is a folder without a config.json; give a model folder "
+                   "or its config.json",
+                   name);
+    }
+  }
   // The readers' own open: a FIFO, a device or a folder is refused (never read or waited on),
   // and a file larger than any config.json is refused before it is read.
-  const std::string text = detail::read_text_file(name, "plan", kMaxConfigBytes);
-  const nlohmann::json j = detail::parse_untrusted_json(text, "plan", name);
+  const std::string text = detail::read_text_file(path, "plan", kMaxConfigBytes);
+  const nlohmann::json j = detail::parse_untrusted_json(text, "plan", path);
   const std::string type =
       j.is_object() && j.contains("model_type") && j["model_type"].is_string()
           ? j["model_type"].get<std::string>()
           : "";
-  if (type == "gpt2") return {g2::config_from_json(text, name), {}};
-  if (type == "llama") return {{}, ll::config_from_json(text, name)};
-  detail::fail("plan", "'{}': model_type is '{}'; partix plans gpt2 and llama models", name,
+  if (type == "gpt2") return {g2::config_from_json(text, path), {}};
+  if (type == "llama") return {{}, ll::config_from_json(text, path)};
+  detail::fail("plan", "'{}': model_type is '{}'; partix plans gpt2 and llama models", path,
                type.empty() ? "missing" : type);
 }
 
@@ -354,7 +365,8 @@ void add_plan(CLI::App& app) {
       "plan",
       "Per-device memory and collectives of a training step (GPT-2 architecture) or of "
       "generation (Llama) on any mesh, without running it");
-  cmd->add_option("--model", a->model, fmt::format("{}, or a config.json", kBuiltins));
+  cmd->add_option("--model", a->model,
+                  fmt::format("{}, a config.json, or a model folder holding one", kBuiltins));
   cmd->add_option_function<std::string>(
          "--mesh",
          [a](const std::string& text) {
