@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include "partix/array.h"
 #include "partix/dtype.h"
 
 namespace partix::testing_quant {
@@ -57,6 +58,12 @@ inline std::vector<float> random_floats(int64_t n, uint64_t seed) {
   std::vector<float> v(static_cast<size_t>(n));
   for (float& x : v) x = nd(rng);
   return v;
+}
+
+// A [rows, k] array of random blocks (one device, replicated).
+inline Array quantized(DType dt, int64_t rows, int64_t k, uint64_t seed) {
+  std::vector<uint8_t> w = random_blocks(dt, rows, k, seed);
+  return from_blocks(w.data(), static_cast<int64_t>(w.size()), dt, {rows, k});
 }
 
 inline constexpr DType kQuantTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K,

@@ -1,15 +1,8 @@
 # partix generate with the real SmolLM2 GGUF (skipped when it is not cached): tiny temperatures
 # give the greedy text (logits / T once overflowed to inf and sampled nothing), and device
 # counts whose weights cannot fit are refused before anything loads.
-if(DEFINED ENV{PARTIX_SMOLLM2_GGUF})
-  set(model $ENV{PARTIX_SMOLLM2_GGUF})
-elseif(DEFINED ENV{PARTIX_CACHE})
-  set(model $ENV{PARTIX_CACHE}/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf)
-else()
-  set(model $ENV{HOME}/.cache/partix/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf)
-endif()
-if(NOT EXISTS ${model})
-  message("SKIPPED: the SmolLM2 GGUF is not cached (scripts/fetch_smollm2.sh)")
+include(${CMAKE_CURRENT_LIST_DIR}/smollm2_model.cmake)
+if(model STREQUAL "")
   return()
 endif()
 file(REMOVE_RECURSE ${WORK})

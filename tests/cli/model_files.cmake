@@ -1,15 +1,8 @@
 # `partix generate` against hostile model files: mutated copies of the real SmolLM2 GGUF
 # (written by partix_gguf_mutate), a FIFO and a device. Every case exits with status 1 and a
 # message naming the problem: no SIGFPE, no hang, no empty text.
-if(DEFINED ENV{PARTIX_SMOLLM2_GGUF})
-  set(model $ENV{PARTIX_SMOLLM2_GGUF})
-elseif(DEFINED ENV{PARTIX_CACHE})
-  set(model $ENV{PARTIX_CACHE}/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf)
-else()
-  set(model $ENV{HOME}/.cache/partix/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf)
-endif()
-if(NOT EXISTS ${model})
-  message("SKIPPED: the SmolLM2 GGUF is not cached (scripts/fetch_smollm2.sh)")
+include(${CMAKE_CURRENT_LIST_DIR}/smollm2_model.cmake)
+if(model STREQUAL "")
   return()
 endif()
 file(REMOVE_RECURSE ${WORK})

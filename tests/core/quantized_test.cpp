@@ -22,10 +22,7 @@ using testing_quant::kQuantTypes;
 using testing_quant::random_blocks;
 using testing_quant::random_floats;
 
-Array quantized(DType dt, int64_t n, int64_t k, uint64_t seed) {
-  auto w = random_blocks(dt, n, k, seed);
-  return from_blocks(w.data(), static_cast<int64_t>(w.size()), dt, {n, k});
-}
+using testing_quant::quantized;
 
 // x [M, K] . dequantize(w) [N, K]^T in double, and sum_k |x_k w_k| per result.
 std::pair<std::vector<double>, std::vector<double>> f64_matmul(const std::vector<float>& x,

@@ -15,10 +15,7 @@ namespace {
 using testing_quant::random_blocks;
 using testing_quant::random_floats;
 
-Array quantized(DType dt, int64_t rows, int64_t k, uint64_t seed) {
-  auto w = random_blocks(dt, rows, k, seed);
-  return from_blocks(w.data(), static_cast<int64_t>(w.size()), dt, {rows, k});
-}
+using testing_quant::quantized;
 
 std::vector<float> values(const Array& a) { return astype(a, DType::F32).to_vector<float>(); }
 
