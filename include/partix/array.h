@@ -70,6 +70,9 @@ class Array {
   T item() const;
 
   std::string to_string() const;  // values (small arrays) with shape and dtype
+  // Copies the global value, row-major, into dst (nbytes() bytes; whole blocks for quantized
+  // dtypes). For bindings that own their host buffers (Python's numpy arrays).
+  void copy_to(void* dst, const char* api = "Array.copy_to") const;
 
   const std::shared_ptr<detail::ArrayImpl>& impl() const;
 

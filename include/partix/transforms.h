@@ -23,6 +23,12 @@ struct JitOptions {
   std::vector<std::optional<NamedSharding>> out_shardings{};
   std::vector<int> donate_argnums{};
   std::string name = "jit";  // names the program in text and messages
+  // Called after tracing with the out_proto the trace made and the number of results: the
+  // out_shardings for this trace (overrides out_shardings). For bindings whose result trees
+  // are known only once traced (Python's out_shardings prefix trees).
+  std::function<std::vector<std::optional<NamedSharding>>(const std::shared_ptr<void>& out_proto,
+                                                          size_t num_results)>
+      out_shardings_fn{};
 };
 
 struct CostAnalysis {
@@ -230,11 +236,17 @@ class ShardMapState {
   std::vector<Array> call(const std::vector<Array>& leaves,
                           const std::vector<size_t>& arg_leaf_counts, const TraceFn& trace,
                           std::shared_ptr<void>& out_proto) const;
+  // Out specs found after tracing from the out_proto and the number of results (overrides
+  // out_specs). For bindings whose result trees are known only once traced (Python).
+  using OutSpecsFn =
+      std::function<std::vector<PartitionSpec>(const std::shared_ptr<void>& out_proto, size_t n)>;
+  void set_out_specs_fn(OutSpecsFn fn) { out_specs_fn_ = std::move(fn); }
 
  private:
   Mesh mesh_;
   std::vector<PartitionSpec> in_specs_, out_specs_;
   bool check_vma_;
+  OutSpecsFn out_specs_fn_{};
 };
 
 }  // namespace detail
@@ -313,11 +325,16 @@ namespace detail {
 struct GradOutput {
   Array value;
   std::vector<Array> grads;  // per leaf; filled where requested
+  std::vector<Array> aux;    // grad_engine_aux: f's other results (has_aux), not differentiated
 };
 // Traces f on tracers for `leaves`, evaluates it in the current context and runs it backward.
 // f must return a scalar float Array. Gradients carry the shardings of their arguments.
 GradOutput grad_engine(const std::vector<Array>& leaves, const std::vector<bool>& wrt,
                        const std::function<Array(const std::vector<Array>&)>& f);
+// As grad_engine, for f returning {value, aux...}: the aux results are evaluated with the
+// value and returned in GradOutput::aux (JAX's has_aux).
+GradOutput grad_engine_aux(const std::vector<Array>& leaves, const std::vector<bool>& wrt,
+                           const std::function<std::vector<Array>(const std::vector<Array>&)>& f);
 [[noreturn]] void grad_bad_argnum(int argnum, size_t num_args);
 [[noreturn]] void grad_bad_argument_kind(int argnum);
 

@@ -27,8 +27,10 @@ void grad_bad_argument_kind(int argnum) {
   fail("grad", "argument {} is neither an Array nor Params; grad differentiates those", argnum);
 }
 
-GradOutput grad_engine(const std::vector<Array>& leaves, const std::vector<bool>& wrt,
-                       const std::function<Array(const std::vector<Array>&)>& f) {
+namespace {
+
+GradOutput grad_impl(const std::vector<Array>& leaves, const std::vector<bool>& wrt,
+                     const std::function<std::vector<Array>(const std::vector<Array>&)>& f) {
   // 1. Trace f on fresh tracers.
   auto ts = std::make_shared<TraceState>("grad");
   {
@@ -37,11 +39,13 @@ GradOutput grad_engine(const std::vector<Array>& leaves, const std::vector<bool>
     for (const Array& a : leaves) {
       tracers.push_back(ts->add_param(ir::Aval{a.shape(), a.dtype()}, a.impl()->sharding));
     }
-    Array out = f(tracers);
+    std::vector<Array> outs = f(tracers);
+    check(!outs.empty(), "grad", "the function returned nothing; it must return a float scalar");
+    const Array& out = outs[0];
     check(out.valid() && out.ndim() == 0 && is_floating(out.dtype()), "grad",
           "the function must return a float scalar, got {}{}", out.valid() ? dtype_name(out.dtype()) : "nothing",
           out.valid() ? shape_to_string(out.shape()) : "");
-    ts->set_results({out});
+    ts->set_results(outs);
   }
   const ir::Program& prog = ts->program();
   // 2. Evaluate it in the current context (eagerly, or into the enclosing trace) and
@@ -55,8 +59,12 @@ GradOutput grad_engine(const std::vector<Array>& leaves, const std::vector<bool>
   std::vector<Array> env = autodiff::evaluate(prog, args, &saved, &active);
   GradOutput out;
   out.value = env[static_cast<size_t>(prog.results[0])];
-  std::vector<Array> cts =
-      autodiff::backward(prog, env, {autodiff::ones_like(out.value)}, &saved, &active);
+  for (size_t r = 1; r < prog.results.size(); ++r) {
+    out.aux.push_back(env[static_cast<size_t>(prog.results[r])]);
+  }
+  std::vector<Array> result_cts(prog.results.size());  // aux results: zero cotangents
+  result_cts[0] = autodiff::ones_like(out.value);
+  std::vector<Array> cts = autodiff::backward(prog, env, result_cts, &saved, &active);
   out.grads.resize(leaves.size());
   for (size_t i = 0; i < leaves.size(); ++i) {
     if (!wrt[i]) continue;
@@ -76,6 +84,19 @@ GradOutput grad_engine(const std::vector<Array>& leaves, const std::vector<bool>
     out.grads[i] = g;
   }
   return out;
+}
+
+}  // namespace
+
+
+GradOutput grad_engine(const std::vector<Array>& leaves, const std::vector<bool>& wrt,
+                       const std::function<Array(const std::vector<Array>&)>& f) {
+  return grad_impl(leaves, wrt, [&](const std::vector<Array>& t) { return std::vector<Array>{f(t)}; });
+}
+
+GradOutput grad_engine_aux(const std::vector<Array>& leaves, const std::vector<bool>& wrt,
+                           const std::function<std::vector<Array>(const std::vector<Array>&)>& f) {
+  return grad_impl(leaves, wrt, f);
 }
 
 std::vector<Array> remat_call(

@@ -234,6 +234,13 @@ void Array::copy_to_host(void* dst, DType expected, const char* api) const {
   if (!host.empty()) std::memcpy(dst, host.data(), host.size());
 }
 
+void Array::copy_to(void* dst, const char* api) const {
+  require_concrete(*this, api);
+  detail::check_alive(*this, api);
+  std::vector<char> host = detail::gather_to_host(*this);
+  if (!host.empty()) std::memcpy(dst, host.data(), host.size());
+}
+
 bool Array::is_fully_addressable() const {
   require_concrete(*this, "Array.is_fully_addressable");
   for (const detail::Buffer& b : impl()->shards) {

@@ -137,6 +137,11 @@ std::shared_ptr<JitState::Entry> JitState::get(const std::vector<Array>& leaves,
   for (const auto& o : options_.out_shardings) {
     if (o && !mesh) mesh = o->mesh();
   }
+  if (options_.out_shardings_fn && !mesh) {
+    for (const auto& o : options_.out_shardings_fn(proto, ts->program().results.size())) {
+      if (o && !mesh) mesh = o->mesh();
+    }
+  }
   // Uncommitted arguments go where the program's shard_maps and constraints name.
   if (!mesh) {
     for (const ir::Instr& in : ts->program().instrs) {
@@ -152,13 +157,15 @@ std::shared_ptr<JitState::Entry> JitState::get(const std::vector<Array>& leaves,
   for (auto& g : given) co.in_shardings.push_back(g ? *g : NamedSharding(*mesh, P()));
   ir::Program prog = ts->program();
   prog.mesh = *mesh;  // also for programs without arguments (created values, constraints)
-  if (!options_.out_shardings.empty()) {
-    co.out_shardings = options_.out_shardings;
+  std::vector<std::optional<NamedSharding>> outs_given = options_.out_shardings;
+  if (options_.out_shardings_fn) outs_given = options_.out_shardings_fn(proto, prog.results.size());
+  if (!outs_given.empty()) {
+    co.out_shardings = outs_given;
     // One entry applies to every result (as JAX's out_shardings prefix).
     if (co.out_shardings.size() == 1) co.out_shardings.assign(prog.results.size(), co.out_shardings[0]);
     if (co.out_shardings.size() != prog.results.size()) {
       fail(name, "out_shardings has {} entries for {} results (give one for all, or one each)",
-           options_.out_shardings.size(), prog.results.size());
+           outs_given.size(), prog.results.size());
     }
     // Quantized results: whole blocks per device, and never a partial sum of blocks.
     for (size_t k = 0; k < prog.results.size(); ++k) {

@@ -89,10 +89,11 @@ std::vector<Array> ShardMapState::call(const std::vector<Array>& leaves,
     body->set_results(outs);
   }
   const ir::Program& prog = body->program();
-  std::vector<PartitionSpec> out_specs = out_specs_;
-  if (out_specs.size() == 1 && prog.results.size() > 1) out_specs.assign(prog.results.size(), out_specs_[0]);
+  std::vector<PartitionSpec> out_specs =
+      out_specs_fn_ ? out_specs_fn_(out_proto, prog.results.size()) : out_specs_;
+  if (out_specs.size() == 1 && prog.results.size() > 1) out_specs.assign(prog.results.size(), PartitionSpec(out_specs[0]));
   check(out_specs.size() == prog.results.size(), kApi, "{} out_specs for {} results",
-        out_specs_.size(), prog.results.size());
+        out_specs.size(), prog.results.size());
   for (size_t k = 0; k < prog.results.size(); ++k) {
     const ir::ValueInfo& info = prog.info(prog.results[k]);
     auto spec_axes = out_specs[k].axes();

@@ -1,0 +1,605 @@
+"""jit, grad, value_and_grad, eval_shape, device_put and friends: Python callables over pytrees,
+traced by the C++ tracer (each call back into Python traces the function once per signature)."""
+import functools
+import inspect
+import itertools
+import threading
+
+import numpy as np
+
+from partix import _core
+from partix._src import dtypes
+from partix._src import tree_util as tu
+from partix._src.core import Array, PartixError, core, wrap
+from partix._src.sharding import NamedSharding, PartitionSpec, Device, to_sharding
+
+
+class ShapeDtypeStruct:
+  """An array that is not allocated: shape, dtype and (optionally) sharding. jit(f).lower and
+  eval_shape take it where f takes arrays."""
+  __slots__ = ("shape", "dtype", "sharding")
+
+  def __init__(self, shape, dtype, sharding=None):
+    self.shape = tuple(int(d) for d in shape)
+    self.dtype = dtypes.dtype(dtype)
+    self.sharding = to_sharding(sharding, "ShapeDtypeStruct")
+
+  @property
+  def ndim(self):
+    return len(self.shape)
+
+  @property
+  def size(self):
+    return int(np.prod(self.shape))
+
+  def _core(self):
+    return _core.abstract_array(list(self.shape), dtypes.to_core(self.dtype),
+                                self.sharding._s if self.sharding is not None else None)
+
+  def __repr__(self):
+    return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}" + (
+        f", sharding={self.sharding})" if self.sharding is not None else ")")
+
+  def __eq__(self, other):
+    return isinstance(other, ShapeDtypeStruct) and (self.shape, self.dtype, self.sharding) == (
+        other.shape, other.dtype, other.sharding)
+
+  def __hash__(self):
+    return hash((self.shape, self.dtype))
+
+
+# Result trees of traces, by the id the C++ side keeps for them (a trace's out_proto).
+_trees = {}
+_tree_ids = itertools.count()
+_lock = threading.Lock()
+
+
+def _keep_tree(t):
+  with _lock:
+    i = next(_tree_ids)
+  _trees[i] = t
+  return i
+
+
+def _leaf_core(x, api, path=None):
+  if isinstance(x, Array):
+    return x._a
+  if isinstance(x, ShapeDtypeStruct):
+    return x._core()
+  if isinstance(x, (np.ndarray, np.generic, bool, int, float)):
+    return core(x, api=api)
+  where = f" {path}" if path else ""
+  raise PartixError(f"[{api}] argument{where} is {x!r} of type {type(x).__name__}, not an array; "
+                    "pass arrays (or numpy arrays / Python numbers), or mark it static "
+                    "with static_argnums")
+
+
+def _out_leaves(out, api):
+  leaves, treedef = tu.tree_flatten(out)
+  cores = []
+  for i, x in enumerate(leaves):
+    if isinstance(x, Array):
+      cores.append(x._a)
+    else:
+      try:
+        cores.append(core(x, api=api))
+      except PartixError:
+        raise PartixError(f"[{api}] the function returned {x!r} ({type(x).__name__}) as result "
+                          f"leaf {i}; results must be arrays") from None
+  return cores, treedef
+
+
+def _norm_argnums(nums, n=None, api="jit", what="static_argnums"):
+  if nums is None:
+    return ()
+  if isinstance(nums, int):
+    nums = (nums,)
+  out = []
+  for a in nums:
+    if not isinstance(a, int):
+      raise PartixError(f"[{api}] {what} entry {a!r} is not an int")
+    if n is not None:
+      if a < -n or a >= n:
+        raise PartixError(f"[{api}] {what} names argument {a} but the function takes {n}")
+      a %= n
+    out.append(a)
+  return tuple(out)
+
+
+def _expand_prefix(prefix, treedef, api, what):
+  """A per-leaf list from a pytree prefix of treedef (a single sharding applies to all)."""
+  if prefix is None:
+    return [None] * treedef.num_leaves
+  out = []
+
+  def walk(p, t):
+    if p is None or isinstance(p, (NamedSharding, PartitionSpec, Device)):
+      out.extend([p] * t.num_leaves)
+      return
+    if t is tu._LEAF:
+      raise PartixError(f"[{api}] {what}: {p!r} stands where the arguments have one array")
+    leaves_p, tp = tu.tree_flatten(p, is_leaf=lambda x: x is None or isinstance(
+        x, (NamedSharding, PartitionSpec, Device)))
+    if tp.kind != t.kind or len(tp.children) != len(t.children) or (
+        tp.kind is dict and tp.data != t.data):
+      raise PartixError(f"[{api}] {what} {p!r} does not match the structure {t}")
+    kids = [tu._build(c, iter(tu.tree_leaves(x, is_leaf=lambda y: y is None or isinstance(
+        y, (NamedSharding, PartitionSpec, Device))))) for c, x in zip(tp.children, _children(p))]
+    for kp, kt in zip(kids, t.children):
+      walk(kp, kt)
+  walk(prefix, treedef)
+  return out
+
+
+def _children(p):
+  if isinstance(p, dict):
+    return [p[k] for k in sorted(p)]
+  return list(p)
+
+
+class Compiled:
+  """jit(f).lower(...).compile(): the compiled program; callable with the same arguments."""
+
+  def __init__(self, lowered):
+    self._lowered = lowered
+
+  def as_text(self):
+    return self._lowered._l.as_text()
+
+  def cost_analysis(self):
+    return self._lowered.cost_analysis()
+
+  def memory_analysis(self):
+    return self._lowered.memory_analysis()
+
+  @property
+  def input_shardings(self):
+    return self._lowered.input_shardings
+
+  @property
+  def output_shardings(self):
+    return self._lowered.output_shardings
+
+  def __call__(self, *args, **kwargs):
+    return self._lowered._jitted(*args, **kwargs)
+
+
+class MemoryAnalysis:
+  """Per-device bytes (lists, one entry per mesh device) and JAX's attribute names (the largest
+  over devices)."""
+
+  def __init__(self, d):
+    self.argument_bytes = list(d["argument_bytes"])
+    self.output_bytes = list(d["output_bytes"])
+    self.peak_temp_bytes = list(d["peak_temp_bytes"])
+    self.peak_bytes = list(d["peak_bytes"])
+    m = lambda v: max(v) if v else 0
+    self.argument_size_in_bytes = m(self.argument_bytes)
+    self.output_size_in_bytes = m(self.output_bytes)
+    self.temp_size_in_bytes = m(self.peak_temp_bytes)
+    self.peak_memory_in_bytes = m(self.peak_bytes)
+    self.alias_size_in_bytes = 0
+    self.generated_code_size_in_bytes = 0
+
+  def __repr__(self):
+    return (f"MemoryAnalysis(argument_bytes={self.argument_bytes}, output_bytes="
+            f"{self.output_bytes}, peak_temp_bytes={self.peak_temp_bytes}, "
+            f"peak_bytes={self.peak_bytes})")
+
+
+class Lowered:
+  """jit(f).lower(...): the per-device program partix compiled, its costs and memory."""
+
+  def __init__(self, l, out_tree, jitted):
+    self._l, self._out_tree, self._jitted = l, out_tree, jitted
+
+  def as_text(self, dialect=None):
+    return self._l.as_text()
+
+  def global_text(self):
+    return self._l.global_text()
+
+  def fusions(self):
+    return self._l.fusions()
+
+  def compile(self):
+    return Compiled(self)
+
+  def cost_analysis(self):
+    return dict(self._l.cost_analysis())
+
+  def memory_analysis(self):
+    return MemoryAnalysis(self._l.memory_analysis())
+
+  def warnings(self):
+    return list(self._l.warnings())
+
+  @property
+  def input_shardings(self):
+    return [NamedSharding._wrap(s) for s in self._l.in_shardings()]
+
+  @property
+  def output_shardings(self):
+    outs = [NamedSharding._wrap(s) for s in self._l.out_shardings()]
+    return tu.tree_unflatten(self._out_tree, outs) if self._out_tree is not None else outs
+
+  def __repr__(self):
+    return "Lowered(...)"
+
+
+class Jitted:
+  """jit(f): traces f once per signature (tree structure, shapes, dtypes, shardings, static
+  arguments), compiles it for the arguments' mesh and runs it."""
+
+  def __init__(self, fun, in_shardings, out_shardings, static_argnums, static_argnames,
+               donate_argnums, donate_argnames, name):
+    if not callable(fun):
+      raise PartixError(f"[jit] {fun!r} is not callable")
+    self._fun = fun
+    functools.update_wrapper(self, fun, updated=())
+    try:
+      self._sig = inspect.signature(fun)
+    except (TypeError, ValueError):
+      self._sig = None
+    self._static = _norm_argnums(static_argnums, api="jit")
+    self._static_names = (static_argnames,) if isinstance(static_argnames, str) else tuple(
+        static_argnames or ())
+    self._donate = _norm_argnums(donate_argnums, api="jit", what="donate_argnums")
+    self._donate_names = (donate_argnames,) if isinstance(donate_argnames, str) else tuple(
+        donate_argnames or ())
+    self._in_shardings = in_shardings
+    self._out_shardings = out_shardings
+    self._name = name or getattr(fun, "__name__", "jit")
+    self._states = {}
+    self._check_sharding_arg(in_shardings, "in_shardings")
+    self._check_sharding_arg(out_shardings, "out_shardings")
+
+  @staticmethod
+  def _check_sharding_arg(s, what):
+    for x in tu.tree_leaves(s, is_leaf=lambda y: isinstance(y, (NamedSharding, PartitionSpec))):
+      if x is not None and not isinstance(x, (NamedSharding, PartitionSpec, Device)):
+        raise PartixError(f"[jit] {what} entry {x!r} is not a sharding (NamedSharding, "
+                          "PartitionSpec or None)")
+
+  def _split(self, args, kwargs):
+    n = len(args)
+    static_pos = set(_norm_argnums(self._static, n, "jit")) if self._static else set()
+    if self._static_names and self._sig is not None:
+      names = list(self._sig.parameters)
+      for nm in self._static_names:
+        if nm in names and names.index(nm) < n:
+          static_pos.add(names.index(nm))
+    statics = tuple((i, args[i]) for i in sorted(static_pos))
+    dyn = tuple(a for i, a in enumerate(args) if i not in static_pos)
+    skw = tuple(sorted((k, v) for k, v in kwargs.items() if k in self._static_names))
+    dkw = {k: v for k, v in kwargs.items() if k not in self._static_names}
+    try:
+      hash(statics), hash(skw)
+    except TypeError as e:
+      raise PartixError(f"[jit] static arguments must be hashable: {e}") from None
+    return dyn, dkw, statics, skw, static_pos
+
+  def _state(self, dyn, dkw, statics, skw, static_pos, n_args):
+    leaves, treedef = tu.tree_flatten((dyn, dkw))
+    key = (treedef, statics, skw)
+    st = self._states.get(key)
+    if st is None:
+      st = self._make_state(treedef, dyn, dkw, static_pos, n_args)
+      self._states[key] = st
+    return st, leaves
+
+  def _make_state(self, treedef, dyn, dkw, static_pos, n_args):
+    dyn_tree = tu.tree_structure(dyn)
+    kw_tree = tu.tree_structure(dkw)
+    api = self._name
+    ins = self._in_shardings
+    if ins is None:
+      in_list = []
+    elif isinstance(ins, (NamedSharding, PartitionSpec)):
+      in_list = [to_sharding(ins, api)._s]
+    else:
+      if not isinstance(ins, (tuple, list)):
+        ins = (ins,)
+      if len(ins) != len(dyn):
+        raise PartixError(f"[{api}] in_shardings has {len(ins)} entries for {len(dyn)} "
+                          "positional (non-static) arguments")
+      per = _expand_prefix(tuple(ins), dyn_tree, api, "in_shardings")
+      per += [None] * kw_tree.num_leaves
+      in_list = [to_sharding(s, api)._s if s is not None else None for s in per]
+    outs = self._out_shardings
+    out_list, out_fn = [], None
+    if isinstance(outs, (NamedSharding, PartitionSpec)):
+      out_list = [to_sharding(outs, api)._s]
+    elif outs is not None:
+      def out_fn(tree_id, n):
+        per = _expand_prefix(outs, _trees[tree_id], api, "out_shardings")
+        return [to_sharding(s, api)._s if s is not None else None for s in per]
+    # donate_argnums count positions among all arguments; the engine counts dynamic ones.
+    dyn_pos = [i for i in range(n_args) if i not in static_pos]
+    donate = set(_norm_argnums(self._donate, n_args, api, "donate_argnums"))
+    if self._donate_names and self._sig is not None:
+      names = list(self._sig.parameters)
+      donate |= {names.index(nm) for nm in self._donate_names if nm in names}
+    for d in donate:
+      if d in static_pos:
+        raise PartixError(f"[{api}] argument {d} is both static and donated")
+    donate_dyn = [dyn_pos.index(d) for d in sorted(donate) if d in dyn_pos]
+    counts = [tu.tree_structure(a).num_leaves for a in dyn]
+    if kw_tree.num_leaves:
+      counts.append(kw_tree.num_leaves)
+    jit = _core.Jit(in_list, out_list, donate_dyn, api, out_fn)
+    paths = [p for p in tu.treedef_paths(dyn_tree, "args")] + [
+        "kwargs" + p[len("args"):] for p in tu.treedef_paths(kw_tree, "args")]
+    return _JitSig(jit, counts, treedef, str(next(_tree_ids)), paths)
+
+  def _trace_fn(self, sig, args, kwargs, static_pos):
+    fun = self._fun
+    api = self._name
+
+    def trace(tracers):
+      dyn, dkw = tu.tree_unflatten(sig.treedef, [wrap(t) for t in tracers])
+      it = iter(dyn)
+      full = [args[i] if i in static_pos else next(it) for i in range(len(args))]
+      kw = dict(kwargs)
+      kw.update(dkw)
+      out = fun(*full, **kw)
+      cores, treedef = _out_leaves(out, api)
+      return cores, _keep_tree(treedef)
+    return trace
+
+  def _prepare(self, args, kwargs):
+    dyn, dkw, statics, skw, static_pos = self._split(args, kwargs)
+    sig, leaves = self._state(dyn, dkw, statics, skw, static_pos, len(args))
+    paths = sig.paths
+    try:
+      cores = [x._a if type(x) is Array else _leaf_core(x, self._name, paths[i] if i < len(
+          paths) else None) for i, x in enumerate(leaves)]
+    except PartixError:
+      raise
+    return sig, cores, self._trace_fn(sig, args, kwargs, static_pos)
+
+  def __call__(self, *args, **kwargs):
+    if _core.is_tracing():  # nested jit: inline into the enclosing trace
+      return self._fun(*args, **kwargs)
+    sig, cores, trace = self._prepare(args, kwargs)
+    outs, tid = sig.jit.call(cores, sig.counts, sig.key, sig.path_fn, trace)
+    return tu.tree_unflatten(_trees[tid], [Array(o) for o in outs])
+
+  def lower(self, *args, **kwargs):
+    sig, cores, trace = self._prepare(args, kwargs)
+    l, tid = sig.jit.lower(cores, sig.counts, sig.key, sig.path_fn, trace)
+    return Lowered(l, _trees.get(tid), self)
+
+  def trace(self, *args, **kwargs):
+    return self.lower(*args, **kwargs)
+
+  def eval_shape(self, *args, **kwargs):
+    lowered = self.lower(*args, **kwargs)
+    out_tree = lowered._out_tree
+    shardings = [NamedSharding._wrap(s) for s in lowered._l.out_shardings()]
+    return out_tree, shardings
+
+  def _cache_size(self):
+    return sum(s.jit.trace_count for s in self._states.values())
+
+  @property
+  def trace_count(self):
+    return self._cache_size()
+
+  def __get__(self, obj, objtype=None):  # jit on methods
+    if obj is None:
+      return self
+    return functools.partial(self, obj)
+
+  def __repr__(self):
+    return f"<partix.jit of {self._fun!r}>"
+
+
+class _JitSig:
+  __slots__ = ("jit", "counts", "treedef", "key", "paths", "path_fn")
+
+  def __init__(self, jit, counts, treedef, key, paths):
+    self.jit, self.counts, self.treedef, self.key, self.paths = jit, counts, treedef, key, paths
+    self.path_fn = lambda: paths
+
+
+def jit(fun=None, *, in_shardings=None, out_shardings=None, static_argnums=None,
+        static_argnames=None, donate_argnums=None, donate_argnames=None, keep_unused=False,
+        device=None, backend=None, inline=False, abstracted_axes=None, compiler_options=None,
+        name=None):
+  """jax.jit: traces fun once per input signature and runs the compiled SPMD program; the
+  sharding of every intermediate value is propagated and the collectives inserted."""
+  if fun is None:
+    return lambda f: jit(f, in_shardings=in_shardings, out_shardings=out_shardings,
+                         static_argnums=static_argnums, static_argnames=static_argnames,
+                         donate_argnums=donate_argnums, donate_argnames=donate_argnames,
+                         name=name)
+  if device is not None and in_shardings is None:
+    in_shardings = to_sharding(device, "jit")
+  return Jitted(fun, in_shardings, out_shardings, static_argnums, static_argnames,
+                donate_argnums, donate_argnames, name)
+
+
+# ---- autodiff ----
+
+def _grad_call(fun, argnums, has_aux, args, kwargs, api):
+  multi = not isinstance(argnums, int)
+  nums = _norm_argnums(argnums, len(args), api, "argnums")
+  if not nums:
+    raise PartixError(f"[{api}] argnums is empty")
+  trees, leaves, wrt, firsts = [], [], [], []
+  for i, a in enumerate(args):
+    ls, t = tu.tree_flatten(a)
+    trees.append(t)
+    firsts.append(len(leaves))
+    for j, x in enumerate(ls):
+      if i in nums:
+        if isinstance(x, (int, bool)) and not isinstance(x, np.generic) or (
+            isinstance(x, np.ndarray) and x.dtype.kind in "iub"):
+          raise PartixError(f"[{api}] argument {i} leaf {j} is an integer ({x!r}); grad "
+                            "differentiates float arrays")
+        leaves.append(_leaf_core(x if not isinstance(x, float) else np.float32(x), api))
+      else:
+        leaves.append(_leaf_core(x, api))
+      wrt.append(i in nums)
+  aux_tree = []
+
+  def traced(tracers):
+    it = iter(wrap(t) for t in tracers)
+    targs = [tu.tree_unflatten(t, [next(it) for _ in range(t.num_leaves)]) for t in trees]
+    out = fun(*targs, **kwargs)
+    if has_aux:
+      if not (isinstance(out, (tuple, list)) and len(out) == 2):
+        raise PartixError(f"[{api}] with has_aux=True the function must return a pair "
+                          f"(value, aux), got {type(out).__name__}")
+      out, aux = out
+      aux_cores, at = _out_leaves(aux, api)
+      aux_tree.append(at)
+    else:
+      aux_cores = []
+    if not isinstance(out, Array):
+      if isinstance(out, (float, int, np.ndarray, np.generic)):
+        out = Array(core(out))
+      else:
+        raise PartixError(f"[{api}] the function must return a float scalar array, got "
+                          f"{type(out).__name__}")
+    return [out._a] + aux_cores
+
+  value, grads, aux = _core.grad(leaves, wrt, traced)
+  gtrees = []
+  for i in nums:
+    n = trees[i].num_leaves
+    gtrees.append(tu.tree_unflatten(trees[i], [Array(g) for g in grads[firsts[i]:firsts[i] + n]]))
+  g = tuple(gtrees) if multi else gtrees[0]
+  auxv = tu.tree_unflatten(aux_tree[0], [Array(a) for a in aux]) if has_aux else None
+  return Array(value), g, auxv
+
+
+def grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False, reduce_axes=()):
+  """jax.grad: the gradient of a scalar-valued fun with respect to argnums (an int, or a tuple
+  giving a tuple of gradients), each shaped and sharded like its argument."""
+  if not callable(fun):
+    raise PartixError(f"[grad] {fun!r} is not callable")
+
+  @functools.wraps(fun)
+  def g(*args, **kwargs):
+    _, gr, aux = _grad_call(fun, argnums, has_aux, args, kwargs, "grad")
+    return (gr, aux) if has_aux else gr
+  return g
+
+
+def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False,
+                   reduce_axes=()):
+  """jax.value_and_grad: (value, gradient), or ((value, aux), gradient) with has_aux."""
+  if not callable(fun):
+    raise PartixError(f"[value_and_grad] {fun!r} is not callable")
+
+  @functools.wraps(fun)
+  def vg(*args, **kwargs):
+    v, gr, aux = _grad_call(fun, argnums, has_aux, args, kwargs, "value_and_grad")
+    return ((v, aux), gr) if has_aux else (v, gr)
+  return vg
+
+
+def checkpoint(fun, *, prevent_cse=True, policy=None, static_argnums=()):
+  """jax.checkpoint (remat): fun's activations are recomputed in the backward pass."""
+  @functools.wraps(fun)
+  def f(*args):
+    leaves, treedef = tu.tree_flatten(args)
+    cores = [_leaf_core(x, "checkpoint") for x in leaves]
+
+    def trace(tracers):
+      targs = tu.tree_unflatten(treedef, [wrap(t) for t in tracers])
+      c, t = _out_leaves(fun(*targs), "checkpoint")
+      return c, _keep_tree(t)
+    outs, tid = _core.checkpoint(cores, trace)
+    return tu.tree_unflatten(_trees[tid], [Array(o) for o in outs])
+  return f
+
+
+remat = checkpoint
+
+
+def eval_shape(fun, *args, **kwargs):
+  """jax.eval_shape: fun's result tree of ShapeDtypeStructs (with the shardings the program
+  gives them), found by tracing and partitioning without running."""
+  out_tree, shardings = jit(fun).eval_shape(*args, **kwargs)
+  l = jit(fun).lower(*args, **kwargs)
+  avals = l._l.out_shardings()
+  del avals
+  return _abstract_outputs(fun, args, kwargs, out_tree, shardings)
+
+
+def _abstract_outputs(fun, args, kwargs, out_tree, shardings):
+  shapes = []
+
+  def capture(*a, **k):
+    out = fun(*a, **k)
+    shapes.extend((tuple(x.shape), x.dtype) for x in tu.tree_leaves(out))
+    return out
+  jit(capture).lower(*args, **kwargs)
+  return tu.tree_unflatten(out_tree, [ShapeDtypeStruct(s, d, sh)
+                                      for (s, d), sh in zip(shapes, shardings)])
+
+
+# ---- placement ----
+
+def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
+  """jax.device_put: host data or arrays (a pytree) placed with a sharding (NamedSharding,
+  PartitionSpec on the current mesh, or a Device); device may be a matching pytree prefix."""
+  leaves, treedef = tu.tree_flatten(x)
+  if device is None or isinstance(device, (NamedSharding, PartitionSpec, Device)):
+    targets = [device] * len(leaves)
+  else:
+    targets = _expand_prefix(device, treedef, "device_put", "device")
+  out = []
+  for leaf, t in zip(leaves, targets):
+    a = core(leaf, api="device_put")
+    if t is None:
+      out.append(Array(a) if isinstance(leaf, Array) else Array(
+          _core.device_put_device(a, _core.default_device())))
+    elif isinstance(t, Device):
+      out.append(Array(_core.device_put_device(a, t._d)))
+    else:
+      out.append(Array(_core.device_put(a, to_sharding(t, "device_put")._s)))
+  return tu.tree_unflatten(treedef, out)
+
+
+def block_until_ready(x):
+  return x
+
+
+def make_array_from_callback(shape, sharding, data_callback):
+  """An array whose blocks come from data_callback(index) (a tuple of slices) -> host block."""
+  s = to_sharding(sharding, "make_array_from_callback")
+
+  def cb(index):
+    return core(data_callback(tuple(slice(a, b) for a, b in index)),
+                api="make_array_from_callback")
+  return Array(_core.make_array_from_callback(list(shape), s._s, cb))
+
+
+def make_array_from_process_local_data(sharding, local_data, global_shape=None):
+  s = to_sharding(sharding, "make_array_from_process_local_data")
+  return Array(_core.make_array_from_process_local_data(
+      s._s, core(local_data), list(global_shape) if global_shape is not None else None))
+
+
+def _constrain(x, sharding, api):
+  """x with sharding (a NamedSharding, or a PartitionSpec on the current mesh): a constraint
+  inside a trace, a device_put outside (as with_sharding_constraint)."""
+  s = to_sharding(sharding, api)
+  return Array(_core.with_sharding_constraint(core(x, api=api), s._s))
+
+
+def with_sharding_constraint(x, shardings):
+  """lax.with_sharding_constraint: x (a pytree) has these shardings at this point of the
+  program; shardings is one sharding or a matching pytree prefix."""
+  leaves, treedef = tu.tree_flatten(x)
+  if isinstance(shardings, (NamedSharding, PartitionSpec)):
+    per = [shardings] * len(leaves)
+  else:
+    per = _expand_prefix(shardings, treedef, "with_sharding_constraint", "shardings")
+  out = [leaf if s is None else _constrain(leaf, s, "with_sharding_constraint")
+         for leaf, s in zip(leaves, per)]
+  return tu.tree_unflatten(treedef, out)

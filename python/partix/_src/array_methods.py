@@ -1,0 +1,386 @@
+"""Array's operators, indexing (x[0], x[:, 1:3], x[..., None], x[idx_array]), .at[...] updates
+and numpy-style methods, all mapped to partix.numpy."""
+import numbers
+
+import numpy as np
+
+from partix import _core
+from partix._src import dtypes
+from partix._src import numpy_ops as jnp
+from partix._src.core import Array, PartixError, asarray, core
+
+
+def _binop(f, reverse=False):
+  if reverse:
+    def op(self, other):
+      if not _operand_ok(other):
+        return NotImplemented
+      return f(other, self)
+  else:
+    def op(self, other):
+      if not _operand_ok(other):
+        return NotImplemented
+      return f(self, other)
+  return op
+
+
+def _operand_ok(x):
+  return isinstance(x, (Array, numbers.Number, np.ndarray, np.generic, list, tuple))
+
+
+Array.__add__ = _binop(jnp.add)
+Array.__radd__ = _binop(jnp.add, True)
+Array.__sub__ = _binop(jnp.subtract)
+Array.__rsub__ = _binop(jnp.subtract, True)
+Array.__mul__ = _binop(jnp.multiply)
+Array.__rmul__ = _binop(jnp.multiply, True)
+Array.__truediv__ = _binop(jnp.true_divide)
+Array.__rtruediv__ = _binop(jnp.true_divide, True)
+Array.__floordiv__ = _binop(jnp.floor_divide)
+Array.__rfloordiv__ = _binop(jnp.floor_divide, True)
+Array.__mod__ = _binop(jnp.remainder)
+Array.__rmod__ = _binop(jnp.remainder, True)
+Array.__pow__ = _binop(jnp.power)
+Array.__rpow__ = _binop(jnp.power, True)
+Array.__matmul__ = _binop(jnp.matmul)
+Array.__rmatmul__ = _binop(jnp.matmul, True)
+Array.__lt__ = _binop(jnp.less)
+Array.__le__ = _binop(jnp.less_equal)
+Array.__gt__ = _binop(jnp.greater)
+Array.__ge__ = _binop(jnp.greater_equal)
+Array.__eq__ = _binop(jnp.equal)
+Array.__ne__ = _binop(jnp.not_equal)
+Array.__hash__ = None
+
+
+def _bitop(name, f):
+  def op(self, other):
+    if not _operand_ok(other):
+      return NotImplemented
+    a, b = asarray(self), asarray(other)
+    if a.dtype != np.bool_ or b.dtype != np.bool_:
+      raise PartixError(f"[Array.{name}] bitwise ops on integers are not supported; "
+                        "only on bool arrays")
+    return f(a, b)
+  return op
+
+
+Array.__and__ = Array.__rand__ = _bitop("__and__", jnp.logical_and)
+Array.__or__ = Array.__ror__ = _bitop("__or__", jnp.logical_or)
+Array.__xor__ = Array.__rxor__ = _bitop("__xor__", jnp.logical_xor)
+Array.__neg__ = lambda self: jnp.negative(self)
+Array.__pos__ = lambda self: self
+Array.__abs__ = lambda self: jnp.abs(self)
+
+
+def _invert(self):
+  if self.dtype != np.bool_:
+    raise PartixError("[Array.__invert__] ~ on integers is not supported; only on bool arrays")
+  return jnp.logical_not(self)
+
+
+Array.__invert__ = _invert
+
+# ---- methods ----
+Array.astype = lambda self, dtype, copy=False, device=None: jnp.astype(self, dtype)
+Array.reshape = lambda self, *shape, order="C", out_sharding=None: jnp.reshape(
+    self, shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape,
+    out_sharding=out_sharding)
+Array.transpose = lambda self, *axes: jnp.transpose(
+    self, None if not axes else axes[0] if len(axes) == 1 and not isinstance(axes[0], int)
+    else axes)
+Array.T = property(lambda self: jnp.transpose(self))
+Array.mT = property(lambda self: jnp.matrix_transpose(self))
+Array.swapaxes = lambda self, a, b: jnp.swapaxes(self, a, b)
+Array.ravel = lambda self, order="C": jnp.ravel(self)
+Array.flatten = lambda self, order="C": jnp.ravel(self)
+Array.squeeze = lambda self, axis=None: jnp.squeeze(self, axis)
+Array.sum = lambda self, axis=None, dtype=None, out=None, keepdims=False, **k: jnp.sum(
+    self, axis, dtype, out, keepdims, **k)
+Array.mean = lambda self, axis=None, dtype=None, out=None, keepdims=False, **k: jnp.mean(
+    self, axis, dtype, out, keepdims, **k)
+Array.max = lambda self, axis=None, out=None, keepdims=False, **k: jnp.max(
+    self, axis, None, out, keepdims, **k)
+Array.min = lambda self, axis=None, out=None, keepdims=False, **k: jnp.min(
+    self, axis, None, out, keepdims, **k)
+Array.prod = lambda self, axis=None, dtype=None, keepdims=False: jnp.prod(self, axis, dtype,
+                                                                          keepdims)
+Array.var = lambda self, axis=None, dtype=None, out=None, ddof=0, keepdims=False: jnp.var(
+    self, axis, dtype, out, ddof, keepdims)
+Array.std = lambda self, axis=None, dtype=None, out=None, ddof=0, keepdims=False: jnp.std(
+    self, axis, dtype, out, ddof, keepdims)
+Array.argmax = lambda self, axis=None, keepdims=False: jnp.argmax(self, axis, keepdims)
+Array.argmin = lambda self, axis=None, keepdims=False: jnp.argmin(self, axis, keepdims)
+Array.cumsum = lambda self, axis=None, dtype=None: jnp.cumsum(self, axis, dtype)
+Array.any = lambda self, axis=None, keepdims=False: jnp.any(self, axis, keepdims)
+Array.all = lambda self, axis=None, keepdims=False: jnp.all(self, axis, keepdims)
+Array.clip = lambda self, min=None, max=None: jnp.clip(self, min, max)
+Array.round = lambda self, decimals=0: jnp.round(self, decimals)
+Array.dot = lambda self, b: jnp.dot(self, b)
+Array.take = lambda self, indices, axis=None: jnp.take(self, indices, axis)
+Array.repeat = lambda self, repeats, axis=None: jnp.repeat(self, repeats, axis)
+Array.sort = lambda self, axis=-1: jnp.sort(self, axis)
+Array.argsort = lambda self, axis=-1: jnp.argsort(self, axis)
+Array.conj = Array.conjugate = lambda self: self
+Array.real = property(lambda self: self)
+Array.copy = lambda self: self  # arrays are immutable: a copy is the same value
+
+
+# ---- indexing ----
+
+def _is_int(x):
+  return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+
+
+def _index_tuple(idx, ndim):
+  if not isinstance(idx, tuple):
+    idx = (idx,)
+  n_ell = sum(1 for i in idx if i is Ellipsis)
+  if n_ell > 1:
+    raise PartixError("[Array.__getitem__] an index can have only one Ellipsis (...)")
+  used = sum(1 for i in idx if i is not None and i is not Ellipsis)
+  if used > ndim:
+    raise PartixError(f"[Array.__getitem__] too many indices ({used}) for an array of "
+                      f"{ndim} dimensions")
+  out = []
+  for i in idx:
+    if i is Ellipsis:
+      out.extend([slice(None)] * (ndim - used))
+    else:
+      out.append(i)
+  if not n_ell:
+    out.extend([slice(None)] * (ndim - used))
+  return out
+
+
+def _getitem(self, idx):
+  x = self
+  items = _index_tuple(idx, x.ndim)
+  starts, stops, strides, flips = [], [], [], []
+  out_shape = []  # after the static slicing: (kind, ...) per output dim
+  dim = 0
+  plan = []
+  for it in items:
+    if it is None:
+      plan.append(("new",))
+      continue
+    size = x.shape[dim]
+    if _is_int(it):
+      i = int(it)
+      if i < -size or i >= size:
+        raise PartixError(f"[Array.__getitem__] index {i} is out of bounds for axis {dim} of "
+                          f"size {size}")
+      i %= size
+      starts.append(i), stops.append(i + 1), strides.append(1), flips.append(False)
+      plan.append(("int", dim))
+    elif isinstance(it, slice):
+      for v in (it.start, it.stop, it.step):
+        if v is not None and not _is_int(v):
+          if isinstance(v, Array):
+            raise PartixError("[Array.__getitem__] slice bounds must be static Python ints; "
+                              "use lax.dynamic_slice for traced starts")
+          raise PartixError(f"[Array.__getitem__] slice bound {v!r} is not an int")
+      a, b, s = it.indices(size)
+      if s > 0:
+        n = max(0, (b - a + s - 1) // s)
+        starts.append(a), stops.append(a + max(0, (n - 1) * s + 1) if n else a)
+        strides.append(s), flips.append(False)
+      else:
+        n = max(0, (a - b + (-s) - 1) // (-s))
+        lo = a - (n - 1) * (-s) if n else 0
+        starts.append(lo), stops.append(a + 1 if n else 0), strides.append(-s)
+        flips.append(True)
+      plan.append(("slice", dim))
+    elif isinstance(it, (Array, np.ndarray, list)) or (
+        isinstance(it, np.generic) and not _is_int(it)):
+      arr = asarray(it)
+      if arr.dtype == np.bool_:
+        raise PartixError("[Array.__getitem__] boolean mask indexing has a data-dependent shape; "
+                          "use jnp.where(mask, x, 0)")
+      if not dtypes.is_int(arr.dtype):
+        raise PartixError(f"[Array.__getitem__] index arrays must be integers, got {arr.dtype}")
+      starts.append(0), stops.append(size), strides.append(1), flips.append(False)
+      plan.append(("array", dim, arr))
+    elif isinstance(it, bool):
+      raise PartixError("[Array.__getitem__] a bool index is not supported")
+    else:
+      raise PartixError(f"[Array.__getitem__] index {it!r} of type {type(it).__name__} is not "
+                        "supported (ints, slices, None, ..., integer arrays)")
+    dim += 1
+  y = x
+  if any(a != 0 or b != n or s != 1 for a, b, s, n in zip(starts, stops, strides, x.shape)):
+    y = Array(_core.slice(x._a, starts, stops, strides))
+  fl = [d for d, f in enumerate(flips) if f]
+  if fl:
+    y = jnp.flip(y, fl)
+  # Integer array indices (one or more, gathered one after another along their axes).
+  arrays = [p for p in plan if p[0] == "array"]
+  if len(arrays) > 1:
+    raise PartixError("[Array.__getitem__] more than one integer-array index is not supported; "
+                      "index one axis at a time")
+  if arrays:
+    _, d, arr = arrays[0]
+    if arr._a.is_tracer() or True:
+      idx = arr
+      y = jnp.take(y, jnp.where(idx < 0, idx + y.shape[d], idx) if arr.dtype != np.bool_ else idx,
+                   axis=d)
+  # Drop integer-indexed dims, insert new axes.
+  shape = []
+  src = 0
+  extra = arrays[0][2].ndim if arrays else 0
+  for p in plan:
+    if p[0] == "new":
+      shape.append(1)
+    elif p[0] == "int":
+      src += 1
+    elif p[0] == "array":
+      shape.extend(y.shape[src:src + extra])
+      src += extra
+    else:
+      shape.append(y.shape[src])
+      src += 1
+  if list(shape) != list(y.shape):
+    y = jnp.reshape(y, shape)
+  return y
+
+
+Array.__getitem__ = _getitem
+
+
+def _dynamic_index(self, idx):
+  """x[i] with a traced integer i: a dynamic slice of one row."""
+  from partix._src import lax_ops
+  i = asarray(idx)
+  i = jnp.where(i < 0, i + self.shape[0], i)
+  row = lax_ops.dynamic_slice_in_dim(self, i, 1, 0)
+  return jnp.squeeze(row, 0)
+
+
+def _getitem_entry(self, idx):
+  if isinstance(idx, Array) and idx.ndim == 0 and dtypes.is_int(idx.dtype):
+    return _dynamic_index(self, idx)
+  return _getitem(self, idx)
+
+
+Array.__getitem__ = _getitem_entry
+
+
+def _setitem(self, idx, value):
+  raise PartixError("[Array.__setitem__] partix arrays are immutable; use x.at[idx].set(value)")
+
+
+Array.__setitem__ = _setitem
+
+
+class _IndexUpdateHelper:
+  __slots__ = ("x",)
+
+  def __init__(self, x):
+    self.x = x
+
+  def __getitem__(self, idx):
+    return _IndexUpdateRef(self.x, idx)
+
+
+class _IndexUpdateRef:
+  """x.at[idx]: .get(), .set(v), .add(v), .multiply(v), .min(v), .max(v) (JAX's names)."""
+  __slots__ = ("x", "idx")
+
+  def __init__(self, x, idx):
+    self.x, self.idx = x, idx
+
+  def get(self, **kw):
+    return self.x[self.idx]
+
+  def _region(self):
+    """(starts, sizes, reshape_to) for an index of ints and unit-step slices, or None."""
+    x = self.x
+    items = _index_tuple(self.idx, x.ndim)
+    starts, sizes, view = [], [], []
+    dim = 0
+    for it in items:
+      if it is None:
+        return None
+      size = x.shape[dim]
+      if _is_int(it):
+        i = int(it)
+        if i < -size or i >= size:
+          raise PartixError(f"[Array.at] index {i} is out of bounds for axis {dim} of size {size}")
+        starts.append(i % size), sizes.append(1)
+      elif isinstance(it, slice) and (it.step in (None, 1)):
+        a, b, _ = it.indices(size)
+        starts.append(a), sizes.append(max(0, b - a)), view.append(max(0, b - a))
+      elif isinstance(it, Array) and it.ndim == 0 and dtypes.is_int(it.dtype):
+        starts.append(jnp.where(it < 0, it + size, it)), sizes.append(1)
+      else:
+        return None
+      dim += 1
+    return starts, sizes
+
+  def _scatter(self, value, combine, api):
+    x = self.x
+    region = self._region()
+    if region is None:
+      # An integer-array index on the first axis: scatter-add of rows.
+      items = self.idx if isinstance(self.idx, tuple) else (self.idx,)
+      if len(items) == 1 and isinstance(items[0], (Array, np.ndarray, list)) and api == "add":
+        idx = asarray(items[0])
+        upd = jnp.broadcast_to(asarray(value, x.dtype), idx.shape + x.shape[1:])
+        return Array(_core.scatter_add(x._a, idx._a, upd._a, 0))
+      raise PartixError(f"[Array.at[].{api}] supports ints, unit-step slices and traced int "
+                        "scalars (and integer arrays on axis 0 for add); got index "
+                        f"{self.idx!r}")
+    starts, sizes = region
+    from partix._src import lax_ops
+    cur = lax_ops.dynamic_slice(x, starts, sizes)
+    v = jnp.broadcast_to(jnp.reshape(asarray(value, x.dtype), _squeezed_shape(value, sizes)),
+                         sizes) if not _fits(value, sizes) else jnp.broadcast_to(
+                             asarray(value, x.dtype), sizes)
+    new = combine(cur, v)
+    return lax_ops.dynamic_update_slice(x, jnp.astype(new, x.dtype), starts)
+
+  def set(self, values, **kw):
+    return self._scatter(values, lambda cur, v: v, "set")
+
+  def add(self, values, **kw):
+    return self._scatter(values, lambda cur, v: cur + v, "add")
+
+  def subtract(self, values, **kw):
+    return self._scatter(values, lambda cur, v: cur - v, "subtract")
+
+  def multiply(self, values, **kw):
+    return self._scatter(values, lambda cur, v: cur * v, "multiply")
+
+  mul = multiply
+
+  def divide(self, values, **kw):
+    return self._scatter(values, lambda cur, v: cur / v, "divide")
+
+  def min(self, values, **kw):
+    return self._scatter(values, jnp.minimum, "min")
+
+  def max(self, values, **kw):
+    return self._scatter(values, jnp.maximum, "max")
+
+
+def _fits(value, sizes):
+  try:
+    np.broadcast_shapes(np.shape(value), tuple(sizes))
+    return True
+  except ValueError:
+    return False
+
+
+def _squeezed_shape(value, sizes):
+  # value given without the integer-indexed (size 1) axes: put them back.
+  shape = list(np.shape(value))
+  out = []
+  for s in sizes:
+    if s == 1 and (not shape or shape[0] != 1):
+      out.append(1)
+    else:
+      out.append(shape.pop(0) if shape else s)
+  return out
+
+
+Array.at = property(lambda self: _IndexUpdateHelper(self))

@@ -1,0 +1,298 @@
+"""The Array type over partix._core.Array, and the conversions every module shares."""
+import numbers
+import os
+import re
+
+import numpy as np
+
+from partix import _core
+from partix._src import dtypes
+
+PartixError = _core.PartixError
+
+
+def _init_from_environment():
+  """Sets the number of virtual CPU devices the way JAX programs do, before first use:
+  PARTIX_NUM_CPU_DEVICES, else XLA_FLAGS' --xla_force_host_platform_device_count, else
+  JAX_NUM_CPU_DEVICES (the C++ library reads PARTIX_NUM_CPU_DEVICES itself)."""
+  if _core.is_initialized() or os.environ.get("PARTIX_NUM_CPU_DEVICES"):
+    return
+  m = re.search(r"--xla_force_host_platform_device_count=(\d+)", os.environ.get("XLA_FLAGS", ""))
+  n = m.group(1) if m else os.environ.get("JAX_NUM_CPU_DEVICES")
+  if n:
+    os.environ["PARTIX_NUM_CPU_DEVICES"] = n
+
+
+class Array:
+  """A global array over the devices of its sharding (jax.Array). Inside jit, grad, shard_map
+  and control-flow bodies the same type stands for a traced value."""
+  __slots__ = ("_a", "__weakref__")
+  __array_priority__ = 100
+
+  def __init__(self, core_array):
+    self._a = core_array
+
+  # ---- metadata ----
+  @property
+  def shape(self):
+    return tuple(self._a.shape)
+
+  @property
+  def dtype(self):
+    return dtypes.from_core(self._a.dtype)
+
+  @property
+  def ndim(self):
+    return self._a.ndim
+
+  @property
+  def size(self):
+    return self._a.size
+
+  @property
+  def nbytes(self):
+    return self._a.nbytes
+
+  @property
+  def itemsize(self):
+    return self.dtype.itemsize
+
+  @property
+  def sharding(self):
+    from partix._src.sharding import NamedSharding
+    return NamedSharding._wrap(self._a.sharding())
+
+  @property
+  def addressable_shards(self):
+    from partix._src.sharding import Device
+    return [Shard(Device._wrap(d), tuple(slice(a, b) for a, b in idx), r, Array(data))
+            for d, idx, r, data in self._a.addressable_shards()]
+
+  @property
+  def global_shards(self):
+    return self.addressable_shards
+
+  @property
+  def is_fully_addressable(self):
+    return self._a.is_fully_addressable()
+
+  @property
+  def is_fully_replicated(self):
+    return self.sharding.is_fully_replicated
+
+  def devices(self):
+    return self.sharding.device_set
+
+  @property
+  def committed(self):
+    return self._a.committed()
+
+  def is_deleted(self):
+    return self._a.is_deleted()
+
+  def block_until_ready(self):
+    return self  # partix's runs are synchronous: results are ready when returned
+
+  def copy_to_host_async(self):
+    return None
+
+  def delete(self):
+    self._a = _core.Array.__new__(_core.Array)
+
+  # ---- host values ----
+  def __array__(self, dtype=None, copy=None):
+    out = to_numpy(self)
+    return out if dtype is None else out.astype(dtype, copy=False)
+
+  def tolist(self):
+    return to_numpy(self).tolist()
+
+  def item(self, *args):
+    return to_numpy(self).item(*args)
+
+  def _concrete(self, what):
+    if self._a.is_tracer():
+      raise PartixError(
+          f"[{what}] a traced value ({self._aval_str()}) was used as a Python {what.split('.')[-1]}"
+          " inside jit/grad/shard_map/a loop body: its value is not known while tracing. Use "
+          "lax.cond / jnp.where for data-dependent choices, or static_argnums for Python values")
+    return to_numpy(self)
+
+  def __bool__(self):
+    return bool(self._concrete("Array.__bool__"))
+
+  def __int__(self):
+    return int(self._concrete("Array.__int__"))
+
+  def __float__(self):
+    return float(self._concrete("Array.__float__"))
+
+  def __complex__(self):
+    return complex(self._concrete("Array.__complex__"))
+
+  def __index__(self):
+    if not dtypes.is_int(self.dtype):
+      raise PartixError(f"[Array.__index__] only integer scalars are indices, got {self._aval_str()}")
+    return int(self._concrete("Array.__index__"))
+
+  def __len__(self):
+    if self.ndim == 0:
+      raise PartixError("[Array.__len__] len() of a 0-d array")
+    return self.shape[0]
+
+  def __iter__(self):
+    if self.ndim == 0:
+      raise PartixError("[Array.__iter__] iteration over a 0-d array")
+    return (self[i] for i in range(self.shape[0]))
+
+  def __hash__(self):
+    raise TypeError("unhashable type: partix Array")
+
+  def _aval_str(self):
+    return f"{self._a.dtype}[{','.join(str(d) for d in self.shape)}]"
+
+  def __repr__(self):
+    if self._a.is_tracer():
+      return f"Traced<{self._aval_str()}>"
+    if self._a.is_abstract():
+      return f"ShapeDtypeStruct({self._aval_str()})"
+    if self._a.is_deleted():
+      return f"Array(<deleted {self._aval_str()}>)"
+    if isinstance(self.dtype, dtypes.QuantizedDType):
+      return f"Array(<{self._aval_str()}>)"
+    body = np.array2string(to_numpy(self), separator=", ", prefix="Array(")
+    return f"Array({body}, dtype={self.dtype.name})"
+
+  __str__ = __repr__
+
+  def __format__(self, spec):
+    if self.ndim == 0 and not self._a.is_tracer():
+      return format(to_numpy(self).item(), spec)
+    return repr(self)
+
+  def __reduce__(self):  # pickling: the host value
+    return (asarray, (to_numpy(self),))
+
+  def __dlpack__(self, *a, **k):
+    return to_numpy(self).__dlpack__(*a, **k)
+
+
+class Shard:
+  """One device's block of an Array (jax.Shard)."""
+  __slots__ = ("device", "index", "replica_id", "data")
+
+  def __init__(self, device, index, replica_id, data):
+    self.device, self.index, self.replica_id, self.data = device, index, replica_id, data
+
+  def __repr__(self):
+    return f"Shard(device={self.device!r}, index={self.index}, replica_id={self.replica_id}, " \
+           f"data={self.data._aval_str()})"
+
+
+def to_numpy(x):
+  a = x._a
+  if isinstance(x.dtype, dtypes.QuantizedDType):
+    raise PartixError(f"[Array.__array__] a quantized array ({x._aval_str()}) has no numpy "
+                      "form; astype it to float32 first")
+  if a.is_tracer():
+    x._concrete("Array.__array__")
+  out = np.empty(x.shape, dtype=x.dtype)
+  if out.size:
+    a.copy_to(out.reshape(-1).view(np.uint8))
+  return out
+
+
+def wrap(a):
+  return Array(a)
+
+
+def _from_numpy(x, dt):
+  x = np.ascontiguousarray(x, dtype=dt)
+  flat = x.reshape(-1).view(np.uint8) if x.size else np.zeros(0, np.uint8)
+  return _core.from_host(flat, list(x.shape), dtypes.to_core(x.dtype, "asarray"))
+
+
+def core(x, dtype=None, api="asarray"):
+  """x (an Array, numpy array, Python scalar, or nested list) as a partix._core.Array; host
+  data is converted as JAX converts it (64-bit types to 32-bit unless dtype says otherwise)."""
+  if isinstance(x, Array):
+    if dtype is not None and dtypes.to_core(dtype, api) != x._a.dtype:
+      return _core.astype(x._a, dtypes.to_core(dtype, api))
+    return x._a
+  if isinstance(x, _core.Array):
+    return x
+  if dtype is None:
+    if isinstance(x, bool):
+      return _core.scalar_bool(x)
+    if isinstance(x, numbers.Integral) and not isinstance(x, np.generic):
+      return _core.scalar_i32(int(x))
+    if isinstance(x, numbers.Real) and not isinstance(x, np.generic):
+      return _core.scalar_f32(float(x))
+  if isinstance(x, (str, bytes)) or x is None or callable(x) and not hasattr(x, "__array__"):
+    raise PartixError(f"[{api}] {x!r} ({type(x).__name__}) is not an array: partix arrays are "
+                      "made from Arrays, numpy arrays, Python numbers and nested lists of them")
+  try:
+    if isinstance(x, (list, tuple)) and any(isinstance(e, Array) for e in _walk(x)):
+      from partix import numpy as jnp
+      return jnp.stack([jnp.asarray(e) for e in x])._a if dtype is None else \
+          jnp.stack([jnp.asarray(e, dtype) for e in x])._a
+    arr = np.asarray(x)
+  except (ValueError, TypeError) as e:
+    raise PartixError(f"[{api}] {type(x).__name__} cannot be converted to an array: {e}") from None
+  if arr.dtype == object or arr.dtype.kind in "USVOMmc":
+    raise PartixError(f"[{api}] {type(x).__name__} of numpy dtype {arr.dtype} is not an array "
+                      "partix can hold")
+  dt = dtypes.dtype(dtype) if dtype is not None else dtypes.canonicalize(arr.dtype)
+  if isinstance(dt, dtypes.QuantizedDType):
+    raise PartixError(f"[{api}] host data cannot be converted to quantized {dt.name}; load "
+                      "quantized weights from a GGUF file")
+  return _from_numpy(arr, dt)
+
+
+def _walk(x):
+  for e in x:
+    if isinstance(e, (list, tuple)):
+      yield from _walk(e)
+    else:
+      yield e
+
+
+def asarray(x, dtype=None):
+  return x if isinstance(x, Array) and dtype is None else Array(core(x, dtype))
+
+
+def is_weak_scalar(x):
+  return isinstance(x, (bool, int, float)) and not isinstance(x, np.generic) or (
+      isinstance(x, numbers.Number) and not isinstance(x, (np.generic, complex)))
+
+
+def promote_pair(x, y, api):
+  """Two operands as _core Arrays of one dtype, by JAX's rules: Python scalars are weakly
+  typed (they take the array's dtype, and int arrays become float32 for a float scalar)."""
+  xw, yw = is_weak_scalar(x), is_weak_scalar(y)
+  if xw and yw:
+    return core(x, api=api), core(y, api=api)
+  if xw or yw:
+    arr, s = (y, x) if xw else (x, y)
+    a = core(arr, api=api)
+    dt = a.dtype
+    if isinstance(s, bool):
+      pass
+    elif isinstance(s, numbers.Integral):
+      if dt == "bool":
+        a, dt = _core.astype(a, "i32"), "i32"
+    elif isinstance(s, numbers.Real):
+      if dt in ("bool", "i32", "i64"):
+        a, dt = _core.astype(a, "f32"), "f32"
+    else:
+      raise PartixError(f"[{api}] {s!r} of type {type(s).__name__} is not supported")
+    sv = _core.full([], float(s), dt, None) if dt != "bool" else _core.scalar_bool(bool(s))
+    return (sv, a) if xw else (a, sv)
+  a, b = core(x, api=api), core(y, api=api)
+  if a.dtype != b.dtype:
+    dt = _core.promote_types(a.dtype, b.dtype)
+    if a.dtype != dt:
+      a = _core.astype(a, dt)
+    if b.dtype != dt:
+      b = _core.astype(b, dt)
+  return a, b

@@ -1,0 +1,120 @@
+"""dtypes: numpy's dtype objects (ml_dtypes for bfloat16) and partix's names for them."""
+import ml_dtypes
+import numpy as np
+
+bfloat16 = ml_dtypes.bfloat16
+
+
+class QuantizedDType:
+  """A block-quantized storage dtype (GGUF's layouts): q8_0, q4_0, q4_1, q4_k, q6_k."""
+  __slots__ = ("name",)
+
+  def __init__(self, name):
+    self.name = name
+
+  def __repr__(self):
+    return f"dtype({self.name})"
+
+  def __eq__(self, other):
+    return isinstance(other, QuantizedDType) and other.name == self.name
+
+  def __hash__(self):
+    return hash(("quantized", self.name))
+
+  itemsize = property(lambda self: None)
+  kind = "V"
+
+
+q8_0, q4_0, q4_1, q4_k, q6_k = (QuantizedDType(n) for n in ("q8_0", "q4_0", "q4_1", "q4_k", "q6_k"))
+
+_TO_CORE = {
+    np.dtype(np.bool_): "bool", np.dtype(np.int32): "i32", np.dtype(np.int64): "i64",
+    np.dtype(np.float16): "f16", np.dtype(bfloat16): "bf16", np.dtype(np.float32): "f32",
+    np.dtype(np.float64): "f64",
+}
+_FROM_CORE = {v: k for k, v in _TO_CORE.items()}
+for _q in (q8_0, q4_0, q4_1, q4_k, q6_k):
+  _FROM_CORE[_q.name] = _q
+# What JAX does without x64: host data of these types becomes 32-bit.
+_CANONICAL = {np.dtype(np.float64): np.dtype(np.float32), np.dtype(np.int64): np.dtype(np.int32),
+              np.dtype(np.uint32): np.dtype(np.int32), np.dtype(np.int16): np.dtype(np.int32),
+              np.dtype(np.int8): np.dtype(np.int32), np.dtype(np.uint8): np.dtype(np.int32),
+              np.dtype(np.uint16): np.dtype(np.int32), np.dtype(np.uint64): np.dtype(np.int32)}
+
+
+def dtype(x):
+  """The dtype of x (an Array, numpy array, dtype, type or name) as a numpy dtype."""
+  if isinstance(x, QuantizedDType):
+    return x
+  if isinstance(x, str) and x in _FROM_CORE:
+    return _FROM_CORE[x]
+  if hasattr(x, "dtype") and not isinstance(x, type):
+    return dtype(x.dtype)
+  if isinstance(x, bool):
+    return np.dtype(np.bool_)
+  if isinstance(x, int):
+    return np.dtype(np.int32)
+  if isinstance(x, float):
+    return np.dtype(np.float32)
+  try:
+    return np.dtype(x)
+  except TypeError as e:
+    from partix._src.core import PartixError
+    raise PartixError(f"[dtype] {x!r} is not a dtype") from e
+
+
+def to_core(d, api="dtype"):
+  """partix's name for dtype d ('f32', 'bf16', ...)."""
+  if d is None:
+    return None
+  if isinstance(d, QuantizedDType):
+    return d.name
+  nd = dtype(d)
+  name = _TO_CORE.get(nd)
+  if name is None:
+    from partix._src.core import PartixError
+    raise PartixError(f"[{api}] dtype {nd} is not supported by partix "
+                      "(bool, int32, int64, float16, bfloat16, float32, float64)")
+  return name
+
+
+def from_core(name):
+  return _FROM_CORE[name]
+
+
+def canonicalize(d):
+  d = dtype(d)
+  return _CANONICAL.get(d, d)
+
+
+def issubdtype(a, b):
+  if isinstance(a, QuantizedDType):
+    return False
+  if b is bfloat16 or (isinstance(b, np.dtype) and b == np.dtype(bfloat16)):
+    return dtype(a) == np.dtype(bfloat16)
+  if dtype(a) == np.dtype(bfloat16):
+    return b in (np.floating, np.inexact, np.number, np.generic)
+  return np.issubdtype(dtype(a), b)
+
+
+def is_float(d):
+  return to_core(d) in ("f16", "bf16", "f32", "f64")
+
+
+def is_int(d):
+  return to_core(d) in ("i32", "i64")
+
+
+class finfo:
+  def __init__(self, d):
+    nd = dtype(d)
+    f = ml_dtypes.finfo(nd) if nd == np.dtype(bfloat16) else np.finfo(nd)
+    self.dtype, self.bits, self.eps, self.max, self.min, self.tiny = (
+        nd, f.bits, f.eps, f.max, f.min, f.tiny)
+    self.smallest_normal = f.tiny
+
+
+class iinfo:
+  def __init__(self, d):
+    f = np.iinfo(dtype(d))
+    self.dtype, self.bits, self.max, self.min = dtype(d), f.bits, f.max, f.min

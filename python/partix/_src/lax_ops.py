@@ -1,0 +1,436 @@
+"""partix.lax: JAX's lax names over the C++ ops: dynamic slices, top_k, the collectives of
+shard_map bodies, and control flow (scan, fori_loop, while_loop, cond, switch, map)."""
+import numpy as np
+
+from partix import _core
+from partix._src import dtypes
+from partix._src import numpy_ops as jnp
+from partix._src import tree_util as tu
+from partix._src.api import _keep_tree, _out_leaves, _trees, with_sharding_constraint  # noqa
+from partix._src.core import Array, PartixError, asarray, core, wrap
+
+
+def _idx(i, api):
+  a = asarray(i)
+  if not dtypes.is_int(a.dtype) or a.ndim != 0:
+    raise PartixError(f"[{api}] start indices must be integer scalars, got {a._aval_str()}")
+  return a._a if a._a.dtype == "i32" else _core.astype(a._a, "i32")
+
+
+def dynamic_slice(operand, start_indices, slice_sizes):
+  x = asarray(operand)
+  if len(start_indices) != x.ndim or len(slice_sizes) != x.ndim:
+    raise PartixError(f"[dynamic_slice] needs {x.ndim} start indices and slice sizes, got "
+                      f"{len(start_indices)} and {len(slice_sizes)}")
+  return Array(_core.dynamic_slice(x._a, [_idx(i, "dynamic_slice") for i in start_indices],
+                                   [int(s) for s in slice_sizes]))
+
+
+def dynamic_slice_in_dim(operand, start_index, slice_size, axis=0):
+  x = asarray(operand)
+  axis = jnp._norm_axis(axis, x.ndim, "dynamic_slice_in_dim")
+  starts = [0] * x.ndim
+  starts[axis] = start_index
+  sizes = list(x.shape)
+  sizes[axis] = slice_size
+  return dynamic_slice(x, starts, sizes)
+
+
+def dynamic_index_in_dim(operand, index, axis=0, keepdims=True):
+  out = dynamic_slice_in_dim(operand, index, 1, axis)
+  return out if keepdims else jnp.squeeze(out, axis)
+
+
+def dynamic_update_slice(operand, update, start_indices):
+  x, u = asarray(operand), asarray(update)
+  if u.dtype != x.dtype:
+    u = jnp.astype(u, x.dtype)
+  if len(start_indices) != x.ndim:
+    raise PartixError(f"[dynamic_update_slice] needs {x.ndim} start indices, got "
+                      f"{len(start_indices)}")
+  return Array(_core.dynamic_update_slice(
+      x._a, u._a, [_idx(i, "dynamic_update_slice") for i in start_indices]))
+
+
+def dynamic_update_slice_in_dim(operand, update, start_index, axis):
+  x = asarray(operand)
+  axis = jnp._norm_axis(axis, x.ndim, "dynamic_update_slice_in_dim")
+  starts = [0] * x.ndim
+  starts[axis] = start_index
+  return dynamic_update_slice(x, update, starts)
+
+
+def dynamic_update_index_in_dim(operand, update, index, axis):
+  u = asarray(update)
+  x = asarray(operand)
+  if u.ndim == x.ndim - 1:
+    u = jnp.expand_dims(u, axis)
+  return dynamic_update_slice_in_dim(x, u, index, axis)
+
+
+def slice(operand, start_indices, limit_indices, strides=None):
+  x = asarray(operand)
+  strides = [1] * x.ndim if strides is None else list(strides)
+  return Array(_core.slice(x._a, list(start_indices), list(limit_indices), strides))
+
+
+slice_in_dim = jnp.slice_in_dim
+
+
+def index_in_dim(operand, index, axis=0, keepdims=True):
+  out = jnp.slice_in_dim(operand, index, index + 1, axis=axis)
+  return out if keepdims else jnp.squeeze(out, axis)
+
+
+def top_k(operand, k):
+  x = asarray(operand)
+  if not isinstance(k, (int, np.integer)) or k < 0 or k > x.shape[-1]:
+    raise PartixError(f"[top_k] k={k!r} must be an int in [0, {x.shape[-1]}]")
+  v, i = _core.top_k(x._a, int(k))
+  return Array(v), Array(i)
+
+
+def sort(operand, dimension=-1, is_stable=True, num_keys=1):
+  return jnp.sort(operand, dimension)
+
+
+def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None,
+                out_sharding=None):
+  (lc, rc), (lb, rb) = dimension_numbers
+  a, b = asarray(lhs), asarray(rhs)
+  from partix._src.core import promote_pair
+  x, y = promote_pair(a, b, "dot_general")
+  out = Array(_core.dot_general(x, y, list(lc), list(rc), list(lb), list(rb),
+                                dtypes.to_core(preferred_element_type)
+                                if preferred_element_type is not None else None))
+  if out_sharding is not None:
+    from partix._src.api import _constrain
+    out = _constrain(out, out_sharding, "dot_general")
+  return out
+
+
+def dot(lhs, rhs, precision=None, preferred_element_type=None):
+  return jnp.dot(lhs, rhs, preferred_element_type=preferred_element_type)
+
+
+def broadcast_in_dim(operand, shape, broadcast_dimensions, out_sharding=None):
+  x = asarray(operand)
+  return Array(_core.broadcast_in_dim(x._a, list(shape), list(broadcast_dimensions)))
+
+
+def broadcast(operand, sizes):
+  x = asarray(operand)
+  return broadcast_in_dim(x, tuple(sizes) + x.shape,
+                          list(range(len(sizes), len(sizes) + x.ndim)))
+
+
+def iota(dtype, size):
+  return Array(_core.iota([int(size)], 0, dtypes.to_core(dtype, "iota")))
+
+
+def broadcasted_iota(dtype, shape, dimension):
+  return Array(_core.iota(list(shape), int(dimension), dtypes.to_core(dtype, "broadcasted_iota")))
+
+
+def pad(operand, padding_value, padding_config):
+  x = asarray(operand)
+  lo, hi = [], []
+  for a, b, interior in padding_config:
+    if interior:
+      raise PartixError("[pad] interior padding is not supported")
+    lo.append(int(a)), hi.append(int(b))
+  return Array(_core.pad(x._a, lo, hi, float(padding_value)))
+
+
+def convert_element_type(operand, new_dtype):
+  return jnp.astype(operand, new_dtype)
+
+
+def reshape(operand, new_sizes, dimensions=None, out_sharding=None):
+  x = asarray(operand)
+  if dimensions is not None:
+    x = jnp.transpose(x, dimensions)
+  return jnp.reshape(x, new_sizes, out_sharding=out_sharding)
+
+
+def transpose(operand, permutation):
+  return jnp.transpose(operand, permutation)
+
+
+def squeeze(array, dimensions):
+  return jnp.squeeze(array, tuple(dimensions))
+
+
+def expand_dims(array, dimensions):
+  return jnp.expand_dims(array, tuple(dimensions))
+
+
+def concatenate(operands, dimension):
+  return jnp.concatenate(operands, dimension)
+
+
+def select(pred, on_true, on_false):
+  return jnp.where(pred, on_true, on_false)
+
+
+def stop_gradient(x):
+  return tu.tree_map(lambda a: Array(_core.stop_gradient(core(a))), x)
+
+
+def rsqrt(x):
+  return Array(_core.rsqrt(core(x)))
+
+
+def logistic(x):
+  return Array(_core.logistic(core(x)))
+
+
+def erf(x):
+  return Array(_core.erf(core(x)))
+
+
+def erf_inv(x):
+  return Array(_core.erf_inv(core(x)))
+
+
+exp, log, sin, cos, tanh, sqrt, abs, sign = (jnp.exp, jnp.log, jnp.sin, jnp.cos, jnp.tanh,
+                                             jnp.sqrt, jnp.abs, jnp.sign)
+floor, ceil, round, square = jnp.floor, jnp.ceil, jnp.round, jnp.square
+add, sub, mul, div, max, min = (jnp.add, jnp.subtract, jnp.multiply, jnp.true_divide,
+                                jnp.maximum, jnp.minimum)
+neg, pow, integer_pow = jnp.negative, jnp.power, jnp.power
+eq, ne, lt, le, gt, ge = (jnp.equal, jnp.not_equal, jnp.less, jnp.less_equal, jnp.greater,
+                          jnp.greater_equal)
+
+
+def reduce_sum(operand, axes):
+  return jnp.sum(operand, axis=tuple(axes))
+
+
+def reduce_max(operand, axes):
+  return jnp.max(operand, axis=tuple(axes))
+
+
+def reduce_min(operand, axes):
+  return jnp.min(operand, axis=tuple(axes))
+
+
+def cumsum(operand, axis=0, reverse=False):
+  x = asarray(operand)
+  return Array(_core.cumsum(x._a, jnp._norm_axis(axis, x.ndim, "cumsum"), bool(reverse)))
+
+
+def argmax(operand, axis, index_dtype=np.int32):
+  return jnp.astype(jnp.argmax(operand, axis), index_dtype)
+
+
+def argmin(operand, axis, index_dtype=np.int32):
+  return jnp.astype(jnp.argmin(operand, axis), index_dtype)
+
+
+# ---- collectives (inside shard_map) ----
+
+def _names(axis_name, api):
+  if isinstance(axis_name, str):
+    return [axis_name]
+  if isinstance(axis_name, (tuple, list)) and axis_name and all(isinstance(a, str)
+                                                                for a in axis_name):
+    return list(axis_name)
+  raise PartixError(f"[{api}] axis_name {axis_name!r} is not a mesh axis name or a tuple of names")
+
+
+def _tree_collective(api, f):
+  def op(x, axis_name, **kw):
+    names = _names(axis_name, api)
+    return tu.tree_map(lambda a: Array(f(core(a, api=api), names, **kw)), x)
+  op.__name__ = api
+  return op
+
+
+psum = _tree_collective("psum", lambda a, n: _core.psum(a, n))
+pmean = _tree_collective("pmean", lambda a, n: _core.pmean(a, n))
+pmax = _tree_collective("pmax", lambda a, n: _core.pmax(a, n))
+pmin = _tree_collective("pmin", lambda a, n: _core.pmin(a, n))
+pvary = _tree_collective("pvary", lambda a, n: _core.pvary(a, n))
+pcast = None
+
+
+def all_gather(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False):
+  if axis_index_groups is not None:
+    raise PartixError("[all_gather] axis_index_groups is not supported")
+  names = _names(axis_name, "all_gather")
+  return tu.tree_map(lambda a: Array(_core.all_gather(
+      core(a), names, jnp._norm_axis(axis, asarray(a).ndim + (0 if tiled else 1), "all_gather"),
+      bool(tiled))), x)
+
+
+def psum_scatter(x, axis_name, *, scatter_dimension=0, axis_index_groups=None, tiled=False):
+  names = _names(axis_name, "psum_scatter")
+  return tu.tree_map(lambda a: Array(_core.psum_scatter(core(a), names, int(scatter_dimension),
+                                                        bool(tiled))), x)
+
+
+reduce_scatter = psum_scatter
+
+
+def ppermute(x, axis_name, perm):
+  names = _names(axis_name, "ppermute")
+  try:
+    pairs = [(int(a), int(b)) for a, b in perm]
+  except (TypeError, ValueError):
+    raise PartixError(f"[ppermute] perm {perm!r} is not a list of (source, destination) "
+                      "pairs") from None
+  return tu.tree_map(lambda a: Array(_core.ppermute(core(a), names, pairs)), x)
+
+
+def all_to_all(x, axis_name, split_axis, concat_axis, *, axis_index_groups=None, tiled=False):
+  names = _names(axis_name, "all_to_all")
+  return tu.tree_map(lambda a: Array(_core.all_to_all(core(a), names, int(split_axis),
+                                                      int(concat_axis), bool(tiled))), x)
+
+
+def axis_index(axis_name):
+  return Array(_core.axis_index(_names(axis_name, "axis_index")))
+
+
+def axis_size(axis_name):
+  return _core.axis_size(_names(axis_name, "axis_size"))
+
+
+psum_scatter.__doc__ = "Sums over the group and keeps this device's piece of scatter_dimension."
+
+
+# ---- control flow ----
+
+def _leaves_in(tree, api, what):
+  leaves, treedef = tu.tree_flatten(tree)
+  cores = []
+  for i, x in enumerate(leaves):
+    try:
+      cores.append(core(x, api=api))
+    except PartixError:
+      raise PartixError(f"[{api}] {what} leaf {i} is {x!r} ({type(x).__name__}), not an "
+                        "array") from None
+  return cores, treedef
+
+
+def _check_tree(api, what, got, want):
+  if got != want:
+    raise PartixError(f"[{api}] {what} has structure {got} but the carry has structure {want}")
+
+
+def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpose=False):
+  """lax.scan: carry, ys = f(carry, x) over the leading axis of xs (a pytree)."""
+  init_c, init_t = _leaves_in(init, "scan", "init")
+  xs_c, xs_t = _leaves_in(xs, "scan", "xs")
+  n = -1 if length is None else int(length)
+  if not xs_c and length is None:
+    raise PartixError("[scan] with no xs, give length")
+  ys_tree = []
+
+  def body(tracers):
+    it = iter(wrap(t) for t in tracers)
+    carry = tu.tree_unflatten(init_t, [next(it) for _ in range(init_t.num_leaves)])
+    x = tu.tree_unflatten(xs_t, [next(it) for _ in range(xs_t.num_leaves)])
+    out = f(carry, x)
+    if not (isinstance(out, tuple) and len(out) == 2):
+      raise PartixError(f"[scan] the body must return a pair (carry, y), got "
+                        f"{type(out).__name__}")
+    c_cores, ct = _out_leaves(out[0], "scan")
+    _check_tree("scan", "the body's carry", ct, init_t)
+    y_cores, yt = _out_leaves(out[1], "scan")
+    ys_tree[:] = [yt]
+    return c_cores + y_cores, _keep_tree((ct, yt))
+
+  outs, tid = _core.scan(init_c, xs_c, n, bool(reverse), body)
+  ct, yt = _trees[tid]
+  outs = [Array(o) for o in outs]
+  return (tu.tree_unflatten(ct, outs[:ct.num_leaves]),
+          tu.tree_unflatten(yt, outs[ct.num_leaves:]))
+
+
+def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
+  """lax.fori_loop: body_fun(i, carry) for i in [lower, upper) (static bounds)."""
+  for b in (lower, upper):
+    if isinstance(b, Array):
+      if b._a.is_tracer():
+        raise PartixError("[fori_loop] traced bounds are not supported; use while_loop")
+  lower, upper = int(lower), int(upper)
+  init_c, init_t = _leaves_in(init_val, "fori_loop", "init_val")
+
+  def body(tracers):
+    i = wrap(tracers[0])
+    carry = tu.tree_unflatten(init_t, [wrap(t) for t in tracers[1:]])
+    c_cores, ct = _out_leaves(body_fun(i, carry), "fori_loop")
+    _check_tree("fori_loop", "the body's result", ct, init_t)
+    return c_cores, _keep_tree(ct)
+
+  outs = _core.fori_loop(lower, upper, init_c, body)
+  return tu.tree_unflatten(init_t, [Array(o) for o in outs])
+
+
+def while_loop(cond_fun, body_fun, init_val):
+  """lax.while_loop: while cond_fun(carry): carry = body_fun(carry)."""
+  init_c, init_t = _leaves_in(init_val, "while_loop", "init_val")
+
+  def cond(tracers):
+    carry = tu.tree_unflatten(init_t, [wrap(t) for t in tracers])
+    p = cond_fun(carry)
+    pc = core(p, api="while_loop")
+    if pc.shape or pc.dtype != "bool":
+      raise PartixError(f"[while_loop] cond_fun must return a bool scalar, got "
+                        f"{pc.dtype}{list(pc.shape)}")
+    return [pc], _keep_tree(tu._LEAF)
+
+  def body(tracers):
+    carry = tu.tree_unflatten(init_t, [wrap(t) for t in tracers])
+    c_cores, ct = _out_leaves(body_fun(carry), "while_loop")
+    _check_tree("while_loop", "the body's result", ct, init_t)
+    return c_cores, _keep_tree(ct)
+
+  outs = _core.while_loop(init_c, cond, body)
+  return tu.tree_unflatten(init_t, [Array(o) for o in outs])
+
+
+def cond(pred, true_fun, false_fun, *operands):
+  """lax.cond: true_fun(*operands) if pred else false_fun(*operands)."""
+  p = asarray(pred)
+  if p.ndim != 0:
+    raise PartixError(f"[cond] pred must be a scalar, got {p._aval_str()}")
+  pc = p._a if p._a.dtype == "bool" else _core.ne(p._a, _core.full([], 0.0, p._a.dtype, None))
+  ops_c, ops_t = _leaves_in(operands, "cond", "operand")
+
+  def branch(fn):
+    def tr(tracers):
+      ops = tu.tree_unflatten(ops_t, [wrap(t) for t in tracers])
+      c, t = _out_leaves(fn(*ops), "cond")
+      return c, _keep_tree(t)
+    return tr
+
+  outs, tt, ft = _core.cond(pc, ops_c, branch(true_fun), branch(false_fun))
+  if _trees[tt] != _trees[ft]:
+    raise PartixError(f"[cond] true_fun returns {_trees[tt]} but false_fun returns {_trees[ft]}")
+  return tu.tree_unflatten(_trees[tt], [Array(o) for o in outs])
+
+
+def switch(index, branches, *operands):
+  """lax.switch: branches[clamp(index)](*operands), as nested conds."""
+  if not branches:
+    raise PartixError("[switch] needs at least one branch")
+  i = jnp.clip(asarray(index), 0, len(branches) - 1)
+
+  def build(k):
+    if k == len(branches) - 1:
+      return branches[k]
+    return lambda *ops: cond(i == k, branches[k], build(k + 1), *ops)
+  return build(0)(*operands)
+
+
+def map(f, xs, *, batch_size=None):
+  """lax.map: f over the leading axis of xs, as a scan."""
+  _, ys = scan(lambda c, x: (c, f(x)), (), xs)
+  return ys
+
+
+def associative_scan(fn, elems, reverse=False, axis=0):
+  raise PartixError("[associative_scan] is not supported; use scan")

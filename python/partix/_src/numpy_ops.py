@@ -1,0 +1,935 @@
+"""partix.numpy: numpy's names, signatures, broadcasting and JAX's promotion rules over the
+C++ ops. No numerics here: every function maps to ops of partix._core."""
+import builtins
+import math
+import numbers
+
+import numpy as np
+
+from partix import _core
+from partix._src import dtypes
+from partix._src.core import Array, PartixError, asarray, core, promote_pair
+from partix._src.sharding import to_sharding
+
+newaxis = None
+pi, e, inf, nan, euler_gamma = np.pi, np.e, np.inf, np.nan, np.euler_gamma
+
+
+def _w(a):
+  return Array(a)
+
+
+def _norm_axis(axis, ndim, api):
+  if not isinstance(axis, (int, np.integer)):
+    raise PartixError(f"[{api}] axis {axis!r} is not an int")
+  if axis < -ndim or axis >= builtins.max(ndim, 1) and not (ndim == 0 and axis in (0, -1)):
+    raise PartixError(f"[{api}] axis {axis} is out of range for an array of {ndim} dimensions")
+  return int(axis) % builtins.max(ndim, 1)
+
+
+def _norm_axes(axis, ndim, api):
+  if axis is None:
+    return list(range(ndim))
+  if isinstance(axis, (tuple, list)):
+    out = [_norm_axis(a, ndim, api) for a in axis]
+    if len(set(out)) != len(out):
+      raise PartixError(f"[{api}] repeated axis in {axis}")
+    return out
+  return [_norm_axis(axis, ndim, api)]
+
+
+# ---- creation ----
+
+def _creation_sharding(out_sharding, device, api):
+  s = out_sharding if out_sharding is not None else device
+  s = to_sharding(s, api)
+  return s._s if s is not None else None
+
+
+def _shape(shape, api):
+  if isinstance(shape, (int, np.integer)):
+    shape = (shape,)
+  try:
+    shape = [int(d) for d in shape]
+  except TypeError:
+    raise PartixError(f"[{api}] shape {shape!r} is not a sequence of ints") from None
+  for d in shape:
+    if d < 0:
+      raise PartixError(f"[{api}] negative dimension in shape {tuple(shape)}")
+  return shape
+
+
+def _dt(dtype, default="f32", api="dtype"):
+  return default if dtype is None else dtypes.to_core(dtype, api)
+
+
+def zeros(shape, dtype=None, *, device=None, out_sharding=None):
+  return _w(_core.zeros(_shape(shape, "zeros"), _dt(dtype, api="zeros"),
+                        _creation_sharding(out_sharding, device, "zeros")))
+
+
+def ones(shape, dtype=None, *, device=None, out_sharding=None):
+  return _w(_core.ones(_shape(shape, "ones"), _dt(dtype, api="ones"),
+                       _creation_sharding(out_sharding, device, "ones")))
+
+
+def full(shape, fill_value, dtype=None, *, device=None, out_sharding=None):
+  if isinstance(fill_value, Array) or isinstance(fill_value, np.ndarray) and fill_value.ndim:
+    return broadcast_to(asarray(fill_value, dtype), shape)
+  if dtype is None:
+    dtype = dtypes.dtype(fill_value) if not isinstance(fill_value, np.generic) else \
+        dtypes.canonicalize(fill_value.dtype)
+  return _w(_core.full(_shape(shape, "full"), float(fill_value), _dt(dtype, api="full"),
+                       _creation_sharding(out_sharding, device, "full")))
+
+
+def empty(shape, dtype=None, *, device=None, out_sharding=None):
+  return zeros(shape, dtype, device=device, out_sharding=out_sharding)
+
+
+def zeros_like(a, dtype=None, shape=None, *, device=None, out_sharding=None):
+  return zeros(np.shape(a) if shape is None else shape, dtype or _dtype_of(a), device=device,
+               out_sharding=out_sharding)
+
+
+def ones_like(a, dtype=None, shape=None, *, device=None, out_sharding=None):
+  return ones(np.shape(a) if shape is None else shape, dtype or _dtype_of(a), device=device,
+              out_sharding=out_sharding)
+
+
+def full_like(a, fill_value, dtype=None, shape=None, *, device=None, out_sharding=None):
+  return full(np.shape(a) if shape is None else shape, fill_value, dtype or _dtype_of(a),
+              device=device, out_sharding=out_sharding)
+
+
+empty_like = zeros_like
+
+
+def _dtype_of(a):
+  return a.dtype if hasattr(a, "dtype") else dtypes.dtype(a)
+
+
+def arange(start, stop=None, step=None, dtype=None, *, device=None, out_sharding=None):
+  if stop is None and step is None and isinstance(start, (int, np.integer)) and (
+      dtype is None or dtypes.is_int(dtype) or dtypes.is_float(dtype)):
+    n = int(start)
+    if n < 0:
+      n = 0
+    return _w(_core.arange(n, _dt(dtype, "i32", "arange"),
+                           _creation_sharding(out_sharding, device, "arange")))
+  if stop is None:
+    start, stop = 0, start
+  step = 1 if step is None else step
+  vals = np.arange(start, stop, step)
+  if dtype is None:
+    dtype = dtypes.canonicalize(vals.dtype)
+  out = asarray(vals, dtype)
+  s = _creation_sharding(out_sharding, device, "arange")
+  return out if s is None else _w(_core.device_put(out._a, s))
+
+
+def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0):
+  vals = np.linspace(start, stop, num, endpoint=endpoint, dtype=np.float64)
+  out = asarray(vals, dtype or np.float32)
+  return (out, (stop - start) / builtins.max(num - int(endpoint), 1)) if retstep else out
+
+
+def eye(N, M=None, k=0, dtype=None):
+  M = N if M is None else M
+  r = _w(_core.iota([N, M], 0, "i32"))
+  c = _w(_core.iota([N, M], 1, "i32"))
+  return astype(equal(c - r, k), dtype or np.float32)
+
+
+def identity(n, dtype=None):
+  return eye(n, dtype=dtype)
+
+
+def tri(N, M=None, k=0, dtype=None):
+  M = N if M is None else M
+  r = _w(_core.iota([N, M], 0, "i32"))
+  c = _w(_core.iota([N, M], 1, "i32"))
+  return astype(less_equal(c, r + k), dtype or np.float32)
+
+
+def tril(m, k=0):
+  m = asarray(m)
+  mask = tri(m.shape[-2], m.shape[-1], k, dtype=bool)
+  return where(mask, m, zeros_like(m))
+
+
+def triu(m, k=0):
+  m = asarray(m)
+  mask = tri(m.shape[-2], m.shape[-1], k - 1, dtype=bool)
+  return where(mask, zeros_like(m), m)
+
+
+def array(object, dtype=None, copy=True, order=None, ndmin=0, *, device=None,
+          out_sharding=None):
+  out = asarray(object, dtype)
+  while out.ndim < ndmin:
+    out = expand_dims(out, 0)
+  s = _creation_sharding(out_sharding, device, "array")
+  return out if s is None else _w(_core.device_put(out._a, s))
+
+
+def asarray_(a, dtype=None, order=None, *, copy=None, device=None, out_sharding=None):
+  out = asarray(a, dtype)
+  s = _creation_sharding(out_sharding, device, "asarray")
+  return out if s is None else _w(_core.device_put(out._a, s))
+
+
+# ---- elementwise ----
+
+def _unary(name, f):
+  def op(x, /):
+    a = core(x, api=name)
+    if name in _FLOAT_UNARY and a.dtype in ("bool", "i32", "i64"):
+      a = _core.astype(a, "f32")
+    return _w(f(a))
+  op.__name__ = name
+  op.__doc__ = f"numpy.{name}, elementwise."
+  return op
+
+
+_FLOAT_UNARY = {"exp", "log", "sin", "cos", "tanh", "sqrt", "rsqrt", "log1p", "expm1", "erf",
+                "erf_inv", "logistic", "floor", "ceil", "round"}
+exp = _unary("exp", _core.exp)
+log = _unary("log", _core.log)
+sin = _unary("sin", _core.sin)
+cos = _unary("cos", _core.cos)
+tanh = _unary("tanh", _core.tanh)
+sqrt = _unary("sqrt", _core.sqrt)
+log1p = _unary("log1p", _core.log1p)
+expm1 = _unary("expm1", _core.expm1)
+abs = _unary("abs", _core.abs)
+absolute = abs
+sign = _unary("sign", _core.sign)
+floor = _unary("floor", _core.floor)
+ceil = _unary("ceil", _core.ceil)
+square = _unary("square", _core.square)
+negative = _unary("negative", _core.neg)
+logical_not = _unary("logical_not", _core.logical_not)
+
+
+def round(a, decimals=0):
+  if decimals:
+    s = 10.0 ** decimals
+    return _unary("round", _core.round)(asarray(a) * s) / s
+  return _unary("round", _core.round)(a)
+
+
+around = round
+rint = round
+
+
+def tan(x):
+  return sin(x) / cos(x)
+
+
+def exp2(x):
+  return exp(asarray(x) * math.log(2.0))
+
+
+def log2(x):
+  return log(x) / math.log(2.0)
+
+
+def log10(x):
+  return log(x) / math.log(10.0)
+
+
+def reciprocal(x):
+  return 1.0 / asarray(x)
+
+
+def positive(x):
+  return asarray(x)
+
+
+def sinh(x):
+  x = asarray(x)
+  return (exp(x) - exp(-x)) / 2.0
+
+
+def cosh(x):
+  x = asarray(x)
+  return (exp(x) + exp(-x)) / 2.0
+
+
+def _binary(name, f, scalar_f=None):
+  def op(x1, x2, /):
+    a, b = promote_pair(x1, x2, name)
+    return _w(f(a, b))
+  op.__name__ = name
+  op.__doc__ = f"numpy.{name}, elementwise with broadcasting."
+  return op
+
+
+add = _binary("add", _core.add)
+subtract = _binary("subtract", _core.sub)
+multiply = _binary("multiply", _core.mul)
+maximum = _binary("maximum", _core.maximum)
+minimum = _binary("minimum", _core.minimum)
+less = _binary("less", _core.lt)
+less_equal = _binary("less_equal", _core.le)
+greater = _binary("greater", _core.gt)
+greater_equal = _binary("greater_equal", _core.ge)
+equal = _binary("equal", _core.eq)
+not_equal = _binary("not_equal", _core.ne)
+logical_and = _binary("logical_and", _core.logical_and)
+logical_or = _binary("logical_or", _core.logical_or)
+remainder = _binary("remainder", _core.remainder)
+mod = remainder
+floor_divide = _binary("floor_divide", _core.floor_divide)
+power = _binary("power", _core.pow)
+pow = power
+
+
+def true_divide(x1, x2, /):
+  a, b = promote_pair(x1, x2, "divide")
+  if a.dtype in ("bool", "i32", "i64"):
+    a, b = _core.astype(a, "f32"), _core.astype(b, "f32")
+  return _w(_core.div(a, b))
+
+
+divide = true_divide
+
+
+def logical_xor(x1, x2, /):
+  return not_equal(astype(x1, bool), astype(x2, bool))
+
+
+def fmax(x1, x2):
+  return maximum(x1, x2)
+
+
+def fmin(x1, x2):
+  return minimum(x1, x2)
+
+
+def where(condition, x=None, y=None, /):
+  if x is None and y is None:
+    raise PartixError("[where] the one-argument form (nonzero) has a data-dependent shape; "
+                      "pass x and y")
+  if x is None or y is None:
+    raise PartixError("[where] give both x and y, or neither")
+  c = core(condition, api="where")
+  if c.dtype != "bool":
+    c = _core.ne(c, _core.full([], 0.0, c.dtype, None))
+  a, b = promote_pair(x, y, "where")
+  return _w(_core.where(c, a, b))
+
+
+def clip(a, a_min=None, a_max=None, *, min=None, max=None):
+  lo = a_min if a_min is not None else min
+  hi = a_max if a_max is not None else max
+  out = asarray(a)
+  if lo is not None:
+    out = maximum(out, lo)
+  if hi is not None:
+    out = minimum(out, hi)
+  return out
+
+
+def isnan(x):
+  x = asarray(x)
+  return not_equal(x, x)
+
+
+def isinf(x):
+  x = asarray(x)
+  return equal(abs(x), np.inf) if dtypes.is_float(x.dtype) else zeros(x.shape, bool)
+
+
+def isfinite(x):
+  x = asarray(x)
+  if not dtypes.is_float(x.dtype):
+    return ones(x.shape, bool)
+  return logical_not(logical_or(isnan(x), isinf(x)))
+
+
+def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
+  x = asarray(x)
+  fi = dtypes.finfo(x.dtype)
+  x = where(isnan(x), nan, x)
+  x = where(equal(x, np.inf), fi.max if posinf is None else posinf, x)
+  return where(equal(x, -np.inf), fi.min if neginf is None else neginf, x)
+
+
+def astype(x, dtype, /, *, copy=False, device=None):
+  return _w(_core.astype(core(x, api="astype"), dtypes.to_core(dtype, "astype")))
+
+
+def result_type(*args):
+  d = None
+  for a in args:
+    ad = dtypes.to_core(_dtype_of(a) if not isinstance(a, (type, np.dtype, str)) else a)
+    d = ad if d is None else _core.promote_types(d, ad)
+  return dtypes.from_core(d)
+
+
+def promote_types(a, b):
+  return dtypes.from_core(_core.promote_types(dtypes.to_core(a), dtypes.to_core(b)))
+
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+  return bool(np.allclose(np.asarray(a), np.asarray(b), rtol=rtol, atol=atol,
+                          equal_nan=equal_nan))
+
+
+def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+  a, b = asarray(a), asarray(b)
+  return less_equal(abs(a - b), atol + rtol * abs(b))
+
+
+def array_equal(a1, a2, equal_nan=False):
+  a1, a2 = asarray(a1), asarray(a2)
+  if a1.shape != a2.shape:
+    return asarray(False)
+  return all(equal(a1, a2))
+
+
+# ---- shapes ----
+
+def reshape(a, shape=None, order="C", *, newshape=None, copy=None, out_sharding=None):
+  if shape is None:
+    shape = newshape
+  a = asarray(a)
+  if isinstance(shape, (int, np.integer)):
+    shape = (shape,)
+  shape = [int(d) for d in shape]
+  if shape.count(-1) > 1:
+    raise PartixError(f"[reshape] more than one -1 in shape {tuple(shape)}")
+  if -1 in shape:
+    known = math.prod(d for d in shape if d != -1)
+    if known == 0 or a.size % known:
+      raise PartixError(f"[reshape] cannot reshape {a.shape} into {tuple(shape)}")
+    shape[shape.index(-1)] = a.size // known
+  out = _w(_core.reshape(a._a, shape))
+  if out_sharding is not None:
+    from partix._src.api import _constrain
+    out = _constrain(out, out_sharding, "reshape")
+  return out
+
+
+def ravel(a, order="C"):
+  return reshape(a, (-1,))
+
+
+def transpose(a, axes=None):
+  a = asarray(a)
+  perm = list(range(a.ndim))[::-1] if axes is None else [_norm_axis(x, a.ndim, "transpose")
+                                                          for x in axes]
+  if sorted(perm) != list(range(a.ndim)):
+    raise PartixError(f"[transpose] axes {axes} are not a permutation of {a.ndim} axes")
+  return _w(_core.transpose(a._a, perm))
+
+
+def permute_dims(a, axes):
+  return transpose(a, axes)
+
+
+def matrix_transpose(x):
+  x = asarray(x)
+  return swapaxes(x, -1, -2)
+
+
+def swapaxes(a, axis1, axis2):
+  a = asarray(a)
+  p = list(range(a.ndim))
+  i, j = _norm_axis(axis1, a.ndim, "swapaxes"), _norm_axis(axis2, a.ndim, "swapaxes")
+  p[i], p[j] = p[j], p[i]
+  return transpose(a, p)
+
+
+def moveaxis(a, source, destination):
+  a = asarray(a)
+  src = _norm_axes(source, a.ndim, "moveaxis")
+  dst = _norm_axes(destination, a.ndim, "moveaxis")
+  if len(src) != len(dst):
+    raise PartixError("[moveaxis] source and destination need the same number of axes")
+  order = [n for n in range(a.ndim) if n not in src]
+  for d, s in sorted(zip(dst, src)):
+    order.insert(d, s)
+  return transpose(a, order)
+
+
+def expand_dims(a, axis):
+  a = asarray(a)
+  axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+  out_nd = a.ndim + len(axes)
+  axes = sorted(_norm_axis(x, out_nd, "expand_dims") for x in axes)
+  shape = list(a.shape)
+  for x in axes:
+    shape.insert(x, 1)
+  return reshape(a, shape)
+
+
+def squeeze(a, axis=None):
+  a = asarray(a)
+  if axis is None:
+    axes = [i for i, d in enumerate(a.shape) if d == 1]
+  else:
+    axes = _norm_axes(axis, a.ndim, "squeeze")
+    for x in axes:
+      if a.shape[x] != 1:
+        raise PartixError(f"[squeeze] axis {x} has size {a.shape[x]}, not 1")
+  return reshape(a, [d for i, d in enumerate(a.shape) if i not in axes])
+
+
+def broadcast_to(array, shape):
+  a = asarray(array)
+  shape = _shape(shape, "broadcast_to")
+  if list(a.shape) == shape:
+    return a
+  return _w(_core.broadcast_to(a._a, shape))
+
+
+def broadcast_shapes(*shapes):
+  return tuple(np.broadcast_shapes(*shapes))
+
+
+def broadcast_arrays(*args):
+  arrs = [asarray(a) for a in args]
+  shape = broadcast_shapes(*[a.shape for a in arrs])
+  return [broadcast_to(a, shape) for a in arrs]
+
+
+def atleast_1d(*arys):
+  out = [reshape(asarray(a), (1,)) if asarray(a).ndim == 0 else asarray(a) for a in arys]
+  return out[0] if len(out) == 1 else out
+
+
+def atleast_2d(*arys):
+  out = []
+  for a in arys:
+    a = asarray(a)
+    out.append(reshape(a, (1,) * (2 - a.ndim) + a.shape) if a.ndim < 2 else a)
+  return out[0] if len(out) == 1 else out
+
+
+def _cat_args(arrays, api):
+  if isinstance(arrays, Array) or not isinstance(arrays, (list, tuple)) or not arrays:
+    raise PartixError(f"[{api}] needs a non-empty sequence of arrays")
+  arrs = [asarray(a) for a in arrays]
+  dt = arrs[0]._a.dtype
+  for a in arrs[1:]:
+    dt = _core.promote_types(dt, a._a.dtype)
+  return [a._a if a._a.dtype == dt else _core.astype(a._a, dt) for a in arrs]
+
+
+def concatenate(arrays, axis=0, dtype=None):
+  cs = _cat_args(arrays, "concatenate")
+  if axis is None:
+    cs = [_core.flatten(c) for c in cs]
+    axis = 0
+  out = _w(_core.concatenate(cs, _norm_axis(axis, len(cs[0].shape), "concatenate")))
+  return out if dtype is None else astype(out, dtype)
+
+
+concat = concatenate
+
+
+def stack(arrays, axis=0, dtype=None):
+  cs = _cat_args(arrays, "stack")
+  out = _w(_core.stack(cs, _norm_axis(axis, len(cs[0].shape) + 1, "stack")))
+  return out if dtype is None else astype(out, dtype)
+
+
+def hstack(tup):
+  arrs = [atleast_1d(a) for a in tup]
+  return concatenate(arrs, axis=0 if arrs[0].ndim == 1 else 1)
+
+
+def vstack(tup):
+  return concatenate([atleast_2d(a) for a in tup], axis=0)
+
+
+def split(ary, indices_or_sections, axis=0):
+  a = asarray(ary)
+  ax = _norm_axis(axis, a.ndim, "split")
+  n = a.shape[ax]
+  if isinstance(indices_or_sections, (int, np.integer)):
+    k = int(indices_or_sections)
+    if k <= 0 or n % k:
+      raise PartixError(f"[split] {n} elements of axis {ax} do not split into {k} equal sections")
+    return [_w(c) for c in _core.split(a._a, k, ax)]
+  bounds = [0] + [int(i) for i in indices_or_sections] + [n]
+  return [slice_in_dim(a, builtins.min(b0, n), builtins.min(builtins.max(b1, b0), n), axis=ax)
+          for b0, b1 in zip(bounds[:-1], bounds[1:])]
+
+
+def array_split(ary, indices_or_sections, axis=0):
+  a = asarray(ary)
+  ax = _norm_axis(axis, a.ndim, "array_split")
+  if isinstance(indices_or_sections, (int, np.integer)):
+    n, k = a.shape[ax], int(indices_or_sections)
+    sizes = [n // k + (1 if i < n % k else 0) for i in range(k)]
+    idx = list(np.cumsum(sizes)[:-1])
+    return split(a, idx, ax)
+  return split(a, indices_or_sections, ax)
+
+
+def slice_in_dim(a, start, stop, stride=1, axis=0):
+  a = asarray(a)
+  ax = _norm_axis(axis, a.ndim, "slice_in_dim")
+  lo = [0] * a.ndim
+  hi = list(a.shape)
+  st = [1] * a.ndim
+  lo[ax], hi[ax], st[ax] = start, stop, stride
+  return _w(_core.slice(a._a, lo, hi, st))
+
+
+def pad(array, pad_width, mode="constant", constant_values=0):
+  a = asarray(array)
+  if mode != "constant":
+    raise PartixError(f"[pad] mode {mode!r} is not supported (only 'constant')")
+  pw = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (a.ndim, 2)) if a.ndim else \
+      np.zeros((0, 2), np.int64)
+  return _w(_core.pad(a._a, [int(x) for x in pw[:, 0]], [int(x) for x in pw[:, 1]],
+                      float(constant_values)))
+
+
+def roll(a, shift, axis=None):
+  a = asarray(a)
+  if axis is None:
+    return reshape(roll(ravel(a), shift, 0), a.shape)
+  if isinstance(axis, (tuple, list)):
+    shifts = shift if isinstance(shift, (tuple, list)) else [shift] * len(axis)
+    for s, ax in zip(shifts, axis):
+      a = roll(a, s, ax)
+    return a
+  return _w(_core.roll(a._a, int(shift), _norm_axis(axis, a.ndim, "roll")))
+
+
+def flip(m, axis=None):
+  m = asarray(m)
+  return _w(_core.flip(m._a, _norm_axes(axis, m.ndim, "flip")))
+
+
+def fliplr(m):
+  return flip(m, 1)
+
+
+def flipud(m):
+  return flip(m, 0)
+
+
+def repeat(a, repeats, axis=None, *, total_repeat_length=None):
+  a = asarray(a)
+  if axis is None:
+    a, axis = ravel(a), 0
+  ax = _norm_axis(axis, a.ndim, "repeat")
+  if not isinstance(repeats, (int, np.integer)):
+    reps = np.asarray(repeats)
+    idx = np.repeat(np.arange(a.shape[ax]), reps)
+    return take(a, asarray(idx.astype(np.int32)), axis=ax)
+  r = int(repeats)
+  x = expand_dims(a, ax + 1)
+  shape = list(x.shape)
+  shape[ax + 1] = r
+  x = broadcast_to(x, shape)
+  out_shape = list(a.shape)
+  out_shape[ax] *= r
+  return reshape(x, out_shape)
+
+
+def tile(A, reps):
+  a = asarray(A)
+  reps = (reps,) if isinstance(reps, (int, np.integer)) else tuple(reps)
+  nd = builtins.max(a.ndim, len(reps))
+  a = reshape(a, (1,) * (nd - a.ndim) + a.shape)
+  reps = (1,) * (nd - len(reps)) + reps
+  for ax, r in enumerate(reps):
+    if r != 1:
+      a = concatenate([a] * r, axis=ax)
+  return a
+
+
+# ---- reductions ----
+
+def _reduce(name, f, int_to_float=False):
+  def op(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+    if out is not None:
+      raise PartixError(f"[{name}] out= is not supported (arrays are immutable)")
+    if where is not None:
+      raise PartixError(f"[{name}] where= is not supported")
+    x = asarray(a)
+    c = x._a
+    if dtype is not None:
+      c = _core.astype(c, dtypes.to_core(dtype, name))
+    elif int_to_float and c.dtype in ("bool", "i32", "i64"):
+      c = _core.astype(c, "f32")
+    elif name == "sum" and c.dtype == "bool":
+      c = _core.astype(c, "i32")
+    r = _w(f(c, _norm_axes(axis, x.ndim, name), bool(keepdims)))
+    if initial is not None:
+      r = {"sum": add, "max": maximum, "min": minimum}[name](r, initial)
+    return r
+  op.__name__ = name
+  return op
+
+
+sum = _reduce("sum", _core.sum)
+mean = _reduce("mean", _core.mean, int_to_float=True)
+max = _reduce("max", _core.max)
+min = _reduce("min", _core.min)
+amax, amin = max, min
+
+
+def prod(a, axis=None, dtype=None, keepdims=False):
+  a = asarray(a, dtype)
+  return _prod(a, axis, keepdims)
+
+
+def _prod(a, axis, keepdims):
+  axes = _norm_axes(axis, a.ndim, "prod")
+  out = a
+  for ax in sorted(axes, reverse=True):
+    parts = [slice_in_dim(out, i, i + 1, axis=ax) for i in range(out.shape[ax])]
+    acc = parts[0] if parts else ones_like(slice_in_dim(out, 0, 0, axis=ax))
+    for p in parts[1:]:
+      acc = acc * p
+    out = acc if keepdims else squeeze(acc, ax)
+  return out
+
+
+def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, correction=None):
+  x = asarray(a, dtype)
+  if x._a.dtype in ("bool", "i32", "i64"):
+    x = astype(x, np.float32)
+  ddof = correction if correction is not None else ddof
+  axes = _norm_axes(axis, x.ndim, "var")
+  v = _w(_core.var(x._a, axes, bool(keepdims)))
+  if ddof:
+    n = math.prod(x.shape[i] for i in axes)
+    v = v * (n / builtins.max(n - ddof, 0)) if n - ddof > 0 else v * np.inf
+  return v
+
+
+def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, correction=None):
+  return sqrt(var(a, axis, dtype, out, ddof, keepdims, correction=correction))
+
+
+def average(a, axis=None, weights=None):
+  if weights is None:
+    return mean(a, axis)
+  a, w = asarray(a), asarray(weights)
+  return sum(a * w, axis) / sum(w, axis)
+
+
+def any(a, axis=None, keepdims=False):
+  return not_equal(max(astype(a, np.int32), axis=axis, keepdims=keepdims), 0)
+
+
+def all(a, axis=None, keepdims=False):
+  return not_equal(min(astype(a, np.int32), axis=axis, keepdims=keepdims), 0)
+
+
+def count_nonzero(a, axis=None, keepdims=False):
+  return sum(astype(not_equal(a, 0), np.int32), axis=axis, keepdims=keepdims)
+
+
+def argmax(a, axis=None, keepdims=False):
+  a = asarray(a)
+  if axis is None:
+    return _w(_core.argmax(ravel(a)._a, 0, False))
+  return _w(_core.argmax(a._a, _norm_axis(axis, a.ndim, "argmax"), bool(keepdims)))
+
+
+def argmin(a, axis=None, keepdims=False):
+  a = asarray(a)
+  if axis is None:
+    return _w(_core.argmin(ravel(a)._a, 0, False))
+  return _w(_core.argmin(a._a, _norm_axis(axis, a.ndim, "argmin"), bool(keepdims)))
+
+
+def cumsum(a, axis=None, dtype=None):
+  a = asarray(a, dtype)
+  if axis is None:
+    a, axis = ravel(a), 0
+  if a._a.dtype == "bool":
+    a = astype(a, np.int32)
+  return _w(_core.cumsum(a._a, _norm_axis(axis, a.ndim, "cumsum"), False))
+
+
+def sort(a, axis=-1, *, descending=False, stable=True):
+  a = asarray(a)
+  if axis is None:
+    a, axis = ravel(a), -1
+  ax = _norm_axis(axis, a.ndim, "sort")
+  if ax != a.ndim - 1:
+    return moveaxis(sort(moveaxis(a, ax, -1), descending=descending), -1, ax)
+  return _w(_core.sort(a._a, bool(descending))[0])
+
+
+def argsort(a, axis=-1, *, descending=False, stable=True):
+  a = asarray(a)
+  ax = _norm_axis(axis, a.ndim, "argsort")
+  if ax != a.ndim - 1:
+    return moveaxis(argsort(moveaxis(a, ax, -1), descending=descending), -1, ax)
+  return _w(_core.sort(a._a, bool(descending))[1])
+
+
+# ---- contractions ----
+
+def matmul(a, b, *, precision=None, preferred_element_type=None, out_sharding=None):
+  x, y = promote_pair(a, b, "matmul")
+  out = _w(_core.matmul(x, y))
+  if preferred_element_type is not None:
+    out = astype(out, preferred_element_type)
+  if out_sharding is not None:
+    from partix._src.api import _constrain
+    out = _constrain(out, out_sharding, "matmul")
+  return out
+
+
+def dot(a, b, *, precision=None, preferred_element_type=None, out_sharding=None):
+  a, b = asarray(a), asarray(b)
+  if a.ndim == 0 or b.ndim == 0:
+    return multiply(a, b)
+  if b.ndim == 1 or a.ndim <= 2 and b.ndim <= 2:
+    return matmul(a, b, preferred_element_type=preferred_element_type, out_sharding=out_sharding)
+  return tensordot(a, b, axes=([a.ndim - 1], [b.ndim - 2]))
+
+
+def vdot(a, b):
+  return sum(ravel(a) * ravel(b))
+
+
+def inner(a, b):
+  a, b = asarray(a), asarray(b)
+  return tensordot(a, b, axes=([a.ndim - 1], [b.ndim - 1]))
+
+
+def outer(a, b):
+  return multiply(reshape(ravel(a), (-1, 1)), reshape(ravel(b), (1, -1)))
+
+
+def tensordot(a, b, axes=2):
+  a, b = asarray(a), asarray(b)
+  if isinstance(axes, (int, np.integer)):
+    ac = list(range(a.ndim - axes, a.ndim))
+    bc = list(range(axes))
+  else:
+    ac, bc = axes
+    ac = [ac] if isinstance(ac, int) else list(ac)
+    bc = [bc] if isinstance(bc, int) else list(bc)
+  x, y = promote_pair(a, b, "tensordot")
+  return _w(_core.dot_general(x, y, [_norm_axis(i, a.ndim, "tensordot") for i in ac],
+                              [_norm_axis(i, b.ndim, "tensordot") for i in bc], [], [], None))
+
+
+def einsum(subscripts, *operands, out=None, optimize=None, precision=None,
+           preferred_element_type=None, out_sharding=None):
+  if not isinstance(subscripts, str):
+    raise PartixError("[einsum] the first argument must be the subscripts string")
+  ops = [asarray(o) for o in operands]
+  cs = _cat_args(ops, "einsum") if len(ops) > 1 else [ops[0]._a]
+  r = _w(_core.einsum(subscripts, cs))
+  if preferred_element_type is not None:
+    r = astype(r, preferred_element_type)
+  if out_sharding is not None:
+    from partix._src.api import _constrain
+    r = _constrain(r, out_sharding, "einsum")
+  return r
+
+
+# ---- indexing ----
+
+def take(a, indices, axis=None, mode=None, unique_indices=False, indices_are_sorted=False,
+         fill_value=None):
+  a = asarray(a)
+  if axis is None:
+    a, axis = ravel(a), 0
+  idx = asarray(indices)
+  if idx._a.dtype not in ("i32", "i64"):
+    raise PartixError(f"[take] indices must be integers, got {idx.dtype}")
+  return _w(_core.take(a._a, idx._a, _norm_axis(axis, a.ndim, "take")))
+
+
+def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
+  a = asarray(arr)
+  idx = asarray(indices)
+  if axis is None:
+    return take_along_axis(ravel(a), ravel(idx), 0)
+  return _w(_core.take_along_axis(a._a, idx._a, _norm_axis(axis, a.ndim, "take_along_axis")))
+
+
+def diagonal(a, offset=0, axis1=0, axis2=1):
+  a = asarray(a)
+  n = builtins.min(a.shape[axis1], a.shape[axis2])
+  mask = eye(a.shape[axis1], a.shape[axis2], offset, dtype=a.dtype)
+  x = moveaxis(a * reshape(mask, [a.shape[i] if i in (axis1 % a.ndim, axis2 % a.ndim) else 1
+                                  for i in range(a.ndim)]), (axis1, axis2), (-2, -1))
+  d = sum(x, axis=-1)
+  start = builtins.max(-offset, 0)
+  m = builtins.min(n, builtins.max(0, builtins.min(a.shape[axis1] - start,
+                                                   a.shape[axis2] - builtins.max(offset, 0))))
+  return slice_in_dim(d, start, start + m, axis=-1)
+
+
+def trace(a, offset=0, axis1=0, axis2=1):
+  return sum(diagonal(a, offset, axis1, axis2), axis=-1)
+
+
+def meshgrid(*xi, indexing="xy"):
+  arrs = [ravel(asarray(x)) for x in xi]
+  n = len(arrs)
+  shape = [a.shape[0] for a in arrs]
+  if indexing == "xy" and n >= 2:
+    shape[0], shape[1] = shape[1], shape[0]
+  out = []
+  for i, a in enumerate(arrs):
+    pos = i
+    if indexing == "xy" and n >= 2 and i < 2:
+      pos = 1 - i
+    s = [1] * n
+    s[pos] = a.shape[0]
+    out.append(broadcast_to(reshape(a, s), shape))
+  return out
+
+
+def shape(a):
+  return tuple(np.shape(a)) if not isinstance(a, Array) else a.shape
+
+
+def ndim(a):
+  return len(shape(a))
+
+
+def size(a, axis=None):
+  s = shape(a)
+  return math.prod(s) if axis is None else s[axis]
+
+
+def iscomplexobj(x):
+  return False
+
+
+def isscalar(x):
+  return isinstance(x, (numbers.Number, np.generic)) or isinstance(x, Array) and x.ndim == 0
+
+
+def nonzero(a, *, size=None, fill_value=None):
+  raise PartixError("[nonzero] has a data-dependent shape; use where(cond, x, y)")
+
+
+def unique(*a, **k):
+  raise PartixError("[unique] has a data-dependent shape and is not supported")
+
+
+def cumprod(a, axis=None, dtype=None):
+  raise PartixError("[cumprod] is not supported yet: use exp(cumsum(log(x)))")
+
+
+def einsum_path(*a, **k):
+  raise PartixError("[einsum_path] is not supported")
+
+
+def linalg_norm(x, ord=None, axis=None, keepdims=False):
+  x = asarray(x)
+  if ord not in (None, 2, "fro"):
+    raise PartixError(f"[linalg.norm] ord={ord!r} is not supported (None, 2, 'fro')")
+  return sqrt(sum(x * x, axis=axis, keepdims=keepdims))

@@ -1,0 +1,361 @@
+"""Device, Mesh, PartitionSpec, NamedSharding, AxisType and the current-mesh context, with
+JAX's names and behaviour, over partix._core."""
+import contextlib
+import enum
+import math
+
+import numpy as np
+
+from partix import _core
+from partix._src.core import PartixError
+
+
+class Device:
+  """One device of the job (a virtual CPU device): id, process_index, platform."""
+  __slots__ = ("_d",)
+
+  def __init__(self, d):
+    self._d = d
+
+  @classmethod
+  def _wrap(cls, d):
+    return cls(d)
+
+  id = property(lambda self: self._d.id)
+  process_index = property(lambda self: self._d.process_index)
+  platform = property(lambda self: self._d.platform)
+  device_kind = property(lambda self: self._d.platform)
+  host_id = process_index
+
+  def __eq__(self, other):
+    return isinstance(other, Device) and other._d.id == self._d.id
+
+  def __hash__(self):
+    return hash(("partix.Device", self._d.id))
+
+  def __repr__(self):
+    return f"CpuDevice(id={self.id})" if self.platform == "cpu" else \
+        f"Device(id={self.id}, platform={self.platform!r})"
+
+  def memory_stats(self):
+    return _core.memory_stats(self.id)
+
+
+class AxisType(enum.Enum):
+  Auto = "Auto"
+  Explicit = "Explicit"
+  Manual = "Manual"
+
+
+class PartitionSpec(tuple):
+  """One entry per leading array dimension: None, a mesh axis name, or a tuple of names
+  (major to minor). As jax.sharding.PartitionSpec (a tuple)."""
+  UNCONSTRAINED = "unconstrained"
+
+  def __new__(cls, *entries):
+    for e in entries:
+      if not (e is None or isinstance(e, str) or (
+          isinstance(e, (tuple, list)) and all(isinstance(n, str) for n in e))):
+        raise PartixError(f"[PartitionSpec] entry {e!r} is not None, a mesh axis name or a "
+                          "tuple of names")
+    return super().__new__(cls, tuple(tuple(e) if isinstance(e, list) else e for e in entries))
+
+  def __repr__(self):
+    return "PartitionSpec(" + ", ".join(repr(e) for e in self) + ")"
+
+  def _entries(self):
+    out = []
+    for e in self:
+      out.append([] if e is None else [e] if isinstance(e, str) else list(e))
+    return out
+
+  def _core(self):
+    return _core.PartitionSpec(self._entries())
+
+  def __reduce__(self):
+    return (PartitionSpec, tuple(self))
+
+
+P = PartitionSpec
+
+
+def _spec_from_core(s):
+  return PartitionSpec(*[None if not e else e[0] if len(e) == 1 else tuple(e) for e in s.entries])
+
+
+class Mesh:
+  """An N-D grid of devices with named axes (jax.sharding.Mesh). Mesh(devices, axis_names)
+  takes an array of devices; `with mesh:` makes it the current mesh."""
+
+  def __init__(self, devices, axis_names, axis_types=None):
+    if isinstance(axis_names, str):
+      axis_names = (axis_names,)
+    axis_names = tuple(axis_names)
+    devs = np.asarray(devices, dtype=object)
+    if devs.ndim != len(axis_names):
+      raise PartixError(f"[Mesh] devices of shape {devs.shape} for {len(axis_names)} axis "
+                        f"names {axis_names}: give one array dimension per name")
+    for d in devs.flat:
+      if not isinstance(d, Device):
+        raise PartixError(f"[Mesh] {d!r} is not a partix Device (use partix.devices())")
+    self._devices = devs
+    self._init(_core.Mesh(list(devs.shape), list(axis_names), [d._d for d in devs.flat]),
+               axis_types)
+
+  def _init(self, m, axis_types):
+    self._m = m
+    n = len(m.axis_names)
+    if axis_types is None:
+      axis_types = (AxisType.Auto,) * n
+    elif isinstance(axis_types, AxisType):
+      axis_types = (axis_types,) * n
+    axis_types = tuple(axis_types)
+    if len(axis_types) != n or not all(isinstance(t, AxisType) for t in axis_types):
+      raise PartixError(f"[Mesh] axis_types {axis_types} must be {n} AxisType values")
+    self.axis_types = axis_types
+    self._ctx = []
+
+  @classmethod
+  def _wrap(cls, m):
+    self = cls.__new__(cls)
+    self._devices = None
+    self._init(m, None)
+    return self
+
+  @property
+  def devices(self):
+    if self._devices is None:
+      flat = [Device(d) for d in self._m.devices]
+      arr = np.empty(len(flat), dtype=object)
+      arr[:] = flat
+      self._devices = arr.reshape(tuple(self._m.axis_sizes)) if flat else arr
+    return self._devices
+
+  axis_names = property(lambda self: tuple(self._m.axis_names))
+  axis_sizes = property(lambda self: tuple(self._m.axis_sizes))
+  size = property(lambda self: self._m.size)
+  devices_flat = property(lambda self: list(self.devices.flat))
+
+  @property
+  def shape(self):
+    return dict(zip(self.axis_names, self.axis_sizes))
+
+  @property
+  def device_ids(self):
+    return np.vectorize(lambda d: d.id, otypes=[int])(self.devices)
+
+  @property
+  def empty(self):
+    return self.size == 0
+
+  @property
+  def abstract_mesh(self):
+    return self
+
+  def __enter__(self):
+    self._ctx.append(use_mesh(self))
+    self._ctx[-1].__enter__()
+    return self
+
+  def __exit__(self, *exc):
+    self._ctx.pop().__exit__(*exc)
+
+  def __eq__(self, other):
+    return isinstance(other, Mesh) and self._m == other._m
+
+  def __hash__(self):
+    return hash(self._m)
+
+  def __repr__(self):
+    return self._m.to_string()
+
+
+class AbstractMesh(Mesh):
+  """A mesh of abstract devices: programs lower on it without devices existing."""
+
+  def __init__(self, axis_sizes, axis_names, axis_types=None):
+    self._devices = None
+    self._init(_core.make_abstract_mesh(list(axis_sizes), list(axis_names)), axis_types)
+
+
+def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None):
+  """A mesh of the first prod(axis_shapes) devices, row-major (jax.make_mesh)."""
+  axis_shapes, axis_names = tuple(axis_shapes), tuple(axis_names)
+  if len(axis_shapes) != len(axis_names):
+    raise PartixError(f"[make_mesh] {len(axis_shapes)} axis sizes {axis_shapes} for "
+                      f"{len(axis_names)} names {axis_names}")
+  n = math.prod(axis_shapes)
+  devs = list(devices) if devices is not None else [Device(d) for d in _core.devices()]
+  if n > len(devs) or n <= 0:
+    raise PartixError(f"[make_mesh] a mesh of shape {axis_shapes} needs {n} devices; "
+                      f"there are {len(devs)} (set PARTIX_NUM_CPU_DEVICES)")
+  arr = np.empty(n, dtype=object)
+  arr[:] = devs[:n]
+  return Mesh(arr.reshape(axis_shapes), axis_names, axis_types)
+
+
+class Sharding:
+  """Base of partix's shardings (jax.sharding.Sharding)."""
+
+
+class NamedSharding(Sharding):
+  """How a global array splits over a mesh: a PartitionSpec over the mesh's axes."""
+  __slots__ = ("_s", "_mesh", "_spec")
+
+  def __init__(self, mesh, spec=None, *, memory_kind=None):
+    if spec is None:
+      spec = PartitionSpec()
+    if not isinstance(mesh, Mesh):
+      raise PartixError(f"[NamedSharding] mesh {mesh!r} is not a partix Mesh")
+    if not isinstance(spec, PartitionSpec):
+      if isinstance(spec, (tuple, list)):
+        spec = PartitionSpec(*spec)
+      else:
+        raise PartixError(f"[NamedSharding] spec {spec!r} is not a PartitionSpec")
+    self._s = _core.NamedSharding(mesh._m, spec._core())
+    self._mesh, self._spec = mesh, spec
+
+  @classmethod
+  def _wrap(cls, s):
+    self = cls.__new__(cls)
+    self._s, self._mesh, self._spec = s, None, None
+    return self
+
+  @property
+  def mesh(self):
+    if self._mesh is None:
+      self._mesh = Mesh._wrap(self._s.mesh)
+    return self._mesh
+
+  @property
+  def spec(self):
+    if self._spec is None:
+      self._spec = _spec_from_core(self._s.spec)
+    return self._spec
+
+  @property
+  def device_set(self):
+    return set(self.mesh.devices.flat)
+
+  @property
+  def addressable_devices(self):
+    return {d for d in self.device_set if d.process_index == _core.process_index()}
+
+  @property
+  def is_fully_replicated(self):
+    return self._s.is_fully_replicated()
+
+  @property
+  def is_fully_addressable(self):
+    return all(d.process_index == _core.process_index() for d in self.device_set)
+
+  @property
+  def num_devices(self):
+    return self._s.mesh.size
+
+  @property
+  def memory_kind(self):
+    return None
+
+  def shard_shape(self, global_shape):
+    return tuple(self._s.shard_shape(list(global_shape)))
+
+  def devices_indices_map(self, global_shape):
+    devs = list(self.mesh.devices.flat)
+    return {d: tuple(slice(a, b) for a, b in idx)
+            for d, idx in zip(devs, self._s.devices_indices_map(list(global_shape)))}
+
+  def with_spec(self, spec):
+    return NamedSharding(self.mesh, spec)
+
+  def __eq__(self, other):
+    return isinstance(other, NamedSharding) and self._s == other._s
+
+  def __hash__(self):
+    return hash(self._s)
+
+  def __repr__(self):
+    return f"NamedSharding(mesh={self.mesh!r}, spec={self.spec!r})"
+
+
+class SingleDeviceSharding(NamedSharding):
+  def __init__(self, device):
+    s = _core.single_device_sharding(device._d)
+    self._s, self._mesh, self._spec = s, None, None
+
+
+# ---- the current mesh (jax.set_mesh / jax.sharding.use_mesh) ----
+
+_mesh_stack = []
+
+
+def _set_core_mesh(mesh):
+  if mesh is None:
+    _core.clear_mesh()
+  else:
+    _core.set_mesh(mesh._m)
+
+
+@contextlib.contextmanager
+def use_mesh(mesh):
+  if not isinstance(mesh, Mesh):
+    raise PartixError(f"[use_mesh] {mesh!r} is not a partix Mesh")
+  _mesh_stack.append(mesh)
+  _set_core_mesh(mesh)
+  try:
+    yield mesh
+  finally:
+    _mesh_stack.pop()
+    _set_core_mesh(_mesh_stack[-1] if _mesh_stack else None)
+
+
+class _SetMesh:
+  """set_mesh(mesh) sets the current mesh for the rest of the program; used as a context
+  manager it restores the previous one on exit (as jax.set_mesh)."""
+
+  def __init__(self, mesh):
+    if not isinstance(mesh, Mesh):
+      raise PartixError(f"[set_mesh] {mesh!r} is not a partix Mesh")
+    self.prev = list(_mesh_stack)
+    _mesh_stack[:] = [mesh]
+    _set_core_mesh(mesh)
+
+  def __enter__(self):
+    return _mesh_stack[-1]
+
+  def __exit__(self, *exc):
+    _mesh_stack[:] = self.prev
+    _set_core_mesh(_mesh_stack[-1] if _mesh_stack else None)
+
+
+def set_mesh(mesh):
+  return _SetMesh(mesh)
+
+
+def get_mesh():
+  return _mesh_stack[-1] if _mesh_stack else None
+
+
+def get_abstract_mesh():
+  m = get_mesh()
+  if m is None:
+    return AbstractMesh((), ())
+  return m
+
+
+def to_sharding(s, api, shape=None):
+  """A NamedSharding from a NamedSharding, a PartitionSpec (on the current mesh), a Device,
+  or None."""
+  if s is None:
+    return None
+  if isinstance(s, NamedSharding):
+    return s
+  if isinstance(s, PartitionSpec):
+    m = get_mesh()
+    if m is None:
+      raise PartixError(f"[{api}] a PartitionSpec {s!r} needs a current mesh: pass a "
+                        "NamedSharding, or use `with partix.set_mesh(mesh):`")
+    return NamedSharding(m, s)
+  if isinstance(s, Device):
+    return SingleDeviceSharding(s)
+  raise PartixError(f"[{api}] {s!r} is not a sharding (NamedSharding, PartitionSpec or Device)")

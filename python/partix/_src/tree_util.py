@@ -1,0 +1,291 @@
+"""Pytrees as JAX defines them: None, tuple, list, dict (sorted keys), namedtuple, and classes
+registered with register_pytree_node / register_pytree_node_class / register_dataclass are
+nodes; everything else is a leaf."""
+import collections
+import dataclasses
+import functools
+
+_registry = {}  # type -> (flatten(x) -> (children, aux), unflatten(aux, children))
+
+
+class PyTreeDef:
+  """The structure of a pytree: its node kinds and their data, without the leaves."""
+  __slots__ = ("kind", "data", "children", "num_leaves", "_hash")
+
+  def __init__(self, kind, data, children):
+    self.kind = kind          # None: a leaf; else the node type
+    self.data = data          # dict keys, namedtuple type, registered aux data
+    self.children = children  # tuple of PyTreeDef
+    self.num_leaves = 1 if kind is None and data is None and not children else sum(
+        c.num_leaves for c in children)
+    self._hash = None
+
+  @property
+  def num_nodes(self):
+    return 1 + sum(c.num_nodes for c in self.children)
+
+  def _key(self):
+    return (self.kind, self.data, self.children)
+
+  def __eq__(self, other):
+    return isinstance(other, PyTreeDef) and (self is other or self._key() == other._key())
+
+  def __hash__(self):
+    if self._hash is None:
+      try:
+        self._hash = hash(self._key())
+      except TypeError:  # unhashable aux data: hash by identity of the structure
+        self._hash = hash((self.kind, id(self.data), self.children))
+    return self._hash
+
+  def unflatten(self, leaves):
+    return tree_unflatten(self, leaves)
+
+  def __repr__(self):
+    return f"PyTreeDef({_show(self)})"
+
+
+_LEAF = PyTreeDef(None, None, ())
+_NONE = PyTreeDef(type(None), None, ())
+_NONE.num_leaves = 0
+
+
+def _show(t):
+  if t is _LEAF:
+    return "*"
+  if t.kind is type(None):
+    return "None"
+  inner = ", ".join(_show(c) for c in t.children)
+  if t.kind is tuple:
+    return f"({inner}{',' if len(t.children) == 1 else ''})"
+  if t.kind is list:
+    return f"[{inner}]"
+  if t.kind is dict:
+    return "{" + ", ".join(f"{k!r}: {_show(c)}" for k, c in zip(t.data, t.children)) + "}"
+  name = t.data.__name__ if t.kind == "namedtuple" else t.kind.__name__
+  return f"{name}({inner})"
+
+
+def _is_namedtuple(x):
+  return isinstance(x, tuple) and hasattr(type(x), "_fields")
+
+
+def _flatten(x, leaves, is_leaf):
+  if is_leaf is not None and is_leaf(x):
+    leaves.append(x)
+    return _LEAF
+  if x is None:
+    return _NONE
+  t = type(x)
+  if t is tuple or t is list:
+    return PyTreeDef(t, None, tuple(_flatten(c, leaves, is_leaf) for c in x))
+  if t is dict or t is collections.OrderedDict or t is collections.defaultdict:
+    keys = tuple(sorted(x)) if t is not collections.OrderedDict else tuple(x)
+    return PyTreeDef(dict if t is not collections.OrderedDict else t, keys,
+                     tuple(_flatten(x[k], leaves, is_leaf) for k in keys))
+  reg = _registry.get(t)
+  if reg is not None:
+    children, aux = reg[0](x)
+    return PyTreeDef(t, aux, tuple(_flatten(c, leaves, is_leaf) for c in children))
+  if _is_namedtuple(x):
+    return PyTreeDef("namedtuple", t, tuple(_flatten(c, leaves, is_leaf) for c in x))
+  leaves.append(x)
+  return _LEAF
+
+
+def tree_flatten(tree, is_leaf=None):
+  leaves = []
+  return leaves, _flatten(tree, leaves, is_leaf)
+
+
+def _build(t, it):
+  if t is _LEAF:
+    return next(it)
+  if t.kind is type(None):
+    return None
+  children = [_build(c, it) for c in t.children]
+  if t.kind is tuple:
+    return tuple(children)
+  if t.kind is list:
+    return children
+  if t.kind is dict:
+    return dict(zip(t.data, children))
+  if t.kind is collections.OrderedDict:
+    return collections.OrderedDict(zip(t.data, children))
+  if t.kind == "namedtuple":
+    return t.data(*children)
+  return _registry[t.kind][1](t.data, children)
+
+
+def tree_unflatten(treedef, leaves):
+  leaves = list(leaves)
+  if len(leaves) != treedef.num_leaves:
+    from partix._src.core import PartixError
+    raise PartixError(f"[tree_unflatten] {treedef} takes {treedef.num_leaves} leaves, "
+                      f"got {len(leaves)}")
+  return _build(treedef, iter(leaves))
+
+
+def tree_leaves(tree, is_leaf=None):
+  return tree_flatten(tree, is_leaf)[0]
+
+
+def tree_structure(tree, is_leaf=None):
+  return tree_flatten(tree, is_leaf)[1]
+
+
+def treedef_is_leaf(treedef):
+  return treedef is _LEAF or treedef == _LEAF
+
+
+def tree_map(f, tree, *rest, is_leaf=None):
+  leaves, treedef = tree_flatten(tree, is_leaf)
+  others = [_leaves_like(treedef, r, "tree_map") for r in rest]
+  return treedef.unflatten(f(*xs) for xs in zip(leaves, *others))
+
+
+def _leaves_like(treedef, tree, api):
+  leaves, t = tree_flatten(tree)
+  if t != treedef:
+    # A tree whose leaves stand where treedef has subtrees is not accepted (as JAX).
+    from partix._src.core import PartixError
+    raise PartixError(f"[{api}] tree {t} does not have the structure {treedef}")
+  return leaves
+
+
+def tree_reduce(f, tree, initializer=None, is_leaf=None):
+  leaves = tree_leaves(tree, is_leaf)
+  return functools.reduce(f, leaves) if initializer is None else functools.reduce(
+      f, leaves, initializer)
+
+
+def tree_all(tree):
+  return all(tree_leaves(tree))
+
+
+# ---- paths ----
+
+@dataclasses.dataclass(frozen=True)
+class DictKey:
+  key: object
+
+  def __str__(self):
+    return f"[{self.key!r}]"
+
+
+@dataclasses.dataclass(frozen=True)
+class SequenceKey:
+  idx: int
+
+  def __str__(self):
+    return f"[{self.idx}]"
+
+
+@dataclasses.dataclass(frozen=True)
+class GetAttrKey:
+  name: str
+
+  def __str__(self):
+    return f".{self.name}"
+
+
+@dataclasses.dataclass(frozen=True)
+class FlattenedIndexKey:
+  key: int
+
+  def __str__(self):
+    return f"[<flat index {self.key}>]"
+
+
+def _child_keys(t):
+  if t.kind in (tuple, list):
+    return [SequenceKey(i) for i in range(len(t.children))]
+  if t.kind in (dict, collections.OrderedDict):
+    return [DictKey(k) for k in t.data]
+  if t.kind == "namedtuple":
+    return [GetAttrKey(n) for n in t.data._fields]
+  if t.kind in _registry and len(_registry[t.kind]) > 2 and _registry[t.kind][2]:
+    return [GetAttrKey(n) for n in _registry[t.kind][2]]
+  return [FlattenedIndexKey(i) for i in range(len(t.children))]
+
+
+def _paths(t, prefix, out):
+  if t is _LEAF:
+    out.append(prefix)
+    return
+  for k, c in zip(_child_keys(t), t.children):
+    _paths(c, prefix + (k,), out)
+
+
+def tree_flatten_with_path(tree, is_leaf=None):
+  leaves, treedef = tree_flatten(tree, is_leaf)
+  paths = []
+  _paths(treedef, (), paths)
+  return list(zip(paths, leaves)), treedef
+
+
+def tree_leaves_with_path(tree, is_leaf=None):
+  return tree_flatten_with_path(tree, is_leaf)[0]
+
+
+def tree_map_with_path(f, tree, *rest, is_leaf=None):
+  pairs, treedef = tree_flatten_with_path(tree, is_leaf)
+  others = [_leaves_like(treedef, r, "tree_map_with_path") for r in rest]
+  return treedef.unflatten(f(p, x, *xs) for (p, x), *xs in zip(pairs, *others))
+
+
+def keystr(path):
+  return "".join(str(k) for k in path)
+
+
+def treedef_paths(treedef, root="args"):
+  out = []
+  _paths(treedef, (), out)
+  return [root + keystr(p) for p in out]
+
+
+# ---- registration ----
+
+def register_pytree_node(nodetype, flatten_func, unflatten_func):
+  _registry[nodetype] = (flatten_func, unflatten_func, None)
+  return nodetype
+
+
+def register_pytree_node_class(cls):
+  register_pytree_node(cls, lambda x: x.tree_flatten(), cls.tree_unflatten)
+  return cls
+
+
+def register_pytree_with_keys(nodetype, flatten_with_keys, unflatten_func, flatten_func=None):
+  def flat(x):
+    if flatten_func is not None:
+      return flatten_func(x)
+    kc, aux = flatten_with_keys(x)
+    return [c for _, c in kc], aux
+  register_pytree_node(nodetype, flat, unflatten_func)
+  return nodetype
+
+
+def register_dataclass(nodetype, data_fields=None, meta_fields=None, drop_fields=()):
+  if data_fields is None:
+    fields = [f for f in dataclasses.fields(nodetype) if f.init]
+    meta_fields = [f.name for f in fields if f.metadata.get("static", False)]
+    data_fields = [f.name for f in fields if f.name not in meta_fields]
+  data_fields, meta_fields = tuple(data_fields), tuple(meta_fields or ())
+
+  def flatten(x):
+    return [getattr(x, n) for n in data_fields], tuple(getattr(x, n) for n in meta_fields)
+
+  def unflatten(aux, children):
+    return nodetype(**dict(zip(data_fields, children)), **dict(zip(meta_fields, aux)))
+  _registry[nodetype] = (flatten, unflatten, data_fields)
+  return nodetype
+
+
+class Partial(functools.partial):
+  """functools.partial as a pytree: its bound arguments are leaves (as jax.tree_util.Partial)."""
+
+
+register_pytree_node(
+    Partial, lambda p: ((p.args, p.keywords), p.func),
+    lambda func, c: Partial(func, *c[0], **c[1]))

@@ -1,0 +1,5 @@
+"""partix.sharding: Mesh, PartitionSpec, NamedSharding, AxisType (as jax.sharding)."""
+from partix._src.sharding import (AbstractMesh, AxisType, Device, Mesh, NamedSharding,  # noqa
+                                  PartitionSpec, Sharding, SingleDeviceSharding,
+                                  get_abstract_mesh, set_mesh, use_mesh)
+from partix._src.sharding import PartitionSpec as P  # noqa: F401

@@ -1,0 +1,126 @@
+// Array: metadata, host data in and out (numpy buffers), creation and device_put.
+#include <nanobind/ndarray.h>
+
+#include <cstring>
+
+#include "bind.h"
+#include "core/array_impl.h"
+
+namespace partix::python {
+
+namespace {
+
+using HostBytes = nb::ndarray<uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+std::vector<std::pair<int64_t, int64_t>> slices(const std::vector<Slice>& index) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (const Slice& s : index) out.emplace_back(s.start, s.stop);
+  return out;
+}
+
+}  // namespace
+
+void bind_array(nb::module_& m) {
+  nb::class_<Array>(m, "Array")
+      .def_prop_ro("shape", &Array::shape)
+      .def_prop_ro("dtype", [](const Array& a) { return std::string(dtype_name(a.dtype())); })
+      .def_prop_ro("ndim", &Array::ndim)
+      .def_prop_ro("size", &Array::size)
+      .def_prop_ro("nbytes", &Array::nbytes)
+      .def("valid", &Array::valid)
+      .def("sharding", &Array::sharding)
+      .def("has_sharding", [](const Array& a) { return a.valid() && a.impl()->sharding.has_value(); })
+      .def("committed", [](const Array& a) { return a.valid() && a.impl()->committed; })
+      .def("is_tracer", &Array::is_tracer)
+      .def("is_abstract", &Array::is_abstract)
+      .def("is_concrete", &Array::is_concrete)
+      .def("is_fully_addressable", &Array::is_fully_addressable)
+      .def("is_deleted", [](const Array& a) { return a.valid() && a.impl()->donated; })
+      .def("addressable_shards",
+           [](const Array& a) {
+             std::vector<std::tuple<Device, std::vector<std::pair<int64_t, int64_t>>, int, Array>> out;
+             for (const Shard& s : a.addressable_shards()) {
+               out.emplace_back(s.device, slices(s.index), s.replica_id, s.data);
+             }
+             return out;
+           })
+      // Copies the global value into dst (a uint8 view of a C-contiguous host buffer of
+      // exactly nbytes); gathers across devices, with the GIL released.
+      .def("copy_to",
+           [](const Array& a, HostBytes dst) {
+             if (static_cast<int64_t>(dst.size()) != a.nbytes()) {
+               throw Error("[Array.__array__] host buffer of " + std::to_string(dst.size()) +
+                           " bytes for an array of " + std::to_string(a.nbytes()));
+             }
+             uint8_t* p = dst.data();
+             nb::gil_scoped_release release;
+             a.copy_to(p, "Array.__array__");
+           })
+      .def("to_string", &Array::to_string)
+      .def("same", [](const Array& a, const Array& b) { return a.impl() == b.impl(); });
+
+  nb::class_<ShapeDtypeStruct>(m, "ShapeDtypeStruct");
+  m.def("abstract_array",
+        [](const Shape& shape, const std::string& dtype, std::optional<NamedSharding> sharding) {
+          return Array(ShapeDtypeStruct{shape, to_dtype(dtype), std::move(sharding)});
+        });
+
+  // Host data (a uint8 view of a C-contiguous buffer) as an array on the default device.
+  m.def("from_host", [](HostBytes src, const Shape& shape, const std::string& dtype_name) {
+    DType dt = to_dtype(dtype_name);
+    const uint8_t* p = src.data();
+    const int64_t nbytes = static_cast<int64_t>(src.size());
+    nb::gil_scoped_release release;
+    if (is_quantized(dt)) return from_blocks(p, nbytes, dt, shape);
+    const int64_t count = nbytes / dtype_size(dt);
+    return detail::array_from_host(p, count, dt, shape, "asarray");
+  });
+  m.def("scalar_f32", [](double v) { return scalar<float>(static_cast<float>(v)); });
+  m.def("scalar_i32", [](int64_t v) {
+    if (v < INT32_MIN || v > INT32_MAX) {
+      throw Error("[asarray] Python int " + std::to_string(v) + " does not fit int32");
+    }
+    return scalar<int32_t>(static_cast<int32_t>(v));
+  });
+  m.def("scalar_bool", [](bool v) { return from_vector<bool>({v}, {}); });
+
+  m.def("zeros", [](const Shape& s, const std::string& dt, std::optional<NamedSharding> sh) {
+    return sh ? zeros(s, to_dtype(dt), *sh) : zeros(s, to_dtype(dt));
+  });
+  m.def("ones", [](const Shape& s, const std::string& dt, std::optional<NamedSharding> sh) {
+    return sh ? ones(s, to_dtype(dt), *sh) : ones(s, to_dtype(dt));
+  });
+  m.def("full", [](const Shape& s, double v, const std::string& dt, std::optional<NamedSharding> sh) {
+    return sh ? full(s, v, to_dtype(dt), *sh) : full(s, v, to_dtype(dt));
+  });
+  m.def("arange", [](int64_t n, const std::string& dt, std::optional<NamedSharding> sh) {
+    return sh ? arange(n, to_dtype(dt), *sh) : arange(n, to_dtype(dt));
+  });
+  m.def("device_put", [](const Array& x, const NamedSharding& s) {
+    nb::gil_scoped_release release;
+    return device_put(x, s);
+  });
+  m.def("device_put_device", [](const Array& x, const Device& d) {
+    nb::gil_scoped_release release;
+    return device_put(x, d);
+  });
+  m.def("visualize_sharding", &visualize_sharding);
+  m.def("make_array_from_callback",
+        [](const Shape& shape, const NamedSharding& s, nb::callable cb) {
+          nb::gil_scoped_release release;
+          return make_array_from_callback(shape, s, [&](const std::vector<Slice>& index) {
+            return call_python<Array>(cb, slices(index));
+          });
+        });
+  m.def("make_array_from_process_local_data",
+        [](const NamedSharding& s, const Array& local, std::optional<Shape> global_shape) {
+          nb::gil_scoped_release release;
+          return make_array_from_process_local_data(s, local, global_shape);
+        });
+  m.def("process_allgather", [](const Array& x) {
+    nb::gil_scoped_release release;
+    return process_allgather(x);
+  });
+}
+
+}  // namespace partix::python

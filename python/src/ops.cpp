@@ -1,0 +1,158 @@
+// The numpy-like and lax ops of include/partix/ops.h. Python's partix.numpy and partix.lax
+// give them numpy's and JAX's signatures; these take Arrays, shapes, axes and dtypes by name.
+#include "bind.h"
+
+namespace partix::python {
+
+namespace {
+using A = const Array&;
+}
+
+void bind_ops(nb::module_& m) {
+  // Binary arithmetic: array-array, array-scalar and scalar-array.
+  m.def("add", [](A a, A b) { return a + b; });
+  m.def("sub", [](A a, A b) { return a - b; });
+  m.def("mul", [](A a, A b) { return a * b; });
+  m.def("div", [](A a, A b) { return a / b; });
+  m.def("add_s", [](A a, double b) { return a + b; });
+  m.def("sub_s", [](A a, double b) { return a - b; });
+  m.def("rsub_s", [](double a, A b) { return a - b; });
+  m.def("mul_s", [](A a, double b) { return a * b; });
+  m.def("div_s", [](A a, double b) { return a / b; });
+  m.def("rdiv_s", [](double a, A b) { return a / b; });
+  m.def("neg", [](A a) { return -a; });
+  m.def("remainder", [](A a, A b) { return remainder(a, b); });
+  m.def("floor_divide", [](A a, A b) { return floor_divide(a, b); });
+  m.def("pow", [](A a, A b) { return pow(a, b); });
+  m.def("pow_s", [](A a, double b) { return pow(a, b); });
+  m.def("maximum", [](A a, A b) { return maximum(a, b); });
+  m.def("minimum", [](A a, A b) { return minimum(a, b); });
+  m.def("lt", [](A a, A b) { return a < b; });
+  m.def("le", [](A a, A b) { return a <= b; });
+  m.def("gt", [](A a, A b) { return a > b; });
+  m.def("ge", [](A a, A b) { return a >= b; });
+  m.def("eq", [](A a, A b) { return equal(a, b); });
+  m.def("ne", [](A a, A b) { return not_equal(a, b); });
+  m.def("logical_and", [](A a, A b) { return logical_and(a, b); });
+  m.def("logical_or", [](A a, A b) { return logical_or(a, b); });
+  m.def("logical_not", [](A a) { return logical_not(a); });
+  m.def("where", [](A c, A a, A b) { return where(c, a, b); });
+  m.def("clip", [](A x, double lo, double hi) { return clip(x, lo, hi); });
+  m.def("promote_types", [](const std::string& a, const std::string& b) {
+    return std::string(dtype_name(promote_types(to_dtype(a), to_dtype(b))));
+  });
+
+  // Unary math.
+#define PARTIX_UNARY(name) m.def(#name, [](A x) { return name(x); })
+  PARTIX_UNARY(exp); PARTIX_UNARY(log); PARTIX_UNARY(sin); PARTIX_UNARY(cos);
+  PARTIX_UNARY(tanh); PARTIX_UNARY(sqrt); PARTIX_UNARY(rsqrt); PARTIX_UNARY(abs);
+  PARTIX_UNARY(sign); PARTIX_UNARY(floor); PARTIX_UNARY(ceil); PARTIX_UNARY(round);
+  PARTIX_UNARY(logistic); PARTIX_UNARY(erf); PARTIX_UNARY(erf_inv); PARTIX_UNARY(log1p);
+  PARTIX_UNARY(expm1); PARTIX_UNARY(square); PARTIX_UNARY(stop_gradient); PARTIX_UNARY(relu);
+  PARTIX_UNARY(silu); PARTIX_UNARY(flatten);
+#undef PARTIX_UNARY
+  m.def("gelu", [](A x, bool approximate) { return gelu(x, approximate); });
+  m.def("softmax", [](A x, int axis) { return softmax(x, axis); });
+  m.def("log_softmax", [](A x, int axis) { return log_softmax(x, axis); });
+  m.def("layer_norm", [](A x, A g, A b, double eps) { return layer_norm(x, g, b, eps); });
+  m.def("rms_norm", [](A x, A w, double eps) { return rms_norm(x, w, eps); });
+  m.def("cross_entropy", [](A logits, A labels) { return cross_entropy(logits, labels); });
+  m.def("one_hot", [](A i, int64_t n, const std::string& dt) { return one_hot(i, n, to_dtype(dt)); });
+  m.def("astype", [](A x, const std::string& dt) { return astype(x, to_dtype(dt)); });
+
+  // Shapes.
+  m.def("reshape", [](A x, const Shape& s) { return reshape(x, s); });
+  m.def("transpose", [](A x, const std::vector<int>& perm) { return transpose(x, perm); });
+  m.def("broadcast_to", [](A x, const Shape& s) { return broadcast_to(x, s); });
+  m.def("broadcast_in_dim", [](A x, const Shape& s, const std::vector<int>& d) {
+    return broadcast_in_dim(x, s, d);
+  });
+  m.def("expand_dims", [](A x, int axis) { return expand_dims(x, axis); });
+  m.def("squeeze", [](A x, const std::vector<int>& axes) { return squeeze(x, axes); });
+  m.def("slice", [](A x, const Shape& start, const Shape& stop, const Shape& strides) {
+    return slice(x, start, stop, strides);
+  });
+  m.def("concatenate", [](const std::vector<Array>& xs, int axis) { return concatenate(xs, axis); });
+  m.def("stack", [](const std::vector<Array>& xs, int axis) { return stack(xs, axis); });
+  m.def("split", [](A x, int sections, int axis) { return split(x, sections, axis); });
+  m.def("pad", [](A x, const Shape& lo, const Shape& hi, double v) { return pad(x, lo, hi, v); });
+  m.def("roll", [](A x, int64_t shift, int axis) { return roll(x, shift, axis); });
+  m.def("flip", [](A x, const std::vector<int>& axes) { return flip(x, axes); });
+  m.def("iota", [](const Shape& s, int dim, const std::string& dt) { return iota(s, dim, to_dtype(dt)); });
+
+  // Reductions (axes given explicitly; Python resolves None to every axis).
+  m.def("sum", [](A x, const std::vector<int>& axes, bool k) { return sum(x, axes, k); });
+  m.def("mean", [](A x, const std::vector<int>& axes, bool k) { return mean(x, axes, k); });
+  m.def("max", [](A x, const std::vector<int>& axes, bool k) { return max(x, axes, k); });
+  m.def("min", [](A x, const std::vector<int>& axes, bool k) { return min(x, axes, k); });
+  m.def("var", [](A x, const std::vector<int>& axes, bool k) { return var(x, axes, k); });
+  m.def("logsumexp", [](A x, const std::vector<int>& axes, bool k) { return logsumexp(x, axes, k); });
+  m.def("argmax", [](A x, int axis, bool k) { return argmax(x, axis, k); });
+  m.def("argmin", [](A x, int axis, bool k) { return argmin(x, axis, k); });
+  m.def("cumsum", [](A x, int axis, bool reverse) { return cumsum(x, axis, reverse); });
+
+  // Contractions.
+  m.def("matmul", [](A a, A b) { return matmul(a, b); });
+  m.def("einsum", [](const std::string& spec, const std::vector<Array>& xs) { return einsum(spec, xs); });
+  m.def("dot_general",
+        [](A a, A b, const std::vector<int>& ac, const std::vector<int>& bc,
+           const std::vector<int>& ab, const std::vector<int>& bb,
+           std::optional<std::string> out) {
+          std::optional<DType> o;
+          if (out) o = to_dtype(*out);
+          return dot_general(a, b, ac, bc, ab, bb, o);
+        });
+
+  // Indexing.
+  m.def("take", [](A x, A i, int axis) { return take(x, i, axis); });
+  m.def("take_along_axis", [](A x, A i, int axis) { return take_along_axis(x, i, axis); });
+  m.def("scatter_add", [](A x, A i, A u, int axis) { return scatter_add(x, i, u, axis); });
+  m.def("dynamic_slice", [](A x, const std::vector<Array>& starts, const Shape& sizes) {
+    return dynamic_slice(x, starts, sizes);
+  });
+  m.def("dynamic_update_slice", [](A x, A u, const std::vector<Array>& starts) {
+    return dynamic_update_slice(x, u, starts);
+  });
+  m.def("top_k", [](A x, int64_t k) { return top_k(x, k); });
+  m.def("sort", [](A x, bool descending) { return sort(x, descending); });
+  m.def("causal_mask", [](int64_t t, int64_t s, int64_t off) { return causal_mask(t, s, off); });
+
+  // Random (counter-based threefry; a key is an int32[2] array).
+  m.def("random_key", [](uint64_t seed) { return random::key(seed); });
+  m.def("random_split", [](A key, int64_t n) { return random::split(key, n); });
+  m.def("random_fold_in", [](A key, A data) { return random::fold_in(key, data); });
+  m.def("random_uniform", [](A key, const Shape& s, const std::string& dt, double lo, double hi,
+                             std::optional<NamedSharding> sh) {
+    return sh ? random::uniform(key, s, to_dtype(dt), lo, hi, *sh)
+              : random::uniform(key, s, to_dtype(dt), lo, hi);
+  });
+  m.def("random_normal", [](A key, const Shape& s, const std::string& dt,
+                            std::optional<NamedSharding> sh) {
+    return sh ? random::normal(key, s, to_dtype(dt), *sh) : random::normal(key, s, to_dtype(dt));
+  });
+  m.def("random_truncated_normal", [](A key, double lo, double hi, const Shape& s,
+                                      const std::string& dt) {
+    return random::truncated_normal(key, lo, hi, s, to_dtype(dt));
+  });
+  m.def("random_bernoulli", [](A key, double p, const Shape& s) { return random::bernoulli(key, p, s); });
+  m.def("random_randint", [](A key, const Shape& s, int64_t lo, int64_t hi, const std::string& dt,
+                             std::optional<NamedSharding> sh) {
+    return sh ? random::randint(key, s, lo, hi, to_dtype(dt), *sh)
+              : random::randint(key, s, lo, hi, to_dtype(dt));
+  });
+  m.def("random_categorical", [](A key, A logits, int axis) {
+    return random::categorical(key, logits, axis);
+  });
+
+  // jax.named_scope: a context manager naming the ops traced inside it.
+  struct ScopeGuard {
+    std::string name;
+    std::unique_ptr<NamedScope> scope;
+  };
+  nb::class_<ScopeGuard>(m, "NamedScope")
+      .def(nb::init<std::string>())
+      .def("__enter__", [](ScopeGuard& g) { g.scope = std::make_unique<NamedScope>(g.name); })
+      .def("__exit__", [](ScopeGuard& g, nb::args) { g.scope.reset(); });
+}
+
+}  // namespace partix::python

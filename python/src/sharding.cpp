@@ -1,0 +1,64 @@
+// Device, Mesh, PartitionSpec and NamedSharding. A PartitionSpec crosses as a list of entries,
+// each a list of mesh axis names (empty: None).
+#include "bind.h"
+
+namespace partix::python {
+
+void bind_sharding(nb::module_& m) {
+  nb::class_<Device>(m, "Device")
+      .def_ro("id", &Device::id)
+      .def_ro("process_index", &Device::process_index)
+      .def_ro("platform", &Device::platform)
+      .def("__eq__", [](const Device& a, const Device& b) { return a.id == b.id; })
+      .def("__hash__", [](const Device& a) { return a.id; });
+
+  nb::class_<Mesh>(m, "Mesh")
+      .def(nb::init<Shape, std::vector<std::string>, std::vector<Device>>(), nb::arg("axis_sizes"),
+           nb::arg("axis_names"), nb::arg("devices") = std::vector<Device>{})
+      .def_prop_ro("axis_sizes", &Mesh::axis_sizes)
+      .def_prop_ro("axis_names", &Mesh::axis_names)
+      .def_prop_ro("size", &Mesh::size)
+      .def_prop_ro("devices", &Mesh::devices)
+      .def("axis_size", [](const Mesh& m, const std::string& n) { return m.axis_size(n); })
+      .def("is_abstract", &Mesh::is_abstract)
+      .def("to_string", &Mesh::to_string)
+      .def("__eq__", [](const Mesh& a, const Mesh& b) { return a == b; })
+      .def("__hash__", [](const Mesh& a) { return std::hash<std::string>()(a.to_string()); });
+  m.def("make_abstract_mesh", &make_abstract_mesh);
+  m.def("set_mesh", &set_mesh);
+  m.def("clear_mesh", &clear_mesh);
+  m.def("has_current_mesh", &has_current_mesh);
+  m.def("current_mesh", [] { return current_mesh("get_abstract_mesh"); });
+
+  nb::class_<PartitionSpec>(m, "PartitionSpec")
+      .def(nb::init<std::vector<PartitionSpec::Entry>>())
+      .def_prop_ro("entries", &PartitionSpec::entries)
+      .def("to_string", &PartitionSpec::to_string);
+
+  nb::class_<NamedSharding>(m, "NamedSharding")
+      .def(nb::init<Mesh, PartitionSpec>())
+      .def(nb::init<Mesh, PartitionSpec, std::set<std::string>>())
+      .def_prop_ro("mesh", &NamedSharding::mesh)
+      .def_prop_ro("spec", &NamedSharding::spec)
+      .def_prop_ro("unreduced", &NamedSharding::unreduced)
+      .def("shard_shape", &NamedSharding::shard_shape)
+      .def("check_shape", &NamedSharding::check_shape)
+      .def("devices_indices_map",
+           [](const NamedSharding& s, const Shape& g) {
+             std::vector<std::vector<std::pair<int64_t, int64_t>>> out;
+             for (const auto& dev : s.devices_indices_map(g)) {
+               auto& o = out.emplace_back();
+               for (const Slice& sl : dev) o.emplace_back(sl.start, sl.stop);
+             }
+             return out;
+           })
+      .def("replica_id", &NamedSharding::replica_id)
+      .def("is_fully_replicated", &NamedSharding::is_fully_replicated)
+      .def("to_string", &NamedSharding::to_string)
+      .def("__eq__", [](const NamedSharding& a, const NamedSharding& b) { return a == b; })
+      .def("__hash__",
+           [](const NamedSharding& a) { return std::hash<std::string>()(a.to_string()); });
+  m.def("single_device_sharding", &single_device_sharding);
+}
+
+}  // namespace partix::python

@@ -1,0 +1,255 @@
+// jit, grad, shard_map, control flow, checkpoint (remat) and the collectives. Python functions
+// are traced by the C++ tracer calling back into them: the GIL is released while C++ works
+// (compiling, running, waiting in collectives) and taken again for each callback. A callback
+// returns its result leaves and an id for its result tree, which Python keeps.
+#include "bind.h"
+#include "partix/control.h"
+
+namespace partix::python {
+
+namespace {
+
+using Leaves = std::vector<Array>;
+using Counts = std::vector<size_t>;
+
+// Calls a Python trace function f(tracers) -> (leaves, tree_id), storing tree_id as the proto.
+Leaves trace_into(const nb::callable& f, const Leaves& tracers, std::shared_ptr<void>& proto) {
+  nb::gil_scoped_acquire gil;
+  auto [leaves, id] = nb::cast<std::pair<Leaves, int64_t>>(f(tracers));
+  proto = std::make_shared<int64_t>(id);
+  return leaves;
+}
+
+int64_t proto_id(const std::shared_ptr<void>& proto) {
+  return proto ? *std::static_pointer_cast<int64_t>(proto) : -1;
+}
+
+// jit's engine with Python's pytrees: Python flattens, keys and unflattens; C++ caches,
+// compiles and runs.
+class PyJit {
+ public:
+  PyJit(std::vector<std::optional<NamedSharding>> in_shardings,
+        std::vector<std::optional<NamedSharding>> out_shardings, std::vector<int> donate,
+        std::string name, std::optional<nb::callable> out_shardings_fn) {
+    JitOptions o{.in_shardings = std::move(in_shardings),
+                 .out_shardings = std::move(out_shardings),
+                 .donate_argnums = std::move(donate),
+                 .name = std::move(name)};
+    if (out_shardings_fn) {
+      // Held by the shared callable so the Python object dies with the GIL held (~PyJit).
+      fn_ = std::make_shared<nb::callable>(*out_shardings_fn);
+      std::weak_ptr<nb::callable> w = fn_;
+      o.out_shardings_fn = [w](const std::shared_ptr<void>& proto, size_t n) {
+        std::vector<std::optional<NamedSharding>> out;
+        if (auto f = w.lock()) {
+          nb::gil_scoped_acquire gil;
+          out = nb::cast<std::vector<std::optional<NamedSharding>>>((*f)(proto_id(proto), n));
+        }
+        return out;
+      };
+    }
+    state_ = std::make_shared<detail::JitState>(std::move(o));
+  }
+
+  std::shared_ptr<detail::JitState::Entry> entry(const Leaves& leaves, const Counts& counts,
+                                                 const std::string& key,
+                                                 const nb::callable& paths,
+                                                 const nb::callable& trace) {
+    return state_->get(
+        leaves, counts, key,
+        [&] { return call_python<std::vector<std::string>>(paths); },
+        [&](const Leaves& t, std::shared_ptr<void>& proto) { return trace_into(trace, t, proto); });
+  }
+
+  std::pair<Leaves, int64_t> call(const Leaves& leaves, const Counts& counts,
+                                  const std::string& key, const nb::callable& paths,
+                                  const nb::callable& trace) {
+    nb::gil_scoped_release release;
+    auto e = entry(leaves, counts, key, paths, trace);
+    Leaves outs = state_->run(*e, leaves);
+    return {std::move(outs), proto_id(state_->out_proto(*e))};
+  }
+
+  std::pair<Lowered, int64_t> lower(const Leaves& leaves, const Counts& counts,
+                                    const std::string& key, const nb::callable& paths,
+                                    const nb::callable& trace) {
+    nb::gil_scoped_release release;
+    auto e = entry(leaves, counts, key, paths, trace);
+    return {state_->lower(*e), proto_id(state_->out_proto(*e))};
+  }
+
+  int trace_count() const { return state_->trace_count(); }
+
+ private:
+  std::shared_ptr<nb::callable> fn_;
+  std::shared_ptr<detail::JitState> state_;
+};
+
+class PyShardMap {
+ public:
+  PyShardMap(Mesh mesh, std::vector<PartitionSpec> in_specs, std::vector<PartitionSpec> out_specs,
+             bool check_vma, std::optional<nb::callable> out_specs_fn)
+      : state_(std::move(mesh), std::move(in_specs), std::move(out_specs), check_vma) {
+    if (out_specs_fn) {
+      fn_ = std::make_shared<nb::callable>(*out_specs_fn);
+      std::weak_ptr<nb::callable> w = fn_;
+      state_.set_out_specs_fn([w](const std::shared_ptr<void>& proto, size_t n) {
+        std::vector<PartitionSpec> out;
+        if (auto f = w.lock()) {
+          nb::gil_scoped_acquire gil;
+          out = nb::cast<std::vector<PartitionSpec>>((*f)(proto_id(proto), n));
+        }
+        return out;
+      });
+    }
+  }
+
+  std::pair<Leaves, int64_t> call(const Leaves& leaves, const Counts& counts,
+                                  const nb::callable& trace) {
+    nb::gil_scoped_release release;
+    std::shared_ptr<void> proto;
+    Leaves outs = state_.call(
+        leaves, counts,
+        [&](const Leaves& t, std::shared_ptr<void>& p) { return trace_into(trace, t, p); }, proto);
+    return {std::move(outs), proto_id(proto)};
+  }
+
+ private:
+  std::shared_ptr<nb::callable> fn_;
+  detail::ShardMapState state_;
+};
+
+std::map<std::string, double> cost_dict(const CostAnalysis& c) {
+  std::map<std::string, double> out{{"flops", c.flops},
+                                    {"duplicated_flops_fraction", c.duplicated_flops_fraction}};
+  for (const auto& [k, v] : c.bytes_per_device) out["bytes " + k] = v;
+  return out;
+}
+
+}  // namespace
+
+void bind_transforms(nb::module_& m) {
+  nb::class_<PyJit>(m, "Jit")
+      .def(nb::init<std::vector<std::optional<NamedSharding>>,
+                    std::vector<std::optional<NamedSharding>>, std::vector<int>, std::string,
+                    std::optional<nb::callable>>())
+      .def("call", &PyJit::call)
+      .def("lower", &PyJit::lower)
+      .def_prop_ro("trace_count", &PyJit::trace_count);
+
+  nb::class_<Lowered>(m, "Lowered")
+      .def("as_text", &Lowered::as_text)
+      .def("global_text", &Lowered::global_text)
+      .def("fusions", &Lowered::fusions)
+      .def("cost_analysis", [](const Lowered& l) { return cost_dict(l.cost_analysis()); })
+      .def("bytes_per_device", [](const Lowered& l) { return l.cost_analysis().bytes_per_device; })
+      .def("memory_analysis",
+           [](const Lowered& l) {
+             MemoryAnalysis a = l.memory_analysis();
+             return std::map<std::string, std::vector<int64_t>>{
+                 {"argument_bytes", a.argument_bytes},
+                 {"output_bytes", a.output_bytes},
+                 {"peak_temp_bytes", a.peak_temp_bytes},
+                 {"peak_bytes", a.peak_bytes}};
+           })
+      .def("warnings", &Lowered::warnings)
+      .def("in_shardings", &Lowered::in_shardings)
+      .def("out_shardings", &Lowered::out_shardings);
+
+  nb::class_<PyShardMap>(m, "ShardMap")
+      .def(nb::init<Mesh, std::vector<PartitionSpec>, std::vector<PartitionSpec>, bool,
+                    std::optional<nb::callable>>())
+      .def("call", &PyShardMap::call);
+
+  // grad: f(tracers) -> [value, aux...]; returns (value, grads (None where not asked), aux).
+  m.def("grad", [](const Leaves& leaves, const std::vector<bool>& wrt, nb::callable f) {
+    detail::GradOutput out;
+    {
+      nb::gil_scoped_release release;
+      out = detail::grad_engine_aux(leaves, wrt, [&](const Leaves& t) {
+        return call_python<Leaves>(f, t);
+      });
+    }
+    std::vector<std::optional<Array>> grads;
+    for (size_t i = 0; i < out.grads.size(); ++i) {
+      grads.push_back(wrt[i] ? std::optional<Array>(out.grads[i]) : std::nullopt);
+    }
+    return std::make_tuple(out.value, grads, out.aux);
+  });
+
+  m.def("with_sharding_constraint", [](const Array& x, const NamedSharding& s) {
+    nb::gil_scoped_release release;
+    return with_sharding_constraint(x, s);
+  });
+  m.def("is_tracing", &detail::is_tracing);
+
+  // Control flow: bodies are Python functions f(tracers) -> (leaves, tree_id).
+  m.def("scan", [](const Leaves& init, const Leaves& xs, int64_t length, bool reverse,
+                   nb::callable body) {
+    nb::gil_scoped_release release;
+    std::shared_ptr<void> proto;
+    Leaves outs = detail::scan_call(
+        init, xs, length, reverse,
+        [&](const Leaves& t, std::shared_ptr<void>& p) { return trace_into(body, t, p); }, proto);
+    return std::make_pair(outs, proto_id(proto));
+  });
+  m.def("fori_loop", [](int64_t lower, int64_t upper, const Leaves& init, nb::callable body) {
+    nb::gil_scoped_release release;
+    std::shared_ptr<void> proto;
+    return detail::fori_call(
+        lower, upper, init,
+        [&](const Leaves& t, std::shared_ptr<void>& p) { return trace_into(body, t, p); }, proto);
+  });
+  m.def("while_loop", [](const Leaves& init, nb::callable cond, nb::callable body) {
+    nb::gil_scoped_release release;
+    std::shared_ptr<void> proto;
+    return detail::while_call(
+        init, [&](const Leaves& t, std::shared_ptr<void>& p) { return trace_into(cond, t, p); },
+        [&](const Leaves& t, std::shared_ptr<void>& p) { return trace_into(body, t, p); }, proto);
+  });
+  m.def("cond", [](const Array& pred, const Leaves& operands, nb::callable t, nb::callable f) {
+    nb::gil_scoped_release release;
+    std::shared_ptr<void> tp, fp;
+    Leaves outs = detail::cond_call(
+        pred, operands,
+        [&](const Leaves& x, std::shared_ptr<void>& p) { return trace_into(t, x, p); },
+        [&](const Leaves& x, std::shared_ptr<void>& p) { return trace_into(f, x, p); }, tp, fp);
+    return std::make_tuple(outs, proto_id(tp), proto_id(fp));
+  });
+  m.def("checkpoint", [](const Leaves& leaves, nb::callable f) {
+    nb::gil_scoped_release release;
+    std::shared_ptr<void> proto;
+    Leaves outs = detail::remat_call(
+        leaves, [&](const Leaves& t, std::shared_ptr<void>& p) { return trace_into(f, t, p); },
+        proto);
+    return std::make_pair(outs, proto_id(proto));
+  });
+
+  // Collectives (inside shard_map); axes: one name or several.
+  using Names = const std::vector<std::string>&;
+  m.def("psum", [](const Array& x, Names a) { nb::gil_scoped_release r; return psum(x, to_axes(a)); });
+  m.def("pmean", [](const Array& x, Names a) { nb::gil_scoped_release r; return pmean(x, to_axes(a)); });
+  m.def("pmax", [](const Array& x, Names a) { nb::gil_scoped_release r; return pmax(x, to_axes(a)); });
+  m.def("pmin", [](const Array& x, Names a) { nb::gil_scoped_release r; return pmin(x, to_axes(a)); });
+  m.def("pvary", [](const Array& x, Names a) { return pvary(x, to_axes(a)); });
+  m.def("all_gather", [](const Array& x, Names a, int axis, bool tiled) {
+    nb::gil_scoped_release r;
+    return all_gather(x, to_axes(a), axis, tiled);
+  });
+  m.def("psum_scatter", [](const Array& x, Names a, int dim, bool tiled) {
+    nb::gil_scoped_release r;
+    return psum_scatter(x, to_axes(a), dim, tiled);
+  });
+  m.def("ppermute", [](const Array& x, Names a, const std::vector<std::pair<int, int>>& perm) {
+    nb::gil_scoped_release r;
+    return ppermute(x, to_axes(a), perm);
+  });
+  m.def("all_to_all", [](const Array& x, Names a, int split, int concat, bool tiled) {
+    nb::gil_scoped_release r;
+    return all_to_all(x, to_axes(a), split, concat, tiled);
+  });
+  m.def("axis_index", [](Names a) { return axis_index(to_axes(a)); });
+  m.def("axis_size", [](Names a) { return axis_size(to_axes(a)); });
+}
+
+}  // namespace partix::python
