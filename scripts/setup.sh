@@ -11,7 +11,7 @@ packages=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   libpng-dev                          # partix train --plot loss.png
   fortunes                            # the training corpus (real text, ~2.5 MB)
-  python3-venv python3-pip            # the checkpoint interoperability test's reader
+  python3-venv python3-pip python3-dev  # the Python package's venv and headers
 )
 
 missing=()
@@ -53,4 +53,20 @@ elif python3 -m venv "$tools_venv" >/dev/null 2>&1 &&
 else
   echo "setup: could not install numpy and safetensors into $tools_venv (offline?);" \
        "cli.checkpoint_safetensors will skip."
+fi
+
+# The Python package's build and test tools (nanobind, scikit-build-core, numpy, ml_dtypes,
+# pytest) in the project's venv; scripts/build.sh then builds partix._core with it and makes
+# the venv import the build ($venv/bin/python -c "import partix"). Offline, setup still
+# succeeds and the build leaves the Python package out.
+venv=${PARTIX_CACHE:-$HOME/.cache/partix}/venv
+python_pkgs=(nanobind scikit-build-core numpy ml_dtypes pytest)
+if "$venv/bin/python" -c "import nanobind, scikit_build_core, numpy, ml_dtypes, pytest" 2>/dev/null; then
+  echo "setup: Python venv at $venv"
+elif python3 -m venv "$venv" >/dev/null 2>&1 &&
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "${python_pkgs[@]}" >/dev/null 2>&1; then
+  echo "setup: Python venv installed at $venv"
+else
+  echo "setup: could not install ${python_pkgs[*]} into $venv (offline?);" \
+       "the Python package and its tests are left out of the build."
 fi
