@@ -257,8 +257,8 @@ def _walk(x):
       yield e
 
 
-def asarray(x, dtype=None):
-  return x if isinstance(x, Array) and dtype is None else Array(core(x, dtype))
+def asarray(x, dtype=None, api="asarray"):
+  return x if isinstance(x, Array) and dtype is None else Array(core(x, dtype, api))
 
 
 def is_weak_scalar(x):

@@ -75,7 +75,7 @@ def ones(shape, dtype=None, *, device=None, out_sharding=None):
 
 def full(shape, fill_value, dtype=None, *, device=None, out_sharding=None):
   if isinstance(fill_value, Array) or isinstance(fill_value, np.ndarray) and fill_value.ndim:
-    return broadcast_to(asarray(fill_value, dtype), shape)
+    return broadcast_to(asarray(fill_value, dtype, "full"), shape)
   if dtype is None:
     dtype = dtypes.dtype(fill_value) if not isinstance(fill_value, np.generic) else \
         dtypes.canonicalize(fill_value.dtype)
@@ -123,7 +123,7 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None, out_sharding
   vals = np.arange(start, stop, step)
   if dtype is None:
     dtype = dtypes.canonicalize(vals.dtype)
-  out = asarray(vals, dtype)
+  out = asarray(vals, dtype, "arange")
   s = _creation_sharding(out_sharding, device, "arange")
   return out if s is None else _w(_core.device_put(out._a, s))
 
@@ -153,20 +153,20 @@ def tri(N, M=None, k=0, dtype=None):
 
 
 def tril(m, k=0):
-  m = asarray(m)
+  m = asarray(m, api="tril")
   mask = tri(m.shape[-2], m.shape[-1], k, dtype=bool)
   return where(mask, m, zeros_like(m))
 
 
 def triu(m, k=0):
-  m = asarray(m)
+  m = asarray(m, api="triu")
   mask = tri(m.shape[-2], m.shape[-1], k - 1, dtype=bool)
   return where(mask, zeros_like(m), m)
 
 
 def array(object, dtype=None, copy=True, order=None, ndmin=0, *, device=None,
           out_sharding=None):
-  out = asarray(object, dtype)
+  out = asarray(object, dtype, "array")
   while out.ndim < ndmin:
     out = expand_dims(out, 0)
   s = _creation_sharding(out_sharding, device, "array")
@@ -174,7 +174,7 @@ def array(object, dtype=None, copy=True, order=None, ndmin=0, *, device=None,
 
 
 def asarray_(a, dtype=None, order=None, *, copy=None, device=None, out_sharding=None):
-  out = asarray(a, dtype)
+  out = asarray(a, dtype, "asarray")
   s = _creation_sharding(out_sharding, device, "asarray")
   return out if s is None else _w(_core.device_put(out._a, s))
 
@@ -215,7 +215,7 @@ logical_not = _unary("logical_not", _core.logical_not)
 def round(a, decimals=0):
   if decimals:
     s = 10.0 ** decimals
-    return _unary("round", _core.round)(asarray(a) * s) / s
+    return _unary("round", _core.round)(asarray(a, api="round") * s) / s
   return _unary("round", _core.round)(a)
 
 
@@ -228,7 +228,7 @@ def tan(x):
 
 
 def exp2(x):
-  return exp(asarray(x) * math.log(2.0))
+  return exp(asarray(x, api="exp2") * math.log(2.0))
 
 
 def log2(x):
@@ -240,20 +240,20 @@ def log10(x):
 
 
 def reciprocal(x):
-  return 1.0 / asarray(x)
+  return 1.0 / asarray(x, api="reciprocal")
 
 
 def positive(x):
-  return asarray(x)
+  return asarray(x, api="positive")
 
 
 def sinh(x):
-  x = asarray(x)
+  x = asarray(x, api="sinh")
   return (exp(x) - exp(-x)) / 2.0
 
 
 def cosh(x):
-  x = asarray(x)
+  x = asarray(x, api="cosh")
   return (exp(x) + exp(-x)) / 2.0
 
 
@@ -324,7 +324,7 @@ def where(condition, x=None, y=None, /):
 def clip(a, a_min=None, a_max=None, *, min=None, max=None):
   lo = a_min if a_min is not None else min
   hi = a_max if a_max is not None else max
-  out = asarray(a)
+  out = asarray(a, api="clip")
   if lo is not None:
     out = maximum(out, lo)
   if hi is not None:
@@ -333,24 +333,24 @@ def clip(a, a_min=None, a_max=None, *, min=None, max=None):
 
 
 def isnan(x):
-  x = asarray(x)
+  x = asarray(x, api="isnan")
   return not_equal(x, x)
 
 
 def isinf(x):
-  x = asarray(x)
+  x = asarray(x, api="isinf")
   return equal(abs(x), np.inf) if dtypes.is_float(x.dtype) else zeros(x.shape, bool)
 
 
 def isfinite(x):
-  x = asarray(x)
+  x = asarray(x, api="isfinite")
   if not dtypes.is_float(x.dtype):
     return ones(x.shape, bool)
   return logical_not(logical_or(isnan(x), isinf(x)))
 
 
 def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
-  x = asarray(x)
+  x = asarray(x, api="nan_to_num")
   fi = dtypes.finfo(x.dtype)
   x = where(isnan(x), nan, x)
   x = where(equal(x, np.inf), fi.max if posinf is None else posinf, x)
@@ -374,19 +374,24 @@ def promote_types(a, b):
 
 
 def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-  return bool(np.allclose(np.asarray(a), np.asarray(b), rtol=rtol, atol=atol,
-                          equal_nan=equal_nan))
+  return all(isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
 def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-  a, b = asarray(a), asarray(b)
-  return less_equal(abs(a - b), atol + rtol * abs(b))
+  a, b = asarray(a, api="isclose"), asarray(b, api="isclose")
+  out = less_equal(abs(a - b), atol + rtol * abs(b))
+  if dtypes.is_float(a.dtype) or dtypes.is_float(b.dtype):
+    # Infinities are close only to themselves (inf - inf is nan).
+    out = logical_or(out, logical_and(equal(a, b), logical_not(isnan(a))))
+    if equal_nan:
+      out = logical_or(out, logical_and(isnan(a), isnan(b)))
+  return out
 
 
 def array_equal(a1, a2, equal_nan=False):
-  a1, a2 = asarray(a1), asarray(a2)
+  a1, a2 = asarray(a1, api="array_equal"), asarray(a2, api="array_equal")
   if a1.shape != a2.shape:
-    return asarray(False)
+    return asarray(False, api="array_equal")
   return all(equal(a1, a2))
 
 
@@ -395,7 +400,7 @@ def array_equal(a1, a2, equal_nan=False):
 def reshape(a, shape=None, order="C", *, newshape=None, copy=None, out_sharding=None):
   if shape is None:
     shape = newshape
-  a = asarray(a)
+  a = asarray(a, api="reshape")
   if isinstance(shape, (int, np.integer)):
     shape = (shape,)
   shape = [int(d) for d in shape]
@@ -418,7 +423,7 @@ def ravel(a, order="C"):
 
 
 def transpose(a, axes=None):
-  a = asarray(a)
+  a = asarray(a, api="transpose")
   perm = list(range(a.ndim))[::-1] if axes is None else [_norm_axis(x, a.ndim, "transpose")
                                                           for x in axes]
   if sorted(perm) != list(range(a.ndim)):
@@ -431,12 +436,12 @@ def permute_dims(a, axes):
 
 
 def matrix_transpose(x):
-  x = asarray(x)
+  x = asarray(x, api="matrix_transpose")
   return swapaxes(x, -1, -2)
 
 
 def swapaxes(a, axis1, axis2):
-  a = asarray(a)
+  a = asarray(a, api="swapaxes")
   p = list(range(a.ndim))
   i, j = _norm_axis(axis1, a.ndim, "swapaxes"), _norm_axis(axis2, a.ndim, "swapaxes")
   p[i], p[j] = p[j], p[i]
@@ -444,7 +449,7 @@ def swapaxes(a, axis1, axis2):
 
 
 def moveaxis(a, source, destination):
-  a = asarray(a)
+  a = asarray(a, api="moveaxis")
   src = _norm_axes(source, a.ndim, "moveaxis")
   dst = _norm_axes(destination, a.ndim, "moveaxis")
   if len(src) != len(dst):
@@ -456,7 +461,7 @@ def moveaxis(a, source, destination):
 
 
 def expand_dims(a, axis):
-  a = asarray(a)
+  a = asarray(a, api="expand_dims")
   axes = axis if isinstance(axis, (tuple, list)) else (axis,)
   out_nd = a.ndim + len(axes)
   axes = sorted(_norm_axis(x, out_nd, "expand_dims") for x in axes)
@@ -467,7 +472,7 @@ def expand_dims(a, axis):
 
 
 def squeeze(a, axis=None):
-  a = asarray(a)
+  a = asarray(a, api="squeeze")
   if axis is None:
     axes = [i for i, d in enumerate(a.shape) if d == 1]
   else:
@@ -479,7 +484,7 @@ def squeeze(a, axis=None):
 
 
 def broadcast_to(array, shape):
-  a = asarray(array)
+  a = asarray(array, api="broadcast_to")
   shape = _shape(shape, "broadcast_to")
   if list(a.shape) == shape:
     return a
@@ -491,20 +496,20 @@ def broadcast_shapes(*shapes):
 
 
 def broadcast_arrays(*args):
-  arrs = [asarray(a) for a in args]
+  arrs = [asarray(a, api="broadcast_arrays") for a in args]
   shape = broadcast_shapes(*[a.shape for a in arrs])
   return [broadcast_to(a, shape) for a in arrs]
 
 
 def atleast_1d(*arys):
-  out = [reshape(asarray(a), (1,)) if asarray(a).ndim == 0 else asarray(a) for a in arys]
+  out = [reshape(asarray(a, api="atleast_1d"), (1,)) if asarray(a, api="atleast_1d").ndim == 0 else asarray(a, api="atleast_1d") for a in arys]
   return out[0] if len(out) == 1 else out
 
 
 def atleast_2d(*arys):
   out = []
   for a in arys:
-    a = asarray(a)
+    a = asarray(a, api="atleast_2d")
     out.append(reshape(a, (1,) * (2 - a.ndim) + a.shape) if a.ndim < 2 else a)
   return out[0] if len(out) == 1 else out
 
@@ -512,7 +517,7 @@ def atleast_2d(*arys):
 def _cat_args(arrays, api):
   if isinstance(arrays, Array) or not isinstance(arrays, (list, tuple)) or not arrays:
     raise PartixError(f"[{api}] needs a non-empty sequence of arrays")
-  arrs = [asarray(a) for a in arrays]
+  arrs = [asarray(a, api=api) for a in arrays]
   dt = arrs[0]._a.dtype
   for a in arrs[1:]:
     dt = _core.promote_types(dt, a._a.dtype)
@@ -547,7 +552,7 @@ def vstack(tup):
 
 
 def split(ary, indices_or_sections, axis=0):
-  a = asarray(ary)
+  a = asarray(ary, api="split")
   ax = _norm_axis(axis, a.ndim, "split")
   n = a.shape[ax]
   if isinstance(indices_or_sections, (int, np.integer)):
@@ -561,7 +566,7 @@ def split(ary, indices_or_sections, axis=0):
 
 
 def array_split(ary, indices_or_sections, axis=0):
-  a = asarray(ary)
+  a = asarray(ary, api="array_split")
   ax = _norm_axis(axis, a.ndim, "array_split")
   if isinstance(indices_or_sections, (int, np.integer)):
     n, k = a.shape[ax], int(indices_or_sections)
@@ -572,7 +577,7 @@ def array_split(ary, indices_or_sections, axis=0):
 
 
 def slice_in_dim(a, start, stop, stride=1, axis=0):
-  a = asarray(a)
+  a = asarray(a, api="slice_in_dim")
   ax = _norm_axis(axis, a.ndim, "slice_in_dim")
   lo = [0] * a.ndim
   hi = list(a.shape)
@@ -582,7 +587,7 @@ def slice_in_dim(a, start, stop, stride=1, axis=0):
 
 
 def pad(array, pad_width, mode="constant", constant_values=0):
-  a = asarray(array)
+  a = asarray(array, api="pad")
   if mode != "constant":
     raise PartixError(f"[pad] mode {mode!r} is not supported (only 'constant')")
   pw = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (a.ndim, 2)) if a.ndim else \
@@ -592,7 +597,7 @@ def pad(array, pad_width, mode="constant", constant_values=0):
 
 
 def roll(a, shift, axis=None):
-  a = asarray(a)
+  a = asarray(a, api="roll")
   if axis is None:
     return reshape(roll(ravel(a), shift, 0), a.shape)
   if isinstance(axis, (tuple, list)):
@@ -604,7 +609,7 @@ def roll(a, shift, axis=None):
 
 
 def flip(m, axis=None):
-  m = asarray(m)
+  m = asarray(m, api="flip")
   return _w(_core.flip(m._a, _norm_axes(axis, m.ndim, "flip")))
 
 
@@ -617,7 +622,7 @@ def flipud(m):
 
 
 def repeat(a, repeats, axis=None, *, total_repeat_length=None):
-  a = asarray(a)
+  a = asarray(a, api="repeat")
   if axis is None:
     a, axis = ravel(a), 0
   ax = _norm_axis(axis, a.ndim, "repeat")
@@ -636,7 +641,7 @@ def repeat(a, repeats, axis=None, *, total_repeat_length=None):
 
 
 def tile(A, reps):
-  a = asarray(A)
+  a = asarray(A, api="tile")
   reps = (reps,) if isinstance(reps, (int, np.integer)) else tuple(reps)
   nd = builtins.max(a.ndim, len(reps))
   a = reshape(a, (1,) * (nd - a.ndim) + a.shape)
@@ -655,7 +660,7 @@ def _reduce(name, f, int_to_float=False):
       raise PartixError(f"[{name}] out= is not supported (arrays are immutable)")
     if where is not None:
       raise PartixError(f"[{name}] where= is not supported")
-    x = asarray(a)
+    x = asarray(a, api=name)
     c = x._a
     if dtype is not None:
       c = _core.astype(c, dtypes.to_core(dtype, name))
@@ -679,7 +684,7 @@ amax, amin = max, min
 
 
 def prod(a, axis=None, dtype=None, keepdims=False):
-  a = asarray(a, dtype)
+  a = asarray(a, dtype, "prod")
   return _prod(a, axis, keepdims)
 
 
@@ -696,7 +701,7 @@ def _prod(a, axis, keepdims):
 
 
 def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, correction=None):
-  x = asarray(a, dtype)
+  x = asarray(a, dtype, "var")
   if x._a.dtype in ("bool", "i32", "i64"):
     x = astype(x, np.float32)
   ddof = correction if correction is not None else ddof
@@ -715,7 +720,16 @@ def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, correctio
 def average(a, axis=None, weights=None):
   if weights is None:
     return mean(a, axis)
-  a, w = asarray(a), asarray(weights)
+  a, w = asarray(a, api="average"), asarray(weights, api="average")
+  if w.shape != a.shape:
+    if axis is None or isinstance(axis, (tuple, list)) or w.ndim != 1:
+      raise PartixError(f"[average] weights of shape {w.shape} need axis= (an int) for an "
+                        f"array of shape {a.shape}")
+    ax = _norm_axis(axis, a.ndim, "average")
+    if w.shape[0] != a.shape[ax]:
+      raise PartixError(f"[average] {w.shape[0]} weights for axis {ax} of size {a.shape[ax]}")
+    w = reshape(w, [a.shape[ax] if i == ax else 1 for i in range(a.ndim)])
+    return sum(a * w, axis) / sum(w)
   return sum(a * w, axis) / sum(w, axis)
 
 
@@ -732,21 +746,23 @@ def count_nonzero(a, axis=None, keepdims=False):
 
 
 def argmax(a, axis=None, keepdims=False):
-  a = asarray(a)
+  a = asarray(a, api="argmax")
   if axis is None:
-    return _w(_core.argmax(ravel(a)._a, 0, False))
+    r = _w(_core.argmax(ravel(a)._a, 0, False))
+    return reshape(r, (1,) * a.ndim) if keepdims else r
   return _w(_core.argmax(a._a, _norm_axis(axis, a.ndim, "argmax"), bool(keepdims)))
 
 
 def argmin(a, axis=None, keepdims=False):
-  a = asarray(a)
+  a = asarray(a, api="argmin")
   if axis is None:
-    return _w(_core.argmin(ravel(a)._a, 0, False))
+    r = _w(_core.argmin(ravel(a)._a, 0, False))
+    return reshape(r, (1,) * a.ndim) if keepdims else r
   return _w(_core.argmin(a._a, _norm_axis(axis, a.ndim, "argmin"), bool(keepdims)))
 
 
 def cumsum(a, axis=None, dtype=None):
-  a = asarray(a, dtype)
+  a = asarray(a, dtype, "cumsum")
   if axis is None:
     a, axis = ravel(a), 0
   if a._a.dtype == "bool":
@@ -755,7 +771,7 @@ def cumsum(a, axis=None, dtype=None):
 
 
 def sort(a, axis=-1, *, descending=False, stable=True):
-  a = asarray(a)
+  a = asarray(a, api="sort")
   if axis is None:
     a, axis = ravel(a), -1
   ax = _norm_axis(axis, a.ndim, "sort")
@@ -765,7 +781,7 @@ def sort(a, axis=-1, *, descending=False, stable=True):
 
 
 def argsort(a, axis=-1, *, descending=False, stable=True):
-  a = asarray(a)
+  a = asarray(a, api="argsort")
   ax = _norm_axis(axis, a.ndim, "argsort")
   if ax != a.ndim - 1:
     return moveaxis(argsort(moveaxis(a, ax, -1), descending=descending), -1, ax)
@@ -786,7 +802,7 @@ def matmul(a, b, *, precision=None, preferred_element_type=None, out_sharding=No
 
 
 def dot(a, b, *, precision=None, preferred_element_type=None, out_sharding=None):
-  a, b = asarray(a), asarray(b)
+  a, b = asarray(a, api="dot"), asarray(b, api="dot")
   if a.ndim == 0 or b.ndim == 0:
     return multiply(a, b)
   if b.ndim == 1 or a.ndim <= 2 and b.ndim <= 2:
@@ -799,7 +815,7 @@ def vdot(a, b):
 
 
 def inner(a, b):
-  a, b = asarray(a), asarray(b)
+  a, b = asarray(a, api="inner"), asarray(b, api="inner")
   return tensordot(a, b, axes=([a.ndim - 1], [b.ndim - 1]))
 
 
@@ -808,7 +824,7 @@ def outer(a, b):
 
 
 def tensordot(a, b, axes=2):
-  a, b = asarray(a), asarray(b)
+  a, b = asarray(a, api="tensordot"), asarray(b, api="tensordot")
   if isinstance(axes, (int, np.integer)):
     ac = list(range(a.ndim - axes, a.ndim))
     bc = list(range(axes))
@@ -816,16 +832,20 @@ def tensordot(a, b, axes=2):
     ac, bc = axes
     ac = [ac] if isinstance(ac, int) else list(ac)
     bc = [bc] if isinstance(bc, int) else list(bc)
+  ac = [_norm_axis(i, a.ndim, "tensordot") for i in ac]
+  bc = [_norm_axis(i, b.ndim, "tensordot") for i in bc]
+  if len(ac) != len(bc) or [a.shape[i] for i in ac] != [b.shape[i] for i in bc]:
+    raise PartixError(f"[tensordot] contracting axes {ac} of {a.shape} and {bc} of {b.shape} "
+                      "do not match")
   x, y = promote_pair(a, b, "tensordot")
-  return _w(_core.dot_general(x, y, [_norm_axis(i, a.ndim, "tensordot") for i in ac],
-                              [_norm_axis(i, b.ndim, "tensordot") for i in bc], [], [], None))
+  return _w(_core.dot_general(x, y, ac, bc, [], [], None))
 
 
 def einsum(subscripts, *operands, out=None, optimize=None, precision=None,
            preferred_element_type=None, out_sharding=None):
   if not isinstance(subscripts, str):
     raise PartixError("[einsum] the first argument must be the subscripts string")
-  ops = [asarray(o) for o in operands]
+  ops = [asarray(o, api="einsum") for o in operands]
   cs = _cat_args(ops, "einsum") if len(ops) > 1 else [ops[0]._a]
   r = _w(_core.einsum(subscripts, cs))
   if preferred_element_type is not None:
@@ -840,25 +860,25 @@ def einsum(subscripts, *operands, out=None, optimize=None, precision=None,
 
 def take(a, indices, axis=None, mode=None, unique_indices=False, indices_are_sorted=False,
          fill_value=None):
-  a = asarray(a)
+  a = asarray(a, api="take")
   if axis is None:
     a, axis = ravel(a), 0
-  idx = asarray(indices)
+  idx = asarray(indices, api="take")
   if idx._a.dtype not in ("i32", "i64"):
     raise PartixError(f"[take] indices must be integers, got {idx.dtype}")
   return _w(_core.take(a._a, idx._a, _norm_axis(axis, a.ndim, "take")))
 
 
 def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
-  a = asarray(arr)
-  idx = asarray(indices)
+  a = asarray(arr, api="take_along_axis")
+  idx = asarray(indices, api="take_along_axis")
   if axis is None:
     return take_along_axis(ravel(a), ravel(idx), 0)
   return _w(_core.take_along_axis(a._a, idx._a, _norm_axis(axis, a.ndim, "take_along_axis")))
 
 
 def diagonal(a, offset=0, axis1=0, axis2=1):
-  a = asarray(a)
+  a = asarray(a, api="diagonal")
   n = builtins.min(a.shape[axis1], a.shape[axis2])
   mask = eye(a.shape[axis1], a.shape[axis2], offset, dtype=a.dtype)
   x = moveaxis(a * reshape(mask, [a.shape[i] if i in (axis1 % a.ndim, axis2 % a.ndim) else 1
@@ -875,7 +895,7 @@ def trace(a, offset=0, axis1=0, axis2=1):
 
 
 def meshgrid(*xi, indexing="xy"):
-  arrs = [ravel(asarray(x)) for x in xi]
+  arrs = [ravel(asarray(x, api="meshgrid")) for x in xi]
   n = len(arrs)
   shape = [a.shape[0] for a in arrs]
   if indexing == "xy" and n >= 2:
@@ -929,7 +949,7 @@ def einsum_path(*a, **k):
 
 
 def linalg_norm(x, ord=None, axis=None, keepdims=False):
-  x = asarray(x)
+  x = asarray(x, api="linalg.norm")
   if ord not in (None, 2, "fro"):
     raise PartixError(f"[linalg.norm] ord={ord!r} is not supported (None, 2, 'fro')")
   return sqrt(sum(x * x, axis=axis, keepdims=keepdims))

@@ -1,0 +1,332 @@
+"""partix.numpy against numpy: creation, elementwise math with JAX's promotion, reductions,
+contractions, shape and indexing ops; on one device, on sharded inputs (mesh8) and inside jit."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+import partix as jax
+import partix.numpy as jnp
+from partix.sharding import NamedSharding, PartitionSpec as P
+
+RNG = np.random.default_rng(0)
+X = RNG.standard_normal((8, 4)).astype(np.float32)
+Y = RNG.standard_normal((8, 4)).astype(np.float32)
+XI = RNG.integers(-5, 6, (8, 4)).astype(np.int32)
+
+
+def _placements(mesh8):
+  return [lambda a: jnp.asarray(a),
+          lambda a: jax.device_put(a, NamedSharding(mesh8, P("x", "y")))]
+
+
+def close(got, want, rtol=1e-5, atol=1e-5):
+  got_np = np.asarray(got)
+  want = np.asarray(want)
+  assert got_np.shape == want.shape, (got_np.shape, want.shape)
+  np.testing.assert_allclose(got_np.astype(np.float64), want.astype(np.float64), rtol=rtol,
+                             atol=atol)
+
+
+UNARY = [("exp", np.exp), ("log", lambda a: np.log(np.abs(a) + 1)), ("sin", np.sin),
+         ("cos", np.cos), ("tanh", np.tanh), ("abs", np.abs), ("sign", np.sign),
+         ("floor", np.floor), ("ceil", np.ceil), ("square", np.square), ("negative", np.negative),
+         ("sqrt", lambda a: np.sqrt(np.abs(a))), ("log1p", lambda a: np.log1p(np.abs(a))),
+         ("expm1", np.expm1), ("tan", np.tan), ("sinh", np.sinh), ("cosh", np.cosh),
+         ("exp2", np.exp2), ("log2", lambda a: np.log2(np.abs(a) + 1)),
+         ("log10", lambda a: np.log10(np.abs(a) + 1)), ("round", np.round), ("rint", np.rint),
+         ("reciprocal", lambda a: np.reciprocal(a + 10))]
+
+
+@pytest.mark.parametrize("name,ref", UNARY, ids=[u[0] for u in UNARY])
+def test_unary(name, ref, mesh8):
+  arg = {"log": lambda a: jnp.abs(a) + 1, "sqrt": jnp.abs, "log1p": jnp.abs,
+         "log2": lambda a: jnp.abs(a) + 1, "log10": lambda a: jnp.abs(a) + 1,
+         "reciprocal": lambda a: a + 10}.get(name, lambda a: a)
+  f = lambda a: getattr(jnp, name)(arg(a))
+  want = ref(X)
+  for put in _placements(mesh8):
+    close(f(put(X)), want, rtol=1e-4, atol=1e-5)
+    close(jax.jit(f)(put(X)), want, rtol=1e-4, atol=1e-5)
+
+
+BINARY = [("add", np.add), ("subtract", np.subtract), ("multiply", np.multiply),
+          ("divide", np.divide), ("maximum", np.maximum), ("minimum", np.minimum),
+          ("less", np.less), ("less_equal", np.less_equal), ("greater", np.greater),
+          ("greater_equal", np.greater_equal), ("equal", np.equal), ("not_equal", np.not_equal),
+          ("power", lambda a, b: np.power(np.abs(a) + 1, b)), ("arctan2", np.arctan2)]
+BINARY = [b for b in BINARY if hasattr(jnp, b[0])]
+
+
+@pytest.mark.parametrize("name,ref", BINARY, ids=[b[0] for b in BINARY])
+def test_binary_broadcasting(name, ref, mesh8):
+  row = Y[:1]  # (1, 4) broadcasts against (8, 4)
+  f = getattr(jnp, name)
+  if name == "power":
+    f = lambda a, b: jnp.power(jnp.abs(a) + 1, b)
+  for put in _placements(mesh8):
+    close(f(put(X), row), ref(X, row), rtol=1e-4)
+    close(jax.jit(f)(put(X), jnp.asarray(row)), ref(X, row), rtol=1e-4)
+    close(f(put(X), 0.5), ref(X, np.float32(0.5)), rtol=1e-4)
+
+
+def test_integer_ops_match_numpy():
+  a, b = XI, np.where(XI == 0, 3, XI).astype(np.int32)
+  close(jnp.floor_divide(a, b), np.floor_divide(a, b))
+  close(jnp.remainder(a, b), np.remainder(a, b))
+  close(jnp.asarray(a) // 2, a // 2)
+  close(jnp.asarray(a) % 3, a % 3)
+  assert (jnp.asarray(a) // 2).dtype == np.int32
+
+
+def test_promotion_rules():
+  i = jnp.asarray(np.arange(4, dtype=np.int32))
+  assert (i + 1).dtype == np.int32
+  assert (i + 1.5).dtype == np.float32 and (1.5 + i).dtype == np.float32
+  assert (i / i).dtype == np.float32
+  close(i / 2, np.arange(4) / 2)
+  b = jnp.ones(3, jnp.bfloat16)
+  assert (b * 2.0).dtype == jnp.bfloat16 and (2 * b).dtype == jnp.bfloat16
+  assert (b + jnp.ones(3, jnp.float32)).dtype == np.float32
+  assert jnp.asarray(np.ones(3, np.float64)).dtype == np.float32
+  assert jnp.asarray(np.ones(3, np.int64)).dtype == np.int32
+  assert jnp.asarray(3).dtype == np.int32 and jnp.asarray(3.0).dtype == np.float32
+  assert jnp.asarray(True).dtype == np.bool_
+  assert (jnp.asarray([True, False]) + 1).dtype == np.int32
+  h = jnp.ones(2, jnp.float16)
+  assert (h + 1.0).dtype == np.float16
+  assert (i + jnp.ones(4, jnp.float16)).dtype == np.float16
+  assert jnp.result_type(jnp.int32, jnp.float32) == np.float32
+  assert jnp.promote_types(jnp.bfloat16, jnp.float16) == np.float32
+  # numpy operands on either side give partix arrays
+  out = np.ones(4, np.float32) + i
+  assert isinstance(out, jax.Array) and out.dtype == np.float32
+  close(out, np.arange(4) + 1.0)
+
+
+def test_creation(mesh8):
+  close(jnp.zeros((2, 3)), np.zeros((2, 3)))
+  assert jnp.zeros(3).dtype == np.float32 and jnp.zeros(3, jnp.int32).dtype == np.int32
+  close(jnp.ones((2, 3), jnp.bfloat16), np.ones((2, 3)))
+  assert jnp.ones(2, dtype=jnp.bfloat16).dtype == jnp.bfloat16
+  close(jnp.full((2, 2), 7), np.full((2, 2), 7))
+  assert jnp.full((2,), 7).dtype == np.int32 and jnp.full((2,), 7.0).dtype == np.float32
+  close(jnp.full((2, 3), np.arange(3)), np.full((2, 3), np.arange(3)))
+  a = jnp.asarray(XI)
+  for f, r in [(jnp.zeros_like, np.zeros_like), (jnp.ones_like, np.ones_like)]:
+    assert f(a).dtype == np.int32 and f(a).shape == XI.shape
+    close(f(a), r(XI))
+    assert f(a, dtype=jnp.float32).dtype == np.float32
+  close(jnp.full_like(a, 3), np.full_like(XI, 3))
+  for args in [(5,), (1, 10, 2), (0, 1, 0.25), (10, 0, -3)]:
+    close(jnp.arange(*args), np.arange(*args))
+  assert jnp.arange(5).dtype == np.int32 and jnp.arange(0, 1, 0.25).dtype == np.float32
+  assert jnp.arange(3, dtype=jnp.float32).dtype == np.float32
+  close(jnp.linspace(0, 1, 7), np.linspace(0, 1, 7))
+  close(jnp.linspace(0, 1, 4, endpoint=False), np.linspace(0, 1, 4, endpoint=False))
+  for k in (-1, 0, 2):
+    close(jnp.eye(3, 4, k), np.eye(3, 4, k))
+    close(jnp.tri(4, 3, k), np.tri(4, 3, k))
+    close(jnp.tril(X, k), np.tril(X, k))
+    close(jnp.triu(X, k), np.triu(X, k))
+  close(jnp.identity(3), np.identity(3))
+  close(jnp.array([[1, 2], [3, 4]], ndmin=3), np.array([[1, 2], [3, 4]], ndmin=3))
+  s = NamedSharding(mesh8, P("x", "y"))
+  for z in (jnp.zeros((8, 4), out_sharding=s), jnp.ones((8, 4), device=s),
+            jnp.full((8, 4), 2.0, out_sharding=s), jnp.arange(8, out_sharding=NamedSharding(
+                mesh8, P("x"))), jnp.asarray(X, out_sharding=s)):
+    assert z.sharding.spec[0] == "x"
+  close(jnp.full((8, 4), 2.0, out_sharding=s), np.full((8, 4), 2.0))
+  close(jnp.asarray(X, out_sharding=s), X)
+
+
+REDUCTIONS = ["sum", "mean", "max", "min", "prod", "std", "var", "argmax", "argmin", "any",
+              "all"]
+
+
+@pytest.mark.parametrize("name", REDUCTIONS)
+@pytest.mark.parametrize("axis", [None, 0, 1, -1, (0, 1)])
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_reductions(name, axis, keepdims, mesh8):
+  if name in ("argmax", "argmin") and isinstance(axis, tuple):
+    return
+  src = X > 0.3 if name in ("any", "all") else X[:4] * 0.5 if name == "prod" else X
+  want = getattr(np, name)(src, axis=axis, keepdims=keepdims)
+  s = NamedSharding(mesh8, P("x", "y")) if src.shape[0] == 8 else NamedSharding(mesh8, P("x"))
+  f = lambda a: getattr(jnp, name)(a, axis=axis, keepdims=keepdims)
+  for a in (jnp.asarray(src), jax.device_put(src, s)):
+    got = f(a)
+    assert np.asarray(got).dtype == want.dtype or name in ("argmax", "argmin"), got.dtype
+    close(got, want, rtol=1e-4, atol=1e-5)
+    close(jax.jit(f)(a), want, rtol=1e-4, atol=1e-5)
+
+
+def test_reduction_details():
+  close(jnp.std(X, axis=0, ddof=1), np.std(X, axis=0, ddof=1), rtol=1e-5)
+  close(jnp.var(X, ddof=1), np.var(X, ddof=1), rtol=1e-5)
+  close(X.shape[0] and jnp.asarray(X).std(axis=1, ddof=1), np.std(X, axis=1, ddof=1), rtol=1e-5)
+  assert jnp.sum(XI).dtype == np.int32 and jnp.mean(XI).dtype == np.float32
+  close(jnp.mean(XI, axis=0), np.mean(XI, axis=0))
+  assert jnp.sum(jnp.asarray(X > 0)).dtype == np.int32
+  close(jnp.sum(X, initial=10.0), np.sum(X, initial=10.0), rtol=1e-5)
+  close(jnp.cumsum(XI), np.cumsum(XI))
+  close(jnp.cumsum(X, axis=1), np.cumsum(X, axis=1), rtol=1e-5)
+  close(jnp.cumsum(XI, axis=-2), np.cumsum(XI, axis=-2))
+  close(jnp.count_nonzero(XI, axis=0), np.count_nonzero(XI, axis=0))
+  close(jnp.average(X, axis=0, weights=np.arange(1, 9, dtype=np.float32)),
+        np.average(X, axis=0, weights=np.arange(1, 9)), rtol=1e-5)
+  close(jnp.amax(X), np.amax(X))
+
+
+def test_contractions(mesh8):
+  a = RNG.standard_normal((4, 8)).astype(np.float32)
+  v = RNG.standard_normal(8).astype(np.float32)
+  b3 = RNG.standard_normal((2, 4, 8)).astype(np.float32)
+  c3 = RNG.standard_normal((2, 8, 3)).astype(np.float32)
+  s = NamedSharding(mesh8, P("x", "y"))
+  for xa in (jnp.asarray(X), jax.device_put(X, s)):
+    close(xa @ a, X @ a, rtol=1e-4, atol=1e-4)
+    close(jnp.matmul(xa, a), X @ a, rtol=1e-4, atol=1e-4)
+    close(jax.jit(jnp.matmul)(xa, jnp.asarray(a)), X @ a, rtol=1e-4, atol=1e-4)
+    close(jnp.dot(xa, a), X @ a, rtol=1e-4, atol=1e-4)
+    close(jnp.einsum("ij,jk->ik", xa, a), X @ a, rtol=1e-4, atol=1e-4)
+    close(jnp.einsum("ij->j", xa), X.sum(0), rtol=1e-4, atol=1e-4)
+    close(jnp.tensordot(xa, a, 1), np.tensordot(X, a, 1), rtol=1e-4, atol=1e-4)
+    close(jnp.tensordot(xa, X, axes=([0, 1], [0, 1])), np.tensordot(X, X, ([0, 1], [0, 1])),
+          rtol=1e-4, atol=1e-4)
+  close(jnp.matmul(a, v), a @ v, rtol=1e-4, atol=1e-4)
+  close(jnp.matmul(b3, c3), b3 @ c3, rtol=1e-4, atol=1e-4)
+  close(jnp.einsum("bij,bjk->bik", b3, c3), np.einsum("bij,bjk->bik", b3, c3), rtol=1e-4,
+        atol=1e-4)
+  close(jnp.dot(v, v), np.dot(v, v), rtol=1e-4)
+  close(jnp.dot(2.0, v), 2.0 * v)
+  close(jnp.dot(b3, c3[0]), np.dot(b3, c3[0]), rtol=1e-4, atol=1e-4)
+  close(jnp.inner(a, a), np.inner(a, a), rtol=1e-4, atol=1e-4)
+  close(jnp.outer(v, v[:3]), np.outer(v, v[:3]), rtol=1e-5)
+  close(jnp.vdot(v, v), np.vdot(v, v), rtol=1e-4)
+  assert jnp.matmul(jnp.ones((2, 3), jnp.int32), jnp.ones((3, 2), jnp.float32)).dtype == np.float32
+
+
+def test_shape_ops(mesh8):
+  s = NamedSharding(mesh8, P("x", "y"))
+  x3 = X.reshape(2, 4, 4)
+  for xa in (jnp.asarray(X), jax.device_put(X, s)):
+    close(jnp.transpose(xa), X.T)
+    close(jnp.reshape(xa, (4, -1)), X.reshape(4, -1))
+    close(jnp.ravel(xa), X.ravel())
+    close(jnp.swapaxes(xa, 0, 1), X.swapaxes(0, 1))
+    close(jnp.expand_dims(xa, (0, -1)), np.expand_dims(X, (0, -1)))
+    close(jnp.squeeze(jnp.expand_dims(xa, 1), 1), X)
+    close(jnp.concatenate([xa, Y], axis=1), np.concatenate([X, Y], 1))
+    close(jnp.concatenate([xa, Y], axis=None), np.concatenate([X, Y], axis=None))
+    close(jnp.stack([xa, Y], axis=-1), np.stack([X, Y], -1))
+    for got, want in zip(jnp.split(xa, 4), np.split(X, 4)):
+      close(got, want)
+    for got, want in zip(jnp.split(xa, [1, 5], axis=0), np.split(X, [1, 5], axis=0)):
+      close(got, want)
+    for got, want in zip(jnp.array_split(xa, 3, axis=0), np.array_split(X, 3, axis=0)):
+      close(got, want)
+    close(jnp.pad(xa, ((1, 2), (0, 1))), np.pad(X, ((1, 2), (0, 1))))
+    close(jnp.pad(xa, 1, constant_values=3.0), np.pad(X, 1, constant_values=3.0))
+    close(jnp.roll(xa, 3, axis=0), np.roll(X, 3, axis=0))
+    close(jnp.roll(xa, -1), np.roll(X, -1))
+    close(jnp.roll(xa, (1, 2), axis=(0, 1)), np.roll(X, (1, 2), axis=(0, 1)))
+    close(jnp.flip(xa, 1), np.flip(X, 1))
+    close(jnp.repeat(xa, 2, axis=1), np.repeat(X, 2, axis=1))
+    close(jnp.repeat(xa, 2), np.repeat(X, 2))
+    close(jnp.tile(xa, (2, 1)), np.tile(X, (2, 1)))
+    close(jnp.clip(xa, -0.5, 0.5), np.clip(X, -0.5, 0.5))
+    close(jnp.clip(xa, max=0.2), np.clip(X, None, 0.2))
+    close(jnp.sort(xa, axis=0), np.sort(X, axis=0))
+    close(jnp.sort(xa), np.sort(X))
+    close(jnp.argsort(xa), np.argsort(X, kind="stable"))
+    close(jnp.argsort(xa, axis=0), np.argsort(X, axis=0, kind="stable"))
+    close(jnp.where(xa > 0, xa, Y), np.where(X > 0, X, Y))
+    close(jnp.where(xa > 0, 1.0, 0), np.where(X > 0, 1.0, 0.0))
+  close(jnp.moveaxis(x3, 0, -1), np.moveaxis(x3, 0, -1))
+  close(jnp.moveaxis(x3, (0, 1), (2, 0)), np.moveaxis(x3, (0, 1), (2, 0)))
+  close(jnp.transpose(x3, (1, 0, 2)), np.transpose(x3, (1, 0, 2)))
+  close(jnp.repeat(np.arange(3), np.array([1, 0, 2])), np.repeat(np.arange(3), [1, 0, 2]))
+  close(jnp.hstack([X, Y]), np.hstack([X, Y]))
+  close(jnp.vstack([X, Y]), np.vstack([X, Y]))
+  close(jnp.broadcast_to(X[0], (3, 4)), np.broadcast_to(X[0], (3, 4)))
+  assert jnp.broadcast_shapes((2, 1), (1, 3)) == (2, 3)
+  close(jnp.atleast_2d(np.float32(1.0)), np.atleast_2d(np.float32(1.0)))
+
+
+def test_indexing_ops(mesh8):
+  idx = np.array([3, 0, 7, 7], np.int32)
+  s = NamedSharding(mesh8, P("x", "y"))
+  for xa in (jnp.asarray(X), jax.device_put(X, s)):
+    close(jnp.take(xa, idx, axis=0), np.take(X, idx, axis=0))
+    close(jnp.take(xa, np.array([1, 2]), axis=1), np.take(X, [1, 2], axis=1))
+    close(jnp.take(xa, np.array([5, 30])), np.take(X, [5, 30]))
+    ii = np.argsort(X, axis=1).astype(np.int32)
+    close(jnp.take_along_axis(xa, ii, axis=1), np.take_along_axis(X, ii, axis=1))
+    close(jax.jit(lambda a, i: jnp.take(a, i, axis=0))(xa, jnp.asarray(idx)), X[idx])
+  close(jnp.diagonal(X[:4]), np.diagonal(X[:4]))
+  close(jnp.trace(X[:4]), np.trace(X[:4]), rtol=1e-5)
+  for got, want in zip(jnp.meshgrid(np.arange(3), np.arange(2)),
+                       np.meshgrid(np.arange(3), np.arange(2))):
+    close(got, want)
+
+
+def test_misc_predicates():
+  v = np.array([1.0, np.nan, np.inf, -np.inf, 0.0], np.float32)
+  close(jnp.isnan(v), np.isnan(v))
+  close(jnp.isinf(v), np.isinf(v))
+  close(jnp.isfinite(v), np.isfinite(v))
+  close(jnp.nan_to_num(v), np.nan_to_num(v))
+  close(jnp.logical_xor(v > 0, v < 1), np.logical_xor(v > 0, v < 1))
+  assert bool(jnp.array_equal(X, X)) and not bool(jnp.array_equal(X, Y))
+  assert jnp.allclose(X, X + 1e-7)
+  close(jnp.isclose(X, X + 1e-7), np.isclose(X, X + 1e-7))
+  close(jnp.linalg.norm(X), np.linalg.norm(X), rtol=1e-5)
+
+
+BAD = [
+    ("add shapes", lambda: jnp.add(jnp.ones(3), jnp.ones(4)), "[add]"),
+    ("reshape", lambda: jnp.reshape(jnp.ones(6), (4, 2)), "[reshape]"),
+    ("reshape -1", lambda: jnp.reshape(jnp.ones(6), (4, -1)), "[reshape]"),
+    ("matmul", lambda: jnp.matmul(jnp.ones((2, 3)), jnp.ones((4, 2))), "[matmul]"),
+    ("sum axis", lambda: jnp.sum(jnp.ones(3), axis=2), "[sum]"),
+    ("argmax axis", lambda: jnp.argmax(jnp.ones(3), axis=-2), "[argmax]"),
+    ("concat axis", lambda: jnp.concatenate([jnp.ones(3), jnp.ones(3)], axis=1), "[concatenate]"),
+    ("concat shapes", lambda: jnp.concatenate([jnp.ones((2, 3)), jnp.ones((2, 4))]),
+     "[concatenate]"),
+    ("transpose perm", lambda: jnp.transpose(jnp.ones((2, 3)), (0, 0)), "[transpose]"),
+    ("split uneven", lambda: jnp.split(jnp.ones(5), 2), "[split]"),
+    ("squeeze", lambda: jnp.squeeze(jnp.ones((2, 3)), 0), "[squeeze]"),
+    ("string", lambda: jnp.sin("abc"), "[sin]"),
+    ("dict", lambda: jnp.add({"a": 1}, 1), "[add]"),
+    ("None", lambda: jnp.multiply(None, jnp.ones(2)), "[multiply]"),
+    ("None reduce", lambda: jnp.sum(None), "[sum]"),
+    ("complex dtype", lambda: jnp.zeros(3, jnp.complex64), "[zeros]"),
+    ("complex data", lambda: jnp.asarray(np.ones(2, np.complex64)), "[asarray]"),
+    ("uint8 dtype", lambda: jnp.ones(3, dtype=np.uint8), "[ones]"),
+    ("astype uint8", lambda: jnp.astype(jnp.ones(3), np.uint8), "[astype]"),
+    ("negative shape", lambda: jnp.zeros((2, -1)), "[zeros]"),
+    ("einsum", lambda: jnp.einsum("ij,jk->ik", jnp.ones((2, 3)), jnp.ones((4, 2))), "[einsum]"),
+    ("take float idx", lambda: jnp.take(jnp.ones(3), jnp.ones(2)), "[take]"),
+    ("where one arg", lambda: jnp.where(jnp.ones(3) > 0), "[where]"),
+    ("broadcast_to", lambda: jnp.broadcast_to(jnp.ones(3), (2, 4)), "[broadcast_to]"),
+    ("pad mode", lambda: jnp.pad(jnp.ones(3), 1, mode="reflect"), "[pad]"),
+    ("stack shapes", lambda: jnp.stack([jnp.ones(3), jnp.ones(4)]), "[stack]"),
+    ("tensordot", lambda: jnp.tensordot(jnp.ones((2, 3)), jnp.ones((2, 3)), 1), "[tensordot]"),
+    ("empty concat", lambda: jnp.concatenate([]), "[concatenate]"),
+]
+
+
+@pytest.mark.parametrize("name,f,api", BAD, ids=[b[0] for b in BAD])
+def test_bad_input(name, f, api):
+  with pytest.raises(jax.PartixError) as e:
+    f()
+  assert str(e.value).startswith(api), str(e.value)
+
+
+def test_quantized_arrays_refused_by_math():
+  q = pytest.importorskip("partix").numpy
+  assert q.q8_0.name == "q8_0"
+  with pytest.raises(jax.PartixError, match=r"^\[zeros\]"):
+    jnp.zeros((32,), jnp.q8_0)
+  with pytest.raises(jax.PartixError, match=r"^\[asarray\]"):
+    jnp.asarray(np.ones(32, np.float32), jnp.q8_0)
