@@ -239,7 +239,7 @@ def core(x, dtype=None, api="asarray"):
     arr = np.asarray(x)
   except (ValueError, TypeError) as e:
     raise PartixError(f"[{api}] {type(x).__name__} cannot be converted to an array: {e}") from None
-  if arr.dtype == object or arr.dtype.kind in "USVOMmc":
+  if arr.dtype == object or arr.dtype.kind in "USVOMmc" and not dtypes.is_known(arr.dtype):
     raise PartixError(f"[{api}] {type(x).__name__} of numpy dtype {arr.dtype} is not an array "
                       "partix can hold")
   dt = dtypes.dtype(dtype) if dtype is not None else dtypes.canonicalize(arr.dtype)

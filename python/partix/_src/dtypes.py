@@ -78,6 +78,11 @@ def to_core(d, api="dtype"):
   return name
 
 
+def is_known(d):
+  """Whether numpy dtype d is one partix holds (bfloat16's numpy kind is 'V')."""
+  return d in _TO_CORE
+
+
 def from_core(name):
   return _FROM_CORE[name]
 
