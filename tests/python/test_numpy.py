@@ -330,3 +330,29 @@ def test_quantized_arrays_refused_by_math():
     jnp.zeros((32,), jnp.q8_0)
   with pytest.raises(jax.PartixError, match=r"^\[asarray\]"):
     jnp.asarray(np.ones(32, np.float32), jnp.q8_0)
+
+
+def _q8_rows(rows, scale=0.5, q=3):
+  """A q8_0 array [rows, 32] from its blocks: one f16 scale, then 32 int8 values per row."""
+  from partix import _core
+  from partix._src.core import Array
+  blk = np.zeros((rows, 34), np.uint8)
+  blk[:, :2] = np.frombuffer(np.float16(scale).tobytes(), np.uint8)
+  blk[:, 2:] = np.uint8(q)
+  return Array(_core.from_host(blk.reshape(-1), [rows, 32], "q8_0"))
+
+
+def test_quantized_arrays():
+  w = _q8_rows(4)
+  assert w.dtype == jnp.q8_0 and w.shape == (4, 32)
+  np.testing.assert_array_equal(np.asarray(w.astype(jnp.float32)), np.full((4, 32), 1.5))
+  x = np.linspace(-1, 1, 64, dtype=np.float32).reshape(2, 32)
+  # the activations are quantized to 8 bits inside the product, as llama.cpp does
+  close(jnp.tensordot(x, w, axes=([1], [1])), x @ np.full((32, 4), 1.5), rtol=1e-3)
+  for f, api in [(lambda: w + 1, "add"), (lambda: jnp.multiply(2.0, w), "multiply"),
+                 (lambda: jnp.maximum(w, w), "maximum"), (lambda: jnp.where(True, w, 0.0),
+                                                           "where"),
+                 (lambda: np.asarray(w), r"Array.__array__"), (lambda: jnp.exp(w), "exp"),
+                 (lambda: jnp.zeros_like(w), "zeros"), (lambda: jnp.sum(w), "")]:
+    with pytest.raises(jax.PartixError, match=r"^\[" + api):
+      f()

@@ -270,6 +270,10 @@ def promote_pair(x, y, api):
   """Two operands as _core Arrays of one dtype, by JAX's rules: Python scalars are weakly
   typed (they take the array's dtype, and int arrays become float32 for a float scalar)."""
   xw, yw = is_weak_scalar(x), is_weak_scalar(y)
+  for v in (x, y):
+    if isinstance(v, Array) and isinstance(v.dtype, dtypes.QuantizedDType):
+      raise PartixError(f"[{api}] got a quantized array ({v._aval_str()}): quantized dtypes are "
+                        "weight storage for matmul; astype it to a float dtype first")
   if xw and yw:
     return core(x, api=api), core(y, api=api)
   if xw or yw:

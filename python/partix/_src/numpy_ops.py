@@ -8,7 +8,7 @@ import numpy as np
 
 from partix import _core
 from partix._src import dtypes
-from partix._src.core import Array, PartixError, asarray, core, promote_pair
+from partix._src.core import Array, PartixError, asarray, core, is_weak_scalar, promote_pair
 from partix._src.sharding import to_sharding
 
 newaxis = None
@@ -791,7 +791,9 @@ def argsort(a, axis=-1, *, descending=False, stable=True):
 # ---- contractions ----
 
 def matmul(a, b, *, precision=None, preferred_element_type=None, out_sharding=None):
-  x, y = promote_pair(a, b, "matmul")
+  # The C++ matmul promotes itself: it decodes quantized weights and widens bf16/f16 weights
+  # inside the product instead of copying them.
+  x, y = _contraction_pair(a, b, "matmul")
   out = _w(_core.matmul(x, y))
   if preferred_element_type is not None:
     out = astype(out, preferred_element_type)
@@ -799,6 +801,12 @@ def matmul(a, b, *, precision=None, preferred_element_type=None, out_sharding=No
     from partix._src.api import _constrain
     out = _constrain(out, out_sharding, "matmul")
   return out
+
+
+def _contraction_pair(a, b, api):
+  if is_weak_scalar(a) or is_weak_scalar(b):
+    raise PartixError(f"[{api}] operands must be arrays of rank >= 1, got a Python scalar")
+  return core(a, api=api), core(b, api=api)
 
 
 def dot(a, b, *, precision=None, preferred_element_type=None, out_sharding=None):
@@ -837,7 +845,7 @@ def tensordot(a, b, axes=2):
   if len(ac) != len(bc) or [a.shape[i] for i in ac] != [b.shape[i] for i in bc]:
     raise PartixError(f"[tensordot] contracting axes {ac} of {a.shape} and {bc} of {b.shape} "
                       "do not match")
-  x, y = promote_pair(a, b, "tensordot")
+  x, y = _contraction_pair(a, b, "tensordot")
   return _w(_core.dot_general(x, y, ac, bc, [], [], None))
 
 
