@@ -347,7 +347,7 @@ def test_quantized_arrays():
   assert w.dtype == jnp.q8_0 and w.shape == (4, 32)
   np.testing.assert_array_equal(np.asarray(w.astype(jnp.float32)), np.full((4, 32), 1.5))
   x = np.linspace(-1, 1, 64, dtype=np.float32).reshape(2, 32)
-  # the activations are quantized to 8 bits inside the product, as llama.cpp does
+  # the activations become 8-bit codes inside the quantized product: close, not exact
   close(jnp.tensordot(x, w, axes=([1], [1])), x @ np.full((32, 4), 1.5), rtol=1e-3)
   for f, api in [(lambda: w + 1, "add"), (lambda: jnp.multiply(2.0, w), "multiply"),
                  (lambda: jnp.maximum(w, w), "maximum"), (lambda: jnp.where(True, w, 0.0),
