@@ -58,6 +58,13 @@ def test_host_values():
   with pytest.raises(jax.PartixError, match=r"^\[Array.__len__\]"):
     len(jnp.asarray(1.0))
   assert list(range(10))[jnp.asarray(3)] == 3
+  for f, api in [(float, "__float__"), (int, "__int__"), (bool, "__bool__")]:
+    with pytest.raises(jax.PartixError, match=r"^\[Array." + api + r"\].*one element"):
+      f(a)
+  with pytest.raises(jax.PartixError, match=r"^\[Array.__index__\]"):
+    [1, 2][jnp.asarray([1])]
+  with pytest.raises(jax.PartixError, match=r"^\[Array.__index__\]"):
+    [1, 2][jnp.asarray(1.0)]
 
 
 def test_operators_with_scalars_and_numpy(mesh8):
@@ -75,6 +82,12 @@ def test_operators_with_scalars_and_numpy(mesh8):
     for got, want in cases:
       assert isinstance(got, jax.Array), type(got)
       np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-4)
+  a = jnp.asarray(X)
+  for other in ("s", None, {"k": 1}):
+    for op in (lambda: a + other, lambda: other * a, lambda: a < other, lambda: a @ other):
+      with pytest.raises(jax.PartixError, match=r"^\[(add|multiply|less|greater|matmul)\]"):
+        op()
+  assert (a == None) is False and (a != "s") is True  # noqa: E711  Python's identity fallback
   assert (jnp.asarray(X) + np.float32(1)).dtype == np.float32
   assert (np.int32(2) * jnp.arange(3)).dtype == np.int32
 

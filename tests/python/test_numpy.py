@@ -270,6 +270,15 @@ def test_indexing_ops(mesh8):
     close(got, want)
 
 
+def test_sort_and_argsort_forms():
+  b = np.array([True, False, True, False])
+  np.testing.assert_array_equal(np.asarray(jnp.sort(b)), np.sort(b))
+  np.testing.assert_array_equal(np.asarray(jnp.argsort(X, axis=None)),
+                                np.argsort(X, axis=None, kind="stable"))
+  np.testing.assert_array_equal(np.asarray(jnp.sort(X, axis=None)), np.sort(X, axis=None))
+  np.testing.assert_array_equal(np.asarray(jnp.sort(X, descending=True)), -np.sort(-X))
+
+
 def test_misc_predicates():
   v = np.array([1.0, np.nan, np.inf, -np.inf, 0.0], np.float32)
   close(jnp.isnan(v), np.isnan(v))
@@ -313,6 +322,24 @@ BAD = [
     ("stack shapes", lambda: jnp.stack([jnp.ones(3), jnp.ones(4)]), "[stack]"),
     ("tensordot", lambda: jnp.tensordot(jnp.ones((2, 3)), jnp.ones((2, 3)), 1), "[tensordot]"),
     ("empty concat", lambda: jnp.concatenate([]), "[concatenate]"),
+    ("int overflow", lambda: jnp.arange(3) + 2**40, "[add]"),
+    ("complex scalar", lambda: jnp.add(jnp.arange(3), 1j), "[add]"),
+    ("full string", lambda: jnp.full(3, "a"), "[full]"),
+    ("zeros shape string", lambda: jnp.zeros("ab"), "[zeros]"),
+    ("zeros shape float", lambda: jnp.zeros((2.5,)), "[zeros]"),
+    ("roll float shift", lambda: jnp.roll(jnp.arange(3), 1.5), "[roll]"),
+    ("repeat negative", lambda: jnp.repeat(jnp.arange(3), -1), "[repeat]"),
+    ("repeat counts", lambda: jnp.repeat(jnp.arange(3), np.array([1, 2])), "[repeat]"),
+    ("tril 1d", lambda: jnp.tril(jnp.arange(3)), "[tril]"),
+    ("sum float axis", lambda: jnp.sum(jnp.arange(3), axis=0.5), "[sum]"),
+    ("sum repeated axis", lambda: jnp.sum(jnp.ones((2, 3)), axis=(0, -2)), "[sum]"),
+    ("expand_dims axis", lambda: jnp.expand_dims(jnp.ones(3), 3), "[expand_dims]"),
+    ("matmul scalar", lambda: jnp.matmul(jnp.ones(3), 2.0), "[matmul]"),
+    ("einsum spec", lambda: jnp.einsum("ij->k", jnp.ones((2, 2))), "[einsum]"),
+    ("take_along shape", lambda: jnp.take_along_axis(jnp.ones((2, 3)), jnp.zeros((3, 1),
+                                                                               jnp.int32), 1),
+     "[take_along"),
+    ("average weights", lambda: jnp.average(jnp.ones((2, 3)), weights=jnp.ones(3)), "[average]"),
 ]
 
 

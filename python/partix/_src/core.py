@@ -118,21 +118,32 @@ class Array:
           "lax.cond / jnp.where for data-dependent choices, or static_argnums for Python values")
     return to_numpy(self)
 
+  def _scalar(self, what):
+    v = self._concrete(what)
+    if v.size != 1:
+      raise PartixError(f"[{what}] only arrays of one element convert to a Python scalar, got "
+                        f"{self._aval_str()}" + (" (use .any() or .all())" if "bool" in what
+                                                 else ""))
+    return v.reshape(())
+
   def __bool__(self):
-    return bool(self._concrete("Array.__bool__"))
+    return bool(self._scalar("Array.__bool__"))
 
   def __int__(self):
-    return int(self._concrete("Array.__int__"))
+    return int(self._scalar("Array.__int__"))
 
   def __float__(self):
-    return float(self._concrete("Array.__float__"))
+    return float(self._scalar("Array.__float__"))
 
   def __complex__(self):
-    return complex(self._concrete("Array.__complex__"))
+    return complex(self._scalar("Array.__complex__"))
 
   def __index__(self):
     if not dtypes.is_int(self.dtype):
       raise PartixError(f"[Array.__index__] only integer scalars are indices, got {self._aval_str()}")
+    if self.ndim:
+      raise PartixError(f"[Array.__index__] only 0-d integer arrays are indices, got "
+                        f"{self._aval_str()}")
     return int(self._concrete("Array.__index__"))
 
   def __len__(self):
@@ -285,6 +296,8 @@ def promote_pair(x, y, api):
     elif isinstance(s, numbers.Integral):
       if dt == "bool":
         a, dt = _core.astype(a, "i32"), "i32"
+      if dt == "i32" and not -2**31 <= int(s) < 2**31:
+        raise PartixError(f"[{api}] Python int {s} does not fit the array's int32")
     elif isinstance(s, numbers.Real):
       if dt in ("bool", "i32", "i64"):
         a, dt = _core.astype(a, "f32"), "f32"

@@ -49,10 +49,10 @@ def _creation_sharding(out_sharding, device, api):
 def _shape(shape, api):
   if isinstance(shape, (int, np.integer)):
     shape = (shape,)
-  try:
-    shape = [int(d) for d in shape]
-  except TypeError:
-    raise PartixError(f"[{api}] shape {shape!r} is not a sequence of ints") from None
+  if isinstance(shape, (str, bytes)) or not builtins.all(
+      isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in shape):
+    raise PartixError(f"[{api}] shape {shape!r} is not a sequence of ints")
+  shape = [int(d) for d in shape]
   for d in shape:
     if d < 0:
       raise PartixError(f"[{api}] negative dimension in shape {tuple(shape)}")
@@ -75,6 +75,8 @@ def ones(shape, dtype=None, *, device=None, out_sharding=None):
 
 def full(shape, fill_value, dtype=None, *, device=None, out_sharding=None):
   if isinstance(fill_value, Array) or isinstance(fill_value, np.ndarray) and fill_value.ndim:
+    return broadcast_to(asarray(fill_value, dtype, "full"), shape)
+  if not isinstance(fill_value, (numbers.Real, np.generic)) or isinstance(fill_value, np.ndarray):
     return broadcast_to(asarray(fill_value, dtype, "full"), shape)
   if dtype is None:
     dtype = dtypes.dtype(fill_value) if not isinstance(fill_value, np.generic) else \
@@ -154,12 +156,16 @@ def tri(N, M=None, k=0, dtype=None):
 
 def tril(m, k=0):
   m = asarray(m, api="tril")
+  if m.ndim < 2:
+    raise PartixError(f"[tril] needs an array of at least 2 dimensions, got shape {m.shape}")
   mask = tri(m.shape[-2], m.shape[-1], k, dtype=bool)
   return where(mask, m, zeros_like(m))
 
 
 def triu(m, k=0):
   m = asarray(m, api="triu")
+  if m.ndim < 2:
+    raise PartixError(f"[triu] needs an array of at least 2 dimensions, got shape {m.shape}")
   mask = tri(m.shape[-2], m.shape[-1], k - 1, dtype=bool)
   return where(mask, zeros_like(m), m)
 
@@ -605,6 +611,8 @@ def roll(a, shift, axis=None):
     for s, ax in zip(shifts, axis):
       a = roll(a, s, ax)
     return a
+  if not isinstance(shift, (int, np.integer)):
+    raise PartixError(f"[roll] shift {shift!r} is not an int")
   return _w(_core.roll(a._a, int(shift), _norm_axis(axis, a.ndim, "roll")))
 
 
@@ -628,9 +636,16 @@ def repeat(a, repeats, axis=None, *, total_repeat_length=None):
   ax = _norm_axis(axis, a.ndim, "repeat")
   if not isinstance(repeats, (int, np.integer)):
     reps = np.asarray(repeats)
+    if reps.dtype.kind not in "iu" or reps.ndim > 1 or (reps < 0).any() or reps.size not in (
+        1, a.shape[ax]):
+      raise PartixError(f"[repeat] repeats must be non-negative ints, one or one per element of "
+                        f"axis {ax} (size {a.shape[ax]}), got {repeats!r}")
+    # The output length depends on the counts, so they are static host data (as in JAX).
     idx = np.repeat(np.arange(a.shape[ax]), reps)
     return take(a, asarray(idx.astype(np.int32)), axis=ax)
   r = int(repeats)
+  if r < 0:
+    raise PartixError(f"[repeat] repeats must be non-negative, got {r}")
   x = expand_dims(a, ax + 1)
   shape = list(x.shape)
   shape[ax + 1] = r
@@ -777,11 +792,17 @@ def sort(a, axis=-1, *, descending=False, stable=True):
   ax = _norm_axis(axis, a.ndim, "sort")
   if ax != a.ndim - 1:
     return moveaxis(sort(moveaxis(a, ax, -1), descending=descending), -1, ax)
+  if a._a.dtype == "bool":
+    return astype(sort(astype(a, np.int32), ax, descending=descending), bool)
   return _w(_core.sort(a._a, bool(descending))[0])
 
 
 def argsort(a, axis=-1, *, descending=False, stable=True):
   a = asarray(a, api="argsort")
+  if axis is None:
+    a, axis = ravel(a), -1
+  if a._a.dtype == "bool":
+    a = astype(a, np.int32)
   ax = _norm_axis(axis, a.ndim, "argsort")
   if ax != a.ndim - 1:
     return moveaxis(argsort(moveaxis(a, ax, -1), descending=descending), -1, ax)
