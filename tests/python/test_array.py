@@ -187,3 +187,27 @@ def test_traced_values_as_python_values():
       jax.jit(f)(a)
   with pytest.raises(jax.PartixError, match=r"^\[Array.__bool__\]"):
     jax.grad(lambda v: v.sum() if v[0, 0] > 0 else v.mean())(a)
+
+
+def test_numpy_view_without_copy(mesh8):
+  x = jnp.asarray(X)
+  v1, v2 = np.asarray(x), np.asarray(x)
+  assert np.shares_memory(v1, v2) and not v1.flags.writeable  # one buffer, read-only
+  np.testing.assert_array_equal(v1, X)
+  del x
+  np.testing.assert_array_equal(v1, X)  # the view keeps the buffer alive
+  c = np.array(jnp.asarray(X))
+  c[0, 0] = 99.0  # np.array copies
+  assert c.flags.writeable and c[0, 0] == 99.0
+  r = jax.device_put(X, NamedSharding(mesh8, P()))  # replicated: one shard is the whole array
+  assert np.shares_memory(np.asarray(r), np.asarray(r))
+  s = jax.device_put(X, NamedSharding(mesh8, P("x", "y")))  # sharded: gathered into a copy
+  g = np.asarray(s)
+  assert not np.shares_memory(g, np.asarray(s))
+  np.testing.assert_array_equal(g, X)
+  # a donated array's buffer is not reused in place while a view of it is alive
+  y = jnp.asarray(X) + 0
+  yv = np.asarray(y)
+  out = jax.jit(lambda t: t * 2, donate_argnums=0)(y)
+  np.testing.assert_array_equal(yv, X)
+  np.testing.assert_array_equal(np.asarray(out), X * 2)

@@ -102,6 +102,8 @@ class Array:
   # ---- host values ----
   def __array__(self, dtype=None, copy=None):
     out = to_numpy(self)
+    if copy and out.base is not None:  # a view of device memory: copy=True asks for our own
+      out = out.copy()
     return out if dtype is None else out.astype(dtype, copy=False)
 
   def tolist(self):
@@ -207,6 +209,9 @@ def to_numpy(x):
                       "form; astype it to float32 first")
   if a.is_tracer():
     x._concrete("Array.__array__")
+  view = a.host_view() if x.size else None
+  if view is not None:  # read-only and zero-copy, as JAX's np.asarray of a CPU array
+    return view.view(x.dtype).reshape(x.shape)
   out = np.empty(x.shape, dtype=x.dtype)
   if out.size:
     a.copy_to(out.reshape(-1).view(np.uint8))
