@@ -383,3 +383,48 @@ def test_quantized_arrays():
                  (lambda: jnp.zeros_like(w), "zeros"), (lambda: jnp.sum(w), "")]:
     with pytest.raises(jax.PartixError, match=r"^\[" + api):
       f()
+
+
+def test_composed_functions(mesh8):
+  z = np.array([-2.5, -0.0, 0.0, 1.5, np.nan, 3.0], np.float32)
+  close(jnp.trunc(X * 3), np.trunc(X * 3))
+  close(jnp.fix(X * 3), np.fix(X * 3))
+  close(jnp.fmod(XI, 3), np.fmod(XI, 3))
+  close(jnp.fmod(X * 4, 1.5), np.fmod(X * 4, np.float32(1.5)), atol=1e-5)
+  close(jnp.hypot(X, Y), np.hypot(X, Y))
+  close(jnp.logaddexp(X, Y), np.logaddexp(X, Y))
+  close(jnp.signbit(z), np.signbit(z))
+  close(jnp.copysign(X, Y), np.copysign(X, Y))
+  close(jnp.heaviside(z[:4], 0.5), np.heaviside(z[:4], 0.5))
+  close(jnp.float_power(np.abs(X) + 1, 2), np.float_power(np.abs(X) + 1, 2), rtol=1e-5)
+  close(jnp.cbrt(X), np.cbrt(X), rtol=1e-5)
+  close(jnp.deg2rad(X), np.deg2rad(X))
+  close(jnp.degrees(X), np.degrees(X), rtol=1e-5)
+  inf = np.array([np.inf, -np.inf, 1.0], np.float32)
+  close(jnp.isposinf(inf), np.isposinf(inf))
+  close(jnp.isneginf(inf), np.isneginf(inf))
+  close(jnp.logspace(0, 2, 5), np.logspace(0, 2, 5), rtol=1e-5)
+  for xa in (jnp.asarray(X), jax.device_put(X, NamedSharding(mesh8, P("x", "y")))):
+    close(jnp.diff(xa), np.diff(X))
+    close(jnp.diff(xa, n=2, axis=0), np.diff(X, n=2, axis=0))
+    close(jnp.diff(xa, axis=0, prepend=0.0), np.diff(X, axis=0, prepend=0.0))
+    close(jnp.ptp(xa, axis=1), np.ptp(X, axis=1))
+    close(jnp.median(xa, axis=0), np.median(X, axis=0))
+    close(jnp.median(xa[:7], axis=0, keepdims=True), np.median(X[:7], axis=0, keepdims=True))
+    close(jnp.vecdot(xa, Y), np.sum(X * Y, axis=-1), rtol=1e-5)
+  close(jnp.median(XI), np.median(XI))
+  close(jnp.ediff1d(X[0], to_end=9.0), np.ediff1d(X[0], to_end=9.0))
+  close(jnp.nansum(z), np.nansum(z))
+  close(jnp.nanmean(z), np.nanmean(z))
+  close(jnp.nanmax(z), np.nanmax(z))
+  close(jnp.nanmin(z), np.nanmin(z))
+  close(jnp.cumulative_sum(XI[0], include_initial=True), np.concatenate([[0], np.cumsum(XI[0])]))
+  close(jnp.column_stack([X[0], Y[0]]), np.column_stack([X[0], Y[0]]))
+  close(jnp.dstack([X, Y]), np.dstack([X, Y]))
+  close(jnp.atleast_3d(X[0]), np.atleast_3d(X[0]))
+  for got, want in zip(jnp.unstack(X, axis=1), [X[:, i] for i in range(4)]):
+    close(got, want)
+  with pytest.raises(jax.PartixError, match=r"^\[diff\]"):
+    jnp.diff(X, n=-1)
+  with pytest.raises(jax.PartixError, match=r"^\[cumulative_sum\]"):
+    jnp.cumulative_sum(X)

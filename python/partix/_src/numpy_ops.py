@@ -982,3 +982,225 @@ def linalg_norm(x, ord=None, axis=None, keepdims=False):
   if ord not in (None, 2, "fro"):
     raise PartixError(f"[linalg.norm] ord={ord!r} is not supported (None, 2, 'fro')")
   return sqrt(sum(x * x, axis=axis, keepdims=keepdims))
+
+
+# ---- more of numpy's names, composed from the ops above ----
+
+def trunc(x):
+  x = asarray(x, api="trunc")
+  if not dtypes.is_float(x.dtype):
+    return x
+  return where(less(x, 0), ceil(x), floor(x))
+
+
+fix = trunc
+
+
+def fmod(x1, x2, /):
+  """The C remainder: the sign of the dividend (numpy.fmod)."""
+  a, b = promote_pair(x1, x2, "fmod")
+  a, b = _w(a), _w(b)
+  r = remainder(a, b)
+  return where(logical_and(not_equal(r, 0), less(a, 0) != less(b, 0)), r - b, r)
+
+
+def hypot(x1, x2, /):
+  a, b = promote_pair(x1, x2, "hypot")
+  a, b = _w(a), _w(b)
+  if not dtypes.is_float(a.dtype):
+    a, b = astype(a, np.float32), astype(b, np.float32)
+  return sqrt(a * a + b * b)
+
+
+def logaddexp(x1, x2, /):
+  a, b = promote_pair(x1, x2, "logaddexp")
+  a, b = _w(a), _w(b)
+  if not dtypes.is_float(a.dtype):
+    a, b = astype(a, np.float32), astype(b, np.float32)
+  m = maximum(a, b)
+  return m + log1p(exp(-abs(a - b)))
+
+
+def signbit(x):
+  x = asarray(x, api="signbit")
+  if not dtypes.is_float(x.dtype):
+    return less(x, 0)
+  # -0.0 has its sign bit set: 1 / -0.0 is -inf.
+  return logical_or(less(x, 0), logical_and(equal(x, 0), less(1.0 / x, 0)))
+
+
+def copysign(x1, x2, /):
+  a, b = promote_pair(x1, x2, "copysign")
+  a, b = _w(a), _w(b)
+  return where(signbit(b), -abs(a), abs(a))
+
+
+def heaviside(x1, x2, /):
+  a, b = promote_pair(x1, x2, "heaviside")
+  a, b = _w(a), _w(b)
+  return where(less(a, 0), zeros_like(a), where(greater(a, 0), ones_like(a), b))
+
+
+def float_power(x1, x2, /):
+  a, b = promote_pair(x1, x2, "float_power")
+  return power(astype(_w(a), np.float32), astype(_w(b), np.float32))
+
+
+def cbrt(x):
+  x = asarray(x, api="cbrt")
+  return sign(x) * power(abs(x), 1.0 / 3.0)
+
+
+def deg2rad(x):
+  return asarray(x, api="deg2rad") * (np.pi / 180.0)
+
+
+def rad2deg(x):
+  return asarray(x, api="rad2deg") * (180.0 / np.pi)
+
+
+radians, degrees = deg2rad, rad2deg
+
+
+def isposinf(x):
+  x = asarray(x, api="isposinf")
+  return equal(x, np.inf) if dtypes.is_float(x.dtype) else zeros(x.shape, bool)
+
+
+def isneginf(x):
+  x = asarray(x, api="isneginf")
+  return equal(x, -np.inf) if dtypes.is_float(x.dtype) else zeros(x.shape, bool)
+
+
+def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
+  return astype(power(base, linspace(start, stop, num, endpoint)), dtype or np.float32)
+
+
+def diff(a, n=1, axis=-1, prepend=None, append=None):
+  a = asarray(a, api="diff")
+  ax = _norm_axis(axis, a.ndim, "diff")
+  if not isinstance(n, (int, np.integer)) or n < 0:
+    raise PartixError(f"[diff] n must be a non-negative int, got {n!r}")
+  parts = []
+  for extra in (prepend, a, append):
+    if extra is None:
+      continue
+    e = asarray(extra, api="diff")
+    if e.ndim == 0:
+      shape = list(a.shape)
+      shape[ax] = 1
+      e = broadcast_to(e, shape)
+    parts.append(e)
+  if len(parts) > 1:
+    a = concatenate(parts, axis=ax)
+  for _ in range(n):
+    m = a.shape[ax]
+    a = subtract(slice_in_dim(a, 1, m, axis=ax), slice_in_dim(a, 0, builtins.max(m - 1, 0),
+                                                               axis=ax))
+  return a
+
+
+def ediff1d(ary, to_end=None, to_begin=None):
+  d = diff(ravel(ary))
+  parts = [ravel(asarray(v, api="ediff1d")) for v in (to_begin,) if v is not None] + [d] + [
+      ravel(asarray(v, api="ediff1d")) for v in (to_end,) if v is not None]
+  return concatenate(parts) if len(parts) > 1 else d
+
+
+def ptp(a, axis=None, keepdims=False):
+  return max(a, axis=axis, keepdims=keepdims) - min(a, axis=axis, keepdims=keepdims)
+
+
+def _nan_fill(a, fill, api):
+  a = asarray(a, api=api)
+  return where(isnan(a), fill, a) if dtypes.is_float(a.dtype) else a
+
+
+def nansum(a, axis=None, dtype=None, keepdims=False):
+  return sum(_nan_fill(a, 0, "nansum"), axis=axis, dtype=dtype, keepdims=keepdims)
+
+
+def nanmean(a, axis=None, dtype=None, keepdims=False):
+  a = asarray(a, api="nanmean")
+  n = sum(logical_not(isnan(a)), axis=axis, keepdims=keepdims)
+  return nansum(a, axis=axis, dtype=dtype, keepdims=keepdims) / n
+
+
+def nanmax(a, axis=None, keepdims=False):
+  return max(_nan_fill(a, -np.inf, "nanmax"), axis=axis, keepdims=keepdims)
+
+
+def nanmin(a, axis=None, keepdims=False):
+  return min(_nan_fill(a, np.inf, "nanmin"), axis=axis, keepdims=keepdims)
+
+
+def median(a, axis=None, keepdims=False):
+  a = asarray(a, api="median")
+  if not dtypes.is_float(a.dtype):
+    a = astype(a, np.float32)
+  if axis is None:
+    out = median(ravel(a), 0)
+    return reshape(out, (1,) * a.ndim) if keepdims else out
+  ax = _norm_axis(axis, a.ndim, "median")
+  n = a.shape[ax]
+  if n == 0:
+    raise PartixError(f"[median] axis {ax} has no elements")
+  s = sort(a, axis=ax)
+  lo = slice_in_dim(s, (n - 1) // 2, (n - 1) // 2 + 1, axis=ax)
+  hi = slice_in_dim(s, n // 2, n // 2 + 1, axis=ax)
+  m = (lo + hi) / 2.0
+  return m if keepdims else squeeze(m, ax)
+
+
+def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
+  x = asarray(x, api="cumulative_sum")
+  if axis is None:
+    if x.ndim != 1:
+      raise PartixError("[cumulative_sum] axis is required for arrays of more than 1 dimension")
+    axis = 0
+  out = cumsum(x, axis, dtype)
+  if include_initial:
+    ax = _norm_axis(axis, x.ndim, "cumulative_sum")
+    shape = list(out.shape)
+    shape[ax] = 1
+    out = concatenate([zeros(shape, out.dtype), out], axis=ax)
+  return out
+
+
+def vecdot(x1, x2, /, *, axis=-1):
+  a, b = broadcast_arrays(x1, x2)
+  return sum(a * b, axis=axis)
+
+
+def column_stack(tup):
+  arrs = [asarray(a, api="column_stack") for a in tup]
+  return concatenate([reshape(a, (-1, 1)) if a.ndim < 2 else a for a in arrs], axis=1)
+
+
+def dstack(tup):
+  out = []
+  for a in tup:
+    a = asarray(a, api="dstack")
+    out.append(reshape(a, (1,) * (a.ndim == 0) + (1,) * (a.ndim < 2) + a.shape + (1,))
+               if a.ndim < 3 else a)
+  return concatenate(out, axis=2)
+
+
+def unstack(x, /, *, axis=0):
+  x = asarray(x, api="unstack")
+  ax = _norm_axis(axis, x.ndim, "unstack")
+  return tuple(squeeze(slice_in_dim(x, i, i + 1, axis=ax), ax) for i in range(x.shape[ax]))
+
+
+def atleast_3d(*arys):
+  out = []
+  for a in arys:
+    a = asarray(a, api="atleast_3d")
+    if a.ndim == 0:
+      a = reshape(a, (1, 1, 1))
+    elif a.ndim == 1:
+      a = reshape(a, (1,) + a.shape + (1,))
+    elif a.ndim == 2:
+      a = reshape(a, a.shape + (1,))
+    out.append(a)
+  return out[0] if len(out) == 1 else out
