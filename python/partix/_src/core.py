@@ -258,10 +258,11 @@ def core(x, dtype=None, api="asarray"):
   if arr.dtype == object or arr.dtype.kind in "USVOMmc" and not dtypes.is_known(arr.dtype):
     raise PartixError(f"[{api}] {type(x).__name__} of numpy dtype {arr.dtype} is not an array "
                       "partix can hold")
-  dt = dtypes.dtype(dtype) if dtype is not None else dtypes.canonicalize(arr.dtype)
+  dt = dtypes.dtype(dtype, api) if dtype is not None else dtypes.canonicalize(arr.dtype)
   if isinstance(dt, dtypes.QuantizedDType):
     raise PartixError(f"[{api}] host data cannot be converted to quantized {dt.name}; load "
                       "quantized weights from a GGUF file")
+  dtypes.to_core(dt, api)  # a dtype partix holds, or a PartixError naming the API
   return _from_numpy(arr, dt)
 
 

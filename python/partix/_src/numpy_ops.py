@@ -89,19 +89,33 @@ def empty(shape, dtype=None, *, device=None, out_sharding=None):
   return zeros(shape, dtype, device=device, out_sharding=out_sharding)
 
 
+def _like(a, shape, device, out_sharding, api):
+  """The shape and placement of a *_like result: a's own sharding for a concrete array of the
+  same shape, as JAX's full_like."""
+  if isinstance(a, (str, bytes, dict)) or a is None:
+    raise PartixError(f"[{api}] {a!r:.40} ({type(a).__name__}) is not an array")
+  if shape is None:
+    shape = np.shape(a)
+    if (device is None and out_sharding is None and isinstance(a, Array) and
+        not a._a.is_tracer() and not a._a.is_abstract() and a._a.committed()):
+      out_sharding = a.sharding
+  return shape, out_sharding
+
+
 def zeros_like(a, dtype=None, shape=None, *, device=None, out_sharding=None):
-  return zeros(np.shape(a) if shape is None else shape, dtype or _dtype_of(a), device=device,
-               out_sharding=out_sharding)
+  shape, out_sharding = _like(a, shape, device, out_sharding, "zeros_like")
+  return zeros(shape, dtype or _dtype_of(a), device=device, out_sharding=out_sharding)
 
 
 def ones_like(a, dtype=None, shape=None, *, device=None, out_sharding=None):
-  return ones(np.shape(a) if shape is None else shape, dtype or _dtype_of(a), device=device,
-              out_sharding=out_sharding)
+  shape, out_sharding = _like(a, shape, device, out_sharding, "ones_like")
+  return ones(shape, dtype or _dtype_of(a), device=device, out_sharding=out_sharding)
 
 
 def full_like(a, fill_value, dtype=None, shape=None, *, device=None, out_sharding=None):
-  return full(np.shape(a) if shape is None else shape, fill_value, dtype or _dtype_of(a),
-              device=device, out_sharding=out_sharding)
+  shape, out_sharding = _like(a, shape, device, out_sharding, "full_like")
+  return full(shape, fill_value, dtype or _dtype_of(a), device=device,
+              out_sharding=out_sharding)
 
 
 empty_like = zeros_like
