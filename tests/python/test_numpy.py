@@ -121,7 +121,20 @@ def test_creation(mesh8):
     close(jnp.arange(*args), np.arange(*args))
   assert jnp.arange(5).dtype == np.int32 and jnp.arange(0, 1, 0.25).dtype == np.float32
   assert jnp.arange(3, dtype=jnp.float32).dtype == np.float32
+  for args in [(2, -7, 3), (0.5, 3), (-1.5, 2.0, 0.5), (np.int32(2), 9, 2), (5, 1)]:
+    close(jnp.arange(*args), np.arange(*args).astype(np.float32), rtol=1e-6)
+    assert jnp.arange(*args).dtype == np.dtype(
+        np.int32 if all(isinstance(v, (int, np.integer)) for v in args) else np.float32)
+  close(jnp.arange(0, 5, 2, dtype=jnp.float32), np.arange(0, 5, 2))
   close(jnp.linspace(0, 1, 7), np.linspace(0, 1, 7))
+  close(jnp.linspace(-3, 7.5, 13), np.linspace(-3, 7.5, 13))
+  assert float(jnp.linspace(0.1, 0.7, 9)[-1]) == np.float32(0.7)
+  close(jnp.linspace(-1, 2, 4, dtype=jnp.int32), np.floor(np.linspace(-1, 2, 4)))
+  close(jnp.linspace([0, 1], [2, 5], 3), np.linspace([0, 1], [2, 5], 3))
+  close(jnp.linspace([0, 1], [2, 5], 3, axis=1), np.linspace([0, 1], [2, 5], 3, axis=1))
+  got, step = jnp.linspace(0, 1, 5, retstep=True)
+  assert step == 0.25 and jnp.linspace(0, 1, 0).shape == (0,)
+  close(jnp.linspace(0, 1, 1), np.linspace(0, 1, 1))
   close(jnp.linspace(0, 1, 4, endpoint=False), np.linspace(0, 1, 4, endpoint=False))
   for k in (-1, 0, 2):
     close(jnp.eye(3, 4, k), np.eye(3, 4, k))
@@ -322,6 +335,9 @@ BAD = [
     ("stack shapes", lambda: jnp.stack([jnp.ones(3), jnp.ones(4)]), "[stack]"),
     ("tensordot", lambda: jnp.tensordot(jnp.ones((2, 3)), jnp.ones((2, 3)), 1), "[tensordot]"),
     ("empty concat", lambda: jnp.concatenate([]), "[concatenate]"),
+    ("arange zero step", lambda: jnp.arange(0, 3, 0), "[arange]"),
+    ("arange string", lambda: jnp.arange("a"), "[arange]"),
+    ("linspace num", lambda: jnp.linspace(0, 1, -2), "[linspace]"),
     ("int overflow", lambda: jnp.arange(3) + 2**40, "[add]"),
     ("complex scalar", lambda: jnp.add(jnp.arange(3), 1j), "[add]"),
     ("full string", lambda: jnp.full(3, "a"), "[full]"),

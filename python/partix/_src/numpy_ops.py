@@ -136,18 +136,54 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None, out_sharding
   if stop is None:
     start, stop = 0, start
   step = 1 if step is None else step
-  vals = np.arange(start, stop, step)
+  for v in (start, stop, step):
+    if not isinstance(v, (numbers.Real, np.generic)) or isinstance(v, (bool, np.bool_)):
+      raise PartixError(f"[arange] start, stop and step must be Python or numpy numbers (they "
+                        f"fix the length), got {v!r}")
+  if step == 0:
+    raise PartixError("[arange] step must not be zero")
+  # The length is static metadata; the values are start + i * step on the device.
+  n = builtins.max(0, int(math.ceil((stop - start) / step)))
+  all_int = builtins.all(isinstance(v, (numbers.Integral, np.integer)) for v in (start, stop, step))
   if dtype is None:
-    dtype = dtypes.canonicalize(vals.dtype)
-  out = asarray(vals, dtype, "arange")
+    dtype = np.int32 if all_int else np.float32
+  dt = _dt(dtype, api="arange")
+  work = "i32" if all_int and dt in ("i32", "i64") else "f32"
+  i = _w(_core.iota([n], 0, work))
+  out = astype(i * _scalar_as(step, work) + _scalar_as(start, work), dtype)
   s = _creation_sharding(out_sharding, device, "arange")
   return out if s is None else _w(_core.device_put(out._a, s))
 
 
-def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0):
-  vals = np.linspace(start, stop, num, endpoint=endpoint, dtype=np.float64)
-  out = asarray(vals, dtype or np.float32)
-  return (out, (stop - start) / builtins.max(num - int(endpoint), 1)) if retstep else out
+def _scalar_as(v, dt):
+  return _w(_core.full([], float(v), dt, None))
+
+
+def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *,
+             device=None):
+  if not isinstance(num, (int, np.integer)) or num < 0:
+    raise PartixError(f"[linspace] num must be a non-negative int, got {num!r}")
+  s = astype(asarray(start, api="linspace"), np.float32)
+  e = astype(asarray(stop, api="linspace"), np.float32)
+  s, e = broadcast_arrays(s, e)
+  div = num - 1 if endpoint else num
+  step = (e - s) / float(builtins.max(div, 1))
+  i = reshape(_w(_core.iota([int(num)], 0, "f32")), (num,) + (1,) * s.ndim)
+  out = s + i * step
+  if endpoint and num > 1:  # the last value is exactly stop, as numpy's
+    last = reshape(equal(i, float(num - 1)), (num,) + (1,) * s.ndim)
+    out = where(last, broadcast_to(e, out.shape), out)
+  if dtype is not None and dtypes.is_int(dtype):
+    out = floor(out)  # as JAX: integer results round toward -inf
+  out = astype(out, dtype or np.float32)
+  if s.ndim:
+    out = moveaxis(out, 0, _norm_axis(axis, out.ndim, "linspace"))
+  if device is not None:
+    sh = _creation_sharding(None, device, "linspace")
+    out = _w(_core.device_put(out._a, sh))
+  if retstep:
+    return out, step if s.ndim else (stop - start) / builtins.max(div, 1)
+  return out
 
 
 def eye(N, M=None, k=0, dtype=None):
@@ -1087,7 +1123,8 @@ def isneginf(x):
 
 
 def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
-  return astype(power(base, linspace(start, stop, num, endpoint)), dtype or np.float32)
+  return astype(power(base, linspace(start, stop, num, endpoint, axis=axis)),
+                dtype or np.float32)
 
 
 def diff(a, n=1, axis=-1, prepend=None, append=None):
