@@ -444,3 +444,22 @@ def test_composed_functions(mesh8):
     jnp.diff(X, n=-1)
   with pytest.raises(jax.PartixError, match=r"^\[cumulative_sum\]"):
     jnp.cumulative_sum(X)
+
+
+def test_prod_and_diagonal_forms():
+  v = (np.arange(1, 14, dtype=np.float32) / 7.0).reshape(13)
+  close(jnp.prod(v), np.prod(v), rtol=1e-5)
+  m = np.arange(1, 37, dtype=np.float32).reshape(3, 4, 3) / 20.0
+  for axis in (None, 0, 1, (0, 2)):
+    close(jnp.prod(m, axis=axis), np.prod(m, axis=axis), rtol=1e-5)
+  close(jnp.prod(np.ones((2, 0)), axis=1), np.prod(np.ones((2, 0)), axis=1))
+  close(jnp.prod(np.array([2, 3, 4], np.int32)), 24)
+  assert jnp.prod(np.array([True, False])).dtype == np.int32
+  d = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+  for off, a1, a2 in [(0, 0, 1), (1, 0, 1), (-2, 0, 1), (2, 1, 2), (0, 2, 0), (-1, -1, 0)]:
+    close(jnp.diagonal(d, off, a1, a2), np.diagonal(d, off, a1, a2))
+  inf = np.array([[1.0, np.inf], [np.nan, 2.0]], np.float32)
+  close(jnp.diagonal(inf), [1.0, 2.0])  # off-diagonal inf/nan do not leak in
+  close(jnp.trace(d[0], 1), np.trace(d[0], 1))
+  with pytest.raises(jax.PartixError, match=r"^\[diagonal\]"):
+    jnp.diagonal(d, 0, 1, 1)

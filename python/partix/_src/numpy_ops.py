@@ -755,13 +755,23 @@ def prod(a, axis=None, dtype=None, keepdims=False):
 
 def _prod(a, axis, keepdims):
   axes = _norm_axes(axis, a.ndim, "prod")
+  if a._a.dtype == "bool":
+    a = astype(a, np.int32)
   out = a
   for ax in sorted(axes, reverse=True):
-    parts = [slice_in_dim(out, i, i + 1, axis=ax) for i in range(out.shape[ax])]
-    acc = parts[0] if parts else ones_like(slice_in_dim(out, 0, 0, axis=ax))
-    for p in parts[1:]:
-      acc = acc * p
-    out = acc if keepdims else squeeze(acc, ax)
+    # Pairwise halving: log2(n) multiplies (an odd element is carried over).
+    while out.shape[ax] > 1:
+      n = out.shape[ax]
+      h = n // 2
+      prod_ = slice_in_dim(out, 0, h, axis=ax) * slice_in_dim(out, h, 2 * h, axis=ax)
+      out = prod_ if n % 2 == 0 else concatenate([prod_, slice_in_dim(out, 2 * h, n, axis=ax)],
+                                                 axis=ax)
+    if out.shape[ax] == 0:
+      shape = list(out.shape)
+      shape[ax] = 1
+      out = ones(shape, out.dtype)
+    if not keepdims:
+      out = squeeze(out, ax)
   return out
 
 
@@ -958,15 +968,19 @@ def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
 
 def diagonal(a, offset=0, axis1=0, axis2=1):
   a = asarray(a, api="diagonal")
-  n = builtins.min(a.shape[axis1], a.shape[axis2])
-  mask = eye(a.shape[axis1], a.shape[axis2], offset, dtype=a.dtype)
-  x = moveaxis(a * reshape(mask, [a.shape[i] if i in (axis1 % a.ndim, axis2 % a.ndim) else 1
-                                  for i in range(a.ndim)]), (axis1, axis2), (-2, -1))
-  d = sum(x, axis=-1)
-  start = builtins.max(-offset, 0)
-  m = builtins.min(n, builtins.max(0, builtins.min(a.shape[axis1] - start,
-                                                   a.shape[axis2] - builtins.max(offset, 0))))
-  return slice_in_dim(d, start, start + m, axis=-1)
+  if a.ndim < 2:
+    raise PartixError(f"[diagonal] needs an array of at least 2 dimensions, got {a.shape}")
+  ax1, ax2 = _norm_axis(axis1, a.ndim, "diagonal"), _norm_axis(axis2, a.ndim, "diagonal")
+  if ax1 == ax2:
+    raise PartixError(f"[diagonal] axis1 and axis2 are the same axis ({ax1})")
+  x = moveaxis(a, (ax1, ax2), (-2, -1))
+  n, m = x.shape[-2], x.shape[-1]
+  r0, c0 = builtins.max(-offset, 0), builtins.max(offset, 0)
+  k = builtins.max(0, builtins.min(n - r0, m - c0))
+  flat = reshape(x, x.shape[:-2] + (n * m,))
+  # Element (r0 + i, c0 + i) of each matrix is at r0 * m + c0 + i * (m + 1) of its rows.
+  idx = _w(_core.iota([k], 0, "i32")) * (m + 1) + (r0 * m + c0)
+  return take(flat, idx, axis=-1)
 
 
 def trace(a, offset=0, axis1=0, axis2=1):
