@@ -211,3 +211,17 @@ def test_numpy_view_without_copy(mesh8):
   out = jax.jit(lambda t: t * 2, donate_argnums=0)(y)
   np.testing.assert_array_equal(yv, X)
   np.testing.assert_array_equal(np.asarray(out), X * 2)
+
+
+def test_reshape_forms_and_errors():
+  a = jnp.asarray(X)
+  np.testing.assert_array_equal(np.asarray(a.reshape(np.int64(2), 16)), X.reshape(2, 16))
+  np.testing.assert_array_equal(np.asarray(a.reshape([16, -1])), X.reshape(16, -1))
+  np.testing.assert_array_equal(np.asarray(a.diagonal()), X.diagonal())
+  np.testing.assert_array_equal(np.asarray(a.ptp(axis=0)), np.ptp(X, axis=0))
+  for bad, pat in [(lambda: a.reshape(5, -1), "cannot reshape"), (lambda: a.reshape(-1, -1),
+                   "more than one"), (lambda: a.reshape(4, 8, order="F"), "order"),
+                   (lambda: a.reshape("ab"), "not a sequence"), (lambda: a.reshape(3, 3),
+                                                                  "")]:
+    with pytest.raises(jax.PartixError, match=r"^\[reshape\].*" + pat):
+      bad()

@@ -89,16 +89,21 @@ Array.__invert__ = _invert
 # ---- methods ----
 Array.astype = lambda self, dtype, copy=False, device=None: jnp.astype(self, dtype)
 Array.reshape = lambda self, *shape, order="C", out_sharding=None: jnp.reshape(
-    self, shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape,
-    out_sharding=out_sharding)
+    self, shape[0] if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)) else shape,
+    order=order, out_sharding=out_sharding)
+Array.ravel = lambda self, order="C": jnp.ravel(self, order)
+Array.flatten = lambda self, order="C": jnp.ravel(self, order)
+Array.ptp = lambda self, axis=None, keepdims=False: jnp.ptp(self, axis, keepdims)
+Array.diagonal = lambda self, offset=0, axis1=0, axis2=1: jnp.diagonal(self, offset, axis1,
+                                                                       axis2)
+Array.trace = lambda self, offset=0, axis1=0, axis2=1: jnp.trace(self, offset, axis1, axis2)
+Array.nonzero = lambda self, **k: jnp.nonzero(self, **k)
 Array.transpose = lambda self, *axes: jnp.transpose(
     self, None if not axes else axes[0] if len(axes) == 1 and not isinstance(axes[0], int)
     else axes)
 Array.T = property(lambda self: jnp.transpose(self))
 Array.mT = property(lambda self: jnp.matrix_transpose(self))
 Array.swapaxes = lambda self, a, b: jnp.swapaxes(self, a, b)
-Array.ravel = lambda self, order="C": jnp.ravel(self)
-Array.flatten = lambda self, order="C": jnp.ravel(self)
 Array.squeeze = lambda self, axis=None: jnp.squeeze(self, axis)
 Array.sum = lambda self, axis=None, dtype=None, out=None, keepdims=False, **k: jnp.sum(
     self, axis, dtype, out, keepdims, **k)

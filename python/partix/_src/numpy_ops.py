@@ -456,9 +456,14 @@ def array_equal(a1, a2, equal_nan=False):
 def reshape(a, shape=None, order="C", *, newshape=None, copy=None, out_sharding=None):
   if shape is None:
     shape = newshape
+  if order not in ("C", None):
+    raise PartixError(f"[reshape] order={order!r} is not supported (only 'C')")
   a = asarray(a, api="reshape")
   if isinstance(shape, (int, np.integer)):
     shape = (shape,)
+  if shape is None or isinstance(shape, (str, bytes)) or not builtins.all(
+      isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in shape):
+    raise PartixError(f"[reshape] shape {shape!r} is not a sequence of ints")
   shape = [int(d) for d in shape]
   if shape.count(-1) > 1:
     raise PartixError(f"[reshape] more than one -1 in shape {tuple(shape)}")
@@ -475,6 +480,8 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None, out_sharding=
 
 
 def ravel(a, order="C"):
+  if order not in ("C", None):
+    raise PartixError(f"[ravel] order={order!r} is not supported (only 'C')")
   return reshape(a, (-1,))
 
 
