@@ -463,3 +463,44 @@ def test_prod_and_diagonal_forms():
   close(jnp.trace(d[0], 1), np.trace(d[0], 1))
   with pytest.raises(jax.PartixError, match=r"^\[diagonal\]"):
     jnp.diagonal(d, 0, 1, 1)
+
+
+def test_sharded_axis_ops_in_jit(mesh8):
+  s = NamedSharding(mesh8, P("x", "y"))
+  xa = jax.device_put(X, s)
+  xi = jax.device_put(XI, s)
+  cases = [(lambda a: jnp.cumsum(a, axis=0), lambda: np.cumsum(X, axis=0), xa),
+           (lambda a: jnp.cumsum(a, axis=1), lambda: np.cumsum(XI, axis=1), xi),
+           (lambda a: jnp.sort(a, axis=0), lambda: np.sort(X, axis=0), xa),
+           (lambda a: jnp.argsort(a, axis=1), lambda: np.argsort(X, 1, kind="stable"), xa),
+           (lambda a: jnp.roll(a, 3, axis=0), lambda: np.roll(X, 3, axis=0), xa),
+           (lambda a: jnp.flip(a, (0, 1)), lambda: np.flip(X, (0, 1)), xa),
+           (lambda a: jnp.argmax(a, axis=0), lambda: np.argmax(X, axis=0), xa),
+           (lambda a: jnp.std(a, axis=0, ddof=1), lambda: np.std(X, axis=0, ddof=1), xa),
+           (lambda a: jnp.var(a, keepdims=True), lambda: np.var(X, keepdims=True), xa),
+           (lambda a: a[::-1, 1:3], lambda: X[::-1, 1:3], xa),
+           (lambda a: a.T @ a, lambda: X.T @ X, xa),
+           (lambda a: jnp.concatenate([a, a], axis=0), lambda: np.concatenate([X, X]), xa),
+           (lambda a: jnp.repeat(a, 2, axis=0), lambda: np.repeat(X, 2, axis=0), xa),
+           (lambda a: jnp.take_along_axis(a, jnp.argsort(a, axis=0), axis=0),
+            lambda: np.sort(X, axis=0), xa),
+           (lambda a: jnp.tril(a), lambda: np.tril(X), xa),
+           (lambda a: jnp.clip(a, -1, 1).sum(axis=1), lambda: np.clip(X, -1, 1).sum(1), xa)]
+  for f, ref, a in cases:
+    close(jax.jit(f)(a), ref(), rtol=1e-4, atol=1e-4)
+
+
+def test_errors_inside_jit_are_partix_errors():
+  f = jax.jit(lambda a, b: a + b)
+  with pytest.raises(jax.PartixError, match=r"^\[add\]"):
+    f(jnp.ones(3), jnp.ones(4))
+  with pytest.raises(jax.PartixError, match=r"^\[matmul\]"):
+    jax.jit(lambda a: a @ a)(jnp.ones((2, 3)))
+  with pytest.raises(jax.PartixError, match=r"^\[reshape\]"):
+    jax.jit(lambda a: a.reshape(4, 4))(jnp.ones(8))
+  # an error raised by the C++ library is a PartixError (a ValueError), never RuntimeError
+  from partix import _core
+  with pytest.raises(jax.PartixError) as e:
+    _core.reshape(jnp.ones(6)._a, [4])
+  assert type(e.value) is jax.PartixError and isinstance(e.value, ValueError)
+  assert str(e.value).startswith("[reshape]")
