@@ -80,3 +80,81 @@ def standardize(x, axis=-1, mean=None, variance=None, epsilon=1e-5, where=None):
   m = jnp.mean(x, axis, keepdims=True) if mean is None else mean
   v = jnp.var(x, axis, keepdims=True) if variance is None else variance
   return (x - m) * Array(_core.rsqrt(core(v + epsilon)))
+
+
+# ---- more of jax.nn, composed from the ops above ----
+
+def _jnp():
+  import partix.numpy as jnp
+  return jnp
+
+
+def softplus(x):
+  jnp = _jnp()
+  x = Array(_float(x, "softplus"))
+  return jnp.logaddexp(x, 0.0)
+
+
+def log_sigmoid(x):
+  return -softplus(-Array(_float(x, "log_sigmoid")))
+
+
+def leaky_relu(x, negative_slope=0.01):
+  jnp = _jnp()
+  x = Array(_float(x, "leaky_relu"))
+  return jnp.where(x >= 0, x, negative_slope * x)
+
+
+def elu(x, alpha=1.0):
+  jnp = _jnp()
+  x = Array(_float(x, "elu"))
+  return jnp.where(x > 0, x, alpha * jnp.expm1(jnp.minimum(x, 0.0)))
+
+
+def celu(x, alpha=1.0):
+  jnp = _jnp()
+  x = Array(_float(x, "celu"))
+  return jnp.maximum(x, 0.0) + alpha * jnp.expm1(jnp.minimum(x, 0.0) / alpha)
+
+
+def selu(x):
+  return 1.0507009873554804934193349852946 * elu(x, 1.6732632423543772848170429916717)
+
+
+def relu6(x):
+  return _jnp().clip(Array(_float(x, "relu6")), 0.0, 6.0)
+
+
+def hard_tanh(x):
+  return _jnp().clip(Array(_float(x, "hard_tanh")), -1.0, 1.0)
+
+
+def hard_sigmoid(x):
+  return relu6(Array(_float(x, "hard_sigmoid")) + 3.0) / 6.0
+
+
+def hard_silu(x):
+  x = Array(_float(x, "hard_silu"))
+  return x * hard_sigmoid(x)
+
+
+hard_swish = hard_silu
+
+
+def mish(x):
+  x = Array(_float(x, "mish"))
+  return x * _jnp().tanh(softplus(x))
+
+
+def glu(x, axis=-1):
+  jnp = _jnp()
+  x = Array(_float(x, "glu"))
+  ax = _axis(axis, x.ndim, "glu")
+  if x.shape[ax] % 2:
+    raise PartixError(f"[glu] axis {ax} of size {x.shape[ax]} does not split in two halves")
+  a, b = jnp.split(x, 2, axis=ax)
+  return a * sigmoid(b)
+
+
+def tanh(x):
+  return Array(_core.tanh(_float(x, "tanh")))

@@ -36,6 +36,20 @@ REFS = {
     "logsumexp": lambda x: _lse(x),
     "logsumexp1": lambda x: _lse(x, 1),
     "logsumexp_k": lambda x: _lse(x, (0, 1), True),
+    "softplus": lambda x: np.log1p(np.exp(x)),
+    "log_sigmoid": lambda x: -np.log1p(np.exp(-x)),
+    "leaky_relu": lambda x: np.where(x >= 0, x, 0.01 * x),
+    "elu": lambda x: np.where(x > 0, x, np.exp(x) - 1),
+    "celu": lambda x: np.where(x > 0, x, 0.5 * (np.exp(x / 0.5) - 1)),
+    "selu": lambda x: 1.0507009873554805 * np.where(x > 0, x, 1.6732632423543772 *
+                                                     (np.exp(x) - 1)),
+    "relu6": lambda x: np.minimum(np.maximum(x, 0), 6),
+    "hard_tanh": lambda x: np.clip(x, -1, 1),
+    "hard_sigmoid": lambda x: np.minimum(np.maximum(x + 3, 0), 6) / 6,
+    "hard_silu": lambda x: x * np.minimum(np.maximum(x + 3, 0), 6) / 6,
+    "mish": lambda x: x * np.tanh(np.log1p(np.exp(x))),
+    "glu": lambda x: x[:, :2] / (1 + np.exp(-x[:, 2:])),
+    "tanh": np.tanh,
 }
 FNS = {
     "relu": jax.nn.relu, "sigmoid": jax.nn.sigmoid, "silu": jax.nn.silu, "gelu": jax.nn.gelu,
@@ -45,7 +59,11 @@ FNS = {
     "log_softmax0": lambda x: jax.nn.log_softmax(x, axis=0),
     "logsumexp": jax.nn.logsumexp, "logsumexp1": lambda x: jax.nn.logsumexp(x, axis=1),
     "logsumexp_k": lambda x: jax.nn.logsumexp(x, axis=(0, -1), keepdims=True),
+    "celu": lambda x: jax.nn.celu(x, alpha=0.5),
 }
+for _n in ("softplus", "log_sigmoid", "leaky_relu", "elu", "selu", "relu6", "hard_tanh",
+           "hard_sigmoid", "hard_silu", "mish", "glu", "tanh"):
+  FNS[_n] = getattr(jax.nn, _n)
 
 
 @pytest.mark.parametrize("name", sorted(FNS))
@@ -93,6 +111,8 @@ BAD = [
     ("gelu None", lambda: jax.nn.gelu(None), "gelu"),
     ("one_hot axis", lambda: jax.nn.one_hot(jnp.arange(3), 4, axis=2), "one_hot"),
     ("one_hot classes", lambda: jax.nn.one_hot(jnp.arange(3), -1), "one_hot"),
+    ("glu odd", lambda: jax.nn.glu(jnp.ones((2, 3))), "glu"),
+    ("elu string", lambda: jax.nn.elu("x"), "elu"),
     ("one_hot dtype", lambda: jax.nn.one_hot(jnp.arange(3), 3, dtype=np.uint8), "one_hot"),
 ]
 
