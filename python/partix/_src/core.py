@@ -263,6 +263,10 @@ def core(x, dtype=None, api="asarray"):
     raise PartixError(f"[{api}] host data cannot be converted to quantized {dt.name}; load "
                       "quantized weights from a GGUF file")
   dtypes.to_core(dt, api)  # a dtype partix holds, or a PartixError naming the API
+  if dt == np.dtype(np.int32) and arr.dtype.kind in "iu" and arr.itemsize >= 4 and arr.size and (
+      arr.min() < -2**31 or arr.max() >= 2**31):
+    raise PartixError(f"[{api}] integer values beyond int32 ({arr.min()} .. {arr.max()}): "
+                      "partix holds them as int32; pass dtype=int64 or float32")
   return _from_numpy(arr, dt)
 
 

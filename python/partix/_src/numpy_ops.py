@@ -81,7 +81,10 @@ def full(shape, fill_value, dtype=None, *, device=None, out_sharding=None):
   if dtype is None:
     dtype = dtypes.dtype(fill_value) if not isinstance(fill_value, np.generic) else \
         dtypes.canonicalize(fill_value.dtype)
-  return _w(_core.full(_shape(shape, "full"), float(fill_value), _dt(dtype, api="full"),
+  dt = _dt(dtype, api="full")
+  if dt == "i32" and not -2**31 <= fill_value < 2**31:
+    raise PartixError(f"[full] fill value {fill_value} does not fit int32")
+  return _w(_core.full(_shape(shape, "full"), float(fill_value), dt,
                        _creation_sharding(out_sharding, device, "full")))
 
 
