@@ -225,3 +225,12 @@ def test_reshape_forms_and_errors():
                                                                   "")]:
     with pytest.raises(jax.PartixError, match=r"^\[reshape\].*" + pat):
       bad()
+
+
+def test_array_copy_argument(mesh8):
+  a = jnp.asarray(X)
+  assert np.shares_memory(np.asarray(a, copy=False), np.asarray(a))
+  assert not np.shares_memory(np.asarray(a, copy=True), np.asarray(a))
+  s = jax.device_put(X, NamedSharding(mesh8, P("x", "y")))
+  with pytest.raises(jax.PartixError, match=r"^\[Array.__array__\].*copy=False"):
+    np.asarray(s, copy=False)

@@ -101,6 +101,9 @@ class Array:
 
   # ---- host values ----
   def __array__(self, dtype=None, copy=None):
+    if copy is False and (self._a.is_tracer() or self._a.host_view() is None):
+      raise PartixError(f"[Array.__array__] copy=False, but {self._aval_str()} has no single "
+                        "shard holding the whole value on the host: a copy is needed")
     out = to_numpy(self)
     if copy and out.base is not None:  # a view of device memory: copy=True asks for our own
       out = out.copy()
