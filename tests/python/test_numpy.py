@@ -507,3 +507,23 @@ def test_errors_inside_jit_are_partix_errors():
     _core.reshape(jnp.ones(6)._a, [4])
   assert type(e.value) is jax.PartixError and isinstance(e.value, ValueError)
   assert str(e.value).startswith("[reshape]")
+
+
+def test_power_dtypes():
+  xi = np.arange(-3, 5, dtype=np.int32)
+  for n in (0, 1, 2, 3, 7):
+    got = jnp.power(xi, n)
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(np.asarray(got), xi ** n)
+    np.testing.assert_array_equal(np.asarray(jnp.asarray(xi) ** n), xi ** n)
+  e = np.array([0, 1, 2, 3, 0, 1, 2, 3], np.int32)
+  got = jnp.asarray(xi) ** jnp.asarray(e)
+  assert got.dtype == np.int32
+  np.testing.assert_array_equal(np.asarray(got), xi ** e)
+  close(jnp.power(X, 3), X ** 3, rtol=1e-5)
+  close(jnp.power(X, -2), X.astype(np.float64) ** -2, rtol=1e-4)
+  close(jnp.asarray(X) ** 0.5, np.abs(X) ** 0.5 * np.where(X < 0, np.nan, 1), rtol=1e-5)
+  assert (jnp.ones(2, jnp.bfloat16) ** 2).dtype == jnp.bfloat16
+  assert (jnp.arange(3) ** 2.0).dtype == np.float32
+  with pytest.raises(jax.PartixError, match=r"^\[power\]"):
+    jnp.power(xi, -1)

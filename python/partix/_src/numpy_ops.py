@@ -341,7 +341,37 @@ logical_or = _binary("logical_or", _core.logical_or)
 remainder = _binary("remainder", _core.remainder)
 mod = remainder
 floor_divide = _binary("floor_divide", _core.floor_divide)
-power = _binary("power", _core.pow)
+_float_power = _binary("power", _core.pow)
+
+
+def power(x1, x2, /):
+  """numpy.power; integer bases with integer exponents stay integers, as in JAX."""
+  if isinstance(x2, (int, np.integer)) and not isinstance(x2, bool) and not is_weak_scalar(
+      x1) and asarray(x1, api="power")._a.dtype in ("i32", "i64", "f16", "bf16", "f32",
+                                                      "f64"):
+    # A static integer exponent: exact repeated squaring (lax.integer_pow).
+    base = asarray(x1, api="power")
+    n = int(x2)
+    if n < 0:
+      if dtypes.is_int(base.dtype):
+        raise PartixError(f"[power] integers cannot be raised to negative powers ({n})")
+      return 1.0 / power(base, -n)
+    out, sq = None, base
+    while n:
+      if n & 1:
+        out = sq if out is None else out * sq
+      n >>= 1
+      if n:
+        sq = sq * sq
+    return out if out is not None else ones_like(base)
+  a, b = promote_pair(x1, x2, "power")
+  if a.dtype in ("i32", "i64"):
+    # Integer ** integer array: computed in float32 and rounded (exact below 2**24).
+    r = _core.round(_core.pow(_core.astype(a, "f32"), _core.astype(b, "f32")))
+    return _w(_core.astype(r, a.dtype))
+  return _w(_core.pow(a, b))
+
+
 pow = power
 
 
