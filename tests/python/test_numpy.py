@@ -527,3 +527,11 @@ def test_power_dtypes():
   assert (jnp.arange(3) ** 2.0).dtype == np.float32
   with pytest.raises(jax.PartixError, match=r"^\[power\]"):
     jnp.power(xi, -1)
+
+
+def test_any_all_truth_of_floats():
+  v = np.array([[0.0, 0.5], [np.nan, 0.0], [-0.25, 2.0]], np.float32)
+  for axis in (None, 0, 1):
+    np.testing.assert_array_equal(np.asarray(jnp.any(v, axis=axis)), np.any(v, axis=axis))
+    np.testing.assert_array_equal(np.asarray(jnp.all(v, axis=axis)), np.all(v, axis=axis))
+  assert bool(jnp.asarray([0.5]).any()) and not bool(jnp.asarray([0.5, 0.0]).all())

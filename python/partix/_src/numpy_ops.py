@@ -848,12 +848,22 @@ def average(a, axis=None, weights=None):
   return sum(a * w, axis) / sum(w, axis)
 
 
-def any(a, axis=None, keepdims=False):
-  return not_equal(max(astype(a, np.int32), axis=axis, keepdims=keepdims), 0)
+def _truth(a, api):
+  a = asarray(a, api=api)
+  # x != 0 first: a float 0.5 or nan is true, though it truncates to 0 as an int.
+  return astype(a if a._a.dtype == "bool" else not_equal(a, 0), np.int32)
 
 
-def all(a, axis=None, keepdims=False):
-  return not_equal(min(astype(a, np.int32), axis=axis, keepdims=keepdims), 0)
+def any(a, axis=None, keepdims=False, *, where=None):
+  if where is not None:
+    raise PartixError("[any] where= is not supported")
+  return not_equal(max(_truth(a, "any"), axis=axis, keepdims=keepdims), 0)
+
+
+def all(a, axis=None, keepdims=False, *, where=None):
+  if where is not None:
+    raise PartixError("[all] where= is not supported")
+  return not_equal(min(_truth(a, "all"), axis=axis, keepdims=keepdims), 0)
 
 
 def count_nonzero(a, axis=None, keepdims=False):
