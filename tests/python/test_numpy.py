@@ -535,3 +535,31 @@ def test_any_all_truth_of_floats():
     np.testing.assert_array_equal(np.asarray(jnp.any(v, axis=axis)), np.any(v, axis=axis))
     np.testing.assert_array_equal(np.asarray(jnp.all(v, axis=axis)), np.all(v, axis=axis))
   assert bool(jnp.asarray([0.5]).any()) and not bool(jnp.asarray([0.5, 0.0]).all())
+
+
+NOT_FUNCTIONS = {"dtype", "ndarray", "shape", "ndim", "size", "isscalar", "iscomplexobj",
+                 "broadcast_shapes", "finfo", "iinfo", "issubdtype", "result_type",
+                 "promote_types", "linalg"}
+
+
+@pytest.mark.parametrize("obj", [None, "s", {"a": 1}, object()], ids=repr)
+def test_every_function_refuses_non_arrays(obj):
+  """Each partix.numpy function given a non-array first argument raises a PartixError that
+  names an API in brackets (never TypeError, IndexError or a nanobind signature error)."""
+  import inspect
+  checked = 0
+  for name in sorted(dir(jnp)):
+    f = getattr(jnp, name)
+    if name.startswith("_") or name in NOT_FUNCTIONS or not callable(f) or isinstance(f, type):
+      continue
+    try:
+      params = inspect.signature(f).parameters.values()
+      n = len([p for p in params if p.default is p.empty and p.kind in (
+          p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)])
+    except (TypeError, ValueError):
+      n = 1
+    with pytest.raises(jax.PartixError, match=r"^\[") as e:
+      f(obj, *[jnp.ones(3)] * max(0, n - 1))
+    assert e.type is jax.PartixError, name
+    checked += 1
+  assert checked > 150

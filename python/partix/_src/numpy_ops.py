@@ -49,7 +49,8 @@ def _creation_sharding(out_sharding, device, api):
 def _shape(shape, api):
   if isinstance(shape, (int, np.integer)):
     shape = (shape,)
-  if isinstance(shape, (str, bytes)) or not builtins.all(
+  if isinstance(shape, (str, bytes)) or not isinstance(shape, (tuple, list, np.ndarray)) or \
+      not builtins.all(
       isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in shape):
     raise PartixError(f"[{api}] shape {shape!r} is not a sequence of ints")
   shape = [int(d) for d in shape]
@@ -191,6 +192,9 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
 
 def eye(N, M=None, k=0, dtype=None):
   M = N if M is None else M
+  N, M = _shape((N, M), "eye")
+  if not isinstance(k, (int, np.integer)):
+    raise PartixError(f"[eye] k must be an int, got {k!r}")
   r = _w(_core.iota([N, M], 0, "i32"))
   c = _w(_core.iota([N, M], 1, "i32"))
   return astype(equal(c - r, k), dtype or np.float32)
@@ -202,6 +206,9 @@ def identity(n, dtype=None):
 
 def tri(N, M=None, k=0, dtype=None):
   M = N if M is None else M
+  N, M = _shape((N, M), "tri")
+  if not isinstance(k, (int, np.integer)):
+    raise PartixError(f"[tri] k must be an int, got {k!r}")
   r = _w(_core.iota([N, M], 0, "i32"))
   c = _w(_core.iota([N, M], 1, "i32"))
   return astype(less_equal(c, r + k), dtype or np.float32)
@@ -638,13 +645,19 @@ def stack(arrays, axis=0, dtype=None):
   return out if dtype is None else astype(out, dtype)
 
 
+def _seq(tup, api):
+  if isinstance(tup, Array) or not isinstance(tup, (list, tuple)) or not tup:
+    raise PartixError(f"[{api}] needs a non-empty sequence of arrays, got {type(tup).__name__}")
+  return tup
+
+
 def hstack(tup):
-  arrs = [atleast_1d(a) for a in tup]
+  arrs = [atleast_1d(asarray(a, api="hstack")) for a in _seq(tup, "hstack")]
   return concatenate(arrs, axis=0 if arrs[0].ndim == 1 else 1)
 
 
 def vstack(tup):
-  return concatenate([atleast_2d(a) for a in tup], axis=0)
+  return concatenate([atleast_2d(asarray(a, api="vstack")) for a in _seq(tup, "vstack")], axis=0)
 
 
 def split(ary, indices_or_sections, axis=0):
@@ -984,6 +997,8 @@ def einsum(subscripts, *operands, out=None, optimize=None, precision=None,
            preferred_element_type=None, out_sharding=None):
   if not isinstance(subscripts, str):
     raise PartixError("[einsum] the first argument must be the subscripts string")
+  if not operands:
+    raise PartixError(f"[einsum] {subscripts!r} has no operands")
   ops = [asarray(o, api="einsum") for o in operands]
   cs = _cat_args(ops, "einsum") if len(ops) > 1 else [ops[0]._a]
   r = _w(_core.einsum(subscripts, cs))
@@ -1288,13 +1303,13 @@ def vecdot(x1, x2, /, *, axis=-1):
 
 
 def column_stack(tup):
-  arrs = [asarray(a, api="column_stack") for a in tup]
+  arrs = [asarray(a, api="column_stack") for a in _seq(tup, "column_stack")]
   return concatenate([reshape(a, (-1, 1)) if a.ndim < 2 else a for a in arrs], axis=1)
 
 
 def dstack(tup):
   out = []
-  for a in tup:
+  for a in _seq(tup, "dstack"):
     a = asarray(a, api="dstack")
     out.append(reshape(a, (1,) * (a.ndim == 0) + (1,) * (a.ndim < 2) + a.shape + (1,))
                if a.ndim < 3 else a)
