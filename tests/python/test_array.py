@@ -234,3 +234,15 @@ def test_array_copy_argument(mesh8):
   s = jax.device_put(X, NamedSharding(mesh8, P("x", "y")))
   with pytest.raises(jax.PartixError, match=r"^\[Array.__array__\].*copy=False"):
     np.asarray(s, copy=False)
+
+
+def test_method_argument_errors():
+  a = jnp.asarray(X)
+  for f, api in [(lambda: a.reshape(1.5), "reshape"), (lambda: a.transpose(1.5), "transpose"),
+                 (lambda: a.astype(None), "astype"), (lambda: a.round("s"), "round"),
+                 (lambda: a.at[slice("a", 2)].set(1.0), r"Array.at"),
+                 (lambda: a.at[0].set("s"), r"(asarray|Array.at)"),
+                 (lambda: a.sum(axis="s"), "sum"), (lambda: a.take("s"), "take"),
+                 (lambda: a.clip("s"), "maximum"), (lambda: a.repeat(None), "repeat")]:
+    with pytest.raises(jax.PartixError, match=r"^\[" + api):
+      f()

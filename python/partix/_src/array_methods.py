@@ -337,6 +337,9 @@ class _IndexUpdateRef:
           raise PartixError(f"[Array.at] index {i} is out of bounds for axis {dim} of size {size}")
         starts.append(i % size), sizes.append(1)
       elif isinstance(it, slice) and (it.step in (None, 1)):
+        for v in (it.start, it.stop):
+          if v is not None and not _is_int(v):
+            raise PartixError(f"[Array.at] slice bound {v!r} is not a static int")
         a, b, _ = it.indices(size)
         starts.append(a), sizes.append(max(0, b - a)), view.append(max(0, b - a))
       elif isinstance(it, Array) and it.ndim == 0 and dtypes.is_int(it.dtype):

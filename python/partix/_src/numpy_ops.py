@@ -278,7 +278,11 @@ negative = _unary("negative", _core.neg)
 logical_not = _unary("logical_not", _core.logical_not)
 
 
-def round(a, decimals=0):
+def round(a, decimals=0, out=None):
+  if not isinstance(decimals, (int, np.integer)) or isinstance(decimals, bool):
+    raise PartixError(f"[round] decimals must be an int, got {decimals!r}")
+  if out is not None:
+    raise PartixError("[round] out= is not supported (arrays are immutable)")
   if decimals:
     s = 10.0 ** decimals
     return _unary("round", _core.round)(asarray(a, api="round") * s) / s
@@ -454,6 +458,8 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
 
 
 def astype(x, dtype, /, *, copy=False, device=None):
+  if dtype is None:
+    raise PartixError("[astype] dtype is None: give the dtype to convert to")
   return _w(_core.astype(core(x, api="astype"), dtypes.to_core(dtype, "astype")))
 
 
@@ -501,7 +507,7 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None, out_sharding=
   a = asarray(a, api="reshape")
   if isinstance(shape, (int, np.integer)):
     shape = (shape,)
-  if shape is None or isinstance(shape, (str, bytes)) or not builtins.all(
+  if not isinstance(shape, (tuple, list, np.ndarray)) or not builtins.all(
       isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in shape):
     raise PartixError(f"[reshape] shape {shape!r} is not a sequence of ints")
   shape = [int(d) for d in shape]
@@ -527,6 +533,8 @@ def ravel(a, order="C"):
 
 def transpose(a, axes=None):
   a = asarray(a, api="transpose")
+  if axes is not None and not isinstance(axes, (tuple, list)):
+    raise PartixError(f"[transpose] axes {axes!r} is not a sequence of ints")
   perm = list(range(a.ndim))[::-1] if axes is None else [_norm_axis(x, a.ndim, "transpose")
                                                           for x in axes]
   if sorted(perm) != list(range(a.ndim)):
