@@ -84,3 +84,9 @@ def test_at_errors():
     a.at[np.array([0, 1])].set(np.ones((3, 6)))
   with pytest.raises(jax.PartixError, match=r"^\[Array.at\[\].add\]"):
     a.at[np.array([0]), np.array([1])].add(1.0)
+
+
+def test_out_of_range_index_arrays_clamp():
+  # JAX clamps out-of-range indices of a retrieval (x[idx]); numpy would raise.
+  a = jnp.asarray(X)
+  np.testing.assert_array_equal(np.asarray(a[np.array([9, -9])]), X[[7, 0]])

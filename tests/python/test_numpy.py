@@ -563,3 +563,22 @@ def test_every_function_refuses_non_arrays(obj):
     assert e.type is jax.PartixError, name
     checked += 1
   assert checked > 150
+
+
+def test_take_modes():
+  v = np.arange(10, 70, 10, dtype=np.float32).reshape(2, 3)
+  idx = np.array([0, -1, 3, -4, 2], np.int32)
+  got = np.asarray(jnp.take(v, idx, axis=1))  # JAX's default mode: fill out of range
+  want = np.where((idx >= -3) & (idx < 3), np.take(v, np.clip(idx, -3, 2), axis=1), np.nan)
+  np.testing.assert_array_equal(got, want)
+  np.testing.assert_array_equal(np.asarray(jnp.take(v, idx, axis=1, mode="clip")),
+                                np.take(v, np.clip(idx, 0, 2), axis=1))
+  np.testing.assert_array_equal(np.asarray(jnp.take(v, idx, axis=1, mode="wrap")),
+                                np.take(v, idx, axis=1, mode="wrap"))
+  np.testing.assert_array_equal(np.asarray(jnp.take(v, idx, axis=1, fill_value=-1.0)),
+                                np.nan_to_num(want, nan=-1.0))
+  vi = np.arange(4, dtype=np.int32)
+  np.testing.assert_array_equal(np.asarray(jnp.take(vi, np.array([1, 9]))),
+                                [1, np.iinfo(np.int32).min])
+  with pytest.raises(jax.PartixError, match=r"^\[take\]"):
+    jnp.take(vi, np.array([0]), mode="raise")

@@ -127,7 +127,8 @@ Array.all = lambda self, axis=None, keepdims=False: jnp.all(self, axis, keepdims
 Array.clip = lambda self, min=None, max=None: jnp.clip(self, min, max)
 Array.round = lambda self, decimals=0: jnp.round(self, decimals)
 Array.dot = lambda self, b: jnp.dot(self, b)
-Array.take = lambda self, indices, axis=None: jnp.take(self, indices, axis)
+Array.take = lambda self, indices, axis=None, mode=None, **k: jnp.take(self, indices, axis,
+                                                                        mode, **k)
 Array.repeat = lambda self, repeats, axis=None: jnp.repeat(self, repeats, axis)
 Array.sort = lambda self, axis=-1: jnp.sort(self, axis)
 Array.argsort = lambda self, axis=-1: jnp.argsort(self, axis)
@@ -249,7 +250,7 @@ def _getitem(self, idx):
       merged = list(y.shape[:d0]) + [int(np.prod(y.shape[d0:dims[-1] + 1]))] + \
           list(y.shape[dims[-1] + 1:])
       y = jnp.reshape(y, merged)
-    y = jnp.take(y, lin, axis=d0)
+    y = jnp.take(y, lin, axis=d0, mode="clip")  # retrieval clamps, as in JAX
     extra = len(bshape)
   # Drop integer-indexed dims, insert new axes.
   shape = []
@@ -424,12 +425,12 @@ def _scatter_rows(x, idx, value, combine, api):
     if len(np.unique(host)) != host.size:
       raise PartixError(f"[Array.at[].{api}] repeated indices are not supported (only for set "
                         "and add)")
-    upd = jnp.astype(combine(jnp.take(x, flat, axis=0), upd), x.dtype)
+    upd = jnp.astype(combine(jnp.take(x, flat, axis=0, mode="clip"), upd), x.dtype)
   # set: for each row, the last update naming it (one_hot marks, max picks the last).
   order = jnp.reshape(Array(_core.iota([k], 0, "i32")) + 1, (k, 1))
   marks = Array(_core.one_hot(flat._a, n, "i32")) * order
   winner = jnp.max(marks, axis=0) - 1
-  rows = jnp.take(upd, jnp.maximum(winner, 0), axis=0)
+  rows = jnp.take(upd, jnp.maximum(winner, 0), axis=0, mode="clip")
   has = jnp.reshape(winner >= 0, (n,) + (1,) * (x.ndim - 1))
   return jnp.where(has, rows, x)
 

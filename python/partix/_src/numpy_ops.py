@@ -1028,7 +1028,24 @@ def take(a, indices, axis=None, mode=None, unique_indices=False, indices_are_sor
   idx = asarray(indices, api="take")
   if idx._a.dtype not in ("i32", "i64"):
     raise PartixError(f"[take] indices must be integers, got {idx.dtype}")
-  return _w(_core.take(a._a, idx._a, _norm_axis(axis, a.ndim, "take")))
+  ax = _norm_axis(axis, a.ndim, "take")
+  n = a.shape[ax]
+  if mode == "clip":
+    return _w(_core.take(a._a, idx._a, ax))
+  if mode == "wrap":
+    return _w(_core.take(a._a, remainder(idx, builtins.max(n, 1))._a, ax))
+  if mode not in (None, "fill"):
+    raise PartixError(f"[take] mode {mode!r} is not supported ('fill', 'clip', 'wrap')")
+  # JAX's default: negative indices count from the end; others out of range give fill_value
+  # (nan for floats, the minimum for ints, True for bools).
+  idx = where(less(idx, 0), idx + n, idx)
+  out = _w(_core.take(a._a, idx._a, ax))
+  if fill_value is None:
+    fill_value = np.nan if dtypes.is_float(a.dtype) else True if a._a.dtype == "bool" else \
+        int(dtypes.iinfo(a.dtype).min)
+  ok = logical_and(greater_equal(idx, 0), less(idx, n))
+  ok = reshape(ok, (1,) * ax + idx.shape + (1,) * (a.ndim - ax - 1))
+  return where(ok, out, asarray(fill_value, a.dtype, "take"))
 
 
 def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
