@@ -90,3 +90,13 @@ def test_out_of_range_index_arrays_clamp():
   # JAX clamps out-of-range indices of a retrieval (x[idx]); numpy would raise.
   a = jnp.asarray(X)
   np.testing.assert_array_equal(np.asarray(a[np.array([9, -9])]), X[[7, 0]])
+
+
+@pytest.mark.parametrize("op", ["set", "add", "subtract"])
+def test_at_drops_out_of_range_rows(op):
+  # JAX's scatters drop out-of-range indices (after negative ones count from the end).
+  a = jnp.asarray(X)
+  idx = np.array([9, 1, -9, -2], np.int32)
+  got = getattr(a.at[idx], op)(3.0)
+  keep = np.array([1, 6])
+  np.testing.assert_array_equal(np.asarray(got), _ref(op, keep, 3.0))

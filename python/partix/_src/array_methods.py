@@ -411,6 +411,11 @@ def _scatter_rows(x, idx, value, combine, api):
   if k == 0:
     return x
   upd = jnp.reshape(upd, (k,) + x.shape[1:])
+  if api in ("add", "subtract"):
+    # Out-of-range rows are dropped, as JAX's scatters do (scatter_add would clamp them).
+    inside = jnp.reshape(jnp.logical_and(flat >= 0, flat < n), (k,) + (1,) * (x.ndim - 1))
+    upd = jnp.where(inside, upd, jnp.zeros_like(upd))
+    flat = jnp.clip(flat, 0, n - 1)
   if api == "add":
     return Array(_core.scatter_add(x._a, flat._a, upd._a, 0))
   if api == "subtract":
