@@ -2,16 +2,22 @@
 import numpy as _np
 
 from partix import _core
-from partix._src.core import Array, asarray, core
+from partix._src import dtypes as _dtypes
+from partix._src.core import Array, PartixError, asarray, core
+
+
+def _float(x, api):
+  a = core(x, api=api)
+  if a.dtype in ("bool", "i32", "i64"):
+    a = _core.astype(a, "f32")
+  return a
 
 
 def _f(name, fn):
   def op(x):
-    a = core(x)
-    if a.dtype in ("bool", "i32", "i64"):
-      a = _core.astype(a, "f32")
-    return Array(fn(a))
+    return Array(fn(_float(x, name)))
   op.__name__ = name
+  op.__doc__ = f"jax.nn.{name}, elementwise."
   return op
 
 
@@ -22,31 +28,133 @@ sigmoid = _f("sigmoid", _core.logistic)
 
 
 def gelu(x, approximate=True):
-  return Array(_core.gelu(core(x), bool(approximate)))
+  return Array(_core.gelu(_float(x, "gelu"), bool(approximate)))
+
+
+def _axis(axis, ndim, api):
+  from partix._src.numpy_ops import _norm_axis
+  return _norm_axis(axis, ndim, api)
 
 
 def softmax(x, axis=-1, where=None, initial=None):
-  return Array(_core.softmax(core(x), int(axis)))
+  if where is not None:
+    raise PartixError("[softmax] where= is not supported")
+  a = _float(x, "softmax")
+  return Array(_core.softmax(a, _axis(axis, a.ndim, "softmax")))
 
 
 def log_softmax(x, axis=-1, where=None, initial=None):
-  return Array(_core.log_softmax(core(x), int(axis)))
+  if where is not None:
+    raise PartixError("[log_softmax] where= is not supported")
+  a = _float(x, "log_softmax")
+  return Array(_core.log_softmax(a, _axis(axis, a.ndim, "log_softmax")))
 
 
-def logsumexp(x, axis=None, keepdims=False):
-  a = asarray(x)
-  axes = list(range(a.ndim)) if axis is None else [axis] if isinstance(axis, int) else list(axis)
-  return Array(_core.logsumexp(a._a, [ax % a.ndim for ax in axes], bool(keepdims)))
+def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=None):
+  if b is not None or return_sign or where is not None:
+    raise PartixError("[logsumexp] b=, return_sign= and where= are not supported")
+  from partix._src.numpy_ops import _norm_axes
+  x = _float(a, "logsumexp")
+  return Array(_core.logsumexp(x, _norm_axes(axis, len(x.shape), "logsumexp"), bool(keepdims)))
 
 
 def one_hot(x, num_classes, *, dtype=_np.float32, axis=-1):
-  from partix._src import dtypes
-  return Array(_core.one_hot(core(x), int(num_classes), dtypes.to_core(dtype)))
-
-
-def standardize(x, axis=-1, mean=None, variance=None, epsilon=1e-5):
+  """One-hot over a new axis; labels outside [0, num_classes) give all-zero rows (as JAX)."""
   import partix.numpy as jnp
-  x = asarray(x)
+  if not isinstance(num_classes, (int, _np.integer)) or num_classes < 0:
+    raise PartixError(f"[one_hot] num_classes must be a non-negative int, got {num_classes!r}")
+  dt = _dtypes.to_core(dtype, "one_hot")
+  a = asarray(x, api="one_hot")
+  if _dtypes.is_int(a.dtype):
+    out = Array(_core.one_hot(a._a, int(num_classes), dt))
+  else:  # float labels compare equal to their class, as in JAX
+    classes = Array(_core.iota([int(num_classes)], 0, a._a.dtype))
+    out = jnp.astype(jnp.equal(jnp.expand_dims(a, -1), classes), dtype)
+  ax = _axis(axis, out.ndim, "one_hot")
+  return out if ax == out.ndim - 1 else jnp.moveaxis(out, -1, ax)
+
+
+def standardize(x, axis=-1, mean=None, variance=None, epsilon=1e-5, where=None):
+  import partix.numpy as jnp
+  x = Array(_float(x, "standardize"))
   m = jnp.mean(x, axis, keepdims=True) if mean is None else mean
   v = jnp.var(x, axis, keepdims=True) if variance is None else variance
   return (x - m) * Array(_core.rsqrt(core(v + epsilon)))
+
+
+# ---- more of jax.nn, composed from the ops above ----
+
+def _jnp():
+  import partix.numpy as jnp
+  return jnp
+
+
+def softplus(x):
+  jnp = _jnp()
+  x = Array(_float(x, "softplus"))
+  return jnp.logaddexp(x, 0.0)
+
+
+def log_sigmoid(x):
+  return -softplus(-Array(_float(x, "log_sigmoid")))
+
+
+def leaky_relu(x, negative_slope=0.01):
+  jnp = _jnp()
+  x = Array(_float(x, "leaky_relu"))
+  return jnp.where(x >= 0, x, negative_slope * x)
+
+
+def elu(x, alpha=1.0):
+  jnp = _jnp()
+  x = Array(_float(x, "elu"))
+  return jnp.where(x > 0, x, alpha * jnp.expm1(jnp.minimum(x, 0.0)))
+
+
+def celu(x, alpha=1.0):
+  jnp = _jnp()
+  x = Array(_float(x, "celu"))
+  return jnp.maximum(x, 0.0) + alpha * jnp.expm1(jnp.minimum(x, 0.0) / alpha)
+
+
+def selu(x):
+  return 1.0507009873554804934193349852946 * elu(x, 1.6732632423543772848170429916717)
+
+
+def relu6(x):
+  return _jnp().clip(Array(_float(x, "relu6")), 0.0, 6.0)
+
+
+def hard_tanh(x):
+  return _jnp().clip(Array(_float(x, "hard_tanh")), -1.0, 1.0)
+
+
+def hard_sigmoid(x):
+  return relu6(Array(_float(x, "hard_sigmoid")) + 3.0) / 6.0
+
+
+def hard_silu(x):
+  x = Array(_float(x, "hard_silu"))
+  return x * hard_sigmoid(x)
+
+
+hard_swish = hard_silu
+
+
+def mish(x):
+  x = Array(_float(x, "mish"))
+  return x * _jnp().tanh(softplus(x))
+
+
+def glu(x, axis=-1):
+  jnp = _jnp()
+  x = Array(_float(x, "glu"))
+  ax = _axis(axis, x.ndim, "glu")
+  if x.shape[ax] % 2:
+    raise PartixError(f"[glu] axis {ax} of size {x.shape[ax]} does not split in two halves")
+  a, b = jnp.split(x, 2, axis=ax)
+  return a * sigmoid(b)
+
+
+def tanh(x):
+  return Array(_core.tanh(_float(x, "tanh")))

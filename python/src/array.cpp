@@ -29,7 +29,8 @@ void bind_array(nb::module_& m) {
       .def_prop_ro("nbytes", &Array::nbytes)
       .def("valid", &Array::valid)
       .def("sharding", &Array::sharding)
-      .def("has_sharding", [](const Array& a) { return a.valid() && a.impl()->sharding.has_value(); })
+      .def("has_sharding",
+           [](const Array& a) { return a.valid() && a.impl()->sharding.has_value(); })
       .def("committed", [](const Array& a) { return a.valid() && a.impl()->committed; })
       .def("is_tracer", &Array::is_tracer)
       .def("is_abstract", &Array::is_abstract)
@@ -38,7 +39,8 @@ void bind_array(nb::module_& m) {
       .def("is_deleted", [](const Array& a) { return a.valid() && a.impl()->donated; })
       .def("addressable_shards",
            [](const Array& a) {
-             std::vector<std::tuple<Device, std::vector<std::pair<int64_t, int64_t>>, int, Array>> out;
+             std::vector<std::tuple<Device, std::vector<std::pair<int64_t, int64_t>>, int, Array>>
+                 out;
              for (const Shard& s : a.addressable_shards()) {
                out.emplace_back(s.device, slices(s.index), s.replica_id, s.data);
              }
@@ -55,6 +57,29 @@ void bind_array(nb::module_& m) {
              uint8_t* p = dst.data();
              nb::gil_scoped_release release;
              a.copy_to(p, "Array.__array__");
+           })
+      // A read-only uint8 view of the array's bytes without a copy, when one local shard
+      // holds the whole, unpadded value (one device, or fully replicated); else None. The view
+      // owns a handle on the shard's buffer: the memory outlives the Array, and a shared
+      // buffer is never reused in place by a later program (donation included).
+      .def("host_view",
+           [](const Array& a) -> nb::object {
+             if (!a.valid() || !a.is_concrete() || is_quantized(a.dtype())) return nb::none();
+             const auto& impl = a.impl();
+             if (impl->donated || impl->abstract || !impl->sharding ||
+                 impl->sharding->shard_shape(impl->shape) != impl->shape) {
+               return nb::none();
+             }
+             for (const detail::Buffer& b : impl->shards) {
+               if (!b.valid() || b.nbytes() < a.nbytes()) continue;
+               auto* owner = new detail::Buffer(b);
+               nb::capsule keep(owner,
+                                [](void* p) noexcept { delete static_cast<detail::Buffer*>(p); });
+               size_t n = static_cast<size_t>(a.nbytes());
+               return nb::cast(
+                   nb::ndarray<nb::numpy, const uint8_t, nb::ndim<1>>(b.data(), {n}, keep));
+             }
+             return nb::none();
            })
       .def("to_string", &Array::to_string)
       .def("same", [](const Array& a, const Array& b) { return a.impl() == b.impl(); });
@@ -90,9 +115,10 @@ void bind_array(nb::module_& m) {
   m.def("ones", [](const Shape& s, const std::string& dt, std::optional<NamedSharding> sh) {
     return sh ? ones(s, to_dtype(dt), *sh) : ones(s, to_dtype(dt));
   });
-  m.def("full", [](const Shape& s, double v, const std::string& dt, std::optional<NamedSharding> sh) {
-    return sh ? full(s, v, to_dtype(dt), *sh) : full(s, v, to_dtype(dt));
-  });
+  m.def("full",
+        [](const Shape& s, double v, const std::string& dt, std::optional<NamedSharding> sh) {
+          return sh ? full(s, v, to_dtype(dt), *sh) : full(s, v, to_dtype(dt));
+        });
   m.def("arange", [](int64_t n, const std::string& dt, std::optional<NamedSharding> sh) {
     return sh ? arange(n, to_dtype(dt), *sh) : arange(n, to_dtype(dt));
   });

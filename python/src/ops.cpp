@@ -44,12 +44,28 @@ void bind_ops(nb::module_& m) {
 
   // Unary math.
 #define PARTIX_UNARY(name) m.def(#name, [](A x) { return name(x); })
-  PARTIX_UNARY(exp); PARTIX_UNARY(log); PARTIX_UNARY(sin); PARTIX_UNARY(cos);
-  PARTIX_UNARY(tanh); PARTIX_UNARY(sqrt); PARTIX_UNARY(rsqrt); PARTIX_UNARY(abs);
-  PARTIX_UNARY(sign); PARTIX_UNARY(floor); PARTIX_UNARY(ceil); PARTIX_UNARY(round);
-  PARTIX_UNARY(logistic); PARTIX_UNARY(erf); PARTIX_UNARY(erf_inv); PARTIX_UNARY(log1p);
-  PARTIX_UNARY(expm1); PARTIX_UNARY(square); PARTIX_UNARY(stop_gradient); PARTIX_UNARY(relu);
-  PARTIX_UNARY(silu); PARTIX_UNARY(flatten);
+  PARTIX_UNARY(exp);
+  PARTIX_UNARY(log);
+  PARTIX_UNARY(sin);
+  PARTIX_UNARY(cos);
+  PARTIX_UNARY(tanh);
+  PARTIX_UNARY(sqrt);
+  PARTIX_UNARY(rsqrt);
+  PARTIX_UNARY(abs);
+  PARTIX_UNARY(sign);
+  PARTIX_UNARY(floor);
+  PARTIX_UNARY(ceil);
+  PARTIX_UNARY(round);
+  PARTIX_UNARY(logistic);
+  PARTIX_UNARY(erf);
+  PARTIX_UNARY(erf_inv);
+  PARTIX_UNARY(log1p);
+  PARTIX_UNARY(expm1);
+  PARTIX_UNARY(square);
+  PARTIX_UNARY(stop_gradient);
+  PARTIX_UNARY(relu);
+  PARTIX_UNARY(silu);
+  PARTIX_UNARY(flatten);
 #undef PARTIX_UNARY
   m.def("gelu", [](A x, bool approximate) { return gelu(x, approximate); });
   m.def("softmax", [](A x, int axis) { return softmax(x, axis); });
@@ -57,28 +73,30 @@ void bind_ops(nb::module_& m) {
   m.def("layer_norm", [](A x, A g, A b, double eps) { return layer_norm(x, g, b, eps); });
   m.def("rms_norm", [](A x, A w, double eps) { return rms_norm(x, w, eps); });
   m.def("cross_entropy", [](A logits, A labels) { return cross_entropy(logits, labels); });
-  m.def("one_hot", [](A i, int64_t n, const std::string& dt) { return one_hot(i, n, to_dtype(dt)); });
+  m.def("one_hot",
+        [](A i, int64_t n, const std::string& dt) { return one_hot(i, n, to_dtype(dt)); });
   m.def("astype", [](A x, const std::string& dt) { return astype(x, to_dtype(dt)); });
 
   // Shapes.
   m.def("reshape", [](A x, const Shape& s) { return reshape(x, s); });
   m.def("transpose", [](A x, const std::vector<int>& perm) { return transpose(x, perm); });
   m.def("broadcast_to", [](A x, const Shape& s) { return broadcast_to(x, s); });
-  m.def("broadcast_in_dim", [](A x, const Shape& s, const std::vector<int>& d) {
-    return broadcast_in_dim(x, s, d);
-  });
+  m.def("broadcast_in_dim",
+        [](A x, const Shape& s, const std::vector<int>& d) { return broadcast_in_dim(x, s, d); });
   m.def("expand_dims", [](A x, int axis) { return expand_dims(x, axis); });
   m.def("squeeze", [](A x, const std::vector<int>& axes) { return squeeze(x, axes); });
   m.def("slice", [](A x, const Shape& start, const Shape& stop, const Shape& strides) {
     return slice(x, start, stop, strides);
   });
-  m.def("concatenate", [](const std::vector<Array>& xs, int axis) { return concatenate(xs, axis); });
+  m.def("concatenate",
+        [](const std::vector<Array>& xs, int axis) { return concatenate(xs, axis); });
   m.def("stack", [](const std::vector<Array>& xs, int axis) { return stack(xs, axis); });
   m.def("split", [](A x, int sections, int axis) { return split(x, sections, axis); });
   m.def("pad", [](A x, const Shape& lo, const Shape& hi, double v) { return pad(x, lo, hi, v); });
   m.def("roll", [](A x, int64_t shift, int axis) { return roll(x, shift, axis); });
   m.def("flip", [](A x, const std::vector<int>& axes) { return flip(x, axes); });
-  m.def("iota", [](const Shape& s, int dim, const std::string& dt) { return iota(s, dim, to_dtype(dt)); });
+  m.def("iota",
+        [](const Shape& s, int dim, const std::string& dt) { return iota(s, dim, to_dtype(dt)); });
 
   // Reductions (axes given explicitly; Python resolves None to every axis).
   m.def("sum", [](A x, const std::vector<int>& axes, bool k) { return sum(x, axes, k); });
@@ -86,18 +104,19 @@ void bind_ops(nb::module_& m) {
   m.def("max", [](A x, const std::vector<int>& axes, bool k) { return max(x, axes, k); });
   m.def("min", [](A x, const std::vector<int>& axes, bool k) { return min(x, axes, k); });
   m.def("var", [](A x, const std::vector<int>& axes, bool k) { return var(x, axes, k); });
-  m.def("logsumexp", [](A x, const std::vector<int>& axes, bool k) { return logsumexp(x, axes, k); });
+  m.def("logsumexp",
+        [](A x, const std::vector<int>& axes, bool k) { return logsumexp(x, axes, k); });
   m.def("argmax", [](A x, int axis, bool k) { return argmax(x, axis, k); });
   m.def("argmin", [](A x, int axis, bool k) { return argmin(x, axis, k); });
   m.def("cumsum", [](A x, int axis, bool reverse) { return cumsum(x, axis, reverse); });
 
   // Contractions.
   m.def("matmul", [](A a, A b) { return matmul(a, b); });
-  m.def("einsum", [](const std::string& spec, const std::vector<Array>& xs) { return einsum(spec, xs); });
+  m.def("einsum",
+        [](const std::string& spec, const std::vector<Array>& xs) { return einsum(spec, xs); });
   m.def("dot_general",
         [](A a, A b, const std::vector<int>& ac, const std::vector<int>& bc,
-           const std::vector<int>& ab, const std::vector<int>& bb,
-           std::optional<std::string> out) {
+           const std::vector<int>& ab, const std::vector<int>& bb, std::optional<std::string> out) {
           std::optional<DType> o;
           if (out) o = to_dtype(*out);
           return dot_general(a, b, ac, bc, ab, bb, o);
@@ -130,19 +149,19 @@ void bind_ops(nb::module_& m) {
                             std::optional<NamedSharding> sh) {
     return sh ? random::normal(key, s, to_dtype(dt), *sh) : random::normal(key, s, to_dtype(dt));
   });
-  m.def("random_truncated_normal", [](A key, double lo, double hi, const Shape& s,
-                                      const std::string& dt) {
-    return random::truncated_normal(key, lo, hi, s, to_dtype(dt));
-  });
-  m.def("random_bernoulli", [](A key, double p, const Shape& s) { return random::bernoulli(key, p, s); });
+  m.def("random_truncated_normal",
+        [](A key, double lo, double hi, const Shape& s, const std::string& dt) {
+          return random::truncated_normal(key, lo, hi, s, to_dtype(dt));
+        });
+  m.def("random_bernoulli",
+        [](A key, double p, const Shape& s) { return random::bernoulli(key, p, s); });
   m.def("random_randint", [](A key, const Shape& s, int64_t lo, int64_t hi, const std::string& dt,
                              std::optional<NamedSharding> sh) {
     return sh ? random::randint(key, s, lo, hi, to_dtype(dt), *sh)
               : random::randint(key, s, lo, hi, to_dtype(dt));
   });
-  m.def("random_categorical", [](A key, A logits, int axis) {
-    return random::categorical(key, logits, axis);
-  });
+  m.def("random_categorical",
+        [](A key, A logits, int axis) { return random::categorical(key, logits, axis); });
 
   // jax.named_scope: a context manager naming the ops traced inside it.
   struct ScopeGuard {

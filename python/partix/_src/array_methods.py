@@ -13,18 +13,23 @@ from partix._src.core import Array, PartixError, asarray, core
 def _binop(f, reverse=False):
   if reverse:
     def op(self, other):
-      if not _operand_ok(other):
+      if not _operand_ok(other, f.__name__):
         return NotImplemented
       return f(other, self)
   else:
     def op(self, other):
-      if not _operand_ok(other):
+      if not _operand_ok(other, f.__name__):
         return NotImplemented
       return f(self, other)
   return op
 
 
-def _operand_ok(x):
+def _operand_ok(x, api):
+  """Whether x is an operand of partix's operators; other objects that cannot be arrays are
+  refused here (instead of Python's TypeError), the rest left to their own reflected operator."""
+  # == and != with such objects fall back to Python's identity comparison (False / True).
+  if isinstance(x, (str, bytes, dict, set, type(None))) and api not in ("equal", "not_equal"):
+    raise PartixError(f"[{api}] {type(x).__name__} {x!r:.40} is not an array operand")
   return isinstance(x, (Array, numbers.Number, np.ndarray, np.generic, list, tuple))
 
 
@@ -55,7 +60,7 @@ Array.__hash__ = None
 
 def _bitop(name, f):
   def op(self, other):
-    if not _operand_ok(other):
+    if not _operand_ok(other, f"Array.{name}"):
       return NotImplemented
     a, b = asarray(self), asarray(other)
     if a.dtype != np.bool_ or b.dtype != np.bool_:
@@ -84,16 +89,21 @@ Array.__invert__ = _invert
 # ---- methods ----
 Array.astype = lambda self, dtype, copy=False, device=None: jnp.astype(self, dtype)
 Array.reshape = lambda self, *shape, order="C", out_sharding=None: jnp.reshape(
-    self, shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape,
-    out_sharding=out_sharding)
+    self, shape[0] if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)) else shape,
+    order=order, out_sharding=out_sharding)
+Array.ravel = lambda self, order="C": jnp.ravel(self, order)
+Array.flatten = lambda self, order="C": jnp.ravel(self, order)
+Array.ptp = lambda self, axis=None, keepdims=False: jnp.ptp(self, axis, keepdims)
+Array.diagonal = lambda self, offset=0, axis1=0, axis2=1: jnp.diagonal(self, offset, axis1,
+                                                                       axis2)
+Array.trace = lambda self, offset=0, axis1=0, axis2=1: jnp.trace(self, offset, axis1, axis2)
+Array.nonzero = lambda self, **k: jnp.nonzero(self, **k)
 Array.transpose = lambda self, *axes: jnp.transpose(
     self, None if not axes else axes[0] if len(axes) == 1 and not isinstance(axes[0], int)
     else axes)
 Array.T = property(lambda self: jnp.transpose(self))
 Array.mT = property(lambda self: jnp.matrix_transpose(self))
 Array.swapaxes = lambda self, a, b: jnp.swapaxes(self, a, b)
-Array.ravel = lambda self, order="C": jnp.ravel(self)
-Array.flatten = lambda self, order="C": jnp.ravel(self)
 Array.squeeze = lambda self, axis=None: jnp.squeeze(self, axis)
 Array.sum = lambda self, axis=None, dtype=None, out=None, keepdims=False, **k: jnp.sum(
     self, axis, dtype, out, keepdims, **k)
@@ -117,7 +127,8 @@ Array.all = lambda self, axis=None, keepdims=False: jnp.all(self, axis, keepdims
 Array.clip = lambda self, min=None, max=None: jnp.clip(self, min, max)
 Array.round = lambda self, decimals=0: jnp.round(self, decimals)
 Array.dot = lambda self, b: jnp.dot(self, b)
-Array.take = lambda self, indices, axis=None: jnp.take(self, indices, axis)
+Array.take = lambda self, indices, axis=None, mode=None, **k: jnp.take(self, indices, axis,
+                                                                        mode, **k)
 Array.repeat = lambda self, repeats, axis=None: jnp.repeat(self, repeats, axis)
 Array.sort = lambda self, axis=-1: jnp.sort(self, axis)
 Array.argsort = lambda self, axis=-1: jnp.argsort(self, axis)
@@ -215,27 +226,46 @@ def _getitem(self, idx):
     y = jnp.flip(y, fl)
   # Integer array indices (one or more, gathered one after another along their axes).
   arrays = [p for p in plan if p[0] == "array"]
-  if len(arrays) > 1:
-    raise PartixError("[Array.__getitem__] more than one integer-array index is not supported; "
-                      "index one axis at a time")
+  extra = 0
   if arrays:
-    _, d, arr = arrays[0]
-    if arr._a.is_tracer() or True:
-      idx = arr
-      y = jnp.take(y, jnp.where(idx < 0, idx + y.shape[d], idx) if arr.dtype != np.bool_ else idx,
-                   axis=d)
+    # numpy puts the indexed dims in place only when the advanced indices (arrays and ints)
+    # are adjacent; other layouts move them first, which partix does not do.
+    adv = [k for k, p in enumerate(q for q in plan if q[0] != "new") if p[0] in ("array", "int")]
+    if adv != list(range(adv[0], adv[0] + len(adv))):
+      raise PartixError("[Array.__getitem__] integer-array indices separated by slices are not "
+                        "supported; index those axes in separate steps")
+    dims = [p[1] for p in arrays]
+    if dims != list(range(dims[0], dims[0] + len(dims))):
+      raise PartixError("[Array.__getitem__] integer-array indices must be on adjacent axes")
+    try:
+      bshape = np.broadcast_shapes(*[p[2].shape for p in arrays])
+    except ValueError:
+      raise PartixError("[Array.__getitem__] integer-array indices of shapes "
+                        f"{[p[2].shape for p in arrays]} do not broadcast") from None
+    d0, lin = dims[0], None
+    for _, d, arr in arrays:  # one linear index over the merged indexed axes
+      i = jnp.broadcast_to(jnp.where(arr < 0, arr + y.shape[d], arr), bshape)
+      lin = i if lin is None else lin * y.shape[d] + i
+    if len(dims) > 1:
+      merged = list(y.shape[:d0]) + [int(np.prod(y.shape[d0:dims[-1] + 1]))] + \
+          list(y.shape[dims[-1] + 1:])
+      y = jnp.reshape(y, merged)
+    y = jnp.take(y, lin, axis=d0, mode="clip")  # retrieval clamps, as in JAX
+    extra = len(bshape)
   # Drop integer-indexed dims, insert new axes.
   shape = []
   src = 0
-  extra = arrays[0][2].ndim if arrays else 0
+  first_array = True
   for p in plan:
     if p[0] == "new":
       shape.append(1)
     elif p[0] == "int":
       src += 1
     elif p[0] == "array":
-      shape.extend(y.shape[src:src + extra])
-      src += extra
+      if first_array:
+        shape.extend(y.shape[src:src + extra])
+        src += extra
+        first_array = False
     else:
       shape.append(y.shape[src])
       src += 1
@@ -308,6 +338,9 @@ class _IndexUpdateRef:
           raise PartixError(f"[Array.at] index {i} is out of bounds for axis {dim} of size {size}")
         starts.append(i % size), sizes.append(1)
       elif isinstance(it, slice) and (it.step in (None, 1)):
+        for v in (it.start, it.stop):
+          if v is not None and not _is_int(v):
+            raise PartixError(f"[Array.at] slice bound {v!r} is not a static int")
         a, b, _ = it.indices(size)
         starts.append(a), sizes.append(max(0, b - a)), view.append(max(0, b - a))
       elif isinstance(it, Array) and it.ndim == 0 and dtypes.is_int(it.dtype):
@@ -321,15 +354,14 @@ class _IndexUpdateRef:
     x = self.x
     region = self._region()
     if region is None:
-      # An integer-array index on the first axis: scatter-add of rows.
       items = self.idx if isinstance(self.idx, tuple) else (self.idx,)
-      if len(items) == 1 and isinstance(items[0], (Array, np.ndarray, list)) and api == "add":
-        idx = asarray(items[0])
-        upd = jnp.broadcast_to(asarray(value, x.dtype), idx.shape + x.shape[1:])
-        return Array(_core.scatter_add(x._a, idx._a, upd._a, 0))
-      raise PartixError(f"[Array.at[].{api}] supports ints, unit-step slices and traced int "
-                        "scalars (and integer arrays on axis 0 for add); got index "
-                        f"{self.idx!r}")
+      if len(items) == 1 and isinstance(items[0], slice) and x.ndim:
+        # A strided slice of the first axis: the rows it names.
+        items = (np.arange(x.shape[0], dtype=np.int32)[items[0]],)
+      if len(items) == 1 and isinstance(items[0], (Array, np.ndarray, list)) and x.ndim:
+        return _scatter_rows(x, items[0], value, combine, api)
+      raise PartixError(f"[Array.at[].{api}] supports ints, slices, traced int scalars and one "
+                        f"integer array on the first axis; got index {self.idx!r}")
     starts, sizes = region
     from partix._src import lax_ops
     cur = lax_ops.dynamic_slice(x, starts, sizes)
@@ -361,6 +393,51 @@ class _IndexUpdateRef:
 
   def max(self, values, **kw):
     return self._scatter(values, jnp.maximum, "max")
+
+
+def _scatter_rows(x, idx, value, combine, api):
+  """x.at[idx].<api>(value) for an integer array idx of rows of x."""
+  n = x.shape[0]
+  idx = asarray(idx)
+  if not dtypes.is_int(idx.dtype):
+    raise PartixError(f"[Array.at[].{api}] index arrays must be integers, got {idx.dtype}")
+  try:
+    upd = jnp.broadcast_to(asarray(value, x.dtype), idx.shape + x.shape[1:])
+  except PartixError:
+    raise PartixError(f"[Array.at[].{api}] values of shape {np.shape(value)} do not broadcast "
+                      f"to the indexed shape {idx.shape + x.shape[1:]}") from None
+  flat = jnp.ravel(jnp.where(idx < 0, idx + n, idx))
+  k = flat.shape[0]
+  if k == 0:
+    return x
+  upd = jnp.reshape(upd, (k,) + x.shape[1:])
+  if api in ("add", "subtract"):
+    # Out-of-range rows are dropped, as JAX's scatters do (scatter_add would clamp them).
+    inside = jnp.reshape(jnp.logical_and(flat >= 0, flat < n), (k,) + (1,) * (x.ndim - 1))
+    upd = jnp.where(inside, upd, jnp.zeros_like(upd))
+    flat = jnp.clip(flat, 0, n - 1)
+  if api == "add":
+    return Array(_core.scatter_add(x._a, flat._a, upd._a, 0))
+  if api == "subtract":
+    return Array(_core.scatter_add(x._a, flat._a, (-upd)._a, 0))
+  if api != "set":
+    # Applying every update of a repeated row in turn is not expressible with these ops;
+    # unique concrete indices reduce to a gather, the combine and a set.
+    if idx._a.is_tracer():
+      raise PartixError(f"[Array.at[].{api}] with a traced index array is not supported (only "
+                        "set and add)")
+    host = np.asarray(flat)
+    if len(np.unique(host)) != host.size:
+      raise PartixError(f"[Array.at[].{api}] repeated indices are not supported (only for set "
+                        "and add)")
+    upd = jnp.astype(combine(jnp.take(x, flat, axis=0, mode="clip"), upd), x.dtype)
+  # set: for each row, the last update naming it (one_hot marks, max picks the last).
+  order = jnp.reshape(Array(_core.iota([k], 0, "i32")) + 1, (k, 1))
+  marks = Array(_core.one_hot(flat._a, n, "i32")) * order
+  winner = jnp.max(marks, axis=0) - 1
+  rows = jnp.take(upd, jnp.maximum(winner, 0), axis=0, mode="clip")
+  has = jnp.reshape(winner >= 0, (n,) + (1,) * (x.ndim - 1))
+  return jnp.where(has, rows, x)
 
 
 def _fits(value, sizes):

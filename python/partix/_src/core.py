@@ -101,7 +101,12 @@ class Array:
 
   # ---- host values ----
   def __array__(self, dtype=None, copy=None):
+    if copy is False and (self._a.is_tracer() or self._a.host_view() is None):
+      raise PartixError(f"[Array.__array__] copy=False, but {self._aval_str()} has no single "
+                        "shard holding the whole value on the host: a copy is needed")
     out = to_numpy(self)
+    if copy and out.base is not None:  # a view of device memory: copy=True asks for our own
+      out = out.copy()
     return out if dtype is None else out.astype(dtype, copy=False)
 
   def tolist(self):
@@ -118,21 +123,32 @@ class Array:
           "lax.cond / jnp.where for data-dependent choices, or static_argnums for Python values")
     return to_numpy(self)
 
+  def _scalar(self, what):
+    v = self._concrete(what)
+    if v.size != 1:
+      raise PartixError(f"[{what}] only arrays of one element convert to a Python scalar, got "
+                        f"{self._aval_str()}" + (" (use .any() or .all())" if "bool" in what
+                                                 else ""))
+    return v.reshape(())
+
   def __bool__(self):
-    return bool(self._concrete("Array.__bool__"))
+    return bool(self._scalar("Array.__bool__"))
 
   def __int__(self):
-    return int(self._concrete("Array.__int__"))
+    return int(self._scalar("Array.__int__"))
 
   def __float__(self):
-    return float(self._concrete("Array.__float__"))
+    return float(self._scalar("Array.__float__"))
 
   def __complex__(self):
-    return complex(self._concrete("Array.__complex__"))
+    return complex(self._scalar("Array.__complex__"))
 
   def __index__(self):
     if not dtypes.is_int(self.dtype):
       raise PartixError(f"[Array.__index__] only integer scalars are indices, got {self._aval_str()}")
+    if self.ndim:
+      raise PartixError(f"[Array.__index__] only 0-d integer arrays are indices, got "
+                        f"{self._aval_str()}")
     return int(self._concrete("Array.__index__"))
 
   def __len__(self):
@@ -196,6 +212,9 @@ def to_numpy(x):
                       "form; astype it to float32 first")
   if a.is_tracer():
     x._concrete("Array.__array__")
+  view = a.host_view() if x.size else None
+  if view is not None:  # read-only and zero-copy, as JAX's np.asarray of a CPU array
+    return view.view(x.dtype).reshape(x.shape)
   out = np.empty(x.shape, dtype=x.dtype)
   if out.size:
     a.copy_to(out.reshape(-1).view(np.uint8))
@@ -239,13 +258,18 @@ def core(x, dtype=None, api="asarray"):
     arr = np.asarray(x)
   except (ValueError, TypeError) as e:
     raise PartixError(f"[{api}] {type(x).__name__} cannot be converted to an array: {e}") from None
-  if arr.dtype == object or arr.dtype.kind in "USVOMmc":
+  if arr.dtype == object or arr.dtype.kind in "USVOMmc" and not dtypes.is_known(arr.dtype):
     raise PartixError(f"[{api}] {type(x).__name__} of numpy dtype {arr.dtype} is not an array "
                       "partix can hold")
-  dt = dtypes.dtype(dtype) if dtype is not None else dtypes.canonicalize(arr.dtype)
+  dt = dtypes.dtype(dtype, api) if dtype is not None else dtypes.canonicalize(arr.dtype)
   if isinstance(dt, dtypes.QuantizedDType):
     raise PartixError(f"[{api}] host data cannot be converted to quantized {dt.name}; load "
                       "quantized weights from a GGUF file")
+  dtypes.to_core(dt, api)  # a dtype partix holds, or a PartixError naming the API
+  if dt == np.dtype(np.int32) and arr.dtype.kind in "iu" and arr.itemsize >= 4 and arr.size and (
+      arr.min() < -2**31 or arr.max() >= 2**31):
+    raise PartixError(f"[{api}] integer values beyond int32 ({arr.min()} .. {arr.max()}): "
+                      "partix holds them as int32; pass dtype=int64 or float32")
   return _from_numpy(arr, dt)
 
 
@@ -257,8 +281,8 @@ def _walk(x):
       yield e
 
 
-def asarray(x, dtype=None):
-  return x if isinstance(x, Array) and dtype is None else Array(core(x, dtype))
+def asarray(x, dtype=None, api="asarray"):
+  return x if isinstance(x, Array) and dtype is None else Array(core(x, dtype, api))
 
 
 def is_weak_scalar(x):
@@ -270,6 +294,10 @@ def promote_pair(x, y, api):
   """Two operands as _core Arrays of one dtype, by JAX's rules: Python scalars are weakly
   typed (they take the array's dtype, and int arrays become float32 for a float scalar)."""
   xw, yw = is_weak_scalar(x), is_weak_scalar(y)
+  for v in (x, y):
+    if isinstance(v, Array) and isinstance(v.dtype, dtypes.QuantizedDType):
+      raise PartixError(f"[{api}] got a quantized array ({v._aval_str()}): quantized dtypes are "
+                        "weight storage for matmul; astype it to a float dtype first")
   if xw and yw:
     return core(x, api=api), core(y, api=api)
   if xw or yw:
@@ -281,6 +309,8 @@ def promote_pair(x, y, api):
     elif isinstance(s, numbers.Integral):
       if dt == "bool":
         a, dt = _core.astype(a, "i32"), "i32"
+      if dt == "i32" and not -2**31 <= int(s) < 2**31:
+        raise PartixError(f"[{api}] Python int {s} does not fit the array's int32")
     elif isinstance(s, numbers.Real):
       if dt in ("bool", "i32", "i64"):
         a, dt = _core.astype(a, "f32"), "f32"

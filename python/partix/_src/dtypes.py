@@ -42,7 +42,7 @@ _CANONICAL = {np.dtype(np.float64): np.dtype(np.float32), np.dtype(np.int64): np
               np.dtype(np.uint16): np.dtype(np.int32), np.dtype(np.uint64): np.dtype(np.int32)}
 
 
-def dtype(x):
+def dtype(x, api="dtype"):
   """The dtype of x (an Array, numpy array, dtype, type or name) as a numpy dtype."""
   if isinstance(x, QuantizedDType):
     return x
@@ -60,7 +60,7 @@ def dtype(x):
     return np.dtype(x)
   except TypeError as e:
     from partix._src.core import PartixError
-    raise PartixError(f"[dtype] {x!r} is not a dtype") from e
+    raise PartixError(f"[{api}] {x!r} is not a dtype") from e
 
 
 def to_core(d, api="dtype"):
@@ -69,13 +69,18 @@ def to_core(d, api="dtype"):
     return None
   if isinstance(d, QuantizedDType):
     return d.name
-  nd = dtype(d)
+  nd = dtype(d, api)
   name = _TO_CORE.get(nd)
   if name is None:
     from partix._src.core import PartixError
     raise PartixError(f"[{api}] dtype {nd} is not supported by partix "
                       "(bool, int32, int64, float16, bfloat16, float32, float64)")
   return name
+
+
+def is_known(d):
+  """Whether numpy dtype d is one partix holds (bfloat16's numpy kind is 'V')."""
+  return d in _TO_CORE
 
 
 def from_core(name):

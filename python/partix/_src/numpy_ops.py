@@ -8,7 +8,7 @@ import numpy as np
 
 from partix import _core
 from partix._src import dtypes
-from partix._src.core import Array, PartixError, asarray, core, promote_pair
+from partix._src.core import Array, PartixError, asarray, core, is_weak_scalar, promote_pair
 from partix._src.sharding import to_sharding
 
 newaxis = None
@@ -49,10 +49,11 @@ def _creation_sharding(out_sharding, device, api):
 def _shape(shape, api):
   if isinstance(shape, (int, np.integer)):
     shape = (shape,)
-  try:
-    shape = [int(d) for d in shape]
-  except TypeError:
-    raise PartixError(f"[{api}] shape {shape!r} is not a sequence of ints") from None
+  if isinstance(shape, (str, bytes)) or not isinstance(shape, (tuple, list, np.ndarray)) or \
+      not builtins.all(
+      isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in shape):
+    raise PartixError(f"[{api}] shape {shape!r} is not a sequence of ints")
+  shape = [int(d) for d in shape]
   for d in shape:
     if d < 0:
       raise PartixError(f"[{api}] negative dimension in shape {tuple(shape)}")
@@ -75,11 +76,16 @@ def ones(shape, dtype=None, *, device=None, out_sharding=None):
 
 def full(shape, fill_value, dtype=None, *, device=None, out_sharding=None):
   if isinstance(fill_value, Array) or isinstance(fill_value, np.ndarray) and fill_value.ndim:
-    return broadcast_to(asarray(fill_value, dtype), shape)
+    return broadcast_to(asarray(fill_value, dtype, "full"), shape)
+  if not isinstance(fill_value, (numbers.Real, np.generic)) or isinstance(fill_value, np.ndarray):
+    return broadcast_to(asarray(fill_value, dtype, "full"), shape)
   if dtype is None:
     dtype = dtypes.dtype(fill_value) if not isinstance(fill_value, np.generic) else \
         dtypes.canonicalize(fill_value.dtype)
-  return _w(_core.full(_shape(shape, "full"), float(fill_value), _dt(dtype, api="full"),
+  dt = _dt(dtype, api="full")
+  if dt == "i32" and not -2**31 <= fill_value < 2**31:
+    raise PartixError(f"[full] fill value {fill_value} does not fit int32")
+  return _w(_core.full(_shape(shape, "full"), float(fill_value), dt,
                        _creation_sharding(out_sharding, device, "full")))
 
 
@@ -87,19 +93,33 @@ def empty(shape, dtype=None, *, device=None, out_sharding=None):
   return zeros(shape, dtype, device=device, out_sharding=out_sharding)
 
 
+def _like(a, shape, device, out_sharding, api):
+  """The shape and placement of a *_like result: a's own sharding for a concrete array of the
+  same shape, as JAX's full_like."""
+  if isinstance(a, (str, bytes, dict)) or a is None:
+    raise PartixError(f"[{api}] {a!r:.40} ({type(a).__name__}) is not an array")
+  if shape is None:
+    shape = np.shape(a)
+    if (device is None and out_sharding is None and isinstance(a, Array) and
+        not a._a.is_tracer() and not a._a.is_abstract() and a._a.committed()):
+      out_sharding = a.sharding
+  return shape, out_sharding
+
+
 def zeros_like(a, dtype=None, shape=None, *, device=None, out_sharding=None):
-  return zeros(np.shape(a) if shape is None else shape, dtype or _dtype_of(a), device=device,
-               out_sharding=out_sharding)
+  shape, out_sharding = _like(a, shape, device, out_sharding, "zeros_like")
+  return zeros(shape, dtype or _dtype_of(a), device=device, out_sharding=out_sharding)
 
 
 def ones_like(a, dtype=None, shape=None, *, device=None, out_sharding=None):
-  return ones(np.shape(a) if shape is None else shape, dtype or _dtype_of(a), device=device,
-              out_sharding=out_sharding)
+  shape, out_sharding = _like(a, shape, device, out_sharding, "ones_like")
+  return ones(shape, dtype or _dtype_of(a), device=device, out_sharding=out_sharding)
 
 
 def full_like(a, fill_value, dtype=None, shape=None, *, device=None, out_sharding=None):
-  return full(np.shape(a) if shape is None else shape, fill_value, dtype or _dtype_of(a),
-              device=device, out_sharding=out_sharding)
+  shape, out_sharding = _like(a, shape, device, out_sharding, "full_like")
+  return full(shape, fill_value, dtype or _dtype_of(a), device=device,
+              out_sharding=out_sharding)
 
 
 empty_like = zeros_like
@@ -120,22 +140,61 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None, out_sharding
   if stop is None:
     start, stop = 0, start
   step = 1 if step is None else step
-  vals = np.arange(start, stop, step)
+  for v in (start, stop, step):
+    if not isinstance(v, (numbers.Real, np.generic)) or isinstance(v, (bool, np.bool_)):
+      raise PartixError(f"[arange] start, stop and step must be Python or numpy numbers (they "
+                        f"fix the length), got {v!r}")
+  if step == 0:
+    raise PartixError("[arange] step must not be zero")
+  # The length is static metadata; the values are start + i * step on the device.
+  n = builtins.max(0, int(math.ceil((stop - start) / step)))
+  all_int = builtins.all(isinstance(v, (numbers.Integral, np.integer)) for v in (start, stop, step))
   if dtype is None:
-    dtype = dtypes.canonicalize(vals.dtype)
-  out = asarray(vals, dtype)
+    dtype = np.int32 if all_int else np.float32
+  dt = _dt(dtype, api="arange")
+  work = "i32" if all_int and dt in ("i32", "i64") else "f32"
+  i = _w(_core.iota([n], 0, work))
+  out = astype(i * _scalar_as(step, work) + _scalar_as(start, work), dtype)
   s = _creation_sharding(out_sharding, device, "arange")
   return out if s is None else _w(_core.device_put(out._a, s))
 
 
-def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0):
-  vals = np.linspace(start, stop, num, endpoint=endpoint, dtype=np.float64)
-  out = asarray(vals, dtype or np.float32)
-  return (out, (stop - start) / builtins.max(num - int(endpoint), 1)) if retstep else out
+def _scalar_as(v, dt):
+  return _w(_core.full([], float(v), dt, None))
+
+
+def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *,
+             device=None):
+  if not isinstance(num, (int, np.integer)) or num < 0:
+    raise PartixError(f"[linspace] num must be a non-negative int, got {num!r}")
+  s = astype(asarray(start, api="linspace"), np.float32)
+  e = astype(asarray(stop, api="linspace"), np.float32)
+  s, e = broadcast_arrays(s, e)
+  div = num - 1 if endpoint else num
+  step = (e - s) / float(builtins.max(div, 1))
+  i = reshape(_w(_core.iota([int(num)], 0, "f32")), (num,) + (1,) * s.ndim)
+  out = s + i * step
+  if endpoint and num > 1:  # the last value is exactly stop, as numpy's
+    last = reshape(equal(i, float(num - 1)), (num,) + (1,) * s.ndim)
+    out = where(last, broadcast_to(e, out.shape), out)
+  if dtype is not None and dtypes.is_int(dtype):
+    out = floor(out)  # as JAX: integer results round toward -inf
+  out = astype(out, dtype or np.float32)
+  if s.ndim:
+    out = moveaxis(out, 0, _norm_axis(axis, out.ndim, "linspace"))
+  if device is not None:
+    sh = _creation_sharding(None, device, "linspace")
+    out = _w(_core.device_put(out._a, sh))
+  if retstep:
+    return out, step if s.ndim else (stop - start) / builtins.max(div, 1)
+  return out
 
 
 def eye(N, M=None, k=0, dtype=None):
   M = N if M is None else M
+  N, M = _shape((N, M), "eye")
+  if not isinstance(k, (int, np.integer)):
+    raise PartixError(f"[eye] k must be an int, got {k!r}")
   r = _w(_core.iota([N, M], 0, "i32"))
   c = _w(_core.iota([N, M], 1, "i32"))
   return astype(equal(c - r, k), dtype or np.float32)
@@ -147,26 +206,33 @@ def identity(n, dtype=None):
 
 def tri(N, M=None, k=0, dtype=None):
   M = N if M is None else M
+  N, M = _shape((N, M), "tri")
+  if not isinstance(k, (int, np.integer)):
+    raise PartixError(f"[tri] k must be an int, got {k!r}")
   r = _w(_core.iota([N, M], 0, "i32"))
   c = _w(_core.iota([N, M], 1, "i32"))
   return astype(less_equal(c, r + k), dtype or np.float32)
 
 
 def tril(m, k=0):
-  m = asarray(m)
+  m = asarray(m, api="tril")
+  if m.ndim < 2:
+    raise PartixError(f"[tril] needs an array of at least 2 dimensions, got shape {m.shape}")
   mask = tri(m.shape[-2], m.shape[-1], k, dtype=bool)
   return where(mask, m, zeros_like(m))
 
 
 def triu(m, k=0):
-  m = asarray(m)
+  m = asarray(m, api="triu")
+  if m.ndim < 2:
+    raise PartixError(f"[triu] needs an array of at least 2 dimensions, got shape {m.shape}")
   mask = tri(m.shape[-2], m.shape[-1], k - 1, dtype=bool)
   return where(mask, zeros_like(m), m)
 
 
 def array(object, dtype=None, copy=True, order=None, ndmin=0, *, device=None,
           out_sharding=None):
-  out = asarray(object, dtype)
+  out = asarray(object, dtype, "array")
   while out.ndim < ndmin:
     out = expand_dims(out, 0)
   s = _creation_sharding(out_sharding, device, "array")
@@ -174,7 +240,7 @@ def array(object, dtype=None, copy=True, order=None, ndmin=0, *, device=None,
 
 
 def asarray_(a, dtype=None, order=None, *, copy=None, device=None, out_sharding=None):
-  out = asarray(a, dtype)
+  out = asarray(a, dtype, "asarray")
   s = _creation_sharding(out_sharding, device, "asarray")
   return out if s is None else _w(_core.device_put(out._a, s))
 
@@ -212,10 +278,14 @@ negative = _unary("negative", _core.neg)
 logical_not = _unary("logical_not", _core.logical_not)
 
 
-def round(a, decimals=0):
+def round(a, decimals=0, out=None):
+  if not isinstance(decimals, (int, np.integer)) or isinstance(decimals, bool):
+    raise PartixError(f"[round] decimals must be an int, got {decimals!r}")
+  if out is not None:
+    raise PartixError("[round] out= is not supported (arrays are immutable)")
   if decimals:
     s = 10.0 ** decimals
-    return _unary("round", _core.round)(asarray(a) * s) / s
+    return _unary("round", _core.round)(asarray(a, api="round") * s) / s
   return _unary("round", _core.round)(a)
 
 
@@ -228,7 +298,7 @@ def tan(x):
 
 
 def exp2(x):
-  return exp(asarray(x) * math.log(2.0))
+  return exp(asarray(x, api="exp2") * math.log(2.0))
 
 
 def log2(x):
@@ -240,20 +310,20 @@ def log10(x):
 
 
 def reciprocal(x):
-  return 1.0 / asarray(x)
+  return 1.0 / asarray(x, api="reciprocal")
 
 
 def positive(x):
-  return asarray(x)
+  return asarray(x, api="positive")
 
 
 def sinh(x):
-  x = asarray(x)
+  x = asarray(x, api="sinh")
   return (exp(x) - exp(-x)) / 2.0
 
 
 def cosh(x):
-  x = asarray(x)
+  x = asarray(x, api="cosh")
   return (exp(x) + exp(-x)) / 2.0
 
 
@@ -282,7 +352,37 @@ logical_or = _binary("logical_or", _core.logical_or)
 remainder = _binary("remainder", _core.remainder)
 mod = remainder
 floor_divide = _binary("floor_divide", _core.floor_divide)
-power = _binary("power", _core.pow)
+_float_power = _binary("power", _core.pow)
+
+
+def power(x1, x2, /):
+  """numpy.power; integer bases with integer exponents stay integers, as in JAX."""
+  if isinstance(x2, (int, np.integer)) and not isinstance(x2, bool) and not is_weak_scalar(
+      x1) and asarray(x1, api="power")._a.dtype in ("i32", "i64", "f16", "bf16", "f32",
+                                                      "f64"):
+    # A static integer exponent: exact repeated squaring (lax.integer_pow).
+    base = asarray(x1, api="power")
+    n = int(x2)
+    if n < 0:
+      if dtypes.is_int(base.dtype):
+        raise PartixError(f"[power] integers cannot be raised to negative powers ({n})")
+      return 1.0 / power(base, -n)
+    out, sq = None, base
+    while n:
+      if n & 1:
+        out = sq if out is None else out * sq
+      n >>= 1
+      if n:
+        sq = sq * sq
+    return out if out is not None else ones_like(base)
+  a, b = promote_pair(x1, x2, "power")
+  if a.dtype in ("i32", "i64"):
+    # Integer ** integer array: computed in float32 and rounded (exact below 2**24).
+    r = _core.round(_core.pow(_core.astype(a, "f32"), _core.astype(b, "f32")))
+    return _w(_core.astype(r, a.dtype))
+  return _w(_core.pow(a, b))
+
+
 pow = power
 
 
@@ -324,7 +424,7 @@ def where(condition, x=None, y=None, /):
 def clip(a, a_min=None, a_max=None, *, min=None, max=None):
   lo = a_min if a_min is not None else min
   hi = a_max if a_max is not None else max
-  out = asarray(a)
+  out = asarray(a, api="clip")
   if lo is not None:
     out = maximum(out, lo)
   if hi is not None:
@@ -333,24 +433,24 @@ def clip(a, a_min=None, a_max=None, *, min=None, max=None):
 
 
 def isnan(x):
-  x = asarray(x)
+  x = asarray(x, api="isnan")
   return not_equal(x, x)
 
 
 def isinf(x):
-  x = asarray(x)
+  x = asarray(x, api="isinf")
   return equal(abs(x), np.inf) if dtypes.is_float(x.dtype) else zeros(x.shape, bool)
 
 
 def isfinite(x):
-  x = asarray(x)
+  x = asarray(x, api="isfinite")
   if not dtypes.is_float(x.dtype):
     return ones(x.shape, bool)
   return logical_not(logical_or(isnan(x), isinf(x)))
 
 
 def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
-  x = asarray(x)
+  x = asarray(x, api="nan_to_num")
   fi = dtypes.finfo(x.dtype)
   x = where(isnan(x), nan, x)
   x = where(equal(x, np.inf), fi.max if posinf is None else posinf, x)
@@ -358,6 +458,8 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
 
 
 def astype(x, dtype, /, *, copy=False, device=None):
+  if dtype is None:
+    raise PartixError("[astype] dtype is None: give the dtype to convert to")
   return _w(_core.astype(core(x, api="astype"), dtypes.to_core(dtype, "astype")))
 
 
@@ -374,19 +476,24 @@ def promote_types(a, b):
 
 
 def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-  return bool(np.allclose(np.asarray(a), np.asarray(b), rtol=rtol, atol=atol,
-                          equal_nan=equal_nan))
+  return all(isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
 def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-  a, b = asarray(a), asarray(b)
-  return less_equal(abs(a - b), atol + rtol * abs(b))
+  a, b = asarray(a, api="isclose"), asarray(b, api="isclose")
+  out = less_equal(abs(a - b), atol + rtol * abs(b))
+  if dtypes.is_float(a.dtype) or dtypes.is_float(b.dtype):
+    # Infinities are close only to themselves (inf - inf is nan).
+    out = logical_or(out, logical_and(equal(a, b), logical_not(isnan(a))))
+    if equal_nan:
+      out = logical_or(out, logical_and(isnan(a), isnan(b)))
+  return out
 
 
 def array_equal(a1, a2, equal_nan=False):
-  a1, a2 = asarray(a1), asarray(a2)
+  a1, a2 = asarray(a1, api="array_equal"), asarray(a2, api="array_equal")
   if a1.shape != a2.shape:
-    return asarray(False)
+    return asarray(False, api="array_equal")
   return all(equal(a1, a2))
 
 
@@ -395,9 +502,14 @@ def array_equal(a1, a2, equal_nan=False):
 def reshape(a, shape=None, order="C", *, newshape=None, copy=None, out_sharding=None):
   if shape is None:
     shape = newshape
-  a = asarray(a)
+  if order not in ("C", None):
+    raise PartixError(f"[reshape] order={order!r} is not supported (only 'C')")
+  a = asarray(a, api="reshape")
   if isinstance(shape, (int, np.integer)):
     shape = (shape,)
+  if not isinstance(shape, (tuple, list, np.ndarray)) or not builtins.all(
+      isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in shape):
+    raise PartixError(f"[reshape] shape {shape!r} is not a sequence of ints")
   shape = [int(d) for d in shape]
   if shape.count(-1) > 1:
     raise PartixError(f"[reshape] more than one -1 in shape {tuple(shape)}")
@@ -414,11 +526,15 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None, out_sharding=
 
 
 def ravel(a, order="C"):
+  if order not in ("C", None):
+    raise PartixError(f"[ravel] order={order!r} is not supported (only 'C')")
   return reshape(a, (-1,))
 
 
 def transpose(a, axes=None):
-  a = asarray(a)
+  a = asarray(a, api="transpose")
+  if axes is not None and not isinstance(axes, (tuple, list)):
+    raise PartixError(f"[transpose] axes {axes!r} is not a sequence of ints")
   perm = list(range(a.ndim))[::-1] if axes is None else [_norm_axis(x, a.ndim, "transpose")
                                                           for x in axes]
   if sorted(perm) != list(range(a.ndim)):
@@ -431,12 +547,12 @@ def permute_dims(a, axes):
 
 
 def matrix_transpose(x):
-  x = asarray(x)
+  x = asarray(x, api="matrix_transpose")
   return swapaxes(x, -1, -2)
 
 
 def swapaxes(a, axis1, axis2):
-  a = asarray(a)
+  a = asarray(a, api="swapaxes")
   p = list(range(a.ndim))
   i, j = _norm_axis(axis1, a.ndim, "swapaxes"), _norm_axis(axis2, a.ndim, "swapaxes")
   p[i], p[j] = p[j], p[i]
@@ -444,7 +560,7 @@ def swapaxes(a, axis1, axis2):
 
 
 def moveaxis(a, source, destination):
-  a = asarray(a)
+  a = asarray(a, api="moveaxis")
   src = _norm_axes(source, a.ndim, "moveaxis")
   dst = _norm_axes(destination, a.ndim, "moveaxis")
   if len(src) != len(dst):
@@ -456,7 +572,7 @@ def moveaxis(a, source, destination):
 
 
 def expand_dims(a, axis):
-  a = asarray(a)
+  a = asarray(a, api="expand_dims")
   axes = axis if isinstance(axis, (tuple, list)) else (axis,)
   out_nd = a.ndim + len(axes)
   axes = sorted(_norm_axis(x, out_nd, "expand_dims") for x in axes)
@@ -467,7 +583,7 @@ def expand_dims(a, axis):
 
 
 def squeeze(a, axis=None):
-  a = asarray(a)
+  a = asarray(a, api="squeeze")
   if axis is None:
     axes = [i for i, d in enumerate(a.shape) if d == 1]
   else:
@@ -479,7 +595,7 @@ def squeeze(a, axis=None):
 
 
 def broadcast_to(array, shape):
-  a = asarray(array)
+  a = asarray(array, api="broadcast_to")
   shape = _shape(shape, "broadcast_to")
   if list(a.shape) == shape:
     return a
@@ -491,20 +607,20 @@ def broadcast_shapes(*shapes):
 
 
 def broadcast_arrays(*args):
-  arrs = [asarray(a) for a in args]
+  arrs = [asarray(a, api="broadcast_arrays") for a in args]
   shape = broadcast_shapes(*[a.shape for a in arrs])
   return [broadcast_to(a, shape) for a in arrs]
 
 
 def atleast_1d(*arys):
-  out = [reshape(asarray(a), (1,)) if asarray(a).ndim == 0 else asarray(a) for a in arys]
+  out = [reshape(asarray(a, api="atleast_1d"), (1,)) if asarray(a, api="atleast_1d").ndim == 0 else asarray(a, api="atleast_1d") for a in arys]
   return out[0] if len(out) == 1 else out
 
 
 def atleast_2d(*arys):
   out = []
   for a in arys:
-    a = asarray(a)
+    a = asarray(a, api="atleast_2d")
     out.append(reshape(a, (1,) * (2 - a.ndim) + a.shape) if a.ndim < 2 else a)
   return out[0] if len(out) == 1 else out
 
@@ -512,7 +628,7 @@ def atleast_2d(*arys):
 def _cat_args(arrays, api):
   if isinstance(arrays, Array) or not isinstance(arrays, (list, tuple)) or not arrays:
     raise PartixError(f"[{api}] needs a non-empty sequence of arrays")
-  arrs = [asarray(a) for a in arrays]
+  arrs = [asarray(a, api=api) for a in arrays]
   dt = arrs[0]._a.dtype
   for a in arrs[1:]:
     dt = _core.promote_types(dt, a._a.dtype)
@@ -537,17 +653,23 @@ def stack(arrays, axis=0, dtype=None):
   return out if dtype is None else astype(out, dtype)
 
 
+def _seq(tup, api):
+  if isinstance(tup, Array) or not isinstance(tup, (list, tuple)) or not tup:
+    raise PartixError(f"[{api}] needs a non-empty sequence of arrays, got {type(tup).__name__}")
+  return tup
+
+
 def hstack(tup):
-  arrs = [atleast_1d(a) for a in tup]
+  arrs = [atleast_1d(asarray(a, api="hstack")) for a in _seq(tup, "hstack")]
   return concatenate(arrs, axis=0 if arrs[0].ndim == 1 else 1)
 
 
 def vstack(tup):
-  return concatenate([atleast_2d(a) for a in tup], axis=0)
+  return concatenate([atleast_2d(asarray(a, api="vstack")) for a in _seq(tup, "vstack")], axis=0)
 
 
 def split(ary, indices_or_sections, axis=0):
-  a = asarray(ary)
+  a = asarray(ary, api="split")
   ax = _norm_axis(axis, a.ndim, "split")
   n = a.shape[ax]
   if isinstance(indices_or_sections, (int, np.integer)):
@@ -561,7 +683,7 @@ def split(ary, indices_or_sections, axis=0):
 
 
 def array_split(ary, indices_or_sections, axis=0):
-  a = asarray(ary)
+  a = asarray(ary, api="array_split")
   ax = _norm_axis(axis, a.ndim, "array_split")
   if isinstance(indices_or_sections, (int, np.integer)):
     n, k = a.shape[ax], int(indices_or_sections)
@@ -572,7 +694,7 @@ def array_split(ary, indices_or_sections, axis=0):
 
 
 def slice_in_dim(a, start, stop, stride=1, axis=0):
-  a = asarray(a)
+  a = asarray(a, api="slice_in_dim")
   ax = _norm_axis(axis, a.ndim, "slice_in_dim")
   lo = [0] * a.ndim
   hi = list(a.shape)
@@ -582,7 +704,7 @@ def slice_in_dim(a, start, stop, stride=1, axis=0):
 
 
 def pad(array, pad_width, mode="constant", constant_values=0):
-  a = asarray(array)
+  a = asarray(array, api="pad")
   if mode != "constant":
     raise PartixError(f"[pad] mode {mode!r} is not supported (only 'constant')")
   pw = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (a.ndim, 2)) if a.ndim else \
@@ -592,7 +714,7 @@ def pad(array, pad_width, mode="constant", constant_values=0):
 
 
 def roll(a, shift, axis=None):
-  a = asarray(a)
+  a = asarray(a, api="roll")
   if axis is None:
     return reshape(roll(ravel(a), shift, 0), a.shape)
   if isinstance(axis, (tuple, list)):
@@ -600,11 +722,13 @@ def roll(a, shift, axis=None):
     for s, ax in zip(shifts, axis):
       a = roll(a, s, ax)
     return a
+  if not isinstance(shift, (int, np.integer)):
+    raise PartixError(f"[roll] shift {shift!r} is not an int")
   return _w(_core.roll(a._a, int(shift), _norm_axis(axis, a.ndim, "roll")))
 
 
 def flip(m, axis=None):
-  m = asarray(m)
+  m = asarray(m, api="flip")
   return _w(_core.flip(m._a, _norm_axes(axis, m.ndim, "flip")))
 
 
@@ -617,15 +741,22 @@ def flipud(m):
 
 
 def repeat(a, repeats, axis=None, *, total_repeat_length=None):
-  a = asarray(a)
+  a = asarray(a, api="repeat")
   if axis is None:
     a, axis = ravel(a), 0
   ax = _norm_axis(axis, a.ndim, "repeat")
   if not isinstance(repeats, (int, np.integer)):
     reps = np.asarray(repeats)
+    if reps.dtype.kind not in "iu" or reps.ndim > 1 or (reps < 0).any() or reps.size not in (
+        1, a.shape[ax]):
+      raise PartixError(f"[repeat] repeats must be non-negative ints, one or one per element of "
+                        f"axis {ax} (size {a.shape[ax]}), got {repeats!r}")
+    # The output length depends on the counts, so they are static host data (as in JAX).
     idx = np.repeat(np.arange(a.shape[ax]), reps)
     return take(a, asarray(idx.astype(np.int32)), axis=ax)
   r = int(repeats)
+  if r < 0:
+    raise PartixError(f"[repeat] repeats must be non-negative, got {r}")
   x = expand_dims(a, ax + 1)
   shape = list(x.shape)
   shape[ax + 1] = r
@@ -636,7 +767,7 @@ def repeat(a, repeats, axis=None, *, total_repeat_length=None):
 
 
 def tile(A, reps):
-  a = asarray(A)
+  a = asarray(A, api="tile")
   reps = (reps,) if isinstance(reps, (int, np.integer)) else tuple(reps)
   nd = builtins.max(a.ndim, len(reps))
   a = reshape(a, (1,) * (nd - a.ndim) + a.shape)
@@ -655,7 +786,7 @@ def _reduce(name, f, int_to_float=False):
       raise PartixError(f"[{name}] out= is not supported (arrays are immutable)")
     if where is not None:
       raise PartixError(f"[{name}] where= is not supported")
-    x = asarray(a)
+    x = asarray(a, api=name)
     c = x._a
     if dtype is not None:
       c = _core.astype(c, dtypes.to_core(dtype, name))
@@ -679,24 +810,34 @@ amax, amin = max, min
 
 
 def prod(a, axis=None, dtype=None, keepdims=False):
-  a = asarray(a, dtype)
+  a = asarray(a, dtype, "prod")
   return _prod(a, axis, keepdims)
 
 
 def _prod(a, axis, keepdims):
   axes = _norm_axes(axis, a.ndim, "prod")
+  if a._a.dtype == "bool":
+    a = astype(a, np.int32)
   out = a
   for ax in sorted(axes, reverse=True):
-    parts = [slice_in_dim(out, i, i + 1, axis=ax) for i in range(out.shape[ax])]
-    acc = parts[0] if parts else ones_like(slice_in_dim(out, 0, 0, axis=ax))
-    for p in parts[1:]:
-      acc = acc * p
-    out = acc if keepdims else squeeze(acc, ax)
+    # Pairwise halving: log2(n) multiplies (an odd element is carried over).
+    while out.shape[ax] > 1:
+      n = out.shape[ax]
+      h = n // 2
+      prod_ = slice_in_dim(out, 0, h, axis=ax) * slice_in_dim(out, h, 2 * h, axis=ax)
+      out = prod_ if n % 2 == 0 else concatenate([prod_, slice_in_dim(out, 2 * h, n, axis=ax)],
+                                                 axis=ax)
+    if out.shape[ax] == 0:
+      shape = list(out.shape)
+      shape[ax] = 1
+      out = ones(shape, out.dtype)
+    if not keepdims:
+      out = squeeze(out, ax)
   return out
 
 
 def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, correction=None):
-  x = asarray(a, dtype)
+  x = asarray(a, dtype, "var")
   if x._a.dtype in ("bool", "i32", "i64"):
     x = astype(x, np.float32)
   ddof = correction if correction is not None else ddof
@@ -715,16 +856,35 @@ def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, correctio
 def average(a, axis=None, weights=None):
   if weights is None:
     return mean(a, axis)
-  a, w = asarray(a), asarray(weights)
+  a, w = asarray(a, api="average"), asarray(weights, api="average")
+  if w.shape != a.shape:
+    if axis is None or isinstance(axis, (tuple, list)) or w.ndim != 1:
+      raise PartixError(f"[average] weights of shape {w.shape} need axis= (an int) for an "
+                        f"array of shape {a.shape}")
+    ax = _norm_axis(axis, a.ndim, "average")
+    if w.shape[0] != a.shape[ax]:
+      raise PartixError(f"[average] {w.shape[0]} weights for axis {ax} of size {a.shape[ax]}")
+    w = reshape(w, [a.shape[ax] if i == ax else 1 for i in range(a.ndim)])
+    return sum(a * w, axis) / sum(w)
   return sum(a * w, axis) / sum(w, axis)
 
 
-def any(a, axis=None, keepdims=False):
-  return not_equal(max(astype(a, np.int32), axis=axis, keepdims=keepdims), 0)
+def _truth(a, api):
+  a = asarray(a, api=api)
+  # x != 0 first: a float 0.5 or nan is true, though it truncates to 0 as an int.
+  return astype(a if a._a.dtype == "bool" else not_equal(a, 0), np.int32)
 
 
-def all(a, axis=None, keepdims=False):
-  return not_equal(min(astype(a, np.int32), axis=axis, keepdims=keepdims), 0)
+def any(a, axis=None, keepdims=False, *, where=None):
+  if where is not None:
+    raise PartixError("[any] where= is not supported")
+  return not_equal(max(_truth(a, "any"), axis=axis, keepdims=keepdims), 0)
+
+
+def all(a, axis=None, keepdims=False, *, where=None):
+  if where is not None:
+    raise PartixError("[all] where= is not supported")
+  return not_equal(min(_truth(a, "all"), axis=axis, keepdims=keepdims), 0)
 
 
 def count_nonzero(a, axis=None, keepdims=False):
@@ -732,21 +892,23 @@ def count_nonzero(a, axis=None, keepdims=False):
 
 
 def argmax(a, axis=None, keepdims=False):
-  a = asarray(a)
+  a = asarray(a, api="argmax")
   if axis is None:
-    return _w(_core.argmax(ravel(a)._a, 0, False))
+    r = _w(_core.argmax(ravel(a)._a, 0, False))
+    return reshape(r, (1,) * a.ndim) if keepdims else r
   return _w(_core.argmax(a._a, _norm_axis(axis, a.ndim, "argmax"), bool(keepdims)))
 
 
 def argmin(a, axis=None, keepdims=False):
-  a = asarray(a)
+  a = asarray(a, api="argmin")
   if axis is None:
-    return _w(_core.argmin(ravel(a)._a, 0, False))
+    r = _w(_core.argmin(ravel(a)._a, 0, False))
+    return reshape(r, (1,) * a.ndim) if keepdims else r
   return _w(_core.argmin(a._a, _norm_axis(axis, a.ndim, "argmin"), bool(keepdims)))
 
 
 def cumsum(a, axis=None, dtype=None):
-  a = asarray(a, dtype)
+  a = asarray(a, dtype, "cumsum")
   if axis is None:
     a, axis = ravel(a), 0
   if a._a.dtype == "bool":
@@ -755,17 +917,23 @@ def cumsum(a, axis=None, dtype=None):
 
 
 def sort(a, axis=-1, *, descending=False, stable=True):
-  a = asarray(a)
+  a = asarray(a, api="sort")
   if axis is None:
     a, axis = ravel(a), -1
   ax = _norm_axis(axis, a.ndim, "sort")
   if ax != a.ndim - 1:
     return moveaxis(sort(moveaxis(a, ax, -1), descending=descending), -1, ax)
+  if a._a.dtype == "bool":
+    return astype(sort(astype(a, np.int32), ax, descending=descending), bool)
   return _w(_core.sort(a._a, bool(descending))[0])
 
 
 def argsort(a, axis=-1, *, descending=False, stable=True):
-  a = asarray(a)
+  a = asarray(a, api="argsort")
+  if axis is None:
+    a, axis = ravel(a), -1
+  if a._a.dtype == "bool":
+    a = astype(a, np.int32)
   ax = _norm_axis(axis, a.ndim, "argsort")
   if ax != a.ndim - 1:
     return moveaxis(argsort(moveaxis(a, ax, -1), descending=descending), -1, ax)
@@ -775,7 +943,9 @@ def argsort(a, axis=-1, *, descending=False, stable=True):
 # ---- contractions ----
 
 def matmul(a, b, *, precision=None, preferred_element_type=None, out_sharding=None):
-  x, y = promote_pair(a, b, "matmul")
+  # The C++ matmul promotes itself: it decodes quantized weights and widens bf16/f16 weights
+  # inside the product instead of copying them.
+  x, y = _contraction_pair(a, b, "matmul")
   out = _w(_core.matmul(x, y))
   if preferred_element_type is not None:
     out = astype(out, preferred_element_type)
@@ -785,8 +955,14 @@ def matmul(a, b, *, precision=None, preferred_element_type=None, out_sharding=No
   return out
 
 
+def _contraction_pair(a, b, api):
+  if is_weak_scalar(a) or is_weak_scalar(b):
+    raise PartixError(f"[{api}] operands must be arrays of rank >= 1, got a Python scalar")
+  return core(a, api=api), core(b, api=api)
+
+
 def dot(a, b, *, precision=None, preferred_element_type=None, out_sharding=None):
-  a, b = asarray(a), asarray(b)
+  a, b = asarray(a, api="dot"), asarray(b, api="dot")
   if a.ndim == 0 or b.ndim == 0:
     return multiply(a, b)
   if b.ndim == 1 or a.ndim <= 2 and b.ndim <= 2:
@@ -799,7 +975,7 @@ def vdot(a, b):
 
 
 def inner(a, b):
-  a, b = asarray(a), asarray(b)
+  a, b = asarray(a, api="inner"), asarray(b, api="inner")
   return tensordot(a, b, axes=([a.ndim - 1], [b.ndim - 1]))
 
 
@@ -808,7 +984,7 @@ def outer(a, b):
 
 
 def tensordot(a, b, axes=2):
-  a, b = asarray(a), asarray(b)
+  a, b = asarray(a, api="tensordot"), asarray(b, api="tensordot")
   if isinstance(axes, (int, np.integer)):
     ac = list(range(a.ndim - axes, a.ndim))
     bc = list(range(axes))
@@ -816,16 +992,22 @@ def tensordot(a, b, axes=2):
     ac, bc = axes
     ac = [ac] if isinstance(ac, int) else list(ac)
     bc = [bc] if isinstance(bc, int) else list(bc)
-  x, y = promote_pair(a, b, "tensordot")
-  return _w(_core.dot_general(x, y, [_norm_axis(i, a.ndim, "tensordot") for i in ac],
-                              [_norm_axis(i, b.ndim, "tensordot") for i in bc], [], [], None))
+  ac = [_norm_axis(i, a.ndim, "tensordot") for i in ac]
+  bc = [_norm_axis(i, b.ndim, "tensordot") for i in bc]
+  if len(ac) != len(bc) or [a.shape[i] for i in ac] != [b.shape[i] for i in bc]:
+    raise PartixError(f"[tensordot] contracting axes {ac} of {a.shape} and {bc} of {b.shape} "
+                      "do not match")
+  x, y = _contraction_pair(a, b, "tensordot")
+  return _w(_core.dot_general(x, y, ac, bc, [], [], None))
 
 
 def einsum(subscripts, *operands, out=None, optimize=None, precision=None,
            preferred_element_type=None, out_sharding=None):
   if not isinstance(subscripts, str):
     raise PartixError("[einsum] the first argument must be the subscripts string")
-  ops = [asarray(o) for o in operands]
+  if not operands:
+    raise PartixError(f"[einsum] {subscripts!r} has no operands")
+  ops = [asarray(o, api="einsum") for o in operands]
   cs = _cat_args(ops, "einsum") if len(ops) > 1 else [ops[0]._a]
   r = _w(_core.einsum(subscripts, cs))
   if preferred_element_type is not None:
@@ -840,34 +1022,55 @@ def einsum(subscripts, *operands, out=None, optimize=None, precision=None,
 
 def take(a, indices, axis=None, mode=None, unique_indices=False, indices_are_sorted=False,
          fill_value=None):
-  a = asarray(a)
+  a = asarray(a, api="take")
   if axis is None:
     a, axis = ravel(a), 0
-  idx = asarray(indices)
+  idx = asarray(indices, api="take")
   if idx._a.dtype not in ("i32", "i64"):
     raise PartixError(f"[take] indices must be integers, got {idx.dtype}")
-  return _w(_core.take(a._a, idx._a, _norm_axis(axis, a.ndim, "take")))
+  ax = _norm_axis(axis, a.ndim, "take")
+  n = a.shape[ax]
+  if mode == "clip":
+    return _w(_core.take(a._a, idx._a, ax))
+  if mode == "wrap":
+    return _w(_core.take(a._a, remainder(idx, builtins.max(n, 1))._a, ax))
+  if mode not in (None, "fill"):
+    raise PartixError(f"[take] mode {mode!r} is not supported ('fill', 'clip', 'wrap')")
+  # JAX's default: negative indices count from the end; others out of range give fill_value
+  # (nan for floats, the minimum for ints, True for bools).
+  idx = where(less(idx, 0), idx + n, idx)
+  out = _w(_core.take(a._a, idx._a, ax))
+  if fill_value is None:
+    fill_value = np.nan if dtypes.is_float(a.dtype) else True if a._a.dtype == "bool" else \
+        int(dtypes.iinfo(a.dtype).min)
+  ok = logical_and(greater_equal(idx, 0), less(idx, n))
+  ok = reshape(ok, (1,) * ax + idx.shape + (1,) * (a.ndim - ax - 1))
+  return where(ok, out, asarray(fill_value, a.dtype, "take"))
 
 
 def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
-  a = asarray(arr)
-  idx = asarray(indices)
+  a = asarray(arr, api="take_along_axis")
+  idx = asarray(indices, api="take_along_axis")
   if axis is None:
     return take_along_axis(ravel(a), ravel(idx), 0)
   return _w(_core.take_along_axis(a._a, idx._a, _norm_axis(axis, a.ndim, "take_along_axis")))
 
 
 def diagonal(a, offset=0, axis1=0, axis2=1):
-  a = asarray(a)
-  n = builtins.min(a.shape[axis1], a.shape[axis2])
-  mask = eye(a.shape[axis1], a.shape[axis2], offset, dtype=a.dtype)
-  x = moveaxis(a * reshape(mask, [a.shape[i] if i in (axis1 % a.ndim, axis2 % a.ndim) else 1
-                                  for i in range(a.ndim)]), (axis1, axis2), (-2, -1))
-  d = sum(x, axis=-1)
-  start = builtins.max(-offset, 0)
-  m = builtins.min(n, builtins.max(0, builtins.min(a.shape[axis1] - start,
-                                                   a.shape[axis2] - builtins.max(offset, 0))))
-  return slice_in_dim(d, start, start + m, axis=-1)
+  a = asarray(a, api="diagonal")
+  if a.ndim < 2:
+    raise PartixError(f"[diagonal] needs an array of at least 2 dimensions, got {a.shape}")
+  ax1, ax2 = _norm_axis(axis1, a.ndim, "diagonal"), _norm_axis(axis2, a.ndim, "diagonal")
+  if ax1 == ax2:
+    raise PartixError(f"[diagonal] axis1 and axis2 are the same axis ({ax1})")
+  x = moveaxis(a, (ax1, ax2), (-2, -1))
+  n, m = x.shape[-2], x.shape[-1]
+  r0, c0 = builtins.max(-offset, 0), builtins.max(offset, 0)
+  k = builtins.max(0, builtins.min(n - r0, m - c0))
+  flat = reshape(x, x.shape[:-2] + (n * m,))
+  # Element (r0 + i, c0 + i) of each matrix is at r0 * m + c0 + i * (m + 1) of its rows.
+  idx = _w(_core.iota([k], 0, "i32")) * (m + 1) + (r0 * m + c0)
+  return take(flat, idx, axis=-1)
 
 
 def trace(a, offset=0, axis1=0, axis2=1):
@@ -875,7 +1078,7 @@ def trace(a, offset=0, axis1=0, axis2=1):
 
 
 def meshgrid(*xi, indexing="xy"):
-  arrs = [ravel(asarray(x)) for x in xi]
+  arrs = [ravel(asarray(x, api="meshgrid")) for x in xi]
   n = len(arrs)
   shape = [a.shape[0] for a in arrs]
   if indexing == "xy" and n >= 2:
@@ -929,7 +1132,230 @@ def einsum_path(*a, **k):
 
 
 def linalg_norm(x, ord=None, axis=None, keepdims=False):
-  x = asarray(x)
+  x = asarray(x, api="linalg.norm")
   if ord not in (None, 2, "fro"):
     raise PartixError(f"[linalg.norm] ord={ord!r} is not supported (None, 2, 'fro')")
   return sqrt(sum(x * x, axis=axis, keepdims=keepdims))
+
+
+# ---- more of numpy's names, composed from the ops above ----
+
+def trunc(x):
+  x = asarray(x, api="trunc")
+  if not dtypes.is_float(x.dtype):
+    return x
+  return where(less(x, 0), ceil(x), floor(x))
+
+
+fix = trunc
+
+
+def fmod(x1, x2, /):
+  """The C remainder: the sign of the dividend (numpy.fmod)."""
+  a, b = promote_pair(x1, x2, "fmod")
+  a, b = _w(a), _w(b)
+  r = remainder(a, b)
+  return where(logical_and(not_equal(r, 0), less(a, 0) != less(b, 0)), r - b, r)
+
+
+def hypot(x1, x2, /):
+  a, b = promote_pair(x1, x2, "hypot")
+  a, b = _w(a), _w(b)
+  if not dtypes.is_float(a.dtype):
+    a, b = astype(a, np.float32), astype(b, np.float32)
+  return sqrt(a * a + b * b)
+
+
+def logaddexp(x1, x2, /):
+  a, b = promote_pair(x1, x2, "logaddexp")
+  a, b = _w(a), _w(b)
+  if not dtypes.is_float(a.dtype):
+    a, b = astype(a, np.float32), astype(b, np.float32)
+  m = maximum(a, b)
+  return m + log1p(exp(-abs(a - b)))
+
+
+def signbit(x):
+  x = asarray(x, api="signbit")
+  if not dtypes.is_float(x.dtype):
+    return less(x, 0)
+  # -0.0 has its sign bit set: 1 / -0.0 is -inf.
+  return logical_or(less(x, 0), logical_and(equal(x, 0), less(1.0 / x, 0)))
+
+
+def copysign(x1, x2, /):
+  a, b = promote_pair(x1, x2, "copysign")
+  a, b = _w(a), _w(b)
+  return where(signbit(b), -abs(a), abs(a))
+
+
+def heaviside(x1, x2, /):
+  a, b = promote_pair(x1, x2, "heaviside")
+  a, b = _w(a), _w(b)
+  return where(less(a, 0), zeros_like(a), where(greater(a, 0), ones_like(a), b))
+
+
+def float_power(x1, x2, /):
+  a, b = promote_pair(x1, x2, "float_power")
+  return power(astype(_w(a), np.float32), astype(_w(b), np.float32))
+
+
+def cbrt(x):
+  x = asarray(x, api="cbrt")
+  return sign(x) * power(abs(x), 1.0 / 3.0)
+
+
+def deg2rad(x):
+  return asarray(x, api="deg2rad") * (np.pi / 180.0)
+
+
+def rad2deg(x):
+  return asarray(x, api="rad2deg") * (180.0 / np.pi)
+
+
+radians, degrees = deg2rad, rad2deg
+
+
+def isposinf(x):
+  x = asarray(x, api="isposinf")
+  return equal(x, np.inf) if dtypes.is_float(x.dtype) else zeros(x.shape, bool)
+
+
+def isneginf(x):
+  x = asarray(x, api="isneginf")
+  return equal(x, -np.inf) if dtypes.is_float(x.dtype) else zeros(x.shape, bool)
+
+
+def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
+  return astype(power(base, linspace(start, stop, num, endpoint, axis=axis)),
+                dtype or np.float32)
+
+
+def diff(a, n=1, axis=-1, prepend=None, append=None):
+  a = asarray(a, api="diff")
+  ax = _norm_axis(axis, a.ndim, "diff")
+  if not isinstance(n, (int, np.integer)) or n < 0:
+    raise PartixError(f"[diff] n must be a non-negative int, got {n!r}")
+  parts = []
+  for extra in (prepend, a, append):
+    if extra is None:
+      continue
+    e = asarray(extra, api="diff")
+    if e.ndim == 0:
+      shape = list(a.shape)
+      shape[ax] = 1
+      e = broadcast_to(e, shape)
+    parts.append(e)
+  if len(parts) > 1:
+    a = concatenate(parts, axis=ax)
+  for _ in range(n):
+    m = a.shape[ax]
+    a = subtract(slice_in_dim(a, 1, m, axis=ax), slice_in_dim(a, 0, builtins.max(m - 1, 0),
+                                                               axis=ax))
+  return a
+
+
+def ediff1d(ary, to_end=None, to_begin=None):
+  d = diff(ravel(ary))
+  parts = [ravel(asarray(v, api="ediff1d")) for v in (to_begin,) if v is not None] + [d] + [
+      ravel(asarray(v, api="ediff1d")) for v in (to_end,) if v is not None]
+  return concatenate(parts) if len(parts) > 1 else d
+
+
+def ptp(a, axis=None, keepdims=False):
+  return max(a, axis=axis, keepdims=keepdims) - min(a, axis=axis, keepdims=keepdims)
+
+
+def _nan_fill(a, fill, api):
+  a = asarray(a, api=api)
+  return where(isnan(a), fill, a) if dtypes.is_float(a.dtype) else a
+
+
+def nansum(a, axis=None, dtype=None, keepdims=False):
+  return sum(_nan_fill(a, 0, "nansum"), axis=axis, dtype=dtype, keepdims=keepdims)
+
+
+def nanmean(a, axis=None, dtype=None, keepdims=False):
+  a = asarray(a, api="nanmean")
+  n = sum(logical_not(isnan(a)), axis=axis, keepdims=keepdims)
+  return nansum(a, axis=axis, dtype=dtype, keepdims=keepdims) / n
+
+
+def nanmax(a, axis=None, keepdims=False):
+  return max(_nan_fill(a, -np.inf, "nanmax"), axis=axis, keepdims=keepdims)
+
+
+def nanmin(a, axis=None, keepdims=False):
+  return min(_nan_fill(a, np.inf, "nanmin"), axis=axis, keepdims=keepdims)
+
+
+def median(a, axis=None, keepdims=False):
+  a = asarray(a, api="median")
+  if not dtypes.is_float(a.dtype):
+    a = astype(a, np.float32)
+  if axis is None:
+    out = median(ravel(a), 0)
+    return reshape(out, (1,) * a.ndim) if keepdims else out
+  ax = _norm_axis(axis, a.ndim, "median")
+  n = a.shape[ax]
+  if n == 0:
+    raise PartixError(f"[median] axis {ax} has no elements")
+  s = sort(a, axis=ax)
+  lo = slice_in_dim(s, (n - 1) // 2, (n - 1) // 2 + 1, axis=ax)
+  hi = slice_in_dim(s, n // 2, n // 2 + 1, axis=ax)
+  m = (lo + hi) / 2.0
+  return m if keepdims else squeeze(m, ax)
+
+
+def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
+  x = asarray(x, api="cumulative_sum")
+  if axis is None:
+    if x.ndim != 1:
+      raise PartixError("[cumulative_sum] axis is required for arrays of more than 1 dimension")
+    axis = 0
+  out = cumsum(x, axis, dtype)
+  if include_initial:
+    ax = _norm_axis(axis, x.ndim, "cumulative_sum")
+    shape = list(out.shape)
+    shape[ax] = 1
+    out = concatenate([zeros(shape, out.dtype), out], axis=ax)
+  return out
+
+
+def vecdot(x1, x2, /, *, axis=-1):
+  a, b = broadcast_arrays(x1, x2)
+  return sum(a * b, axis=axis)
+
+
+def column_stack(tup):
+  arrs = [asarray(a, api="column_stack") for a in _seq(tup, "column_stack")]
+  return concatenate([reshape(a, (-1, 1)) if a.ndim < 2 else a for a in arrs], axis=1)
+
+
+def dstack(tup):
+  out = []
+  for a in _seq(tup, "dstack"):
+    a = asarray(a, api="dstack")
+    out.append(reshape(a, (1,) * (a.ndim == 0) + (1,) * (a.ndim < 2) + a.shape + (1,))
+               if a.ndim < 3 else a)
+  return concatenate(out, axis=2)
+
+
+def unstack(x, /, *, axis=0):
+  x = asarray(x, api="unstack")
+  ax = _norm_axis(axis, x.ndim, "unstack")
+  return tuple(squeeze(slice_in_dim(x, i, i + 1, axis=ax), ax) for i in range(x.shape[ax]))
+
+
+def atleast_3d(*arys):
+  out = []
+  for a in arys:
+    a = asarray(a, api="atleast_3d")
+    if a.ndim == 0:
+      a = reshape(a, (1, 1, 1))
+    elif a.ndim == 1:
+      a = reshape(a, (1,) + a.shape + (1,))
+    elif a.ndim == 2:
+      a = reshape(a, a.shape + (1,))
+    out.append(a)
+  return out[0] if len(out) == 1 else out

@@ -9,6 +9,11 @@ from partix._src.numpy_ops import asarray_ as asarray  # noqa: F401
 from partix._src.numpy_ops import linalg_norm as _linalg_norm
 from partix._src.numpy_ops import (abs, all, any, max, min, pow, round, sum)  # noqa: F401
 
+# Helpers the star import brings along are not numpy names.
+for _n in ("is_weak_scalar", "to_sharding", "promote_pair", "builtins", "math", "numbers"):
+  globals().pop(_n, None)
+del _n
+
 bool_ = _np.bool_
 int32, int64 = _np.int32, _np.int64
 float16, float32, float64 = _np.float16, _np.float32, _np.float64

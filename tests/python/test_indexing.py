@@ -1,0 +1,102 @@
+"""Advanced indexing and .at updates with integer arrays, against numpy's fancy indexing and
+in-place updates (np.add.at for repeated indices)."""
+import numpy as np
+import pytest
+
+import partix as jax
+import partix.numpy as jnp
+from partix.sharding import NamedSharding, PartitionSpec as P
+
+X = np.arange(48, dtype=np.float32).reshape(8, 6)
+X3 = np.arange(48, dtype=np.float32).reshape(4, 2, 6)
+
+
+def _both(mesh8, host):
+  return [jnp.asarray(host), jax.device_put(host, NamedSharding(mesh8, P("x")))]
+
+
+def test_integer_array_indices(mesh8):
+  r, c = np.array([0, 7, -1, 3]), np.array([1, 5, 2, -6])
+  cases2 = [(r, c), (r[:, None], c[None, :2]), (1, np.array([0, 2])), (np.array([2, 0]), 3),
+            (np.array([[1, 2], [3, 4]]),), (slice(1, 3), np.array([0, 0, 5])),
+            (np.array([4, 1]), slice(None, None, -2))]
+  for a in _both(mesh8, X):
+    for idx in cases2:
+      np.testing.assert_array_equal(np.asarray(a[idx]), X[idx], err_msg=str(idx))
+    got = jax.jit(lambda v, i, j: v[i, j])(a, jnp.asarray(r), jnp.asarray(c))
+    np.testing.assert_array_equal(np.asarray(got), X[r, c])
+  for a in _both(mesh8, X3):
+    idx = (np.array([3, 0]), np.array([1, 0]), slice(1, 4))
+    np.testing.assert_array_equal(np.asarray(a[idx]), X3[idx])
+    idx = (slice(None), np.array([1, 0, 1]), np.array([5, 0, 2]))
+    np.testing.assert_array_equal(np.asarray(a[idx]), X3[idx])
+
+
+def test_advanced_index_errors():
+  a = jnp.asarray(X3)
+  with pytest.raises(jax.PartixError, match=r"^\[Array.__getitem__\].*separated"):
+    a[np.array([0, 1]), :, np.array([0, 1])]
+  with pytest.raises(jax.PartixError, match=r"^\[Array.__getitem__\].*do not broadcast"):
+    a[np.array([0, 1]), np.array([0, 1, 0])]
+
+
+def _ref(op, idx, v):
+  out = X.copy()
+  uf = {"set": None, "add": np.add, "multiply": np.multiply, "min": np.minimum,
+        "max": np.maximum, "subtract": np.subtract}[op]
+  if uf is None:
+    out[idx] = v  # numpy: the last of repeated indices wins
+  else:
+    uf.at(out, idx, v)
+  return out
+
+
+@pytest.mark.parametrize("op", ["set", "add", "subtract", "multiply", "min", "max"])
+def test_at_with_index_arrays(op, mesh8):
+  uniq = np.array([6, 0, -3], np.int32)
+  rep = np.array([2, 5, 2, -6], np.int32)  # -6 is row 2 as well
+  vals = np.arange(100, 118, dtype=np.float32).reshape(3, 6)
+  for a in _both(mesh8, X):
+    got = getattr(a.at[uniq], op)(vals)
+    np.testing.assert_array_equal(np.asarray(got), _ref(op, uniq, vals))
+    got = getattr(a.at[uniq], op)(7.0)
+    np.testing.assert_array_equal(np.asarray(got), _ref(op, uniq, 7.0))
+    got = getattr(a.at[::3], op)(2.0)
+    np.testing.assert_array_equal(np.asarray(got), _ref(op, slice(None, None, 3), 2.0))
+    if op in ("set", "add", "subtract"):
+      v4 = np.arange(24, dtype=np.float32).reshape(4, 6) - 50
+      np.testing.assert_array_equal(np.asarray(getattr(a.at[rep], op)(v4)), _ref(op, rep, v4))
+      f = jax.jit(lambda v, i, u: getattr(v.at[i], op)(u))
+      np.testing.assert_array_equal(np.asarray(f(a, jnp.asarray(rep), jnp.asarray(v4))),
+                                    _ref(op, rep, v4))
+    else:
+      with pytest.raises(jax.PartixError, match=r"^\[Array.at\[\]." + op + r"\].*repeated"):
+        getattr(a.at[rep], op)(1.0)
+      with pytest.raises(jax.PartixError, match=r"^\[Array.at\[\]." + op + r"\].*traced"):
+        jax.jit(lambda v, i: getattr(v.at[i], op)(1.0))(a, jnp.asarray(uniq))
+
+
+def test_at_errors():
+  a = jnp.asarray(X)
+  with pytest.raises(jax.PartixError, match=r"^\[Array.at\[\].set\].*integers"):
+    a.at[np.array([0.5])].set(1.0)
+  with pytest.raises(jax.PartixError, match=r"^\[Array.at\[\].set\].*broadcast"):
+    a.at[np.array([0, 1])].set(np.ones((3, 6)))
+  with pytest.raises(jax.PartixError, match=r"^\[Array.at\[\].add\]"):
+    a.at[np.array([0]), np.array([1])].add(1.0)
+
+
+def test_out_of_range_index_arrays_clamp():
+  # JAX clamps out-of-range indices of a retrieval (x[idx]); numpy would raise.
+  a = jnp.asarray(X)
+  np.testing.assert_array_equal(np.asarray(a[np.array([9, -9])]), X[[7, 0]])
+
+
+@pytest.mark.parametrize("op", ["set", "add", "subtract"])
+def test_at_drops_out_of_range_rows(op):
+  # JAX's scatters drop out-of-range indices (after negative ones count from the end).
+  a = jnp.asarray(X)
+  idx = np.array([9, 1, -9, -2], np.int32)
+  got = getattr(a.at[idx], op)(3.0)
+  keep = np.array([1, 6])
+  np.testing.assert_array_equal(np.asarray(got), _ref(op, keep, 3.0))
