@@ -522,24 +522,19 @@ remat = checkpoint
 
 def eval_shape(fun, *args, **kwargs):
   """jax.eval_shape: fun's result tree of ShapeDtypeStructs (with the shardings the program
-  gives them), found by tracing and partitioning without running."""
-  out_tree, shardings = jit(fun).eval_shape(*args, **kwargs)
-  l = jit(fun).lower(*args, **kwargs)
-  avals = l._l.out_shardings()
-  del avals
-  return _abstract_outputs(fun, args, kwargs, out_tree, shardings)
-
-
-def _abstract_outputs(fun, args, kwargs, out_tree, shardings):
-  shapes = []
+  gives them), found by tracing and partitioning once, without running."""
+  if not callable(fun):
+    raise PartixError(f"[eval_shape] {fun!r} is not callable")
+  avals = []
 
   def capture(*a, **k):
     out = fun(*a, **k)
-    shapes.extend((tuple(x.shape), x.dtype) for x in tu.tree_leaves(out))
+    avals[:] = [(tuple(x.shape), x.dtype) for x in tu.tree_leaves(out)]
     return out
-  jit(capture).lower(*args, **kwargs)
-  return tu.tree_unflatten(out_tree, [ShapeDtypeStruct(s, d, sh)
-                                      for (s, d), sh in zip(shapes, shardings)])
+  lowered = jit(capture, name="eval_shape").lower(*args, **kwargs)
+  shardings = [NamedSharding._wrap(s) for s in lowered._l.out_shardings()]
+  return tu.tree_unflatten(lowered._out_tree, [ShapeDtypeStruct(s, d, sh)
+                                               for (s, d), sh in zip(avals, shardings)])
 
 
 # ---- placement ----
