@@ -438,7 +438,7 @@ def _grad_call(fun, argnums, has_aux, args, kwargs, api):
             isinstance(x, np.ndarray) and x.dtype.kind in "iub"):
           raise PartixError(f"[{api}] argument {i} leaf {j} is an integer ({x!r}); grad "
                             "differentiates float arrays")
-        leaves.append(_leaf_core(x if not isinstance(x, float) else np.float32(x), api))
+        leaves.append(_leaf_core(x, api))
       else:
         leaves.append(_leaf_core(x, api))
       wrt.append(i in nums)
