@@ -307,3 +307,41 @@ def test_one_device(mesh1, rng):
   out = jax.jit(lambda x: x @ x, in_shardings=s, out_shardings=s)(a)
   np.testing.assert_allclose(np.asarray(out), a @ a, rtol=1e-5)
   assert len(out.sharding.device_set) == 1
+
+
+def test_static_by_position_or_keyword():
+  f = counted(lambda x, n: x * n)
+  x = np.ones(3, np.float32)
+  for kw in ({"static_argnums": 1}, {"static_argnames": "n"}):
+    f.calls.clear()
+    g = jax.jit(f, **kw)
+    np.testing.assert_allclose(np.asarray(g(x, 2)), 2 * x)
+    np.testing.assert_allclose(np.asarray(g(x, n=5)), 5 * x)
+    np.testing.assert_allclose(np.asarray(g(x, n=5)), 5 * x)
+    assert len(f.calls) == 2
+  with pytest.raises(jax.PartixError, match=r"^\[jit\].*static and donated"):
+    jax.jit(lambda x: x, static_argnums=0, donate_argnums=0)(1)
+
+
+def test_sharding_errors_name_jit(mesh8):
+  x = np.ones((4,), np.float32)
+  with pytest.raises(jax.PartixError, match=r"^\[jit\] out_shardings.*shape \(4,\)"):
+    jax.jit(lambda x: x, out_shardings=NamedSharding(mesh8, P(None, "x")))(x)
+  with pytest.raises(jax.PartixError, match=r"rank 1"):
+    jax.jit(lambda x: x, in_shardings=NamedSharding(mesh8, P(None, "x")))(x)
+  with pytest.raises(jax.PartixError, match=r"^\[jit\].*structure"):
+    jax.jit(lambda t: t, in_shardings=({"a": None, "c": None},))({"a": x, "b": x})
+  with pytest.raises(jax.PartixError, match=r"^\[jit\].*current mesh"):
+    jax.jit(lambda x: x, in_shardings=P("x"))(x)
+  with pytest.raises(jax.PartixError, match=r"^\[jit\] in_shardings entry 3"):
+    jax.jit(lambda x: x, in_shardings=3)
+  with pytest.raises(jax.PartixError, match=r"^\[jit\].*not callable"):
+    jax.jit(3)
+  # None entries leave the placement to propagation
+  sx = NamedSharding(mesh8, P("x"))
+  a = np.arange(32, dtype=np.float32).reshape(8, 4)
+  out = jax.jit(lambda t: t, in_shardings=({"a": sx, "b": None},))({"a": a, "b": a})
+  assert out["a"].sharding.spec == P("x")
+  o1, o2 = jax.jit(lambda a, b: (a * 1, b * 1), out_shardings=(sx, None))(a, a)
+  assert o1.sharding.spec == P("x")
+  np.testing.assert_allclose(np.asarray(o2), a)

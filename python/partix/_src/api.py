@@ -54,6 +54,9 @@ _tree_ids = itertools.count()
 _lock = threading.Lock()
 
 
+_out_shapes = {}  # result shapes of jit traces, by tree id (to check out_shardings' ranks)
+
+
 def _keep_tree(t):
   with _lock:
     i = next(_tree_ids)
@@ -232,9 +235,10 @@ class Jitted:
   arguments), compiles it for the arguments' mesh and runs it."""
 
   def __init__(self, fun, in_shardings, out_shardings, static_argnums, static_argnames,
-               donate_argnums, donate_argnames, name):
+               donate_argnums, donate_argnames, name, api="jit"):
     if not callable(fun):
-      raise PartixError(f"[jit] {fun!r} is not callable")
+      raise PartixError(f"[{api}] {fun!r} is not callable")
+    self._api = api
     self._fun = fun
     functools.update_wrapper(self, fun, updated=())
     try:
@@ -247,12 +251,36 @@ class Jitted:
     self._donate = _norm_argnums(donate_argnums, api="jit", what="donate_argnums")
     self._donate_names = (donate_argnames,) if isinstance(donate_argnames, str) else tuple(
         donate_argnames or ())
+    self._static, self._static_names = self._resolve(self._static, self._static_names,
+                                                     "static_argnums")
+    self._donate, self._donate_names = self._resolve(self._donate, self._donate_names,
+                                                     "donate_argnums")
     self._in_shardings = in_shardings
     self._out_shardings = out_shardings
-    self._name = name or getattr(fun, "__name__", "jit")
+    self._name = name or getattr(fun, "__name__", api)
     self._states = {}
     self._check_sharding_arg(in_shardings, "in_shardings")
     self._check_sharding_arg(out_shardings, "out_shardings")
+
+  def _resolve(self, nums, names, what):
+    """As JAX: argnums and argnames name the same parameters through the signature, so an
+    argument is static (or donated) whether it is passed by position or by keyword."""
+    if self._sig is None:
+      return nums, names
+    params = list(self._sig.parameters.values())
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+      return nums, names
+    pos = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    out = []
+    for a in nums:
+      if a < -len(pos) or a >= len(pos):
+        raise PartixError(f"[jit] {what} names argument {a} but the function takes "
+                          f"{len(pos)} positional arguments")
+      out.append(a % len(pos))
+    names = tuple(names) + tuple(pos[a] for a in out if pos[a] not in names and
+                                 params[a].kind is not params[a].POSITIONAL_ONLY)
+    out += [pos.index(nm) for nm in names if nm in pos and pos.index(nm) not in out]
+    return tuple(sorted(out)), names
 
   @staticmethod
   def _check_sharding_arg(s, what):
@@ -263,12 +291,7 @@ class Jitted:
 
   def _split(self, args, kwargs):
     n = len(args)
-    static_pos = set(_norm_argnums(self._static, n, "jit")) if self._static else set()
-    if self._static_names and self._sig is not None:
-      names = list(self._sig.parameters)
-      for nm in self._static_names:
-        if nm in names and names.index(nm) < n:
-          static_pos.add(names.index(nm))
+    static_pos = {a % n for a in self._static if -n <= a < n}
     statics = tuple((i, args[i]) for i in sorted(static_pos))
     dyn = tuple(a for i, a in enumerate(args) if i not in static_pos)
     skw = tuple(sorted((k, v) for k, v in kwargs.items() if k in self._static_names))
@@ -291,7 +314,7 @@ class Jitted:
   def _make_state(self, treedef, dyn, dkw, static_pos, n_args):
     dyn_tree = tu.tree_structure(dyn)
     kw_tree = tu.tree_structure(dkw)
-    api = self._name
+    api = self._api
     ins = self._in_shardings
     if ins is None:
       in_list = []
@@ -308,18 +331,24 @@ class Jitted:
       in_list = [to_sharding(s, api)._s if s is not None else None for s in per]
     outs = self._out_shardings
     out_list, out_fn = [], None
-    if isinstance(outs, (NamedSharding, PartitionSpec)):
-      out_list = [to_sharding(outs, api)._s]
-    elif outs is not None:
+    if outs is not None:
       def out_fn(tree_id, n):
         per = _expand_prefix(outs, _trees[tree_id], api, "out_shardings")
-        return [to_sharding(s, api)._s if s is not None else None for s in per]
+        shapes = _out_shapes.get(tree_id, [])
+        res = []
+        for i, sh in enumerate(per):
+          if sh is None:
+            res.append(None)
+            continue
+          sh = to_sharding(sh, api)
+          if i < len(shapes) and len(sh.spec) > len(shapes[i]):
+            raise PartixError(f"[{api}] out_shardings: {sh.spec} has {len(sh.spec)} entries "
+                              f"but result {i} has shape {shapes[i]}")
+          res.append(sh._s)
+        return res
     # donate_argnums count positions among all arguments; the engine counts dynamic ones.
     dyn_pos = [i for i in range(n_args) if i not in static_pos]
-    donate = set(_norm_argnums(self._donate, n_args, api, "donate_argnums"))
-    if self._donate_names and self._sig is not None:
-      names = list(self._sig.parameters)
-      donate |= {names.index(nm) for nm in self._donate_names if nm in names}
+    donate = {a % n_args for a in self._donate if -n_args <= a < n_args}
     for d in donate:
       if d in static_pos:
         raise PartixError(f"[{api}] argument {d} is both static and donated")
@@ -327,14 +356,14 @@ class Jitted:
     counts = [tu.tree_structure(a).num_leaves for a in dyn]
     if kw_tree.num_leaves:
       counts.append(kw_tree.num_leaves)
-    jit = _core.Jit(in_list, out_list, donate_dyn, api, out_fn)
+    jit = _core.Jit(in_list, out_list, donate_dyn, self._name, out_fn)
     paths = [p for p in tu.treedef_paths(dyn_tree, "args")] + [
         "kwargs" + p[len("args"):] for p in tu.treedef_paths(kw_tree, "args")]
     return _JitSig(jit, counts, treedef, str(next(_tree_ids)), paths)
 
   def _trace_fn(self, sig, args, kwargs, static_pos):
     fun = self._fun
-    api = self._name
+    api = self._api
 
     def trace(tracers):
       dyn, dkw = tu.tree_unflatten(sig.treedef, [wrap(t) for t in tracers])
@@ -344,7 +373,9 @@ class Jitted:
       kw.update(dkw)
       out = fun(*full, **kw)
       cores, treedef = _out_leaves(out, api)
-      return cores, _keep_tree(treedef)
+      tid = _keep_tree(treedef)
+      _out_shapes[tid] = [tuple(c.shape) for c in cores]
+      return cores, tid
     return trace
 
   def _prepare(self, args, kwargs):
@@ -352,7 +383,7 @@ class Jitted:
     sig, leaves = self._state(dyn, dkw, statics, skw, static_pos, len(args))
     paths = sig.paths
     try:
-      cores = [x._a if type(x) is Array else _leaf_core(x, self._name, paths[i] if i < len(
+      cores = [x._a if type(x) is Array else _leaf_core(x, self._api, paths[i] if i < len(
           paths) else None) for i, x in enumerate(leaves)]
     except PartixError:
       raise

@@ -119,7 +119,7 @@ def shard_map(f=None, mesh=None, in_specs=None, out_specs=None, check_rep=None, 
 
   # Eager calls go through a jit keyed on the mesh (static) and the arguments' signature, so
   # f is traced once per signature as in JAX; under a trace the map is inlined.
-  cached = Jitted(impl, None, None, 0, None, None, None, api)
+  cached = Jitted(impl, None, None, 0, None, None, None, api, api=api)
 
   @functools.wraps(f)
   def mapped(*args, **kwargs):
