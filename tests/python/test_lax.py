@@ -178,3 +178,47 @@ def test_collective_errors(mesh8):
     smap(mesh8, lambda x: lax.ppermute(x, "x", [1, 2]), P("x", "y"))(a)
   with pytest.raises(jax.PartixError):
     smap(mesh8, lambda x: lax.axis_index("q").reshape(1, 1) + 0 * x[:1, :1], P("x", "y"))(a)
+
+
+def test_collectives_over_axis_tuples(mesh8, rng):
+  a = rng.standard_normal((16, 4)).astype(np.float32)
+  out = smap(mesh8, lambda x: lax.all_gather(x, ("x", "y"), tiled=True), P(),
+             in_specs=P(("x", "y")))(a)
+  np.testing.assert_allclose(np.asarray(out), a)
+  out = smap(mesh8, lambda x: lax.psum_scatter(x, ("x", "y"), tiled=True), P(("x", "y")),
+             in_specs=P())(a)
+  np.testing.assert_allclose(np.asarray(out), 8 * a, rtol=1e-5)
+  # a psum of a Python constant counts the devices of the group
+  out = smap(mesh8, lambda x: lax.psum(1, "x") * jnp.ones((1, 1)), P("x", "y"))(a)
+  np.testing.assert_allclose(np.asarray(out), np.full((4, 2), 4.0))
+
+
+def test_more_control_flow_errors(mesh8):
+  a = np.ones((16, 4), np.float32)
+  with pytest.raises(jax.PartixError, match=r"^\[scan\].*length"):
+    lax.scan(lambda c, x: (c, x), 0.0, {"a": jnp.ones((3, 2)), "b": jnp.ones((4,))})
+  with pytest.raises(jax.PartixError, match=r"^\[scan\].*length 5"):
+    lax.scan(lambda c, x: (c, x), 0.0, jnp.ones((3, 2)), length=5)
+  with pytest.raises(jax.PartixError, match=r"^\[cond\] pred must be a scalar"):
+    lax.cond(jnp.ones(2), lambda: 1.0, lambda: 2.0)
+  with pytest.raises(jax.PartixError, match=r"^\[all_gather\].*out of range"):
+    smap(mesh8, lambda x: lax.all_gather(x, "x", axis=5), P())(a)
+  with pytest.raises(jax.PartixError, match=r"^\[all_to_all\].*out of range"):
+    smap(mesh8, lambda x: lax.all_to_all(x, "x", 7, 0), P())(a)
+  with pytest.raises(jax.PartixError, match=r"^\[ppermute\].*out of range"):
+    smap(mesh8, lambda x: lax.ppermute(x, "x", [(0, 5)]), P("x", "y"))(a)
+  with pytest.raises(jax.PartixError, match=r"^\[ppermute\].*twice"):
+    smap(mesh8, lambda x: lax.ppermute(x, "x", [(0, 1), (0, 2)]), P("x", "y"))(a)
+  with pytest.raises(jax.PartixError, match=r"^\[fori_loop\].*carry"):
+    lax.fori_loop(0, 3, lambda i, c: c[:2], jnp.ones(3))
+  with pytest.raises(jax.PartixError, match=r"^\[while_loop\].*carry"):
+    lax.while_loop(lambda c: c.sum() > 0, lambda c: c.astype(jnp.int32), jnp.ones(3))
+
+
+def test_control_flow_scalars():
+  assert float(lax.fori_loop(0, 3, lambda i, c: c + i, 0.0)) == 3.0
+  assert int(lax.while_loop(lambda c: c < 5, lambda c: c + 1, 0)) == 5
+  np.testing.assert_array_equal(np.asarray(lax.map(lambda x: x * 2, jnp.arange(4),
+                                                   batch_size=2)), [0, 2, 4, 6])
+  c, ys = lax.scan(lambda c, x: (c + x, None), 0.0, jnp.arange(4.0))
+  assert float(c) == 6.0 and ys is None
