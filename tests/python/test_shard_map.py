@@ -160,3 +160,41 @@ def test_partition_spec_semantics():
   assert P("x") == P("x") and P("x") != P("y")
   assert hash(P("x", None)) == hash(P("x", None))
   assert tuple(P()) == ()
+
+
+def test_pmap_traced_once(rng):
+  if jax.device_count() < 4:
+    pytest.skip("needs 4 devices")
+  calls = []
+
+  def f(x):
+    calls.append(1)
+    return x * 2
+  p = jax.pmap(f)
+  a = rng.standard_normal((4, 3)).astype(np.float32)
+  for _ in range(3):
+    np.testing.assert_allclose(np.asarray(p(a)), 2 * a)
+  assert len(calls) == 1
+
+
+def test_grad_of_shard_map_check_vma(mesh8, rng):
+  a = rng.standard_normal((8, 4)).astype(np.float32)
+  w = rng.standard_normal((4,)).astype(np.float32)
+
+  # replicated w, rows of a over x: w's gradient sums the per-device contributions
+  def loss(w, a):
+    f = jax.shard_map(lambda w, a: lax.psum(((a * w) ** 2).sum(), "x"), mesh=mesh8,
+                      in_specs=(P(), P("x")), out_specs=P())
+    return f(w, a)
+  g = jax.grad(loss)(w, a)
+  np.testing.assert_allclose(np.asarray(g), (2 * a ** 2 * w).sum(0), rtol=1e-4)
+  gj = jax.jit(jax.grad(loss))(w, a)
+  np.testing.assert_allclose(np.asarray(gj), np.asarray(g), rtol=1e-5)
+
+  # summed over x only, the value still varies over y: out_specs P() is rejected
+  def bad(w, a):
+    f = jax.shard_map(lambda w, a: lax.psum(((a * w) ** 2).sum(), "x"), mesh=mesh8,
+                      in_specs=(P("y"), P("x", "y")), out_specs=P())
+    return f(w, a)
+  with pytest.raises(jax.PartixError, match="shard_map"):
+    jax.grad(bad)(w, a)
