@@ -345,3 +345,28 @@ def test_sharding_errors_name_jit(mesh8):
   o1, o2 = jax.jit(lambda a, b: (a * 1, b * 1), out_shardings=(sx, None))(a, a)
   assert o1.sharding.spec == P("x")
   np.testing.assert_allclose(np.asarray(o2), a)
+
+
+def test_compiled_checks_signature(mesh8):
+  f = counted(lambda a: a * 2)
+  compiled = jax.jit(f).lower(jax.ShapeDtypeStruct((4,), jnp.float32)).compile()
+  x = np.arange(4, dtype=np.float32)
+  np.testing.assert_allclose(np.asarray(compiled(x)), 2 * x)
+  np.testing.assert_allclose(np.asarray(compiled(x)), 2 * x)
+  assert len(f.calls) == 1
+  with pytest.raises(jax.PartixError, match=r"^\[Compiled\]"):
+    compiled(np.arange(5, dtype=np.float32))
+  with pytest.raises(jax.PartixError, match=r"^\[Compiled\]"):
+    compiled({"a": x})
+  mem = compiled.memory_analysis()
+  assert mem.output_size_in_bytes >= 16
+
+
+def test_lower_on_abstract_mesh_shows_collective():
+  am = jax.sharding.AbstractMesh((4, 2), ("x", "y"))
+  a = jax.ShapeDtypeStruct((8, 4), jnp.float32, sharding=NamedSharding(am, P(None, "x")))
+  b = jax.ShapeDtypeStruct((4, 2), jnp.float32, sharding=NamedSharding(am, P("x")))
+  text = jax.jit(lambda a, b: a @ b).lower(a, b).as_text()
+  assert "all_reduce" in text and "f32[8,1]" in text
+  out = jax.eval_shape(lambda a: a * 2, a)
+  assert out.shape == (8, 4) and out.sharding.spec == P(None, "x")

@@ -164,7 +164,14 @@ class Compiled:
     return self._lowered.output_shardings
 
   def __call__(self, *args, **kwargs):
-    return self._lowered._jitted(*args, **kwargs)
+    # As JAX: a compiled program runs only on arguments of the signature it was lowered for.
+    l = self._lowered
+    sig, cores, _ = l._jitted._prepare(args, kwargs)
+    got = [(tuple(c.shape), c.dtype) for c in cores]
+    if sig is not l._sig or got != l._avals:
+      raise PartixError(f"[Compiled] the arguments {got} (tree {sig.treedef}) differ from those "
+                        f"it was compiled for {l._avals} (tree {l._sig.treedef})")
+    return l._jitted(*args, **kwargs)
 
 
 class MemoryAnalysis:
@@ -193,8 +200,9 @@ class MemoryAnalysis:
 class Lowered:
   """jit(f).lower(...): the per-device program partix compiled, its costs and memory."""
 
-  def __init__(self, l, out_tree, jitted):
+  def __init__(self, l, out_tree, jitted, sig=None, avals=None):
     self._l, self._out_tree, self._jitted = l, out_tree, jitted
+    self._sig, self._avals = sig, avals
 
   def as_text(self, dialect=None):
     return self._l.as_text()
@@ -399,7 +407,7 @@ class Jitted:
   def lower(self, *args, **kwargs):
     sig, cores, trace = self._prepare(args, kwargs)
     l, tid = sig.jit.lower(cores, sig.counts, sig.key, sig.path_fn, trace)
-    return Lowered(l, _trees.get(tid), self)
+    return Lowered(l, _trees.get(tid), self, sig, [(tuple(c.shape), c.dtype) for c in cores])
 
   def trace(self, *args, **kwargs):
     return self.lower(*args, **kwargs)
