@@ -222,3 +222,12 @@ def test_control_flow_scalars():
                                                    batch_size=2)), [0, 2, 4, 6])
   c, ys = lax.scan(lambda c, x: (c + x, None), 0.0, jnp.arange(4.0))
   assert float(c) == 6.0 and ys is None
+
+
+def test_switch_errors_name_switch():
+  with pytest.raises(jax.PartixError, match=r"^\[switch\].*structures"):
+    lax.switch(0, [lambda x: x, lambda x: (x,)], jnp.ones(2))
+  with pytest.raises(jax.PartixError, match=r"^\[cond\].*structures"):
+    lax.cond(True, lambda x: x, lambda x: [x], jnp.ones(2))
+  with pytest.raises(jax.PartixError, match=r"^\[cond\] operand leaf 0 is 's'"):
+    lax.cond(True, lambda x: x, lambda x: x, "s")

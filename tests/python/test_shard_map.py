@@ -198,3 +198,16 @@ def test_grad_of_shard_map_check_vma(mesh8, rng):
     return f(w, a)
   with pytest.raises(jax.PartixError, match="shard_map"):
     jax.grad(bad)(w, a)
+
+
+def test_spec_rank_errors(mesh8):
+  sm = lambda f, i, o: jax.shard_map(f, mesh=mesh8, in_specs=i, out_specs=o)
+  x8 = np.ones((8,), np.float32)
+  with pytest.raises(jax.PartixError, match=r"^\[shard_map\] out_specs.*result 0"):
+    sm(lambda x: x.sum(), P("x"), P("x"))(x8)
+  with pytest.raises(jax.PartixError, match=r"^\[shard_map\] in_spec"):
+    sm(lambda x: x, P("x"), P("x"))(np.float32(1))
+  with pytest.raises(jax.PartixError, match=r"^\[shard_map\].*evenly"):
+    sm(lambda x: x, P("x"), P("x"))(np.ones(6, np.float32))
+  with pytest.raises(jax.PartixError, match=r"^\[shard_map\] out_specs has 1 entries"):
+    sm(lambda x: (x, x), P("x"), (P("x"),))(x8)

@@ -394,22 +394,27 @@ def while_loop(cond_fun, body_fun, init_val):
 
 def cond(pred, true_fun, false_fun, *operands):
   """lax.cond: true_fun(*operands) if pred else false_fun(*operands)."""
+  return _cond(pred, true_fun, false_fun, operands, "cond")
+
+
+def _cond(pred, true_fun, false_fun, operands, api):
   p = asarray(pred)
   if p.ndim != 0:
-    raise PartixError(f"[cond] pred must be a scalar, got {p._aval_str()}")
+    raise PartixError(f"[{api}] pred must be a scalar, got {p._aval_str()}")
   pc = p._a if p._a.dtype == "bool" else _core.ne(p._a, _core.full([], 0.0, p._a.dtype, None))
-  ops_c, ops_t = _leaves_in(operands, "cond", "operand")
+  ops_c, ops_t = _leaves_in(operands, api, "operand")
 
   def branch(fn):
     def tr(tracers):
       ops = tu.tree_unflatten(ops_t, [wrap(t) for t in tracers])
-      c, t = _out_leaves(fn(*ops), "cond")
+      c, t = _out_leaves(fn(*ops), api)
       return c, _keep_tree(t)
     return tr
 
   outs, tt, ft = _core.cond(pc, ops_c, branch(true_fun), branch(false_fun))
   if _trees[tt] != _trees[ft]:
-    raise PartixError(f"[cond] true_fun returns {_trees[tt]} but false_fun returns {_trees[ft]}")
+    raise PartixError(f"[{api}] the branches return different structures: {_trees[tt]} and "
+                      f"{_trees[ft]}")
   return tu.tree_unflatten(_trees[tt], [Array(o) for o in outs])
 
 
@@ -422,7 +427,7 @@ def switch(index, branches, *operands):
   def build(k):
     if k == len(branches) - 1:
       return branches[k]
-    return lambda *ops: cond(i == k, branches[k], build(k + 1), *ops)
+    return lambda *ops: _cond(i == k, branches[k], build(k + 1), ops, "switch")
   return build(0)(*operands)
 
 

@@ -97,23 +97,25 @@ def shard_map(f=None, mesh=None, in_specs=None, out_specs=None, check_rep=None, 
     per_leaf = _expand_specs(ins, treedef, api, "in_specs")
     _check_axes(m, per_leaf, api, "in_specs")
     cores = [_leaf_core(x, api) for x in leaves]
-    out_fn = None
-    if isinstance(out_specs, PartitionSpec):
-      _check_axes(m, [out_specs], api, "out_specs")
-      outs_list = [out_specs._core()]
-    else:
-      outs_list = []
+    shapes = {}
 
-      def out_fn(tid, n):
-        per = _expand_specs(out_specs, _trees[tid], api, "out_specs")
-        _check_axes(m, per, api, "out_specs")
-        return [s._core() for s in per]
+    def out_fn(tid, n):
+      per = _expand_specs(out_specs, _trees[tid], api, "out_specs")
+      _check_axes(m, per, api, "out_specs")
+      for i, (spec, shape) in enumerate(zip(per, shapes.get(tid, ()))):
+        if len(spec) > len(shape):
+          raise PartixError(f"[{api}] out_specs: {spec} has {len(spec)} entries but result {i} "
+                            f"has per-device shape {shape}")
+      return [s._core() for s in per]
+    outs_list = []
     sm = _core.ShardMap(m._m, [s._core() for s in per_leaf], outs_list, check, out_fn)
 
     def trace(tracers):
       targs = tu.tree_unflatten(treedef, [wrap(t) for t in tracers])
       c, t = _out_leaves(f(*targs), api)
-      return c, _keep_tree(t)
+      tid = _keep_tree(t)
+      shapes[tid] = [tuple(x.shape) for x in c]
+      return c, tid
     outs, tid = sm.call(cores, [1] * len(cores), trace)
     return tu.tree_unflatten(_trees[tid], [Array(o) for o in outs])
 
