@@ -370,3 +370,45 @@ def test_lower_on_abstract_mesh_shows_collective():
   assert "all_reduce" in text and "f32[8,1]" in text
   out = jax.eval_shape(lambda a: a * 2, a)
   assert out.shape == (8, 4) and out.sharding.spec == P(None, "x")
+
+
+def test_nested_jit_shardings_become_constraints(mesh8, rng):
+  a = rng.standard_normal((8, 4)).astype(np.float32)
+  sy = NamedSharding(mesh8, P(None, "y"))
+  inner = jax.jit(lambda x: x * 2, out_shardings=sy)
+  outer = jax.jit(lambda x: inner(x) + 1)
+  out = outer(jax.device_put(a, NamedSharding(mesh8, P("x"))))
+  np.testing.assert_allclose(np.asarray(out), 2 * a + 1, rtol=1e-6)
+  text = outer.lower(jax.device_put(a, NamedSharding(mesh8, P("x")))).as_text()
+  assert "'y'" in text, text
+  inner2 = jax.jit(lambda x, k: x * k, in_shardings=(sy,), static_argnums=1)
+  out = jax.jit(lambda x: inner2(x, 3))(a)
+  np.testing.assert_allclose(np.asarray(out), 3 * a, rtol=1e-6)
+
+
+def test_eval_shape_duck_typed_and_threads():
+  class Aval:
+    shape = (3, 5)
+    dtype = np.dtype("float32")
+  out = jax.eval_shape(lambda x: x.T, Aval())
+  assert out.shape == (5, 3) and out.dtype == np.float32
+
+  import threading
+  f = counted(lambda x: x + 1)
+  jf = jax.jit(f)
+  x = np.ones(16, np.float32)
+  errs = []
+
+  def run():
+    try:
+      for _ in range(5):
+        np.testing.assert_allclose(np.asarray(jf(x)), x + 1)
+    except Exception as e:  # noqa: BLE001
+      errs.append(e)
+  ts = [threading.Thread(target=run) for _ in range(4)]
+  for t in ts:
+    t.start()
+  for t in ts:
+    t.join()
+  assert not errs
+  assert len(f.calls) == 1

@@ -51,7 +51,7 @@ class ShapeDtypeStruct:
 # Result trees of traces, by the id the C++ side keeps for them (a trace's out_proto).
 _trees = {}
 _tree_ids = itertools.count()
-_lock = threading.Lock()
+_lock = threading.RLock()
 
 
 _out_shapes = {}  # result shapes of jit traces, by tree id (to check out_shardings' ranks)
@@ -71,6 +71,11 @@ def _leaf_core(x, api, path=None):
     return x._core()
   if isinstance(x, (np.ndarray, np.generic, bool, int, float)):
     return core(x, api=api)
+  if hasattr(x, "shape") and hasattr(x, "dtype") and not callable(x):  # an aval, duck-typed
+    try:
+      return ShapeDtypeStruct(x.shape, x.dtype, getattr(x, "sharding", None))._core()
+    except (PartixError, TypeError, ValueError):
+      pass
   where = f" {path}" if path else ""
   raise PartixError(f"[{api}] argument{where} is {x!r} of type {type(x).__name__}, not an array; "
                     "pass arrays (or numpy arrays / Python numbers), or mark it static "
@@ -315,8 +320,11 @@ class Jitted:
     key = (treedef, statics, skw)
     st = self._states.get(key)
     if st is None:
-      st = self._make_state(treedef, dyn, dkw, static_pos, n_args)
-      self._states[key] = st
+      with _lock:  # two threads calling at once build one state (and trace once)
+        st = self._states.get(key)
+        if st is None:
+          st = self._make_state(treedef, dyn, dkw, static_pos, n_args)
+          self._states[key] = st
     return st, leaves
 
   def _make_state(self, treedef, dyn, dkw, static_pos, n_args):
@@ -398,11 +406,28 @@ class Jitted:
     return sig, cores, self._trace_fn(sig, args, kwargs, static_pos)
 
   def __call__(self, *args, **kwargs):
-    if _core.is_tracing():  # nested jit: inline into the enclosing trace
-      return self._fun(*args, **kwargs)
+    if _core.is_tracing():  # nested jit: inline; its shardings become constraints
+      return self._inline(args, kwargs)
     sig, cores, trace = self._prepare(args, kwargs)
     outs, tid = sig.jit.call(cores, sig.counts, sig.key, sig.path_fn, trace)
     return tu.tree_unflatten(_trees[tid], [Array(o) for o in outs])
+
+  def _inline(self, args, kwargs):
+    if self._in_shardings is not None:
+      dyn, _, _, _, static_pos = self._split(args, kwargs)
+      ins = self._in_shardings
+      if not isinstance(ins, (NamedSharding, PartitionSpec)):
+        ins = tuple(ins) if isinstance(ins, (tuple, list)) else (ins,)
+        if len(ins) != len(dyn):
+          raise PartixError(f"[{self._api}] in_shardings has {len(ins)} entries for "
+                            f"{len(dyn)} positional (non-static) arguments")
+      dyn = with_sharding_constraint(tuple(dyn), ins)
+      it = iter(dyn)
+      args = tuple(args[i] if i in static_pos else next(it) for i in range(len(args)))
+    out = self._fun(*args, **kwargs)
+    if self._out_shardings is not None:
+      out = with_sharding_constraint(out, self._out_shardings)
+    return out
 
   def lower(self, *args, **kwargs):
     sig, cores, trace = self._prepare(args, kwargs)
