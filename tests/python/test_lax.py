@@ -231,3 +231,19 @@ def test_switch_errors_name_switch():
     lax.cond(True, lambda x: x, lambda x: [x], jnp.ones(2))
   with pytest.raises(jax.PartixError, match=r"^\[cond\] operand leaf 0 is 's'"):
     lax.cond(True, lambda x: x, lambda x: x, "s")
+
+
+def test_pshuffle_pvary(mesh8, rng):
+  a = rng.standard_normal((8, 4)).astype(np.float32)
+  # device i takes the block of device perm[i]
+  perm = [2, 0, 3, 1]
+  out = smap(mesh8, lambda x: lax.pshuffle(x, "x", perm), P("x", "y"))(a)
+  ref = np.concatenate([a[2 * p:2 * p + 2] for p in perm], axis=0)
+  np.testing.assert_allclose(np.asarray(out), ref)
+  with pytest.raises(jax.PartixError, match=r"^\[pshuffle\]"):
+    smap(mesh8, lambda x: lax.pshuffle(x, "x", [0, 0, 1, 2]), P("x", "y"))(a)
+  out = smap(mesh8, lambda x: lax.pcast(x.sum(), "x", to="varying").reshape(1, 1) * 0 + 1,
+             P("x", "y"), in_specs=P())(a)
+  np.testing.assert_allclose(np.asarray(out), np.ones((4, 2)))
+  with pytest.raises(jax.PartixError, match=r"^\[pcast\]"):
+    lax.pcast(jnp.ones(2), "x", to="invariant")

@@ -252,7 +252,13 @@ pmean = _tree_collective("pmean", lambda a, n: _core.pmean(a, n))
 pmax = _tree_collective("pmax", lambda a, n: _core.pmax(a, n))
 pmin = _tree_collective("pmin", lambda a, n: _core.pmin(a, n))
 pvary = _tree_collective("pvary", lambda a, n: _core.pvary(a, n))
-pcast = None
+
+
+def pcast(x, axis_name, *, to):
+  """lax.pcast: to='varying' marks x as varying over axis_name (as pvary)."""
+  if to != "varying":
+    raise PartixError(f"[pcast] to={to!r} is not supported; only to='varying'")
+  return pvary(x, axis_name)
 
 
 def all_gather(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False):
@@ -280,6 +286,19 @@ def ppermute(x, axis_name, perm):
   except (TypeError, ValueError):
     raise PartixError(f"[ppermute] perm {perm!r} is not a list of (source, destination) "
                       "pairs") from None
+  return tu.tree_map(lambda a: Array(_core.ppermute(core(a), names, pairs)), x)
+
+
+def pshuffle(x, axis_name, perm):
+  """lax.pshuffle: device i takes the value of device perm[i] along axis_name."""
+  try:
+    pairs = [(int(src), i) for i, src in enumerate(perm)]
+  except (TypeError, ValueError):
+    raise PartixError(f"[pshuffle] perm {perm!r} is not a sequence of device indices") from None
+  if sorted(s for s, _ in pairs) != list(range(len(pairs))):
+    raise PartixError(f"[pshuffle] perm {list(perm)!r} is not a permutation of "
+                      f"0..{len(pairs) - 1}")
+  names = _names(axis_name, "pshuffle")
   return tu.tree_map(lambda a: Array(_core.ppermute(core(a), names, pairs)), x)
 
 
