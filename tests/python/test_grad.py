@@ -1,4 +1,6 @@
 """grad / value_and_grad against closed forms and finite differences, on 1 and 8 devices."""
+import functools
+
 import numpy as np
 import pytest
 
@@ -137,3 +139,25 @@ def test_bad_input(rng):
     jax.grad(3)
   with pytest.raises(jax.PartixError, match=r"^\[grad\]"):
     jax.grad(lambda x, s: x.sum())(x, "str")
+
+
+def test_checkpoint_static_and_kwargs(rng):
+  x = rng.standard_normal((4,)).astype(np.float32)
+
+  @functools.partial(jax.checkpoint, static_argnums=(1,))
+  def f(x, n, *, scale):
+    for _ in range(n):
+      x = jnp.sin(x)
+    return x * scale
+  g = jax.grad(lambda x: f(x, 2, scale=np.float32(3)).sum())(x)
+  np.testing.assert_allclose(np.asarray(g), 3 * np.cos(np.sin(x)) * np.cos(x), rtol=1e-5)
+  with pytest.raises(jax.PartixError, match=r"^\[checkpoint\].*not an array"):
+    jax.checkpoint(lambda x, s: x)(x, "s")
+
+
+def test_fori_loop_traced_bounds(rng):
+  f = jax.jit(lambda n, x: lax.fori_loop(0, n, lambda i, c: c + i, x))
+  assert int(f(5, 0)) == 10
+  assert int(f(7, 1)) == 22
+  with pytest.raises(jax.PartixError, match=r"^\[fori_loop\]"):
+    lax.fori_loop(0, 2.5, lambda i, c: c, 0)

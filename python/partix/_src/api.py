@@ -565,16 +565,32 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
   return vg
 
 
-def checkpoint(fun, *, prevent_cse=True, policy=None, static_argnums=()):
-  """jax.checkpoint (remat): fun's activations are recomputed in the backward pass."""
+def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
+  """jax.checkpoint (remat): fun's activations are recomputed in the backward pass. Arguments
+  in static_argnums are passed as they are (not traced)."""
+  if fun is None:
+    return lambda f: checkpoint(f, prevent_cse=prevent_cse, policy=policy,
+                                static_argnums=static_argnums)
+  if not callable(fun):
+    raise PartixError(f"[checkpoint] {fun!r} is not callable")
+  static = _norm_argnums(static_argnums, api="checkpoint", what="static_argnums")
+
   @functools.wraps(fun)
-  def f(*args):
-    leaves, treedef = tu.tree_flatten(args)
+  def f(*args, **kwargs):
+    n = len(args)
+    for a in static:
+      if not -n <= a < n:
+        raise PartixError(f"[checkpoint] static_argnums names argument {a} but {n} are given")
+    spos = {a % n for a in static}
+    dyn = tuple(a for i, a in enumerate(args) if i not in spos)
+    leaves, treedef = tu.tree_flatten((dyn, kwargs))
     cores = [_leaf_core(x, "checkpoint") for x in leaves]
 
     def trace(tracers):
-      targs = tu.tree_unflatten(treedef, [wrap(t) for t in tracers])
-      c, t = _out_leaves(fun(*targs), "checkpoint")
+      tdyn, tkw = tu.tree_unflatten(treedef, [wrap(t) for t in tracers])
+      it = iter(tdyn)
+      full = [args[i] if i in spos else next(it) for i in range(n)]
+      c, t = _out_leaves(fun(*full, **tkw), "checkpoint")
       return c, _keep_tree(t)
     outs, tid = _core.checkpoint(cores, trace)
     return tu.tree_unflatten(_trees[tid], [Array(o) for o in outs])

@@ -370,10 +370,19 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
 
 def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
   """lax.fori_loop: body_fun(i, carry) for i in [lower, upper) (static bounds)."""
+  if any(isinstance(b, Array) and b._a.is_tracer() for b in (lower, upper)):
+    # Traced bounds: a while_loop over (i, carry), as JAX lowers it (not reverse-differentiable).
+    lo, hi = asarray(lower), asarray(upper)
+    if lo.ndim or hi.ndim or not (dtypes.is_int(lo.dtype) and dtypes.is_int(hi.dtype)):
+      raise PartixError(f"[fori_loop] bounds must be integer scalars, got {lo._aval_str()} and "
+                        f"{hi._aval_str()}")
+    _, out = while_loop(lambda c: c[0] < hi, lambda c: (c[0] + 1, body_fun(c[0], c[1])),
+                        (lo, init_val))
+    return out
   for b in (lower, upper):
-    if isinstance(b, Array):
-      if b._a.is_tracer():
-        raise PartixError("[fori_loop] traced bounds are not supported; use while_loop")
+    if not isinstance(b, (int, np.integer)) and not (isinstance(b, Array) and b.ndim == 0
+                                                      and dtypes.is_int(b.dtype)):
+      raise PartixError(f"[fori_loop] bounds must be integers, got {b!r}")
   lower, upper = int(lower), int(upper)
   init_c, init_t = _leaves_in(init_val, "fori_loop", "init_val")
 
