@@ -133,3 +133,12 @@ def test_partial_is_a_pytree():
   assert leaves == [np.float32(1)]
   q = tu.tree_map(lambda v: v * 5, p)
   assert q(1) == 6
+
+
+def test_keystr_documented_example():
+  params = {"foo": {"bar": {"baz": 1, "bat": [2, 3]}}}
+  paths = [p for p, _ in tu.tree_leaves_with_path(params)]
+  assert [tu.keystr(p) for p in paths] == ["['foo']['bar']['bat'][0]",
+                                           "['foo']['bar']['bat'][1]", "['foo']['bar']['baz']"]
+  assert [tu.keystr(p, simple=True, separator="/") for p in paths] == [
+      "foo/bar/bat/0", "foo/bar/bat/1", "foo/bar/baz"]
