@@ -78,6 +78,16 @@ def truncated_normal(key, lower, upper, shape=(), dtype=None):
 
 
 def bernoulli(key, p=0.5, shape=None):
+  """True with probability p (a number, or an array broadcast to shape): uniform(key) < p."""
+  if not isinstance(p, (int, float, _np.floating, _np.integer)):
+    pa = asarray(p)
+    shape = pa.shape if shape is None else tuple(shape)
+    try:
+      _np.broadcast_shapes(pa.shape, shape)
+    except ValueError:
+      raise PartixError(f"[random.bernoulli] p of shape {pa.shape} does not broadcast to shape "
+                        f"{shape}") from None
+    return uniform(key, shape) < pa
   shape = () if shape is None else shape
   return Array(_core.random_bernoulli(_key(key, "bernoulli"), float(p),
                                       _shape(shape, "random.bernoulli")))

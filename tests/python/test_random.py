@@ -89,3 +89,17 @@ def test_bad_input():
     random.split(random.key(0), "2")
   with pytest.raises(jax.PartixError, match=r"^\[random\.split\]"):
     random.split(random.key(0), -1)
+
+
+def test_bernoulli_array_p():
+  k = random.key(3)
+  p = np.array([0.0, 1.0, 0.25, 0.75], np.float32)
+  b = np.asarray(random.bernoulli(k, jnp.asarray(p)))
+  assert b.dtype == np.bool_ and b[0] == False and b[1] == True  # noqa: E712
+  # the same stream as a scalar p: uniform(key, shape) < p
+  np.testing.assert_array_equal(np.asarray(random.bernoulli(k, 0.3, (500,))),
+                                np.asarray(random.uniform(k, (500,))) < 0.3)
+  big = np.asarray(random.bernoulli(k, np.full((2, 5000), 0.25, np.float32)))
+  assert abs(big.mean() - 0.25) < 0.02
+  with pytest.raises(jax.PartixError, match=r"^\[random\.bernoulli\]"):
+    random.bernoulli(k, jnp.ones(3) * 0.5, (4,))
