@@ -412,3 +412,14 @@ def test_eval_shape_duck_typed_and_threads():
     t.join()
   assert not errs
   assert len(f.calls) == 1
+
+
+def test_jitted_eval_shape(mesh8):
+  f = counted(lambda x, n: {"y": x.reshape(n, -1)})
+  jf = jax.jit(f, static_argnums=1, out_shardings=NamedSharding(mesh8, P("x")))
+  out = jf.eval_shape(jax.ShapeDtypeStruct((8, 4), jnp.float32), 4)
+  assert len(f.calls) == 1
+  assert out["y"].shape == (4, 8) and out["y"].dtype == np.float32
+  assert out["y"].sharding.spec == P("x")
+  with pytest.raises(jax.PartixError, match=r"^\[eval_shape\].*not an array"):
+    jax.eval_shape(lambda x: x, "s")

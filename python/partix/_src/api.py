@@ -438,10 +438,10 @@ class Jitted:
     return self.lower(*args, **kwargs)
 
   def eval_shape(self, *args, **kwargs):
-    lowered = self.lower(*args, **kwargs)
-    out_tree = lowered._out_tree
-    shardings = [NamedSharding._wrap(s) for s in lowered._l.out_shardings()]
-    return out_tree, shardings
+    """The results as ShapeDtypeStructs (with their shardings), from one trace and lowering."""
+    return _eval_shape(self._fun, args, kwargs, self._api, dict(
+        in_shardings=self._in_shardings, out_shardings=self._out_shardings,
+        static_argnums=self._static, static_argnames=self._static_names))
 
   def _cache_size(self):
     return sum(s.jit.trace_count for s in self._states.values())
@@ -605,13 +605,20 @@ def eval_shape(fun, *args, **kwargs):
   gives them), found by tracing and partitioning once, without running."""
   if not callable(fun):
     raise PartixError(f"[eval_shape] {fun!r} is not callable")
+  return _eval_shape(fun, args, kwargs, "eval_shape", {})
+
+
+def _eval_shape(fun, args, kwargs, api, options):
   avals = []
 
   def capture(*a, **k):
     out = fun(*a, **k)
     avals[:] = [(tuple(x.shape), x.dtype) for x in tu.tree_leaves(out)]
     return out
-  lowered = jit(capture, name="eval_shape").lower(*args, **kwargs)
+  j = Jitted(capture, options.get("in_shardings"), options.get("out_shardings"),
+             options.get("static_argnums"), options.get("static_argnames"), None, None,
+             getattr(fun, "__name__", api), api=api)
+  lowered = j.lower(*args, **kwargs)
   shardings = [NamedSharding._wrap(s) for s in lowered._l.out_shardings()]
   return tu.tree_unflatten(lowered._out_tree, [ShapeDtypeStruct(s, d, sh)
                                                for (s, d), sh in zip(avals, shardings)])
