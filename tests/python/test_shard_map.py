@@ -211,3 +211,24 @@ def test_spec_rank_errors(mesh8):
     sm(lambda x: x, P("x"), P("x"))(np.ones(6, np.float32))
   with pytest.raises(jax.PartixError, match=r"^\[shard_map\] out_specs has 1 entries"):
     sm(lambda x: (x, x), P("x"), (P("x"),))(x8)
+
+
+def test_device_put_pytrees(mesh8, rng):
+  a = rng.standard_normal((8, 4)).astype(np.float32)
+  sx, sy = NamedSharding(mesh8, P("x")), NamedSharding(mesh8, P(None, "y"))
+  out = jax.device_put({"a": a, "b": (a, a)}, {"a": sx, "b": sy})
+  assert out["a"].sharding.spec == P("x") and out["b"][1].sharding.spec == P(None, "y")
+  np.testing.assert_array_equal(np.asarray(out["b"][0]), a)
+  d3 = jax.devices()[3]
+  assert jax.device_put(a, d3).sharding.device_set == {d3}
+  with pytest.raises(jax.PartixError, match=r"^\[device_put\].*structure"):
+    jax.device_put({"a": a}, {"b": sx})
+  with pytest.raises(jax.PartixError, match=r"^\[device_put\].*not a sharding"):
+    jax.device_put(a, "x")
+  with pytest.raises(jax.PartixError, match=r"^\[device_put\].*not an array"):
+    jax.device_put("s", sx)
+  made = jax.make_array_from_callback((8, 4), sx, lambda idx: a[idx])
+  np.testing.assert_array_equal(np.asarray(made), a)
+  assert made.sharding.spec == P("x")
+  with pytest.raises(jax.PartixError, match=r"^\[make_array_from_callback\].*expected shape"):
+    jax.make_array_from_callback((8, 4), sx, lambda idx: a)

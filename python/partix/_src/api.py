@@ -124,7 +124,10 @@ def _expand_prefix(prefix, treedef, api, what):
     if p is None or isinstance(p, (NamedSharding, PartitionSpec, Device)):
       out.extend([p] * t.num_leaves)
       return
-    if t is tu._LEAF:
+    if t is tu._LEAF or tu.treedef_is_leaf(tu.tree_structure(p)):
+      if tu.treedef_is_leaf(tu.tree_structure(p)):
+        raise PartixError(f"[{api}] {what}: {p!r} is not a sharding (NamedSharding, "
+                          "PartitionSpec, Device or None)")
       raise PartixError(f"[{api}] {what}: {p!r} stands where the arguments have one array")
     leaves_p, tp = tu.tree_flatten(p, is_leaf=lambda x: x is None or isinstance(
         x, (NamedSharding, PartitionSpec, Device)))
