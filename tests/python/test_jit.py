@@ -423,3 +423,15 @@ def test_jitted_eval_shape(mesh8):
   assert out["y"].sharding.spec == P("x")
   with pytest.raises(jax.PartixError, match=r"^\[eval_shape\].*not an array"):
     jax.eval_shape(lambda x: x, "s")
+
+
+def test_trace_out_info(mesh8):
+  f = counted(lambda x: {"s": x.sum(axis=1), "i": x.astype(jnp.int32)})
+  tr = jax.jit(f).trace(jax.ShapeDtypeStruct((8, 4), jnp.float32,
+                                             sharding=NamedSharding(mesh8, P("x"))))
+  info = tr.out_info
+  assert info["s"].shape == (8,) and info["s"].dtype == np.float32
+  assert info["i"].shape == (8, 4) and info["i"].dtype == np.int32
+  assert info["i"].sharding.spec == P("x")
+  assert "sum" in tr.lower().as_text() or "reduce" in tr.lower().as_text()
+  assert len(f.calls) == 1

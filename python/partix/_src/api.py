@@ -55,6 +55,7 @@ _lock = threading.RLock()
 
 
 _out_shapes = {}  # result shapes of jit traces, by tree id (to check out_shardings' ranks)
+_out_avals = {}  # result (shape, dtype) of jit traces, by tree id
 
 
 def _keep_tree(t):
@@ -211,6 +212,7 @@ class Lowered:
   def __init__(self, l, out_tree, jitted, sig=None, avals=None):
     self._l, self._out_tree, self._jitted = l, out_tree, jitted
     self._sig, self._avals = sig, avals
+    self._out_avals = None
 
   def as_text(self, dialect=None):
     return self._l.as_text()
@@ -244,6 +246,24 @@ class Lowered:
 
   def __repr__(self):
     return "Lowered(...)"
+
+
+class Traced:
+  """jit(f).trace(...): out_info (the results as ShapeDtypeStructs) and lower()."""
+
+  def __init__(self, lowered):
+    self._lowered = lowered
+
+  def lower(self):
+    return self._lowered
+
+  @property
+  def out_info(self):
+    l = self._lowered
+    shardings = [NamedSharding._wrap(s) for s in l._l.out_shardings()]
+    avals = l._out_avals or []
+    return tu.tree_unflatten(l._out_tree, [ShapeDtypeStruct(s, dtypes.from_core(d), sh)
+                                           for (s, d), sh in zip(avals, shardings)])
 
 
 class Jitted:
@@ -394,6 +414,7 @@ class Jitted:
       cores, treedef = _out_leaves(out, api)
       tid = _keep_tree(treedef)
       _out_shapes[tid] = [tuple(c.shape) for c in cores]
+      _out_avals[tid] = [(tuple(c.shape), c.dtype) for c in cores]
       return cores, tid
     return trace
 
@@ -435,10 +456,13 @@ class Jitted:
   def lower(self, *args, **kwargs):
     sig, cores, trace = self._prepare(args, kwargs)
     l, tid = sig.jit.lower(cores, sig.counts, sig.key, sig.path_fn, trace)
-    return Lowered(l, _trees.get(tid), self, sig, [(tuple(c.shape), c.dtype) for c in cores])
+    lowered = Lowered(l, _trees.get(tid), self, sig, [(tuple(c.shape), c.dtype) for c in cores])
+    lowered._out_avals = _out_avals.get(tid)
+    return lowered
 
   def trace(self, *args, **kwargs):
-    return self.lower(*args, **kwargs)
+    """jit(f).trace(...): the traced program; .lower() gives Lowered, .out_info the results."""
+    return Traced(self.lower(*args, **kwargs))
 
   def eval_shape(self, *args, **kwargs):
     """The results as ShapeDtypeStructs (with their shardings), from one trace and lowering."""
