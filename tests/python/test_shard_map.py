@@ -232,3 +232,16 @@ def test_device_put_pytrees(mesh8, rng):
   assert made.sharding.spec == P("x")
   with pytest.raises(jax.PartixError, match=r"^\[make_array_from_callback\].*expected shape"):
     jax.make_array_from_callback((8, 4), sx, lambda idx: a)
+
+
+def test_axis_types():
+  if jax.device_count() < 8:
+    pytest.skip("needs 8 devices")
+  AT = jax.sharding.AxisType
+  d = mesh_utils.create_device_mesh((4, 2))
+  m = Mesh(d, ("x", "y"), axis_types=(AT.Explicit, AT.Auto))
+  assert m.axis_types == (AT.Explicit, AT.Auto)
+  assert jax.make_mesh((4, 2), ("x", "y"), axis_types=(AT.Explicit,) * 2).axis_types == (
+      AT.Explicit, AT.Explicit)
+  with pytest.raises(jax.PartixError, match=r"^\[Mesh\] axis_types"):
+    Mesh(d, ("x", "y"), axis_types=(AT.Explicit,))
