@@ -247,3 +247,22 @@ def test_pshuffle_pvary(mesh8, rng):
   np.testing.assert_allclose(np.asarray(out), np.ones((4, 2)))
   with pytest.raises(jax.PartixError, match=r"^\[pcast\]"):
     lax.pcast(jnp.ones(2), "x", to="invariant")
+
+
+def test_eager_control_flow_keeps_no_trees(mesh8):
+  from partix._src import api
+  x = jnp.ones(3)
+  sm = jax.shard_map(lambda v: v * 2, mesh=mesh8, in_specs=P("x"), out_specs=P("x"))
+  v8 = np.ones(8, np.float32)
+  for _ in range(2):  # warm up the jit caches
+    lax.scan(lambda c, y: (c + y, y), x, jnp.ones((2, 3)))
+    sm(v8)
+  before = len(api._trees)
+  for _ in range(20):
+    lax.scan(lambda c, y: (c + y, y), x, jnp.ones((2, 3)))
+    lax.cond(True, lambda v: v, lambda v: -v, x)
+    lax.fori_loop(0, 2, lambda i, c: c + 1, x)
+    lax.while_loop(lambda c: c.sum() < 10, lambda c: c + 1, x)
+    jax.checkpoint(lambda v: v * 2)(x)
+    sm(v8)
+  assert len(api._trees) == before

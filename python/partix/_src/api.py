@@ -620,7 +620,7 @@ def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
       c, t = _out_leaves(fun(*full, **tkw), "checkpoint")
       return c, _keep_tree(t)
     outs, tid = _core.checkpoint(cores, trace)
-    return tu.tree_unflatten(_trees[tid], [Array(o) for o in outs])
+    return tu.tree_unflatten(_trees.pop(tid), [Array(o) for o in outs])
   return f
 
 

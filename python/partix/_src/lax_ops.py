@@ -362,7 +362,7 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
     return c_cores + y_cores, _keep_tree((ct, yt))
 
   outs, tid = _core.scan(init_c, xs_c, n, bool(reverse), body)
-  ct, yt = _trees[tid]
+  ct, yt = _trees.pop(tid)  # one-shot: the tree is read once
   outs = [Array(o) for o in outs]
   return (tu.tree_unflatten(ct, outs[:ct.num_leaves]),
           tu.tree_unflatten(yt, outs[ct.num_leaves:]))
@@ -391,7 +391,7 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
     carry = tu.tree_unflatten(init_t, [wrap(t) for t in tracers[1:]])
     c_cores, ct = _out_leaves(body_fun(i, carry), "fori_loop")
     _check_tree("fori_loop", "the body's result", ct, init_t)
-    return c_cores, _keep_tree(ct)
+    return c_cores, -1  # the carry's tree is init's
 
   outs = _core.fori_loop(lower, upper, init_c, body)
   return tu.tree_unflatten(init_t, [Array(o) for o in outs])
@@ -408,13 +408,13 @@ def while_loop(cond_fun, body_fun, init_val):
     if pc.shape or pc.dtype != "bool":
       raise PartixError(f"[while_loop] cond_fun must return a bool scalar, got "
                         f"{pc.dtype}{list(pc.shape)}")
-    return [pc], _keep_tree(tu._LEAF)
+    return [pc], -1
 
   def body(tracers):
     carry = tu.tree_unflatten(init_t, [wrap(t) for t in tracers])
     c_cores, ct = _out_leaves(body_fun(carry), "while_loop")
     _check_tree("while_loop", "the body's result", ct, init_t)
-    return c_cores, _keep_tree(ct)
+    return c_cores, -1  # the carry's tree is init's
 
   outs = _core.while_loop(init_c, cond, body)
   return tu.tree_unflatten(init_t, [Array(o) for o in outs])
@@ -440,10 +440,11 @@ def _cond(pred, true_fun, false_fun, operands, api):
     return tr
 
   outs, tt, ft = _core.cond(pc, ops_c, branch(true_fun), branch(false_fun))
-  if _trees[tt] != _trees[ft]:
-    raise PartixError(f"[{api}] the branches return different structures: {_trees[tt]} and "
-                      f"{_trees[ft]}")
-  return tu.tree_unflatten(_trees[tt], [Array(o) for o in outs])
+  t_tree, f_tree = _trees.pop(tt), _trees.pop(ft)
+  if t_tree != f_tree:
+    raise PartixError(f"[{api}] the branches return different structures: {t_tree} and "
+                      f"{f_tree}")
+  return tu.tree_unflatten(t_tree, [Array(o) for o in outs])
 
 
 def switch(index, branches, *operands):

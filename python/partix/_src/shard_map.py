@@ -117,7 +117,8 @@ def shard_map(f=None, mesh=None, in_specs=None, out_specs=None, check_rep=None, 
       shapes[tid] = [tuple(x.shape) for x in c]
       return c, tid
     outs, tid = sm.call(cores, [1] * len(cores), trace)
-    return tu.tree_unflatten(_trees[tid], [Array(o) for o in outs])
+    shapes.clear()
+    return tu.tree_unflatten(_trees.pop(tid), [Array(o) for o in outs])
 
   # Eager calls go through a jit keyed on the mesh (static) and the arguments' signature, so
   # f is traced once per signature as in JAX; under a trace the map is inlined.
