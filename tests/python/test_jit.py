@@ -435,3 +435,11 @@ def test_trace_out_info(mesh8):
   assert info["i"].sharding.spec == P("x")
   assert "sum" in tr.lower().as_text() or "reduce" in tr.lower().as_text()
   assert len(f.calls) == 1
+
+
+def test_kwargs_with_in_shardings_rejected(mesh8):
+  f = jax.jit(lambda x, y: x + y, in_shardings=NamedSharding(mesh8, P()))
+  x = np.ones(4, np.float32)
+  np.testing.assert_allclose(np.asarray(f(x, x)), 2 * x)
+  with pytest.raises(jax.PartixError, match=r"^\[jit\] keyword arguments \['y'\]"):
+    f(x, y=x)

@@ -420,6 +420,9 @@ class Jitted:
 
   def _prepare(self, args, kwargs):
     dyn, dkw, statics, skw, static_pos = self._split(args, kwargs)
+    if dkw and self._in_shardings is not None:
+      raise PartixError(f"[{self._api}] keyword arguments {sorted(dkw)} cannot be passed when "
+                        "in_shardings is given (as in JAX); pass them positionally")
     sig, leaves = self._state(dyn, dkw, statics, skw, static_pos, len(args))
     paths = sig.paths
     try:
