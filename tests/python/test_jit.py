@@ -443,3 +443,20 @@ def test_kwargs_with_in_shardings_rejected(mesh8):
   np.testing.assert_allclose(np.asarray(f(x, x)), 2 * x)
   with pytest.raises(jax.PartixError, match=r"^\[jit\] keyword arguments \['y'\]"):
     f(x, y=x)
+
+
+def test_partition_specs_follow_the_current_mesh(mesh8):
+  f = counted(lambda x: x * 2)
+  jf = jax.jit(f, out_shardings=P("x"))
+  a = np.arange(16, dtype=np.float32).reshape(8, 2)
+  other = jax.make_mesh((2, 4), ("x", "y"))
+  with jax.set_mesh(mesh8):
+    o1 = jf(a)
+    jf(a)
+  with jax.set_mesh(other):
+    o2 = jf(a)
+  assert len(f.calls) == 2
+  assert o1.sharding.mesh.shape == {"x": 4, "y": 2}
+  assert o2.sharding.mesh.shape == {"x": 2, "y": 4}
+  assert o2.sharding.shard_shape(a.shape) == (4, 2)
+  np.testing.assert_allclose(np.asarray(o2), 2 * a)

@@ -11,7 +11,7 @@ from partix import _core
 from partix._src import dtypes
 from partix._src import tree_util as tu
 from partix._src.core import Array, PartixError, core, wrap
-from partix._src.sharding import NamedSharding, PartitionSpec, Device, to_sharding
+from partix._src.sharding import NamedSharding, PartitionSpec, Device, get_mesh, to_sharding
 
 
 class ShapeDtypeStruct:
@@ -340,7 +340,9 @@ class Jitted:
 
   def _state(self, dyn, dkw, statics, skw, static_pos, n_args):
     leaves, treedef = tu.tree_flatten((dyn, dkw))
-    key = (treedef, statics, skw)
+    # The current mesh is part of the signature: PartitionSpecs (in shardings, constraints,
+    # creation functions) resolve against it while tracing.
+    key = (treedef, statics, skw, get_mesh())
     st = self._states.get(key)
     if st is None:
       with _lock:  # two threads calling at once build one state (and trace once)
