@@ -161,3 +161,20 @@ def test_fori_loop_traced_bounds(rng):
   assert int(f(7, 1)) == 22
   with pytest.raises(jax.PartixError, match=r"^\[fori_loop\]"):
     lax.fori_loop(0, 2.5, lambda i, c: c, 0)
+
+
+def test_grads_keep_each_params_sharding(mesh8, rng):
+  w1 = rng.standard_normal((8, 4)).astype(np.float32)
+  w2 = rng.standard_normal((4, 2)).astype(np.float32)
+  x = rng.standard_normal((3, 8)).astype(np.float32)
+  params = {"w1": jax.device_put(w1, NamedSharding(mesh8, P("x", "y"))),
+            "w2": jax.device_put(w2, NamedSharding(mesh8, P("y")))}
+
+  def loss(p, x):
+    return ((x @ p["w1"]) @ p["w2"]).sum()
+  g = jax.jit(jax.grad(loss))(params, x)
+  assert g["w1"].sharding.spec == P("x", "y")
+  assert g["w2"].sharding.spec == P("y")
+  ones = np.ones((3, 2))
+  np.testing.assert_allclose(np.asarray(g["w1"]), x.T @ ones @ w2.T, rtol=1e-4, atol=1e-5)
+  np.testing.assert_allclose(np.asarray(g["w2"]), (x @ w1).T @ ones, rtol=1e-4, atol=1e-5)
