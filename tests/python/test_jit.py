@@ -460,3 +460,17 @@ def test_partition_specs_follow_the_current_mesh(mesh8):
   assert o2.sharding.mesh.shape == {"x": 2, "y": 4}
   assert o2.sharding.shard_shape(a.shape) == (4, 2)
   np.testing.assert_allclose(np.asarray(o2), 2 * a)
+
+
+def test_donate_by_keyword():
+  f = jax.jit(lambda x, y: x + y, donate_argnames="y")
+  x = jnp.asarray(np.arange(3, dtype=np.float32))
+  y = jnp.asarray(np.ones(3, np.float32))
+  np.testing.assert_allclose(np.asarray(f(x, y=y)), np.arange(3) + 1)
+  np.testing.assert_allclose(np.asarray(x), np.arange(3))  # not donated
+  with pytest.raises(jax.PartixError, match="donat"):
+    np.asarray(y)
+  y2 = jnp.asarray(np.ones(3, np.float32))
+  f(x, y2)  # by position: the same parameter
+  with pytest.raises(jax.PartixError, match="donat"):
+    np.asarray(y2)

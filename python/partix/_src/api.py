@@ -394,9 +394,12 @@ class Jitted:
       if d in static_pos:
         raise PartixError(f"[{api}] argument {d} is both static and donated")
     donate_dyn = [dyn_pos.index(d) for d in sorted(donate) if d in dyn_pos]
-    counts = [tu.tree_structure(a).num_leaves for a in dyn]
-    if kw_tree.num_leaves:
-      counts.append(kw_tree.num_leaves)
+    # One group of leaves per positional argument, then per keyword argument (sorted, as the
+    # dict flattens), so a keyword argument can be donated by name.
+    kw_names = sorted(dkw)
+    donate_dyn += [len(dyn) + j for j, k in enumerate(kw_names) if k in self._donate_names]
+    counts = [tu.tree_structure(a).num_leaves for a in dyn] + [
+        tu.tree_structure(dkw[k]).num_leaves for k in kw_names]
     jit = _core.Jit(in_list, out_list, donate_dyn, self._name, out_fn)
     paths = [p for p in tu.treedef_paths(dyn_tree, "args")] + [
         "kwargs" + p[len("args"):] for p in tu.treedef_paths(kw_tree, "args")]
