@@ -81,6 +81,7 @@ def pmap(f, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnums
   if in_axes != 0 or out_axes != 0:
     raise PartixError("[pmap] only in_axes=0 and out_axes=0 are supported")
   name = axis_name or "_pmap"
+  mapped = {}  # one jit(shard_map) per device list, so f is traced once per signature
 
   def run(*args):
     n = tree_leaves(args)[0].shape[0] if tree_leaves(args) else 0
@@ -88,16 +89,19 @@ def pmap(f, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnums
     if len(devs) != n:
       raise PartixError(f"[pmap] the leading axis has size {n} but {len(devs)} devices are "
                         "available")
-    import numpy as _np
-    arr = _np.empty(n, dtype=object)
-    arr[:] = list(devs)
-    mesh = sharding.Mesh(arr, (name,))
-    spec = P(name)
+    key = tuple(d.id for d in devs)
+    if key not in mapped:
+      import numpy as _np
+      arr = _np.empty(n, dtype=object)
+      arr[:] = list(devs)
+      mesh = sharding.Mesh(arr, (name,))
+      spec = P(name)
 
-    def body(*xs):
-      ys = f(*tree_map(lambda x: numpy.squeeze(x, 0), xs))
-      return tree_map(lambda y: numpy.expand_dims(y, 0), ys)
-    return jit(shard_map(body, mesh=mesh, in_specs=spec, out_specs=spec))(*args)
+      def body(*xs):
+        ys = f(*tree_map(lambda x: numpy.squeeze(x, 0), xs))
+        return tree_map(lambda y: numpy.expand_dims(y, 0), ys)
+      mapped[key] = jit(shard_map(body, mesh=mesh, in_specs=spec, out_specs=spec))
+    return mapped[key](*args)
   return run
 
 

@@ -38,11 +38,14 @@ def wrap_key_data(key_bits_array, *, impl=None):
 
 
 def split(key, num=2):
-  """num new keys, stacked (shape (num, 2))."""
+  """num new keys, stacked (shape (num, 2)); num may be a shape tuple, as in JAX."""
   k = _key(key, "split")
-  if isinstance(num, tuple):
-    raise PartixError("[random.split] num must be an int")
-  return Array(_core.random_split(k, int(num)))
+  shape = tuple(num) if isinstance(num, (tuple, list)) else (num,)
+  if not all(isinstance(d, (int, _np.integer)) and d >= 0 for d in shape):
+    raise PartixError(f"[random.split] num {num!r} must be a non-negative int or a tuple of them")
+  n = int(_np.prod(shape, dtype=_np.int64))
+  out = Array(_core.random_split(k, n))
+  return out if len(shape) == 1 else out.reshape(shape + (2,))
 
 
 def fold_in(key, data):
@@ -75,6 +78,16 @@ def truncated_normal(key, lower, upper, shape=(), dtype=None):
 
 
 def bernoulli(key, p=0.5, shape=None):
+  """True with probability p (a number, or an array broadcast to shape): uniform(key) < p."""
+  if not isinstance(p, (int, float, _np.floating, _np.integer)):
+    pa = asarray(p)
+    shape = pa.shape if shape is None else tuple(shape)
+    try:
+      _np.broadcast_shapes(pa.shape, shape)
+    except ValueError:
+      raise PartixError(f"[random.bernoulli] p of shape {pa.shape} does not broadcast to shape "
+                        f"{shape}") from None
+    return uniform(key, shape) < pa
   shape = () if shape is None else shape
   return Array(_core.random_bernoulli(_key(key, "bernoulli"), float(p),
                                       _shape(shape, "random.bernoulli")))

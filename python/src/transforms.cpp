@@ -2,6 +2,8 @@
 // are traced by the C++ tracer calling back into them: the GIL is released while C++ works
 // (compiling, running, waiting in collectives) and taken again for each callback. A callback
 // returns its result leaves and an id for its result tree, which Python keeps.
+#include <mutex>
+
 #include "bind.h"
 #include "partix/control.h"
 
@@ -52,12 +54,13 @@ class PyJit {
   }
 
   std::shared_ptr<detail::JitState::Entry> entry(const Leaves& leaves, const Counts& counts,
-                                                 const std::string& key,
-                                                 const nb::callable& paths,
+                                                 const std::string& key, const nb::callable& paths,
                                                  const nb::callable& trace) {
+    // One thread at a time looks up or traces, so concurrent first calls trace once (the
+    // others wait without the GIL, then hit the cache); runs are not serialized.
+    std::lock_guard<std::mutex> lock(*mu_);
     return state_->get(
-        leaves, counts, key,
-        [&] { return call_python<std::vector<std::string>>(paths); },
+        leaves, counts, key, [&] { return call_python<std::vector<std::string>>(paths); },
         [&](const Leaves& t, std::shared_ptr<void>& proto) { return trace_into(trace, t, proto); });
   }
 
@@ -83,6 +86,7 @@ class PyJit {
  private:
   std::shared_ptr<nb::callable> fn_;
   std::shared_ptr<detail::JitState> state_;
+  std::shared_ptr<std::mutex> mu_ = std::make_shared<std::mutex>();
 };
 
 class PyShardMap {
@@ -166,9 +170,8 @@ void bind_transforms(nb::module_& m) {
     detail::GradOutput out;
     {
       nb::gil_scoped_release release;
-      out = detail::grad_engine_aux(leaves, wrt, [&](const Leaves& t) {
-        return call_python<Leaves>(f, t);
-      });
+      out = detail::grad_engine_aux(leaves, wrt,
+                                    [&](const Leaves& t) { return call_python<Leaves>(f, t); });
     }
     std::vector<std::optional<Array>> grads;
     for (size_t i = 0; i < out.grads.size(); ++i) {
@@ -227,10 +230,22 @@ void bind_transforms(nb::module_& m) {
 
   // Collectives (inside shard_map); axes: one name or several.
   using Names = const std::vector<std::string>&;
-  m.def("psum", [](const Array& x, Names a) { nb::gil_scoped_release r; return psum(x, to_axes(a)); });
-  m.def("pmean", [](const Array& x, Names a) { nb::gil_scoped_release r; return pmean(x, to_axes(a)); });
-  m.def("pmax", [](const Array& x, Names a) { nb::gil_scoped_release r; return pmax(x, to_axes(a)); });
-  m.def("pmin", [](const Array& x, Names a) { nb::gil_scoped_release r; return pmin(x, to_axes(a)); });
+  m.def("psum", [](const Array& x, Names a) {
+    nb::gil_scoped_release r;
+    return psum(x, to_axes(a));
+  });
+  m.def("pmean", [](const Array& x, Names a) {
+    nb::gil_scoped_release r;
+    return pmean(x, to_axes(a));
+  });
+  m.def("pmax", [](const Array& x, Names a) {
+    nb::gil_scoped_release r;
+    return pmax(x, to_axes(a));
+  });
+  m.def("pmin", [](const Array& x, Names a) {
+    nb::gil_scoped_release r;
+    return pmin(x, to_axes(a));
+  });
   m.def("pvary", [](const Array& x, Names a) { return pvary(x, to_axes(a)); });
   m.def("all_gather", [](const Array& x, Names a, int axis, bool tiled) {
     nb::gil_scoped_release r;

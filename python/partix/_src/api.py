@@ -11,7 +11,7 @@ from partix import _core
 from partix._src import dtypes
 from partix._src import tree_util as tu
 from partix._src.core import Array, PartixError, core, wrap
-from partix._src.sharding import NamedSharding, PartitionSpec, Device, to_sharding
+from partix._src.sharding import NamedSharding, PartitionSpec, Device, get_mesh, to_sharding
 
 
 class ShapeDtypeStruct:
@@ -51,7 +51,11 @@ class ShapeDtypeStruct:
 # Result trees of traces, by the id the C++ side keeps for them (a trace's out_proto).
 _trees = {}
 _tree_ids = itertools.count()
-_lock = threading.Lock()
+_lock = threading.RLock()
+
+
+_out_shapes = {}  # result shapes of jit traces, by tree id (to check out_shardings' ranks)
+_out_avals = {}  # result (shape, dtype) of jit traces, by tree id
 
 
 def _keep_tree(t):
@@ -68,6 +72,11 @@ def _leaf_core(x, api, path=None):
     return x._core()
   if isinstance(x, (np.ndarray, np.generic, bool, int, float)):
     return core(x, api=api)
+  if hasattr(x, "shape") and hasattr(x, "dtype") and not callable(x):  # an aval, duck-typed
+    try:
+      return ShapeDtypeStruct(x.shape, x.dtype, getattr(x, "sharding", None))._core()
+    except (PartixError, TypeError, ValueError):
+      pass
   where = f" {path}" if path else ""
   raise PartixError(f"[{api}] argument{where} is {x!r} of type {type(x).__name__}, not an array; "
                     "pass arrays (or numpy arrays / Python numbers), or mark it static "
@@ -116,7 +125,10 @@ def _expand_prefix(prefix, treedef, api, what):
     if p is None or isinstance(p, (NamedSharding, PartitionSpec, Device)):
       out.extend([p] * t.num_leaves)
       return
-    if t is tu._LEAF:
+    if t is tu._LEAF or tu.treedef_is_leaf(tu.tree_structure(p)):
+      if tu.treedef_is_leaf(tu.tree_structure(p)):
+        raise PartixError(f"[{api}] {what}: {p!r} is not a sharding (NamedSharding, "
+                          "PartitionSpec, Device or None)")
       raise PartixError(f"[{api}] {what}: {p!r} stands where the arguments have one array")
     leaves_p, tp = tu.tree_flatten(p, is_leaf=lambda x: x is None or isinstance(
         x, (NamedSharding, PartitionSpec, Device)))
@@ -161,7 +173,14 @@ class Compiled:
     return self._lowered.output_shardings
 
   def __call__(self, *args, **kwargs):
-    return self._lowered._jitted(*args, **kwargs)
+    # As JAX: a compiled program runs only on arguments of the signature it was lowered for.
+    l = self._lowered
+    sig, cores, _ = l._jitted._prepare(args, kwargs)
+    got = [(tuple(c.shape), c.dtype) for c in cores]
+    if sig is not l._sig or got != l._avals:
+      raise PartixError(f"[Compiled] the arguments {got} (tree {sig.treedef}) differ from those "
+                        f"it was compiled for {l._avals} (tree {l._sig.treedef})")
+    return l._jitted(*args, **kwargs)
 
 
 class MemoryAnalysis:
@@ -190,8 +209,10 @@ class MemoryAnalysis:
 class Lowered:
   """jit(f).lower(...): the per-device program partix compiled, its costs and memory."""
 
-  def __init__(self, l, out_tree, jitted):
+  def __init__(self, l, out_tree, jitted, sig=None, avals=None):
     self._l, self._out_tree, self._jitted = l, out_tree, jitted
+    self._sig, self._avals = sig, avals
+    self._out_avals = None
 
   def as_text(self, dialect=None):
     return self._l.as_text()
@@ -227,14 +248,33 @@ class Lowered:
     return "Lowered(...)"
 
 
+class Traced:
+  """jit(f).trace(...): out_info (the results as ShapeDtypeStructs) and lower()."""
+
+  def __init__(self, lowered):
+    self._lowered = lowered
+
+  def lower(self):
+    return self._lowered
+
+  @property
+  def out_info(self):
+    l = self._lowered
+    shardings = [NamedSharding._wrap(s) for s in l._l.out_shardings()]
+    avals = l._out_avals or []
+    return tu.tree_unflatten(l._out_tree, [ShapeDtypeStruct(s, dtypes.from_core(d), sh)
+                                           for (s, d), sh in zip(avals, shardings)])
+
+
 class Jitted:
   """jit(f): traces f once per signature (tree structure, shapes, dtypes, shardings, static
   arguments), compiles it for the arguments' mesh and runs it."""
 
   def __init__(self, fun, in_shardings, out_shardings, static_argnums, static_argnames,
-               donate_argnums, donate_argnames, name):
+               donate_argnums, donate_argnames, name, api="jit"):
     if not callable(fun):
-      raise PartixError(f"[jit] {fun!r} is not callable")
+      raise PartixError(f"[{api}] {fun!r} is not callable")
+    self._api = api
     self._fun = fun
     functools.update_wrapper(self, fun, updated=())
     try:
@@ -247,12 +287,36 @@ class Jitted:
     self._donate = _norm_argnums(donate_argnums, api="jit", what="donate_argnums")
     self._donate_names = (donate_argnames,) if isinstance(donate_argnames, str) else tuple(
         donate_argnames or ())
+    self._static, self._static_names = self._resolve(self._static, self._static_names,
+                                                     "static_argnums")
+    self._donate, self._donate_names = self._resolve(self._donate, self._donate_names,
+                                                     "donate_argnums")
     self._in_shardings = in_shardings
     self._out_shardings = out_shardings
-    self._name = name or getattr(fun, "__name__", "jit")
+    self._name = name or getattr(fun, "__name__", api)
     self._states = {}
     self._check_sharding_arg(in_shardings, "in_shardings")
     self._check_sharding_arg(out_shardings, "out_shardings")
+
+  def _resolve(self, nums, names, what):
+    """As JAX: argnums and argnames name the same parameters through the signature, so an
+    argument is static (or donated) whether it is passed by position or by keyword."""
+    if self._sig is None:
+      return nums, names
+    params = list(self._sig.parameters.values())
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+      return nums, names
+    pos = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    out = []
+    for a in nums:
+      if a < -len(pos) or a >= len(pos):
+        raise PartixError(f"[jit] {what} names argument {a} but the function takes "
+                          f"{len(pos)} positional arguments")
+      out.append(a % len(pos))
+    names = tuple(names) + tuple(pos[a] for a in out if pos[a] not in names and
+                                 params[a].kind is not params[a].POSITIONAL_ONLY)
+    out += [pos.index(nm) for nm in names if nm in pos and pos.index(nm) not in out]
+    return tuple(sorted(out)), names
 
   @staticmethod
   def _check_sharding_arg(s, what):
@@ -263,12 +327,7 @@ class Jitted:
 
   def _split(self, args, kwargs):
     n = len(args)
-    static_pos = set(_norm_argnums(self._static, n, "jit")) if self._static else set()
-    if self._static_names and self._sig is not None:
-      names = list(self._sig.parameters)
-      for nm in self._static_names:
-        if nm in names and names.index(nm) < n:
-          static_pos.add(names.index(nm))
+    static_pos = {a % n for a in self._static if -n <= a < n}
     statics = tuple((i, args[i]) for i in sorted(static_pos))
     dyn = tuple(a for i, a in enumerate(args) if i not in static_pos)
     skw = tuple(sorted((k, v) for k, v in kwargs.items() if k in self._static_names))
@@ -281,17 +340,22 @@ class Jitted:
 
   def _state(self, dyn, dkw, statics, skw, static_pos, n_args):
     leaves, treedef = tu.tree_flatten((dyn, dkw))
-    key = (treedef, statics, skw)
+    # The current mesh is part of the signature: PartitionSpecs (in shardings, constraints,
+    # creation functions) resolve against it while tracing.
+    key = (treedef, statics, skw, get_mesh())
     st = self._states.get(key)
     if st is None:
-      st = self._make_state(treedef, dyn, dkw, static_pos, n_args)
-      self._states[key] = st
+      with _lock:  # two threads calling at once build one state (and trace once)
+        st = self._states.get(key)
+        if st is None:
+          st = self._make_state(treedef, dyn, dkw, static_pos, n_args)
+          self._states[key] = st
     return st, leaves
 
   def _make_state(self, treedef, dyn, dkw, static_pos, n_args):
     dyn_tree = tu.tree_structure(dyn)
     kw_tree = tu.tree_structure(dkw)
-    api = self._name
+    api = self._api
     ins = self._in_shardings
     if ins is None:
       in_list = []
@@ -308,33 +372,42 @@ class Jitted:
       in_list = [to_sharding(s, api)._s if s is not None else None for s in per]
     outs = self._out_shardings
     out_list, out_fn = [], None
-    if isinstance(outs, (NamedSharding, PartitionSpec)):
-      out_list = [to_sharding(outs, api)._s]
-    elif outs is not None:
+    if outs is not None:
       def out_fn(tree_id, n):
         per = _expand_prefix(outs, _trees[tree_id], api, "out_shardings")
-        return [to_sharding(s, api)._s if s is not None else None for s in per]
+        shapes = _out_shapes.get(tree_id, [])
+        res = []
+        for i, sh in enumerate(per):
+          if sh is None:
+            res.append(None)
+            continue
+          sh = to_sharding(sh, api)
+          if i < len(shapes) and len(sh.spec) > len(shapes[i]):
+            raise PartixError(f"[{api}] out_shardings: {sh.spec} has {len(sh.spec)} entries "
+                              f"but result {i} has shape {shapes[i]}")
+          res.append(sh._s)
+        return res
     # donate_argnums count positions among all arguments; the engine counts dynamic ones.
     dyn_pos = [i for i in range(n_args) if i not in static_pos]
-    donate = set(_norm_argnums(self._donate, n_args, api, "donate_argnums"))
-    if self._donate_names and self._sig is not None:
-      names = list(self._sig.parameters)
-      donate |= {names.index(nm) for nm in self._donate_names if nm in names}
+    donate = {a % n_args for a in self._donate if -n_args <= a < n_args}
     for d in donate:
       if d in static_pos:
         raise PartixError(f"[{api}] argument {d} is both static and donated")
     donate_dyn = [dyn_pos.index(d) for d in sorted(donate) if d in dyn_pos]
-    counts = [tu.tree_structure(a).num_leaves for a in dyn]
-    if kw_tree.num_leaves:
-      counts.append(kw_tree.num_leaves)
-    jit = _core.Jit(in_list, out_list, donate_dyn, api, out_fn)
+    # One group of leaves per positional argument, then per keyword argument (sorted, as the
+    # dict flattens), so a keyword argument can be donated by name.
+    kw_names = sorted(dkw)
+    donate_dyn += [len(dyn) + j for j, k in enumerate(kw_names) if k in self._donate_names]
+    counts = [tu.tree_structure(a).num_leaves for a in dyn] + [
+        tu.tree_structure(dkw[k]).num_leaves for k in kw_names]
+    jit = _core.Jit(in_list, out_list, donate_dyn, self._name, out_fn)
     paths = [p for p in tu.treedef_paths(dyn_tree, "args")] + [
         "kwargs" + p[len("args"):] for p in tu.treedef_paths(kw_tree, "args")]
     return _JitSig(jit, counts, treedef, str(next(_tree_ids)), paths)
 
   def _trace_fn(self, sig, args, kwargs, static_pos):
     fun = self._fun
-    api = self._name
+    api = self._api
 
     def trace(tracers):
       dyn, dkw = tu.tree_unflatten(sig.treedef, [wrap(t) for t in tracers])
@@ -344,40 +417,66 @@ class Jitted:
       kw.update(dkw)
       out = fun(*full, **kw)
       cores, treedef = _out_leaves(out, api)
-      return cores, _keep_tree(treedef)
+      tid = _keep_tree(treedef)
+      _out_shapes[tid] = [tuple(c.shape) for c in cores]
+      _out_avals[tid] = [(tuple(c.shape), c.dtype) for c in cores]
+      return cores, tid
     return trace
 
   def _prepare(self, args, kwargs):
     dyn, dkw, statics, skw, static_pos = self._split(args, kwargs)
+    if dkw and self._in_shardings is not None:
+      raise PartixError(f"[{self._api}] keyword arguments {sorted(dkw)} cannot be passed when "
+                        "in_shardings is given (as in JAX); pass them positionally")
     sig, leaves = self._state(dyn, dkw, statics, skw, static_pos, len(args))
     paths = sig.paths
     try:
-      cores = [x._a if type(x) is Array else _leaf_core(x, self._name, paths[i] if i < len(
+      cores = [x._a if type(x) is Array else _leaf_core(x, self._api, paths[i] if i < len(
           paths) else None) for i, x in enumerate(leaves)]
     except PartixError:
       raise
     return sig, cores, self._trace_fn(sig, args, kwargs, static_pos)
 
   def __call__(self, *args, **kwargs):
-    if _core.is_tracing():  # nested jit: inline into the enclosing trace
-      return self._fun(*args, **kwargs)
+    if _core.is_tracing():  # nested jit: inline; its shardings become constraints
+      return self._inline(args, kwargs)
     sig, cores, trace = self._prepare(args, kwargs)
     outs, tid = sig.jit.call(cores, sig.counts, sig.key, sig.path_fn, trace)
     return tu.tree_unflatten(_trees[tid], [Array(o) for o in outs])
 
+  def _inline(self, args, kwargs):
+    if self._in_shardings is not None:
+      dyn, _, _, _, static_pos = self._split(args, kwargs)
+      ins = self._in_shardings
+      if not isinstance(ins, (NamedSharding, PartitionSpec)):
+        ins = tuple(ins) if isinstance(ins, (tuple, list)) else (ins,)
+        if len(ins) != len(dyn):
+          raise PartixError(f"[{self._api}] in_shardings has {len(ins)} entries for "
+                            f"{len(dyn)} positional (non-static) arguments")
+      dyn = with_sharding_constraint(tuple(dyn), ins)
+      it = iter(dyn)
+      args = tuple(args[i] if i in static_pos else next(it) for i in range(len(args)))
+    out = self._fun(*args, **kwargs)
+    if self._out_shardings is not None:
+      out = with_sharding_constraint(out, self._out_shardings)
+    return out
+
   def lower(self, *args, **kwargs):
     sig, cores, trace = self._prepare(args, kwargs)
     l, tid = sig.jit.lower(cores, sig.counts, sig.key, sig.path_fn, trace)
-    return Lowered(l, _trees.get(tid), self)
+    lowered = Lowered(l, _trees.get(tid), self, sig, [(tuple(c.shape), c.dtype) for c in cores])
+    lowered._out_avals = _out_avals.get(tid)
+    return lowered
 
   def trace(self, *args, **kwargs):
-    return self.lower(*args, **kwargs)
+    """jit(f).trace(...): the traced program; .lower() gives Lowered, .out_info the results."""
+    return Traced(self.lower(*args, **kwargs))
 
   def eval_shape(self, *args, **kwargs):
-    lowered = self.lower(*args, **kwargs)
-    out_tree = lowered._out_tree
-    shardings = [NamedSharding._wrap(s) for s in lowered._l.out_shardings()]
-    return out_tree, shardings
+    """The results as ShapeDtypeStructs (with their shardings), from one trace and lowering."""
+    return _eval_shape(self._fun, args, kwargs, self._api, dict(
+        in_shardings=self._in_shardings, out_shardings=self._out_shardings,
+        static_argnums=self._static, static_argnames=self._static_names))
 
   def _cache_size(self):
     return sum(s.jit.trace_count for s in self._states.values())
@@ -438,7 +537,7 @@ def _grad_call(fun, argnums, has_aux, args, kwargs, api):
             isinstance(x, np.ndarray) and x.dtype.kind in "iub"):
           raise PartixError(f"[{api}] argument {i} leaf {j} is an integer ({x!r}); grad "
                             "differentiates float arrays")
-        leaves.append(_leaf_core(x if not isinstance(x, float) else np.float32(x), api))
+        leaves.append(_leaf_core(x, api))
       else:
         leaves.append(_leaf_core(x, api))
       wrt.append(i in nums)
@@ -501,19 +600,35 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
   return vg
 
 
-def checkpoint(fun, *, prevent_cse=True, policy=None, static_argnums=()):
-  """jax.checkpoint (remat): fun's activations are recomputed in the backward pass."""
+def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
+  """jax.checkpoint (remat): fun's activations are recomputed in the backward pass. Arguments
+  in static_argnums are passed as they are (not traced)."""
+  if fun is None:
+    return lambda f: checkpoint(f, prevent_cse=prevent_cse, policy=policy,
+                                static_argnums=static_argnums)
+  if not callable(fun):
+    raise PartixError(f"[checkpoint] {fun!r} is not callable")
+  static = _norm_argnums(static_argnums, api="checkpoint", what="static_argnums")
+
   @functools.wraps(fun)
-  def f(*args):
-    leaves, treedef = tu.tree_flatten(args)
+  def f(*args, **kwargs):
+    n = len(args)
+    for a in static:
+      if not -n <= a < n:
+        raise PartixError(f"[checkpoint] static_argnums names argument {a} but {n} are given")
+    spos = {a % n for a in static}
+    dyn = tuple(a for i, a in enumerate(args) if i not in spos)
+    leaves, treedef = tu.tree_flatten((dyn, kwargs))
     cores = [_leaf_core(x, "checkpoint") for x in leaves]
 
     def trace(tracers):
-      targs = tu.tree_unflatten(treedef, [wrap(t) for t in tracers])
-      c, t = _out_leaves(fun(*targs), "checkpoint")
+      tdyn, tkw = tu.tree_unflatten(treedef, [wrap(t) for t in tracers])
+      it = iter(tdyn)
+      full = [args[i] if i in spos else next(it) for i in range(n)]
+      c, t = _out_leaves(fun(*full, **tkw), "checkpoint")
       return c, _keep_tree(t)
     outs, tid = _core.checkpoint(cores, trace)
-    return tu.tree_unflatten(_trees[tid], [Array(o) for o in outs])
+    return tu.tree_unflatten(_trees.pop(tid), [Array(o) for o in outs])
   return f
 
 
@@ -522,24 +637,26 @@ remat = checkpoint
 
 def eval_shape(fun, *args, **kwargs):
   """jax.eval_shape: fun's result tree of ShapeDtypeStructs (with the shardings the program
-  gives them), found by tracing and partitioning without running."""
-  out_tree, shardings = jit(fun).eval_shape(*args, **kwargs)
-  l = jit(fun).lower(*args, **kwargs)
-  avals = l._l.out_shardings()
-  del avals
-  return _abstract_outputs(fun, args, kwargs, out_tree, shardings)
+  gives them), found by tracing and partitioning once, without running."""
+  if not callable(fun):
+    raise PartixError(f"[eval_shape] {fun!r} is not callable")
+  return _eval_shape(fun, args, kwargs, "eval_shape", {})
 
 
-def _abstract_outputs(fun, args, kwargs, out_tree, shardings):
-  shapes = []
+def _eval_shape(fun, args, kwargs, api, options):
+  avals = []
 
   def capture(*a, **k):
     out = fun(*a, **k)
-    shapes.extend((tuple(x.shape), x.dtype) for x in tu.tree_leaves(out))
+    avals[:] = [(tuple(x.shape), x.dtype) for x in tu.tree_leaves(out)]
     return out
-  jit(capture).lower(*args, **kwargs)
-  return tu.tree_unflatten(out_tree, [ShapeDtypeStruct(s, d, sh)
-                                      for (s, d), sh in zip(shapes, shardings)])
+  j = Jitted(capture, options.get("in_shardings"), options.get("out_shardings"),
+             options.get("static_argnums"), options.get("static_argnames"), None, None,
+             getattr(fun, "__name__", api), api=api)
+  lowered = j.lower(*args, **kwargs)
+  shardings = [NamedSharding._wrap(s) for s in lowered._l.out_shardings()]
+  return tu.tree_unflatten(lowered._out_tree, [ShapeDtypeStruct(s, d, sh)
+                                               for (s, d), sh in zip(avals, shardings)])
 
 
 # ---- placement ----

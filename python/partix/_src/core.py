@@ -226,7 +226,7 @@ def wrap(a):
 
 
 def _from_numpy(x, dt):
-  x = np.ascontiguousarray(x, dtype=dt)
+  x = np.asarray(x, dtype=dt, order="C")  # ascontiguousarray makes 0-d arrays 1-d
   flat = x.reshape(-1).view(np.uint8) if x.size else np.zeros(0, np.uint8)
   return _core.from_host(flat, list(x.shape), dtypes.to_core(x.dtype, "asarray"))
 

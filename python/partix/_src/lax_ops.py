@@ -252,7 +252,13 @@ pmean = _tree_collective("pmean", lambda a, n: _core.pmean(a, n))
 pmax = _tree_collective("pmax", lambda a, n: _core.pmax(a, n))
 pmin = _tree_collective("pmin", lambda a, n: _core.pmin(a, n))
 pvary = _tree_collective("pvary", lambda a, n: _core.pvary(a, n))
-pcast = None
+
+
+def pcast(x, axis_name, *, to):
+  """lax.pcast: to='varying' marks x as varying over axis_name (as pvary)."""
+  if to != "varying":
+    raise PartixError(f"[pcast] to={to!r} is not supported; only to='varying'")
+  return pvary(x, axis_name)
 
 
 def all_gather(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False):
@@ -280,6 +286,19 @@ def ppermute(x, axis_name, perm):
   except (TypeError, ValueError):
     raise PartixError(f"[ppermute] perm {perm!r} is not a list of (source, destination) "
                       "pairs") from None
+  return tu.tree_map(lambda a: Array(_core.ppermute(core(a), names, pairs)), x)
+
+
+def pshuffle(x, axis_name, perm):
+  """lax.pshuffle: device i takes the value of device perm[i] along axis_name."""
+  try:
+    pairs = [(int(src), i) for i, src in enumerate(perm)]
+  except (TypeError, ValueError):
+    raise PartixError(f"[pshuffle] perm {perm!r} is not a sequence of device indices") from None
+  if sorted(s for s, _ in pairs) != list(range(len(pairs))):
+    raise PartixError(f"[pshuffle] perm {list(perm)!r} is not a permutation of "
+                      f"0..{len(pairs) - 1}")
+  names = _names(axis_name, "pshuffle")
   return tu.tree_map(lambda a: Array(_core.ppermute(core(a), names, pairs)), x)
 
 
@@ -343,7 +362,7 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
     return c_cores + y_cores, _keep_tree((ct, yt))
 
   outs, tid = _core.scan(init_c, xs_c, n, bool(reverse), body)
-  ct, yt = _trees[tid]
+  ct, yt = _trees.pop(tid)  # one-shot: the tree is read once
   outs = [Array(o) for o in outs]
   return (tu.tree_unflatten(ct, outs[:ct.num_leaves]),
           tu.tree_unflatten(yt, outs[ct.num_leaves:]))
@@ -351,10 +370,19 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
 
 def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
   """lax.fori_loop: body_fun(i, carry) for i in [lower, upper) (static bounds)."""
+  if any(isinstance(b, Array) and b._a.is_tracer() for b in (lower, upper)):
+    # Traced bounds: a while_loop over (i, carry), as JAX lowers it (not reverse-differentiable).
+    lo, hi = asarray(lower), asarray(upper)
+    if lo.ndim or hi.ndim or not (dtypes.is_int(lo.dtype) and dtypes.is_int(hi.dtype)):
+      raise PartixError(f"[fori_loop] bounds must be integer scalars, got {lo._aval_str()} and "
+                        f"{hi._aval_str()}")
+    _, out = while_loop(lambda c: c[0] < hi, lambda c: (c[0] + 1, body_fun(c[0], c[1])),
+                        (lo, init_val))
+    return out
   for b in (lower, upper):
-    if isinstance(b, Array):
-      if b._a.is_tracer():
-        raise PartixError("[fori_loop] traced bounds are not supported; use while_loop")
+    if not isinstance(b, (int, np.integer)) and not (isinstance(b, Array) and b.ndim == 0
+                                                      and dtypes.is_int(b.dtype)):
+      raise PartixError(f"[fori_loop] bounds must be integers, got {b!r}")
   lower, upper = int(lower), int(upper)
   init_c, init_t = _leaves_in(init_val, "fori_loop", "init_val")
 
@@ -363,7 +391,7 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
     carry = tu.tree_unflatten(init_t, [wrap(t) for t in tracers[1:]])
     c_cores, ct = _out_leaves(body_fun(i, carry), "fori_loop")
     _check_tree("fori_loop", "the body's result", ct, init_t)
-    return c_cores, _keep_tree(ct)
+    return c_cores, -1  # the carry's tree is init's
 
   outs = _core.fori_loop(lower, upper, init_c, body)
   return tu.tree_unflatten(init_t, [Array(o) for o in outs])
@@ -380,13 +408,13 @@ def while_loop(cond_fun, body_fun, init_val):
     if pc.shape or pc.dtype != "bool":
       raise PartixError(f"[while_loop] cond_fun must return a bool scalar, got "
                         f"{pc.dtype}{list(pc.shape)}")
-    return [pc], _keep_tree(tu._LEAF)
+    return [pc], -1
 
   def body(tracers):
     carry = tu.tree_unflatten(init_t, [wrap(t) for t in tracers])
     c_cores, ct = _out_leaves(body_fun(carry), "while_loop")
     _check_tree("while_loop", "the body's result", ct, init_t)
-    return c_cores, _keep_tree(ct)
+    return c_cores, -1  # the carry's tree is init's
 
   outs = _core.while_loop(init_c, cond, body)
   return tu.tree_unflatten(init_t, [Array(o) for o in outs])
@@ -394,23 +422,29 @@ def while_loop(cond_fun, body_fun, init_val):
 
 def cond(pred, true_fun, false_fun, *operands):
   """lax.cond: true_fun(*operands) if pred else false_fun(*operands)."""
+  return _cond(pred, true_fun, false_fun, operands, "cond")
+
+
+def _cond(pred, true_fun, false_fun, operands, api):
   p = asarray(pred)
   if p.ndim != 0:
-    raise PartixError(f"[cond] pred must be a scalar, got {p._aval_str()}")
+    raise PartixError(f"[{api}] pred must be a scalar, got {p._aval_str()}")
   pc = p._a if p._a.dtype == "bool" else _core.ne(p._a, _core.full([], 0.0, p._a.dtype, None))
-  ops_c, ops_t = _leaves_in(operands, "cond", "operand")
+  ops_c, ops_t = _leaves_in(operands, api, "operand")
 
   def branch(fn):
     def tr(tracers):
       ops = tu.tree_unflatten(ops_t, [wrap(t) for t in tracers])
-      c, t = _out_leaves(fn(*ops), "cond")
+      c, t = _out_leaves(fn(*ops), api)
       return c, _keep_tree(t)
     return tr
 
   outs, tt, ft = _core.cond(pc, ops_c, branch(true_fun), branch(false_fun))
-  if _trees[tt] != _trees[ft]:
-    raise PartixError(f"[cond] true_fun returns {_trees[tt]} but false_fun returns {_trees[ft]}")
-  return tu.tree_unflatten(_trees[tt], [Array(o) for o in outs])
+  t_tree, f_tree = _trees.pop(tt), _trees.pop(ft)
+  if t_tree != f_tree:
+    raise PartixError(f"[{api}] the branches return different structures: {t_tree} and "
+                      f"{f_tree}")
+  return tu.tree_unflatten(t_tree, [Array(o) for o in outs])
 
 
 def switch(index, branches, *operands):
@@ -422,7 +456,7 @@ def switch(index, branches, *operands):
   def build(k):
     if k == len(branches) - 1:
       return branches[k]
-    return lambda *ops: cond(i == k, branches[k], build(k + 1), *ops)
+    return lambda *ops: _cond(i == k, branches[k], build(k + 1), ops, "switch")
   return build(0)(*operands)
 
 

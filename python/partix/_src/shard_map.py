@@ -4,7 +4,7 @@ import functools
 
 from partix import _core
 from partix._src import tree_util as tu
-from partix._src.api import _keep_tree, _leaf_core, _out_leaves, _trees
+from partix._src.api import Jitted, _keep_tree, _leaf_core, _out_leaves, _trees
 from partix._src.core import Array, PartixError, wrap
 from partix._src.sharding import Mesh, PartitionSpec, get_mesh
 
@@ -46,6 +46,15 @@ def _expand_specs(specs, treedef, api, what):
   return out
 
 
+def _check_axes(mesh, specs, api, what):
+  names = set(mesh.axis_names)
+  for s in specs:
+    for entry in s:
+      for a in (() if entry is None else (entry,) if isinstance(entry, str) else entry):
+        if a not in names:
+          raise PartixError(f"[{api}] {what}: mesh axis {a!r} in {s} is not an axis of {mesh}")
+
+
 def _check_spec_tree(specs, api, what):
   for s in tu.tree_leaves(specs, is_leaf=_is_spec):
     if s is not None and not isinstance(s, PartitionSpec):
@@ -73,13 +82,7 @@ def shard_map(f=None, mesh=None, in_specs=None, out_specs=None, check_rep=None, 
   _check_spec_tree(in_specs, api, "in_specs")
   _check_spec_tree(out_specs, api, "out_specs")
 
-  @functools.wraps(f)
-  def mapped(*args):
-    m = mesh if mesh is not None else get_mesh()
-    if m is None:
-      raise PartixError(f"[{api}] no mesh: pass mesh=, or call it under `with set_mesh(mesh):`")
-    if not isinstance(m, Mesh):
-      raise PartixError(f"[{api}] mesh {m!r} is not a partix Mesh")
+  def impl(m, *args):
     leaves, treedef = tu.tree_flatten(args)
     ins = in_specs
     if isinstance(ins, PartitionSpec):
@@ -92,23 +95,48 @@ def shard_map(f=None, mesh=None, in_specs=None, out_specs=None, check_rep=None, 
       raise PartixError(f"[{api}] in_specs {ins!r} must be a tuple with one entry per argument "
                         f"({len(args)})")
     per_leaf = _expand_specs(ins, treedef, api, "in_specs")
+    _check_axes(m, per_leaf, api, "in_specs")
     cores = [_leaf_core(x, api) for x in leaves]
-    out_fn = None
-    if isinstance(out_specs, PartitionSpec):
-      outs_list = [out_specs._core()]
-    else:
-      outs_list = []
+    shapes = {}
 
-      def out_fn(tid, n):
-        return [s._core() for s in _expand_specs(out_specs, _trees[tid], api, "out_specs")]
+    def out_fn(tid, n):
+      per = _expand_specs(out_specs, _trees[tid], api, "out_specs")
+      _check_axes(m, per, api, "out_specs")
+      for i, (spec, shape) in enumerate(zip(per, shapes.get(tid, ()))):
+        if len(spec) > len(shape):
+          raise PartixError(f"[{api}] out_specs: {spec} has {len(spec)} entries but result {i} "
+                            f"has per-device shape {shape}")
+      return [s._core() for s in per]
+    outs_list = []
     sm = _core.ShardMap(m._m, [s._core() for s in per_leaf], outs_list, check, out_fn)
 
     def trace(tracers):
       targs = tu.tree_unflatten(treedef, [wrap(t) for t in tracers])
       c, t = _out_leaves(f(*targs), api)
-      return c, _keep_tree(t)
+      tid = _keep_tree(t)
+      shapes[tid] = [tuple(x.shape) for x in c]
+      return c, tid
     outs, tid = sm.call(cores, [1] * len(cores), trace)
-    return tu.tree_unflatten(_trees[tid], [Array(o) for o in outs])
+    shapes.clear()
+    return tu.tree_unflatten(_trees.pop(tid), [Array(o) for o in outs])
+
+  # Eager calls go through a jit keyed on the mesh (static) and the arguments' signature, so
+  # f is traced once per signature as in JAX; under a trace the map is inlined.
+  cached = Jitted(impl, None, None, 0, None, None, None, api, api=api)
+
+  @functools.wraps(f)
+  def mapped(*args, **kwargs):
+    if kwargs:
+      raise PartixError(f"[{api}] the mapped function takes positional arguments only, got "
+                        f"keywords {sorted(kwargs)}")
+    m = mesh if mesh is not None else get_mesh()
+    if m is None:
+      raise PartixError(f"[{api}] no mesh: pass mesh=, or call it under `with set_mesh(mesh):`")
+    if not isinstance(m, Mesh):
+      raise PartixError(f"[{api}] mesh {m!r} is not a partix Mesh")
+    if _core.is_tracing():
+      return impl(m, *args)
+    return cached(m, *args)
   return mapped
 
 

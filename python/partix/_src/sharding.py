@@ -258,7 +258,21 @@ class NamedSharding(Sharding):
     return None
 
   def shard_shape(self, global_shape):
-    return tuple(self._s.shard_shape(list(global_shape)))
+    """The shape of every shard; as in JAX, each sharded dimension must divide evenly."""
+    shape = tuple(int(d) for d in global_shape)
+    if len(self.spec) > len(shape):
+      raise PartixError(f"[NamedSharding.shard_shape] {self.spec} has {len(self.spec)} entries "
+                        f"for shape {shape}")
+    sizes = self.mesh.shape
+    for dim, entry in enumerate(self.spec):
+      names = () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry)
+      n = 1
+      for a in names:
+        n *= sizes[a]
+      if shape[dim] % n:
+        raise PartixError(f"[NamedSharding.shard_shape] {self.spec} splits dimension {dim} of "
+                          f"shape {shape} {n} ways, which does not divide {shape[dim]}")
+    return tuple(self._s.shard_shape(list(shape)))
 
   def devices_indices_map(self, global_shape):
     devs = list(self.mesh.devices.flat)

@@ -41,6 +41,9 @@ class PyTreeDef:
   def unflatten(self, leaves):
     return tree_unflatten(self, leaves)
 
+  def flatten_up_to(self, xs):
+    return _leaves_like(self, xs, "PyTreeDef.flatten_up_to")
+
   def __repr__(self):
     return f"PyTreeDef({_show(self)})"
 
@@ -62,8 +65,13 @@ def _show(t):
     return f"[{inner}]"
   if t.kind is dict:
     return "{" + ", ".join(f"{k!r}: {_show(c)}" for k, c in zip(t.data, t.children)) + "}"
-  name = t.data.__name__ if t.kind == "namedtuple" else t.kind.__name__
-  return f"{name}({inner})"
+  if t.kind == "namedtuple":
+    return f"CustomNode(namedtuple[{t.data.__name__}], [{inner}])"
+  if t.kind is collections.OrderedDict:
+    return f"CustomNode(OrderedDict[{list(t.data)}], [{inner}])"
+  if t.kind is collections.defaultdict:
+    return f"CustomNode(defaultdict[{t.data!r}], [{inner}])"
+  return f"CustomNode({t.kind.__name__}[{t.data}], [{inner}])"
 
 
 def _is_namedtuple(x):
@@ -79,9 +87,12 @@ def _flatten(x, leaves, is_leaf):
   t = type(x)
   if t is tuple or t is list:
     return PyTreeDef(t, None, tuple(_flatten(c, leaves, is_leaf) for c in x))
-  if t is dict or t is collections.OrderedDict or t is collections.defaultdict:
-    keys = tuple(sorted(x)) if t is not collections.OrderedDict else tuple(x)
-    return PyTreeDef(dict if t is not collections.OrderedDict else t, keys,
+  if t is dict or t is collections.OrderedDict:
+    keys = tuple(sorted(x)) if t is dict else tuple(x)
+    return PyTreeDef(t, keys, tuple(_flatten(x[k], leaves, is_leaf) for k in keys))
+  if t is collections.defaultdict:
+    keys = tuple(sorted(x))
+    return PyTreeDef(t, (x.default_factory, keys),
                      tuple(_flatten(x[k], leaves, is_leaf) for k in keys))
   reg = _registry.get(t)
   if reg is not None:
@@ -112,6 +123,8 @@ def _build(t, it):
     return dict(zip(t.data, children))
   if t.kind is collections.OrderedDict:
     return collections.OrderedDict(zip(t.data, children))
+  if t.kind is collections.defaultdict:
+    return collections.defaultdict(t.data[0], zip(t.data[1], children))
   if t.kind == "namedtuple":
     return t.data(*children)
   return _registry[t.kind][1](t.data, children)
@@ -145,12 +158,43 @@ def tree_map(f, tree, *rest, is_leaf=None):
 
 
 def _leaves_like(treedef, tree, api):
-  leaves, t = tree_flatten(tree)
-  if t != treedef:
-    # A tree whose leaves stand where treedef has subtrees is not accepted (as JAX).
-    from partix._src.core import PartixError
-    raise PartixError(f"[{api}] tree {t} does not have the structure {treedef}")
-  return leaves
+  """The subtrees of tree standing where treedef has leaves (tree has treedef as a prefix)."""
+  out = []
+
+  def walk(t, x):
+    if t is _LEAF:
+      out.append(x)
+      return
+    if t.kind is type(None):
+      if x is not None:
+        _mismatch(api, treedef, tree)
+      return
+    xt = _flatten(x, [], lambda y: y is not x)
+    if xt.kind != t.kind or xt.data != t.data or len(xt.children) != len(t.children):
+      _mismatch(api, treedef, tree)
+    kids = _node_children(x)
+    for c, k in zip(t.children, kids):
+      walk(c, k)
+  walk(treedef, tree)
+  return out
+
+
+def _node_children(x):
+  """The direct children of the node x, in flattening order."""
+  t = type(x)
+  if t is tuple or t is list or _is_namedtuple(x) and t not in _registry:
+    return list(x)
+  if t is dict or t is collections.defaultdict:
+    return [x[k] for k in sorted(x)]
+  if t is collections.OrderedDict:
+    return list(x.values())
+  return list(_registry[t][0](x)[0])
+
+
+def _mismatch(api, treedef, tree):
+  from partix._src.core import PartixError
+  raise PartixError(f"[{api}] tree {tree_structure(tree)} does not have the structure "
+                    f"{treedef} as a prefix")
 
 
 def tree_reduce(f, tree, initializer=None, is_leaf=None):
@@ -202,6 +246,8 @@ def _child_keys(t):
     return [SequenceKey(i) for i in range(len(t.children))]
   if t.kind in (dict, collections.OrderedDict):
     return [DictKey(k) for k in t.data]
+  if t.kind is collections.defaultdict:
+    return [DictKey(k) for k in t.data[1]]
   if t.kind == "namedtuple":
     return [GetAttrKey(n) for n in t.data._fields]
   if t.kind in _registry and len(_registry[t.kind]) > 2 and _registry[t.kind][2]:
@@ -217,10 +263,27 @@ def _paths(t, prefix, out):
     _paths(c, prefix + (k,), out)
 
 
+def _value_paths(t, x, prefix, out):
+  """Paths found from the value: nodes registered with keys name their own children."""
+  if t is _LEAF:
+    out.append(prefix)
+    return
+  reg = _registry.get(t.kind)
+  if reg is not None and len(reg) > 3:
+    kc, _ = reg[3](x)
+    keys, kids = [k for k, _ in kc], [c for _, c in kc]
+  elif t.kind is type(None):
+    return
+  else:
+    keys, kids = _child_keys(t), _node_children(x)
+  for k, c, v in zip(keys, t.children, kids):
+    _value_paths(c, v, prefix + (k,), out)
+
+
 def tree_flatten_with_path(tree, is_leaf=None):
   leaves, treedef = tree_flatten(tree, is_leaf)
   paths = []
-  _paths(treedef, (), paths)
+  _value_paths(treedef, tree, (), paths)
   return list(zip(paths, leaves)), treedef
 
 
@@ -234,8 +297,13 @@ def tree_map_with_path(f, tree, *rest, is_leaf=None):
   return treedef.unflatten(f(p, x, *xs) for (p, x), *xs in zip(pairs, *others))
 
 
-def keystr(path):
-  return "".join(str(k) for k in path)
+def keystr(path, *, simple=False, separator=""):
+  """The path as text: "['a'][0].b"; simple=True gives the bare keys joined by separator."""
+  if not simple:
+    return separator.join(str(k) for k in path)
+  bare = {DictKey: lambda k: str(k.key), SequenceKey: lambda k: str(k.idx),
+          GetAttrKey: lambda k: k.name, FlattenedIndexKey: lambda k: str(k.key)}
+  return separator.join(bare.get(type(k), str)(k) for k in path)
 
 
 def treedef_paths(treedef, root="args"):
@@ -262,7 +330,7 @@ def register_pytree_with_keys(nodetype, flatten_with_keys, unflatten_func, flatt
       return flatten_func(x)
     kc, aux = flatten_with_keys(x)
     return [c for _, c in kc], aux
-  register_pytree_node(nodetype, flat, unflatten_func)
+  _registry[nodetype] = (flat, unflatten_func, None, flatten_with_keys)
   return nodetype
 
 

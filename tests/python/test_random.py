@@ -1,0 +1,105 @@
+"""partix.random: keys, shapes, dtypes, statistics, determinism, sharding independence."""
+import numpy as np
+import pytest
+
+import partix as jax
+import partix.numpy as jnp
+from partix import random
+from partix.sharding import NamedSharding, PartitionSpec as P
+
+
+def test_keys_split_fold_in():
+  k = random.key(0)
+  assert k.shape == (2,)
+  np.testing.assert_array_equal(np.asarray(random.PRNGKey(0)), np.asarray(k))
+  assert not np.array_equal(np.asarray(random.key(1)), np.asarray(k))
+  ks = random.split(k)
+  assert ks.shape == (2, 2)
+  assert random.split(k, 5).shape == (5, 2)
+  k23 = random.split(k, (2, 3))
+  assert k23.shape == (2, 3, 2)
+  np.testing.assert_array_equal(np.asarray(k23).reshape(6, 2), np.asarray(random.split(k, 6)))
+  assert len({tuple(np.asarray(r)) for r in np.asarray(random.split(k, 5))}) == 5
+  np.testing.assert_array_equal(np.asarray(random.split(k, 3)), np.asarray(random.split(k, 3)))
+  f1, f2 = random.fold_in(k, 1), random.fold_in(k, 2)
+  assert not np.array_equal(np.asarray(f1), np.asarray(f2))
+  np.testing.assert_array_equal(np.asarray(f1), np.asarray(random.fold_in(k, 1)))
+  # split keys can be used directly
+  a, b = random.split(k)
+  assert not np.array_equal(np.asarray(random.normal(a, (4,))), np.asarray(random.normal(b, (4,))))
+
+
+def test_distributions_statistics():
+  k = random.key(42)
+  n = 20000
+  x = np.asarray(random.normal(k, (n,)))
+  assert x.dtype == np.float32 and x.shape == (n,)
+  assert abs(x.mean()) < 0.05 and abs(x.std() - 1) < 0.05
+  u = np.asarray(random.uniform(k, (n,), minval=2.0, maxval=4.0))
+  assert u.min() >= 2.0 and u.max() < 4.0 and abs(u.mean() - 3.0) < 0.03
+  assert abs(u.std() - 2 / np.sqrt(12)) < 0.02
+  r = np.asarray(random.randint(k, (n,), 3, 9))
+  assert r.dtype == np.int32 and r.min() == 3 and r.max() == 8
+  assert abs(r.mean() - 5.5) < 0.1
+  b = np.asarray(random.bernoulli(k, 0.3, (n,)))
+  assert b.dtype == np.bool_ and abs(b.mean() - 0.3) < 0.02
+  logits = np.log(np.array([0.1, 0.2, 0.7], np.float32))
+  c = np.asarray(random.categorical(k, np.broadcast_to(logits, (n, 3)).copy()))
+  assert c.shape == (n,)
+  freq = np.bincount(c, minlength=3) / n
+  np.testing.assert_allclose(freq, [0.1, 0.2, 0.7], atol=0.02)
+  h = random.normal(k, (3, 4), dtype=jnp.bfloat16)
+  assert h.dtype == jnp.bfloat16 and h.shape == (3, 4)
+  assert random.normal(k).shape == ()
+
+
+def test_determinism_and_sharding_independence(mesh8):
+  k = random.key(7)
+  ref = np.asarray(random.normal(k, (8, 6)))
+  np.testing.assert_array_equal(np.asarray(random.normal(k, (8, 6))), ref)
+  for spec in (P("x"), P("x", "y"), P(None, "y"), P()):
+    s = NamedSharding(mesh8, spec)
+    y = random.normal(k, (8, 6), out_sharding=s)
+    assert y.sharding.spec == spec
+    np.testing.assert_array_equal(np.asarray(y), ref)
+    u = random.uniform(k, (8, 6), out_sharding=s)
+    np.testing.assert_array_equal(np.asarray(u), np.asarray(random.uniform(k, (8, 6))))
+    r = random.randint(k, (8, 6), 0, 100, out_sharding=s)
+    np.testing.assert_array_equal(np.asarray(r), np.asarray(random.randint(k, (8, 6), 0, 100)))
+  with jax.set_mesh(mesh8):
+    y = random.normal(k, (8, 6), out_sharding=P("x"))
+  np.testing.assert_array_equal(np.asarray(y), ref)
+  # inside jit, the same values
+  yj = jax.jit(lambda k: random.normal(k, (8, 6)))(k)
+  np.testing.assert_allclose(np.asarray(yj), ref)
+
+
+def test_bad_input():
+  with pytest.raises(jax.PartixError, match=r"^\[random\.key\]"):
+    random.key("a")
+  with pytest.raises(jax.PartixError, match=r"^\[random\.normal\]"):
+    random.normal(jnp.ones(3), (2,))
+  with pytest.raises(jax.PartixError, match=r"^\[random\.uniform\]"):
+    random.uniform(random.key(0), (2,), dtype=jnp.int32)
+  with pytest.raises(jax.PartixError, match=r"^\[random\.randint\]"):
+    random.randint(random.key(0), (2,), 0, 5, dtype=jnp.float32)
+  with pytest.raises(jax.PartixError):
+    random.normal(random.key(0), (-1,))
+  with pytest.raises(jax.PartixError, match=r"^\[random\.split\]"):
+    random.split(random.key(0), "2")
+  with pytest.raises(jax.PartixError, match=r"^\[random\.split\]"):
+    random.split(random.key(0), -1)
+
+
+def test_bernoulli_array_p():
+  k = random.key(3)
+  p = np.array([0.0, 1.0, 0.25, 0.75], np.float32)
+  b = np.asarray(random.bernoulli(k, jnp.asarray(p)))
+  assert b.dtype == np.bool_ and b[0] == False and b[1] == True  # noqa: E712
+  # the same stream as a scalar p: uniform(key, shape) < p
+  np.testing.assert_array_equal(np.asarray(random.bernoulli(k, 0.3, (500,))),
+                                np.asarray(random.uniform(k, (500,))) < 0.3)
+  big = np.asarray(random.bernoulli(k, np.full((2, 5000), 0.25, np.float32)))
+  assert abs(big.mean() - 0.25) < 0.02
+  with pytest.raises(jax.PartixError, match=r"^\[random\.bernoulli\]"):
+    random.bernoulli(k, jnp.ones(3) * 0.5, (4,))
