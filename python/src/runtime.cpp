@@ -1,9 +1,64 @@
 // Devices, memory statistics, the profiler and multi-process start-up.
+#include <signal.h>
+
 #include "bind.h"
 
 namespace partix::python {
 
+namespace {
+
+// Main-thread state of InterruptGuard (Python delivers SIGINT only to its main thread, so the
+// guard does nothing elsewhere and these need no lock).
+unsigned long g_main_thread = 0;
+int g_depth = 0;
+struct sigaction g_python_handler;  // the handler ours chains to while installed
+std::atomic<bool> g_cancel{false};  // lock-free, so setting it is async-signal-safe
+
+void on_sigint(int sig, siginfo_t* info, void* context) {
+  g_cancel.store(true, std::memory_order_relaxed);
+  if (g_python_handler.sa_flags & SA_SIGINFO) {
+    g_python_handler.sa_sigaction(sig, info, context);
+  } else if (g_python_handler.sa_handler != SIG_DFL && g_python_handler.sa_handler != SIG_IGN) {
+    g_python_handler.sa_handler(sig);
+  }
+}
+
+}  // namespace
+
+InterruptGuard::InterruptGuard() {
+  if (PyThread_get_thread_ident() != g_main_thread || g_depth++ > 0) return;
+  struct sigaction ours {};
+  ours.sa_sigaction = on_sigint;
+  ours.sa_flags = SA_SIGINFO | SA_ONSTACK;
+  sigemptyset(&ours.sa_mask);
+  struct sigaction prev {};
+  if (sigaction(SIGINT, &ours, &prev) != 0) return;
+  if (!(prev.sa_flags & SA_SIGINFO) && (prev.sa_handler == SIG_DFL || prev.sa_handler == SIG_IGN)) {
+    sigaction(SIGINT, &prev, nullptr);  // nobody handles Ctrl-C: leave it alone
+    return;
+  }
+  g_python_handler = prev;
+  g_cancel.store(false, std::memory_order_relaxed);
+  installed_ = true;
+  scope_ = std::make_unique<detail::CancelScope>(&g_cancel);
+}
+
+InterruptGuard::~InterruptGuard() {
+  if (PyThread_get_thread_ident() != g_main_thread) return;
+  --g_depth;
+  if (installed_) {
+    sigaction(SIGINT, &g_python_handler, nullptr);
+    g_cancel.store(false, std::memory_order_relaxed);
+  }
+}
+
+void InterruptGuard::raise_pending() const {
+  if (PyErr_CheckSignals() != 0) throw nb::python_error();
+}
+
 void bind_runtime(nb::module_& m) {
+  g_main_thread = nb::cast<unsigned long>(
+      nb::module_::import_("threading").attr("main_thread")().attr("ident"));
   m.def("init", [](int num_cpu_devices, int64_t device_memory_bytes) {
     init(InitOptions{.num_cpu_devices = num_cpu_devices, .device_memory_bytes = device_memory_bytes});
   });
