@@ -41,6 +41,17 @@ class Worker {
     }
     cv_.notify_one();
   }
+  // Runs fn on the calling thread with this worker's kernel threads; the caller holds the
+  // device, so the worker itself is idle meanwhile.
+  void run_here(const std::function<void()>& fn) {
+    backend::cpu::ThreadTeam* prev_team = backend::cpu::ThreadTeam::current();
+    const int prev_omp = omp_get_max_threads();
+    omp_set_num_threads(1);
+    backend::cpu::ThreadTeam::set_current(team_.get());
+    fn();  // catches everything itself
+    backend::cpu::ThreadTeam::set_current(prev_team);
+    omp_set_num_threads(prev_omp);
+  }
 
  private:
   void loop() {
@@ -149,6 +160,12 @@ std::vector<std::exception_ptr> DevicePool::run(const std::vector<int>& device_i
       impl->busy_cv.notify_all();
     }
   } release{impl_, workers};
+  if (n == 1) {
+    // One device: its task runs on the calling thread, as the device's worker would run it
+    // (its kernel threads, one OpenMP thread), saving two thread hand-offs per small program.
+    impl_->workers[workers[0]]->run_here(tasks[0]);
+    return errors;
+  }
   for (size_t i = 0; i < n; ++i) impl_->workers[workers[i]]->submit(std::move(tasks[i]));
   std::unique_lock<std::mutex> lock(mu);
   cv.wait(lock, [&] { return done == n; });

@@ -251,6 +251,7 @@ class Jitted:
     self._out_shardings = out_shardings
     self._name = name or getattr(fun, "__name__", "jit")
     self._states = {}
+    self._fast_sigs = {}  # by argument count: the signatures of the all-Array fast path
     self._check_sharding_arg(in_shardings, "in_shardings")
     self._check_sharding_arg(out_shardings, "out_shardings")
 
@@ -361,9 +362,33 @@ class Jitted:
   def __call__(self, *args, **kwargs):
     if _core.is_tracing():  # nested jit: inline into the enclosing trace
       return self._fun(*args, **kwargs)
+    if not kwargs and not self._static and not self._static_names:
+      fast = self._call_arrays(args)
+      if fast is not None:
+        return fast
     sig, cores, trace = self._prepare(args, kwargs)
     outs, tid = sig.jit.call(cores, sig.counts, sig.key, sig.path_fn, trace)
     return tu.tree_unflatten(_trees[tid], [Array(o) for o in outs])
+
+  def _call_arrays(self, args):
+    """The dispatch fast path: positional arguments that are all partix Arrays (no pytrees, no
+    static arguments) need no flattening; their signature is found by their count alone (the
+    C++ cache then keys on shapes, dtypes and shardings). None: take the general path."""
+    cores = []
+    for a in args:
+      if type(a) is not Array:
+        return None
+      cores.append(a._a)
+    sig = self._fast_sigs.get(len(args))
+    if sig is None:
+      sig, _ = self._state(args, {}, (), (), set(), len(args))
+      self._fast_sigs[len(args)] = sig
+    outs, tid = sig.jit.call(cores, sig.counts, sig.key, sig.path_fn,
+                             self._trace_fn(sig, args, {}, ()))
+    tree = _trees[tid]
+    if tree is tu._LEAF:
+      return Array(outs[0])
+    return tu.tree_unflatten(tree, [Array(o) for o in outs])
 
   def lower(self, *args, **kwargs):
     sig, cores, trace = self._prepare(args, kwargs)
