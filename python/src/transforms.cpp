@@ -190,11 +190,11 @@ void bind_transforms(nb::module_& m) {
   m.def("scan", [](const Leaves& init, const Leaves& xs, int64_t length, bool reverse,
                    nb::callable body) {
     return interruptible([&] {
-    std::shared_ptr<void> proto;
-    Leaves outs = detail::scan_call(
-        init, xs, length, reverse,
-        [&](const Leaves& t, std::shared_ptr<void>& p) { return trace_into(body, t, p); }, proto);
-    return std::make_pair(outs, proto_id(proto));
+      std::shared_ptr<void> proto;
+      Leaves outs = detail::scan_call(
+          init, xs, length, reverse,
+          [&](const Leaves& t, std::shared_ptr<void>& p) { return trace_into(body, t, p); }, proto);
+      return std::make_pair(outs, proto_id(proto));
     });
   });
   m.def("fori_loop", [](int64_t lower, int64_t upper, const Leaves& init, nb::callable body) {
@@ -202,8 +202,7 @@ void bind_transforms(nb::module_& m) {
       std::shared_ptr<void> proto;
       return detail::fori_call(
           lower, upper, init,
-          [&](const Leaves& t, std::shared_ptr<void>& p) { return trace_into(body, t, p); },
-          proto);
+          [&](const Leaves& t, std::shared_ptr<void>& p) { return trace_into(body, t, p); }, proto);
     });
   });
   m.def("while_loop", [](const Leaves& init, nb::callable cond, nb::callable body) {
@@ -211,8 +210,7 @@ void bind_transforms(nb::module_& m) {
       std::shared_ptr<void> proto;
       return detail::while_call(
           init, [&](const Leaves& t, std::shared_ptr<void>& p) { return trace_into(cond, t, p); },
-          [&](const Leaves& t, std::shared_ptr<void>& p) { return trace_into(body, t, p); },
-          proto);
+          [&](const Leaves& t, std::shared_ptr<void>& p) { return trace_into(body, t, p); }, proto);
     });
   });
   m.def("cond", [](const Array& pred, const Leaves& operands, nb::callable t, nb::callable f) {

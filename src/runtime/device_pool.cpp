@@ -33,7 +33,8 @@ class Worker {
     thread_.join();
   }
   // Hands this worker its task of the current program. A program holds its devices until all
-  // its tasks are done, so the worker is idle; moving a std::function cannot throw, so a run never submits partially.
+  // its tasks are done, so the worker is idle; moving a std::function cannot throw, so a run never
+  // submits partially.
   void submit(std::function<void()>&& fn) noexcept {
     {
       std::lock_guard<std::mutex> lock(mu_);
