@@ -13,6 +13,10 @@ unsigned long g_main_thread = 0;
 int g_depth = 0;
 struct sigaction g_python_handler;  // the handler ours chains to while installed
 std::atomic<bool> g_cancel{false};  // lock-free, so setting it is async-signal-safe
+// signal.getsignal and signal.default_int_handler: programs are cancelled only while Ctrl-C
+// means KeyboardInterrupt (a handler of the user's own may choose to carry on).
+PyObject* g_getsignal = nullptr;
+PyObject* g_default_int_handler = nullptr;
 
 void on_sigint(int sig, siginfo_t* info, void* context) {
   g_cancel.store(true, std::memory_order_relaxed);
@@ -27,6 +31,14 @@ void on_sigint(int sig, siginfo_t* info, void* context) {
 
 InterruptGuard::InterruptGuard() {
   if (PyThread_get_thread_ident() != g_main_thread || g_depth++ > 0) return;
+  PyObject* h = PyObject_CallFunction(g_getsignal, "i", SIGINT);
+  if (!h) {
+    PyErr_Clear();
+    return;
+  }
+  const bool default_handler = h == g_default_int_handler;
+  Py_DECREF(h);
+  if (!default_handler) return;
   struct sigaction ours {};
   ours.sa_sigaction = on_sigint;
   ours.sa_flags = SA_SIGINFO | SA_ONSTACK;
@@ -59,6 +71,9 @@ void InterruptGuard::raise_pending() const {
 void bind_runtime(nb::module_& m) {
   g_main_thread = nb::cast<unsigned long>(
       nb::module_::import_("threading").attr("main_thread")().attr("ident"));
+  nb::module_ signal = nb::module_::import_("signal");
+  g_getsignal = signal.attr("getsignal").inc_ref().ptr();  // kept for the process's life
+  g_default_int_handler = signal.attr("default_int_handler").inc_ref().ptr();
   m.def("init", [](int num_cpu_devices, int64_t device_memory_bytes) {
     init(InitOptions{.num_cpu_devices = num_cpu_devices, .device_memory_bytes = device_memory_bytes});
   });

