@@ -146,7 +146,8 @@ TEST(Runtime, CancelScopeStopsProgramsAndOtherThreadsRunOn) {
     detail::CancelScope scope(&flag);
     EXPECT_THROW(f(a), Cancelled);  // stops before its first instruction, collectives included
     // A program of another thread is not this scope's.
-    std::thread other([&] { EXPECT_EQ(f(a).addressable_shards()[0].data.to_vector<float>()[0], 9); });
+    std::thread other(
+        [&] { EXPECT_EQ(f(a).addressable_shards()[0].data.to_vector<float>()[0], 9); });
     other.join();
     flag = false;
     EXPECT_EQ(f(a).addressable_shards()[3].data.to_vector<float>()[0], 9);
