@@ -1,6 +1,8 @@
 // Devices, memory statistics, the profiler and multi-process start-up.
 #include <signal.h>
 
+#include <chrono>
+
 #include "bind.h"
 
 namespace partix::python {
@@ -27,18 +29,33 @@ void on_sigint(int sig, siginfo_t* info, void* context) {
   }
 }
 
+// Whether SIGINT's Python handler is default_int_handler. signal.getsignal costs about as much
+// as a whole small jit call, so its answer is reused for 50 ms: a handler installed just before
+// a run may be noticed late (Ctrl-C then cancels that run, and the handler still runs).
+bool default_handler_installed() {
+  static bool cached = false;
+  static std::chrono::steady_clock::time_point checked{};
+  const auto now = std::chrono::steady_clock::now();
+  if (checked != std::chrono::steady_clock::time_point{} &&
+      now - checked < std::chrono::milliseconds(50)) {
+    return cached;
+  }
+  PyObject* h = PyObject_CallFunction(g_getsignal, "i", SIGINT);
+  if (!h) {
+    PyErr_Clear();
+    return false;
+  }
+  cached = h == g_default_int_handler;
+  Py_DECREF(h);
+  checked = now;
+  return cached;
+}
+
 }  // namespace
 
 InterruptGuard::InterruptGuard() {
   if (PyThread_get_thread_ident() != g_main_thread || g_depth++ > 0) return;
-  PyObject* h = PyObject_CallFunction(g_getsignal, "i", SIGINT);
-  if (!h) {
-    PyErr_Clear();
-    return;
-  }
-  const bool default_handler = h == g_default_int_handler;
-  Py_DECREF(h);
-  if (!default_handler) return;
+  if (!default_handler_installed()) return;
   struct sigaction ours {};
   ours.sa_sigaction = on_sigint;
   ours.sa_flags = SA_SIGINFO | SA_ONSTACK;
