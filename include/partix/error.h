@@ -2,6 +2,7 @@
 // e.g. "[NamedSharding] mesh axis 'q' is not in Mesh('x': 4, 'y': 2)".
 #pragma once
 
+#include <atomic>
 #include <stdexcept>
 #include <string>
 
@@ -24,5 +25,28 @@ class CollectiveCancelled : public Error {
  public:
   using Error::Error;
 };
+
+// A program stopped because its caller asked it to (Ctrl-C in Python); nothing it made is kept.
+class Cancelled : public Error {
+ public:
+  using Error::Error;
+};
+
+namespace detail {
+// While alive, programs started from this thread check *flag between instructions (and loop
+// iterations) and stop with Cancelled once it is set; their collectives wake their peers.
+class CancelScope {
+ public:
+  explicit CancelScope(const std::atomic<bool>* flag);
+  ~CancelScope();
+  CancelScope(const CancelScope&) = delete;
+  CancelScope& operator=(const CancelScope&) = delete;
+
+ private:
+  const std::atomic<bool>* prev_;
+};
+// The flag of the innermost CancelScope on this thread (null: none).
+const std::atomic<bool>* cancel_flag();
+}  // namespace detail
 
 }  // namespace partix

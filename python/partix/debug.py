@@ -1,4 +1,6 @@
 """partix.debug: visualize_array_sharding and print (as jax.debug)."""
+import builtins
+
 from partix import _core
 from partix._src.core import Array, PartixError
 
@@ -7,17 +9,16 @@ def visualize_array_sharding(arr, *, use_color=False, scale=1.0, min_width=9, ma
   """Prints which devices hold which block of arr (as jax.debug.visualize_array_sharding)."""
   if not isinstance(arr, Array):
     raise PartixError(f"[visualize_array_sharding] {arr!r} is not a partix Array")
-  print(_core.visualize_sharding(arr._a))
+  builtins.print(_core.visualize_sharding(arr._a))
 
 
 def visualize_sharding(shape, sharding, **kw):
   from partix._src.api import ShapeDtypeStruct
   import numpy as np
   a = Array(ShapeDtypeStruct(shape, np.float32, sharding)._core())
-  print(_core.visualize_sharding(a._a))
+  builtins.print(_core.visualize_sharding(a._a))
 
 
 def print(fmt, *args, **kwargs):  # noqa: A001
-  import builtins
   vals = [a if not isinstance(a, Array) or not a._a.is_tracer() else a for a in args]
   builtins.print(fmt.format(*vals, **kwargs))

@@ -2,6 +2,8 @@
 // and the conversions they share. The Python package (python/partix) gives the JAX names.
 #pragma once
 
+#include <memory>
+
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/function.h>
 #include <nanobind/stl/map.h>
@@ -34,6 +36,42 @@ template <class R, class... A>
 R call_python(const nb::callable& f, A&&... args) {
   nb::gil_scoped_acquire gil;
   return nb::cast<R>(f(std::forward<A>(args)...));
+}
+
+// Ctrl-C while C++ runs programs: on the main thread, the outermost guard chains a SIGINT
+// handler in front of Python's that also sets the flag its programs check (CancelScope), so a
+// long run stops between instructions; Python's own handler still records the signal, and the
+// caller raises KeyboardInterrupt once the GIL is back. Other threads never see SIGINT in Python.
+class InterruptGuard {
+ public:
+  InterruptGuard();  // with the GIL
+  ~InterruptGuard();
+  InterruptGuard(const InterruptGuard&) = delete;
+  InterruptGuard& operator=(const InterruptGuard&) = delete;
+  // With the GIL: throws nb::python_error (KeyboardInterrupt) if a signal handler raised.
+  void raise_pending() const;
+
+ private:
+  bool installed_ = false;
+  std::unique_ptr<detail::CancelScope> scope_;
+};
+
+// Runs f with the GIL released under an InterruptGuard: an interrupt raises KeyboardInterrupt
+// (the program's own Cancelled error, or whatever it threw meanwhile, is dropped).
+template <class F>
+auto interruptible(F&& f) -> decltype(f()) {
+  InterruptGuard guard;
+  std::exception_ptr err;
+  {
+    nb::gil_scoped_release release;
+    try {
+      return f();
+    } catch (...) {
+      err = std::current_exception();
+    }
+  }
+  guard.raise_pending();
+  std::rethrow_exception(err);
 }
 
 }  // namespace partix::python

@@ -67,10 +67,11 @@ class PyJit {
   std::pair<Leaves, int64_t> call(const Leaves& leaves, const Counts& counts,
                                   const std::string& key, const nb::callable& paths,
                                   const nb::callable& trace) {
-    nb::gil_scoped_release release;
-    auto e = entry(leaves, counts, key, paths, trace);
-    Leaves outs = state_->run(*e, leaves);
-    return {std::move(outs), proto_id(state_->out_proto(*e))};
+    return interruptible([&]() -> std::pair<Leaves, int64_t> {
+      auto e = entry(leaves, counts, key, paths, trace);
+      Leaves outs = state_->run(*e, leaves);
+      return {std::move(outs), proto_id(state_->out_proto(*e))};
+    });
   }
 
   std::pair<Lowered, int64_t> lower(const Leaves& leaves, const Counts& counts,
@@ -110,12 +111,14 @@ class PyShardMap {
 
   std::pair<Leaves, int64_t> call(const Leaves& leaves, const Counts& counts,
                                   const nb::callable& trace) {
-    nb::gil_scoped_release release;
-    std::shared_ptr<void> proto;
-    Leaves outs = state_.call(
-        leaves, counts,
-        [&](const Leaves& t, std::shared_ptr<void>& p) { return trace_into(trace, t, p); }, proto);
-    return {std::move(outs), proto_id(proto)};
+    return interruptible([&]() -> std::pair<Leaves, int64_t> {
+      std::shared_ptr<void> proto;
+      Leaves outs = state_.call(
+          leaves, counts,
+          [&](const Leaves& t, std::shared_ptr<void>& p) { return trace_into(trace, t, p); },
+          proto);
+      return {std::move(outs), proto_id(proto)};
+    });
   }
 
  private:
@@ -189,26 +192,29 @@ void bind_transforms(nb::module_& m) {
   // Control flow: bodies are Python functions f(tracers) -> (leaves, tree_id).
   m.def("scan", [](const Leaves& init, const Leaves& xs, int64_t length, bool reverse,
                    nb::callable body) {
-    nb::gil_scoped_release release;
-    std::shared_ptr<void> proto;
-    Leaves outs = detail::scan_call(
-        init, xs, length, reverse,
-        [&](const Leaves& t, std::shared_ptr<void>& p) { return trace_into(body, t, p); }, proto);
-    return std::make_pair(outs, proto_id(proto));
+    return interruptible([&] {
+      std::shared_ptr<void> proto;
+      Leaves outs = detail::scan_call(
+          init, xs, length, reverse,
+          [&](const Leaves& t, std::shared_ptr<void>& p) { return trace_into(body, t, p); }, proto);
+      return std::make_pair(outs, proto_id(proto));
+    });
   });
   m.def("fori_loop", [](int64_t lower, int64_t upper, const Leaves& init, nb::callable body) {
-    nb::gil_scoped_release release;
-    std::shared_ptr<void> proto;
-    return detail::fori_call(
-        lower, upper, init,
-        [&](const Leaves& t, std::shared_ptr<void>& p) { return trace_into(body, t, p); }, proto);
+    return interruptible([&] {
+      std::shared_ptr<void> proto;
+      return detail::fori_call(
+          lower, upper, init,
+          [&](const Leaves& t, std::shared_ptr<void>& p) { return trace_into(body, t, p); }, proto);
+    });
   });
   m.def("while_loop", [](const Leaves& init, nb::callable cond, nb::callable body) {
-    nb::gil_scoped_release release;
-    std::shared_ptr<void> proto;
-    return detail::while_call(
-        init, [&](const Leaves& t, std::shared_ptr<void>& p) { return trace_into(cond, t, p); },
-        [&](const Leaves& t, std::shared_ptr<void>& p) { return trace_into(body, t, p); }, proto);
+    return interruptible([&] {
+      std::shared_ptr<void> proto;
+      return detail::while_call(
+          init, [&](const Leaves& t, std::shared_ptr<void>& p) { return trace_into(cond, t, p); },
+          [&](const Leaves& t, std::shared_ptr<void>& p) { return trace_into(body, t, p); }, proto);
+    });
   });
   m.def("cond", [](const Array& pred, const Leaves& operands, nb::callable t, nb::callable f) {
     nb::gil_scoped_release release;

@@ -4,6 +4,7 @@
 // up by (primitive, platform).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -91,6 +92,7 @@ struct ExecContext {
   const Mesh* mesh = nullptr;
   comm::Communicator* comm = nullptr;  // collectives
   int threads = 1;                     // threads this device may use
+  const std::atomic<bool>* cancel = nullptr;  // set: stop with Cancelled (detail::CancelScope)
 };
 
 struct KernelCall {

@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -31,14 +32,26 @@ class Worker {
     cv_.notify_one();
     thread_.join();
   }
-  // Hands this worker its task of the current program. Programs run one at a time, so the
-  // worker is idle; moving a std::function cannot throw, so a run never submits partially.
+  // Hands this worker its task of the current program. A program holds its devices until all
+  // its tasks are done, so the worker is idle; moving a std::function cannot throw, so a run never
+  // submits partially.
   void submit(std::function<void()>&& fn) noexcept {
     {
       std::lock_guard<std::mutex> lock(mu_);
       task_ = std::move(fn);
     }
     cv_.notify_one();
+  }
+  // Runs fn on the calling thread with this worker's kernel threads; the caller holds the
+  // device, so the worker itself is idle meanwhile.
+  void run_here(const std::function<void()>& fn) {
+    backend::cpu::ThreadTeam* prev_team = backend::cpu::ThreadTeam::current();
+    const int prev_omp = omp_get_max_threads();
+    omp_set_num_threads(1);
+    backend::cpu::ThreadTeam::set_current(team_.get());
+    fn();  // catches everything itself
+    backend::cpu::ThreadTeam::set_current(prev_team);
+    omp_set_num_threads(prev_omp);
   }
 
  private:
@@ -72,7 +85,12 @@ class Worker {
 
 struct DevicePool::Impl {
   std::vector<std::unique_ptr<Worker>> workers;  // by local device index
-  std::mutex run_mu;                              // one program at a time
+  // Devices held by a running program: programs on overlapping devices run one at a time (so
+  // their tasks never queue in different orders on two workers and wait on each other in a
+  // collective); programs on disjoint devices run at once.
+  std::mutex busy_mu;
+  std::condition_variable busy_cv;
+  std::vector<bool> busy;
 };
 
 DevicePool::DevicePool() : impl_(new Impl) {
@@ -80,6 +98,7 @@ DevicePool::DevicePool() : impl_(new Impl) {
   int threads = detail::threads_per_device();
   try {
     for (int i = 0; i < n; ++i) impl_->workers.push_back(std::make_unique<Worker>(threads));
+    impl_->busy.assign(static_cast<size_t>(n), false);
   } catch (const std::system_error& e) {
     delete impl_;  // joins the workers already started
     detail::fail("runtime", "could not start the worker threads of {} devices: {}", n, e.what());
@@ -100,7 +119,6 @@ DevicePool& DevicePool::instance() {
 
 std::vector<std::exception_ptr> DevicePool::run(const std::vector<int>& device_ids,
                                                 const std::function<void(size_t)>& task) {
-  std::lock_guard<std::mutex> run_lock(impl_->run_mu);
   const size_t n = device_ids.size();
   std::vector<std::exception_ptr> errors(n);
   std::mutex mu;
@@ -124,6 +142,30 @@ std::vector<std::exception_ptr> DevicePool::run(const std::vector<int>& device_i
       std::lock_guard<std::mutex> lock(mu);
       if (++done == n) cv.notify_one();
     };
+  }
+  {
+    std::unique_lock<std::mutex> busy_lock(impl_->busy_mu);
+    impl_->busy_cv.wait(busy_lock, [&] {
+      return std::none_of(workers.begin(), workers.end(), [&](size_t w) { return impl_->busy[w]; });
+    });
+    for (size_t w : workers) impl_->busy[w] = true;
+  }
+  struct Release {
+    Impl* impl;
+    const std::vector<size_t>& workers;
+    ~Release() {
+      {
+        std::lock_guard<std::mutex> busy_lock(impl->busy_mu);
+        for (size_t w : workers) impl->busy[w] = false;
+      }
+      impl->busy_cv.notify_all();
+    }
+  } release{impl_, workers};
+  if (n == 1) {
+    // One device: its task runs on the calling thread, as the device's worker would run it
+    // (its kernel threads, one OpenMP thread), saving two thread hand-offs per small program.
+    impl_->workers[workers[0]]->run_here(tasks[0]);
+    return errors;
   }
   for (size_t i = 0; i < n; ++i) impl_->workers[workers[i]]->submit(std::move(tasks[i]));
   std::unique_lock<std::mutex> lock(mu);

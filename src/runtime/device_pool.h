@@ -13,8 +13,9 @@ class DevicePool {
   static DevicePool& instance();
 
   // Runs task(i) on the worker of device_ids[i] for every i, concurrently, and waits for all.
-  // Programs run one at a time (a second caller waits), so collectives of different programs
-  // never interleave. Returns one exception_ptr per task (null when it succeeded).
+  // Programs on overlapping devices run one at a time (a second caller waits), so collectives
+  // of different programs never interleave; programs on disjoint devices run at once. Returns one
+  // exception_ptr per task (null when it succeeded).
   std::vector<std::exception_ptr> run(const std::vector<int>& device_ids,
                                       const std::function<void(size_t)>& task);
 

@@ -89,6 +89,7 @@ std::vector<Array> Executable::run(const std::vector<Array>& args,
   std::vector<std::vector<detail::Buffer>> dev_out(positions.size());
   // This execution's own collective state: a failure here cancels only its collectives.
   std::unique_ptr<comm::Communicator> comm = comm::communicator_for_run(mesh_);
+  const std::atomic<bool>* cancel = detail::cancel_flag();  // the caller's thread, not the pool's
   auto errors = DevicePool::instance().run(ids, [&](size_t j) {
     try {
       prim::ExecContext ctx;
@@ -96,6 +97,7 @@ std::vector<Array> Executable::run(const std::vector<Array>& args,
       ctx.mesh = &mesh_;
       ctx.mesh_coords = mesh_.coords(positions[j]);
       ctx.comm = comm.get();
+      ctx.cancel = cancel;
       dev_out[j] = interpret(local_, plan_, ctx, std::move(dev_args[j]));
     } catch (...) {
       comm->abort(ids[j], std::current_exception());  // wake peers waiting in a collective
@@ -115,3 +117,15 @@ std::vector<Array> Executable::run(const std::vector<Array>& args,
 }
 
 }  // namespace partix::runtime
+
+namespace partix::detail {
+
+namespace {
+thread_local const std::atomic<bool>* t_cancel = nullptr;
+}  // namespace
+
+CancelScope::CancelScope(const std::atomic<bool>* flag) : prev_(t_cancel) { t_cancel = flag; }
+CancelScope::~CancelScope() { t_cancel = prev_; }
+const std::atomic<bool>* cancel_flag() { return t_cancel; }
+
+}  // namespace partix::detail

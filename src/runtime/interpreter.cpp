@@ -180,6 +180,9 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
   std::vector<const void*> group_in;
   for (size_t i = 0; i < p.instrs.size(); ++i) {
     if (plan.member(i)) continue;  // runs with its group's root
+    if (ctx.cancel && ctx.cancel->load(std::memory_order_relaxed)) {
+      throw Cancelled("[run] cancelled by the caller (interrupt)");
+    }
     const ir::Instr& in = p.instrs[i];
     const prim::FusedLoop* group = plan.fused[i].get();
     const double t0 = profile ? now_us() : 0.0;

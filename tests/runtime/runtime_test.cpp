@@ -1,5 +1,8 @@
 // The per-device runtime: replicated execution over a mesh, buffer lifetimes, donation, and
 // errors inside device workers.
+#include <atomic>
+#include <thread>
+
 #include "core/memory.h"
 #include "runtime/interpreter.h"
 #include "test_util.h"
@@ -131,4 +134,46 @@ TEST(Runtime, DeviceMemoryLimitRefusesAProgramBeforeItRunsAndCountsAllocations) 
   // What fits still runs.
   EXPECT_EQ(jit([](const Array& v) { return v * 2.0f; })(a).to_vector<float>(),
             std::vector<float>(1024 * 256, 2.0f));
+}
+
+TEST(Runtime, CancelScopeStopsProgramsAndOtherThreadsRunOn) {
+  Mesh mesh({4, 2}, {"x", "y"});
+  NamedSharding s(mesh, P("x", "y"));
+  Array a = device_put(ones({8, 8}), s);
+  auto f = jit([](const Array& x) { return matmul(x, x) + 1.0; });
+  std::atomic<bool> flag{true};
+  {
+    detail::CancelScope scope(&flag);
+    EXPECT_THROW(f(a), Cancelled);  // stops before its first instruction, collectives included
+    // A program of another thread is not this scope's.
+    std::thread other(
+        [&] { EXPECT_EQ(f(a).addressable_shards()[0].data.to_vector<float>()[0], 9); });
+    other.join();
+    flag = false;
+    EXPECT_EQ(f(a).addressable_shards()[3].data.to_vector<float>()[0], 9);
+  }
+  EXPECT_EQ(detail::cancel_flag(), nullptr);
+  // The input survived the cancelled run; one device (run on the calling thread) too.
+  EXPECT_EQ(a.addressable_shards()[7].data.to_vector<float>()[0], 1);
+  Array one = device_put(ones({4}), Device{2});
+  flag = true;
+  detail::CancelScope scope(&flag);
+  EXPECT_THROW((one * 2.0), Cancelled);
+}
+
+TEST(Runtime, ProgramsOnDisjointDevicesRunFromTwoThreads) {
+  // Device sets 0-3 and 4-7, each program with collectives, from two threads many times: no
+  // deadlock and the right values (programs on overlapping devices queue behind each other).
+  Mesh m1({4}, {"x"}, {Device{0}, Device{1}, Device{2}, Device{3}});
+  Mesh m2({4}, {"x"}, {Device{4}, Device{5}, Device{6}, Device{7}});
+  Mesh all({8}, {"x"});
+  auto f = jit([](const Array& x) { return sum(x); });
+  auto work = [&](const Mesh& m, float v) {
+    Array x = device_put(full({8}, v), NamedSharding(m, P("x")));
+    for (int i = 0; i < 50; ++i) EXPECT_EQ(f(x).item<float>(), 8 * v);
+  };
+  std::thread t1([&] { work(m1, 1); }), t2([&] { work(m2, 2); }), t3([&] { work(all, 3); });
+  t1.join();
+  t2.join();
+  t3.join();
 }

@@ -295,6 +295,7 @@ class Jitted:
     self._out_shardings = out_shardings
     self._name = name or getattr(fun, "__name__", api)
     self._states = {}
+    self._fast_sigs = {}  # by argument count: the signatures of the all-Array fast path
     self._check_sharding_arg(in_shardings, "in_shardings")
     self._check_sharding_arg(out_shardings, "out_shardings")
 
@@ -440,6 +441,10 @@ class Jitted:
   def __call__(self, *args, **kwargs):
     if _core.is_tracing():  # nested jit: inline; its shardings become constraints
       return self._inline(args, kwargs)
+    if not kwargs and not self._static and not self._static_names:
+      fast = self._call_arrays(args)
+      if fast is not None:
+        return fast
     sig, cores, trace = self._prepare(args, kwargs)
     outs, tid = sig.jit.call(cores, sig.counts, sig.key, sig.path_fn, trace)
     return tu.tree_unflatten(_trees[tid], [Array(o) for o in outs])
@@ -460,6 +465,28 @@ class Jitted:
     if self._out_shardings is not None:
       out = with_sharding_constraint(out, self._out_shardings)
     return out
+
+  def _call_arrays(self, args):
+    """The dispatch fast path: positional arguments that are all partix Arrays (no pytrees, no
+    static arguments) need no flattening; their signature is found by their count alone (the
+    C++ cache then keys on shapes, dtypes and shardings). None: take the general path."""
+    cores = []
+    for a in args:
+      if type(a) is not Array:
+        return None
+      cores.append(a._a)
+    # The current mesh is part of the signature (as in _state).
+    fkey = (len(args), get_mesh())
+    sig = self._fast_sigs.get(fkey)
+    if sig is None:
+      sig, _ = self._state(args, {}, (), (), set(), len(args))
+      self._fast_sigs[fkey] = sig
+    outs, tid = sig.jit.call(cores, sig.counts, sig.key, sig.path_fn,
+                             self._trace_fn(sig, args, {}, ()))
+    tree = _trees[tid]
+    if tree is tu._LEAF:
+      return Array(outs[0])
+    return tu.tree_unflatten(tree, [Array(o) for o in outs])
 
   def lower(self, *args, **kwargs):
     sig, cores, trace = self._prepare(args, kwargs)

@@ -1,0 +1,55 @@
+"""partix.distributed.initialize under mpirun -np 2: each process sees its own devices and the
+global ones, and a jit over a process-spanning array gives the same result on both."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import partix as jax
+
+_PROG = textwrap.dedent("""
+  import numpy as np
+  import partix as jax
+  jax.distributed.initialize()
+  from partix.sharding import NamedSharding, PartitionSpec as P
+  assert jax.distributed.is_initialized()
+  mesh = jax.make_mesh((jax.device_count(),), ("x",))
+  a = np.arange(16 * 4, dtype=np.float32).reshape(16, 4)
+  x = jax.device_put(a, NamedSharding(mesh, P("x")))
+  local = sorted((s.device.id, s.index[0].start) for s in x.addressable_shards)
+  y = jax.jit(lambda x: (x * 2).sum(axis=0))(x)
+  import json, sys
+  with open(f"{sys.argv[1]}/out{jax.process_index()}.json", "w") as f:
+    json.dump([jax.process_count(), jax.device_count(), jax.local_device_count(),
+               [d.id for d in jax.local_devices()], [d.process_index for d in jax.devices()],
+               local, [float(v) for v in np.asarray(y)]], f)
+""")
+
+
+def test_single_process_initialize_is_a_no_op():
+  jax.distributed.initialize()
+  assert jax.process_index() == 0 and jax.process_count() == 1
+  assert not jax.distributed.is_initialized()
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun is not installed")
+def test_two_processes(tmp_path):
+  prog = tmp_path / "prog.py"
+  prog.write_text(_PROG)
+  env = dict(os.environ, PARTIX_NUM_CPU_DEVICES="2", OMPI_ALLOW_RUN_AS_ROOT="1",
+             OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_rmaps_base_oversubscribe="1")
+  p = subprocess.run(["mpirun", "-np", "2", "-x", "PYTHONPATH", "-x", "PARTIX_NUM_CPU_DEVICES",
+                      sys.executable, str(prog), str(tmp_path)], env=env, capture_output=True, text=True,
+                     timeout=120)
+  assert p.returncode == 0, p.stdout + p.stderr
+  want = (np.arange(64, dtype=np.float32).reshape(16, 4) * 2).sum(axis=0).tolist()
+  for pi in (0, 1):
+    got = json.loads((tmp_path / f"out{pi}.json").read_text())
+    local = [2 * pi, 2 * pi + 1]
+    shards = [[d, d * 4] for d in local]  # 16 rows over 4 devices
+    assert got == [2, 4, 2, local, [0, 0, 1, 1], shards, want], (pi, got)
