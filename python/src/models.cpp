@@ -145,6 +145,23 @@ void bind_models(nb::module_& m) {
     return G::forward(p, ids, c);
   });
 
+  // The Trainer's step body run eagerly by C++ (value_and_grad, clipping, AdamW with the
+  // Trainer's b1 0.9, b2 0.95): the reference a step written in Python is checked against.
+  m.def("gpt2_reference_step",
+        [](const Params& p, const AdamWTuple& s, const Array& ids, const Array& targets,
+           const Array& lr, std::optional<Array> key, const G::Config& c, double clip,
+           double weight_decay) {
+          nb::gil_scoped_release release;
+          G::ForwardOptions fo;
+          fo.dropout_key = key;
+          auto [loss_value, g] =
+              value_and_grad([&](const Params& pp) { return G::loss(pp, ids, targets, c, fo); })(p);
+          auto [clipped, norm] = optim::clip_by_global_norm(Params(g), clip);
+          auto [np, ns] =
+              optim::adamw_update(p, clipped, to_state(s), lr, {0.9, 0.95, 1e-8, weight_decay});
+          return std::make_tuple(np, from_state(ns), loss_value);
+        });
+
   nb::class_<G::Trainer>(m, "Gpt2Trainer")
       .def("__init__",
            [](G::Trainer* t, const G::Config& c, int64_t data, int64_t model, bool fsdp,
