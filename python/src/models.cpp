@@ -30,7 +30,8 @@ struct LlamaHandle {
     return *gen;
   }
   const Tokenizer& tokenizer() const {
-    if (!model.tokenizer) throw Error("[llama] the checkpoint '" + model.source + "' has no tokenizer");
+    if (!model.tokenizer)
+      throw Error("[llama] the checkpoint '" + model.source + "' has no tokenizer");
     return *model.tokenizer;
   }
 };
@@ -72,10 +73,8 @@ void bind_models(nb::module_& m) {
       .def("has_tokenizer", [](const LlamaHandle& h) { return h.model.tokenizer != nullptr; })
       .def("encode",
            [](const LlamaHandle& h, const std::string& text) { return h.tokenizer().encode(text); })
-      .def("decode",
-           [](const LlamaHandle& h, const std::vector<int32_t>& ids, bool skip_special) {
-             return h.tokenizer().decode(ids, skip_special);
-           })
+      .def("decode", [](const LlamaHandle& h, const std::vector<int32_t>& ids,
+                        bool skip_special) { return h.tokenizer().decode(ids, skip_special); })
       .def("apply_chat_template",
            [](const LlamaHandle& h, const std::vector<std::pair<std::string, std::string>>& msgs,
               bool add_generation_prompt) {
@@ -83,32 +82,32 @@ void bind_models(nb::module_& m) {
              for (const auto& [role, content] : msgs) cm.push_back({role, content});
              return h.tokenizer().apply_chat_template(cm, add_generation_prompt);
            })
-      .def("generate",
-           [](LlamaHandle& h, const std::vector<std::vector<int32_t>>& prompts, int64_t max_tokens,
-              double temperature, int64_t top_k, double top_p, uint64_t seed, bool stop_at_eos,
-              bool decode_loop) {
-             L::GenerateOptions o;
-             o.max_tokens = max_tokens;
-             o.sampling = {temperature, top_k, top_p};
-             o.seed = seed;
-             o.stop_at_eos = stop_at_eos;
-             o.decode_loop = decode_loop;
-             nb::gil_scoped_release release;
-             return h.generator().generate(prompts, o).tokens;
-           });
-  m.def("llama_load",
-        [](const std::string& path, const Mesh& mesh, const std::string& axis, bool quantized,
-           const std::string& dtype) {
-          nn::LogicalRules rules = L::sharding_rules(axis);
-          L::LoadOptions o{quantized, to_dtype(dtype)};
-          L::Model model;
-          {
-            nb::gil_scoped_release release;
-            model = L::load(path, mesh, rules, o);
-          }
-          return new LlamaHandle(std::move(model), mesh, std::move(rules));
-        },
-        nb::rv_policy::take_ownership);
+      .def("generate", [](LlamaHandle& h, const std::vector<std::vector<int32_t>>& prompts,
+                          int64_t max_tokens, double temperature, int64_t top_k, double top_p,
+                          uint64_t seed, bool stop_at_eos, bool decode_loop) {
+        L::GenerateOptions o;
+        o.max_tokens = max_tokens;
+        o.sampling = {temperature, top_k, top_p};
+        o.seed = seed;
+        o.stop_at_eos = stop_at_eos;
+        o.decode_loop = decode_loop;
+        nb::gil_scoped_release release;
+        return h.generator().generate(prompts, o).tokens;
+      });
+  m.def(
+      "llama_load",
+      [](const std::string& path, const Mesh& mesh, const std::string& axis, bool quantized,
+         const std::string& dtype) {
+        nn::LogicalRules rules = L::sharding_rules(axis);
+        L::LoadOptions o{quantized, to_dtype(dtype)};
+        L::Model model;
+        {
+          nb::gil_scoped_release release;
+          model = L::load(path, mesh, rules, o);
+        }
+        return new LlamaHandle(std::move(model), mesh, std::move(rules));
+      },
+      nb::rv_policy::take_ownership);
   m.def("llama_default_model_path", &L::default_model_path);
 
   // ---- GPT-2 ----
@@ -124,43 +123,40 @@ void bind_models(nb::module_& m) {
       .def("validate", [](const G::Config& c) { G::validate_config(c, "gpt2.Config"); });
   m.def("gpt2_tiny", &G::tiny);
   m.def("gpt2_small", &G::small);
-  m.def("gpt2_init",
-        [](const G::Config& c, const Array& key, const Mesh& mesh, bool fsdp) {
-          G::validate_config(c, "gpt2.init");
-          nb::gil_scoped_release release;
-          return G::init(c, key, mesh, G::sharding_rules(fsdp));
-        });
+  m.def("gpt2_init", [](const G::Config& c, const Array& key, const Mesh& mesh, bool fsdp) {
+    G::validate_config(c, "gpt2.init");
+    nb::gil_scoped_release release;
+    return G::init(c, key, mesh, G::sharding_rules(fsdp));
+  });
   m.def("gpt2_param_shardings", [](const G::Config& c, const Mesh& mesh, bool fsdp) {
     return nn::param_shardings(G::param_specs(c), G::sharding_rules(fsdp), mesh);
   });
   // Traceable (callable inside jit and grad): the dropout key turns dropout on.
-  m.def("gpt2_loss",
-        [](const Params& p, const Array& ids, const Array& targets, const G::Config& c,
-           std::optional<Array> dropout_key) {
-          G::ForwardOptions fo;
-          fo.dropout_key = dropout_key;
-          return G::loss(p, ids, targets, c, fo);
-        });
+  m.def("gpt2_loss", [](const Params& p, const Array& ids, const Array& targets, const G::Config& c,
+                        std::optional<Array> dropout_key) {
+    G::ForwardOptions fo;
+    fo.dropout_key = dropout_key;
+    return G::loss(p, ids, targets, c, fo);
+  });
   m.def("gpt2_forward", [](const Params& p, const Array& ids, const G::Config& c) {
     return G::forward(p, ids, c);
   });
 
   // The Trainer's step body run eagerly by C++ (value_and_grad, clipping, AdamW with the
   // Trainer's b1 0.9, b2 0.95): the reference a step written in Python is checked against.
-  m.def("gpt2_reference_step",
-        [](const Params& p, const AdamWTuple& s, const Array& ids, const Array& targets,
-           const Array& lr, std::optional<Array> key, const G::Config& c, double clip,
-           double weight_decay) {
-          nb::gil_scoped_release release;
-          G::ForwardOptions fo;
-          fo.dropout_key = key;
-          auto [loss_value, g] =
-              value_and_grad([&](const Params& pp) { return G::loss(pp, ids, targets, c, fo); })(p);
-          auto [clipped, norm] = optim::clip_by_global_norm(Params(g), clip);
-          auto [np, ns] =
-              optim::adamw_update(p, clipped, to_state(s), lr, {0.9, 0.95, 1e-8, weight_decay});
-          return std::make_tuple(np, from_state(ns), loss_value);
-        });
+  m.def("gpt2_reference_step", [](const Params& p, const AdamWTuple& s, const Array& ids,
+                                  const Array& targets, const Array& lr, std::optional<Array> key,
+                                  const G::Config& c, double clip, double weight_decay) {
+    nb::gil_scoped_release release;
+    G::ForwardOptions fo;
+    fo.dropout_key = key;
+    auto [loss_value, g] =
+        value_and_grad([&](const Params& pp) { return G::loss(pp, ids, targets, c, fo); })(p);
+    auto [clipped, norm] = optim::clip_by_global_norm(Params(g), clip);
+    auto [np, ns] =
+        optim::adamw_update(p, clipped, to_state(s), lr, {0.9, 0.95, 1e-8, weight_decay});
+    return std::make_tuple(np, from_state(ns), loss_value);
+  });
 
   nb::class_<G::Trainer>(m, "Gpt2Trainer")
       .def("__init__",
@@ -190,9 +186,7 @@ void bind_models(nb::module_& m) {
              return t.step().loss;
            })
       .def("params",
-           [](const G::Trainer& t) {
-             return G::unstack_layers(t.params(), t.options().model);
-           })
+           [](const G::Trainer& t) { return G::unstack_layers(t.params(), t.options().model); })
       .def_prop_ro("mesh", &G::Trainer::mesh)
       .def("step_count", &G::Trainer::step_count)
       .def("sharding_table", &G::Trainer::sharding_table)
@@ -200,12 +194,11 @@ void bind_models(nb::module_& m) {
 
   // ---- optimizers ----
   m.def("adamw_init", [](const Params& p) { return from_state(optim::adamw_init(p)); });
-  m.def("adamw_update",
-        [](const Params& p, const Params& g, const AdamWTuple& s, const Array& lr, double b1,
-           double b2, double eps, double weight_decay) {
-          auto [np, ns] = optim::adamw_update(p, g, to_state(s), lr, {b1, b2, eps, weight_decay});
-          return std::make_pair(np, from_state(ns));
-        });
+  m.def("adamw_update", [](const Params& p, const Params& g, const AdamWTuple& s, const Array& lr,
+                           double b1, double b2, double eps, double weight_decay) {
+    auto [np, ns] = optim::adamw_update(p, g, to_state(s), lr, {b1, b2, eps, weight_decay});
+    return std::make_pair(np, from_state(ns));
+  });
   m.def("clip_by_global_norm",
         [](const Params& g, double max_norm) { return optim::clip_by_global_norm(g, max_norm); });
   m.def("global_norm", &optim::global_norm);

@@ -103,6 +103,30 @@ def test_llama_batch_sampling_and_errors(smollm2, golden, mesh8):
     llama.load(smollm2, mesh, dtype="int8")
 
 
+def test_llama_quantized_and_bf16_weights(smollm2, tmp_path):
+  if jax.device_count() < 2:
+    pytest.skip("needs 2 devices")
+  q = "What is the capital of France?"
+  texts = []
+  for n in (1, 2):
+    model = llama.load(smollm2, jax.make_mesh((n,), ("model",)), quantized=True)
+    assert model.params["model.layers.0.mlp.up_proj.weight"].dtype.name == "q4_1"
+    texts.append(model.generate(q, max_tokens=8, chat=True).text)
+  assert texts[0] == texts[1]  # the same tokens whatever the device count
+  half = llama.load(smollm2, jax.make_mesh((2,), ("model",)), dtype=jax.numpy.bfloat16)
+  assert half.params["model.layers.0.mlp.up_proj.weight"].dtype == jax.numpy.bfloat16
+  assert "Paris" in half.generate(q, max_tokens=8, chat=True).text
+  exe = _cli()
+  if exe is None:
+    return
+  res = subprocess.run([exe, "generate", "--model", smollm2, "--devices", "2", "--greedy",
+                        "--weights", "quantized", "--chat", "--max-tokens", "8", "--quiet",
+                        "--prompt", q, "--output", str(tmp_path / "q.txt")],
+                       capture_output=True, text=True, timeout=300)
+  assert res.returncode == 0, res.stderr
+  assert texts[0] == (tmp_path / "q.txt").read_text().rstrip("\n")
+
+
 def test_llama_load_missing_file(tmp_path):
   mesh = jax.make_mesh((1,), ("model",))
   with pytest.raises(jax.PartixError, match="nothing.gguf"):
