@@ -4,7 +4,6 @@ from functools import partial
 import numpy as np
 
 import partix as jax
-import partix.numpy as jnp
 from partix import lax
 from partix.experimental.shard_map import shard_map
 from partix.sharding import NamedSharding, PartitionSpec as P

@@ -120,7 +120,13 @@ void bind_models(nb::module_& m) {
       .def_rw("n_head", &G::Config::n_head)
       .def_rw("layer_norm_epsilon", &G::Config::layer_norm_epsilon)
       .def_rw("dropout", &G::Config::dropout)
-      .def("validate", [](const G::Config& c) { G::validate_config(c, "gpt2.Config"); });
+      .def("validate", [](const G::Config& c) { G::validate_config(c, "gpt2.Config"); })
+      .def("__repr__", [](const G::Config& c) {
+        return "gpt2.Config(vocab_size=" + std::to_string(c.vocab_size) +
+               ", n_positions=" + std::to_string(c.n_positions) +
+               ", n_embd=" + std::to_string(c.n_embd) + ", n_layer=" + std::to_string(c.n_layer) +
+               ", n_head=" + std::to_string(c.n_head) + ")";
+      });
   m.def("gpt2_tiny", &G::tiny);
   m.def("gpt2_small", &G::small);
   m.def("gpt2_init", [](const G::Config& c, const Array& key, const Mesh& mesh, bool fsdp) {
@@ -162,7 +168,8 @@ void bind_models(nb::module_& m) {
       .def("__init__",
            [](G::Trainer* t, const G::Config& c, int64_t data, int64_t model, bool fsdp,
               int64_t steps, int64_t batch, int64_t seq, double lr, int64_t warmup, double clip,
-              double weight_decay, uint64_t seed, bool scan_layers) {
+              double weight_decay, uint64_t seed, bool scan_layers,
+              const std::vector<std::string>& corpus) {
              G::TrainOptions o;
              o.model = c;
              o.data = data;
@@ -177,6 +184,7 @@ void bind_models(nb::module_& m) {
              o.weight_decay = weight_decay;
              o.seed = seed;
              o.scan_layers = scan_layers;
+             if (!corpus.empty()) o.corpus = corpus;
              nb::gil_scoped_release release;
              new (t) G::Trainer(std::move(o));
            })

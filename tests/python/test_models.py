@@ -236,6 +236,17 @@ def test_gpt2_trainer_matches_cli(mesh_shape, tmp_path):
   np.testing.assert_allclose(losses, cli, atol=2e-6)
 
 
+def test_gpt2_trainer_custom_corpus(tmp_path):
+  text = tmp_path / "corpus.txt"
+  text.write_text("abcdefgh" * 400)
+  tr = gpt2.Trainer("tiny", steps=8, batch=4, seq=16, lr=1e-2, warmup=1, corpus=[text])
+  losses = [tr.step() for _ in range(8)]
+  # A period-8 text is learnt fast: far below the uniform log(256).
+  assert losses[0] > 4.5 and losses[-1] < losses[0] - 1.0, losses
+  assert set(tr.params) == set(gpt2.init(gpt2.tiny(), jax.random.key(0),
+                                         gpt2.make_mesh(1, 1)))
+
+
 def test_gpt2_and_optim_bad_input(mesh8):
   cfg = gpt2.tiny()
   with pytest.raises(jax.PartixError, match=r"^\[gpt2.init\] the mesh needs axes"):
@@ -260,6 +271,8 @@ def test_gpt2_and_optim_bad_input(mesh8):
     optim.adamw_update(params, params, st, "fast")
   with pytest.raises(jax.PartixError, match=r"^\[gpt2.Trainer\] batch"):
     gpt2.Trainer("tiny", batch=0)
+  with pytest.raises(jax.PartixError, match="no_such_corpus"):
+    gpt2.Trainer("tiny", corpus=["no_such_corpus.txt"])
 
 
 def test_optim_against_numpy():

@@ -12,7 +12,7 @@ Either drive the C++ Trainer (Trainer(...).step() in a Python loop), or write th
 from partix import _core
 from partix import optim
 from partix._src.api import value_and_grad
-from partix._src.core import Array, PartixError, core, wrap
+from partix._src.core import PartixError, core, wrap
 from partix._src.sharding import Mesh, NamedSharding, make_mesh as _make_mesh
 
 __all__ = ["Config", "Trainer", "forward", "init", "loss", "make_mesh", "param_shardings",
@@ -115,12 +115,13 @@ def _reference_step(params, opt_state, ids, targets, lr, dropout_key=None, *, co
 
 
 class Trainer:
-  """The C++ trainer (as `partix train`): the corpus (Debian's fortunes by default) read as
-  bytes, warmup + cosine learning rate, clipping, AdamW; step() runs one step and returns its
-  loss. data x model devices."""
+  """The C++ trainer (as `partix train`) on data x model devices: the corpus (text files and
+  folders; Debian's fortunes by default) read as bytes, warmup + cosine learning rate,
+  clipping, AdamW. step() runs one step and returns its loss."""
 
   def __init__(self, config="tiny", *, data=1, model=1, fsdp=False, steps=50, batch=8, seq=64,
-               lr=1e-3, warmup=10, clip=1.0, weight_decay=0.1, seed=0, scan_layers=True):
+               lr=1e-3, warmup=10, clip=1.0, weight_decay=0.1, seed=0, scan_layers=True,
+               corpus=None):
     c = _config(config, "gpt2.Trainer")
     for name, v in (("data", data), ("model", model), ("steps", steps), ("batch", batch),
                     ("seq", seq)):
@@ -128,7 +129,7 @@ class Trainer:
         raise PartixError(f"[gpt2.Trainer] {name} must be a positive integer, got {v!r}")
     self._t = _core.Gpt2Trainer(c, data, model, bool(fsdp), steps, batch, seq, float(lr),
                                 int(warmup), float(clip), float(weight_decay), int(seed),
-                                bool(scan_layers))
+                                bool(scan_layers), [str(f) for f in (corpus or [])])
     self.config = c
 
   def step(self):
