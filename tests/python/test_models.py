@@ -127,6 +127,26 @@ def test_llama_quantized_and_bf16_weights(smollm2, tmp_path):
   assert texts[0] == (tmp_path / "q.txt").read_text().rstrip("\n")
 
 
+def test_generate_and_train_release_the_gil(smollm2):
+  import threading
+  import time
+  model = llama.load(smollm2, jax.make_mesh((1,), ("model",)))
+  model.generate("Hi", max_tokens=2)  # compiled before timing
+  trainer = gpt2.Trainer("tiny", steps=3, batch=4, seq=16)
+  trainer.step()
+  for work in (lambda: model.generate("Tell me a story.", max_tokens=12, stop_at_eos=False),
+               lambda: [trainer.step() for _ in range(2)]):
+    done = threading.Event()
+    t = threading.Thread(target=lambda: (work(), done.set()))
+    ticks = 0
+    t.start()
+    while not done.is_set() and t.is_alive():
+      ticks += 1  # this thread runs while the other waits in C++
+      time.sleep(0.0005)
+    t.join()
+    assert done.is_set() and ticks > 5, ticks
+
+
 def test_llama_load_missing_file(tmp_path):
   mesh = jax.make_mesh((1,), ("model",))
   with pytest.raises(jax.PartixError, match="nothing.gguf"):
