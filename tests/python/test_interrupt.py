@@ -36,7 +36,9 @@ def _check(p):
   assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
   lines = dict(l.split("=", 1) for l in p.stdout.splitlines() if "=" in l)
   assert lines.get("caught") == "KeyboardInterrupt", p.stdout + p.stderr
-  assert float(lines["late"]) < 1.0, lines  # stopped within a second of the signal
+  # Stopped within about a second of the signal (well under it on an idle machine; the bound
+  # leaves room for a suite that shares its cores with other tests).
+  assert float(lines["late"]) < 2.5, lines
   return lines
 
 
@@ -137,11 +139,11 @@ def test_interrupts_at_many_moments():
         sent = interrupt_in(delay)
         f(x).block_until_ready()
         outcome = "done"
-        time.sleep(max(0.0, sent - time.time()) + 0.3)  # the signal lands here instead
+        time.sleep(max(0.0, sent - time.time()) + 1.0)  # the signal lands here instead
       except KeyboardInterrupt:
         if outcome is None:
           outcome = "interrupted"
-          assert time.time() - sent < 1.0
+          assert time.time() - sent < 2.5
       outcomes.append(outcome)
       y = jax.jit(lambda a: a * 2 + 1)(x)
       np.testing.assert_allclose(np.asarray(y), np.full((32, 32), 1.02, np.float32), rtol=1e-6)
