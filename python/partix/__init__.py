@@ -22,8 +22,8 @@ from partix._src.sharding import (AxisType, Device, NamedSharding, PartitionSpec
                                   get_abstract_mesh, make_mesh, set_mesh, use_mesh)
 from partix._src.shard_map import shard_map  # noqa: E402,F401
 from partix._src.tree_util import tree_leaves, tree_map, tree_structure  # noqa: E402,F401
-from partix import (debug, distributed, experimental, lax, nn, numpy, profiler,  # noqa: E402
-                    random, sharding, tree, tree_util)
+from partix import (ckpt, debug, distributed, experimental, lax, nn, numpy,  # noqa: E402
+                    profiler, random, sharding, tree, tree_util)
 
 P = PartitionSpec
 __version__ = "0.1.0"

@@ -26,7 +26,8 @@ void bind_sharding(nb::module_& m);    // sharding.cpp: Device, Mesh, PartitionS
 void bind_ops(nb::module_& m);         // ops.cpp: the numpy-like and lax ops
 void bind_transforms(nb::module_& m);  // transforms.cpp: jit, grad, shard_map, control flow
 void bind_runtime(nb::module_& m);     // runtime.cpp: devices, profiler, distributed, memory
-void bind_models(nb::module_& m);      // models.cpp: llama, gpt2, optimizers, checkpoints
+void bind_models(nb::module_& m);      // models.cpp: llama, gpt2, optimizers
+void bind_checkpoint(nb::module_& m);  // checkpoint.cpp: save and restore pytrees
 
 DType to_dtype(const std::string& name);
 Axes to_axes(const std::vector<std::string>& names);

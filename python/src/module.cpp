@@ -26,4 +26,5 @@ NB_MODULE(_core, m) {
   bind_transforms(m);
   bind_runtime(m);
   bind_models(m);
+  bind_checkpoint(m);
 }

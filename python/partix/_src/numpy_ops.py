@@ -891,20 +891,20 @@ def count_nonzero(a, axis=None, keepdims=False):
   return sum(astype(not_equal(a, 0), np.int32), axis=axis, keepdims=keepdims)
 
 
-def argmax(a, axis=None, keepdims=False):
-  a = asarray(a, api="argmax")
-  if axis is None:
-    r = _w(_core.argmax(ravel(a)._a, 0, False))
+def _arg_reduce(name, op, a, axis, keepdims):
+  a = asarray(a, api=name)
+  if axis is None:  # over the flattened array
+    r = _w(op(ravel(a)._a, 0, False))
     return reshape(r, (1,) * a.ndim) if keepdims else r
-  return _w(_core.argmax(a._a, _norm_axis(axis, a.ndim, "argmax"), bool(keepdims)))
+  return _w(op(a._a, _norm_axis(axis, a.ndim, name), bool(keepdims)))
+
+
+def argmax(a, axis=None, keepdims=False):
+  return _arg_reduce("argmax", _core.argmax, a, axis, keepdims)
 
 
 def argmin(a, axis=None, keepdims=False):
-  a = asarray(a, api="argmin")
-  if axis is None:
-    r = _w(_core.argmin(ravel(a)._a, 0, False))
-    return reshape(r, (1,) * a.ndim) if keepdims else r
-  return _w(_core.argmin(a._a, _norm_axis(axis, a.ndim, "argmin"), bool(keepdims)))
+  return _arg_reduce("argmin", _core.argmin, a, axis, keepdims)
 
 
 def cumsum(a, axis=None, dtype=None):
