@@ -94,7 +94,7 @@ void BM_AllReduce(benchmark::State& state) {
   for (auto _ : state) {
     double t = run_rounds(1, [&](int r) {
       c.all_reduce(in[static_cast<size_t>(r)].data(), out[static_cast<size_t>(r)].data(), count,
-                   DType::F32, prim::ReduceKind::kSum, g, r);
+                   DType::F32, detail::ReduceKind::kSum, g, r);
     });
     state.SetIterationTime(t);
     seconds += t;
@@ -116,7 +116,7 @@ void BM_AllReduceShared(benchmark::State& state) {
   for (auto _ : state) {
     double t = run_rounds(1, [&](int r) {
       detail::Buffer b = c.all_reduce_to_buffer(in[static_cast<size_t>(r)].data(), count, DType::F32,
-                                                prim::ReduceKind::kSum, g, r);
+                                                detail::ReduceKind::kSum, g, r);
       if (r == 5) check = b.as<float>()[count - 1];
     });
     state.SetIterationTime(t);

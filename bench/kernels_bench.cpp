@@ -9,7 +9,7 @@
 
 #include "ir/program.h"
 #include "partix/partix.h"
-#include "prim/primitive.h"
+#include "ir/primitive.h"
 
 namespace {
 

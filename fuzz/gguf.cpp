@@ -3,7 +3,7 @@
 #include <span>
 
 #include "fuzz_util.h"
-#include "io/gguf.h"
+#include "formats/gguf.h"
 
 namespace {
 

@@ -2,7 +2,7 @@
 // buffer, and loading a few tensors.
 #include <span>
 
-#include "io/safetensors.h"
+#include "formats/safetensors.h"
 #include "safetensors_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

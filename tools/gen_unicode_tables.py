@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes src/io/unicode_tables.inc: the code point ranges of the Unicode general categories
+"""Writes src/tokenizer/unicode_tables.inc: the code point ranges of the Unicode general categories
 L (letters) and N (numbers) that the GPT-2 pre-tokenizer pattern needs (\\p{L}, \\p{N}), from
 Python's unicodedata. Run from the repository root: python3 tools/gen_unicode_tables.py
 """
@@ -49,7 +49,7 @@ def main():
         "// clang-format on",
         "",
     ])
-    with open("src/io/unicode_tables.inc", "w") as f:
+    with open("src/tokenizer/unicode_tables.inc", "w") as f:
         f.write(text)
     print(f"letters {len(letters)} ranges, numbers {len(numbers)} ranges", file=sys.stderr)
 

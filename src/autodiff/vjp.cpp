@@ -2,7 +2,7 @@
 
 #include "core/errors.h"
 #include "partix/ops.h"
-#include "prim/primitive.h"
+#include "ir/primitive.h"
 #include "trace/trace.h"
 
 namespace partix::autodiff {

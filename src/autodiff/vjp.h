@@ -9,7 +9,7 @@
 
 #include "ir/program.h"
 #include "partix/array.h"
-#include "prim/primitive.h"
+#include "ir/primitive.h"
 
 namespace partix::autodiff {
 

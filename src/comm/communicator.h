@@ -18,12 +18,12 @@
 #include "core/buffer.h"
 #include "partix/dtype.h"
 #include "partix/mesh.h"
-#include "prim/primitive.h"
+#include "core/reduce_kind.h"
 
 namespace partix::comm {
 
 using Group = std::vector<int>;  // device ids, rank order
-using prim::ReduceKind;
+using detail::ReduceKind;
 
 class Communicator {
  public:

@@ -6,7 +6,6 @@
 #include <mutex>
 #include <thread>
 
-#include "comm/mpi/mpi_runtime.h"
 #include "core/device_registry.h"
 #include "core/errors.h"
 #include "core/memory.h"
@@ -31,6 +30,11 @@ struct Registry {
   std::deque<detail::DeviceCounters> counters;  // deque: stable addresses
 };
 
+detail::ProcessHooks& process_hooks() {
+  static detail::ProcessHooks hooks;
+  return hooks;
+}
+
 Registry& registry() {
   static Registry* r = new Registry;  // never destroyed: device workers may outlive main
   return *r;
@@ -39,12 +43,13 @@ Registry& registry() {
 // Devices are process-major: process p holds ids [p * count, (p + 1) * count). Every process
 // must have the same count (checked with the others when there are several).
 void initialize_locked(Registry& r, int count) {
-  const comm::mpi::Launch launch = comm::mpi::launch();
+  const detail::ProcessHooks& hooks = process_hooks();
+  const detail::ProcessLaunch launch = hooks.launch != nullptr ? hooks.launch() : detail::ProcessLaunch{};
   if (launch.count > 1) {
     std::vector<int> all_procs;
     for (int p = 0; p < launch.count; ++p) all_procs.push_back(p);
     std::vector<std::string> counts =
-        comm::mpi::exchange_control(all_procs, std::to_string(count), "distributed::initialize");
+        hooks.exchange(all_procs, std::to_string(count), "distributed::initialize");
     for (int p = 0; p < launch.count; ++p) {
       if (counts[static_cast<size_t>(p)] != std::to_string(count)) {
         detail::fail("distributed::initialize",
@@ -86,6 +91,8 @@ Registry& initialized_registry() {
 }  // namespace
 
 namespace detail {
+
+void set_process_hooks(const ProcessHooks& hooks) { process_hooks() = hooks; }
 
 std::optional<int> parse_num_cpu_devices(const char* text) {
   if (text == nullptr) return std::nullopt;

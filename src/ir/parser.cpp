@@ -9,7 +9,7 @@
 #include "core/errors.h"
 #include "core/scalar.h"
 #include "ir/program.h"
-#include "prim/primitive.h"
+#include "ir/primitive.h"
 
 namespace partix::ir {
 

@@ -1,7 +1,7 @@
 // Program -> text (the format is described in program.h).
 #include "core/errors.h"
 #include "ir/program.h"
-#include "prim/primitive.h"
+#include "ir/primitive.h"
 
 namespace partix::ir {
 

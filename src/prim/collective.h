@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "prim/primitive.h"
+#include "ir/primitive.h"
 
 namespace partix::prim {
 

@@ -3,7 +3,7 @@
 
 #include "core/array_impl.h"
 #include "partix/ops.h"
-#include "prim/primitive.h"
+#include "ir/primitive.h"
 #include "prim/util.h"
 #include "trace/trace.h"
 #include "autodiff/vjp.h"

@@ -12,7 +12,7 @@
 #include "autodiff/vjp.h"
 #include "core/errors.h"
 #include "core/scalar.h"
-#include "prim/primitive.h"
+#include "ir/primitive.h"
 #include "prim/util.h"
 
 namespace partix::prim {

@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <numeric>
 
-#include "backend/cpu/quant_dot.h"
+#include "core/quants.h"
 #include "core/layout.h"
 #include "core/scalar.h"
 #include "partix/ops.h"
 #include "prim/dot.h"
 #include "prim/elementwise_ops.h"
-#include "prim/primitive.h"
+#include "ir/primitive.h"
 #include "prim/util.h"
 
 namespace partix::prim {
@@ -308,7 +308,7 @@ void DotGeneral::reference_quantized(const KernelCall& c) {
   for (int i = 0; i < nc; ++i) K *= a.shape[static_cast<size_t>(a.ndim() - nc + i)];
   const int64_t M = K == 0 ? 0 : a.size() / K, N = K == 0 ? 0 : b.size() / K;
   std::vector<float> w(static_cast<size_t>(N * K));
-  if (!w.empty()) backend::cpu::dequantize(b.dtype, c.in[1], N * K, w.data());
+  if (!w.empty()) detail::dequantize(b.dtype, c.in[1], N * K, w.data());
   const float* x = c.input<float>(0);
   float* y = c.output<float>(0);
   for (int64_t m = 0; m < M; ++m) {

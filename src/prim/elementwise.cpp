@@ -3,11 +3,11 @@
 #include <cstring>
 #include <limits>
 
-#include "backend/cpu/quant_dot.h"
+#include "core/quants.h"
 #include "core/scalar.h"
 #include "partix/ops.h"
 #include "prim/elementwise_ops.h"
-#include "prim/primitive.h"
+#include "ir/primitive.h"
 #include "prim/util.h"
 #include "trace/trace.h"
 
@@ -408,7 +408,7 @@ class Convert final : public Primitive {
     }
     if (is_quantized(from)) {  // blocks to f32, then as any f32
       std::vector<float> f(static_cast<size_t>(n));
-      backend::cpu::dequantize(from, c.in[0], n, f.data());
+      detail::dequantize(from, c.in[0], n, f.data());
       for (int64_t i = 0; i < n; ++i) {
         convert_one(reinterpret_cast<const char*>(f.data() + i), DType::F32,
                     static_cast<char*>(c.out[0]) + i * tes, to);

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "prim/primitive.h"
+#include "ir/primitive.h"
 
 namespace partix::prim {
 

@@ -10,7 +10,7 @@
 #include "partix/ops.h"
 #include "prim/elementwise_ops.h"
 #include "prim/positional.h"
-#include "prim/primitive.h"
+#include "ir/primitive.h"
 #include "prim/util.h"
 #include "trace/trace.h"
 

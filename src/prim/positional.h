@@ -3,7 +3,7 @@
 // "global_shape".
 #pragma once
 
-#include "prim/primitive.h"
+#include "ir/primitive.h"
 
 namespace partix::prim {
 

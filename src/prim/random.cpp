@@ -9,7 +9,7 @@
 #include "core/layout.h"
 #include "core/scalar.h"
 #include "prim/positional.h"
-#include "prim/primitive.h"
+#include "ir/primitive.h"
 #include "prim/random_core.h"
 #include "prim/util.h"
 

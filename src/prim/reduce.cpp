@@ -7,7 +7,7 @@
 #include "core/scalar.h"
 #include "partix/ops.h"
 #include "prim/elementwise_ops.h"
-#include "prim/primitive.h"
+#include "ir/primitive.h"
 #include "prim/util.h"
 
 namespace partix::prim {

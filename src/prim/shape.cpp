@@ -6,7 +6,7 @@
 #include "core/layout.h"
 #include "core/scalar.h"
 #include "partix/ops.h"
-#include "prim/primitive.h"
+#include "ir/primitive.h"
 #include "prim/util.h"
 #include "trace/trace.h"
 

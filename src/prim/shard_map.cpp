@@ -3,7 +3,7 @@
 // assembled by out_specs. The partitioner inlines the body (src/spmd/partition.cpp).
 #include "autodiff/vjp.h"
 #include "core/errors.h"
-#include "prim/primitive.h"
+#include "ir/primitive.h"
 #include "prim/util.h"
 
 namespace partix::prim {

@@ -9,7 +9,7 @@
 #include "core/buffer.h"
 #include "ir/program.h"
 #include "prim/fusion.h"
-#include "prim/primitive.h"
+#include "ir/primitive.h"
 
 namespace partix::runtime {
 

@@ -10,7 +10,7 @@
 #include "comm/mpi/mpi_runtime.h"
 #include "core/errors.h"
 #include "partix/device.h"
-#include "io/atomic_file.h"
+#include "files/atomic_file.h"
 #include "runtime/profiler_hooks.h"
 
 namespace partix {

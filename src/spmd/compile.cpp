@@ -5,7 +5,7 @@
 
 #include "comm/mpi/mpi_runtime.h"
 #include "core/errors.h"
-#include "prim/primitive.h"
+#include "ir/primitive.h"
 #include "spmd/partition.h"
 #include "spmd/propagate.h"
 #include "spmd/simplify.h"

@@ -1,6 +1,6 @@
 #include "spmd/cost.h"
 
-#include "prim/primitive.h"
+#include "ir/primitive.h"
 #include "spmd/reshard.h"
 
 namespace partix::spmd {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "ir/program.h"
-#include "prim/primitive.h"
+#include "ir/primitive.h"
 
 namespace partix::spmd {
 

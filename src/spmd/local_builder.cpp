@@ -1,7 +1,7 @@
 #include "spmd/local_builder.h"
 
 #include "core/errors.h"
-#include "prim/primitive.h"
+#include "ir/primitive.h"
 
 namespace partix::spmd {
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "ir/program.h"
-#include "prim/primitive.h"
+#include "ir/primitive.h"
 
 namespace partix::spmd {
 

@@ -6,7 +6,7 @@
 #include <map>
 
 #include "core/errors.h"
-#include "prim/primitive.h"
+#include "ir/primitive.h"
 #include "spmd/control_flow.h"
 #include "spmd/cost.h"
 #include "spmd/handlers.h"

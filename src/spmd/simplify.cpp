@@ -4,7 +4,7 @@
 #include <numeric>
 #include <string_view>
 
-#include "prim/primitive.h"
+#include "ir/primitive.h"
 
 namespace partix::spmd {
 

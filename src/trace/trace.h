@@ -12,7 +12,7 @@
 
 #include "core/array_impl.h"
 #include "ir/program.h"
-#include "prim/primitive.h"
+#include "ir/primitive.h"
 
 namespace partix::detail {
 
@@ -99,7 +99,9 @@ Array bind1(std::string_view prim, const std::vector<Array>& inputs, ir::Attrs a
 Array literal(double value, DType dtype);
 Array literal(const ir::Literal& lit);
 
-// Runs one primitive eagerly on concrete arrays (src/trace/eager.cpp).
+// ---- implemented by the dispatch layer (src/dispatch), which compiles and runs ----
+
+// Runs one primitive eagerly on concrete arrays.
 std::vector<Array> execute_eager(const prim::Primitive& p, const std::vector<Array>& inputs,
                                  const ir::Attrs& attrs, const prim::Regions& regions);
 

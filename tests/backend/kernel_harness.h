@@ -13,7 +13,7 @@
 
 #include "core/scalar.h"
 #include "ir/program.h"
-#include "prim/primitive.h"
+#include "ir/primitive.h"
 
 namespace partix::testing_kernels {
 

@@ -18,14 +18,14 @@ TEST(ThreadCommunicator, MissingPeerTimesOutNamingTheDevice) {
   std::string e0, e1;
   std::thread t0([&] {
     try {
-      c.all_reduce(in.data(), out0.data(), 4, DType::F32, prim::ReduceKind::kSum, g, 0);
+      c.all_reduce(in.data(), out0.data(), 4, DType::F32, detail::ReduceKind::kSum, g, 0);
     } catch (const TimeoutError& e) {
       e0 = e.what();
     }
   });
   std::thread t1([&] {
     try {
-      c.all_reduce(in.data(), out1.data(), 4, DType::F32, prim::ReduceKind::kSum, g, 1);
+      c.all_reduce(in.data(), out1.data(), 4, DType::F32, detail::ReduceKind::kSum, g, 1);
     } catch (const TimeoutError& e) {
       e1 = e.what();
     }
@@ -91,7 +91,7 @@ TEST(ThreadCommunicator, ConcurrentGroupsAndRepeatedRounds) {
       comm::Group g = d < 4 ? comm::Group{0, 1, 2, 3} : comm::Group{4, 5, 6, 7};
       for (int round = 0; round < 200; ++round) {
         std::vector<int32_t> in(5, d + round), out(5);
-        c.all_reduce(in.data(), out.data(), 5, DType::I32, prim::ReduceKind::kSum, g, d);
+        c.all_reduce(in.data(), out.data(), 5, DType::I32, detail::ReduceKind::kSum, g, d);
         int base = d < 4 ? 0 : 4;
         int want = 4 * round + base * 4 + 6;
         for (int32_t v : out) failures[static_cast<size_t>(d)] += v != want;
@@ -116,7 +116,7 @@ TEST(ThreadCommunicator, AllReduceMatchesOracleForEveryGroupSize) {
   for (int n = 1; n <= 10; ++n) {
     comm::Group g;
     for (int r = 0; r < n; ++r) g.push_back(r);
-    for (auto kind : {prim::ReduceKind::kSum, prim::ReduceKind::kMax, prim::ReduceKind::kMin}) {
+    for (auto kind : {detail::ReduceKind::kSum, detail::ReduceKind::kMax, detail::ReduceKind::kMin}) {
       std::vector<std::vector<float>> in(static_cast<size_t>(n), std::vector<float>(count));
       std::vector<std::vector<float>> out(static_cast<size_t>(n), std::vector<float>(count));
       for (int r = 0; r < n; ++r) {
@@ -135,8 +135,8 @@ TEST(ThreadCommunicator, AllReduceMatchesOracleForEveryGroupSize) {
         float want = in[0][static_cast<size_t>(i)];
         for (int r = 1; r < n; ++r) {
           float v = in[static_cast<size_t>(r)][static_cast<size_t>(i)];
-          want = kind == prim::ReduceKind::kSum ? want + v
-                 : kind == prim::ReduceKind::kMax ? std::max(want, v)
+          want = kind == detail::ReduceKind::kSum ? want + v
+                 : kind == detail::ReduceKind::kMax ? std::max(want, v)
                                                   : std::min(want, v);
         }
         for (int r = 0; r < n; ++r) {
@@ -162,7 +162,7 @@ TEST(ThreadCommunicator, IntegerSumsWrap) {
   for (int r = 0; r < 3; ++r) {
     ts.emplace_back([&, r] {
       c.all_reduce(in.data(), out[static_cast<size_t>(r)].data(), 2, DType::I64,
-                   prim::ReduceKind::kSum, g, r);
+                   detail::ReduceKind::kSum, g, r);
     });
   }
   for (auto& t : ts) t.join();
@@ -201,8 +201,8 @@ TEST(ThreadCommunicator, MembersInDifferentCallsRaiseNamingEachCall) {
     comm::ThreadCommunicator c;
     std::vector<float> in(8, 1.0f), out(8);
     auto errors = both(
-        [&] { c.all_reduce(in.data(), out.data(), 4, DType::F32, prim::ReduceKind::kSum, g, 5); },
-        [&] { c.all_reduce(in.data(), out.data(), 8, DType::F32, prim::ReduceKind::kMax, g, 6); });
+        [&] { c.all_reduce(in.data(), out.data(), 4, DType::F32, detail::ReduceKind::kSum, g, 5); },
+        [&] { c.all_reduce(in.data(), out.data(), 8, DType::F32, detail::ReduceKind::kMax, g, 6); });
     for (const std::string& e : errors) {
       EXPECT_NE(e.find("[all_reduce] the devices of group [5,6] entered different collectives"),
                 std::string::npos)
@@ -217,7 +217,7 @@ TEST(ThreadCommunicator, MembersInDifferentCallsRaiseNamingEachCall) {
     comm::ThreadCommunicator c;
     std::vector<float> in(4, 1.0f);
     auto errors = both(
-        [&] { c.all_reduce_to_buffer(in.data(), 4, DType::F32, prim::ReduceKind::kSum, g, 5); },
+        [&] { c.all_reduce_to_buffer(in.data(), 4, DType::F32, detail::ReduceKind::kSum, g, 5); },
         [&] { c.all_gather_to_buffer(in.data(), 16, g, 6); });
     EXPECT_NE(errors[0].find("[all_reduce]"), std::string::npos) << errors[0];
     EXPECT_NE(errors[1].find("[all_gather]"), std::string::npos) << errors[1];
@@ -230,8 +230,8 @@ TEST(ThreadCommunicator, MembersInDifferentCallsRaiseNamingEachCall) {
     comm::ThreadCommunicator c;
     std::vector<float> a{1, 2}, b{3, 4}, oa(2), ob(2);
     auto errors = both(
-        [&] { c.all_reduce(a.data(), oa.data(), 2, DType::F32, prim::ReduceKind::kSum, g, 5); },
-        [&] { c.all_reduce(b.data(), ob.data(), 2, DType::F32, prim::ReduceKind::kSum, g, 6); });
+        [&] { c.all_reduce(a.data(), oa.data(), 2, DType::F32, detail::ReduceKind::kSum, g, 5); },
+        [&] { c.all_reduce(b.data(), ob.data(), 2, DType::F32, detail::ReduceKind::kSum, g, 6); });
     EXPECT_EQ(errors, (std::vector<std::string>{"", ""}));
     EXPECT_EQ(oa, (std::vector<float>{4, 6}));
     EXPECT_EQ(ob, (std::vector<float>{4, 6}));

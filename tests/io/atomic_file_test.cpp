@@ -7,7 +7,7 @@
 #include <memory>
 #include <new>
 
-#include "io/atomic_file.h"
+#include "files/atomic_file.h"
 #include "io/io_test_util.h"
 #include "test_util.h"
 

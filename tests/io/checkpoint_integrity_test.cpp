@@ -10,9 +10,9 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/quant_blocks.h"
-#include "io/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "io/checkpoint_test_util.h"
-#include "io/checksum.h"
+#include "files/checksum.h"
 #include "test_util.h"
 
 using namespace partix;

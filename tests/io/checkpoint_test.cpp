@@ -8,9 +8,9 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "io/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "io/checkpoint_test_util.h"
-#include "io/checksum.h"
+#include "files/checksum.h"
 #include "test_util.h"
 
 using namespace partix;

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "io/gguf.h"
+#include "formats/gguf.h"
 
 namespace partix::test {
 

@@ -5,9 +5,9 @@
 #include <cstring>
 #include <random>
 
-#include "io/gguf.h"
+#include "formats/gguf.h"
 #include "io/io_test_util.h"
-#include "io/quants.h"
+#include "core/quants.h"
 
 namespace partix {
 namespace {

@@ -6,7 +6,7 @@
 
 #include <filesystem>
 
-#include "io/data_loader.h"
+#include "data/data_loader.h"
 #include "io/gguf_mutator.h"
 #include "io/io_test_util.h"
 #include "partix/models/gpt2.h"

@@ -7,7 +7,7 @@
 
 #include "core/array_impl.h"
 #include "io/io_test_util.h"
-#include "io/safetensors.h"
+#include "formats/safetensors.h"
 
 namespace partix {
 namespace {

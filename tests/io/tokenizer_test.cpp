@@ -6,8 +6,8 @@
 #include <set>
 
 #include "io/io_test_util.h"
-#include "io/pretokenize.h"
-#include "io/unicode.h"
+#include "tokenizer/pretokenize.h"
+#include "tokenizer/unicode.h"
 
 namespace partix {
 namespace {

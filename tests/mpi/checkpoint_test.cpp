@@ -19,7 +19,7 @@
 
 #include "comm/communicator.h"
 #include "comm/mpi/mpi_runtime.h"
-#include "io/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "partix/partix.h"
 
 namespace partix {

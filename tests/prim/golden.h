@@ -23,7 +23,7 @@
 
 #include "ir/attrs.h"
 #include "partix/partix.h"
-#include "prim/primitive.h"
+#include "ir/primitive.h"
 #include "runtime/interpreter.h"
 
 namespace partix::golden {

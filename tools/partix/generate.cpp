@@ -7,7 +7,7 @@
 #include "core/errors.h"
 #include "flags.h"
 #include "report.h"
-#include "io/atomic_file.h"
+#include "files/atomic_file.h"
 #include "partix/models/llama.h"
 #include "partix/partix.h"
 

@@ -11,7 +11,7 @@
 #include <cmath>
 #include <cstddef>
 
-#include "io/atomic_file.h"
+#include "files/atomic_file.h"
 #include "partix/partix.h"
 
 namespace partix::cli {

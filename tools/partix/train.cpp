@@ -11,7 +11,7 @@
 #include "commands.h"
 #include "core/errors.h"
 #include "flags.h"
-#include "io/atomic_file.h"
+#include "files/atomic_file.h"
 #include "partix/models/gpt2.h"
 #include "partix/partix.h"
 #include "plot.h"

@@ -33,7 +33,7 @@
 #include "core/errors.h"
 #include "core/layout.h"
 #include "prim/dot.h"
-#include "prim/primitive.h"
+#include "ir/primitive.h"
 
 namespace partix::backend::cpu {
 

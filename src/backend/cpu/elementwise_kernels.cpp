@@ -22,7 +22,7 @@
 #include "backend/cpu/quant_dot.h"
 #include "backend/cpu/vector_math.h"
 #include "prim/elementwise_ops.h"
-#include "prim/primitive.h"
+#include "ir/primitive.h"
 
 namespace partix::backend::cpu {
 

@@ -23,7 +23,7 @@
 #include "backend/cpu/kernel_util.h"
 #include "backend/cpu/quant_dot_blocks.h"
 #include "core/errors.h"
-#include "io/quants.h"
+#include "core/quants.h"
 
 namespace partix::backend::cpu {
 
@@ -402,8 +402,7 @@ void quantize_activations(const float* x, int64_t K, QuantIsa isa, float* scales
 }
 
 void dequantize(DType dt, const void* src, int64_t n, float* dst) {
-  const uint32_t id = detail::ggml_of_dtype(dt);
-  detail::dequantize_blocks(id, static_cast<const uint8_t*>(src), n / dtype_block_elems(dt), dst);
+  detail::dequantize(dt, src, n, dst);
 }
 
 }  // namespace partix::backend::cpu

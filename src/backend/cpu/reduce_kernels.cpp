@@ -20,7 +20,7 @@
 #include "backend/cpu/kernel_util.h"
 #include "backend/cpu/permute.h"
 #include "core/buffer.h"
-#include "prim/primitive.h"
+#include "ir/primitive.h"
 #include "prim/util.h"
 
 namespace partix::backend::cpu {

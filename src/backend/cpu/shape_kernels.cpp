@@ -11,7 +11,7 @@
 #include "backend/cpu/permute.h"
 #include "core/layout.h"
 #include "core/scalar.h"
-#include "prim/primitive.h"
+#include "ir/primitive.h"
 #include "prim/util.h"
 
 namespace partix::backend::cpu {

@@ -6,7 +6,7 @@
 
 #include "comm/mpi/mpi_runtime.h"
 #include "core/errors.h"
-#include "io/checksum.h"
+#include "files/checksum.h"
 #include "partix/device.h"
 #include "partix/distributed.h"
 

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "comm/communicator.h"
+#include "core/device_registry.h"
 #include "core/errors.h"
 
 namespace partix::comm::mpi {
@@ -623,5 +624,23 @@ void notify_failure(const std::string& cause) {
   // with an error, ends the job.
   std::this_thread::sleep_for(std::chrono::seconds(2));
 }
+
+namespace {
+
+// Devices learn the job's processes through these (core sits below communication).
+const bool hooks_installed = [] {
+  detail::set_process_hooks({
+      [] {
+        const Launch l = launch();
+        return detail::ProcessLaunch{l.index, l.count};
+      },
+      [](const std::vector<int>& processes, const std::string& mine, const char* what) {
+        return exchange_control(processes, mine, what);
+      },
+  });
+  return true;
+}();
+
+}  // namespace
 
 }  // namespace partix::comm::mpi

@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "core/errors.h"
-#include "io/atomic_file.h"
-#include "io/input_file.h"
+#include "files/atomic_file.h"
+#include "files/input_file.h"
 #include "partix/models/gpt2.h"
 #include "partix/io.h"
 #include "partix/ops.h"

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/errors.h"
-#include "io/json_util.h"
+#include "files/json_util.h"
 #include "models/gpt2/layout.h"
 #include "partix/control.h"
 #include "partix/ops.h"

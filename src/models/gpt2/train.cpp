@@ -5,8 +5,8 @@
 #include <cmath>
 
 #include "core/errors.h"
-#include "io/checksum.h"
-#include "io/data_loader.h"
+#include "files/checksum.h"
+#include "data/data_loader.h"
 #include "models/gpt2/layout.h"
 #include "partix/distributed.h"
 #include "partix/ops.h"

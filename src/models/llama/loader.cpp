@@ -8,8 +8,8 @@
 
 #include "core/errors.h"
 #include "core/memory.h"
-#include "io/input_file.h"
-#include "io/json_util.h"
+#include "files/input_file.h"
+#include "files/json_util.h"
 #include "partix/models/llama.h"
 #include "partix/io.h"
 #include "partix/ops.h"

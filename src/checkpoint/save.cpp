@@ -31,10 +31,10 @@
 #include "core/errors.h"
 #include "core/layout.h"
 #include "core/memory.h"
-#include "io/atomic_file.h"
-#include "io/checkpoint.h"
-#include "io/checksum.h"
-#include "io/safetensors.h"
+#include "files/atomic_file.h"
+#include "checkpoint/checkpoint.h"
+#include "files/checksum.h"
+#include "formats/safetensors.h"
 #include "partix/distributed.h"
 
 namespace partix {

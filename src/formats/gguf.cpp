@@ -1,4 +1,4 @@
-#include "io/gguf.h"
+#include "formats/gguf.h"
 #include "core/array_impl.h"
 
 #include <algorithm>
@@ -7,9 +7,9 @@
 #include <set>
 
 #include "core/errors.h"
-#include "io/convert.h"
-#include "io/input_file.h"
-#include "io/quants.h"
+#include "formats/convert.h"
+#include "files/input_file.h"
+#include "core/quants.h"
 #include "partix/io.h"
 
 namespace partix {

@@ -1,4 +1,4 @@
-#include "io/quants.h"
+#include "core/quants.h"
 
 #include <cstring>
 #include <utility>
@@ -189,6 +189,11 @@ uint32_t ggml_of_dtype(DType dtype) {
     if (d == dtype) return g;
   }
   internal_error("ggml_of_dtype", "no ggml type for this dtype");
+}
+
+void dequantize(DType dtype, const void* src, int64_t n, float* dst) {
+  dequantize_blocks(ggml_of_dtype(dtype), static_cast<const uint8_t*>(src), n / dtype_block_elems(dtype),
+                    dst);
 }
 
 }  // namespace partix::detail

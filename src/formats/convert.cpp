@@ -1,4 +1,4 @@
-#include "io/convert.h"
+#include "formats/convert.h"
 
 #include <bit>
 #include <cmath>

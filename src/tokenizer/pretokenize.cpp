@@ -1,6 +1,6 @@
-#include "io/pretokenize.h"
+#include "tokenizer/pretokenize.h"
 
-#include "io/unicode.h"
+#include "tokenizer/unicode.h"
 
 namespace partix::detail {
 namespace {

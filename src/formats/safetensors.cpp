@@ -1,4 +1,4 @@
-#include "io/safetensors.h"
+#include "formats/safetensors.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -6,9 +6,9 @@
 
 #include "core/array_impl.h"
 #include "core/errors.h"
-#include "io/atomic_file.h"
-#include "io/input_file.h"
-#include "io/json_util.h"
+#include "files/atomic_file.h"
+#include "files/input_file.h"
+#include "files/json_util.h"
 #include "partix/io.h"
 
 namespace partix {

@@ -4,9 +4,9 @@
 #include <filesystem>
 
 #include "core/errors.h"
-#include "io/input_file.h"
-#include "io/json_util.h"
-#include "io/tokenizer.h"
+#include "files/input_file.h"
+#include "files/json_util.h"
+#include "tokenizer/tokenizer.h"
 
 namespace partix {
 namespace {

@@ -1,4 +1,4 @@
-#include "io/atomic_file.h"
+#include "files/atomic_file.h"
 
 #include <fcntl.h>
 #include <signal.h>

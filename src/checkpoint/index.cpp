@@ -6,11 +6,11 @@
 #include <set>
 
 #include "core/errors.h"
-#include "io/checkpoint.h"
-#include "io/checksum.h"
-#include "io/input_file.h"
-#include "io/json_util.h"
-#include "io/safetensors.h"
+#include "checkpoint/checkpoint.h"
+#include "files/checksum.h"
+#include "files/input_file.h"
+#include "files/json_util.h"
+#include "formats/safetensors.h"
 
 namespace partix {
 

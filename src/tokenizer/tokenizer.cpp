@@ -1,11 +1,11 @@
-#include "io/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 #include <algorithm>
 #include <queue>
 
 #include "core/errors.h"
-#include "io/pretokenize.h"
-#include "io/unicode.h"
+#include "tokenizer/pretokenize.h"
+#include "tokenizer/unicode.h"
 
 namespace partix {
 namespace detail {

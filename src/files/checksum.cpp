@@ -1,4 +1,4 @@
-#include "io/checksum.h"
+#include "files/checksum.h"
 
 #include <cstring>
 

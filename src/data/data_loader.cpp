@@ -1,4 +1,4 @@
-#include "io/data_loader.h"
+#include "data/data_loader.h"
 
 #include "core/errors.h"
 #include "partix/distributed.h"
@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "core/errors.h"
-#include "io/input_file.h"
+#include "files/input_file.h"
 
 namespace partix::io {
 

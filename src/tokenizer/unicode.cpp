@@ -1,4 +1,4 @@
-#include "io/unicode.h"
+#include "tokenizer/unicode.h"
 
 #include <algorithm>
 
@@ -9,7 +9,7 @@ struct CodeRange {
   int32_t lo, hi;
 };
 
-#include "io/unicode_tables.inc"
+#include "tokenizer/unicode_tables.inc"
 
 template <size_t N>
 bool in_ranges(const CodeRange (&ranges)[N], int32_t cp) {

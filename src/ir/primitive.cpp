@@ -1,4 +1,4 @@
-#include "prim/primitive.h"
+#include "ir/primitive.h"
 
 #include <map>
 #include <mutex>

@@ -1,4 +1,4 @@
-#include "io/json_util.h"
+#include "files/json_util.h"
 
 #include <set>
 #include <string>

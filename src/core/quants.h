@@ -35,5 +35,7 @@ uint32_t ggml_of_dtype(DType dtype);  // precondition: dtype_of_ggml(result) == 
 // Dequantizes `nblocks` consecutive blocks of type `id` starting at src into
 // nblocks * block_elems floats. Precondition: ggml_type_info(id)->supported.
 void dequantize_blocks(uint32_t id, const uint8_t* src, int64_t nblocks, float* dst);
+// The same for `n` elements (whole blocks) of a quantized partix dtype.
+void dequantize(DType dtype, const void* src, int64_t n, float* dst);
 
 }  // namespace partix::detail

@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "io/convert.h"
+#include "formats/convert.h"
 #include "partix/dtype.h"
 
 namespace partix::detail {

@@ -12,11 +12,11 @@
 
 #include "core/array_impl.h"
 #include "core/errors.h"
-#include "io/checkpoint.h"
-#include "io/checksum.h"
-#include "io/convert.h"
-#include "io/input_file.h"
-#include "io/safetensors.h"
+#include "checkpoint/checkpoint.h"
+#include "files/checksum.h"
+#include "formats/convert.h"
+#include "files/input_file.h"
+#include "formats/safetensors.h"
 
 namespace partix {
 

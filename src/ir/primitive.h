@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/buffer.h"
+#include "core/reduce_kind.h"
 #include "ir/program.h"
 #include "partix/array.h"
 
@@ -34,7 +35,7 @@ enum class FactorKind {
   kReduction,        // absent from the results; sharding it leaves the results unreduced
   kNeedReplication,  // cannot be sharded (sort axis, unaligned reshape dims, ...)
 };
-enum class ReduceKind { kSum, kMax, kMin };
+using ReduceKind = detail::ReduceKind;
 
 struct Factor {
   int64_t size = 1;

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Checks the architecture the build declares (src/CMakeLists.txt, DESIGN §3):
+#  1. every folder of src/ is a declared layer, and each layer depends only on layers declared
+#     before it (so the graph is acyclic);
+#  2. a file includes only its own layer's headers and those of the layers it declares;
+#  3. no code outside src/prim compares an op's name with a primitive's name: the compiler,
+#     runtime and autodiff ask the primitive (its facts), they do not switch on names.
+# Exits 1 naming each violation. Run by the test suite (ctest: layers.check).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+exec python3 - "$@" <<'PY'
+import os, re, sys
+
+errors = []
+layers, deps = [], {}
+decl = re.compile(r'^\s*partix_layer\((\w+)(?:\s+DEPENDS\s+([\w\s]+?))?\)', re.M)
+for m in decl.finditer(open('src/CMakeLists.txt').read()):
+    name, ds = m.group(1), (m.group(2) or '').split()
+    for d in ds:
+        if d not in deps:
+            errors.append(f'src/CMakeLists.txt: layer {name} depends on {d}, which is not declared before it')
+    layers.append(name)
+    deps[name] = set(ds)
+
+folders = sorted(d for d in os.listdir('src') if os.path.isdir(os.path.join('src', d)))
+for f in folders:
+    if f not in deps:
+        errors.append(f'src/{f}: a folder that is not a declared layer (partix_layer in src/CMakeLists.txt)')
+
+inc = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/', re.M)
+def sources(root):
+    for dp, _, fns in os.walk(root):
+        for fn in sorted(fns):
+            if fn.endswith(('.h', '.cpp', '.inc')):
+                yield os.path.join(dp, fn)
+
+for layer in layers:
+    for path in sources(os.path.join('src', layer)):
+        text = open(path, encoding='utf-8').read()
+        for m in inc.finditer(text):
+            target = m.group(1)
+            if target == layer or target == 'partix' or target not in deps:
+                continue
+            if target not in deps[layer]:
+                line = text.count('\n', 0, m.start()) + 1
+                errors.append(f'{path}:{line}: layer {layer} includes {target}/, which it does not declare')
+
+# Primitive names: each primitive's name() and the elementwise table's rows.
+names = set()
+for path in sources('src/prim'):
+    text = open(path, encoding='utf-8').read()
+    names.update(re.findall(r'name\(\)\s*const\s*(?:override\s*)?\{\s*return\s*"([a-z_0-9]+)"', text))
+    names.update(re.findall(r'PARTIX_(?:UNARY|BINARY|ELEMENTWISE)\w*\(\s*\w+\s*,\s*"([a-z_0-9]+)"', text))
+if len(names) < 40:
+    errors.append(f'check_layers: found only {len(names)} primitive names in src/prim; the patterns are stale')
+alt = '|'.join(sorted(names, key=len, reverse=True))
+compare = re.compile(r'(?:==|!=)\s*"(%s)"|"(%s)"\s*(?:==|!=)' % (alt, alt))
+name_set = re.compile(r'\{\s*"(%s)"\s*,\s*"(%s)"' % (alt, alt))
+# The layers that see programs, plus the Python bindings and the CLI.
+program_layers = [l for l in layers if l not in ('core', 'files', 'sharding', 'comm', 'formats',
+                                                 'tokenizer', 'data', 'checkpoint', 'prim')]
+roots = [os.path.join('src', l) for l in program_layers] + ['python/src', 'tools']
+for root in roots:
+    if not os.path.isdir(root):
+        continue
+    for path in sources(root):
+        for no, line in enumerate(open(path, encoding='utf-8'), 1):
+            code = line.split('//')[0]
+            for m in list(compare.finditer(code)) + list(name_set.finditer(code)):
+                op = next(g for g in m.groups() if g)
+                errors.append(f'{path}:{no}: compares an op name with "{op}"; ask the primitive instead')
+
+for e in errors:
+    print(e)
+if errors:
+    print(f'check_layers: {len(errors)} violation(s)')
+    sys.exit(1)
+print(f'check_layers: {len(layers)} layers, acyclic; includes follow the declared order; '
+      f'no op-name compares outside src/prim ({len(names)} primitives)')
+PY
