@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
-# Installs every Debian package partix needs to build, test and run.
+# Installs every Debian package partix needs to build, test and run, the model, and the Python
+# venvs the tests use. `--cli`: only what building and running the CLI needs (the packages and
+# the model; no venvs), for the README's main job.
 # Idempotent: packages already present are skipped, apt-get update runs at most once.
 set -euo pipefail
+cli_only=0
+for arg in "$@"; do
+  case $arg in
+    --cli) cli_only=1 ;;
+    *) echo "setup: unknown argument '$arg' (expected --cli or nothing)" >&2; exit 2 ;;
+  esac
+done
 
 packages=(
   build-essential cmake pkg-config git
@@ -40,6 +49,8 @@ else
   echo "setup: could not fetch the SmolLM2 GGUF (offline?); the tests that need it will skip." \
        "Run scripts/fetch_smollm2.sh later to enable them."
 fi
+
+if ((cli_only)); then exit 0; fi
 
 # Python with numpy and Hugging Face's safetensors reader, for the test that opens partix's
 # checkpoints with it (cli.checkpoint_safetensors). Offline, setup still succeeds and that
