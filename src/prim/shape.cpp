@@ -31,15 +31,20 @@ void for_each_index(const Shape& shape, Fn&& fn) {
   }
 }
 
+// Ops whose "shape" attribute is their result's: a device's block targets its result block.
+Attrs with_block_shape(const Attrs& attrs, const Primitive::LocalizeArgs& a) {
+  Attrs local = attrs;
+  local.set("shape", ir::Ints(a.local_out(0)));
+  return local;
+}
+
 // ---- reshape{shape} ----
 class Reshape final : public Primitive {
  public:
   std::string_view name() const override { return "reshape"; }
   // A block is reshaped to (broadcast into) the result's block.
   Attrs localize_attrs(const Attrs& attrs, const LocalizeArgs& a) const override {
-    Attrs local = attrs;
-    local.set("shape", ir::Ints(a.local_out(0)));
-    return local;
+    return with_block_shape(attrs, a);
   }
   Linearity linearity() const override { return Linearity::kLinear; }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
@@ -237,9 +242,7 @@ class BroadcastInDim final : public Primitive {
   std::string_view name() const override { return "broadcast_in_dim"; }
   // A block is reshaped to (broadcast into) the result's block.
   Attrs localize_attrs(const Attrs& attrs, const LocalizeArgs& a) const override {
-    Attrs local = attrs;
-    local.set("shape", ir::Ints(a.local_out(0)));
-    return local;
+    return with_block_shape(attrs, a);
   }
   bool is_broadcast() const override { return true; }
   Linearity linearity() const override { return Linearity::kLinear; }
