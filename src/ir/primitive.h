@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -176,6 +177,78 @@ class Primitive {
   virtual std::vector<std::set<std::string>> varying(
       const std::vector<std::set<std::string>>& in, const Attrs& attrs, const Regions& regions,
       size_t num_outputs) const;
+
+  // ---- partitioning ----
+  // Facts the SPMD partitioner (src/spmd) asks of an op instead of switching on its name.
+
+  // A device's block of the op, as the partitioner emits it: attributes that name global sizes
+  // (a target shape, slice bounds, the extent of a positional draw) become the block's.
+  // The default keeps them: most ops infer their block's shape from their operands' blocks.
+  struct LocalizeArgs {
+    const std::vector<Aval>& in;                      // global operands
+    const std::vector<Aval>& out;                     // global results
+    const std::vector<Aval>& local_in;                // this device's operand blocks
+    const std::vector<NamedSharding>& out_shardings;  // how the results are split
+    Shape local_out(size_t k) const { return out_shardings[k].shard_shape(out[k].shape); }
+  };
+  virtual Attrs localize_attrs(const Attrs& attrs, const LocalizeArgs& args) const {
+    (void)args;
+    return attrs;
+  }
+  // Shardings the op fixes for its operands and results instead of its factor rule (shard_map's
+  // specs, a constraint's spec, a literal's replication): propagation starts from them and
+  // never overrides them. Ops with neither flag below run on those blocks like any other.
+  struct PinnedShardings {
+    std::vector<PartitionSpec> operands;
+    std::vector<PartitionSpec> results;
+    // The op is the identity on its operand and exists to state its sharding: it partitions to
+    // a reshard, and propagation also starts the operand in that sharding (as GSPMD does).
+    bool constrains_operand = false;
+    // Region 0 is the program every device runs on its blocks: the partitioner inlines it.
+    bool per_device_body = false;
+  };
+  virtual std::optional<PinnedShardings> pinned_shardings(const Attrs& attrs) const {
+    (void)attrs;
+    return std::nullopt;
+  }
+  // The result repeats the operand's elements into a bigger shape: propagation lets the users'
+  // shardings reach the result before the operand's does, so that a mismatch is fixed on the
+  // small operand rather than by moving the big result (XLA gives broadcasts low priority too).
+  virtual bool is_broadcast() const { return false; }
+  // Gathers and scatters that index operand 0 along one axis with integer operand 1. When that
+  // axis is split, each device looks up (or adds into) its own block with masked local indices
+  // instead of gathering the table: a plan a factor rule cannot state (DESIGN §3.2).
+  struct AxisIndexing {
+    int axis = 0;              // the indexed axis of operand 0, normalised
+    bool scatter = false;      // adds operand 2 at the indices (else reads operand 0 there)
+    bool elementwise = false;  // one index per element, operand 0's rank (else whole slices)
+  };
+  virtual std::optional<AxisIndexing> axis_indexing(const std::vector<Aval>& in,
+                                                    const Attrs& attrs) const {
+    (void)in, (void)attrs;
+    return std::nullopt;
+  }
+  // Collectives: the kind cost analysis files the op's traffic under (XLA's names, so
+  // "collective_permute" for ppermute; empty for ops that communicate nothing), and the bytes
+  // one device sends for it.
+  virtual std::string_view comm_kind() const { return {}; }
+  virtual double comm_bytes(const std::vector<Aval>& in, const std::vector<Aval>& out,
+                            const Attrs& attrs) const {
+    (void)in, (void)out, (void)attrs;
+    return 0;
+  }
+  // Over a group of one device the op returns its operand's values (perhaps reshaped): the
+  // partitioner drops it from the per-device program.
+  virtual bool identity_on_one_device(const Attrs& attrs) const {
+    (void)attrs;
+    return false;
+  }
+  // The name the user wrote for this instruction (psum for all_reduce{kind=sum}): messages
+  // about a traced program speak it.
+  virtual std::string user_name(const Attrs& attrs) const {
+    (void)attrs;
+    return std::string(name());
+  }
   // Elementwise ops (same-shape operands and result) may be fused and run in place.
   virtual bool is_elementwise() const { return false; }
   // An operand whose buffer the result may take over when it dies here (the kernel is safe

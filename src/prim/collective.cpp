@@ -75,6 +75,15 @@ ReduceKind kind_of(const Attrs& a) {
   detail::internal_error("all_reduce", "unknown kind " + k);
 }
 
+// The group is one device (the values stay where they are).
+bool over_one(const Attrs& a) { return a.has("group") && a.i("group") == 1; }
+
+// The share of its data a device exchanges in a ring over the group: (g-1)/g.
+double ring_share(const Attrs& a) {
+  const double g = static_cast<double>(a.i_or("group", 1));
+  return (g - 1) / g;
+}
+
 // Collectives share this base: shape-preserving unless overridden, not elementwise.
 class Collective : public Primitive {
  public:
@@ -89,6 +98,7 @@ class Collective : public Primitive {
   double flops(const std::vector<Aval>&, const std::vector<Aval>&, const Attrs&) const override {
     return 0;
   }
+  bool identity_on_one_device(const Attrs& attrs) const override { return over_one(attrs); }
   // Collectives are per-device operations: sharding propagation never sees them outside
   // shard_map bodies, so their factor rule keeps everything replicated (the default).
 };
@@ -107,6 +117,16 @@ class InvariantCollective : public Collective {
 class AllReduce final : public InvariantCollective {
  public:
   std::string_view name() const override { return "all_reduce"; }
+  std::string_view comm_kind() const override { return name(); }
+  // A reduce_scatter then an all_gather: each moves (g-1)/g of the operand.
+  double comm_bytes(const std::vector<Aval>& in, const std::vector<Aval>&,
+                    const Attrs& attrs) const override {
+    return 2 * ring_share(attrs) * static_cast<double>(in[0].nbytes());
+  }
+  std::string user_name(const Attrs& attrs) const override {
+    const std::string& k = attrs.str("kind");
+    return k == "sum" ? "psum" : k == "max" ? "pmax" : "pmin";
+  }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
                           const Regions&) const override {
     check_arity(name(), in, 1);
@@ -128,6 +148,11 @@ class AllReduce final : public InvariantCollective {
 class AllGather final : public InvariantCollective {
  public:
   std::string_view name() const override { return "all_gather"; }
+  std::string_view comm_kind() const override { return name(); }
+  double comm_bytes(const std::vector<Aval>&, const std::vector<Aval>& out,
+                    const Attrs& attrs) const override {
+    return ring_share(attrs) * static_cast<double>(out[0].nbytes());
+  }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
                           const Regions&) const override {
     check_arity(name(), in, 1);
@@ -184,6 +209,12 @@ class AllGather final : public InvariantCollective {
 class ReduceScatter final : public Collective {
  public:
   std::string_view name() const override { return "reduce_scatter"; }
+  std::string_view comm_kind() const override { return name(); }
+  double comm_bytes(const std::vector<Aval>& in, const std::vector<Aval>&,
+                    const Attrs& attrs) const override {
+    return ring_share(attrs) * static_cast<double>(in[0].nbytes());
+  }
+  std::string user_name(const Attrs&) const override { return "psum_scatter"; }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
                           const Regions&) const override {
     check_arity(name(), in, 1);
@@ -235,6 +266,11 @@ class ReduceScatter final : public Collective {
 class AllToAll final : public Collective {
  public:
   std::string_view name() const override { return "all_to_all"; }
+  std::string_view comm_kind() const override { return name(); }
+  double comm_bytes(const std::vector<Aval>& in, const std::vector<Aval>&,
+                    const Attrs& attrs) const override {
+    return ring_share(attrs) * static_cast<double>(in[0].nbytes());
+  }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
                           const Regions&) const override {
     check_arity(name(), in, 1);
@@ -301,6 +337,16 @@ class AllToAll final : public Collective {
 class Ppermute final : public Collective {
  public:
   std::string_view name() const override { return "ppermute"; }
+  std::string_view comm_kind() const override { return "collective_permute"; }
+  // Each device sends its whole operand (at most once).
+  double comm_bytes(const std::vector<Aval>& in, const std::vector<Aval>&,
+                    const Attrs&) const override {
+    return static_cast<double>(in[0].nbytes());
+  }
+  // On one device a permutation either keeps the value (0 -> 0) or sends nothing (zeros).
+  bool identity_on_one_device(const Attrs& attrs) const override {
+    return over_one(attrs) && attrs.ints("perm") == ir::Ints{0, 0};
+  }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
                           const Regions&) const override {
     check_arity(name(), in, 1);
@@ -384,6 +430,7 @@ class Pvary final : public Primitive {
 class AxisSlice final : public Primitive {
  public:
   std::string_view name() const override { return "axis_slice"; }
+  bool identity_on_one_device(const Attrs& attrs) const override { return over_one(attrs); }
   Linearity linearity() const override { return Linearity::kLinear; }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
                           const Regions&) const override {

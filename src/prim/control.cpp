@@ -16,6 +16,10 @@ namespace {
 class Constant final : public Primitive {
  public:
   std::string_view name() const override { return "constant"; }
+  // A literal is computed whole on every device: its users slice the blocks they need.
+  std::optional<PinnedShardings> pinned_shardings(const Attrs&) const override {
+    return PinnedShardings{{}, {P()}};
+  }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
                           const Regions&) const override {
     check_arity(name(), in, 0);
@@ -62,6 +66,12 @@ class Identity : public Primitive {
 class ShardingConstraint final : public Identity {
  public:
   std::string_view name() const override { return "sharding_constraint"; }
+  std::optional<PinnedShardings> pinned_shardings(const Attrs& attrs) const override {
+    const auto& spec = attrs.get<PartitionSpec>("spec");
+    PinnedShardings p{{spec}, {spec}};
+    p.constrains_operand = true;
+    return p;
+  }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
                           const Regions& r) const override {
     auto out = Identity::infer(in, attrs, r);

@@ -38,6 +38,18 @@ Shape dynamic_starts(const KernelCall& c, size_t first, const Shape& shape, cons
 class DynamicSlice final : public Primitive {
  public:
   std::string_view name() const override { return "dynamic_slice"; }
+  // Dimensions taken whole are split like the operand: the block takes its whole local extent.
+  Attrs localize_attrs(const Attrs& attrs, const LocalizeArgs& a) const override {
+    const Shape& gin = a.in[0].shape;
+    const Shape& lin = a.local_in[0].shape;
+    ir::Ints sizes = attrs.ints("sizes");
+    for (size_t d = 0; d < gin.size(); ++d) {
+      if (sizes[d] == gin[d]) sizes[d] = lin[d];
+    }
+    Attrs local = attrs;
+    local.set("sizes", sizes);
+    return local;
+  }
   Linearity linearity() const override { return Linearity::kLinear; }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
                           const Regions&) const override {
@@ -195,10 +207,22 @@ void take_factors(FactorRuleBuilder& b, const Aval& x, const Aval& idx, int axis
   fg.insert(fg.end(), fx.begin() + axis + 1, fx.end());
 }
 
+// How take, take_along and their scatters index operand 0 (the partitioner's view).
+Primitive::AxisIndexing indexing_of(const std::vector<Aval>& in, const Attrs& attrs, bool scatter,
+                                    bool elementwise) {
+  int axis = static_cast<int>(attrs.i("axis"));
+  if (axis < 0) axis += in[0].ndim();
+  return {axis, scatter, elementwise};
+}
+
 // ---- take(x, indices){axis} ----
 class Take final : public Primitive {
  public:
   std::string_view name() const override { return "take"; }
+  std::optional<AxisIndexing> axis_indexing(const std::vector<Aval>& in,
+                                            const Attrs& attrs) const override {
+    return indexing_of(in, attrs, /*scatter=*/false, /*elementwise=*/false);
+  }
   Linearity linearity() const override { return Linearity::kLinear; }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
                           const Regions&) const override {
@@ -258,6 +282,10 @@ class Take final : public Primitive {
 class ScatterAdd final : public Primitive {
  public:
   std::string_view name() const override { return "scatter_add"; }
+  std::optional<AxisIndexing> axis_indexing(const std::vector<Aval>& in,
+                                            const Attrs& attrs) const override {
+    return indexing_of(in, attrs, /*scatter=*/true, /*elementwise=*/false);
+  }
   Linearity linearity() const override { return Linearity::kLinear; }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
                           const Regions&) const override {
@@ -342,6 +370,10 @@ void along_factors(FactorRuleBuilder& b, const Aval& x, const Aval& idx, int axi
 class TakeAlong final : public Primitive {
  public:
   std::string_view name() const override { return "take_along"; }
+  std::optional<AxisIndexing> axis_indexing(const std::vector<Aval>& in,
+                                            const Attrs& attrs) const override {
+    return indexing_of(in, attrs, /*scatter=*/false, /*elementwise=*/true);
+  }
   Linearity linearity() const override { return Linearity::kLinear; }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
                           const Regions&) const override {
@@ -397,6 +429,10 @@ class TakeAlong final : public Primitive {
 class ScatterAddAlong final : public Primitive {
  public:
   std::string_view name() const override { return "scatter_add_along"; }
+  std::optional<AxisIndexing> axis_indexing(const std::vector<Aval>& in,
+                                            const Attrs& attrs) const override {
+    return indexing_of(in, attrs, /*scatter=*/true, /*elementwise=*/true);
+  }
   Linearity linearity() const override { return Linearity::kLinear; }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
                           const Regions&) const override {
@@ -452,6 +488,9 @@ class ScatterAddAlong final : public Primitive {
 class Iota final : public Primitive {
  public:
   std::string_view name() const override { return "iota"; }
+  Attrs localize_attrs(const Attrs& attrs, const LocalizeArgs& a) const override {
+    return localize_positional(attrs, a);
+  }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
                           const Regions&) const override {
     check_arity(name(), in, 0);

@@ -46,6 +46,18 @@ Shape block_offset(const KernelCall& c, const Shape& local) {
   return off;
 }
 
+Attrs localize_positional(const Attrs& attrs, const Primitive::LocalizeArgs& a) {
+  const Shape local_shape = a.local_out(0);
+  const Shape& global = a.out[0].shape;
+  Attrs local = attrs;
+  local.set("shape", ir::Ints(local_shape));
+  if (local_shape != global) {
+    local.set("offset_spec", a.out_shardings[0].spec());
+    local.set("global_shape", ir::Ints(global));
+  }
+  return local;
+}
+
 Shape global_shape(const KernelCall& c, const Shape& local) {
   return c.attrs.has("global_shape") ? Shape(c.attrs.ints("global_shape")) : local;
 }
@@ -86,6 +98,9 @@ std::pair<uint32_t, uint32_t> load_key(const KernelCall& c) {
 // so the result may be sharded any way (the key stays replicated) and has no derivative.
 class RandomDraw : public Primitive {
  public:
+  Attrs localize_attrs(const Attrs& attrs, const LocalizeArgs& a) const override {
+    return localize_positional(attrs, a);
+  }
   FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>& out,
                          const Attrs&) const override {
     return FactorRuleBuilder::created(in, out[0], /*positional=*/true);

@@ -31,10 +31,21 @@ void for_each_index(const Shape& shape, Fn&& fn) {
   }
 }
 
+// Ops whose "shape" attribute is their result's: a device's block targets its result block.
+Attrs with_block_shape(const Attrs& attrs, const Primitive::LocalizeArgs& a) {
+  Attrs local = attrs;
+  local.set("shape", ir::Ints(a.local_out(0)));
+  return local;
+}
+
 // ---- reshape{shape} ----
 class Reshape final : public Primitive {
  public:
   std::string_view name() const override { return "reshape"; }
+  // A block is reshaped to (broadcast into) the result's block.
+  Attrs localize_attrs(const Attrs& attrs, const LocalizeArgs& a) const override {
+    return with_block_shape(attrs, a);
+  }
   Linearity linearity() const override { return Linearity::kLinear; }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
                           const Regions&) const override {
@@ -229,6 +240,11 @@ class Transpose final : public Primitive {
 class BroadcastInDim final : public Primitive {
  public:
   std::string_view name() const override { return "broadcast_in_dim"; }
+  // A block is reshaped to (broadcast into) the result's block.
+  Attrs localize_attrs(const Attrs& attrs, const LocalizeArgs& a) const override {
+    return with_block_shape(attrs, a);
+  }
+  bool is_broadcast() const override { return true; }
   Linearity linearity() const override { return Linearity::kLinear; }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
                           const Regions&) const override {
@@ -307,6 +323,26 @@ class BroadcastInDim final : public Primitive {
 class SlicePrim final : public Primitive {
  public:
   std::string_view name() const override { return "slice"; }
+  // Dimensions kept whole are split like the operand; their bounds are the local block's.
+  Attrs localize_attrs(const Attrs& attrs, const LocalizeArgs& a) const override {
+    const Shape& gin = a.in[0].shape;
+    const Shape& gout = a.out[0].shape;
+    const Shape& lin = a.local_in[0].shape;
+    Attrs local = attrs;
+    ir::Ints start = attrs.ints("start"), stop = attrs.ints("stop");
+    ir::Ints strides = attrs.has("strides") ? attrs.ints("strides") : ir::Ints(gin.size(), 1);
+    for (size_t d = 0; d < gin.size(); ++d) {
+      if (gin[d] == gout[d] && lin[d] != gin[d]) {
+        start[d] = 0;
+        stop[d] = lin[d];
+        strides[d] = 1;
+      }
+    }
+    local.set("start", start);
+    local.set("stop", stop);
+    if (attrs.has("strides")) local.set("strides", strides);
+    return local;
+  }
   Linearity linearity() const override { return Linearity::kLinear; }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
                           const Regions&) const override {

@@ -13,6 +13,12 @@ namespace {
 class ShardMap final : public Primitive {
  public:
   std::string_view name() const override { return "shard_map"; }
+  // Operands arrive split by in_specs and results leave by out_specs; the body runs per device.
+  std::optional<PinnedShardings> pinned_shardings(const Attrs& attrs) const override {
+    PinnedShardings p{attrs.get<ir::Specs>("in_specs"), attrs.get<ir::Specs>("out_specs")};
+    p.per_device_body = true;
+    return p;
+  }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
                           const Regions& regions) const override {
     detail::check(regions.size() == 1, name(), "needs exactly one body");

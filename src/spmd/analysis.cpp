@@ -61,8 +61,9 @@ void add_costs(const ir::Program& p, double times, CostAnalysis& out, double& du
 CostAnalysis cost_analysis(const Compiled& c) {
   CostAnalysis out;
   const ir::Program& p = c.executable->program();
-  for (const char* k : {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "collective_permute"}) {
-    out.bytes_per_device[k] = 0;
+  for (const std::string& n : prim::primitive_names()) {
+    const std::string_view k = prim::get_primitive(n).comm_kind();
+    if (!k.empty()) out.bytes_per_device[std::string(k)] = 0;
   }
   double duplicated = 0;
   add_costs(p, 1.0, out, duplicated);

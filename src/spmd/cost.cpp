@@ -6,18 +6,12 @@
 namespace partix::spmd {
 
 std::pair<std::string, double> collective_bytes(const ir::Program& p, const ir::Instr& in) {
-  std::string_view n = in.prim->name();
-  if (!in.prim->is_collective() || in.inputs.empty()) return {"", 0.0};
-  double g = static_cast<double>(in.attrs.i_or("group", 1));
-  double B = static_cast<double>(p.aval(in.inputs[0]).nbytes());
-  if (n == "all_reduce") return {"all_reduce", 2 * (g - 1) / g * B};
-  if (n == "all_gather") {
-    return {"all_gather", (g - 1) / g * static_cast<double>(p.aval(in.outputs[0]).nbytes())};
-  }
-  if (n == "reduce_scatter") return {"reduce_scatter", (g - 1) / g * B};
-  if (n == "all_to_all") return {"all_to_all", (g - 1) / g * B};
-  if (n == "ppermute") return {"collective_permute", B};
-  return {"", 0.0};
+  const std::string_view kind = in.prim->comm_kind();
+  if (!in.prim->is_collective() || in.inputs.empty() || kind.empty()) return {"", 0.0};
+  std::vector<ir::Aval> ia, oa;
+  for (int v : in.inputs) ia.push_back(p.aval(v));
+  for (int v : in.outputs) oa.push_back(p.aval(v));
+  return {std::string(kind), in.prim->comm_bytes(ia, oa, in.attrs)};
 }
 
 double reshard_bytes(const ir::Aval& aval, const NamedSharding& from, const NamedSharding& to) {

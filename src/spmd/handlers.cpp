@@ -28,51 +28,14 @@ double identity_of(prim::ReduceKind k, DType dt) {
   return k == prim::ReduceKind::kMax ? -big : big;
 }
 
-// Attributes of the local instruction: sizes become local block sizes.
+// Attributes of the local instruction: the primitive turns global sizes into its block's.
 ir::Attrs local_attrs(const ir::Program& g, const ir::Instr& in, const InstrPlan& plan,
                       const std::vector<int>& local_ins, const LocalBuilder& b) {
-  ir::Attrs a = in.attrs;
-  std::string_view n = in.prim->name();
-  auto local_shape = [&](size_t k) {
-    return plan.results[k].shard_shape(g.aval(in.outputs[k]).shape);
-  };
-  if (n == "reshape" || n == "broadcast_in_dim") {
-    a.set("shape", ir::Ints(local_shape(0)));
-  } else if (n == "iota" || n == "random_bits" || n == "random_uniform") {
-    Shape local = local_shape(0);
-    Shape global = g.aval(in.outputs[0]).shape;
-    a.set("shape", ir::Ints(local));
-    if (local != global) {
-      a.set("offset_spec", plan.results[0].spec());
-      a.set("global_shape", ir::Ints(global));
-    }
-  } else if (n == "slice") {
-    // Dimensions kept whole are split like the operand; their bounds are the local block's.
-    const Shape& gin = g.aval(in.inputs[0]).shape;
-    const Shape& gout = g.aval(in.outputs[0]).shape;
-    const Shape& lin = b.aval(local_ins[0]).shape;
-    ir::Ints start = a.ints("start"), stop = a.ints("stop");
-    ir::Ints strides = a.has("strides") ? a.ints("strides") : ir::Ints(gin.size(), 1);
-    for (size_t d = 0; d < gin.size(); ++d) {
-      if (gin[d] == gout[d] && lin[d] != gin[d]) {
-        start[d] = 0;
-        stop[d] = lin[d];
-        strides[d] = 1;
-      }
-    }
-    a.set("start", start);
-    a.set("stop", stop);
-    if (a.has("strides")) a.set("strides", strides);
-  } else if (n == "dynamic_slice") {
-    const Shape& gin = g.aval(in.inputs[0]).shape;
-    const Shape& lin = b.aval(local_ins[0]).shape;
-    ir::Ints sizes = a.ints("sizes");
-    for (size_t d = 0; d < gin.size(); ++d) {
-      if (sizes[d] == gin[d]) sizes[d] = lin[d];
-    }
-    a.set("sizes", sizes);
-  }
-  return a;
+  std::vector<ir::Aval> ia, oa, la;
+  for (int v : in.inputs) ia.push_back(g.aval(v));
+  for (int v : in.outputs) oa.push_back(g.aval(v));
+  for (int v : local_ins) la.push_back(b.aval(v));
+  return in.prim->localize_attrs(in.attrs, {ia, oa, la, plan.results});
 }
 
 }  // namespace
@@ -207,7 +170,8 @@ void emit_take_sharded(PartitionContext& c, const ir::Instr& in, const InstrPlan
   int ids = c.local(in.inputs[1], plan.operands[1]);
   auto [local_ids, valid] = local_indices(c, ids, table, axis, plan.operands[0],
                                           c.g.aval(in.inputs[0]).shape[static_cast<size_t>(axis)]);
-  int rows = b.emit1("take", {table, local_ids}, {{"axis", int64_t{axis}}}, std::nullopt, in.scope);
+  int rows = b.emit1(in.prim->name(), {table, local_ids}, {{"axis", int64_t{axis}}}, std::nullopt,
+                     in.scope);
   int mask = mask_over(b, valid, b.aval(rows).shape, axis);
   int zero = scalar_const(b, 0, b.aval(rows).dtype);
   // Exactly one device holds each row: the masked lookups sum to the answer.
@@ -229,11 +193,12 @@ void emit_scatter_sharded(PartitionContext& c, const ir::Instr& in, const InstrP
   int zero = scalar_const(b, 0, b.aval(upd).dtype);
   // Updates for rows of other devices add zero (at a clamped row).
   int kept = b.emit1("select", {mask, upd, zero}, {});
-  int out = b.emit1("scatter_add", {table, local_ids, kept}, {{"axis", int64_t{axis}}},
+  int out = b.emit1(in.prim->name(), {table, local_ids, kept}, {{"axis", int64_t{axis}}},
                     plan.results[0], in.scope);
   c.bind_result(in.outputs[0], out, plan.results[0]);
 }
 
+// Vocab-parallel cross entropy picks the label's logit from logits split over the vocab.
 void emit_take_along_sharded(PartitionContext& c, const ir::Instr& in, const InstrPlan& plan) {
   LocalBuilder& b = c.builder;
   int axis = static_cast<int>(in.attrs.i("axis"));
@@ -242,7 +207,8 @@ void emit_take_along_sharded(PartitionContext& c, const ir::Instr& in, const Ins
   int ids = c.local(in.inputs[1], plan.operands[1]);
   auto [local_ids, valid] = local_indices(c, ids, x, axis, plan.operands[0],
                                           c.g.aval(in.inputs[0]).shape[static_cast<size_t>(axis)]);
-  int picked = b.emit1("take_along", {x, local_ids}, {{"axis", int64_t{axis}}}, std::nullopt, in.scope);
+  int picked =
+      b.emit1(in.prim->name(), {x, local_ids}, {{"axis", int64_t{axis}}}, std::nullopt, in.scope);
   int zero = scalar_const(b, 0, b.aval(picked).dtype);
   int out = b.emit1("select", {valid, picked, zero}, {}, plan.results[0], in.scope);
   c.bind_result(in.outputs[0], out, plan.results[0]);
@@ -260,7 +226,7 @@ void emit_scatter_along_sharded(PartitionContext& c, const ir::Instr& in, const 
                                           c.g.aval(in.inputs[0]).shape[static_cast<size_t>(axis)]);
   int zero = scalar_const(b, 0, b.aval(upd).dtype);
   int kept = b.emit1("select", {valid, upd, zero}, {});
-  int out = b.emit1("scatter_add_along", {x, local_ids, kept}, {{"axis", int64_t{axis}}},
+  int out = b.emit1(in.prim->name(), {x, local_ids, kept}, {{"axis", int64_t{axis}}},
                     plan.results[0], in.scope);
   c.bind_result(in.outputs[0], out, plan.results[0]);
 }

@@ -14,11 +14,10 @@ bool uses_axis(const NamedSharding& s, const std::string& a) {
   return detail::overlaps_any(s.mesh(), a, s.spec().axes());
 }
 
-// The indexed axis of take / scatter_add is split in a known sharding of the table.
-std::optional<AxisList> table_axis_sharding(const ir::Program& g, const ir::Instr& in,
-                                            const ValueFacts& f, bool include_result) {
-  int axis = static_cast<int>(in.attrs.i("axis"));
-  if (axis < 0) axis += g.aval(in.inputs[0]).ndim();
+// The indexed axis of a gather / scatter is split in a known sharding of the table (or, for a
+// scatter, of its result).
+std::optional<AxisList> table_axis_sharding(const ir::Instr& in, const ValueFacts& f, int axis,
+                                            bool include_result) {
   std::vector<int> candidates{in.inputs[0]};
   if (include_result) candidates.push_back(in.outputs[0]);
   for (int v : candidates) {
@@ -33,76 +32,46 @@ std::optional<AxisList> table_axis_sharding(const ir::Program& g, const ir::Inst
 InstrPlan plan_instr(const Mesh& mesh, const ir::Program& g, const ir::Instr& in,
                      const ValueFacts& f) {
   InstrPlan plan;
-  std::string_view name = in.prim->name();
-  if (name == "shard_map") {
-    plan.handler = Handler::kShardMap;
-    for (const auto& s : in.attrs.get<ir::Specs>("in_specs")) plan.operands.emplace_back(mesh, s);
-    for (const auto& s : in.attrs.get<ir::Specs>("out_specs")) plan.results.emplace_back(mesh, s);
+  if (auto pin = in.prim->pinned_shardings(in.attrs)) {
+    plan.handler = pin->per_device_body      ? Handler::kShardMap
+                   : pin->constrains_operand ? Handler::kConstraint
+                                             : Handler::kPinned;
+    for (const auto& s : pin->operands) plan.operands.emplace_back(mesh, s);
+    for (const auto& s : pin->results) plan.results.emplace_back(mesh, s);
     plan.reduce_now.assign(plan.results.size(), {});
     return plan;
   }
   if (in.prim->runs_regions() && regions_propagated(in)) return plan_control_flow(mesh, in);
-  if (name == "sharding_constraint") {
-    plan.handler = Handler::kConstraint;
-    NamedSharding s(mesh, in.attrs.get<PartitionSpec>("spec"));
-    plan.operands = {s};
-    plan.results = {s};
-    plan.reduce_now.assign(1, {});
-    return plan;
-  }
   std::vector<ir::Aval> ia, oa;
   for (int v : in.inputs) ia.push_back(g.aval(v));
   for (int v : in.outputs) oa.push_back(g.aval(v));
-  if (name == "constant") {
-    plan.handler = Handler::kReplicatedSource;
-    plan.results = {NamedSharding(mesh, P())};
-    plan.reduce_now.assign(1, {});
-    return plan;
-  }
   plan.rule = in.prim->factor_rule(ia, oa, in.attrs);
   prim::FactorRule& rule = plan.rule;
 
-  // Special handlers rewrite the factor of the indexed axis.
-  if (name == "take") {
-    auto L = table_axis_sharding(g, in, f, false);
-    // Masked local lookups cost an all-reduce of this device's rows of the result (about twice
-    // its bytes); gathering the table costs the table.
-    double local_out = static_cast<double>(oa[0].nbytes());
-    if (const auto& ids = f.sharding(in.inputs[1]); ids) {
-      local_out /= static_cast<double>(mesh.size()) / static_cast<double>(ids->num_replicas());
+  // Gathers and scatters along a split axis work on each device's block: the indexed factor
+  // becomes a reduction (masked local lookups, summed) or, for scatters, passes through (each
+  // device adds into its own rows).
+  if (auto ix = in.prim->axis_indexing(ia, in.attrs);
+      ix && table_axis_sharding(in, f, ix->axis, /*include_result=*/ix->scatter)) {
+    Handler h = ix->scatter
+                    ? (ix->elementwise ? Handler::kScatterAlongSharded : Handler::kScatterSharded)
+                    : (ix->elementwise ? Handler::kTakeAlongSharded : Handler::kTakeSharded);
+    bool worth = true;
+    if (h == Handler::kTakeSharded) {
+      // Masked row lookups cost an all-reduce of this device's rows of the result (about twice
+      // its bytes); gathering the table costs the table.
+      double local_out = static_cast<double>(oa[0].nbytes());
+      if (const auto& ids = f.sharding(in.inputs[1]); ids) {
+        local_out /= static_cast<double>(mesh.size()) / static_cast<double>(ids->num_replicas());
+      }
+      // Not for quantized rows: the masked lookups would be summed, and blocks cannot be.
+      worth = !is_quantized(ia[0].dtype) && 2.0 * local_out < static_cast<double>(ia[0].nbytes());
     }
-    // Not for quantized rows: the masked lookups would be summed, and blocks cannot be.
-    if (L && !is_quantized(ia[0].dtype) && 2.0 * local_out < static_cast<double>(ia[0].nbytes())) {
-      plan.handler = Handler::kTakeSharded;
-      int axis = static_cast<int>(in.attrs.i("axis"));
-      if (axis < 0) axis += ia[0].ndim();
-      int fac = rule.operands[0][static_cast<size_t>(axis)][0];
-      rule.factors[static_cast<size_t>(fac)].kind = prim::FactorKind::kReduction;
-    }
-  } else if (name == "take_along") {
-    // Vocab-parallel cross entropy picks the label's logit from logits split over the vocab.
-    if (table_axis_sharding(g, in, f, false)) {
-      plan.handler = Handler::kTakeAlongSharded;
-      int axis = static_cast<int>(in.attrs.i("axis"));
-      if (axis < 0) axis += ia[0].ndim();
-      int fac = rule.operands[0][static_cast<size_t>(axis)][0];
-      rule.factors[static_cast<size_t>(fac)].kind = prim::FactorKind::kReduction;
-    }
-  } else if (name == "scatter_add_along") {
-    if (table_axis_sharding(g, in, f, true)) {
-      plan.handler = Handler::kScatterAlongSharded;
-      int axis = static_cast<int>(in.attrs.i("axis"));
-      if (axis < 0) axis += ia[0].ndim();
-      int fac = rule.operands[0][static_cast<size_t>(axis)][0];
-      rule.factors[static_cast<size_t>(fac)].kind = prim::FactorKind::kPassThrough;
-    }
-  } else if (name == "scatter_add") {
-    if (table_axis_sharding(g, in, f, true)) {
-      plan.handler = Handler::kScatterSharded;
-      int axis = static_cast<int>(in.attrs.i("axis"));
-      if (axis < 0) axis += ia[0].ndim();
-      int fac = rule.operands[0][static_cast<size_t>(axis)][0];
-      rule.factors[static_cast<size_t>(fac)].kind = prim::FactorKind::kPassThrough;
+    if (worth) {
+      plan.handler = h;
+      int fac = rule.operands[0][static_cast<size_t>(ix->axis)][0];
+      rule.factors[static_cast<size_t>(fac)].kind =
+          ix->scatter ? prim::FactorKind::kPassThrough : prim::FactorKind::kReduction;
     }
   }
 

@@ -14,15 +14,17 @@
 namespace partix::spmd {
 
 enum class Handler {
-  kGeneric,         // factor driven
-  kShardMap,        // operands to in_specs, body inlined
-  kConstraint,      // with_sharding_constraint: a reshard
-  kReplicatedSource,  // constants: computed whole on every device
-  kTakeSharded,     // take from a table sharded along the indexed axis: masked local lookup
-  kScatterSharded,  // scatter_add into a table sharded along the indexed axis: local rows
-  kTakeAlongSharded,     // take_along from an axis that is split: masked local pick
-  kScatterAlongSharded,  // scatter_add_along into an axis that is split: local positions
-  kControlFlow,     // scan, fori_loop, while_loop, cond: regions partitioned once
+  kGeneric,  // factor driven
+  // Pinned shardings (Primitive::pinned_shardings):
+  kShardMap,    // a per-device body (shard_map): operands to in_specs, body inlined
+  kConstraint,  // a sharding annotation (with_sharding_constraint): a reshard
+  kPinned,      // computed on the pinned blocks (a constant: whole on every device)
+  // Gathers and scatters whose indexed axis is split (Primitive::axis_indexing):
+  kTakeSharded,          // rows from a table sharded along the indexed axis: masked local lookup
+  kScatterSharded,       // rows added into a table sharded along the indexed axis: local rows
+  kTakeAlongSharded,     // one element per index from an axis that is split: masked local pick
+  kScatterAlongSharded,  // one element per index into an axis that is split: local positions
+  kControlFlow,          // scan, fori_loop, while_loop, cond: regions partitioned once
 };
 
 struct InstrPlan {

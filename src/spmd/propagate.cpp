@@ -84,14 +84,10 @@ void propagate_flat(ir::Program& g, const Mesh& mesh, const std::vector<NamedSha
   };
   for (size_t i = 0; i < g.params.size(); ++i) fix(g.params[i], in[i]);
   for (const ir::Instr& instr : g.instrs) {
-    std::string_view name = instr.prim->name();
-    if (name == "shard_map") {
-      const auto& specs = instr.attrs.get<ir::Specs>("out_specs");
-      for (size_t k = 0; k < instr.outputs.size(); ++k) fix(instr.outputs[k], NamedSharding(mesh, specs[k]));
-    } else if (name == "sharding_constraint") {
-      fix(instr.outputs[0], NamedSharding(mesh, instr.attrs.get<PartitionSpec>("spec")));
-    } else if (name == "constant") {
-      fix(instr.outputs[0], NamedSharding(mesh, P()));
+    if (auto pin = instr.prim->pinned_shardings(instr.attrs)) {
+      for (size_t k = 0; k < instr.outputs.size(); ++k) {
+        fix(instr.outputs[k], NamedSharding(mesh, pin->results[k]));
+      }
     }
   }
   for (size_t k = 0; k < g.results.size() && k < out.size(); ++k) {
@@ -108,9 +104,10 @@ void propagate_flat(ir::Program& g, const Mesh& mesh, const std::vector<NamedSha
   // operand starts in that sharding unless the operand is itself user-given, so that the
   // producer is planned for it (a scatter into a table split over rows scatters blockwise).
   for (const ir::Instr& instr : g.instrs) {
-    if (instr.prim->name() != "sharding_constraint") continue;
+    auto pin = instr.prim->pinned_shardings(instr.attrs);
+    if (!pin || !pin->constrains_operand) continue;
     const size_t v = static_cast<size_t>(instr.inputs[0]);
-    if (!fixed[v] && !sh[v]) sh[v] = NamedSharding(mesh, instr.attrs.get<PartitionSpec>("spec"));
+    if (!fixed[v] && !sh[v]) sh[v] = NamedSharding(mesh, pin->operands[0]);
   }
   // Conflicts go to the tensor that is costlier to move: the bigger one (ties: operands in
   // order, then results). A user-given sharding is never overridden, but it does not outrank
@@ -137,9 +134,9 @@ void propagate_flat(ir::Program& g, const Mesh& mesh, const std::vector<NamedSha
     for (int round = 0; round < 16 && changed; ++round) {
       changed = false;
       for (const ir::Instr& instr : g.instrs) {  // forward: results from operands
-        if (phase == 0 && instr.prim->name() == "broadcast_in_dim") continue;
+        if (phase == 0 && instr.prim->is_broadcast()) continue;
         InstrPlan plan = choose_plan(g, mesh, instr, facts);
-        if (plan.handler == Handler::kReplicatedSource) continue;
+        if (plan.handler == Handler::kPinned) continue;  // results fixed above
         for (size_t k = 0; k < instr.outputs.size(); ++k) {
           NamedSharding r = plan.results[k];
           if (!plan.reduce_now[k].empty()) r = NamedSharding(mesh, r.spec(), r.unreduced());

@@ -2,27 +2,10 @@
 
 #include <algorithm>
 #include <numeric>
-#include <string_view>
 
 #include "ir/primitive.h"
 
 namespace partix::spmd {
-
-namespace {
-
-bool over_one_device(const ir::Instr& in) {
-  const std::string_view n = in.prim->name();
-  if (n != "all_reduce" && n != "all_gather" && n != "reduce_scatter" && n != "all_to_all" &&
-      n != "axis_slice" && n != "ppermute") {
-    return false;
-  }
-  if (!in.attrs.has("group") || in.attrs.i("group") != 1) return false;
-  // A permutation over one device either keeps the value or sends nothing (zeros).
-  if (n == "ppermute") return in.attrs.ints("perm") == ir::Ints{0, 0};
-  return true;
-}
-
-}  // namespace
 
 void drop_trivial_collectives(ir::Program& p) {
   std::vector<int> subst(p.values.size());
@@ -31,7 +14,8 @@ void drop_trivial_collectives(ir::Program& p) {
   kept.reserve(p.instrs.size());
   for (ir::Instr& in : p.instrs) {
     for (int& v : in.inputs) v = subst[static_cast<size_t>(v)];
-    if (over_one_device(in) && in.inputs.size() == 1 && in.outputs.size() == 1) {
+    if (in.prim->identity_on_one_device(in.attrs) && in.inputs.size() == 1 &&
+        in.outputs.size() == 1) {
       const ir::Aval& from = p.aval(in.inputs[0]);
       const ir::Aval& to = p.aval(in.outputs[0]);
       if (from.shape == to.shape && from.dtype == to.dtype) {

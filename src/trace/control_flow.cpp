@@ -114,17 +114,6 @@ void check_bool_scalar(const char* api, const char* what, const Array& x) {
         x.valid() ? shape_to_string(x.shape()) : "");
 }
 
-// The name a user wrote for a collective instruction (psum for all_reduce{kind=sum}, ...).
-std::string user_name(const ir::Instr& in) {
-  const std::string_view n = in.prim->name();
-  if (n == "all_reduce") {
-    const std::string& k = in.attrs.str("kind");
-    return k == "sum" ? "psum" : k == "max" ? "pmax" : "pmin";
-  }
-  if (n == "reduce_scatter") return "psum_scatter";
-  return std::string(n);
-}
-
 std::string quoted(const std::vector<std::string>& axes) {
   std::vector<std::string> q;
   for (const auto& a : axes) q.push_back("'" + a + "'");
@@ -146,12 +135,12 @@ void check_collectives_agree(const char* api, const Vary& pred, const char* path
       if (pred.count(a)) shared.push_back(a);
     }
     if (shared.empty()) continue;
+    const std::string op = in.prim->user_name(in.attrs);  // psum, not all_reduce{kind=sum}
     fail(api,
          "the predicate varies over {} ({}), but {} runs {} over {}: devices of one group would "
          "enter different collectives. Compute the predicate from values invariant over {} "
          "(reduce them with psum/pmax first), or move the {} out of the {}",
-         quoted(shared), path, region, user_name(in), quoted(axes), quoted(shared), user_name(in),
-         api);
+         quoted(shared), path, region, op, quoted(axes), quoted(shared), op, api);
   }
 }
 
