@@ -27,11 +27,11 @@ std::vector<Array> evaluate(const ir::Program& p, const std::vector<Array>& args
   for (const ir::Instr& in : p.instrs) {
     std::vector<Array> ins;
     for (int v : in.inputs) ins.push_back(env[static_cast<size_t>(v)]);
-    const std::string_view name = in.prim->name();
-    std::vector<Array> outs;
-    if (saved && (name == "scan" || name == "fori_loop")) {
-      const std::vector<bool> in_active = active_inputs(in, on);
-      outs = scan_forward_saving(in.attrs, in.regions, ins, &(*saved)[&in], &in_active);
+    std::vector<Array> outs, residuals;
+    const std::vector<bool> in_active = saved ? active_inputs(in, on) : std::vector<bool>();
+    if (saved &&
+        in.prim->evaluate_saving(ins, in.attrs, in.regions, &in_active, &outs, &residuals)) {
+      (*saved)[&in] = std::move(residuals);
     } else {
       outs = detail::bind(*in.prim, ins, in.attrs, in.regions);
     }
@@ -69,23 +69,13 @@ std::vector<bool> active_values(const ir::Program& p, const std::vector<bool>* a
         (!active || (i < active->size() && (*active)[i])) && differentiable(p.aval(v).dtype);
   }
   for (const ir::Instr& in : p.instrs) {
+    // Gradients reach the results only from the operands with a gradient path (not from what
+    // only a while_loop's condition reads).
+    const std::vector<bool> path =
+        in.prim->operands_with_gradient_path(in.attrs, in.regions, in.inputs.size());
     bool any = false;
-    if (in.prim->name() == "while_loop" && in.regions.size() == 2) {
-      // Gradients reach the results through the carries and what the body reads, never through
-      // what only the condition reads.
-      const ir::Program& body = *in.regions[1];
-      std::vector<bool> read(body.values.size(), false);
-      for (const ir::Instr& b : body.instrs) {
-        for (int v : b.inputs) read[static_cast<size_t>(v)] = true;
-      }
-      for (int v : body.results) read[static_cast<size_t>(v)] = true;
-      const size_t nc = static_cast<size_t>(in.attrs.i("num_carry"));
-      for (size_t k = 0; k < in.inputs.size() && k < body.params.size(); ++k) {
-        const bool reaches = k < nc || read[static_cast<size_t>(body.params[k])];
-        any = any || (reaches && on[static_cast<size_t>(in.inputs[k])]);
-      }
-    } else {
-      for (int v : in.inputs) any = any || on[static_cast<size_t>(v)];
+    for (size_t k = 0; k < in.inputs.size(); ++k) {
+      any = any || (path[k] && on[static_cast<size_t>(in.inputs[k])]);
     }
     for (int v : in.outputs) on[static_cast<size_t>(v)] = any && differentiable(p.aval(v).dtype);
   }

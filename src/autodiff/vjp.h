@@ -18,8 +18,8 @@ namespace partix::autodiff {
 using Residuals = std::map<const ir::Instr*, std::vector<Array>>;
 
 // The value of every program value after evaluating `p` on `args` (indexed by value id). With
-// `saved`, loops are evaluated in their residual-saving form and their residuals kept there,
-// for a backward pass given the same `active` parameters (null: all).
+// `saved`, ops that save residuals (Primitive::evaluate_saving: loops) are evaluated so and their
+// residuals kept there, for a backward pass given the same `active` parameters (null: all).
 std::vector<Array> evaluate(const ir::Program& p, const std::vector<Array>& args,
                             Residuals* saved = nullptr, const std::vector<bool>* active = nullptr);
 
@@ -34,29 +34,15 @@ std::vector<Array> backward(const ir::Program& p, const std::vector<Array>& env,
                             const std::vector<bool>* active = nullptr);
 
 // Which values of p a gradient flows through: floating values computed from an active parameter
-// (`active` per parameter; null: all). A while_loop's condition passes none on (its predicate
-// is a bool).
+// (`active` per parameter; null: all), along each op's operands_with_gradient_path (a
+// while_loop's condition passes none on: its predicate is a bool).
 std::vector<bool> active_values(const ir::Program& p, const std::vector<bool>* active);
 
 // The inputs of `in` whose values `active` (per value of its program) marks.
 std::vector<bool> active_inputs(const ir::Instr& in, const std::vector<bool>& active);
 
-// scan or fori_loop evaluated so that it also stacks the carries entering each iteration:
-// returns the instruction's results and sets `residuals` (one stack per carry), for a VJP
-// given the same `active` operands (null: all).
-std::vector<Array> scan_forward_saving(const ir::Attrs& attrs, const prim::Regions& regions,
-                                       const std::vector<Array>& operands,
-                                       std::vector<Array>* residuals,
-                                       const std::vector<bool>* active = nullptr);
-
-// VJPs of the primitives with regions.
-std::vector<Array> remat_vjp(const prim::VjpArgs& a);      // recomputes the region
-std::vector<Array> shard_map_vjp(const prim::VjpArgs& a);  // a shard_map of the body's VJP
-// scan and fori_loop: a forward scan that stacks each iteration's incoming carries, then a
-// reverse scan that recomputes one iteration from them and goes backward through it.
-std::vector<Array> scan_vjp(const prim::VjpArgs& a);
-// cond: a cond over the same predicate whose branches are the branches' VJPs.
-std::vector<Array> cond_vjp(const prim::VjpArgs& a);
+// shard_map's VJP: a shard_map of the body's VJP.
+std::vector<Array> shard_map_vjp(const prim::VjpArgs& a);
 
 // Zeros of x's shape and dtype, built from a scalar (traceable, never materialised on the host).
 Array zeros_like(const Array& x);

@@ -281,6 +281,53 @@ class Primitive {
     (void)attrs, (void)k;
     return {};
   }
+
+  // ---- control flow ----
+  // Where the operands and results of an op that runs_regions() meet its regions' parameters
+  // and results: sharding propagation, partitioning and cost analysis see through control flow
+  // with it alone. Operands are [leading..., carries..., scanned..., the rest]; every region
+  // takes [param_offset parameters made per run..., one per operand from first_operand on].
+  struct RegionLayout {
+    size_t first_operand = 0;  // operands before it feed no region (cond's predicate): replicated
+    size_t param_offset = 0;   // region parameters before the operands' (fori_loop's index)
+    size_t num_carry = 0;      // carries: operand, region parameter, body result and op result k
+                               // are one value across runs, so they share a sharding
+    size_t num_xs = 0;         // scanned operands after the carries: each run takes an axis-0 slice
+    size_t body = 0;           // the region whose results are the op's results (any branch: cond)
+    int predicate_region = -1;     // a region whose bool scalar decides whether to run again
+    bool stacks_results = false;   // results after the carries stack one slice per run (scan ys)
+    bool one_region_runs = false;  // each execution runs one of the regions (cond's branches)
+  };
+  virtual RegionLayout region_layout(const Attrs& attrs) const {
+    (void)attrs;
+    return {};
+  }
+  // The compiler replaces the instruction by its one region's instructions before propagation,
+  // its results becoming copies of the region's: remat marks what autodiff recomputes, and
+  // partitioning has nothing to keep of the boundary.
+  virtual bool inlined_when_compiled() const { return false; }
+  // Inside shard_map, whether operands that vary over fewer mesh axes than the others first get
+  // an explicit pvary, so that all vary alike (its transpose, psum, brings an invariant operand's
+  // gradient back). Not for collectives, whose rules are per axis, nor for loops, whose operands
+  // each feed their own region parameter under a per-carry rule.
+  virtual bool joins_operand_varying() const { return !is_collective(); }
+  // Reverse mode: which operands a gradient can reach the results from. A while_loop's operands
+  // that only its condition reads decide the trip count, never the results' values.
+  virtual std::vector<bool> operands_with_gradient_path(const Attrs& attrs, const Regions& regions,
+                                                        size_t num_operands) const {
+    (void)attrs, (void)regions;
+    return std::vector<bool>(num_operands, true);
+  }
+  // Reverse mode: evaluates the op on `operands` in the current context, setting `results` and
+  // keeping in `residuals` what its VJP reads (VjpArgs::residuals) for the same `active`
+  // operands (null: all), where saving beats recomputing (a loop's carries entering each
+  // iteration). Returns false, touching nothing, for ops that save nothing: the caller binds them.
+  virtual bool evaluate_saving(const std::vector<Array>& operands, const Attrs& attrs,
+                               const Regions& regions, const std::vector<bool>* active,
+                               std::vector<Array>* results, std::vector<Array>* residuals) const {
+    (void)operands, (void)attrs, (void)regions, (void)active, (void)results, (void)residuals;
+    return false;
+  }
 };
 
 // Registry of primitives by name (for the parser) and of fast kernels by platform.

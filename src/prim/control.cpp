@@ -133,7 +133,15 @@ class Remat final : public Primitive {
     for (int v : regions[0]->results) out.push_back(regions[0]->info(v).varying);
     return out;
   }
-  std::vector<Array> vjp(const VjpArgs& a) const override { return autodiff::remat_vjp(a); }
+  // Recomputes the region's activations from its inputs, then goes backward through it.
+  std::vector<Array> vjp(const VjpArgs& a) const override {
+    const ir::Program& body = *a.regions[0];
+    autodiff::Residuals saved;
+    std::vector<Array> env = autodiff::evaluate(body, a.primals, &saved, a.active);
+    return autodiff::backward(body, env, a.cotangents, &saved, a.active);
+  }
+  // Partitioning sees through the recomputation boundary.
+  bool inlined_when_compiled() const override { return true; }
   void reference(const KernelCall&) const override {
     detail::internal_error("remat", "a remat region reached the interpreter uninlined");
   }

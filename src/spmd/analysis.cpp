@@ -14,7 +14,7 @@ namespace spmd {
 namespace {
 
 // Adds `times` executions of p to out; a region counts as often as it runs where that is static
-// (a scan's trip count), a while_loop's body once, and a cond's costlier branch.
+// (a scan's trip count), a while_loop's body once, and of branches the costliest.
 void add_costs(const ir::Program& p, double times, CostAnalysis& out, double& duplicated) {
   for (const ir::Instr& in : p.instrs) {
     std::vector<ir::Aval> ia, oa;
@@ -33,7 +33,7 @@ void add_costs(const ir::Program& p, double times, CostAnalysis& out, double& du
       }
     }
     if (!in.prim->runs_regions()) continue;
-    if (in.prim->name() == "cond") {
+    if (in.prim->region_layout(in.attrs).one_region_runs) {
       CostAnalysis best;
       double best_dup = 0;
       for (const auto& r : in.regions) {

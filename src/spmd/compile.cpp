@@ -80,11 +80,13 @@ void check_same_program_everywhere(const std::string& name, const ir::Program& l
   }
 }
 
-// Replaces every remat instruction by its region's instructions (values renumbered). The
-// recomputation a remat's VJP emitted is already ordinary instructions.
+// Replaces every instruction inlined when compiled (remat) by its region's instructions (values
+// renumbered). The recomputation a remat's VJP emitted is already ordinary instructions.
 ir::Program inline_regions(const ir::Program& p, int* blocks) {
   bool any = false;
-  for (const ir::Instr& in : p.instrs) any = any || in.prim->name() == "remat" || in.prim->runs_regions();
+  for (const ir::Instr& in : p.instrs) {
+    any = any || in.prim->inlined_when_compiled() || in.prim->runs_regions();
+  }
   if (!any) return p;
   ir::Program out = p;
   out.instrs.clear();
@@ -96,7 +98,7 @@ ir::Program inline_regions(const ir::Program& p, int* blocks) {
       out.instrs.push_back(std::move(c));
       continue;
     }
-    if (in.prim->name() != "remat") {
+    if (!in.prim->inlined_when_compiled()) {
       out.instrs.push_back(in);
       continue;
     }

@@ -9,28 +9,9 @@ namespace partix::spmd {
 
 namespace {
 
-// Where an instruction's operands and results meet its regions' parameters and results.
-struct Layout {
-  size_t first_operand = 0;  // operands before it are not region parameters (cond's predicate)
-  size_t param_offset = 0;   // region parameters before the operands' (fori_loop's index)
-  size_t num_carry = 0;      // carries: operand, parameter, result and output share a sharding
-  size_t num_xs = 0;         // scanned operands (after the carries), split on axis 0 per step
-  size_t body = 0;           // the region holding the carries' update
-};
+using Layout = prim::Primitive::RegionLayout;
 
-Layout layout_of(const ir::Instr& in) {
-  const std::string_view n = in.prim->name();
-  Layout l;
-  if (n == "cond") {
-    l.first_operand = 1;
-    return l;
-  }
-  l.num_carry = static_cast<size_t>(in.attrs.i("num_carry"));
-  if (n == "scan") l.num_xs = static_cast<size_t>(in.attrs.i("num_xs"));
-  if (n == "fori_loop") l.param_offset = 1;
-  if (n == "while_loop") l.body = 1;
-  return l;
-}
+Layout layout_of(const ir::Instr& in) { return in.prim->region_layout(in.attrs); }
 
 // A scanned value's sharding from its slice's, and back: axis 0 is never split.
 NamedSharding with_leading(const NamedSharding& s) {
@@ -89,10 +70,10 @@ InstrPlan plan_control_flow(const Mesh& mesh, const ir::Instr& in) {
   for (size_t k = 0; k < in.outputs.size(); ++k) {
     if (k < l.num_carry) {
       plan.results.push_back(param(k));
-    } else if (in.prim->name() == "cond") {
-      plan.results.push_back(reduced(mesh, body.info(body.results[k]).sharding));
-    } else {
+    } else if (l.stacks_results) {
       plan.results.push_back(with_leading(reduced(mesh, body.info(body.results[k]).sharding)));
+    } else {
+      plan.results.push_back(reduced(mesh, body.info(body.results[k]).sharding));
     }
   }
   plan.reduce_now.assign(plan.results.size(), {});
@@ -104,9 +85,9 @@ void propagate_regions(ir::Program& g, const Mesh& mesh) {
   for (ir::Instr& in : g.instrs) {
     if (!in.prim->runs_regions()) continue;
     const Layout l = layout_of(in);
-    const bool is_cond = in.prim->name() == "cond";
     std::vector<NamedSharding> params;
-    if (l.param_offset == 1) params.emplace_back(mesh, P());  // fori_loop's index
+    // Parameters made per run (fori_loop's index) are replicated.
+    for (size_t j = 0; j < l.param_offset; ++j) params.emplace_back(mesh, P());
     for (size_t i = l.first_operand; i < in.inputs.size(); ++i) {
       NamedSharding s = reduced(mesh, g.info(in.inputs[i]).sharding);
       params.push_back(is_scanned_operand(l, i - l.first_operand) ? without_leading(s) : s);
@@ -122,7 +103,7 @@ void propagate_regions(ir::Program& g, const Mesh& mesh) {
     std::vector<std::optional<NamedSharding>> outs;
     for (size_t k = 0; k < in.outputs.size(); ++k) {
       NamedSharding s = reduced(mesh, g.info(in.outputs[k]).sharding);
-      if (is_cond || k < l.num_carry) {
+      if (!l.stacks_results || k < l.num_carry) {
         outs.emplace_back(s);
       } else if (s.is_fully_replicated()) {
         outs.emplace_back(std::nullopt);
@@ -152,9 +133,9 @@ void propagate_regions(ir::Program& g, const Mesh& mesh) {
     for (size_t r = 0; r < in.regions.size(); ++r) {
       ir::Program region = *in.regions[r];
       region.mesh = mesh;
-      const bool is_while_cond = in.prim->name() == "while_loop" && r == 0;
+      // A predicate is wanted replicated: every device decides alike.
       std::vector<std::optional<NamedSharding>> want = outs;
-      if (is_while_cond) want = {NamedSharding(mesh, P())};
+      if (static_cast<int>(r) == l.predicate_region) want = {NamedSharding(mesh, P())};
       propagate(region, mesh, params, want);
       in.regions[r] = std::make_shared<const ir::Program>(std::move(region));
     }

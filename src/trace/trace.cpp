@@ -138,18 +138,13 @@ std::vector<Array> bind(const prim::Primitive& p, const std::vector<Array>& inpu
   for (const ir::Aval& av : out_avals) checked_size(p.name(), av.shape, av.dtype);
   instr.scope = current_scope();
   // Inside shard_map: operands that vary over fewer axes than the others are marked varying
-  // with an explicit pvary (its transpose is psum: DESIGN §1), and results get their sets.
-  // Not for loops: their operands are carries, scanned inputs and captures, each passed to its
-  // own region parameter, and a loop's varying rule is per carry; joining them would make
-  // every carry vary as soon as one capture does (a trip counter beside a varying buffer).
-  // cond keeps it: its results vary with its predicate, and the pvary's transpose (psum) is
-  // what brings an invariant operand's gradient back from a varying branch.
+  // with an explicit pvary where the primitive joins its operands' varying axes (DESIGN §1),
+  // and results get their sets.
   std::vector<std::set<std::string>> out_vary;
   if (t->manual_mesh) {
     std::vector<std::set<std::string>> in_vary;
     for (int v : instr.inputs) in_vary.push_back(prog.info(v).varying);
-    const bool loop = p.runs_regions() && p.name() != "cond";
-    if (!p.is_collective() && p.name() != "pvary" && !loop && instr.inputs.size() > 1) {
+    if (p.joins_operand_varying() && instr.inputs.size() > 1) {
       std::set<std::string> all;
       for (const auto& s : in_vary) all.insert(s.begin(), s.end());
       for (size_t k = 0; k < instr.inputs.size(); ++k) {

@@ -1,9 +1,13 @@
 // Control flow on 8 devices: values under several shardings (uneven included) against the
 // single-device run; carries keep one sharding (a constraint in the body wins); collectives in
-// bodies run every iteration and cost_analysis counts them per trip.
+// bodies run every iteration and cost_analysis counts them per trip; a control-flow primitive
+// the compiler does not know is partitioned from its stated facts.
 #include <cmath>
+#include <functional>
 
+#include "ir/primitive.h"
 #include "spmd_test_util.h"
+#include "trace/trace.h"
 
 using namespace partix;
 using testing_util::count_op;
@@ -380,4 +384,87 @@ TEST(ControlFlowSharding, DevicesEnteringDifferentCollectivesRaiseNamingThem) {
     const float s = v[0] + v[2] + v[4] + v[6], t = v[1] + v[3] + v[5] + v[7];
     EXPECT_EQ(run(v).to_vector<float>(), (std::vector<float>{s, t}));
   }
+}
+
+namespace {
+
+// A control-flow primitive the compiler has never heard of: its body runs twice over its
+// carries. Propagation, partitioning, the interpreter and cost analysis must handle it from the
+// facts it states (region layout, trip count, execute) alone.
+class Twice final : public prim::Primitive {
+ public:
+  std::string_view name() const override { return "test_twice"; }
+  std::vector<ir::Aval> infer(const std::vector<ir::Aval>&, const ir::Attrs&,
+                              const prim::Regions& regions) const override {
+    std::vector<ir::Aval> out;
+    for (int v : regions[0]->results) out.push_back(regions[0]->aval(v));
+    return out;
+  }
+  // Each carry keeps its factors from operand to result.
+  prim::FactorRule factor_rule(const std::vector<ir::Aval>& in, const std::vector<ir::Aval>&,
+                               const ir::Attrs&) const override {
+    prim::FactorRuleBuilder b;
+    for (const ir::Aval& a : in) {
+      std::vector<prim::DimFactors> dims;
+      for (int64_t d : a.shape) dims.push_back({b.add(d)});
+      b.rule().operands.push_back(dims);
+      b.rule().results.push_back(dims);
+    }
+    return b.rule();
+  }
+  void reference(const prim::KernelCall&) const override { ADD_FAILURE() << "runs regions"; }
+  double flops(const std::vector<ir::Aval>&, const std::vector<ir::Aval>&,
+               const ir::Attrs&) const override {
+    return 0;
+  }
+  bool runs_regions() const override { return true; }
+  std::vector<detail::Buffer> execute(const prim::KernelCall&, std::vector<detail::Buffer> args,
+                                      const prim::RegionRunner& run) const override {
+    for (int t = 0; t < 2; ++t) args = run(0, std::move(args));
+    return args;
+  }
+  double trip_count(const ir::Attrs&, size_t) const override { return 2; }
+  RegionLayout region_layout(const ir::Attrs& attrs) const override {
+    RegionLayout l;
+    l.num_carry = static_cast<size_t>(attrs.i("num_carry"));
+    return l;
+  }
+};
+
+Array twice(const Array& x, const std::function<Array(const Array&)>& body) {
+  static Twice prim_twice;
+  static const bool registered = (prim::register_primitive(&prim_twice), true);
+  (void)registered;
+  ir::Program region = detail::trace_probe({ir::Aval{x.shape(), x.dtype()}}, {{}},
+                                           [&](const std::vector<Array>& t, detail::TraceState&) {
+                                             return std::vector<Array>{body(t[0])};
+                                           });
+  ir::Attrs attrs;
+  attrs.set("num_carry", int64_t{1});
+  return detail::bind1(prim_twice, {x}, attrs, {std::make_shared<const ir::Program>(region)});
+}
+
+}  // namespace
+
+TEST(ControlFlowSharding, ANewControlFlowPrimitiveNeedsOnlyItsFacts) {
+  Mesh m = mesh42();
+  auto body = [](const Array& c) { return c * 2.0 + 1.0; };
+  Array x = rnd({8, 4}, 10);
+  std::vector<float> want = x.to_vector<float>();
+  for (float& v : want) v = (v * 2 + 1) * 2 + 1;
+  expect_close(twice(x, body), from_vector(want, {8, 4}));  // eager
+  auto f = jit([&](const Array& a) { return twice(a, body); });
+  Array xs = device_put(x, NamedSharding(m, P("x", "y")));
+  Array got = f(xs);
+  expect_close(got, from_vector(want, {8, 4}));
+  // The carry keeps its sharding: each device runs the body on its 2x2 block, no collective.
+  EXPECT_EQ(got.sharding().spec(), P("x", "y"));
+  const Lowered l = f.lower(xs);
+  const std::string text = l.as_text();
+  EXPECT_EQ(count_op(text, "test_twice"), 1) << text;
+  EXPECT_EQ(count_op(text, "all_gather") + count_op(text, "all_reduce"), 0) << text;
+  EXPECT_NE(text.find("(%0: f32[2,2] P('x', 'y')"), std::string::npos) << text;
+  // Costed per trip: as the body written out twice.
+  auto unrolled = jit([&](const Array& a) { return body(body(a)); });
+  EXPECT_DOUBLE_EQ(l.cost_analysis().flops, unrolled.lower(xs).cost_analysis().flops);
 }

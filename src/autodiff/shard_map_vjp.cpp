@@ -1,6 +1,5 @@
-// VJPs of primitives with regions: remat (recompute, then backward) and shard_map (a new
-// shard_map whose body is the original body's VJP, with the collectives transposed by the
-// varying-axes rules of DESIGN §1).
+// shard_map's VJP: a new shard_map whose body is the original body's VJP, with the collectives
+// transposed by the varying-axes rules of DESIGN §1.
 #include "autodiff/vjp.h"
 #include "core/errors.h"
 #include "partix/ops.h"
@@ -21,14 +20,6 @@ std::vector<Array> filled(const std::vector<Array>& cts, const std::vector<Array
 }
 
 }  // namespace
-
-std::vector<Array> remat_vjp(const prim::VjpArgs& a) {
-  const ir::Program& body = *a.regions[0];
-  // Recompute the region's activations from its inputs, then go backward through it.
-  Residuals saved;
-  std::vector<Array> env = evaluate(body, a.primals, &saved, a.active);
-  return backward(body, env, a.cotangents, &saved, a.active);
-}
 
 std::vector<Array> shard_map_vjp(const prim::VjpArgs& a) {
   const Mesh& mesh = a.attrs.get<Mesh>("mesh");
