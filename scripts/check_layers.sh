@@ -49,13 +49,15 @@ for layer in layers:
 names = set()
 for path in sources('src/prim'):
     text = open(path, encoding='utf-8').read()
-    names.update(re.findall(r'name\(\)\s*const\s*(?:override\s*)?\{\s*return\s*"([a-z_0-9]+)"', text))
+    for body in re.findall(r'name\(\)\s*const\s*(?:override\s*)?\{([^}]*)\}', text):
+        names.update(re.findall(r'"([a-z_0-9]+)"', body))
     names.update(re.findall(r'PARTIX_(?:UNARY|BINARY|ELEMENTWISE)\w*\(\s*\w+\s*,\s*"([a-z_0-9]+)"', text))
 if len(names) < 40:
     errors.append(f'check_layers: found only {len(names)} primitive names in src/prim; the patterns are stale')
 alt = '|'.join(sorted(names, key=len, reverse=True))
 compare = re.compile(r'(?:==|!=)\s*"(%s)"|"(%s)"\s*(?:==|!=)' % (alt, alt))
-name_set = re.compile(r'\{\s*"(%s)"\s*,\s*"(%s)"' % (alt, alt))
+# A braced list of string literals (one line or several) holding two or more primitive names.
+literal_list = re.compile(r'\{\s*"[a-z_0-9]+"(?:\s*,\s*"[a-z_0-9]+")+\s*,?\s*\}')
 # The layers that see programs, plus the Python bindings and the CLI.
 program_layers = [l for l in layers if l not in ('core', 'files', 'sharding', 'comm', 'formats',
                                                  'tokenizer', 'data', 'checkpoint', 'prim')]
@@ -64,11 +66,18 @@ for root in roots:
     if not os.path.isdir(root):
         continue
     for path in sources(root):
-        for no, line in enumerate(open(path, encoding='utf-8'), 1):
-            code = line.split('//')[0]
-            for m in list(compare.finditer(code)) + list(name_set.finditer(code)):
+        lines = open(path, encoding='utf-8').read().split('\n')
+        code_lines = [l.split('//')[0] for l in lines]
+        for no, code in enumerate(code_lines, 1):
+            for m in compare.finditer(code):
                 op = next(g for g in m.groups() if g)
                 errors.append(f'{path}:{no}: compares an op name with "{op}"; ask the primitive instead')
+        code = '\n'.join(code_lines)
+        for m in literal_list.finditer(code):
+            ops = [o for o in re.findall(r'"([a-z_0-9]+)"', m.group(0)) if o in names]
+            if len(ops) >= 2:
+                no = code.count('\n', 0, m.start()) + 1
+                errors.append(f'{path}:{no}: a set of op names ({", ".join(ops)}); ask the primitive instead')
 
 for e in errors:
     print(e)

@@ -162,6 +162,10 @@ class Primitive {
   virtual double flops(const std::vector<Aval>& in, const std::vector<Aval>& out,
                        const Attrs& attrs) const;
   virtual bool is_collective() const { return false; }
+  // Quantized arrays are storage for weights (DESIGN §6.4): only ops that keep blocks whole
+  // take them (their infer checks which operand and which dimensions), and ops that hand them
+  // to regions whose own ops are checked as they are traced. The tracer refuses the rest.
+  virtual bool accepts_quantized() const { return false; }
   // Kernels that hand back their own result buffers (e.g. a collective whose result all
   // devices of one process share) instead of filling preallocated ones.
   virtual bool allocates_outputs() const { return false; }

@@ -66,6 +66,7 @@ class Identity : public Primitive {
 class ShardingConstraint final : public Identity {
  public:
   std::string_view name() const override { return "sharding_constraint"; }
+  bool accepts_quantized() const override { return true; }
   std::optional<PinnedShardings> pinned_shardings(const Attrs& attrs) const override {
     const auto& spec = attrs.get<PartitionSpec>("spec");
     PinnedShardings p{{spec}, {spec}};
@@ -90,6 +91,7 @@ class ShardingConstraint final : public Identity {
 class StopGradient final : public Identity {
  public:
   std::string_view name() const override { return "stop_gradient"; }
+  bool accepts_quantized() const override { return true; }
   std::vector<Array> vjp(const VjpArgs&) const override { return {Array()}; }
 };
 
@@ -97,6 +99,7 @@ class StopGradient final : public Identity {
 class Copy final : public Identity {
  public:
   std::string_view name() const override { return "copy"; }
+  bool accepts_quantized() const override { return true; }
   std::vector<Array> vjp(const VjpArgs& a) const override { return {a.cotangents[0]}; }
 };
 
@@ -115,6 +118,7 @@ namespace {
 class Remat final : public Primitive {
  public:
   std::string_view name() const override { return "remat"; }
+  bool accepts_quantized() const override { return true; }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs&,
                           const Regions& regions) const override {
     detail::check(regions.size() == 1, name(), "needs exactly one region");

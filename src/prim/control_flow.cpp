@@ -299,6 +299,7 @@ class Scan final : public Primitive {
  public:
   explicit Scan(bool fori) : fori_(fori) {}
   std::string_view name() const override { return fori_ ? "fori_loop" : "scan"; }
+  bool accepts_quantized() const override { return true; }
 
   int64_t length(const Attrs& a) const {
     if (!fori_) return a.i("length");
@@ -556,6 +557,7 @@ std::vector<Array> Scan::vjp(const VjpArgs& a) const {
 class WhileLoop final : public Primitive {
  public:
   std::string_view name() const override { return "while_loop"; }
+  bool accepts_quantized() const override { return true; }
 
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
                           const Regions& regions) const override {
@@ -667,6 +669,7 @@ class WhileLoop final : public Primitive {
 class Cond final : public Primitive {
  public:
   std::string_view name() const override { return "cond"; }
+  bool accepts_quantized() const override { return true; }
 
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs&,
                           const Regions& regions) const override {

@@ -56,6 +56,7 @@ std::vector<int64_t> offsets(const Shape& shape, const std::vector<int64_t>& str
 class DotGeneral final : public Primitive {
  public:
   std::string_view name() const override { return "dot_general"; }
+  bool accepts_quantized() const override { return true; }
   Linearity linearity() const override { return Linearity::kMultilinear; }
 
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,

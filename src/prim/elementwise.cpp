@@ -372,6 +372,7 @@ class Select final : public Primitive {
 class Convert final : public Primitive {
  public:
   std::string_view name() const override { return "convert"; }
+  bool accepts_quantized() const override { return true; }
   bool is_elementwise() const override { return true; }
   Linearity linearity() const override { return Linearity::kLinear; }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,

@@ -219,6 +219,7 @@ Primitive::AxisIndexing indexing_of(const std::vector<Aval>& in, const Attrs& at
 class Take final : public Primitive {
  public:
   std::string_view name() const override { return "take"; }
+  bool accepts_quantized() const override { return true; }
   std::optional<AxisIndexing> axis_indexing(const std::vector<Aval>& in,
                                             const Attrs& attrs) const override {
     return indexing_of(in, attrs, /*scatter=*/false, /*elementwise=*/false);

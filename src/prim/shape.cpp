@@ -42,6 +42,7 @@ Attrs with_block_shape(const Attrs& attrs, const Primitive::LocalizeArgs& a) {
 class Reshape final : public Primitive {
  public:
   std::string_view name() const override { return "reshape"; }
+  bool accepts_quantized() const override { return true; }
   // A block is reshaped to (broadcast into) the result's block.
   Attrs localize_attrs(const Attrs& attrs, const LocalizeArgs& a) const override {
     return with_block_shape(attrs, a);

@@ -95,15 +95,10 @@ TraceState* trace_of(const Array& a, const char* api) {
 }
 
 namespace {
-// Quantized arrays are storage for weights (DESIGN §6.4): only ops that keep blocks whole
-// accept them; their own infer checks the details (which operand, which dimensions). Loops,
-// branches and remat pass them to their bodies, whose ops are checked as they are traced.
+// Quantized arrays are storage for weights (DESIGN §6.4): the primitive says whether it takes
+// them (Primitive::accepts_quantized).
 void check_quantized_operands(const prim::Primitive& p, const std::vector<Array>& inputs) {
-  static const std::set<std::string_view> kAccept = {
-      "dot_general",         "convert",    "reshape",       "take",
-      "sharding_constraint", "copy",       "stop_gradient", "scan",
-      "fori_loop",           "while_loop", "cond",          "remat"};
-  if (kAccept.count(p.name())) return;
+  if (p.accepts_quantized()) return;
   for (const Array& a : inputs) {
     if (a.valid() && is_quantized(a.dtype())) {
       fail(p.name(),
