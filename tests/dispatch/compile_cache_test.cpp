@@ -8,6 +8,7 @@
 #include <latch>
 #include <thread>
 
+#include "core/errors.h"
 #include "test_util.h"
 
 using namespace partix;
@@ -103,17 +104,13 @@ TEST(CompileCache, AFailedCompileCachesNothingAndAWaiterCompilesForItself) {
   CompileCache cache(8);
   std::atomic<bool> started{false};
   std::atomic<int> calls{0};
-  std::thread failing([&] {
-    EXPECT_PARTIX_ERROR(cache.get_or_compile("k",
-                                             [&]() -> Program {
-                                               calls++;
-                                               started = true;
-                                               std::this_thread::sleep_for(
-                                                   std::chrono::milliseconds(100));
-                                               detail::fail("test", "bad program");
-                                             }),
-                        "bad program");
-  });
+  const CompileCache::CompileFn bad = [&]() -> Program {
+    calls++;
+    started = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    detail::fail("test", "bad program");
+  };
+  std::thread failing([&] { EXPECT_PARTIX_ERROR(cache.get_or_compile("k", bad), "bad program"); });
   while (!started) std::this_thread::yield();
   // Arrives while the first compile runs: it waits, sees it fail, and compiles itself.
   Program p = cache.get_or_compile("k", [&] {
