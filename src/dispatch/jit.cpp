@@ -3,6 +3,7 @@
 #include <atomic>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/errors.h"
 #include "core/log.h"
@@ -41,13 +42,11 @@ struct JitState::Cache {
   const std::string key_prefix = "jit#" + std::to_string(next_id()) + "|";
   std::mutex mu;
   std::unordered_map<std::string, std::shared_ptr<const JitTrace>> traces;
+  // Every key this function compiled under (also those of traces that failed after compiling).
+  std::unordered_set<std::string> compile_keys;
 
   // A dead function's programs can never be asked for again: they leave the cache with it.
-  ~Cache() {
-    std::vector<std::string> keys;
-    for (const auto& [sig, t] : traces) keys.push_back(t->compile_key);
-    compile_cache().erase(keys);
-  }
+  ~Cache() { compile_cache().erase({compile_keys.begin(), compile_keys.end()}); }
 
   static uint64_t next_id() {
     static std::atomic<uint64_t> id{0};
@@ -229,6 +228,10 @@ std::shared_ptr<JitState::Entry> JitState::get(const std::vector<Array>& leaves,
   }
   traced->program = std::move(prog);
   traced->options = std::move(co);
+  {
+    std::lock_guard<std::mutex> lock(cache_->mu);
+    cache_->compile_keys.insert(traced->compile_key);
+  }
   auto entry = std::make_shared<Entry>();
   entry->compiled = compile_traced(*traced);
   // Donation, per argument leaf.
@@ -240,7 +243,9 @@ std::shared_ptr<JitState::Entry> JitState::get(const std::vector<Array>& leaves,
     }
     size_t first = 0;
     for (int b = 0; b < a; ++b) first += arg_leaf_counts[static_cast<size_t>(b)];
-    for (size_t j = 0; j < arg_leaf_counts[static_cast<size_t>(a)]; ++j) traced->donate[first + j] = true;
+    for (size_t j = 0; j < arg_leaf_counts[static_cast<size_t>(a)]; ++j) {
+      traced->donate[first + j] = true;
+    }
   }
   std::lock_guard<std::mutex> lock(cache_->mu);
   // Two threads that traced one signature at once: the first trace kept stands for it (both
@@ -273,7 +278,9 @@ std::vector<Array> JitState::run(const Entry& entry, const std::vector<Array>& l
     }
   };
   for (size_t i = 0; i < leaves.size(); ++i) place(leaves[i], i, traced.donate[i]);
-  for (size_t i = 0; i < traced.captures.size(); ++i) place(traced.captures[i], leaves.size() + i, false);
+  for (size_t i = 0; i < traced.captures.size(); ++i) {
+    place(traced.captures[i], leaves.size() + i, false);
+  }
   std::vector<Array> outs = exe.run(args, donate);
   for (size_t i = 0; i < leaves.size(); ++i) {
     if (traced.donate[i]) mark_donated(*leaves[i].impl());  // the caller's array is gone
@@ -287,7 +294,8 @@ const std::shared_ptr<void>& JitState::out_proto(const Entry& entry) const {
 }
 
 Lowered JitState::lower(const Entry& entry) const {
-  return Lowered(std::make_shared<LoweredImpl>(LoweredImpl{entry.compiled, entry.trace->donate}));
+  return Lowered(
+      std::make_shared<LoweredImpl>(LoweredImpl{entry.compiled, entry.trace->donate}));
 }
 
 }  // namespace detail

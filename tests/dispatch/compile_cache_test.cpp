@@ -50,12 +50,14 @@ std::vector<float> iota16() {
   return v;
 }
 
-// Restores the process cache's limit when the test ends.
+// Sets the process cache's limit while it lives.
 struct ProcessCacheLimit {
-  explicit ProcessCacheLimit(size_t n) { detail::compile_cache().set_capacity(n); }
-  ~ProcessCacheLimit() {
-    detail::compile_cache().set_capacity(detail::kDefaultCompileCacheSize);
+  explicit ProcessCacheLimit(size_t n)
+      : before(static_cast<size_t>(compile_cache_stats().capacity)) {
+    detail::compile_cache().set_capacity(n);
   }
+  ~ProcessCacheLimit() { detail::compile_cache().set_capacity(before); }
+  size_t before;
 };
 
 }  // namespace
@@ -132,7 +134,7 @@ TEST(CompileCache, TheLeastRecentlyUsedLeavesFirst) {
   Program a = cache.get_or_compile("a", c.fn());
   Program b = cache.get_or_compile("b", c.fn());
   EXPECT_EQ(cache.get_or_compile("a", c.fn()), a);  // a is now the most recent
-  cache.get_or_compile("c", c.fn());               // evicts b
+  cache.get_or_compile("c", c.fn());                // evicts b
   EXPECT_EQ(cache.stats().evictions, 1);
   EXPECT_EQ(cache.stats().size, 2);
   EXPECT_EQ(cache.get_or_compile("a", c.fn()), a);
@@ -262,4 +264,17 @@ TEST(CompileCache, ThreadsRunJittedProgramsWhileEagerOpsChurnASmallCache) {
   EXPECT_GT(compile_cache_stats().evictions, evictions + 20);
   EXPECT_EQ(f.trace_count(), 1);
   EXPECT_LE(compile_cache_stats().size, 2);
+}
+
+TEST(CompileCache, AJittedFunctionThatFailsAfterCompilingLeavesNothingBehind) {
+  ProcessCacheLimit limit(1 << 20);  // nothing is evicted meanwhile
+  Array x = from_vector<float>({1, 2, 3, 4, 5, 6, 7}, {7});
+  const int64_t before = compile_cache_stats().size;
+  {
+    // donate_argnums is checked once the program is compiled.
+    auto f = jit([](const Array& u) { return u + 1.0f; }, {.donate_argnums = {2}});
+    EXPECT_PARTIX_ERROR(f(x), "donate_argnums names argument 2");
+    EXPECT_EQ(compile_cache_stats().size, before + 1);
+  }
+  EXPECT_EQ(compile_cache_stats().size, before);
 }
