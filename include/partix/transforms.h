@@ -2,6 +2,7 @@
 // explicit collectives, grad / value_and_grad.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -74,11 +75,27 @@ class Lowered {
   std::shared_ptr<const detail::LoweredImpl> impl_;
 };
 
+// jit, eager ops and device_put share one cache of compiled programs: a jitted function's
+// program per call signature (it is traced once per signature and keeps its traces, so a
+// program evicted past the limit is compiled again without tracing), a one-op program per
+// (primitive, attributes, avals, shardings), a reshard per (aval, from, to). Past its limit
+// (PARTIX_COMPILE_CACHE_SIZE programs, default 4096) the least recently used leaves it; a
+// program that is running is never freed under it.
+struct CompileCacheStats {
+  int64_t hits = 0;       // requests served without compiling (waits for another's compile too)
+  int64_t misses = 0;     // requests that compiled
+  int64_t evictions = 0;  // programs dropped past the limit
+  int64_t size = 0;       // programs held now
+  int64_t capacity = 0;   // the limit
+};
+CompileCacheStats compile_cache_stats();
+
 namespace detail {
 
 bool is_tracing();
 
-// The non-template engine behind jit: a compile cache keyed by avals and shardings.
+// The non-template engine behind jit: traces once per call signature (avals, shardings, tree)
+// and compiles through the shared compile cache.
 class JitState {
  public:
   struct Entry;

@@ -2,11 +2,11 @@
 // result the partitioner reshards, with the collectives of DESIGN §3.5); between meshes
 // through the host.
 #include <map>
-#include <mutex>
 
 #include "comm/mpi/agreement.h"
 #include "core/array_impl.h"
 #include "core/errors.h"
+#include "dispatch/compile_cache.h"
 #include "partix/transforms.h"
 #include "trace/trace.h"
 #include "spmd/compile.h"
@@ -16,27 +16,21 @@ namespace partix {
 namespace {
 
 std::shared_ptr<spmd::Compiled> reshard_program(const Array& x, const NamedSharding& to) {
-  static std::mutex mu;
-  static std::map<std::string, std::shared_ptr<spmd::Compiled>> cache;
   const NamedSharding& from = *x.impl()->sharding;
-  std::string key = std::string(dtype_name(x.dtype())) + shape_to_string(x.shape()) +
-                    from.to_string() + "->" + to.to_string();
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
-  ir::Program p;
-  p.name = "device_put";
-  int v = p.add_value(ir::Aval{x.shape(), x.dtype()});
-  p.params = {v};
-  p.results = {v};
-  spmd::CompileOptions o;
-  o.name = "device_put";
-  o.in_shardings = {from};
-  o.out_shardings = {to};
-  auto c = spmd::compile(p, o);
-  if (cache.size() > 1024) cache.clear();
-  cache[key] = c;
-  return c;
+  std::string key = "device_put|" + std::string(dtype_name(x.dtype())) +
+                    shape_to_string(x.shape()) + from.to_string() + "->" + to.to_string();
+  return detail::compile_cache().get_or_compile(key, [&] {
+    ir::Program p;
+    p.name = "device_put";
+    int v = p.add_value(ir::Aval{x.shape(), x.dtype()});
+    p.params = {v};
+    p.results = {v};
+    spmd::CompileOptions o;
+    o.name = "device_put";
+    o.in_shardings = {from};
+    o.out_shardings = {to};
+    return spmd::compile(p, o);
+  });
 }
 
 }  // namespace

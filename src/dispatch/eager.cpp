@@ -1,54 +1,12 @@
 // Eager ops: an op on concrete arrays is a one-op program, compiled through the same pipeline
-// as jit and cached by (primitive, attributes, avals, shardings).
-#include <list>
-#include <mutex>
-#include <unordered_map>
-
+// as jit and cached (in the shared compile cache) by (primitive, attributes, avals, shardings).
 #include "core/errors.h"
+#include "dispatch/compile_cache.h"
 #include "partix/transforms.h"
 #include "spmd/compile.h"
 #include "trace/trace.h"
 
 namespace partix::detail {
-
-namespace {
-
-constexpr size_t kCacheSize = 4096;
-
-class EagerCache {
- public:
-  std::shared_ptr<spmd::Compiled> get(const std::string& key) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = map_.find(key);
-    if (it == map_.end()) return nullptr;
-    lru_.splice(lru_.begin(), lru_, it->second.second);
-    return it->second.first;
-  }
-  void put(const std::string& key, std::shared_ptr<spmd::Compiled> c) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (map_.count(key)) return;
-    lru_.push_front(key);
-    map_[key] = {std::move(c), lru_.begin()};
-    if (map_.size() > kCacheSize) {
-      map_.erase(lru_.back());
-      lru_.pop_back();
-    }
-  }
-
- private:
-  std::mutex mu_;
-  std::list<std::string> lru_;
-  std::unordered_map<std::string,
-                     std::pair<std::shared_ptr<spmd::Compiled>, std::list<std::string>::iterator>>
-      map_;
-};
-
-EagerCache& cache() {
-  static EagerCache c;
-  return c;
-}
-
-}  // namespace
 
 std::vector<Array> execute_eager(const prim::Primitive& p, const std::vector<Array>& inputs,
                                  const ir::Attrs& attrs, const prim::Regions& regions) {
@@ -86,14 +44,13 @@ std::vector<Array> execute_eager(const prim::Primitive& p, const std::vector<Arr
       args.push_back(moved);
     }
   }
-  std::string key = op + attrs.key();
+  std::string key = "eager|" + op + attrs.key();
   for (const Array& a : args) {
     key += "|" + std::string(dtype_name(a.dtype())) + shape_to_string(a.shape()) +
            a.impl()->sharding->to_string();
   }
   if (inputs.empty()) key += "|" + mesh.to_string();
-  std::shared_ptr<spmd::Compiled> compiled = regions.empty() ? cache().get(key) : nullptr;
-  if (!compiled) {
+  auto compile = [&] {
     ir::Program prog;
     prog.name = op;
     ir::Instr instr;
@@ -121,9 +78,11 @@ std::vector<Array> execute_eager(const prim::Primitive& p, const std::vector<Arr
       // No operand says where to run: the default device.
       prog.mesh = mesh;
     }
-    compiled = spmd::compile(prog, options);
-    if (regions.empty()) cache().put(key, compiled);
-  }
+    return spmd::compile(prog, options);
+  };
+  // Regions are not in the key (their programs are not part of attrs): compiled each time.
+  std::shared_ptr<spmd::Compiled> compiled =
+      regions.empty() ? compile_cache().get_or_compile(key, compile) : compile();
   std::vector<Array> outs = compiled->executable->run(args);
   for (Array& o : outs) o.impl()->committed = committed;
   return outs;
@@ -151,15 +110,13 @@ Array execute_created(const char* api, const NamedSharding& sharding,
   for (const Array& c : trace->captures()) {
     args.push_back(*c.impl()->sharding == replicated ? c : device_put(c, replicated));
   }
-  std::shared_ptr<spmd::Compiled> compiled = cache().get(key);
-  if (!compiled) {
+  std::shared_ptr<spmd::Compiled> compiled = compile_cache().get_or_compile(key, [&] {
     spmd::CompileOptions options;
     options.name = api;
     options.in_shardings.assign(args.size(), replicated);
     options.out_shardings = {sharding};
-    compiled = spmd::compile(prog, options);
-    cache().put(key, compiled);
-  }
+    return spmd::compile(prog, options);
+  });
   Array out = compiled->executable->run(args)[0];
   out.impl()->committed = true;
   return out;

@@ -1,9 +1,13 @@
-// jit: trace once per (avals, shardings), compile through the SPMD pipeline, cache, run.
+// jit: trace once per (avals, shardings), compile through the SPMD pipeline and the shared
+// compile cache, run.
+#include <atomic>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/errors.h"
 #include "core/log.h"
+#include "dispatch/compile_cache.h"
 #include "spmd/analysis.h"
 #include "spmd/compile.h"
 #include "trace/trace.h"
@@ -11,16 +15,43 @@
 namespace partix {
 namespace detail {
 
-struct JitState::Entry {
-  std::shared_ptr<spmd::Compiled> compiled;
+namespace {
+
+// What one call signature's trace decided: everything a call needs but the compiled program,
+// which lives in the compile cache (so the cache's limit bounds compiled programs, and an
+// evicted one is compiled again from here without tracing).
+struct JitTrace {
+  std::string compile_key;
+  ir::Program program;
+  spmd::CompileOptions options;
   std::vector<Array> captures;
   std::shared_ptr<void> out_proto;
   std::vector<bool> donate;  // per argument leaf
 };
 
+}  // namespace
+
+// One call's view: the signature's trace and the program it runs, held for the call.
+struct JitState::Entry {
+  std::shared_ptr<const JitTrace> trace;
+  std::shared_ptr<spmd::Compiled> compiled;
+};
+
 struct JitState::Cache {
+  // Compile keys are this function's own: its signatures mean nothing to another function.
+  const std::string key_prefix = "jit#" + std::to_string(next_id()) + "|";
   std::mutex mu;
-  std::unordered_map<std::string, std::shared_ptr<Entry>> map;
+  std::unordered_map<std::string, std::shared_ptr<const JitTrace>> traces;
+  // Every key this function compiled under (also those of traces that failed after compiling).
+  std::unordered_set<std::string> compile_keys;
+
+  // A dead function's programs can never be asked for again: they leave the cache with it.
+  ~Cache() { compile_cache().erase({compile_keys.begin(), compile_keys.end()}); }
+
+  static uint64_t next_id() {
+    static std::atomic<uint64_t> id{0};
+    return id++;
+  }
 };
 
 JitState::JitState(JitOptions options)
@@ -37,6 +68,14 @@ std::string leaf_key(const Array& a) {
   return impl.key + (impl.committed ? "c" : "u");
 }
 
+std::shared_ptr<spmd::Compiled> compile_traced(const JitTrace& t) {
+  return compile_cache().get_or_compile(t.compile_key, [&] {
+    auto c = spmd::compile(t.program, t.options);
+    for (const auto& w : c->warnings) warn_once("[" + t.options.name + "] " + w);
+    return c;
+  });
+}
+
 }  // namespace
 
 std::shared_ptr<JitState::Entry> JitState::get(const std::vector<Array>& leaves,
@@ -51,10 +90,17 @@ std::shared_ptr<JitState::Entry> JitState::get(const std::vector<Array>& leaves,
   }
   std::string key = tree_key;
   for (const Array& a : leaves) key += "|" + leaf_key(a);
+  std::shared_ptr<const JitTrace> known;
   {
     std::lock_guard<std::mutex> lock(cache_->mu);
-    auto it = cache_->map.find(key);
-    if (it != cache_->map.end()) return it->second;
+    auto it = cache_->traces.find(key);
+    if (it != cache_->traces.end()) known = it->second;
+  }
+  if (known) {
+    auto entry = std::make_shared<Entry>();
+    entry->compiled = compile_traced(*known);
+    entry->trace = std::move(known);
+    return entry;
   }
   const std::vector<std::string> paths = make_paths();
   // Explicit in_shardings: one per argument (prefix) or one per leaf.
@@ -105,10 +151,11 @@ std::shared_ptr<JitState::Entry> JitState::get(const std::vector<Array>& leaves,
     ts->set_results(outs);
   }
   trace_count_++;
-  auto entry = std::make_shared<Entry>();
-  entry->out_proto = proto;
-  entry->captures = ts->captures();
-  for (const Array& c : entry->captures) {
+  auto traced = std::make_shared<JitTrace>();
+  traced->compile_key = cache_->key_prefix + key;
+  traced->out_proto = proto;
+  traced->captures = ts->captures();
+  for (const Array& c : traced->captures) {
     given.push_back(c.impl()->committed ? std::optional<NamedSharding>(*c.impl()->sharding)
                                         : std::nullopt);
   }
@@ -179,10 +226,16 @@ std::shared_ptr<JitState::Entry> JitState::get(const std::vector<Array>& leaves,
       check_block_sharding(name, r.dtype, r.shape, *o);
     }
   }
-  entry->compiled = spmd::compile(prog, co);
-  for (const auto& w : entry->compiled->warnings) warn_once("[" + name + "] " + w);
+  traced->program = std::move(prog);
+  traced->options = std::move(co);
+  {
+    std::lock_guard<std::mutex> lock(cache_->mu);
+    cache_->compile_keys.insert(traced->compile_key);
+  }
+  auto entry = std::make_shared<Entry>();
+  entry->compiled = compile_traced(*traced);
   // Donation, per argument leaf.
-  entry->donate.assign(leaves.size(), false);
+  traced->donate.assign(leaves.size(), false);
   for (int a : options_.donate_argnums) {
     if (a < 0 || static_cast<size_t>(a) >= arg_leaf_counts.size()) {
       fail(name, "donate_argnums names argument {} but the function takes {}", a,
@@ -190,10 +243,14 @@ std::shared_ptr<JitState::Entry> JitState::get(const std::vector<Array>& leaves,
     }
     size_t first = 0;
     for (int b = 0; b < a; ++b) first += arg_leaf_counts[static_cast<size_t>(b)];
-    for (size_t j = 0; j < arg_leaf_counts[static_cast<size_t>(a)]; ++j) entry->donate[first + j] = true;
+    for (size_t j = 0; j < arg_leaf_counts[static_cast<size_t>(a)]; ++j) {
+      traced->donate[first + j] = true;
+    }
   }
   std::lock_guard<std::mutex> lock(cache_->mu);
-  cache_->map[key] = entry;
+  // Two threads that traced one signature at once: the first trace kept stands for it (both
+  // traces asked the compile cache for the same key, so it compiled once).
+  entry->trace = cache_->traces.emplace(key, std::move(traced)).first->second;
   return entry;
 }
 
@@ -207,6 +264,7 @@ std::vector<Array> JitState::run(const Entry& entry, const std::vector<Array>& l
     }
   }
   const auto& exe = *entry.compiled->executable;
+  const JitTrace& traced = *entry.trace;
   std::vector<Array> args;
   std::vector<bool> donate;
   auto place = [&](const Array& a, size_t i, bool give) {
@@ -219,22 +277,25 @@ std::vector<Array> JitState::run(const Entry& entry, const std::vector<Array>& l
       donate.push_back(true);  // a private copy: the program may reuse it
     }
   };
-  for (size_t i = 0; i < leaves.size(); ++i) place(leaves[i], i, entry.donate[i]);
-  for (size_t i = 0; i < entry.captures.size(); ++i) place(entry.captures[i], leaves.size() + i, false);
+  for (size_t i = 0; i < leaves.size(); ++i) place(leaves[i], i, traced.donate[i]);
+  for (size_t i = 0; i < traced.captures.size(); ++i) {
+    place(traced.captures[i], leaves.size() + i, false);
+  }
   std::vector<Array> outs = exe.run(args, donate);
   for (size_t i = 0; i < leaves.size(); ++i) {
-    if (entry.donate[i]) mark_donated(*leaves[i].impl());  // the caller's array is gone
+    if (traced.donate[i]) mark_donated(*leaves[i].impl());  // the caller's array is gone
   }
   for (Array& o : outs) o.impl()->committed = true;
   return outs;
 }
 
 const std::shared_ptr<void>& JitState::out_proto(const Entry& entry) const {
-  return entry.out_proto;
+  return entry.trace->out_proto;
 }
 
 Lowered JitState::lower(const Entry& entry) const {
-  return Lowered(std::make_shared<LoweredImpl>(LoweredImpl{entry.compiled, entry.donate}));
+  return Lowered(
+      std::make_shared<LoweredImpl>(LoweredImpl{entry.compiled, entry.trace->donate}));
 }
 
 }  // namespace detail
