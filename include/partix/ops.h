@@ -70,6 +70,7 @@ Array ceil(const Array& x);
 Array round(const Array& x);  // half to even
 Array logistic(const Array& x);  // 1 / (1 + exp(-x))
 Array erf(const Array& x);
+Array erfc(const Array& x);  // 1 - erf(x), accurate where erf(x) is near 1
 Array erf_inv(const Array& x);
 Array log1p(const Array& x);
 Array expm1(const Array& x);

@@ -23,10 +23,7 @@ void bind_ops(nb::module_& m) {
   m.def("neg", [](A a) { return -a; });
   m.def("remainder", [](A a, A b) { return remainder(a, b); });
   m.def("floor_divide", [](A a, A b) { return floor_divide(a, b); });
-  m.def("pow", [](A a, A b) { return pow(a, b); });
   m.def("pow_s", [](A a, double b) { return pow(a, b); });
-  m.def("maximum", [](A a, A b) { return maximum(a, b); });
-  m.def("minimum", [](A a, A b) { return minimum(a, b); });
   m.def("lt", [](A a, A b) { return a < b; });
   m.def("le", [](A a, A b) { return a <= b; });
   m.def("gt", [](A a, A b) { return a > b; });
@@ -42,31 +39,36 @@ void bind_ops(nb::module_& m) {
     return std::string(dtype_name(promote_types(to_dtype(a), to_dtype(b))));
   });
 
-  // Unary math.
-#define PARTIX_UNARY(name) m.def(#name, [](A x) { return name(x); })
-  PARTIX_UNARY(exp);
-  PARTIX_UNARY(log);
-  PARTIX_UNARY(sin);
-  PARTIX_UNARY(cos);
-  PARTIX_UNARY(tanh);
-  PARTIX_UNARY(sqrt);
-  PARTIX_UNARY(rsqrt);
-  PARTIX_UNARY(abs);
-  PARTIX_UNARY(sign);
-  PARTIX_UNARY(floor);
-  PARTIX_UNARY(ceil);
-  PARTIX_UNARY(round);
-  PARTIX_UNARY(logistic);
-  PARTIX_UNARY(erf);
-  PARTIX_UNARY(erf_inv);
-  PARTIX_UNARY(log1p);
-  PARTIX_UNARY(expm1);
-  PARTIX_UNARY(square);
-  PARTIX_UNARY(stop_gradient);
-  PARTIX_UNARY(relu);
-  PARTIX_UNARY(silu);
-  PARTIX_UNARY(flatten);
+  // The public functions of the elementwise table (src/prim/elementwise_table.inc), each under
+  // its C++ name; `unary_functions` names the unary ones (partix.lax binds those it lacks).
+  std::vector<std::string> unary_functions;
+#define PARTIX_PY_CALL(macro, ...) macro(__VA_ARGS__)
+#define PARTIX_PY_API_NONE NONE, _
+#define PARTIX_PY_API_FN(f) FN, f
+#define PARTIX_PY_API_FN_INT_IDENTITY(f) FN, f
+#define PARTIX_PY_UNARY(kind, f) PARTIX_PY_UNARY_##kind(f)
+#define PARTIX_PY_UNARY_NONE(f)
+#define PARTIX_PY_UNARY_FN(f)          \
+  m.def(#f, [](A x) { return f(x); }); \
+  unary_functions.emplace_back(#f);
+#define PARTIX_PY_BINARY(kind, f) PARTIX_PY_BINARY_##kind(f)
+#define PARTIX_PY_BINARY_NONE(f)
+#define PARTIX_PY_BINARY_FN(f) m.def(#f, [](A a, A b) { return f(a, b); });
+#define PARTIX_UNARY(Type, str, api, ...) PARTIX_PY_CALL(PARTIX_PY_UNARY, PARTIX_PY_API_##api)
+#define PARTIX_BINARY(Type, str, api, ...) PARTIX_PY_CALL(PARTIX_PY_BINARY, PARTIX_PY_API_##api)
+#include "prim/elementwise_table.inc"
 #undef PARTIX_UNARY
+#undef PARTIX_BINARY
+  m.attr("unary_functions") = nb::cast(unary_functions);
+
+  // Other unary functions.
+#define PARTIX_PY_FN(name) m.def(#name, [](A x) { return name(x); })
+  PARTIX_PY_FN(square);
+  PARTIX_PY_FN(stop_gradient);
+  PARTIX_PY_FN(relu);
+  PARTIX_PY_FN(silu);
+  PARTIX_PY_FN(flatten);
+#undef PARTIX_PY_FN
   m.def("gelu", [](A x, bool approximate) { return gelu(x, approximate); });
   m.def("softmax", [](A x, int axis) { return softmax(x, axis); });
   m.def("log_softmax", [](A x, int axis) { return log_softmax(x, axis); });

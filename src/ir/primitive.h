@@ -259,6 +259,29 @@ class Primitive {
   // with out == that input), or -1. Elementwise ops may reuse any operand.
   virtual int in_place_operand() const { return -1; }
 
+  // ---- runtime: views and fusion ----
+  // Whether the result is its one operand's bytes unchanged (the same elements in the same
+  // order, or the same bytes retyped) for these avals and attrs: the runtime then aliases the
+  // operand's buffer instead of running a kernel, and fusion passes the operand through.
+  virtual bool is_view(const Aval& in, const Aval& out, const Attrs& attrs) const {
+    (void)in, (void)out, (void)attrs;
+    return false;
+  }
+  // Whether the result repeats its one operand along new or size-1 dimensions (a broadcast):
+  // then, per result dimension, the operand's element stride (0 where it repeats). Fusion
+  // reads the operand in place through them instead of materialising the broadcast.
+  virtual std::optional<std::vector<int64_t>> broadcast_strides(const Aval& in, const Aval& out,
+                                                                const Attrs& attrs) const {
+    (void)in, (void)out, (void)attrs;
+    return std::nullopt;
+  }
+  // The value of an instruction that makes a compile-time constant, else null: fusion folds
+  // rank-0 ones into its loop as literals.
+  virtual const ir::Literal* constant_value(const Attrs& attrs) const {
+    (void)attrs;
+    return nullptr;
+  }
+
   // Control flow (loops, branches): the interpreter calls execute() instead of a kernel. It
   // owns the operand buffers (an operand that dies here is unique) and returns the results.
   virtual bool runs_regions() const { return false; }

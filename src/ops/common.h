@@ -24,10 +24,6 @@ void refuse_quantized(std::string_view op, DType dt);
 // Throws partix::Error from `api` for a quantized dtype: creation ops (zeros, full, arange,
 // iota, ...) make values, and quantized arrays only come as blocks (from_blocks, GGUF files).
 void refuse_created_quantized(std::string_view api, DType dt, const Shape& shape);
-// A binary primitive after promotion and broadcasting (scalars stay rank 0).
-Array binary(std::string_view prim, const Array& a, const Array& b);
-Array binary(std::string_view prim, const Array& a, double b);
-Array binary(std::string_view prim, double a, const Array& b);
 
 ir::Ints to_ints(const std::vector<int>& v);
 // Normalises possibly negative axes of an operand of `shape`; errors name the op and shape.

@@ -1,8 +1,11 @@
-// Elementwise ops: operators, math functions, where, astype, promotion.
+// Elementwise ops: operators, math functions, where, astype, promotion. The functions of the
+// elementwise table's rows (prim/elementwise_table.inc) are generated here from it; the
+// operators and composites are written with its functors.
 #include <cmath>
 
 #include "core/errors.h"
 #include "ops/common.h"
+#include "prim/elementwise_ops.h"
 
 namespace partix {
 
@@ -28,20 +31,6 @@ DType weak_dtype(DType d, double v) {
   return d == DType::Bool ? DType::I32 : d;
 }
 
-namespace {
-Array fit_to(const Array& x, const Shape& s) {
-  return (x.ndim() == 0 || x.shape() == s) ? x : broadcast_to(x, s);
-}
-
-// On bools, + and max are `or`, * and min are `and`, as in numpy and JAX.
-std::string_view bool_prim(std::string_view prim, DType dt) {
-  if (dt != DType::Bool) return prim;
-  if (prim == "add" || prim == "max") return "or";
-  if (prim == "mul" || prim == "min") return "and";
-  return prim;
-}
-}  // namespace
-
 void refuse_quantized(std::string_view op, DType dt) {
   if (!is_quantized(dt)) return;
   detail::fail(op,
@@ -56,27 +45,6 @@ void refuse_created_quantized(std::string_view api, DType dt, const Shape& shape
                "cannot create {}{}: quantized arrays are weight storage that comes as blocks "
                "(from_blocks, a GGUF file), not values made in place; create it in a float dtype",
                dtype_name(dt), shape_to_string(shape));
-}
-
-Array binary(std::string_view prim, const Array& a, const Array& b) {
-  refuse_quantized(prim, a.dtype());
-  refuse_quantized(prim, b.dtype());
-  DType dt = promote_types(a.dtype(), b.dtype());
-  Shape s = broadcast_shapes(prim, a.shape(), b.shape());
-  Array x = fit_to(astype(a, dt), s), y = fit_to(astype(b, dt), s);
-  return bind(bool_prim(prim, dt), {x, y});
-}
-
-Array binary(std::string_view prim, const Array& a, double b) {
-  refuse_quantized(prim, a.dtype());
-  DType dt = weak_dtype(a.dtype(), b);
-  return bind(prim, {astype(a, dt), detail::literal(b, dt)});
-}
-
-Array binary(std::string_view prim, double a, const Array& b) {
-  refuse_quantized(prim, b.dtype());
-  DType dt = weak_dtype(b.dtype(), a);
-  return bind(prim, {detail::literal(a, dt), astype(b, dt)});
 }
 
 ir::Ints to_ints(const std::vector<int>& v) { return ir::Ints(v.begin(), v.end()); }
@@ -108,9 +76,90 @@ std::vector<int> all_axes(int rank) {
 
 }  // namespace ops
 
-using ops::binary;
 using ops::bind;
 using ops::refuse_quantized;
+namespace ew = prim::ew;
+
+namespace {
+
+Array fit_to(const Array& x, const Shape& s) {
+  return (x.ndim() == 0 || x.shape() == s) ? x : broadcast_to(x, s);
+}
+
+// A binary row's primitive after promotion and broadcasting (scalars stay rank 0). On bool
+// operands the row's on_bools primitive runs (+ and max are `or`, * and min `and`, as numpy).
+template <class Op>
+Array binary(const Array& a, const Array& b) {
+  refuse_quantized(Op::kName, a.dtype());
+  refuse_quantized(Op::kName, b.dtype());
+  DType dt = promote_types(a.dtype(), b.dtype());
+  Shape s = ops::broadcast_shapes(Op::kName, a.shape(), b.shape());
+  Array x = fit_to(astype(a, dt), s), y = fit_to(astype(b, dt), s);
+  return bind(dt == DType::Bool ? Op::OnBools::kName : Op::kName, {x, y});
+}
+
+template <class Op>
+Array binary(const Array& a, double b) {
+  refuse_quantized(Op::kName, a.dtype());
+  DType dt = ops::weak_dtype(a.dtype(), b);
+  return bind(Op::kName, {astype(a, dt), detail::literal(b, dt)});
+}
+
+template <class Op>
+Array binary(double a, const Array& b) {
+  refuse_quantized(Op::kName, b.dtype());
+  DType dt = ops::weak_dtype(b.dtype(), a);
+  return bind(Op::kName, {detail::literal(a, dt), astype(b, dt)});
+}
+
+// Integer and bool operands of float functions become f32, as in jax.numpy.
+Array as_float(std::string_view op, const Array& x) {
+  refuse_quantized(op, x.dtype());
+  return is_floating(x.dtype()) ? x : astype(x, DType::F32);
+}
+
+// The public function of a row: a float-only op's (first) operand becomes f32 first.
+template <class Op>
+Array unary_fn(const Array& x) {
+  if constexpr (Op::kAllowed == ew::Allowed::kFloat) {
+    return bind(Op::kName, {as_float(Op::kName, x)});
+  } else {
+    return bind(Op::kName, {x});
+  }
+}
+template <class Op>
+Array binary_fn(const Array& a, const Array& b) {
+  if constexpr (Op::kAllowed == ew::Allowed::kFloat) {
+    return binary<Op>(as_float(Op::kName, a), b);
+  } else {
+    return binary<Op>(a, b);
+  }
+}
+
+}  // namespace
+
+// The rows' public functions (the table's `public` column).
+#define PARTIX_EW_CALL(m, ...) m(__VA_ARGS__)
+#define PARTIX_EW_API_NONE NONE, _
+#define PARTIX_EW_API_FN(f) FN, f
+#define PARTIX_EW_API_FN_INT_IDENTITY(f) FN_INT_IDENTITY, f
+#define PARTIX_EW_UNARY(Op, kind, f) PARTIX_EW_UNARY_##kind(Op, f)
+#define PARTIX_EW_UNARY_NONE(Op, f)
+#define PARTIX_EW_UNARY_FN(Op, f) \
+  Array f(const Array& x) { return unary_fn<Op>(x); }
+#define PARTIX_EW_UNARY_FN_INT_IDENTITY(Op, f) \
+  Array f(const Array& x) { return is_floating(x.dtype()) ? bind(Op::kName, {x}) : x; }
+#define PARTIX_EW_BINARY(Op, kind, f) PARTIX_EW_BINARY_##kind(Op, f)
+#define PARTIX_EW_BINARY_NONE(Op, f)
+#define PARTIX_EW_BINARY_FN(Op, f) \
+  Array f(const Array& a, const Array& b) { return binary_fn<Op>(a, b); }
+#define PARTIX_UNARY(Type, str, api, ...) \
+  PARTIX_EW_CALL(PARTIX_EW_UNARY, ew::Type, PARTIX_EW_API_##api)
+#define PARTIX_BINARY(Type, str, api, ...) \
+  PARTIX_EW_CALL(PARTIX_EW_BINARY, ew::Type, PARTIX_EW_API_##api)
+#include "prim/elementwise_table.inc"
+#undef PARTIX_UNARY
+#undef PARTIX_BINARY
 
 DType promote_types(DType a, DType b) {
   if (a == b) return a;
@@ -128,19 +177,19 @@ DType promote_types(DType a, DType b) {
   return rank(a) >= rank(b) ? a : b;
 }
 
-Array operator-(const Array& x) { return bind("neg", {x}); }
-Array operator+(const Array& a, const Array& b) { return binary("add", a, b); }
-Array operator-(const Array& a, const Array& b) { return binary("sub", a, b); }
-Array operator*(const Array& a, const Array& b) { return binary("mul", a, b); }
-Array operator/(const Array& a, const Array& b) { return binary("div", a, b); }
-Array operator+(const Array& a, double b) { return binary("add", a, b); }
-Array operator-(const Array& a, double b) { return binary("sub", a, b); }
-Array operator*(const Array& a, double b) { return binary("mul", a, b); }
-Array operator/(const Array& a, double b) { return binary("div", a, b); }
-Array operator+(double a, const Array& b) { return binary("add", a, b); }
-Array operator-(double a, const Array& b) { return binary("sub", a, b); }
-Array operator*(double a, const Array& b) { return binary("mul", a, b); }
-Array operator/(double a, const Array& b) { return binary("div", a, b); }
+Array operator-(const Array& x) { return bind(ew::Neg::kName, {x}); }
+Array operator+(const Array& a, const Array& b) { return binary<ew::Add>(a, b); }
+Array operator-(const Array& a, const Array& b) { return binary<ew::Sub>(a, b); }
+Array operator*(const Array& a, const Array& b) { return binary<ew::Mul>(a, b); }
+Array operator/(const Array& a, const Array& b) { return binary<ew::Div>(a, b); }
+Array operator+(const Array& a, double b) { return binary<ew::Add>(a, b); }
+Array operator-(const Array& a, double b) { return binary<ew::Sub>(a, b); }
+Array operator*(const Array& a, double b) { return binary<ew::Mul>(a, b); }
+Array operator/(const Array& a, double b) { return binary<ew::Div>(a, b); }
+Array operator+(double a, const Array& b) { return binary<ew::Add>(a, b); }
+Array operator-(double a, const Array& b) { return binary<ew::Sub>(a, b); }
+Array operator*(double a, const Array& b) { return binary<ew::Mul>(a, b); }
+Array operator/(double a, const Array& b) { return binary<ew::Div>(a, b); }
 
 namespace {
 // Where a truncating remainder r of a / b must move to the divisor's sign (numpy's rule).
@@ -151,7 +200,7 @@ Array scalar_like(const Array& a, double v) { return detail::literal(v, ops::wea
 }  // namespace
 
 Array remainder(const Array& a, const Array& b) {
-  Array r = binary("rem", a, b);
+  Array r = binary<ew::Rem>(a, b);
   return where(needs_floor(r, b), r + b, r);
 }
 Array operator%(const Array& a, const Array& b) { return remainder(a, b); }
@@ -159,65 +208,37 @@ Array operator%(const Array& a, double b) { return remainder(a, scalar_like(a, b
 Array operator%(double a, const Array& b) { return remainder(scalar_like(b, a), b); }
 
 Array floor_divide(const Array& a, const Array& b) {
-  Array q = binary("div", a, b);
+  Array q = binary<ew::Div>(a, b);
   if (is_floating(q.dtype())) return floor(q);
-  return where(needs_floor(binary("rem", a, b), b), q - 1.0, q);
+  return where(needs_floor(binary<ew::Rem>(a, b), b), q - 1.0, q);
 }
 Array floor_divide(const Array& a, double b) { return floor_divide(a, scalar_like(a, b)); }
-Array operator<(const Array& a, const Array& b) { return binary("lt", a, b); }
-Array operator<=(const Array& a, const Array& b) { return binary("le", a, b); }
-Array operator>(const Array& a, const Array& b) { return binary("gt", a, b); }
-Array operator>=(const Array& a, const Array& b) { return binary("ge", a, b); }
-Array operator<(const Array& a, double b) { return binary("lt", a, b); }
-Array operator<=(const Array& a, double b) { return binary("le", a, b); }
-Array operator>(const Array& a, double b) { return binary("gt", a, b); }
-Array operator>=(const Array& a, double b) { return binary("ge", a, b); }
-Array equal(const Array& a, const Array& b) { return binary("eq", a, b); }
-Array not_equal(const Array& a, const Array& b) { return binary("ne", a, b); }
-Array equal(const Array& a, double b) { return binary("eq", a, b); }
+Array operator<(const Array& a, const Array& b) { return binary<ew::Lt>(a, b); }
+Array operator<=(const Array& a, const Array& b) { return binary<ew::Le>(a, b); }
+Array operator>(const Array& a, const Array& b) { return binary<ew::Gt>(a, b); }
+Array operator>=(const Array& a, const Array& b) { return binary<ew::Ge>(a, b); }
+Array operator<(const Array& a, double b) { return binary<ew::Lt>(a, b); }
+Array operator<=(const Array& a, double b) { return binary<ew::Le>(a, b); }
+Array operator>(const Array& a, double b) { return binary<ew::Gt>(a, b); }
+Array operator>=(const Array& a, double b) { return binary<ew::Ge>(a, b); }
+Array equal(const Array& a, const Array& b) { return binary<ew::Eq>(a, b); }
+Array not_equal(const Array& a, const Array& b) { return binary<ew::Ne>(a, b); }
+Array equal(const Array& a, double b) { return binary<ew::Eq>(a, b); }
 Array logical_and(const Array& a, const Array& b) {
-  return binary("and", astype(a, DType::Bool), astype(b, DType::Bool));
+  return binary<ew::And>(astype(a, DType::Bool), astype(b, DType::Bool));
 }
 Array logical_or(const Array& a, const Array& b) {
-  return binary("or", astype(a, DType::Bool), astype(b, DType::Bool));
+  return binary<ew::Or>(astype(a, DType::Bool), astype(b, DType::Bool));
 }
-Array logical_not(const Array& x) { return bind("not", {astype(x, DType::Bool)}); }
+Array logical_not(const Array& x) { return bind(ew::Not::kName, {astype(x, DType::Bool)}); }
 Array& operator+=(Array& a, const Array& b) { return a = a + b; }
 Array& operator-=(Array& a, const Array& b) { return a = a - b; }
 Array& operator*=(Array& a, const Array& b) { return a = a * b; }
 
-namespace {
-// Integer and bool operands of float functions become f32, as in jax.numpy.
-Array as_float(std::string_view op, const Array& x) {
-  refuse_quantized(op, x.dtype());
-  return is_floating(x.dtype()) ? x : astype(x, DType::F32);
-}
-}  // namespace
-
-Array exp(const Array& x) { return bind("exp", {as_float("exp", x)}); }
-Array log(const Array& x) { return bind("log", {as_float("log", x)}); }
-Array sin(const Array& x) { return bind("sin", {as_float("sin", x)}); }
-Array cos(const Array& x) { return bind("cos", {as_float("cos", x)}); }
-Array tanh(const Array& x) { return bind("tanh", {as_float("tanh", x)}); }
-Array sqrt(const Array& x) { return bind("sqrt", {as_float("sqrt", x)}); }
-Array rsqrt(const Array& x) { return bind("rsqrt", {as_float("rsqrt", x)}); }
-Array abs(const Array& x) { return bind("abs", {x}); }
-Array sign(const Array& x) { return bind("sign", {x}); }
-Array floor(const Array& x) { return is_floating(x.dtype()) ? bind("floor", {x}) : x; }
-Array ceil(const Array& x) { return is_floating(x.dtype()) ? bind("ceil", {x}) : x; }
-Array round(const Array& x) { return is_floating(x.dtype()) ? bind("round", {x}) : x; }
-Array logistic(const Array& x) { return bind("logistic", {as_float("logistic", x)}); }
-Array erf(const Array& x) { return bind("erf", {as_float("erf", x)}); }
-Array erf_inv(const Array& x) { return bind("erf_inv", {as_float("erf_inv", x)}); }
-Array log1p(const Array& x) { return bind("log1p", {as_float("log1p", x)}); }
-Array expm1(const Array& x) { return bind("expm1", {as_float("expm1", x)}); }
 Array square(const Array& x) { return x * x; }
-Array pow(const Array& a, const Array& b) { return binary("pow", as_float("pow", a), b); }
-Array pow(const Array& a, double b) { return binary("pow", as_float("pow", a), b); }
-Array maximum(const Array& a, const Array& b) { return binary("max", a, b); }
-Array minimum(const Array& a, const Array& b) { return binary("min", a, b); }
-Array maximum(const Array& a, double b) { return binary("max", a, b); }
-Array minimum(const Array& a, double b) { return binary("min", a, b); }
+Array pow(const Array& a, double b) { return binary<ew::Pow>(as_float(ew::Pow::kName, a), b); }
+Array maximum(const Array& a, double b) { return binary<ew::Max>(a, b); }
+Array minimum(const Array& a, double b) { return binary<ew::Min>(a, b); }
 
 Array where(const Array& cond, const Array& a, const Array& b) {
   DType dt = promote_types(a.dtype(), b.dtype());

@@ -39,6 +39,9 @@ class Constant final : public Primitive {
     const auto& lit = c.attrs.get<std::shared_ptr<const ir::Literal>>("value");
     std::memcpy(c.out[0], lit->bytes.data(), lit->bytes.size());
   }
+  const ir::Literal* constant_value(const Attrs& attrs) const override {
+    return attrs.get<std::shared_ptr<const ir::Literal>>("value").get();
+  }
 };
 
 // Identity primitives share this shape.
@@ -93,6 +96,7 @@ class StopGradient final : public Identity {
   std::string_view name() const override { return "stop_gradient"; }
   bool accepts_quantized() const override { return true; }
   std::vector<Array> vjp(const VjpArgs&) const override { return {Array()}; }
+  bool is_view(const Aval&, const Aval&, const Attrs&) const override { return true; }
 };
 
 // ---- copy: an explicit copy (the partitioner's and optimiser's identity) ----

@@ -1,5 +1,7 @@
-// Elementwise primitives: unary math, binary arithmetic and comparisons, select, convert.
-// Operands have the result's shape or are scalars (rank 0); the op library broadcasts.
+// Elementwise primitives: unary math, binary arithmetic and comparisons (one class template
+// each, instantiated and registered for every row of prim/elementwise_table.inc, whose VJPs
+// they take from it), select, convert. Operands have the result's shape or are scalars
+// (rank 0); the op library broadcasts.
 #include <cstring>
 #include <limits>
 
@@ -56,9 +58,7 @@ class Unary final : public Primitive {
  public:
   std::string_view name() const override { return Op::kName; }
   bool is_elementwise() const override { return true; }
-  Linearity linearity() const override {
-    return std::string_view(Op::kName) == "neg" ? Linearity::kLinear : Linearity::kNone;
-  }
+  Linearity linearity() const override { return Op::kLinearity; }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs&,
                           const Regions&) const override {
     check_arity(name(), in, 1);
@@ -103,84 +103,6 @@ class Unary final : public Primitive {
   }
 };
 
-template <>
-std::vector<Array> unary_vjp<ew::Neg>(const Array&, const Array&, const Array& g) {
-  return {-g};
-}
-template <>
-std::vector<Array> unary_vjp<ew::Exp>(const Array&, const Array& y, const Array& g) {
-  return {g * y};
-}
-template <>
-std::vector<Array> unary_vjp<ew::Log>(const Array& x, const Array&, const Array& g) {
-  return {g / x};
-}
-template <>
-std::vector<Array> unary_vjp<ew::Sin>(const Array& x, const Array&, const Array& g) {
-  return {g * cos(x)};
-}
-template <>
-std::vector<Array> unary_vjp<ew::Cos>(const Array& x, const Array&, const Array& g) {
-  return {-(g * sin(x))};
-}
-template <>
-std::vector<Array> unary_vjp<ew::Tanh>(const Array&, const Array& y, const Array& g) {
-  return {g * (1.0 - y * y)};
-}
-template <>
-std::vector<Array> unary_vjp<ew::Sqrt>(const Array&, const Array& y, const Array& g) {
-  return {g * 0.5 / y};
-}
-template <>
-std::vector<Array> unary_vjp<ew::Rsqrt>(const Array& x, const Array& y, const Array& g) {
-  return {g * -0.5 * y / x};
-}
-template <>
-std::vector<Array> unary_vjp<ew::Abs>(const Array& x, const Array&, const Array& g) {
-  return {g * sign(x)};
-}
-template <>
-std::vector<Array> unary_vjp<ew::Logistic>(const Array&, const Array& y, const Array& g) {
-  return {g * y * (1.0 - y)};
-}
-template <>
-std::vector<Array> unary_vjp<ew::Erf>(const Array& x, const Array&, const Array& g) {
-  return {g * 1.1283791670955126 * exp(-(x * x))};
-}
-template <>
-std::vector<Array> unary_vjp<ew::ErfInv>(const Array&, const Array& y, const Array& g) {
-  return {g * 0.886226925452758 * exp(y * y)};  // sqrt(pi)/2 * exp(y^2)
-}
-template <>
-std::vector<Array> unary_vjp<ew::Log1p>(const Array& x, const Array&, const Array& g) {
-  return {g / (x + 1.0)};
-}
-template <>
-std::vector<Array> unary_vjp<ew::Expm1>(const Array&, const Array& y, const Array& g) {
-  return {g * (y + 1.0)};
-}
-// Piecewise-constant functions have zero derivative almost everywhere.
-template <>
-std::vector<Array> unary_vjp<ew::Sign>(const Array&, const Array&, const Array&) {
-  return {Array()};
-}
-template <>
-std::vector<Array> unary_vjp<ew::Floor>(const Array&, const Array&, const Array&) {
-  return {Array()};
-}
-template <>
-std::vector<Array> unary_vjp<ew::Ceil>(const Array&, const Array&, const Array&) {
-  return {Array()};
-}
-template <>
-std::vector<Array> unary_vjp<ew::Round>(const Array&, const Array&, const Array&) {
-  return {Array()};
-}
-template <>
-std::vector<Array> unary_vjp<ew::Not>(const Array&, const Array&, const Array&) {
-  return {Array()};
-}
-
 // ---- binary ----
 
 template <class Op>
@@ -191,12 +113,7 @@ class Binary final : public Primitive {
  public:
   std::string_view name() const override { return Op::kName; }
   bool is_elementwise() const override { return true; }
-  Linearity linearity() const override {
-    std::string_view n = Op::kName;
-    if (n == "add" || n == "sub") return Linearity::kLinear;
-    if (n == "mul") return Linearity::kMultilinear;
-    return Linearity::kNone;
-  }
+  Linearity linearity() const override { return Op::kLinearity; }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs&,
                           const Regions&) const override {
     check_arity(name(), in, 2);
@@ -256,68 +173,23 @@ class Binary final : public Primitive {
   }
 };
 
-template <>
-std::vector<Array> binary_vjp<ew::Add>(const Array&, const Array&, const Array&, const Array& g) {
-  return {g, g};
-}
-template <>
-std::vector<Array> binary_vjp<ew::Sub>(const Array&, const Array&, const Array&, const Array& g) {
-  return {g, -g};
-}
-template <>
-std::vector<Array> binary_vjp<ew::Mul>(const Array& a, const Array& b, const Array&,
-                                       const Array& g) {
-  return {g * b, g * a};
-}
-template <>
-std::vector<Array> binary_vjp<ew::Div>(const Array& a, const Array& b, const Array&,
-                                       const Array& g) {
-  return {g / b, -(g * a) / (b * b)};
-}
-template <>
-std::vector<Array> binary_vjp<ew::Rem>(const Array& a, const Array& b, const Array&,
-                                       const Array& g) {
-  // rem(a, b) = a - b * trunc(a / b)
-  Array q = a / b;
-  return {g, -(g * where(q < 0.0, ceil(q), floor(q)))};
-}
-template <>
-std::vector<Array> binary_vjp<ew::Pow>(const Array& a, const Array& b, const Array& y,
-                                       const Array& g) {
-  // d/da = b * a^(b-1); d/db = log(a) * y, defined as 0 where a == 0.
-  Array da = g * b * pow(a, b - 1.0);
-  Array safe = where(equal(a, 0.0), 1.0, a);
-  Array db = g * y * log(safe);
-  return {da, where(equal(a, 0.0), 0.0, db)};
-}
-// Ties split the gradient evenly, as JAX does.
-template <>
-std::vector<Array> binary_vjp<ew::Max>(const Array& a, const Array& b, const Array&,
-                                       const Array& g) {
-  Array wa = astype(a > b, g.dtype()) + 0.5 * astype(equal(a, b), g.dtype());
-  return {g * wa, g * (1.0 - wa)};
-}
-template <>
-std::vector<Array> binary_vjp<ew::Min>(const Array& a, const Array& b, const Array&,
-                                       const Array& g) {
-  Array wa = astype(a < b, g.dtype()) + 0.5 * astype(equal(a, b), g.dtype());
-  return {g * wa, g * (1.0 - wa)};
-}
-#define PARTIX_NO_GRAD_BINARY(Op)                                                        \
-  template <>                                                                            \
-  std::vector<Array> binary_vjp<ew::Op>(const Array&, const Array&, const Array&,        \
-                                        const Array&) {                                  \
-    return {Array(), Array()};                                                           \
+// The VJPs of the table's rows.
+#define PARTIX_UNARY(Type, str, api, dtypes, lin, math, f32, ...)                          \
+  template <>                                                                              \
+  std::vector<Array> unary_vjp<ew::Type>(const Array& x, const Array& y, const Array& g) { \
+    (void)x, (void)y, (void)g;                                                             \
+    __VA_ARGS__                                                                            \
   }
-PARTIX_NO_GRAD_BINARY(And)
-PARTIX_NO_GRAD_BINARY(Or)
-PARTIX_NO_GRAD_BINARY(Eq)
-PARTIX_NO_GRAD_BINARY(Ne)
-PARTIX_NO_GRAD_BINARY(Lt)
-PARTIX_NO_GRAD_BINARY(Le)
-PARTIX_NO_GRAD_BINARY(Gt)
-PARTIX_NO_GRAD_BINARY(Ge)
-#undef PARTIX_NO_GRAD_BINARY
+#define PARTIX_BINARY(Type, str, api, dtypes, lin, result, bools, math, f32, ...)         \
+  template <>                                                                             \
+  std::vector<Array> binary_vjp<ew::Type>(const Array& a, const Array& b, const Array& y, \
+                                          const Array& g) {                               \
+    (void)a, (void)b, (void)y, (void)g;                                                   \
+    __VA_ARGS__                                                                           \
+  }
+#include "prim/elementwise_table.inc"
+#undef PARTIX_UNARY
+#undef PARTIX_BINARY
 
 // ---- select(pred, on_true, on_false) ----
 class Select final : public Primitive {
@@ -460,41 +332,11 @@ class Convert final : public Primitive {
   }
 };
 
-Register<Unary<ew::Neg>> r_neg;
-Register<Unary<ew::Exp>> r_exp;
-Register<Unary<ew::Log>> r_log;
-Register<Unary<ew::Sin>> r_sin;
-Register<Unary<ew::Cos>> r_cos;
-Register<Unary<ew::Tanh>> r_tanh;
-Register<Unary<ew::Sqrt>> r_sqrt;
-Register<Unary<ew::Rsqrt>> r_rsqrt;
-Register<Unary<ew::Abs>> r_abs;
-Register<Unary<ew::Sign>> r_sign;
-Register<Unary<ew::Floor>> r_floor;
-Register<Unary<ew::Ceil>> r_ceil;
-Register<Unary<ew::Round>> r_round;
-Register<Unary<ew::Logistic>> r_logistic;
-Register<Unary<ew::Erf>> r_erf;
-Register<Unary<ew::ErfInv>> r_erf_inv;
-Register<Unary<ew::Log1p>> r_log1p;
-Register<Unary<ew::Expm1>> r_expm1;
-Register<Unary<ew::Not>> r_not;
-Register<Binary<ew::Add>> r_add;
-Register<Binary<ew::Sub>> r_sub;
-Register<Binary<ew::Mul>> r_mul;
-Register<Binary<ew::Div>> r_div;
-Register<Binary<ew::Rem>> r_rem;
-Register<Binary<ew::Pow>> r_pow;
-Register<Binary<ew::Max>> r_max;
-Register<Binary<ew::Min>> r_min;
-Register<Binary<ew::And>> r_and;
-Register<Binary<ew::Or>> r_or;
-Register<Binary<ew::Eq>> r_eq;
-Register<Binary<ew::Ne>> r_ne;
-Register<Binary<ew::Lt>> r_lt;
-Register<Binary<ew::Le>> r_le;
-Register<Binary<ew::Gt>> r_gt;
-Register<Binary<ew::Ge>> r_ge;
+#define PARTIX_UNARY(Type, ...) Register<Unary<ew::Type>> r_##Type;
+#define PARTIX_BINARY(Type, ...) Register<Binary<ew::Type>> r_##Type;
+#include "prim/elementwise_table.inc"
+#undef PARTIX_UNARY
+#undef PARTIX_BINARY
 Register<Select> r_select;
 Register<Convert> r_convert;
 

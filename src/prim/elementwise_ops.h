@@ -1,12 +1,16 @@
-// The scalar math of every elementwise primitive, written once as functors templated on the
-// compute type. The reference kernels (src/prim/elementwise.cpp) instantiate them in double
-// (floats) or int64 (integers); the fast CPU kernels in float for f32/bf16/f16.
+// The scalar math of every elementwise primitive: the helpers the rows of
+// prim/elementwise_table.inc use, and one functor per row, templated on the compute type, with
+// the row's facts. The reference kernels (src/prim/elementwise.cpp) instantiate them in double
+// (floats) or int64 (integers); the fast CPU kernels in the element type or float.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <string_view>
 #include <type_traits>
+
+#include "ir/primitive.h"
 
 namespace partix::prim::ew {
 
@@ -114,39 +118,6 @@ T erf_inv_impl(T x) {
   return static_cast<T>(y);
 }
 
-#define PARTIX_UNARY(Name, str, allowed, expr)   \
-  struct Name {                                  \
-    static constexpr const char* kName = str;    \
-    static constexpr Allowed kAllowed = allowed; \
-    template <class T>                           \
-    static T f(T x) {                            \
-      return expr;                               \
-    }                                            \
-  };
-
-PARTIX_UNARY(Neg, "neg", Allowed::kNumeric, wrap_neg(x))
-PARTIX_UNARY(Exp, "exp", Allowed::kFloat, std::exp(x))
-PARTIX_UNARY(Log, "log", Allowed::kFloat, std::log(x))
-PARTIX_UNARY(Sin, "sin", Allowed::kFloat, std::sin(x))
-PARTIX_UNARY(Cos, "cos", Allowed::kFloat, std::cos(x))
-PARTIX_UNARY(Tanh, "tanh", Allowed::kFloat, std::tanh(x))
-PARTIX_UNARY(Sqrt, "sqrt", Allowed::kFloat, std::sqrt(x))
-PARTIX_UNARY(Rsqrt, "rsqrt", Allowed::kFloat, T(1) / std::sqrt(x))
-PARTIX_UNARY(Abs, "abs", Allowed::kNumeric, abs_value(x))
-PARTIX_UNARY(Sign, "sign", Allowed::kNumeric,
-             x > T(0) ? T(1) : (x < T(0) ? T(-1) : x))  // keeps NaN and signed zero
-PARTIX_UNARY(Floor, "floor", Allowed::kFloat, std::floor(x))
-PARTIX_UNARY(Ceil, "ceil", Allowed::kFloat, std::ceil(x))
-PARTIX_UNARY(Round, "round", Allowed::kFloat, std::nearbyint(x))  // half to even
-PARTIX_UNARY(Logistic, "logistic", Allowed::kFloat,
-             x >= T(0) ? T(1) / (T(1) + std::exp(-x)) : std::exp(x) / (T(1) + std::exp(x)))
-PARTIX_UNARY(Erf, "erf", Allowed::kFloat, std::erf(x))
-PARTIX_UNARY(ErfInv, "erf_inv", Allowed::kFloat, erf_inv_impl(x))
-PARTIX_UNARY(Log1p, "log1p", Allowed::kFloat, std::log1p(x))
-PARTIX_UNARY(Expm1, "expm1", Allowed::kFloat, std::expm1(x))
-PARTIX_UNARY(Not, "not", Allowed::kBool, !x)
-#undef PARTIX_UNARY
-
 // Integer division as XLA defines it: x / 0 = -1, INT_MIN / -1 = INT_MIN; truncates.
 template <class T>
 T int_div(T a, T b) {
@@ -161,44 +132,98 @@ T int_rem(T a, T b) {
   return a % b;
 }
 
-#define PARTIX_BINARY(Name, str, allowed, compare, expr) \
-  struct Name {                                          \
-    static constexpr const char* kName = str;            \
-    static constexpr Allowed kAllowed = allowed;         \
-    static constexpr bool kCompare = compare;            \
-    template <class T>                                   \
-    static auto f(T a, T b) {                            \
-      return expr;                                       \
-    }                                                    \
-  };
+template <class T>
+T div_value(T a, T b) {
+  if constexpr (kIsInt<T>) {
+    return int_div(a, b);
+  } else {
+    return a / b;
+  }
+}
+template <class T>
+T rem_value(T a, T b) {
+  if constexpr (kIsInt<T>) {
+    return int_rem(a, b);
+  } else {
+    return std::fmod(a, b);
+  }
+}
 
-PARTIX_BINARY(Add, "add", Allowed::kNumeric, false, wrap_add(a, b))
-PARTIX_BINARY(Sub, "sub", Allowed::kNumeric, false, wrap_sub(a, b))
-PARTIX_BINARY(Mul, "mul", Allowed::kNumeric, false, wrap_mul(a, b))
-PARTIX_BINARY(Div, "div", Allowed::kNumeric, false,
-              [](T x, T y) -> T {
-                if constexpr (kIsInt<T>) return int_div(x, y);
-                else return x / y;
-              }(a, b))
-PARTIX_BINARY(Rem, "rem", Allowed::kNumeric, false,
-              [](T x, T y) -> T {
-                if constexpr (kIsInt<T>) return int_rem(x, y);
-                else return std::fmod(x, y);
-              }(a, b))
-PARTIX_BINARY(Pow, "pow", Allowed::kFloat, false, T(std::pow(a, b)))
-// max/min propagate NaN, as XLA does.
-PARTIX_BINARY(Max, "max", Allowed::kNumeric, false,
-              (a != a) ? a : ((b != b) ? b : (a > b ? a : b)))
-PARTIX_BINARY(Min, "min", Allowed::kNumeric, false,
-              (a != a) ? a : ((b != b) ? b : (a < b ? a : b)))
-PARTIX_BINARY(And, "and", Allowed::kIntOrBool, false, T(a & b))
-PARTIX_BINARY(Or, "or", Allowed::kIntOrBool, false, T(a | b))
-PARTIX_BINARY(Eq, "eq", Allowed::kAny, true, a == b)
-PARTIX_BINARY(Ne, "ne", Allowed::kAny, true, a != b)
-PARTIX_BINARY(Lt, "lt", Allowed::kAny, true, a < b)
-PARTIX_BINARY(Le, "le", Allowed::kAny, true, a <= b)
-PARTIX_BINARY(Gt, "gt", Allowed::kAny, true, a > b)
-PARTIX_BINARY(Ge, "ge", Allowed::kAny, true, a >= b)
+// How the fast kernel computes f32 (and bf16 / f16 widened to f32): the table's f32 column.
+enum class F32Eval {
+  kExact,   // the math in float, whose result is the double result rounded: the same bits
+  kDouble,  // the math in double, then rounded, as the reference: the same bits
+  kVector,  // vectorised approximations (vector_math.h): within 1 ulp of the reference
+  kBlock,   // a routine over a block: within 1 ulp of the reference
+  kNone,    // floats are not admitted
+};
+#define PARTIX_EW_F32_EXACT F32Eval::kExact
+#define PARTIX_EW_F32_DOUBLE F32Eval::kDouble
+#define PARTIX_EW_F32_VM(expr) F32Eval::kVector
+#define PARTIX_EW_F32_BLOCK(fn) F32Eval::kBlock
+#define PARTIX_EW_F32_NONE F32Eval::kNone
+
+// One functor per row of the table.
+#define PARTIX_UNARY(Type, str, api, dtypes, lin, math, f32, ...) struct Type;
+#define PARTIX_BINARY(Type, str, api, dtypes, lin, result, bools, math, f32, ...) struct Type;
+#include "prim/elementwise_table.inc"
+#undef PARTIX_UNARY
 #undef PARTIX_BINARY
+
+#define PARTIX_UNARY(Type, str, api, dtypes, lin, math, f32, ...) \
+  struct Type {                                                   \
+    static constexpr const char* kName = str;                     \
+    static constexpr Allowed kAllowed = Allowed::k##dtypes;       \
+    static constexpr Linearity kLinearity = Linearity::k##lin;    \
+    static constexpr F32Eval kF32 = PARTIX_EW_F32_##f32;          \
+    template <class T>                                            \
+    static T f(T x) {                                             \
+      return math;                                                \
+    }                                                             \
+  };
+#define PARTIX_BINARY(Type, str, api, dtypes, lin, result, bools, math, f32, ...) \
+  struct Type {                                                                   \
+    static constexpr const char* kName = str;                                     \
+    static constexpr Allowed kAllowed = Allowed::k##dtypes;                       \
+    static constexpr Linearity kLinearity = Linearity::k##lin;                    \
+    static constexpr F32Eval kF32 = PARTIX_EW_F32_##f32;                          \
+    static constexpr bool kCompare = PARTIX_EW_RESULT_##result;                   \
+    using OnBools = bools;                                                        \
+    template <class T>                                                            \
+    static auto f(T a, T b) {                                                     \
+      return math;                                                                \
+    }                                                                             \
+  };
+#define PARTIX_EW_RESULT_Same false
+#define PARTIX_EW_RESULT_Bool true
+#include "prim/elementwise_table.inc"
+#undef PARTIX_UNARY
+#undef PARTIX_BINARY
+#undef PARTIX_EW_RESULT_Same
+#undef PARTIX_EW_RESULT_Bool
+#undef PARTIX_EW_F32_EXACT
+#undef PARTIX_EW_F32_DOUBLE
+#undef PARTIX_EW_F32_VM
+#undef PARTIX_EW_F32_BLOCK
+#undef PARTIX_EW_F32_NONE
+
+// Calls fn.template operator()<Type>() for every unary row, then every binary row: for
+// consumers that need the list as a whole (registration, lookup by name).
+template <class Fn>
+void for_each_unary(Fn&& fn) {
+#define PARTIX_UNARY(Type, ...) fn.template operator()<Type>();
+#define PARTIX_BINARY(...)
+#include "prim/elementwise_table.inc"
+#undef PARTIX_UNARY
+#undef PARTIX_BINARY
+}
+template <class Fn>
+void for_each_binary(Fn&& fn) {
+#define PARTIX_UNARY(...)
+#define PARTIX_BINARY(Type, ...) fn.template operator()<Type>();
+#include "prim/elementwise_table.inc"
+#undef PARTIX_UNARY
+#undef PARTIX_BINARY
+}
 
 }  // namespace partix::prim::ew

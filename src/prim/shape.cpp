@@ -38,6 +38,19 @@ Attrs with_block_shape(const Attrs& attrs, const Primitive::LocalizeArgs& a) {
   return local;
 }
 
+// Whether an operand of shape `in` whose dim d lands at result dim to[d] keeps its elements in
+// memory order (its dims of size > 1 land in increasing positions): then the result, of the
+// same bytes, is a view of it.
+bool keeps_order(const Shape& in, const ir::Ints& to) {
+  int64_t last = -1;
+  for (size_t d = 0; d < to.size(); ++d) {
+    if (in[d] == 1) continue;
+    if (to[d] <= last) return false;
+    last = to[d];
+  }
+  return true;
+}
+
 // ---- reshape{shape} ----
 class Reshape final : public Primitive {
  public:
@@ -141,6 +154,9 @@ class Reshape final : public Primitive {
   void reference(const KernelCall& c) const override {
     std::memcpy(c.out[0], c.in[0], static_cast<size_t>(c.out_aval(0).nbytes()));
   }
+  bool is_view(const Aval& in, const Aval& out, const Attrs&) const override {
+    return in.dtype == out.dtype && in.nbytes() == out.nbytes();
+  }
 };
 
 // ---- storage_view{dtype}: a quantized [..., K] value as the bytes that store it, and back ----
@@ -178,6 +194,9 @@ class StorageView final : public Primitive {
     if (c.out[0] != c.in[0]) {
       std::memcpy(c.out[0], c.in[0], static_cast<size_t>(c.out_aval(0).nbytes()));
     }
+  }
+  bool is_view(const Aval& in, const Aval& out, const Attrs&) const override {
+    return in.nbytes() == out.nbytes();  // the same bytes retyped
   }
 };
 
@@ -234,6 +253,16 @@ class Transpose final : public Primitive {
       for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * is[static_cast<size_t>(perm[d])];
       std::memcpy(dst + o * es, src + off * es, static_cast<size_t>(es));
     });
+  }
+  // A view when it moves only size-1 dims.
+  bool is_view(const Aval& in, const Aval& out, const Attrs& attrs) const override {
+    if (in.dtype != out.dtype || in.nbytes() != out.nbytes()) return false;
+    const ir::Ints& perm = attrs.ints("perm");
+    ir::Ints where(perm.size());  // the result position of each operand dim
+    for (size_t i = 0; i < perm.size(); ++i) {
+      where[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
+    }
+    return keeps_order(in.shape, where);
   }
 };
 
@@ -317,6 +346,22 @@ class BroadcastInDim final : public Primitive {
       }
       std::memcpy(dst + o * es, src + off * es, static_cast<size_t>(es));
     });
+  }
+  // A view when it only adds size-1 dims (or keeps every dim).
+  bool is_view(const Aval& in, const Aval& out, const Attrs& attrs) const override {
+    return in.dtype == out.dtype && in.nbytes() == out.nbytes() &&
+           keeps_order(in.shape, attrs.ints("dims"));
+  }
+  std::optional<std::vector<int64_t>> broadcast_strides(const Aval& in, const Aval& out,
+                                                        const Attrs& attrs) const override {
+    const ir::Ints& dims = attrs.ints("dims");
+    std::vector<int64_t> strides(out.shape.size(), 0);
+    int64_t stride = 1;
+    for (size_t k = in.shape.size(); k-- > 0;) {
+      if (in.shape[k] != 1) strides[static_cast<size_t>(dims[k])] = stride;
+      stride *= in.shape[k];
+    }
+    return strides;
   }
 };
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <utility>
 
 namespace partix::runtime {
 
@@ -13,18 +14,28 @@ namespace {
 
 enum class Role { kNone, kLiteral, kView, kBroadcast, kUnary, kBinary };
 
-Role role_of(const ir::Program& p, const ir::Instr& in, const prim::FusedKernel& backend) {
+// How instruction `in` takes part in a group; a broadcast's operand strides go to `strides`.
+Role role_of(const ir::Program& p, const ir::Instr& in, const prim::FusedKernel& backend,
+             std::vector<int64_t>* strides) {
   if (in.outputs.size() != 1 || !in.regions.empty()) return Role::kNone;
   const ir::Aval& out = p.aval(in.outputs[0]);
   if (out.dtype != DType::F32) return Role::kNone;
   for (int v : in.inputs) {
     if (p.aval(v).dtype != DType::F32) return Role::kNone;
   }
-  const std::string_view name = in.prim->name();
-  if (name == "constant") return in.inputs.empty() && out.shape.empty() ? Role::kLiteral : Role::kNone;
-  if (in.inputs.size() == 1 && (name == "reshape" || name == "stop_gradient")) return Role::kView;
-  if (name == "broadcast_in_dim" && in.inputs.size() == 1) return Role::kBroadcast;
-  if (!in.prim->is_elementwise() || backend.resolve(name) == nullptr) return Role::kNone;
+  const prim::Primitive& op = *in.prim;
+  if (op.constant_value(in.attrs)) {
+    return in.inputs.empty() && out.shape.empty() ? Role::kLiteral : Role::kNone;
+  }
+  if (in.inputs.size() == 1) {
+    const ir::Aval& a = p.aval(in.inputs[0]);
+    if (auto s = op.broadcast_strides(a, out, in.attrs)) {
+      *strides = std::move(*s);
+      return Role::kBroadcast;
+    }
+    if (op.is_view(a, out, in.attrs)) return Role::kView;
+  }
+  if (!op.is_elementwise() || backend.resolve(op.name()) == nullptr) return Role::kNone;
   if (in.inputs.size() == 1) return Role::kUnary;
   if (in.inputs.size() == 2) return Role::kBinary;
   return Role::kNone;
@@ -76,11 +87,12 @@ Fusion plan_fusion(const ir::Program& p, const prim::FusedKernel& backend) {
   std::vector<std::vector<int>> users(p.values.size());
   std::vector<bool> result(p.values.size(), false);
   std::vector<Role> role(n);
+  std::vector<std::vector<int64_t>> strides(n);  // of broadcasts
   for (size_t i = 0; i < n; ++i) {
     const ir::Instr& in = p.instrs[i];
     for (int v : in.outputs) def[static_cast<size_t>(v)] = static_cast<int>(i);
     for (int v : in.inputs) users[static_cast<size_t>(v)].push_back(static_cast<int>(i));
-    role[i] = role_of(p, in, backend);
+    role[i] = role_of(p, in, backend, &strides[i]);
   }
   for (int v : p.results) result[static_cast<size_t>(v)] = true;
   auto count = [&](int v) { return p.aval(v).size(); };
@@ -152,7 +164,7 @@ Fusion plan_fusion(const ir::Program& p, const prim::FusedKernel& backend) {
       prim::FusedLoop::Node nd;
       switch (role[static_cast<size_t>(j)]) {
         case Role::kLiteral: {
-          const auto& lit = in.attrs.get<std::shared_ptr<const ir::Literal>>("value");
+          const ir::Literal* lit = in.prim->constant_value(in.attrs);
           nd.kind = prim::FusedLoop::Kind::kScalar;
           std::memcpy(&nd.literal, lit->bytes.data(), sizeof(float));
           node_of[out] = add(std::move(nd));
@@ -161,21 +173,12 @@ Fusion plan_fusion(const ir::Program& p, const prim::FusedKernel& backend) {
         case Role::kView:
           node_of[out] = node(in.inputs[0]);
           continue;
-        case Role::kBroadcast: {
-          const ir::Aval& a = p.aval(in.inputs[0]);
-          const ir::Aval& r = p.aval(out);
-          const ir::Ints& dims = in.attrs.ints("dims");
+        case Role::kBroadcast:
           nd.kind = prim::FusedLoop::Kind::kBroadcast;
           nd.input = input(in.inputs[0]);
-          nd.shape = r.shape;
-          nd.strides.assign(r.shape.size(), 0);
-          int64_t stride = 1;
-          for (size_t k = a.shape.size(); k-- > 0;) {
-            if (a.shape[k] != 1) nd.strides[static_cast<size_t>(dims[k])] = stride;
-            stride *= a.shape[k];
-          }
+          nd.shape = p.aval(out).shape;
+          nd.strides = strides[static_cast<size_t>(j)];
           break;
-        }
         case Role::kUnary:
           nd.kind = prim::FusedLoop::Kind::kUnary;
           nd.a = node(in.inputs[0]);

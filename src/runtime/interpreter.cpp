@@ -21,35 +21,11 @@ KernelMode kernel_mode() { return g_mode.load(); }
 
 namespace {
 
-// Whether instruction `in` only relabels its operand's bytes: the same elements in the same
-// order (size-1 dims may come and go).
+// Whether instruction `in` only relabels its operand's bytes (the primitive says, for these
+// avals and attrs): its result aliases the operand's buffer.
 bool is_view(const ir::Instr& in, const ir::Program& p) {
   if (in.inputs.size() != 1 || in.outputs.size() != 1) return false;
-  const ir::Aval& a = p.aval(in.inputs[0]);
-  const ir::Aval& r = p.aval(in.outputs[0]);
-  const std::string_view name = in.prim->name();
-  if (name == "storage_view") return a.nbytes() == r.nbytes();  // the same bytes retyped
-  if (a.dtype != r.dtype || a.nbytes() != r.nbytes()) return false;
-  if (name == "reshape" || name == "stop_gradient") return true;
-  // Operand dims in increasing result positions, skipping size-1 ones.
-  auto ordered = [&](const ir::Ints& to) {
-    int64_t last = -1;
-    for (size_t d = 0; d < to.size(); ++d) {
-      if (a.shape[d] == 1) continue;
-      if (to[d] <= last) return false;
-      last = to[d];
-    }
-    return true;
-  };
-  if (name == "broadcast_in_dim") return ordered(in.attrs.ints("dims"));
-  if (name == "transpose") {
-    // Result dim i is operand dim perm[i]: the operand's position of each result dim.
-    const ir::Ints& perm = in.attrs.ints("perm");
-    ir::Ints where(perm.size());
-    for (size_t i = 0; i < perm.size(); ++i) where[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
-    return ordered(where);
-  }
-  return false;
+  return in.prim->is_view(p.aval(in.inputs[0]), p.aval(in.outputs[0]), in.attrs);
 }
 
 }  // namespace

@@ -48,6 +48,7 @@ golden::OpTable elementwise_ops() {
       {"round", unary(&round, "round")},
       {"logistic", unary(&logistic, "logistic")},
       {"erf", unary(&erf, "erf")},
+      {"erfc", unary(&erfc, "erfc")},
       {"erf_inv", unary(&erf_inv, "erf_inv")},
       {"log1p", unary(&log1p, "log1p")},
       {"expm1", unary(&expm1, "expm1")},

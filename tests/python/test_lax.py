@@ -1,6 +1,7 @@
 """lax control flow (scan, fori_loop, while_loop, cond, switch, map) and the collectives inside
 shard_map, against numpy."""
 import collections
+import math
 
 import numpy as np
 import pytest
@@ -266,3 +267,27 @@ def test_eager_control_flow_keeps_no_trees(mesh8):
     jax.checkpoint(lambda v: v * 2)(x)
     sm(v8)
   assert len(api._trees) == before
+
+
+def test_erfc_values_grad_and_sharded(mesh8, rng):
+  # Against Python's math.erfc, evaluated in double and rounded to f32 once, as partix does.
+  x = np.array([-6.0, -3.5, -1.25, -0.5, 0.0, 1e-3, 0.3, 1.0, 2.0, 3.0, 5.5, 9.0], np.float32)
+  want = np.array([math.erfc(float(v)) for v in x]).astype(np.float32)
+  got = lax.erfc(jnp.asarray(x))
+  assert got.dtype == jnp.float32
+  np.testing.assert_array_equal(np.asarray(got), want)
+  ints = lax.erfc(jnp.asarray([-2, 0, 3]))  # integer operands become f32
+  assert ints.dtype == jnp.float32
+  np.testing.assert_array_equal(np.asarray(ints),
+                                np.array([math.erfc(v) for v in (-2, 0, 3)], np.float32))
+  # d/dx erfc = -2/sqrt(pi) exp(-x^2).
+  g = jax.grad(lambda v: jnp.sum(lax.erfc(v)))(jnp.asarray(x))
+  dref = -2 / math.sqrt(math.pi) * np.exp(-x.astype(np.float64) ** 2)
+  np.testing.assert_allclose(np.asarray(g), dref, rtol=1e-6, atol=1e-30)
+  # Sharded over the 8 devices, eagerly and under jit.
+  a = (rng.standard_normal((8, 6)) * 3).astype(np.float32)
+  s = NamedSharding(mesh8, P("x", "y"))
+  ref = np.array([math.erfc(float(v)) for v in a.ravel()]).astype(np.float32).reshape(a.shape)
+  for out in (lax.erfc(jax.device_put(a, s)), jax.jit(lax.erfc)(jax.device_put(a, s))):
+    assert out.sharding.spec == P("x", "y")
+    np.testing.assert_array_equal(np.asarray(out), ref)

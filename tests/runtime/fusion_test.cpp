@@ -88,6 +88,25 @@ TEST(Fusion, ResultsAndOpsWithoutAFusedLoopStayOutside) {
             (std::vector<std::string>{"%4 = fusion(neg,tanh)(%2) : f32[4] {%3 %4}"}));
 }
 
+TEST(Fusion, ViewsPassThroughAndOtherTransposesStayOutside) {
+  // Views (the primitive says so for its avals and attrs: a reshape, a transpose that moves
+  // only a size-1 dim) pass their operand through a group; a transpose that reorders elements
+  // is no view and its result is read from memory.
+  const std::string text =
+      "program @v mesh<> (%0: f32[4,1] P(), %1: f32[2,3] P()) -> (%4, %8) {\n"
+      "  %2 = transpose(%0) {perm=[1,0]} : f32[1,4] P()\n"
+      "  %3 = exp(%2) : f32[1,4] P()\n"
+      "  %4 = neg(%3) : f32[1,4] P()\n"
+      "  %5 = transpose(%1) {perm=[1,0]} : f32[3,2] P()\n"
+      "  %6 = exp(%5) : f32[3,2] P()\n"
+      "  %7 = reshape(%6) {shape=[6]} : f32[6] P()\n"
+      "  %8 = neg(%7) : f32[6] P()\n"
+      "}\n";
+  EXPECT_EQ(groups_of(text),
+            (std::vector<std::string>{"%4 = fusion(exp,neg)(%0) : f32[1,4] {%2 %3 %4}",
+                                      "%8 = fusion(exp,neg)(%5) : f32[6] {%6 %7 %8}"}));
+}
+
 namespace {
 
 // The functions the bit checks run: norms, softmaxes, activations, scalar operands (literals

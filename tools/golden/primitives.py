@@ -270,6 +270,10 @@ def elementwise_unary():
     unary("logistic_f32", "logistic", lambda x: 1.0 / (1.0 + np.exp(-x)), "f32",
           grid(12, -30, 30) + [0.0, 1000.0, -1000.0, INF, -INF, NAN], TRANS)
     unary("erf_f32", "erf", erf, "f32", grid(12, -4, 4) + [1e-3, -0.0, INF, -INF, NAN], TRANS)
+    erfc = np.vectorize(math.erfc, otypes=[np.float64])
+    unary("erfc_f32", "erfc", erfc, "f32",
+          grid(12, -4, 10) + [1e-3, -0.0, 27.0, INF, -INF, NAN], TRANS)
+    unary("erfc_f64", "erfc", erfc, "f64", [-2.0, -0.5, 0.0, 0.5, 1.0, 3.0, 10.0, 26.0], F64)
     unary("erf_inv_f32", "erf_inv", scipy.special.erfinv, "f32",
           [-0.999, -0.9, -0.5, -0.1, 0.0, 0.1, 0.3, 0.5, 0.75, 0.9, 0.99, 0.999, 1.0, -1.0, 1.5,
            NAN], ERFINV)

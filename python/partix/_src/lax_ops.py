@@ -177,22 +177,6 @@ def stop_gradient(x):
   return tu.tree_map(lambda a: Array(_core.stop_gradient(core(a))), x)
 
 
-def rsqrt(x):
-  return Array(_core.rsqrt(core(x)))
-
-
-def logistic(x):
-  return Array(_core.logistic(core(x)))
-
-
-def erf(x):
-  return Array(_core.erf(core(x)))
-
-
-def erf_inv(x):
-  return Array(_core.erf_inv(core(x)))
-
-
 exp, log, sin, cos, tanh, sqrt, abs, sign = (jnp.exp, jnp.log, jnp.sin, jnp.cos, jnp.tanh,
                                              jnp.sqrt, jnp.abs, jnp.sign)
 floor, ceil, round, square = jnp.floor, jnp.ceil, jnp.round, jnp.square
@@ -468,3 +452,20 @@ def map(f, xs, *, batch_size=None):
 
 def associative_scan(fn, elems, reverse=False, axis=0):
   raise PartixError("[associative_scan] is not supported; use scan")
+
+
+def _table_unary(name):
+  f = getattr(_core, name)
+
+  def op(x):
+    return Array(f(core(x)))
+  op.__name__ = name
+  op.__doc__ = f"lax.{name}, elementwise (integer operands of float functions become f32)."
+  return op
+
+
+# Every other unary function of the C++ elementwise table (rsqrt, logistic, erf, erf_inv,
+# log1p, expm1, erfc, ...), as lax names it.
+for _name in _core.unary_functions:
+  if _name not in globals():
+    globals()[_name] = _table_unary(_name)

@@ -1,21 +1,24 @@
 // Fast CPU kernels of the elementwise primitives: unary math, binary arithmetic and
 // comparisons, select and convert. The scalar math is the functors of
-// src/prim/elementwise_ops.h; this file only chooses the compute type and writes loops that
-// vectorise.
+// src/prim/elementwise_ops.h and the compute type the f32 column of the table
+// (prim/elementwise_table.inc); this file writes loops that vectorise, for every row.
 //
 // Compute types, chosen to match the reference (which computes in double and rounds once):
-//  - f32: + - * / sqrt max min, comparisons, neg abs sign floor ceil round are exact in f32
-//    (the f32 result equals the double result rounded), so they run in f32. exp tanh
-//    logistic erf log sin cos use vector_math.h (<= 1 ulp). Everything else (rsqrt, pow, rem,
-//    log1p, expm1, erf_inv) is evaluated in double exactly as the reference: bit-identical.
+//  - f32, as the row's f32 column says: EXACT ops (+ - * / sqrt max min, comparisons, neg abs
+//    sign floor ceil round: the f32 result equals the double result rounded) run in f32; VM
+//    and BLOCK ones (exp tanh logistic erf log sin cos) use vector_math.h (<= 1 ulp); DOUBLE
+//    ones (rsqrt pow rem log1p expm1 erf_inv) are evaluated in double exactly as the
+//    reference: bit-identical.
 //  - bf16 / f16: converted to f32 in blocks, computed as f32, rounded back. The reference
 //    rounds double -> f32 -> half too, so results agree wherever the f32 results do.
 //  - f64, i32, i64, bool: the functor in the element type (integer arithmetic wraps in both).
 // Operands have the result's shape or are rank-0 scalars; the result may alias an operand
 // (in-place reuse), which index-by-index loops and whole-block conversions both tolerate.
-#include <limits>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <map>
+#include <string>
 #include <type_traits>
 
 #include "backend/cpu/kernel_util.h"
@@ -36,42 +39,6 @@ constexpr int64_t kBlock = 512;
 
 // ---- f32 evaluation of unary ops ----
 
-template <class Op>
-struct F32Unary {  // evaluated in double, as the reference: bit-identical
-  static void run(const float* x, float* y, int64_t n) {
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) {
-      y[i] = static_cast<float>(Op::template f<double>(static_cast<double>(x[i])));
-    }
-  }
-};
-
-#define PARTIX_F32_UNARY(Op, expr)                          \
-  template <>                                               \
-  struct F32Unary<ew::Op> {                                 \
-    static void run(const float* x, float* y, int64_t n) {  \
-      _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) { \
-        float v = x[i];                                     \
-        y[i] = (expr);                                      \
-      }                                                     \
-    }                                                       \
-  };
-// Exact in f32.
-PARTIX_F32_UNARY(Neg, ew::Neg::f<float>(v))
-PARTIX_F32_UNARY(Abs, ew::Abs::f<float>(v))
-PARTIX_F32_UNARY(Sign, ew::Sign::f<float>(v))
-PARTIX_F32_UNARY(Floor, ew::Floor::f<float>(v))
-PARTIX_F32_UNARY(Ceil, ew::Ceil::f<float>(v))
-PARTIX_F32_UNARY(Round, ew::Round::f<float>(v))
-PARTIX_F32_UNARY(Sqrt, ew::Sqrt::f<float>(v))
-// Vector math, within 1 ulp of the reference.
-PARTIX_F32_UNARY(Exp, vm::exp(v))
-PARTIX_F32_UNARY(Tanh, vm::tanh(v))
-PARTIX_F32_UNARY(Logistic, vm::logistic(v))
-PARTIX_F32_UNARY(Erf, vm::erf(v))
-PARTIX_F32_UNARY(Log, static_cast<float>(vm::log_d(v)))
-#undef PARTIX_F32_UNARY
-
 // sin / cos: vector reduction for |x| <= 2^19, the C library beyond (as the reference).
 template <int kCos>
 void trig_f32(const float* x, float* y, int64_t n) {
@@ -90,14 +57,38 @@ void trig_f32(const float* x, float* y, int64_t n) {
     }
   }
 }
-template <>
-struct F32Unary<ew::Sin> {
-  static void run(const float* x, float* y, int64_t n) { trig_f32<0>(x, y, n); }
-};
-template <>
-struct F32Unary<ew::Cos> {
-  static void run(const float* x, float* y, int64_t n) { trig_f32<1>(x, y, n); }
-};
+
+// F32Unary<Op>::run(x, y, n): y = Op(x) over f32 values, as the row's f32 column says.
+template <class Op>
+struct F32Unary;
+
+#define PARTIX_F32_LOOP(expr)                           \
+  _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) { \
+    float v = x[i];                                     \
+    y[i] = (expr);                                      \
+  }
+#define PARTIX_F32_RUN_EXACT PARTIX_F32_LOOP(Op::f<float>(v))
+#define PARTIX_F32_RUN_DOUBLE \
+  PARTIX_F32_LOOP(static_cast<float>(Op::f<double>(static_cast<double>(v))))
+#define PARTIX_F32_RUN_VM(expr) PARTIX_F32_LOOP(expr)
+#define PARTIX_F32_RUN_BLOCK(fn) fn(x, y, n);
+#define PARTIX_F32_RUN_NONE (void)x, (void)y, (void)n;
+#define PARTIX_UNARY(Type, str, api, dtypes, lin, math, f32, ...)                 \
+  template <>                                                                     \
+  struct F32Unary<ew::Type> {                                                     \
+    using Op = ew::Type;                                                          \
+    static void run(const float* x, float* y, int64_t n) { PARTIX_F32_RUN_##f32 } \
+  };
+#define PARTIX_BINARY(...)
+#include "prim/elementwise_table.inc"
+#undef PARTIX_UNARY
+#undef PARTIX_BINARY
+#undef PARTIX_F32_RUN_EXACT
+#undef PARTIX_F32_RUN_DOUBLE
+#undef PARTIX_F32_RUN_VM
+#undef PARTIX_F32_RUN_BLOCK
+#undef PARTIX_F32_RUN_NONE
+#undef PARTIX_F32_LOOP
 
 // ---- loops ----
 
@@ -172,10 +163,7 @@ bool unary_kernel(const KernelCall& c) {
 
 // Ops whose f32 result is the double result rounded (so f32 compute is bit-identical).
 template <class Op>
-inline constexpr bool kExactInF32 =
-    std::is_same_v<Op, ew::Add> || std::is_same_v<Op, ew::Sub> || std::is_same_v<Op, ew::Mul> ||
-    std::is_same_v<Op, ew::Div> || std::is_same_v<Op, ew::Max> || std::is_same_v<Op, ew::Min> ||
-    Op::kCompare;
+inline constexpr bool kExactInF32 = Op::kF32 == ew::F32Eval::kExact;
 
 template <class C, class T>
 C load_as(T v) {
@@ -498,50 +486,34 @@ void f32_binary_loop(const float* a, bool sa, const float* b, bool sb, float* ou
   binary_any<C, Op, float, float>(a, sa, b, sb, out, n);
 }
 
-template <class... Ops>
-F32Loop find_unary(std::string_view op) {
-  F32Loop f = nullptr;
-  ((f = f == nullptr && op == Ops::kName ? &f32_unary_loop<Ops> : f), ...);
-  return f;
-}
-template <class... Ops>
-F32Loop find_binary(std::string_view op) {
-  F32Loop f = nullptr;
-  ((f = f == nullptr && op == Ops::kName ? &f32_binary_loop<Ops> : f), ...);
-  return f;
-}
-
 }  // namespace
 
 F32Loop f32_loop(std::string_view op) {
-  if (F32Loop f = find_unary<ew::Neg, ew::Exp, ew::Log, ew::Sin, ew::Cos, ew::Tanh, ew::Sqrt,
-                             ew::Rsqrt, ew::Abs, ew::Sign, ew::Floor, ew::Ceil, ew::Round,
-                             ew::Logistic, ew::Erf, ew::ErfInv, ew::Log1p, ew::Expm1>(op)) {
-    return f;
-  }
-  return find_binary<ew::Add, ew::Sub, ew::Mul, ew::Div, ew::Rem, ew::Pow, ew::Max, ew::Min>(op);
+  // Every row that admits floats and computes a float.
+  static const auto* loops = [] {
+    auto* m = new std::map<std::string, F32Loop, std::less<>>;
+    ew::for_each_unary([&]<class Op>() {
+      if constexpr (ew::allows_float(Op::kAllowed)) (*m)[Op::kName] = &f32_unary_loop<Op>;
+    });
+    ew::for_each_binary([&]<class Op>() {
+      if constexpr (ew::allows_float(Op::kAllowed) && !Op::kCompare) {
+        (*m)[Op::kName] = &f32_binary_loop<Op>;
+      }
+    });
+    return m;
+  }();
+  auto it = loops->find(op);
+  return it == loops->end() ? nullptr : it->second;
 }
 
 namespace {
 
-// ---- registration ----
-
-template <class... Ops>
-void register_unary() {
-  (prim::register_kernel(Ops::kName, "cpu", &unary_kernel<Ops>), ...);
-}
-template <class... Ops>
-void register_binary() {
-  (prim::register_kernel(Ops::kName, "cpu", &binary_kernel<Ops>), ...);
-}
-
 struct Registrar {
   Registrar() {
-    register_unary<ew::Neg, ew::Exp, ew::Log, ew::Sin, ew::Cos, ew::Tanh, ew::Sqrt, ew::Rsqrt,
-                   ew::Abs, ew::Sign, ew::Floor, ew::Ceil, ew::Round, ew::Logistic, ew::Erf,
-                   ew::ErfInv, ew::Log1p, ew::Expm1, ew::Not>();
-    register_binary<ew::Add, ew::Sub, ew::Mul, ew::Div, ew::Rem, ew::Pow, ew::Max, ew::Min, ew::And,
-                    ew::Or, ew::Eq, ew::Ne, ew::Lt, ew::Le, ew::Gt, ew::Ge>();
+    ew::for_each_unary(
+        []<class Op>() { prim::register_kernel(Op::kName, "cpu", &unary_kernel<Op>); });
+    ew::for_each_binary(
+        []<class Op>() { prim::register_kernel(Op::kName, "cpu", &binary_kernel<Op>); });
     prim::register_kernel("select", "cpu", &select_kernel);
     prim::register_kernel("convert", "cpu", &convert_kernel);
   }
