@@ -30,7 +30,7 @@ else
   cmake --build "$build_dir" -j "$jobs"
 fi
 # The venv imports the package from this build (python -c "import partix").
-if ((${#python_args[@]})); then
+if [[ ${python_args[0]} == -DPARTIX_PYTHON=ON ]]; then
   site=$("$venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
   echo "$(cd "$build_dir" && pwd)/python" > "$site/partix-build.pth"
 fi
