@@ -86,8 +86,8 @@ Mesh::Mesh(Shape axis_sizes, std::vector<std::string> axis_names, std::vector<De
     }
   }
   std::vector<AxisType> types(axis_names.size(), AxisType::Auto);
-  data_ = std::make_shared<Data>(Data{std::move(axis_sizes), std::move(axis_names),
-                                      std::move(devs), std::move(types)});
+  data_ = std::make_shared<Data>(
+      Data{std::move(axis_sizes), std::move(axis_names), std::move(devs), std::move(types)});
 }
 
 Mesh::Mesh(Shape axis_sizes, std::vector<std::string> axis_names, std::vector<Device> devices,
@@ -195,8 +195,8 @@ std::string Mesh::to_string() const {
 bool operator==(const Mesh& a, const Mesh& b) {
   if (a.data_ == b.data_) return true;
   return a.data_->sizes == b.data_->sizes && a.data_->names == b.data_->names &&
-         a.data_->types == b.data_->types &&
-         a.device_ids() == b.device_ids() && a.is_abstract() == b.is_abstract();
+         a.data_->types == b.data_->types && a.device_ids() == b.device_ids() &&
+         a.is_abstract() == b.is_abstract();
 }
 
 bool Mesh::is_abstract() const {
