@@ -156,6 +156,46 @@ Array full(Shape shape, double value, DType dtype, const NamedSharding& sharding
 Array make_array_from_callback(Shape shape, const NamedSharding& sharding,
                                const std::function<Array(const std::vector<Slice>&)>& cb);
 
+// The type of an array as JAX's explicit-sharding mode writes it (jax.typeof): shape, dtype
+// and the sharding along the mesh's Explicit axes. to_string() is JAX's notation:
+// float32[8@X,4] (dimension 0 split over Explicit axis X), float32[8@(X,Y),4] (over X then
+// Y), float32[8,4]{U:X} (unreduced over X). Auto and Manual axes do not appear: along them
+// the layout is the partitioner's (Auto) or the program is per device (Manual).
+class ArrayType {
+ public:
+  ArrayType(Shape shape, DType dtype, std::optional<NamedSharding> sharding = std::nullopt);
+  const Shape& shape() const { return shape_; }
+  DType dtype() const { return dtype_; }
+  // The full sharding when one is known (all axis types); none for a traced value whose
+  // sharding the partitioner has not fixed.
+  const std::optional<NamedSharding>& sharding() const { return sharding_; }
+  // The Explicit part of the sharding: one entry per dimension (None where no Explicit axis
+  // splits it). All None without a sharding.
+  PartitionSpec spec() const;
+  // Unreduced Explicit axes, in mesh order.
+  std::vector<std::string> unreduced() const;
+  std::string to_string() const;
+  friend bool operator==(const ArrayType& a, const ArrayType& b) {
+    return a.to_string() == b.to_string();
+  }
+
+ private:
+  Shape shape_;
+  DType dtype_;
+  std::optional<NamedSharding> sharding_;
+};
+
+// JAX's dtype names (float32, bfloat16, int32, bool, ...); quantized types keep partix's
+// names (q8_0, ...), which JAX has none for.
+std::string_view jax_dtype_name(DType dtype);
+
+// jax.typeof: the type of a concrete, abstract or traced array. A concrete array's sharding
+// is its own; a tracer reports what is known at this point of the trace (a jit argument whose
+// sharding is fixed by in_shardings or by a committed argument, a constrained value). Types
+// computed per op at trace time (JAX's sharding rules for Explicit axes) are not part of
+// this: along Explicit axes an intermediate shows the sharding known so far.
+ArrayType type_of(const Array& x);
+
 // Moves x to any sharding (any mesh, any spec). Exact.
 Array device_put(const Array& x, const NamedSharding& sharding);
 Array device_put(const Array& x, const Device& device);

@@ -13,16 +13,31 @@
 
 namespace partix {
 
+// How a mesh axis is treated (JAX's AxisType). Auto: sharding propagation decides the layout
+// of intermediates along the axis. Explicit: the sharding along the axis is part of each
+// array's type (type_of shows it). Manual: the program sees per-device values (shard_map).
+enum class AxisType { Auto, Explicit, Manual };
+std::string_view axis_type_name(AxisType t);  // "Auto", "Explicit", "Manual"
+
 class Mesh {  // value type, cheap to copy
  public:
   // Preconditions (else partix::Error): as many names as sizes, names distinct and
   // non-empty, sizes >= 1, devices distinct and existing. devices = {}: the first
   // prod(axis_sizes) devices of the job.
   Mesh(Shape axis_sizes, std::vector<std::string> axis_names, std::vector<Device> devices = {});
+  // The same with a type per axis (one per name, else partix::Error); the forms above make
+  // every axis Auto.
+  Mesh(Shape axis_sizes, std::vector<std::string> axis_names, std::vector<Device> devices,
+       std::vector<AxisType> axis_types);
 
   const Shape& axis_sizes() const;
   const std::vector<std::string>& axis_names() const;
   int num_axes() const;
+  const std::vector<AxisType>& axis_types() const;
+  // Throws partix::Error if `name` is not a whole axis of this mesh.
+  AxisType axis_type(std::string_view name) const;
+  // This mesh with other axis types (same devices, names and sizes).
+  Mesh with_axis_types(std::vector<AxisType> axis_types) const;
   // Axis names may also name a sub-axis (as Shardy does): 'name:(pre)size' is the part of axis
   // `name` made of `size` devices whose more-major parts hold `pre` devices in all. On an axis
   // 'data' of size 8, 'data:(1)4' is its major part (coordinate / 2) and 'data:(4)2' its minor
@@ -43,7 +58,10 @@ class Mesh {  // value type, cheap to copy
   // Position in devices() of the given device id, or -1.
   int64_t position_of(int device_id) const;
 
-  std::string to_string() const;  // Mesh('data': 4, 'model': 2)
+  // Mesh('data': 4, 'model': 2); when some axis is not Auto the types follow as in JAX:
+  // Mesh('data': 4, 'model': 2, axis_types=(Explicit, Auto)). Equality includes the types, so
+  // caches keyed by either never confuse meshes that differ only in types.
+  std::string to_string() const;
   friend bool operator==(const Mesh& a, const Mesh& b);
   // Made of abstract devices (make_abstract_mesh): for lowering and planning only.
   bool is_abstract() const;
@@ -54,6 +72,9 @@ class Mesh {  // value type, cheap to copy
 };
 
 Mesh make_mesh(Shape axis_sizes, std::vector<std::string> axis_names);
+// jax.make_mesh(axis_shapes, axis_names, axis_types): any of the three types per axis.
+Mesh make_mesh(Shape axis_sizes, std::vector<std::string> axis_names,
+               std::vector<AxisType> axis_types);
 
 // A mesh of abstract devices (platform "abstract", ids 0..n-1), of any size, whatever the
 // machine has: shardings on it describe ShapeDtypeStructs for jit(f).lower and eval_shape, so

@@ -239,6 +239,14 @@ auto eval_shape(F f, const Args&... args) {
 // Constrains x's sharding at this point of a traced program (eagerly: device_put).
 Array with_sharding_constraint(const Array& x, const NamedSharding& sharding);
 
+// jax.sharding.reshard: x with sharding s. Eagerly it moves the data as device_put does (the
+// result is committed); inside a traced program it is a sharding constraint the partitioner
+// always honours. The PartitionSpec form uses the current mesh (partix::Error if none is
+// set). Errors name reshard: a spec naming an axis not in the mesh, more spec entries than x
+// has dimensions, a quantized array onto a sharding that splits its blocks.
+Array reshard(const Array& x, const NamedSharding& s);
+Array reshard(const Array& x, const PartitionSpec& spec);
+
 // ---- shard_map: explicit per-device programming ----
 
 namespace detail {

@@ -16,7 +16,7 @@ from partix._src import array_methods as _array_methods  # noqa: E402,F401
 from partix._src.api import (ShapeDtypeStruct, block_until_ready, checkpoint,  # noqa: E402,F401
                              device_put, eval_shape, grad, jit,
                              make_array_from_callback, make_array_from_process_local_data,
-                             remat, value_and_grad)
+                             remat, reshard, typeof, value_and_grad)
 from partix._src.core import Array, PartixError  # noqa: E402,F401
 from partix._src.sharding import (AxisType, Device, NamedSharding, PartitionSpec,  # noqa
                                   get_abstract_mesh, make_mesh, set_mesh, use_mesh)
@@ -67,11 +67,6 @@ def init(num_cpu_devices=0, device_memory_bytes=0):
 def named_scope(name):
   """Names the ops traced inside (they show in lowered text and traces)."""
   return _core.NamedScope(str(name))
-
-
-def typeof(x):
-  """The aval of x: its shape and dtype (and sharding, where known)."""
-  return ShapeDtypeStruct(x.shape, x.dtype, x.sharding if x._a.has_sharding() else None)
 
 
 def pmap(f, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnums=(),

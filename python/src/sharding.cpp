@@ -12,6 +12,11 @@ void bind_sharding(nb::module_& m) {
       .def("__eq__", [](const Device& a, const Device& b) { return a.id == b.id; })
       .def("__hash__", [](const Device& a) { return a.id; });
 
+  nb::enum_<AxisType>(m, "AxisType")
+      .value("Auto", AxisType::Auto)
+      .value("Explicit", AxisType::Explicit)
+      .value("Manual", AxisType::Manual);
+
   nb::class_<Mesh>(m, "Mesh")
       .def(nb::init<Shape, std::vector<std::string>, std::vector<Device>>(), nb::arg("axis_sizes"),
            nb::arg("axis_names"), nb::arg("devices") = std::vector<Device>{})
@@ -19,6 +24,8 @@ void bind_sharding(nb::module_& m) {
       .def_prop_ro("axis_names", &Mesh::axis_names)
       .def_prop_ro("size", &Mesh::size)
       .def_prop_ro("devices", &Mesh::devices)
+      .def_prop_ro("axis_types", &Mesh::axis_types)
+      .def("with_axis_types", &Mesh::with_axis_types)
       .def("axis_size", [](const Mesh& m, const std::string& n) { return m.axis_size(n); })
       .def("is_abstract", &Mesh::is_abstract)
       .def("to_string", &Mesh::to_string)
@@ -59,6 +66,21 @@ void bind_sharding(nb::module_& m) {
       .def("__hash__",
            [](const NamedSharding& a) { return std::hash<std::string>()(a.to_string()); });
   m.def("single_device_sharding", &single_device_sharding);
+
+  nb::class_<ArrayType>(m, "ArrayType")
+      .def_prop_ro("shape", &ArrayType::shape)
+      .def_prop_ro("dtype", [](const ArrayType& t) { return std::string(dtype_name(t.dtype())); })
+      .def_prop_ro("sharding", &ArrayType::sharding)
+      .def("to_string", &ArrayType::to_string);
+  m.def("type_of", &type_of);
+  m.def("reshard", [](const Array& x, const NamedSharding& s) {
+    nb::gil_scoped_release release;
+    return reshard(x, s);
+  });
+  m.def("reshard_spec", [](const Array& x, const PartitionSpec& s) {
+    nb::gil_scoped_release release;
+    return reshard(x, s);
+  });
 }
 
 }  // namespace partix::python

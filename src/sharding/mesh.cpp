@@ -13,7 +13,29 @@ struct Mesh::Data {
   Shape sizes;
   std::vector<std::string> names;
   std::vector<Device> devices;
+  std::vector<AxisType> types;
 };
+
+std::string_view axis_type_name(AxisType t) {
+  switch (t) {
+    case AxisType::Auto:
+      return "Auto";
+    case AxisType::Explicit:
+      return "Explicit";
+    case AxisType::Manual:
+      return "Manual";
+  }
+  return "?";
+}
+
+namespace {
+std::string types_to_string(const std::vector<AxisType>& types) {
+  std::vector<std::string_view> names;
+  for (AxisType t : types) names.push_back(axis_type_name(t));
+  // A 1-tuple keeps its comma, as Python prints it.
+  return fmt::format("({}{})", fmt::join(names, ", "), names.size() == 1 ? "," : "");
+}
+}  // namespace
 
 Mesh::Mesh(Shape axis_sizes, std::vector<std::string> axis_names, std::vector<Device> devs) {
   constexpr const char* kApi = "Mesh";
@@ -63,8 +85,40 @@ Mesh::Mesh(Shape axis_sizes, std::vector<std::string> axis_names, std::vector<De
       d = all[static_cast<size_t>(d.id)];  // canonical process/platform fields
     }
   }
-  data_ = std::make_shared<Data>(Data{std::move(axis_sizes), std::move(axis_names),
-                                      std::move(devs)});
+  std::vector<AxisType> types(axis_names.size(), AxisType::Auto);
+  data_ = std::make_shared<Data>(
+      Data{std::move(axis_sizes), std::move(axis_names), std::move(devs), std::move(types)});
+}
+
+Mesh::Mesh(Shape axis_sizes, std::vector<std::string> axis_names, std::vector<Device> devices,
+           std::vector<AxisType> axis_types)
+    : Mesh(std::move(axis_sizes), std::move(axis_names), std::move(devices)) {
+  *this = with_axis_types(std::move(axis_types));
+}
+
+Mesh Mesh::with_axis_types(std::vector<AxisType> axis_types) const {
+  detail::check(axis_types.size() == data_->names.size(), "Mesh",
+                "{} axis types {} for {} axis names ['{}']: give one type per axis",
+                axis_types.size(), types_to_string(axis_types), data_->names.size(),
+                fmt::join(data_->names, "', '"));
+  for (AxisType t : axis_types) {
+    const int v = static_cast<int>(t);
+    detail::check(v >= 0 && v <= static_cast<int>(AxisType::Manual), "Mesh",
+                  "axis type {} is not Auto, Explicit or Manual", v);
+  }
+  Mesh m = *this;
+  auto d = std::make_shared<Data>(*data_);
+  d->types = std::move(axis_types);
+  m.data_ = std::move(d);
+  return m;
+}
+
+const std::vector<AxisType>& Mesh::axis_types() const { return data_->types; }
+
+AxisType Mesh::axis_type(std::string_view name) const {
+  const int i = axis_index(name);
+  detail::check(i >= 0, "Mesh.axis_type", "'{}' is not an axis of {}", name, to_string());
+  return data_->types[static_cast<size_t>(i)];
 }
 
 const Shape& Mesh::axis_sizes() const { return data_->sizes; }
@@ -131,16 +185,18 @@ std::string Mesh::to_string() const {
   bool in_order = true;
   for (size_t k = 0; k < ids.size(); ++k) in_order = in_order && ids[k] == static_cast<int>(k);
   const char* kind = is_abstract() ? "AbstractMesh" : "Mesh";
-  if (!in_order) {
-    return fmt::format("{}({}, devices=[{}])", kind, fmt::join(parts, ", "), fmt::join(ids, ","));
-  }
+  if (!in_order) parts.push_back(fmt::format("devices=[{}]", fmt::join(ids, ",")));
+  bool all_auto = true;
+  for (AxisType t : data_->types) all_auto = all_auto && t == AxisType::Auto;
+  if (!all_auto) parts.push_back("axis_types=" + types_to_string(data_->types));
   return fmt::format("{}({})", kind, fmt::join(parts, ", "));
 }
 
 bool operator==(const Mesh& a, const Mesh& b) {
   if (a.data_ == b.data_) return true;
   return a.data_->sizes == b.data_->sizes && a.data_->names == b.data_->names &&
-         a.device_ids() == b.device_ids() && a.is_abstract() == b.is_abstract();
+         a.data_->types == b.data_->types && a.device_ids() == b.device_ids() &&
+         a.is_abstract() == b.is_abstract();
 }
 
 bool Mesh::is_abstract() const {
@@ -163,6 +219,16 @@ Mesh make_abstract_mesh(Shape axis_sizes, std::vector<std::string> axis_names) {
 
 Mesh make_mesh(Shape axis_sizes, std::vector<std::string> axis_names) {
   return Mesh(std::move(axis_sizes), std::move(axis_names));
+}
+
+Mesh make_mesh(Shape axis_sizes, std::vector<std::string> axis_names,
+               std::vector<AxisType> axis_types) {
+  // Checked here first so that the message names make_mesh.
+  detail::check(axis_types.size() == axis_names.size(), "make_mesh",
+                "{} axis types {} for {} axis names ['{}']: give one type per axis",
+                axis_types.size(), types_to_string(axis_types), axis_names.size(),
+                fmt::join(axis_names, "', '"));
+  return Mesh(std::move(axis_sizes), std::move(axis_names), {}, std::move(axis_types));
 }
 
 namespace {

@@ -736,6 +736,66 @@ def _constrain(x, sharding, api):
   return Array(_core.with_sharding_constraint(core(x, api=api), s._s))
 
 
+class ShapedArray:
+  """An array's type (jax.core.ShapedArray, as jax.typeof returns it): shape, dtype and
+  sharding. str() is JAX's notation, float32[8@X,4]: a dimension split over Explicit mesh axes
+  shows them after '@'; Auto and Manual axes are not part of the type."""
+  __slots__ = ("shape", "dtype", "sharding", "_str")
+
+  def __init__(self, t):
+    self.shape = tuple(t.shape)
+    self.dtype = dtypes.from_core(t.dtype) if t.dtype in dtypes._FROM_CORE else t.dtype
+    self.sharding = NamedSharding._wrap(t.sharding) if t.sharding is not None else None
+    self._str = t.to_string()
+
+  ndim = property(lambda self: len(self.shape))
+  size = property(lambda self: int(np.prod(self.shape)))
+
+  def str_short(self):
+    return self._str
+
+  def __str__(self):
+    return self._str
+
+  def __repr__(self):
+    return f"ShapedArray({self._str})"
+
+  def __eq__(self, other):
+    return isinstance(other, ShapedArray) and self._str == other._str and (
+        self.sharding == other.sharding)
+
+  def __hash__(self):
+    return hash(self._str)
+
+
+def typeof(x):
+  """jax.typeof: x's type. A concrete array's sharding is its own; inside jit a traced value
+  shows the sharding known so far (a jit argument's fixed sharding, a constrained value)."""
+  return ShapedArray(_core.type_of(core(x, api="typeof")))
+
+
+def reshard(xs, out_shardings):
+  """jax.sharding.reshard: xs (a pytree) with these shardings (NamedSharding, or a
+  PartitionSpec on the current mesh). Eagerly the data moves as with device_put; inside jit
+  it is a constraint the partitioner always honours."""
+  leaves, treedef = tu.tree_flatten(xs)
+  if isinstance(out_shardings, (NamedSharding, PartitionSpec)):
+    per = [out_shardings] * len(leaves)
+  else:
+    per = _expand_prefix(out_shardings, treedef, "reshard", "out_shardings")
+  out = []
+  for leaf, s in zip(leaves, per):
+    if s is None:
+      out.append(leaf)
+    elif isinstance(s, PartitionSpec):
+      out.append(Array(_core.reshard_spec(core(leaf, api="reshard"), s._core())))
+    elif isinstance(s, NamedSharding):
+      out.append(Array(_core.reshard(core(leaf, api="reshard"), s._s)))
+    else:
+      raise PartixError(f"[reshard] {s!r} is not a NamedSharding or PartitionSpec")
+  return tu.tree_unflatten(treedef, out)
+
+
 def with_sharding_constraint(x, shardings):
   """lax.with_sharding_constraint: x (a pytree) has these shardings at this point of the
   program; shardings is one sharding or a matching pytree prefix."""

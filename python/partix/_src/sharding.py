@@ -46,6 +46,12 @@ class AxisType(enum.Enum):
   Explicit = "Explicit"
   Manual = "Manual"
 
+  def __repr__(self):  # as JAX prints it inside a tuple: (Explicit, Auto)
+    return self.name
+
+  def _core(self):
+    return getattr(_core.AxisType, self.value)
+
 
 class PartitionSpec(tuple):
   """One entry per leading array dimension: None, a mesh axis name, or a tuple of names
@@ -112,6 +118,9 @@ class Mesh:
     axis_types = tuple(axis_types)
     if len(axis_types) != n or not all(isinstance(t, AxisType) for t in axis_types):
       raise PartixError(f"[Mesh] axis_types {axis_types} must be {n} AxisType values")
+    if any(t is not AxisType.Auto for t in axis_types):
+      m = m.with_axis_types([t._core() for t in axis_types])
+      self._m = m
     self.axis_types = axis_types
     self._ctx = []
 
@@ -119,7 +128,7 @@ class Mesh:
   def _wrap(cls, m):
     self = cls.__new__(cls)
     self._devices = None
-    self._init(m, None)
+    self._init(m, tuple(AxisType(t.name) for t in m.axis_types))
     return self
 
   @property
@@ -184,6 +193,12 @@ def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None):
   if len(axis_shapes) != len(axis_names):
     raise PartixError(f"[make_mesh] {len(axis_shapes)} axis sizes {axis_shapes} for "
                       f"{len(axis_names)} names {axis_names}")
+  if axis_types is not None and not isinstance(axis_types, AxisType):
+    axis_types = tuple(axis_types)
+    if len(axis_types) != len(axis_names) or not all(isinstance(t, AxisType)
+                                                     for t in axis_types):
+      raise PartixError(f"[make_mesh] axis_types {axis_types} must be one AxisType per axis "
+                        f"name {axis_names}")
   n = math.prod(axis_shapes)
   devs = list(devices) if devices is not None else [Device(d) for d in _core.devices()]
   if n > len(devs) or n <= 0:
