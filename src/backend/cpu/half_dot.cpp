@@ -26,31 +26,35 @@ void rows_portable(DType dt, const float* x, const uint16_t* w, int64_t K, float
   for (int r = 0; r < R; ++r) out[r] = acc[r];
 }
 
-// AVX2: 8 weights widened per step (bf16: the bits shifted into the top half of an f32; f16:
-// F16C's conversion), two independent accumulators per activation row.
+// 8 weights widened to f32 (bf16: the bits shifted into the top half of an f32; f16: F16C's
+// conversion). A function of its own, not a lambda: a lambda does not inherit its enclosing
+// function's target, so without -march=native (the sanitizer presets) it would not compile.
+template <bool kBf16>
+__attribute__((target("avx2,fma,f16c"))) inline __m256 load_w(const uint16_t* p) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  if constexpr (kBf16) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  } else {
+    return _mm256_cvtph_ps(h);
+  }
+}
+
+// AVX2: two independent accumulators per activation row.
 template <int R, bool kBf16>
 __attribute__((target("avx2,fma,f16c"))) void rows_avx2(const float* x, const uint16_t* w,
                                                          int64_t K, float* out) {
   __m256 acc[R][2];
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-  auto load_w = [](const uint16_t* p) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    if constexpr (kBf16) {
-      return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-    } else {
-      return _mm256_cvtph_ps(h);
-    }
-  };
   int64_t k = 0;
   for (; k + 16 <= K; k += 16) {
-    const __m256 w0 = load_w(w + k), w1 = load_w(w + k + 8);
+    const __m256 w0 = load_w<kBf16>(w + k), w1 = load_w<kBf16>(w + k + 8);
     for (int r = 0; r < R; ++r) {
       acc[r][0] = _mm256_fmadd_ps(_mm256_loadu_ps(x + r * K + k), w0, acc[r][0]);
       acc[r][1] = _mm256_fmadd_ps(_mm256_loadu_ps(x + r * K + k + 8), w1, acc[r][1]);
     }
   }
   for (; k + 8 <= K; k += 8) {
-    const __m256 w0 = load_w(w + k);
+    const __m256 w0 = load_w<kBf16>(w + k);
     for (int r = 0; r < R; ++r) {
       acc[r][0] = _mm256_fmadd_ps(_mm256_loadu_ps(x + r * K + k), w0, acc[r][0]);
     }

@@ -66,6 +66,15 @@ void quantize_q8(const float* x, int64_t K, Q8Block* out) {
 }
 
 // AVX2: the same arithmetic (one f32 product, round half to even, clamp) on 8 lanes at once.
+// The sum of a vector's eight int32 lanes. A function, not a lambda: lambdas do not inherit
+// their enclosing function's target, so without -march=native they would not compile.
+__attribute__((target("avx2,fma,f16c"))) inline int hsum_epi32(__m256i a) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
+}
+
 __attribute__((target("avx2,fma,f16c"))) void quantize_q8_avx2(const float* x, int64_t K,
                                                                Q8Block* out) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
@@ -105,14 +114,8 @@ __attribute__((target("avx2,fma,f16c"))) void quantize_q8_avx2(const float* x, i
     }
     // Sums per 16 from the int32 lanes; then int32 -> int8 (the packs interleave 128-bit
     // lanes, the permute puts the groups of four back in order).
-    auto hsum = [](__m256i a) {
-      __m128i s = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
-      s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-      s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-      return _mm_cvtsi128_si32(s);
-    };
-    o.sum[0] = hsum(_mm256_add_epi32(q[0], q[1]));
-    o.sum[1] = hsum(_mm256_add_epi32(q[2], q[3]));
+    o.sum[0] = hsum_epi32(_mm256_add_epi32(q[0], q[1]));
+    o.sum[1] = hsum_epi32(_mm256_add_epi32(q[2], q[3]));
     o.ds = d * static_cast<float>(o.sum[0] + o.sum[1]);
     const __m256i p =
         _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
