@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "backend/cpu/quant_dot.h"
+#include "core/quants.h"
 #include "backend/cpu/thread_team.h"
 #include "backend/quant_blocks.h"
 
@@ -30,7 +31,7 @@ struct Ref {
 Ref reference(DType dt, const std::vector<float>& x, const std::vector<uint8_t>& w, int64_t M,
               int64_t N, int64_t K) {
   std::vector<float> wf(static_cast<size_t>(N * K));
-  dequantize(dt, w.data(), N * K, wf.data());
+  detail::dequantize(dt, w.data(), N * K, wf.data());
   const auto size = static_cast<size_t>(M * N);
   Ref r{std::vector<double>(size), std::vector<double>(size), std::vector<double>(size)};
   for (int64_t m = 0; m < M; ++m) {
@@ -118,7 +119,7 @@ TEST_P(QuantDot, ZeroActivationsGiveZeroAndDequantizeMatchesTheBlockLayout) {
   for (float v : y) EXPECT_EQ(v, 0.0f);
   // A one-hot activation reads back one dequantized weight (up to f32 rounding of the scale).
   std::vector<float> wf(static_cast<size_t>(N * K));
-  dequantize(dt, w.data(), N * K, wf.data());
+  detail::dequantize(dt, w.data(), N * K, wf.data());
   for (int64_t k : {int64_t{0}, int64_t{17}, K - 1}) {
     std::fill(x.begin(), x.end(), 0.0f);
     x[static_cast<size_t>(k)] = 1.0f;

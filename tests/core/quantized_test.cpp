@@ -12,6 +12,7 @@
 #include <cmath>
 
 #include "backend/cpu/quant_dot.h"
+#include "core/quants.h"
 #include "backend/quant_blocks.h"
 #include "test_util.h"
 
@@ -63,7 +64,7 @@ TEST(Quantized, BlocksAstypeToTheirDequantizedValues) {
     EXPECT_EQ(w.shape(), (Shape{3, K}));
     EXPECT_EQ(w.nbytes(), static_cast<int64_t>(raw.size()));
     std::vector<float> want(static_cast<size_t>(3 * K));
-    backend::cpu::dequantize(dt, raw.data(), 3 * K, want.data());
+    detail::dequantize(dt, raw.data(), 3 * K, want.data());
     EXPECT_EQ(astype(w, DType::F32).to_vector<float>(), want);
     // Reshapes that keep whole blocks in each row, and row gathers, keep the bytes.
     Array r = reshape(w, {3, 2, K / 2});

@@ -22,6 +22,7 @@
 #include <type_traits>
 
 #include "backend/cpu/kernel_util.h"
+#include "core/quants.h"
 #include "backend/cpu/quant_dot.h"
 #include "backend/cpu/vector_math.h"
 #include "prim/elementwise_ops.h"
@@ -421,7 +422,7 @@ bool convert_kernel(const KernelCall& c) {
   if (n == 0) return true;
   if (is_quantized(from) || is_quantized(to)) {  // dequantizing to f32 directly, else reference
     if (to != DType::F32 || from == to) return false;
-    dequantize(from, c.in[0], n, c.output<float>(0));
+    detail::dequantize(from, c.in[0], n, c.output<float>(0));
     return true;
   }
   if (from == to && from != DType::Bool) {  // (bool -> bool still normalises to 0 / 1)

@@ -404,8 +404,4 @@ void quantize_activations(const float* x, int64_t K, QuantIsa isa, float* scales
   }
 }
 
-void dequantize(DType dt, const void* src, int64_t n, float* dst) {
-  detail::dequantize(dt, src, n, dst);
-}
-
 }  // namespace partix::backend::cpu

@@ -34,7 +34,4 @@ inline void quant_matmul(DType dt, const float* x, const void* w, float* y, int6
 // `isa`'s code path; for tests (every path must give the same bits). K % 32 == 0.
 void quantize_activations(const float* x, int64_t K, QuantIsa isa, float* scales, int8_t* codes);
 
-// Dequantizes n elements (whole blocks) of dtype dt to f32.
-void dequantize(DType dt, const void* src, int64_t n, float* dst);
-
 }  // namespace partix::backend::cpu
