@@ -1,5 +1,7 @@
 #include "core/errors.h"
 
+#include <atomic>
+
 namespace partix::detail {
 
 int64_t checked_size(std::string_view api, const Shape& shape, DType dtype) {
@@ -21,6 +23,21 @@ int64_t checked_size(std::string_view api, const Shape& shape, DType dtype) {
 
 void internal_error(std::string_view where, const std::string& what) {
   throw Error(fmt::format("[{}] internal error (a bug in partix, please report): {}", where, what));
+}
+
+}  // namespace partix::detail
+
+namespace partix::detail {
+
+namespace {
+std::atomic<LocationProvider> g_location_provider{nullptr};
+}  // namespace
+
+void set_location_provider(LocationProvider provider) { g_location_provider.store(provider); }
+
+std::string user_location() {
+  LocationProvider p = g_location_provider.load();
+  return p ? p() : std::string();
 }
 
 }  // namespace partix::detail

@@ -31,3 +31,14 @@ int64_t checked_size(std::string_view api, const Shape& shape, DType dtype);
 [[noreturn]] void internal_error(std::string_view where, const std::string& what);
 
 }  // namespace partix::detail
+
+namespace partix::detail {
+
+// Where in the user's program the current op was written, for errors about the program
+// (explicit sharding): a front end installs a provider (the Python module reports the
+// innermost frame outside partix); empty when none is installed or it knows nothing.
+using LocationProvider = std::string (*)();
+void set_location_provider(LocationProvider provider);
+std::string user_location();
+
+}  // namespace partix::detail

@@ -9,7 +9,8 @@
 namespace partix::detail {
 
 std::vector<Array> execute_eager(const prim::Primitive& p, const std::vector<Array>& inputs,
-                                 const ir::Attrs& attrs, const prim::Regions& regions) {
+                                 const ir::Attrs& attrs, const prim::Regions& regions,
+                                 const std::vector<std::optional<NamedSharding>>& out_types) {
   const std::string op(p.name());
   // Placement: committed inputs fix the mesh; uncommitted ones follow them.
   std::optional<NamedSharding> anchor;
@@ -74,6 +75,17 @@ std::vector<Array> execute_eager(const prim::Primitive& p, const std::vector<Arr
     instr.attrs = attrs;
     instr.regions = regions;
     prog.instrs.push_back(std::move(instr));
+    // Explicit sharding: typed results are placed as their types say (the operands' shardings,
+    // which the key holds, determine them).
+    bool typed = false;
+    for (const auto& t : out_types) typed = typed || t;
+    if (typed) {
+      options.out_shardings = out_types;
+      options.out_shardings.resize(prog.results.size());
+      for (auto& o : options.out_shardings) {
+        if (o && !(o->mesh() == mesh)) o = NamedSharding(mesh, o->spec(), o->unreduced());
+      }
+    }
     if (inputs.empty()) {
       // No operand says where to run: the default device.
       prog.mesh = mesh;

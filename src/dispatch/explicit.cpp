@@ -121,8 +121,15 @@ Array reshard(const Array& x, const NamedSharding& s) {
   if (x.is_tracer() && detail::is_tracing()) {
     Array out = with_sharding_constraint(x, s);
     // The constraint fixes this value's sharding, so the rest of the trace (type_of) may
-    // know it; the handle is the constraint's own fresh tracer.
+    // know it; the handle is the constraint's own fresh tracer. Along Explicit axes it is the
+    // value's type, which propagation keeps.
     out.impl()->sharding = s;
+    if (out.is_tracer()) {
+      detail::TraceState* t = detail::trace_of(out, "reshard");
+      ir::ValueInfo& info = t->program().info(out.impl()->tracer->value);
+      info.sharding = s;
+      info.typed = detail::explicit_type(s).has_value();
+    }
     return out;
   }
   return device_put(x, s);

@@ -414,6 +414,9 @@ class Parser {
       } else if (s_.substr(pos_, 4) == "vary") {
         expect_word("vary");
         for (auto& a : axis_list()) info.varying.insert(a);
+      } else if (s_.substr(pos_, 5) == "typed") {
+        expect_word("typed");
+        info.typed = true;
       } else {
         break;
       }

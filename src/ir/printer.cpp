@@ -20,6 +20,8 @@ std::string value_type(const ValueInfo& v, const PrintOptions& o) {
       for (const auto& a : v.sharding->unreduced()) q.push_back("'" + a + "'");
       s += fmt::format(" unreduced({})", fmt::join(q, ", "));
     }
+    // Explicit sharding: the sharding is the value's type, fixed when it was traced.
+    if (v.typed) s += " typed";
   }
   if (!v.varying.empty()) {
     std::vector<std::string> q;

@@ -38,6 +38,9 @@ struct ValueInfo {
   // Inside a shard_map body: the mesh axes this value varies over (DESIGN §1).
   std::set<std::string> varying;
   std::string name;  // optional: where the value came from (named scope / op)
+  // Explicit sharding (DESIGN §7.4): `sharding` is the value's type, fixed at trace time along
+  // the mesh's Explicit axes; propagation may not change it there.
+  bool typed = false;
 };
 
 struct Program;
@@ -64,7 +67,7 @@ struct Program {
   std::vector<Instr> instrs;
 
   int add_value(Aval aval) {
-    values.push_back(ValueInfo{std::move(aval), std::nullopt, {}, {}});
+    values.push_back(ValueInfo{std::move(aval), std::nullopt, {}, {}, false});
     return static_cast<int>(values.size()) - 1;
   }
   const Aval& aval(int v) const { return values[static_cast<size_t>(v)].aval; }

@@ -83,6 +83,42 @@ void propagate_flat(ir::Program& g, const Mesh& mesh, const std::vector<NamedSha
     fixed[static_cast<size_t>(v)] = true;
   };
   for (size_t i = 0; i < g.params.size(); ++i) fix(g.params[i], in[i]);
+  // Explicit sharding (DESIGN §7.4): a typed value's sharding along the Explicit axes is its
+  // type. On a mesh without Auto axes that is its whole sharding; otherwise propagation starts
+  // from it and may only add Auto axes (see `keeps_type`).
+  std::vector<std::optional<NamedSharding>> type(n);
+  bool any_auto = false;
+  for (AxisType t : mesh.axis_types()) any_auto = any_auto || t == AxisType::Auto;
+  for (size_t v = 0; v < n; ++v) {
+    const ir::ValueInfo& info = g.values[v];
+    if (!info.typed || !info.sharding) continue;
+    NamedSharding s(mesh, info.sharding->spec(), info.sharding->unreduced());
+    if (!any_auto) {
+      fix(static_cast<int>(v), s);
+    } else {
+      type[v] = s;
+      if (!fixed[v]) sh[v] = s;
+    }
+  }
+  auto explicit_part = [&](const NamedSharding& s, int rank) {
+    std::vector<PartitionSpec::Entry> out;
+    for (int d = 0; d < rank; ++d) {
+      PartitionSpec::Entry e;
+      for (const std::string& a : s.spec()[d]) {
+        const int i = mesh.axis_index(a.substr(0, a.find(':')));
+        if (i >= 0 && mesh.axis_types()[static_cast<size_t>(i)] == AxisType::Explicit) {
+          e.push_back(a);
+        }
+      }
+      out.push_back(e);
+    }
+    return out;
+  };
+  auto keeps_type = [&](size_t v, const NamedSharding& s) {
+    if (!type[v]) return true;
+    const int rank = g.aval(static_cast<int>(v)).ndim();
+    return explicit_part(s, rank) == explicit_part(*type[v], rank);
+  };
   for (const ir::Instr& instr : g.instrs) {
     if (auto pin = instr.prim->pinned_shardings(instr.attrs)) {
       for (size_t k = 0; k < instr.outputs.size(); ++k) {
@@ -118,7 +154,7 @@ void propagate_flat(ir::Program& g, const Mesh& mesh, const std::vector<NamedSha
   bool changed = true;
   auto propose = [&](int v, const NamedSharding& s) {
     size_t i = static_cast<size_t>(v);
-    if (fixed[i]) return;
+    if (fixed[i] || !keeps_type(i, s)) return;
     const int rank = g.aval(v).ndim();
     if (!sh[i] || (!(*sh[i] == s) && sh[i]->unreduced() == s.unreduced() && refines(*sh[i], s, rank))) {
       sh[i] = s;

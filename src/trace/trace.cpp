@@ -110,15 +110,40 @@ void check_quantized_operands(const prim::Primitive& p, const std::vector<Array>
 }
 }  // namespace
 
+namespace {
+// Explicit sharding: the operands' types, or empty when none has one (the common, Auto case
+// costs one look at each operand's mesh).
+std::vector<std::optional<NamedSharding>> operand_types(const std::vector<Array>& inputs) {
+  std::vector<std::optional<NamedSharding>> types;
+  bool any = false;
+  for (const Array& a : inputs) {
+    types.push_back(a.valid() ? explicit_type(a.impl()->sharding) : std::nullopt);
+    any = any || types.back();
+  }
+  if (!any) types.clear();
+  return types;
+}
+}  // namespace
+
 std::vector<Array> bind(const prim::Primitive& p, const std::vector<Array>& inputs,
                         ir::Attrs attrs, prim::Regions regions) {
   check_quantized_operands(p, inputs);
   TraceState* t = current_trace();
+  // Inside shard_map bodies values are per-device blocks: no global types.
+  const std::vector<std::optional<NamedSharding>> in_types =
+      t && t->manual_mesh ? std::vector<std::optional<NamedSharding>>{} : operand_types(inputs);
   if (t == nullptr) {
     for (const Array& a : inputs) {
       if (a.is_tracer()) trace_of(a, std::string(p.name()).c_str());
     }
-    return execute_eager(p, inputs, attrs, regions);
+    std::vector<std::optional<NamedSharding>> out_types;
+    if (!in_types.empty()) {
+      std::vector<ir::Aval> in_avals;
+      for (const Array& a : inputs) in_avals.push_back(ir::Aval{a.shape(), a.dtype()});
+      out_types = explicit_result_types(p, in_types, in_avals,
+                                        p.infer(in_avals, attrs, regions), attrs, regions);
+    }
+    return execute_eager(p, inputs, attrs, regions, out_types);
   }
   ir::Program& prog = t->program();
   ir::Instr instr;
@@ -163,12 +188,20 @@ std::vector<Array> bind(const prim::Primitive& p, const std::vector<Array>& inpu
     }
     out_vary = p.varying(in_vary, attrs, regions, out_avals.size());
   }
+  std::vector<std::optional<NamedSharding>> out_types;
+  if (!in_types.empty()) {
+    out_types = explicit_result_types(p, in_types, in_avals, out_avals, attrs, regions);
+  }
   instr.attrs = std::move(attrs);
   instr.regions = std::move(regions);
   std::vector<Array> outs;
   for (size_t k = 0; k < out_avals.size(); ++k) {
     int v = prog.add_value(std::move(out_avals[k]));
     if (!out_vary.empty()) prog.info(v).varying = out_vary[k];
+    if (k < out_types.size() && out_types[k]) {
+      prog.info(v).sharding = out_types[k];
+      prog.info(v).typed = true;
+    }
     instr.outputs.push_back(v);
   }
   prog.instrs.push_back(std::move(instr));

@@ -101,14 +101,45 @@ Array literal(const ir::Literal& lit);
 
 // ---- implemented by the dispatch layer (src/dispatch), which compiles and runs ----
 
-// Runs one primitive eagerly on concrete arrays.
+// Runs one primitive eagerly on concrete arrays; `out_types` (explicit sharding) are the
+// results' types, which their shardings then are (empty: the partitioner decides).
 std::vector<Array> execute_eager(const prim::Primitive& p, const std::vector<Array>& inputs,
-                                 const ir::Attrs& attrs, const prim::Regions& regions);
+                                 const ir::Attrs& attrs, const prim::Regions& regions,
+                                 const std::vector<std::optional<NamedSharding>>& out_types = {});
 
 // Traces `make` (no arguments) into a program whose one result has `sharding` and runs it:
 // each device computes only its block. Compiled programs are cached by the traced text.
 Array execute_created(const char* api, const NamedSharding& sharding,
                       const std::function<Array()>& make);
+
+// ---- explicit sharding (DESIGN §7.4), implemented by the dispatch layer ----
+
+// An array's type along Explicit mesh axes: its sharding restricted to them (unreduced axes
+// included), or nullopt when its mesh has no Explicit axis (Auto: propagation decides).
+std::optional<NamedSharding> explicit_type(const std::optional<NamedSharding>& sharding);
+
+// The types of an op's results, at trace time, from its operands' types: the primitive's
+// factor rule (the rule propagation uses), its pinned shardings, or its regions' results for
+// control flow. Empty when no operand is typed. Where the rule has no unique answer (operands
+// split differently along one factor, a contraction split in both operands, a split the op
+// cannot keep, an axis used twice) it raises partix::Error naming the op, the operands' types
+// and the user's source location, and suggesting out_sharding= or reshard.
+std::vector<std::optional<NamedSharding>> explicit_result_types(
+    const prim::Primitive& p, const std::vector<std::optional<NamedSharding>>& in_types,
+    const std::vector<ir::Aval>& in, const std::vector<ir::Aval>& out, const ir::Attrs& attrs,
+    const prim::Regions& regions);
+
+// Within its scope, an op whose result type would be ambiguous gives an untyped result (the
+// partitioner decides) instead of raising. Ops with out_sharding= compute in it and then type
+// their result; VJPs run in it and type each cotangent like its primal.
+class ExplicitLenientScope {
+ public:
+  ExplicitLenientScope();
+  ~ExplicitLenientScope();
+  ExplicitLenientScope(const ExplicitLenientScope&) = delete;
+  ExplicitLenientScope& operator=(const ExplicitLenientScope&) = delete;
+};
+bool explicit_lenient();
 
 // Named scopes label recorded instructions ("block0/attn") for messages.
 std::string current_scope();
