@@ -148,6 +148,11 @@ Array arange(int64_t n, DType dtype, const NamedSharding& sharding);
 Array zeros(Shape shape, DType dtype, const NamedSharding& sharding);
 Array ones(Shape shape, DType dtype, const NamedSharding& sharding);
 Array full(Shape shape, double value, DType dtype, const NamedSharding& sharding);
+// out_sharding= on the current mesh (explicit sharding: the result's type).
+Array arange(int64_t n, DType dtype, OutSharding out);
+Array zeros(Shape shape, DType dtype, OutSharding out);
+Array ones(Shape shape, DType dtype, OutSharding out);
+Array full(Shape shape, double value, DType dtype, OutSharding out);
 
 // An array of `shape` in `sharding` built block by block: cb(index) returns the block of the
 // global array at `index` (one Slice per dimension; any Array of that extent, e.g. from

@@ -95,6 +95,7 @@ DType promote_types(DType a, DType b);
 // ---- shapes ----
 // One dimension may be -1 (inferred).
 Array reshape(const Array& x, Shape shape);
+Array reshape(const Array& x, Shape shape, OutSharding out);
 Array transpose(const Array& x, std::vector<int> perm);
 Array transpose(const Array& x);  // reverses the axes
 Array swapaxes(const Array& x, int a, int b);
@@ -142,19 +143,25 @@ Array logsumexp(const Array& x, std::vector<int> axes, bool keepdims = false);
 // ---- contractions ----
 // numpy matmul: 1-D operands are promoted, leading dimensions broadcast.
 Array matmul(const Array& a, const Array& b);
+Array matmul(const Array& a, const Array& b, OutSharding out);
 // Any valid einsum spec ("bij,bjk->bik", "ii->i" not supported: repeated labels within one
 // operand raise an error); operands are contracted pairwise in a sensible order.
 Array einsum(std::string_view spec, std::vector<Array> operands);
+Array einsum(std::string_view spec, std::vector<Array> operands, OutSharding out);
 // XLA's dot_general: result dims are batch, lhs free, rhs free. out_dtype lets bf16 operands
 // accumulate and return f32.
 Array dot_general(const Array& a, const Array& b, std::vector<int> a_contract,
                   std::vector<int> b_contract, std::vector<int> a_batch = {},
                   std::vector<int> b_batch = {}, std::optional<DType> out_dtype = std::nullopt);
+Array dot_general(const Array& a, const Array& b, std::vector<int> a_contract,
+                  std::vector<int> b_contract, std::vector<int> a_batch,
+                  std::vector<int> b_batch, std::optional<DType> out_dtype, OutSharding out);
 
 // ---- indexing ----
 // x taken along `axis` at integer `indices` (any shape); result shape is
 // x.shape[:axis] + indices.shape + x.shape[axis+1:]. Indices are clamped to range.
 Array take(const Array& x, const Array& indices, int axis = 0);
+Array take(const Array& x, const Array& indices, int axis, OutSharding out);
 // out[..., j, ...] = x[..., indices[..., j, ...], ...] along `axis` (numpy take_along_axis).
 Array take_along_axis(const Array& x, const Array& indices, int axis);
 // x with `updates` added at `indices` along `axis` (the transpose of take).

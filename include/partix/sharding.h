@@ -113,4 +113,13 @@ class NamedSharding {
 // The sharding that puts a whole array on one device.
 NamedSharding single_device_sharding(const Device& device);
 
+// JAX's out_sharding= (explicit sharding, DESIGN §7.4): the type an op's result is to have, on
+// the mesh of its typed operands (else the current mesh). Where an op's sharding rule has no
+// unique answer (a contraction split in both operands, a reshape that cannot keep a split) it
+// states the answer; `unreduced` axes keep partial sums (only inside jit).
+struct OutSharding {
+  PartitionSpec spec;
+  std::set<std::string> unreduced = {};
+};
+
 }  // namespace partix

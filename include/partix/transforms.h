@@ -247,6 +247,28 @@ Array with_sharding_constraint(const Array& x, const NamedSharding& sharding);
 Array reshard(const Array& x, const NamedSharding& s);
 Array reshard(const Array& x, const PartitionSpec& spec);
 
+// ---- explicit sharding: axis types for a region (JAX's auto_axes, explicit_axes) ----
+using ArraysFn = std::function<std::vector<Array>(const std::vector<Array>&)>;
+// jax.sharding.auto_axes: fn runs with `axes` (empty: every Explicit axis) Auto, so its
+// operands' types forget those axes and the partitioner decides inside (the fallback for an op
+// whose sharding rule is ambiguous); its results are then resharded to `out_shardings` (one
+// for all results, or one each) on the outer mesh and typed so. The mesh is the typed
+// arguments', else the current one.
+std::vector<Array> auto_axes(const ArraysFn& fn, const std::vector<Array>& args,
+                             std::vector<PartitionSpec> out_shardings,
+                             std::vector<std::string> axes = {});
+Array auto_axes(const std::function<Array(const Array&)>& fn, const Array& x,
+                PartitionSpec out_sharding, std::vector<std::string> axes = {});
+// jax.sharding.explicit_axes: fn runs with `axes` (empty: every Auto axis) Explicit: the
+// arguments enter resharded to `in_shardings` (one for all, or one each) and typed; its results
+// leave with those axes Auto again (their placement stays as computed). The mesh is the
+// arguments', else the current one.
+std::vector<Array> explicit_axes(const ArraysFn& fn, const std::vector<Array>& args,
+                                 std::vector<PartitionSpec> in_shardings,
+                                 std::vector<std::string> axes = {});
+Array explicit_axes(const std::function<Array(const Array&)>& fn, const Array& x,
+                    PartitionSpec in_sharding, std::vector<std::string> axes = {});
+
 // ---- shard_map: explicit per-device programming ----
 
 namespace detail {

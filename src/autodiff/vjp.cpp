@@ -3,6 +3,7 @@
 #include "core/errors.h"
 #include "partix/ops.h"
 #include "ir/primitive.h"
+#include "partix/transforms.h"
 #include "trace/trace.h"
 
 namespace partix::autodiff {
@@ -43,6 +44,18 @@ std::vector<Array> evaluate(const ir::Program& p, const std::vector<Array>& args
 namespace {
 
 bool differentiable(DType d) { return is_floating(d); }
+
+// g with the type of `primal` where the primal has one (explicit sharding) and g's differs.
+Array typed_like(const Array& g, const Array& primal) {
+  if (!primal.valid()) return g;
+  const std::optional<NamedSharding> want = detail::explicit_type(primal.impl()->sharding);
+  if (!want) return g;
+  const std::optional<NamedSharding> have = detail::explicit_type(g.impl()->sharding);
+  if (have && *have == *want) return g;
+  // A type is the Explicit part of a sharding: place g there along the Explicit axes (on a
+  // mesh with Auto axes, replicated along them for now).
+  return reshard(g, NamedSharding(want->mesh(), want->spec()));
+}
 
 void accumulate(std::vector<Array>& ct, int v, const Array& g, const ir::Program& p,
                 std::string_view what) {
@@ -118,9 +131,17 @@ std::vector<Array> backward(const ir::Program& p, const std::vector<Array>& env,
     }
     const std::vector<bool> in_active = active_inputs(in, on);
     prim::VjpArgs args{primals, outputs, cts, in.attrs, in.regions, residuals, &in_active};
-    std::vector<Array> gs = in.prim->vjp(args);
+    std::vector<Array> gs;
+    {
+      // Explicit sharding: a VJP's intermediate types may be ambiguous (the weight gradient of
+      // a batch-split matmul contracts the split batch in both operands); each cotangent is
+      // then given its primal's type, as JAX types tangents like primals.
+      detail::ExplicitLenientScope lenient;
+      gs = in.prim->vjp(args);
+    }
     for (size_t i = 0; i < in.inputs.size() && i < gs.size(); ++i) {
-      if (in_active[i]) accumulate(ct, in.inputs[i], gs[i], p, in.prim->name());
+      if (!in_active[i] || !gs[i].valid()) continue;
+      accumulate(ct, in.inputs[i], typed_like(gs[i], primals[i]), p, in.prim->name());
     }
   }
   std::vector<Array> out;

@@ -104,7 +104,8 @@ Array execute_created(const char* api, const NamedSharding& sharding,
                       const std::function<Array()>& make) {
   check(sharding.unreduced().empty(), api, "an Array cannot be unreduced; got {}",
         sharding.to_string());
-  if (is_tracing()) return with_sharding_constraint(make(), sharding);
+  // Under a trace: a constraint; on a mesh with Explicit axes also the result's type.
+  if (is_tracing()) return reshard(make(), sharding);
   auto trace = std::make_shared<TraceState>(api);
   {
     TraceScope scope(trace);

@@ -149,4 +149,199 @@ Array reshard(const Array& x, const PartitionSpec& spec) {
   return reshard(x, *s);
 }
 
+namespace detail {
+
+Array with_out_sharding(const char* api, const std::vector<Array>& operands,
+                        const OutSharding& out, const std::function<Array()>& make) {
+  // The mesh: the typed operands' (explicit sharding), else the current one.
+  std::optional<Mesh> mesh;
+  for (const Array& a : operands) {
+    if (!a.valid()) continue;
+    if (auto t = explicit_type(a.impl()->sharding)) {
+      mesh = t->mesh();
+      break;
+    }
+  }
+  if (!mesh) mesh = current_mesh(api);
+  std::optional<NamedSharding> s;
+  try {
+    s.emplace(*mesh, out.spec, out.unreduced);
+  } catch (const Error& e) {
+    std::string what = e.what();
+    if (!what.empty() && what[0] == '[') what = what.substr(what.find("] ") + 2);
+    fail(api, "out_sharding: {}", what);
+  }
+  Array r;
+  {
+    ExplicitLenientScope lenient;
+    r = make();
+  }
+  check(s->spec().size() <= r.ndim(), api, "out_sharding {} has {} entries but the result {}{} has rank {}",
+        s->spec().to_string(), s->spec().size(), dtype_name(r.dtype()), shape_to_string(r.shape()),
+        r.ndim());
+  check_block_sharding(api, r.dtype(), r.shape(), *s);
+  if (r.is_tracer() && is_tracing()) {
+    TraceState* t = trace_of(r, api);
+    ir::Program& prog = t->program();
+    const int v = r.impl()->tracer->value;
+    // The op's own result takes the type: the partitioner then computes it in that sharding
+    // (a reduce-scatter or all-reduce of partial sums, or none). A result that is not fresh
+    // (an op that returned its operand) is constrained instead.
+    bool fresh = false;
+    if (!prog.instrs.empty()) {
+      for (int o : prog.instrs.back().outputs) fresh = fresh || o == v;
+    }
+    if (fresh && t == current_trace() && explicit_type(*s)) {
+      prog.info(v).sharding = *s;
+      prog.info(v).typed = explicit_type(*s).has_value();
+      return t->tracer(v);
+    }
+    check(s->unreduced().empty(), api,
+          "out_sharding asks for unreduced {}, but the result is not the op's own",
+          fmt::join(s->unreduced(), ","));
+    return reshard(r, *s);
+  }
+  check(s->unreduced().empty(), api,
+        "an Array cannot be unreduced outside jit; got out_sharding with unreduced {}",
+        fmt::join(s->unreduced(), ","));
+  return device_put(r, *s);
+}
+
+}  // namespace detail
+
+namespace {
+
+// The same mesh up to axis types.
+bool same_but_types(const Mesh& a, const Mesh& b) {
+  return a.with_axis_types(b.axis_types()) == b;
+}
+
+// `a` seen on `mesh`, a mesh that differs from its own only in axis types: the same buffers, or
+// for a tracer the same traced value, with the types `mesh` gives. Arrays on other meshes, and
+// tracers with no sharding yet, are returned as they are.
+Array on_mesh(const Array& a, const Mesh& mesh) {
+  const auto& impl = a.impl();
+  if (!a.valid() || !impl->sharding || impl->sharding->mesh() == mesh ||
+      !same_but_types(impl->sharding->mesh(), mesh)) {
+    return a;
+  }
+  auto out = std::make_shared<detail::ArrayImpl>();
+  out->shape = impl->shape;
+  out->dtype = impl->dtype;
+  out->sharding = NamedSharding(mesh, impl->sharding->spec(), impl->sharding->unreduced());
+  out->shards = impl->shards;
+  out->tracer = impl->tracer;
+  out->committed = impl->committed;
+  out->abstract = impl->abstract;
+  return Array(std::move(out));
+}
+
+// The mesh a region switches the types of: the typed arguments', else any argument's that spans
+// devices, else the current mesh.
+Mesh region_mesh(const char* api, const std::vector<Array>& args) {
+  for (const Array& a : args) {
+    if (a.valid()) {
+      if (auto t = detail::explicit_type(a.impl()->sharding)) return t->mesh();
+    }
+  }
+  for (const Array& a : args) {
+    if (a.valid() && a.impl()->sharding && a.impl()->sharding->mesh().size() > 1) {
+      return a.impl()->sharding->mesh();
+    }
+  }
+  if (has_current_mesh()) return current_mesh(api);
+  // Under jit: the mesh the traced function's arguments live on.
+  if (detail::TraceState* t = detail::current_trace()) {
+    for (int v : t->program().params) {
+      const auto& s = t->program().info(v).sharding;
+      if (s && s->mesh().size() > 1) return s->mesh();
+    }
+  }
+  return current_mesh(api);
+}
+
+// `mesh` with `axes` (empty: every axis of type `from`) of type `to`.
+Mesh retyped(const char* api, const Mesh& mesh, const std::vector<std::string>& axes, AxisType from,
+             AxisType to) {
+  std::vector<AxisType> types = mesh.axis_types();
+  if (axes.empty()) {
+    for (AxisType& t : types) {
+      if (t == from) t = to;
+    }
+  }
+  for (const std::string& a : axes) {
+    const int i = mesh.axis_index(a);
+    detail::check(i >= 0, api, "axis '{}' is not an axis of {}", a, mesh.to_string());
+    detail::check(types[static_cast<size_t>(i)] != AxisType::Manual, api,
+                  "axis '{}' is Manual here (inside shard_map); only Auto and Explicit axes switch",
+                  a);
+    types[static_cast<size_t>(i)] = to;
+  }
+  return mesh.with_axis_types(std::move(types));
+}
+
+std::vector<PartitionSpec> one_each(const char* api, const char* what,
+                                    std::vector<PartitionSpec> specs, size_t n) {
+  if (specs.size() == 1 && n != 1) specs.assign(n, PartitionSpec(specs[0]));
+  detail::check(specs.size() == n, api, "{} has {} entries for {} arrays (give one for all, or one each)",
+                what, specs.size(), n);
+  return specs;
+}
+
+}  // namespace
+
+std::vector<Array> auto_axes(const ArraysFn& fn, const std::vector<Array>& args,
+                             std::vector<PartitionSpec> out_shardings,
+                             std::vector<std::string> axes) {
+  constexpr const char* kApi = "auto_axes";
+  const Mesh mesh = region_mesh(kApi, args);
+  const Mesh inner = retyped(kApi, mesh, axes, AxisType::Explicit, AxisType::Auto);
+  std::vector<Array> in;
+  for (const Array& a : args) in.push_back(on_mesh(a, inner));
+  std::vector<Array> outs;
+  {
+    MeshContext context(inner);
+    outs = fn(in);
+  }
+  const std::vector<PartitionSpec> specs =
+      one_each(kApi, "out_shardings", std::move(out_shardings), outs.size());
+  for (size_t k = 0; k < outs.size(); ++k) {
+    outs[k] = reshard(on_mesh(outs[k], mesh), NamedSharding(mesh, specs[k]));
+  }
+  return outs;
+}
+
+Array auto_axes(const std::function<Array(const Array&)>& fn, const Array& x,
+                PartitionSpec out_sharding, std::vector<std::string> axes) {
+  return auto_axes([&](const std::vector<Array>& a) { return std::vector<Array>{fn(a[0])}; },
+                   {x}, {std::move(out_sharding)}, std::move(axes))[0];
+}
+
+std::vector<Array> explicit_axes(const ArraysFn& fn, const std::vector<Array>& args,
+                                 std::vector<PartitionSpec> in_shardings,
+                                 std::vector<std::string> axes) {
+  constexpr const char* kApi = "explicit_axes";
+  const Mesh mesh = region_mesh(kApi, args);
+  const Mesh inner = retyped(kApi, mesh, axes, AxisType::Auto, AxisType::Explicit);
+  const std::vector<PartitionSpec> specs =
+      one_each(kApi, "in_shardings", std::move(in_shardings), args.size());
+  std::vector<Array> in;
+  for (size_t i = 0; i < args.size(); ++i) {
+    in.push_back(reshard(on_mesh(args[i], inner), NamedSharding(inner, specs[i])));
+  }
+  std::vector<Array> outs;
+  {
+    MeshContext context(inner);
+    outs = fn(in);
+  }
+  for (Array& o : outs) o = on_mesh(o, mesh);
+  return outs;
+}
+
+Array explicit_axes(const std::function<Array(const Array&)>& fn, const Array& x,
+                    PartitionSpec in_sharding, std::vector<std::string> axes) {
+  return explicit_axes([&](const std::vector<Array>& a) { return std::vector<Array>{fn(a[0])}; },
+                       {x}, {std::move(in_sharding)}, std::move(axes))[0];
+}
+
 }  // namespace partix

@@ -85,7 +85,7 @@ std::vector<std::optional<NamedSharding>> region_result_types(
     if (!same_type(in_types[i], types[k], out[k].ndim())) {
       throw Ambiguous{fmt::format("carry {} enters as {} but the body returns it as {}", k,
                                   type_text(in[i], in_types[i]), type_text(out[k], types[k])),
-                      "reshard the carry inside the body (or before the loop) so both agree"};
+                      "Reshard the carry inside the body (or before the loop) so both agree"};
     }
     types[k] = in_types[i];
   }
@@ -98,7 +98,7 @@ std::vector<std::optional<NamedSharding>> region_result_types(
           throw Ambiguous{fmt::format("result {} is {} in branch {} but {} in branch {}", k,
                                       type_text(out[k], types[k]), lay.body,
                                       type_text(out[k], t), r),
-                          "reshard the result in the branches so that they agree"};
+                          "Reshard the result in the branches so that they agree"};
         }
       }
     }
@@ -129,7 +129,7 @@ std::vector<std::optional<NamedSharding>> factor_result_types(
     for (const auto& [f, ax] : proj) placed *= spmd::axes_product(mesh, ax);
     if (placed != split) {
       throw Ambiguous{fmt::format("it cannot keep the split of {}", operand(i)),
-                      "reshard the operand so that the split dimensions are kept whole by the op, "
+                      "Reshard the operand so that the split dimensions are kept whole by the op, "
                       "or give out_sharding="};
     }
     for (const auto& [f, ax] : proj) {
@@ -144,7 +144,7 @@ std::vector<std::optional<NamedSharding>> factor_result_types(
             fmt::format("{} and {} are split differently along one dimension ({} against {})",
                         operand(static_cast<size_t>(first[fi])), operand(i),
                         fmt::join(axes[fi], ","), fmt::join(ax, ",")),
-            "reshard one operand to match the other, or give out_sharding="};
+            "Reshard one operand to match the other, or give out_sharding="};
       }
     }
   }
@@ -154,14 +154,14 @@ std::vector<std::optional<NamedSharding>> factor_result_types(
     if (fac.kind == prim::FactorKind::kNeedReplication) {
       throw Ambiguous{fmt::format("{} is split along a dimension the op needs whole",
                                   operand(static_cast<size_t>(first[f]))),
-                      "reshard that dimension to None first, or give out_sharding="};
+                      "Reshard that dimension to None first, or give out_sharding="};
     }
     if (fac.kind == prim::FactorKind::kReduction && count[f] > 1) {
       throw Ambiguous{
           fmt::format("the contracted dimension is split over {} in every operand, so the result "
                       "could be left unreduced or reduced in several ways",
                       fmt::join(axes[f], ",")),
-          "give out_sharding= (with unreduced= to keep partial sums)"};
+          "Give out_sharding= (with unreduced= to keep partial sums)"};
     }
     // A reduction factor split in one operand: that operand is reduced over it, and the
     // result is replicated there (the partitioner reduces the partial results).
@@ -191,7 +191,7 @@ std::vector<std::optional<NamedSharding>> factor_result_types(
       if (!ok) {
         throw Ambiguous{fmt::format("{} is unreduced, which this op cannot take as it is",
                                     operand(with[0])),
-                        "reshard it to a reduced sharding first"};
+                        "Reshard it to a reduced sharding first"};
       }
     }
   }
@@ -206,7 +206,7 @@ std::vector<std::optional<NamedSharding>> factor_result_types(
           if (overlaps_any(mesh, a, used) || unreduced.count(whole_axis(a))) {
             throw Ambiguous{fmt::format("the result would be split over mesh axis '{}' twice",
                                         whole_axis(a)),
-                            "give out_sharding= for the result, or reshard an operand"};
+                            "Give out_sharding= for the result, or reshard an operand"};
           }
           used.push_back(a);
           e.push_back(a);

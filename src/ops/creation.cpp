@@ -65,3 +65,36 @@ Array arange(int64_t n, DType dtype, const NamedSharding& sharding) {
 }
 
 }  // namespace partix
+
+namespace partix {
+
+namespace {
+// out_sharding= of a creation op: on the current mesh (there are no operands to take one from).
+NamedSharding created_sharding(const char* api, const OutSharding& out) {
+  detail::check(out.unreduced.empty(), api, "a created array cannot be unreduced; got {}",
+                fmt::join(out.unreduced, ","));
+  const Mesh mesh = current_mesh(api);
+  try {
+    return NamedSharding(mesh, out.spec);
+  } catch (const Error& e) {
+    std::string what = e.what();
+    if (!what.empty() && what[0] == '[') what = what.substr(what.find("] ") + 2);
+    detail::fail(api, "out_sharding: {}", what);
+  }
+}
+}  // namespace
+
+Array arange(int64_t n, DType dtype, OutSharding out) {
+  return arange(n, dtype, created_sharding("arange", out));
+}
+Array zeros(Shape shape, DType dtype, OutSharding out) {
+  return zeros(std::move(shape), dtype, created_sharding("zeros", out));
+}
+Array ones(Shape shape, DType dtype, OutSharding out) {
+  return ones(std::move(shape), dtype, created_sharding("ones", out));
+}
+Array full(Shape shape, double value, DType dtype, OutSharding out) {
+  return full(std::move(shape), value, dtype, created_sharding("full", out));
+}
+
+}  // namespace partix

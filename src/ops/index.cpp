@@ -103,3 +103,12 @@ Array one_hot(const Array& indices, int64_t n, DType dtype) {
 }
 
 }  // namespace partix
+
+namespace partix {
+
+Array take(const Array& x, const Array& indices, int axis, OutSharding out) {
+  return detail::with_out_sharding("take", {x, indices}, out,
+                                   [&] { return take(x, indices, axis); });
+}
+
+}  // namespace partix

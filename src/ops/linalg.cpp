@@ -218,3 +218,24 @@ Array einsum(std::string_view spec_in, std::vector<Array> operands) {
 }
 
 }  // namespace partix
+
+namespace partix {
+
+Array matmul(const Array& a, const Array& b, OutSharding out) {
+  return detail::with_out_sharding("matmul", {a, b}, out, [&] { return matmul(a, b); });
+}
+
+Array einsum(std::string_view spec, std::vector<Array> operands, OutSharding out) {
+  return detail::with_out_sharding("einsum", operands, out,
+                                   [&] { return einsum(spec, operands); });
+}
+
+Array dot_general(const Array& a, const Array& b, std::vector<int> a_contract,
+                  std::vector<int> b_contract, std::vector<int> a_batch, std::vector<int> b_batch,
+                  std::optional<DType> out_dtype, OutSharding out) {
+  return detail::with_out_sharding("dot_general", {a, b}, out, [&] {
+    return dot_general(a, b, a_contract, b_contract, a_batch, b_batch, out_dtype);
+  });
+}
+
+}  // namespace partix

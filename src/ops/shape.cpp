@@ -201,3 +201,11 @@ Array roll(const Array& x, int64_t shift, int axis) {
 }
 
 }  // namespace partix
+
+namespace partix {
+
+Array reshape(const Array& x, Shape shape, OutSharding out) {
+  return detail::with_out_sharding("reshape", {x}, out, [&] { return reshape(x, shape); });
+}
+
+}  // namespace partix

@@ -83,30 +83,18 @@ void propagate_flat(ir::Program& g, const Mesh& mesh, const std::vector<NamedSha
     fixed[static_cast<size_t>(v)] = true;
   };
   for (size_t i = 0; i < g.params.size(); ++i) fix(g.params[i], in[i]);
-  // Explicit sharding (DESIGN §7.4): a typed value's sharding along the Explicit axes is its
-  // type. On a mesh without Auto axes that is its whole sharding; otherwise propagation starts
-  // from it and may only add Auto axes (see `keeps_type`).
-  std::vector<std::optional<NamedSharding>> type(n);
-  bool any_auto = false;
-  for (AxisType t : mesh.axis_types()) any_auto = any_auto || t == AxisType::Auto;
-  for (size_t v = 0; v < n; ++v) {
-    const ir::ValueInfo& info = g.values[v];
-    if (!info.typed || !info.sharding) continue;
-    NamedSharding s(mesh, info.sharding->spec(), info.sharding->unreduced());
-    if (!any_auto) {
-      fix(static_cast<int>(v), s);
-    } else {
-      type[v] = s;
-      if (!fixed[v]) sh[v] = s;
-    }
-  }
-  auto explicit_part = [&](const NamedSharding& s, int rank) {
+  // Explicit sharding (DESIGN §7.4): a typed value's sharding along the Explicit axes of its
+  // own mesh (the program's, or the same devices with other axis types inside auto_axes or
+  // explicit_axes) is its type. Without Auto axes that is its whole sharding; otherwise
+  // propagation starts from it and may only add Auto axes (see `keeps_type`).
+  std::vector<std::optional<NamedSharding>> type(n);  // on the value's own mesh
+  auto explicit_part = [&](const NamedSharding& s, const Mesh& types, int rank) {
     std::vector<PartitionSpec::Entry> out;
     for (int d = 0; d < rank; ++d) {
       PartitionSpec::Entry e;
       for (const std::string& a : s.spec()[d]) {
-        const int i = mesh.axis_index(a.substr(0, a.find(':')));
-        if (i >= 0 && mesh.axis_types()[static_cast<size_t>(i)] == AxisType::Explicit) {
+        const int i = types.axis_index(a.substr(0, a.find(':')));
+        if (i >= 0 && types.axis_types()[static_cast<size_t>(i)] == AxisType::Explicit) {
           e.push_back(a);
         }
       }
@@ -114,10 +102,24 @@ void propagate_flat(ir::Program& g, const Mesh& mesh, const std::vector<NamedSha
     }
     return out;
   };
+  for (size_t v = 0; v < n; ++v) {
+    const ir::ValueInfo& info = g.values[v];
+    if (!info.typed || !info.sharding) continue;
+    NamedSharding s(mesh, info.sharding->spec(), info.sharding->unreduced());
+    bool any_auto = false;
+    for (AxisType t : info.sharding->mesh().axis_types()) any_auto = any_auto || t == AxisType::Auto;
+    if (!any_auto) {
+      fix(static_cast<int>(v), s);
+    } else {
+      type[v] = info.sharding;
+      if (!fixed[v]) sh[v] = s;
+    }
+  }
   auto keeps_type = [&](size_t v, const NamedSharding& s) {
     if (!type[v]) return true;
     const int rank = g.aval(static_cast<int>(v)).ndim();
-    return explicit_part(s, rank) == explicit_part(*type[v], rank);
+    const Mesh& types = type[v]->mesh();
+    return explicit_part(s, types, rank) == explicit_part(*type[v], types, rank);
   };
   for (const ir::Instr& instr : g.instrs) {
     if (auto pin = instr.prim->pinned_shardings(instr.attrs)) {

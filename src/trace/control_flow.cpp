@@ -23,8 +23,11 @@ struct Region {
 
 // Records fn on fresh parameters of `avals` (inside shard_map, varying as `vary` says) into a new
 // trace, which it returns.
+using Types = std::vector<std::optional<NamedSharding>>;
+
 std::shared_ptr<TraceState> record(const char* name, const std::vector<ir::Aval>& avals,
-                                   const std::vector<Vary>& vary, const ProbeFn& fn) {
+                                   const std::vector<Vary>& vary, const ProbeFn& fn,
+                                   const Types& types = {}) {
   auto ts = std::make_shared<TraceState>(name);
   if (TraceState* outer = current_trace(); outer && outer->manual_mesh) {
     ts->manual_mesh = outer->manual_mesh;
@@ -33,7 +36,10 @@ std::shared_ptr<TraceState> record(const char* name, const std::vector<ir::Aval>
   TraceScope scope(ts);
   std::vector<Array> tracers;
   for (size_t i = 0; i < avals.size(); ++i) {
-    tracers.push_back(ts->add_param(avals[i], std::nullopt, i < vary.size() ? vary[i] : Vary{}));
+    // Explicit sharding: a region's parameters have the types of what enters them.
+    std::optional<NamedSharding> type = i < types.size() ? types[i] : std::nullopt;
+    tracers.push_back(ts->add_param(avals[i], type, i < vary.size() ? vary[i] : Vary{}));
+    if (type) ts->program().info(ts->program().params.back()).typed = true;
   }
   ts->set_results(fn(tracers, *ts));
   return ts;
@@ -41,11 +47,11 @@ std::shared_ptr<TraceState> record(const char* name, const std::vector<ir::Aval>
 
 // Traces fn on fresh parameters of `avals` into a region program.
 Region trace_region(const char* name, const std::vector<ir::Aval>& avals,
-                    const std::vector<Vary>& vary, const RegionFn& fn) {
+                    const std::vector<Vary>& vary, const RegionFn& fn, const Types& types = {}) {
   Region r;
-  auto ts = record(name, avals, vary, [&](const std::vector<Array>& tracers, TraceState&) {
-    return fn(tracers, r.proto);
-  });
+  auto ts = record(
+      name, avals, vary,
+      [&](const std::vector<Array>& tracers, TraceState&) { return fn(tracers, r.proto); }, types);
   r.program = std::make_shared<ir::Program>(ts->program());
   // What a body computes but never uses (a backward pass's recomputation of values it was given
   // saved) would otherwise run every iteration.
@@ -60,6 +66,14 @@ std::vector<ir::Aval> avals_of(const std::vector<Array>& xs) {
     check(x.valid(), "trace", "an operand is an empty Array");
     out.push_back(ir::Aval{x.shape(), x.dtype()});
   }
+  return out;
+}
+
+// Explicit sharding: the operands' types (none outside Explicit meshes and inside shard_map).
+Types types_of(const std::vector<Array>& xs) {
+  Types out;
+  if (TraceState* t = current_trace(); t && t->manual_mesh) return out;
+  for (const Array& x : xs) out.push_back(explicit_type(x.impl()->sharding));
   return out;
 }
 
@@ -182,9 +196,20 @@ std::vector<Array> scan_call(const std::vector<Array>& init_in, const std::vecto
   }
   std::vector<Vary> vary = varies(init);
   for (const Vary& v : varies(xs)) vary.push_back(v);
+  // Each run's slice of a scanned input has its type without the leading dimension.
+  Types types = types_of(init);
+  for (const auto& t : types_of(xs)) {
+    if (!t) {
+      types.push_back(t);
+      continue;
+    }
+    std::vector<PartitionSpec::Entry> rest;
+    for (int d = 1; d < t->spec().size(); ++d) rest.push_back(t->spec()[d]);
+    types.emplace_back(NamedSharding(t->mesh(), PartitionSpec(rest), t->unreduced()));
+  }
   Region r;
   for (int attempt = 0;; ++attempt) {
-    r = trace_region("scan_body", avals, vary, body);
+    r = trace_region("scan_body", avals, vary, body, types);
     if (attempt == kMaxWidening || !widen_carries(r, 0, init, vary)) break;
   }
   out_proto = r.proto;
@@ -209,9 +234,11 @@ std::vector<Array> fori_call(int64_t lower, int64_t upper, const std::vector<Arr
   for (const ir::Aval& a : avals_of(init)) avals.push_back(a);
   std::vector<Vary> vary{Vary{}};
   for (const Vary& v : varies(init)) vary.push_back(v);
+  Types types{std::nullopt};
+  for (const auto& t : types_of(init)) types.push_back(t);
   Region r;
   for (int attempt = 0;; ++attempt) {
-    r = trace_region("fori_body", avals, vary, body);
+    r = trace_region("fori_body", avals, vary, body, types);
     if (attempt == kMaxWidening || !widen_carries(r, 1, init, vary)) break;
   }
   out_proto = r.proto;
@@ -230,14 +257,17 @@ std::vector<Array> while_call(const std::vector<Array>& init_in, const RegionFn&
   std::vector<Vary> vary = varies(init);
   Region body, cond;
   for (int attempt = 0;; ++attempt) {
-    body = trace_region("while_body", avals, vary, body_fn);
-    cond = trace_region("while_cond", avals, vary,
-                        [&](const std::vector<Array>& t, std::shared_ptr<void>& p) {
-                          std::vector<Array> r = cond_fn(t, p);
-                          check(r.size() == 1, kApi, "cond must return one Array");
-                          check_bool_scalar(kApi, "cond's result", r[0]);
-                          return r;
-                        });
+    const Types types = types_of(init);
+    body = trace_region("while_body", avals, vary, body_fn, types);
+    cond = trace_region(
+        "while_cond", avals, vary,
+        [&](const std::vector<Array>& t, std::shared_ptr<void>& p) {
+          std::vector<Array> r = cond_fn(t, p);
+          check(r.size() == 1, kApi, "cond must return one Array");
+          check_bool_scalar(kApi, "cond's result", r[0]);
+          return r;
+        },
+        types);
     if (attempt == kMaxWidening) break;
     bool changed = widen_carries(body, 0, init, vary);
     // A predicate varying over axes gives those devices their own trip counts, so every carry
@@ -276,8 +306,9 @@ std::vector<Array> cond_call(const Array& pred, const std::vector<Array>& operan
   check_bool_scalar(kApi, "the predicate", pred);
   std::vector<ir::Aval> avals = avals_of(operands_in);
   std::vector<Vary> vary = varies(operands_in);
-  Region t = trace_region("cond_true", avals, vary, true_fn);
-  Region f = trace_region("cond_false", avals, vary, false_fn);
+  const Types types = types_of(operands_in);
+  Region t = trace_region("cond_true", avals, vary, true_fn, types);
+  Region f = trace_region("cond_false", avals, vary, false_fn, types);
   const char* path = "devices may take different branches";
   check_collectives_agree(kApi, vary_of(pred), path, *t.program, "the true branch");
   check_collectives_agree(kApi, vary_of(pred), path, *f.program, "the false branch");

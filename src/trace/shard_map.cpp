@@ -72,6 +72,10 @@ std::vector<Array> ShardMapState::call(const std::vector<Array>& leaves,
   std::vector<Array> outs;
   {
     TraceScope scope(body);
+    // Inside the body every mesh axis is Manual (current_mesh says so, as JAX's abstract mesh
+    // does): values are per-device blocks with no global type.
+    MeshContext manual(mesh_.with_axis_types(
+        std::vector<AxisType>(mesh_.axis_names().size(), AxisType::Manual)));
     std::vector<Array> tracers;
     for (size_t i = 0; i < leaves.size(); ++i) {
       NamedSharding s(mesh_, leaf_specs[i]);

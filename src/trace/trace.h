@@ -141,6 +141,13 @@ class ExplicitLenientScope {
 };
 bool explicit_lenient();
 
+// out_sharding= (explicit sharding): computes `make` (one op, or a few) allowing ambiguous
+// types, then gives its result the type `out` on the typed operands' mesh (else the current
+// mesh): under jit the result value is typed so (the partitioner places it there), eagerly it
+// is moved there. Errors name `api`.
+Array with_out_sharding(const char* api, const std::vector<Array>& operands,
+                        const OutSharding& out, const std::function<Array()>& make);
+
 // Named scopes label recorded instructions ("block0/attn") for messages.
 std::string current_scope();
 void push_scope(std::string name);
