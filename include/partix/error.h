@@ -32,6 +32,13 @@ class Cancelled : public Error {
   using Error::Error;
 };
 
+// Where in the user's program the op being traced or run was written, as "file:line". Errors
+// about the user's program (explicit sharding) cite it. Front ends install a provider: the
+// Python module reports the innermost frame outside the partix package. None is installed for
+// C++ programs, whose errors cite the named scope (partix::named_scope) instead.
+using LocationProvider = std::string (*)();
+void set_location_provider(LocationProvider provider);
+
 namespace detail {
 // While alive, programs started from this thread check *flag between instructions (and loop
 // iterations) and stop with Cancelled once it is set; their collectives wake their peers.

@@ -269,6 +269,11 @@ std::vector<Array> explicit_axes(const ArraysFn& fn, const std::vector<Array>& a
 Array explicit_axes(const std::function<Array(const Array&)>& fn, const Array& x,
                     PartitionSpec in_sharding, std::vector<std::string> axes = {});
 
+// The out_sharding= of a composite op (a front end's op built from others): make() computes it
+// with ambiguous types allowed, and its result then has the type `out` (see OutSharding).
+Array with_out_sharding(std::string_view api, const std::vector<Array>& operands,
+                        const OutSharding& out, const std::function<Array()>& make);
+
 // ---- shard_map: explicit per-device programming ----
 
 namespace detail {

@@ -12,6 +12,10 @@ from partix._src.core import _init_from_environment as _init_env
 _init_env()
 
 from partix import _core  # noqa: E402
+
+# Errors about the user's program (explicit sharding) cite the innermost frame outside this
+# package.
+_core.set_location_skip(__import__("os").path.dirname(__import__("os").path.abspath(__file__)))
 from partix._src import array_methods as _array_methods  # noqa: E402,F401
 from partix._src.api import (ShapeDtypeStruct, block_until_ready, checkpoint,  # noqa: E402,F401
                              device_put, eval_shape, grad, jit,

@@ -3,4 +3,4 @@ from partix._src.sharding import (AbstractMesh, AxisType, Device, Mesh, NamedSha
                                   PartitionSpec, Sharding, SingleDeviceSharding,
                                   get_abstract_mesh, set_mesh, use_mesh)
 from partix._src.sharding import PartitionSpec as P  # noqa: F401
-from partix._src.api import reshard  # noqa: F401,E402
+from partix._src.api import auto_axes, explicit_axes, reshard  # noqa: F401,E402

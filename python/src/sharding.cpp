@@ -4,6 +4,44 @@
 
 namespace partix::python {
 
+namespace {
+
+// The partix package's folder: frames there are partix's own, not the user's.
+std::string& location_skip() {
+  static std::string dir;
+  return dir;
+}
+
+// The innermost Python frame outside the partix package, as "file:line": where the user wrote
+// the op an error is about. Called on the thread that runs the op (which may have released the
+// GIL); frames exist only on threads that run Python.
+std::string python_location() {
+  if (!Py_IsInitialized()) return {};
+  PyGILState_STATE g = PyGILState_Ensure();
+  std::string out;
+  PyFrameObject* f = PyEval_GetFrame();
+  Py_XINCREF(f);
+  while (f && out.empty()) {
+    PyCodeObject* code = PyFrame_GetCode(f);
+    PyObject* name = PyObject_GetAttrString(reinterpret_cast<PyObject*>(code), "co_filename");
+    const char* file = name ? PyUnicode_AsUTF8(name) : nullptr;
+    if (file && (location_skip().empty() || std::string_view(file).rfind(location_skip(), 0) != 0)) {
+      out = std::string(file) + ":" + std::to_string(PyFrame_GetLineNumber(f));
+    }
+    Py_XDECREF(name);
+    Py_DECREF(code);
+    PyFrameObject* back = PyFrame_GetBack(f);
+    Py_DECREF(f);
+    f = back;
+  }
+  Py_XDECREF(f);
+  if (PyErr_Occurred()) PyErr_Clear();
+  PyGILState_Release(g);
+  return out;
+}
+
+}  // namespace
+
 void bind_sharding(nb::module_& m) {
   nb::class_<Device>(m, "Device")
       .def_ro("id", &Device::id)
@@ -80,6 +118,39 @@ void bind_sharding(nb::module_& m) {
   m.def("reshard_spec", [](const Array& x, const PartitionSpec& s) {
     nb::gil_scoped_release release;
     return reshard(x, s);
+  });
+  // out_sharding= of an op Python composes: fn() computes it (returning the core array); its
+  // result then has the type out_sharding says (explicit sharding).
+  m.def("out_sharding_call", [](const std::string& api, const std::vector<Array>& operands,
+                                const PartitionSpec& spec, std::vector<std::string> unreduced,
+                                const nb::callable& fn) {
+    OutSharding out{spec, std::set<std::string>(unreduced.begin(), unreduced.end())};
+    nb::gil_scoped_release release;
+    return with_out_sharding(api, operands, out, [&] {
+      nb::gil_scoped_acquire gil;
+      return nb::cast<Array>(fn());
+    });
+  });
+  auto call_leaves = [](const nb::callable& fn, const std::vector<Array>& a) {
+    nb::gil_scoped_acquire gil;
+    return nb::cast<std::vector<Array>>(fn(a));
+  };
+  m.def("auto_axes", [call_leaves](const nb::callable& fn, const std::vector<Array>& args,
+                                   std::vector<PartitionSpec> outs, std::vector<std::string> axes) {
+    nb::gil_scoped_release release;
+    return auto_axes([&](const std::vector<Array>& a) { return call_leaves(fn, a); }, args,
+                     std::move(outs), std::move(axes));
+  });
+  m.def("explicit_axes", [call_leaves](const nb::callable& fn, const std::vector<Array>& args,
+                                       std::vector<PartitionSpec> ins,
+                                       std::vector<std::string> axes) {
+    nb::gil_scoped_release release;
+    return explicit_axes([&](const std::vector<Array>& a) { return call_leaves(fn, a); }, args,
+                         std::move(ins), std::move(axes));
+  });
+  m.def("set_location_skip", [](std::string dir) {
+    location_skip() = std::move(dir);
+    set_location_provider(&python_location);
   });
 }
 

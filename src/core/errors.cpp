@@ -27,13 +27,15 @@ void internal_error(std::string_view where, const std::string& what) {
 
 }  // namespace partix::detail
 
-namespace partix::detail {
-
+namespace partix {
 namespace {
 std::atomic<LocationProvider> g_location_provider{nullptr};
 }  // namespace
 
 void set_location_provider(LocationProvider provider) { g_location_provider.store(provider); }
+}  // namespace partix
+
+namespace partix::detail {
 
 std::string user_location() {
   LocationProvider p = g_location_provider.load();

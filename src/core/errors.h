@@ -34,11 +34,8 @@ int64_t checked_size(std::string_view api, const Shape& shape, DType dtype);
 
 namespace partix::detail {
 
-// Where in the user's program the current op was written, for errors about the program
-// (explicit sharding): a front end installs a provider (the Python module reports the
-// innermost frame outside partix); empty when none is installed or it knows nothing.
-using LocationProvider = std::string (*)();
-void set_location_provider(LocationProvider provider);
+// What the installed location provider (partix::set_location_provider) says; empty when none
+// is installed or it knows nothing.
 std::string user_location();
 
 }  // namespace partix::detail

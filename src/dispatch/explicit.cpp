@@ -344,4 +344,10 @@ Array explicit_axes(const std::function<Array(const Array&)>& fn, const Array& x
                        {x}, {std::move(in_sharding)}, std::move(axes))[0];
 }
 
+Array with_out_sharding(std::string_view api, const std::vector<Array>& operands,
+                        const OutSharding& out, const std::function<Array()>& make) {
+  const std::string name(api);
+  return detail::with_out_sharding(name.c_str(), operands, out, make);
+}
+
 }  // namespace partix

@@ -11,7 +11,8 @@ from partix import _core
 from partix._src import dtypes
 from partix._src import tree_util as tu
 from partix._src.core import Array, PartixError, core, wrap
-from partix._src.sharding import NamedSharding, PartitionSpec, Device, get_mesh, to_sharding
+from partix._src.sharding import (NamedSharding, PartitionSpec, Device, get_mesh, to_sharding,
+                                  use_mesh)
 
 
 class ShapeDtypeStruct:
@@ -729,6 +730,29 @@ def make_array_from_process_local_data(sharding, local_data, global_shape=None):
       s._s, core(local_data), list(global_shape) if global_shape is not None else None))
 
 
+def _with_out_sharding(api, operands, out_sharding, make):
+  """An op's result with the type out_sharding says (JAX's out_sharding=): make() computes the
+  op with ambiguous explicit-sharding types allowed (a contraction split in both operands), and
+  the result is then typed so: under jit the partitioner places it there (reducing partial sums
+  as needed), eagerly it moves there. A NamedSharding's mesh becomes the current one for it."""
+  if isinstance(out_sharding, NamedSharding):
+    spec, mesh = out_sharding.spec, out_sharding.mesh
+  elif isinstance(out_sharding, PartitionSpec):
+    spec, mesh = out_sharding, None
+  else:
+    raise PartixError(f"[{api}] out_sharding must be a NamedSharding or PartitionSpec, got "
+                      f"{out_sharding!r:.60}")
+  unreduced = sorted(getattr(spec, "unreduced", ()) or ())
+  ops = [core(o, api=api) for o in operands]
+
+  def call():
+    return Array(_core.out_sharding_call(api, ops, spec._core(), unreduced, lambda: make()._a))
+  if mesh is None:
+    return call()
+  with use_mesh(mesh):
+    return call()
+
+
 def _constrain(x, sharding, api):
   """x with sharding (a NamedSharding, or a PartitionSpec on the current mesh): a constraint
   inside a trace, a device_put outside (as with_sharding_constraint)."""
@@ -794,6 +818,94 @@ def reshard(xs, out_shardings):
     else:
       raise PartixError(f"[reshard] {s!r} is not a NamedSharding or PartitionSpec")
   return tu.tree_unflatten(treedef, out)
+
+
+def _axes_list(axes, api):
+  if axes is None:
+    return []
+  if isinstance(axes, str):
+    return [axes]
+  if isinstance(axes, (tuple, list)) and all(isinstance(a, str) for a in axes):
+    return list(axes)
+  raise PartixError(f"[{api}] axes={axes!r} is not a mesh axis name or a tuple of names")
+
+
+def _spec_of(s, api, what):
+  if isinstance(s, NamedSharding):
+    return s.spec
+  if isinstance(s, PartitionSpec):
+    return s
+  raise PartixError(f"[{api}] {what} must be a PartitionSpec or NamedSharding, got {s!r:.60}")
+
+
+def _specs(shardings, n, api, what):
+  """One spec for every array, or one each (a list or tuple with an entry per array)."""
+  if shardings is None:
+    raise PartixError(f"[{api}] needs {what}= (how its results are to be sharded)"
+                      if what.startswith("out") else f"[{api}] needs {what}=")
+  if isinstance(shardings, (PartitionSpec, NamedSharding)):
+    return [_spec_of(shardings, api, what)._core()]
+  if isinstance(shardings, (list, tuple)) and len(shardings) == n:
+    return [_spec_of(s, api, what)._core() for s in shardings]
+  raise PartixError(f"[{api}] {what} needs one PartitionSpec for all {n} arrays or one each, "
+                    f"got {shardings!r:.80}")
+
+
+def auto_axes(fun=None, *, axes=None, out_sharding=None):
+  """jax.sharding.auto_axes: fun runs with `axes` (default: every Explicit axis) Auto, so its
+  arguments' types forget them and the partitioner decides inside; its results are then
+  resharded to out_sharding (given here or at the call, one for all results or one each)."""
+  if fun is None:
+    return lambda f: auto_axes(f, axes=axes, out_sharding=out_sharding)
+  ax = _axes_list(axes, "auto_axes")
+
+  @functools.wraps(fun)
+  def wrapped(*args, out_sharding=out_sharding, out_shardings=None, **kwargs):
+    outs = out_sharding if out_sharding is not None else out_shardings
+    leaves, treedef = tu.tree_flatten(args)
+    box = {}
+
+    def body(cs):
+      r = fun(*tu.tree_unflatten(treedef, [Array(c) for c in cs]), **kwargs)
+      rl, box["tree"] = tu.tree_flatten(r)
+      box["specs"] = _specs(outs, len(rl), "auto_axes", "out_sharding")
+      return [core(x, api="auto_axes") for x in rl]
+    # The specs are known once the result's leaves are: a single spec serves them all.
+    single = outs is None or isinstance(outs, (PartitionSpec, NamedSharding))
+    specs = _specs(outs, 1, "auto_axes", "out_sharding") if single else \
+        [_spec_of(s, "auto_axes", "out_sharding")._core() for s in outs]
+    res = _core.auto_axes(body, [core(x, api="auto_axes") for x in leaves], specs, ax)
+    return tu.tree_unflatten(box["tree"], [Array(c) for c in res])
+  return wrapped
+
+
+def explicit_axes(fun=None, *, axes=None, in_sharding=None):
+  """jax.sharding.explicit_axes: fun runs with `axes` (default: every Auto axis) Explicit: its
+  arguments enter resharded to in_sharding (given here or at the call, one for all arguments or
+  one each) and typed; its results leave with those axes Auto again."""
+  if fun is None:
+    return lambda f: explicit_axes(f, axes=axes, in_sharding=in_sharding)
+  ax = _axes_list(axes, "explicit_axes")
+
+  @functools.wraps(fun)
+  def wrapped(*args, in_sharding=in_sharding, in_shardings=None, **kwargs):
+    ins = in_sharding if in_sharding is not None else in_shardings
+    leaves, treedef = tu.tree_flatten(args)
+    if isinstance(ins, (list, tuple)) and len(ins) == len(args) and len(args) != len(leaves):
+      per = []
+      for a, s in zip(args, ins):
+        per += [s] * len(tu.tree_leaves(a))
+      ins = per
+    specs = _specs(ins, len(leaves), "explicit_axes", "in_sharding")
+    box = {}
+
+    def body(cs):
+      r = fun(*tu.tree_unflatten(treedef, [Array(c) for c in cs]), **kwargs)
+      rl, box["tree"] = tu.tree_flatten(r)
+      return [core(x, api="explicit_axes") for x in rl]
+    res = _core.explicit_axes(body, [core(x, api="explicit_axes") for x in leaves], specs, ax)
+    return tu.tree_unflatten(box["tree"], [Array(c) for c in res])
+  return wrapped
 
 
 def with_sharding_constraint(x, shardings):

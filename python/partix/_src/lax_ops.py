@@ -100,13 +100,15 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
   a, b = asarray(lhs), asarray(rhs)
   from partix._src.core import promote_pair
   x, y = promote_pair(a, b, "dot_general")
-  out = Array(_core.dot_general(x, y, list(lc), list(rc), list(lb), list(rb),
-                                dtypes.to_core(preferred_element_type)
-                                if preferred_element_type is not None else None))
-  if out_sharding is not None:
-    from partix._src.api import _constrain
-    out = _constrain(out, out_sharding, "dot_general")
-  return out
+
+  def make():
+    return Array(_core.dot_general(x, y, list(lc), list(rc), list(lb), list(rb),
+                                   dtypes.to_core(preferred_element_type)
+                                   if preferred_element_type is not None else None))
+  if out_sharding is None:
+    return make()
+  from partix._src.api import _with_out_sharding
+  return _with_out_sharding("dot_general", [Array(x), Array(y)], out_sharding, make)
 
 
 def dot(lhs, rhs, precision=None, preferred_element_type=None):

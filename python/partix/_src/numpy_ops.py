@@ -518,11 +518,10 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None, out_sharding=
     if known == 0 or a.size % known:
       raise PartixError(f"[reshape] cannot reshape {a.shape} into {tuple(shape)}")
     shape[shape.index(-1)] = a.size // known
-  out = _w(_core.reshape(a._a, shape))
-  if out_sharding is not None:
-    from partix._src.api import _constrain
-    out = _constrain(out, out_sharding, "reshape")
-  return out
+  if out_sharding is None:
+    return _w(_core.reshape(a._a, shape))
+  from partix._src.api import _with_out_sharding
+  return _with_out_sharding("reshape", [a], out_sharding, lambda: _w(_core.reshape(a._a, shape)))
 
 
 def ravel(a, order="C"):
@@ -946,13 +945,14 @@ def matmul(a, b, *, precision=None, preferred_element_type=None, out_sharding=No
   # The C++ matmul promotes itself: it decodes quantized weights and widens bf16/f16 weights
   # inside the product instead of copying them.
   x, y = _contraction_pair(a, b, "matmul")
-  out = _w(_core.matmul(x, y))
-  if preferred_element_type is not None:
-    out = astype(out, preferred_element_type)
-  if out_sharding is not None:
-    from partix._src.api import _constrain
-    out = _constrain(out, out_sharding, "matmul")
-  return out
+
+  def make():
+    out = _w(_core.matmul(x, y))
+    return out if preferred_element_type is None else astype(out, preferred_element_type)
+  if out_sharding is None:
+    return make()
+  from partix._src.api import _with_out_sharding
+  return _with_out_sharding("matmul", [_w(x), _w(y)], out_sharding, make)
 
 
 def _contraction_pair(a, b, api):
@@ -1009,19 +1009,25 @@ def einsum(subscripts, *operands, out=None, optimize=None, precision=None,
     raise PartixError(f"[einsum] {subscripts!r} has no operands")
   ops = [asarray(o, api="einsum") for o in operands]
   cs = _cat_args(ops, "einsum") if len(ops) > 1 else [ops[0]._a]
-  r = _w(_core.einsum(subscripts, cs))
-  if preferred_element_type is not None:
-    r = astype(r, preferred_element_type)
-  if out_sharding is not None:
-    from partix._src.api import _constrain
-    r = _constrain(r, out_sharding, "einsum")
-  return r
+
+  def make():
+    r = _w(_core.einsum(subscripts, cs))
+    return r if preferred_element_type is None else astype(r, preferred_element_type)
+  if out_sharding is None:
+    return make()
+  from partix._src.api import _with_out_sharding
+  return _with_out_sharding("einsum", ops, out_sharding, make)
 
 
 # ---- indexing ----
 
 def take(a, indices, axis=None, mode=None, unique_indices=False, indices_are_sorted=False,
-         fill_value=None):
+         fill_value=None, *, out_sharding=None):
+  if out_sharding is not None:
+    from partix._src.api import _with_out_sharding
+    a, indices = asarray(a, api="take"), asarray(indices, api="take")
+    return _with_out_sharding("take", [a, indices], out_sharding, lambda: take(
+        a, indices, axis, mode, unique_indices, indices_are_sorted, fill_value))
   a = asarray(a, api="take")
   if axis is None:
     a, axis = ravel(a), 0

@@ -1,6 +1,7 @@
 """Device, Mesh, PartitionSpec, NamedSharding, AxisType and the current-mesh context, with
 JAX's names and behaviour, over partix._core."""
 import contextlib
+import functools
 import enum
 import math
 
@@ -58,16 +59,34 @@ class PartitionSpec(tuple):
   (major to minor). As jax.sharding.PartitionSpec (a tuple)."""
   UNCONSTRAINED = "unconstrained"
 
-  def __new__(cls, *entries):
+  def __new__(cls, *entries, unreduced=None):
     for e in entries:
       if not (e is None or isinstance(e, str) or (
           isinstance(e, (tuple, list)) and all(isinstance(n, str) for n in e))):
         raise PartixError(f"[PartitionSpec] entry {e!r} is not None, a mesh axis name or a "
                           "tuple of names")
-    return super().__new__(cls, tuple(tuple(e) if isinstance(e, list) else e for e in entries))
+    if isinstance(unreduced, str):
+      unreduced = {unreduced}
+    if unreduced is not None and not all(isinstance(n, str) for n in unreduced):
+      raise PartixError(f"[PartitionSpec] unreduced={unreduced!r} is not a set of mesh axis names")
+    self = super().__new__(cls, tuple(tuple(e) if isinstance(e, list) else e for e in entries))
+    # Axes over which the value holds partial sums (JAX's P(..., unreduced={'x'})): only
+    # out_sharding= of ops inside jit takes them.
+    self.unreduced = frozenset(unreduced or ())
+    return self
 
   def __repr__(self):
-    return "PartitionSpec(" + ", ".join(repr(e) for e in self) + ")"
+    u = f", unreduced={set(sorted(self.unreduced))}" if self.unreduced else ""
+    return "PartitionSpec(" + ", ".join(repr(e) for e in self) + u + ")"
+
+  def __eq__(self, other):
+    return tuple.__eq__(self, other) and (
+        not isinstance(other, PartitionSpec) or self.unreduced == other.unreduced)
+
+  def __ne__(self, other):
+    return not self.__eq__(other)
+
+  __hash__ = tuple.__hash__
 
   def _entries(self):
     out = []
@@ -79,6 +98,8 @@ class PartitionSpec(tuple):
     return _core.PartitionSpec(self._entries())
 
   def __reduce__(self):
+    if self.unreduced:
+      return (functools.partial(PartitionSpec, unreduced=set(self.unreduced)), tuple(self))
     return (PartitionSpec, tuple(self))
 
 
@@ -366,6 +387,10 @@ def get_mesh():
 
 
 def get_abstract_mesh():
+  """The current mesh with its axis types: inside auto_axes / explicit_axes / shard_map the C++
+  side's (axes retyped for the region), else the one use_mesh / set_mesh set."""
+  if _core.has_current_mesh():
+    return Mesh._wrap(_core.current_mesh())
   m = get_mesh()
   if m is None:
     return AbstractMesh((), ())

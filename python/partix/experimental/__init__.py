@@ -1,2 +1,2 @@
-"""partix.experimental: shard_map and mesh_utils under their JAX names."""
-from partix.experimental import mesh_utils, shard_map  # noqa: F401
+"""partix.experimental: shard_map, mesh_utils and shard under their JAX names."""
+from partix.experimental import mesh_utils, shard, shard_map  # noqa: F401
