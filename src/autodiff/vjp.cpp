@@ -30,11 +30,22 @@ std::vector<Array> evaluate(const ir::Program& p, const std::vector<Array>& args
     for (int v : in.inputs) ins.push_back(env[static_cast<size_t>(v)]);
     std::vector<Array> outs, residuals;
     const std::vector<bool> in_active = saved ? active_inputs(in, on) : std::vector<bool>();
+    // Explicit sharding: results whose types the trace fixed (an out_sharding=, a reshard) keep
+    // them; the op is re-applied without asking its rule again.
+    bool typed = false;
+    for (int v : in.outputs) typed = typed || p.info(v).typed;
+    std::optional<detail::ExplicitLenientScope> lenient;
+    if (typed) lenient.emplace();
     if (saved &&
         in.prim->evaluate_saving(ins, in.attrs, in.regions, &in_active, &outs, &residuals)) {
       (*saved)[&in] = std::move(residuals);
     } else {
       outs = detail::bind(*in.prim, ins, in.attrs, in.regions);
+    }
+    lenient.reset();
+    for (size_t k = 0; k < outs.size() && k < in.outputs.size(); ++k) {
+      const ir::ValueInfo& info = p.info(in.outputs[k]);
+      if (info.typed && info.sharding) outs[k] = detail::give_type(outs[k], *info.sharding);
     }
     for (size_t k = 0; k < outs.size(); ++k) env[static_cast<size_t>(in.outputs[k])] = outs[k];
   }
@@ -139,13 +150,21 @@ std::vector<Array> backward(const ir::Program& p, const std::vector<Array>& env,
       detail::ExplicitLenientScope lenient;
       gs = in.prim->vjp(args);
     }
+    // Contributions to one value may come typed differently (an intermediate's cotangent is
+    // typed only as far as its VJP's ops are): summing them is not a typing question.
+    detail::ExplicitLenientScope lenient;
     for (size_t i = 0; i < in.inputs.size() && i < gs.size(); ++i) {
-      if (!in_active[i] || !gs[i].valid()) continue;
-      accumulate(ct, in.inputs[i], typed_like(gs[i], primals[i]), p, in.prim->name());
+      if (in_active[i]) accumulate(ct, in.inputs[i], gs[i], p, in.prim->name());
     }
   }
+  // The function's own arguments get cotangents typed like them (explicit sharding); an
+  // intermediate's need not be (a replicated broadcast's cotangent stays split over the batch
+  // instead of being gathered to match it).
   std::vector<Array> out;
-  for (int v : p.params) out.push_back(ct[static_cast<size_t>(v)]);
+  for (size_t i = 0; i < p.params.size(); ++i) {
+    const Array& g = ct[static_cast<size_t>(p.params[i])];
+    out.push_back(g.valid() && i < env.size() ? typed_like(g, env[static_cast<size_t>(p.params[i])]) : g);
+  }
   return out;
 }
 

@@ -151,6 +151,10 @@ Array reshard(const Array& x, const PartitionSpec& spec) {
 
 namespace detail {
 
+namespace {
+bool fresh_result(const Array& r);
+}  // namespace
+
 Array with_out_sharding(const char* api, const std::vector<Array>& operands,
                         const OutSharding& out, const std::function<Array()>& make) {
   // The mesh: the typed operands' (explicit sharding), else the current one.
@@ -176,35 +180,55 @@ Array with_out_sharding(const char* api, const std::vector<Array>& operands,
     ExplicitLenientScope lenient;
     r = make();
   }
-  check(s->spec().size() <= r.ndim(), api, "out_sharding {} has {} entries but the result {}{} has rank {}",
-        s->spec().to_string(), s->spec().size(), dtype_name(r.dtype()), shape_to_string(r.shape()),
-        r.ndim());
+  check(s->spec().size() <= r.ndim(), api,
+        "out_sharding {} has {} entries but the result {}{} has rank {}", s->spec().to_string(),
+        s->spec().size(), dtype_name(r.dtype()), shape_to_string(r.shape()), r.ndim());
   check_block_sharding(api, r.dtype(), r.shape(), *s);
-  if (r.is_tracer() && is_tracing()) {
-    TraceState* t = trace_of(r, api);
-    ir::Program& prog = t->program();
-    const int v = r.impl()->tracer->value;
+  if (!s->unreduced().empty()) {
+    check(r.is_tracer() && is_tracing(), api,
+          "an Array cannot be unreduced outside jit; got out_sharding with unreduced {}",
+          fmt::join(s->unreduced(), ","));
+    check(fresh_result(r) && explicit_type(*s), api,
+          "out_sharding asks for unreduced {}, which only an op's own result on a mesh with "
+          "Explicit axes can be",
+          fmt::join(s->unreduced(), ","));
+  }
+  return give_type(r, *s);
+}
+
+namespace {
+bool fresh_result(const Array& r) {
+  if (!r.is_tracer() || !is_tracing()) return false;
+  TraceState* t = trace_of(r, "out_sharding");
+  if (t != current_trace()) return false;
+  const ir::Program& prog = t->program();
+  const int v = r.impl()->tracer->value;
+  if (prog.instrs.empty()) return false;
+  for (int o : prog.instrs.back().outputs) {
+    if (o == v) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Array give_type(const Array& x, const NamedSharding& type) {
+  const auto& have = x.impl()->sharding;
+  if (have && *have == type) return x;
+  if (x.is_tracer() && is_tracing()) {
     // The op's own result takes the type: the partitioner then computes it in that sharding
-    // (a reduce-scatter or all-reduce of partial sums, or none). A result that is not fresh
+    // (a reduce-scatter or all-reduce of partial sums, or nothing). A value that is not fresh
     // (an op that returned its operand) is constrained instead.
-    bool fresh = false;
-    if (!prog.instrs.empty()) {
-      for (int o : prog.instrs.back().outputs) fresh = fresh || o == v;
-    }
-    if (fresh && t == current_trace() && explicit_type(*s)) {
-      prog.info(v).sharding = *s;
-      prog.info(v).typed = explicit_type(*s).has_value();
+    if (fresh_result(x) && explicit_type(type)) {
+      TraceState* t = current_trace();
+      const int v = x.impl()->tracer->value;
+      t->program().info(v).sharding = type;
+      t->program().info(v).typed = true;
       return t->tracer(v);
     }
-    check(s->unreduced().empty(), api,
-          "out_sharding asks for unreduced {}, but the result is not the op's own",
-          fmt::join(s->unreduced(), ","));
-    return reshard(r, *s);
+    return reshard(x, NamedSharding(type.mesh(), type.spec()));
   }
-  check(s->unreduced().empty(), api,
-        "an Array cannot be unreduced outside jit; got out_sharding with unreduced {}",
-        fmt::join(s->unreduced(), ","));
-  return device_put(r, *s);
+  return device_put(x, NamedSharding(type.mesh(), type.spec()));
 }
 
 }  // namespace detail

@@ -78,7 +78,17 @@ Array cross_entropy(const Array& logits, const Array& labels) {
   detail::check(is_integral(labels.dtype()), "cross_entropy", "labels must be integers, got {}{}",
                 dtype_name(labels.dtype()), shape_to_string(labels.shape()));
   Array lp = log_softmax(upcast(logits), -1);
-  Array picked = take_along_axis(lp, expand_dims(labels, -1), -1);
+  Array idx = expand_dims(labels, -1);
+  Array picked;
+  if (lp.impl()->sharding && detail::explicit_type(lp.impl()->sharding)) {
+    // Explicit sharding: a gather along a split vocabulary has no unique result sharding; the
+    // picked log-probabilities are split as the labels are.
+    const std::optional<NamedSharding> lt = detail::explicit_type(idx.impl()->sharding);
+    picked = detail::with_out_sharding("cross_entropy", {lp, idx}, OutSharding{lt ? lt->spec() : P()},
+                                       [&] { return take_along_axis(lp, idx, -1); });
+  } else {
+    picked = take_along_axis(lp, idx, -1);
+  }
   return -squeeze(picked, {-1});
 }
 

@@ -86,6 +86,12 @@ class ShardingConstraint final : public Identity {
   }
   std::vector<Array> vjp(const VjpArgs& a) const override {
     if (!a.cotangents[0].valid()) return {Array()};
+    // Explicit sharding: a reshard's cotangent goes back to the operand's type (as JAX
+    // transposes reshard), so an FSDP weight gathered for use gets its gradient reduce-scattered
+    // to its own split instead of all-reduced to the gathered layout.
+    if (auto t = detail::explicit_type(a.primals[0].impl()->sharding)) {
+      return {detail::give_type(a.cotangents[0], *t)};
+    }
     return {detail::bind1(*this, {a.cotangents[0]}, a.attrs)};
   }
 };

@@ -102,9 +102,21 @@ void propagate_flat(ir::Program& g, const Mesh& mesh, const std::vector<NamedSha
     }
     return out;
   };
+  // A broadcast's result is a view its users read in place: its type is kept for the user,
+  // but its layout is left to them (split as they are, it costs nothing), as in Auto mode.
+  std::vector<bool> broadcast(n, false);
+  for (const ir::Instr& instr : g.instrs) {
+    if (!instr.prim->is_broadcast()) continue;
+    for (int o : instr.outputs) broadcast[static_cast<size_t>(o)] = true;
+  }
   for (size_t v = 0; v < n; ++v) {
     const ir::ValueInfo& info = g.values[v];
-    if (!info.typed || !info.sharding) continue;
+    if (!info.typed || !info.sharding || broadcast[v]) continue;
+    // A value typed replicated (made from replicated values: a mask drawn from a replicated
+    // key, a broadcast bias) is laid out as its users are, as in Auto mode: computing it split
+    // where they are split moves nothing, and its type says only that no Explicit axis splits
+    // it in the program's meaning.
+    if (info.sharding->spec().axes().empty() && info.sharding->unreduced().empty()) continue;
     NamedSharding s(mesh, info.sharding->spec(), info.sharding->unreduced());
     bool any_auto = false;
     for (AxisType t : info.sharding->mesh().axis_types()) any_auto = any_auto || t == AxisType::Auto;

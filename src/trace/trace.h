@@ -141,6 +141,11 @@ class ExplicitLenientScope {
 };
 bool explicit_lenient();
 
+// `x`, a result just computed, with the type `type`: a traced op's own fresh result is typed
+// in place (the partitioner computes it so), another traced value is constrained, a concrete
+// array is moved there. Returns x itself when it already has that type.
+Array give_type(const Array& x, const NamedSharding& type);
+
 // out_sharding= (explicit sharding): computes `make` (one op, or a few) allowing ambiguous
 // types, then gives its result the type `out` on the typed operands' mesh (else the current
 // mesh): under jit the result value is typed so (the partitioner places it there), eagerly it

@@ -153,6 +153,11 @@ struct TrainOptions {
   // Keep the parameters (and optimizer state) stacked over layers and scan one traced block
   // over them (ForwardOptions); false: per-layer parameters, blocks unrolled.
   bool scan_layers = true;
+  // Explicit sharding (DESIGN §7.4): the mesh's axes are Explicit, so every activation's
+  // sharding is part of its type, computed per op while tracing; the contractions whose
+  // sharding is ambiguous (tensor-parallel output projections) state theirs with out_sharding.
+  // Same losses and collectives as the Auto mesh.
+  bool explicit_sharding = false;
   uint64_t seed = 0;
   std::vector<std::string> corpus = io::default_corpus_paths();
   Params initial{};  // start from these parameters if set

@@ -173,6 +173,53 @@ Array constrain(const Array& x, const nn::LogicalAxes& axes, const ForwardOption
   return nn::logical_constraint(x, axes, *o.rules, *o.mesh);
 }
 
+// Explicit sharding: a mesh with Explicit axes types every activation while tracing.
+bool explicit_mode(const ForwardOptions& o) {
+  if (!o.mesh || !o.rules) return false;
+  for (AxisType t : o.mesh->axis_types()) {
+    if (t == AxisType::Explicit) return true;
+  }
+  return false;
+}
+
+// x @ w for the output projections, whose contraction is split over 'model' in both operands
+// under tensor parallelism: in Explicit mode that is ambiguous, and the result is stated to be
+// sharded as the activations are (the partial sums reduced over 'model').
+Array project(const Array& x, const Array& w, const ForwardOptions& o) {
+  if (!explicit_mode(o)) return matmul(x, w);
+  return matmul(x, w, OutSharding{nn::logical_to_spec({"batch", "", "act"}, *o.rules, *o.mesh)});
+}
+
+// Explicit mode with FSDP: a parameter stored split over 'data' is used whole along it, as
+// FSDP gathers it for use (a split weight would put 'data' on two dimensions of its product
+// with the batch-split activations). Each block reshards its own parameters, so one layer's
+// are gathered at a time.
+Array for_use(const Array& w, const ForwardOptions& o) {
+  if (!explicit_mode(o)) return w;
+  const PartitionSpec spec = type_of(w).spec();
+  std::vector<PartitionSpec::Entry> entries;
+  bool split = false;
+  for (const PartitionSpec::Entry& e : spec.entries()) {
+    PartitionSpec::Entry kept;
+    for (const std::string& a : e) {
+      if (a == "data") {
+        split = true;
+      } else {
+        kept.push_back(a);
+      }
+    }
+    entries.push_back(kept);
+  }
+  return split ? reshard(w, NamedSharding(*o.mesh, PartitionSpec(entries))) : w;
+}
+
+Params for_use(const Params& ps, const ForwardOptions& o) {
+  if (!explicit_mode(o)) return ps;
+  Params out;
+  for (const auto& [name, w] : ps) out.emplace(name, for_use(w, o));
+  return out;
+}
+
 Array attention(const Params& p, const std::string& l, const Array& x, const Config& c,
                 const ForwardOptions& o, int64_t salt) {
   NamedScope scope("attn");
@@ -189,13 +236,13 @@ Array attention(const Params& p, const std::string& l, const Array& x, const Con
   scores = where(causal_mask(T, T), scores, -1e9);
   Array att = dropout(softmax(scores, -1), c.dropout, o.dropout_key, salt);
   Array y = reshape(einsum("bhts,bshd->bthd", {att, v}), {B, T, C});
-  return matmul(y, p.at(l + "attn.c_proj.weight")) + p.at(l + "attn.c_proj.bias");
+  return project(y, p.at(l + "attn.c_proj.weight"), o) + p.at(l + "attn.c_proj.bias");
 }
 
-Array mlp(const Params& p, const std::string& l, const Array& x) {
+Array mlp(const Params& p, const std::string& l, const Array& x, const ForwardOptions& o) {
   NamedScope scope("mlp");
   Array h = gelu(matmul(x, p.at(l + "mlp.c_fc.weight")) + p.at(l + "mlp.c_fc.bias"), true);
-  return matmul(h, p.at(l + "mlp.c_proj.weight")) + p.at(l + "mlp.c_proj.bias");
+  return project(h, p.at(l + "mlp.c_proj.weight"), o) + p.at(l + "mlp.c_proj.bias");
 }
 
 }  // namespace
@@ -208,14 +255,20 @@ Array forward(const Params& p, const Array& ids, const Config& c, const ForwardO
   const int64_t T = ids.shape()[1];
   detail::check(T <= c.n_positions, "gpt2.forward", "sequence length {} exceeds n_positions {}", T,
                 c.n_positions);
-  Array pos = slice_axis(p.at("transformer.wpe.weight"), 0, 0, T);
-  Array x = take(p.at("transformer.wte.weight"), ids, 0) + pos;
+  Array pos = slice_axis(for_use(p.at("transformer.wpe.weight"), o), 0, 0, T);
+  // The embedding lookup: a gather from a table split over the vocabulary, whose result
+  // sharding Explicit mode needs stated.
+  const Array wte = for_use(p.at("transformer.wte.weight"), o);
+  Array x = (explicit_mode(o) ? take(wte, ids, 0, OutSharding{nn::logical_to_spec({"batch", "", "act"}, *o.rules, *o.mesh)})
+                              : take(wte, ids, 0)) +
+            pos;
   x = dropout(x, c.dropout, o.dropout_key, 1);
   x = constrain(x, {"batch", "", "act"}, o);
   // One block; `key` holds the dropout key when there is one (an argument, so that a
   // rematerialised block recomputes the same masks).
   auto make_block = [&c, &o](const std::string& l, int64_t i) {
-    return [&c, &o, l, i](const Array& x_in, const Params& lp, const std::vector<Array>& key) {
+    return [&c, &o, l, i](const Array& x_in, const Params& lp_in, const std::vector<Array>& key) {
+      const Params lp = for_use(lp_in, o);
       ForwardOptions oi = o;
       oi.dropout_key = key.empty() ? std::nullopt : std::optional<Array>(key[0]);
       Array h = x_in;
@@ -227,7 +280,8 @@ Array forward(const Params& p, const Array& ids, const Config& c, const ForwardO
       h = constrain(h, {"batch", "", "act"}, oi);
       Array m = mlp(
           lp, l,
-          layer_norm(h, lp.at(l + "ln_2.weight"), lp.at(l + "ln_2.bias"), c.layer_norm_epsilon));
+          layer_norm(h, lp.at(l + "ln_2.weight"), lp.at(l + "ln_2.bias"), c.layer_norm_epsilon),
+          oi);
       h = h + dropout(m, c.dropout, oi.dropout_key, 102 + 3 * i);
       return constrain(h, {"batch", "", "act"}, oi);
     };
@@ -269,10 +323,10 @@ Array forward(const Params& p, const Array& ids, const Config& c, const ForwardO
       x = o.remat ? checkpoint(block)(x, lp, key) : block(x, lp, key);
     }
   }
-  x = layer_norm(x, p.at("transformer.ln_f.weight"), p.at("transformer.ln_f.bias"),
+  x = layer_norm(x, for_use(p.at("transformer.ln_f.weight"), o), for_use(p.at("transformer.ln_f.bias"), o),
                  c.layer_norm_epsilon);
   // Tied embeddings: logits = x @ wte^T (split over the vocab under tensor parallelism).
-  return einsum("btc,vc->btv", {x, p.at("transformer.wte.weight")});
+  return einsum("btc,vc->btv", {x, wte});
 }
 
 Array loss(const Params& p, const Array& ids, const Array& targets, const Config& c,

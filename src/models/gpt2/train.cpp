@@ -75,7 +75,9 @@ Lowered lower_train_step(const TrainOptions& o, const Mesh& mesh) {
 
 Trainer::Trainer(TrainOptions o)
     : o_(std::move(o)),
-      mesh_(make_mesh({o_.data, o_.model_parallel}, {"data", "model"})),
+      mesh_(make_mesh({o_.data, o_.model_parallel}, {"data", "model"},
+                      std::vector<AxisType>(2, o_.explicit_sharding ? AxisType::Explicit
+                                                                    : AxisType::Auto))),
       rules_(sharding_rules(o_.fsdp)) {
   detail::check(o_.batch % o_.data == 0, "train", "the batch {} does not split over {} data devices",
                 o_.batch, o_.data);
