@@ -7,7 +7,9 @@
 # tensor's largest value: Adam's update, m / sqrt(v), turns reduction-order differences of
 # near-zero gradients into differences up to the learning rate), and `--trace` holds every
 # process's devices.
-# Usage: cli_equal.sh PARTIX_BINARY WORK_DIR [train|generate|generate_quantized|save_trace]...
+# train_explicit: the same 2-process run with --explicit-sharding against the 1-process Auto one.
+# Usage: cli_equal.sh PARTIX_BINARY WORK_DIR
+#          [train|train_explicit|generate|generate_quantized|save_trace]...
 set -euo pipefail
 partix=$1
 work=$2
@@ -20,9 +22,11 @@ export PARTIX_COLLECTIVE_TIMEOUT_S=${PARTIX_COLLECTIVE_TIMEOUT_S:-120}
 mpi=(mpirun -np 2 --oversubscribe)
 
 for w in ${what[*]}; do
-  if [[ $w == train ]]; then
+  if [[ $w == train || $w == train_explicit ]]; then
     args=(train --model tiny --mesh 4x2 --steps 10 --batch 8 --seq 32 --quiet)
     "$partix" "${args[@]}" --metrics "$work/one.csv" >"$work/one.out"
+    # train_explicit: 2 processes with the mesh's axes Explicit against 1 process with Auto.
+    [[ $w == train_explicit ]] && args+=(--explicit-sharding)
     "${mpi[@]}" "$partix" "${args[@]}" --metrics "$work/two.csv" >"$work/two.out"
     [[ $(grep -c '^GPT-2' "$work/two.out") == 1 ]] || { echo "expected one banner:"; cat "$work/two.out"; exit 1; }
     paste -d, "$work/one.csv" "$work/two.csv" | awk -F, 'NR > 1 {
@@ -30,7 +34,7 @@ for w in ${what[*]}; do
         if (r > 1e-5) { printf "step %s: loss %s (1 process) vs %s (2 processes)\n", $1, $2, $5; bad = 1 }
         n++ }
       END { if (n != 10) { print "expected 10 steps, got " n; exit 1 } exit bad }'
-    echo "train: 10 losses equal within 1e-5 relative"
+    echo "$w: 10 losses equal within 1e-5 relative"
   elif [[ $w == save_trace ]]; then
     args=(train --model tiny --mesh 4x2 --steps 5 --batch 8 --seq 32 --quiet)
     "$partix" "${args[@]}" --save "$work/one" >/dev/null

@@ -24,7 +24,7 @@ namespace {
 struct TrainArgs {
   std::string model = "tiny";
   std::vector<int64_t> mesh = {1, 1};
-  bool fsdp = false, remat = false, scan_layers = true;
+  bool fsdp = false, remat = false, scan_layers = true, explicit_sharding = false;
   int64_t steps = 50, batch = 8, seq = 64, warmup = 10;
   double lr = 1e-3;
   uint64_t seed = 0;
@@ -96,6 +96,7 @@ void run_train(const TrainArgs& a) {
   o.fsdp = a.fsdp;
   o.remat = a.remat;
   o.scan_layers = a.scan_layers;
+  o.explicit_sharding = a.explicit_sharding;
   o.steps = a.steps;
   o.batch = a.batch;
   o.seq = a.seq;
@@ -192,6 +193,10 @@ void add_train(CLI::App& app) {
                 "Keep the layers' parameters stacked and scan one traced block over them "
                 "(compile time independent of depth; the default); --no-scan-layers unrolls "
                 "the blocks over per-layer parameters");
+  cmd->add_flag("--explicit-sharding", a->explicit_sharding,
+                "Make the mesh's axes Explicit: every activation's sharding is part of its type, "
+                "computed per op while tracing (same losses and collectives as the default Auto "
+                "axes)");
   add_int(cmd, "--steps", a->steps, 1, int64_t{1} << 40, "Training steps");
   add_int(cmd, "--batch", a->batch, 1, int64_t{1} << 20, "Global batch (sequences)");
   add_int(cmd, "--seq", a->seq, 1, int64_t{1} << 20, "Sequence length");
