@@ -195,10 +195,9 @@ class ArrayType {
 std::string_view jax_dtype_name(DType dtype);
 
 // jax.typeof: the type of a concrete, abstract or traced array. A concrete array's sharding
-// is its own; a tracer reports what is known at this point of the trace (a jit argument whose
-// sharding is fixed by in_shardings or by a committed argument, a constrained value). Types
-// computed per op at trace time (JAX's sharding rules for Explicit axes) are not part of
-// this: along Explicit axes an intermediate shows the sharding known so far.
+// is its own; a traced value's type along Explicit mesh axes is computed per op while tracing
+// (DESIGN §7.4), and otherwise shows what is known (a jit argument's fixed sharding, a
+// constrained value).
 ArrayType type_of(const Array& x);
 
 // Moves x to any sharding (any mesh, any spec). Exact.
