@@ -1,8 +1,9 @@
-// In-process collectives over device worker threads, for one execution of a program: members publish their buffers in a
-// shared rendezvous, then each member does its share of the work directly on its peers'
-// memory. all_reduce: member r reduces chunk r of every input; all_reduce_to_buffer and
-// all_gather_to_buffer compute one result that every member receives as an alias (memory is
-// still attributed to each device, as if copied).
+// In-process collectives over device worker threads, for one execution of a program: members
+// publish their buffers in a shared rendezvous; the last to arrive does the whole collective
+// in one pass over its peers' memory, split by bytes over the collective team (one thread per
+// core), then releases them. all_reduce_to_buffer and all_gather_to_buffer compute one result
+// that every member receives as an alias (memory is still attributed to each device, as if
+// copied).
 #pragma once
 
 #include <atomic>
@@ -26,18 +27,16 @@ class ThreadCommunicator final : public Communicator {
 
   void all_reduce(const void* in, void* out, int64_t count, DType dtype, ReduceKind kind,
                   const Group& group, int self) override;
-  void all_gather(const void* in, void* out, int64_t bytes, const Group& group,
-                  int self) override;
+  void all_gather(const void* in, void* out, int64_t bytes, const Group& group, int self) override;
   void reduce_scatter(const void* in, void* out, int64_t count, DType dtype, ReduceKind kind,
                       const Group& group, int self) override;
-  void all_to_all(const void* in, void* out, int64_t bytes, const Group& group,
-                  int self) override;
+  void all_to_all(const void* in, void* out, int64_t bytes, const Group& group, int self) override;
   void permute(const void* in, void* out, int64_t bytes,
                const std::vector<std::pair<int, int>>& pairs, const Group& group,
                int self) override;
   void barrier(const Group& group, int self) override;
-  detail::Buffer all_reduce_to_buffer(const void* in, int64_t count, DType dtype,
-                                      ReduceKind kind, const Group& group, int self) override;
+  detail::Buffer all_reduce_to_buffer(const void* in, int64_t count, DType dtype, ReduceKind kind,
+                                      const Group& group, int self) override;
   detail::Buffer all_gather_to_buffer(const void* in, int64_t bytes, const Group& group,
                                       int self) override;
   // Members wait `slack` longer than the collective timeout (see Rendezvous::wait_all).
@@ -52,14 +51,14 @@ class ThreadCommunicator final : public Communicator {
 
  private:
   Slot& slot(const Group& group);
-  // Phase 1: publishes this member's buffers (rank 0 also allocates a shared result of
-  // result_bytes when > 0) and waits for all members; returns the rank. Raises when the members
-  // entered different calls.
-  int arrive(Slot& s, const Call& call, const Group& group, int self, const void* in, void* out,
-             int64_t result_bytes = -1);
-  // Phase 2: waits until every member finished its share; the last one drops the shared
-  // result handle (members took their aliases before arriving).
-  void depart(Slot& s, const char* what, const Group& group, int self);
+  // Publishes this member's buffers and waits for all members; the last to arrive runs
+  // work() for all of them, then releases them. Returns the rank. Raises when the members
+  // entered different calls, or what work() raised (in every member).
+  template <class Work>
+  int meet(Slot& s, const Call& call, const Group& group, int self, const void* in, void* out,
+           Work work);
+  // Gives every member an alias of the round's shared result (s.result).
+  static void share_result(Slot& s, const Group& group);
 
   std::mutex mu_;
   std::map<Group, std::unique_ptr<Slot>> slots_;
