@@ -199,23 +199,12 @@ void reduce_into(const std::vector<void*>& dsts, const std::vector<const void*>&
   }
 }
 
-namespace {
-
-// One step of a collective's memory work, done in pieces by the collective team: copy `src`
-// to every dst, zero every dst, or reduce the srcs element by element (in rank order) into
-// every dst. Several dsts are written from one read of the sources.
-struct Move {
-  enum Kind { kCopy, kZero, kReduce } kind = kCopy;
-  std::vector<void*> dsts;
-  std::vector<const void*> srcs;
-  int64_t count = 0;  // elements (bytes for copies and zeros)
-  int64_t es = 1;     // bytes per element
-  DType dtype = DType::F32;
-  ReduceKind reduce = ReduceKind::kSum;
-};
-
 Move copy_move(const void* src, std::vector<void*> dsts, int64_t bytes) {
   return Move{Move::kCopy, std::move(dsts), {src}, bytes, 1, DType::F32, ReduceKind::kSum};
+}
+
+Move zero_move(std::vector<void*> dsts, int64_t bytes) {
+  return Move{Move::kZero, std::move(dsts), {}, bytes, 1, DType::F32, ReduceKind::kSum};
 }
 
 Move reduce_move(std::vector<const void*> srcs, std::vector<void*> dsts, int64_t count, DType dtype,
@@ -223,6 +212,8 @@ Move reduce_move(std::vector<const void*> srcs, std::vector<void*> dsts, int64_t
   return Move{Move::kReduce, std::move(dsts), std::move(srcs), count, dtype_size(dtype), dtype,
               kind};
 }
+
+namespace {
 
 // Elements [lo, hi) of a move.
 void run_part(const Move& m, int64_t lo, int64_t hi) {
@@ -250,6 +241,8 @@ void run_part(const Move& m, int64_t lo, int64_t hi) {
 
 // Below this many bytes moved in all, the waking of helpers costs more than it saves.
 constexpr int64_t kSerialBytes = int64_t{256} << 10;
+
+}  // namespace
 
 // Runs the moves, split by bytes over the collective team. Each piece covers whole 4 KiB
 // blocks of every stream (no cache line is written by two threads) and at most 512 KiB of one
@@ -287,6 +280,8 @@ void run_moves(const std::vector<Move>& moves) {
     run_part(moves[p.move], p.lo, p.hi);
   });
 }
+
+namespace {
 
 const char* at(const void* p, int64_t off) { return static_cast<const char*>(p) + off; }
 char* at(void* p, int64_t off) { return static_cast<char*>(p) + off; }
@@ -443,8 +438,7 @@ void ThreadCommunicator::permute(const void* in, void* out, int64_t bytes,
       }
     }
     if (!untargeted.empty()) {
-      moves.push_back(
-          Move{Move::kZero, std::move(untargeted), {}, bytes, 1, DType::F32, ReduceKind::kSum});
+      moves.push_back(zero_move(std::move(untargeted), bytes));
     }
     run_moves(moves);
   });

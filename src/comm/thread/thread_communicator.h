@@ -65,6 +65,27 @@ class ThreadCommunicator final : public Communicator {
   std::chrono::milliseconds slack_{0};
 };
 
+// One step of a collective's memory work: copy srcs[0] to every dst, zero every dst, or
+// reduce the srcs element by element, in rank order, into every dst (dsts may alias srcs).
+// Several dsts are written from one read of the sources.
+struct Move {
+  enum Kind { kCopy, kZero, kReduce } kind = kCopy;
+  std::vector<void*> dsts;
+  std::vector<const void*> srcs;
+  int64_t count = 0;  // elements (bytes for copies and zeros)
+  int64_t es = 1;     // bytes per element
+  DType dtype = DType::F32;
+  ReduceKind reduce = ReduceKind::kSum;
+};
+Move copy_move(const void* src, std::vector<void*> dsts, int64_t bytes);
+Move zero_move(std::vector<void*> dsts, int64_t bytes);
+Move reduce_move(std::vector<const void*> srcs, std::vector<void*> dsts, int64_t count, DType dtype,
+                 ReduceKind kind);
+
+// Runs the moves on the calling thread and the collective team, split by bytes. Each
+// element's result does not depend on the split.
+void run_moves(const std::vector<Move>& moves);
+
 // Reduces srcs[r][0..count) into every dst (dsts may alias srcs: each block is fully read
 // before it is written).
 void reduce_into(const std::vector<void*>& dsts, const std::vector<const void*>& srcs,
