@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "comm/rendezvous.h"
 #include "comm/thread/collective_team.h"
 #include "comm/thread/thread_communicator.h"
 #include "test_util.h"
@@ -343,4 +344,34 @@ TEST(LocalCollectives, DeviceFailingMidCollectiveCancelsPeers) {
     }
   }
   comm::set_collective_timeout_seconds(300);
+}
+
+// The member doing a round's work reads its peers' buffers: while it works, they neither time
+// out (however long the work takes) nor leave on an abort; afterwards they see the abort.
+TEST(LocalCollectives, PeersWaitForTheWorkPastTimeoutAndAbort) {
+  comm::set_collective_timeout_seconds(0.1);
+  comm::Rendezvous rv(3);
+  const std::vector<int> members{0, 1, 2};
+  std::atomic<bool> aborted{false}, work_done{false};
+  std::vector<std::string> seen(3);
+  on_members(3, [&](int r) {
+    if (r == 2) std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the worker
+    auto check = [&] {
+      if (aborted) throw CollectiveCancelled("cancelled");
+    };
+    try {
+      rv.wait_all_then(
+          "test", members, r, check, [&] { return aborted.load(); }, [] {},
+          [&] {
+            aborted = true;  // a peer fails meanwhile
+            std::this_thread::sleep_for(std::chrono::milliseconds(400));
+            work_done = true;
+          });
+      seen[static_cast<size_t>(r)] = work_done ? "after work" : "before work";
+    } catch (const Error& e) {
+      seen[static_cast<size_t>(r)] = e.what();
+    }
+  });
+  comm::set_collective_timeout_seconds(300);
+  EXPECT_EQ(seen, (std::vector<std::string>{"after work", "after work", "after work"}));
 }

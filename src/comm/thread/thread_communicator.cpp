@@ -301,15 +301,17 @@ int ThreadCommunicator::meet(Slot& s, const Call& call, const Group& group, int 
   s.in[static_cast<size_t>(rank)] = in;
   s.out[static_cast<size_t>(rank)] = out;
   s.calls[static_cast<size_t>(rank)] = call;
-  // The last member to arrive does the work for all of them (under the rendezvous lock, which
-  // the others, asleep, do not need) and only then releases them: one meeting per collective.
+  // The last member to arrive does the work for all of them and only then releases them: one
+  // meeting per collective.
   // Work depends only on what every member published and on the call, which the members
   // agree on once compare_calls passes.
-  s.wait_all(
+  s.wait_all_then(
       what, group, rank, [&] { check_abort(what, group); }, [this] { return aborted(); },
       [&] {
         s.compare_calls(group);
         s.failure = nullptr;
+      },
+      [&] {
         if (!s.mismatch.empty()) return;
         try {
           work();
