@@ -222,8 +222,9 @@ void run_part(const Move& m, int64_t lo, int64_t hi) {
   const auto n = static_cast<size_t>((hi - lo) * m.es);
   switch (m.kind) {
     case Move::kCopy:
-      for (void* d : m.dsts)
+      for (void* d : m.dsts) {
         std::memcpy(static_cast<char*>(d) + off, static_cast<const char*>(m.srcs[0]) + off, n);
+      }
       break;
     case Move::kZero:
       for (void* d : m.dsts) std::memset(static_cast<char*>(d) + off, 0, n);
@@ -244,9 +245,10 @@ constexpr int64_t kSerialBytes = int64_t{256} << 10;
 
 }  // namespace
 
-// Runs the moves, split by bytes over the collective team. Each piece covers whole 4 KiB
-// blocks of every stream (no cache line is written by two threads) and at most 512 KiB of one
-// stream, so that a copy to several destinations reads its source from cache after the first.
+// Runs the moves, split by bytes over the collective team. Pieces start at multiples of 4 KiB
+// from each stream's start (so two threads share no cache line of an aligned buffer, as the
+// allocator's are) and span at most 512 KiB of one stream, so that a copy to several
+// destinations reads its source from cache after the first.
 // Every element is reduced over the same sources in the same order whichever thread runs it,
 // so the result does not depend on the split.
 void run_moves(const std::vector<Move>& moves) {
