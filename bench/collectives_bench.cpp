@@ -3,6 +3,11 @@
 // Counters: algbw = bytes per device / time; busbw = algbw * 2(n-1)/n for all_reduce and
 // algbw * (n-1)/n for all_gather (NCCL's convention, comparable to a copy's bandwidth);
 // busbw_vs_memcpy = busbw / the memcpy bandwidth of the same size measured earlier in this run.
+// traffic_vs_memcpy compares memory traffic instead: the bytes a collective must read and
+// write at least (all_reduce into n outputs: n inputs read, n outputs written; into one shared
+// result: n + 1; a gather: its inputs once and every output) per second, against memcpy's
+// 2 x bytes per second. Large in-process collectives are bound by memory bandwidth, so this
+// says how close one comes to that bound, where busbw_vs_memcpy cannot reach 1.
 #include <benchmark/benchmark.h>
 
 #include <barrier>
@@ -30,12 +35,17 @@ std::map<int64_t, double>& memcpy_gbps() {
 
 // Sets the bandwidth counters of a collective that moved `bytes` per device per iteration
 // in `seconds` in all; `bus_factor` turns algbw into busbw.
-void report(benchmark::State& state, int64_t bytes, double seconds, double bus_factor) {
+// `traffic_factor`: the bytes it must read and write at least, in units of `bytes`.
+void report(benchmark::State& state, int64_t bytes, double seconds, double bus_factor,
+            double traffic_factor) {
   const double algbw = static_cast<double>(bytes) * static_cast<double>(state.iterations()) / seconds / 1e9;
   state.counters["algbw_GBps"] = algbw;
   state.counters["busbw_GBps"] = algbw * bus_factor;
   auto it = memcpy_gbps().find(bytes);
-  if (it != memcpy_gbps().end()) state.counters["busbw_vs_memcpy"] = algbw * bus_factor / it->second;
+  if (it != memcpy_gbps().end()) {
+    state.counters["busbw_vs_memcpy"] = algbw * bus_factor / it->second;
+    state.counters["traffic_vs_memcpy"] = algbw * traffic_factor / (2 * it->second);
+  }
 }
 
 constexpr double kAllReduceBus = 2.0 * (kDevices - 1) / kDevices;
@@ -100,7 +110,7 @@ void BM_AllReduce(benchmark::State& state) {
     seconds += t;
   }
   if (out[3][static_cast<size_t>(count - 1)] != static_cast<float>(kDevices)) state.SkipWithError("wrong sum");
-  report(state, bytes, seconds, kAllReduceBus);
+  report(state, bytes, seconds, kAllReduceBus, 2.0 * kDevices);
 }
 
 // The form the runtime uses: one result, shared by the members as aliases.
@@ -123,7 +133,7 @@ void BM_AllReduceShared(benchmark::State& state) {
     seconds += t;
   }
   if (check != static_cast<float>(kDevices)) state.SkipWithError("wrong sum");
-  report(state, bytes, seconds, kAllReduceBus);
+  report(state, bytes, seconds, kAllReduceBus, kDevices + 1.0);
 }
 
 void BM_AllGatherShared(benchmark::State& state) {
@@ -142,7 +152,7 @@ void BM_AllGatherShared(benchmark::State& state) {
     state.SetIterationTime(t);
     seconds += t;
   }
-  report(state, bytes, seconds, kAllGatherBus);
+  report(state, bytes, seconds, kAllGatherBus, 2.0);  // inputs once, the result once
 }
 
 void BM_AllGather(benchmark::State& state) {
@@ -161,7 +171,7 @@ void BM_AllGather(benchmark::State& state) {
     state.SetIterationTime(t);
     seconds += t;
   }
-  report(state, bytes, seconds, kAllGatherBus);
+  report(state, bytes, seconds, kAllGatherBus, 1.0 + kDevices);  // inputs once, every output
 }
 
 }  // namespace

@@ -71,6 +71,7 @@ struct Rendezvous {
   std::vector<bool> here;
   std::vector<Call> calls;  // this round's, by rank
   std::string mismatch;     // set on release when the calls differ
+  bool working = false;     // the last member is doing the round's work (under mu)
 
   // Run on release (under the lock): compares the members' calls.
   void compare_calls(const std::vector<int>& members) {
@@ -97,20 +98,24 @@ struct Rendezvous {
   }
 
   // The barrier: member `rank` of `members` (device ids, for messages) arrives; the last one
-  // runs `on_release` and releases everyone. Waiters spin (yielding: there are more device
-  // threads than cores) before they block. `check_abort` raises when a member has failed; a
-  // member that waits past the collective timeout raises TimeoutError naming the devices that
-  // did not arrive.
+  // runs `on_release` (under the lock), then `work` (outside it: members waiting on the lock
+  // would otherwise wake one after another when it is released), then releases everyone.
+  // `work` must not throw. While it runs, the waiting members neither time out nor leave on
+  // an abort: it reads their buffers. Waiters spin (yielding: there are more device threads
+  // than cores) before they block. `check_abort` raises when a member has failed; a member
+  // that waits past the collective timeout raises TimeoutError naming the devices that did
+  // not arrive.
   // `slack` lengthens the timeout: a process communicator's members wait a little longer for
   // each other than its leaders wait for other processes, so that a silent process is named
   // (by the leader) rather than the local device stuck waiting for it.
-  template <class CheckAbort, class Aborted, class OnRelease>
-  void wait_all(const char* what, const std::vector<int>& members, int rank,
-                CheckAbort check_abort, Aborted aborted, OnRelease on_release,
-                std::chrono::milliseconds slack = std::chrono::milliseconds(0)) {
+  template <class CheckAbort, class Aborted, class OnRelease, class Work>
+  void wait_all_then(const char* what, const std::vector<int>& members, int rank,
+                     CheckAbort check_abort, Aborted aborted, OnRelease on_release, Work work,
+                     std::chrono::milliseconds slack = std::chrono::milliseconds(0)) {
     const int n = static_cast<int>(members.size());
     check_abort();
     int64_t gen;
+    bool last = false;
     {
       std::lock_guard<std::mutex> lock(mu);
       gen = generation.load();
@@ -119,10 +124,16 @@ struct Rendezvous {
         arrived = 0;
         std::fill(here.begin(), here.end(), false);
         on_release();
-        generation.fetch_add(1);
-        cv.notify_all();
-        return;
+        working = last = true;
       }
+    }
+    if (last) {
+      work();
+      std::lock_guard<std::mutex> lock(mu);
+      working = false;
+      generation.fetch_add(1);
+      cv.notify_all();
+      return;
     }
     auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
     while (generation.load() == gen && !aborted() &&
@@ -133,8 +144,13 @@ struct Rendezvous {
     std::unique_lock<std::mutex> lock(mu);
     const auto deadline = collective_deadline() + slack;
     while (generation.load() == gen) {
+      if (working) {
+        cv.wait(lock);
+        continue;
+      }
       check_abort();
-      if (cv.wait_until(lock, deadline) == std::cv_status::timeout && generation.load() == gen) {
+      if (cv.wait_until(lock, deadline) == std::cv_status::timeout && generation.load() == gen &&
+          !working) {
         std::vector<int> missing;
         for (int r = 0; r < n; ++r) {
           if (!here[static_cast<size_t>(r)]) missing.push_back(members[static_cast<size_t>(r)]);
@@ -144,6 +160,14 @@ struct Rendezvous {
             collective_timeout_seconds(), fmt::join(missing, ", "), fmt::join(members, ",")));
       }
     }
+  }
+  // wait_all_then without work.
+  template <class CheckAbort, class Aborted, class OnRelease>
+  void wait_all(const char* what, const std::vector<int>& members, int rank, CheckAbort check_abort,
+                Aborted aborted, OnRelease on_release,
+                std::chrono::milliseconds slack = std::chrono::milliseconds(0)) {
+    wait_all_then(
+        what, members, rank, check_abort, aborted, on_release, [] {}, slack);
   }
 
   void notify() {

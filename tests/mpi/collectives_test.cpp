@@ -212,6 +212,50 @@ TEST_P(Collectives, GradOfShardedLoss) {
   EXPECT_EQ(everywhere(gw), everywhere(w));
 }
 
+// Blocks of 512 KiB per device: the local part of every collective is split over the
+// collective team (small blocks stay on one thread), with the remote part over MPI.
+TEST_P(Collectives, LargeBlocksPsumGatherScatter) {
+  const int64_t X = c_.x, Y = c_.y, bx = 4 * X, by = 4099;  // odd: pieces end off any block
+  Array g = global_operand(X * bx, Y * by, NamedSharding(mesh_, P("x", "y")));
+  auto fs = shard_map([](const Array& b) { return psum(b, "x"); }, mesh_, {P("x", "y")},
+                      {P(None, "y")});
+  std::vector<float> got = everywhere(fs(g));
+  ASSERT_EQ(got.size(), static_cast<size_t>(bx * Y * by));
+  int64_t wrong = 0;
+  for (int64_t a = 0; a < bx; ++a) {
+    for (int64_t col = 0; col < Y * by; ++col) {
+      float want = 0;
+      for (int64_t i = 0; i < X; ++i) want += g_at(i * bx + a, col);
+      wrong += got[static_cast<size_t>(a * Y * by + col)] != want;
+    }
+  }
+  EXPECT_EQ(wrong, 0) << "psum";
+  auto fg = shard_map([](const Array& b) { return all_gather(b, "x", 0, /*tiled=*/true); },
+                      mesh_, {P("x", "y")}, {P(None, "y")});
+  got = everywhere(fg(g));
+  wrong = 0;
+  for (int64_t r = 0; r < X * bx; ++r) {
+    for (int64_t col = 0; col < Y * by; ++col) {
+      wrong += got[static_cast<size_t>(r * Y * by + col)] != g_at(r, col);
+    }
+  }
+  EXPECT_EQ(wrong, 0) << "all_gather";
+  auto fr = shard_map([](const Array& b) { return psum_scatter(b, "x", 0, /*tiled=*/true); },
+                      mesh_, {P("x", "y")}, {P("x", "y")});
+  got = everywhere(fr(g));
+  ASSERT_EQ(got.size(), static_cast<size_t>(bx * Y * by));
+  wrong = 0;
+  const int64_t rows = bx / X;  // rows of the result per member
+  for (int64_t r = 0; r < bx; ++r) {
+    for (int64_t col = 0; col < Y * by; ++col) {
+      float want = 0;
+      for (int64_t i = 0; i < X; ++i) want += g_at(i * bx + r, col);
+      wrong += got[static_cast<size_t>(r * Y * by + col)] != want;
+    }
+  }
+  EXPECT_EQ(wrong, 0) << "psum_scatter, " << rows << " rows per member";
+}
+
 INSTANTIATE_TEST_SUITE_P(Meshes, Collectives, testing::Range(0, 4),
                          [](const testing::TestParamInfo<int>& i) {
                            return std::string(mesh_cases()[static_cast<size_t>(i.param)].name);

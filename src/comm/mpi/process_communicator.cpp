@@ -13,13 +13,18 @@ namespace partix::comm {
 
 struct ProcessCommunicator::Slot : Rendezvous {
   Slot(size_t members, Split split, std::vector<int> local_devices)
-      : Rendezvous(members), split(std::move(split)), local_devices(std::move(local_devices)) {}
+      : Rendezvous(members),
+        split(std::move(split)),
+        local_devices(std::move(local_devices)),
+        aliases(members) {}
   Split split;
   std::vector<int> local_devices;  // this process's members, rank order
   // The leader's staging of the current round (partial sums, what other processes sent),
-  // set before the members first meet. From the buffer pool: a fresh zero-filled vector of
-  // hundreds of MiB costs page faults and a memset on every call, about a copy of the data.
+  // set by the leader. From the buffer pool: a fresh zero-filled vector of hundreds of MiB
+  // costs page faults and a memset on every call, about a copy of the data.
   detail::Buffer scratch;
+  // A shared result as each local member's alias, by local rank (the leader makes them).
+  std::vector<detail::Buffer> aliases;
 };
 
 namespace {
@@ -31,7 +36,7 @@ constexpr std::chrono::milliseconds kSlack{2000};
 // Executions on each set of processes, and the failure notices they receive.
 struct Runs {
   std::mutex mu;
-  std::map<uint64_t, uint64_t> next;                        // key -> next run number
+  std::map<uint64_t, uint64_t> next;  // key -> next run number
   std::map<std::pair<uint64_t, uint64_t>, ProcessCommunicator*> live;
   std::map<std::pair<uint64_t, uint64_t>, mpi::Notice> early;  // for runs not started yet
   std::vector<mpi::Notice> stopped;                            // processes that stopped
@@ -130,8 +135,8 @@ void ProcessCommunicator::wake_all() {
   local_.abort(failed_device(), std::make_exception_ptr(Error(failure_cause())));
   // A failure of this process's device: the other processes of the mesh cancel too.
   const int dev = failed_device();
-  if (dev >= 0 && dev < device_count() && devices()[static_cast<size_t>(dev)].process_index ==
-                                               process_index()) {
+  if (dev >= 0 && dev < device_count() &&
+      devices()[static_cast<size_t>(dev)].process_index == process_index()) {
     mpi::send_notice(mpi::Notice{key_, run_, process_index(), dev, failure_cause()}, processes_);
   }
 }
@@ -164,8 +169,7 @@ ProcessCommunicator::Slot& ProcessCommunicator::slot(const Group& group) {
   return *s;
 }
 
-mpi::ExchangeContext ProcessCommunicator::context(const char* what, const Group& group,
-                                                  int phase) {
+mpi::ExchangeContext ProcessCommunicator::context(const char* what, const Group& group, int phase) {
   mpi::ExchangeContext ctx;
   ctx.what = what;
   ctx.group = group_text(group);
@@ -185,20 +189,21 @@ mpi::ExchangeContext ProcessCommunicator::context(const char* what, const Group&
   const int mine = leaders[static_cast<size_t>(sp.me)];
   const uint64_t run = run_ & 0x3F;
   ctx.tag_of = [procs = sp.procs, leaders, mine, run, phase](int peer, bool send) {
-    const size_t j = static_cast<size_t>(
-        std::lower_bound(procs.begin(), procs.end(), peer) - procs.begin());
+    const size_t j =
+        static_cast<size_t>(std::lower_bound(procs.begin(), procs.end(), peer) - procs.begin());
     const uint64_t from = static_cast<uint64_t>(send ? mine : leaders[j]) & 0xFFF;
     const uint64_t to = static_cast<uint64_t>(send ? leaders[j] : mine) & 0xFFF;
-    return static_cast<int>((run << 25) | (from << 13) | (to << 1) | static_cast<uint64_t>(phase & 1));
+    return static_cast<int>((run << 25) | (from << 13) | (to << 1) |
+                            static_cast<uint64_t>(phase & 1));
   };
   ctx.check_abort = [this, what, &group] { throw_if_aborted(what, group); };
   return ctx;
 }
 
-// Two forms of work: work(slot), run by the leader alone once every member has arrived; or
-// work(slot, local_rank, meet), run by every member from its arrival on, which calls meet()
-// (a barrier of the local members) between its steps, so that the members share the memory
-// traffic of reducing and copying instead of waiting for the leader to do it all.
+// The local members meet (checking that they all entered this same call); the leader runs
+// work(slot), which does the local memory work on the collective team and makes every MPI
+// call; then all leave. The other members sleep meanwhile: with one thread per core the team
+// does the local reductions and copies in one pass, as in the in-process communicator.
 template <class Work>
 void ProcessCommunicator::run(const Call& call, const Group& group, int self, const void* in,
                               void* out, Work work) {
@@ -206,8 +211,8 @@ void ProcessCommunicator::run(const Call& call, const Group& group, int self, co
   Slot& s = slot(group);
   auto it = std::find(s.local_devices.begin(), s.local_devices.end(), self);
   if (it == s.local_devices.end()) {
-    detail::internal_error(what, fmt::format("device {} is not in group [{}]", self,
-                                             fmt::join(group, ",")));
+    detail::internal_error(
+        what, fmt::format("device {} is not in group [{}]", self, fmt::join(group, ",")));
   }
   const int lr = static_cast<int>(it - s.local_devices.begin());
   s.in[static_cast<size_t>(lr)] = in;
@@ -215,44 +220,24 @@ void ProcessCommunicator::run(const Call& call, const Group& group, int self, co
   s.calls[static_cast<size_t>(lr)] = call;
   auto check = [&] { throw_if_aborted(what, group); };
   auto aborted_now = [this] { return aborted(); };
-  // The local members' first meeting checks that they all entered this same call (every member
-  // is at its first meeting then, so `first` is the same in whichever one releases it).
-  bool first = true;
-  auto meet = [&] {
-    s.wait_all(
-        what, s.local_devices, lr, check, aborted_now,
-        [&] {
-          if (first) s.compare_calls(s.local_devices);
-        },
-        kSlack);
-    if (first) {
-      first = false;
-      s.throw_if_mismatched(what);
-    }
-  };
-  // A member whose work fails cancels the round for the others (a barrier that raises has
-  // already been cancelled, or timed out, which the executor reports).
-  auto guarded = [&](auto&& step) {
+  s.wait_all(
+      what, s.local_devices, lr, check, aborted_now, [&] { s.compare_calls(s.local_devices); },
+      kSlack);
+  s.throw_if_mismatched(what);
+  if (lr == 0) {
+    // A leader whose work fails cancels the round for the others (a barrier that raises has
+    // already been cancelled, or timed out, which the executor reports).
     try {
-      step();
+      work(s);
     } catch (...) {
       abort(self, std::current_exception());
       throw;
     }
-  };
-  if constexpr (std::is_invocable_v<Work&, Slot&>) {
-    meet();
-    if (lr == 0) guarded([&] { work(s); });
-  } else {
-    guarded([&] { work(s, lr, meet); });
   }
-  // The last to leave drops the round's shared memory (members hold aliases of a result).
+  // The last to leave drops the round's staging; members took their aliases of a shared
+  // result from s.aliases, made by the leader.
   s.wait_all(
-      what, s.local_devices, lr, check, aborted_now,
-      [&s] {
-        s.result = detail::Buffer();
-        s.scratch = detail::Buffer();
-      },
+      what, s.local_devices, lr, check, aborted_now, [&s] { s.scratch = detail::Buffer(); },
       kSlack);
 }
 
@@ -266,20 +251,18 @@ char* at(void* p, int64_t off) { return static_cast<char*>(p) + off; }
 const char* at(const void* p, int64_t off) { return static_cast<const char*>(p) + off; }
 void* mut(const void* p) { return const_cast<void*>(p); }  // MPI sends only read
 
-// The reduction of a group spanning processes into the round's shared result (s.result),
-// run by every local member of the group (lr: its local rank; see run):
-//   1. the leader sets up the result and its staging, then the members meet;
-//   2. each member reduces its share of the elements of the local inputs, in rank order,
-//      into this process's partial sum;
-//   3. the leader sends chunk i of the partial sum to the i-th process and receives the
-//      other processes' partials of this process's chunk;
-//   4. each member reduces its share of this process's chunk over the processes in order;
-//   5. the leader sends the chunk to every other process and receives theirs.
-// reduce_into combines element by element, so splitting the elements among the members
-// changes no bit: the result is the same as one thread's, and the same on every process.
-template <class Meet, class Exchange>
-void reduce_across(ProcessCommunicator::Slot& s, int lr, Meet& meet, Exchange exchange,
-                   int64_t count, DType dtype, ReduceKind kind) {
+// The reduction of a group spanning processes into a shared result, run by the leader:
+//   1. the local inputs are reduced, in rank order, into this process's partial sum;
+//   2. chunk i of the partial sum goes to the i-th process, which receives the other
+//      processes' partials of its chunk;
+//   3. this process's chunk is reduced over the processes in order;
+//   4. the chunk goes to every other process, and theirs come in.
+// The local reductions run on the collective team; reduce_into combines element by element,
+// so the split changes no bit: the result is the same as one thread's, and the same on every
+// process.
+template <class Exchange>
+detail::Buffer reduce_across(ProcessCommunicator::Slot& s, Exchange exchange, int64_t count,
+                             DType dtype, ReduceKind kind) {
   const ProcessCommunicator::Split& sp = s.split;
   const int P = static_cast<int>(sp.procs.size());
   const int L = static_cast<int>(s.local_devices.size());
@@ -287,25 +270,14 @@ void reduce_across(ProcessCommunicator::Slot& s, int lr, Meet& meet, Exchange ex
   auto [mlo, mhi] = chunk_of(count, P, sp.me);
   const int64_t mine = (mhi - mlo) * es;
   const int64_t partial_bytes = L > 1 ? count * es : 0;
-  if (lr == 0) {
-    // Pooled and uninitialised: every byte is written below before it is read.
-    s.result = detail::Buffer::shared(count * es);
-    s.scratch = detail::Buffer::shared(partial_bytes + mine * (P - 1));
-  }
-  meet();
-  char* result = s.result.as<char>();
+  // Pooled and uninitialised: every byte is written below before it is read.
+  detail::Buffer result = detail::Buffer::shared(count * es);
+  s.scratch = detail::Buffer::shared(partial_bytes + mine * (P - 1));
+  char* out = result.as<char>();
   char* got = s.scratch.as<char>() + partial_bytes;
   const char* partial = L > 1 ? s.scratch.as<char>() : static_cast<const char*>(s.in[0]);
-  if (L > 1) {
-    auto [lo, hi] = chunk_of(count, L, lr);
-    if (hi > lo) {
-      std::vector<const void*> srcs;
-      for (const void* p : s.in) srcs.push_back(at(p, lo * es));
-      reduce_into({s.scratch.as<char>() + lo * es}, srcs, hi - lo, dtype, kind);
-    }
-    meet();
-  }
-  if (lr == 0) {
+  if (L > 1) run_moves({reduce_move(s.in, {s.scratch.data()}, count, dtype, kind)});
+  {
     std::vector<mpi::Transfer> sends, recvs;
     for (int j = 0, k = 0; j < P; ++j) {
       if (j == sp.me) continue;
@@ -315,59 +287,64 @@ void reduce_across(ProcessCommunicator::Slot& s, int lr, Meet& meet, Exchange ex
     }
     exchange(0, sends, recvs);
   }
-  meet();
-  {
-    auto [lo, hi] = chunk_of(mhi - mlo, L, lr);
-    if (hi > lo) {
-      std::vector<const void*> srcs;
-      for (int j = 0, k = 0; j < P; ++j) {
-        srcs.push_back(j == sp.me ? partial + (mlo + lo) * es : got + (k++) * mine + lo * es);
-      }
-      reduce_into({result + (mlo + lo) * es}, srcs, hi - lo, dtype, kind);
-    }
+  std::vector<const void*> srcs;
+  for (int j = 0, k = 0; j < P; ++j) {
+    srcs.push_back(j == sp.me ? partial + mlo * es : got + (k++) * mine);
   }
-  meet();
-  if (lr == 0) {
-    std::vector<mpi::Transfer> sends, recvs;
-    for (int j = 0; j < P; ++j) {
-      if (j == sp.me) continue;
-      auto [lo, hi] = chunk_of(count, P, j);
-      sends.push_back({sp.procs[static_cast<size_t>(j)], result + mlo * es, mine});
-      recvs.push_back({sp.procs[static_cast<size_t>(j)], result + lo * es, (hi - lo) * es});
-    }
-    exchange(1, sends, recvs);
+  run_moves({reduce_move(std::move(srcs), {out + mlo * es}, mhi - mlo, dtype, kind)});
+  std::vector<mpi::Transfer> sends, recvs;
+  for (int j = 0; j < P; ++j) {
+    if (j == sp.me) continue;
+    auto [lo, hi] = chunk_of(count, P, j);
+    sends.push_back({sp.procs[static_cast<size_t>(j)], out + mlo * es, mine});
+    recvs.push_back({sp.procs[static_cast<size_t>(j)], out + lo * es, (hi - lo) * es});
   }
+  exchange(1, sends, recvs);
+  return result;
 }
 
-// The gather of a group spanning processes into the round's shared result, run by every local
-// member: each copies its own block in while the leader exchanges the blocks of this process
-// and the others' directly in and out of the result.
-template <class Meet, class Exchange>
-void gather_across(ProcessCommunicator::Slot& s, int lr, Meet& meet, Exchange exchange,
-                   int64_t bytes, int64_t members) {
+// The gather of a group spanning processes into a shared result, run by the leader: the local
+// blocks are copied in, and the leader exchanges the blocks of this process and the others'
+// directly in and out of the result.
+template <class Exchange>
+detail::Buffer gather_across(ProcessCommunicator::Slot& s, Exchange exchange, int64_t bytes,
+                             int64_t members) {
   const ProcessCommunicator::Split& sp = s.split;
   const std::vector<int>& local = sp.local();
-  if (lr == 0) s.result = detail::Buffer::shared(bytes * members);
-  meet();
-  char* result = s.result.as<char>();
-  if (bytes > 0) {
-    std::memcpy(result + local[static_cast<size_t>(lr)] * bytes, s.in[static_cast<size_t>(lr)],
-                static_cast<size_t>(bytes));
+  detail::Buffer result = detail::Buffer::shared(bytes * members);
+  char* out = result.as<char>();
+  std::vector<Move> moves;
+  for (size_t l = 0; l < local.size(); ++l) {
+    moves.push_back(copy_move(s.in[l], {out + local[l] * bytes}, bytes));
   }
-  if (lr != 0) return;
+  run_moves(moves);
   std::vector<mpi::Transfer> sends, recvs;
   for (size_t j = 0; j < sp.procs.size(); ++j) {
     if (static_cast<int>(j) == sp.me) continue;
     for (size_t l = 0; l < local.size(); ++l) sends.push_back({sp.procs[j], mut(s.in[l]), bytes});
-    for (int r : sp.ranks_of[j]) recvs.push_back({sp.procs[j], result + r * bytes, bytes});
+    for (int r : sp.ranks_of[j]) recvs.push_back({sp.procs[j], out + r * bytes, bytes});
   }
   exchange(0, sends, recvs);
+  return result;
+}
+
+// Every local member's alias of a shared result.
+void share(ProcessCommunicator::Slot& s, const detail::Buffer& result) {
+  for (size_t l = 0; l < s.local_devices.size(); ++l) {
+    s.aliases[l] = result.alias_for(s.local_devices[l]);
+  }
+}
+
+// Takes this member's alias out of the slot.
+detail::Buffer take_alias(ProcessCommunicator::Slot& s, int self) {
+  auto it = std::find(s.local_devices.begin(), s.local_devices.end(), self);
+  return std::move(s.aliases[static_cast<size_t>(it - s.local_devices.begin())]);
 }
 
 }  // namespace
 
-// The pointer forms compute the shared result as the buffer forms do, then each member copies
-// it to its own output (in parallel, instead of the leader copying to every member).
+// The pointer forms compute the shared result as the buffer forms do, then copy it to every
+// local member's output (one read of the result, on the collective team).
 void ProcessCommunicator::all_reduce(const void* in, void* out, int64_t count, DType dtype,
                                      ReduceKind kind, const Group& group, int self) {
   if (slot(group).split.procs.size() == 1) {
@@ -379,18 +356,16 @@ void ProcessCommunicator::all_reduce(const void* in, void* out, int64_t count, D
     mpi::exchange(context("all_reduce", group, phase), sends, recvs);
   };
   const Call call = reduction_call("all_reduce", count, dtype, kind);
-  run(call, group, self, in, out, [&](Slot& s, int lr, auto& meet) {
-    reduce_across(s, lr, meet, exchange, count, dtype, kind);
-    meet();
-    const int64_t n = count * dtype_size(dtype);
-    if (n > 0) std::memcpy(s.out[static_cast<size_t>(lr)], s.result.data(), static_cast<size_t>(n));
+  run(call, group, self, in, out, [&](Slot& s) {
+    detail::Buffer result = reduce_across(s, exchange, count, dtype, kind);
+    run_moves({copy_move(result.data(), s.out, count * dtype_size(dtype))});
   });
 }
 
 // Every local member gets an alias of one result, as in the in-process communicator.
-detail::Buffer ProcessCommunicator::all_reduce_to_buffer(const void* in, int64_t count,
-                                                         DType dtype, ReduceKind kind,
-                                                         const Group& group, int self) {
+detail::Buffer ProcessCommunicator::all_reduce_to_buffer(const void* in, int64_t count, DType dtype,
+                                                         ReduceKind kind, const Group& group,
+                                                         int self) {
   if (slot(group).split.procs.size() == 1) {
     return local_.all_reduce_to_buffer(in, count, dtype, kind, group, self);
   }
@@ -398,17 +373,14 @@ detail::Buffer ProcessCommunicator::all_reduce_to_buffer(const void* in, int64_t
                       const std::vector<mpi::Transfer>& recvs) {
     mpi::exchange(context("all_reduce", group, phase), sends, recvs);
   };
-  detail::Buffer mine;
   const Call call = reduction_call("all_reduce", count, dtype, kind, true);
-  run(call, group, self, in, nullptr, [&](Slot& s, int lr, auto& meet) {
-    reduce_across(s, lr, meet, exchange, count, dtype, kind);
-    mine = s.result.alias_for(self);
-  });
-  return mine;
+  run(call, group, self, in, nullptr,
+      [&](Slot& s) { share(s, reduce_across(s, exchange, count, dtype, kind)); });
+  return take_alias(slot(group), self);
 }
 
-void ProcessCommunicator::all_gather(const void* in, void* out, int64_t bytes,
-                                     const Group& group, int self) {
+void ProcessCommunicator::all_gather(const void* in, void* out, int64_t bytes, const Group& group,
+                                     int self) {
   if (slot(group).split.procs.size() == 1) {
     local_.all_gather(in, out, bytes, group, self);
     return;
@@ -418,13 +390,9 @@ void ProcessCommunicator::all_gather(const void* in, void* out, int64_t bytes,
     mpi::exchange(context("all_gather", group, phase), sends, recvs);
   };
   const int64_t members = static_cast<int64_t>(group.size());
-  run(Call{"all_gather", bytes}, group, self, in, out, [&](Slot& s, int lr, auto& meet) {
-    gather_across(s, lr, meet, exchange, bytes, members);
-    meet();
-    if (bytes > 0) {
-      std::memcpy(s.out[static_cast<size_t>(lr)], s.result.data(),
-                  static_cast<size_t>(bytes * members));
-    }
+  run(Call{"all_gather", bytes}, group, self, in, out, [&](Slot& s) {
+    detail::Buffer result = gather_across(s, exchange, bytes, members);
+    run_moves({copy_move(result.data(), s.out, bytes * members)});
   });
 }
 
@@ -438,13 +406,10 @@ detail::Buffer ProcessCommunicator::all_gather_to_buffer(const void* in, int64_t
     mpi::exchange(context("all_gather", group, phase), sends, recvs);
   };
   const int64_t members = static_cast<int64_t>(group.size());
-  detail::Buffer mine;
   const Call call{"all_gather", bytes, -1, -1, true};
-  run(call, group, self, in, nullptr, [&](Slot& s, int lr, auto& meet) {
-    gather_across(s, lr, meet, exchange, bytes, members);
-    mine = s.result.alias_for(self);
-  });
-  return mine;
+  run(call, group, self, in, nullptr,
+      [&](Slot& s) { share(s, gather_across(s, exchange, bytes, members)); });
+  return take_alias(slot(group), self);
 }
 
 void ProcessCommunicator::reduce_scatter(const void* in, void* out, int64_t count, DType dtype,
@@ -470,7 +435,7 @@ void ProcessCommunicator::reduce_scatter(const void* in, void* out, int64_t coun
     s.scratch = detail::Buffer::shared(partial_bytes + chunk * L * (P - 1));
     const void* partial = s.in[0];
     if (L > 1) {
-      reduce_into({s.scratch.data()}, s.in, n * count, dtype, kind);
+      run_moves({reduce_move(s.in, {s.scratch.data()}, n * count, dtype, kind)});
       partial = s.scratch.data();
     }
     char* got = s.scratch.as<char>() + partial_bytes;
@@ -482,12 +447,12 @@ void ProcessCommunicator::reduce_scatter(const void* in, void* out, int64_t coun
       }
       for (size_t l = 0; l < local.size(); ++l) {
         recvs.push_back({sp.procs[static_cast<size_t>(j)],
-                         got + (k * L + static_cast<int64_t>(l)) * chunk,
-                         chunk});
+                         got + (k * L + static_cast<int64_t>(l)) * chunk, chunk});
       }
       ++k;
     }
     mpi::exchange(context("reduce_scatter", group, 0), sends, recvs);
+    std::vector<Move> moves;
     for (size_t l = 0; l < local.size(); ++l) {
       std::vector<const void*> srcs;
       for (int64_t j = 0, k = 0; j < P; ++j) {
@@ -497,13 +462,14 @@ void ProcessCommunicator::reduce_scatter(const void* in, void* out, int64_t coun
           srcs.push_back(got + (static_cast<int64_t>(k++) * L + static_cast<int64_t>(l)) * chunk);
         }
       }
-      reduce_into({s.out[l]}, srcs, count, dtype, kind);
+      moves.push_back(reduce_move(std::move(srcs), {s.out[l]}, count, dtype, kind));
     }
+    run_moves(moves);
   });
 }
 
-void ProcessCommunicator::all_to_all(const void* in, void* out, int64_t bytes,
-                                     const Group& group, int self) {
+void ProcessCommunicator::all_to_all(const void* in, void* out, int64_t bytes, const Group& group,
+                                     int self) {
   if (slot(group).split.procs.size() == 1) {
     local_.all_to_all(in, out, bytes, group, self);
     return;
@@ -515,7 +481,8 @@ void ProcessCommunicator::all_to_all(const void* in, void* out, int64_t bytes,
     for (size_t j = 0; j < sp.procs.size(); ++j) {
       if (static_cast<int>(j) == sp.me) continue;
       for (size_t l = 0; l < local.size(); ++l) {
-        for (int r : sp.ranks_of[j]) sends.push_back({sp.procs[j], mut(at(s.in[l], r * bytes)), bytes});
+        for (int r : sp.ranks_of[j])
+          sends.push_back({sp.procs[j], mut(at(s.in[l], r * bytes)), bytes});
       }
       for (int r : sp.ranks_of[j]) {
         for (size_t l = 0; l < local.size(); ++l) {
@@ -524,20 +491,20 @@ void ProcessCommunicator::all_to_all(const void* in, void* out, int64_t bytes,
       }
     }
     mpi::exchange(context("all_to_all", group, 0), sends, recvs);
+    std::vector<Move> moves;
     for (size_t a = 0; a < local.size(); ++a) {
       for (size_t b = 0; b < local.size(); ++b) {
-        if (bytes > 0) {
-          std::memcpy(at(s.out[b], local[a] * bytes), at(s.in[a], local[b] * bytes),
-                      static_cast<size_t>(bytes));
-        }
+        moves.push_back(
+            copy_move(at(s.in[a], local[b] * bytes), {at(s.out[b], local[a] * bytes)}, bytes));
       }
     }
+    run_moves(moves);
   });
 }
 
 void ProcessCommunicator::permute(const void* in, void* out, int64_t bytes,
-                                  const std::vector<std::pair<int, int>>& pairs,
-                                  const Group& group, int self) {
+                                  const std::vector<std::pair<int, int>>& pairs, const Group& group,
+                                  int self) {
   if (slot(group).split.procs.size() == 1) {
     local_.permute(in, out, bytes, pairs, group, self);
     return;
@@ -550,21 +517,28 @@ void ProcessCommunicator::permute(const void* in, void* out, int64_t bytes,
     };
     std::vector<bool> targeted(s.local_devices.size(), false);
     std::vector<mpi::Transfer> sends, recvs;
+    std::vector<Move> moves;
     for (const auto& [src, dst] : pairs) {
       const int ls = local_index(src), ld = local_index(dst);
       if (ld >= 0) targeted[static_cast<size_t>(ld)] = true;
       if (ls >= 0 && ld >= 0) {
-        if (bytes > 0) std::memcpy(s.out[static_cast<size_t>(ld)], s.in[static_cast<size_t>(ls)], static_cast<size_t>(bytes));
+        moves.push_back(
+            copy_move(s.in[static_cast<size_t>(ls)], {s.out[static_cast<size_t>(ld)]}, bytes));
       } else if (ls >= 0) {
-        sends.push_back({all[static_cast<size_t>(dst)].process_index, mut(s.in[static_cast<size_t>(ls)]), bytes});
+        sends.push_back({all[static_cast<size_t>(dst)].process_index,
+                         mut(s.in[static_cast<size_t>(ls)]), bytes});
       } else if (ld >= 0) {
-        recvs.push_back({all[static_cast<size_t>(src)].process_index, s.out[static_cast<size_t>(ld)], bytes});
+        recvs.push_back(
+            {all[static_cast<size_t>(src)].process_index, s.out[static_cast<size_t>(ld)], bytes});
       }
     }
-    mpi::exchange(context("ppermute", group, 0), sends, recvs);
+    std::vector<void*> untargeted;
     for (size_t l = 0; l < targeted.size(); ++l) {
-      if (!targeted[l] && bytes > 0) std::memset(s.out[l], 0, static_cast<size_t>(bytes));
+      if (!targeted[l]) untargeted.push_back(s.out[l]);
     }
+    if (!untargeted.empty()) moves.push_back(zero_move(std::move(untargeted), bytes));
+    run_moves(moves);
+    mpi::exchange(context("ppermute", group, 0), sends, recvs);
   });
 }
 

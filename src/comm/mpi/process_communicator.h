@@ -1,7 +1,7 @@
 // Collectives of one execution whose mesh spans several processes (DESIGN §6.1): hierarchical.
-// The members of a group that live in this process meet in shared memory (a Rendezvous) and
-// share the local work (reductions, copies); the first of them in rank order, the process's
-// leader for the group, makes every MPI call of the collective, exchanging with the leaders of
+// The members of a group that live in this process meet in shared memory (a Rendezvous); the
+// first of them in rank order, the process's leader for the group, does the local work
+// (reductions, copies) on the collective team and makes every MPI call of the collective, exchanging with the leaders of
 // the other processes directly (so every process hears from every other, and a silent one is
 // named). Groups entirely inside this process use the in-process communicator unchanged.
 //
