@@ -30,12 +30,11 @@ std::vector<Array> evaluate(const ir::Program& p, const std::vector<Array>& args
     for (int v : in.inputs) ins.push_back(env[static_cast<size_t>(v)]);
     std::vector<Array> outs, residuals;
     const std::vector<bool> in_active = saved ? active_inputs(in, on) : std::vector<bool>();
-    // Explicit sharding: results whose types the trace fixed (an out_sharding=, a reshard) keep
-    // them; the op is re-applied without asking its rule again.
-    bool typed = false;
-    for (int v : in.outputs) typed = typed || p.info(v).typed;
+    // Explicit sharding: the trace already checked every op's rule; re-applied, an op whose
+    // type was ambiguous there (resolved by an out_sharding= on a later result) must not raise,
+    // and results whose types the trace fixed (an out_sharding=, a reshard) keep them.
     std::optional<detail::ExplicitLenientScope> lenient;
-    if (typed) lenient.emplace();
+    lenient.emplace();
     if (saved &&
         in.prim->evaluate_saving(ins, in.attrs, in.regions, &in_active, &outs, &residuals)) {
       (*saved)[&in] = std::move(residuals);

@@ -148,10 +148,24 @@ std::vector<std::optional<NamedSharding>> factor_result_types(
       }
     }
   }
+  // Factors that reach a result.
+  std::vector<bool> in_result(nf, false);
+  for (const auto& r : rule.results) {
+    for (const prim::DimFactors& fs : r) {
+      for (int f : fs) in_result[static_cast<size_t>(f)] = true;
+    }
+  }
   for (size_t f = 0; f < nf; ++f) {
     if (axes[f].empty()) continue;
     const prim::Factor& fac = rule.factors[f];
     if (fac.kind == prim::FactorKind::kNeedReplication) {
+      // The op needs the dimension whole. Where the op consumes it (argmax's axis), the result
+      // is simply not split there and the partitioner gathers the operand; otherwise (a sort
+      // axis, a resized window) the split cannot be kept.
+      if (!in_result[f] && p.consumes_replicated_factors()) {
+        axes[f].clear();
+        continue;
+      }
       throw Ambiguous{fmt::format("{} is split along a dimension the op needs whole",
                                   operand(static_cast<size_t>(first[f]))),
                       "Reshard that dimension to None first, or give out_sharding="};
@@ -201,6 +215,26 @@ std::vector<std::optional<NamedSharding>> factor_result_types(
     std::vector<std::string> used;
     for (const prim::DimFactors& fs : rule.results[k]) {
       PartitionSpec::Entry e;
+      // A dimension made of several factors keeps a split only as one layout can state it:
+      // a factor may be split only when every more-major factor of the dimension is split
+      // completely, and evenly (a reshape merging [2@x,2,2@y] into [8] cannot keep y).
+      if (fs.size() > 1) {
+        bool whole_so_far = true;
+        for (int f : fs) {
+          const spmd::AxisList& ax = axes[static_cast<size_t>(f)];
+          const int64_t size = rule.factors[static_cast<size_t>(f)].size;
+          const int64_t n = spmd::axes_product(mesh, ax);
+          if (!ax.empty() && (!whole_so_far || size % n != 0)) {
+            throw Ambiguous{
+                fmt::format("result {} cannot keep the split over {} of a dimension it merges "
+                            "with others",
+                            k, fmt::join(ax, ",")),
+                "Reshard so that only the major merged dimension is split, or give "
+                "out_sharding="};
+          }
+          whole_so_far = whole_so_far && n == size;
+        }
+      }
       for (int f : fs) {
         for (const std::string& a : axes[static_cast<size_t>(f)]) {
           if (overlaps_any(mesh, a, used) || unreduced.count(whole_axis(a))) {

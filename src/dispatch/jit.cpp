@@ -90,6 +90,16 @@ std::shared_ptr<JitState::Entry> JitState::get(const std::vector<Array>& leaves,
   }
   std::string key = tree_key;
   for (const Array& a : leaves) key += "|" + leaf_key(a);
+  // A current mesh with Explicit axes types uncommitted arguments (below): part of the key.
+  if (has_current_mesh()) {
+    const Mesh cur = current_mesh(name);
+    for (AxisType t : cur.axis_types()) {
+      if (t == AxisType::Explicit) {
+        key += "|current " + cur.to_string();
+        break;
+      }
+    }
+  }
   std::shared_ptr<const JitTrace> known;
   {
     std::lock_guard<std::mutex> lock(cache_->mu);
@@ -135,6 +145,21 @@ std::shared_ptr<JitState::Entry> JitState::get(const std::vector<Array>& leaves,
     if (given[i]) {
       given[i]->check_shape(leaves[i].shape());
       check_block_sharding(name, leaves[i].dtype(), leaves[i].shape(), *given[i]);
+    }
+  }
+  // Explicit sharding: under a current mesh with Explicit axes, an uncommitted argument (a host
+  // array) enters replicated on it and so is typed replicated, as JAX types arrays made under
+  // such a mesh; committed arguments elsewhere leave it to the usual placement.
+  if (has_current_mesh()) {
+    const Mesh cur = current_mesh(name);
+    bool explicit_axes = false;
+    for (AxisType t : cur.axis_types()) explicit_axes = explicit_axes || t == AxisType::Explicit;
+    bool same = true;
+    for (const auto& g : given) same = same && (!g || g->mesh() == cur);
+    if (explicit_axes && same) {
+      for (auto& g : given) {
+        if (!g) g = NamedSharding(cur, P());
+      }
     }
   }
   // Trace.

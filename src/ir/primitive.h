@@ -247,6 +247,11 @@ class Primitive {
     (void)attrs;
     return false;
   }
+  // Explicit sharding (DESIGN §7.4): the factors that need replication and reach no result are
+  // consumed by the op (argmax's axis), so a split there types the result unsplit (the
+  // partitioner gathers), as a reduction's does; otherwise (a sliced or padded dimension, whose
+  // resized result dimension is another factor) such a split cannot be kept and is an error.
+  virtual bool consumes_replicated_factors() const { return false; }
   // The name the user wrote for this instruction (psum for all_reduce{kind=sum}): messages
   // about a traced program speak it.
   virtual std::string user_name(const Attrs& attrs) const {

@@ -154,6 +154,9 @@ class ArgReduce : public Primitive {
  public:
   ArgReduce(const char* name, bool is_max) : name_(name), max_(is_max) {}
   std::string_view name() const override { return name_; }
+  // The searched axis needs replication (partial arg-extrema do not combine by a reduction)
+  // but is reduced away.
+  bool consumes_replicated_factors() const override { return true; }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
                           const Regions&) const override {
     check_arity(name(), in, 1);

@@ -180,10 +180,6 @@ def test_broadcast_in_dim(m22, axis, want):
   np.testing.assert_array_equal(np.asarray(out), np.expand_dims(np_inp, axis))
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="lax.broadcast_in_dim ignores out_sharding=: the result "
-                   "is typed float32[4,2] (replicated) eagerly and under jit, where JAX gives "
-                   "float32[4@x,2]")
 def test_no_op_broadcast_except_for_sharding_change(m2):
   """ShardingInTypesTest.test_no_op_broadcast_except_for_sharding_change: broadcast_in_dim to
   the same shape with out_sharding= only changes the type; the cotangent goes back to the
@@ -229,10 +225,6 @@ def test_select(m22):
   assert "[select" in msg and "int32[8@y,2@x]" in msg, msg
 
 
-@pytest.mark.xfail(strict=True, raises=partix.PartixError,
-                   reason="argmax/argmin over a split dimension raise '[argmax] ... "
-                   "split along a dimension the op needs whole'; JAX reduces them like max "
-                   "(argmax(axis=0) of f32[8@x,2@y] is int32[2@y])")
 def test_argminmax(m22):
   """ShardingInTypesTest.test_argminmax: reducing a split dimension leaves the other one's
   split."""
@@ -468,11 +460,6 @@ def test_einsum_inverse(m22):
   np.testing.assert_allclose(np.asarray(out), np.einsum("btd,dhq->bhtq", a, b), rtol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, raises=partix.PartixError,
-                   reason="grad of an einsum whose out_sharding= resolves a result "
-                   "split over one axis twice, when the einsum's output order needs a transpose "
-                   "('btd,dhq->bhtq'), raises '[dot_general] ... split over mesh axis 'x' twice' "
-                   "although the forward pass works; JAX types the grads like the operands")
 def test_einsum_inverse_grad(m22):
   """ShardingInTypesTest.test_einsum_inverse (its grads)."""
   a = np.arange(64, dtype=np.float32).reshape(8, 4, 2)
@@ -759,20 +746,12 @@ def test_reshape_split_merge_one_axis(m22, src_shape, dst_shape, src_spec, want)
   assert g.sharding == arr.sharding
 
 
-MERGE_MINOR_SPLIT = pytest.mark.xfail(
-    strict=True, reason="a reshape merging dims whose minor dim is split ([2@x,2,2@y] -> 8, "
-    "[4,2,6@y,8@x] -> [4,12,8]) is typed with the split on the merged dim (float32[8@(x,y)], "
-    "float32[4,12@y,8@x]) and moves data (under jit the argument is resharded, with a "
-    "warning) instead of raising; JAX raises ShardingTypeError: the split cannot be kept")
-
-
 @pytest.mark.parametrize("src_shape,dst_shape,src_spec", [
     ((4, 6, 8), (4, 3, 2, 8), P("x", "y", None)),        # 6@y -> 3,2: 3 not divisible by 2
     ((4, 2, 3, 8), (4, 8, 6), P(None, "y", None, "x")),   # split dims regrouped
     ((12,), (3, 4), P(("x", "y"))),                       # test_reshape_split_merge_error
-    pytest.param((4, 2, 6, 8), (4, 12, 8), P(None, None, "y", "x"), marks=MERGE_MINOR_SPLIT),
-    pytest.param((2, 2, 2), (8,), P("x", None, "y"),      # test_reshape_split_merge_error
-                 marks=MERGE_MINOR_SPLIT),
+    ((4, 2, 6, 8), (4, 12, 8), P(None, None, "y", "x")),  # minor merged dim split
+    ((2, 2, 2), (8,), P("x", None, "y")),                 # test_reshape_split_merge_error
 ])
 def test_reshape_unsupported_errors(m22, src_shape, dst_shape, src_spec):
   """ShardingInTypesTest.test_reshape_split_merge_one_axis (error cases) and

@@ -117,7 +117,13 @@ def dot(lhs, rhs, precision=None, preferred_element_type=None):
 
 def broadcast_in_dim(operand, shape, broadcast_dimensions, out_sharding=None):
   x = asarray(operand)
-  return Array(_core.broadcast_in_dim(x._a, list(shape), list(broadcast_dimensions)))
+
+  def make():
+    return Array(_core.broadcast_in_dim(x._a, list(shape), list(broadcast_dimensions)))
+  if out_sharding is None:
+    return make()
+  from partix._src.api import _with_out_sharding
+  return _with_out_sharding("broadcast_in_dim", [x], out_sharding, make)
 
 
 def broadcast(operand, sizes):
