@@ -2,6 +2,7 @@
 // explicit collectives, grad / value_and_grad.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -111,13 +112,13 @@ class JitState {
   std::vector<Array> run(const Entry& entry, const std::vector<Array>& leaves);
   Lowered lower(const Entry& entry) const;
   const std::shared_ptr<void>& out_proto(const Entry& entry) const;
-  int trace_count() const { return trace_count_; }
+  int trace_count() const { return trace_count_.load(); }
 
  private:
   JitOptions options_;
   struct Cache;
   std::shared_ptr<Cache> cache_;
-  int trace_count_ = 0;
+  std::atomic<int> trace_count_{0};  // jit may be called from several threads
 };
 
 }  // namespace detail

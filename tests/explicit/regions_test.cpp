@@ -227,3 +227,32 @@ TEST(ExplicitShardMap, BodyAxesAreManual) {
                                             "Mesh('X': 2, 'Y': 4, axis_types=(Manual, Manual))"}));
   EXPECT_EQ(ty(r), "float32[8@X,1]");
 }
+
+TEST(ExplicitCollectives, ExactlyWhatTypesAndReshardsImply) {
+  Mesh m = xy();
+  Array x = reshard(iota_f32({8, 16}), NamedSharding(m, P("X", "Y")));
+  Array x0 = reshard(iota_f32({8, 16}), NamedSharding(m, P("X", None)));
+  Array b = reshard(iota_f32({16}), NamedSharding(m, P()));
+  // Elementwise ops, a broadcast bias and a reduction over an unsplit dimension: nothing moves.
+  auto local = jit([](const Array& a, const Array& bias) {
+    return sum(tanh(a + bias) * 2.0, {1}, true);
+  });
+  EXPECT_EQ(collectives(local.lower(x0, b).as_text()), std::vector<std::string>{});
+  // The same over the dimension split by Y: one all_reduce over Y.
+  EXPECT_EQ(collectives(local.lower(x, b).as_text()), (std::vector<std::string>{"all_reduce"}));
+  // A reduction over a split dimension: one all_reduce over that axis.
+  auto red = jit([](const Array& a) { return sum(a, {0}); });
+  EXPECT_EQ(collectives(red.lower(x).as_text()), (std::vector<std::string>{"all_reduce"}));
+  // A reshard that moves the split from one dimension to the other: one all_to_all.
+  Array xr = reshard(iota_f32({8, 16}), NamedSharding(m, P("X", None)));
+  auto move = jit([&](const Array& a) { return reshard(a, NamedSharding(m, P(None, "X"))); });
+  EXPECT_EQ(collectives(move.lower(xr).as_text()), (std::vector<std::string>{"all_to_all"}));
+  // Gathering a weight for use (FSDP): one all_gather, and the matmul moves nothing more.
+  Array w = reshard(iota_f32({16, 4}), NamedSharding(m, P("X", None)));
+  Array act = reshard(iota_f32({8, 16}), NamedSharding(m, P("X", None)));
+  auto fsdp = jit([&](const Array& a, const Array& ww) {
+    return matmul(a, reshard(ww, NamedSharding(m, P())));
+  });
+  EXPECT_EQ(collectives(fsdp.lower(act, w).as_text()), (std::vector<std::string>{"all_gather"}));
+  expect_near(fsdp(act, w), matmul(iota_f32({8, 16}), iota_f32({16, 4})));
+}
