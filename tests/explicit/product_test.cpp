@@ -6,21 +6,17 @@
 
 #include "ir/program.h"
 #include "partix/checkpoint.h"
-#include "test_util.h"
+#include "explicit_util.h"
 
 using namespace partix;
+using explicit_test::iota_f32;
+using explicit_test::ty;
 
 namespace {
 const AxisType kE = AxisType::Explicit;
 const AxisType kA = AxisType::Auto;
 
-Array iota_f32(Shape shape) {
-  std::vector<float> v(static_cast<size_t>(shape_size(shape)));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i % 11) - 5.0f;
-  return from_vector<float>(v, shape);
-}
 
-std::string ty(const Array& a) { return type_of(a).to_string(); }
 }  // namespace
 
 TEST(ExplicitProduct, LoweredTextMarksTypedValues) {

@@ -3,9 +3,11 @@
 // program lowers to: exactly those its reshards and typed ops imply.
 #include <regex>
 
-#include "test_util.h"
+#include "explicit_util.h"
 
 using namespace partix;
+using explicit_test::iota_f32;
+using explicit_test::ty;
 
 namespace {
 const AxisType kE = AxisType::Explicit;
@@ -13,13 +15,7 @@ const AxisType kA = AxisType::Auto;
 
 Mesh xy() { return make_mesh({2, 4}, {"X", "Y"}, {kE, kE}); }
 
-Array iota_f32(Shape shape) {
-  std::vector<float> v(static_cast<size_t>(shape_size(shape)));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i % 7) - 3.0f;
-  return from_vector<float>(v, shape);
-}
 
-std::string ty(const Array& a) { return type_of(a).to_string(); }
 
 // The collectives of a per-device program, in order: "all_reduce", "all_gather", ...
 std::vector<std::string> collectives(const std::string& text) {

@@ -3,22 +3,18 @@
 // JAX's explicit-sharding tutorial (docs.jax.dev, "Explicit sharding") and its sharding rules
 // (broadcasting ops: zipped dimensions agree or are None; dot_general: batch and contracting
 // dimensions agree, a contraction split in both operands needs out_sharding).
-#include "test_util.h"
+#include "explicit_util.h"
 
 using namespace partix;
+using explicit_test::iota_f32;
+using explicit_test::ty;
 
 namespace {
 const AxisType kE = AxisType::Explicit;
 
 Mesh xy() { return make_mesh({2, 4}, {"X", "Y"}, {kE, kE}); }
 
-Array iota_f32(Shape shape) {
-  std::vector<float> v(static_cast<size_t>(shape_size(shape)));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i % 7) - 3.0f;
-  return from_vector<float>(v, shape);
-}
 
-std::string ty(const Array& a) { return type_of(a).to_string(); }
 }  // namespace
 
 TEST(ExplicitRules, TutorialBroadcastAdd) {

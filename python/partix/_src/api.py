@@ -851,6 +851,20 @@ def _specs(shardings, n, api, what):
                     f"got {shardings!r:.80}")
 
 
+def _region_call(api, run, fun, args, kwargs):
+  """Calls fun(*args, **kwargs) through the C++ region `run(body, leaves)` (auto_axes or
+  explicit_axes): leaves cross as core arrays, the result's tree is kept on the Python side."""
+  leaves, treedef = tu.tree_flatten(args)
+  box = {}
+
+  def body(cs):
+    r = fun(*tu.tree_unflatten(treedef, [Array(c) for c in cs]), **kwargs)
+    rl, box["tree"] = tu.tree_flatten(r)
+    return [core(x, api=api) for x in rl]
+  res = run(body, [core(x, api=api) for x in leaves])
+  return tu.tree_unflatten(box["tree"], [Array(c) for c in res])
+
+
 def auto_axes(fun=None, *, axes=None, out_sharding=None):
   """jax.sharding.auto_axes: fun runs with `axes` (default: every Explicit axis) Auto, so its
   arguments' types forget them and the partitioner decides inside; its results are then
@@ -862,20 +876,12 @@ def auto_axes(fun=None, *, axes=None, out_sharding=None):
   @functools.wraps(fun)
   def wrapped(*args, out_sharding=out_sharding, out_shardings=None, **kwargs):
     outs = out_sharding if out_sharding is not None else out_shardings
-    leaves, treedef = tu.tree_flatten(args)
-    box = {}
-
-    def body(cs):
-      r = fun(*tu.tree_unflatten(treedef, [Array(c) for c in cs]), **kwargs)
-      rl, box["tree"] = tu.tree_flatten(r)
-      box["specs"] = _specs(outs, len(rl), "auto_axes", "out_sharding")
-      return [core(x, api="auto_axes") for x in rl]
-    # The specs are known once the result's leaves are: a single spec serves them all.
+    # One spec serves every result; a list gives one per result leaf (C++ checks the count).
     single = outs is None or isinstance(outs, (PartitionSpec, NamedSharding))
     specs = _specs(outs, 1, "auto_axes", "out_sharding") if single else \
         [_spec_of(s, "auto_axes", "out_sharding")._core() for s in outs]
-    res = _core.auto_axes(body, [core(x, api="auto_axes") for x in leaves], specs, ax)
-    return tu.tree_unflatten(box["tree"], [Array(c) for c in res])
+    return _region_call("auto_axes", lambda body, ls: _core.auto_axes(body, ls, specs, ax), fun,
+                        args, kwargs)
   return wrapped
 
 
@@ -890,21 +896,15 @@ def explicit_axes(fun=None, *, axes=None, in_sharding=None):
   @functools.wraps(fun)
   def wrapped(*args, in_sharding=in_sharding, in_shardings=None, **kwargs):
     ins = in_sharding if in_sharding is not None else in_shardings
-    leaves, treedef = tu.tree_flatten(args)
-    if isinstance(ins, (list, tuple)) and len(ins) == len(args) and len(args) != len(leaves):
-      per = []
+    n = len(tu.tree_leaves(args))
+    if isinstance(ins, (list, tuple)) and len(ins) == len(args) and len(args) != n:
+      per = []  # one per argument: repeated for each of its leaves
       for a, s in zip(args, ins):
         per += [s] * len(tu.tree_leaves(a))
       ins = per
-    specs = _specs(ins, len(leaves), "explicit_axes", "in_sharding")
-    box = {}
-
-    def body(cs):
-      r = fun(*tu.tree_unflatten(treedef, [Array(c) for c in cs]), **kwargs)
-      rl, box["tree"] = tu.tree_flatten(r)
-      return [core(x, api="explicit_axes") for x in rl]
-    res = _core.explicit_axes(body, [core(x, api="explicit_axes") for x in leaves], specs, ax)
-    return tu.tree_unflatten(box["tree"], [Array(c) for c in res])
+    specs = _specs(ins, n, "explicit_axes", "in_sharding")
+    return _region_call("explicit_axes", lambda body, ls: _core.explicit_axes(body, ls, specs, ax),
+                        fun, args, kwargs)
   return wrapped
 
 
