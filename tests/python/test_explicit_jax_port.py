@@ -257,43 +257,39 @@ REDUCE_CASES = [  # axis, input spec, result type, whether a cross-device reduct
 ]
 
 
-@pytest.mark.parametrize("axis,in_spec,want,reduce", REDUCE_CASES)
-def test_reduce_sum(m22, axis, in_spec, want, reduce):
-  """ShardingInTypesTest.test_reduce_sum: a reduced split dimension leaves the result
-  replicated over its axes; the others keep theirs."""
+def _reduce_under_jit(m22, reduce_fn, axis, in_spec, want, reduce):
+  """Runs reduce_fn(x, axis=axis) under jit on np82() split as in_spec; checks the traced
+  type, and whether the program reduces across devices. Returns (jitted, input, values)."""
   np_inp = np82()
   arr = put(np_inp, m22, in_spec)
   seen = []
 
   @partix.jit
   def f(x):
-    y = jnp.sum(x, axis=axis)
+    y = reduce_fn(x, axis=axis)
     seen.append(ty(y))
     return y
   out = f(arr)
   assert seen == [want]
-  np.testing.assert_array_equal(np.asarray(out), np.sum(np_inp, axis=axis))
   assert ty(out) == want
   assert ("all_reduce" in f.lower(arr).as_text()) == reduce
+  return f, arr, np_inp, out
+
+
+@pytest.mark.parametrize("axis,in_spec,want,reduce", REDUCE_CASES)
+def test_reduce_sum(m22, axis, in_spec, want, reduce):
+  """ShardingInTypesTest.test_reduce_sum: a reduced split dimension leaves the result
+  replicated over its axes; the others keep theirs."""
+  _, _, np_inp, out = _reduce_under_jit(m22, jnp.sum, axis, in_spec, want, reduce)
+  np.testing.assert_array_equal(np.asarray(out), np.sum(np_inp, axis=axis))
 
 
 @pytest.mark.parametrize("axis,in_spec,want,reduce", REDUCE_CASES)
 def test_reduce_max(m22, axis, in_spec, want, reduce):
   """ShardingInTypesTest.test_reduce_max: as reduce_sum, and the grad of mean(max) is typed
   like the input."""
-  np_inp = np82()
-  arr = put(np_inp, m22, in_spec)
-  seen = []
-
-  @partix.jit
-  def f(x):
-    y = jnp.max(x, axis=axis)
-    seen.append(ty(y))
-    return y
-  out = f(arr)
-  assert seen == [want]
+  f, arr, np_inp, out = _reduce_under_jit(m22, jnp.max, axis, in_spec, want, reduce)
   np.testing.assert_array_equal(np.asarray(out), np.max(np_inp, axis=axis))
-  assert ("all_reduce" in f.lower(arr).as_text()) == reduce
   g = partix.jit(partix.grad(lambda x: jnp.mean(f(x))))(arr)
   assert g.sharding == arr.sharding
   ref = np.zeros_like(np_inp)
