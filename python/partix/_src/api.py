@@ -793,8 +793,9 @@ class ShapedArray:
 
 
 def typeof(x):
-  """jax.typeof: x's type. A concrete array's sharding is its own; inside jit a traced value
-  shows the sharding known so far (a jit argument's fixed sharding, a constrained value)."""
+  """jax.typeof: x's type. A concrete array's sharding is its own; a traced value's sharding
+  along Explicit mesh axes is computed per op while tracing (explicit sharding), and otherwise
+  shows what is known (a jit argument's fixed sharding, a constrained value)."""
   return ShapedArray(_core.type_of(core(x, api="typeof")))
 
 
