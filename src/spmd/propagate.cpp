@@ -104,19 +104,24 @@ void propagate_flat(ir::Program& g, const Mesh& mesh, const std::vector<NamedSha
   };
   // A broadcast's result is a view its users read in place: its type is kept for the user,
   // but its layout is left to them (split as they are, it costs nothing), as in Auto mode.
-  std::vector<bool> broadcast(n, false);
+  std::vector<bool> broadcast(n, false), is_result(n, false);
+  for (int r : g.results) is_result[static_cast<size_t>(r)] = true;
   for (const ir::Instr& instr : g.instrs) {
     if (!instr.prim->is_broadcast()) continue;
     for (int o : instr.outputs) broadcast[static_cast<size_t>(o)] = true;
   }
   for (size_t v = 0; v < n; ++v) {
     const ir::ValueInfo& info = g.values[v];
-    if (!info.typed || !info.sharding || broadcast[v]) continue;
+    if (!info.typed || !info.sharding || (broadcast[v] && !is_result[v])) continue;
     // A value typed replicated (made from replicated values: a mask drawn from a replicated
     // key, a broadcast bias) is laid out as its users are, as in Auto mode: computing it split
     // where they are split moves nothing, and its type says only that no Explicit axis splits
     // it in the program's meaning.
-    if (info.sharding->spec().axes().empty() && info.sharding->unreduced().empty()) continue;
+    // A result is what the user holds: its sharding is its type.
+    if (info.sharding->spec().axes().empty() && info.sharding->unreduced().empty() &&
+        !is_result[v]) {
+      continue;
+    }
     NamedSharding s(mesh, info.sharding->spec(), info.sharding->unreduced());
     bool any_auto = false;
     for (AxisType t : info.sharding->mesh().axis_types()) any_auto = any_auto || t == AxisType::Auto;

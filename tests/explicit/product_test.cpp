@@ -102,3 +102,20 @@ TEST(ExplicitProduct, EagerResultsArePlacedAsTyped) {
   Array y = x + iota_f32({8, 4});
   EXPECT_EQ(ty(y), "float32[8@X,4@Y]");
 }
+
+TEST(ExplicitProduct, ResultsArePlacedAsTheirTypes) {
+  // A broadcast typed replicated is laid out as its users inside the program, but a result is
+  // what the user holds: its sharding is its type.
+  Mesh m = make_mesh({2, 4}, {"X", "Y"}, {kE, kE});
+  Array x = reshard(iota_f32({8, 4}), NamedSharding(m, P("X", None)));
+  Array b = reshard(iota_f32({4}), NamedSharding(m, P()));
+  auto f = jit([](const Array& a, const Array& bias) {
+    Array wide = broadcast_to(bias, {8, 4});
+    return std::vector<Array>{a + wide, wide};
+  });
+  auto outs = f(x, b);
+  EXPECT_EQ(ty(outs[0]), "float32[8@X,4]");
+  EXPECT_EQ(ty(outs[1]), "float32[8,4]");
+  EXPECT_TRUE(outs[1].sharding().is_fully_replicated());
+  EXPECT_EQ(outs[1].to_vector<float>(), broadcast_to(iota_f32({4}), {8, 4}).to_vector<float>());
+}
