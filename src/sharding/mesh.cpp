@@ -14,7 +14,13 @@ struct Mesh::Data {
   std::vector<std::string> names;
   std::vector<Device> devices;
   std::vector<AxisType> types;
+  // to_string(), made once: caches and keys format meshes on every call and every eager op.
+  std::string text;
 };
+
+namespace {
+std::string describe(const Mesh& m);
+}  // namespace
 
 std::string_view axis_type_name(AxisType t) {
   switch (t) {
@@ -86,8 +92,10 @@ Mesh::Mesh(Shape axis_sizes, std::vector<std::string> axis_names, std::vector<De
     }
   }
   std::vector<AxisType> types(axis_names.size(), AxisType::Auto);
-  data_ = std::make_shared<Data>(
-      Data{std::move(axis_sizes), std::move(axis_names), std::move(devs), std::move(types)});
+  auto d = std::make_shared<Data>(
+      Data{std::move(axis_sizes), std::move(axis_names), std::move(devs), std::move(types), {}});
+  data_ = d;
+  d->text = describe(*this);
 }
 
 Mesh::Mesh(Shape axis_sizes, std::vector<std::string> axis_names, std::vector<Device> devices,
@@ -109,7 +117,8 @@ Mesh Mesh::with_axis_types(std::vector<AxisType> axis_types) const {
   Mesh m = *this;
   auto d = std::make_shared<Data>(*data_);
   d->types = std::move(axis_types);
-  m.data_ = std::move(d);
+  m.data_ = d;
+  d->text = describe(m);
   return m;
 }
 
@@ -174,23 +183,27 @@ int64_t Mesh::position_of(int device_id) const {
   return -1;
 }
 
-std::string Mesh::to_string() const {
+std::string Mesh::to_string() const { return data_->text; }
+
+namespace {
+std::string describe(const Mesh& m) {
   std::vector<std::string> parts;
-  for (size_t i = 0; i < data_->names.size(); ++i) {
-    parts.push_back(fmt::format("'{}': {}", data_->names[i], data_->sizes[i]));
+  for (size_t i = 0; i < m.axis_names().size(); ++i) {
+    parts.push_back(fmt::format("'{}': {}", m.axis_names()[i], m.axis_sizes()[i]));
   }
   // Device ids are shown unless they are 0..n-1 in order, so that two different meshes
   // never print the same.
-  const std::vector<int> ids = device_ids();
+  const std::vector<int> ids = m.device_ids();
   bool in_order = true;
   for (size_t k = 0; k < ids.size(); ++k) in_order = in_order && ids[k] == static_cast<int>(k);
-  const char* kind = is_abstract() ? "AbstractMesh" : "Mesh";
+  const char* kind = m.is_abstract() ? "AbstractMesh" : "Mesh";
   if (!in_order) parts.push_back(fmt::format("devices=[{}]", fmt::join(ids, ",")));
   bool all_auto = true;
-  for (AxisType t : data_->types) all_auto = all_auto && t == AxisType::Auto;
-  if (!all_auto) parts.push_back("axis_types=" + types_to_string(data_->types));
+  for (AxisType t : m.axis_types()) all_auto = all_auto && t == AxisType::Auto;
+  if (!all_auto) parts.push_back("axis_types=" + types_to_string(m.axis_types()));
   return fmt::format("{}({})", kind, fmt::join(parts, ", "));
 }
+}  // namespace
 
 bool operator==(const Mesh& a, const Mesh& b) {
   if (a.data_ == b.data_) return true;
