@@ -33,15 +33,15 @@ std::vector<Array> evaluate(const ir::Program& p, const std::vector<Array>& args
     // Explicit sharding: the trace already checked every op's rule; re-applied, an op whose
     // type was ambiguous there (resolved by an out_sharding= on a later result) must not raise,
     // and results whose types the trace fixed (an out_sharding=, a reshard) keep them.
-    std::optional<detail::ExplicitLenientScope> lenient;
-    lenient.emplace();
-    if (saved &&
-        in.prim->evaluate_saving(ins, in.attrs, in.regions, &in_active, &outs, &residuals)) {
-      (*saved)[&in] = std::move(residuals);
-    } else {
-      outs = detail::bind(*in.prim, ins, in.attrs, in.regions);
+    {
+      detail::ExplicitLenientScope lenient;
+      if (saved &&
+          in.prim->evaluate_saving(ins, in.attrs, in.regions, &in_active, &outs, &residuals)) {
+        (*saved)[&in] = std::move(residuals);
+      } else {
+        outs = detail::bind(*in.prim, ins, in.attrs, in.regions);
+      }
     }
-    lenient.reset();
     for (size_t k = 0; k < outs.size() && k < in.outputs.size(); ++k) {
       const ir::ValueInfo& info = p.info(in.outputs[k]);
       if (info.typed && info.sharding) outs[k] = detail::give_type(outs[k], *info.sharding);

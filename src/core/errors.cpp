@@ -21,6 +21,13 @@ int64_t checked_size(std::string_view api, const Shape& shape, DType dtype) {
   return n;
 }
 
+std::string message_without_api(const Error& e) {
+  const std::string what = e.what();
+  const size_t close = what.find("] ");
+  return !what.empty() && what[0] == '[' && close != std::string::npos ? what.substr(close + 2)
+                                                                       : what;
+}
+
 void internal_error(std::string_view where, const std::string& what) {
   throw Error(fmt::format("[{}] internal error (a bug in partix, please report): {}", where, what));
 }

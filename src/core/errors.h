@@ -27,6 +27,9 @@ void check(bool ok, std::string_view api, fmt::format_string<Args...> f, Args&&.
 // when a dimension is negative or the count, or its size in bytes, does not fit in int64.
 int64_t checked_size(std::string_view api, const Shape& shape, DType dtype);
 
+// e's message without its "[API] " prefix: for an API that reports another's error as its own.
+std::string message_without_api(const Error& e);
+
 // An internal invariant broke: a bug in partix, not in the user's program.
 [[noreturn]] void internal_error(std::string_view where, const std::string& what);
 

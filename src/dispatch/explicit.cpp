@@ -6,6 +6,7 @@
 #include "core/errors.h"
 #include "partix/array.h"
 #include "partix/transforms.h"
+#include "sharding/axes.h"
 #include "trace/trace.h"
 
 namespace partix {
@@ -38,11 +39,8 @@ ArrayType::ArrayType(Shape shape, DType dtype, std::optional<NamedSharding> shar
 
 namespace {
 
-// A (sub-)axis name belongs to the whole axis before any ':' (see Mesh::axis_size).
 bool is_explicit(const Mesh& mesh, const std::string& name) {
-  const std::string whole = name.substr(0, name.find(':'));
-  const int i = mesh.axis_index(whole);
-  return i >= 0 && mesh.axis_types()[static_cast<size_t>(i)] == AxisType::Explicit;
+  return detail::is_axis_type(mesh, name, AxisType::Explicit);
 }
 
 // Names joined by ',' and, when there are several, parenthesised: JAX's notation in types.
@@ -142,9 +140,7 @@ Array reshard(const Array& x, const PartitionSpec& spec) {
     s.emplace(mesh, spec);
   } catch (const Error& e) {
     // The NamedSharding's message (a bad axis, an axis used twice) under reshard's name.
-    std::string what = e.what();
-    if (!what.empty() && what[0] == '[') what = what.substr(what.find("] ") + 2);
-    detail::fail("reshard", "{}", what);
+    detail::fail("reshard", "{}", detail::message_without_api(e));
   }
   return reshard(x, *s);
 }
@@ -155,8 +151,8 @@ namespace {
 bool fresh_result(const Array& r);
 }  // namespace
 
-Array with_out_sharding(const char* api, const std::vector<Array>& operands,
-                        const OutSharding& out, const std::function<Array()>& make) {
+Array with_out_sharding(const char* api, const std::vector<Array>& operands, const OutSharding& out,
+                        const std::function<Array()>& make) {
   // The mesh: the typed operands' (explicit sharding), else the current one.
   std::optional<Mesh> mesh;
   for (const Array& a : operands) {
@@ -171,9 +167,7 @@ Array with_out_sharding(const char* api, const std::vector<Array>& operands,
   try {
     s.emplace(*mesh, out.spec, out.unreduced);
   } catch (const Error& e) {
-    std::string what = e.what();
-    if (!what.empty() && what[0] == '[') what = what.substr(what.find("] ") + 2);
-    fail(api, "out_sharding: {}", what);
+    fail(api, "out_sharding: {}", message_without_api(e));
   }
   Array r;
   {
@@ -236,9 +230,7 @@ Array give_type(const Array& x, const NamedSharding& type) {
 namespace {
 
 // The same mesh up to axis types.
-bool same_but_types(const Mesh& a, const Mesh& b) {
-  return a.with_axis_types(b.axis_types()) == b;
-}
+bool same_but_types(const Mesh& a, const Mesh& b) { return a.with_axis_types(b.axis_types()) == b; }
 
 // `a` seen on `mesh`, a mesh that differs from its own only in axis types: the same buffers, or
 // for a tracer the same traced value, with the types `mesh` gives. Arrays on other meshes, and
@@ -307,8 +299,9 @@ Mesh retyped(const char* api, const Mesh& mesh, const std::vector<std::string>& 
 std::vector<PartitionSpec> one_each(const char* api, const char* what,
                                     std::vector<PartitionSpec> specs, size_t n) {
   if (specs.size() == 1 && n != 1) specs.assign(n, PartitionSpec(specs[0]));
-  detail::check(specs.size() == n, api, "{} has {} entries for {} arrays (give one for all, or one each)",
-                what, specs.size(), n);
+  detail::check(specs.size() == n, api,
+                "{} has {} entries for {} arrays (give one for all, or one each)", what,
+                specs.size(), n);
   return specs;
 }
 
@@ -337,8 +330,8 @@ std::vector<Array> auto_axes(const ArraysFn& fn, const std::vector<Array>& args,
 
 Array auto_axes(const std::function<Array(const Array&)>& fn, const Array& x,
                 PartitionSpec out_sharding, std::vector<std::string> axes) {
-  return auto_axes([&](const std::vector<Array>& a) { return std::vector<Array>{fn(a[0])}; },
-                   {x}, {std::move(out_sharding)}, std::move(axes))[0];
+  return auto_axes([&](const std::vector<Array>& a) { return std::vector<Array>{fn(a[0])}; }, {x},
+                   {std::move(out_sharding)}, std::move(axes))[0];
 }
 
 std::vector<Array> explicit_axes(const ArraysFn& fn, const std::vector<Array>& args,

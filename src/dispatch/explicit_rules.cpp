@@ -21,15 +21,7 @@ thread_local int g_lenient = 0;
 std::string whole_axis(const std::string& name) { return name.substr(0, name.find(':')); }
 
 bool is_explicit_axis(const Mesh& mesh, const std::string& name) {
-  const int i = mesh.axis_index(whole_axis(name));
-  return i >= 0 && mesh.axis_types()[static_cast<size_t>(i)] == AxisType::Explicit;
-}
-
-bool has_explicit_axes(const Mesh& mesh) {
-  for (AxisType t : mesh.axis_types()) {
-    if (t == AxisType::Explicit) return true;
-  }
-  return false;
+  return is_axis_type(mesh, name, AxisType::Explicit);
 }
 
 // Thrown inside the rule; explicit_result_types turns it into the user's error (or, in a
@@ -47,7 +39,8 @@ std::string type_text(const ir::Aval& a, const std::optional<NamedSharding>& t) 
 bool same_type(const std::optional<NamedSharding>& a, const std::optional<NamedSharding>& b,
                int rank) {
   for (int d = 0; d < rank; ++d) {
-    if ((a ? a->spec()[d] : PartitionSpec::Entry{}) != (b ? b->spec()[d] : PartitionSpec::Entry{})) {
+    if ((a ? a->spec()[d] : PartitionSpec::Entry{}) !=
+        (b ? b->spec()[d] : PartitionSpec::Entry{})) {
       return false;
     }
   }
@@ -95,10 +88,10 @@ std::vector<std::optional<NamedSharding>> region_result_types(
       for (size_t k = 0; k < out.size() && k < regions[r]->results.size(); ++k) {
         std::optional<NamedSharding> t = result_type(*regions[r], k);
         if (!same_type(types[k], t, out[k].ndim())) {
-          throw Ambiguous{fmt::format("result {} is {} in branch {} but {} in branch {}", k,
-                                      type_text(out[k], types[k]), lay.body,
-                                      type_text(out[k], t), r),
-                          "Reshard the result in the branches so that they agree"};
+          throw Ambiguous{
+              fmt::format("result {} is {} in branch {} but {} in branch {}", k,
+                          type_text(out[k], types[k]), lay.body, type_text(out[k], t), r),
+              "Reshard the result in the branches so that they agree"};
         }
       }
     }
@@ -203,9 +196,9 @@ std::vector<std::optional<NamedSharding>> factor_result_types(
         ok = with.size() == 1;
       }
       if (!ok) {
-        throw Ambiguous{fmt::format("{} is unreduced, which this op cannot take as it is",
-                                    operand(with[0])),
-                        "Reshard it to a reduced sharding first"};
+        throw Ambiguous{
+            fmt::format("{} is unreduced, which this op cannot take as it is", operand(with[0])),
+            "Reshard it to a reduced sharding first"};
       }
     }
   }
@@ -238,9 +231,9 @@ std::vector<std::optional<NamedSharding>> factor_result_types(
       for (int f : fs) {
         for (const std::string& a : axes[static_cast<size_t>(f)]) {
           if (overlaps_any(mesh, a, used) || unreduced.count(whole_axis(a))) {
-            throw Ambiguous{fmt::format("the result would be split over mesh axis '{}' twice",
-                                        whole_axis(a)),
-                            "Give out_sharding= for the result, or reshard an operand"};
+            throw Ambiguous{
+                fmt::format("the result would be split over mesh axis '{}' twice", whole_axis(a)),
+                "Give out_sharding= for the result, or reshard an operand"};
           }
           used.push_back(a);
           e.push_back(a);
@@ -262,7 +255,7 @@ ExplicitLenientScope::~ExplicitLenientScope() { --g_lenient; }
 bool explicit_lenient() { return g_lenient > 0; }
 
 std::optional<NamedSharding> explicit_type(const std::optional<NamedSharding>& sharding) {
-  if (!sharding || !has_explicit_axes(sharding->mesh())) return std::nullopt;
+  if (!sharding || !has_axis_type(sharding->mesh(), AxisType::Explicit)) return std::nullopt;
   const Mesh& mesh = sharding->mesh();
   std::vector<PartitionSpec::Entry> entries;
   for (const PartitionSpec::Entry& e : sharding->spec().entries()) {
@@ -292,8 +285,9 @@ std::vector<std::optional<NamedSharding>> explicit_result_types(
       mesh = &in_types[i]->mesh();
       first = i;
     } else if (!(in_types[i]->mesh() == *mesh)) {
-      fail(p.user_name(attrs), "operand {} is typed on {} but operand {} on {}; reshard them onto one mesh",
-           first, mesh->to_string(), i, in_types[i]->mesh().to_string());
+      fail(p.user_name(attrs),
+           "operand {} is typed on {} but operand {} on {}; reshard them onto one mesh", first,
+           mesh->to_string(), i, in_types[i]->mesh().to_string());
     }
   }
   if (!mesh) return {};

@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "dispatch/compile_cache.h"
 #include "spmd/analysis.h"
+#include "sharding/axes.h"
 #include "spmd/compile.h"
 #include "trace/trace.h"
 
@@ -91,15 +92,12 @@ std::shared_ptr<JitState::Entry> JitState::get(const std::vector<Array>& leaves,
   std::string key = tree_key;
   for (const Array& a : leaves) key += "|" + leaf_key(a);
   // A current mesh with Explicit axes types uncommitted arguments (below): part of the key.
+  std::optional<Mesh> explicit_current;
   if (has_current_mesh()) {
-    const Mesh cur = current_mesh(name);
-    for (AxisType t : cur.axis_types()) {
-      if (t == AxisType::Explicit) {
-        key += "|current " + cur.to_string();
-        break;
-      }
-    }
+    Mesh cur = current_mesh(name);
+    if (has_axis_type(cur, AxisType::Explicit)) explicit_current = std::move(cur);
   }
+  if (explicit_current) key += "|current " + explicit_current->to_string();
   std::shared_ptr<const JitTrace> known;
   {
     std::lock_guard<std::mutex> lock(cache_->mu);
@@ -150,15 +148,12 @@ std::shared_ptr<JitState::Entry> JitState::get(const std::vector<Array>& leaves,
   // Explicit sharding: under a current mesh with Explicit axes, an uncommitted argument (a host
   // array) enters replicated on it and so is typed replicated, as JAX types arrays made under
   // such a mesh; committed arguments elsewhere leave it to the usual placement.
-  if (has_current_mesh()) {
-    const Mesh cur = current_mesh(name);
-    bool explicit_axes = false;
-    for (AxisType t : cur.axis_types()) explicit_axes = explicit_axes || t == AxisType::Explicit;
+  if (explicit_current) {
     bool same = true;
-    for (const auto& g : given) same = same && (!g || g->mesh() == cur);
-    if (explicit_axes && same) {
+    for (const auto& g : given) same = same && (!g || g->mesh() == *explicit_current);
+    if (same) {
       for (auto& g : given) {
-        if (!g) g = NamedSharding(cur, P());
+        if (!g) g = NamedSharding(*explicit_current, P());
       }
     }
   }

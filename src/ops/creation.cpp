@@ -77,9 +77,7 @@ NamedSharding created_sharding(const char* api, const OutSharding& out) {
   try {
     return NamedSharding(mesh, out.spec);
   } catch (const Error& e) {
-    std::string what = e.what();
-    if (!what.empty() && what[0] == '[') what = what.substr(what.find("] ") + 2);
-    detail::fail(api, "out_sharding: {}", what);
+    detail::fail(api, "out_sharding: {}", detail::message_without_api(e));
   }
 }
 }  // namespace

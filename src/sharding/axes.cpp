@@ -173,4 +173,16 @@ std::vector<std::string> refine_axes(const Mesh& mesh, const std::vector<std::st
   return out;
 }
 
+bool has_axis_type(const Mesh& mesh, AxisType t) {
+  for (AxisType a : mesh.axis_types()) {
+    if (a == t) return true;
+  }
+  return false;
+}
+
+bool is_axis_type(const Mesh& mesh, std::string_view name, AxisType t) {
+  const int i = mesh.axis_index(name.substr(0, name.find(':')));
+  return i >= 0 && mesh.axis_types()[static_cast<size_t>(i)] == t;
+}
+
 }  // namespace partix::detail

@@ -29,6 +29,11 @@ AxisRef axis_ref(const Mesh& mesh, std::string_view name);  // throws naming the
 // The name of part (pre, size) of mesh axis `axis`: the plain name when it is the whole axis.
 std::string axis_part_name(const Mesh& mesh, int axis, int64_t pre, int64_t size);
 
+// Axis types: whether any axis of `mesh` has type `t`, and whether the whole axis a reference
+// (an axis or a sub-axis 'name:(pre)size') belongs to has type `t` (false for unknown names).
+bool has_axis_type(const Mesh& mesh, AxisType t);
+bool is_axis_type(const Mesh& mesh, std::string_view name, AxisType t);
+
 // Whether two references share devices' coordinates (the same axis, overlapping parts).
 bool axes_overlap(const Mesh& mesh, std::string_view a, std::string_view b);
 bool overlaps_any(const Mesh& mesh, std::string_view a, const std::vector<std::string>& others);

@@ -1,6 +1,7 @@
 #include "spmd/propagate.h"
 
 #include "core/errors.h"
+#include "sharding/axes.h"
 #include "spmd/control_flow.h"
 #include "spmd/cost.h"
 #include "spmd/plan.h"
@@ -93,10 +94,7 @@ void propagate_flat(ir::Program& g, const Mesh& mesh, const std::vector<NamedSha
     for (int d = 0; d < rank; ++d) {
       PartitionSpec::Entry e;
       for (const std::string& a : s.spec()[d]) {
-        const int i = types.axis_index(a.substr(0, a.find(':')));
-        if (i >= 0 && types.axis_types()[static_cast<size_t>(i)] == AxisType::Explicit) {
-          e.push_back(a);
-        }
+        if (detail::is_axis_type(types, a, AxisType::Explicit)) e.push_back(a);
       }
       out.push_back(e);
     }
@@ -123,9 +121,7 @@ void propagate_flat(ir::Program& g, const Mesh& mesh, const std::vector<NamedSha
       continue;
     }
     NamedSharding s(mesh, info.sharding->spec(), info.sharding->unreduced());
-    bool any_auto = false;
-    for (AxisType t : info.sharding->mesh().axis_types()) any_auto = any_auto || t == AxisType::Auto;
-    if (!any_auto) {
+    if (!detail::has_axis_type(info.sharding->mesh(), AxisType::Auto)) {
       fix(static_cast<int>(v), s);
     } else {
       type[v] = info.sharding;

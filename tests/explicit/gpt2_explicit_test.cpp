@@ -1,8 +1,8 @@
 // GPT-2 training in Explicit mode: every activation's sharding is part of its type, computed
 // per op while tracing. The losses equal the Auto-mode run's, and the training step moves the
 // same bytes in the same kinds of collectives.
-#include "partix/models/gpt2.h"
 #include <fmt/format.h>
+#include "partix/models/gpt2.h"
 
 #include "test_util.h"
 

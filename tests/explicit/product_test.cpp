@@ -4,9 +4,9 @@
 // place their results as their types say.
 #include <filesystem>
 
+#include "explicit_util.h"
 #include "ir/program.h"
 #include "partix/checkpoint.h"
-#include "explicit_util.h"
 
 using namespace partix;
 using explicit_test::iota_f32;
@@ -15,7 +15,6 @@ using explicit_test::ty;
 namespace {
 const AxisType kE = AxisType::Explicit;
 const AxisType kA = AxisType::Auto;
-
 
 }  // namespace
 

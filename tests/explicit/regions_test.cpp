@@ -15,11 +15,10 @@ const AxisType kA = AxisType::Auto;
 
 Mesh xy() { return make_mesh({2, 4}, {"X", "Y"}, {kE, kE}); }
 
-
-
 // The collectives of a per-device program, in order: "all_reduce", "all_gather", ...
 std::vector<std::string> collectives(const std::string& text) {
-  static const std::regex op(R"(= (all_reduce|all_gather|reduce_scatter|all_to_all|ppermute|collective_permute)\b)");
+  static const std::regex op(
+      R"(= (all_reduce|all_gather|reduce_scatter|all_to_all|ppermute|collective_permute)\b)");
   std::vector<std::string> out;
   for (auto it = std::sregex_iterator(text.begin(), text.end(), op); it != std::sregex_iterator();
        ++it) {
@@ -48,12 +47,14 @@ TEST(ExplicitOutSharding, ContractionSplitInBothOperands) {
   expect_near(c, want);
   // Under jit: the partial sums over Y are reduced into the asked sharding, and nothing else
   // moves: one reduction over Y (a reduce_scatter when the result is split over Y).
-  auto f = jit([](const Array& x, const Array& y) { return matmul(x, y, OutSharding{P("X", "Y")}); });
+  auto f =
+      jit([](const Array& x, const Array& y) { return matmul(x, y, OutSharding{P("X", "Y")}); });
   Array j = f(a, b);
   EXPECT_EQ(ty(j), "float32[8@X,4@Y]");
   expect_near(j, want);
   EXPECT_EQ(collectives(f.lower(a, b).as_text()), (std::vector<std::string>{"reduce_scatter"}));
-  auto g = jit([](const Array& x, const Array& y) { return matmul(x, y, OutSharding{P("X", None)}); });
+  auto g =
+      jit([](const Array& x, const Array& y) { return matmul(x, y, OutSharding{P("X", None)}); });
   EXPECT_EQ(collectives(g.lower(a, b).as_text()), (std::vector<std::string>{"all_reduce"}));
   // Unreduced: no collective at all until a reshard asks for the sum.
   std::string seen;
@@ -130,8 +131,8 @@ TEST(ExplicitAxes, TutorialAutoAxesAdd) {
   });
   Array xs = reshard(iota_f32({4, 4}), NamedSharding(m, P("X", "Y")));
   Array out = f(xs);
-  EXPECT_EQ(seen, (std::vector<std::string>{"float32[4@X,4@Y]", "float32[4,4@Y]",
-                                            "float32[4@X,4@Y]"}));
+  EXPECT_EQ(seen,
+            (std::vector<std::string>{"float32[4@X,4@Y]", "float32[4,4@Y]", "float32[4@X,4@Y]"}));
   expect_near(out, sin(iota_f32({4, 4})) * 2.0 + 1.0);
 }
 
@@ -204,7 +205,8 @@ TEST(ExplicitControlFlow, ScanCarriesKeepTypes) {
   // A body that changes a carry's type is an error.
   Array rep = reshard(iota_f32({8}), NamedSharding(m, P()));
   auto g = jit([&](const Array& c0) {
-    return fori_loop(0, 2, [&](const Array&, const Array& c) { return c + init; }, c0);
+    return fori_loop(
+        0, 2, [&](const Array&, const Array& c) { return c + init; }, c0);
   });
   EXPECT_PARTIX_ERROR((void)g(rep), "fori_loop", "carry 0", "float32[8]", "float32[8@X]");
 }
@@ -230,9 +232,8 @@ TEST(ExplicitCollectives, ExactlyWhatTypesAndReshardsImply) {
   Array x0 = reshard(iota_f32({8, 16}), NamedSharding(m, P("X", None)));
   Array b = reshard(iota_f32({16}), NamedSharding(m, P()));
   // Elementwise ops, a broadcast bias and a reduction over an unsplit dimension: nothing moves.
-  auto local = jit([](const Array& a, const Array& bias) {
-    return sum(tanh(a + bias) * 2.0, {1}, true);
-  });
+  auto local =
+      jit([](const Array& a, const Array& bias) { return sum(tanh(a + bias) * 2.0, {1}, true); });
   EXPECT_EQ(collectives(local.lower(x0, b).as_text()), std::vector<std::string>{});
   // The same over the dimension split by Y: one all_reduce over Y.
   EXPECT_EQ(collectives(local.lower(x, b).as_text()), (std::vector<std::string>{"all_reduce"}));

@@ -14,7 +14,6 @@ const AxisType kE = AxisType::Explicit;
 
 Mesh xy() { return make_mesh({2, 4}, {"X", "Y"}, {kE, kE}); }
 
-
 }  // namespace
 
 TEST(ExplicitRules, TutorialBroadcastAdd) {
@@ -33,8 +32,8 @@ TEST(ExplicitRules, TutorialBroadcastAdd) {
     return ans;
   });
   Array j = f(arg0, arg1);
-  EXPECT_EQ(seen, (std::vector<std::string>{"float32[4@X,1]", "float32[1,8@Y]",
-                                            "float32[4@X,8@Y]"}));
+  EXPECT_EQ(seen,
+            (std::vector<std::string>{"float32[4@X,1]", "float32[1,8@Y]", "float32[4@X,8@Y]"}));
   EXPECT_EQ(j.sharding().spec(), P("X", "Y"));
   EXPECT_EQ(j.to_vector<float>(), (iota_f32({4, 1}) + iota_f32({1, 8})).to_vector<float>());
 }
