@@ -272,6 +272,16 @@ class Primitive {
     (void)in, (void)out, (void)attrs;
     return false;
   }
+  // Decided on each device when it runs, for one-result ops: whether the result needs no
+  // kernel here because existing bytes are it (an operand's buffer unchanged, or a cached
+  // constant), stored in *result; shared buffers are never written in place. A pad_mask on a
+  // device whose block holds no padding forwards its operand this way.
+  virtual bool may_share_result() const { return false; }
+  virtual bool shares_result(const KernelCall& call, const std::vector<const detail::Buffer*>& operands,
+                             detail::Buffer* result) const {
+    (void)call, (void)operands, (void)result;
+    return false;
+  }
   // Whether the result repeats its one operand along new or size-1 dimensions (a broadcast):
   // then, per result dimension, the operand's element stride (0 where it repeats). Fusion
   // reads the operand in place through them instead of materialising the broadcast.

@@ -9,7 +9,11 @@
 //   axis_slice{axes, axis, group}          this device's block along axis (no communication)
 // `group` is the product of the axis sizes (shape inference needs it).
 #include <algorithm>
+#include <bit>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <tuple>
 #include <set>
 
 #include "core/errors.h"
@@ -458,6 +462,32 @@ class AxisSlice final : public Primitive {
   }
 };
 
+// A block of `a`'s bytes filled with `value`, shared by every device that needs it (each
+// counts the bytes while it holds them); invalid past a cache of 64 MiB.
+detail::Buffer filled_block(const Aval& a, double value) {
+  static std::mutex mu;
+  static std::map<std::tuple<DType, int64_t, uint64_t>, detail::Buffer> cache;
+  static int64_t cached_bytes = 0;
+  constexpr int64_t kCacheBytes = int64_t{64} << 20;
+  const int64_t nbytes = a.nbytes();
+  std::lock_guard<std::mutex> lock(mu);
+  auto key = std::make_tuple(a.dtype, nbytes, std::bit_cast<uint64_t>(value));
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  if (cached_bytes + nbytes > kCacheBytes || nbytes <= 0) return {};
+  detail::Buffer b = detail::Buffer::shared(nbytes);
+  const int es = dtype_size(a.dtype);
+  char* p = static_cast<char*>(b.data());
+  detail::store_scalar(p, a.dtype, value);
+  for (int64_t done = es; done < nbytes;) {
+    const int64_t n = std::min(done, nbytes - done);
+    std::memcpy(p + done, p, static_cast<size_t>(n));
+    done += n;
+  }
+  cached_bytes += nbytes;
+  cache.emplace(key, b);
+  return b;
+}
+
 // pad_mask{axes, axis, size, value}: positions of this device's block along `axis` that lie
 // beyond the global size (the padding of uneven blocks) are set to value; reductions over
 // unevenly split dimensions read only valid data this way.
@@ -473,29 +503,72 @@ class PadMask final : public Primitive {
   double flops(const std::vector<Aval>&, const std::vector<Aval>&, const Attrs&) const override {
     return 0;
   }
+  // The result may take the operand's buffer over (only the padding is written).
+  int in_place_operand() const override { return 0; }
+  // A device whose block holds no padding shares its operand's buffer, and one whose block is
+  // all padding shares a cached block of the fill value: neither copies.
+  bool may_share_result() const override { return true; }
+  bool shares_result(const KernelCall& c, const std::vector<const detail::Buffer*>& operands,
+                     detail::Buffer* result) const override {
+    if (c.ctx.mesh == nullptr) return false;
+    const int64_t valid = valid_rows(c);
+    if (valid == c.in_aval(0).shape[static_cast<size_t>(c.attrs.i("axis"))]) {
+      *result = *operands[0];
+      return true;
+    }
+    if (valid == 0) {
+      detail::Buffer fill = filled_block(c.in_aval(0), c.attrs.f("value"));
+      if (!fill.valid()) return false;
+      *result = fill.alias_for(c.ctx.device);
+      return true;
+    }
+    return false;
+  }
   void reference(const KernelCall& c) const override {
     if (c.ctx.mesh == nullptr) detail::fail("pad_mask", "runs only in a partitioned program");
     const Aval& a = c.in_aval(0);
-    int axis = static_cast<int>(c.attrs.i("axis"));
+    const int axis = static_cast<int>(c.attrs.i("axis"));
     const int64_t len = a.shape[static_cast<size_t>(axis)];
-    const int64_t start = mixed_radix_index(*c.ctx.mesh, c.ctx.mesh_coords, axes_of(c.attrs)) * len;
-    const int64_t valid = std::max<int64_t>(0, std::min(len, c.attrs.i("size") - start));
+    const int64_t valid = valid_rows(c);
     const int es = dtype_size(a.dtype);
-    std::memcpy(c.out[0], c.in[0], static_cast<size_t>(a.nbytes()));
-    if (valid == len) return;
+    if (valid == len) {
+      if (c.out[0] != c.in[0]) std::memcpy(c.out[0], c.in[0], static_cast<size_t>(a.nbytes()));
+      return;
+    }
     int64_t outer = 1, inner = 1;
     for (int d = 0; d < axis; ++d) outer *= a.shape[static_cast<size_t>(d)];
     for (size_t d = static_cast<size_t>(axis) + 1; d < a.shape.size(); ++d) inner *= a.shape[d];
-    std::vector<char> fill(static_cast<size_t>(es));
-    detail::store_scalar(fill.data(), a.dtype, c.attrs.f("value"));
-    char* out = static_cast<char*>(c.out[0]);
-    for (int64_t o = 0; o < outer; ++o) {
-      for (int64_t i = valid; i < len; ++i) {
-        for (int64_t k = 0; k < inner; ++k) {
-          std::memcpy(out + ((o * len + i) * inner + k) * es, fill.data(), static_cast<size_t>(es));
-        }
+    if (c.out[0] != c.in[0] && valid > 0) {  // the valid rows of each outer index
+      const size_t row = static_cast<size_t>(len * inner) * static_cast<size_t>(es);
+      const size_t keep = static_cast<size_t>(valid * inner) * static_cast<size_t>(es);
+      for (int64_t o = 0; o < outer; ++o) {
+        std::memcpy(static_cast<char*>(c.out[0]) + static_cast<size_t>(o) * row,
+                    static_cast<const char*>(c.in[0]) + static_cast<size_t>(o) * row, keep);
       }
     }
+    // One run of padding per outer index: (len - valid) * inner elements. The fill value is
+    // written once, then doubled by copies within the run.
+    const size_t run = static_cast<size_t>((len - valid) * inner) * static_cast<size_t>(es);
+    char* out = static_cast<char*>(c.out[0]);
+    for (int64_t o = 0; o < outer; ++o) {
+      char* dst = out + static_cast<size_t>((o * len + valid) * inner) * static_cast<size_t>(es);
+      if (run == 0) break;
+      detail::store_scalar(dst, a.dtype, c.attrs.f("value"));
+      size_t done = static_cast<size_t>(es);
+      while (done < run) {
+        const size_t n = std::min(done, run - done);
+        std::memcpy(dst + done, dst, n);
+        done += n;
+      }
+    }
+  }
+
+ private:
+  // The rows of this device's block along `axis` that lie within the global size.
+  static int64_t valid_rows(const KernelCall& c) {
+    const int64_t len = c.in_aval(0).shape[static_cast<size_t>(c.attrs.i("axis"))];
+    const int64_t start = mixed_radix_index(*c.ctx.mesh, c.ctx.mesh_coords, axes_of(c.attrs)) * len;
+    return std::max<int64_t>(0, std::min(len, c.attrs.i("size") - start));
   }
 };
 

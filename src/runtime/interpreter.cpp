@@ -107,6 +107,7 @@ Plan make_plan(const ir::Program& p, const char* platform) {
     plan.out_avals.push_back(std::move(oa));
     plan.reuse_input.push_back(reuse);
     plan.view.push_back(view);
+    plan.may_share.push_back(!fused && in.outputs.size() == 1 && in.prim->may_share_result());
   }
   return plan;
 }
@@ -133,6 +134,13 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
     in_ptrs.clear();
     out_ptrs.clear();
     for (int v : in.inputs) in_ptrs.push_back(env[static_cast<size_t>(v)].data());
+    if (plan.may_share[j]) {
+      prim::KernelCall probe{in.attrs, plan.in_avals[j], plan.out_avals[j], in_ptrs, out_ptrs,
+                             ctx, in.regions};
+      std::vector<const detail::Buffer*> operands;
+      for (int v : in.inputs) operands.push_back(&env[static_cast<size_t>(v)]);
+      if (in.prim->shares_result(probe, operands, &env[static_cast<size_t>(in.outputs[0])])) return;
+    }
     bool taken_over = false;
     for (size_t k = 0; k < in.outputs.size(); ++k) {
       int v = in.outputs[k];

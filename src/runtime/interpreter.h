@@ -24,6 +24,9 @@ struct Plan {
   // transpose or broadcast that moves only size-1 dims, stop_gradient). When it takes the
   // input's buffer over, no kernel runs at all.
   std::vector<bool> view;
+  // Per instruction: whether to ask the primitive, on each device, for a shared result
+  // (Primitive::shares_result) before running its kernel.
+  std::vector<bool> may_share;
   // Loop fusion (runtime/fusion.h): per instruction, the root of its fused group (the root
   // itself included) or -1, and at roots the group. Other members do not run on their own:
   // their results are never allocated, and what dies at them dies at the root.
