@@ -33,6 +33,7 @@ struct PlanArgs {
   bool fsdp = false, generate = false, json = false, scan_layers = true;
   int64_t batch = 8, seq = 0;  // seq 0: the model's context length (training), 512 (generate)
   int64_t new_tokens = 128;
+  int64_t vocab = 0;  // 0: the model's own
   std::string dtype = "f32", remat = "none";
 };
 
@@ -173,6 +174,7 @@ void plan_training(const PlanArgs& a, const g2::Config& model, const Mesh& mesh,
                    std::chrono::steady_clock::time_point t0) {
   g2::TrainOptions o;
   o.model = model;
+  if (a.vocab > 0) o.model.vocab_size = a.vocab;
   o.model.dtype = a.dtype == "bf16" ? DType::BF16 : DType::F32;
   o.model.dropout = 0.0;
   o.fsdp = a.fsdp;
@@ -390,6 +392,9 @@ void add_plan(CLI::App& app) {
   cmd->add_flag("--generate", a->generate, "Plan a prefill and a decode step instead (Llama)");
   add_int(cmd, "--new-tokens", a->new_tokens, 1, int64_t{1} << 20,
           "With --generate: positions the cache keeps beyond the prompt");
+  add_int(cmd, "--vocab", a->vocab, 0, int64_t{1} << 24,
+          "Training plans: the vocabulary size (0: the model's own; partix train's small and "
+          "tiny read bytes: 256)");
   cmd->add_flag("--json", a->json, "Print the plan as JSON");
   cmd->callback([a] {
     if (!parse_only()) run_plan(*a);
