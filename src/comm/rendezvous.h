@@ -20,6 +20,7 @@
 
 #include "comm/communicator.h"
 #include "core/buffer.h"
+#include "core/fiber.h"
 #include "partix/dtype.h"
 #include "partix/error.h"
 
@@ -129,10 +130,36 @@ struct Rendezvous {
     }
     if (last) {
       work();
-      std::lock_guard<std::mutex> lock(mu);
-      working = false;
-      generation.fetch_add(1);
-      cv.notify_all();
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        working = false;
+        generation.fetch_add(1);
+        cv.notify_all();
+      }
+      detail::notify_progress();
+      return;
+    }
+    if (detail::in_fiber()) {
+      // A device fiber: its thread runs the other devices meanwhile (core/fiber.h).
+      const auto deadline = collective_deadline() + slack;
+      while (generation.load() == gen) {
+        detail::fiber_yield();
+        if (generation.load() != gen) return;
+        std::unique_lock<std::mutex> lock(mu);
+        if (generation.load() != gen || working) continue;
+        lock.unlock();
+        check_abort();
+        if (std::chrono::steady_clock::now() < deadline) continue;
+        lock.lock();
+        if (generation.load() != gen || working) continue;
+        std::vector<int> missing;
+        for (int r = 0; r < n; ++r) {
+          if (!here[static_cast<size_t>(r)]) missing.push_back(members[static_cast<size_t>(r)]);
+        }
+        throw TimeoutError(fmt::format(
+            "[{}] timed out after {} s waiting for device(s) {} of group [{}]", what,
+            collective_timeout_seconds(), fmt::join(missing, ", "), fmt::join(members, ",")));
+      }
       return;
     }
     auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
@@ -171,8 +198,11 @@ struct Rendezvous {
   }
 
   void notify() {
-    std::lock_guard<std::mutex> l(mu);
-    cv.notify_all();
+    {
+      std::lock_guard<std::mutex> l(mu);
+      cv.notify_all();
+    }
+    detail::notify_progress();
   }
 };
 

@@ -114,14 +114,14 @@ DeviceCounters& device_counters(int device) {
   return r.counters[static_cast<size_t>(device)];
 }
 
-int threads_per_device() {
-  // The cores this process may run on (mpirun binds each process to its own).
+int usable_cores() {
   int cores = static_cast<int>(std::thread::hardware_concurrency());
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) cores = CPU_COUNT(&set);
-  if (cores < 1) cores = 1;
-  return std::max(1, cores / std::max(1, local_device_count()));
+  return std::max(1, cores);
 }
+
+int threads_per_device() { return std::max(1, usable_cores() / std::max(1, local_device_count())); }
 
 }  // namespace detail
 

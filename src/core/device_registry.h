@@ -38,5 +38,7 @@ void set_process_hooks(const ProcessHooks& hooks);
 
 // Threads each device worker should give oneDNN/OpenMP: max(1, cores / local devices).
 int threads_per_device();
+// The cores this process may run on (its affinity mask; mpirun binds each process to its own).
+int usable_cores();
 
 }  // namespace partix::detail

@@ -58,6 +58,12 @@ ProgramScope::~ProgramScope() {
   t_count = previous_count_;
 }
 
+ProgramScopeState program_scope_state() { return {t_program, t_count}; }
+void set_program_scope_state(ProgramScopeState state) {
+  t_program = state.program;
+  t_count = state.count;
+}
+
 void maybe_inject_allocation_fault(std::string_view api, int device, int64_t nbytes) {
   if (!g_enabled.load(std::memory_order_relaxed)) return;
   const int64_t seen = g_seen.fetch_add(1) + 1;

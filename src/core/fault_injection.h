@@ -31,6 +31,15 @@ class ProgramScope {
   int64_t previous_count_;
 };
 
+// The calling thread's ProgramScope state; a fiber switch saves and restores it, since the
+// devices sharing a thread run different programs' allocations in turn.
+struct ProgramScopeState {
+  const std::string* program = nullptr;
+  int64_t count = 0;
+};
+ProgramScopeState program_scope_state();
+void set_program_scope_state(ProgramScopeState state);
+
 // Called by every allocation (device = -1 for host and shared memory); throws the injected
 // partix::Error when a fault is due.
 void maybe_inject_allocation_fault(std::string_view api, int device, int64_t nbytes);

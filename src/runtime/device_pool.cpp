@@ -3,6 +3,9 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <string_view>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -11,6 +14,7 @@
 
 #include "backend/cpu/thread_team.h"
 #include "core/device_registry.h"
+#include "core/fiber.h"
 #include "core/errors.h"
 #include "partix/device.h"
 
@@ -81,10 +85,99 @@ class Worker {
   std::thread thread_;
 };
 
+// One thread per core running device fibers (core/fiber.h): round-robin over its fibers; a
+// fiber that waits in a collective yields, and when every fiber it holds waits, the thread
+// spins briefly and then sleeps until a collective is released somewhere (or new fibers come).
+class FiberThread {
+ public:
+  explicit FiberThread(int threads)
+      : team_(std::make_unique<backend::cpu::ThreadTeam>(threads - 1)),
+        thread_([this] { loop(); }) {}
+  ~FiberThread() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    detail::notify_progress();
+    thread_.join();
+  }
+  void submit(std::vector<std::unique_ptr<detail::Fiber>>&& fibers) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& f : fibers) inbox_.push_back(std::move(f));
+    }
+    cv_.notify_one();
+    detail::notify_progress();  // a thread idle between rounds
+  }
+
+ private:
+  bool has_new() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return !inbox_.empty();
+  }
+  void loop() {
+    omp_set_num_threads(1);
+    backend::cpu::ThreadTeam::set_current(team_.get());
+    std::vector<std::unique_ptr<detail::Fiber>> mine;
+    while (true) {
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        if (mine.empty()) cv_.wait(lock, [this] { return stop_ || !inbox_.empty(); });
+        if (stop_ && inbox_.empty() && mine.empty()) return;
+        for (auto& f : inbox_) mine.push_back(std::move(f));
+        inbox_.clear();
+      }
+      const uint64_t epoch = detail::progress_epoch();
+      bool finished = false;
+      for (size_t i = 0; i < mine.size();) {
+        if (mine[i]->resume()) {
+          mine.erase(mine.begin() + static_cast<std::ptrdiff_t>(i));
+          finished = true;
+        } else {
+          ++i;
+        }
+      }
+      // A fiber polling another process is not idle.
+      if (detail::take_poll_request() || finished || mine.empty()) continue;
+      // Every fiber here waits for a collective that others must reach: nothing to run until
+      // one is released (a release after `epoch` was read moves it, so none is missed).
+      const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+      while (detail::progress_epoch() == epoch && std::chrono::steady_clock::now() < spin_until) {
+#if defined(__x86_64__)
+        __builtin_ia32_pause();
+#endif
+      }
+      if (detail::progress_epoch() == epoch && !has_new()) {
+        // Bounded, so that waiting fibers see their collective timeouts.
+        detail::wait_for_progress(epoch, std::chrono::milliseconds(2));
+      }
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::unique_ptr<detail::Fiber>> inbox_;
+  bool stop_ = false;
+  std::unique_ptr<backend::cpu::ThreadTeam> team_;
+  std::thread thread_;
+};
+
+// Thread-per-device mode (PARTIX_DEVICE_THREADS=1): each device's task on its own worker
+// thread, as before fibers; kept for debugging (a debugger and perf see one thread per device).
+bool thread_per_device_mode() {
+  static const bool on = [] {
+    const char* e = std::getenv("PARTIX_DEVICE_THREADS");
+    return e != nullptr && std::string_view(e) == "1";
+  }();
+  return on;
+}
+
 }  // namespace
 
 struct DevicePool::Impl {
   std::vector<std::unique_ptr<Worker>> workers;  // by local device index
+  std::vector<std::unique_ptr<FiberThread>> fiber_threads;  // one per core (at most one per device)
   // Devices held by a running program: programs on overlapping devices run one at a time (so
   // their tasks never queue in different orders on two workers and wait on each other in a
   // collective); programs on disjoint devices run at once.
@@ -98,6 +191,11 @@ DevicePool::DevicePool() : impl_(new Impl) {
   int threads = detail::threads_per_device();
   try {
     for (int i = 0; i < n; ++i) impl_->workers.push_back(std::make_unique<Worker>(threads));
+    const int fiber_threads = std::max(1, std::min(n, detail::usable_cores()));
+    const int per_thread = std::max(1, detail::usable_cores() / fiber_threads);
+    for (int i = 0; i < fiber_threads; ++i) {
+      impl_->fiber_threads.push_back(std::make_unique<FiberThread>(per_thread));
+    }
     impl_->busy.assign(static_cast<size_t>(n), false);
   } catch (const std::system_error& e) {
     delete impl_;  // joins the workers already started
@@ -167,7 +265,20 @@ std::vector<std::exception_ptr> DevicePool::run(const std::vector<int>& device_i
     impl_->workers[workers[0]]->run_here(tasks[0]);
     return errors;
   }
-  for (size_t i = 0; i < n; ++i) impl_->workers[workers[i]]->submit(std::move(tasks[i]));
+  if (thread_per_device_mode()) {
+    for (size_t i = 0; i < n; ++i) impl_->workers[workers[i]]->submit(std::move(tasks[i]));
+  } else {
+    // Device i's fiber runs on thread (local index % threads), so that every thread holds an
+    // equal share of the program's devices. Fibers are made before any is submitted.
+    const size_t t = impl_->fiber_threads.size();
+    std::vector<std::vector<std::unique_ptr<detail::Fiber>>> per_thread(t);
+    for (size_t i = 0; i < n; ++i) {
+      per_thread[workers[i] % t].push_back(std::make_unique<detail::Fiber>(std::move(tasks[i])));
+    }
+    for (size_t k = 0; k < t; ++k) {
+      if (!per_thread[k].empty()) impl_->fiber_threads[k]->submit(std::move(per_thread[k]));
+    }
+  }
   std::unique_lock<std::mutex> lock(mu);
   cv.wait(lock, [&] { return done == n; });
   return errors;

@@ -20,6 +20,7 @@
 #include "comm/communicator.h"
 #include "core/device_registry.h"
 #include "core/errors.h"
+#include "core/fiber.h"
 
 namespace partix::comm::mpi {
 
@@ -338,10 +339,14 @@ void start(State& s) {
 class Backoff {
  public:
   void pause() {
-    if (++spins_ < 64) {
-      std::this_thread::yield();
-    } else {
+    if (++spins_ >= 64) {
       std::this_thread::sleep_for(std::chrono::microseconds(spins_ < 1024 ? 20 : 500));
+    }
+    if (detail::in_fiber()) {
+      // The thread's other devices run meanwhile: they may be what another process waits for.
+      detail::fiber_yield_polling();
+    } else if (spins_ < 64) {
+      std::this_thread::yield();
     }
   }
 

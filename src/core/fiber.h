@@ -1,0 +1,55 @@
+// Fibers: the local devices of a program run as fibers, a few per worker thread (one thread per
+// core), instead of one thread each (DESIGN §7.2). A fiber has its own stack; it runs on its
+// scheduler's thread until it waits in a collective, where it yields so that the thread runs
+// another device up to the same collective. No thread ever sleeps while a device it holds could
+// run, and the operating system never has more device threads than cores to switch between.
+//
+// Waits that may hold a fiber (collectives) yield with fiber_yield() while in_fiber(), and
+// whatever releases such a wait calls notify_progress(), which wakes idle schedulers.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+namespace partix::detail {
+
+// Whether the calling code runs on a fiber (false on ordinary threads).
+bool in_fiber();
+// Back to the scheduler; returns when the scheduler resumes this fiber. Only on a fiber.
+void fiber_yield();
+
+// fiber_yield() for a fiber that polls (a wait on another process, which notifies nobody): its
+// scheduler runs its fibers again without sleeping. take_poll_request() says, on a scheduler's
+// thread, whether a fiber asked so since the last call.
+void fiber_yield_polling();
+bool take_poll_request();
+
+// Something a waiting fiber may wait for has happened (a collective released or aborted).
+void notify_progress();
+uint64_t progress_epoch();
+// Blocks until progress_epoch() differs from `seen`, or `timeout` passes (for schedulers with
+// nothing to run). Returns whether the epoch moved.
+bool wait_for_progress(uint64_t seen, std::chrono::microseconds timeout);
+
+// One fiber: a function run on its own stack (8 MiB of address space, committed as used, with a
+// guard page; stacks are kept for reuse). resume() runs it on the calling thread until it
+// yields or returns; it must always be resumed on the same thread. `fn` must not throw.
+class Fiber {
+ public:
+  explicit Fiber(std::function<void()> fn);
+  ~Fiber();
+  Fiber(const Fiber&) = delete;
+  Fiber& operator=(const Fiber&) = delete;
+  // Returns true once the function has returned.
+  bool resume();
+  bool finished() const;
+
+  struct State;
+
+ private:
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace partix::detail
