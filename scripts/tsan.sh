@@ -10,4 +10,4 @@ export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1 second_deadlock_stack=1 all
 export OMP_NUM_THREADS=1
 # The isolation stress test runs its long version here (PARTIX_STRESS_ITERATIONS).
 PARTIX_STRESS_ITERATIONS=${PARTIX_STRESS_ITERATIONS:-400} \
-build-tsan/bin/partix_tests --gtest_filter='Collectives*:ThreadCommunicator*:Runtime*:Smoke*:Equivalence.ShardMap*:VjpFiniteDifferences.Collectives*:Profiler*:Isolation*'
+build-tsan/bin/partix_tests --gtest_filter='Fiber*:LocalCollectives*:Collectives*:ThreadCommunicator*:Runtime*:Smoke*:Equivalence.ShardMap*:VjpFiniteDifferences.Collectives*:Profiler*:Isolation*'

@@ -193,6 +193,7 @@ class Primitive {
     const std::vector<Aval>& out;                     // global results
     const std::vector<Aval>& local_in;                // this device's operand blocks
     const std::vector<NamedSharding>& out_shardings;  // how the results are split
+    const std::vector<NamedSharding>* in_shardings = nullptr;  // how the operands are split
     Shape local_out(size_t k) const { return out_shardings[k].shard_shape(out[k].shape); }
   };
   virtual Attrs localize_attrs(const Attrs& attrs, const LocalizeArgs& args) const {

@@ -35,6 +35,76 @@ int64_t mixed_radix_index(const Mesh& mesh, const std::vector<int64_t>& coords,
   return r;
 }
 
+detail::Buffer filled_block(const Aval& a, double value) {
+  static std::mutex mu;
+  static std::map<std::tuple<DType, int64_t, uint64_t>, detail::Buffer> cache;
+  static int64_t cached_bytes = 0;
+  constexpr int64_t kCacheBytes = int64_t{64} << 20;
+  const int64_t nbytes = a.nbytes();
+  std::lock_guard<std::mutex> lock(mu);
+  auto key = std::make_tuple(a.dtype, nbytes, std::bit_cast<uint64_t>(value));
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  if (cached_bytes + nbytes > kCacheBytes || nbytes <= 0) return {};
+  detail::Buffer b = detail::Buffer::shared(nbytes);
+  const int es = dtype_size(a.dtype);
+  char* p = static_cast<char*>(b.data());
+  detail::store_scalar(p, a.dtype, value);
+  for (int64_t done = es; done < nbytes;) {
+    const int64_t n = std::min(done, nbytes - done);
+    std::memcpy(p + done, p, static_cast<size_t>(n));
+    done += n;
+  }
+  cached_bytes += nbytes;
+  cache.emplace(key, b);
+  return b;
+}
+
+ir::Attrs with_uneven_operands(ir::Attrs attrs, const std::vector<ir::Aval>& global_in,
+                               const std::vector<ir::Aval>& local_in,
+                               const std::vector<NamedSharding>& in_shardings) {
+  ir::Ints uneven;
+  ir::Strings axes;
+  for (size_t i = 0; i < global_in.size() && i < in_shardings.size() && i < local_in.size(); ++i) {
+    const PartitionSpec& spec = in_shardings[i].spec();
+    for (int d = 0; d < global_in[i].ndim(); ++d) {
+      const PartitionSpec::Entry e = spec[d];
+      if (e.empty()) continue;
+      const int64_t global = global_in[i].shape[static_cast<size_t>(d)];
+      const int64_t block = local_in[i].shape[static_cast<size_t>(d)];
+      int64_t n = 1;
+      for (const std::string& a : e) n *= in_shardings[i].mesh().axis_size(a);
+      if (block * n == global) continue;  // even
+      uneven.insert(uneven.end(), {static_cast<int64_t>(i), d, global, static_cast<int64_t>(e.size())});
+      axes.insert(axes.end(), e.begin(), e.end());
+    }
+  }
+  if (!uneven.empty()) {
+    attrs.set("uneven", uneven);
+    attrs.set("uneven_axes", axes);
+  }
+  return attrs;
+}
+
+bool some_operand_block_is_all_padding(const KernelCall& c) {
+  if (c.ctx.mesh == nullptr || !c.attrs.has("uneven")) return false;
+  const ir::Ints& u = c.attrs.ints("uneven");
+  const ir::Strings& names = c.attrs.get<ir::Strings>("uneven_axes");
+  size_t next = 0;
+  for (size_t k = 0; k + 3 < u.size(); k += 4) {
+    const size_t i = static_cast<size_t>(u[k]), d = static_cast<size_t>(u[k + 1]);
+    const size_t count = static_cast<size_t>(u[k + 3]);
+    if (i >= c.in_avals.size() || d >= c.in_aval(i).shape.size() || next + count > names.size()) {
+      detail::internal_error("uneven", "malformed uneven-operand attributes");
+    }
+    const std::vector<std::string> axes(names.begin() + static_cast<std::ptrdiff_t>(next),
+                                        names.begin() + static_cast<std::ptrdiff_t>(next + count));
+    next += count;
+    const int64_t len = c.in_aval(i).shape[d];
+    if (mixed_radix_index(*c.ctx.mesh, c.ctx.mesh_coords, axes) * len >= u[k + 2]) return true;
+  }
+  return false;
+}
+
 GroupInfo group_of(const ExecContext& ctx, const std::vector<std::string>& axes) {
   const Mesh& mesh = *ctx.mesh;
   GroupInfo g;
@@ -461,32 +531,6 @@ class AxisSlice final : public Primitive {
                      dtype_size(c.in_aval(0).dtype));
   }
 };
-
-// A block of `a`'s bytes filled with `value`, shared by every device that needs it (each
-// counts the bytes while it holds them); invalid past a cache of 64 MiB.
-detail::Buffer filled_block(const Aval& a, double value) {
-  static std::mutex mu;
-  static std::map<std::tuple<DType, int64_t, uint64_t>, detail::Buffer> cache;
-  static int64_t cached_bytes = 0;
-  constexpr int64_t kCacheBytes = int64_t{64} << 20;
-  const int64_t nbytes = a.nbytes();
-  std::lock_guard<std::mutex> lock(mu);
-  auto key = std::make_tuple(a.dtype, nbytes, std::bit_cast<uint64_t>(value));
-  if (auto it = cache.find(key); it != cache.end()) return it->second;
-  if (cached_bytes + nbytes > kCacheBytes || nbytes <= 0) return {};
-  detail::Buffer b = detail::Buffer::shared(nbytes);
-  const int es = dtype_size(a.dtype);
-  char* p = static_cast<char*>(b.data());
-  detail::store_scalar(p, a.dtype, value);
-  for (int64_t done = es; done < nbytes;) {
-    const int64_t n = std::min(done, nbytes - done);
-    std::memcpy(p + done, p, static_cast<size_t>(n));
-    done += n;
-  }
-  cached_bytes += nbytes;
-  cache.emplace(key, b);
-  return b;
-}
 
 // pad_mask{axes, axis, size, value}: positions of this device's block along `axis` that lie
 // beyond the global size (the padding of uneven blocks) are set to value; reductions over

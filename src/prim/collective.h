@@ -20,4 +20,17 @@ GroupInfo group_of(const ExecContext& ctx, const std::vector<std::string>& axes)
 int64_t mixed_radix_index(const Mesh& mesh, const std::vector<int64_t>& coords,
                           const std::vector<std::string>& axes);
 
+// A block of `a`'s bytes all equal to `value`, made once and shared by every device that needs
+// it (each counting the bytes while it holds an alias: Buffer::alias_for); invalid once the
+// cache holds 64 MiB. For results known without computing them (padding, zeros).
+detail::Buffer filled_block(const ir::Aval& a, double value);
+
+// Per-device facts of operands split unevenly, recorded on a local instruction by the
+// partitioner (attrs "uneven" and "uneven_axes"): whether some operand dimension's block on
+// this device is all padding.
+ir::Attrs with_uneven_operands(ir::Attrs attrs, const std::vector<ir::Aval>& global_in,
+                               const std::vector<ir::Aval>& local_in,
+                               const std::vector<NamedSharding>& in_shardings);
+bool some_operand_block_is_all_padding(const KernelCall& c);
+
 }  // namespace partix::prim

@@ -7,6 +7,7 @@
 #include "core/layout.h"
 #include "core/scalar.h"
 #include "partix/ops.h"
+#include "prim/collective.h"
 #include "prim/dot.h"
 #include "prim/elementwise_ops.h"
 #include "ir/primitive.h"
@@ -58,6 +59,26 @@ class DotGeneral final : public Primitive {
   std::string_view name() const override { return "dot_general"; }
   bool accepts_quantized() const override { return true; }
   Linearity linearity() const override { return Linearity::kMultilinear; }
+
+  // Operands split unevenly: on a device where some operand's block along a dimension is all
+  // padding, the result needs no product. A contracting dimension of padding only contributes
+  // nothing (its masked sum is zero); a batch or free one makes the whole result block padding,
+  // whose values nothing reads. Either way the result is a shared block of zeros: Megatron
+  // layouts of models with fewer heads than devices leave several devices' attention weights
+  // all padding.
+  Attrs localize_attrs(const Attrs& attrs, const LocalizeArgs& a) const override {
+    if (a.in_shardings == nullptr) return attrs;
+    return with_uneven_operands(attrs, a.in, a.local_in, *a.in_shardings);
+  }
+  bool may_share_result() const override { return true; }
+  bool shares_result(const KernelCall& c, const std::vector<const detail::Buffer*>&,
+                     detail::Buffer* result) const override {
+    if (!some_operand_block_is_all_padding(c)) return false;
+    detail::Buffer zeros = filled_block(c.out_aval(0), 0.0);
+    if (!zeros.valid()) return false;
+    *result = zeros.alias_for(c.ctx.device);
+    return true;
+  }
 
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
                           const Regions&) const override {

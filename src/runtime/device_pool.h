@@ -1,5 +1,10 @@
-// One worker thread per local device (DESIGN §3.6). Each worker gives oneDNN/OpenMP
-// max(1, cores / local devices) threads.
+// Runs a program's per-device tasks on the local devices (DESIGN §3.6, §7.2). By default each
+// task is a fiber (core/fiber.h) on one of min(cores, local devices) threads: device i's on
+// thread i mod threads, all of a thread's devices interleaved at their collectives. A single
+// device's task runs on the calling thread. Each thread gives its kernels a team of
+// max(1, cores / threads) threads (oneDNN runs on one OpenMP thread per call).
+// PARTIX_DEVICE_THREADS=1 selects the thread-per-device mode instead (one worker thread per
+// local device, for debugging: a debugger then shows one thread per device).
 #pragma once
 
 #include <exception>

@@ -35,7 +35,7 @@ ir::Attrs local_attrs(const ir::Program& g, const ir::Instr& in, const InstrPlan
   for (int v : in.inputs) ia.push_back(g.aval(v));
   for (int v : in.outputs) oa.push_back(g.aval(v));
   for (int v : local_ins) la.push_back(b.aval(v));
-  return in.prim->localize_attrs(in.attrs, {ia, oa, la, plan.results});
+  return in.prim->localize_attrs(in.attrs, {ia, oa, la, plan.results, &plan.operands});
 }
 
 }  // namespace

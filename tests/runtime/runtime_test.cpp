@@ -219,3 +219,40 @@ TEST(Runtime, UnevenContractionsMaskPaddingWithoutCopyingWeights) {
   check(f(x, w));
   runtime::set_kernel_mode(runtime::KernelMode::kFast);
 }
+
+// A product whose operand is split unevenly so that some devices hold only padding: 3 columns
+// (a model's 3 key/value heads) over 8 devices leaves devices 3-7 with blocks of padding only.
+// Their dot_general result is a shared block of zeros instead of a product (its values are
+// padding); the gathered result is the unsplit product, with fast and reference kernels, for a
+// free, a batch and a contracting dimension split that way.
+TEST(Runtime, ProductsOfAllPaddingBlocksAreSkippedAndResultsExact) {
+  Mesh mesh({8}, {"x"});
+  const int64_t k = 64;
+  Array x = random::normal(random::key(3), {5, k});
+  Array w = random::normal(random::key(4), {k, 3});
+  Array xb = random::normal(random::key(5), {3, 5, k});
+  Array wb = random::normal(random::key(6), {3, k, 2});
+  Array xc = random::normal(random::key(7), {5, 3});
+  Array wc = random::normal(random::key(8), {3, 4});
+  auto free_split = jit([](const Array& a, const Array& b) { return matmul(a, b); });
+  auto batch_split = jit([](const Array& a, const Array& b) { return einsum("bmk,bkn->bmn", {a, b}); });
+  auto contract_split = jit([](const Array& a, const Array& b) { return matmul(a, b); });
+  const Array wf = device_put(w, NamedSharding(mesh, P(None, "x")));
+  const Array xbs = device_put(xb, NamedSharding(mesh, P("x")));
+  const Array wbs = device_put(wb, NamedSharding(mesh, P("x")));
+  const Array xcs = device_put(xc, NamedSharding(mesh, P(None, "x")));
+  const Array wcs = device_put(wc, NamedSharding(mesh, P("x")));
+  EXPECT_NE(free_split.lower(x, wf).as_text().find("uneven="), std::string::npos);
+  auto close = [](const Array& got, const Array& want) {
+    std::vector<float> g = got.to_vector<float>(), e = want.to_vector<float>();
+    ASSERT_EQ(g.size(), e.size());
+    for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i], e[i], 1e-4) << i;
+  };
+  for (auto mode : {runtime::KernelMode::kFast, runtime::KernelMode::kReference}) {
+    runtime::set_kernel_mode(mode);
+    close(free_split(x, wf), matmul(x, w));
+    close(batch_split(xbs, wbs), einsum("bmk,bkn->bmn", {xb, wb}));
+    close(contract_split(xcs, wcs), matmul(xc, wc));
+  }
+  runtime::set_kernel_mode(runtime::KernelMode::kFast);
+}
