@@ -87,7 +87,7 @@ class Worker {
 
 // One thread per core running device fibers (core/fiber.h): round-robin over its fibers; a
 // fiber that waits in a collective yields, and when every fiber it holds waits, the thread
-// spins briefly and then sleeps until a collective is released somewhere (or new fibers come).
+// spins for 50 µs and then sleeps until a collective is released somewhere (or new fibers come).
 class FiberThread {
  public:
   explicit FiberThread(int threads)
@@ -142,7 +142,7 @@ class FiberThread {
       if (detail::take_poll_request() || finished || mine.empty()) continue;
       // Every fiber here waits for a collective that others must reach: nothing to run until
       // one is released (a release after `epoch` was read moves it, so none is missed).
-      const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+      const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
       while (detail::progress_epoch() == epoch && std::chrono::steady_clock::now() < spin_until) {
 #if defined(__x86_64__)
         __builtin_ia32_pause();
