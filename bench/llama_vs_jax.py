@@ -398,6 +398,7 @@ class Partix:
         self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   text=True, bufsize=1)
         self.prompt_ids = self._read()["prompt_ids"]
+        self.weights = self._read()  # weight_bytes, read_gbs
 
     def _read(self):
         line = self.p.stdout.readline()
