@@ -142,8 +142,14 @@ struct Rendezvous {
     if (detail::in_fiber()) {
       // A device fiber: its thread runs the other devices meanwhile (core/fiber.h).
       const auto deadline = collective_deadline() + slack;
+      bool first = true;  // after arriving: the fiber has run since it was last resumed
       while (generation.load() == gen) {
-        detail::fiber_yield();
+        if (first) {
+          detail::fiber_yield();
+          first = false;
+        } else {
+          detail::fiber_yield_idle();
+        }
         if (generation.load() != gen) return;
         std::unique_lock<std::mutex> lock(mu);
         if (generation.load() != gen || working) continue;

@@ -224,6 +224,21 @@ namespace {
 thread_local bool t_poll_request = false;
 }
 
+namespace {
+thread_local bool t_idle_yield = false;
+}
+
+void fiber_yield_idle() {
+  t_idle_yield = true;
+  fiber_yield();
+}
+
+bool take_idle_yield() {
+  const bool r = t_idle_yield;
+  t_idle_yield = false;
+  return r;
+}
+
 void fiber_yield_polling() {
   t_poll_request = true;
   fiber_yield();

@@ -20,6 +20,12 @@ bool in_fiber();
 // Back to the scheduler; returns when the scheduler resumes this fiber. Only on a fiber.
 void fiber_yield();
 
+// fiber_yield() for a wait that has already yielded once and found nothing changed: its
+// scheduler may count the fiber as idle. take_idle_yield() says, on a scheduler's thread,
+// whether the fiber it last resumed yielded this way.
+void fiber_yield_idle();
+bool take_idle_yield();
+
 // fiber_yield() for a fiber that polls (a wait on another process, which notifies nobody): its
 // scheduler runs its fibers again without sleeping. take_poll_request() says, on a scheduler's
 // thread, whether a fiber asked so since the last call.

@@ -277,7 +277,12 @@ class Primitive {
   // kernel here because existing bytes are it (an operand's buffer unchanged, or a cached
   // constant), stored in *result; shared buffers are never written in place. A pad_mask on a
   // device whose block holds no padding forwards its operand this way.
-  virtual bool may_share_result() const { return false; }
+  // Whether shares_result may answer true for these attrs (asked once per instruction, when
+  // the program is planned).
+  virtual bool may_share_result(const Attrs& attrs) const {
+    (void)attrs;
+    return false;
+  }
   virtual bool shares_result(const KernelCall& call, const std::vector<const detail::Buffer*>& operands,
                              detail::Buffer* result) const {
     (void)call, (void)operands, (void)result;

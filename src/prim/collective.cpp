@@ -551,7 +551,7 @@ class PadMask final : public Primitive {
   int in_place_operand() const override { return 0; }
   // A device whose block holds no padding shares its operand's buffer, and one whose block is
   // all padding shares a cached block of the fill value: neither copies.
-  bool may_share_result() const override { return true; }
+  bool may_share_result(const Attrs&) const override { return true; }
   bool shares_result(const KernelCall& c, const std::vector<const detail::Buffer*>& operands,
                      detail::Buffer* result) const override {
     if (c.ctx.mesh == nullptr) return false;

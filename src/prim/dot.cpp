@@ -70,7 +70,7 @@ class DotGeneral final : public Primitive {
     if (a.in_shardings == nullptr) return attrs;
     return with_uneven_operands(attrs, a.in, a.local_in, *a.in_shardings);
   }
-  bool may_share_result() const override { return true; }
+  bool may_share_result(const Attrs& attrs) const override { return attrs.has("uneven"); }
   bool shares_result(const KernelCall& c, const std::vector<const detail::Buffer*>&,
                      detail::Buffer* result) const override {
     if (!some_operand_block_is_all_padding(c)) return false;

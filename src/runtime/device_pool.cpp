@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <cstdlib>
 #include <string_view>
 #include <condition_variable>
@@ -85,82 +86,99 @@ class Worker {
   std::thread thread_;
 };
 
-// One thread per core running device fibers (core/fiber.h): round-robin over its fibers; a
-// fiber that waits in a collective yields, and when every fiber it holds waits, the thread
-// spins for 50 µs and then sleeps until a collective is released somewhere (or new fibers come).
-class FiberThread {
+// Device fibers (core/fiber.h) on one thread per core, sharing one queue: a thread takes the
+// next fiber, runs it until it finishes or waits in a collective, and puts a waiting one back
+// at the end; so any thread runs any device, and one whose devices have less to do (a device
+// that skips a product of padding) takes work from the others. A thread that has found every
+// fiber still waiting, with no collective released meanwhile, spins for 50 µs and then sleeps
+// until one is released somewhere (or new fibers come).
+class FiberPool {
  public:
-  explicit FiberThread(int threads)
-      : team_(std::make_unique<backend::cpu::ThreadTeam>(threads - 1)),
-        thread_([this] { loop(); }) {}
-  ~FiberThread() {
+  FiberPool(int threads, int team_threads) {
+    for (int i = 0; i < threads; ++i) {
+      teams_.push_back(std::make_unique<backend::cpu::ThreadTeam>(team_threads - 1));
+    }
+    for (int i = 0; i < threads; ++i) {
+      threads_.emplace_back([this, i] { loop(teams_[static_cast<size_t>(i)].get()); });
+    }
+  }
+  ~FiberPool() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
     }
-    cv_.notify_one();
+    cv_.notify_all();
     detail::notify_progress();
-    thread_.join();
+    for (auto& t : threads_) t.join();
   }
+  size_t threads() const { return threads_.size(); }
   void submit(std::vector<std::unique_ptr<detail::Fiber>>&& fibers) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      for (auto& f : fibers) inbox_.push_back(std::move(f));
+      for (auto& f : fibers) ready_.push_back(std::move(f));
     }
-    cv_.notify_one();
-    detail::notify_progress();  // a thread idle between rounds
+    cv_.notify_all();
+    detail::notify_progress();  // threads idle in wait_for_progress
   }
 
  private:
-  bool has_new() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return !inbox_.empty();
-  }
-  void loop() {
+  void loop(backend::cpu::ThreadTeam* team) {
     omp_set_num_threads(1);
-    backend::cpu::ThreadTeam::set_current(team_.get());
-    std::vector<std::unique_ptr<detail::Fiber>> mine;
+    backend::cpu::ThreadTeam::set_current(team);
+    size_t idle_streak = 0;  // fibers found waiting in a row, nothing released meanwhile
     while (true) {
+      std::unique_ptr<detail::Fiber> f;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        if (mine.empty()) cv_.wait(lock, [this] { return stop_ || !inbox_.empty(); });
-        if (stop_ && inbox_.empty() && mine.empty()) return;
-        for (auto& f : inbox_) mine.push_back(std::move(f));
-        inbox_.clear();
+        if (ready_.empty()) {
+          ++waiting_;
+          cv_.wait(lock, [this] { return stop_ || !ready_.empty(); });
+          --waiting_;
+        }
+        if (stop_ && ready_.empty()) return;
+        f = std::move(ready_.front());
+        ready_.pop_front();
       }
       const uint64_t epoch = detail::progress_epoch();
-      bool finished = false;
-      for (size_t i = 0; i < mine.size();) {
-        if (mine[i]->resume()) {
-          mine.erase(mine.begin() + static_cast<std::ptrdiff_t>(i));
-          finished = true;
-        } else {
-          ++i;
-        }
+      if (f->resume()) {
+        idle_streak = 0;
+        continue;  // finished: its task has told its caller
       }
-      // A fiber polling another process is not idle.
-      if (detail::take_poll_request() || finished || mine.empty()) continue;
-      // Every fiber here waits for a collective that others must reach: nothing to run until
-      // one is released (a release after `epoch` was read moves it, so none is missed).
+      const bool idle = detail::take_idle_yield() && detail::progress_epoch() == epoch;
+      const bool polling = detail::take_poll_request();
+      size_t queued;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ready_.push_back(std::move(f));
+        queued = ready_.size();
+        if (waiting_ > 0) cv_.notify_one();
+      }
+      if (!idle || polling) {
+        idle_streak = 0;
+        continue;
+      }
+      if (++idle_streak < queued) continue;
+      idle_streak = 0;
+      // Every queued fiber waits for a collective that others must reach (a release after
+      // `epoch` was read moves it, so none is missed).
       const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
       while (detail::progress_epoch() == epoch && std::chrono::steady_clock::now() < spin_until) {
 #if defined(__x86_64__)
         __builtin_ia32_pause();
 #endif
       }
-      if (detail::progress_epoch() == epoch && !has_new()) {
-        // Bounded, so that waiting fibers see their collective timeouts.
-        detail::wait_for_progress(epoch, std::chrono::milliseconds(2));
-      }
+      // Bounded, so that waiting fibers see their collective timeouts.
+      if (detail::progress_epoch() == epoch) detail::wait_for_progress(epoch, std::chrono::milliseconds(2));
     }
   }
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<std::unique_ptr<detail::Fiber>> inbox_;
+  std::deque<std::unique_ptr<detail::Fiber>> ready_;
+  int waiting_ = 0;
   bool stop_ = false;
-  std::unique_ptr<backend::cpu::ThreadTeam> team_;
-  std::thread thread_;
+  std::vector<std::unique_ptr<backend::cpu::ThreadTeam>> teams_;
+  std::vector<std::thread> threads_;
 };
 
 // Thread-per-device mode (PARTIX_DEVICE_THREADS=1): each device's task on its own worker
@@ -177,7 +195,7 @@ bool thread_per_device_mode() {
 
 struct DevicePool::Impl {
   std::vector<std::unique_ptr<Worker>> workers;  // by local device index
-  std::vector<std::unique_ptr<FiberThread>> fiber_threads;  // one per core (at most one per device)
+  std::unique_ptr<FiberPool> fibers;  // one thread per core (at most one per device)
   // Devices held by a running program: programs on overlapping devices run one at a time (so
   // their tasks never queue in different orders on two workers and wait on each other in a
   // collective); programs on disjoint devices run at once.
@@ -192,10 +210,8 @@ DevicePool::DevicePool() : impl_(new Impl) {
   try {
     for (int i = 0; i < n; ++i) impl_->workers.push_back(std::make_unique<Worker>(threads));
     const int fiber_threads = std::max(1, std::min(n, detail::usable_cores()));
-    const int per_thread = std::max(1, detail::usable_cores() / fiber_threads);
-    for (int i = 0; i < fiber_threads; ++i) {
-      impl_->fiber_threads.push_back(std::make_unique<FiberThread>(per_thread));
-    }
+    impl_->fibers = std::make_unique<FiberPool>(
+        fiber_threads, std::max(1, detail::usable_cores() / fiber_threads));
     impl_->busy.assign(static_cast<size_t>(n), false);
   } catch (const std::system_error& e) {
     delete impl_;  // joins the workers already started
@@ -268,16 +284,10 @@ std::vector<std::exception_ptr> DevicePool::run(const std::vector<int>& device_i
   if (thread_per_device_mode()) {
     for (size_t i = 0; i < n; ++i) impl_->workers[workers[i]]->submit(std::move(tasks[i]));
   } else {
-    // Device i's fiber runs on thread (local index % threads), so that every thread holds an
-    // equal share of the program's devices. Fibers are made before any is submitted.
-    const size_t t = impl_->fiber_threads.size();
-    std::vector<std::vector<std::unique_ptr<detail::Fiber>>> per_thread(t);
-    for (size_t i = 0; i < n; ++i) {
-      per_thread[workers[i] % t].push_back(std::make_unique<detail::Fiber>(std::move(tasks[i])));
-    }
-    for (size_t k = 0; k < t; ++k) {
-      if (!per_thread[k].empty()) impl_->fiber_threads[k]->submit(std::move(per_thread[k]));
-    }
+    // Fibers are made before any is submitted (making one may fail).
+    std::vector<std::unique_ptr<detail::Fiber>> fibers;
+    for (size_t i = 0; i < n; ++i) fibers.push_back(std::make_unique<detail::Fiber>(std::move(tasks[i])));
+    impl_->fibers->submit(std::move(fibers));
   }
   std::unique_lock<std::mutex> lock(mu);
   cv.wait(lock, [&] { return done == n; });

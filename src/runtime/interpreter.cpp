@@ -107,7 +107,7 @@ Plan make_plan(const ir::Program& p, const char* platform) {
     plan.out_avals.push_back(std::move(oa));
     plan.reuse_input.push_back(reuse);
     plan.view.push_back(view);
-    plan.may_share.push_back(!fused && in.outputs.size() == 1 && in.prim->may_share_result());
+    plan.may_share.push_back(!fused && in.outputs.size() == 1 && in.prim->may_share_result(in.attrs));
   }
   return plan;
 }
@@ -127,6 +127,7 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
   const bool profile = profiling();
   std::vector<const void*> in_ptrs;
   std::vector<void*> out_ptrs;
+  std::vector<const detail::Buffer*> share_operands;
   // Allocates instruction j's results (taking over a dying input where the plan says so) and
   // runs its kernel.
   auto run_plain = [&](size_t j) {
@@ -137,9 +138,11 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
     if (plan.may_share[j]) {
       prim::KernelCall probe{in.attrs, plan.in_avals[j], plan.out_avals[j], in_ptrs, out_ptrs,
                              ctx, in.regions};
-      std::vector<const detail::Buffer*> operands;
-      for (int v : in.inputs) operands.push_back(&env[static_cast<size_t>(v)]);
-      if (in.prim->shares_result(probe, operands, &env[static_cast<size_t>(in.outputs[0])])) return;
+      share_operands.clear();
+      for (int v : in.inputs) share_operands.push_back(&env[static_cast<size_t>(v)]);
+      if (in.prim->shares_result(probe, share_operands, &env[static_cast<size_t>(in.outputs[0])])) {
+        return;
+      }
     }
     bool taken_over = false;
     for (size_t k = 0; k < in.outputs.size(); ++k) {
