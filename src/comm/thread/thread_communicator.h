@@ -1,8 +1,8 @@
-// In-process collectives among local devices (fibers, or worker threads), for one execution of
-// a program: members publish their buffers in a shared rendezvous; the last to arrive does the whole collective
-// in one pass over its peers' memory, split by bytes over the collective team (one thread per
-// core), then releases them. all_reduce_to_buffer and all_gather_to_buffer compute one result
-// that every member receives as an alias (memory is still attributed to each device, as if
+// In-process collectives among local devices (fibers, or worker threads), for one execution of a
+// program: members publish their buffers in a shared rendezvous; the last to arrive does the whole
+// collective in one pass over its peers' memory, split by bytes over the collective team (one
+// thread per core), then releases them. all_reduce_to_buffer and all_gather_to_buffer compute one
+// result that every member receives as an alias (memory is still attributed to each device, as if
 // copied).
 #pragma once
 
