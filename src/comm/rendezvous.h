@@ -144,12 +144,8 @@ struct Rendezvous {
       const auto deadline = collective_deadline() + slack;
       bool first = true;  // after arriving: the fiber has run since it was last resumed
       while (generation.load() == gen) {
-        if (first) {
-          detail::fiber_yield();
-          first = false;
-        } else {
-          detail::fiber_yield_idle();
-        }
+        detail::fiber_yield(first ? detail::YieldKind::kWork : detail::YieldKind::kIdle);
+        first = false;
         if (generation.load() != gen) return;
         std::unique_lock<std::mutex> lock(mu);
         if (generation.load() != gen || working) continue;
@@ -158,13 +154,7 @@ struct Rendezvous {
         if (std::chrono::steady_clock::now() < deadline) continue;
         lock.lock();
         if (generation.load() != gen || working) continue;
-        std::vector<int> missing;
-        for (int r = 0; r < n; ++r) {
-          if (!here[static_cast<size_t>(r)]) missing.push_back(members[static_cast<size_t>(r)]);
-        }
-        throw TimeoutError(fmt::format(
-            "[{}] timed out after {} s waiting for device(s) {} of group [{}]", what,
-            collective_timeout_seconds(), fmt::join(missing, ", "), fmt::join(members, ",")));
+        throw_timeout(what, members);
       }
       return;
     }
@@ -184,15 +174,19 @@ struct Rendezvous {
       check_abort();
       if (cv.wait_until(lock, deadline) == std::cv_status::timeout && generation.load() == gen &&
           !working) {
-        std::vector<int> missing;
-        for (int r = 0; r < n; ++r) {
-          if (!here[static_cast<size_t>(r)]) missing.push_back(members[static_cast<size_t>(r)]);
-        }
-        throw TimeoutError(fmt::format(
-            "[{}] timed out after {} s waiting for device(s) {} of group [{}]", what,
-            collective_timeout_seconds(), fmt::join(missing, ", "), fmt::join(members, ",")));
+        throw_timeout(what, members);
       }
     }
+  }
+  // Under the lock, past the deadline: names the members that have not arrived.
+  [[noreturn]] void throw_timeout(const char* what, const std::vector<int>& members) const {
+    std::vector<int> missing;
+    for (size_t r = 0; r < members.size(); ++r) {
+      if (!here[r]) missing.push_back(members[r]);
+    }
+    throw TimeoutError(fmt::format(
+        "[{}] timed out after {} s waiting for device(s) {} of group [{}]", what,
+        collective_timeout_seconds(), fmt::join(missing, ", "), fmt::join(members, ",")));
   }
   // wait_all_then without work.
   template <class CheckAbort, class Aborted, class OnRelease>

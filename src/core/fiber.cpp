@@ -221,33 +221,18 @@ void fiber_yield() {
 }
 
 namespace {
-thread_local bool t_poll_request = false;
+thread_local YieldKind t_yield_kind = YieldKind::kWork;
 }
 
-namespace {
-thread_local bool t_idle_yield = false;
-}
-
-void fiber_yield_idle() {
-  t_idle_yield = true;
+void fiber_yield(YieldKind kind) {
+  t_yield_kind = kind;
   fiber_yield();
 }
 
-bool take_idle_yield() {
-  const bool r = t_idle_yield;
-  t_idle_yield = false;
-  return r;
-}
-
-void fiber_yield_polling() {
-  t_poll_request = true;
-  fiber_yield();
-}
-
-bool take_poll_request() {
-  const bool r = t_poll_request;
-  t_poll_request = false;
-  return r;
+YieldKind take_yield_kind() {
+  const YieldKind k = t_yield_kind;
+  t_yield_kind = YieldKind::kWork;
+  return k;
 }
 
 void notify_progress() {

@@ -20,17 +20,14 @@ bool in_fiber();
 // Back to the scheduler; returns when the scheduler resumes this fiber. Only on a fiber.
 void fiber_yield();
 
-// fiber_yield() for a wait that has already yielded once and found nothing changed: its
-// scheduler may count the fiber as idle. take_idle_yield() says, on a scheduler's thread,
-// whether the fiber it last resumed yielded this way.
-void fiber_yield_idle();
-bool take_idle_yield();
-
-// fiber_yield() for a fiber that polls (a wait on another process, which notifies nobody): its
-// scheduler runs its fibers again without sleeping. take_poll_request() says, on a scheduler's
-// thread, whether a fiber asked so since the last call.
-void fiber_yield_polling();
-bool take_poll_request();
+// How a fiber yielded, for its scheduler: kWork after running (the first yield of a wait),
+// kIdle when a wait found nothing changed since it last yielded (the scheduler may count the
+// fiber idle), kPolling for a wait on another process, which notifies nobody (the scheduler
+// runs its fibers again without sleeping). take_yield_kind() says, on a scheduler's thread,
+// how the fiber it last resumed yielded.
+enum class YieldKind { kWork, kIdle, kPolling };
+void fiber_yield(YieldKind kind);
+YieldKind take_yield_kind();
 
 // Something a waiting fiber may wait for has happened (a collective released or aborted).
 void notify_progress();

@@ -144,8 +144,9 @@ class FiberPool {
         idle_streak = 0;
         continue;  // finished: its task has told its caller
       }
-      const bool idle = detail::take_idle_yield() && detail::progress_epoch() == epoch;
-      const bool polling = detail::take_poll_request();
+      const detail::YieldKind kind = detail::take_yield_kind();
+      const bool idle = kind == detail::YieldKind::kIdle && detail::progress_epoch() == epoch;
+      const bool polling = kind == detail::YieldKind::kPolling;
       size_t queued;
       {
         std::lock_guard<std::mutex> lock(mu_);

@@ -344,7 +344,7 @@ class Backoff {
     }
     if (detail::in_fiber()) {
       // The thread's other devices run meanwhile: they may be what another process waits for.
-      detail::fiber_yield_polling();
+      detail::fiber_yield(detail::YieldKind::kPolling);
     } else if (spins_ < 64) {
       std::this_thread::yield();
     }
