@@ -26,16 +26,19 @@ namespace {
 class Worker {
  public:
   // The kernels' helper threads start here, so that a failure is an error of the caller.
-  explicit Worker(int threads)
-      : team_(std::make_unique<backend::cpu::ThreadTeam>(threads - 1)),
-        thread_([this] { loop(); }) {}
+  // own_thread: the worker runs submitted tasks on a thread of its own (thread-per-device
+  // mode); otherwise it only lends its kernel team to a one-device program (run_here).
+  Worker(int threads, bool own_thread)
+      : team_(std::make_unique<backend::cpu::ThreadTeam>(threads - 1)) {
+    if (own_thread) thread_ = std::thread([this] { loop(); });
+  }
   ~Worker() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
     }
     cv_.notify_one();
-    thread_.join();
+    if (thread_.joinable()) thread_.join();
   }
   // Hands this worker its task of the current program. A program holds its devices until all
   // its tasks are done, so the worker is idle; moving a std::function cannot throw, so a run never
@@ -111,7 +114,6 @@ class FiberPool {
     detail::notify_progress();
     for (auto& t : threads_) t.join();
   }
-  size_t threads() const { return threads_.size(); }
   void submit(std::vector<std::unique_ptr<detail::Fiber>>&& fibers) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -209,10 +211,13 @@ DevicePool::DevicePool() : impl_(new Impl) {
   int n = local_device_count();
   int threads = detail::threads_per_device();
   try {
-    for (int i = 0; i < n; ++i) impl_->workers.push_back(std::make_unique<Worker>(threads));
-    const int fiber_threads = std::max(1, std::min(n, detail::usable_cores()));
-    impl_->fibers = std::make_unique<FiberPool>(
-        fiber_threads, std::max(1, detail::usable_cores() / fiber_threads));
+    const bool per_device = thread_per_device_mode();
+    for (int i = 0; i < n; ++i) impl_->workers.push_back(std::make_unique<Worker>(threads, per_device));
+    if (!per_device) {
+      const int fiber_threads = std::max(1, std::min(n, detail::usable_cores()));
+      impl_->fibers = std::make_unique<FiberPool>(
+          fiber_threads, std::max(1, detail::usable_cores() / fiber_threads));
+    }
     impl_->busy.assign(static_cast<size_t>(n), false);
   } catch (const std::system_error& e) {
     delete impl_;  // joins the workers already started
