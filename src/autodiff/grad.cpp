@@ -33,11 +33,22 @@ GradOutput grad_impl(const std::vector<Array>& leaves, const std::vector<bool>& 
                      const std::function<std::vector<Array>(const std::vector<Array>&)>& f) {
   // 1. Trace f on fresh tracers.
   auto ts = std::make_shared<TraceState>("grad");
+  // Inside shard_map the traced function sees the manual axes, and each parameter the axes
+  // its argument varies over: collectives and their transposes follow DESIGN §1.
+  if (TraceState* outer = current_trace(); outer && outer->manual_mesh) {
+    ts->manual_mesh = outer->manual_mesh;
+    ts->manual_axes = outer->manual_axes;
+  }
   {
     TraceScope scope(ts);
     std::vector<Array> tracers;
     for (const Array& a : leaves) {
-      tracers.push_back(ts->add_param(ir::Aval{a.shape(), a.dtype()}, a.impl()->sharding));
+      std::set<std::string> vary;
+      if (a.is_tracer() && ts->manual_mesh) {
+        TraceState* owner = trace_of(a, "grad");
+        vary = owner->program().info(owner->value_of(a)).varying;
+      }
+      tracers.push_back(ts->add_param(ir::Aval{a.shape(), a.dtype()}, a.impl()->sharding, vary));
     }
     std::vector<Array> outs = f(tracers);
     check(!outs.empty(), "grad", "the function returned nothing; it must return a float scalar");

@@ -357,7 +357,8 @@ class Primitive {
   // Inside shard_map, whether operands that vary over fewer mesh axes than the others first get
   // an explicit pvary, so that all vary alike (its transpose, psum, brings an invariant operand's
   // gradient back). Not for collectives, whose rules are per axis, nor for loops, whose operands
-  // each feed their own region parameter under a per-carry rule.
+  // each feed their own region parameter under a per-carry rule, nor for cond, whose operands
+  // are widened by its predicate's axes before its branches are traced.
   virtual bool joins_operand_varying() const { return !is_collective(); }
   // Reverse mode: which operands a gradient can reach the results from. A while_loop's operands
   // that only its condition reads decide the trip count, never the results' values.

@@ -721,9 +721,10 @@ class Cond final : public Primitive {
     detail::internal_error(name(), "runs through execute()");
   }
   bool runs_regions() const override { return true; }
-  // The predicate stays outside the branches; its operands join their varying axes (the default):
-  // the results vary with the predicate anyway, and the pvary's transpose (psum) is what brings
-  // an invariant operand's gradient back from a varying branch.
+  // The predicate stays outside the branches. Its operands are not joined at the bind: cond()
+  // widens each by the predicate's axes before tracing the branches (trace/control_flow.cpp),
+  // so that a branch sees them as they arrive.
+  bool joins_operand_varying() const override { return false; }
   RegionLayout region_layout(const Attrs&) const override {
     RegionLayout l;
     l.first_operand = 1;

@@ -27,11 +27,12 @@ using Types = std::vector<std::optional<NamedSharding>>;
 
 std::shared_ptr<TraceState> record(const char* name, const std::vector<ir::Aval>& avals,
                                    const std::vector<Vary>& vary, const ProbeFn& fn,
-                                   const Types& types = {}) {
+                                   const Types& types = {}, const Vary& capture_floor = {}) {
   auto ts = std::make_shared<TraceState>(name);
   if (TraceState* outer = current_trace(); outer && outer->manual_mesh) {
     ts->manual_mesh = outer->manual_mesh;
     ts->manual_axes = outer->manual_axes;
+    ts->capture_vary_floor = capture_floor;
   }
   TraceScope scope(ts);
   std::vector<Array> tracers;
@@ -47,11 +48,13 @@ std::shared_ptr<TraceState> record(const char* name, const std::vector<ir::Aval>
 
 // Traces fn on fresh parameters of `avals` into a region program.
 Region trace_region(const char* name, const std::vector<ir::Aval>& avals,
-                    const std::vector<Vary>& vary, const RegionFn& fn, const Types& types = {}) {
+                    const std::vector<Vary>& vary, const RegionFn& fn, const Types& types = {},
+                    const Vary& capture_floor = {}) {
   Region r;
   auto ts = record(
       name, avals, vary,
-      [&](const std::vector<Array>& tracers, TraceState&) { return fn(tracers, r.proto); }, types);
+      [&](const std::vector<Array>& tracers, TraceState&) { return fn(tracers, r.proto); }, types,
+      capture_floor);
   r.program = std::make_shared<ir::Program>(ts->program());
   // What a body computes but never uses (a backward pass's recomputation of values it was given
   // saved) would otherwise run every iteration.
@@ -304,11 +307,27 @@ std::vector<Array> cond_call(const Array& pred, const std::vector<Array>& operan
                              std::shared_ptr<void>& false_proto) {
   constexpr const char* kApi = "cond";
   check_bool_scalar(kApi, "the predicate", pred);
-  std::vector<ir::Aval> avals = avals_of(operands_in);
-  std::vector<Vary> vary = varies(operands_in);
-  const Types types = types_of(operands_in);
-  Region t = trace_region("cond_true", avals, vary, true_fn, types);
-  Region f = trace_region("cond_false", avals, vary, false_fn, types);
+  // Inside shard_map the operands, captures included, enter the branches varying over the
+  // predicate's axes besides their own (widened here, outside): devices that may take different
+  // branches then differentiate their own copies, and the pvary's transpose (a psum outside)
+  // brings an invariant operand's gradient back. Collectives over other axes may stay inside a
+  // branch, since every device of such a group takes the same one.
+  const Vary pred_axes = vary_of(pred);
+  auto widen = [&](const Array& x) {
+    const Vary v = vary_of(x);
+    std::vector<std::string> missing;
+    for (const auto& a : pred_axes) {
+      if (!v.count(a)) missing.push_back(a);
+    }
+    return missing.empty() ? x : pvary(x, Axes(missing));
+  };
+  std::vector<Array> operands_in_joined;
+  for (const Array& x : operands_in) operands_in_joined.push_back(widen(x));
+  const std::vector<ir::Aval> avals = avals_of(operands_in_joined);
+  const std::vector<Vary> vary = varies(operands_in_joined);
+  const Types types = types_of(operands_in_joined);
+  Region t = trace_region("cond_true", avals, vary, true_fn, types, pred_axes);
+  Region f = trace_region("cond_false", avals, vary, false_fn, types, pred_axes);
   const char* path = "devices may take different branches";
   check_collectives_agree(kApi, vary_of(pred), path, *t.program, "the true branch");
   check_collectives_agree(kApi, vary_of(pred), path, *f.program, "the false branch");
@@ -323,8 +342,8 @@ std::vector<Array> cond_call(const Array& pred, const std::vector<Array>& operan
   }
   std::vector<Array> captured = merge_captures(t, f);
   std::vector<Array> operands{pred};
-  operands.insert(operands.end(), operands_in.begin(), operands_in.end());
-  operands.insert(operands.end(), captured.begin(), captured.end());
+  operands.insert(operands.end(), operands_in_joined.begin(), operands_in_joined.end());
+  for (const Array& c : captured) operands.push_back(widen(c));
   return bind(prim::get_primitive("cond"), operands, {}, {t.program, f.program});
 }
 

@@ -61,6 +61,9 @@ int TraceState::value_of(const Array& a) {
     TraceState* owner = trace_of(a, "trace");
     if (owner->manual_mesh) program_.info(v).varying = owner->program().info(owner->value_of(a)).varying;
   }
+  if (manual_mesh) {
+    program_.info(v).varying.insert(capture_vary_floor.begin(), capture_vary_floor.end());
+  }
   program_.params.push_back(v);
   captures_.push_back(a);
   capture_ids_[impl.get()] = v;

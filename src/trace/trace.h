@@ -48,6 +48,9 @@ class TraceState : public std::enable_shared_from_this<TraceState> {
   // shard_map bodies: values vary over manual axes (DESIGN §1).
   std::optional<Mesh> manual_mesh;
   std::set<std::string> manual_axes;
+  // Axes every value captured from outside varies over here besides its own (a cond's branch:
+  // its operands, captures included, are joined to vary alike).
+  std::set<std::string> capture_vary_floor;
 
  private:
   ir::Program program_;

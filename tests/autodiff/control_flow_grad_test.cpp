@@ -144,6 +144,61 @@ TEST(CondGrad, DifferentiatesThroughTheTakenBranch) {
   }
 }
 
+// Inside shard_map: a branch taken per device (the predicate varies over 'stage') that sums
+// over another axis ('model') and mixes an operand invariant over 'model' with one split over
+// it. The gradients must be those of the same program without the cond, both of the
+// shard_map (grad outside) and inside it (grad in the body); operands once widened both outside
+// and inside the branch summed their gradients over 'model' twice.
+TEST(CondGrad, BranchesWithCollectivesInsideShardMapSumEachGradientOnce) {
+  const Mesh mesh = make_mesh({2, 2}, {"stage", "model"});
+  Array x = rnd({3, 4}, 21), w = rnd({4, 6}, 22);
+  auto branch = [](const Array& h, const Array& wl) { return sum(tanh(psum(tanh(matmul(h, wl)), "model"))); };
+  for (bool with_cond : {false, true}) {
+    auto j = [&](const Array& h, const Array& wl) {
+      if (!with_cond) return branch(h, wl);
+      return cond(
+          astype(axis_index("stage"), DType::I32) >= 0.0,
+          [&](const std::pair<Array, Array>& o) { return branch(o.first, o.second); },
+          [&](const std::pair<Array, Array>&) { return zeros({}); }, std::pair{h, wl});
+    };
+    // grad inside the body: x is each stage device's own copy, w one value for both.
+    auto inside = jit(shard_map(
+        [&](const Array& h, const Array& wl) {
+          auto g = grad(j, std::vector<int>{0, 1})(pvary(h, "stage"), wl);
+          return std::vector<Array>{pmean(Array(g[0]), "stage"), pmean(Array(g[1]), "stage")};
+        },
+        mesh, {P(), P(None, "model")}, {P(), P(None, "model")}));
+    // grad of the shard_map: its result summed over 'stage' by the out_spec.
+    auto outside = jit(grad(
+        [&](const Array& h, const Array& wl) {
+          return sum(shard_map([&](const Array& a, const Array& b) { return reshape(j(pvary(a, "stage"), b), {1}); },
+                               mesh, {P(), P(None, "model")}, {P("stage")})(h, wl));
+        },
+        std::vector<int>{0, 1}));
+    auto ref = jit(grad(
+        [&](const Array& h, const Array& wf) {
+          return sum(tanh(tanh(matmul(h, slice_axis(wf, 1, 0, 3))) +
+                          tanh(matmul(h, slice_axis(wf, 1, 3, 6)))));
+        },
+        std::vector<int>{0, 1}))(x, w);
+    SCOPED_TRACE(with_cond ? "with cond" : "without cond");
+    auto gi = inside(x, w);
+    expect_close(gi[0], ref[0]);
+    {
+      // w is one value for both stage devices, so its gradient sums theirs.
+      SCOPED_TRACE("inside, w");
+      expect_close(gi[1], Array(ref[1]) * 2.0);
+    }
+    auto go = outside(x, w);
+    {
+      SCOPED_TRACE("outside, x");
+      expect_close(go[0], Array(ref[0]) * 2.0);  // two stage devices each add the same value
+    }
+    SCOPED_TRACE("outside, w");
+    expect_close(go[1], Array(ref[1]) * 2.0);
+  }
+}
+
 TEST(WhileLoopGrad, RefusesWithAClearError) {
   auto loss = [](const Array& x) {
     return sum(while_loop([](const Array& c) { return sum(c) < 10.0; },

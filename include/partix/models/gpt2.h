@@ -23,6 +23,7 @@
 #include "partix/checkpoint.h"
 #include "partix/nn.h"
 #include "partix/optim.h"
+#include "partix/pipeline.h"
 #include "partix/transforms.h"
 
 namespace partix::io {
@@ -108,6 +109,23 @@ Array forward(const Params& params, const Array& ids, const Config& c,
 Array loss(const Params& params, const Array& ids, const Array& targets, const Config& c,
            const ForwardOptions& options = {});
 
+// Pipeline parallelism (DESIGN §7.3): the loss of loss() and its gradients with the stacked
+// blocks split over the mesh's 'stage' axis, run by `schedule` over `microbatches` (each the
+// batch's rows divided by the microbatches on every data device), inside one shard_map. The
+// mesh's other axes are 'data' (data parallel) and 'model' (Megatron tensor parallel); the
+// rules must split 'layers' over 'stage' (sharding_rules does). Each chunk is rematerialised
+// in its backward. Losses and gradients equal value_and_grad of loss() up to summation order;
+// with dropout the masks are drawn per microbatch, so they differ from the unpipelined run's.
+struct PipelineOptions {
+  pipeline::ScheduleKind schedule = pipeline::ScheduleKind::k1F1B;
+  int64_t microbatches = 1;
+  int64_t virtual_stages = 1;  // interleaved: chunks per device
+};
+std::pair<Array, Params> pipeline_value_and_grad(const Params& params, const Array& ids,
+                                                 const Array& targets, const Config& c,
+                                                 const ForwardOptions& options,
+                                                 const PipelineOptions& pipeline);
+
 // Hugging Face checkpoint directory (config.json + model.safetensors) <-> Params.
 // `file` names the text's source in messages.
 Config config_from_json(const std::string& json_text, const std::string& file = "config.json");
@@ -141,6 +159,12 @@ namespace partix::models::gpt2 {
 struct TrainOptions {
   Config model = tiny();
   int64_t data = 1, model_parallel = 1;  // mesh (data, model)
+  // Pipeline stages: above 1 the mesh is (stage, data, model) and the step runs `schedule`
+  // (pipeline_value_and_grad) over `microbatches`; needs scan_layers.
+  int64_t stages = 1;
+  int64_t microbatches = 1;
+  pipeline::ScheduleKind schedule = pipeline::ScheduleKind::k1F1B;
+  int64_t virtual_stages = 1;
   bool fsdp = false;
   int64_t steps = 50;
   int64_t batch = 8;  // global batch (sequences per step)

@@ -6,6 +6,7 @@
 
 #include "core/errors.h"
 #include "files/json_util.h"
+#include "models/gpt2/block.h"
 #include "models/gpt2/layout.h"
 #include "partix/control.h"
 #include "partix/ops.h"
@@ -150,6 +151,8 @@ nn::LogicalRules sharding_rules(bool fsdp) {
   }
   r.rules.push_back({"embed", std::nullopt});
   r.rules.push_back({"act", std::nullopt});
+  // Pipeline parallelism: the stacked layers split over 'stage' where the mesh has one.
+  r.rules.push_back({"layers", Axes{"stage"}});
   r.rules.push_back({"layers", std::nullopt});
   return r;
 }
@@ -220,13 +223,21 @@ Params for_use(const Params& ps, const ForwardOptions& o) {
   return out;
 }
 
+// Under manual tensor parallelism (inside shard_map, `tp` names the axis) the weights are this
+// device's heads and MLP columns: head counts come from the weights' shapes, and the row-parallel
+// projections' partial sums are summed over `tp` before their bias is added.
+Array project_sum(const Array& x, const Array& w, const ForwardOptions& o, const std::string& tp) {
+  return tp.empty() ? project(x, w, o) : psum(matmul(x, w), tp);
+}
+
 Array attention(const Params& p, const std::string& l, const Array& x, const Config& c,
-                const ForwardOptions& o, int64_t salt) {
+                const ForwardOptions& o, int64_t salt, const std::string& tp) {
   NamedScope scope("attn");
-  const int64_t B = x.shape()[0], T = x.shape()[1], C = c.n_embd, H = c.n_head, D = C / H;
+  const Array& w_qkv = p.at(l + "attn.c_attn.weight");  // [C, 3, C / tp]
+  const int64_t B = x.shape()[0], T = x.shape()[1], D = c.n_embd / c.n_head;
+  const int64_t Cl = w_qkv.shape()[2], H = Cl / D;
   // qkv[B, T, 3, C]: the heads of q, k and v split alike under tensor parallelism.
-  Array qkv =
-      einsum("btc,csk->btsk", {x, p.at(l + "attn.c_attn.weight")}) + p.at(l + "attn.c_attn.bias");
+  Array qkv = einsum("btc,csk->btsk", {x, w_qkv}) + p.at(l + "attn.c_attn.bias");
   qkv = reshape(qkv, {B, T, 3, H, D});
   qkv = constrain(qkv, {"batch", "", "", "heads", ""}, o);
   Array q = reshape(slice_axis(qkv, 2, 0, 1), {B, T, H, D});
@@ -235,17 +246,41 @@ Array attention(const Params& p, const std::string& l, const Array& x, const Con
   Array scores = einsum("bthd,bshd->bhts", {q, k}) * (1.0 / std::sqrt(static_cast<double>(D)));
   scores = where(causal_mask(T, T), scores, -1e9);
   Array att = dropout(softmax(scores, -1), c.dropout, o.dropout_key, salt);
-  Array y = reshape(einsum("bhts,bshd->bthd", {att, v}), {B, T, C});
-  return project(y, p.at(l + "attn.c_proj.weight"), o) + p.at(l + "attn.c_proj.bias");
+  Array y = reshape(einsum("bhts,bshd->bthd", {att, v}), {B, T, Cl});
+  return project_sum(y, p.at(l + "attn.c_proj.weight"), o, tp) + p.at(l + "attn.c_proj.bias");
 }
 
-Array mlp(const Params& p, const std::string& l, const Array& x, const ForwardOptions& o) {
+Array mlp(const Params& p, const std::string& l, const Array& x, const ForwardOptions& o,
+          const std::string& tp) {
   NamedScope scope("mlp");
   Array h = gelu(matmul(x, p.at(l + "mlp.c_fc.weight")) + p.at(l + "mlp.c_fc.bias"), true);
-  return project(h, p.at(l + "mlp.c_proj.weight"), o) + p.at(l + "mlp.c_proj.bias");
+  return project_sum(h, p.at(l + "mlp.c_proj.weight"), o, tp) + p.at(l + "mlp.c_proj.bias");
 }
 
 }  // namespace
+
+Array block(const Params& lp_in, const std::string& l, const Array& x_in, const Config& c,
+            const ForwardOptions& o, int64_t i, const std::optional<Array>& key,
+            const std::string& tp) {
+  const Params lp = for_use(lp_in, o);
+  ForwardOptions oi = o;
+  oi.dropout_key = key;
+  Array h = x_in;
+  Array a = attention(
+      lp, l, layer_norm(h, lp.at(l + "ln_1.weight"), lp.at(l + "ln_1.bias"), c.layer_norm_epsilon),
+      c, oi, 100 + 3 * i, tp);
+  h = h + dropout(a, c.dropout, oi.dropout_key, 101 + 3 * i);
+  h = constrain(h, {"batch", "", "act"}, oi);
+  Array m = mlp(lp, l,
+                layer_norm(h, lp.at(l + "ln_2.weight"), lp.at(l + "ln_2.bias"), c.layer_norm_epsilon),
+                oi, tp);
+  h = h + dropout(m, c.dropout, oi.dropout_key, 102 + 3 * i);
+  return constrain(h, {"batch", "", "act"}, oi);
+}
+
+Array embed_dropout(const Array& x, const Config& c, const std::optional<Array>& key) {
+  return dropout(x, c.dropout, key, 1);
+}
 
 Array forward(const Params& p, const Array& ids, const Config& c, const ForwardOptions& o) {
   validate_config(c);
@@ -268,22 +303,8 @@ Array forward(const Params& p, const Array& ids, const Config& c, const ForwardO
   // rematerialised block recomputes the same masks).
   auto make_block = [&c, &o](const std::string& l, int64_t i) {
     return [&c, &o, l, i](const Array& x_in, const Params& lp_in, const std::vector<Array>& key) {
-      const Params lp = for_use(lp_in, o);
-      ForwardOptions oi = o;
-      oi.dropout_key = key.empty() ? std::nullopt : std::optional<Array>(key[0]);
-      Array h = x_in;
-      Array a = attention(
-          lp, l,
-          layer_norm(h, lp.at(l + "ln_1.weight"), lp.at(l + "ln_1.bias"), c.layer_norm_epsilon), c,
-          oi, 100 + 3 * i);
-      h = h + dropout(a, c.dropout, oi.dropout_key, 101 + 3 * i);
-      h = constrain(h, {"batch", "", "act"}, oi);
-      Array m = mlp(
-          lp, l,
-          layer_norm(h, lp.at(l + "ln_2.weight"), lp.at(l + "ln_2.bias"), c.layer_norm_epsilon),
-          oi);
-      h = h + dropout(m, c.dropout, oi.dropout_key, 102 + 3 * i);
-      return constrain(h, {"batch", "", "act"}, oi);
+      return block(lp_in, l, x_in, c, o, i,
+                   key.empty() ? std::nullopt : std::optional<Array>(key[0]), "");
     };
   };
   if (o.scan_layers) {
@@ -295,15 +316,15 @@ Array forward(const Params& p, const Array& ids, const Config& c, const ForwardO
       const std::string name = std::string(kStackedPrefix) + suffix;
       stacked.emplace(name, stacked_params.at(name));
     }
-    auto block = make_block(std::string(kStackedPrefix), 0);
+    auto layer = make_block(std::string(kStackedPrefix), 0);
     x = scan(
             [&](const Array& h, const std::pair<Params, Array>& layer_in) {
               NamedScope scope("h");
               // Each layer draws its own dropout masks: the key folded with the layer index.
               std::vector<Array> key;
               if (o.dropout_key) key.push_back(random::fold_in(*o.dropout_key, layer_in.second));
-              Array out = o.remat ? checkpoint(block)(h, layer_in.first, key)
-                                  : block(h, layer_in.first, key);
+              Array out = o.remat ? checkpoint(layer)(h, layer_in.first, key)
+                                  : layer(h, layer_in.first, key);
               return std::pair{out, std::vector<Array>{}};
             },
             x, std::pair{stacked, arange(c.n_layer, DType::I32)})
@@ -313,14 +334,14 @@ Array forward(const Params& p, const Array& ids, const Config& c, const ForwardO
     for (int64_t i = 0; i < c.n_layer; ++i) {
       NamedScope scope("h" + std::to_string(i));
       const std::string l = layer_prefix(i);
-      auto block = make_block(l, i);
+      auto layer = make_block(l, i);
       Params lp;
       for (auto it = per_layer.lower_bound(l); it != per_layer.end() && it->first.starts_with(l);
            ++it)
         lp.emplace(it->first, it->second);
       std::vector<Array> key;
       if (o.dropout_key) key.push_back(*o.dropout_key);
-      x = o.remat ? checkpoint(block)(x, lp, key) : block(x, lp, key);
+      x = o.remat ? checkpoint(layer)(x, lp, key) : layer(x, lp, key);
     }
   }
   x = layer_norm(x, for_use(p.at("transformer.ln_f.weight"), o), for_use(p.at("transformer.ln_f.bias"), o),

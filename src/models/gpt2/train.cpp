@@ -31,25 +31,67 @@ Jitted<StepFn> make_step(const TrainOptions& o, const Mesh& mesh, const nn::Logi
   const optim::AdamWConfig adam{0.9, 0.95, 1e-8, o.weight_decay};
   const double clip = o.clip;
   const bool remat = o.remat, scan_layers = o.scan_layers;
-  StepFn f = [cfg, mesh, rules, adam, clip, remat, scan_layers](
+  const bool pipelined = mesh.has_axis("stage");
+  const PipelineOptions po{o.schedule, o.microbatches, o.virtual_stages};
+  StepFn f = [cfg, mesh, rules, adam, clip, remat, scan_layers, pipelined, po](
                  const Params& p, const optim::AdamWState& s, const Array& ids,
                  const Array& targets, const Array& lr, const Array& key) -> StepOut {
     ForwardOptions fo{key, &mesh, &rules, remat, scan_layers};
-    auto [loss_value, g] = value_and_grad([&](const Params& pp) {
-      return loss(pp, ids, targets, cfg, fo);
-    })(p);
-    auto [clipped, norm] = optim::clip_by_global_norm(Params(g), clip);
+    Array loss_value;
+    Params g;
+    if (pipelined) {
+      std::tie(loss_value, g) = pipeline_value_and_grad(p, ids, targets, cfg, fo, po);
+    } else {
+      auto [v, gt] = value_and_grad([&](const Params& pp) {
+        return loss(pp, ids, targets, cfg, fo);
+      })(p);
+      loss_value = v;
+      g = Params(gt);
+    }
+    auto [clipped, norm] = optim::clip_by_global_norm(g, clip);
     auto [np, ns] = optim::adamw_update(p, clipped, s, lr, adam);
     return {np, ns, loss_value};
   };
   return jit(f, {.donate_argnums = {0, 1}, .name = "train_step"});
 }
 
+Mesh train_mesh(const TrainOptions& o) {
+  const AxisType t = o.explicit_sharding ? AxisType::Explicit : AxisType::Auto;
+  if (o.stages > 1) {
+    return make_mesh({o.stages, o.data, o.model_parallel}, {"stage", "data", "model"},
+                     std::vector<AxisType>(3, t));
+  }
+  return make_mesh({o.data, o.model_parallel}, {"data", "model"}, std::vector<AxisType>(2, t));
+}
+
+// The pipeline's preconditions, checked before anything is loaded or allocated.
+void check_pipeline(const TrainOptions& o) {
+  detail::check(o.stages >= 1, "train", "stages is {}, must be at least 1", o.stages);
+  detail::check(o.microbatches >= 1, "train", "microbatches is {}, must be at least 1",
+                o.microbatches);
+  if (o.stages == 1) {
+    detail::check(o.microbatches == 1 && o.virtual_stages == 1, "train",
+                  "microbatches ({}) and virtual stages ({}) need a pipeline: a 'stage' axis of "
+                  "more than one device",
+                  o.microbatches, o.virtual_stages);
+    return;
+  }
+  detail::check(o.scan_layers, "train", "a pipeline needs the layers stacked (scan_layers)");
+  detail::check(!o.explicit_sharding, "train", "a pipeline runs on an Auto mesh, not Explicit");
+  detail::check(!o.fsdp, "train", "FSDP under a pipeline is not supported; drop fsdp or the stages");
+  // The schedule's own checks (microbatches a multiple of the stages when interleaved, ...).
+  (void)pipeline::make_schedule(o.schedule, o.stages, o.microbatches, o.virtual_stages);
+  detail::check(o.batch % (o.data * o.microbatches) == 0, "train",
+                "the batch {} does not split into {} microbatches on each of {} data devices",
+                o.batch, o.microbatches, o.data);
+}
+
 }  // namespace
 
 Lowered lower_train_step(const TrainOptions& o, const Mesh& mesh) {
   detail::check(mesh.has_axis("data") && mesh.has_axis("model"), "gpt2.lower_train_step",
-                "the mesh must have axes 'data' and 'model', got {}", mesh.to_string());
+                "the mesh must have axes 'data' and 'model' (and 'stage' for a pipeline), got {}",
+                mesh.to_string());
   detail::check(o.batch % mesh.axis_size("data") == 0, "gpt2.lower_train_step",
                 "the batch {} does not split over {} data devices", o.batch,
                 mesh.axis_size("data"));
@@ -74,10 +116,8 @@ Lowered lower_train_step(const TrainOptions& o, const Mesh& mesh) {
 }
 
 Trainer::Trainer(TrainOptions o)
-    : o_(std::move(o)),
-      mesh_(make_mesh({o_.data, o_.model_parallel}, {"data", "model"},
-                      std::vector<AxisType>(2, o_.explicit_sharding ? AxisType::Explicit
-                                                                    : AxisType::Auto))),
+    : o_((check_pipeline(o), std::move(o))),
+      mesh_(train_mesh(o_)),
       rules_(sharding_rules(o_.fsdp)) {
   detail::check(o_.batch % o_.data == 0, "train", "the batch {} does not split over {} data devices",
                 o_.batch, o_.data);

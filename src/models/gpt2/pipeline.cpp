@@ -1,0 +1,276 @@
+// GPT-2 under pipeline parallelism: the stacked blocks split over the mesh's 'stage' axis, the
+// step's loss and gradients computed by a pipeline schedule inside one shard_map, with data
+// parallelism over 'data' and Megatron tensor parallelism over 'model' written out manually.
+#include <numeric>
+
+#include "core/errors.h"
+#include "models/gpt2/block.h"
+#include "models/gpt2/layout.h"
+#include "partix/control.h"
+#include "partix/models/gpt2.h"
+#include "partix/ops.h"
+#include "partix/pipeline.h"
+#include "partix/random.h"
+#include "partix/transforms.h"
+
+namespace partix::models::gpt2 {
+
+namespace {
+
+constexpr std::string_view kApi = "gpt2.pipeline";
+
+// Manual-mode helpers over the optional tensor-parallel axis `tp` (empty: none).
+struct Axes3 {
+  std::string stage = "stage", data, tp;
+  int64_t tp_size = 1;
+};
+
+// Token embeddings from a table split over the vocabulary on `tp` (each device looks up the ids
+// its rows hold; the rest add zeros).
+Array embed(const Array& wte, const Array& ids, const Axes3& ax) {
+  if (ax.tp.empty()) return take(wte, ids, 0);
+  const int64_t rows = wte.shape()[0];
+  const Array local = ids - astype(axis_index(ax.tp), ids.dtype()) * static_cast<double>(rows);
+  const Array mine = logical_and(local >= 0.0, local < static_cast<double>(rows));
+  const Array e = take(wte, where(mine, local, 0.0), 0);
+  return psum(where(expand_dims(mine, -1), e, 0.0), ax.tp);
+}
+
+// Summed next-token cross entropy of x [b, T, C] against targets, logits over the tied
+// embedding split over the vocabulary on `tp` (padding rows past the vocabulary masked).
+Array summed_cross_entropy(const Array& x, const Array& wte, const Array& targets,
+                           const Config& c, const Axes3& ax) {
+  Array logits = astype(einsum("btc,vc->btv", {x, wte}), DType::F32);
+  if (ax.tp.empty()) return sum(cross_entropy(logits, targets));
+  const int64_t rows = wte.shape()[0];
+  const Array lo = astype(axis_index(ax.tp), DType::I32) * static_cast<double>(rows);
+  const Array col = iota({1, 1, rows}, 2, DType::I32) + lo;
+  logits = where(col < static_cast<double>(c.vocab_size), logits, -1e30);
+  const Array mx = stop_gradient(pmax(max(logits, {-1}, true), ax.tp));
+  const Array lse =
+      log(psum(sum(exp(logits - mx), {-1}, true), ax.tp)) + mx;  // [b, T, 1]
+  const Array hit = equal(col, expand_dims(astype(targets, DType::I32), -1));
+  const Array target_logit = psum(sum(where(hit, logits, 0.0), {-1}, true), ax.tp);
+  return sum(lse - target_logit);
+}
+
+PartitionSpec spec_of(const nn::ParamSpec& s, const nn::LogicalRules& rules, const Mesh& mesh) {
+  return nn::logical_to_spec(s.axes, rules, mesh);
+}
+
+}  // namespace
+
+std::pair<Array, Params> pipeline_value_and_grad(const Params& params, const Array& ids,
+                                                 const Array& targets, const Config& c,
+                                                 const ForwardOptions& o,
+                                                 const PipelineOptions& po) {
+  detail::check(o.mesh && o.rules, kApi, "needs the mesh and the logical rules in ForwardOptions");
+  const Mesh& mesh = *o.mesh;
+  const nn::LogicalRules& rules = *o.rules;
+  detail::check(mesh.has_axis("stage"), kApi, "the mesh {} has no 'stage' axis", mesh.to_string());
+  for (const std::string& a : mesh.axis_names()) {
+    detail::check(a == "stage" || a == "data" || a == "model", kApi,
+                  "the mesh {} has axis '{}'; a pipelined GPT-2 takes 'stage', 'data' and 'model'",
+                  mesh.to_string(), a);
+  }
+  for (AxisType t : mesh.axis_types()) {
+    detail::check(t == AxisType::Auto, kApi, "the pipeline runs on an Auto mesh, not {}",
+                  mesh.to_string());
+  }
+  detail::check(is_stacked(params), kApi, "needs the parameters stacked over layers");
+  const int64_t S = mesh.axis_size("stage");
+  const int64_t D = mesh.has_axis("data") ? mesh.axis_size("data") : 1;
+  Axes3 ax;
+  if (mesh.has_axis("data")) ax.data = "data";
+  // A 'model' axis of one device still types the weights split over it as varying over it:
+  // the same manual code runs, its sums over one device.
+  if (mesh.has_axis("model")) {
+    ax.tp = "model";
+    ax.tp_size = mesh.axis_size("model");
+  }
+  const pipeline::Schedule sc =
+      pipeline::make_schedule(po.schedule, S, po.microbatches, po.virtual_stages);
+  const int64_t M = po.microbatches, V = po.virtual_stages, K = S * V, L = c.n_layer;
+  const int64_t B = ids.shape().at(0), T = ids.shape().at(1);
+  detail::check(B % (D * M) == 0, kApi,
+                "the batch {} does not split into {} microbatches on each of {} data devices", B,
+                M, D);
+  if (V > 1) {
+    detail::check(L % K == 0, kApi,
+                  "{} layers do not split into {} chunks ({} stages x {} virtual stages)", L, K, S,
+                  V);
+  }
+  if (ax.tp_size > 1) {
+    detail::check(c.n_head % ax.tp_size == 0, kApi, "{} heads do not split over {} model devices",
+                  c.n_head, ax.tp_size);
+  }
+  const nn::ParamSpecs specs = param_specs(c, /*stacked=*/true);
+  for (const auto& [name, s] : specs) {
+    const PartitionSpec spec = spec_of(s, rules, mesh);
+    for (const std::string& a : spec.axes()) {
+      detail::check(a != "data", kApi,
+                    "parameter '{}' is split over 'data' ({}): FSDP under a pipeline is not "
+                    "supported; drop fsdp or the stage axis",
+                    name, spec.to_string());
+    }
+    if (s.axes.at(0) == "layers") {
+      detail::check(spec[0] == PartitionSpec::Entry{"stage"}, kApi,
+                    "the stacked parameter '{}' is {}: the rules must split 'layers' over 'stage'",
+                    name, spec.to_string());
+    }
+  }
+
+  // The leaves in and out of shard_map: stacked blocks (chunked), the rest (shared), ids,
+  // targets, the dropout key.
+  std::vector<std::string> chunk_names, shared_names;
+  for (const auto& [name, s] : specs) {
+    (s.axes.at(0) == "layers" ? chunk_names : shared_names).push_back(name);
+  }
+  // Interleaved: device d holds chunks d, S + d, ...: its contiguous block of the stored layers
+  // must be those, so the layers are permuted on the way in and back on the way out.
+  std::vector<int32_t> to_pipeline, from_pipeline;
+  if (V > 1) {
+    const int64_t Lc = L / K;
+    to_pipeline.resize(static_cast<size_t>(L));
+    from_pipeline.resize(static_cast<size_t>(L));
+    for (int64_t d = 0; d < S; ++d) {
+      for (int64_t v = 0; v < V; ++v) {
+        for (int64_t j = 0; j < Lc; ++j) {
+          const int64_t pos = (d * V + v) * Lc + j, layer = (v * S + d) * Lc + j;
+          to_pipeline[static_cast<size_t>(pos)] = static_cast<int32_t>(layer);
+          from_pipeline[static_cast<size_t>(layer)] = static_cast<int32_t>(pos);
+        }
+      }
+    }
+  }
+  std::vector<Array> leaves;
+  std::vector<PartitionSpec> in_specs, out_specs;
+  // shard_map takes equal blocks: an uneven split of the layers is padded with layers the
+  // stages skip (their gradients are sliced off again).
+  const int64_t padded = (L + S - 1) / S * S;
+  for (const std::string& n : chunk_names) {
+    Array x = params.at(n);
+    if (V > 1) x = take(x, from_vector(to_pipeline, {L}), 0);
+    if (padded != L) {
+      Shape high(static_cast<size_t>(x.ndim()), 0);
+      high[0] = padded - L;
+      x = pad(x, Shape(static_cast<size_t>(x.ndim()), 0), high);
+    }
+    leaves.push_back(x);
+    in_specs.push_back(spec_of(specs.at(n), rules, mesh));
+  }
+  for (const std::string& n : shared_names) {
+    leaves.push_back(params.at(n));
+    in_specs.push_back(spec_of(specs.at(n), rules, mesh));
+  }
+  const PartitionSpec batch_spec = ax.data.empty() ? P() : P("data");
+  leaves.push_back(ids);
+  in_specs.push_back(batch_spec);
+  leaves.push_back(targets);
+  in_specs.push_back(batch_spec);
+  const bool has_key = o.dropout_key.has_value() && c.dropout > 0;
+  if (has_key) {
+    leaves.push_back(*o.dropout_key);
+    in_specs.push_back(P());
+  }
+  out_specs.push_back(P());  // loss
+  for (const std::string& n : chunk_names) out_specs.push_back(spec_of(specs.at(n), rules, mesh));
+  for (const std::string& n : shared_names) out_specs.push_back(spec_of(specs.at(n), rules, mesh));
+
+  const double scale = 1.0 / static_cast<double>(B * T);
+  detail::ShardMapState state(mesh, in_specs, out_specs, /*check_vma=*/true);
+  std::shared_ptr<void> proto;
+  std::vector<Array> outs = state.call(
+      leaves, std::vector<size_t>(leaves.size(), 1),
+      [&](const std::vector<Array>& t, std::shared_ptr<void>&) {
+        size_t i = 0;
+        Params chunked, shared;
+        for (const std::string& n : chunk_names) chunked.emplace(n, t[i++]);
+        for (const std::string& n : shared_names) shared.emplace(n, t[i++]);
+        const Array ids_l = t[i++], targets_l = t[i++];
+        std::optional<Array> key;
+        if (has_key) key = t[i++];
+        const int64_t b = ids_l.shape()[0] / M;  // local rows per microbatch
+        const Array ids_m = reshape(ids_l, {M, b, T}), targets_m = reshape(targets_l, {M, b, T});
+        const int64_t Lc = chunked.begin()->second.shape()[0] / V;  // layers per chunk (local)
+        // Masks differ per microbatch and data device (each draws its own rows).
+        std::optional<Array> data_key;
+        if (key) data_key = ax.data.empty() ? *key : random::fold_in(*key, axis_index(ax.data));
+
+        pipeline::StageFn stage = [&](const Params& cp, const Params& sp, const Array& x,
+                                      const Array& k, const Array& m) -> pipeline::StageOut {
+          std::optional<Array> mkey;
+          if (data_key) mkey = random::fold_in(*data_key, m);
+          const Array mb_ids = reshape(dynamic_slice_in_dim(ids_m, m, 1, 0), {b, T});
+          const Array wte = sp.at("transformer.wte.weight");
+          Array h = cond(
+              equal(k, 0.0),
+              [&](const Array&) {
+                NamedScope scope("embed");
+                Array e = embed(wte, mb_ids, ax) +
+                          slice_axis(sp.at("transformer.wpe.weight"), 0, 0, T);
+                return astype(embed_dropout(e, c, mkey), c.dtype);
+              },
+              [&](const Array& xx) { return xx; }, x);
+          ForwardOptions bo;
+          bo.remat = o.remat;
+          auto layer = [&](const Array& hh, const Params& lp, const std::vector<Array>& lk) {
+            return block(lp, std::string(kStackedPrefix), hh, c, bo, 0,
+                         lk.empty() ? std::nullopt : std::optional<Array>(lk[0]), ax.tp);
+          };
+          h = scan(
+                  [&](const Array& hh, const std::pair<Params, Array>& in) {
+                    NamedScope scope("h");
+                    const Array global = k * static_cast<double>(Lc) + in.second;
+                    Array out = cond(
+                        global < static_cast<double>(L),
+                        [&](const Array& x_in) {
+                          std::vector<Array> lk;
+                          if (mkey) lk.push_back(random::fold_in(*mkey, global));
+                          return o.remat ? checkpoint(layer)(x_in, in.first, lk)
+                                         : layer(x_in, in.first, lk);
+                        },
+                        [&](const Array& x_in) { return x_in; }, hh);
+                    return std::pair{out, std::vector<Array>{}};
+                  },
+                  h, std::pair{cp, arange(Lc, DType::I32)})
+                  .first;
+          Array loss = cond(
+              equal(k, static_cast<double>(K - 1)),
+              [&](const Array& hh) {
+                NamedScope scope("head");
+                const Array mb_targets = reshape(dynamic_slice_in_dim(targets_m, m, 1, 0), {b, T});
+                Array y = layer_norm(hh, sp.at("transformer.ln_f.weight"),
+                                     sp.at("transformer.ln_f.bias"), c.layer_norm_epsilon);
+                return summed_cross_entropy(y, wte, mb_targets, c, ax) * scale;
+              },
+              [&](const Array&) { return zeros({}, DType::F32); }, h);
+          return {h, loss};
+        };
+        const ShapeDtypeStruct act{{b, T, c.n_embd}, c.dtype};
+        pipeline::Result r = pipeline::run(
+            sc, "stage", ax.data.empty() ? std::vector<std::string>{} : std::vector<std::string>{ax.data},
+            chunked, shared, act, stage);
+        Axes over_all = ax.data.empty() ? Axes{"stage"} : Axes{"stage", "data"};
+        std::vector<Array> res{psum(r.loss, over_all)};
+        for (const std::string& n : chunk_names) {
+          const Array& g = r.chunked_grads.at(n);
+          res.push_back(ax.data.empty() ? g : psum(g, ax.data));
+        }
+        for (const std::string& n : shared_names) res.push_back(psum(r.shared_grads.at(n), over_all));
+        return res;
+      },
+      proto);
+  Params grads;
+  size_t i = 1;
+  for (const std::string& n : chunk_names) {
+    Array g = outs[i++];
+    if (padded != L) g = slice_axis(g, 0, 0, L);
+    if (V > 1) g = take(g, from_vector(from_pipeline, {L}), 0);
+    grads.emplace(n, g);
+  }
+  for (const std::string& n : shared_names) grads.emplace(n, outs[i++]);
+  return {outs[0], grads};
+}
+
+}  // namespace partix::models::gpt2

@@ -1,0 +1,277 @@
+// Pipeline schedules: a tick-by-tick simulation of every device's ordered forwards and
+// backwards, and the buffer slots their inputs and cotangents occupy.
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/errors.h"
+#include "partix/pipeline.h"
+
+namespace partix::pipeline {
+
+std::string_view schedule_name(ScheduleKind kind) {
+  switch (kind) {
+    case ScheduleKind::kGPipe: return "gpipe";
+    case ScheduleKind::k1F1B: return "1f1b";
+    case ScheduleKind::kInterleaved: return "interleaved";
+  }
+  return "?";
+}
+
+ScheduleKind parse_schedule(std::string_view name) {
+  if (name == "gpipe") return ScheduleKind::kGPipe;
+  if (name == "1f1b") return ScheduleKind::k1F1B;
+  if (name == "interleaved") return ScheduleKind::kInterleaved;
+  detail::fail("pipeline.schedule", "unknown schedule '{}': one of gpipe, 1f1b, interleaved", name);
+}
+
+namespace {
+
+struct Op {
+  int32_t chunk, mb;
+};
+
+// Lifetimes [from, to] in ticks, assigned to the fewest slots: a slot is reused once its last
+// occupant's interval ended before the next one begins (`strict`) or no later than it.
+std::vector<int32_t> assign_slots(const std::vector<std::pair<int64_t, int64_t>>& life, bool strict,
+                                  int64_t& slots) {
+  std::vector<size_t> order(life.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return life[a] < life[b]; });
+  std::vector<int64_t> busy_until;  // per slot
+  std::vector<int32_t> slot(life.size(), -1);
+  for (size_t i : order) {
+    const auto [from, to] = life[i];
+    for (size_t s = 0; s < busy_until.size(); ++s) {
+      if (strict ? busy_until[s] < from : busy_until[s] <= from) {
+        slot[i] = static_cast<int32_t>(s);
+        break;
+      }
+    }
+    if (slot[i] < 0) {
+      slot[i] = static_cast<int32_t>(busy_until.size());
+      busy_until.push_back(0);
+    }
+    busy_until[static_cast<size_t>(slot[i])] = to;
+  }
+  slots = std::max<int64_t>(slots, static_cast<int64_t>(busy_until.size()));
+  return slot;
+}
+
+}  // namespace
+
+Schedule make_schedule(ScheduleKind kind, int64_t S, int64_t M, int64_t V) {
+  constexpr std::string_view api = "pipeline.make_schedule";
+  detail::check(S >= 1 && S <= 4096, api, "stages is {}, must be in [1, 4096]", S);
+  detail::check(M >= 1 && M <= 65536, api, "microbatches is {}, must be in [1, 65536]", M);
+  detail::check(V >= 1 && V <= 256, api, "virtual_stages is {}, must be in [1, 256]", V);
+  if (kind == ScheduleKind::kInterleaved) {
+    detail::check(V >= 2, api, "the interleaved schedule needs at least 2 virtual stages, got {}", V);
+    detail::check(M % S == 0, api,
+                  "the interleaved schedule runs microbatches in groups of the {} stages; {} "
+                  "microbatches is not a multiple of {}",
+                  S, M, S);
+  } else {
+    detail::check(V == 1, api, "the {} schedule has one virtual stage per device, got {}",
+                  schedule_name(kind), V);
+  }
+  Schedule sc;
+  sc.kind = kind;
+  sc.stages = S;
+  sc.microbatches = M;
+  sc.virtual_stages = V;
+  const int64_t K = S * V;
+  const auto Su = static_cast<size_t>(S);
+  // Each device's forwards and backwards in the order it runs them.
+  std::vector<std::vector<Op>> fwd(Su), bwd(Su);
+  for (int64_t d = 0; d < S; ++d) {
+    auto& f = fwd[static_cast<size_t>(d)];
+    auto& b = bwd[static_cast<size_t>(d)];
+    if (V == 1) {
+      for (int64_t m = 0; m < M; ++m) {
+        f.push_back({static_cast<int32_t>(d), static_cast<int32_t>(m)});
+        b.push_back({static_cast<int32_t>(d), static_cast<int32_t>(m)});
+      }
+    } else {
+      for (int64_t g = 0; g < M / S; ++g) {
+        for (int64_t v = 0; v < V; ++v) {
+          for (int64_t j = 0; j < S; ++j)
+            f.push_back({static_cast<int32_t>(v * S + d), static_cast<int32_t>(g * S + j)});
+        }
+        for (int64_t v = V - 1; v >= 0; --v) {
+          for (int64_t j = 0; j < S; ++j)
+            b.push_back({static_cast<int32_t>(v * S + d), static_cast<int32_t>(g * S + j)});
+        }
+      }
+    }
+  }
+  const auto Ku = static_cast<size_t>(K), Mu = static_cast<size_t>(M);
+  std::vector<std::vector<int64_t>> done_f(Ku, std::vector<int64_t>(Mu, -1)), done_b = done_f;
+  std::vector<size_t> fp(Su, 0), bp(Su, 0);
+  const int64_t limit = 4 * (M * V + K) + 16;
+  int64_t remaining = 2 * M * K;
+  for (int64_t t = 0; remaining > 0; ++t) {
+    detail::check(t < limit, api, "internal: the {} schedule for S={} M={} V={} does not finish",
+                  schedule_name(kind), S, M, V);
+    std::vector<int32_t> fk(Su, -1), fm(Su, -1), bk(Su, -1), bm(Su, -1);
+    for (size_t d = 0; d < Su; ++d) {
+      if (fp[d] == fwd[d].size()) continue;
+      const Op op = fwd[d][fp[d]];
+      const auto k = static_cast<size_t>(op.chunk), m = static_cast<size_t>(op.mb);
+      if (k > 0 && (done_f[k - 1][m] < 0 || done_f[k - 1][m] >= t)) continue;
+      done_f[k][m] = t;
+      fk[d] = op.chunk;
+      fm[d] = op.mb;
+      ++fp[d];
+      --remaining;
+    }
+    for (size_t d = 0; d < Su; ++d) {
+      if (bp[d] == bwd[d].size()) continue;
+      if (kind == ScheduleKind::kGPipe && fp[d] != fwd[d].size()) continue;
+      const Op op = bwd[d][bp[d]];
+      const auto k = static_cast<size_t>(op.chunk), m = static_cast<size_t>(op.mb);
+      const bool ready = k + 1 == Ku ? done_f[k][m] >= 0
+                                     : done_b[k + 1][m] >= 0 && done_b[k + 1][m] < t;
+      if (!ready) continue;
+      done_b[k][m] = t;
+      bk[d] = op.chunk;
+      bm[d] = op.mb;
+      ++bp[d];
+      --remaining;
+    }
+    sc.fwd_chunk.push_back(fk);
+    sc.fwd_mb.push_back(fm);
+    sc.bwd_chunk.push_back(bk);
+    sc.bwd_mb.push_back(bm);
+  }
+  sc.ticks = static_cast<int64_t>(sc.fwd_chunk.size());
+  const auto T = static_cast<size_t>(sc.ticks);
+
+  // Slots, per device; the discard slot's index is the count of real ones, known at the end.
+  // in_slot[k][m]: the input buffer slot of chunk k's input for microbatch m (k > 0);
+  // co_slot[k][m]: the cotangent slot of chunk k's output for microbatch m (k < K-1).
+  std::vector<std::vector<int32_t>> in_slot(Ku, std::vector<int32_t>(Mu, -1)), co_slot = in_slot;
+  for (int64_t d = 0; d < S; ++d) {
+    std::vector<std::pair<int64_t, int64_t>> in_life, co_life;
+    std::vector<Op> in_ops, co_ops;
+    for (int64_t k = d; k < K; k += S) {
+      for (int64_t m = 0; m < M; ++m) {
+        const auto ku = static_cast<size_t>(k), mu = static_cast<size_t>(m);
+        if (k > 0) {  // arrives after the previous chunk's forward, read by this backward
+          in_life.push_back({done_f[ku - 1][mu], done_b[ku][mu]});
+          in_ops.push_back({static_cast<int32_t>(k), static_cast<int32_t>(m)});
+        }
+        if (k + 1 < K) {  // arrives after the next chunk's backward, read by this backward
+          co_life.push_back({done_b[ku + 1][mu], done_b[ku][mu]});
+          co_ops.push_back({static_cast<int32_t>(k), static_cast<int32_t>(m)});
+        }
+      }
+    }
+    // An input is written after a forward half and read in the backward half: its slot may be
+    // taken by an input arriving a tick after the read. A cotangent is read before the arrival
+    // in the same backward half is written.
+    std::vector<int32_t> is = assign_slots(in_life, /*strict=*/true, sc.input_slots);
+    std::vector<int32_t> cs = assign_slots(co_life, /*strict=*/false, sc.cotangent_slots);
+    for (size_t i = 0; i < in_ops.size(); ++i)
+      in_slot[static_cast<size_t>(in_ops[i].chunk)][static_cast<size_t>(in_ops[i].mb)] = is[i];
+    for (size_t i = 0; i < co_ops.size(); ++i)
+      co_slot[static_cast<size_t>(co_ops[i].chunk)][static_cast<size_t>(co_ops[i].mb)] = cs[i];
+  }
+  const auto in_discard = static_cast<int32_t>(sc.input_slots);
+  const auto co_discard = static_cast<int32_t>(sc.cotangent_slots);
+  auto table = [&] { return std::vector<std::vector<int32_t>>(T, std::vector<int32_t>(Su, 0)); };
+  sc.fwd_in = table();
+  sc.fwd_recv = table();
+  sc.bwd_in = table();
+  sc.bwd_co = table();
+  sc.bwd_recv = table();
+  for (size_t t = 0; t < T; ++t) {
+    for (size_t d = 0; d < Su; ++d) {
+      const int32_t k = sc.fwd_chunk[t][d], m = sc.fwd_mb[t][d];
+      sc.fwd_in[t][d] = k > 0 ? in_slot[static_cast<size_t>(k)][static_cast<size_t>(m)] : in_discard;
+      // What arrives from the previous device: the input of the chunk after the one it ran.
+      const size_t prev = (d + Su - 1) % Su;
+      const int32_t pk = sc.fwd_chunk[t][prev], pm = sc.fwd_mb[t][prev];
+      sc.fwd_recv[t][d] = pk >= 0 && pk + 1 < K
+                              ? in_slot[static_cast<size_t>(pk + 1)][static_cast<size_t>(pm)]
+                              : in_discard;
+      const int32_t b = sc.bwd_chunk[t][d], bmb = sc.bwd_mb[t][d];
+      sc.bwd_in[t][d] = b > 0 ? in_slot[static_cast<size_t>(b)][static_cast<size_t>(bmb)] : in_discard;
+      sc.bwd_co[t][d] =
+          b >= 0 && b + 1 < K ? co_slot[static_cast<size_t>(b)][static_cast<size_t>(bmb)] : co_discard;
+      // What arrives from the next device: the cotangent of the chunk before the one it ran.
+      const size_t next = (d + 1) % Su;
+      const int32_t nk = sc.bwd_chunk[t][next], nm = sc.bwd_mb[t][next];
+      sc.bwd_recv[t][d] = nk > 0 ? co_slot[static_cast<size_t>(nk - 1)][static_cast<size_t>(nm)]
+                                 : co_discard;
+    }
+  }
+  // Microbatches in flight per device: forward done, backward not yet.
+  sc.held.assign(Su, 0);
+  for (int64_t d = 0; d < S; ++d) {
+    int64_t live = 0, most = 0;
+    for (size_t t = 0; t < T; ++t) {
+      if (sc.fwd_chunk[t][static_cast<size_t>(d)] >= 0) most = std::max(most, ++live);
+      if (sc.bwd_chunk[t][static_cast<size_t>(d)] >= 0) --live;
+    }
+    sc.held[static_cast<size_t>(d)] = most;
+  }
+  return sc;
+}
+
+double Schedule::bubble_fraction(double tf, double tb) const {
+  double time = 0;
+  for (int64_t t = 0; t < ticks; ++t) {
+    const auto& f = fwd_chunk[static_cast<size_t>(t)];
+    const auto& b = bwd_chunk[static_cast<size_t>(t)];
+    if (std::any_of(f.begin(), f.end(), [](int32_t k) { return k >= 0; })) time += tf;
+    if (std::any_of(b.begin(), b.end(), [](int32_t k) { return k >= 0; })) time += tb;
+  }
+  const double busy = static_cast<double>(microbatches * virtual_stages) * (tf + tb);
+  return time > 0 ? 1.0 - busy / time : 0.0;
+}
+
+double Schedule::ideal_bubble_fraction() const {
+  const auto s = static_cast<double>(stages), m = static_cast<double>(microbatches),
+             v = static_cast<double>(virtual_stages);
+  return (s - 1) / (v * m + s - 1);
+}
+
+std::string Schedule::to_string() const {
+  auto token = [&](char c, int32_t k, int32_t m) {
+    if (k < 0) return std::string(".");
+    std::string s = fmt::format("{}{}", c, m);
+    if (virtual_stages > 1) s += fmt::format(".{}", k / stages);
+    return s;
+  };
+  size_t width = 1;
+  for (int64_t t = 0; t < ticks; ++t) {
+    for (int64_t d = 0; d < stages; ++d) {
+      const auto tu = static_cast<size_t>(t), du = static_cast<size_t>(d);
+      width = std::max({width, token('F', fwd_chunk[tu][du], fwd_mb[tu][du]).size(),
+                        token('B', bwd_chunk[tu][du], bwd_mb[tu][du]).size()});
+    }
+  }
+  std::string out = fmt::format(
+      "{} schedule: {} stages, {} microbatches{}, {} ticks (forward half | backward half); "
+      "bubble {:.1f}% (ideal {:.1f}%)\n",
+      schedule_name(kind), stages, microbatches,
+      virtual_stages > 1 ? fmt::format(", {} virtual stages", virtual_stages) : "", ticks,
+      100 * bubble_fraction(), 100 * ideal_bubble_fraction());
+  for (int64_t d = 0; d < stages; ++d) {
+    const auto du = static_cast<size_t>(d);
+    std::string line = fmt::format("  stage {:>2} (holds {:>2}):", d, held[du]);
+    for (int64_t t = 0; t < ticks; ++t) {
+      const auto tu = static_cast<size_t>(t);
+      line += fmt::format(" {:<{}}|{:<{}}", token('F', fwd_chunk[tu][du], fwd_mb[tu][du]), width,
+                          token('B', bwd_chunk[tu][du], bwd_mb[tu][du]), width);
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
+}  // namespace partix::pipeline

@@ -1,0 +1,229 @@
+// Pipeline parallelism: the schedules' tables (checked by replaying them symbolically), and
+// GPT-2's pipelined loss and gradients against value_and_grad of the unpipelined loss on the
+// same global batch, for every schedule, uneven layer splits and data and tensor parallelism.
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+
+#include <map>
+#include <set>
+
+#include "partix/models/gpt2.h"
+#include "partix/nn.h"
+#include "partix/pipeline.h"
+#include "partix/random.h"
+#include "test_util.h"
+
+using namespace partix;
+namespace g2 = partix::models::gpt2;
+namespace pp = partix::pipeline;
+
+namespace {
+
+// Replays a schedule with each buffer slot holding a (chunk, microbatch) label, as the SPMD loop
+// moves data: every forward must read its own input, every backward its input and its output's
+// cotangent, and every op must come after what it depends on.
+void replay(const pp::Schedule& sc) {
+  const int64_t S = sc.stages, K = sc.chunks(), M = sc.microbatches;
+  using Label = std::pair<int, int>;
+  const Label none{-1, -1};
+  std::vector<std::vector<Label>> in(static_cast<size_t>(S),
+                                     std::vector<Label>(static_cast<size_t>(sc.input_slots + 1), none));
+  auto co = std::vector<std::vector<Label>>(
+      static_cast<size_t>(S), std::vector<Label>(static_cast<size_t>(sc.cotangent_slots + 1), none));
+  std::set<Label> fwd_done, bwd_done;
+  for (int64_t t = 0; t < sc.ticks; ++t) {
+    const auto tu = static_cast<size_t>(t);
+    std::vector<Label> sent(static_cast<size_t>(S), none);
+    for (size_t d = 0; d < static_cast<size_t>(S); ++d) {
+      const int k = sc.fwd_chunk[tu][d], m = sc.fwd_mb[tu][d];
+      if (k < 0) continue;
+      ASSERT_EQ(k % S, static_cast<int64_t>(d)) << "chunk " << k << " on device " << d;
+      if (k > 0) {
+        ASSERT_TRUE(fwd_done.count({k - 1, m})) << "F" << m << " of chunk " << k << " at tick " << t;
+        ASSERT_EQ(in[d][static_cast<size_t>(sc.fwd_in[tu][d])], (Label{k, m})) << "tick " << t;
+      }
+      sent[d] = {k, m};
+    }
+    for (const auto& [k, m] : sent) {
+      if (k >= 0) fwd_done.insert({k, m});
+    }
+    for (size_t d = 0; d < static_cast<size_t>(S); ++d) {
+      const Label from = sent[(d + static_cast<size_t>(S) - 1) % static_cast<size_t>(S)];
+      const int32_t slot = sc.fwd_recv[tu][d];
+      if (from.first >= 0 && from.first + 1 < K) {
+        ASSERT_LT(slot, sc.input_slots) << "an arriving input discarded at tick " << t;
+        in[d][static_cast<size_t>(slot)] = {from.first + 1, from.second};
+      } else {
+        ASSERT_EQ(slot, sc.input_slots);
+      }
+    }
+    std::vector<Label> back(static_cast<size_t>(S), none);
+    for (size_t d = 0; d < static_cast<size_t>(S); ++d) {
+      const int k = sc.bwd_chunk[tu][d], m = sc.bwd_mb[tu][d];
+      if (k < 0) continue;
+      ASSERT_TRUE(fwd_done.count({k, m}));
+      if (k > 0) {
+        ASSERT_EQ(in[d][static_cast<size_t>(sc.bwd_in[tu][d])], (Label{k, m})) << "tick " << t;
+      }
+      if (k + 1 < K) {
+        ASSERT_TRUE(bwd_done.count({k + 1, m}));
+        ASSERT_EQ(co[d][static_cast<size_t>(sc.bwd_co[tu][d])], (Label{k, m})) << "tick " << t;
+      }
+      back[d] = {k, m};
+    }
+    for (const auto& [k, m] : back) {
+      if (k >= 0) bwd_done.insert({k, m});
+    }
+    for (size_t d = 0; d < static_cast<size_t>(S); ++d) {
+      const Label from = back[(d + 1) % static_cast<size_t>(S)];
+      const int32_t slot = sc.bwd_recv[tu][d];
+      if (from.first > 0) {
+        ASSERT_LT(slot, sc.cotangent_slots);
+        co[d][static_cast<size_t>(slot)] = {from.first - 1, from.second};
+      } else {
+        ASSERT_EQ(slot, sc.cotangent_slots);
+      }
+    }
+  }
+  EXPECT_EQ(static_cast<int64_t>(fwd_done.size()), K * M);
+  EXPECT_EQ(static_cast<int64_t>(bwd_done.size()), K * M);
+}
+
+}  // namespace
+
+TEST(PipelineSchedule, TablesMoveEveryInputAndCotangentToItsConsumer) {
+  for (auto kind : {pp::ScheduleKind::kGPipe, pp::ScheduleKind::k1F1B}) {
+    for (int64_t S : {1, 2, 3, 4, 8}) {
+      for (int64_t M : {1, 2, 5, 8, 16}) {
+        SCOPED_TRACE(fmt::format("{} S={} M={}", pp::schedule_name(kind), S, M));
+        replay(pp::make_schedule(kind, S, M));
+      }
+    }
+  }
+  for (int64_t S : {2, 4}) {
+    for (int64_t V : {2, 3}) {
+      for (int64_t M : {S, 2 * S, 4 * S}) {
+        SCOPED_TRACE(fmt::format("interleaved S={} M={} V={}", S, M, V));
+        replay(pp::make_schedule(pp::ScheduleKind::kInterleaved, S, M, V));
+      }
+    }
+  }
+}
+
+TEST(PipelineSchedule, BubblesAndMemoryAreTheTextbookOnes) {
+  for (int64_t S : {2, 4, 8}) {
+    for (int64_t M : {1, 4, 8, 32}) {
+      const pp::Schedule g = pp::make_schedule(pp::ScheduleKind::kGPipe, S, M);
+      const pp::Schedule f = pp::make_schedule(pp::ScheduleKind::k1F1B, S, M);
+      const double ideal = static_cast<double>(S - 1) / static_cast<double>(M + S - 1);
+      // Whatever the ratio of backward to forward time.
+      for (double tb : {1.0, 2.0, 3.0}) {
+        EXPECT_NEAR(g.bubble_fraction(1.0, tb), ideal, 1e-12) << S << " " << M;
+        EXPECT_NEAR(f.bubble_fraction(1.0, tb), ideal, 1e-12) << S << " " << M;
+      }
+      for (int64_t d = 0; d < S; ++d) {
+        // GPipe holds every microbatch; 1F1B at most 2(S-d)-1 of them, whatever M is.
+        EXPECT_EQ(g.held[static_cast<size_t>(d)], M);
+        EXPECT_EQ(f.held[static_cast<size_t>(d)], std::min(M, 2 * (S - d) - 1));
+      }
+    }
+  }
+  // Interleaving fills the pipeline V times faster.
+  const pp::Schedule one = pp::make_schedule(pp::ScheduleKind::k1F1B, 4, 8);
+  const pp::Schedule two = pp::make_schedule(pp::ScheduleKind::kInterleaved, 4, 8, 2);
+  EXPECT_LT(two.bubble_fraction(), one.bubble_fraction());
+  EXPECT_NEAR(two.bubble_fraction(), two.ideal_bubble_fraction(), 0.1 * two.ideal_bubble_fraction());
+  EXPECT_THAT(one.to_string(), ::testing::HasSubstr("stage  0 (holds  7): F0|."));
+}
+
+TEST(PipelineSchedule, BadArgumentsAreRefusedByName) {
+  EXPECT_PARTIX_ERROR(pp::make_schedule(pp::ScheduleKind::k1F1B, 0, 4), "stages is 0");
+  EXPECT_PARTIX_ERROR(pp::make_schedule(pp::ScheduleKind::k1F1B, 2, 0), "microbatches is 0");
+  EXPECT_PARTIX_ERROR(pp::make_schedule(pp::ScheduleKind::kInterleaved, 2, 4, 1),
+                   "at least 2 virtual stages");
+  EXPECT_PARTIX_ERROR(pp::make_schedule(pp::ScheduleKind::kInterleaved, 4, 6, 2),
+                   "6 microbatches is not a multiple of 4");
+  EXPECT_PARTIX_ERROR(pp::make_schedule(pp::ScheduleKind::kGPipe, 2, 4, 2), "one virtual stage");
+  EXPECT_PARTIX_ERROR(pp::parse_schedule("zb"), "unknown schedule 'zb'");
+}
+
+namespace {
+
+struct Grads {
+  double loss;
+  std::map<std::string, std::vector<float>> g;
+};
+
+// The loss and gradients of one batch, on `mesh` (pipelined when it has a 'stage' axis).
+Grads loss_and_grads(const g2::Config& c, const Mesh& mesh, const g2::PipelineOptions& po) {
+  const nn::LogicalRules rules = g2::sharding_rules(false);
+  const Params p = g2::init(c, random::key(3), mesh, rules, /*stacked=*/true);
+  const int64_t B = 8, T = 16;
+  Array ids = random::randint(random::key(5), {B, T}, 0, c.vocab_size);
+  Array targets = random::randint(random::key(6), {B, T}, 0, c.vocab_size);
+  const NamedSharding rows(mesh, P("data"));
+  ids = device_put(ids, rows);
+  targets = device_put(targets, rows);
+  auto f = jit([&](const Params& pp, const Array& i, const Array& t) {
+    g2::ForwardOptions fo{std::nullopt, &mesh, &rules, false, true};
+    if (mesh.has_axis("stage")) return g2::pipeline_value_and_grad(pp, i, t, c, fo, po);
+    auto [v, g] = value_and_grad([&](const Params& q) { return g2::loss(q, i, t, c, fo); })(pp);
+    return std::pair<Array, Params>{v, Params(g)};
+  });
+  auto [v, g] = f(p, ids, targets);
+  Grads out{static_cast<double>(v.item<float>()), {}};
+  for (const auto& [n, x] : g) out.g[n] = x.to_vector<float>();
+  return out;
+}
+
+void expect_same(const Grads& got, const Grads& want, const std::string& what) {
+  EXPECT_NEAR(got.loss, want.loss, 1e-5 * std::abs(want.loss)) << what;
+  ASSERT_EQ(got.g.size(), want.g.size());
+  for (const auto& [n, w] : want.g) {
+    const std::vector<float>& x = got.g.at(n);
+    ASSERT_EQ(x.size(), w.size()) << n;
+    double scale = 0, err = 0;
+    for (size_t i = 0; i < w.size(); ++i) {
+      scale = std::max(scale, std::abs(static_cast<double>(w[i])));
+      err = std::max(err, std::abs(static_cast<double>(x[i]) - w[i]));
+    }
+    EXPECT_LE(err, 1e-5 * scale + 1e-9) << what << ": " << n << " max error " << err
+                                        << " against max |g| " << scale;
+  }
+}
+
+}  // namespace
+
+TEST(Gpt2Pipeline, EverySchedulesLossAndGradientsAreTheUnpipelinedOnes) {
+  g2::Config c = g2::tiny();
+  c.n_layer = 4;
+  const Grads want = loss_and_grads(c, make_mesh({1, 1}, {"data", "model"}), {});
+  struct Case {
+    pp::ScheduleKind kind;
+    int64_t S, D, TP, M, V;
+  };
+  for (const Case& k : {Case{pp::ScheduleKind::k1F1B, 2, 2, 2, 4, 1},
+                        Case{pp::ScheduleKind::kGPipe, 4, 2, 1, 2, 1},
+                        Case{pp::ScheduleKind::k1F1B, 8, 1, 1, 8, 1},
+                        Case{pp::ScheduleKind::kInterleaved, 2, 2, 2, 2, 2},
+                        Case{pp::ScheduleKind::kInterleaved, 2, 1, 1, 4, 2}}) {
+    const std::string what = fmt::format("{} stage={} data={} model={} M={} V={}",
+                                         pp::schedule_name(k.kind), k.S, k.D, k.TP, k.M, k.V);
+    SCOPED_TRACE(what);
+    const Mesh mesh = make_mesh({k.S, k.D, k.TP}, {"stage", "data", "model"});
+    expect_same(loss_and_grads(c, mesh, {k.kind, k.M, k.V}), want, what);
+  }
+}
+
+TEST(Gpt2Pipeline, UnevenLayerSplitsSkipThePadding) {
+  g2::Config c = g2::tiny();
+  c.n_layer = 3;
+  const Grads want = loss_and_grads(c, make_mesh({1, 1}, {"data", "model"}), {});
+  for (auto kind : {pp::ScheduleKind::kGPipe, pp::ScheduleKind::k1F1B}) {
+    for (int64_t S : {2, 4}) {
+      const std::string what = fmt::format("{} 3 layers on {} stages", pp::schedule_name(kind), S);
+      const Mesh mesh = make_mesh({S, 8 / S / 2, 2}, {"stage", "data", "model"});
+      expect_same(loss_and_grads(c, mesh, {kind, 2, 1}), want, what);
+    }
+  }
+}
