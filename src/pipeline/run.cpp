@@ -44,7 +44,9 @@ Array chunk_of(const Array& leaf, const Array& v, int64_t V) {
   return dynamic_slice_in_dim(leaf, v * static_cast<double>(n), n, 0);
 }
 
-Array zeros_like_leaf(const Array& x) { return zeros(x.shape(), x.dtype()); }
+// Gradients of half-precision parameters add up in f32 over the microbatches.
+DType accumulation_dtype(DType d) { return d == DType::BF16 || d == DType::F16 ? DType::F32 : d; }
+Array zeros_like_leaf(const Array& x) { return zeros(x.shape(), accumulation_dtype(x.dtype())); }
 
 }  // namespace
 
@@ -176,7 +178,10 @@ Result run(const Schedule& sc, const std::string& axis, const std::vector<std::s
     cotangents = write_slot(cotangents, ppermute(bwd[i], axis, prev), lookup(bwd_recv, t, device));
     return Tuple{inputs, cotangents, loss, gc, gs};
   }, init);
-  return Result{std::get<2>(out), std::get<3>(out), std::get<4>(out)};
+  Params gc = std::get<3>(out), gs = std::get<4>(out);
+  for (auto& [n, g] : gc) g = astype(g, chunked.at(n).dtype());
+  for (auto& [n, g] : gs) g = astype(g, shared.at(n).dtype());
+  return Result{std::get<2>(out), gc, gs};
 }
 
 }  // namespace partix::pipeline

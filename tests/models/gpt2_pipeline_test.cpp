@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 
+#include <filesystem>
 #include <map>
 #include <set>
 
@@ -226,4 +227,127 @@ TEST(Gpt2Pipeline, UnevenLayerSplitsSkipThePadding) {
       expect_same(loss_and_grads(c, mesh, {kind, 2, 1}), want, what);
     }
   }
+}
+
+namespace {
+
+struct TrainRun {
+  std::vector<double> losses;
+  Params params;
+};
+
+g2::TrainOptions train_options(int64_t layers, int64_t steps) {
+  g2::TrainOptions o;
+  o.model = g2::tiny();
+  o.model.n_layer = layers;
+  o.steps = steps;
+  o.batch = 8;
+  o.seq = 16;
+  o.lr = 3e-3;
+  o.warmup = 1;
+  return o;
+}
+
+TrainRun train(g2::TrainOptions o, int64_t steps) {
+  g2::Trainer t(std::move(o));
+  TrainRun r;
+  for (int64_t s = 0; s < steps; ++s) r.losses.push_back(t.step().loss);
+  t.wait_for_checkpoints();
+  for (const auto& [n, p] : t.params()) r.params.emplace(n, device_put(p, single_device_sharding(default_device())));
+  return r;
+}
+
+void expect_same_run(const TrainRun& got, const TrainRun& want, const std::string& what) {
+  ASSERT_EQ(got.losses.size(), want.losses.size());
+  for (size_t s = 0; s < want.losses.size(); ++s) {
+    EXPECT_NEAR(got.losses[s], want.losses[s], 1e-5 * std::abs(want.losses[s])) << what << " step " << s;
+  }
+  for (const auto& [n, w] : want.params) {
+    const std::vector<float> a = got.params.at(n).to_vector<float>(), b = w.to_vector<float>();
+    double err = 0, scale = 0;
+    for (size_t i = 0; i < b.size(); ++i) {
+      err = std::max(err, std::abs(static_cast<double>(a[i]) - b[i]));
+      scale = std::max(scale, std::abs(static_cast<double>(b[i])));
+    }
+    // Adam's m / sqrt(v) turns reduction-order differences of near-zero gradients into
+    // differences up to the learning rate: parameters are compared as tests/mpi/cli_equal.sh
+    // compares them across processes (losses and one step's gradients are held to 1e-5 above).
+    EXPECT_LE(err, 1e-3 * scale) << what << ": " << n;
+  }
+}
+
+}  // namespace
+
+TEST(Gpt2Pipeline, TrainingStepsMatchTheUnpipelinedRun) {
+  const int64_t steps = 3;
+  for (int64_t layers : {4, 3}) {
+    const TrainRun want = train(train_options(layers, steps), steps);
+    EXPECT_LT(want.losses.back(), want.losses.front());
+    for (auto [kind, S, D, TP, M, V] :
+         {std::tuple{pp::ScheduleKind::k1F1B, 2, 2, 2, 2, 1}, {pp::ScheduleKind::kGPipe, 2, 4, 1, 2, 1},
+          {pp::ScheduleKind::kInterleaved, 2, 2, 2, 2, 2}}) {
+      if (layers % (S * V) != 0 && V > 1) continue;  // interleaving needs equal chunks
+      g2::TrainOptions o = train_options(layers, steps);
+      o.stages = S;
+      o.data = D;
+      o.model_parallel = TP;
+      o.schedule = kind;
+      o.microbatches = M;
+      o.virtual_stages = V;
+      expect_same_run(train(o, steps), want,
+                      fmt::format("{} layers, {} stage={} data={} model={} M={} V={}", layers,
+                                  pp::schedule_name(kind), S, D, TP, M, V));
+    }
+  }
+}
+
+TEST(Gpt2Pipeline, CheckpointsMoveBetweenMeshesWithAndWithoutAStageAxis) {
+  // 3 layers: the stage axis splits them unevenly. 2 steps on one mesh, resumed for 2 more on
+  // another: the losses and parameters of 4 uninterrupted steps.
+  const TrainRun want = train(train_options(3, 4), 4);
+  struct Mesh3 {
+    int64_t stages, data, model;
+  };
+  for (auto [first, second] : {std::pair{Mesh3{2, 2, 2}, Mesh3{1, 4, 2}}, {Mesh3{1, 2, 4}, Mesh3{4, 1, 2}}}) {
+    const std::string dir = ::testing::TempDir() + fmt::format("partix_pipeline_ckpt_{}{}", first.stages, second.stages);
+    std::filesystem::remove_all(dir);
+    auto opts = [&](Mesh3 m) {
+      g2::TrainOptions o = train_options(3, 4);
+      o.stages = m.stages;
+      o.data = m.data;
+      o.model_parallel = m.model;
+      o.microbatches = m.stages > 1 ? 2 : 1;
+      o.checkpoint_dir = dir;
+      o.save_every = 2;
+      o.resume = true;
+      return o;
+    };
+    TrainRun a = train(opts(first), 2);
+    TrainRun b = train(opts(second), 2);
+    TrainRun joined{a.losses, b.params};
+    joined.losses.insert(joined.losses.end(), b.losses.begin(), b.losses.end());
+    expect_same_run(joined, want,
+                    fmt::format("stages {} then {}", first.stages, second.stages));
+    std::filesystem::remove_all(dir);
+  }
+}
+
+TEST(Gpt2Pipeline, BadPipelinesAreRefusedBeforeTraining) {
+  g2::TrainOptions o = train_options(4, 1);
+  o.microbatches = 2;
+  EXPECT_PARTIX_ERROR(g2::Trainer{o}, "need a pipeline");
+  o.stages = 2;
+  o.microbatches = 3;
+  EXPECT_PARTIX_ERROR(g2::Trainer{o}, "does not split into 3 microbatches");
+  o.microbatches = 2;
+  o.fsdp = true;
+  EXPECT_PARTIX_ERROR(g2::Trainer{o}, "FSDP under a pipeline");
+  o.fsdp = false;
+  o.scan_layers = false;
+  EXPECT_PARTIX_ERROR(g2::Trainer{o}, "stacked");
+  o.scan_layers = true;
+  o.schedule = pp::ScheduleKind::kInterleaved;
+  o.virtual_stages = 2;
+  o.microbatches = 3;
+  EXPECT_PARTIX_ERROR(g2::Trainer{o}, "not a multiple of 2");
 }

@@ -8,8 +8,10 @@
 # near-zero gradients into differences up to the learning rate), and `--trace` holds every
 # process's devices.
 # train_explicit: the same 2-process run with --explicit-sharding against the 1-process Auto one.
+# train_pipeline: 2 processes pipelining the layers over a 'stage' axis (stage=2,data=2,model=2,
+# 1F1B over 2 microbatches; each process holds one stage) against the unpipelined 1-process run.
 # Usage: cli_equal.sh PARTIX_BINARY WORK_DIR
-#          [train|train_explicit|generate|generate_quantized|save_trace]...
+#          [train|train_explicit|train_pipeline|generate|generate_quantized|save_trace]...
 set -euo pipefail
 partix=$1
 work=$2
@@ -22,11 +24,13 @@ export PARTIX_COLLECTIVE_TIMEOUT_S=${PARTIX_COLLECTIVE_TIMEOUT_S:-120}
 mpi=(mpirun -np 2 --oversubscribe)
 
 for w in ${what[*]}; do
-  if [[ $w == train || $w == train_explicit ]]; then
+  if [[ $w == train || $w == train_explicit || $w == train_pipeline ]]; then
     args=(train --model tiny --mesh 4x2 --steps 10 --batch 8 --seq 32 --quiet)
     "$partix" "${args[@]}" --metrics "$work/one.csv" >"$work/one.out"
     # train_explicit: 2 processes with the mesh's axes Explicit against 1 process with Auto.
     [[ $w == train_explicit ]] && args+=(--explicit-sharding)
+    [[ $w == train_pipeline ]] && args=(train --model tiny --mesh stage=2,data=2,model=2 --microbatches 2
+                                        --schedule 1f1b --steps 10 --batch 8 --seq 32 --quiet)
     "${mpi[@]}" "$partix" "${args[@]}" --metrics "$work/two.csv" >"$work/two.out"
     [[ $(grep -c '^GPT-2' "$work/two.out") == 1 ]] || { echo "expected one banner:"; cat "$work/two.out"; exit 1; }
     paste -d, "$work/one.csv" "$work/two.csv" | awk -F, 'NR > 1 {

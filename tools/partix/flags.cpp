@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 
@@ -111,6 +112,50 @@ std::vector<int64_t> parse_mesh(std::string_view command, std::string_view flag,
   for (int64_t v : out) {
     total *= v;  // both <= max_devices before, so no overflow
     if (total > max_devices) bad_value(command, flag, text, expected);
+  }
+  return out;
+}
+
+std::vector<int64_t> parse_named_mesh(std::string_view command, std::string_view flag,
+                                      std::string_view text, const std::vector<std::string>& names,
+                                      const std::vector<std::string>& unnamed, int64_t max_devices) {
+  std::vector<int64_t> out(names.size(), 1);
+  auto index = [&](std::string_view n) {
+    return static_cast<size_t>(std::find(names.begin(), names.end(), n) - names.begin());
+  };
+  if (text.find('=') == std::string_view::npos) {
+    const std::vector<int64_t> sizes = parse_mesh(command, flag, text, unnamed.size(), max_devices);
+    for (size_t i = 0; i < unnamed.size(); ++i) out[index(unnamed[i])] = sizes[i];
+    return out;
+  }
+  const std::string expected = fmt::format(
+      "axes as name=size joined by ',' (names: {}; each at most once) with at most {} devices in "
+      "all, or {}",
+      fmt::join(names, ", "), max_devices, fmt::join(std::vector<std::string>(unnamed.size(), "N"), "x"));
+  std::vector<bool> seen(names.size(), false);
+  int64_t total = 1;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    const std::string_view item =
+        text.substr(start, comma == std::string_view::npos ? comma : comma - start);
+    const size_t eq = item.find('=');
+    if (eq == std::string_view::npos) bad_value(command, flag, text, expected);
+    const size_t i = index(item.substr(0, eq));
+    if (i == names.size() || seen[i]) bad_value(command, flag, text, expected);
+    seen[i] = true;
+    const std::string_view size = item.substr(eq + 1);
+    int64_t v = 0;
+    auto [end, ec] = std::from_chars(size.data(), size.data() + size.size(), v);
+    if (!plain_integer(size) || size.starts_with('+') || ec != std::errc() || v < 1 ||
+        v > max_devices) {
+      bad_value(command, flag, text, expected);
+    }
+    total *= v;  // both <= max_devices before, so no overflow
+    if (total > max_devices) bad_value(command, flag, text, expected);
+    out[i] = v;
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
   }
   return out;
 }

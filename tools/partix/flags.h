@@ -33,6 +33,13 @@ double parse_real(std::string_view command, std::string_view flag, std::string_v
 std::vector<int64_t> parse_mesh(std::string_view command, std::string_view flag,
                                 std::string_view text, size_t axes, int64_t max_devices);
 
+// A mesh by axis names, "stage=2,data=2,model=2" (any order, each name of `names` at most
+// once, absent ones of size 1), or unnamed, "4x2", sizes of the first `unnamed` names in order.
+// Sizes are positive, their product at most max_devices. One size per name of `names`.
+std::vector<int64_t> parse_named_mesh(std::string_view command, std::string_view flag,
+                                      std::string_view text, const std::vector<std::string>& names,
+                                      const std::vector<std::string>& unnamed, int64_t max_devices);
+
 // The devices each process gets when `total` devices are split over the processes mpirun
 // started (all of them without mpirun); an error when they do not split evenly.
 int devices_per_process(std::string_view command, int64_t total);

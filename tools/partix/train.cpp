@@ -23,7 +23,9 @@ namespace {
 
 struct TrainArgs {
   std::string model = "tiny";
-  std::vector<int64_t> mesh = {1, 1};
+  std::vector<int64_t> mesh = {1, 1, 1};  // stage, data, model
+  int64_t microbatches = 1, virtual_stages = 1;
+  std::string schedule = "1f1b";
   bool fsdp = false, remat = false, scan_layers = true, explicit_sharding = false;
   int64_t steps = 50, batch = 8, seq = 64, warmup = 10;
   double lr = 1e-3;
@@ -80,9 +82,13 @@ void check_outputs(const TrainArgs& a) {
 void run_train(const TrainArgs& a) {
   const bool lead = distributed::launch_process_index() == 0;
   if (lead) check_outputs(a);
-  const int64_t d = a.mesh[0], m = a.mesh[1];
-  init({.num_cpu_devices = devices_per_process("train", d * m)});
+  const int64_t st = a.mesh[0], d = a.mesh[1], m = a.mesh[2];
   models::gpt2::TrainOptions o;
+  o.stages = st;
+  o.microbatches = a.microbatches;
+  o.virtual_stages = a.virtual_stages;
+  o.schedule = pipeline::parse_schedule(a.schedule);
+  init({.num_cpu_devices = devices_per_process("train", st * d * m)});
   if (a.model == "tiny") {
     o.model = models::gpt2::tiny();
   } else if (a.model == "small") {
@@ -113,6 +119,12 @@ void run_train(const TrainArgs& a) {
              o.model.n_embd, o.model.n_head, o.model.vocab_size, t.mesh().to_string(),
              a.fsdp ? " with FSDP" : "");
   fmt::print("parameter shardings:\n{}", t.sharding_table());
+  if (st > 1) {
+    const pipeline::Schedule sc =
+        pipeline::make_schedule(o.schedule, st, o.microbatches, o.virtual_stages);
+    fmt::print("pipeline: microbatches of {} sequences; {}", o.batch / (d * o.microbatches),
+               sc.to_string());
+  }
   if (t.resumed_from()) {
     fmt::print("resumed from {} (step {} of {})\n",
                ckpt::step_path(a.checkpoint_dir, *t.resumed_from()), *t.resumed_from(), a.steps);
@@ -183,9 +195,27 @@ void add_train(CLI::App& app) {
   cmd->add_option("--model", a->model, "tiny, small, or a Hugging Face GPT-2 directory");
   cmd->add_option_function<std::string>(
          "--mesh",
-         [a](const std::string& s) { a->mesh = parse_mesh("train", "--mesh", s, 2, kMaxDevices); },
-         "data x model, e.g. 4x2 (8 devices)")
+         [a](const std::string& s) {
+           a->mesh = parse_named_mesh("train", "--mesh", s, {"stage", "data", "model"},
+                                      {"data", "model"}, kMaxDevices);
+         },
+         "data x model, e.g. 4x2 (8 devices), or named axes, e.g. stage=2,data=2,model=2 "
+         "(a 'stage' axis of more than one device pipelines the layers)")
       ->default_str("1x1");
+  add_int(cmd, "--microbatches", a->microbatches, 1, int64_t{1} << 20,
+          "Pipeline: microbatches per step (the batch on each data device splits into them)");
+  cmd->add_option_function<std::string>(
+         "--schedule",
+         [a](const std::string& s) {
+           if (s != "gpipe" && s != "1f1b" && s != "interleaved") {
+             detail::fail("train", "--schedule '{}': expected gpipe, 1f1b or interleaved", s);
+           }
+           a->schedule = s;
+         },
+         "Pipeline schedule: gpipe, 1f1b or interleaved")
+      ->default_str("1f1b");
+  add_int(cmd, "--virtual-stages", a->virtual_stages, 1, 256,
+          "Pipeline: layer chunks per stage device (the interleaved schedule; at least 2)");
   cmd->add_flag("--fsdp", a->fsdp, "Shard parameters and optimizer state over 'data'");
   cmd->add_flag("--remat", a->remat,
                 "Recompute each block's activations in the backward pass instead of keeping them");
