@@ -2,6 +2,7 @@
 // the schedule's tables, runs its forward and backward half under conds (devices differ in
 // what they run; no collective is inside a cond), and the activations and cotangents move one
 // device on and one back by ppermute after each half.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -101,6 +102,9 @@ Result run(const Schedule& sc, const std::string& axis, const std::vector<std::s
     // Forward half.
     const Array fk = lookup(fwd_chunk, t, device), fm = lookup(fwd_mb, t, device);
     const Array x_f = read_slot(inputs, lookup(fwd_in, t, device));
+    // The halves are named scopes: a trace shows each device's forward and backward halves
+    // (a cond whose untaken branch costs nothing) and, between them, its waits in ppermute.
+    std::optional<NamedScope> half(std::in_place, "forward_half");
     auto fwd = cond(
         fk >= 0.0,
         [&](const std::vector<Array>& ops) {
@@ -110,6 +114,7 @@ Result run(const Schedule& sc, const std::string& axis, const std::vector<std::s
         },
         [&](const std::vector<Array>&) { return std::vector<Array>{zero_act, zeros({}, DType::F32)}; },
         std::vector<Array>{fk, fm, x_f});
+    half.reset();
     loss = loss + fwd[1];
     inputs = write_slot(inputs, ppermute(fwd[0], axis, next), lookup(fwd_recv, t, device));
 
@@ -121,6 +126,7 @@ Result run(const Schedule& sc, const std::string& axis, const std::vector<std::s
     std::vector<Array> leaves_in;
     for (const auto& [n, g] : gc) leaves_in.push_back(g);
     for (const auto& [n, g] : gs) leaves_in.push_back(g);
+    half.emplace("backward_half");
     auto bwd = cond(
         bk >= 0.0,
         [&](const std::vector<Array>& ops) {
@@ -172,6 +178,7 @@ Result run(const Schedule& sc, const std::string& axis, const std::vector<std::s
           ops.insert(ops.end(), leaves_in.begin(), leaves_in.end());
           return ops;
         }());
+    half.reset();
     size_t i = 0;
     for (auto& [n, g] : gc) g = bwd[i++];
     for (auto& [n, g] : gs) g = bwd[i++];

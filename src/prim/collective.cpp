@@ -496,6 +496,9 @@ class Pvary final : public Primitive {
   double flops(const std::vector<Aval>&, const std::vector<Aval>&, const Attrs&) const override {
     return 0;
   }
+  // A type change only: the runtime aliases the operand's buffer (no copy of a pipeline
+  // stage's weights each time they enter a gradient as varying).
+  bool is_view(const Aval&, const Aval&, const Attrs&) const override { return true; }
   void reference(const KernelCall& c) const override {
     std::memcpy(c.out[0], c.in[0], static_cast<size_t>(c.in_aval(0).nbytes()));
   }

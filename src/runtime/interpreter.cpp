@@ -277,17 +277,25 @@ int64_t add_bytes(int64_t a, int64_t b) {
 }
 
 int64_t replay_peak(const ir::Program& p, const Plan& plan, const std::vector<bool>* donated,
-                    std::vector<int64_t>* live_after = nullptr, bool only_donated = false) {
+                    std::vector<int64_t>* live_after = nullptr, bool only_donated = false,
+                    const std::vector<bool>* handed = nullptr) {
   std::map<int, size_t> param_index;
   for (size_t i = 0; i < p.params.size(); ++i) param_index.emplace(p.params[i], i);
   int64_t live = 0, peak = 0;
   std::vector<bool> alive(p.values.size(), false);
-  // Whose buffer the program may free: its own values, and arguments donated to it.
+  // Whose buffer the program may free or update in place: its own values, arguments donated to
+  // it, and (a region's) parameters handed over by its instruction, counted where they live.
   auto owned = [&](int v) {
     auto it = param_index.find(v);
     return it == param_index.end() ||
-           (donated && it->second < donated->size() && (*donated)[it->second]);
+           (donated && it->second < donated->size() && (*donated)[it->second]) ||
+           (handed && it->second < handed->size() && (*handed)[it->second]);
   };
+  if (handed) {
+    for (size_t i = 0; i < p.params.size() && i < handed->size(); ++i) {
+      if ((*handed)[i]) alive[static_cast<size_t>(p.params[i])] = true;
+    }
+  }
   if (donated) {
     for (size_t i = 0; i < p.params.size(); ++i) {
       if (only_donated && !(i < donated->size() && (*donated)[i])) continue;
@@ -313,13 +321,28 @@ int64_t replay_peak(const ir::Program& p, const Plan& plan, const std::vector<bo
     // instruction: its own peak, results included, sits on top of what is live (the largest one,
     // if several), with what the instruction holds meanwhile (a scan's stacked outputs).
     int64_t nested = 0;
+    const prim::Primitive::RegionLayout layout = in.prim->region_layout(in.attrs);
     for (size_t k = 0; k < in.regions.size(); ++k) {
       const ir::Program& region = *in.regions[k];
       // Buffers the instruction makes for each run of the region (a slice of each scanned
       // input) live from its start to their last use there.
       const std::vector<bool> made = in.prim->region_params_made_per_run(in.attrs, k);
+      // Operands that die here are handed over (the interpreter moves them in): a loop body's
+      // carries and a branch's operands, which the region may then update in place.
+      std::vector<bool> handed(region.params.size(), false);
+      if (layout.one_region_runs || k == layout.body) {
+        for (size_t j = 0; layout.param_offset + j < region.params.size(); ++j) {
+          const size_t op = layout.first_operand + j;
+          if (op >= in.inputs.size() || (!layout.one_region_runs && j >= layout.num_carry)) break;
+          const int v = in.inputs[op];
+          const bool once = std::count(in.inputs.begin(), in.inputs.end(), v) == 1;
+          const auto& dead = plan.release_after[i];
+          const bool dies = std::find(dead.begin(), dead.end(), v) != dead.end();
+          handed[layout.param_offset + j] = once && dies && owned(v) && alive[static_cast<size_t>(v)];
+        }
+      }
       nested = std::max(nested, replay_peak(region, make_plan(region), &made, nullptr,
-                                            /*only_donated=*/true));
+                                            /*only_donated=*/true, &handed));
     }
     // The kernel's own staging, live with its results.
     std::vector<ir::Aval> ia, oa;

@@ -216,6 +216,14 @@ TEST(Gpt2Pipeline, EverySchedulesLossAndGradientsAreTheUnpipelinedOnes) {
   }
 }
 
+TEST(Gpt2Pipeline, AVocabularyThatDoesNotSplitEvenlyIsPaddedAndMasked) {
+  g2::Config c = g2::tiny();
+  c.vocab_size = 251;
+  const Grads want = loss_and_grads(c, make_mesh({1, 1}, {"data", "model"}), {});
+  const Mesh mesh = make_mesh({2, 1, 4}, {"stage", "data", "model"});
+  expect_same(loss_and_grads(c, mesh, {pp::ScheduleKind::k1F1B, 2, 1}), want, "vocab 251 over 4");
+}
+
 TEST(Gpt2Pipeline, UnevenLayerSplitsSkipThePadding) {
   g2::Config c = g2::tiny();
   c.n_layer = 3;

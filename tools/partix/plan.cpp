@@ -3,6 +3,7 @@
 // abstract devices with abstract parameters, optimizer state, batch and cache: any size, on any
 // mesh, nothing allocated.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
@@ -29,7 +30,11 @@ namespace ll = models::llama;
 
 struct PlanArgs {
   std::string model = "small";
-  std::vector<int64_t> mesh = {1, 1};
+  std::vector<int64_t> mesh = {1, 1, 1};  // stage, data, model (the last --mesh)
+  std::vector<std::vector<int64_t>> meshes;  // every --mesh given: several make a table
+  int64_t microbatches = 0;  // 0: one per stage... at least the stages (pipelined meshes only)
+  int64_t virtual_stages = 1;
+  std::string schedule = "1f1b";
   bool fsdp = false, generate = false, json = false, scan_layers = true;
   int64_t batch = 8, seq = 0;  // seq 0: the model's context length (training), 512 (generate)
   int64_t new_tokens = 128;
@@ -170,9 +175,23 @@ void print_collectives(const CostAnalysis& cost, const std::vector<std::string>&
   for (const std::string& warning : warnings) fmt::print("  warning: {}\n", warning);
 }
 
-void plan_training(const PlanArgs& a, const g2::Config& model, const Mesh& mesh,
-                   std::chrono::steady_clock::time_point t0) {
+// One training plan's figures, for the fullest device.
+struct TrainPlan {
   g2::TrainOptions o;
+  std::string mesh;
+  int64_t total_params = 0, param_bytes = 0;
+  size_t device = 0;
+  int64_t params = 0, optimizer = 0, grads = 0, activations = 0, arguments = 0, peak = 0;
+  CostAnalysis cost;
+  std::vector<std::string> warnings;
+  int64_t stages = 1;
+  double bubble = 0;     // pipelined meshes: the schedule's bubble fraction
+  int64_t held = 0;      // pipelined meshes: microbatch inputs the first stage holds
+};
+
+TrainPlan plan_training_figures(const PlanArgs& a, const g2::Config& model, const Mesh& mesh) {
+  TrainPlan t;
+  g2::TrainOptions& o = t.o;
   o.model = model;
   if (a.vocab > 0) o.model.vocab_size = a.vocab;
   o.model.dtype = a.dtype == "bf16" ? DType::BF16 : DType::F32;
@@ -185,84 +204,188 @@ void plan_training(const PlanArgs& a, const g2::Config& model, const Mesh& mesh,
   detail::check(o.seq <= o.model.n_positions, "plan", "--seq {} exceeds the model's {} positions",
                 o.seq, o.model.n_positions);
   o.corpus.clear();
+  t.stages = mesh.has_axis("stage") ? mesh.axis_size("stage") : 1;
+  o.data = mesh.axis_size("data");
+  o.model_parallel = mesh.axis_size("model");
+  if (t.stages > 1) {
+    o.stages = t.stages;
+    o.schedule = pipeline::parse_schedule(a.schedule);
+    o.virtual_stages = a.virtual_stages;
+    o.microbatches = a.microbatches > 0 ? a.microbatches : t.stages;
+    const pipeline::Schedule sc =
+        pipeline::make_schedule(o.schedule, t.stages, o.microbatches, o.virtual_stages);
+    t.bubble = sc.bubble_fraction();
+    t.held = sc.held.front();
+  } else if (a.meshes.size() <= 1) {  // in a table they apply to the pipelined meshes
+    detail::check(a.microbatches == 0 && a.virtual_stages == 1, "plan",
+                  "--microbatches and --virtual-stages plan pipelines: give --mesh a 'stage' axis "
+                  "of more than one device (got {})",
+                  mesh.to_string());
+  }
   const Lowered step = g2::lower_train_step(o, mesh);
   const MemoryAnalysis mem = step.memory_analysis();
-  const CostAnalysis cost = step.cost_analysis();
+  t.cost = step.cost_analysis();
+  t.warnings = step.warnings();
+  t.mesh = mesh.to_string();
 
   // Parameters and optimizer state per device, from their shardings.
   const nn::ParamSpecs specs = g2::param_specs(o.model, o.scan_layers);
   const auto shardings = nn::param_shardings(specs, g2::sharding_rules(o.fsdp), mesh);
-  int64_t total_params = 0, param_bytes = 0;
   Params params, moments;
   for (const auto& [name, spec] : specs) {
-    total_params = add(total_params, elements(spec.shape));
-    param_bytes = add(param_bytes, mul(elements(spec.shape), dtype_size(spec.dtype)));
+    t.total_params = add(t.total_params, elements(spec.shape));
+    t.param_bytes = add(t.param_bytes, mul(elements(spec.shape), dtype_size(spec.dtype)));
     params[name] = ShapeDtypeStruct{spec.shape, spec.dtype, shardings.at(name)};
     moments[name] = ShapeDtypeStruct{spec.shape, DType::F32, shardings.at(name)};
   }
-  const size_t w = fullest(mem);
-  const int64_t p_bytes = shard_bytes(params);
+  t.device = fullest(mem);
+  t.params = shard_bytes(params);
   // AdamW: two f32 moments, and an f32 master copy of half-precision parameters.
-  const int64_t opt_bytes = mul(shard_bytes(moments), o.model.dtype == DType::F32 ? 2 : 3);
-  const int64_t grads = p_bytes;  // one gradient per parameter, in its dtype and sharding
-  const int64_t peak = mem.peak_bytes[w];
-  const int64_t args = mem.argument_bytes[w];
+  t.optimizer = mul(shard_bytes(moments), o.model.dtype == DType::F32 ? 2 : 3);
+  t.grads = t.params;  // one gradient per parameter, in its dtype and sharding
+  t.peak = mem.peak_bytes[t.device];
+  t.arguments = mem.argument_bytes[t.device];
   // What is live beyond the arguments when the loss (the step's last output) has just been
   // computed: what the forward pass keeps for the backward pass.
-  const int64_t activations = std::max<int64_t>(0, mem.live_bytes_at_output[w].back() - args);
-  const double seconds = seconds_since(t0);
+  t.activations =
+      std::max<int64_t>(0, mem.live_bytes_at_output[t.device].back() - t.arguments);
+  return t;
+}
 
+nlohmann::ordered_json train_plan_json(const PlanArgs& a, const TrainPlan& t) {
+  nlohmann::ordered_json j;
+  j["model"] = a.model;
+  j["mode"] = "train";
+  j["mesh"] = t.mesh;
+  j["fsdp"] = a.fsdp;
+  j["remat"] = a.remat;
+  j["dtype"] = a.dtype;
+  j["batch"] = t.o.batch;
+  j["seq"] = t.o.seq;
+  if (t.stages > 1) {
+    j["pipeline"] = {{"schedule", a.schedule},
+                     {"stages", t.stages},
+                     {"microbatches", t.o.microbatches},
+                     {"virtual_stages", t.o.virtual_stages},
+                     {"bubble_fraction", t.bubble},
+                     {"first_stage_holds", t.held}};
+  }
+  j["total_params"] = t.total_params;
+  j["param_bytes"] = t.param_bytes;
+  j["per_device"] = {{"device", t.device},       {"params", t.params},
+                     {"grads", t.grads},         {"optimizer", t.optimizer},
+                     {"activations", t.activations}, {"arguments", t.arguments},
+                     {"peak", t.peak}};
+  j["collectives"] = collectives_json(t.cost);
+  j["flops_per_device"] = t.cost.flops;
+  j["duplicated_flops_fraction"] = t.cost.duplicated_flops_fraction;
+  j["warnings"] = t.warnings;
+  return j;
+}
+
+void plan_training(const PlanArgs& a, const g2::Config& model, const Mesh& mesh,
+                   std::chrono::steady_clock::time_point t0) {
+  const TrainPlan t = plan_training_figures(a, model, mesh);
+  const double seconds = seconds_since(t0);
   if (a.json) {
-    nlohmann::ordered_json j;
-    j["model"] = a.model;
-    j["mode"] = "train";
-    j["mesh"] = mesh.to_string();
-    j["fsdp"] = a.fsdp;
-    j["remat"] = a.remat;
-    j["dtype"] = a.dtype;
-    j["batch"] = o.batch;
-    j["seq"] = o.seq;
-    j["total_params"] = total_params;
-    j["param_bytes"] = param_bytes;
-    j["per_device"] = {{"device", w},         {"params", p_bytes},          {"grads", grads},
-                       {"optimizer", opt_bytes}, {"activations", activations}, {"arguments", args},
-                       {"peak", peak}};
-    j["collectives"] = collectives_json(cost);
-    j["flops_per_device"] = cost.flops;
-    j["duplicated_flops_fraction"] = cost.duplicated_flops_fraction;
-    j["warnings"] = step.warnings();
+    nlohmann::ordered_json j = train_plan_json(a, t);
     j["seconds"] = seconds;
     fmt::print("{}\n", j.dump(2));
     return;
   }
   fmt::print("plan: training step of {} ({:.3f} B parameters, {}), batch {} x seq {}, {}{}, {} "
              "weights{}\n",
-             a.model, static_cast<double>(total_params) / 1e9,
-             format_bytes(static_cast<double>(param_bytes)), o.batch, o.seq, mesh.to_string(),
-             a.fsdp ? ", FSDP" : "", a.dtype, o.remat ? ", layer remat" : "");
-  fmt::print("per device (device {}, the fullest):\n", w);
+             a.model, static_cast<double>(t.total_params) / 1e9,
+             format_bytes(static_cast<double>(t.param_bytes)), t.o.batch, t.o.seq, t.mesh,
+             a.fsdp ? ", FSDP" : "", a.dtype, t.o.remat ? ", layer remat" : "");
+  fmt::print("per device (device {}, the fullest):\n", t.device);
   auto row = [](std::string_view what, int64_t bytes, std::string_view note) {
     fmt::print("  {:<18} {:>10}  {}\n", what, format_bytes(static_cast<double>(bytes)), note);
   };
-  row("parameters", p_bytes, "");
-  row("optimizer state", opt_bytes,
-      o.model.dtype == DType::F32 ? "(AdamW moments)" : "(AdamW moments, f32 master weights)");
-  row("gradients", grads, "");
-  row("activations", activations,
-      "(kept for the backward pass: live beyond the arguments once the loss is computed)");
-  row("peak", peak, "(arguments, donated ones until their last use, and everything the step "
-                    "allocates)");
+  row("parameters", t.params, "");
+  row("optimizer state", t.optimizer,
+      t.o.model.dtype == DType::F32 ? "(AdamW moments)" : "(AdamW moments, f32 master weights)");
+  row("gradients", t.grads, "");
+  if (t.stages > 1) {
+    fmt::print("  {:<18} {:>10}  {}\n", "activations", "-",
+               "(pipelined: each stage's stashed inputs and one chunk's recomputation are in the "
+               "peak)");
+  } else {
+    row("activations", t.activations,
+        "(kept for the backward pass: live beyond the arguments once the loss is computed)");
+  }
+  row("peak", t.peak, "(arguments, donated ones until their last use, and everything the step "
+                      "allocates)");
+  if (t.stages > 1) {
+    fmt::print("pipeline: {} over {} stages, {} microbatches of {} sequences{}: bubble {:.1f}%; "
+               "the first stage holds {} microbatches' inputs\n",
+               a.schedule, t.stages, t.o.microbatches, t.o.batch / (t.o.data * t.o.microbatches),
+               t.o.virtual_stages > 1 ? fmt::format(", {} virtual stages", t.o.virtual_stages) : "",
+               100 * t.bubble, t.held);
+  }
   fmt::print("collectives per step, bytes sent per device:\n");
-  print_collectives(cost, step.warnings());
+  print_collectives(t.cost, t.warnings);
+  fmt::print("planned in {:.1f} s\n", seconds);
+}
+
+// Several meshes: one row each.
+void plan_training_table(const PlanArgs& a, const g2::Config& model,
+                         const std::vector<Mesh>& meshes, std::chrono::steady_clock::time_point t0) {
+  std::vector<TrainPlan> plans;
+  for (const Mesh& m : meshes) plans.push_back(plan_training_figures(a, model, m));
+  const double seconds = seconds_since(t0);
+  if (a.json) {
+    nlohmann::ordered_json j = nlohmann::ordered_json::array();
+    for (const TrainPlan& t : plans) j.push_back(train_plan_json(a, t));
+    fmt::print("{}\n", nlohmann::ordered_json{{"plans", j}, {"seconds", seconds}}.dump(2));
+    return;
+  }
+  const TrainPlan& first = plans.front();
+  fmt::print("plan: training step of {} ({:.3f} B parameters, {}), batch {} x seq {}{}, {} "
+             "weights{}, per device (the fullest):\n",
+             a.model, static_cast<double>(first.total_params) / 1e9,
+             format_bytes(static_cast<double>(first.param_bytes)), first.o.batch, first.o.seq,
+             a.fsdp ? ", FSDP" : "", a.dtype, first.o.remat ? ", layer remat" : "");
+  auto name = [](const Mesh& m) {
+    std::vector<std::string> parts;
+    for (size_t k = 0; k < m.axis_names().size(); ++k) {
+      parts.push_back(fmt::format("{}={}", m.axis_names()[k], m.axis_sizes()[k]));
+    }
+    return fmt::format("{}", fmt::join(parts, ","));
+  };
+  fmt::print("  {:<24} {:>10} {:>10} {:>10} {:>11} {:>10} {:>8}\n", "mesh", "params",
+             "optimizer", "peak", "sent/step", "TFLOP", "bubble");
+  for (size_t k = 0; k < plans.size(); ++k) {
+    const TrainPlan& t = plans[k];
+    double sent = 0;
+    for (const auto& [kind, bytes] : t.cost.bytes_per_device) sent += bytes;
+    // A pipelined step's program holds every tick's forward and backward halves; a device runs
+    // the (1 - bubble) of them that the schedule gives it work in.
+    const double flops = t.cost.flops * (t.stages > 1 ? 1 - t.bubble : 1);
+    fmt::print("  {:<24} {:>10} {:>10} {:>10} {:>11} {:>10.1f} {:>8}\n", name(meshes[k]),
+               format_bytes(static_cast<double>(t.params)),
+               format_bytes(static_cast<double>(t.optimizer)),
+               format_bytes(static_cast<double>(t.peak)), format_bytes(sent), flops / 1e12,
+               t.stages > 1 ? fmt::format("{:.1f}%", 100 * t.bubble) : "-");
+  }
+  for (size_t k = 0; k < plans.size(); ++k) {
+    const TrainPlan& t = plans[k];
+    if (t.stages > 1) {
+      fmt::print("  {}: {} over {} microbatches of {} sequences; each stage recomputes its "
+                 "forward in its backward; bytes sent count every tick's halves\n",
+                 name(meshes[k]), a.schedule, t.o.microbatches,
+                 t.o.batch / (t.o.data * t.o.microbatches));
+    }
+  }
   fmt::print("planned in {:.1f} s\n", seconds);
 }
 
 void plan_generation(const PlanArgs& a, const ll::Config& config, const Mesh& mesh,
                      std::chrono::steady_clock::time_point t0) {
-  detail::check(a.mesh[0] == 1, "plan",
+  detail::check(a.mesh[0] == 1 && a.mesh[1] == 1, "plan",
                 "--generate plans tensor-parallel inference over 'model'; use --mesh 1x{} (got "
-                "{}x{})",
-                a.mesh[0] * a.mesh[1], a.mesh[0], a.mesh[1]);
+                "{})",
+                a.mesh[0] * a.mesh[1] * a.mesh[2], mesh.to_string());
   detail::check(a.dtype == "f32", "plan",
                 "--generate plans Llama in f32 (partix dequantises weights at load); got --dtype "
                 "{}",
@@ -343,7 +466,19 @@ void plan_generation(const PlanArgs& a, const ll::Config& config, const Mesh& me
 void run_plan(const PlanArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
   const ModelChoice m = model_config(a.model);
-  const Mesh mesh = make_abstract_mesh({a.mesh[0], a.mesh[1]}, {"data", "model"});
+  auto abstract = [](const std::vector<int64_t>& m) {
+    return m[0] > 1 ? make_abstract_mesh({m[0], m[1], m[2]}, {"stage", "data", "model"})
+                    : make_abstract_mesh({m[1], m[2]}, {"data", "model"});
+  };
+  const Mesh mesh = abstract(a.mesh);
+  if (a.meshes.size() > 1) {
+    detail::check(!a.generate, "plan", "--generate plans one mesh; give --mesh once");
+    detail::check(m.gpt2.has_value(), "plan", "training plans are for GPT-2-architecture models");
+    std::vector<Mesh> meshes;
+    for (const auto& s : a.meshes) meshes.push_back(abstract(s));
+    plan_training_table(a, *m.gpt2, meshes, t0);
+    return;
+  }
   if (a.generate) {
     detail::check(m.llama.has_value(), "plan",
                   "--generate plans Llama models (llama-7b, llama-70b, smollm2-135m or a Llama "
@@ -369,13 +504,26 @@ void add_plan(CLI::App& app) {
       "generation (Llama) on any mesh, without running it");
   cmd->add_option("--model", a->model,
                   fmt::format("{}, a config.json, or a model folder holding one", kBuiltins));
-  cmd->add_option_function<std::string>(
+  cmd->add_option_function<std::vector<std::string>>(
          "--mesh",
-         [a](const std::string& text) {
-           a->mesh = parse_mesh("plan", "--mesh", text, 2, int64_t{1} << 20);
+         [a](const std::vector<std::string>& texts) {
+           for (const std::string& text : texts) {
+             a->mesh = parse_named_mesh("plan", "--mesh", text, {"stage", "data", "model"},
+                                        {"data", "model"}, int64_t{1} << 20);
+             a->meshes.push_back(a->mesh);
+           }
          },
-         "Abstract mesh DATAxMODEL (may exceed this machine)")
-      ->default_str("1x1");
+         "Abstract mesh DATAxMODEL, or named axes stage=S,data=D,model=M (may exceed this "
+         "machine); given several times, a table of the plans")
+      ->default_str("1x1")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  add_int(cmd, "--microbatches", a->microbatches, 1, int64_t{1} << 20,
+          "Pipelined meshes: microbatches per step (default: one per stage)");
+  cmd->add_option("--schedule", a->schedule, "Pipelined meshes: gpipe, 1f1b or interleaved")
+      ->check(CLI::IsMember({"gpipe", "1f1b", "interleaved"}));
+  add_int(cmd, "--virtual-stages", a->virtual_stages, 1, 256,
+          "Pipelined meshes: layer chunks per stage device (interleaved)");
   cmd->add_flag("--fsdp", a->fsdp, "Split parameters and optimizer state over 'data' too");
   add_int(cmd, "--batch", a->batch, 1, int64_t{1} << 24, "Global batch (sequences)");
   add_int(cmd, "--seq", a->seq, 0, int64_t{1} << 20,

@@ -145,24 +145,37 @@ std::pair<Array, Params> pipeline_value_and_grad(const Params& params, const Arr
   }
   std::vector<Array> leaves;
   std::vector<PartitionSpec> in_specs, out_specs;
-  // shard_map takes equal blocks: an uneven split of the layers is padded with layers the
-  // stages skip (their gradients are sliced off again).
-  const int64_t padded = (L + S - 1) / S * S;
-  for (const std::string& n : chunk_names) {
-    Array x = params.at(n);
-    if (V > 1) x = take(x, from_vector(to_pipeline, {L}), 0);
-    if (padded != L) {
+  // shard_map takes equal blocks: a dimension split unevenly is padded, and the padding sliced
+  // off the gradients again. Padded layers are skipped by the stages; padded vocabulary rows
+  // are masked out of the logits and never looked up; padded MLP columns add zeros.
+  auto padded_shape = [&](const Shape& shape, const PartitionSpec& spec) {
+    Shape out = shape;
+    for (int d = 0; d < static_cast<int>(shape.size()); ++d) {
+      int64_t k = 1;
+      for (const std::string& a : spec[d]) k *= mesh.axis_size(a);
+      out[static_cast<size_t>(d)] = (shape[static_cast<size_t>(d)] + k - 1) / k * k;
+    }
+    return out;
+  };
+  auto add_leaf = [&](Array x, const PartitionSpec& spec) {
+    const Shape want = padded_shape(x.shape(), spec);
+    if (want != x.shape()) {
       Shape high(static_cast<size_t>(x.ndim()), 0);
-      high[0] = padded - L;
+      for (size_t d = 0; d < want.size(); ++d) high[d] = want[d] - x.shape()[d];
       x = pad(x, Shape(static_cast<size_t>(x.ndim()), 0), high);
     }
     leaves.push_back(x);
-    in_specs.push_back(spec_of(specs.at(n), rules, mesh));
+    in_specs.push_back(spec);
+  };
+  auto unpad = [](Array g, const Shape& shape) {
+    return g.shape() == shape ? g : slice(g, Shape(shape.size(), 0), shape);
+  };
+  for (const std::string& n : chunk_names) {
+    Array x = params.at(n);
+    if (V > 1) x = take(x, from_vector(to_pipeline, {L}), 0);
+    add_leaf(x, spec_of(specs.at(n), rules, mesh));
   }
-  for (const std::string& n : shared_names) {
-    leaves.push_back(params.at(n));
-    in_specs.push_back(spec_of(specs.at(n), rules, mesh));
-  }
+  for (const std::string& n : shared_names) add_leaf(params.at(n), spec_of(specs.at(n), rules, mesh));
   const PartitionSpec batch_spec = ax.data.empty() ? P() : P("data");
   leaves.push_back(ids);
   in_specs.push_back(batch_spec);
@@ -264,12 +277,11 @@ std::pair<Array, Params> pipeline_value_and_grad(const Params& params, const Arr
   Params grads;
   size_t i = 1;
   for (const std::string& n : chunk_names) {
-    Array g = outs[i++];
-    if (padded != L) g = slice_axis(g, 0, 0, L);
+    Array g = unpad(outs[i++], specs.at(n).shape);
     if (V > 1) g = take(g, from_vector(from_pipeline, {L}), 0);
     grads.emplace(n, g);
   }
-  for (const std::string& n : shared_names) grads.emplace(n, outs[i++]);
+  for (const std::string& n : shared_names) grads.emplace(n, unpad(outs[i++], specs.at(n).shape));
   return {outs[0], grads};
 }
 

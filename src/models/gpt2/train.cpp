@@ -95,6 +95,14 @@ Lowered lower_train_step(const TrainOptions& o, const Mesh& mesh) {
   detail::check(o.batch % mesh.axis_size("data") == 0, "gpt2.lower_train_step",
                 "the batch {} does not split over {} data devices", o.batch,
                 mesh.axis_size("data"));
+  const int64_t stages = mesh.has_axis("stage") ? mesh.axis_size("stage") : 1;
+  detail::check(stages == o.stages, "gpt2.lower_train_step",
+                "the mesh {} has {} stages but the options {}", mesh.to_string(), stages, o.stages);
+  {
+    TrainOptions checked = o;
+    checked.data = mesh.axis_size("data");
+    check_pipeline(checked);
+  }
   const nn::LogicalRules rules = sharding_rules(o.fsdp);
   const nn::ParamSpecs specs = param_specs(o.model, o.scan_layers);
   const auto shardings = nn::param_shardings(specs, rules, mesh);
