@@ -147,6 +147,10 @@ class Remat final : public Primitive {
     for (int v : regions[0]->results) out.push_back(regions[0]->info(v).varying);
     return out;
   }
+  // Each region parameter takes its own operand's varying axes (checkpoint() traces them so):
+  // joining the operands outside too would widen them twice, and the gradient would sum over
+  // the widened axes twice.
+  bool joins_operand_varying() const override { return false; }
   // Recomputes the region's activations from its inputs, then goes backward through it.
   std::vector<Array> vjp(const VjpArgs& a) const override {
     const ir::Program& body = *a.regions[0];

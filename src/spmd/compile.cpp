@@ -85,14 +85,15 @@ void check_same_program_everywhere(const std::string& name, const ir::Program& l
 ir::Program inline_regions(const ir::Program& p, int* blocks) {
   bool any = false;
   for (const ir::Instr& in : p.instrs) {
-    any = any || in.prim->inlined_when_compiled() || in.prim->runs_regions();
+    any = any || in.prim->inlined_when_compiled() || !in.regions.empty();
   }
   if (!any) return p;
   ir::Program out = p;
   out.instrs.clear();
   for (const ir::Instr& in : p.instrs) {
-    if (in.prim->runs_regions()) {
-      // Loop and branch bodies are partitioned on their own: their remat blocks inline there.
+    if (!in.prim->inlined_when_compiled() && !in.regions.empty()) {
+      // Loop and branch bodies are partitioned on their own, and a shard_map's body is copied
+      // per device: their remat blocks inline there.
       ir::Instr c = in;
       for (auto& r : c.regions) r = std::make_shared<const ir::Program>(inline_regions(*r, blocks));
       out.instrs.push_back(std::move(c));

@@ -156,7 +156,8 @@ struct Grads {
 };
 
 // The loss and gradients of one batch, on `mesh` (pipelined when it has a 'stage' axis).
-Grads loss_and_grads(const g2::Config& c, const Mesh& mesh, const g2::PipelineOptions& po) {
+Grads loss_and_grads(const g2::Config& c, const Mesh& mesh, const g2::PipelineOptions& po,
+                     bool remat = false) {
   const nn::LogicalRules rules = g2::sharding_rules(false);
   const Params p = g2::init(c, random::key(3), mesh, rules, /*stacked=*/true);
   const int64_t B = 8, T = 16;
@@ -166,7 +167,7 @@ Grads loss_and_grads(const g2::Config& c, const Mesh& mesh, const g2::PipelineOp
   ids = device_put(ids, rows);
   targets = device_put(targets, rows);
   auto f = jit([&](const Params& pp, const Array& i, const Array& t) {
-    g2::ForwardOptions fo{std::nullopt, &mesh, &rules, false, true};
+    g2::ForwardOptions fo{std::nullopt, &mesh, &rules, remat, true};
     if (mesh.has_axis("stage")) return g2::pipeline_value_and_grad(pp, i, t, c, fo, po);
     auto [v, g] = value_and_grad([&](const Params& q) { return g2::loss(q, i, t, c, fo); })(pp);
     return std::pair<Array, Params>{v, Params(g)};
@@ -222,6 +223,15 @@ TEST(Gpt2Pipeline, AVocabularyThatDoesNotSplitEvenlyIsPaddedAndMasked) {
   const Grads want = loss_and_grads(c, make_mesh({1, 1}, {"data", "model"}), {});
   const Mesh mesh = make_mesh({2, 1, 4}, {"stage", "data", "model"});
   expect_same(loss_and_grads(c, mesh, {pp::ScheduleKind::k1F1B, 2, 1}), want, "vocab 251 over 4");
+}
+
+TEST(Gpt2Pipeline, LayerRematInsideTheStagesGivesTheSameGradients) {
+  g2::Config c = g2::tiny();
+  c.n_layer = 4;
+  const Grads want = loss_and_grads(c, make_mesh({1, 1}, {"data", "model"}), {});
+  const Mesh mesh = make_mesh({2, 2, 2}, {"stage", "data", "model"});
+  expect_same(loss_and_grads(c, mesh, {pp::ScheduleKind::k1F1B, 2, 1}, /*remat=*/true), want,
+              "1f1b with layer remat");
 }
 
 TEST(Gpt2Pipeline, UnevenLayerSplitsSkipThePadding) {

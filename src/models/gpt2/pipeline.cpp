@@ -206,6 +206,7 @@ std::pair<Array, Params> pipeline_value_and_grad(const Params& params, const Arr
         const int64_t b = ids_l.shape()[0] / M;  // local rows per microbatch
         const Array ids_m = reshape(ids_l, {M, b, T}), targets_m = reshape(targets_l, {M, b, T});
         const int64_t Lc = chunked.begin()->second.shape()[0] / V;  // layers per chunk (local)
+        const bool uneven = Lc * K != L;
         // Masks differ per microbatch and data device (each draws its own rows).
         std::optional<Array> data_key;
         if (key) data_key = ax.data.empty() ? *key : random::fold_in(*key, axis_index(ax.data));
@@ -235,15 +236,12 @@ std::pair<Array, Params> pipeline_value_and_grad(const Params& params, const Arr
                   [&](const Array& hh, const std::pair<Params, Array>& in) {
                     NamedScope scope("h");
                     const Array global = k * static_cast<double>(Lc) + in.second;
-                    Array out = cond(
-                        global < static_cast<double>(L),
-                        [&](const Array& x_in) {
-                          std::vector<Array> lk;
-                          if (mkey) lk.push_back(random::fold_in(*mkey, global));
-                          return o.remat ? checkpoint(layer)(x_in, in.first, lk)
-                                         : layer(x_in, in.first, lk);
-                        },
-                        [&](const Array& x_in) { return x_in; }, hh);
+                    std::vector<Array> lk;
+                    if (mkey) lk.push_back(random::fold_in(*mkey, global));
+                    Array out = o.remat ? checkpoint(layer)(hh, in.first, lk) : layer(hh, in.first, lk);
+                    // A padding layer (an uneven split) passes its input through. A select,
+                    // not a cond: a cond's gradient would run the real layers' forward twice.
+                    if (uneven) out = where(global < static_cast<double>(L), out, hh);
                     return std::pair{out, std::vector<Array>{}};
                   },
                   h, std::pair{cp, arange(Lc, DType::I32)})
