@@ -169,7 +169,8 @@ void bind_models(nb::module_& m) {
            [](G::Trainer* t, const G::Config& c, int64_t data, int64_t model, bool fsdp,
               int64_t steps, int64_t batch, int64_t seq, double lr, int64_t warmup, double clip,
               double weight_decay, uint64_t seed, bool scan_layers,
-              const std::vector<std::string>& corpus) {
+              const std::vector<std::string>& corpus, int64_t stages, int64_t microbatches,
+              const std::string& schedule, int64_t virtual_stages) {
              G::TrainOptions o;
              o.model = c;
              o.data = data;
@@ -184,6 +185,10 @@ void bind_models(nb::module_& m) {
              o.weight_decay = weight_decay;
              o.seed = seed;
              o.scan_layers = scan_layers;
+             o.stages = stages;
+             o.microbatches = microbatches;
+             o.schedule = pipeline::parse_schedule(schedule);
+             o.virtual_stages = virtual_stages;
              if (!corpus.empty()) o.corpus = corpus;
              nb::gil_scoped_release release;
              new (t) G::Trainer(std::move(o));

@@ -1,4 +1,4 @@
-// GPT-2 with its blocks scanned (--scan-layers, the trainer's default): the same training as the
+// GPT-2 with its blocks scanned (the trainer's layout, the only one partix train uses): the same training as the
 // unrolled model, on any mesh; the two parameter layouts (per layer, stacked over layers) convert
 // exactly and give the same model.
 #include <fmt/format.h>
@@ -43,10 +43,14 @@ TEST(Gpt2ScanLayers, TrainsAsTheUnrolledModel) {
         << "step " << s;
   }
   EXPECT_LT(scanned.back(), scanned.front());
-  // With dropout, the scanned model's masks are the same on every mesh.
+  // With dropout, the scanned model's masks are the same on every mesh, and the unrolled
+  // model's are the same as the scanned model's.
   const std::vector<double> a = curve(1, 1, true, 0.1, 2), b = curve(2, 4, true, 0.1, 2);
-  for (int s = 0; s < 2; ++s)
+  const std::vector<double> u = curve(1, 1, false, 0.1, 2);
+  for (int s = 0; s < 2; ++s) {
     EXPECT_NEAR(a[static_cast<size_t>(s)], b[static_cast<size_t>(s)], 1e-4);
+    EXPECT_NEAR(u[static_cast<size_t>(s)], a[static_cast<size_t>(s)], 1e-4);
+  }
 }
 
 TEST(Gpt2ScanLayers, TheStepProgramHoldsOneBlockWhateverTheDepth) {

@@ -256,6 +256,24 @@ def test_gpt2_trainer_matches_cli(mesh_shape, tmp_path):
   np.testing.assert_allclose(losses, cli, atol=2e-6)
 
 
+def test_gpt2_trainer_pipelined_matches_unpipelined(tmp_path):
+  if jax.device_count() < 8:
+    pytest.skip("needs 8 devices")
+  text = tmp_path / "corpus.txt"
+  text.write_text("the quick brown fox jumps over the lazy dog. " * 200)
+  kw = dict(steps=3, batch=8, seq=16, lr=3e-3, warmup=1, corpus=[text])
+  want = [t.step() for t in [gpt2.Trainer("tiny", **kw)] for _ in range(3)]
+  for schedule in ("gpipe", "1f1b"):
+    tr = gpt2.Trainer("tiny", stages=2, data=2, model=2, microbatches=2, schedule=schedule, **kw)
+    assert tr.mesh.axis_names == ("stage", "data", "model")
+    got = [tr.step() for _ in range(3)]
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+  with pytest.raises(jax.PartixError, match=r"unknown schedule 'zb'"):
+    gpt2.Trainer("tiny", stages=2, microbatches=2, schedule="zb", **kw)
+  with pytest.raises(jax.PartixError, match=r"^\[gpt2.Trainer\] microbatches"):
+    gpt2.Trainer("tiny", stages=2, microbatches=0, **kw)
+
+
 def test_gpt2_trainer_custom_corpus(tmp_path):
   text = tmp_path / "corpus.txt"
   text.write_text("abcdefgh" * 400)

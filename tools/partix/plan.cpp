@@ -35,7 +35,7 @@ struct PlanArgs {
   int64_t microbatches = 0;  // 0: one per stage... at least the stages (pipelined meshes only)
   int64_t virtual_stages = 1;
   std::string schedule = "1f1b";
-  bool fsdp = false, generate = false, json = false, scan_layers = true;
+  bool fsdp = false, generate = false, json = false;
   int64_t batch = 8, seq = 0;  // seq 0: the model's context length (training), 512 (generate)
   int64_t new_tokens = 128;
   int64_t vocab = 0;  // 0: the model's own
@@ -198,7 +198,7 @@ TrainPlan plan_training_figures(const PlanArgs& a, const g2::Config& model, cons
   o.model.dropout = 0.0;
   o.fsdp = a.fsdp;
   o.remat = a.remat == "layer";
-  o.scan_layers = a.scan_layers;
+  o.scan_layers = true;  // as partix train: the layers stacked and scanned
   o.batch = a.batch;
   o.seq = a.seq > 0 ? a.seq : o.model.n_positions;
   detail::check(o.seq <= o.model.n_positions, "plan", "--seq {} exceeds the model's {} positions",
@@ -534,9 +534,6 @@ void add_plan(CLI::App& app) {
   cmd->add_option("--remat", a->remat,
                   "none, or layer: recompute each block's activations in the backward pass")
       ->check(CLI::IsMember({"none", "layer"}));
-  cmd->add_flag("--scan-layers,!--no-scan-layers", a->scan_layers,
-                "Training plans: the layers stacked and scanned, as partix train does by default "
-                "(--no-scan-layers: unrolled)");
   cmd->add_flag("--generate", a->generate, "Plan a prefill and a decode step instead (Llama)");
   add_int(cmd, "--new-tokens", a->new_tokens, 1, int64_t{1} << 20,
           "With --generate: positions the cache keeps beyond the prompt");

@@ -26,7 +26,7 @@ struct TrainArgs {
   std::vector<int64_t> mesh = {1, 1, 1};  // stage, data, model
   int64_t microbatches = 1, virtual_stages = 1;
   std::string schedule = "1f1b";
-  bool fsdp = false, remat = false, scan_layers = true, explicit_sharding = false;
+  bool fsdp = false, remat = false, explicit_sharding = false;
   int64_t steps = 50, batch = 8, seq = 64, warmup = 10;
   double lr = 1e-3;
   uint64_t seed = 0;
@@ -101,7 +101,7 @@ void run_train(const TrainArgs& a) {
   o.model_parallel = m;
   o.fsdp = a.fsdp;
   o.remat = a.remat;
-  o.scan_layers = a.scan_layers;
+  o.scan_layers = true;  // the layers stacked and scanned: the only layout the CLI trains
   o.explicit_sharding = a.explicit_sharding;
   o.steps = a.steps;
   o.batch = a.batch;
@@ -219,10 +219,6 @@ void add_train(CLI::App& app) {
   cmd->add_flag("--fsdp", a->fsdp, "Shard parameters and optimizer state over 'data'");
   cmd->add_flag("--remat", a->remat,
                 "Recompute each block's activations in the backward pass instead of keeping them");
-  cmd->add_flag("--scan-layers,!--no-scan-layers", a->scan_layers,
-                "Keep the layers' parameters stacked and scan one traced block over them "
-                "(compile time independent of depth; the default); --no-scan-layers unrolls "
-                "the blocks over per-layer parameters");
   cmd->add_flag("--explicit-sharding", a->explicit_sharding,
                 "Make the mesh's axes Explicit: every activation's sharding is part of its type, "
                 "computed per op while tracing (same losses and collectives as the default Auto "

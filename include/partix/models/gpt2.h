@@ -97,8 +97,8 @@ struct ForwardOptions {
   bool remat = false;
   // Scan one traced block over the layers: compile time does not grow with depth. Params may be
   // stacked (read directly) or per layer (stacked inside the program). Without it, stacked
-  // Params are sliced per layer and the blocks unrolled. Dropout masks differ between the two
-  // (a scanned layer folds its index into the key).
+  // Params are sliced per layer and the blocks unrolled. Both draw the same dropout masks
+  // (layer i's key is the dropout key folded with i).
   bool scan_layers = false;
 };
 

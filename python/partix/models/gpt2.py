@@ -115,21 +115,27 @@ def _reference_step(params, opt_state, ids, targets, lr, dropout_key=None, *, co
 
 
 class Trainer:
-  """The C++ trainer (as `partix train`) on data x model devices: the corpus (text files and
-  folders; Debian's fortunes by default) read as bytes, warmup + cosine learning rate,
-  clipping, AdamW. step() runs one step and returns its loss."""
+  """The C++ trainer (as `partix train`) on stage x data x model devices: the corpus (text files
+  and folders; Debian's fortunes by default) read as bytes, warmup + cosine learning rate,
+  clipping, AdamW. step() runs one step and returns its loss. stages > 1 pipelines the layers
+  over a 'stage' axis: `schedule` ("gpipe", "1f1b" or "interleaved" with `virtual_stages`)
+  over `microbatches`."""
 
   def __init__(self, config="tiny", *, data=1, model=1, fsdp=False, steps=50, batch=8, seq=64,
                lr=1e-3, warmup=10, clip=1.0, weight_decay=0.1, seed=0, scan_layers=True,
-               corpus=None):
+               corpus=None, stages=1, microbatches=1, schedule="1f1b", virtual_stages=1):
     c = _config(config, "gpt2.Trainer")
     for name, v in (("data", data), ("model", model), ("steps", steps), ("batch", batch),
-                    ("seq", seq)):
-      if not isinstance(v, int) or v < 1:
+                    ("seq", seq), ("stages", stages), ("microbatches", microbatches),
+                    ("virtual_stages", virtual_stages)):
+      if not isinstance(v, int) or isinstance(v, bool) or v < 1:
         raise PartixError(f"[gpt2.Trainer] {name} must be a positive integer, got {v!r}")
+    if not isinstance(schedule, str):
+      raise PartixError(f"[gpt2.Trainer] schedule must be gpipe, 1f1b or interleaved, got {schedule!r}")
     self._t = _core.Gpt2Trainer(c, data, model, bool(fsdp), steps, batch, seq, float(lr),
                                 int(warmup), float(clip), float(weight_decay), int(seed),
-                                bool(scan_layers), [str(f) for f in (corpus or [])])
+                                bool(scan_layers), [str(f) for f in (corpus or [])], stages,
+                                microbatches, schedule, virtual_stages)
     self.config = c
 
   def step(self):

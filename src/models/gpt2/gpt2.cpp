@@ -334,13 +334,14 @@ Array forward(const Params& p, const Array& ids, const Config& c, const ForwardO
     for (int64_t i = 0; i < c.n_layer; ++i) {
       NamedScope scope("h" + std::to_string(i));
       const std::string l = layer_prefix(i);
-      auto layer = make_block(l, i);
+      // Layer i draws the masks the scanned model's layer i draws: the key folded with i.
+      auto layer = make_block(l, 0);
       Params lp;
       for (auto it = per_layer.lower_bound(l); it != per_layer.end() && it->first.starts_with(l);
            ++it)
         lp.emplace(it->first, it->second);
       std::vector<Array> key;
-      if (o.dropout_key) key.push_back(*o.dropout_key);
+      if (o.dropout_key) key.push_back(random::fold_in(*o.dropout_key, i));
       x = o.remat ? checkpoint(layer)(x, lp, key) : layer(x, lp, key);
     }
   }
