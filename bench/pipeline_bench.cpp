@@ -1,7 +1,7 @@
 // Pipeline parallelism measured: the bubble and the per-stage memory of each schedule.
 //   partix_bench_pipeline --mesh stage=2 --microbatches 8 --schedule 1f1b
 //       [--model tiny|small] [--layers L] [--batch B] [--seq T] [--virtual-stages V]
-//       [--warmup W] [--steps N] [--trace FILE.json]
+//       [--warmup W] [--steps N] [--trace FILE.json]  (the last step; halves named F3, B3, idle)
 // Trains GPT-2 (models::gpt2::Trainer, byte vocabulary) and profiles the last step. A device's
 // busy time is the sum of its forward and backward halves (the conds of the schedule's loop,
 // spans named ".../forward_half/cond" and ".../backward_half/cond"); the rest of the loop's
@@ -110,7 +110,17 @@ int main(int argc, char** argv) {
         last = profiler::spans();
       }
     }
-    if (!a.trace.empty()) profiler::write_chrome_trace(a.trace);
+    const pipeline::Schedule sc =
+        pipeline::make_schedule(o.schedule, a.stages, a.microbatches, a.virtual_stages);
+    if (!a.trace.empty()) {
+      const Mesh mesh = t.mesh();
+      profiler::write_chrome_trace(a.trace, [&](std::vector<profiler::Span>& sp) {
+        pipeline::label_spans(sp, sc, [&](int id) -> int64_t {
+          const int64_t k = mesh.position_of(id);
+          return k < 0 ? -1 : mesh.axis_coord(mesh.coords(k), "stage");
+        });
+      });
+    }
     const int64_t n = a.stages * a.data * a.model_parallel;
     std::vector<double> busy(static_cast<size_t>(n), 0), loop(static_cast<size_t>(n), 0);
     for (const profiler::Span& sp : last) {
@@ -130,8 +140,6 @@ int main(int argc, char** argv) {
     }
     double mean = 0;
     for (double b : bubble) mean += b / static_cast<double>(bubble.size());
-    const pipeline::Schedule sc =
-        pipeline::make_schedule(o.schedule, a.stages, a.microbatches, a.virtual_stages);
     std::vector<int64_t> measured_peak;
     for (const Device& d : t.mesh().devices()) measured_peak.push_back(memory_stats(d.id).peak_bytes_in_use);
     std::sort(seconds.begin(), seconds.end());

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "partix/array.h"
+#include "partix/profiler.h"
 #include "partix/tree.h"
 
 namespace partix::pipeline {
@@ -60,6 +61,13 @@ struct Schedule {
   // V > 1 the chunk is added ("F3.1" is microbatch 3 on virtual stage 1).
   std::string to_string() const;
 };
+
+// Names each device's forward and backward halves in a profile of whole steps after what the
+// schedule runs there: ".../forward_half/cond" becomes ".../forward_half/F3" (the forward of
+// microbatch 3; "F3.1" on virtual stage 1) or ".../forward_half/idle", in tick order.
+// stage_of(device id) gives the device's coordinate on the stage axis (-1: not in the mesh).
+void label_spans(std::vector<profiler::Span>& spans, const Schedule& schedule,
+                 const std::function<int64_t(int)>& stage_of);
 
 // Throws on stages < 1, microbatches < 1, virtual_stages < 1, interleaved with V < 2 or with
 // M not a multiple of S, and gpipe or 1f1b with V != 1.

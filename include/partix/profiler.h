@@ -2,6 +2,7 @@
 // (compute or collective), written as a Chrome / Perfetto trace with one track per device.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,5 +23,9 @@ std::vector<Span> spans();
 // processes every process calls it; process 0 writes one trace holding every process's
 // devices (one trace process per partix process, timelines aligned on the wall clock).
 void write_chrome_trace(const std::string& path);
+// The same with this process's spans edited first (renamed, e.g. a pipeline's halves labelled
+// with their microbatches by pipeline::label_spans).
+void write_chrome_trace(const std::string& path,
+                        const std::function<void(std::vector<Span>&)>& edit);
 
 }  // namespace partix::profiler

@@ -114,7 +114,8 @@ void bind_runtime(nb::module_& m) {
   m.def("profiler_start", &profiler::start);
   m.def("profiler_stop", &profiler::stop);
   m.def("profiler_recording", &profiler::recording);
-  m.def("profiler_write_chrome_trace", &profiler::write_chrome_trace);
+  m.def("profiler_write_chrome_trace",
+        static_cast<void (*)(const std::string&)>(&profiler::write_chrome_trace));
   m.def("profiler_spans", [] {
     std::vector<std::tuple<int, std::string, std::string, double, double>> out;
     for (const auto& s : profiler::spans()) {

@@ -2,6 +2,8 @@
 // backwards, and the buffer slots their inputs and cotangents occupy.
 #include <algorithm>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -220,6 +222,36 @@ Schedule make_schedule(ScheduleKind kind, int64_t S, int64_t M, int64_t V) {
     sc.held[static_cast<size_t>(d)] = most;
   }
   return sc;
+}
+
+void label_spans(std::vector<profiler::Span>& spans, const Schedule& sc,
+                 const std::function<int64_t(int)>& stage_of) {
+  const std::string fwd = "forward_half/cond", bwd = "backward_half/cond";
+  auto ends_with = [](const std::string& s, const std::string& suffix) {
+    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  std::vector<size_t> order(spans.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return spans[a].start_us < spans[b].start_us; });
+  std::map<int, int64_t> fwd_seen, bwd_seen;  // per device: halves seen so far
+  for (size_t i : order) {
+    profiler::Span& sp = spans[i];
+    const bool f = ends_with(sp.name, fwd), b = !f && ends_with(sp.name, bwd);
+    if (!f && !b) continue;
+    const int64_t stage = stage_of(sp.device);
+    if (stage < 0 || stage >= sc.stages || sc.ticks == 0) continue;
+    const auto t = static_cast<size_t>((f ? fwd_seen : bwd_seen)[sp.device]++ % sc.ticks);
+    const auto d = static_cast<size_t>(stage);
+    const int32_t k = f ? sc.fwd_chunk[t][d] : sc.bwd_chunk[t][d];
+    const int32_t m = f ? sc.fwd_mb[t][d] : sc.bwd_mb[t][d];
+    std::string label = "idle";
+    if (k >= 0) {
+      label = fmt::format("{}{}", f ? 'F' : 'B', m);
+      if (sc.virtual_stages > 1) label += fmt::format(".{}", k / sc.stages);
+    }
+    sp.name = sp.name.substr(0, sp.name.size() - 4) + label;  // "cond" -> the label
+  }
 }
 
 double Schedule::bubble_fraction(double tf, double tb) const {

@@ -94,14 +94,19 @@ void append_events(nlohmann::json& events, const std::vector<Span>& spans, int p
 
 }  // namespace
 
-void write_chrome_trace(const std::string& path) {
+void write_chrome_trace(const std::string& path) { write_chrome_trace(path, {}); }
+
+void write_chrome_trace(const std::string& path,
+                        const std::function<void(std::vector<Span>&)>& edit) {
+  std::vector<Span> local = spans();
+  if (edit) edit(local);
   nlohmann::json events = nlohmann::json::array();
   if (process_count() == 1) {
-    append_events(events, spans(), 0, 0);
+    append_events(events, local, 0, 0);
   } else {
     // Every process sends its spans and its clock's origin; process 0 writes them all.
     nlohmann::json mine = nlohmann::json::array();
-    for (const Span& s : spans()) {
+    for (const Span& s : local) {
       mine.push_back({s.device, s.name, s.category, s.start_us, s.duration_us});
     }
     std::vector<int> all;

@@ -11,6 +11,7 @@
 #include "partix/models/gpt2.h"
 #include "partix/nn.h"
 #include "partix/pipeline.h"
+#include "partix/profiler.h"
 #include "partix/random.h"
 #include "test_util.h"
 
@@ -135,6 +136,35 @@ TEST(PipelineSchedule, BubblesAndMemoryAreTheTextbookOnes) {
   EXPECT_LT(two.bubble_fraction(), one.bubble_fraction());
   EXPECT_NEAR(two.bubble_fraction(), two.ideal_bubble_fraction(), 0.1 * two.ideal_bubble_fraction());
   EXPECT_THAT(one.to_string(), ::testing::HasSubstr("stage  0 (holds  7): F0|."));
+}
+
+TEST(PipelineSchedule, TraceHalvesAreNamedByTheirMicrobatches) {
+  const pp::Schedule sc = pp::make_schedule(pp::ScheduleKind::k1F1B, 2, 4);
+  // Two devices (stages 0 and 1), each with its halves in tick order, plus unrelated spans.
+  std::vector<profiler::Span> spans;
+  double t = 0;
+  for (int64_t tick = 0; tick < sc.ticks; ++tick) {
+    for (int d = 0; d < 2; ++d) {
+      spans.push_back({d, "jit/forward_half/cond", "compute", t, 1});
+      spans.push_back({d, "jit/forward_half/h/dot_general", "compute", t + 0.1, 0.5});
+      spans.push_back({d, "jit/backward_half/cond", "compute", t + 1, 1});
+    }
+    t += 2;
+  }
+  pp::label_spans(spans, sc, [](int id) -> int64_t { return id; });
+  std::vector<std::string> got[2];
+  for (const auto& sp : spans) {
+    if (sp.name.find("dot_general") == std::string::npos) got[sp.device].push_back(sp.name.substr(4));
+  }
+  // 1f1b, 2 stages, 4 microbatches (the table of to_string): F0|. F1|. F2|B0 F3|B1 .|B2 .|B3
+  const std::vector<std::string> want0 = {
+      "forward_half/F0", "backward_half/idle", "forward_half/F1", "backward_half/idle",
+      "forward_half/F2", "backward_half/B0",   "forward_half/F3", "backward_half/B1",
+      "forward_half/idle", "backward_half/B2", "forward_half/idle", "backward_half/B3"};
+  EXPECT_EQ(got[0], want0);
+  EXPECT_EQ(got[1][2], "forward_half/F0");
+  EXPECT_EQ(got[1][3], "backward_half/B0");
+  EXPECT_EQ(spans[1].name, "jit/forward_half/h/dot_general");  // other spans keep their names
 }
 
 TEST(PipelineSchedule, BadArgumentsAreRefusedByName) {

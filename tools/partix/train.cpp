@@ -30,7 +30,7 @@ struct TrainArgs {
   int64_t steps = 50, batch = 8, seq = 64, warmup = 10;
   double lr = 1e-3;
   uint64_t seed = 0;
-  std::string metrics, plot, save;
+  std::string metrics, plot, save, trace;
   std::vector<std::string> corpus;
   bool quiet = false;
   std::string checkpoint_dir;
@@ -75,6 +75,7 @@ void check_outputs(const TrainArgs& a) {
     detail::check_writable_file(a.plot, "train");
   }
   if (!a.metrics.empty()) detail::check_writable_file(a.metrics, "train");
+  if (!a.trace.empty()) detail::check_writable_file(a.trace, "train");
   if (!a.save.empty()) models::gpt2::check_save_path(a.save);
   check_checkpoint_dir(a);
 }
@@ -142,7 +143,10 @@ void run_train(const TrainArgs& a) {
   std::vector<double> losses;
   try {
     for (int64_t s = t.step_count(); s < a.steps; ++s) {
+      const bool profile = !a.trace.empty() && s + 1 == a.steps;  // the last step's timeline
+      if (profile) profiler::start();
       models::gpt2::StepMetrics mt = t.step();
+      if (profile) profiler::stop();
       losses.push_back(mt.loss);
       if (csv) {
         csv->write(fmt::format("{},{:.6f},{:.1f}\n", mt.step, mt.loss, mt.tokens_per_s));
@@ -180,6 +184,23 @@ void run_train(const TrainArgs& a) {
   if (!a.save.empty()) {
     t.save(a.save);  // every process takes part; process 0 writes
     fmt::print("saved a Hugging Face checkpoint to {}\n", a.save);
+  }
+  if (!a.trace.empty()) {
+    // Pipelined: each device's forward and backward halves named by the schedule's microbatch.
+    std::function<void(std::vector<profiler::Span>&)> label;
+    if (st > 1) {
+      const Mesh mesh = t.mesh();
+      const pipeline::Schedule sc =
+          pipeline::make_schedule(o.schedule, st, o.microbatches, o.virtual_stages);
+      label = [mesh, sc](std::vector<profiler::Span>& spans) {
+        pipeline::label_spans(spans, sc, [&](int id) -> int64_t {
+          const int64_t k = mesh.position_of(id);
+          return k < 0 ? -1 : mesh.axis_coord(mesh.coords(k), "stage");
+        });
+      };
+    }
+    profiler::write_chrome_trace(a.trace, label);  // every process takes part; process 0 writes
+    if (lead) fmt::print("trace of the last step written to {} (open in ui.perfetto.dev)\n", a.trace);
   }
   if (!a.plot.empty() && lead) {
     write_loss_plot(a.plot, losses);
@@ -233,6 +254,9 @@ void add_train(CLI::App& app) {
   cmd->add_option("--plot", a->plot,
                   "Write the loss curve to this .svg or .png file (format by extension)");
   cmd->add_option("--save", a->save, "Write the trained model as a Hugging Face directory");
+  cmd->add_option("--trace", a->trace,
+                  "Write the last step's Chrome/Perfetto trace (one track per device; a "
+                  "pipeline's halves named by microbatch: F3, B3, idle)");
   cmd->add_option("--corpus", a->corpus, "Text files or directories (default: Debian's fortunes)");
   cmd->add_option("--checkpoint-dir", a->checkpoint_dir,
                   "Save training checkpoints (sharded, asynchronous, atomic) under this folder");
