@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the ThreadSanitizer preset and runs the runtime, collective and shard_map tests under it.
+# Builds the ThreadSanitizer preset and runs the runtime, collective, shard_map and pipeline tests
+# under it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmake --preset tsan >/dev/null
@@ -10,4 +11,4 @@ export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1 second_deadlock_stack=1 all
 export OMP_NUM_THREADS=1
 # The isolation stress test runs its long version here (PARTIX_STRESS_ITERATIONS).
 PARTIX_STRESS_ITERATIONS=${PARTIX_STRESS_ITERATIONS:-400} \
-build-tsan/bin/partix_tests --gtest_filter='Fiber*:LocalCollectives*:Collectives*:ThreadCommunicator*:Runtime*:Smoke*:Equivalence.ShardMap*:VjpFiniteDifferences.Collectives*:Profiler*:Isolation*'
+build-tsan/bin/partix_tests --gtest_filter='Fiber*:LocalCollectives*:Collectives*:ThreadCommunicator*:Runtime*:Smoke*:Equivalence.ShardMap*:VjpFiniteDifferences.Collectives*:Profiler*:Isolation*:Gpt2Pipeline*:CondGrad*'

@@ -35,20 +35,25 @@ GradOutput grad_impl(const std::vector<Array>& leaves, const std::vector<bool>& 
   auto ts = std::make_shared<TraceState>("grad");
   // Inside shard_map the traced function sees the manual axes, and each parameter the axes
   // its argument varies over: collectives and their transposes follow DESIGN §1.
-  if (TraceState* outer = current_trace(); outer && outer->manual_mesh) {
+  TraceState* outer = current_trace();
+  if (outer && outer->manual_mesh) {
     ts->manual_mesh = outer->manual_mesh;
     ts->manual_axes = outer->manual_axes;
   }
   {
+    // Each parameter varies as its argument does where grad is called (a value captured from
+    // an enclosing trace may vary over more axes there than where it was made).
+    std::vector<std::set<std::string>> vary(leaves.size());
+    if (ts->manual_mesh) {
+      for (size_t i = 0; i < leaves.size(); ++i) {
+        if (leaves[i].is_tracer()) vary[i] = outer->program().info(outer->value_of(leaves[i])).varying;
+      }
+    }
     TraceScope scope(ts);
     std::vector<Array> tracers;
-    for (const Array& a : leaves) {
-      std::set<std::string> vary;
-      if (a.is_tracer() && ts->manual_mesh) {
-        TraceState* owner = trace_of(a, "grad");
-        vary = owner->program().info(owner->value_of(a)).varying;
-      }
-      tracers.push_back(ts->add_param(ir::Aval{a.shape(), a.dtype()}, a.impl()->sharding, vary));
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      const Array& a = leaves[i];
+      tracers.push_back(ts->add_param(ir::Aval{a.shape(), a.dtype()}, a.impl()->sharding, vary[i]));
     }
     std::vector<Array> outs = f(tracers);
     check(!outs.empty(), "grad", "the function returned nothing; it must return a float scalar");
@@ -115,20 +120,24 @@ std::vector<Array> remat_call(
     const std::function<std::vector<Array>(const std::vector<Array>&, std::shared_ptr<void>&)>& trace,
     std::shared_ptr<void>& out_proto) {
   auto ts = std::make_shared<TraceState>("checkpoint");
-  if (TraceState* outer = current_trace(); outer && outer->manual_mesh) {
+  TraceState* outer = current_trace();
+  if (outer && outer->manual_mesh) {
     ts->manual_mesh = outer->manual_mesh;
     ts->manual_axes = outer->manual_axes;
   }
   {
+    // Each parameter varies as its operand does here (see grad_impl).
+    std::vector<std::set<std::string>> vary(leaves.size());
+    if (ts->manual_mesh) {
+      for (size_t i = 0; i < leaves.size(); ++i) {
+        if (leaves[i].is_tracer()) vary[i] = outer->program().info(outer->value_of(leaves[i])).varying;
+      }
+    }
     TraceScope scope(ts);
     std::vector<Array> tracers;
-    for (const Array& a : leaves) {
-      std::set<std::string> vary;
-      if (a.is_tracer() && ts->manual_mesh) {
-        TraceState* owner = trace_of(a, "checkpoint");
-        vary = owner->program().info(owner->value_of(a)).varying;
-      }
-      tracers.push_back(ts->add_param(ir::Aval{a.shape(), a.dtype()}, a.impl()->sharding, vary));
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      const Array& a = leaves[i];
+      tracers.push_back(ts->add_param(ir::Aval{a.shape(), a.dtype()}, a.impl()->sharding, vary[i]));
     }
     ts->set_results(trace(tracers, out_proto));
   }

@@ -41,7 +41,9 @@ Array vary_over(const Array& x, const Bound& b) {
   for (const auto& a : b.axes) {
     if (!vary.count(a)) missing.push_back(a);
   }
-  if (missing.empty()) return x;
+  // This trace's view of x: a value captured from an enclosing trace may vary over more axes
+  // here (a branch sees its operands widened by its predicate's axes).
+  if (missing.empty()) return b.trace->tracer(b.trace->value_of(x));
   return ops::bind("pvary", {x}, {{"axes", missing}});
 }
 

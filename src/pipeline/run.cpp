@@ -47,7 +47,6 @@ Array chunk_of(const Array& leaf, const Array& v, int64_t V) {
 
 // Gradients of half-precision parameters add up in f32 over the microbatches.
 DType accumulation_dtype(DType d) { return d == DType::BF16 || d == DType::F16 ? DType::F32 : d; }
-Array zeros_like_leaf(const Array& x) { return zeros(x.shape(), accumulation_dtype(x.dtype())); }
 
 }  // namespace
 
@@ -78,18 +77,25 @@ Result run(const Schedule& sc, const std::string& axis, const std::vector<std::s
   in_shape.insert(in_shape.begin(), sc.input_slots + 1);
   co_shape.insert(co_shape.begin(), sc.cotangent_slots + 1);
 
-  // The loop's carry: input buffer, cotangent buffer, loss, gradients (chunked, then shared).
-  Params gc0, gs0;
-  for (const auto& [n, x] : chunked) gc0.emplace(n, zeros_like_leaf(x));
-  for (const auto& [n, x] : shared) gs0.emplace(n, zeros_like_leaf(x));
-  using Tuple = std::tuple<Array, Array, Array, Params, Params>;
-  const Tuple init{zeros(in_shape, activation.dtype), zeros(co_shape, activation.dtype),
-                   zeros({}, DType::F32), gc0, gs0};
-  const Array zero_act = zeros(activation.shape, activation.dtype);
-
   std::vector<std::string> vary_names{axis};
   vary_names.insert(vary_names.end(), batch_axes.begin(), batch_axes.end());
   auto vary = [&](const Array& x) { return pvary(x, Axes(vary_names)); };
+
+  // The loop's carry: input buffer, cotangent buffer, loss, gradients (chunked, then shared).
+  // Each starts varying over the axes it will vary over (a gradient as its parameter, and over
+  // the stage and batch axes), so that the body is traced once with its final types: a carry
+  // widened only after a first trace would give that trace narrower types than the collectives
+  // in the stages' branches need.
+  Params gc0, gs0;
+  auto zero_grad = [&](const Array& x) {
+    return vary(astype(x, accumulation_dtype(x.dtype())) * 0.0);  // x's varying axes, and more
+  };
+  for (const auto& [n, x] : chunked) gc0.emplace(n, zero_grad(x));
+  for (const auto& [n, x] : shared) gs0.emplace(n, zero_grad(x));
+  using Tuple = std::tuple<Array, Array, Array, Params, Params>;
+  const Tuple init{vary(zeros(in_shape, activation.dtype)), vary(zeros(co_shape, activation.dtype)),
+                   vary(zeros({}, DType::F32)), gc0, gs0};
+  const Array zero_act = zeros(activation.shape, activation.dtype);
   auto chunk_params = [&](const Array& k) {
     const Array v = floor_divide(k, static_cast<double>(S));
     Params p;

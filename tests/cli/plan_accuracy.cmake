@@ -1,12 +1,13 @@
 # partix plan against partix train: for GPT-2 tiny on 8 devices as data, tensor and FSDP
-# parallel meshes and pipelines over a stage axis (every schedule), with and without layer remat,
+# parallel meshes and pipelines over a stage axis (gpipe and 1f1b, with FSDP too), with and without layer remat,
 # the plan's peak per
 # device is within 5% of the peak that training measures (memory_stats, printed by train).
 # partix train's tiny reads bytes as plan's tiny does (vocabulary 256 in both).
 set(configs
   "1x1" "8x1" "4x2" "2x4" "1x8" "4x2|--fsdp" "8x1|--fsdp" "4x2|--remat" "2x4|--fsdp|--remat"
   "stage=2,data=2,model=2|--microbatches|4|--schedule|1f1b" "stage=2,data=2,model=2|--microbatches|4|--schedule|gpipe"
-  "stage=4,data=2|--microbatches|2" "stage=8|--microbatches|8|--schedule|gpipe" "stage=2,model=4|--microbatches|4|--remat")
+  "stage=4,data=2|--microbatches|2" "stage=8|--microbatches|8|--schedule|gpipe" "stage=2,model=4|--microbatches|4|--remat"
+  "stage=2,data=4|--microbatches|2|--fsdp" "stage=2,data=2,model=2|--microbatches|2|--fsdp|--remat")
 # (tiny's 2 layers cannot interleave: bench/pipeline_bench.cpp compares the interleaved plans.)
 # "4.63 MiB" -> bytes (integer arithmetic: the printed figure has at most 3 decimals).
 function(to_bytes text out_var)

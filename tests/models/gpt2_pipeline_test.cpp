@@ -187,8 +187,8 @@ struct Grads {
 
 // The loss and gradients of one batch, on `mesh` (pipelined when it has a 'stage' axis).
 Grads loss_and_grads(const g2::Config& c, const Mesh& mesh, const g2::PipelineOptions& po,
-                     bool remat = false) {
-  const nn::LogicalRules rules = g2::sharding_rules(false);
+                     bool remat = false, bool fsdp = false) {
+  const nn::LogicalRules rules = g2::sharding_rules(fsdp);
   const Params p = g2::init(c, random::key(3), mesh, rules, /*stacked=*/true);
   const int64_t B = 8, T = 16;
   Array ids = random::randint(random::key(5), {B, T}, 0, c.vocab_size);
@@ -253,6 +253,19 @@ TEST(Gpt2Pipeline, AVocabularyThatDoesNotSplitEvenlyIsPaddedAndMasked) {
   const Grads want = loss_and_grads(c, make_mesh({1, 1}, {"data", "model"}), {});
   const Mesh mesh = make_mesh({2, 1, 4}, {"stage", "data", "model"});
   expect_same(loss_and_grads(c, mesh, {pp::ScheduleKind::k1F1B, 2, 1}), want, "vocab 251 over 4");
+}
+
+TEST(Gpt2Pipeline, FsdpGathersEachLayerWhereItIsUsed) {
+  g2::Config c = g2::tiny();
+  c.n_layer = 4;
+  const Grads want = loss_and_grads(c, make_mesh({1, 1}, {"data", "model"}), {});
+  for (auto [S, D, TP] : {std::tuple{2, 2, 2}, {2, 4, 1}}) {
+    const Mesh mesh = make_mesh({S, D, TP}, {"stage", "data", "model"});
+    for (bool remat : {false, true}) {
+      expect_same(loss_and_grads(c, mesh, {pp::ScheduleKind::k1F1B, 2, 1}, remat, /*fsdp=*/true),
+                  want, fmt::format("FSDP stage={} data={} model={} remat={}", S, D, TP, remat));
+    }
+  }
 }
 
 TEST(Gpt2Pipeline, LayerRematInsideTheStagesGivesTheSameGradients) {
@@ -331,9 +344,11 @@ TEST(Gpt2Pipeline, TrainingStepsMatchTheUnpipelinedRun) {
   for (int64_t layers : {4, 3}) {
     const TrainRun want = train(train_options(layers, steps), steps);
     EXPECT_LT(want.losses.back(), want.losses.front());
-    for (auto [kind, S, D, TP, M, V] :
-         {std::tuple{pp::ScheduleKind::k1F1B, 2, 2, 2, 2, 1}, {pp::ScheduleKind::kGPipe, 2, 4, 1, 2, 1},
-          {pp::ScheduleKind::kInterleaved, 2, 2, 2, 2, 2}}) {
+    for (auto [kind, S, D, TP, M, V, fsdp] :
+         {std::tuple{pp::ScheduleKind::k1F1B, 2, 2, 2, 2, 1, false},
+          {pp::ScheduleKind::kGPipe, 2, 4, 1, 2, 1, false},
+          {pp::ScheduleKind::kInterleaved, 2, 2, 2, 2, 2, false},
+          {pp::ScheduleKind::k1F1B, 2, 2, 2, 2, 1, true}}) {
       if (layers % (S * V) != 0 && V > 1) continue;  // interleaving needs equal chunks
       g2::TrainOptions o = train_options(layers, steps);
       o.stages = S;
@@ -342,9 +357,10 @@ TEST(Gpt2Pipeline, TrainingStepsMatchTheUnpipelinedRun) {
       o.schedule = kind;
       o.microbatches = M;
       o.virtual_stages = V;
+      o.fsdp = fsdp;
       expect_same_run(train(o, steps), want,
-                      fmt::format("{} layers, {} stage={} data={} model={} M={} V={}", layers,
-                                  pp::schedule_name(kind), S, D, TP, M, V));
+                      fmt::format("{} layers, {} stage={} data={} model={} M={} V={}{}", layers,
+                                  pp::schedule_name(kind), S, D, TP, M, V, fsdp ? " FSDP" : ""));
     }
   }
 }
@@ -388,9 +404,6 @@ TEST(Gpt2Pipeline, BadPipelinesAreRefusedBeforeTraining) {
   o.microbatches = 3;
   EXPECT_PARTIX_ERROR(g2::Trainer{o}, "does not split into 3 microbatches");
   o.microbatches = 2;
-  o.fsdp = true;
-  EXPECT_PARTIX_ERROR(g2::Trainer{o}, "FSDP under a pipeline");
-  o.fsdp = false;
   o.scan_layers = false;
   EXPECT_PARTIX_ERROR(g2::Trainer{o}, "stacked");
   o.scan_layers = true;

@@ -112,8 +112,9 @@ Array loss(const Params& params, const Array& ids, const Array& targets, const C
 // Pipeline parallelism (DESIGN §7.3): the loss of loss() and its gradients with the stacked
 // blocks split over the mesh's 'stage' axis, run by `schedule` over `microbatches` (each the
 // batch's rows divided by the microbatches on every data device), inside one shard_map. The
-// mesh's other axes are 'data' (data parallel) and 'model' (Megatron tensor parallel); the
-// rules must split 'layers' over 'stage' (sharding_rules does). Each chunk is rematerialised
+// mesh's other axes are 'data' (data parallel, and FSDP when the rules split parameters over
+// it: each is gathered where used, a layer at a time) and 'model' (Megatron tensor parallel);
+// the rules must split 'layers' over 'stage' (sharding_rules does). Each chunk is rematerialised
 // in its backward. Losses and gradients equal value_and_grad of loss() up to summation order;
 // with dropout the masks are drawn per microbatch, so they differ from the unpipelined run's.
 struct PipelineOptions {

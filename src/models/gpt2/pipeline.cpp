@@ -1,6 +1,7 @@
 // GPT-2 under pipeline parallelism: the stacked blocks split over the mesh's 'stage' axis, the
 // step's loss and gradients computed by a pipeline schedule inside one shard_map, with data
 // parallelism over 'data' and Megatron tensor parallelism over 'model' written out manually.
+#include <map>
 #include <numeric>
 
 #include "core/errors.h"
@@ -105,13 +106,17 @@ std::pair<Array, Params> pipeline_value_and_grad(const Params& params, const Arr
                   c.n_head, ax.tp_size);
   }
   const nn::ParamSpecs specs = param_specs(c, /*stacked=*/true);
+  // FSDP: the dimension of each parameter split over 'data' (-1: none). Such a parameter is
+  // gathered where it is used (a layer at a time) and its gradient comes back summed over
+  // 'data' and sliced by the gather's transpose.
+  std::map<std::string, int> data_dim;
   for (const auto& [name, s] : specs) {
     const PartitionSpec spec = spec_of(s, rules, mesh);
-    for (const std::string& a : spec.axes()) {
-      detail::check(a != "data", kApi,
-                    "parameter '{}' is split over 'data' ({}): FSDP under a pipeline is not "
-                    "supported; drop fsdp or the stage axis",
-                    name, spec.to_string());
+    data_dim[name] = -1;
+    for (int d = 0; d < spec.size(); ++d) {
+      for (const std::string& a : spec[d]) {
+        if (a == "data") data_dim[name] = d;
+      }
     }
     if (s.axes.at(0) == "layers") {
       detail::check(spec[0] == PartitionSpec::Entry{"stage"}, kApi,
@@ -211,24 +216,33 @@ std::pair<Array, Params> pipeline_value_and_grad(const Params& params, const Arr
         std::optional<Array> data_key;
         if (key) data_key = ax.data.empty() ? *key : random::fold_in(*key, axis_index(ax.data));
 
+        // A parameter whole along 'data' for use; `shift`: leading dimensions sliced off (a
+        // layer of a stacked parameter).
+        auto gathered = [&](const std::string& n, const Array& x, int shift) {
+          const int d = data_dim.at(n);
+          return d < 0 ? x : all_gather(x, "data", d - shift, /*tiled=*/true);
+        };
         pipeline::StageFn stage = [&](const Params& cp, const Params& sp, const Array& x,
                                       const Array& k, const Array& m) -> pipeline::StageOut {
           std::optional<Array> mkey;
           if (data_key) mkey = random::fold_in(*data_key, m);
           const Array mb_ids = reshape(dynamic_slice_in_dim(ids_m, m, 1, 0), {b, T});
-          const Array wte = sp.at("transformer.wte.weight");
+          const std::string wte_name = "transformer.wte.weight";
           Array h = cond(
               equal(k, 0.0),
               [&](const Array&) {
                 NamedScope scope("embed");
-                Array e = embed(wte, mb_ids, ax) +
-                          slice_axis(sp.at("transformer.wpe.weight"), 0, 0, T);
+                const std::string wpe = "transformer.wpe.weight";
+                Array e = embed(gathered(wte_name, sp.at(wte_name), 0), mb_ids, ax) +
+                          slice_axis(gathered(wpe, sp.at(wpe), 0), 0, 0, T);
                 return astype(embed_dropout(e, c, mkey), c.dtype);
               },
               [&](const Array& xx) { return xx; }, x);
           ForwardOptions bo;
           bo.remat = o.remat;
-          auto layer = [&](const Array& hh, const Params& lp, const std::vector<Array>& lk) {
+          auto layer = [&](const Array& hh, const Params& lp_in, const std::vector<Array>& lk) {
+            Params lp;
+            for (const auto& [n, w] : lp_in) lp.emplace(n, gathered(n, w, 1));
             return block(lp, std::string(kStackedPrefix), hh, c, bo, 0,
                          lk.empty() ? std::nullopt : std::optional<Array>(lk[0]), ax.tp);
           };
@@ -251,9 +265,12 @@ std::pair<Array, Params> pipeline_value_and_grad(const Params& params, const Arr
               [&](const Array& hh) {
                 NamedScope scope("head");
                 const Array mb_targets = reshape(dynamic_slice_in_dim(targets_m, m, 1, 0), {b, T});
-                Array y = layer_norm(hh, sp.at("transformer.ln_f.weight"),
-                                     sp.at("transformer.ln_f.bias"), c.layer_norm_epsilon);
-                return summed_cross_entropy(y, wte, mb_targets, c, ax) * scale;
+                const std::string w = "transformer.ln_f.weight", bias = "transformer.ln_f.bias";
+                Array y = layer_norm(hh, gathered(w, sp.at(w), 0), gathered(bias, sp.at(bias), 0),
+                                     c.layer_norm_epsilon);
+                return summed_cross_entropy(y, gathered(wte_name, sp.at(wte_name), 0), mb_targets,
+                                            c, ax) *
+                       scale;
               },
               [&](const Array&) { return zeros({}, DType::F32); }, h);
           return {h, loss};
@@ -264,11 +281,15 @@ std::pair<Array, Params> pipeline_value_and_grad(const Params& params, const Arr
             chunked, shared, act, stage);
         Axes over_all = ax.data.empty() ? Axes{"stage"} : Axes{"stage", "data"};
         std::vector<Array> res{psum(r.loss, over_all)};
+        // Gradients of FSDP parameters are summed over 'data' already (the gathers' transposes).
         for (const std::string& n : chunk_names) {
           const Array& g = r.chunked_grads.at(n);
-          res.push_back(ax.data.empty() ? g : psum(g, ax.data));
+          res.push_back(ax.data.empty() || data_dim.at(n) >= 0 ? g : psum(g, ax.data));
         }
-        for (const std::string& n : shared_names) res.push_back(psum(r.shared_grads.at(n), over_all));
+        for (const std::string& n : shared_names) {
+          const Array& g = r.shared_grads.at(n);
+          res.push_back(data_dim.at(n) >= 0 ? psum(g, "stage") : psum(g, over_all));
+        }
         return res;
       },
       proto);

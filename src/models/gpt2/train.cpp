@@ -78,7 +78,6 @@ void check_pipeline(const TrainOptions& o) {
   }
   detail::check(o.scan_layers, "train", "a pipeline needs the layers stacked (scan_layers)");
   detail::check(!o.explicit_sharding, "train", "a pipeline runs on an Auto mesh, not Explicit");
-  detail::check(!o.fsdp, "train", "FSDP under a pipeline is not supported; drop fsdp or the stages");
   // The schedule's own checks (microbatches a multiple of the stages when interleaved, ...).
   (void)pipeline::make_schedule(o.schedule, o.stages, o.microbatches, o.virtual_stages);
   detail::check(o.batch % (o.data * o.microbatches) == 0, "train",
