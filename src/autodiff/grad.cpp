@@ -29,32 +29,34 @@ void grad_bad_argument_kind(int argnum) {
 
 namespace {
 
-GradOutput grad_impl(const std::vector<Array>& leaves, const std::vector<bool>& wrt,
-                     const std::function<std::vector<Array>(const std::vector<Array>&)>& f) {
-  // 1. Trace f on fresh tracers.
-  auto ts = std::make_shared<TraceState>("grad");
-  // Inside shard_map the traced function sees the manual axes, and each parameter the axes
-  // its argument varies over: collectives and their transposes follow DESIGN §1.
+// The trace of a function of `leaves` that grad or checkpoint records, and its parameters
+// (`tracers`, one per leaf). Inside shard_map it sees the manual axes, and each parameter
+// varies as its argument does where the call is made: a value captured from an enclosing trace
+// may vary over more axes there than where it was made (a branch widens its operands by its
+// predicate's axes). Collectives and their transposes then follow DESIGN §1.
+std::shared_ptr<TraceState> nested_trace(const char* name, const std::vector<Array>& leaves,
+                                         std::vector<Array>& tracers) {
+  auto ts = std::make_shared<TraceState>(name);
   TraceState* outer = current_trace();
   if (outer && outer->manual_mesh) {
     ts->manual_mesh = outer->manual_mesh;
     ts->manual_axes = outer->manual_axes;
   }
+  for (const Array& a : leaves) {
+    std::set<std::string> vary;
+    if (ts->manual_mesh && a.is_tracer()) vary = outer->program().info(outer->value_of(a)).varying;
+    tracers.push_back(ts->add_param(ir::Aval{a.shape(), a.dtype()}, a.impl()->sharding, vary));
+  }
+  return ts;
+}
+
+GradOutput grad_impl(const std::vector<Array>& leaves, const std::vector<bool>& wrt,
+                     const std::function<std::vector<Array>(const std::vector<Array>&)>& f) {
+  // 1. Trace f on fresh tracers.
+  std::vector<Array> tracers;
+  auto ts = nested_trace("grad", leaves, tracers);
   {
-    // Each parameter varies as its argument does where grad is called (a value captured from
-    // an enclosing trace may vary over more axes there than where it was made).
-    std::vector<std::set<std::string>> vary(leaves.size());
-    if (ts->manual_mesh) {
-      for (size_t i = 0; i < leaves.size(); ++i) {
-        if (leaves[i].is_tracer()) vary[i] = outer->program().info(outer->value_of(leaves[i])).varying;
-      }
-    }
     TraceScope scope(ts);
-    std::vector<Array> tracers;
-    for (size_t i = 0; i < leaves.size(); ++i) {
-      const Array& a = leaves[i];
-      tracers.push_back(ts->add_param(ir::Aval{a.shape(), a.dtype()}, a.impl()->sharding, vary[i]));
-    }
     std::vector<Array> outs = f(tracers);
     check(!outs.empty(), "grad", "the function returned nothing; it must return a float scalar");
     const Array& out = outs[0];
@@ -119,26 +121,10 @@ std::vector<Array> remat_call(
     const std::vector<Array>& leaves,
     const std::function<std::vector<Array>(const std::vector<Array>&, std::shared_ptr<void>&)>& trace,
     std::shared_ptr<void>& out_proto) {
-  auto ts = std::make_shared<TraceState>("checkpoint");
-  TraceState* outer = current_trace();
-  if (outer && outer->manual_mesh) {
-    ts->manual_mesh = outer->manual_mesh;
-    ts->manual_axes = outer->manual_axes;
-  }
+  std::vector<Array> tracers;
+  auto ts = nested_trace("checkpoint", leaves, tracers);
   {
-    // Each parameter varies as its operand does here (see grad_impl).
-    std::vector<std::set<std::string>> vary(leaves.size());
-    if (ts->manual_mesh) {
-      for (size_t i = 0; i < leaves.size(); ++i) {
-        if (leaves[i].is_tracer()) vary[i] = outer->program().info(outer->value_of(leaves[i])).varying;
-      }
-    }
     TraceScope scope(ts);
-    std::vector<Array> tracers;
-    for (size_t i = 0; i < leaves.size(); ++i) {
-      const Array& a = leaves[i];
-      tracers.push_back(ts->add_param(ir::Aval{a.shape(), a.dtype()}, a.impl()->sharding, vary[i]));
-    }
     ts->set_results(trace(tracers, out_proto));
   }
   std::vector<Array> operands = leaves;
