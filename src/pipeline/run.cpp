@@ -1,7 +1,10 @@
 // The schedule as one SPMD loop over its ticks, inside shard_map: each device reads its row of
-// the schedule's tables, runs its forward and backward half under conds (devices differ in
-// what they run; no collective is inside a cond), and the activations and cotangents move one
-// device on and one back by ppermute after each half.
+// the schedule's tables, runs its forward and backward half under conds whose predicate
+// varies over the stage axis only (devices of different stages run different work; collectives
+// over other axes, tensor parallelism's, run inside), and the activations and cotangents move
+// one device on and one back by ppermute after each half.
+#include <fmt/format.h>
+
 #include <optional>
 #include <string>
 #include <vector>
@@ -103,6 +106,9 @@ Result run(const Schedule& sc, const std::string& axis, const std::vector<std::s
     return p;
   };
 
+  // The loop is named after its schedule in the program's text and in traces.
+  NamedScope loop_scope(fmt::format("pipeline_{}_S{}_M{}{}", schedule_name(sc.kind), S,
+                                    sc.microbatches, V > 1 ? fmt::format("_V{}", V) : ""));
   Tuple out = fori_loop(0, sc.ticks, [&](const Array& t, const Tuple& c) -> Tuple {
     auto [inputs, cotangents, loss, gc, gs] = c;
     // Forward half.
