@@ -80,6 +80,11 @@ void check_pipeline(const TrainOptions& o) {
   detail::check(!o.explicit_sharding, "train", "a pipeline runs on an Auto mesh, not Explicit");
   // The schedule's own checks (microbatches a multiple of the stages when interleaved, ...).
   (void)pipeline::make_schedule(o.schedule, o.stages, o.microbatches, o.virtual_stages);
+  if (o.virtual_stages > 1 && o.checkpoint.empty()) {  // a checkpoint's depth is checked at its step
+    detail::check(o.model.n_layer % (o.stages * o.virtual_stages) == 0, "train",
+                  "{} layers do not split into {} chunks ({} stages x {} virtual stages)",
+                  o.model.n_layer, o.stages * o.virtual_stages, o.stages, o.virtual_stages);
+  }
   detail::check(o.batch % (o.data * o.microbatches) == 0, "train",
                 "the batch {} does not split into {} microbatches on each of {} data devices",
                 o.batch, o.microbatches, o.data);
