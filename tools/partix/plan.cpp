@@ -325,6 +325,11 @@ void plan_training(const PlanArgs& a, const g2::Config& model, const Mesh& mesh,
   }
   fmt::print("collectives per step, bytes sent per device:\n");
   print_collectives(t.cost, t.warnings);
+  if (t.stages > 1) {
+    fmt::print("  (pipelined: flops and bytes count every tick's forward and backward halves; a "
+               "device works in {:.1f}% of them: {:.3e} flops)\n",
+               100 * (1 - t.bubble), t.cost.flops * (1 - t.bubble));
+  }
   fmt::print("planned in {:.1f} s\n", seconds);
 }
 
