@@ -43,9 +43,7 @@ std::shared_ptr<TraceState> nested_trace(const char* name, const std::vector<Arr
     ts->manual_axes = outer->manual_axes;
   }
   for (const Array& a : leaves) {
-    std::set<std::string> vary;
-    if (ts->manual_mesh && a.is_tracer()) vary = outer->program().info(outer->value_of(a)).varying;
-    tracers.push_back(ts->add_param(ir::Aval{a.shape(), a.dtype()}, a.impl()->sharding, vary));
+    tracers.push_back(ts->add_param(ir::Aval{a.shape(), a.dtype()}, a.impl()->sharding, vary_of(a)));
   }
   return ts;
 }

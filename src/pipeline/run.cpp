@@ -147,7 +147,8 @@ Result run(const Schedule& sc, const std::string& axis, const std::vector<std::s
           const Array& m = ops[1];
           const Params cp = chunk_params(k);
           // Differentiated as values varying over the stage and batch axes: each device's
-          // gradient is its own (no collective in this branch sums it); the caller sums.
+          // gradient is its own over those axes, and the caller sums it (the stage function's
+          // own collectives, over other axes, transpose inside).
           std::vector<Array> leaves;
           for (const auto& [n, x] : cp) leaves.push_back(vary(x));
           for (const auto& [n, x] : shared) leaves.push_back(vary(x));

@@ -168,8 +168,9 @@ constexpr int kMaxWidening = 4;
 Vary vary_of(const Array& a) {
   TraceState* t = current_trace();
   if (!t || !t->manual_mesh || !a.is_tracer()) return {};
-  TraceState* owner = trace_of(a, "trace");
-  return owner->program().info(owner->value_of(a)).varying;
+  // As this trace sees it: a value captured from an enclosing trace may vary over more axes
+  // here than where it was made (a branch widens what it captures by its predicate's axes).
+  return t->program().info(t->value_of(a)).varying;
 }
 
 ir::Program trace_probe(const std::vector<ir::Aval>& avals, const std::vector<Vary>& vary,

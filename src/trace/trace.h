@@ -49,7 +49,7 @@ class TraceState : public std::enable_shared_from_this<TraceState> {
   std::optional<Mesh> manual_mesh;
   std::set<std::string> manual_axes;
   // Axes every value captured from outside varies over here besides its own (a cond's branch:
-  // its operands, captures included, are joined to vary alike).
+  // what it captures is widened by the predicate's axes, as its operands are).
   std::set<std::string> capture_vary_floor;
 
  private:
@@ -60,7 +60,8 @@ class TraceState : public std::enable_shared_from_this<TraceState> {
   bool params_closed_ = false;
 };
 
-// Inside a shard_map body, the mesh axes `a` varies over (empty elsewhere).
+// Inside a shard_map body, the mesh axes `a` varies over as the current trace sees it (empty
+// elsewhere).
 using Vary = std::set<std::string>;
 Vary vary_of(const Array& a);
 
