@@ -128,23 +128,39 @@ def test_llama_quantized_and_bf16_weights(smollm2, tmp_path):
 
 
 def test_generate_and_train_release_the_gil(smollm2):
+  import sys
   import threading
   import time
   model = llama.load(smollm2, jax.make_mesh((1,), ("model",)))
   model.generate("Hi", max_tokens=2)  # compiled before timing
   trainer = gpt2.Trainer("tiny", steps=3, batch=4, seq=16)
   trainer.step()
-  for work in (lambda: model.generate("Tell me a story.", max_tokens=12, stop_at_eos=False),
-               lambda: [trainer.step() for _ in range(2)]):
-    done = threading.Event()
-    t = threading.Thread(target=lambda: (work(), done.set()))
-    ticks = 0
-    t.start()
-    while not done.is_set() and t.is_alive():
-      ticks += 1  # this thread runs while the other waits in C++
-      time.sleep(0.0005)
-    t.join()
-    assert done.is_set() and ticks > 5, ticks
+  works = (lambda: model.generate("Tell me a story.", max_tokens=12, stop_at_eos=False),
+           lambda: [trainer.step() for _ in range(2)])
+  interval = sys.getswitchinterval()
+  # A thread that held the GIL in C++ would let the other run only at the interpreter's
+  # switch points: make those a second apart, so only released waits give ticks.
+  sys.setswitchinterval(1.0)
+  try:
+    for work in works:
+      done = threading.Event()
+
+      def repeat():
+        start = time.monotonic()
+        while time.monotonic() - start < 0.5:  # long enough on any machine
+          work()
+        done.set()
+
+      t = threading.Thread(target=repeat)
+      ticks = 0
+      t.start()
+      while not done.is_set() and t.is_alive():
+        ticks += 1  # this thread runs while the other waits in C++
+        time.sleep(0.001)
+      t.join()
+      assert done.is_set() and ticks > 20, ticks
+  finally:
+    sys.setswitchinterval(interval)
 
 
 def test_llama_load_missing_file(tmp_path):
