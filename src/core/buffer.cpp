@@ -24,6 +24,10 @@ namespace {
 // Sizes are rounded to 64 bytes, or above 64 KiB to quarter powers of two, so that blocks of
 // nearby sizes are shared. The cache holds at most a quarter of physical memory
 // (PARTIX_POOL_BYTES overrides); memory statistics count only live buffers.
+//
+// Small blocks go through a cache of the calling thread first: a step's many small buffers are
+// freed and taken again on the same few threads, and a shared lock there made the threads that
+// run devices sleep on each other (futex waits on every instruction).
 class Pool {
  public:
   static Pool& get() {
@@ -39,13 +43,19 @@ class Pool {
   // A block of `bytes`: a cached one, else fresh memory (checked against what the host has
   // left when large, so that overcommitted memory is not touched into an OOM kill).
   void* take(size_t bytes, int device) {
+    if (bytes <= kLocalBlock) {
+      if (void* p = local_take(bytes)) {
+        cached_.fetch_sub(bytes, std::memory_order_relaxed);
+        return p;
+      }
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = free_.find(bytes);
       if (it != free_.end() && !it->second.empty()) {
         void* p = it->second.back();
         it->second.pop_back();
-        cached_ -= bytes;
+        cached_.fetch_sub(bytes, std::memory_order_relaxed);
         return p;
       }
     }
@@ -63,30 +73,75 @@ class Pool {
     return p;
   }
   void give(void* p, size_t bytes) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (cached_ + bytes > cap_) {
+    if (cached_.load(std::memory_order_relaxed) + bytes > cap_) {
       std::free(p);
       return;
     }
-    free_[bytes].push_back(p);
-    cached_ += bytes;
+    cached_.fetch_add(bytes, std::memory_order_relaxed);
+    if (bytes <= kLocalBlock && local_give(p, bytes)) return;
+    give_shared(p, bytes);
   }
-  int64_t cached() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return static_cast<int64_t>(cached_);
-  }
+  int64_t cached() { return static_cast<int64_t>(cached_.load(std::memory_order_relaxed)); }
+  // Frees cached blocks down to `keep` bytes: the shared cache's, and the calling thread's own
+  // (other threads' caches hold at most kLocalBytes each).
   void trim(size_t keep) {
+    local_release();
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [size, blocks] : free_) {
-      while (!blocks.empty() && cached_ > keep) {
+      while (!blocks.empty() && cached_.load(std::memory_order_relaxed) > keep) {
         std::free(blocks.back());
         blocks.pop_back();
-        cached_ -= size;
+        cached_.fetch_sub(size, std::memory_order_relaxed);
       }
     }
   }
 
  private:
+  static constexpr size_t kLocalBlock = size_t{256} << 10;  // largest block a thread keeps
+  static constexpr size_t kLocalBytes = size_t{16} << 20;   // what a thread keeps at most
+
+  // A thread's blocks (counted in cached_). Given back to the shared cache when the thread
+  // ends.
+  struct Local {
+    std::unordered_map<size_t, std::vector<void*>> free;
+    size_t bytes = 0;
+    ~Local() { release(); }
+    void release() {
+      for (auto& [size, blocks] : free) {
+        for (void* p : blocks) Pool::get().give_shared(p, size);
+        blocks.clear();
+      }
+      bytes = 0;
+    }
+  };
+  // Not inlined: a device's fiber may move to another thread between two instructions, so the
+  // thread's cache is looked up afresh on every call and never held across one.
+  [[gnu::noinline]] static Local& local() {
+    thread_local Local l;
+    return l;
+  }
+  [[gnu::noinline]] static void* local_take(size_t bytes) {
+    Local& l = local();
+    auto it = l.free.find(bytes);
+    if (it == l.free.end() || it->second.empty()) return nullptr;
+    void* p = it->second.back();
+    it->second.pop_back();
+    l.bytes -= bytes;
+    return p;
+  }
+  [[gnu::noinline]] static bool local_give(void* p, size_t bytes) {
+    Local& l = local();
+    if (l.bytes + bytes > kLocalBytes) return false;
+    l.free[bytes].push_back(p);
+    l.bytes += bytes;
+    return true;
+  }
+  [[gnu::noinline]] static void local_release() { local().release(); }
+  void give_shared(void* p, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_[bytes].push_back(p);
+  }
+
   Pool() {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
     cap_ = pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) / 4 : size_t{1} << 30;
@@ -94,7 +149,8 @@ class Pool {
   }
   std::mutex mu_;
   std::unordered_map<size_t, std::vector<void*>> free_;
-  size_t cached_ = 0, cap_ = 0;
+  std::atomic<size_t> cached_{0};
+  size_t cap_ = 0;
 };
 
 }  // namespace
@@ -149,6 +205,7 @@ std::shared_ptr<Buffer::Storage> Buffer::new_storage(int device, int64_t nbytes)
 Buffer Buffer::allocate(int device, int64_t nbytes) {
   Buffer b;
   b.storage_ = new_storage(device, nbytes);
+  b.ptr_ = b.storage_->ptr;
   record_alloc(device, nbytes);
   return b;
 }
@@ -156,6 +213,7 @@ Buffer Buffer::allocate(int device, int64_t nbytes) {
 Buffer Buffer::shared(int64_t nbytes) {
   Buffer b;
   b.storage_ = new_storage(-1, nbytes);
+  b.ptr_ = b.storage_->ptr;
   return b;
 }
 
@@ -168,6 +226,7 @@ Buffer Buffer::alias_for(int device) const {
   record_alloc(device, s->nbytes);
   Buffer b;
   b.storage_ = std::move(s);
+  b.ptr_ = b.storage_->ptr;
   return b;
 }
 
@@ -184,7 +243,6 @@ Buffer Buffer::zeros(int device, int64_t nbytes) {
   return b;
 }
 
-void* Buffer::data() const { return storage_ ? storage_->ptr : nullptr; }
 int64_t Buffer::nbytes() const { return storage_ ? storage_->nbytes : 0; }
 int Buffer::device() const { return storage_ ? storage_->device : -1; }
 

@@ -9,6 +9,15 @@ namespace partix::detail {
 class Buffer {
  public:
   Buffer() = default;
+  Buffer(const Buffer&) = default;
+  Buffer& operator=(const Buffer&) = default;
+  Buffer(Buffer&& o) noexcept : storage_(std::move(o.storage_)), ptr_(o.ptr_) { o.ptr_ = nullptr; }
+  Buffer& operator=(Buffer&& o) noexcept {
+    storage_ = std::move(o.storage_);
+    ptr_ = o.ptr_;
+    if (&o != this) o.ptr_ = nullptr;
+    return *this;
+  }
   // Uninitialised memory of nbytes on the device. Alignment 64 bytes.
   static Buffer allocate(int device, int64_t nbytes);
   static Buffer zeros(int device, int64_t nbytes);
@@ -19,7 +28,10 @@ class Buffer {
   Buffer alias_for(int device) const;
 
   bool valid() const { return storage_ != nullptr; }
-  void* data() const;
+  // Kept beside the handle: the interpreter asks for every operand's address on every
+  // instruction, and a read through the shared storage missed the cache after each large
+  // kernel (one miss per operand per device).
+  void* data() const { return ptr_; }
   int64_t nbytes() const;
   int device() const;
   // True when no other Buffer handle shares this memory and it is not an alias of a shared
@@ -32,6 +44,7 @@ class Buffer {
   struct Storage;
   static std::shared_ptr<Storage> new_storage(int device, int64_t nbytes);
   std::shared_ptr<Storage> storage_;
+  void* ptr_ = nullptr;  // storage_->ptr
 };
 
 // Allocation accounting (the public memory_stats reads it).

@@ -89,20 +89,24 @@ class Worker {
   std::thread thread_;
 };
 
-// Device fibers (core/fiber.h) on one thread per core, sharing one queue: a thread takes the
-// next fiber, runs it until it finishes or waits in a collective, and puts a waiting one back
-// at the end; so any thread runs any device, and one whose devices have less to do (a device
-// that skips a product of padding) takes work from the others. A thread that has found every
-// fiber still waiting, with no collective released meanwhile, spins for 50 µs and then sleeps
-// until one is released somewhere (or new fibers come).
+// Device fibers (core/fiber.h) on one thread per core. Each thread has its own queue of
+// devices: it takes the next fiber there, runs it until it finishes or waits in a collective,
+// and puts a waiting one back at the end of its own queue. A device thus stays on the thread
+// (and the core's caches) where it last ran, across collectives and across programs: a device
+// that moved between cores at every collective found its buffers' headers in the other core's
+// cache on every instruction. A thread whose own devices all wait takes the next one from the
+// longest other queue (so one whose devices have less to do, skipping products of padding,
+// takes work from the others), and that device then stays with it. A thread that has found
+// every fiber still waiting, with no collective released meanwhile, spins for 50 µs and then
+// sleeps until one is released somewhere (or new fibers come).
 class FiberPool {
  public:
-  FiberPool(int threads, int team_threads) {
+  FiberPool(int threads, int team_threads) : queues_(static_cast<size_t>(threads)) {
     for (int i = 0; i < threads; ++i) {
       teams_.push_back(std::make_unique<backend::cpu::ThreadTeam>(team_threads - 1));
     }
     for (int i = 0; i < threads; ++i) {
-      threads_.emplace_back([this, i] { loop(teams_[static_cast<size_t>(i)].get()); });
+      threads_.emplace_back([this, i] { loop(static_cast<size_t>(i), teams_[static_cast<size_t>(i)].get()); });
     }
   }
   ~FiberPool() {
@@ -114,54 +118,92 @@ class FiberPool {
     detail::notify_progress();
     for (auto& t : threads_) t.join();
   }
-  void submit(std::vector<std::unique_ptr<detail::Fiber>>&& fibers) {
+  // fibers[i] runs local device devices[i].
+  void submit(std::vector<std::unique_ptr<detail::Fiber>>&& fibers, const std::vector<size_t>& devices) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      for (auto& f : fibers) ready_.push_back(std::move(f));
+      for (size_t i = 0; i < fibers.size(); ++i) {
+        const size_t d = devices[i];
+        if (home_.size() <= d) {
+          const size_t from = home_.size();
+          home_.resize(d + 1);
+          for (size_t k = from; k <= d; ++k) home_[k] = k % queues_.size();
+        }
+        queues_[home_[d]].push_back({std::move(fibers[i]), d});
+        ++queued_;
+      }
     }
     cv_.notify_all();
     detail::notify_progress();  // threads idle in wait_for_progress
   }
 
  private:
-  void loop(backend::cpu::ThreadTeam* team) {
+  struct Entry {
+    std::unique_ptr<detail::Fiber> fiber;
+    size_t device;
+  };
+  // The next fiber for thread `me` (with mu_ held and some fiber queued): its own, unless it
+  // has none or `steal` asks for another thread's.
+  Entry take(size_t me, bool steal) {
+    size_t from = me;
+    if (queues_[me].empty() || steal) {
+      for (size_t q = 0; q < queues_.size(); ++q) {
+        if (q != me && queues_[q].size() > (from == me ? 0 : queues_[from].size())) from = q;
+      }
+      if (from == me && queues_[me].empty()) detail::internal_error("FiberPool", "no fiber queued");
+    }
+    Entry e = std::move(queues_[from].front());
+    queues_[from].pop_front();
+    --queued_;
+    return e;
+  }
+
+  void loop(size_t me, backend::cpu::ThreadTeam* team) {
     omp_set_num_threads(1);
     backend::cpu::ThreadTeam::set_current(team);
     size_t idle_streak = 0;  // fibers found waiting in a row, nothing released meanwhile
+    bool steal = false;      // this thread's own fibers all wait: try another thread's
     while (true) {
-      std::unique_ptr<detail::Fiber> f;
+      Entry e;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        if (ready_.empty()) {
+        if (queued_ == 0) {
           ++waiting_;
-          cv_.wait(lock, [this] { return stop_ || !ready_.empty(); });
+          cv_.wait(lock, [this] { return stop_ || queued_ > 0; });
           --waiting_;
         }
-        if (stop_ && ready_.empty()) return;
-        f = std::move(ready_.front());
-        ready_.pop_front();
+        if (stop_ && queued_ == 0) return;
+        e = take(me, steal);
       }
       const uint64_t epoch = detail::progress_epoch();
-      if (f->resume()) {
+      if (e.fiber->resume()) {
         idle_streak = 0;
+        steal = false;
         continue;  // finished: its task has told its caller
       }
       const detail::YieldKind kind = detail::take_yield_kind();
       const bool idle = kind == detail::YieldKind::kIdle && detail::progress_epoch() == epoch;
       const bool polling = kind == detail::YieldKind::kPolling;
-      size_t queued;
+      size_t queued, own;
       {
         std::lock_guard<std::mutex> lock(mu_);
-        ready_.push_back(std::move(f));
-        queued = ready_.size();
+        home_[e.device] = me;
+        queues_[me].push_back(std::move(e));
+        ++queued_;
+        queued = queued_;
+        own = queues_[me].size();
         if (waiting_ > 0) cv_.notify_one();
       }
       if (!idle || polling) {
         idle_streak = 0;
+        steal = false;
         continue;
       }
-      if (++idle_streak < queued) continue;
+      ++idle_streak;
+      steal = idle_streak >= own;
+      if (idle_streak < queued) continue;
       idle_streak = 0;
+      steal = false;
       // Every queued fiber waits for a collective that others must reach (a release after
       // `epoch` was read moves it, so none is missed).
       const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
@@ -177,7 +219,9 @@ class FiberPool {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::unique_ptr<detail::Fiber>> ready_;
+  std::vector<std::deque<Entry>> queues_;  // by thread
+  std::vector<size_t> home_;               // by local device: the thread that last ran it
+  size_t queued_ = 0;
   int waiting_ = 0;
   bool stop_ = false;
   std::vector<std::unique_ptr<backend::cpu::ThreadTeam>> teams_;
@@ -293,7 +337,7 @@ std::vector<std::exception_ptr> DevicePool::run(const std::vector<int>& device_i
     // Fibers are made before any is submitted (making one may fail).
     std::vector<std::unique_ptr<detail::Fiber>> fibers;
     for (size_t i = 0; i < n; ++i) fibers.push_back(std::make_unique<detail::Fiber>(std::move(tasks[i])));
-    impl_->fibers->submit(std::move(fibers));
+    impl_->fibers->submit(std::move(fibers), workers);
   }
   std::unique_lock<std::mutex> lock(mu);
   cv.wait(lock, [&] { return done == n; });
