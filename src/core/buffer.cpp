@@ -101,11 +101,10 @@ class Pool {
   static constexpr size_t kLocalBytes = size_t{16} << 20;   // what a thread keeps at most
 
   // A thread's blocks (counted in cached_). Given back to the shared cache when the thread
-  // ends.
+  // ends; buffers freed after that (static objects destroyed at exit) go to the shared cache.
   struct Local {
     std::unordered_map<size_t, std::vector<void*>> free;
     size_t bytes = 0;
-    ~Local() { release(); }
     void release() {
       for (auto& [size, blocks] : free) {
         for (void* p : blocks) Pool::get().give_shared(p, size);
@@ -114,29 +113,34 @@ class Pool {
       bytes = 0;
     }
   };
+  struct LocalGuard {
+    Local* local = nullptr;
+    ~LocalGuard();
+  };
   // Not inlined: a device's fiber may move to another thread between two instructions, so the
-  // thread's cache is looked up afresh on every call and never held across one.
-  [[gnu::noinline]] static Local& local() {
-    thread_local Local l;
-    return l;
-  }
+  // thread's cache is looked up afresh on every call and never held across one. Null once the
+  // thread's cache is gone.
+  [[gnu::noinline]] static Local* local();
   [[gnu::noinline]] static void* local_take(size_t bytes) {
-    Local& l = local();
-    auto it = l.free.find(bytes);
-    if (it == l.free.end() || it->second.empty()) return nullptr;
+    Local* l = local();
+    if (!l) return nullptr;
+    auto it = l->free.find(bytes);
+    if (it == l->free.end() || it->second.empty()) return nullptr;
     void* p = it->second.back();
     it->second.pop_back();
-    l.bytes -= bytes;
+    l->bytes -= bytes;
     return p;
   }
   [[gnu::noinline]] static bool local_give(void* p, size_t bytes) {
-    Local& l = local();
-    if (l.bytes + bytes > kLocalBytes) return false;
-    l.free[bytes].push_back(p);
-    l.bytes += bytes;
+    Local* l = local();
+    if (!l || l->bytes + bytes > kLocalBytes) return false;
+    l->free[bytes].push_back(p);
+    l->bytes += bytes;
     return true;
   }
-  [[gnu::noinline]] static void local_release() { local().release(); }
+  [[gnu::noinline]] static void local_release() {
+    if (Local* l = local()) l->release();
+  }
   void give_shared(void* p, size_t bytes) {
     std::lock_guard<std::mutex> lock(mu_);
     free_[bytes].push_back(p);
@@ -152,6 +156,26 @@ class Pool {
   std::atomic<size_t> cached_{0};
   size_t cap_ = 0;
 };
+
+// Trivially destructible, so still readable while other thread-local and static objects are
+// destroyed.
+thread_local bool t_local_gone = false;
+
+Pool::LocalGuard::~LocalGuard() {
+  if (local) {
+    local->release();
+    delete local;
+  }
+  local = nullptr;
+  t_local_gone = true;
+}
+
+Pool::Local* Pool::local() {
+  if (t_local_gone) return nullptr;
+  thread_local LocalGuard guard;
+  if (!guard.local) guard.local = new Local;
+  return guard.local;
+}
 
 }  // namespace
 

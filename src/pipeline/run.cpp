@@ -44,6 +44,7 @@ Array write_slot(const Array& buf, const Array& value, const Array& i) {
 
 // Chunk v of a leaf holding V chunks along its first axis.
 Array chunk_of(const Array& leaf, const Array& v, int64_t V) {
+  if (V == 1) return leaf;  // the device's only chunk: no copy of its weights per half
   const int64_t n = leaf.shape().at(0) / V;
   return dynamic_slice_in_dim(leaf, v * static_cast<double>(n), n, 0);
 }
@@ -54,13 +55,13 @@ DType accumulation_dtype(DType d) { return d == DType::BF16 || d == DType::F16 ?
 }  // namespace
 
 Result run(const Schedule& sc, const std::string& axis, const std::vector<std::string>& batch_axes,
-           const Params& chunked, const Params& shared, const ShapeDtypeStruct& activation,
+           const Params& chunked_in, const Params& shared_in, const ShapeDtypeStruct& activation,
            const StageFn& stage) {
   constexpr std::string_view api = "pipeline.run";
   const int64_t S = sc.stages, V = sc.virtual_stages, K = sc.chunks();
   detail::check(axis_size(axis) == S, api, "the schedule has {} stages but axis '{}' has {} devices",
                 S, axis, axis_size(axis));
-  for (const auto& [name, leaf] : chunked) {
+  for (const auto& [name, leaf] : chunked_in) {
     detail::check(leaf.ndim() >= 1 && leaf.shape()[0] % V == 0, api,
                   "'{}' of shape {} does not hold {} chunks along its first axis", name,
                   shape_to_string(leaf.shape()), V);
@@ -83,6 +84,12 @@ Result run(const Schedule& sc, const std::string& axis, const std::vector<std::s
   std::vector<std::string> vary_names{axis};
   vary_names.insert(vary_names.end(), batch_axes.begin(), batch_axes.end());
   auto vary = [&](const Array& x) { return pvary(x, Axes(vary_names)); };
+  // The parameters as values varying over the stage and batch axes, made once for the whole
+  // loop: widened inside each backward half (to be differentiated there), a parameter that
+  // does not vary over some of those axes was copied on every half.
+  Params chunked, shared;
+  for (const auto& [n, x] : chunked_in) chunked.emplace(n, vary(x));
+  for (const auto& [n, x] : shared_in) shared.emplace(n, vary(x));
 
   // The loop's carry: input buffer, cotangent buffer, loss, gradients (chunked, then shared).
   // Each starts varying over the axes it will vary over (a gradient as its parameter, and over
@@ -150,7 +157,7 @@ Result run(const Schedule& sc, const std::string& axis, const std::vector<std::s
           // gradient is its own over those axes, and the caller sums it (the stage function's
           // own collectives, over other axes, transpose inside).
           std::vector<Array> leaves;
-          for (const auto& [n, x] : cp) leaves.push_back(vary(x));
+          for (const auto& [n, x] : cp) leaves.push_back(vary(x));  // already varying: no op
           for (const auto& [n, x] : shared) leaves.push_back(vary(x));
           leaves.push_back(vary(ops[2]));
           const size_t ns = shared.size();
@@ -171,6 +178,10 @@ Result run(const Schedule& sc, const std::string& axis, const std::vector<std::s
           size_t i = 0, j = 4;
           for (const auto& [n, x] : chunked) {
             const Array& acc = ops[j++];
+            if (V == 1) {
+              res.push_back(acc + astype(g.grads[i++], acc.dtype()));
+              continue;
+            }
             const int64_t len = x.shape()[0] / V;
             const Array start = v * static_cast<double>(len);
             res.push_back(dynamic_update_slice_in_dim(
