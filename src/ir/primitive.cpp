@@ -11,6 +11,7 @@ namespace {
 struct Registry {
   std::map<std::string, const Primitive*, std::less<>> prims;
   std::map<std::pair<std::string, std::string>, KernelFn> kernels;
+  std::map<std::pair<std::string, std::string>, KernelPrepareFn> prepares;
 };
 Registry& registry() {
   static Registry r;
@@ -47,6 +48,15 @@ void register_kernel(std::string_view prim, std::string_view platform, KernelFn 
 const KernelFn* find_kernel(std::string_view prim, std::string_view platform) {
   auto it = registry().kernels.find({std::string(prim), std::string(platform)});
   return it == registry().kernels.end() ? nullptr : &it->second;
+}
+
+void register_kernel_prepare(std::string_view prim, std::string_view platform, KernelPrepareFn fn) {
+  registry().prepares[{std::string(prim), std::string(platform)}] = std::move(fn);
+}
+
+const KernelPrepareFn* find_kernel_prepare(std::string_view prim, std::string_view platform) {
+  auto it = registry().prepares.find({std::string(prim), std::string(platform)});
+  return it == registry().prepares.end() ? nullptr : &it->second;
 }
 
 int FactorRuleBuilder::add(int64_t size, FactorKind kind, ReduceKind reduce) {

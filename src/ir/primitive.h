@@ -108,6 +108,9 @@ struct KernelCall {
   // For primitives that allocate their own results (allocates_outputs()): the kernel stores
   // them here; `out` then holds null pointers.
   std::vector<detail::Buffer>* results = nullptr;
+  // What the kernel's prepare function (register_kernel_prepare) made for this instruction
+  // when its program was planned; null when it has none or the kernel runs unplanned.
+  const void* prepared = nullptr;
   const Aval& in_aval(size_t i) const { return *in_avals[i]; }
   const Aval& out_aval(size_t i) const { return *out_avals[i]; }
   template <class T>
@@ -118,6 +121,12 @@ struct KernelCall {
 
 // A fast kernel returns false when it does not handle this case (the reference runs).
 using KernelFn = std::function<bool(const KernelCall&)>;
+// Work a kernel does once per instruction instead of on every run (a product's layout plan,
+// which allocates): called when the program is planned, with the instruction's attrs and
+// avals; what it returns reaches every run of the instruction as KernelCall::prepared (null
+// is allowed: the kernel then works it out itself).
+using KernelPrepareFn = std::function<std::shared_ptr<const void>(
+    const Attrs& attrs, const std::vector<const Aval*>& in, const std::vector<const Aval*>& out)>;
 
 // Runs region `k` of the instruction on this device with `args` (moved in, so the region may
 // reuse unique buffers in place) and returns its results: loops and branches run their bodies
@@ -387,6 +396,8 @@ std::vector<std::string> primitive_names();
 
 void register_kernel(std::string_view prim, std::string_view platform, KernelFn fn);
 const KernelFn* find_kernel(std::string_view prim, std::string_view platform);
+void register_kernel_prepare(std::string_view prim, std::string_view platform, KernelPrepareFn fn);
+const KernelPrepareFn* find_kernel_prepare(std::string_view prim, std::string_view platform);
 
 // Registers a primitive object at load time: `static Register<ExpPrim> reg;`.
 template <class P>

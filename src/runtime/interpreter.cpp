@@ -103,6 +103,9 @@ Plan make_plan(const ir::Program& p, const char* platform) {
       for (const auto& r : in.regions) regions.push_back(std::make_shared<const Plan>(make_plan(*r, platform)));
     }
     plan.region_plans.push_back(std::move(regions));
+    const prim::KernelPrepareFn* prepare =
+        plan.fast.back() ? prim::find_kernel_prepare(in.prim->name(), platform) : nullptr;
+    plan.prepared.push_back(prepare ? (*prepare)(in.attrs, ia, oa) : nullptr);
     plan.in_avals.push_back(std::move(ia));
     plan.out_avals.push_back(std::move(oa));
     plan.reuse_input.push_back(reuse);
@@ -161,6 +164,7 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
     if (taken_over && plan.view[j]) return;  // a view over a taken-over buffer is already done
     prim::KernelCall call{in.attrs, plan.in_avals[j], plan.out_avals[j], in_ptrs, out_ptrs,
                           ctx, in.regions};
+    call.prepared = plan.prepared[j].get();
     const prim::KernelFn* fast = plan.fast[j];
     if (!(fast_ok && fast && (*fast)(call))) in.prim->reference(call);
   };

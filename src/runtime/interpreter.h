@@ -16,6 +16,8 @@ namespace partix::runtime {
 struct Plan {
   std::vector<std::vector<int>> release_after;      // values dead after instruction i
   std::vector<const prim::KernelFn*> fast;          // per instruction, nullptr if none
+  // Per instruction: what its fast kernel prepared once (prim::KernelPrepareFn), or null.
+  std::vector<std::shared_ptr<const void>> prepared;
   std::vector<std::vector<const ir::Aval*>> in_avals, out_avals;
   // Per instruction: the input whose buffer the result may take over when that input dies
   // there and nobody else holds it (elementwise ops of equal size), or -1.

@@ -129,10 +129,8 @@ struct Plan {
   Operand a, b;
 };
 
-Plan make_plan(const KernelCall& c) {
-  const ir::Aval& la = c.in_aval(0);
-  const ir::Aval& lb = c.in_aval(1);
-  prim::DotDims d = prim::dot_dims(c.attrs, la.ndim(), lb.ndim());
+Plan make_plan(const ir::Attrs& attrs, const ir::Aval& la, const ir::Aval& lb) {
+  prim::DotDims d = prim::dot_dims(attrs, la.ndim(), lb.ndim());
   Plan p;
   p.a.shape = la.shape;
   p.b.shape = lb.shape;
@@ -783,16 +781,27 @@ bool dot_kernel(const KernelCall& c) {
   if (mixed && half_weight_kernel(c)) return true;
   const DType in_dt = mixed ? c.in_aval(1).dtype : c.in_aval(0).dtype;
   const DType out_dt = c.out_aval(0).dtype;
-  Plan p = make_plan(c);
+  // The layout plan, made once per instruction when its program was planned (it allocates a
+  // dozen small vectors: on 8 devices decoding a token, tens of thousands of allocations).
+  Plan unplanned;
+  const Plan* planned = static_cast<const Plan*>(c.prepared);
+  if (!planned) {
+    unplanned = make_plan(c.attrs, c.in_aval(0), c.in_aval(1));
+    planned = &unplanned;
+  }
+  const Plan& p = *planned;
   const int64_t out_n = c.out_aval(0).size();
   if (out_n == 0) return true;
   if (p.K == 0) {  // an empty contraction sums nothing
     std::memset(c.out[0], 0, static_cast<size_t>(c.out_aval(0).nbytes()));
     return true;
   }
-  if (in_dt == DType::F64) return loop_kernel<double>(p, c);
-  if (in_dt == DType::I32) return loop_kernel<int32_t>(p, c);
-  if (in_dt == DType::I64) return loop_kernel<int64_t>(p, c);
+  if (in_dt == DType::F64 || in_dt == DType::I32 || in_dt == DType::I64) {
+    Plan q = p;  // the loops may rewrite its operands' layouts
+    if (in_dt == DType::F64) return loop_kernel<double>(q, c);
+    if (in_dt == DType::I32) return loop_kernel<int32_t>(q, c);
+    return loop_kernel<int64_t>(q, c);
+  }
   if (!is_floating(out_dt) || out_dt == DType::F64) return false;
   if (in_dt == DType::F32 && out_dt == DType::F32 && !mixed) {
     int64_t macs = p.M * p.N * p.K;
@@ -837,10 +846,13 @@ bool dot_kernel(const KernelCall& c) {
   const int es = dtype_size(mm_dt);
   detail::Buffer ka, kb;
   bool done = run_onednn(p, a, b, dst, dnnl_in, dnnl_out, false);
-  for (int attempt = 1; !done && attempt <= 2; ++attempt) {
-    canonicalise(c, p.a, a, es, attempt == 2, ka);
-    canonicalise(c, p.b, b, es, attempt == 2, kb);
-    done = run_onednn(p, a, b, dst, dnnl_in, dnnl_out, attempt == 2);
+  if (!done) {
+    Plan q = p;  // operands copied into the layouts q then describes
+    for (int attempt = 1; !done && attempt <= 2; ++attempt) {
+      canonicalise(c, q.a, a, es, attempt == 2, ka);
+      canonicalise(c, q.b, b, es, attempt == 2, kb);
+      done = run_onednn(q, a, b, dst, dnnl_in, dnnl_out, attempt == 2);
+    }
   }
   if (!done) return false;
   if (!direct) f32_to_half(out_dt, static_cast<const float*>(dst), c.output<uint16_t>(0), out_n);
@@ -848,7 +860,16 @@ bool dot_kernel(const KernelCall& c) {
 }
 
 struct Registrar {
-  Registrar() { prim::register_kernel("dot_general", "cpu", &dot_kernel); }
+  Registrar() {
+    prim::register_kernel("dot_general", "cpu", &dot_kernel);
+    prim::register_kernel_prepare(
+        "dot_general", "cpu",
+        [](const ir::Attrs& attrs, const std::vector<const ir::Aval*>& in,
+           const std::vector<const ir::Aval*>&) -> std::shared_ptr<const void> {
+          if (in.size() != 2 || is_quantized(in[1]->dtype)) return nullptr;
+          return std::make_shared<const Plan>(make_plan(attrs, *in[0], *in[1]));
+        });
+  }
 } registrar;
 
 }  // namespace
