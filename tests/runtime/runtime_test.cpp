@@ -256,3 +256,73 @@ TEST(Runtime, ProductsOfAllPaddingBlocksAreSkippedAndResultsExact) {
   }
   runtime::set_kernel_mode(runtime::KernelMode::kFast);
 }
+
+// A kernel's prepare function runs once per instruction, when the program is planned, and what
+// it made reaches every run of that instruction on every device.
+TEST(Runtime, KernelsPrepareOncePerInstructionAndEveryRunGetsWhatWasPrepared) {
+  Mesh mesh({8}, {"x"});
+  const Array host = random::normal(random::key(11), {16, 32});
+  Array a = device_put(host, NamedSharding(mesh, P("x")));
+  Array b = random::normal(random::key(12), {32, 32});
+  auto f = jit([](const Array& x, const Array& w) { return matmul(tanh(matmul(x, w)), w); });
+  // One device, before the counting starts.
+  const std::vector<float> want = matmul(tanh(matmul(host, b)), b).to_vector<float>();
+
+  const prim::KernelPrepareFn* found = prim::find_kernel_prepare("dot_general", "cpu");
+  ASSERT_NE(found, nullptr);
+  const prim::KernelPrepareFn prepare = *found;
+  const prim::KernelFn kernel = *prim::find_kernel("dot_general", "cpu");
+  static std::atomic<int> prepared{0}, runs{0}, unprepared{0};
+  prepared = runs = unprepared = 0;
+  struct Restore {
+    prim::KernelPrepareFn prepare;
+    prim::KernelFn kernel;
+    ~Restore() {
+      prim::register_kernel_prepare("dot_general", "cpu", prepare);
+      prim::register_kernel("dot_general", "cpu", kernel);
+    }
+  } restore{prepare, kernel};
+  prim::register_kernel_prepare(
+      "dot_general", "cpu",
+      [prepare](const ir::Attrs& at, const std::vector<const ir::Aval*>& in,
+                const std::vector<const ir::Aval*>& out) {
+        ++prepared;
+        return prepare(at, in, out);
+      });
+  prim::register_kernel("dot_general", "cpu", [kernel](const prim::KernelCall& c) {
+    ++runs;
+    if (!c.prepared) ++unprepared;
+    return kernel(c);
+  });
+
+  std::vector<float> got = f(a, b).to_vector<float>();
+  const int after_first = prepared.load();
+  EXPECT_GE(after_first, 2);  // both products, planned once for all 8 devices
+  EXPECT_LE(after_first, 4);  // (and at most once more by a memory analysis)
+  for (int i = 0; i < 2; ++i) got = f(a, b).to_vector<float>();
+  EXPECT_EQ(prepared.load(), after_first);  // runs do not plan again
+  EXPECT_EQ(runs.load(), 3 * 2 * 8);
+  EXPECT_EQ(unprepared.load(), 0);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-4) << i;
+}
+
+// Each thread keeps the small blocks it frees; when it ends they go back to the shared pool,
+// where another thread takes them, and the device's counters see each buffer once.
+TEST(Runtime, BlocksFreedOnAThreadThatEndedAreTakenFromTheSharedPool) {
+  const int64_t n = 777 * 64;  // a size no other buffer of this test has
+  const int64_t in_use = memory_stats(0).bytes_in_use;
+  void* freed = nullptr;
+  std::thread([&] {
+    detail::Buffer b = detail::Buffer::allocate(0, n);
+    freed = b.data();
+    EXPECT_EQ(memory_stats(0).bytes_in_use, in_use + n);
+    b = detail::Buffer();
+    detail::Buffer again = detail::Buffer::allocate(0, n);  // from this thread's own cache
+    EXPECT_EQ(again.data(), freed);
+  }).join();
+  EXPECT_EQ(memory_stats(0).bytes_in_use, in_use);
+  detail::Buffer taken = detail::Buffer::allocate(0, n);
+  EXPECT_EQ(taken.data(), freed);
+  EXPECT_EQ(memory_stats(0).bytes_in_use, in_use + n);
+}
