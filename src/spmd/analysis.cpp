@@ -11,6 +11,13 @@ namespace partix {
 
 namespace spmd {
 
+std::vector<TextNote>& text_notes() {
+  static std::vector<TextNote> notes;  // registered while the library loads
+  return notes;
+}
+
+void register_text_note(TextNote note) { text_notes().push_back(std::move(note)); }
+
 namespace {
 
 // Adds `times` executions of p to out; a region counts as often as it runs where that is static
@@ -108,7 +115,9 @@ std::string Lowered::as_text() const {
   const auto& c = *impl_->compiled;
   ir::PrintOptions o;
   o.full_literals = false;
-  return ir::to_text(c.executable->program(), o);
+  std::string notes;
+  for (const auto& note : spmd::text_notes()) notes += note(c.executable->program());
+  return notes + ir::to_text(c.executable->program(), o);
 }
 
 std::vector<std::string> Lowered::fusions() const {

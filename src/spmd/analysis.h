@@ -2,7 +2,10 @@
 // memory (DESIGN §2 Lowered).
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "partix/transforms.h"
 #include "spmd/compile.h"
@@ -17,6 +20,13 @@ struct LoweredImpl {
 }  // namespace partix::detail
 
 namespace partix::spmd {
+
+// A note that a layer above adds to Lowered::as_text for programs it recognises (the pipeline
+// prints each device's schedule): given the per-device program, comment lines ("# ...\n") or
+// "". Notes print before the program, in the order registered.
+using TextNote = std::function<std::string(const ir::Program& per_device)>;
+void register_text_note(TextNote note);
+std::vector<TextNote>& text_notes();
 
 CostAnalysis cost_analysis(const Compiled& c);
 MemoryAnalysis memory_analysis(const Compiled& c, const std::vector<bool>& donated = {});

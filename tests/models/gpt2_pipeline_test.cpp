@@ -412,3 +412,40 @@ TEST(Gpt2Pipeline, BadPipelinesAreRefusedBeforeTraining) {
   o.microbatches = 3;
   EXPECT_PARTIX_ERROR(g2::Trainer{o}, "not a multiple of 2");
 }
+
+// The lowered per-device program names its schedule's loop and prints, above the program, the
+// schedule that loop runs: each stage's forwards and backwards tick by tick.
+TEST(Gpt2Pipeline, LoweredTextShowsTheSchedulePerDevice) {
+  g2::Config c = g2::tiny();
+  c.n_layer = 4;
+  for (const auto& [kind, V] : {std::pair{pp::ScheduleKind::k1F1B, int64_t{1}},
+                                std::pair{pp::ScheduleKind::kInterleaved, int64_t{2}}}) {
+    const Mesh mesh = make_mesh({2, 2, 2}, {"stage", "data", "model"});
+    const nn::LogicalRules rules = g2::sharding_rules(false);
+    const Params p = g2::init(c, random::key(3), mesh, rules, /*stacked=*/true);
+    const NamedSharding rows(mesh, P("data"));
+    const ShapeDtypeStruct batch{{8, 16}, DType::I32, rows};
+    const g2::PipelineOptions po{kind, 4, V};
+    auto f = jit([&](const Params& pp, const Array& i, const Array& t) {
+      g2::ForwardOptions fo{std::nullopt, &mesh, &rules, false, true};
+      return g2::pipeline_value_and_grad(pp, i, t, c, fo, po);
+    });
+    const std::string text = f.lower(p, batch, batch).as_text();
+    const pp::Schedule sc = pp::make_schedule(kind, 2, 4, V);
+    const std::string name =
+        fmt::format("pipeline_{}_S2_M4{}", pp::schedule_name(kind), V > 1 ? "_V2" : "");
+    const size_t note = text.find("# " + name + ": the loop of that scope runs this schedule");
+    ASSERT_NE(note, std::string::npos) << text.substr(0, 2000);
+    EXPECT_NE(text.find(name + "/"), std::string::npos);  // the loop's instructions carry it
+    // Every line of the schedule's table, commented, before the program.
+    const std::string table = sc.to_string();
+    for (size_t s = 0, e; s < table.size(); s = e + 1) {
+      e = table.find('\n', s);
+      if (e == std::string::npos) e = table.size();
+      const size_t at = text.find("#   " + table.substr(s, e - s) + "\n");
+      EXPECT_NE(at, std::string::npos) << table.substr(s, e - s);
+      EXPECT_LT(at, text.find("program @")) << "the note comes before the program";
+    }
+    EXPECT_NE(table.find("F3"), std::string::npos);
+  }
+}
