@@ -147,6 +147,12 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
         return;
       }
     }
+    if (plan.view[j]) {
+      // The input's bytes under another shape: the result holds the same buffer (counted once;
+      // neither is then written in place while the other lives: Buffer::unique()).
+      env[static_cast<size_t>(in.outputs[0])] = env[static_cast<size_t>(in.inputs[0])];
+      return;
+    }
     bool taken_over = false;
     for (size_t k = 0; k < in.outputs.size(); ++k) {
       int v = in.outputs[k];
@@ -161,7 +167,7 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
       }
       out_ptrs.push_back(b.data());
     }
-    if (taken_over && plan.view[j]) return;  // a view over a taken-over buffer is already done
+    (void)taken_over;
     prim::KernelCall call{in.attrs, plan.in_avals[j], plan.out_avals[j], in_ptrs, out_ptrs,
                           ctx, in.regions};
     call.prepared = plan.prepared[j].get();
@@ -287,6 +293,14 @@ int64_t replay_peak(const ir::Program& p, const Plan& plan, const std::vector<bo
   for (size_t i = 0; i < p.params.size(); ++i) param_index.emplace(p.params[i], i);
   int64_t live = 0, peak = 0;
   std::vector<bool> alive(p.values.size(), false);
+  // Buffers, as the interpreter shares them: a view's result holds its input's buffer, an
+  // in-place result the one it took over. buffer[v] names the value that brought v's buffer
+  // (allocated it, or a parameter); holders[b] counts the live values holding b (and a caller
+  // still holding an argument); counted[b]: b's bytes are in `live` (or, for a handed-over
+  // parameter, in the enclosing program's, so that freeing it here subtracts them). A buffer
+  // is freed when its last holder dies, and updated in place only when one value holds it.
+  std::vector<int> buffer(p.values.size(), -1), holders(p.values.size(), 0);
+  std::vector<bool> counted(p.values.size(), false);
   // Whose buffer the program may free or update in place: its own values, arguments donated to
   // it, and (a region's) parameters handed over by its instruction, counted where they live.
   auto owned = [&](int v) {
@@ -300,12 +314,19 @@ int64_t replay_peak(const ir::Program& p, const Plan& plan, const std::vector<bo
       if ((*handed)[i]) alive[static_cast<size_t>(p.params[i])] = true;
     }
   }
+  for (int v : p.params) {
+    const auto u = static_cast<size_t>(v);
+    buffer[u] = v;
+    holders[u] = owned(v) ? 1 : 2;  // the caller keeps an argument it did not give up
+    counted[u] = alive[u];          // handed over (donated ones are added below)
+    alive[u] = true;
+  }
   if (donated) {
     for (size_t i = 0; i < p.params.size(); ++i) {
       if (only_donated && !(i < donated->size() && (*donated)[i])) continue;
       const int v = p.params[i];
       live = add_bytes(live, p.aval(v).nbytes());
-      alive[static_cast<size_t>(v)] = true;
+      counted[static_cast<size_t>(v)] = true;
     }
     peak = live;
   }
@@ -320,7 +341,13 @@ int64_t replay_peak(const ir::Program& p, const Plan& plan, const std::vector<bo
     const int taken = plan.fused[i] ? plan.fused_reuse[i]
                       : reuse >= 0 ? in.inputs[static_cast<size_t>(reuse)]
                                    : -1;
-    const bool in_place = taken >= 0 && owned(taken);
+    auto sole_holder = [&](int v) {
+      const int b = buffer[static_cast<size_t>(v)];
+      return b >= 0 && holders[static_cast<size_t>(b)] == 1;
+    };
+    const bool in_place = taken >= 0 && owned(taken) && sole_holder(taken);
+    // A view shares its input's buffer (the interpreter runs no kernel for it).
+    const bool view = !plan.fused[i] && plan.view[i] && buffer[static_cast<size_t>(in.inputs[0])] >= 0;
     // A nested program (a rematerialised block, a branch, a loop body) runs inside the
     // instruction: its own peak, results included, sits on top of what is live (the largest one,
     // if several), with what the instruction holds meanwhile (a scan's stacked outputs).
@@ -342,7 +369,7 @@ int64_t replay_peak(const ir::Program& p, const Plan& plan, const std::vector<bo
           const bool once = std::count(in.inputs.begin(), in.inputs.end(), v) == 1;
           const auto& dead = plan.release_after[i];
           const bool dies = std::find(dead.begin(), dead.end(), v) != dead.end();
-          handed[layout.param_offset + j] = once && dies && owned(v) && alive[static_cast<size_t>(v)];
+          handed[layout.param_offset + j] = once && dies && owned(v) && sole_holder(v);
         }
       }
       nested = std::max(nested, replay_peak(region, make_plan(region), &made, nullptr,
@@ -358,16 +385,24 @@ int64_t replay_peak(const ir::Program& p, const Plan& plan, const std::vector<bo
     }
     peak = std::max(peak, add_bytes(live, nested));
     for (size_t k = 0; k < in.outputs.size(); ++k) {
-      const int v = in.outputs[k];
-      if (!(k == 0 && in_place)) live = add_bytes(live, p.aval(v).nbytes());
-      alive[static_cast<size_t>(v)] = true;
+      const auto v = static_cast<size_t>(in.outputs[k]);
+      if (k == 0 && (view || in_place)) {
+        buffer[v] = buffer[static_cast<size_t>(view ? in.inputs[0] : taken)];
+      } else {
+        buffer[v] = static_cast<int>(v);
+        counted[v] = true;
+        live = add_bytes(live, p.aval(static_cast<int>(v)).nbytes());
+      }
+      holders[static_cast<size_t>(buffer[v])]++;
+      alive[v] = true;
     }
     peak = std::max(peak, add_bytes(live, scratch));
     for (int v : plan.release_after[i]) {
-      if (!owned(v) || !alive[static_cast<size_t>(v)]) continue;
-      const bool handed_over = in_place && taken == v;
-      if (!handed_over) live -= p.aval(v).nbytes();
-      alive[static_cast<size_t>(v)] = false;
+      const auto u = static_cast<size_t>(v);
+      if (!alive[u]) continue;
+      alive[u] = false;
+      const auto b = static_cast<size_t>(buffer[u]);
+      if (--holders[b] == 0 && counted[b]) live -= p.aval(static_cast<int>(b)).nbytes();
     }
     if (live_after) live_after->push_back(live);
   }

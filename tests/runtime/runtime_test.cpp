@@ -326,3 +326,47 @@ TEST(Runtime, BlocksFreedOnAThreadThatEndedAreTakenFromTheSharedPool) {
   EXPECT_EQ(taken.data(), freed);
   EXPECT_EQ(memory_stats(0).bytes_in_use, in_use + n);
 }
+
+// A view (reshape, pvary, stop_gradient, ...) of a value that stays live holds the same buffer:
+// nothing is copied or counted twice, in the run and in the plan; and while both live, neither
+// is written in place (the view still reads the values it was made from).
+TEST(Runtime, ViewsOfLiveValuesShareTheirBufferAndAreNeverWrittenThrough) {
+  const int64_t n = 1 << 18;
+  const Array host = random::normal(random::key(21), {512, 512});
+  Array x = device_put(host, Device{3});
+  // A view of an argument: the result is exp of the argument's bytes, one buffer of n floats.
+  auto of_argument = jit([](const Array& v) { return exp(reshape(v, {n})); });
+  // A view of a temporary that stays live while the temporary dies in an elementwise op that
+  // could have reused its buffer.
+  auto of_temporary = jit([](const Array& v) {
+    Array a = exp(v);
+    Array flat = reshape(a, {n});
+    Array doubled = a * 2.0;  // a dies here, but flat still holds its buffer
+    return std::make_pair(doubled, flat);
+  });
+  for (int round = 0; round < 2; ++round) {  // the first compiles
+    reset_peak_memory_stats();
+    const int64_t before = memory_stats(3).bytes_in_use;
+    Array r = of_argument(x);
+    EXPECT_EQ(memory_stats(3).peak_bytes_in_use - before, n * 4);  // the result only
+    auto [doubled, flat] = of_temporary(x);
+    const std::vector<float> e = exp(host).to_vector<float>(), d = doubled.to_vector<float>(),
+                             f = flat.to_vector<float>();
+    ASSERT_EQ(f.size(), e.size());
+    for (size_t i = 0; i < e.size(); i += 4099) {
+      EXPECT_FLOAT_EQ(f[i], e[i]) << i;  // not doubled in place under the view
+      EXPECT_FLOAT_EQ(d[i], 2 * e[i]) << i;
+    }
+  }
+  // The argument and the result, no copy between (the plan counts the argument too).
+  EXPECT_EQ(of_argument.lower(x).memory_analysis().peak_bytes[0], 2 * n * 4);
+  // exp(v) and its view: one buffer; the doubled result: another.
+  reset_peak_memory_stats();
+  const int64_t before = memory_stats(3).bytes_in_use;
+  { auto r = of_temporary(x); }
+  const int64_t measured = memory_stats(3).peak_bytes_in_use - before;
+  EXPECT_GE(measured, 2 * n * 4);
+  EXPECT_LE(measured, 2 * n * 4 + 64);  // and the scalar 2.0
+  const MemoryAnalysis m = of_temporary.lower(x).memory_analysis();
+  EXPECT_EQ(m.peak_bytes[0] - m.argument_bytes[0], measured);
+}
