@@ -135,8 +135,9 @@ def test_interrupts_at_many_moments():
     for k, delay in enumerate([0.001, 0.01, 0.03, 0.07, 0.15, 0.3]):
       f = jax.jit(lambda x, k=k: lax.fori_loop(0, 20000 + k, body, x))
       outcome = None
+      sent = time.time() + delay  # set first: a short timer may fire inside interrupt_in
       try:
-        sent = interrupt_in(delay)
+        interrupt_in(delay)
         f(x).block_until_ready()
         outcome = "done"
         time.sleep(max(0.0, sent - time.time()) + 1.0)  # the signal lands here instead
