@@ -83,8 +83,7 @@ Plan make_plan(const ir::Program& p, const char* platform) {
         }
       }
     } else if (view) {
-      const int v = in.inputs[0];
-      if (last_use[static_cast<size_t>(v)] == static_cast<int>(i)) reuse = 0;
+      // Shares its input's buffer whether or not the input dies here (no reuse to plan).
     } else if ((in.prim->is_elementwise() || only >= 0) && in.outputs.size() == 1) {
       const ir::Aval& out = p.aval(in.outputs[0]);
       for (size_t k = 0; k < in.inputs.size() && reuse < 0; ++k) {
@@ -153,7 +152,6 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
       env[static_cast<size_t>(in.outputs[0])] = env[static_cast<size_t>(in.inputs[0])];
       return;
     }
-    bool taken_over = false;
     for (size_t k = 0; k < in.outputs.size(); ++k) {
       int v = in.outputs[k];
       detail::Buffer& b = env[static_cast<size_t>(v)];
@@ -161,13 +159,11 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
       detail::Buffer* src = r >= 0 ? &env[static_cast<size_t>(in.inputs[static_cast<size_t>(r)])] : nullptr;
       if (src && src->unique()) {
         b = *src;  // in place: the input dies here and nobody else holds it
-        taken_over = true;
       } else {
         b = detail::Buffer::allocate(ctx.device, p.aval(v).nbytes());
       }
       out_ptrs.push_back(b.data());
     }
-    (void)taken_over;
     prim::KernelCall call{in.attrs, plan.in_avals[j], plan.out_avals[j], in_ptrs, out_ptrs,
                           ctx, in.regions};
     call.prepared = plan.prepared[j].get();

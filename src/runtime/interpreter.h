@@ -23,8 +23,8 @@ struct Plan {
   // there and nobody else holds it (elementwise ops of equal size), or -1.
   std::vector<int> reuse_input;
   // Per instruction: whether its result is its input's bytes under another shape (a reshape, a
-  // transpose or broadcast that moves only size-1 dims, stop_gradient). When it takes the
-  // input's buffer over, no kernel runs at all.
+  // transpose or broadcast that moves only size-1 dims, stop_gradient, pvary). No kernel runs:
+  // the result holds the input's buffer, whether or not the input dies there.
   std::vector<bool> view;
   // Per instruction: whether to ask the primitive, on each device, for a shared result
   // (Primitive::shares_result) before running its kernel.

@@ -11,10 +11,12 @@ namespace partix {
 
 namespace spmd {
 
+namespace {
 std::vector<TextNote>& text_notes() {
   static std::vector<TextNote> notes;  // registered while the library loads
   return notes;
 }
+}  // namespace
 
 void register_text_note(TextNote note) { text_notes().push_back(std::move(note)); }
 

@@ -26,7 +26,6 @@ namespace partix::spmd {
 // "". Notes print before the program, in the order registered.
 using TextNote = std::function<std::string(const ir::Program& per_device)>;
 void register_text_note(TextNote note);
-std::vector<TextNote>& text_notes();
 
 CostAnalysis cost_analysis(const Compiled& c);
 MemoryAnalysis memory_analysis(const Compiled& c, const std::vector<bool>& donated = {});
