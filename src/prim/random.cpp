@@ -4,6 +4,7 @@
 //   random_bits(key){shape, domain}      -> i32[shape]
 //   random_uniform(key){shape, dtype}    -> dtype[shape] in [0, 1)
 //   random_fold_in(key, data)            -> i32[2], a new key
+#include <algorithm>
 #include <cstring>
 
 #include "core/layout.h"
@@ -69,25 +70,96 @@ void check_key(std::string_view op, const Aval& key) {
                 "a key is i32[2] (from random::key), got {}", key.to_string());
 }
 
-// Calls fn(local_flat, global_flat) for every element of a (possibly partitioned) result.
+// Calls fn(local_flat, global_flat, count) for every run of `count` elements whose local and
+// global flat indices both advance by one (the rows of the innermost dimension).
 template <class Fn>
-void for_each_global(const KernelCall& c, const Shape& local, Fn&& fn) {
+void for_each_global_run(const KernelCall& c, const Shape& local, Fn&& fn) {
+  const int64_t n = shape_size(local);
+  if (n == 0) return;
+  if (local.empty()) {
+    fn(int64_t{0}, int64_t{0}, int64_t{1});
+    return;
+  }
   Shape off = block_offset(c, local);
   Shape glob = global_shape(c, local);
   auto gs = detail::strides_of(glob);
-  int64_t n = shape_size(local);
+  const size_t last = local.size() - 1;
+  const int64_t row = local[last];
+  if (row == 0) return;
   std::vector<int64_t> idx(local.size(), 0);
-  for (int64_t i = 0; i < n; ++i) {
+  for (int64_t i = 0; i < n; i += row) {
     int64_t g = 0;
     for (size_t d = 0; d < idx.size(); ++d) g += (off[d] + idx[d]) * gs[d];
-    fn(i, g);
-    for (size_t d = local.size(); d-- > 0;) {
+    fn(i, g, row);
+    for (size_t d = last; d-- > 0;) {
       if (++idx[d] < local[d]) break;
       idx[d] = 0;
     }
   }
 }
 
+// threefry2x32 of the counters (hi, lo + k) for k < kLanes, lane by lane in step so that the
+// compiler keeps the lanes in vector registers; the same values as threefry2x32.
+constexpr int kLanes = 16;
+
+template <int R>
+inline void threefry_round(uint32_t* x0, uint32_t* x1) {
+  constexpr int kRot[8] = {13, 15, 26, 6, 17, 29, 16, 24};
+  constexpr int rot = kRot[R % 8];
+  for (int l = 0; l < kLanes; ++l) {
+    x0[l] += x1[l];
+    x1[l] = (x1[l] << rot) | (x1[l] >> (32 - rot));
+    x1[l] ^= x0[l];
+  }
+}
+
+template <int S>
+inline void threefry_inject(uint32_t* x0, uint32_t* x1, const uint32_t* ks) {
+  for (int l = 0; l < kLanes; ++l) {
+    x0[l] += ks[S % 3];
+    x1[l] += ks[(S + 1) % 3] + static_cast<uint32_t>(S);
+  }
+}
+
+template <int S>
+inline void threefry_four_rounds(uint32_t* x0, uint32_t* x1, const uint32_t* ks) {
+  threefry_round<4 * (S - 1)>(x0, x1);
+  threefry_round<4 * (S - 1) + 1>(x0, x1);
+  threefry_round<4 * (S - 1) + 2>(x0, x1);
+  threefry_round<4 * (S - 1) + 3>(x0, x1);
+  threefry_inject<S>(x0, x1, ks);
+}
+
+// x0, x1 in: the counters; out: the two words of each block.
+inline void threefry2x32_lanes(uint32_t k0, uint32_t k1, uint32_t* x0, uint32_t* x1) {
+  const uint32_t ks[3] = {k0, k1, 0x1BD11BDAu ^ k0 ^ k1};
+  for (int l = 0; l < kLanes; ++l) {
+    x0[l] += ks[0];
+    x1[l] += ks[1];
+  }
+  threefry_four_rounds<1>(x0, x1, ks);
+  threefry_four_rounds<2>(x0, x1, ks);
+  threefry_four_rounds<3>(x0, x1, ks);
+  threefry_four_rounds<4>(x0, x1, ks);
+  threefry_four_rounds<5>(x0, x1, ks);
+}
+
+// Calls emit(k, x0, x1) with the block words of global index g + k, for k < count.
+template <class Emit>
+void threefry_run(uint32_t k0, uint32_t k1, uint32_t hi_xor, int64_t g, int64_t count,
+                  Emit&& emit) {
+  alignas(64) uint32_t x0[kLanes], x1[kLanes];
+  for (int64_t base = 0; base < count; base += kLanes) {
+    for (int l = 0; l < kLanes; ++l) {
+      const uint64_t u = static_cast<uint64_t>(g + base + l);
+      x0[l] = static_cast<uint32_t>(u >> 32) ^ hi_xor;
+      x1[l] = static_cast<uint32_t>(u);
+    }
+    threefry2x32_lanes(k0, k1, x0, x1);
+    const int64_t m = std::min<int64_t>(kLanes, count - base);
+    for (int64_t l = 0; l < m; ++l) emit(base + l, x0[l], x1[l]);
+  }
+}
 
 std::pair<uint32_t, uint32_t> load_key(const KernelCall& c) {
   const uint32_t* k = static_cast<const uint32_t*>(c.in[0]);
@@ -131,10 +203,10 @@ class RandomBits final : public RandomDraw {
     const uint32_t k0 = key.first, k1 = key.second;
     uint32_t domain = static_cast<uint32_t>(c.attrs.i_or("domain", 0));
     uint32_t* out = static_cast<uint32_t*>(c.out[0]);
-    for_each_global(c, c.out_aval(0).shape, [&](int64_t i, int64_t g) {
-      uint64_t u = static_cast<uint64_t>(g);
-      out[i] = threefry2x32(k0, k1, static_cast<uint32_t>(u >> 32) ^ (domain << 24),
-                            static_cast<uint32_t>(u)).first;
+    for_each_global_run(c, c.out_aval(0).shape, [&](int64_t i, int64_t g, int64_t count) {
+      uint32_t* o = out + i;
+      threefry_run(k0, k1, domain << 24, g, count,
+                   [o](int64_t k, uint32_t x0, uint32_t) { o[k] = x0; });
     });
   }
 };
@@ -156,10 +228,18 @@ class RandomUniform final : public RandomDraw {
     const DType dt = c.out_aval(0).dtype;
     const int es = dtype_size(dt);
     char* out = static_cast<char*>(c.out[0]);
-    for_each_global(c, c.out_aval(0).shape, [&](int64_t i, int64_t g) {
-      uint64_t u = static_cast<uint64_t>(g);
-      auto [x0, x1] = threefry2x32(k0, k1, static_cast<uint32_t>(u >> 32), static_cast<uint32_t>(u));
-      detail::store_scalar(out + i * es, dt, uniform_from_bits(x0, x1, dt));
+    for_each_global_run(c, c.out_aval(0).shape, [&](int64_t i, int64_t g, int64_t count) {
+      if (dt == DType::F32) {  // the common case, without a dtype switch per element
+        float* o = reinterpret_cast<float*>(out) + i;
+        threefry_run(k0, k1, 0, g, count, [o](int64_t k, uint32_t x0, uint32_t) {
+          o[k] = static_cast<float>(x0 >> 8) * 0x1.0p-24f;
+        });
+        return;
+      }
+      char* o = out + i * es;
+      threefry_run(k0, k1, 0, g, count, [&](int64_t k, uint32_t x0, uint32_t x1) {
+        detail::store_scalar(o + k * es, dt, uniform_from_bits(x0, x1, dt));
+      });
     });
   }
 };

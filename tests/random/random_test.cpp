@@ -31,6 +31,31 @@ TEST(Random, ValueAtIndexDependsOnlyOnKeyAndIndex) {
   EXPECT_NE(random::uniform(random::key(43), {16}).to_vector<float>(), a);
 }
 
+// The kernel draws 16 counters at a time along each row; every element, sharded or not, rows
+// of any length, equals the scalar threefry of its global index.
+TEST(Random, UniformEqualsScalarThreefryOfEachGlobalIndex) {
+  Array k = random::key(7);
+  const std::vector<int32_t> kw = k.to_vector<int32_t>();
+  auto oracle = [&](int64_t g) {
+    const uint32_t x0 = prim::threefry2x32(static_cast<uint32_t>(kw[0]), static_cast<uint32_t>(kw[1]),
+                                           static_cast<uint32_t>(static_cast<uint64_t>(g) >> 32),
+                                           static_cast<uint32_t>(g)).first;
+    return static_cast<float>(x0 >> 8) * 0x1.0p-24f;
+  };
+  for (const Shape& shape : {Shape{}, Shape{1}, Shape{15}, Shape{17}, Shape{5, 37}, Shape{3, 2, 33}}) {
+    std::vector<float> got = random::uniform(k, shape).to_vector<float>();
+    ASSERT_EQ(static_cast<int64_t>(got.size()), shape_size(shape));
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], oracle(static_cast<int64_t>(i))) << i;
+  }
+  Mesh mesh({8}, {"x"});
+  for (const PartitionSpec& spec : {P("x"), P(None, "x")}) {
+    // Rows of 5 per device along the split dimension: runs shorter than the lanes.
+    Array a = random::uniform(k, {8, 40}, DType::F32, 0.0, 1.0, NamedSharding(mesh, spec));
+    std::vector<float> got = a.to_vector<float>();
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], oracle(static_cast<int64_t>(i))) << i;
+  }
+}
+
 TEST(Random, SplitAndFoldInGiveDistinctKeys) {
   Array k = random::key(0);
   Array ks = random::split(k, 4);
