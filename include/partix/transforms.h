@@ -41,6 +41,14 @@ struct CostAnalysis {
   // group, B = bytes of the local operand: all_reduce 2(n-1)/n*B; all_gather (n-1)/n*B_out;
   // reduce_scatter and all_to_all (n-1)/n*B; collective_permute B.
   std::map<std::string, double> bytes_per_device;
+  // Collective instructions a device runs, per kind (as often as their loops run them).
+  std::map<std::string, double> collectives_per_device{};
+  // Bytes a device's computing instructions read and write: operands and results of each
+  // instruction that is neither a collective, a view nor a constant (as often as it runs).
+  double bytes_accessed = 0;
+  // Instructions a device runs (as often as their loops run them): what a per-instruction
+  // overhead is paid for.
+  double instructions = 0;
 };
 
 struct MemoryAnalysis {  // one entry per mesh device

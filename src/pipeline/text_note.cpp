@@ -1,6 +1,9 @@
-// Lowered text of a pipelined program shows its schedule: the loop is a named scope
-// ("pipeline_1f1b_S2_M8", "pipeline_interleaved_S2_M8_V2") that says which schedule it runs,
-// and the note prints that schedule's per-device timeline as comments above the program.
+// What the analyses of a pipelined program learn from its schedule. The loop is a named scope
+// ("pipeline_1f1b_S2_M8", "pipeline_interleaved_S2_M8_V2") that says which schedule it runs:
+//   - Lowered text prints that schedule's per-device timeline as comments above the program;
+//   - cost analysis weighs each half's cond by how often its work branch runs (M*V of the
+//     ticks on every device), so flops and bytes are what a device computes, bubbles left out.
+#include <optional>
 #include <regex>
 #include <set>
 #include <string>
@@ -48,8 +51,31 @@ std::string schedule_note(const ir::Program& p) {
   return out;
 }
 
+std::optional<std::vector<double>> half_weights(const ir::Program&, const ir::Instr& in) {
+  if (in.regions.size() != 2 || in.scope.find("pipeline_") == std::string::npos) return std::nullopt;
+  static const std::regex half(
+      R"((^|/)pipeline_(gpipe|1f1b|interleaved)_S(\d+)_M(\d+)(_V(\d+))?/(forward|backward)_half$)");
+  std::smatch m;
+  if (!std::regex_search(in.scope, m, half)) return std::nullopt;
+  const Schedule sc = make_schedule(parse_schedule(m[2].str()), std::stoll(m[3].str()),
+                                    std::stoll(m[4].str()), m[6].matched ? std::stoll(m[6].str()) : 1);
+  const auto& chunk = m[7].str() == "forward" ? sc.fwd_chunk : sc.bwd_chunk;
+  double work = 0, all = 0;
+  for (const auto& tick : chunk) {
+    for (int32_t c : tick) {
+      work += c >= 0 ? 1 : 0;
+      all += 1;
+    }
+  }
+  if (all == 0) return std::nullopt;
+  return std::vector<double>{work / all, 1 - work / all};  // the true branch works
+}
+
 struct Registrar {
-  Registrar() { spmd::register_text_note(&schedule_note); }
+  Registrar() {
+    spmd::register_text_note(&schedule_note);
+    spmd::register_branch_weights(&half_weights);
+  }
 } registrar;
 
 }  // namespace

@@ -21,18 +21,76 @@ std::vector<TextNote>& text_notes() {
 void register_text_note(TextNote note) { text_notes().push_back(std::move(note)); }
 
 namespace {
+std::vector<BranchWeights>& branch_weights() {
+  static std::vector<BranchWeights> hooks;  // registered while the library loads
+  return hooks;
+}
+
+std::optional<std::vector<double>> weights_of(const ir::Program& p, const ir::Instr& in) {
+  for (const auto& hook : branch_weights()) {
+    auto w = hook(p, in);
+    if (w && w->size() == in.regions.size()) return w;
+  }
+  return std::nullopt;
+}
+}  // namespace
+
+void register_branch_weights(BranchWeights weights) {
+  branch_weights().push_back(std::move(weights));
+}
+
+namespace {
 
 // Adds `times` executions of p to out; a region counts as often as it runs where that is static
 // (a scan's trip count), a while_loop's body once, and of branches the costliest.
+// Bytes accessed count what a kernel reads from and writes to memory: a value made and used
+// inside one fused loop is not counted.
 void add_costs(const ir::Program& p, double times, CostAnalysis& out, double& duplicated) {
+  // The fused loops the runtime will run (runtime/fusion.h): a group reads each value from
+  // outside it once and writes only its root's result.
+  const prim::FusedKernel* fk = runtime::fusion_enabled() ? prim::find_fused_kernel("cpu") : nullptr;
+  runtime::Fusion fusion;
+  if (fk != nullptr) fusion = runtime::plan_fusion(p, *fk);
+  auto root = [&](size_t i) { return fk != nullptr ? fusion.root_of[i] : -1; };
+  std::vector<int> producer(p.values.size(), -1);
+  for (size_t i = 0; i < p.instrs.size(); ++i) {
+    for (int v : p.instrs[i].outputs) producer[static_cast<size_t>(v)] = static_cast<int>(i);
+  }
+  std::map<int, std::set<int>> group_reads;  // per group root: the outside values read
+  size_t index = 0;
   for (const ir::Instr& in : p.instrs) {
+    const size_t i = index++;
     std::vector<ir::Aval> ia, oa;
     for (int v : in.inputs) ia.push_back(p.aval(v));
     for (int v : in.outputs) oa.push_back(p.aval(v));
     double f = times * in.prim->flops(ia, oa, in.attrs);
     out.flops += f;
+    out.instructions += times;
     auto [kind, bytes] = collective_bytes(p, in);
-    if (!kind.empty()) out.bytes_per_device[kind] += times * bytes;
+    if (!kind.empty()) {
+      out.bytes_per_device[kind] += times * bytes;
+      out.collectives_per_device[kind] += times;
+    } else if (!in.prim->runs_regions() && in.prim->constant_value(in.attrs) == nullptr &&
+               !(ia.size() == 1 && oa.size() == 1 && in.prim->is_view(ia[0], oa[0], in.attrs))) {
+      // A fused op reads what its group takes from outside, once per group, and only the
+      // root writes; any other kernel reads its operands and writes its results.
+      const int r = root(i);
+      double moved = 0;
+      for (size_t k = 0; k < ia.size(); ++k) {
+        const int v = in.inputs[k];
+        if (r < 0) {
+          moved += static_cast<double>(ia[k].nbytes());
+          continue;
+        }
+        const int from = producer[static_cast<size_t>(v)];
+        const bool outside = from < 0 || root(static_cast<size_t>(from)) != r;
+        if (outside && group_reads[r].insert(v).second) moved += static_cast<double>(ia[k].nbytes());
+      }
+      if (r < 0 || r == static_cast<int>(i)) {
+        for (const auto& a : oa) moved += static_cast<double>(a.nbytes());
+      }
+      out.bytes_accessed += times * moved;
+    }
     // A result replicated over mesh axes was computed identically on each of those devices.
     if (!in.outputs.empty()) {
       const auto& s = p.info(in.outputs[0]).sharding;
@@ -42,7 +100,20 @@ void add_costs(const ir::Program& p, double times, CostAnalysis& out, double& du
       }
     }
     if (!in.prim->runs_regions()) continue;
+    if (!in.prim->region_layout(in.attrs).one_region_runs) {
+      // A loop moves its operands and results once: a scan slices its xs and stacks its ys.
+      double moved = 0;
+      for (const auto& a : ia) moved += static_cast<double>(a.nbytes());
+      for (const auto& a : oa) moved += static_cast<double>(a.nbytes());
+      out.bytes_accessed += times * moved;
+    }
     if (in.prim->region_layout(in.attrs).one_region_runs) {
+      if (const auto w = weights_of(p, in)) {
+        for (size_t k = 0; k < in.regions.size(); ++k) {
+          if ((*w)[k] > 0) add_costs(*in.regions[k], times * (*w)[k], out, duplicated);
+        }
+        continue;
+      }
       CostAnalysis best;
       double best_dup = 0;
       for (const auto& r : in.regions) {
@@ -55,7 +126,10 @@ void add_costs(const ir::Program& p, double times, CostAnalysis& out, double& du
         }
       }
       out.flops += best.flops;
+      out.bytes_accessed += best.bytes_accessed;
+      out.instructions += best.instructions;
       for (const auto& [k, b] : best.bytes_per_device) out.bytes_per_device[k] += b;
+      for (const auto& [k, n] : best.collectives_per_device) out.collectives_per_device[k] += n;
       duplicated += best_dup;
       continue;
     }
@@ -72,7 +146,10 @@ CostAnalysis cost_analysis(const Compiled& c) {
   const ir::Program& p = c.executable->program();
   for (const std::string& n : prim::primitive_names()) {
     const std::string_view k = prim::get_primitive(n).comm_kind();
-    if (!k.empty()) out.bytes_per_device[std::string(k)] = 0;
+    if (!k.empty()) {
+      out.bytes_per_device[std::string(k)] = 0;
+      out.collectives_per_device[std::string(k)] = 0;
+    }
   }
   double duplicated = 0;
   add_costs(p, 1.0, out, duplicated);

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,14 @@ namespace partix::spmd {
 // "". Notes print before the program, in the order registered.
 using TextNote = std::function<std::string(const ir::Program& per_device)>;
 void register_text_note(TextNote note);
+
+// How often each branch of a conditional runs, for conditionals a layer above recognises (the
+// pipeline's halves run their work branch in M*V of their ticks): one weight per region,
+// summing to 1, or nullopt. Cost analysis weighs such a conditional's branches by them; others
+// count as their costliest branch.
+using BranchWeights =
+    std::function<std::optional<std::vector<double>>(const ir::Program& p, const ir::Instr& cond)>;
+void register_branch_weights(BranchWeights weights);
 
 CostAnalysis cost_analysis(const Compiled& c);
 MemoryAnalysis memory_analysis(const Compiled& c, const std::vector<bool>& donated = {});

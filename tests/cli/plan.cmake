@@ -125,3 +125,48 @@ string(JSON args GET "${big}" per_device arguments)
 if(NOT act GREATER 1000000000000000 OR NOT peak GREATER act OR NOT peak GREATER args)
   message(FATAL_ERROR "gpt3-175b batch 65536: activations ${act}, peak ${peak}, arguments ${args}")
 endif()
+
+# Step times on this host: a table calibrated by the first mesh's measured step gives that
+# mesh exactly the measured seconds and the others their modelled seconds times the same
+# factor; the rates are kept in --host-rates and reused, so a plan made later with
+# --calibration agrees; a mesh larger than this host can run (64 devices) has no step time.
+plan_json(timed --model gpt2-tiny --mesh 2x1 --mesh 1x1 --mesh 128x1 --batch 128 --seq 32
+          --calibrate 0.5 --host-rates ${WORK}/rates.json)
+string(JSON first GET "${timed}" plans 0 step_time seconds)
+string(JSON factor GET "${timed}" plans 0 step_time calibration)
+string(JSON second GET "${timed}" plans 1 step_time seconds)
+string(JSON second_model GET "${timed}" plans 1 step_time modelled_seconds)
+string(JSON big_step TYPE "${timed}" plans 2 step_time)
+if(NOT EXISTS ${WORK}/rates.json OR NOT big_step STREQUAL "NULL")
+  message(FATAL_ERROR "step times: rates file kept? large mesh timed as '${big_step}'\n${timed}")
+endif()
+foreach(part compute memory per_instruction collectives)
+  expect_positive("${timed}" plans.0.step_time.${part})
+endforeach()
+expect_positive("${timed}" plans.1.step_time.seconds plans.1.step_time.compute)
+# CMake's math is integer only: python compares.
+execute_process(COMMAND python3 -c "import sys; f, k, s, m = map(float, sys.argv[1:]); \
+sys.exit(0 if abs(f - 0.5) < 1e-9 and abs(s - k * m) < 1e-9 * s else 1)"
+                ${first} ${factor} ${second} ${second_model} RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "calibrated: first ${first} (want 0.5), second ${second} = ${factor} x ${second_model}?")
+endif()
+plan_json(again --model gpt2-tiny --mesh 1x1 --batch 128 --seq 32 --calibration ${factor}
+          --host-rates ${WORK}/rates.json)
+string(JSON again_s GET "${again}" step_time seconds)
+execute_process(COMMAND python3 -c "import sys; a, b = map(float, sys.argv[1:]); \
+sys.exit(0 if abs(a - b) < 1e-9 * b else 1)" ${again_s} ${second} RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "the same rates and factor, made apart: ${again_s} s against ${second} s")
+endif()
+plan_fails("both calibrations" "give --calibrate .a measured step. or --calibration .a factor., not both"
+           --model gpt2-tiny --calibrate 1 --calibration 2)
+plan_fails("step times of generation" "--step-time and --calibrate time training steps, not --generate"
+           --model smollm2-135m --generate --step-time)
+file(WRITE ${WORK}/bad_rates.json "{\"1\": {\"cores\": 2}}")
+plan_fails("malformed rates" "--host-rates '.*bad_rates.json': the rates of 1 device.s. are malformed"
+           --model gpt2-tiny --host-rates ${WORK}/bad_rates.json)
+file(WRITE ${WORK}/neg_rates.json "{\"1\": {\"cores\": 2, \"flops_per_s\": -1, \"bytes_per_s\": 1, \
+\"seconds_per_instruction\": 1, \"seconds_per_collective\": 0, \"sent_bytes_per_s\": {}}}")
+plan_fails("negative rates" "the rates of 1 device.s. must all be positive"
+           --model gpt2-tiny --host-rates ${WORK}/neg_rates.json)

@@ -449,3 +449,31 @@ TEST(Gpt2Pipeline, LoweredTextShowsTheSchedulePerDevice) {
     EXPECT_NE(table.find("F3"), std::string::npos);
   }
 }
+
+// Cost analysis counts the halves a device works in, not the schedule's ticks: GPipe and 1F1B
+// run each microbatch's forward and backward of the same layers once per device, so their
+// flops agree although their tick counts differ (only the per-tick bookkeeping outside the
+// halves, a few scalar ops, differs).
+TEST(Gpt2Pipeline, CostAnalysisCountsTheHalvesADeviceWorksIn) {
+  g2::Config c = g2::tiny();
+  c.n_layer = 4;
+  const Mesh mesh = make_mesh({2, 2, 2}, {"stage", "data", "model"});
+  const nn::LogicalRules rules = g2::sharding_rules(false);
+  const Params p = g2::init(c, random::key(3), mesh, rules, /*stacked=*/true);
+  const ShapeDtypeStruct batch{{8, 16}, DType::I32, NamedSharding(mesh, P("data"))};
+  std::vector<double> flops;
+  std::vector<int64_t> ticks;
+  for (const auto& [kind, V] : {std::pair{pp::ScheduleKind::kGPipe, int64_t{1}},
+                                std::pair{pp::ScheduleKind::k1F1B, int64_t{1}}}) {
+    const g2::PipelineOptions po{kind, 4, V};
+    auto f = jit([&](const Params& pp, const Array& i, const Array& t) {
+      g2::ForwardOptions fo{std::nullopt, &mesh, &rules, false, true};
+      return g2::pipeline_value_and_grad(pp, i, t, c, fo, po);
+    });
+    flops.push_back(f.lower(p, batch, batch).cost_analysis().flops);
+    ticks.push_back(pp::make_schedule(kind, 2, 4, V).ticks);
+  }
+  ASSERT_NE(ticks[0], ticks[1]);
+  EXPECT_GT(flops[0], 0);
+  EXPECT_NEAR(flops[1] / flops[0], 1.0, 1e-4) << "ticks " << ticks[0] << " and " << ticks[1];
+}

@@ -80,3 +80,42 @@ TEST(Introspection, LiveBytesWhenEachOutputIsReady) {
   EXPECT_EQ(m.live_bytes_at_output[3][2], 64 * 4);
   EXPECT_EQ(m.peak_bytes[3], 64 * 4 * 3 + 4);
 }
+
+// Bytes accessed count what kernels read and write: a fused elementwise chain reads its input
+// and writes its result once; a product reads both operands and writes its result; a loop runs
+// its body as often as its trip count and moves its operands and results once. Instructions and
+// collectives count as often as they run.
+TEST(Introspection, BytesAccessedInstructionsAndCollectivesPerDevice) {
+  Array x = zeros({1000});
+  auto chain = jit([](const Array& a) { return exp(a) * 2.0 + 1.0; });
+  const CostAnalysis e = chain.lower(x).cost_analysis();
+  EXPECT_DOUBLE_EQ(e.bytes_accessed, 2 * 1000 * 4);
+  EXPECT_GE(e.instructions, 3);
+
+  Array a = zeros({4, 8}), w = zeros({8, 12});
+  auto mm = jit([](const Array& l, const Array& r) { return matmul(l, r); });
+  const CostAnalysis m = mm.lower(a, w).cost_analysis();
+  EXPECT_DOUBLE_EQ(m.bytes_accessed, (4 * 8 + 8 * 12 + 4 * 12) * 4);
+  EXPECT_DOUBLE_EQ(m.instructions, 1);
+
+  Array v = zeros({100});
+  auto loop = jit([](const Array& c) {
+    return fori_loop(0, 5, [](const Array&, const Array& y) { return tanh(y); }, c);
+  });
+  const CostAnalysis l = loop.lower(v).cost_analysis();
+  // Five tanh of 100 floats (400 bytes in, 400 out) and the loop's carry in and out.
+  EXPECT_DOUBLE_EQ(l.bytes_accessed, 5 * 800 + 800);
+
+  Mesh mesh({8}, {"x"});
+  Array s = device_put(zeros({64}), NamedSharding(mesh, P("x")));
+  auto sm = shard_map(
+      [](const Array& b) {
+        return fori_loop(0, 3, [](const Array&, const Array& y) { return psum(y, "x") * 0.5; }, b);
+      },
+      mesh, {P("x")}, {P("x")}, /*check_vma=*/false);
+  auto smj = jit([&](const Array& b) { return sm(b); });
+  const CostAnalysis c = smj.lower(s).cost_analysis();
+  EXPECT_DOUBLE_EQ(c.collectives_per_device.at("all_reduce"), 3);
+  EXPECT_DOUBLE_EQ(c.collectives_per_device.at("all_gather"), 0);
+  EXPECT_DOUBLE_EQ(c.bytes_per_device.at("all_reduce"), 3 * 2.0 * 7 / 8 * 8 * 4);
+}

@@ -20,6 +20,7 @@
 #include "partix/models/llama.h"
 #include "partix/partix.h"
 #include "report.h"
+#include "step_time.h"
 
 namespace partix::cli {
 
@@ -40,6 +41,10 @@ struct PlanArgs {
   int64_t new_tokens = 128;
   int64_t vocab = 0;  // 0: the model's own
   std::string dtype = "f32", remat = "none";
+  bool step_time = false;  // measure this host and predict each training step's time
+  double calibrate = 0;    // the first mesh's measured step, seconds (0: uncalibrated)
+  double calibration = 0;  // measured / modelled, from an earlier --calibrate (0: none)
+  std::string host_rates;  // a file that keeps the measured rates
 };
 
 // One model of either family.
@@ -187,7 +192,45 @@ struct TrainPlan {
   int64_t stages = 1;
   double bubble = 0;     // pipelined meshes: the schedule's bubble fraction
   int64_t held = 0;      // pipelined meshes: microbatch inputs the first stage holds
+  std::optional<StepTime> step;  // --step-time, on a mesh this host has the devices for
+  double scale = 1;              // --calibrate: measured / modelled, of the first mesh
 };
+
+// --step-time: each plan's step on this host's virtual devices, from rates measured on as many
+// devices as its mesh has, scaled so that the first plan takes the --calibrate seconds.
+void add_step_times(const PlanArgs& a, std::vector<TrainPlan>& plans,
+                    const std::vector<Mesh>& meshes) {
+  if (!a.step_time) return;
+  detail::check(a.calibrate == 0 || a.calibration == 0, "plan",
+                "give --calibrate (a measured step) or --calibration (a factor), not both");
+  std::map<int, HostRates> rates;
+  const int local = static_cast<int>(local_devices().size());
+  for (size_t k = 0; k < plans.size(); ++k) {
+    const int n = static_cast<int>(meshes[k].size());
+    if (n > local) continue;
+    if (!rates.count(n)) rates.emplace(n, host_rates(n, a.host_rates));
+    plans[k].step = predict_step(plans[k].cost, rates.at(n), plans[k].bubble);
+    plans[k].scale = a.calibration > 0 ? a.calibration : 1;
+  }
+  if (a.calibrate <= 0) return;
+  detail::check(plans.front().step.has_value(), "plan",
+                "--calibrate is the measured step of the first --mesh ({}), which needs more "
+                "devices than this host's {}",
+                plans.front().mesh, local);
+  const double scale = a.calibrate / plans.front().step->total();
+  for (TrainPlan& t : plans) t.scale = scale;
+}
+
+nlohmann::ordered_json step_json(const TrainPlan& t) {
+  if (!t.step) return nullptr;
+  return {{"seconds", t.scale * t.step->total()},
+          {"modelled_seconds", t.step->total()},
+          {"calibration", t.scale},
+          {"compute", t.step->compute},
+          {"memory", t.step->memory},
+          {"per_instruction", t.step->overhead},
+          {"collectives", t.step->collectives}};
+}
 
 TrainPlan plan_training_figures(const PlanArgs& a, const g2::Config& model, const Mesh& mesh) {
   TrainPlan t;
@@ -195,7 +238,7 @@ TrainPlan plan_training_figures(const PlanArgs& a, const g2::Config& model, cons
   o.model = model;
   if (a.vocab > 0) o.model.vocab_size = a.vocab;
   o.model.dtype = a.dtype == "bf16" ? DType::BF16 : DType::F32;
-  o.model.dropout = 0.0;
+  // The model's own dropout, as partix train runs it (its masks are drawn in the step).
   o.fsdp = a.fsdp;
   o.remat = a.remat == "layer";
   o.scan_layers = true;  // as partix train: the layers stacked and scanned
@@ -279,13 +322,30 @@ nlohmann::ordered_json train_plan_json(const PlanArgs& a, const TrainPlan& t) {
   j["collectives"] = collectives_json(t.cost);
   j["flops_per_device"] = t.cost.flops;
   j["duplicated_flops_fraction"] = t.cost.duplicated_flops_fraction;
+  j["bytes_accessed_per_device"] = t.cost.bytes_accessed;
+  j["instructions_per_device"] = t.cost.instructions;
+  if (a.step_time) j["step_time"] = step_json(t);
   j["warnings"] = t.warnings;
   return j;
 }
 
+void print_step(const TrainPlan& t) {
+  if (!t.step) {
+    fmt::print("step time: - (the mesh has more devices than this host)\n");
+    return;
+  }
+  fmt::print("step time on this host: {:.3f} s{} (modelled: compute {:.3f} s, memory {:.3f} s, "
+             "per-instruction {:.3f} s, collectives {:.3f} s)\n",
+             t.scale * t.step->total(),
+             t.scale != 1 ? fmt::format(", calibrated x{:.3f}", t.scale) : "", t.step->compute,
+             t.step->memory, t.step->overhead, t.step->collectives);
+}
+
 void plan_training(const PlanArgs& a, const g2::Config& model, const Mesh& mesh,
                    std::chrono::steady_clock::time_point t0) {
-  const TrainPlan t = plan_training_figures(a, model, mesh);
+  std::vector<TrainPlan> one{plan_training_figures(a, model, mesh)};
+  add_step_times(a, one, {mesh});
+  const TrainPlan& t = one.front();
   const double seconds = seconds_since(t0);
   if (a.json) {
     nlohmann::ordered_json j = train_plan_json(a, t);
@@ -326,10 +386,11 @@ void plan_training(const PlanArgs& a, const g2::Config& model, const Mesh& mesh,
   fmt::print("collectives per step, bytes sent per device:\n");
   print_collectives(t.cost, t.warnings);
   if (t.stages > 1) {
-    fmt::print("  (pipelined: flops and bytes count every tick's forward and backward halves; a "
-               "device works in {:.1f}% of them: {:.3e} flops)\n",
-               100 * (1 - t.bubble), t.cost.flops * (1 - t.bubble));
+    fmt::print("  (pipelined: flops count the {} forward and backward halves a device works in, "
+               "not its idle ones; bytes sent count the activations passed on every tick)\n",
+               t.o.microbatches * t.o.virtual_stages);
   }
+  if (a.step_time) print_step(t);
   fmt::print("planned in {:.1f} s\n", seconds);
 }
 
@@ -338,6 +399,7 @@ void plan_training_table(const PlanArgs& a, const g2::Config& model,
                          const std::vector<Mesh>& meshes, std::chrono::steady_clock::time_point t0) {
   std::vector<TrainPlan> plans;
   for (const Mesh& m : meshes) plans.push_back(plan_training_figures(a, model, m));
+  add_step_times(a, plans, meshes);
   const double seconds = seconds_since(t0);
   if (a.json) {
     nlohmann::ordered_json j = nlohmann::ordered_json::array();
@@ -358,29 +420,42 @@ void plan_training_table(const PlanArgs& a, const g2::Config& model,
     }
     return fmt::format("{}", fmt::join(parts, ","));
   };
-  fmt::print("  {:<24} {:>10} {:>10} {:>10} {:>11} {:>10} {:>8}\n", "mesh", "params",
-             "optimizer", "peak", "sent/step", "TFLOP", "bubble");
+  fmt::print("  {:<24} {:>10} {:>10} {:>10} {:>11} {:>10} {:>8}{}\n", "mesh", "params",
+             "optimizer", "peak", "sent/step", "TFLOP", "bubble",
+             a.step_time ? fmt::format(" {:>9}", "step") : "");
   for (size_t k = 0; k < plans.size(); ++k) {
     const TrainPlan& t = plans[k];
     double sent = 0;
     for (const auto& [kind, bytes] : t.cost.bytes_per_device) sent += bytes;
-    // A pipelined step's program holds every tick's forward and backward halves; a device runs
-    // the (1 - bubble) of them that the schedule gives it work in.
-    const double flops = t.cost.flops * (t.stages > 1 ? 1 - t.bubble : 1);
-    fmt::print("  {:<24} {:>10} {:>10} {:>10} {:>11} {:>10.1f} {:>8}\n", name(meshes[k]),
+    // Pipelined: the halves a device works in (cost analysis weighs the schedule's conds).
+    const double flops = t.cost.flops;
+    std::string step;
+    if (a.step_time) {
+      step = t.step ? fmt::format(" {:>8.3f}s", t.scale * t.step->total()) : fmt::format(" {:>9}", "-");
+    }
+    fmt::print("  {:<24} {:>10} {:>10} {:>10} {:>11} {:>10.1f} {:>8}{}\n", name(meshes[k]),
                format_bytes(static_cast<double>(t.params)),
                format_bytes(static_cast<double>(t.optimizer)),
                format_bytes(static_cast<double>(t.peak)), format_bytes(sent), flops / 1e12,
-               t.stages > 1 ? fmt::format("{:.1f}%", 100 * t.bubble) : "-");
+               t.stages > 1 ? fmt::format("{:.1f}%", 100 * t.bubble) : "-", step);
   }
   for (size_t k = 0; k < plans.size(); ++k) {
     const TrainPlan& t = plans[k];
     if (t.stages > 1) {
       fmt::print("  {}: {} over {} microbatches of {} sequences; each stage recomputes its "
-                 "forward in its backward; bytes sent count every tick's halves\n",
+                 "forward in its backward; flops count the halves a device works in, bytes sent the "
+                 "activations passed on every tick\n",
                  name(meshes[k]), a.schedule, t.o.microbatches,
                  t.o.batch / (t.o.data * t.o.microbatches));
     }
+  }
+  if (a.step_time) {
+    fmt::print("  step: one training step on this host's virtual devices, from rates measured on "
+               "as many devices as the mesh has{}\n",
+               plans.front().scale != 1
+                   ? fmt::format(", calibrated x{:.3f} by the first mesh's measured step",
+                                 plans.front().scale)
+                   : "");
   }
   fmt::print("planned in {:.1f} s\n", seconds);
 }
@@ -475,6 +550,16 @@ void run_plan(const PlanArgs& a) {
     return m[0] > 1 ? make_abstract_mesh({m[0], m[1], m[2]}, {"stage", "data", "model"})
                     : make_abstract_mesh({m[1], m[2]}, {"data", "model"});
   };
+  if (a.step_time) {
+    detail::check(!a.generate, "plan", "--step-time and --calibrate time training steps, not --generate");
+    // The probes run on as many devices as the largest mesh that this host can hold (64).
+    int64_t most = 1;
+    for (const auto& s : a.meshes.empty() ? std::vector<std::vector<int64_t>>{a.mesh} : a.meshes) {
+      const int64_t n = s[0] * s[1] * s[2];
+      if (n <= 64) most = std::max(most, n);
+    }
+    init({.num_cpu_devices = static_cast<int>(most)});
+  }
   const Mesh mesh = abstract(a.mesh);
   if (a.meshes.size() > 1) {
     detail::check(!a.generate, "plan", "--generate plans one mesh; give --mesh once");
@@ -545,6 +630,35 @@ void add_plan(CLI::App& app) {
   add_int(cmd, "--vocab", a->vocab, 0, int64_t{1} << 24,
           "Training plans: the vocabulary size (0: the model's own; partix train's small and "
           "tiny read bytes: 256)");
+  cmd->add_flag("--step-time", a->step_time,
+                "Training plans: predict each step's time on this host's virtual devices (meshes "
+                "of up to 64 devices), from rates measured here in about a second per mesh size");
+  cmd->add_option_function<double>(
+         "--calibrate",
+         [a](double s) {
+           a->calibrate = s;
+           a->step_time = true;
+         },
+         "Seconds a step of the first --mesh took when measured (e.g. by partix train): scales "
+         "every predicted step time by measured / modelled (implies --step-time)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option_function<double>(
+         "--calibration",
+         [a](double k) {
+           a->calibration = k;
+           a->step_time = true;
+         },
+         "A factor an earlier --calibrate found (measured / modelled): scales every predicted "
+         "step time (implies --step-time)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option_function<std::string>(
+         "--host-rates",
+         [a](const std::string& path) {
+           a->host_rates = path;
+           a->step_time = true;
+         },
+         "Keep the rates measured on this host in this JSON file, and use the rates it holds "
+         "(so that plans made apart agree; implies --step-time)");
   cmd->add_flag("--json", a->json, "Print the plan as JSON");
   cmd->callback([a] {
     if (!parse_only()) run_plan(*a);
