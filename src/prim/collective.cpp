@@ -12,6 +12,7 @@
 #include <bit>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <tuple>
 #include <set>
@@ -324,16 +325,22 @@ class ReduceScatter final : public Collective {
     for (size_t i = static_cast<size_t>(axis) + 1; i < in.shape.size(); ++i) inner *= in.shape[i];
     const int es = dtype_size(in.dtype);
     const int64_t chunk = d / n;  // rows of `axis` per rank
-    std::vector<char> tmp(static_cast<size_t>(in.nbytes()));
     const char* src = static_cast<const char*>(c.in[0]);
-    for (int64_t r = 0; r < n; ++r) {
-      for (int64_t o = 0; o < outer; ++o) {
-        std::memcpy(tmp.data() + ((r * outer + o) * chunk * inner) * es,
-                    src + ((o * d + r * chunk) * inner) * es, static_cast<size_t>(chunk * inner * es));
+    // With nothing outside the scattered axis, rank r's chunk is already contiguous.
+    std::unique_ptr<char[]> tmp;
+    if (outer > 1) {
+      tmp.reset(new char[static_cast<size_t>(in.nbytes())]);  // written whole below
+      for (int64_t r = 0; r < n; ++r) {
+        for (int64_t o = 0; o < outer; ++o) {
+          std::memcpy(tmp.get() + ((r * outer + o) * chunk * inner) * es,
+                      src + ((o * d + r * chunk) * inner) * es,
+                      static_cast<size_t>(chunk * inner * es));
+        }
       }
+      src = tmp.get();
     }
-    c.ctx.comm->reduce_scatter(tmp.data(), c.out[0], outer * chunk * inner, in.dtype,
-                               ReduceKind::kSum, g.devices, c.ctx.device);
+    c.ctx.comm->reduce_scatter(src, c.out[0], outer * chunk * inner, in.dtype, ReduceKind::kSum,
+                               g.devices, c.ctx.device);
   }
 };
 
@@ -383,27 +390,48 @@ class AllToAll final : public Collective {
     Shape piece = in.shape;
     piece[static_cast<size_t>(split)] /= n;
     const int64_t piece_bytes = shape_size(piece) * es;
-    std::vector<char> send(static_cast<size_t>(piece_bytes * n)), recv(send.size());
-    Shape zero(piece.size(), 0);
-    for (int64_t j = 0; j < n; ++j) {
-      Shape off(piece.size(), 0);
-      off[static_cast<size_t>(split)] = j * piece[static_cast<size_t>(split)];
-      detail::copy_box(c.in[0], in.shape, off, send.data() + j * piece_bytes, piece, zero, piece, es);
-    }
-    c.ctx.comm->all_to_all(send.data(), recv.data(), piece_bytes, g.devices, c.ctx.device);
-    // Received chunk r (from rank r) goes to position r along the concat axis.
+    auto leading = [](const Shape& s, int axis) {
+      int64_t k = 1;
+      for (int i = 0; i < axis; ++i) k *= s[static_cast<size_t>(i)];
+      return k;
+    };
+    // Chunk j is contiguous in the input when nothing lies outside the split axis, and
+    // received chunk r lands contiguously in the output when nothing lies outside the concat
+    // axis there: then the communicator reads and writes the arrays themselves.
     const Shape& out = c.out_aval(0).shape;
-    Shape block = piece;  // tiled: the piece; untiled: the piece without split, with a 1 at concat
     int concat = static_cast<int>(c.attrs.i("concat_axis"));
+    Shape block = piece;  // tiled: the piece; untiled: the piece without split, with a 1 at concat
     if (!tiled) {
       block.erase(block.begin() + split);
       block.insert(block.begin() + concat, 1);
     }
+    const bool packed_in = leading(in.shape, split) == 1;
+    const bool packed_out = leading(out, concat) == 1;
+    std::unique_ptr<char[]> send, recv;  // written whole before they are read
+    const void* src = c.in[0];
+    void* dst = c.out[0];
+    if (!packed_in) {
+      send.reset(new char[static_cast<size_t>(piece_bytes * n)]);
+      Shape zero(piece.size(), 0);
+      for (int64_t j = 0; j < n; ++j) {
+        Shape off(piece.size(), 0);
+        off[static_cast<size_t>(split)] = j * piece[static_cast<size_t>(split)];
+        detail::copy_box(c.in[0], in.shape, off, send.get() + j * piece_bytes, piece, zero, piece, es);
+      }
+      src = send.get();
+    }
+    if (!packed_out) {
+      recv.reset(new char[static_cast<size_t>(piece_bytes * n)]);
+      dst = recv.get();
+    }
+    c.ctx.comm->all_to_all(src, dst, piece_bytes, g.devices, c.ctx.device);
+    if (packed_out) return;
+    // Received chunk r (from rank r) goes to position r along the concat axis.
     Shape bzero(block.size(), 0);
     for (int64_t r = 0; r < n; ++r) {
       Shape off(block.size(), 0);
       off[static_cast<size_t>(concat)] = r * block[static_cast<size_t>(concat)];
-      detail::copy_box(recv.data() + r * piece_bytes, block, bzero, c.out[0], out, off, block, es);
+      detail::copy_box(recv.get() + r * piece_bytes, block, bzero, c.out[0], out, off, block, es);
     }
   }
 };
