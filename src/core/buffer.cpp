@@ -254,6 +254,22 @@ Buffer Buffer::alias_for(int device) const {
   return b;
 }
 
+Buffer Buffer::view(int64_t offset, int64_t nbytes) const {
+  if (offset < 0 || nbytes < 0 || offset + nbytes > this->nbytes() || offset % 64 != 0) {
+    internal_error("Buffer", "a view outside its buffer or misaligned");
+  }
+  auto s = std::make_shared<Storage>();
+  s->base = storage_->base ? storage_->base : storage_;
+  s->ptr = static_cast<char*>(storage_->ptr) + offset;
+  s->nbytes = nbytes;
+  s->device = storage_->device;
+  if (s->device >= 0) record_alloc(s->device, nbytes);
+  Buffer b;
+  b.storage_ = std::move(s);
+  b.ptr_ = b.storage_->ptr;
+  return b;
+}
+
 bool Buffer::unique() const {
   // Aliases of a shared collective result are never written in place: other devices'
   // threads read the same memory, and a relaxed reference count would not order their last

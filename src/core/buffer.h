@@ -26,6 +26,11 @@ class Buffer {
   // A view of this buffer's memory attributed to `device` (its bytes count there, as if it
   // were a copy). Devices of one process share immutable collective results this way.
   Buffer alias_for(int device) const;
+  // A read-only view of nbytes of this buffer's memory from `offset` (a multiple of 64, so the
+  // view keeps the allocator's alignment), attributed to this buffer's device and counted there
+  // as if it were a copy (memory plans count a scanned slice as a fresh buffer). The memory
+  // stays alive while the view does; neither is written in place while the other lives.
+  Buffer view(int64_t offset, int64_t nbytes) const;
 
   bool valid() const { return storage_ != nullptr; }
   // Kept beside the handle: the interpreter asks for every operand's address on every

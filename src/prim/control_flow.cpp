@@ -417,7 +417,8 @@ class Scan final : public Primitive {
     for (size_t k = nc; k < out.size(); ++k) held += out[k].nbytes();
     return held;
   }
-  // Each iteration's slices of the scanned inputs (fori_loop: its index) are fresh buffers.
+  // Each iteration's slices of the scanned inputs (fori_loop: its index) are fresh buffers
+  // (a slice that is a view of the stacked input is counted as one too).
   std::vector<bool> region_params_made_per_run(const Attrs& attrs, size_t) const override {
     const size_t nc = static_cast<size_t>(attrs.i("num_carry"));
     if (fori_) return {true};
@@ -457,8 +458,15 @@ class Scan final : public Primitive {
       }
       for (auto& b : carry) body_args.push_back(std::move(b));
       for (size_t j = 0; j < nx; ++j) {
+        // A slice that starts on the allocator's alignment is a view of the stacked input (the
+        // layers of a scanned model are not copied per step); another is copied.
+        const int64_t offset = i * x_bytes[j];
+        if (offset % 64 == 0) {
+          body_args.push_back(xs[j].view(offset, x_bytes[j]));
+          continue;
+        }
         detail::Buffer x = detail::Buffer::allocate(c.ctx.device, x_bytes[j]);
-        std::memcpy(x.data(), static_cast<const char*>(xs[j].data()) + i * x_bytes[j],
+        std::memcpy(x.data(), static_cast<const char*>(xs[j].data()) + offset,
                     static_cast<size_t>(x_bytes[j]));
         body_args.push_back(std::move(x));
       }

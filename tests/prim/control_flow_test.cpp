@@ -294,3 +294,36 @@ TEST(ControlFlowReadme, TheSnippetRunsAsDocumented) {
   for (int i = 0; i < 10; ++i) v = v * 0.5 + i;
   EXPECT_NEAR(c.to_vector<float>()[1], v, 1e-5);
 }
+
+// A scanned slice on the allocator's alignment is a view of the stacked input, not a copy: the
+// body reading it, returning it as its carry, and updating that carry in the next step never
+// writes the stacked input, which the caller still reads afterwards; slices off the alignment
+// (rows of 3 floats) are copied and give the same values.
+TEST(Scan, SlicesAreViewsOfTheStackedInputThatAreNeverWrittenThrough) {
+  for (int64_t row : {int64_t{16}, int64_t{3}}) {  // 64 bytes: views; 12 bytes: copies
+    Array xs = iota_f32(4 * row, {4, row});
+    const std::vector<float> before = floats(xs);
+    auto f = jit([](const Array& x) {
+      // The carry is the previous slice doubled in place where the runtime may: a view of the
+      // stacked input must not be that buffer.
+      auto [c, ys] = scan(
+          [](const Array& carry, const Array& s) {
+            return std::pair{s, carry * 2.0 + s};
+          },
+          zeros({x.shape()[1]}), x);
+      return std::pair{c * 3.0, ys};
+    });
+    auto [c, ys] = f(xs);
+    std::vector<float> want_ys, want_c;
+    for (int64_t i = 0; i < 4; ++i) {
+      for (int64_t k = 0; k < row; ++k) {
+        const float prev = i == 0 ? 0.0f : before[static_cast<size_t>((i - 1) * row + k)];
+        want_ys.push_back(prev * 2.0f + before[static_cast<size_t>(i * row + k)]);
+      }
+    }
+    for (int64_t k = 0; k < row; ++k) want_c.push_back(3.0f * before[static_cast<size_t>(3 * row + k)]);
+    EXPECT_EQ(floats(ys), want_ys) << row;
+    EXPECT_EQ(floats(c), want_c) << row;
+    EXPECT_EQ(floats(xs), before) << "the stacked input was written through a view (" << row << ")";
+  }
+}
