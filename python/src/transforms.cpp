@@ -127,9 +127,13 @@ class PyShardMap {
 };
 
 std::map<std::string, double> cost_dict(const CostAnalysis& c) {
+  // JAX's keys where it has them ("flops", "bytes accessed"), per device.
   std::map<std::string, double> out{{"flops", c.flops},
-                                    {"duplicated_flops_fraction", c.duplicated_flops_fraction}};
+                                    {"duplicated_flops_fraction", c.duplicated_flops_fraction},
+                                    {"bytes accessed", c.bytes_accessed},
+                                    {"instructions", c.instructions}};
   for (const auto& [k, v] : c.bytes_per_device) out["bytes " + k] = v;
+  for (const auto& [k, v] : c.collectives_per_device) out["collectives " + k] = v;
   return out;
 }
 

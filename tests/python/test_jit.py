@@ -243,6 +243,10 @@ def test_lower_compile(mesh8):
   assert "all_reduce" in text or "all-reduce" in text or "psum" in text, text
   cost = lowered.cost_analysis()
   assert isinstance(cost, dict) and cost["flops"] >= 2 * 16 * 32 * 8 / 4
+  # Per device ('x' splits 4 ways): the local product [16, 8] x [8, 8] reads both blocks and
+  # writes [16, 8]; one all-reduce makes the replicated result.
+  assert cost["bytes accessed"] == (16 * 8 + 8 * 8 + 16 * 8) * 4, cost
+  assert cost["collectives all_reduce"] == 1 and cost["instructions"] >= 2, cost
   mem = lowered.memory_analysis()
   assert mem.argument_size_in_bytes >= (16 * 8 + 8 * 8) * 4
   compiled = lowered.compile()
