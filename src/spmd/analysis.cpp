@@ -101,7 +101,8 @@ void add_costs(const ir::Program& p, double times, CostAnalysis& out, double& du
     }
     if (!in.prim->runs_regions()) continue;
     if (!in.prim->region_layout(in.attrs).one_region_runs) {
-      // A loop moves its operands and results once: a scan slices its xs and stacks its ys.
+      // A loop's operands and results count once: a scan stacks its ys (its aligned xs slices
+      // are views, read by the body's kernels; the model keeps them as one pass).
       double moved = 0;
       for (const auto& a : ia) moved += static_cast<double>(a.nbytes());
       for (const auto& a : oa) moved += static_cast<double>(a.nbytes());
