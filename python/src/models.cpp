@@ -97,9 +97,9 @@ void bind_models(nb::module_& m) {
   m.def(
       "llama_load",
       [](const std::string& path, const Mesh& mesh, const std::string& axis, bool quantized,
-         const std::string& dtype) {
+         const std::string& dtype, bool stacked) {
         nn::LogicalRules rules = L::sharding_rules(axis);
-        L::LoadOptions o{quantized, to_dtype(dtype)};
+        L::LoadOptions o{quantized, to_dtype(dtype), stacked};
         L::Model model;
         {
           nb::gil_scoped_release release;

@@ -1,4 +1,5 @@
 // Shape ops: reshape, transpose, broadcasting, slicing, concatenation, padding.
+#include <algorithm>
 #include <numeric>
 
 #include "core/errors.h"
@@ -145,9 +146,15 @@ Array slice_axis(const Array& x, int axis, int64_t start, int64_t stop) {
 Array concatenate(std::vector<Array> xs, int axis) {
   detail::check(!xs.empty(), "concatenate", "needs at least one array");
   if (xs.size() == 1) return xs[0];
-  DType dt = xs[0].dtype();
-  for (const Array& a : xs) dt = promote_types(dt, a.dtype());
-  for (Array& a : xs) a = astype(a, dt);
+  // Arrays of one dtype join as they are (quantized weights too, along any axis but their
+  // blocks'); mixed dtypes promote.
+  const bool same = std::all_of(xs.begin(), xs.end(),
+                                [&](const Array& a) { return a.dtype() == xs[0].dtype(); });
+  if (!same) {
+    DType dt = xs[0].dtype();
+    for (const Array& a : xs) dt = promote_types(dt, a.dtype());
+    for (Array& a : xs) a = astype(a, dt);
+  }
   axis = ops::norm_axis("concatenate", axis, xs[0].shape());
   return detail::bind1("concatenate", xs, {{"axis", static_cast<int64_t>(axis)}});
 }

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "core/buffer.h"
 #include "core/layout.h"
 #include "core/scalar.h"
 #include "partix/ops.h"
@@ -84,6 +85,31 @@ class DynamicSlice final : public Primitive {
   }
   double flops(const std::vector<Aval>&, const std::vector<Aval>&, const Attrs&) const override {
     return 0;
+  }
+  // A block that is one contiguous run of the operand's bytes, starting on the allocator's
+  // alignment, is a view of the operand (one layer of a stacked KV cache read in a scanned
+  // model): no copy. A view is never written in place, and the operand is not while it lives.
+  bool may_share_result(const Attrs&) const override { return true; }
+  bool shares_result(const KernelCall& c, const std::vector<const detail::Buffer*>& operands,
+                     detail::Buffer* result) const override {
+    const Aval& x = c.in_aval(0);
+    const Shape sizes = c.attrs.ints("sizes");
+    if (is_quantized(x.dtype) || x.shape.empty()) return false;
+    // Contiguous: size 1 up to some dimension k, then the whole extent of every later one.
+    size_t k = 0;
+    while (k < sizes.size() && sizes[k] == 1) ++k;
+    for (size_t d = k + 1; d < sizes.size(); ++d) {
+      if (sizes[d] != x.shape[d]) return false;
+    }
+    const Shape start = dynamic_starts(c, 1, x.shape, sizes);
+    const std::vector<int64_t> stride = detail::strides_of(x.shape);
+    int64_t offset = 0;
+    for (size_t d = 0; d < sizes.size(); ++d) offset += start[d] * stride[d];
+    offset *= dtype_size(x.dtype);
+    const int64_t nbytes = c.out_aval(0).nbytes();
+    if (offset % 64 != 0 || nbytes == 0) return false;
+    *result = operands[0]->view(offset, nbytes);
+    return true;
   }
   void reference(const KernelCall& c) const override {
     const Aval& x = c.in_aval(0);

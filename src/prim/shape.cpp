@@ -369,6 +369,8 @@ class BroadcastInDim final : public Primitive {
 class SlicePrim final : public Primitive {
  public:
   std::string_view name() const override { return "slice"; }
+  // Quantized weights: any dimension but the last (blocks), which infer() keeps whole.
+  bool accepts_quantized() const override { return true; }
   // Dimensions kept whole are split like the operand; their bounds are the local block's.
   Attrs localize_attrs(const Attrs& attrs, const LocalizeArgs& a) const override {
     const Shape& gin = a.in[0].shape;
@@ -407,6 +409,11 @@ class SlicePrim final : public Primitive {
                     start[d], stop[d], strides[d], d, in[0].to_string());
       out.push_back((stop[d] - start[d] + strides[d] - 1) / strides[d]);
     }
+    // A quantized value's last dimension is whole blocks: it is taken whole.
+    detail::check(!is_quantized(in[0].dtype) || s.empty() || out.back() == s.back(), name(),
+                  "cannot slice the last (block) dimension of a quantized {}; astype it to a "
+                  "float dtype first",
+                  in[0].to_string());
     return {Aval{out, in[0].dtype}};
   }
   FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>& out,
@@ -441,11 +448,12 @@ class SlicePrim final : public Primitive {
     const Aval& in = c.in_aval(0);
     Shape start = c.attrs.ints("start");
     Shape strides = c.attrs.has("strides") ? c.attrs.ints("strides") : Shape(in.shape.size(), 1);
-    auto is = detail::strides_of(in.shape);
+    // Quantized: whole blocks of the last dimension, which infer() keeps whole.
+    auto is = detail::strides_of(storage_shape(in));
     const int es = dtype_size(in.dtype);
     const char* src = static_cast<const char*>(c.in[0]);
     char* dst = static_cast<char*>(c.out[0]);
-    for_each_index(c.out_aval(0).shape, [&](int64_t o, const std::vector<int64_t>& idx) {
+    for_each_index(storage_shape(c.out_aval(0)), [&](int64_t o, const std::vector<int64_t>& idx) {
       int64_t off = 0;
       for (size_t d = 0; d < idx.size(); ++d) off += (start[d] + idx[d] * strides[d]) * is[d];
       std::memcpy(dst + o * es, src + off * es, static_cast<size_t>(es));
@@ -457,6 +465,8 @@ class SlicePrim final : public Primitive {
 class Concatenate final : public Primitive {
  public:
   std::string_view name() const override { return "concatenate"; }
+  // Quantized weights (layers stacked at load): along any dimension but the last (blocks).
+  bool accepts_quantized() const override { return true; }
   Linearity linearity() const override { return Linearity::kLinear; }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
                           const Regions&) const override {
@@ -471,6 +481,10 @@ class Concatenate final : public Primitive {
       }
       detail::check(same, name(), "operands {} do not agree except along axis {}",
                     avals_to_string(in), axis);
+      detail::check(!is_quantized(a.dtype) || axis < a.ndim() - 1, name(),
+                    "cannot join quantized {} along the last (block) dimension; astype them to a "
+                    "float dtype first",
+                    avals_to_string(in));
       out[static_cast<size_t>(axis)] += a.shape[static_cast<size_t>(axis)];
     }
     return {Aval{out, in[0].dtype}};
@@ -510,11 +524,11 @@ class Concatenate final : public Primitive {
   }
   void reference(const KernelCall& c) const override {
     int axis = norm_axis(name(), c.attrs.i("axis"), c.out_aval(0).ndim());
-    const Shape& os = c.out_aval(0).shape;
+    const Shape os = storage_shape(c.out_aval(0));  // quantized: whole blocks
     const int es = dtype_size(c.out_aval(0).dtype);
     int64_t off = 0;
     for (size_t k = 0; k < c.in.size(); ++k) {
-      const Shape& s = c.in_aval(k).shape;
+      const Shape s = storage_shape(c.in_aval(k));
       Shape zero(s.size(), 0), dst_off(s.size(), 0);
       dst_off[static_cast<size_t>(axis)] = off;
       detail::copy_box(c.in[k], s, zero, c.out[0], os, dst_off, s, es);

@@ -17,6 +17,14 @@ void check_arity(std::string_view op, const std::vector<ir::Aval>& in, size_t n)
 int norm_axis(std::string_view op, int64_t axis, int rank);
 std::vector<int> norm_axes(std::string_view op, const std::vector<int64_t>& axes, int rank);
 
+// The shape a copy kernel walks: a quantized [..., K] value is [..., K / block] elements of
+// dtype_size bytes (whole blocks); any other shape is itself.
+inline Shape storage_shape(const ir::Aval& a) {
+  Shape s = a.shape;
+  if (is_quantized(a.dtype) && !s.empty()) s.back() /= dtype_block_elems(a.dtype);
+  return s;
+}
+
 // Dtype categories.
 inline bool is_float_like(DType d) { return is_floating(d); }
 

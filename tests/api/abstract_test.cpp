@@ -148,7 +148,9 @@ TEST(Abstract, ModelBuildersGiveAbstractParametersAtAnySize) {
   Params lp = eval_shape(
       [&](const Array& key) { return L::init(L::tiny(), key, mesh, L::sharding_rules()); },
       ShapeDtypeStruct{{2}, DType::I32});
-  EXPECT_EQ(lp.at("model.layers.0.self_attn.o_proj.weight").sharding().spec(), P(None, "model"));
+  EXPECT_EQ(lp.at("model.layers.self_attn.o_proj.weight").sharding().spec(),
+            P(None, None, "model"));
+  EXPECT_EQ(lp.at("model.layers.self_attn.o_proj.weight").shape()[0], L::tiny().num_layers);
 }
 
 TEST(Abstract, NothingThatNeedsValuesTakesAnAbstractArray) {

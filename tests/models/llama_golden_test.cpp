@@ -117,8 +117,11 @@ TEST(LlamaGolden, TensorParallelForwardHasTwoAllReducesPerLayerAndGathersNoWeigh
     int all_reduce = 0;
     for (size_t p = text.find("= all_reduce("); p != std::string::npos; p = text.find("= all_reduce(", p + 1)) all_reduce++;
     // One per layer after attention (o_proj), one after the MLP (down_proj), one for the
-    // vocab-parallel embedding lookup.
-    EXPECT_EQ(all_reduce, 2 * m.config.num_layers + 1);
+    // vocab-parallel embedding lookup: in the program, the two of the scanned layer and the
+    // lookup's; run, 2 per layer and 1.
+    EXPECT_EQ(all_reduce, 3);
+    EXPECT_EQ(l.cost_analysis().collectives_per_device.at("all_reduce"),
+              2 * m.config.num_layers + 1);
     // The only gather is of the logits for sampling ([B, V] split over the vocab).
     for (size_t p = text.find("= all_gather("); p != std::string::npos; p = text.find("= all_gather(", p + 1)) {
       std::string line = text.substr(p, text.find('\n', p) - p);

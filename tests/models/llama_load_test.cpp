@@ -41,7 +41,16 @@ TEST(LlamaLoad, TwoLayerCopyOfTheRealFileLoads) {
   Mesh mesh({1}, {"model"});
   L::Model m = L::load(dir.file("m.gguf"), mesh, L::sharding_rules());
   EXPECT_EQ(m.config.num_layers, 2);
-  EXPECT_EQ(m.params.size(), 2u * 9 + 2);
+  // Stacked at load (the default): nine layer parameters [2, ...], the embedding, the norm.
+  EXPECT_EQ(m.params.size(), 9u + 2);
+  EXPECT_EQ(m.params.at("model.layers.mlp.up_proj.weight").shape(),
+            (Shape{2, m.config.intermediate_size, m.config.hidden_size}));
+  L::Model per = L::load(dir.file("m.gguf"), mesh, L::sharding_rules(), {.stacked = false});
+  EXPECT_EQ(per.params.size(), 2u * 9 + 2);
+  // The same weights either way.
+  for (const auto& [name, a] : L::unstack_layers(m.params, m.config)) {
+    EXPECT_EQ(a.to_vector<float>(), per.params.at(name).to_vector<float>()) << name;
+  }
 }
 
 TEST(LlamaLoad, ZeroHeadCountsAreErrorsNotDivisionByZero) {
@@ -234,7 +243,7 @@ TEST(LlamaLoad, HuggingFaceFoldersAreCheckedTensorByTensor) {
   };
   write([](Params&) {});
   Mesh mesh({2}, {"model"});
-  L::Model m = L::load(d, mesh, L::sharding_rules());
+  L::Model m = L::load(d, mesh, L::sharding_rules(), {.stacked = false});
   EXPECT_EQ(m.params.at("model.layers.1.self_attn.k_proj.weight").shape(),
             (Shape{c.num_kv_heads, c.head_dim, c.hidden_size}));
   EXPECT_EQ(m.params.at("model.layers.1.self_attn.q_proj.weight").shape(),

@@ -33,6 +33,7 @@ nlohmann::json golden_json() {
 
 std::vector<float> last_logits(const L::Model& m, const Mesh& mesh,
                                const std::vector<int32_t>& ids) {
+  const bool stacked = L::is_stacked(m.params);
   const int64_t T = static_cast<int64_t>(ids.size());
   NamedSharding rep(mesh, P());
   auto fwd = jit([&](const Params& p, const Array& t, const L::KVCache& kv) {
@@ -40,7 +41,7 @@ std::vector<float> last_logits(const L::Model& m, const Mesh& mesh,
         .logits;
   });
   Array logits = fwd(m.params, device_put(from_vector(ids, {1, T}), rep),
-                     L::make_cache(m.config, 1, 48, mesh, L::sharding_rules()));
+                     L::make_cache(m.config, 1, 48, mesh, L::sharding_rules(), stacked));
   EXPECT_EQ(logits.shape(), (Shape{1, 1, m.config.vocab_size}));
   return logits.to_vector<float>();
 }
@@ -55,8 +56,10 @@ TEST(LlamaQuantized, WeightsStayInTheirBlocksAndLogitsTrackTheDequantizedModel) 
   Mesh mesh({1}, {"model"});
   auto rules = L::sharding_rules();
   L::Model q = L::load(L::default_model_path(), mesh, rules, {.quantized = true});
-  EXPECT_EQ(q.params.at("model.layers.0.mlp.down_proj.weight").dtype(), DType::Q4_1);
-  EXPECT_EQ(q.params.at("model.layers.3.self_attn.k_proj.weight").dtype(), DType::Q4_1);
+  // Stacked over the 30 layers in their blocks.
+  EXPECT_EQ(q.params.at("model.layers.mlp.down_proj.weight").dtype(), DType::Q4_1);
+  EXPECT_EQ(q.params.at("model.layers.mlp.down_proj.weight").shape(), (Shape{30, 576, 1536}));
+  EXPECT_EQ(q.params.at("model.layers.self_attn.k_proj.weight").dtype(), DType::Q4_1);
   EXPECT_EQ(q.params.at("model.embed_tokens.weight").dtype(), DType::Q8_0);
   EXPECT_EQ(q.params.at("model.norm.weight").dtype(), DType::F32);
   int64_t bytes = 0;
@@ -98,6 +101,27 @@ TEST(LlamaQuantized, WeightsStayInTheirBlocksAndLogitsTrackTheDequantizedModel) 
     auto [w0, w1] = top2(want);
     EXPECT_TRUE(g0 == w0 || (g0 == w1 && g1 == w0)) << g0 << " " << g1 << " vs " << w0 << " " << w1;
   }
+  // Per layer, unrolled: the same blocks, so the same logits; and unstacking the stacked
+  // blocks gives each layer's blocks back byte for byte (quantized slices and joins).
+  L::Model per = L::load(L::default_model_path(), mesh, rules, {.quantized = true, .stacked = false});
+  EXPECT_EQ(per.params.at("model.layers.3.self_attn.k_proj.weight").dtype(), DType::Q4_1);
+  const std::vector<float> a = last_logits(q, mesh, plain), b = last_logits(per, mesh, plain);
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-3) << i;
+  const Params unstacked = L::unstack_layers(q.params, q.config);
+  for (const char* name : {"model.layers.0.mlp.down_proj.weight", "model.layers.29.mlp.up_proj.weight",
+                           "model.layers.7.self_attn.q_proj.weight"}) {
+    const Array x = unstacked.at(name), y = per.params.at(name);
+    ASSERT_EQ(x.dtype(), y.dtype());
+    ASSERT_EQ(x.shape(), y.shape());
+    EXPECT_EQ(astype(x, DType::F32).to_vector<float>(), astype(y, DType::F32).to_vector<float>())
+        << name;
+  }
+  EXPECT_PARTIX_ERROR(concatenate({per.params.at("model.layers.0.mlp.up_proj.weight"),
+                                   per.params.at("model.layers.1.mlp.up_proj.weight")},
+                                  1),
+                      "[concatenate] cannot join quantized", "last (block) dimension");
+  EXPECT_PARTIX_ERROR(slice_axis(per.params.at("model.layers.0.mlp.up_proj.weight"), 1, 0, 64),
+                      "[slice] cannot slice the last (block) dimension");
 }
 
 TEST(LlamaQuantized, GreedyGenerationIsIdenticalOnOneTwoFourAndEightDevices) {
@@ -111,6 +135,10 @@ TEST(LlamaQuantized, GreedyGenerationIsIdenticalOnOneTwoFourAndEightDevices) {
     Mesh mesh({n}, {"model"});
     auto rules = L::sharding_rules();
     L::Model m = L::load(L::default_model_path(), mesh, rules, {.quantized = true});
+    if (n == 8) {  // the stacked blocks are split over heads like the per-layer ones
+      EXPECT_EQ(m.params.at("model.layers.self_attn.q_proj.weight").sharding().spec(),
+                P(None, "model"));
+    }
     if (n > 1) {  // the tied lm_head keeps a vocab-split copy of the replicated embedding
       EXPECT_EQ(m.params.at("model.embed_tokens.weight").sharding().spec(), P());
       EXPECT_EQ(m.params.at("lm_head.weight").sharding().spec(), P("model"));
@@ -143,10 +171,10 @@ TEST(LlamaBf16, WeightsLoadInBf16AndLogitsTrackTheF32Model) {
   Mesh mesh({2}, {"model"});
   auto rules = L::sharding_rules();
   L::Model b = L::load(L::default_model_path(), mesh, rules, {.dtype = DType::BF16});
-  EXPECT_EQ(b.params.at("model.layers.0.self_attn.q_proj.weight").dtype(), DType::BF16);
-  EXPECT_EQ(b.params.at("model.layers.5.mlp.down_proj.weight").dtype(), DType::BF16);
+  EXPECT_EQ(b.params.at("model.layers.self_attn.q_proj.weight").dtype(), DType::BF16);
+  EXPECT_EQ(b.params.at("model.layers.mlp.down_proj.weight").dtype(), DType::BF16);
   EXPECT_EQ(b.params.at("model.embed_tokens.weight").dtype(), DType::BF16);
-  EXPECT_EQ(b.params.at("model.layers.0.input_layernorm.weight").dtype(), DType::F32);
+  EXPECT_EQ(b.params.at("model.layers.input_layernorm.weight").dtype(), DType::F32);
   EXPECT_EQ(b.params.at("model.embed_tokens.weight").sharding().spec(), P("model"));
   int64_t bytes = 0;
   for (const auto& [k, v] : b.params) bytes += v.nbytes();

@@ -1,5 +1,6 @@
 // The Llama model on a small random configuration: prefill equals token-by-token decoding,
 // sharding does not change results, left-padded batches equal single prompts, sampling.
+#include <algorithm>
 #include <cmath>
 
 #include "partix/models/llama.h"
@@ -10,10 +11,10 @@ namespace L = partix::models::llama;
 
 namespace {
 
-L::Model tiny_model(const Mesh& mesh, const nn::LogicalRules& rules) {
+L::Model tiny_model(const Mesh& mesh, const nn::LogicalRules& rules, bool stacked = true) {
   L::Model m;
   m.config = L::tiny();
-  m.params = L::init(m.config, random::key(7), mesh, rules);
+  m.params = L::init(m.config, random::key(7), mesh, rules, stacked);
   return m;
 }
 
@@ -24,7 +25,7 @@ TEST(Llama, ShardingRulesAreLogicalAxisRules) {
   auto rules = L::sharding_rules();
   Mesh mesh({8}, {"model"});
   const L::Config c = L::tiny();
-  auto shardings = L::param_shardings(c, rules, mesh);
+  auto shardings = L::param_shardings(c, rules, mesh, /*stacked=*/false);
   EXPECT_EQ(shardings.at("model.layers.0.self_attn.q_proj.weight").spec(), P("model"));
   EXPECT_EQ(shardings.at("model.layers.1.self_attn.k_proj.weight").spec(), P("model"));
   EXPECT_EQ(shardings.at("model.layers.0.self_attn.o_proj.weight").spec(), P(None, "model"));
@@ -32,15 +33,25 @@ TEST(Llama, ShardingRulesAreLogicalAxisRules) {
   EXPECT_EQ(shardings.at("model.layers.0.mlp.down_proj.weight").spec(), P(None, "model"));
   EXPECT_EQ(shardings.at("model.embed_tokens.weight").spec(), P("model"));
   EXPECT_EQ(shardings.at("model.norm.weight").spec(), P());
-  EXPECT_EQ(shardings.size(), L::param_shapes(c).size());
+  EXPECT_EQ(shardings.size(), L::param_shapes(c, false).size());
+  // Stacked (the default): the same splits behind an unsplit layer dimension.
+  auto stacked = L::param_shardings(c, rules, mesh);
+  EXPECT_EQ(stacked.size(), 9u + 2u);
+  EXPECT_EQ(stacked.at("model.layers.self_attn.q_proj.weight").spec(), P(None, "model"));
+  EXPECT_EQ(stacked.at("model.layers.self_attn.o_proj.weight").spec(), P(None, None, "model"));
+  EXPECT_EQ(stacked.at("model.layers.input_layernorm.weight").spec(), P());
+  EXPECT_EQ(L::param_shapes(c).at("model.layers.mlp.down_proj.weight"),
+            (Shape{c.num_layers, c.hidden_size, c.intermediate_size}));
   // Printable: the rules and the per-parameter table.
   EXPECT_NE(nn::to_string(rules).find("heads"), std::string::npos);
   EXPECT_NE(nn::to_string(rules).find("'model'"), std::string::npos);
-  std::string table = L::describe(c, rules, mesh);
+  std::string table = L::describe(c, rules, mesh, false);
   EXPECT_NE(table.find("model.layers.0.self_attn.o_proj.weight"), std::string::npos);
   EXPECT_NE(table.find("embed, heads, head_group, head_dim"), std::string::npos);
+  EXPECT_NE(L::describe(c, rules, mesh).find("layers, embed, heads, head_group, head_dim"),
+            std::string::npos);
   // Another axis name, and a mesh without it: everything replicated.
-  auto tp = L::param_shardings(c, L::sharding_rules("tp"), Mesh({2, 4}, {"data", "tp"}));
+  auto tp = L::param_shardings(c, L::sharding_rules("tp"), Mesh({2, 4}, {"data", "tp"}), false);
   EXPECT_EQ(tp.at("model.layers.0.mlp.up_proj.weight").spec(), P("tp"));
   auto none = L::param_shardings(c, rules, Mesh({8}, {"data"}));
   for (const auto& [name, s] : none) EXPECT_EQ(s.spec(), P()) << name;
@@ -49,14 +60,32 @@ TEST(Llama, ShardingRulesAreLogicalAxisRules) {
 TEST(Llama, InitIsTheSameOnEveryMeshAndNeverWholeOnADevice) {
   const L::Config c = L::tiny();
   auto rules = L::sharding_rules();
-  Params one = L::init(c, random::key(3), Mesh({1}, {"model"}), rules);
+  Params one = L::init(c, random::key(3), Mesh({1}, {"model"}), rules, false);
   Mesh mesh({8}, {"model"});
-  Params eight = L::init(c, random::key(3), mesh, rules);
-  auto want = L::param_shardings(c, rules, mesh);
+  Params eight = L::init(c, random::key(3), mesh, rules, false);
+  auto want = L::param_shardings(c, rules, mesh, false);
   for (const auto& [name, a] : eight) {
     EXPECT_EQ(a.sharding(), want.at(name)) << name;
     EXPECT_EQ(a.to_vector<float>(), one.at(name).to_vector<float>()) << name;
   }
+  // Stacked: the per-layer values, layer i at row i, in the stacked shardings.
+  Params stacked = L::init(c, random::key(3), mesh, rules);
+  EXPECT_TRUE(L::is_stacked(stacked));
+  EXPECT_FALSE(L::is_stacked(one));
+  auto want_stacked = L::param_shardings(c, rules, mesh);
+  ASSERT_EQ(stacked.size(), want_stacked.size());
+  Params unstacked = L::unstack_layers(stacked, c);
+  ASSERT_EQ(unstacked.size(), one.size());
+  for (const auto& [name, a] : stacked) EXPECT_EQ(a.sharding(), want_stacked.at(name)) << name;
+  for (const auto& [name, a] : one) {
+    EXPECT_EQ(unstacked.at(name).to_vector<float>(), a.to_vector<float>()) << name;
+  }
+  EXPECT_EQ(L::stack_layers(one, c).at("model.layers.mlp.up_proj.weight").to_vector<float>(),
+            stacked.at("model.layers.mlp.up_proj.weight").to_vector<float>());
+  Params missing = one;
+  missing.erase("model.layers.1.mlp.up_proj.weight");
+  EXPECT_PARTIX_ERROR(L::stack_layers(missing, c),
+                      "[llama.stack_layers] the parameters lack 'model.layers.1.mlp.up_proj.weight'");
   // Key/value heads are stored once, each with its group of G = 3 query heads.
   EXPECT_EQ(one.at("model.layers.0.self_attn.k_proj.weight").shape(),
             (Shape{c.num_kv_heads, c.head_dim, c.hidden_size}));
@@ -69,10 +98,11 @@ TEST(Llama, PrefillEqualsDecodingAndShardingChangesNothing) {
   auto rules = L::sharding_rules();
   std::vector<int32_t> prompt{5, 17, 42, 8, 90, 3};
   std::vector<std::vector<float>> last;
-  for (int n : {1, 2, 8}) {
-    SCOPED_TRACE(n);
+  for (int n : {1, 2, 8})
+  for (bool stacked : {true, false}) {
+    SCOPED_TRACE(std::to_string(n) + (stacked ? " stacked" : " per layer"));
     Mesh mesh({n}, {"model"});
-    L::Model m = tiny_model(mesh, rules);
+    L::Model m = tiny_model(mesh, rules, stacked);
     NamedSharding rep(mesh, P());
     auto step = jit([&](const Params& p, const Array& t, const Array& pos, const L::KVCache& kv) {
       auto r = L::forward(p, m.config, t, pos, zeros({1}, DType::I32), kv);
@@ -81,8 +111,9 @@ TEST(Llama, PrefillEqualsDecodingAndShardingChangesNothing) {
     const int64_t T = static_cast<int64_t>(prompt.size());
     auto [all, c0] =
         step(m.params, device_put(from_vector(prompt, {1, T}), rep),
-             device_put(scalar<int32_t>(0), rep), L::make_cache(m.config, 1, 16, mesh, rules));
-    L::KVCache cache = L::make_cache(m.config, 1, 16, mesh, rules);
+             device_put(scalar<int32_t>(0), rep),
+             L::make_cache(m.config, 1, 16, mesh, rules, stacked));
+    L::KVCache cache = L::make_cache(m.config, 1, 16, mesh, rules, stacked);
     for (int64_t t = 0; t < T; ++t) {
       auto [lg, c] = step(
           m.params, device_put(from_vector<int32_t>({prompt[static_cast<size_t>(t)]}, {1, 1}), rep),
@@ -215,10 +246,29 @@ TEST(Llama, CacheLayerSpecHoldsKeyValueHeads) {
   EXPECT_EQ(spec.shape, (Shape{3, c.num_kv_heads, 40, c.head_dim}));
   ASSERT_TRUE(spec.sharding.has_value());
   EXPECT_EQ(spec.sharding->shard_shape(spec.shape), (Shape{3, c.num_kv_heads / 2, 40, c.head_dim}));
-  const L::KVCache cache = L::make_cache(c, 3, 40, mesh, rules);
+  const L::KVCache cache = L::make_cache(c, 3, 40, mesh, rules, /*stacked=*/false);
   ASSERT_EQ(cache.k.size(), static_cast<size_t>(c.num_layers));
+  EXPECT_FALSE(cache.stacked());
   EXPECT_EQ(cache.k[0].shape(), spec.shape);
   EXPECT_EQ(cache.v[0].sharding(), *spec.sharding);
+  // Stacked (the default): one array of every layer, split over heads the same way.
+  const ShapeDtypeStruct all = L::cache_spec(c, 3, 40, mesh, rules);
+  EXPECT_EQ(all.shape, (Shape{c.num_layers, 3, c.num_kv_heads, 40, c.head_dim}));
+  EXPECT_EQ(all.sharding->shard_shape(all.shape),
+            (Shape{c.num_layers, 3, c.num_kv_heads / 2, 40, c.head_dim}));
+  const L::KVCache one = L::make_cache(c, 3, 40, mesh, rules);
+  ASSERT_TRUE(one.stacked());
+  ASSERT_EQ(one.v.size(), 1u);
+  EXPECT_EQ(one.k[0].shape(), all.shape);
+  EXPECT_EQ(one.k[0].sharding(), *all.sharding);
+  // A cache of the other layout is refused by name.
+  Params p = L::init(c, random::key(1), mesh, rules);
+  Array tok = zeros({3, 1}, DType::I32), pos = scalar<int32_t>(0), st = zeros({3}, DType::I32);
+  EXPECT_PARTIX_ERROR(L::forward(p, c, tok, pos, st, cache),
+                      "[llama.forward] the parameters are stacked over layers but the cache is "
+                      "per layer: make_cache(..., stacked=true)");
+  EXPECT_PARTIX_ERROR(L::forward(L::unstack_layers(p, c), c, tok, pos, st, one),
+                      "make_cache(..., stacked=false)");
 }
 
 TEST(Llama, NonFiniteLogitsAreAnErrorNamingTheStepAndOnRequestTheLayer) {
@@ -229,11 +279,16 @@ TEST(Llama, NonFiniteLogitsAreAnErrorNamingTheStepAndOnRequestTheLayer) {
   L::GenerateOptions o;
   o.max_tokens = 4;
   o.stop_at_eos = false;
-  // Layer 1's MLP output weights turned to NaN: every logit after it is NaN.
+  // Layer 1's MLP output weights turned to NaN: every logit after it is NaN, in both layouts
+  // (stacked, the layer is found among the scan's outputs).
   const std::string w = "model.layers.1.mlp.down_proj.weight";
-  L::Model broken = m;
-  broken.params[w] = m.params.at(w) * std::nan("");
-  {
+  for (bool stacked : {false, true}) {
+    SCOPED_TRACE(stacked ? "stacked" : "per layer");
+    L::Model broken = m;
+    broken.params = L::unstack_layers(m.params, m.config);
+    broken.params[w] = broken.params.at(w) * std::nan("");
+    if (stacked) broken.params = L::stack_layers(broken.params, m.config);
+    o.debug_nans = false;
     L::Generator gen(broken, mesh, rules);
     EXPECT_PARTIX_ERROR(gen.generate(prompts, o), "[generate] step 0 (prefill)",
                         "96 of the 96 logits of prompt 0 are NaN or infinite", "--debug-nans");
@@ -242,7 +297,7 @@ TEST(Llama, NonFiniteLogitsAreAnErrorNamingTheStepAndOnRequestTheLayer) {
                         "they first appear in the output of model.layers.1");
   }
   // Infinity in the final norm: found there, not earlier.
-  broken = m;
+  L::Model broken = m;
   broken.params["model.norm.weight"] = m.params.at("model.norm.weight") * INFINITY;
   L::Generator gen(broken, mesh, rules);
   EXPECT_PARTIX_ERROR(gen.generate(prompts, o), "step 0 (prefill)",
@@ -252,4 +307,53 @@ TEST(Llama, NonFiniteLogitsAreAnErrorNamingTheStepAndOnRequestTheLayer) {
   auto a = ok.generate(prompts, o);
   o.debug_nans = false;
   EXPECT_EQ(ok.generate(prompts, o).tokens, a.tokens);
+}
+
+TEST(Llama, StackedLayersRunAsAScanWithTheUnrolledModelsTokens) {
+  // Stacked parameters and cache (the default) scan one traced layer; per-layer ones unroll.
+  // Both give the same tokens, greedy and sampled, streamed and in one program, on a mesh that
+  // pads the 2 key/value heads over 8 devices.
+  Mesh mesh({8}, {"model"});
+  auto rules = L::sharding_rules();
+  L::Model stacked = tiny_model(mesh, rules, true), unrolled = tiny_model(mesh, rules, false);
+  L::Generator gs(stacked, mesh, rules), gu(unrolled, mesh, rules);
+  const std::vector<std::vector<int32_t>> prompts{{5, 17, 42, 8, 90, 3}, {11, 12}};
+  for (bool greedy : {true, false}) {
+    for (bool loop : {false, true}) {
+      L::GenerateOptions o;
+      o.max_tokens = 7;
+      o.seed = 5;
+      o.stop_at_eos = false;
+      o.decode_loop = loop;
+      if (!greedy) o.sampling = {0.9, 0, 0.95};
+      EXPECT_EQ(gs.generate(prompts, o).tokens, gu.generate(prompts, o).tokens)
+          << (greedy ? "greedy" : "sampled") << (loop ? ", one program" : ", streamed");
+    }
+  }
+  // The logits agree to rounding.
+  NamedSharding rep(mesh, P());
+  Array tokens = device_put(from_vector<int32_t>({5, 17, 42, 8}, {1, 4}), rep);
+  auto run = [&](const L::Model& m, bool s) {
+    return L::forward(m.params, m.config, tokens, device_put(scalar<int32_t>(0), rep),
+                      device_put(zeros({1}, DType::I32), rep),
+                      L::make_cache(m.config, 1, 16, mesh, rules, s))
+        .logits.to_vector<float>();
+  };
+  const std::vector<float> a = run(stacked, true), b = run(unrolled, false);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-5) << i;
+  // The decode program does not grow with depth when stacked; unrolled, it does.
+  auto program_lines = [&](int64_t layers, bool s) {
+    L::Model m;
+    m.config = L::tiny();
+    m.config.num_layers = layers;
+    for (const auto& [name, spec] : L::param_specs(m.config, s)) {
+      m.params[name] = ShapeDtypeStruct{spec.shape, spec.dtype,
+                                        L::param_shardings(m.config, rules, mesh, s).at(name)};
+    }
+    const std::string text = L::Generator(m, mesh, rules).lower_decode(1, 32).as_text();
+    return std::count(text.begin(), text.end(), '\n');
+  };
+  EXPECT_EQ(program_lines(2, true), program_lines(12, true));
+  EXPECT_GT(program_lines(12, false), program_lines(2, false) + 100);
 }

@@ -107,3 +107,51 @@ TEST(IndexErrors, ShapesThatDoNotFit) {
 
 }  // namespace
 }  // namespace partix
+
+namespace partix {
+namespace {
+
+// A dynamic slice that is one aligned contiguous run of its operand (a layer of a stacked KV
+// cache) is a view: its values are right, it is never written in place, and its operand, once
+// the view is dead, is still updated in place. A misaligned or strided block is copied.
+TEST(DynamicSliceViews, AreExactAndNeverWrittenThrough) {
+  for (int64_t row : {int64_t{16}, int64_t{3}}) {  // 64-byte rows: views; 12-byte rows: copies
+    SCOPED_TRACE(row);
+    std::vector<float> v(static_cast<size_t>(4 * row));
+    for (size_t k = 0; k < v.size(); ++k) v[k] = static_cast<float>(k);
+    auto body = [row](const Array& x, const Array& i) {
+          Array zero = astype(zeros({}), DType::I32);
+          Array y = dynamic_slice(x, {i, zero}, {1, row});  // row i
+          Array z = y * 2.0;  // may not take y's buffer over: it is x's
+          Array w = dynamic_update_slice(x, z + 1.0, {i + 1, zero});  // row i+1 = 2 x[i] + 1
+          Array after = dynamic_slice(w, {i + 1, zero}, {1, row});
+          Array column = dynamic_slice(w, {zero, zero}, {4, 1});  // strided: copied
+          return std::make_tuple(z, w, after, column);
+        };
+    auto f = jit(body, {.donate_argnums = {0}});
+    auto keep = jit(body);
+    Array x = from_vector(v, {4, row});
+    Array i = scalar<int32_t>(1);
+    Array kept = from_vector(v, {4, row});
+    auto [z, w, after, column] = f(x, i);
+    std::vector<float> want_z, want_w = v, want_col;
+    for (int64_t k = 0; k < row; ++k) {
+      const float xi = v[static_cast<size_t>(row + k)];
+      want_z.push_back(2 * xi);
+      want_w[static_cast<size_t>(2 * row + k)] = 2 * xi + 1;
+    }
+    for (int64_t r = 0; r < 4; ++r) want_col.push_back(want_w[static_cast<size_t>(r * row)]);
+    EXPECT_EQ(z.to_vector<float>(), want_z);
+    EXPECT_EQ(w.to_vector<float>(), want_w);
+    EXPECT_EQ(after.to_vector<float>(),
+              std::vector<float>(want_w.begin() + 2 * row, want_w.begin() + 3 * row));
+    EXPECT_EQ(column.to_vector<float>(), want_col);
+    // Not donated: the argument keeps its values.
+    auto [z2, w2, a2, c2] = keep(kept, i);
+    EXPECT_EQ(kept.to_vector<float>(), v);
+    EXPECT_EQ(w2.to_vector<float>(), want_w);
+  }
+}
+
+}  // namespace
+}  // namespace partix

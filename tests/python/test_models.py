@@ -60,8 +60,15 @@ def test_llama_greedy_matches_golden_and_cli(smollm2, golden, n, tmp_path):
   # The prompt given as token ids generates the same.
   assert model.generate(chat["ids"], max_tokens=8, stop_at_eos=False).tokens == chat["greedy32"][:8]
   # Parameters live on the mesh, split over 'model'.
-  q = model.params["model.layers.0.self_attn.q_proj.weight"]
+  # Stacked over layers (scanned), unless asked per layer.
+  q = model.params["model.layers.self_attn.q_proj.weight"]
   assert q.sharding.mesh == mesh
+  assert q.shape[0] == golden["config"]["num_hidden_layers"]
+  if n == 1:
+    per = llama.load(smollm2, mesh, stacked=False)
+    assert "model.layers.29.self_attn.q_proj.weight" in per.params
+    assert not any(k.startswith("model.layers.self_attn") for k in per.params)
+    assert per.generate(chat["ids"], max_tokens=8, stop_at_eos=False).tokens == chat["greedy32"][:8]
   assert model.config["num_layers"] == golden["config"]["num_hidden_layers"]
   exe = _cli()
   if exe is None:
@@ -110,11 +117,11 @@ def test_llama_quantized_and_bf16_weights(smollm2, tmp_path):
   texts = []
   for n in (1, 2):
     model = llama.load(smollm2, jax.make_mesh((n,), ("model",)), quantized=True)
-    assert model.params["model.layers.0.mlp.up_proj.weight"].dtype.name == "q4_1"
+    assert model.params["model.layers.mlp.up_proj.weight"].dtype.name == "q4_1"
     texts.append(model.generate(q, max_tokens=8, chat=True).text)
   assert texts[0] == texts[1]  # the same tokens whatever the device count
   half = llama.load(smollm2, jax.make_mesh((2,), ("model",)), dtype=jax.numpy.bfloat16)
-  assert half.params["model.layers.0.mlp.up_proj.weight"].dtype == jax.numpy.bfloat16
+  assert half.params["model.layers.mlp.up_proj.weight"].dtype == jax.numpy.bfloat16
   assert "Paris" in half.generate(q, max_tokens=8, chat=True).text
   exe = _cli()
   if exe is None:

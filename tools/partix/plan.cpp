@@ -492,9 +492,9 @@ void plan_generation(const PlanArgs& a, const ll::Config& config, const Mesh& me
   const Lowered decode = gen.lower_decode(a.batch, cache_length);
   const int64_t p_bytes = shard_bytes(model.params);
   // The cache the generator allocates: keys and values of every layer, key/value heads only.
-  const ShapeDtypeStruct kv = ll::cache_layer_spec(config, a.batch, cache_length, mesh, rules);
-  const int64_t cache_bytes = mul(mul(2 * config.num_layers, dtype_size(kv.dtype)),
-                                  elements(kv.sharding->shard_shape(kv.shape)));
+  const ShapeDtypeStruct kv = ll::cache_spec(config, a.batch, cache_length, mesh, rules);
+  const int64_t cache_bytes =
+      mul(2 * dtype_size(kv.dtype), elements(kv.sharding->shard_shape(kv.shape)));
   const MemoryAnalysis pm = prefill.memory_analysis(), dm = decode.memory_analysis();
   const int64_t prefill_peak = pm.peak_bytes[fullest(pm)];
   const int64_t decode_peak = dm.peak_bytes[fullest(dm)];

@@ -1,7 +1,14 @@
 // Llama (grouped-query attention, RoPE with optional Llama-3 scaling, SwiGLU, RMSNorm) as a pure
 // function of Params, with a KV cache split over heads, for Megatron tensor-parallel inference.
 //
-// Parameter names follow Hugging Face (model.layers.0.self_attn.q_proj.weight, ...); layouts
+// Parameter names follow Hugging Face (model.layers.0.self_attn.q_proj.weight, ...), in one of
+// two layouts of the layers' parameters:
+// - stacked over layers (the default): "model.layers.self_attn.q_proj.weight" [L, KV, G, D, C],
+//   its first logical axis "layers". forward() then scans one traced layer over them, so a
+//   program's size and compile time do not grow with depth, and the KV cache is stacked too;
+// - per layer: "model.layers.3.self_attn.q_proj.weight" [KV, G, D, C], the layers unrolled.
+// Checkpoints (GGUF, Hugging Face) store the per-layer names; load() stacks at the edge and
+// stack_layers / unstack_layers convert. Layouts of one layer's weights
 // are head-major, grouped by key/value head, so that each device holds whole groups under
 // tensor parallelism (grouped-query attention without repeating a key/value head):
 //   q_proj                  [KV, G, D, C]  (G = H / KV query heads per key/value head)
@@ -85,36 +92,52 @@ Config config_from_json(const std::string& json_text, const std::string& file = 
 // Each parameter's shape, logical axes and initialiser, in the layouts above. Logical names:
 // "vocab", "embed", "heads" (key/value heads), "head_group" (the query heads of one key/value
 // head), "head_dim", "mlp", "norm".
-nn::ParamSpecs param_specs(const Config& c);
+nn::ParamSpecs param_specs(const Config& c, bool stacked = true);
 // Megatron tensor parallelism over `axis` as logical rules (the same rule system as GPT-2's):
 // heads and the MLP's hidden units split (q/k/v, gate and up by column; o and down by row),
 // the vocabulary split (embedding and logits), everything else replicated.
 nn::LogicalRules sharding_rules(const std::string& axis = "model");
 // Every parameter's sharding on `mesh` under `rules`.
 std::map<std::string, NamedSharding> param_shardings(const Config& c, const nn::LogicalRules& rules,
-                                                     const Mesh& mesh);
+                                                     const Mesh& mesh, bool stacked = true);
 // One line per parameter: name, shape, dtype, logical axes, sharding.
-std::string describe(const Config& c, const nn::LogicalRules& rules, const Mesh& mesh);
+std::string describe(const Config& c, const nn::LogicalRules& rules, const Mesh& mesh,
+                     bool stacked = true);
 
 // Shapes of every parameter (in the layouts above).
-std::map<std::string, Shape> param_shapes(const Config& c);
+std::map<std::string, Shape> param_shapes(const Config& c, bool stacked = true);
 // Shapes of every tensor as a checkpoint stores it (Hugging Face names and [out, in] layouts).
 std::map<std::string, Shape> stored_shapes(const Config& c);
 // Random parameters (for tests and examples), each drawn directly in its sharding: no device
 // ever holds a whole parameter it does not own. A parameter's values depend only on the key and
-// its name, so every mesh gets the same parameters.
-Params init(const Config& c, const Array& key, const Mesh& mesh, const nn::LogicalRules& rules);
+// its per-layer name, so every mesh and both layouts get the same parameters.
+Params init(const Config& c, const Array& key, const Mesh& mesh, const nn::LogicalRules& rules,
+            bool stacked = true);
 
+// Whether `params` holds the layers stacked.
+bool is_stacked(const Params& params);
+// Layout conversions; they trace (usable inside jit) and run eagerly, quantized weights
+// included. Parameters outside the layers pass through; a missing layer parameter raises naming
+// it. Each returns its argument when it already has the asked-for layout.
+Params stack_layers(const Params& per_layer, const Config& c);
+Params unstack_layers(const Params& stacked, const Config& c);
+
+// Keys and values, split over heads like k/v: per layer, k[i] and v[i] are [B, KV, S, D];
+// stacked, k and v hold one array each, [L, B, KV, S, D].
 struct KVCache {
-  std::vector<Array> k{}, v{};  // per layer [B, KV, S, D], split over heads like the weights
+  std::vector<Array> k{}, v{};
+  bool stacked() const { return k.size() == 1 && k[0].ndim() == 5; }
 };
 // One layer's keys (or values), f32 [batch, key/value heads, length, head_dim] with logical axes
 // ("batch", "heads", "length", "head_dim"): split over heads like k/v.
 ShapeDtypeStruct cache_layer_spec(const Config& c, int64_t batch, int64_t length, const Mesh& mesh,
                                   const nn::LogicalRules& rules);
-// An empty cache, each layer's k and v as cache_layer_spec says.
+// All layers' keys (or values) stacked: [layers, batch, key/value heads, length, head_dim].
+ShapeDtypeStruct cache_spec(const Config& c, int64_t batch, int64_t length, const Mesh& mesh,
+                            const nn::LogicalRules& rules);
+// An empty cache in either layout (forward() needs the parameters' layout).
 KVCache make_cache(const Config& c, int64_t batch, int64_t length, const Mesh& mesh,
-                   const nn::LogicalRules& rules);
+                   const nn::LogicalRules& rules, bool stacked = true);
 
 // Runs tokens [B, T] at positions pos .. pos+T-1 (pos: i32 scalar) through the model, writing
 // their keys and values into the cache. `start` [B] (i32): each row's first real position (rows
@@ -124,7 +147,8 @@ struct StepResult {
   KVCache cache{};
 };
 // Called with each stage's output ("model.embed_tokens", "model.layers.<i>", "model.norm",
-// "lm_head"): a debugging hook, e.g. to find where NaN first appears.
+// "lm_head"): a debugging hook, e.g. to find where NaN first appears. (Stacked, the layers'
+// outputs are collected by the scan and reported after it.)
 using ForwardProbe = std::function<void(const std::string& stage, const Array& value)>;
 // With last_only, the logits are those of the last position only ([B, 1, V]): what a
 // generation step samples from, at 1/T of the lm_head's cost.
@@ -192,6 +216,8 @@ struct LoadOptions {
   // The dtype of every other weight matrix: F32, or BF16 / F16 at half the memory (matmuls
   // widen it to f32 in registers; norms stay f32). Converted tensor by tensor as it loads.
   DType dtype = DType::F32;
+  // The layers' parameters stacked over layers (scanned by forward()), or per layer.
+  bool stacked = true;
 };
 Model load(const std::string& path, const Mesh& mesh, const nn::LogicalRules& rules,
            const LoadOptions& options = {});

@@ -29,17 +29,20 @@ def _check_mesh(mesh, axis, api):
     raise PartixError(f"[{api}] the mesh has no axis '{axis}' (its axes: {mesh.axis_names})")
 
 
-def load(path, mesh, *, axis="model", dtype="float32", quantized=False):
+def load(path, mesh, *, axis="model", dtype="float32", quantized=False, stacked=True):
   """Loads a GGUF file or a Hugging Face folder (config.json, *.safetensors, tokenizer.json)
   onto `mesh`, heads, MLP and vocabulary split over the mesh axis `axis`. dtype: the weight
   matrices' dtype ('float32', 'bfloat16' or 'float16'); quantized: GGUF's quantized matrices
-  stay quantized (matmuls decode their blocks)."""
+  stay quantized (matmuls decode their blocks); stacked: the layers' parameters stacked over
+  layers ('model.layers.mlp.up_proj.weight' [L, ...], run as a scan), or per layer
+  ('model.layers.0.mlp.up_proj.weight', unrolled)."""
   _check_mesh(mesh, axis, "llama.load")
   names = {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}
   dt = getattr(dtype, "__name__", None) or getattr(dtype, "name", None) or str(dtype)
   if dt not in names:
     raise PartixError(f"[llama.load] dtype must be one of {sorted(names)}, got {dtype!r}")
-  return Model(_core.llama_load(str(path), mesh._m, axis, bool(quantized), names[dt]), mesh)
+  return Model(
+      _core.llama_load(str(path), mesh._m, axis, bool(quantized), names[dt], bool(stacked)), mesh)
 
 
 class Model:

@@ -161,6 +161,8 @@ void strided_copy(const void* src, int64_t base, void* dst, const std::vector<in
     case 8:
       strided_copy_typed(static_cast<const uint64_t*>(src) + base, static_cast<uint64_t*>(dst), d);
       break;
+    default:  // a caller copies other element sizes (quantized blocks) as bytes
+      detail::internal_error("strided_copy", fmt::format("no copy of {}-byte elements", es));
   }
 }
 
@@ -185,8 +187,9 @@ bool broadcast_kernel(const KernelCall& c) {
 }
 
 bool slice_kernel(const KernelCall& c) {
-  const Shape& in = c.in_aval(0).shape;
-  const Shape& out = c.out_aval(0).shape;
+  // A quantized value's last dimension (taken whole) counts blocks.
+  const Shape in = prim::storage_shape(c.in_aval(0));
+  const Shape out = prim::storage_shape(c.out_aval(0));
   const Shape& start = c.attrs.ints("start");
   Shape steps = c.attrs.has("strides") ? c.attrs.ints("strides") : Shape(in.size(), 1);
   std::vector<int64_t> in_stride = detail::strides_of(in);
@@ -196,12 +199,21 @@ bool slice_kernel(const KernelCall& c) {
     base += start[d] * in_stride[d];
     stride[d] = steps[d] * in_stride[d];
   }
-  strided_copy(c.in[0], base, c.out[0], out, stride, dtype_size(c.in_aval(0).dtype));
+  int es = dtype_size(c.in_aval(0).dtype);
+  Shape size = out;
+  if (es != 1 && es != 2 && es != 4 && es != 8) {  // quantized blocks: copied as their bytes
+    for (int64_t& st : stride) st *= es;
+    base *= es;
+    size.push_back(es);
+    stride.push_back(1);
+    es = 1;
+  }
+  strided_copy(c.in[0], base, c.out[0], size, stride, es);
   return true;
 }
 
 bool concatenate_kernel(const KernelCall& c) {
-  const Shape& out = c.out_aval(0).shape;
+  const Shape out = prim::storage_shape(c.out_aval(0));  // quantized: never along the blocks
   const int axis = prim::norm_axis("concatenate", c.attrs.i("axis"), static_cast<int>(out.size()));
   const int es = dtype_size(c.out_aval(0).dtype);
   // Each operand contributes one contiguous chunk to every outer row.

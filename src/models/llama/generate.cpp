@@ -110,7 +110,7 @@ Generated Generator::generate(
   Array tokens = device_put(from_vector(flat, {B, Tp}), rep);
   Array starts = device_put(from_vector(start, {B}), rep);
   Array base_key = random::key(o.seed);
-  KVCache cache = make_cache(model_.config, B, S, mesh_, rules_);
+  KVCache cache = make_cache(model_.config, B, S, mesh_, rules_, is_stacked(model_.params));
   Fns& f = fns(o.sampling, !o.debug_nans);
   Generated out;
   out.tokens.assign(static_cast<size_t>(B), {});
@@ -252,9 +252,12 @@ Lowered Generator::lower_step(int64_t batch, int64_t tokens, int64_t cache_lengt
   // Lowering needs shapes and shardings only: every argument but the parameters is abstract
   // (and the parameters may be), so this works on abstract meshes too.
   const NamedSharding rep(mesh_, P());
-  const ShapeDtypeStruct kv = cache_layer_spec(model_.config, batch, cache_length, mesh_, rules_);
+  const bool stacked = is_stacked(model_.params);
+  const ShapeDtypeStruct kv =
+      stacked ? cache_spec(model_.config, batch, cache_length, mesh_, rules_)
+              : cache_layer_spec(model_.config, batch, cache_length, mesh_, rules_);
   KVCache cache;
-  for (int64_t i = 0; i < model_.config.num_layers; ++i) {
+  for (int64_t i = 0; i < (stacked ? 1 : model_.config.num_layers); ++i) {
     cache.k.emplace_back(kv);
     cache.v.emplace_back(kv);
   }

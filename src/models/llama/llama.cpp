@@ -5,6 +5,8 @@
 #include <limits>
 
 #include "core/errors.h"
+#include "models/llama/layout.h"
+#include "partix/control.h"
 #include "partix/ops.h"
 #include "partix/random.h"
 #include "partix/transforms.h"
@@ -27,7 +29,7 @@ Config tiny() {
 }
 
 namespace {
-std::string layer(int64_t i) { return "model.layers." + std::to_string(i) + "."; }
+std::string layer(int64_t i) { return layer_prefix(i); }
 }  // namespace
 
 namespace {
@@ -56,11 +58,17 @@ std::map<std::string, Shape> shapes_with(const Config& c, const Shape& q, const 
 }
 }  // namespace
 
-std::map<std::string, Shape> param_shapes(const Config& c) {
+std::map<std::string, Shape> param_shapes(const Config& c, bool stacked) {
   validate_config(c);
   const int64_t C = c.hidden_size, KV = c.num_kv_heads, D = c.head_dim;
   const int64_t G = c.num_heads / c.num_kv_heads;
-  return shapes_with(c, {KV, G, D, C}, {KV, D, C}, {C, KV, G, D});
+  std::map<std::string, Shape> s = shapes_with(c, {KV, G, D, C}, {KV, D, C}, {C, KV, G, D});
+  if (!stacked) return s;
+  return stacked_map(std::move(s), c.num_layers, [&](const std::string&, std::vector<Shape>& l) {
+    Shape one = l.front();
+    one.insert(one.begin(), c.num_layers);
+    return one;
+  });
 }
 
 std::map<std::string, Shape> stored_shapes(const Config& c) {
@@ -70,9 +78,9 @@ std::map<std::string, Shape> stored_shapes(const Config& c) {
   return shapes_with(c, {Q, C}, {KV, C}, {C, Q});
 }
 
-nn::ParamSpecs param_specs(const Config& c) {
+nn::ParamSpecs param_specs(const Config& c, bool stacked) {
   nn::ParamSpecs specs;
-  for (const auto& [name, shape] : param_shapes(c)) {
+  for (const auto& [name, shape] : param_shapes(c, false)) {
     nn::ParamSpec s{shape, {}, nn::Init::kNormal, 0.2, DType::F32};
     if (name.ends_with("norm.weight")) {
       s.axes = {"norm"};
@@ -93,7 +101,16 @@ nn::ParamSpecs param_specs(const Config& c) {
     }
     specs.emplace(name, std::move(s));
   }
-  return specs;
+  if (!stacked) return specs;
+  // Each layer parameter once, with the layers first (never split: a scan reads one layer of
+  // it per step).
+  return stacked_map(std::move(specs), c.num_layers,
+                     [&](const std::string&, std::vector<nn::ParamSpec>& l) {
+                       nn::ParamSpec one = l.front();
+                       one.shape.insert(one.shape.begin(), c.num_layers);
+                       one.axes.insert(one.axes.begin(), "layers");
+                       return one;
+                     });
 }
 
 nn::LogicalRules sharding_rules(const std::string& axis) {
@@ -106,28 +123,34 @@ nn::LogicalRules sharding_rules(const std::string& axis) {
              {"mlp", Axes{axis}},    // gate/up by column, down by row
              {"embed", std::nullopt},
              {"head_dim", std::nullopt},
-             {"norm", std::nullopt}};
+             {"norm", std::nullopt},
+             {"layers", std::nullopt}};
   return r;
 }
 
 std::map<std::string, NamedSharding> param_shardings(const Config& c, const nn::LogicalRules& rules,
-                                                     const Mesh& mesh) {
-  return nn::param_shardings(param_specs(c), rules, mesh);
+                                                     const Mesh& mesh, bool stacked) {
+  return nn::param_shardings(param_specs(c, stacked), rules, mesh);
 }
 
-std::string describe(const Config& c, const nn::LogicalRules& rules, const Mesh& mesh) {
-  return nn::describe(param_specs(c), rules, mesh);
+std::string describe(const Config& c, const nn::LogicalRules& rules, const Mesh& mesh,
+                     bool stacked) {
+  return nn::describe(param_specs(c, stacked), rules, mesh);
 }
 
-Params init(const Config& c, const Array& key, const Mesh& mesh, const nn::LogicalRules& rules) {
-  const nn::ParamSpecs specs = param_specs(c);
+Params init(const Config& c, const Array& key, const Mesh& mesh, const nn::LogicalRules& rules,
+            bool stacked) {
+  // Drawn per layer (a value depends on its per-layer name), stacked in the same program.
+  const nn::ParamSpecs specs = param_specs(c, false);
   const auto shardings = nn::param_shardings(specs, rules, mesh);
+  const auto stacked_shardings = nn::param_shardings(param_specs(c, true), rules, mesh);
   detail::check(key.dtype() == DType::I32 && key.shape() == Shape{2}, "llama.init",
                 "key must be an i32[2] key (from random::key), got {}{}", dtype_name(key.dtype()),
                 shape_to_string(key.shape()));
   JitOptions o;
   o.name = "llama_init";
-  for (const auto& [name, s] : shardings) o.out_shardings.push_back(s);
+  for (const auto& [name, s] : stacked ? stacked_shardings : shardings)
+    o.out_shardings.push_back(s);
   auto f = jit(
       [&](const Array& k0) {
         Params p;
@@ -141,7 +164,7 @@ Params init(const Config& c, const Array& key, const Mesh& mesh, const nn::Logic
           }
           p[name] = with_sharding_constraint(v, shardings.at(name));
         }
-        return p;
+        return stacked ? stack_layers(p, c) : p;
       },
       o);
   return f(device_put(key, NamedSharding(mesh, P())));
@@ -155,12 +178,21 @@ ShapeDtypeStruct cache_layer_spec(const Config& c, int64_t batch, int64_t length
       nn::logical_sharding({"batch", "heads", "length", "head_dim"}, rules, mesh)};
 }
 
+ShapeDtypeStruct cache_spec(const Config& c, int64_t batch, int64_t length, const Mesh& mesh,
+                            const nn::LogicalRules& rules) {
+  return ShapeDtypeStruct{
+      {c.num_layers, batch, c.num_kv_heads, length, c.head_dim},
+      DType::F32,
+      nn::logical_sharding({"layers", "batch", "heads", "length", "head_dim"}, rules, mesh)};
+}
+
 KVCache make_cache(const Config& c, int64_t batch, int64_t length, const Mesh& mesh,
-                   const nn::LogicalRules& rules) {
-  const ShapeDtypeStruct spec = cache_layer_spec(c, batch, length, mesh, rules);
+                   const nn::LogicalRules& rules, bool stacked) {
+  const ShapeDtypeStruct spec = stacked ? cache_spec(c, batch, length, mesh, rules)
+                                        : cache_layer_spec(c, batch, length, mesh, rules);
   auto zero = jit([&] {
     KVCache kv;
-    for (int64_t i = 0; i < c.num_layers; ++i) {
+    for (int64_t i = 0; i < (stacked ? 1 : c.num_layers); ++i) {
       kv.k.push_back(with_sharding_constraint(broadcast_to(zeros({}), spec.shape), *spec.sharding));
       kv.v.push_back(with_sharding_constraint(broadcast_to(zeros({}), spec.shape), *spec.sharding));
     }
@@ -222,6 +254,34 @@ Array rope(const Array& x, const Rotary& r) {
 
 }  // namespace
 
+namespace {
+
+// One decoder layer on x [B, T, C]: `w(suffix)` is the layer's weight, `write_kv(k, v)` stores
+// the new keys and values ([B, KV, T, D]) in the cache and returns the layer's whole cache
+// ([B, KV, S, D] each) for attention to read.
+Array decoder_layer(const Config& c, const Array& x,
+                    const std::function<const Array&(const std::string&)>& w,
+                    const std::function<std::pair<Array, Array>(const Array&, const Array&)>& write_kv,
+                    const Rotary& rot_q, const Rotary& rot_k, const Array& bias) {
+  Array h = rms_norm(x, w("input_layernorm.weight"), c.rms_norm_eps);
+  // Grouped-query attention: KV key/value heads, each read by its G query heads.
+  Array q = rope(einsum("btc,kgdc->btkgd", {h, w("self_attn.q_proj.weight")}), rot_q);
+  Array k = rope(einsum("btc,kdc->btkd", {h, w("self_attn.k_proj.weight")}), rot_k);
+  Array v = einsum("btc,kdc->btkd", {h, w("self_attn.v_proj.weight")});
+  auto [ck, cv] = write_kv(transpose(k, {0, 2, 1, 3}), transpose(v, {0, 2, 1, 3}));
+  // [B, KV, T, G, S]: the order dot_general produces, so no transpose follows.
+  Array scores = einsum("btkgd,bksd->bktgs", {q, ck}) + bias;
+  Array probs = softmax(scores, -1);
+  Array o = einsum("bktgs,bksd->btkgd", {probs, cv});
+  Array y = x + einsum("btkgd,ckgd->btc", {o, w("self_attn.o_proj.weight")});
+  Array h2 = rms_norm(y, w("post_attention_layernorm.weight"), c.rms_norm_eps);
+  Array g = einsum("btc,fc->btf", {h2, w("mlp.gate_proj.weight")});
+  Array u = einsum("btc,fc->btf", {h2, w("mlp.up_proj.weight")});
+  return y + einsum("btf,cf->btc", {silu(g) * u, w("mlp.down_proj.weight")});
+}
+
+}  // namespace
+
 StepResult forward(const Params& p, const Config& c, const Array& tokens, const Array& pos,
                    const Array& start, const KVCache& cache, const ForwardProbe& probe,
                    bool last_only) {
@@ -230,9 +290,21 @@ StepResult forward(const Params& p, const Config& c, const Array& tokens, const 
                 "tokens must be an integer [B, T] array, got {}", shape_to_string(tokens.shape()));
   const int64_t B = tokens.shape()[0], T = tokens.shape()[1];
   const int64_t D = c.head_dim;
-  const int64_t S = cache.k.empty() ? 0 : cache.k[0].shape()[2];
-  detail::check(static_cast<int64_t>(cache.k.size()) == c.num_layers && S >= T, "llama.forward",
-                "the cache needs {} layers of length >= {}", c.num_layers, T);
+  const bool stacked = is_stacked(p);
+  detail::check(cache.stacked() == stacked, "llama.forward",
+                "the parameters are {} but the cache is {}: make_cache(..., stacked={})",
+                stacked ? "stacked over layers" : "per layer",
+                cache.stacked() ? "stacked" : "per layer", stacked ? "true" : "false");
+  const int64_t S = cache.k.empty() ? 0 : cache.k[0].shape()[stacked ? 3 : 2];
+  if (stacked) {
+    detail::check(cache.v.size() == 1 && cache.k[0].shape()[0] == c.num_layers && S >= T,
+                  "llama.forward", "the stacked cache needs {} layers of length >= {}, got {}",
+                  c.num_layers, T, shape_to_string(cache.k[0].shape()));
+  } else {
+    detail::check(static_cast<int64_t>(cache.k.size()) == c.num_layers &&
+                      cache.v.size() == cache.k.size() && S >= T,
+                  "llama.forward", "the cache needs {} layers of length >= {}", c.num_layers, T);
+  }
   // Positions: absolute (cache slots) and relative to each row's start (RoPE).
   Array steps = iota({B, T}, 1, DType::I32) + astype(pos, DType::I32);  // [B, T]
   Array rel = steps - expand_dims(astype(start, DType::I32), 1);        // [B, T]
@@ -253,30 +325,62 @@ StepResult forward(const Params& p, const Config& c, const Array& tokens, const 
   if (x.dtype() != DType::F32) x = astype(x, DType::F32);  // a quantized or 16-bit table
   if (probe) probe("model.embed_tokens", x);
   KVCache out;
-  for (int64_t i = 0; i < c.num_layers; ++i) {
-    NamedScope scope("layer" + std::to_string(i));
-    std::string l = layer(i);
-    Array h = rms_norm(x, p.at(l + "input_layernorm.weight"), c.rms_norm_eps);
-    // Grouped-query attention: KV key/value heads, each read by its G query heads.
-    Array q = rope(einsum("btc,kgdc->btkgd", {h, p.at(l + "self_attn.q_proj.weight")}), rot_q);
-    Array k = rope(einsum("btc,kdc->btkd", {h, p.at(l + "self_attn.k_proj.weight")}), rot_k);
-    Array v = einsum("btc,kdc->btkd", {h, p.at(l + "self_attn.v_proj.weight")});
-    Array ck = dynamic_update_slice(cache.k[static_cast<size_t>(i)], transpose(k, {0, 2, 1, 3}),
-                                    {zero, zero, pos, zero});
-    Array cv = dynamic_update_slice(cache.v[static_cast<size_t>(i)], transpose(v, {0, 2, 1, 3}),
-                                    {zero, zero, pos, zero});
-    // [B, KV, T, G, S]: the order dot_general produces, so no transpose follows.
-    Array scores = einsum("btkgd,bksd->bktgs", {q, ck}) + bias;
-    Array probs = softmax(scores, -1);
-    Array o = einsum("bktgs,bksd->btkgd", {probs, cv});
-    x = x + einsum("btkgd,ckgd->btc", {o, p.at(l + "self_attn.o_proj.weight")});
-    Array h2 = rms_norm(x, p.at(l + "post_attention_layernorm.weight"), c.rms_norm_eps);
-    Array g = einsum("btc,fc->btf", {h2, p.at(l + "mlp.gate_proj.weight")});
-    Array u = einsum("btc,fc->btf", {h2, p.at(l + "mlp.up_proj.weight")});
-    x = x + einsum("btf,cf->btc", {silu(g) * u, p.at(l + "mlp.down_proj.weight")});
-    out.k.push_back(ck);
-    out.v.push_back(cv);
-    if (probe) probe("model.layers." + std::to_string(i), x);
+  if (stacked) {
+    // One traced layer scanned over the stacked weights; the stacked cache is carried, each
+    // layer's keys and values written in place and its block read as a view.
+    const int64_t KVh = c.num_kv_heads;
+    Params layers;
+    for (const std::string& suffix : layer_parameters()) {
+      layers.emplace(suffix, p.at(std::string(kStackedPrefix) + suffix));
+    }
+    using Carry = std::tuple<Array, Array, Array>;
+    auto [carry, ys] = scan(
+        [&](const Carry& in, const std::pair<Params, Array>& layer_in) {
+          NamedScope scope("layers");
+          const auto& [h, K, V] = in;
+          const Params& lp = layer_in.first;
+          const Array& i = layer_in.second;
+          Array K2, V2;
+          auto write_kv = [&](const Array& k, const Array& v) {
+            K2 = dynamic_update_slice(K, expand_dims(k, 0), {i, zero, zero, pos, zero});
+            V2 = dynamic_update_slice(V, expand_dims(v, 0), {i, zero, zero, pos, zero});
+            const Shape one{1, B, KVh, S, D}, block{B, KVh, S, D};
+            return std::pair{reshape(dynamic_slice(K2, {i, zero, zero, zero, zero}, one), block),
+                             reshape(dynamic_slice(V2, {i, zero, zero, zero, zero}, one), block)};
+          };
+          Array y = decoder_layer(
+              c, h, [&](const std::string& n) -> const Array& { return lp.at(n); }, write_kv,
+              rot_q, rot_k, bias);
+          std::vector<Array> seen;
+          if (probe) seen.push_back(y);  // each layer's output, reported after the scan
+          return std::pair{Carry{y, K2, V2}, seen};
+        },
+        Carry{x, cache.k[0], cache.v[0]}, std::pair{layers, arange(c.num_layers, DType::I32)});
+    x = std::get<0>(carry);
+    out.k.push_back(std::get<1>(carry));
+    out.v.push_back(std::get<2>(carry));
+    if (probe) {
+      for (int64_t i = 0; i < c.num_layers; ++i) {
+        probe("model.layers." + std::to_string(i), squeeze(slice_axis(ys[0], 0, i, i + 1), {0}));
+      }
+    }
+  } else {
+    for (int64_t i = 0; i < c.num_layers; ++i) {
+      NamedScope scope("layer" + std::to_string(i));
+      const std::string l = layer(i);
+      const auto li = static_cast<size_t>(i);
+      auto write_kv = [&](const Array& k, const Array& v) {
+        Array ck = dynamic_update_slice(cache.k[li], k, {zero, zero, pos, zero});
+        Array cv = dynamic_update_slice(cache.v[li], v, {zero, zero, pos, zero});
+        out.k.push_back(ck);
+        out.v.push_back(cv);
+        return std::pair{ck, cv};
+      };
+      x = decoder_layer(
+          c, x, [&](const std::string& n) -> const Array& { return p.at(l + n); }, write_kv,
+          rot_q, rot_k, bias);
+      if (probe) probe("model.layers." + std::to_string(i), x);
+    }
   }
   if (last_only) x = slice_axis(x, 1, T - 1, T);  // [B, 1, C]
   x = rms_norm(x, p.at("model.norm.weight"), c.rms_norm_eps);

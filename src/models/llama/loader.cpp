@@ -10,6 +10,7 @@
 #include "core/memory.h"
 #include "files/input_file.h"
 #include "files/json_util.h"
+#include "models/llama/layout.h"
 #include "partix/models/llama.h"
 #include "partix/io.h"
 #include "partix/ops.h"
@@ -32,7 +33,7 @@ constexpr std::string_view kApi = "llama.load";
 // config.json is a few KB; anything far larger is not one.
 constexpr uint64_t kMaxConfigBytes = 16 << 20;
 
-std::string layer(int64_t i) { return "model.layers." + std::to_string(i) + "."; }
+std::string layer(int64_t i) { return layer_prefix(i); }
 
 // Source tensors by Hugging Face name, in Hugging Face layouts ([out, in] Linear weights).
 struct Source {
@@ -130,7 +131,7 @@ void check_weights_fit(const Config& cfg, const Source& src, const Mesh& mesh,
   for (const Device& d : mesh.devices()) local += d.process_index == process_index() ? 1 : 0;
   if (local == 0) return;
   double per_device = 0;
-  for (const auto& [name, shape] : param_shapes(cfg)) {
+  for (const auto& [name, shape] : param_shapes(cfg, false)) {
     DType dt = src.loaded_dtype ? src.loaded_dtype(name) : DType::F32;
     if (dt == DType::F32 && !name.ends_with("norm.weight")) dt = dtype;
     const double element =
@@ -164,8 +165,31 @@ void check_weights_fit(const Config& cfg, const Source& src, const Mesh& mesh,
   }
 }
 
+// The layers' parameters stacked, one parameter at a time (each layer's copy is released once
+// its stack is made, so the weights are never held twice over).
+void stack_loaded(Model& m, const Mesh& mesh, const nn::LogicalRules& rules) {
+  const auto shardings = param_shardings(m.config, rules, mesh, /*stacked=*/true);
+  for (const std::string& suffix : layer_parameters()) {
+    const std::string name = std::string(kStackedPrefix) + suffix;
+    std::vector<Array> parts;
+    for (int64_t i = 0; i < m.config.num_layers; ++i) {
+      auto it = m.params.find(layer(i) + suffix);
+      parts.push_back(std::move(it->second));
+      m.params.erase(it);
+    }
+    auto stack = jit(
+        [](const std::vector<Array>& l) {
+          std::vector<Array> rows;
+          for (const Array& a : l) rows.push_back(expand_dims(a, 0));
+          return rows.size() == 1 ? rows[0] : concatenate(rows, 0);
+        },
+        {.out_shardings = {shardings.at(name)}, .name = "llama_stack_layers"});
+    m.params[name] = stack(parts);
+  }
+}
+
 Model load_into(const Config& cfg, const Source& src, const ConfigSource& cs, const Mesh& mesh,
-                const nn::LogicalRules& rules, DType dtype) {
+                const nn::LogicalRules& rules, DType dtype, bool stacked) {
   // Weight matrices not kept quantized take `dtype`, one tensor at a time as it loads; norms
   // stay f32.
   auto narrow = [&](const std::string& name, Array a) {
@@ -178,10 +202,10 @@ Model load_into(const Config& cfg, const Source& src, const ConfigSource& cs, co
   const int64_t H = cfg.num_heads, KV = cfg.num_kv_heads, D = cfg.head_dim, C = cfg.hidden_size;
   const int64_t G = H / KV;
   NamedSharding host(Mesh({1}, {"load"}, {default_device()}), P());
-  const auto shardings = param_shardings(cfg, rules, mesh);
+  const auto shardings = param_shardings(cfg, rules, mesh, /*stacked=*/false);
   check_weights_fit(cfg, src, mesh, shardings, dtype);
   auto target = [&](const std::string& name) { return shardings.at(name); };
-  for (const auto& [name, shape] : param_shapes(cfg)) {
+  for (const auto& [name, shape] : param_shapes(cfg, false)) {
     if (name.ends_with("q_proj.weight") || name.ends_with("k_proj.weight") ||
         name.ends_with("v_proj.weight") || name.ends_with("o_proj.weight")) {
       continue;  // re-laid out below
@@ -219,6 +243,7 @@ Model load_into(const Config& cfg, const Source& src, const ConfigSource& cs, co
     m.params[l + "o_proj.weight"] =
         device_put(reshape(ow, {C, KV, G, D}), target(l + "o_proj.weight"));
   }
+  if (stacked) stack_loaded(m, mesh, rules);
   return m;
 }
 
@@ -327,7 +352,7 @@ Model load_gguf(const std::string& path, const Mesh& mesh, const nn::LogicalRule
     return quantized && dt && is_quantized(*dt) ? *dt : DType::F32;
   };
   auto tokenizer = std::make_shared<Tokenizer>(Tokenizer::from_gguf(f));  // fails fast
-  Model m = load_into(c, src, cs, mesh, rules, options.dtype);
+  Model m = load_into(c, src, cs, mesh, rules, options.dtype, options.stacked);
   m.tokenizer = std::move(tokenizer);
   m.source = path;
   return m;
@@ -483,7 +508,7 @@ Model load_hf(const std::string& dir, const Mesh& mesh, const nn::LogicalRules& 
   fs::path tok = fs::path(dir) / "tokenizer.json";
   if (fs::exists(tok))
     tokenizer = std::make_shared<Tokenizer>(Tokenizer::from_json_file(tok.string()));
-  Model m = load_into(c, src, cs, mesh, rules, options.dtype);
+  Model m = load_into(c, src, cs, mesh, rules, options.dtype, options.stacked);
   m.tokenizer = std::move(tokenizer);
   m.source = dir;
   return m;
