@@ -2,6 +2,9 @@
 
 #include <atomic>
 #include <cstdlib>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <cstring>
 #include <limits>
 #include <mutex>
@@ -191,6 +194,13 @@ Pool::Local* Pool::local() {
 }  // namespace
 
 int64_t pool_cached_bytes() { return Pool::get().cached(); }
+void release_pool_cache() {
+  Pool::get().trim(0);
+#if defined(__GLIBC__)
+  // glibc keeps freed heap pages mapped (blocks under its mmap threshold): hand them back too.
+  malloc_trim(0);
+#endif
+}
 
 struct Buffer::Storage {
   void* ptr = nullptr;

@@ -12,6 +12,9 @@ namespace partix::detail {
 // Bytes this process can still use: the smaller of the kernel's MemAvailable and the
 // cgroup's remaining limit, plus what partix's allocator holds cached. INT64_MAX when unknown.
 int64_t available_host_bytes();
+// Gives the buffer pool's cached blocks back to the system (core/buffer.cpp): after a phase
+// that freed buffers of sizes that will not come again (per-layer weights once stacked).
+void release_pool_cache();
 
 // Allocations below this are not checked (reading the limits costs a few microseconds).
 inline constexpr int64_t kCheckedAllocationBytes = int64_t{32} << 20;

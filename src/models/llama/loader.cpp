@@ -185,6 +185,10 @@ void stack_loaded(Model& m, const Mesh& mesh, const nn::LogicalRules& rules) {
         },
         {.out_shardings = {shardings.at(name)}, .name = "llama_stack_layers"});
     m.params[name] = stack(parts);
+    parts.clear();
+    // The per-layer blocks are not allocated again: the system gets them back now, so that
+    // loading holds the weights and one stacked parameter at most.
+    detail::release_pool_cache();
   }
 }
 
