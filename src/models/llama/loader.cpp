@@ -165,33 +165,6 @@ void check_weights_fit(const Config& cfg, const Source& src, const Mesh& mesh,
   }
 }
 
-// The layers' parameters stacked, one parameter at a time (each layer's copy is released once
-// its stack is made, so the weights are never held twice over).
-void stack_loaded(Model& m, const Mesh& mesh, const nn::LogicalRules& rules) {
-  const auto shardings = param_shardings(m.config, rules, mesh, /*stacked=*/true);
-  for (const std::string& suffix : layer_parameters()) {
-    const std::string name = std::string(kStackedPrefix) + suffix;
-    std::vector<Array> parts;
-    for (int64_t i = 0; i < m.config.num_layers; ++i) {
-      auto it = m.params.find(layer(i) + suffix);
-      parts.push_back(std::move(it->second));
-      m.params.erase(it);
-    }
-    auto stack = jit(
-        [](const std::vector<Array>& l) {
-          std::vector<Array> rows;
-          for (const Array& a : l) rows.push_back(expand_dims(a, 0));
-          return rows.size() == 1 ? rows[0] : concatenate(rows, 0);
-        },
-        {.out_shardings = {shardings.at(name)}, .name = "llama_stack_layers"});
-    m.params[name] = stack(parts);
-    parts.clear();
-    // The per-layer blocks are not allocated again: the system gets them back now, so that
-    // loading holds the weights and one stacked parameter at most.
-    detail::release_pool_cache();
-  }
-}
-
 Model load_into(const Config& cfg, const Source& src, const ConfigSource& cs, const Mesh& mesh,
                 const nn::LogicalRules& rules, DType dtype, bool stacked) {
   // Weight matrices not kept quantized take `dtype`, one tensor at a time as it loads; norms
@@ -209,11 +182,9 @@ Model load_into(const Config& cfg, const Source& src, const ConfigSource& cs, co
   const auto shardings = param_shardings(cfg, rules, mesh, /*stacked=*/false);
   check_weights_fit(cfg, src, mesh, shardings, dtype);
   auto target = [&](const std::string& name) { return shardings.at(name); };
+  // The embedding, the final norm and the lm_head.
   for (const auto& [name, shape] : param_shapes(cfg, false)) {
-    if (name.ends_with("q_proj.weight") || name.ends_with("k_proj.weight") ||
-        name.ends_with("v_proj.weight") || name.ends_with("o_proj.weight")) {
-      continue;  // re-laid out below
-    }
+    if (name.starts_with(kStackedPrefix)) continue;
     m.params[name] = narrow(name, src.load(name, target(name)));
     // The embedding's rows are gathered whole: a quantized table is replicated, as the
     // vocab-parallel lookup would mask its rows. A tied lm_head keeps the vocab-split table
@@ -223,31 +194,90 @@ Model load_into(const Config& cfg, const Source& src, const ConfigSource& cs, co
       m.params[name] = device_put(m.params[name], NamedSharding(mesh, P()));
     }
   }
-  for (int64_t i = 0; i < cfg.num_layers; ++i) {
-    std::string l = layer(i) + "self_attn.";
-    // One tensor at a time on one device, then placed in its sharding.
-    Array qw = narrow(l, src.load(l + "q_proj.weight", host));
-    Array kw = narrow(l, src.load(l + "k_proj.weight", host));
-    Array vw = narrow(l, src.load(l + "v_proj.weight", host));
-    Array ow = narrow(l, src.load(l + "o_proj.weight", host));
-    if (is_quantized(qw.dtype())) {
-      for (const Array* w : {&kw, &vw, &ow}) {
-        detail::check(w->dtype() == qw.dtype(), kApi,
+  // A layer's attention weights share one dtype (checked before any loads).
+  if (src.loaded_dtype) {
+    for (int64_t i = 0; i < cfg.num_layers; ++i) {
+      const std::string l = layer(i) + "self_attn.";
+      const DType q = src.loaded_dtype(l + "q_proj.weight");
+      if (!is_quantized(q)) continue;
+      for (const char* w : {"k_proj.weight", "v_proj.weight", "o_proj.weight"}) {
+        const DType other = src.loaded_dtype(l + w);
+        detail::check(other == q, kApi,
                       "'{}': layer {} mixes {} and {} attention weights; load it dequantized",
-                      src.path, i, dtype_name(qw.dtype()), dtype_name(w->dtype()));
+                      src.path, i, dtype_name(q), dtype_name(other));
       }
     }
-    m.params[l + "q_proj.weight"] =
-        device_put(reshape(heads_by_rows(qw, H, D, src.interleaved_qk), {KV, G, D, C}),
-                   target(l + "q_proj.weight"));
-    m.params[l + "k_proj.weight"] =
-        device_put(heads_by_rows(kw, KV, D, src.interleaved_qk), target(l + "k_proj.weight"));
-    m.params[l + "v_proj.weight"] =
-        device_put(heads_by_rows(vw, KV, D, false), target(l + "v_proj.weight"));
-    m.params[l + "o_proj.weight"] =
-        device_put(reshape(ow, {C, KV, G, D}), target(l + "o_proj.weight"));
   }
-  if (stacked) stack_loaded(m, mesh, rules);
+  // Layer i's `suffix` in its per-layer sharding. The attention weights are read onto one
+  // device, laid out head-major, then placed.
+  auto layer_param = [&](int64_t i, const std::string& suffix) {
+    const std::string name = layer(i) + suffix;
+    auto raw = [&] { return narrow(name, src.load(name, host)); };
+    if (suffix == "self_attn.q_proj.weight") {
+      return device_put(reshape(heads_by_rows(raw(), H, D, src.interleaved_qk), {KV, G, D, C}),
+                        target(name));
+    }
+    if (suffix == "self_attn.k_proj.weight") {
+      return device_put(heads_by_rows(raw(), KV, D, src.interleaved_qk), target(name));
+    }
+    if (suffix == "self_attn.v_proj.weight") {
+      return device_put(heads_by_rows(raw(), KV, D, false), target(name));
+    }
+    if (suffix == "self_attn.o_proj.weight") {
+      return device_put(reshape(raw(), {C, KV, G, D}), target(name));
+    }
+    return narrow(name, src.load(name, target(name)));
+  };
+  if (!stacked) {
+    for (int64_t i = 0; i < cfg.num_layers; ++i) {
+      for (const std::string& suffix : layer_parameters()) {
+        m.params[layer(i) + suffix] = layer_param(i, suffix);
+      }
+    }
+    return m;
+  }
+  // Stacked, one parameter at a time: each layer's tensor is written into the stacked array in
+  // place as it loads, so loading holds the weights and one layer's tensor more. Quantized
+  // blocks are joined instead (their stack is small).
+  const auto stacked_shardings = param_shardings(cfg, rules, mesh, /*stacked=*/true);
+  const NamedSharding replicated(mesh, P());
+  for (const std::string& suffix : layer_parameters()) {
+    const std::string name = std::string(kStackedPrefix) + suffix;
+    const NamedSharding& to = stacked_shardings.at(name);
+    Array first = layer_param(0, suffix);
+    if (is_quantized(first.dtype()) || cfg.num_layers == 1) {
+      std::vector<Array> parts{std::move(first)};
+      for (int64_t i = 1; i < cfg.num_layers; ++i) parts.push_back(layer_param(i, suffix));
+      auto join = jit(
+          [](const std::vector<Array>& l) {
+            std::vector<Array> rows;
+            for (const Array& a : l) rows.push_back(expand_dims(a, 0));
+            return rows.size() == 1 ? rows[0] : concatenate(rows, 0);
+          },
+          {.out_shardings = {to}, .name = "llama_stack_layers"});
+      m.params[name] = join(parts);
+    } else {
+      Shape shape = first.shape();
+      shape.insert(shape.begin(), cfg.num_layers);
+      const DType dt = first.dtype();
+      Array all = jit([&] { return zeros(shape, dt); },
+                      {.out_shardings = {to}, .name = "llama_stack_layers"})();
+      auto put = jit(
+          [](const Array& into, const Array& x, const Array& i) {
+            std::vector<Array> at{i};
+            for (int d = 0; d < x.ndim(); ++d) at.push_back(astype(zeros({}), DType::I32));
+            return dynamic_update_slice(into, expand_dims(x, 0), at);
+          },
+          {.out_shardings = {to}, .donate_argnums = {0}, .name = "llama_stack_layer"});
+      for (int64_t i = 0; i < cfg.num_layers; ++i) {
+        const Array x = i == 0 ? std::move(first) : layer_param(i, suffix);
+        all = put(all, x, device_put(scalar<int32_t>(static_cast<int32_t>(i)), replicated));
+      }
+      m.params[name] = std::move(all);
+    }
+    // Blocks freed in loading are not allocated again: the system gets them back now.
+    detail::release_pool_cache();
+  }
   return m;
 }
 
