@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -74,7 +75,11 @@ class StackPool {
     }
     void* s = mmap(nullptr, kStackBytes, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
-    if (s == MAP_FAILED) fail("runtime", "could not map a device fiber's stack: {}", std::strerror(errno));
+    if (s == MAP_FAILED) {
+      const int e = errno;
+      fail("runtime", "{}could not map a device fiber's stack ({} KiB): {}",
+           e == ENOMEM ? "out of host memory: " : "", kStackBytes >> 10, std::strerror(e));
+    }
     const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
     if (mprotect(s, page, PROT_NONE) != 0) {
       munmap(s, kStackBytes);
