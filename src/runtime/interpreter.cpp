@@ -349,6 +349,10 @@ int64_t replay_peak(const ir::Program& p, const Plan& plan, const std::vector<bo
     // if several), with what the instruction holds meanwhile (a scan's stacked outputs).
     int64_t nested = 0;
     const prim::Primitive::RegionLayout layout = in.prim->region_layout(in.attrs);
+    // A loop's carry handed over comes out as the same buffer, or as one made in the body
+    // after the handed one was freed there: either way the result takes the operand's place
+    // (it is never live beside it), as the loop's execute() passes carries through.
+    std::vector<int> carry_taken(in.outputs.size(), -1);
     for (size_t k = 0; k < in.regions.size(); ++k) {
       const ir::Program& region = *in.regions[k];
       // Buffers the instruction makes for each run of the region (a slice of each scanned
@@ -366,6 +370,9 @@ int64_t replay_peak(const ir::Program& p, const Plan& plan, const std::vector<bo
           const auto& dead = plan.release_after[i];
           const bool dies = std::find(dead.begin(), dead.end(), v) != dead.end();
           handed[layout.param_offset + j] = once && dies && owned(v) && sole_holder(v);
+          if (!layout.one_region_runs && handed[layout.param_offset + j] && j < carry_taken.size()) {
+            carry_taken[j] = v;
+          }
         }
       }
       nested = std::max(nested, replay_peak(region, make_plan(region), &made, nullptr,
@@ -384,6 +391,8 @@ int64_t replay_peak(const ir::Program& p, const Plan& plan, const std::vector<bo
       const auto v = static_cast<size_t>(in.outputs[k]);
       if (k == 0 && (view || in_place)) {
         buffer[v] = buffer[static_cast<size_t>(view ? in.inputs[0] : taken)];
+      } else if (carry_taken[k] >= 0) {
+        buffer[v] = buffer[static_cast<size_t>(carry_taken[k])];
       } else {
         buffer[v] = static_cast<int>(v);
         counted[v] = true;

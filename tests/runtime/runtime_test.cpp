@@ -370,3 +370,38 @@ TEST(Runtime, ViewsOfLiveValuesShareTheirBufferAndAreNeverWrittenThrough) {
   const MemoryAnalysis m = of_temporary.lower(x).memory_analysis();
   EXPECT_EQ(m.peak_bytes[0] - m.argument_bytes[0], measured);
 }
+
+TEST(Runtime, LoopCarriesHandedOverStayOneBufferMeasuredAndPlanned) {
+  // A donated 4 MiB cache carried through a loop that writes one row per run (a KV cache
+  // through a scanned model): updated in place, it is never live twice, and the plan says so.
+  const int64_t rows = 1024, row = 1024;
+  for (bool scanned : {false, true}) {
+    SCOPED_TRACE(scanned ? "scan" : "fori_loop");
+    auto f = jit(
+        [&](const Array& cache) {
+          Array zero = astype(zeros({}), DType::I32);
+          auto write = [&](const Array& i, const Array& c) {
+            return dynamic_update_slice(c, astype(full({1, row}, 1.0), DType::F32) * astype(i, DType::F32),
+                                        {i, zero});
+          };
+          if (!scanned) return fori_loop(0, 8, write, cache);
+          return scan([&](const Array& c, const Array& i) { return std::pair{write(i, c), std::vector<Array>{}}; },
+                      cache, arange(8, DType::I32))
+              .first;
+        },
+        {.donate_argnums = {0}});
+    auto fresh = [&] { return device_put(zeros({rows, row}), Device{4}); };
+    f(fresh());  // compiles
+    Array x = fresh();
+    reset_peak_memory_stats();
+    const int64_t before = memory_stats(4).bytes_in_use;
+    const MemoryAnalysis m = f.lower(x).memory_analysis();
+    Array r = f(x);
+    const int64_t measured = memory_stats(4).peak_bytes_in_use - before;
+    EXPECT_LT(measured, rows * row * 4 / 8) << "the cache was copied";
+    EXPECT_EQ(m.peak_bytes[0] - m.argument_bytes[0], measured);
+    const std::vector<float> v = r.to_vector<float>();
+    EXPECT_EQ(v[static_cast<size_t>(3 * row + 5)], 3.0f);
+    EXPECT_EQ(v[static_cast<size_t>(9 * row)], 0.0f);
+  }
+}
