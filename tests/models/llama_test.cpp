@@ -269,6 +269,13 @@ TEST(Llama, CacheLayerSpecHoldsKeyValueHeads) {
                       "per layer: make_cache(..., stacked=true)");
   EXPECT_PARTIX_ERROR(L::forward(L::unstack_layers(p, c), c, tok, pos, st, one),
                       "make_cache(..., stacked=false)");
+  L::Config deeper = c;
+  deeper.num_layers = 3;
+  EXPECT_PARTIX_ERROR(L::forward(p, c, tok, pos, st, L::make_cache(deeper, 3, 40, mesh, rules)),
+                      "[llama.forward] the stacked cache needs 2 layers of length >= 1, got [3,3,2,40,8]");
+  EXPECT_PARTIX_ERROR(L::unstack_layers(p, deeper),
+                      "[llama.unstack_layers] 'model.layers.input_layernorm.weight' has shape [2,48], "
+                      "not 3 layers first");
 }
 
 TEST(Llama, NonFiniteLogitsAreAnErrorNamingTheStepAndOnRequestTheLayer) {
