@@ -5,6 +5,7 @@
 #include <string_view>
 #include <vector>
 
+#include "models/stacking.h"
 #include "partix/array.h"
 
 namespace partix::models::gpt2 {
@@ -15,8 +16,6 @@ inline constexpr std::string_view kStackedPrefix = "transformer.h.";
 const std::vector<std::string>& block_parameters();
 // "transformer.h.<i>.": the per-layer prefix of block i.
 std::string layer_prefix(int64_t i);
-// Arrays of the same shape [1, ...] concatenated on axis 0 (pairwise, so that planning stays
-// linear in their number).
-Array stack_balanced(std::vector<Array> per_layer);
+using models::stack_balanced;  // models/stacking.h
 
 }  // namespace partix::models::gpt2
