@@ -15,6 +15,15 @@ const Array& need(const Params& p, const std::string& name, std::string_view api
 
 }  // namespace
 
+nn::ParamSpecs stacked_specs(nn::ParamSpecs per_layer, int64_t layers, const LayerNames& names) {
+  return stack_entries(std::move(per_layer), layers, names, [layers](std::vector<nn::ParamSpec> l) {
+    nn::ParamSpec one = std::move(l.front());
+    one.shape.insert(one.shape.begin(), layers);
+    one.axes.insert(one.axes.begin(), "layers");
+    return one;
+  });
+}
+
 Array stack_balanced(std::vector<Array> per_layer) {
   // Pairwise, in a balanced tree: planning one concatenation costs its operand count squared.
   while (per_layer.size() > 1) {

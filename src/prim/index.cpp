@@ -93,7 +93,7 @@ class DynamicSlice final : public Primitive {
   bool shares_result(const KernelCall& c, const std::vector<const detail::Buffer*>& operands,
                      detail::Buffer* result) const override {
     const Aval& x = c.in_aval(0);
-    const Shape sizes = c.attrs.ints("sizes");
+    const auto& sizes = c.attrs.ints("sizes");
     if (is_quantized(x.dtype) || x.shape.empty()) return false;
     // Contiguous: size 1 up to some dimension k, then the whole extent of every later one.
     size_t k = 0;
@@ -101,10 +101,14 @@ class DynamicSlice final : public Primitive {
     for (size_t d = k + 1; d < sizes.size(); ++d) {
       if (sizes[d] != x.shape[d]) return false;
     }
-    const Shape start = dynamic_starts(c, 1, x.shape, sizes);
-    const std::vector<int64_t> stride = detail::strides_of(x.shape);
-    int64_t offset = 0;
-    for (size_t d = 0; d < sizes.size(); ++d) offset += start[d] * stride[d];
+    // The block's first element, from the clamped starts (as dynamic_starts clamps them), in
+    // row-major strides: no allocation, this runs on every step of a scanned model.
+    int64_t offset = 0, stride = 1;
+    for (size_t d = sizes.size(); d-- > 0;) {
+      const int64_t at = detail::load_int(c.in[1 + d], c.in_aval(1 + d).dtype);
+      offset += clamp(at, 0, x.shape[d] - sizes[d]) * stride;
+      stride *= x.shape[d];
+    }
     offset *= dtype_size(x.dtype);
     const int64_t nbytes = c.out_aval(0).nbytes();
     if (offset % 64 != 0 || nbytes == 0) return false;

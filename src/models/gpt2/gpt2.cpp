@@ -124,17 +124,7 @@ nn::ParamSpecs param_specs(const Config& c, bool stacked) {
   }
   p["transformer.ln_f.weight"] = ones({C}, {"norm"});
   p["transformer.ln_f.bias"] = zeros({C}, {"norm"});
-  if (stacked) {
-    // Each block parameter once, with the layers first.
-    for (const std::string& suffix : block_parameters()) {
-      nn::ParamSpec one = p.at(layer_prefix(0) + suffix);
-      one.shape.insert(one.shape.begin(), c.n_layer);
-      one.axes.insert(one.axes.begin(), "layers");
-      for (int64_t i = 0; i < c.n_layer; ++i) p.erase(layer_prefix(i) + suffix);
-      p.emplace(std::string(kStackedPrefix) + suffix, std::move(one));
-    }
-  }
-  return p;
+  return stacked ? stacked_specs(std::move(p), c.n_layer, layer_names()) : p;
 }
 
 nn::LogicalRules sharding_rules(bool fsdp) {

@@ -22,24 +22,20 @@ bool is_stacked(const Params& params) {
   return params.count(std::string(kStackedPrefix) + block_parameters().front()) != 0;
 }
 
-namespace {
-
-LayerNames names() { return {kStackedPrefix, layer_prefix, block_parameters()}; }
-
-}  // namespace
+LayerNames layer_names() { return {kStackedPrefix, layer_prefix, block_parameters()}; }
 
 Params stack_layers(const Params& per_layer, const Config& c) {
   constexpr std::string_view api = "gpt2.stack_layers";
   if (is_stacked(per_layer)) return per_layer;
   validate_config(c, api);
-  return models::stack_layers(per_layer, c.n_layer, names(), api);
+  return models::stack_layers(per_layer, c.n_layer, layer_names(), api);
 }
 
 Params unstack_layers(const Params& stacked, const Config& c) {
   constexpr std::string_view api = "gpt2.unstack_layers";
   if (!is_stacked(stacked)) return stacked;
   validate_config(c, api);
-  return models::unstack_layers(stacked, c.n_layer, names(), api);
+  return models::unstack_layers(stacked, c.n_layer, layer_names(), api);
 }
 
 Params to_layout(const Params& params, const Config& c, bool stacked, const Mesh& mesh,

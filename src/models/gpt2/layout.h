@@ -16,6 +16,8 @@ inline constexpr std::string_view kStackedPrefix = "transformer.h.";
 const std::vector<std::string>& block_parameters();
 // "transformer.h.<i>.": the per-layer prefix of block i.
 std::string layer_prefix(int64_t i);
-using models::stack_balanced;  // models/stacking.h
+// GPT-2's names for models/stacking.h.
+LayerNames layer_names();
+using models::stack_balanced;
 
 }  // namespace partix::models::gpt2

@@ -19,24 +19,20 @@ bool is_stacked(const Params& params) {
   return params.count(std::string(kStackedPrefix) + layer_parameters().front()) != 0;
 }
 
-namespace {
-
-LayerNames names() { return {kStackedPrefix, layer_prefix, layer_parameters()}; }
-
-}  // namespace
+LayerNames layer_names() { return {kStackedPrefix, layer_prefix, layer_parameters()}; }
 
 Params stack_layers(const Params& per_layer, const Config& c) {
   constexpr std::string_view api = "llama.stack_layers";
   if (is_stacked(per_layer)) return per_layer;
   validate_config(c);
-  return models::stack_layers(per_layer, c.num_layers, names(), api);
+  return models::stack_layers(per_layer, c.num_layers, layer_names(), api);
 }
 
 Params unstack_layers(const Params& stacked, const Config& c) {
   constexpr std::string_view api = "llama.unstack_layers";
   if (!is_stacked(stacked)) return stacked;
   validate_config(c);
-  return models::unstack_layers(stacked, c.num_layers, names(), api);
+  return models::unstack_layers(stacked, c.num_layers, layer_names(), api);
 }
 
 }  // namespace partix::models::llama

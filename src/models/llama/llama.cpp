@@ -29,10 +29,6 @@ Config tiny() {
 }
 
 namespace {
-std::string layer(int64_t i) { return layer_prefix(i); }
-}  // namespace
-
-namespace {
 // Every parameter's shape, with the attention projections' given: the two layouts below
 // differ only there.
 std::map<std::string, Shape> shapes_with(const Config& c, const Shape& q, const Shape& kv,
@@ -41,7 +37,7 @@ std::map<std::string, Shape> shapes_with(const Config& c, const Shape& q, const 
   std::map<std::string, Shape> s;
   s["model.embed_tokens.weight"] = {c.vocab_size, C};
   for (int64_t i = 0; i < c.num_layers; ++i) {
-    std::string l = layer(i);
+    std::string l = layer_prefix(i);
     s[l + "input_layernorm.weight"] = {C};
     s[l + "self_attn.q_proj.weight"] = q;
     s[l + "self_attn.k_proj.weight"] = kv;
@@ -64,8 +60,8 @@ std::map<std::string, Shape> param_shapes(const Config& c, bool stacked) {
   const int64_t G = c.num_heads / c.num_kv_heads;
   std::map<std::string, Shape> s = shapes_with(c, {KV, G, D, C}, {KV, D, C}, {C, KV, G, D});
   if (!stacked) return s;
-  return stacked_map(std::move(s), c.num_layers, [&](const std::string&, std::vector<Shape>& l) {
-    Shape one = l.front();
+  return stack_entries(std::move(s), c.num_layers, layer_names(), [&](std::vector<Shape> l) {
+    Shape one = std::move(l.front());
     one.insert(one.begin(), c.num_layers);
     return one;
   });
@@ -104,13 +100,7 @@ nn::ParamSpecs param_specs(const Config& c, bool stacked) {
   if (!stacked) return specs;
   // Each layer parameter once, with the layers first (never split: a scan reads one layer of
   // it per step).
-  return stacked_map(std::move(specs), c.num_layers,
-                     [&](const std::string&, std::vector<nn::ParamSpec>& l) {
-                       nn::ParamSpec one = l.front();
-                       one.shape.insert(one.shape.begin(), c.num_layers);
-                       one.axes.insert(one.axes.begin(), "layers");
-                       return one;
-                     });
+  return stacked_specs(std::move(specs), c.num_layers, layer_names());
 }
 
 nn::LogicalRules sharding_rules(const std::string& axis) {
@@ -367,7 +357,7 @@ StepResult forward(const Params& p, const Config& c, const Array& tokens, const 
   } else {
     for (int64_t i = 0; i < c.num_layers; ++i) {
       NamedScope scope("layer" + std::to_string(i));
-      const std::string l = layer(i);
+      const std::string l = layer_prefix(i);
       const auto li = static_cast<size_t>(i);
       auto write_kv = [&](const Array& k, const Array& v) {
         Array ck = dynamic_update_slice(cache.k[li], k, {zero, zero, pos, zero});

@@ -33,8 +33,6 @@ constexpr std::string_view kApi = "llama.load";
 // config.json is a few KB; anything far larger is not one.
 constexpr uint64_t kMaxConfigBytes = 16 << 20;
 
-std::string layer(int64_t i) { return layer_prefix(i); }
-
 // Source tensors by Hugging Face name, in Hugging Face layouts ([out, in] Linear weights).
 struct Source {
   std::string path;
@@ -197,7 +195,7 @@ Model load_into(const Config& cfg, const Source& src, const ConfigSource& cs, co
   // A layer's attention weights share one dtype (checked before any loads).
   if (src.loaded_dtype) {
     for (int64_t i = 0; i < cfg.num_layers; ++i) {
-      const std::string l = layer(i) + "self_attn.";
+      const std::string l = layer_prefix(i) + "self_attn.";
       const DType q = src.loaded_dtype(l + "q_proj.weight");
       if (!is_quantized(q)) continue;
       for (const char* w : {"k_proj.weight", "v_proj.weight", "o_proj.weight"}) {
@@ -211,7 +209,7 @@ Model load_into(const Config& cfg, const Source& src, const ConfigSource& cs, co
   // Layer i's `suffix` in its per-layer sharding. The attention weights are read onto one
   // device, laid out head-major, then placed.
   auto layer_param = [&](int64_t i, const std::string& suffix) {
-    const std::string name = layer(i) + suffix;
+    const std::string name = layer_prefix(i) + suffix;
     auto raw = [&] { return narrow(name, src.load(name, host)); };
     if (suffix == "self_attn.q_proj.weight") {
       return device_put(reshape(heads_by_rows(raw(), H, D, src.interleaved_qk), {KV, G, D, C}),
@@ -231,7 +229,7 @@ Model load_into(const Config& cfg, const Source& src, const ConfigSource& cs, co
   if (!stacked) {
     for (int64_t i = 0; i < cfg.num_layers; ++i) {
       for (const std::string& suffix : layer_parameters()) {
-        m.params[layer(i) + suffix] = layer_param(i, suffix);
+        m.params[layer_prefix(i) + suffix] = layer_param(i, suffix);
       }
     }
     return m;
@@ -252,7 +250,7 @@ Model load_into(const Config& cfg, const Source& src, const ConfigSource& cs, co
           [](const std::vector<Array>& l) {
             std::vector<Array> rows;
             for (const Array& a : l) rows.push_back(expand_dims(a, 0));
-            return rows.size() == 1 ? rows[0] : concatenate(rows, 0);
+            return stack_balanced(std::move(rows));
           },
           {.out_shardings = {to}, .name = "llama_stack_layers"});
       m.params[name] = join(parts);
