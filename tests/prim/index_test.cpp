@@ -155,3 +155,31 @@ TEST(DynamicSliceViews, AreExactAndNeverWrittenThrough) {
 
 }  // namespace
 }  // namespace partix
+
+namespace partix {
+namespace {
+
+// The same views on 8 devices: inside shard_map (each device's block of rows of a cache split
+// over its columns) and under jit with the operand split over its columns, against one
+// device's copy; the operand keeps its values.
+TEST(DynamicSliceViews, OnEightDevicesInShardMapAndJitEqualOneDevice) {
+  Mesh mesh({8}, {"x"});
+  const int64_t rows = 6, cols = 8 * 16;  // each device's block row: 16 floats, 64 bytes
+  std::vector<float> v(static_cast<size_t>(rows * cols));
+  for (size_t k = 0; k < v.size(); ++k) v[k] = static_cast<float>(k % 97) - 40.0f;
+  Array host = from_vector(v, {rows, cols});
+  Array x = device_put(host, NamedSharding(mesh, P(None, "x")));
+  auto pick = [](const Array& a, const Array& i) {
+    Array zero = astype(zeros({}), DType::I32);
+    return dynamic_slice(a, {i, zero}, {2, a.shape()[1]}) * 3.0;
+  };
+  Array i = scalar<int32_t>(3);
+  const std::vector<float> want = pick(host, i).to_vector<float>();
+  auto in_shard_map = shard_map(pick, mesh, {P(None, "x"), P()}, {P(None, "x")});
+  EXPECT_EQ(in_shard_map(x, device_put(i, NamedSharding(mesh, P()))).to_vector<float>(), want);
+  EXPECT_EQ(jit(pick)(x, i).to_vector<float>(), want);
+  EXPECT_EQ(x.to_vector<float>(), v);
+}
+
+}  // namespace
+}  // namespace partix
