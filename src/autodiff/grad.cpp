@@ -58,9 +58,11 @@ GradOutput grad_impl(const std::vector<Array>& leaves, const std::vector<bool>& 
     std::vector<Array> outs = f(tracers);
     check(!outs.empty(), "grad", "the function returned nothing; it must return a float scalar");
     const Array& out = outs[0];
-    check(out.valid() && out.ndim() == 0 && is_floating(out.dtype()), "grad",
-          "the function must return a float scalar, got {}{}", out.valid() ? dtype_name(out.dtype()) : "nothing",
-          out.valid() ? shape_to_string(out.shape()) : "");
+    if (!(out.valid() && out.ndim() == 0 && is_floating(out.dtype()))) {
+      fail("grad", "the function must return a float scalar, got {}{}",
+           out.valid() ? dtype_name(out.dtype()) : "nothing",
+           out.valid() ? shape_to_string(out.shape()) : "");
+    }
     ts->set_results(outs);
   }
   const ir::Program& prog = ts->program();
@@ -84,14 +86,17 @@ GradOutput grad_impl(const std::vector<Array>& leaves, const std::vector<bool>& 
   out.grads.resize(leaves.size());
   for (size_t i = 0; i < leaves.size(); ++i) {
     if (!wrt[i]) continue;
-    check(!is_quantized(leaves[i].dtype()), "grad",
-          "cannot differentiate with respect to a quantized argument ({}{}): quantized weights "
-          "are constants (their blocks have no gradient); differentiate with respect to the "
-          "float inputs, or astype the weight to f32 to train it",
-          dtype_name(leaves[i].dtype()), shape_to_string(leaves[i].shape()));
-    check(is_floating(leaves[i].dtype()), "grad",
-          "cannot differentiate with respect to an integer argument ({}{})",
-          dtype_name(leaves[i].dtype()), shape_to_string(leaves[i].shape()));
+    if (!(!is_quantized(leaves[i].dtype()))) {
+      fail("grad",
+           "cannot differentiate with respect to a quantized argument ({}{}): quantized weights "
+           "are constants (their blocks have no gradient); differentiate with respect to the "
+           "float inputs, or astype the weight to f32 to train it",
+           dtype_name(leaves[i].dtype()), shape_to_string(leaves[i].shape()));
+    }
+    if (!(is_floating(leaves[i].dtype()))) {
+      fail("grad", "cannot differentiate with respect to an integer argument ({}{})",
+           dtype_name(leaves[i].dtype()), shape_to_string(leaves[i].shape()));
+    }
     Array g = cts[i].valid() ? cts[i] : autodiff::zeros_like(leaves[i]);
     // A parameter's gradient carries the parameter's sharding.
     if (const auto& s = leaves[i].impl()->sharding; s && s->unreduced().empty()) {

@@ -41,11 +41,13 @@ void check_block_sharding(std::string_view api, DType dtype, const Shape& shape,
   check_quantized_shape(api, dtype, shape);
   const int64_t b = dtype_block_elems(dtype);
   const int64_t chunk = sharding.shard_shape(shape).back();
-  check(chunk % b == 0, api,
-        "sharding {} splits the last dimension of {}{} into chunks of {} elements, which would "
-        "split its {}-element quantization blocks across devices; shard it on block boundaries "
-        "or astype to a float dtype first",
-        sharding.to_string(), dtype_name(dtype), shape_to_string(shape), chunk, b);
+  if (!(chunk % b == 0)) {
+    fail(api,
+         "sharding {} splits the last dimension of {}{} into chunks of {} elements, which would "
+         "split its {}-element quantization blocks across devices; shard it on block boundaries "
+         "or astype to a float dtype first",
+         sharding.to_string(), dtype_name(dtype), shape_to_string(shape), chunk, b);
+  }
 }
 
 void mark_donated(ArrayImpl& a) {
@@ -110,9 +112,11 @@ Array build_sharded(
     const std::function<void(void*, const std::vector<Slice>&, const Shape&)>& fill) {
   sharding.check_shape(shape);
   check_block_sharding("Array", dtype, shape, sharding);
-  check(!sharding.mesh().is_abstract(), "Array",
-        "cannot place values on {}: its devices are abstract (for lowering and planning only)",
-        sharding.mesh().to_string());
+  if (!(!sharding.mesh().is_abstract())) {
+    fail("Array",
+         "cannot place values on {}: its devices are abstract (for lowering and planning only)",
+         sharding.mesh().to_string());
+  }
   const Shape local = sharding.shard_shape(shape);
   const int64_t nbytes = dtype_nbytes(dtype, local);
   const int me = process_index();
@@ -152,8 +156,9 @@ Array scatter_from_host(const void* data, Shape shape, DType dtype,
 Array array_from_host(const void* data, int64_t count, DType dtype, Shape shape,
                       const char* api) {
   const int64_t n = checked_size(api, shape, dtype);
-  check(count == n, api, "{} values do not fill shape {} ({} elements)", count,
-        shape_to_string(shape), n);
+  if (!(count == n)) {
+    fail(api, "{} values do not fill shape {} ({} elements)", count, shape_to_string(shape), n);
+  }
   return scatter_from_host(data, std::move(shape), dtype,
                            single_device_sharding(partix::default_device()));
 }
@@ -164,8 +169,10 @@ Array::Array(std::shared_ptr<detail::ArrayImpl> impl) : impl_(std::move(impl)) {
 
 Array::Array(const ShapeDtypeStruct& s) {
   for (int64_t d : s.shape) {
-    detail::check(d >= 0, "ShapeDtypeStruct", "shape {} has a negative dimension",
-                  shape_to_string(s.shape));
+    if (!(d >= 0)) {
+      detail::fail("ShapeDtypeStruct", "shape {} has a negative dimension",
+                   shape_to_string(s.shape));
+    }
   }
   auto impl = std::make_shared<detail::ArrayImpl>();
   impl->shape = s.shape;
@@ -294,9 +301,10 @@ Array from_blocks(const void* data, int64_t nbytes, DType dtype, Shape shape) {
                 dtype_name(dtype));
   check_quantized_shape("from_blocks", dtype, shape);
   detail::checked_size("from_blocks", shape, dtype);
-  detail::check(nbytes == dtype_nbytes(dtype, shape), "from_blocks",
-                "{} bytes do not fill a {}{} array ({} bytes)", nbytes, dtype_name(dtype),
-                shape_to_string(shape), dtype_nbytes(dtype, shape));
+  if (!(nbytes == dtype_nbytes(dtype, shape))) {
+    detail::fail("from_blocks", "{} bytes do not fill a {}{} array ({} bytes)", nbytes,
+                 dtype_name(dtype), shape_to_string(shape), dtype_nbytes(dtype, shape));
+  }
   return detail::scatter_from_host(data, std::move(shape), dtype,
                                    single_device_sharding(partix::default_device()));
 }
@@ -305,8 +313,9 @@ Array make_array_from_callback(Shape shape, const NamedSharding& sharding,
                                const std::function<Array(const std::vector<Slice>&)>& cb) {
   constexpr const char* kApi = "make_array_from_callback";
   sharding.check_shape(shape);
-  detail::check(sharding.unreduced().empty(), kApi, "an Array cannot be unreduced; got {}",
-                sharding.to_string());
+  if (!(sharding.unreduced().empty())) {
+    detail::fail(kApi, "an Array cannot be unreduced; got {}", sharding.to_string());
+  }
   // The callback's result's dtype decides the array's: ask for the first block, then reuse
   // blocks that several devices hold.
   std::map<std::vector<std::pair<int64_t, int64_t>>, std::vector<char>> blocks;
@@ -319,10 +328,12 @@ Array make_array_from_callback(Shape shape, const NamedSharding& sharding,
     Shape ext;
     for (const Slice& s : idx) ext.push_back(s.size());
     Array b = cb(idx);
-    detail::check(b.shape() == ext, kApi,
-                  "the callback returned {}{} for the block at [{}] of {}, expected shape {}",
-                  dtype_name(b.dtype()), shape_to_string(b.shape()),
-                  fmt::join(key, ", "), shape_to_string(shape), shape_to_string(ext));
+    if (!(b.shape() == ext)) {
+      detail::fail(kApi,
+                   "the callback returned {}{} for the block at [{}] of {}, expected shape {}",
+                   dtype_name(b.dtype()), shape_to_string(b.shape()), fmt::join(key, ", "),
+                   shape_to_string(shape), shape_to_string(ext));
+    }
     if (!dtype) dtype = b.dtype();
     detail::check(b.dtype() == *dtype, kApi, "the callback returned blocks of {} and {}",
                   dtype_name(*dtype), dtype_name(b.dtype()));

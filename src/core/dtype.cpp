@@ -43,10 +43,12 @@ int64_t dtype_nbytes(DType d, const Shape& shape) {
 void check_quantized_shape(std::string_view api, DType d, const Shape& shape) {
   if (!is_quantized(d)) return;
   const int64_t b = dtype_block_elems(d);
-  detail::check(!shape.empty() && shape.back() > 0 && shape.back() % b == 0, api,
-                "a {} array stores rows of {}-element blocks: its last dimension must be a "
-                "multiple of {}, got shape {}",
-                dtype_name(d), b, b, shape_to_string(shape));
+  if (!(!shape.empty() && shape.back() > 0 && shape.back() % b == 0)) {
+    detail::fail(api,
+                 "a {} array stores rows of {}-element blocks: its last dimension must be a "
+                 "multiple of {}, got shape {}",
+                 dtype_name(d), b, b, shape_to_string(shape));
+  }
 }
 
 std::string_view dtype_name(DType dtype) {

@@ -7,7 +7,9 @@ namespace partix::detail {
 int64_t checked_size(std::string_view api, const Shape& shape, DType dtype) {
   int64_t n = 1;
   for (int64_t d : shape) {
-    check(d >= 0, api, "negative dimension in shape {}", shape_to_string(shape));
+    if (!(d >= 0)) {
+      fail(api, "negative dimension in shape {}", shape_to_string(shape));
+    }
   }
   for (int64_t d : shape) {
     if (__builtin_mul_overflow(n, d, &n)) n = -1;

@@ -17,7 +17,10 @@ template <class... Args>
   throw Error(fmt::format("[{}] ", api) + fmt::format(f, std::forward<Args>(args)...));
 }
 
-// Raises when a check does not hold.
+// Raises when a check does not hold. Its arguments are evaluated on every call: a message that
+// needs text made for it (to_string(), shape_to_string(), fmt::join) is written
+// `if (!cond) fail(...)` instead, so that nothing is made on the path that succeeds (on the
+// runtime's per-instruction paths that cost a few percent of a decode step).
 template <class... Args>
 void check(bool ok, std::string_view api, fmt::format_string<Args...> f, Args&&... args) {
   if (!ok) fail(api, f, std::forward<Args>(args)...);

@@ -16,9 +16,12 @@ namespace partix::io {
 std::pair<int, int> process_rows(const NamedSharding& sharding, int64_t global_batch) {
   const Slice rows = process_local_box(sharding, {global_batch})[0];
   const int64_t part = rows.size();
-  detail::check(part > 0 && global_batch % part == 0 && rows.start % part == 0, "process_rows",
-                "this process holds rows [{}, {}) of a batch of {} under {}: not one of equal "
-                "parts", rows.start, rows.stop, global_batch, sharding.to_string());
+  if (!(part > 0 && global_batch % part == 0 && rows.start % part == 0)) {
+    detail::fail("process_rows",
+                 "this process holds rows [{}, {}) of a batch of {} under {}: not one of equal "
+                 "parts",
+                 rows.start, rows.stop, global_batch, sharding.to_string());
+  }
   return {static_cast<int>(rows.start / part), static_cast<int>(global_batch / part)};
 }
 
@@ -65,8 +68,9 @@ std::vector<int32_t> load_corpus(const std::vector<std::string>& paths) {
       out.push_back('\n');
     }
   }
-  detail::check(!out.empty(), "load_corpus", "the corpus under {} is empty",
-                fmt::join(paths, ", "));
+  if (!(!out.empty())) {
+    detail::fail("load_corpus", "the corpus under {} is empty", fmt::join(paths, ", "));
+  }
   return out;
 }
 

@@ -42,14 +42,17 @@ Array device_put(const Array& x, const NamedSharding& sharding) {
     detail::trace_of(x, "device_put");  // throws: a traced value that escaped its function
   }
   sharding.check_shape(x.shape());
-  detail::check(sharding.unreduced().empty(), "device_put", "an Array cannot be unreduced; got {}",
-                sharding.to_string());
+  if (!(sharding.unreduced().empty())) {
+    detail::fail("device_put", "an Array cannot be unreduced; got {}", sharding.to_string());
+  }
   const auto& impl = x.impl();
   detail::check_alive(x, "device_put");
-  detail::check(!sharding.mesh().is_abstract(), "device_put",
-                "cannot place values on {}: its devices are abstract (for lowering and planning "
-                "only); describe the array with ShapeDtypeStruct{{shape, dtype, sharding}}",
-                sharding.mesh().to_string());
+  if (!(!sharding.mesh().is_abstract())) {
+    detail::fail("device_put",
+                 "cannot place values on {}: its devices are abstract (for lowering and planning "
+                 "only); describe the array with ShapeDtypeStruct{{shape, dtype, sharding}}",
+                 sharding.mesh().to_string());
+  }
   detail::check_block_sharding("device_put", x.dtype(), x.shape(), sharding);
   if (*impl->sharding == sharding && impl->committed) return x;
   Array out;

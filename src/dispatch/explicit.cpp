@@ -99,14 +99,17 @@ namespace {
 void check_reshard(const Array& x, const NamedSharding& s) {
   constexpr const char* kApi = "reshard";
   const Shape& shape = x.shape();
-  detail::check(!(shape.empty() && s.spec().size() > 0), kApi,
-                "a scalar {}[] cannot be sharded, got {}", dtype_name(x.dtype()),
-                s.spec().to_string());
-  detail::check(s.spec().size() <= static_cast<int>(shape.size()), kApi,
-                "{} has {} entries but the array {}{} has rank {}", s.spec().to_string(),
-                s.spec().size(), dtype_name(x.dtype()), shape_to_string(shape), shape.size());
-  detail::check(s.unreduced().empty(), kApi, "an Array cannot be resharded to unreduced; got {}",
-                s.to_string());
+  if (!(!(shape.empty() && s.spec().size() > 0))) {
+    detail::fail(kApi, "a scalar {}[] cannot be sharded, got {}", dtype_name(x.dtype()),
+                 s.spec().to_string());
+  }
+  if (!(s.spec().size() <= static_cast<int>(shape.size()))) {
+    detail::fail(kApi, "{} has {} entries but the array {}{} has rank {}", s.spec().to_string(),
+                 s.spec().size(), dtype_name(x.dtype()), shape_to_string(shape), shape.size());
+  }
+  if (!(s.unreduced().empty())) {
+    detail::fail(kApi, "an Array cannot be resharded to unreduced; got {}", s.to_string());
+  }
   detail::check_block_sharding(kApi, x.dtype(), shape, s);
 }
 
@@ -174,18 +177,23 @@ Array with_out_sharding(const char* api, const std::vector<Array>& operands, con
     ExplicitLenientScope lenient;
     r = make();
   }
-  check(s->spec().size() <= r.ndim(), api,
-        "out_sharding {} has {} entries but the result {}{} has rank {}", s->spec().to_string(),
-        s->spec().size(), dtype_name(r.dtype()), shape_to_string(r.shape()), r.ndim());
+  if (!(s->spec().size() <= r.ndim())) {
+    fail(api, "out_sharding {} has {} entries but the result {}{} has rank {}",
+         s->spec().to_string(), s->spec().size(), dtype_name(r.dtype()), shape_to_string(r.shape()),
+         r.ndim());
+  }
   check_block_sharding(api, r.dtype(), r.shape(), *s);
   if (!s->unreduced().empty()) {
-    check(r.is_tracer() && is_tracing(), api,
-          "an Array cannot be unreduced outside jit; got out_sharding with unreduced {}",
-          fmt::join(s->unreduced(), ","));
-    check(fresh_result(r) && explicit_type(*s), api,
-          "out_sharding asks for unreduced {}, which only an op's own result on a mesh with "
-          "Explicit axes can be",
-          fmt::join(s->unreduced(), ","));
+    if (!(r.is_tracer() && is_tracing())) {
+      fail(api, "an Array cannot be unreduced outside jit; got out_sharding with unreduced {}",
+           fmt::join(s->unreduced(), ","));
+    }
+    if (!(fresh_result(r) && explicit_type(*s))) {
+      fail(api,
+           "out_sharding asks for unreduced {}, which only an op's own result on a mesh with "
+           "Explicit axes can be",
+           fmt::join(s->unreduced(), ","));
+    }
   }
   return give_type(r, *s);
 }
@@ -287,7 +295,9 @@ Mesh retyped(const char* api, const Mesh& mesh, const std::vector<std::string>& 
   }
   for (const std::string& a : axes) {
     const int i = mesh.axis_index(a);
-    detail::check(i >= 0, api, "axis '{}' is not an axis of {}", a, mesh.to_string());
+    if (!(i >= 0)) {
+      detail::fail(api, "axis '{}' is not an axis of {}", a, mesh.to_string());
+    }
     detail::check(types[static_cast<size_t>(i)] != AxisType::Manual, api,
                   "axis '{}' is Manual here (inside shard_map); only Auto and Explicit axes switch",
                   a);

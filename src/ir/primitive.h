@@ -95,6 +95,17 @@ struct ExecContext {
   comm::Communicator* comm = nullptr;  // collectives
   int threads = 1;                     // threads this device may use
   const std::atomic<bool>* cancel = nullptr;  // set: stop with Cancelled (detail::CancelScope)
+  // This device's group over some mesh axes (prim::group_of), memoised for the run: a decode
+  // step's collectives all ask for the same few groups, dozens of times per step.
+  struct Group {
+    std::vector<std::string> axes;
+    std::vector<int> devices;  // device ids in rank order
+    int rank = 0;
+  };
+  mutable std::vector<Group> groups;
+  // Whether an instruction's operand block is all padding on this device
+  // (prim::some_operand_block_is_all_padding), by the instruction's attributes, for the run.
+  mutable std::vector<std::pair<const Attrs*, bool>> all_padding;
 };
 
 struct KernelCall {

@@ -62,9 +62,10 @@ Params unstack_layers(const Params& stacked, int64_t layers, const LayerNames& n
   for (const std::string& suffix : names.suffixes) {
     const std::string name = std::string(names.stacked_prefix) + suffix;
     const Array& w = need(stacked, name, api);
-    detail::check(w.ndim() >= 1 && w.shape()[0] == layers, api,
-                  "'{}' has shape {}, not {} layers first", name, shape_to_string(w.shape()),
-                  layers);
+    if (!(w.ndim() >= 1 && w.shape()[0] == layers)) {
+      detail::fail(api, "'{}' has shape {}, not {} layers first", name, shape_to_string(w.shape()),
+                   layers);
+    }
     for (int64_t i = 0; i < layers; ++i) {
       out.emplace(names.layer_prefix(i) + suffix, squeeze(slice_axis(w, 0, i, i + 1), {0}));
     }

@@ -71,12 +71,15 @@ std::map<std::string, NamedSharding> param_shardings(const ParamSpecs& specs,
                                                      const LogicalRules& rules, const Mesh& mesh) {
   std::map<std::string, NamedSharding> out;
   for (const auto& [name, s] : specs) {
-    detail::check(s.axes.size() == s.shape.size(), "init_params",
-                  "parameter '{}' has shape {} but {} logical axes", name, shape_to_string(s.shape),
-                  s.axes.size());
+    if (!(s.axes.size() == s.shape.size())) {
+      detail::fail("init_params", "parameter '{}' has shape {} but {} logical axes", name,
+                   shape_to_string(s.shape), s.axes.size());
+    }
     for (int64_t d : s.shape) {
-      detail::check(d >= 0, "init_params", "parameter '{}' has a negative dimension in shape {}",
-                    name, shape_to_string(s.shape));
+      if (!(d >= 0)) {
+        detail::fail("init_params", "parameter '{}' has a negative dimension in shape {}", name,
+                     shape_to_string(s.shape));
+      }
     }
     out.emplace(name, logical_sharding(s.axes, rules, mesh));
   }
@@ -86,9 +89,10 @@ std::map<std::string, NamedSharding> param_shardings(const ParamSpecs& specs,
 Params init_params(const ParamSpecs& specs, const Array& key, const Mesh& mesh,
                    const LogicalRules& rules) {
   auto shardings = param_shardings(specs, rules, mesh);
-  detail::check(key.dtype() == DType::I32 && key.shape() == Shape{2}, "init_params",
-                "key must be an i32[2] key (from random::key), got {}{}", dtype_name(key.dtype()),
-                shape_to_string(key.shape()));
+  if (!(key.dtype() == DType::I32 && key.shape() == Shape{2})) {
+    detail::fail("init_params", "key must be an i32[2] key (from random::key), got {}{}",
+                 dtype_name(key.dtype()), shape_to_string(key.shape()));
+  }
   for (const auto& [name, s] : specs) {
     const bool random = s.init != Init::kZeros && s.init != Init::kOnes;
     detail::check(!random || is_floating(s.dtype), "init_params",

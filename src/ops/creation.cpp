@@ -71,8 +71,9 @@ namespace partix {
 namespace {
 // out_sharding= of a creation op: on the current mesh (there are no operands to take one from).
 NamedSharding created_sharding(const char* api, const OutSharding& out) {
-  detail::check(out.unreduced.empty(), api, "a created array cannot be unreduced; got {}",
-                fmt::join(out.unreduced, ","));
+  if (!(out.unreduced.empty())) {
+    detail::fail(api, "a created array cannot be unreduced; got {}", fmt::join(out.unreduced, ","));
+  }
   const Mesh mesh = current_mesh(api);
   try {
     return NamedSharding(mesh, out.spec);

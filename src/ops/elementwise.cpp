@@ -17,8 +17,9 @@ Shape broadcast_shapes(std::string_view op, const Shape& a, const Shape& b) {
   for (size_t i = 0; i < n; ++i) {
     int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    detail::check(da == db || da == 1 || db == 1, op, "cannot broadcast shapes {} and {}",
-                  shape_to_string(a), shape_to_string(b));
+    if (!(da == db || da == 1 || db == 1)) {
+      detail::fail(op, "cannot broadcast shapes {} and {}", shape_to_string(a), shape_to_string(b));
+    }
     out[i] = da == 1 ? db : da;
   }
   return out;
@@ -52,8 +53,10 @@ ir::Ints to_ints(const std::vector<int>& v) { return ir::Ints(v.begin(), v.end()
 int norm_axis(std::string_view op, int axis, const Shape& shape) {
   const int rank = static_cast<int>(shape.size());
   detail::check(rank > 0, op, "axis {} given for a scalar", axis);
-  detail::check(axis >= -rank && axis < rank, op, "axis {} is out of range for shape {} (rank {})",
-                axis, shape_to_string(shape), rank);
+  if (!(axis >= -rank && axis < rank)) {
+    detail::fail(op, "axis {} is out of range for shape {} (rank {})", axis, shape_to_string(shape),
+                 rank);
+  }
   return axis < 0 ? axis + rank : axis;
 }
 
@@ -61,8 +64,9 @@ std::vector<int> norm_axes(std::string_view op, std::vector<int> axes, const Sha
   std::vector<int> out;
   for (int a : axes) {
     int n = norm_axis(op, a, shape);
-    detail::check(std::find(out.begin(), out.end(), n) == out.end(), op,
-                  "axis {} appears twice in [{}]", a, fmt::join(axes, ", "));
+    if (!(std::find(out.begin(), out.end(), n) == out.end())) {
+      detail::fail(op, "axis {} appears twice in [{}]", a, fmt::join(axes, ", "));
+    }
     out.push_back(n);
   }
   return out;

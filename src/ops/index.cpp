@@ -8,8 +8,10 @@ using ops::bind;
 
 namespace {
 Array as_index(const Array& i, const char* op) {
-  detail::check(i.dtype() != DType::Bool && !is_floating(i.dtype()), op,
-                "indices must be integers, got {}{}", dtype_name(i.dtype()), shape_to_string(i.shape()));
+  if (!(i.dtype() != DType::Bool && !is_floating(i.dtype()))) {
+    detail::fail(op, "indices must be integers, got {}{}", dtype_name(i.dtype()),
+                 shape_to_string(i.shape()));
+  }
   return i;
 }
 }  // namespace
@@ -93,8 +95,10 @@ std::pair<Array, Array> sort(const Array& x, bool descending) {
 Array one_hot(const Array& indices, int64_t n, DType dtype) {
   detail::check(n >= 0, "one_hot", "the number of classes must be non-negative, got {}", n);
   // As in JAX, float indices compare with the class numbers too; bool has no class numbers.
-  detail::check(indices.dtype() != DType::Bool, "one_hot", "indices must be numbers, got {}{}",
-                dtype_name(indices.dtype()), shape_to_string(indices.shape()));
+  if (!(indices.dtype() != DType::Bool)) {
+    detail::fail("one_hot", "indices must be numbers, got {}{}", dtype_name(indices.dtype()),
+                 shape_to_string(indices.shape()));
+  }
   Shape s = indices.shape();
   s.push_back(n);
   ops::refuse_created_quantized("one_hot", dtype, s);

@@ -36,12 +36,16 @@ Array dot_general(const Array& a, const Array& b, std::vector<int> a_contract,
 }
 
 Array matmul(const Array& a, const Array& b) {
-  detail::check(a.ndim() >= 1 && b.ndim() >= 1, "matmul", "operands must have rank >= 1, got {} and {}",
-                shape_to_string(a.shape()), shape_to_string(b.shape()));
+  if (!(a.ndim() >= 1 && b.ndim() >= 1)) {
+    detail::fail("matmul", "operands must have rank >= 1, got {} and {}",
+                 shape_to_string(a.shape()), shape_to_string(b.shape()));
+  }
   // Checked on the caller's shapes, before vectors are promoted to matrices.
   int64_t ka = a.shape().back(), kb = b.shape()[static_cast<size_t>(std::max(0, b.ndim() - 2))];
-  detail::check(ka == kb, "matmul", "contracting sizes differ: {} @ {}", shape_to_string(a.shape()),
-                shape_to_string(b.shape()));
+  if (!(ka == kb)) {
+    detail::fail("matmul", "contracting sizes differ: {} @ {}", shape_to_string(a.shape()),
+                 shape_to_string(b.shape()));
+  }
   if (a.ndim() == 1 && b.ndim() == 1) return dot_general(a, b, {0}, {0});  // a scalar
   if (a.ndim() == 1) return squeeze(matmul(expand_dims(a, 0), b), {-2});
   if (b.ndim() == 1) return squeeze(matmul(a, expand_dims(b, 1)), {-1});
@@ -134,10 +138,11 @@ Array einsum(std::string_view spec_in, std::vector<Array> operands) {
   std::map<char, int> count;
   for (size_t k = 0; k < ins.size(); ++k) {
     const std::string& s = ins[k];
-    detail::check(static_cast<int>(s.size()) == operands[k].ndim(), "einsum",
-                  "operand {} ({}{}) has rank {} but '{}' names {} dimensions in '{}'", k,
-                  dtype_name(operands[k].dtype()), shape_to_string(operands[k].shape()),
-                  operands[k].ndim(), s, s.size(), spec_in);
+    if (!(static_cast<int>(s.size()) == operands[k].ndim())) {
+      detail::fail("einsum", "operand {} ({}{}) has rank {} but '{}' names {} dimensions in '{}'",
+                   k, dtype_name(operands[k].dtype()), shape_to_string(operands[k].shape()),
+                   operands[k].ndim(), s, s.size(), spec_in);
+    }
     std::set<char> seen;
     for (size_t d = 0; d < s.size(); ++d) {
       char l = s[d];

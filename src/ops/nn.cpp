@@ -45,8 +45,10 @@ void check_broadcasts_to(const Array& p, const char* what, const Array& x, const
     const int64_t d = p.shape()[static_cast<size_t>(p.ndim() - i)];
     ok = d == 1 || d == x.shape()[static_cast<size_t>(x.ndim() - i)];
   }
-  detail::check(ok, api, "{} {}{} does not broadcast to x {}{}", what, dtype_name(p.dtype()),
-                shape_to_string(p.shape()), dtype_name(x.dtype()), shape_to_string(x.shape()));
+  if (!(ok)) {
+    detail::fail(api, "{} {}{} does not broadcast to x {}{}", what, dtype_name(p.dtype()),
+                 shape_to_string(p.shape()), dtype_name(x.dtype()), shape_to_string(x.shape()));
+  }
 }
 }  // namespace
 
@@ -72,11 +74,15 @@ Array rms_norm(const Array& x, const Array& weight, double eps) {
 
 Array cross_entropy(const Array& logits, const Array& labels) {
   Shape batch(logits.shape().begin(), logits.shape().end() - (logits.ndim() > 0 ? 1 : 0));
-  detail::check(logits.ndim() >= 1 && labels.shape() == batch, "cross_entropy",
-                "logits {} need labels of shape {}, got {}", shape_to_string(logits.shape()),
-                shape_to_string(batch), shape_to_string(labels.shape()));
-  detail::check(is_integral(labels.dtype()), "cross_entropy", "labels must be integers, got {}{}",
-                dtype_name(labels.dtype()), shape_to_string(labels.shape()));
+  if (!(logits.ndim() >= 1 && labels.shape() == batch)) {
+    detail::fail("cross_entropy", "logits {} need labels of shape {}, got {}",
+                 shape_to_string(logits.shape()), shape_to_string(batch),
+                 shape_to_string(labels.shape()));
+  }
+  if (!(is_integral(labels.dtype()))) {
+    detail::fail("cross_entropy", "labels must be integers, got {}{}", dtype_name(labels.dtype()),
+                 shape_to_string(labels.shape()));
+  }
   Array lp = log_softmax(upcast(logits), -1);
   Array idx = expand_dims(labels, -1);
   Array picked;

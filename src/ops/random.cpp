@@ -12,9 +12,10 @@ namespace partix::random {
 namespace {
 
 void check_key(const Array& k, const char* api) {
-  detail::check(k.dtype() == DType::I32 && k.shape() == Shape{2}, api,
-                "a key is i32[2] (from random::key), got {}{}", dtype_name(k.dtype()),
-                shape_to_string(k.shape()));
+  if (!(k.dtype() == DType::I32 && k.shape() == Shape{2})) {
+    detail::fail(api, "a key is i32[2] (from random::key), got {}{}", dtype_name(k.dtype()),
+                 shape_to_string(k.shape()));
+  }
 }
 
 // A draw's shape: no negative dimension, no overflowing element count.
@@ -45,12 +46,14 @@ Array split(const Array& k, int64_t n) {
 }
 
 Array key_at(const Array& keys, int64_t i) {
-  detail::check(keys.dtype() == DType::I32 && keys.ndim() == 2 && keys.shape()[1] == 2,
-                "random.key_at", "keys must be an i32[n, 2] array (from random.split), got {}{}",
-                dtype_name(keys.dtype()), shape_to_string(keys.shape()));
-  detail::check(i >= 0 && i < keys.shape()[0], "random.key_at",
-                "row {} is out of range for keys {}{}", i, dtype_name(keys.dtype()),
-                shape_to_string(keys.shape()));
+  if (!(keys.dtype() == DType::I32 && keys.ndim() == 2 && keys.shape()[1] == 2)) {
+    detail::fail("random.key_at", "keys must be an i32[n, 2] array (from random.split), got {}{}",
+                 dtype_name(keys.dtype()), shape_to_string(keys.shape()));
+  }
+  if (!(i >= 0 && i < keys.shape()[0])) {
+    detail::fail("random.key_at", "row {} is out of range for keys {}{}", i,
+                 dtype_name(keys.dtype()), shape_to_string(keys.shape()));
+  }
   return reshape(slice(keys, {i, 0}, {i + 1, 2}), {2});
 }
 
@@ -61,9 +64,10 @@ std::pair<Array, Array> split2(const Array& k) {
 
 Array fold_in(const Array& k, const Array& data) {
   check_key(k, "random.fold_in");
-  detail::check(data.ndim() == 0 && is_integral(data.dtype()), "random.fold_in",
-                "data must be an integer scalar, got {}{}", dtype_name(data.dtype()),
-                shape_to_string(data.shape()));
+  if (!(data.ndim() == 0 && is_integral(data.dtype()))) {
+    detail::fail("random.fold_in", "data must be an integer scalar, got {}{}",
+                 dtype_name(data.dtype()), shape_to_string(data.shape()));
+  }
   return ops::bind("random_fold_in", {k, data});
 }
 

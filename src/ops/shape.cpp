@@ -15,20 +15,24 @@ Array reshape(const Array& x, Shape shape) {
   int64_t known = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
-      detail::check(infer < 0, "reshape", "cannot reshape {}{} to {}: only one dimension may be -1",
-                    dtype_name(x.dtype()), shape_to_string(x.shape()), shape_to_string(shape));
+      if (!(infer < 0)) {
+        detail::fail("reshape", "cannot reshape {}{} to {}: only one dimension may be -1",
+                     dtype_name(x.dtype()), shape_to_string(x.shape()), shape_to_string(shape));
+      }
       infer = static_cast<int>(i);
     } else {
-      detail::check(shape[i] >= 0, "reshape", "cannot reshape {}{} to {}: invalid size {}",
-                    dtype_name(x.dtype()), shape_to_string(x.shape()), shape_to_string(shape),
-                    shape[i]);
+      if (!(shape[i] >= 0)) {
+        detail::fail("reshape", "cannot reshape {}{} to {}: invalid size {}", dtype_name(x.dtype()),
+                     shape_to_string(x.shape()), shape_to_string(shape), shape[i]);
+      }
       if (__builtin_mul_overflow(known, shape[i], &known)) known = -1;  // too many: no fit
     }
   }
   if (infer >= 0) {
-    detail::check(known > 0 && x.size() % known == 0, "reshape",
-                  "cannot reshape {}{} ({} elements) to {}", dtype_name(x.dtype()),
-                  shape_to_string(x.shape()), x.size(), shape_to_string(shape));
+    if (!(known > 0 && x.size() % known == 0)) {
+      detail::fail("reshape", "cannot reshape {}{} ({} elements) to {}", dtype_name(x.dtype()),
+                   shape_to_string(x.shape()), x.size(), shape_to_string(shape));
+    }
     shape[static_cast<size_t>(infer)] = x.size() / known;
   }
   if (shape == x.shape()) return x;
@@ -37,10 +41,12 @@ Array reshape(const Array& x, Shape shape) {
 
 Array transpose(const Array& x, std::vector<int> perm) {
   for (int p : perm) {
-    detail::check(p >= -x.ndim() && p < x.ndim(), "transpose",
-                  "{} is not a permutation of the axes of {}{}: axis {} is out of range",
-                  fmt::format("[{}]", fmt::join(perm, ",")), dtype_name(x.dtype()),
-                  shape_to_string(x.shape()), p);
+    if (!(p >= -x.ndim() && p < x.ndim())) {
+      detail::fail("transpose",
+                   "{} is not a permutation of the axes of {}{}: axis {} is out of range",
+                   fmt::format("[{}]", fmt::join(perm, ",")), dtype_name(x.dtype()),
+                   shape_to_string(x.shape()), p);
+    }
   }
   for (int& p : perm) p = p < 0 ? p + x.ndim() : p;
   std::vector<int> id = ops::all_axes(x.ndim());
@@ -79,11 +85,15 @@ Array broadcast_in_dim(const Array& x, Shape shape, std::vector<int> dims) {
 }
 
 Array broadcast_to(const Array& x, Shape shape) {
-  detail::check(shape.size() >= x.shape().size(), "broadcast_to", "cannot broadcast {} to {}",
-                shape_to_string(x.shape()), shape_to_string(shape));
+  if (!(shape.size() >= x.shape().size())) {
+    detail::fail("broadcast_to", "cannot broadcast {} to {}", shape_to_string(x.shape()),
+                 shape_to_string(shape));
+  }
   Shape b = ops::broadcast_shapes("broadcast_to", x.shape(), shape);
-  detail::check(b == shape, "broadcast_to", "cannot broadcast {} to {}",
-                shape_to_string(x.shape()), shape_to_string(shape));
+  if (!(b == shape)) {
+    detail::fail("broadcast_to", "cannot broadcast {} to {}", shape_to_string(x.shape()),
+                 shape_to_string(shape));
+  }
   detail::checked_size("broadcast_to", shape, x.dtype());
   std::vector<int> dims;
   int lead = static_cast<int>(shape.size() - x.shape().size());
@@ -93,9 +103,10 @@ Array broadcast_to(const Array& x, Shape shape) {
 
 Array expand_dims(const Array& x, int axis) {
   int rank = x.ndim() + 1;
-  detail::check(axis >= -rank && axis < rank, "expand_dims",
-                "axis {} is out of range for a new axis of shape {} (rank {})", axis,
-                shape_to_string(x.shape()), rank);
+  if (!(axis >= -rank && axis < rank)) {
+    detail::fail("expand_dims", "axis {} is out of range for a new axis of shape {} (rank {})",
+                 axis, shape_to_string(x.shape()), rank);
+  }
   if (axis < 0) axis += rank;
   Shape s = x.shape();
   s.insert(s.begin() + axis, 1);
@@ -108,9 +119,10 @@ Array squeeze(const Array& x, std::vector<int> axes) {
   for (int d = 0; d < x.ndim(); ++d) {
     bool drop = std::find(axes.begin(), axes.end(), d) != axes.end();
     if (drop) {
-      detail::check(x.shape()[static_cast<size_t>(d)] == 1, "squeeze",
-                    "dimension {} of {} has size {}, not 1", d, shape_to_string(x.shape()),
-                    x.shape()[static_cast<size_t>(d)]);
+      if (!(x.shape()[static_cast<size_t>(d)] == 1)) {
+        detail::fail("squeeze", "dimension {} of {} has size {}, not 1", d,
+                     shape_to_string(x.shape()), x.shape()[static_cast<size_t>(d)]);
+      }
     } else {
       s.push_back(x.shape()[static_cast<size_t>(d)]);
     }
@@ -162,13 +174,17 @@ Array concatenate(std::vector<Array> xs, int axis) {
 Array stack(std::vector<Array> xs, int axis) {
   detail::check(!xs.empty(), "stack", "needs at least one array");
   const int rank = xs[0].ndim() + 1;
-  detail::check(axis >= -rank && axis < rank, "stack",
-                "axis {} is out of range for stacking arrays of shape {} (result rank {})", axis,
-                shape_to_string(xs[0].shape()), rank);
+  if (!(axis >= -rank && axis < rank)) {
+    detail::fail("stack",
+                 "axis {} is out of range for stacking arrays of shape {} (result rank {})", axis,
+                 shape_to_string(xs[0].shape()), rank);
+  }
   for (const Array& a : xs) {
-    detail::check(a.shape() == xs[0].shape(), "stack", "arrays must have one shape, got {}{} and {}{}",
-                  dtype_name(xs[0].dtype()), shape_to_string(xs[0].shape()), dtype_name(a.dtype()),
-                  shape_to_string(a.shape()));
+    if (!(a.shape() == xs[0].shape())) {
+      detail::fail("stack", "arrays must have one shape, got {}{} and {}{}",
+                   dtype_name(xs[0].dtype()), shape_to_string(xs[0].shape()), dtype_name(a.dtype()),
+                   shape_to_string(a.shape()));
+    }
   }
   for (Array& a : xs) a = expand_dims(a, axis);
   return concatenate(std::move(xs), axis);
@@ -177,9 +193,10 @@ Array stack(std::vector<Array> xs, int axis) {
 std::vector<Array> split(const Array& x, int sections, int axis) {
   axis = ops::norm_axis("split", axis, x.shape());
   int64_t n = x.shape()[static_cast<size_t>(axis)];
-  detail::check(sections > 0 && n % sections == 0, "split",
-                "dimension {} of {} (size {}) does not split into {} equal sections", axis,
-                shape_to_string(x.shape()), n, sections);
+  if (!(sections > 0 && n % sections == 0)) {
+    detail::fail("split", "dimension {} of {} (size {}) does not split into {} equal sections",
+                 axis, shape_to_string(x.shape()), n, sections);
+  }
   std::vector<Array> out;
   int64_t k = n / sections;
   for (int i = 0; i < sections; ++i) out.push_back(slice_axis(x, axis, i * k, (i + 1) * k));

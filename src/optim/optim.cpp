@@ -34,8 +34,10 @@ void check_same_keys(const Params& a, const Params& b, const char* api) {
   detail::check(a.size() == b.size(), api, "{} parameters but {} gradients", a.size(), b.size());
   for (const auto& [k, v] : a) {
     detail::check(b.count(k) != 0, api, "no gradient for parameter '{}'", k);
-    detail::check(b.at(k).shape() == v.shape(), api, "gradient of '{}' is {} but the parameter is {}",
-                  k, shape_to_string(b.at(k).shape()), shape_to_string(v.shape()));
+    if (!(b.at(k).shape() == v.shape())) {
+      detail::fail(api, "gradient of '{}' is {} but the parameter is {}", k,
+                   shape_to_string(b.at(k).shape()), shape_to_string(v.shape()));
+    }
   }
 }
 
@@ -45,9 +47,10 @@ void check_state(const Params& params, const Params& state, const char* what, co
     auto it = state.find(k);
     detail::check(it != state.end(), api, "the optimizer state's {} has no entry for parameter '{}'",
                   what, k);
-    detail::check(it->second.shape() == v.shape(), api,
-                  "the optimizer state's {} of '{}' is {} but the parameter is {}", what, k,
-                  shape_to_string(it->second.shape()), shape_to_string(v.shape()));
+    if (!(it->second.shape() == v.shape())) {
+      detail::fail(api, "the optimizer state's {} of '{}' is {} but the parameter is {}", what, k,
+                   shape_to_string(it->second.shape()), shape_to_string(v.shape()));
+    }
   }
   for (const auto& [k, v] : state) {
     detail::check(params.count(k) != 0, api,
@@ -56,9 +59,10 @@ void check_state(const Params& params, const Params& state, const char* what, co
 }
 
 void check_lr(const Array& lr, const char* api) {
-  detail::check(lr.ndim() == 0 && is_floating(lr.dtype()), api,
-                "lr must be a floating scalar, got {}{}", dtype_name(lr.dtype()),
-                shape_to_string(lr.shape()));
+  if (!(lr.ndim() == 0 && is_floating(lr.dtype()))) {
+    detail::fail(api, "lr must be a floating scalar, got {}{}", dtype_name(lr.dtype()),
+                 shape_to_string(lr.shape()));
+  }
 }
 
 template <class F>
@@ -149,13 +153,15 @@ std::pair<Params, AdamWState> adamw_update(const Params& params, const Params& g
   check_state(params, state.mu, "mu", kApi);
   check_state(params, state.nu, "nu", kApi);
   for (const auto& [k, v] : state.master) {
-    detail::check(params.count(k) != 0 && v.shape() == params.at(k).shape(), kApi,
-                  "the optimizer state's master copy '{}' ({}) matches no parameter", k,
-                  shape_to_string(v.shape()));
+    if (!(params.count(k) != 0 && v.shape() == params.at(k).shape())) {
+      detail::fail(kApi, "the optimizer state's master copy '{}' ({}) matches no parameter", k,
+                   shape_to_string(v.shape()));
+    }
   }
-  detail::check(state.count.valid() && state.count.ndim() == 0, kApi,
-                "the optimizer state's count must be a scalar (from adamw_init), got {}",
-                state.count.valid() ? shape_to_string(state.count.shape()) : "an empty Array");
+  if (!(state.count.valid() && state.count.ndim() == 0)) {
+    detail::fail(kApi, "the optimizer state's count must be a scalar (from adamw_init), got {}",
+                 state.count.valid() ? shape_to_string(state.count.shape()) : "an empty Array");
+  }
   check_lr(lr, kApi);
   detail::check(c.b1 >= 0 && c.b1 < 1 && c.b2 >= 0 && c.b2 < 1 && c.eps >= 0, kApi,
                 "needs 0 <= b1, b2 < 1 and eps >= 0, got b1 {}, b2 {}, eps {}", c.b1, c.b2, c.eps);

@@ -62,9 +62,10 @@ Result run(const Schedule& sc, const std::string& axis, const std::vector<std::s
   detail::check(axis_size(axis) == S, api, "the schedule has {} stages but axis '{}' has {} devices",
                 S, axis, axis_size(axis));
   for (const auto& [name, leaf] : chunked_in) {
-    detail::check(leaf.ndim() >= 1 && leaf.shape()[0] % V == 0, api,
-                  "'{}' of shape {} does not hold {} chunks along its first axis", name,
-                  shape_to_string(leaf.shape()), V);
+    if (!(leaf.ndim() >= 1 && leaf.shape()[0] % V == 0)) {
+      detail::fail(api, "'{}' of shape {} does not hold {} chunks along its first axis", name,
+                   shape_to_string(leaf.shape()), V);
+    }
   }
   const Array device = astype(axis_index(axis), DType::I32);
   const Array fwd_chunk = constant_table(sc.fwd_chunk), fwd_mb = constant_table(sc.fwd_mb),

@@ -86,7 +86,9 @@ ir::Attrs with_uneven_operands(ir::Attrs attrs, const std::vector<ir::Aval>& glo
   return attrs;
 }
 
-bool some_operand_block_is_all_padding(const KernelCall& c) {
+namespace {
+
+bool block_is_all_padding(const KernelCall& c) {
   if (c.ctx.mesh == nullptr || !c.attrs.has("uneven")) return false;
   const ir::Ints& u = c.attrs.ints("uneven");
   const ir::Strings& names = c.attrs.get<ir::Strings>("uneven_axes");
@@ -97,18 +99,37 @@ bool some_operand_block_is_all_padding(const KernelCall& c) {
     if (i >= c.in_avals.size() || d >= c.in_aval(i).shape.size() || next + count > names.size()) {
       detail::internal_error("uneven", "malformed uneven-operand attributes");
     }
-    const std::vector<std::string> axes(names.begin() + static_cast<std::ptrdiff_t>(next),
-                                        names.begin() + static_cast<std::ptrdiff_t>(next + count));
+    int64_t index = 0;  // this device's block along the dimension (mixed_radix_index)
+    for (size_t a = next; a < next + count; ++a) {
+      index = index * c.ctx.mesh->axis_size(names[a]) +
+              c.ctx.mesh->axis_coord(c.ctx.mesh_coords, names[a]);
+    }
     next += count;
     const int64_t len = c.in_aval(i).shape[d];
-    if (mixed_radix_index(*c.ctx.mesh, c.ctx.mesh_coords, axes) * len >= u[k + 2]) return true;
+    if (index * len >= u[k + 2]) return true;
   }
   return false;
 }
 
-GroupInfo group_of(const ExecContext& ctx, const std::vector<std::string>& axes) {
+}  // namespace
+
+bool some_operand_block_is_all_padding(const KernelCall& c) {
+  // Asked by the interpreter with the instruction's own attributes, which outlive the run.
+  for (const auto& [attrs, all] : c.ctx.all_padding) {
+    if (attrs == &c.attrs) return all;
+  }
+  const bool all = block_is_all_padding(c);
+  c.ctx.all_padding.emplace_back(&c.attrs, all);
+  return all;
+}
+
+const GroupInfo& group_of(const ExecContext& ctx, const std::vector<std::string>& axes) {
+  for (const GroupInfo& g : ctx.groups) {
+    if (g.axes == axes) return g;
+  }
   const Mesh& mesh = *ctx.mesh;
   GroupInfo g;
+  g.axes = axes;
   int64_t n = 1;
   for (const std::string& a : axes) n *= mesh.axis_size(a);
   g.devices.assign(static_cast<size_t>(n), -1);
@@ -122,7 +143,9 @@ GroupInfo group_of(const ExecContext& ctx, const std::vector<std::string>& axes)
         mesh.devices()[static_cast<size_t>(k)].id;
   }
   g.rank = static_cast<int>(mixed_radix_index(mesh, ctx.mesh_coords, axes));
-  return g;
+  // Callers hold the reference only while they run: growing the memo later may move it.
+  ctx.groups.push_back(std::move(g));
+  return ctx.groups.back();
 }
 
 namespace {
@@ -206,14 +229,16 @@ class AllReduce final : public InvariantCollective {
                           const Regions&) const override {
     check_arity(name(), in, 1);
     kind_of(attrs);
-    detail::check(in[0].dtype != DType::Bool, name(), "needs a numeric dtype, got {}", in[0].to_string());
+    if (!(in[0].dtype != DType::Bool)) {
+      detail::fail(name(), "needs a numeric dtype, got {}", in[0].to_string());
+    }
     return {in[0]};
   }
   std::vector<Array> vjp(const VjpArgs& a) const override;
   bool allocates_outputs() const override { return true; }
   void reference(const KernelCall& c) const override {
     check_ctx(c, "psum");
-    GroupInfo g = group_of(c.ctx, axes_of(c.attrs));
+    const GroupInfo& g = group_of(c.ctx, axes_of(c.attrs));
     (*c.results)[0] = c.ctx.comm->all_reduce_to_buffer(c.in[0], c.in_aval(0).size(),
                                                         c.in_aval(0).dtype, kind_of(c.attrs),
                                                         g.devices, c.ctx.device);
@@ -252,7 +277,7 @@ class AllGather final : public InvariantCollective {
   }
   void reference(const KernelCall& c) const override {
     check_ctx(c, "all_gather");
-    GroupInfo g = group_of(c.ctx, axes_of(c.attrs));
+    const GroupInfo& g = group_of(c.ctx, axes_of(c.attrs));
     const Aval& in = c.in_aval(0);
     const int64_t n = static_cast<int64_t>(g.devices.size());
     bool tiled = c.attrs.b_or("tiled", false);
@@ -299,14 +324,18 @@ class ReduceScatter final : public Collective {
     Shape s = in[0].shape;
     int64_t d = s[static_cast<size_t>(axis)];
     if (tiled) {
-      detail::check(d % n == 0, "psum_scatter",
-                    "dimension {} of {} (size {}) is not divisible by the axis size {}", axis,
-                    in[0].to_string(), d, n);
+      if (!(d % n == 0)) {
+        detail::fail("psum_scatter",
+                     "dimension {} of {} (size {}) is not divisible by the axis size {}", axis,
+                     in[0].to_string(), d, n);
+      }
       s[static_cast<size_t>(axis)] = d / n;
     } else {
-      detail::check(d == n, "psum_scatter",
-                    "untiled scatter needs dimension {} of {} to equal the axis size {}", axis,
-                    in[0].to_string(), n);
+      if (!(d == n)) {
+        detail::fail("psum_scatter",
+                     "untiled scatter needs dimension {} of {} to equal the axis size {}", axis,
+                     in[0].to_string(), n);
+      }
       s.erase(s.begin() + axis);
     }
     detail::check(in[0].dtype != DType::Bool, "psum_scatter", "needs a numeric dtype");
@@ -315,7 +344,7 @@ class ReduceScatter final : public Collective {
   std::vector<Array> vjp(const VjpArgs& a) const override;
   void reference(const KernelCall& c) const override {
     check_ctx(c, "psum_scatter");
-    GroupInfo g = group_of(c.ctx, axes_of(c.attrs));
+    const GroupInfo& g = group_of(c.ctx, axes_of(c.attrs));
     const Aval& in = c.in_aval(0);
     const int64_t n = static_cast<int64_t>(g.devices.size());
     int axis = static_cast<int>(c.attrs.i("axis"));
@@ -362,15 +391,19 @@ class AllToAll final : public Collective {
     int64_t d = s[static_cast<size_t>(split)];
     if (tiled) {
       int concat = norm_axis("all_to_all", attrs.i("concat_axis"), in[0].ndim());
-      detail::check(d % n == 0, "all_to_all",
-                    "split dimension {} of {} (size {}) is not divisible by the axis size {}",
-                    split, in[0].to_string(), d, n);
+      if (!(d % n == 0)) {
+        detail::fail("all_to_all",
+                     "split dimension {} of {} (size {}) is not divisible by the axis size {}",
+                     split, in[0].to_string(), d, n);
+      }
       s[static_cast<size_t>(split)] = d / n;
       s[static_cast<size_t>(concat)] *= n;
     } else {
-      detail::check(d == n, "all_to_all",
-                    "untiled all_to_all needs split dimension {} of {} to equal the axis size {}",
-                    split, in[0].to_string(), n);
+      if (!(d == n)) {
+        detail::fail("all_to_all",
+                     "untiled all_to_all needs split dimension {} of {} to equal the axis size {}",
+                     split, in[0].to_string(), n);
+      }
       s.erase(s.begin() + split);
       int concat = norm_axis("all_to_all", attrs.i("concat_axis"), static_cast<int>(s.size()) + 1);
       s.insert(s.begin() + concat, n);
@@ -380,7 +413,7 @@ class AllToAll final : public Collective {
   std::vector<Array> vjp(const VjpArgs& a) const override;
   void reference(const KernelCall& c) const override {
     check_ctx(c, "all_to_all");
-    GroupInfo g = group_of(c.ctx, axes_of(c.attrs));
+    const GroupInfo& g = group_of(c.ctx, axes_of(c.attrs));
     const Aval& in = c.in_aval(0);
     const int64_t n = static_cast<int64_t>(g.devices.size());
     const bool tiled = c.attrs.b_or("tiled", false);
@@ -469,7 +502,7 @@ class Ppermute final : public Collective {
   std::vector<Array> vjp(const VjpArgs& a) const override;
   void reference(const KernelCall& c) const override {
     check_ctx(c, "ppermute");
-    GroupInfo g = group_of(c.ctx, axes_of(c.attrs));
+    const GroupInfo& g = group_of(c.ctx, axes_of(c.attrs));
     const ir::Ints& perm = c.attrs.ints("perm");
     std::vector<std::pair<int, int>> pairs;
     for (size_t i = 0; i < perm.size(); i += 2) {
@@ -543,8 +576,10 @@ class AxisSlice final : public Primitive {
     int axis = norm_axis(name(), attrs.i("axis"), in[0].ndim());
     int64_t n = group_size(attrs);
     Shape s = in[0].shape;
-    detail::check(s[static_cast<size_t>(axis)] % n == 0, name(),
-                  "dimension {} of {} is not divisible into {} blocks", axis, in[0].to_string(), n);
+    if (!(s[static_cast<size_t>(axis)] % n == 0)) {
+      detail::fail(name(), "dimension {} of {} is not divisible into {} blocks", axis,
+                   in[0].to_string(), n);
+    }
     s[static_cast<size_t>(axis)] /= n;
     return {Aval{s, in[0].dtype}};
   }

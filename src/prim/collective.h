@@ -11,11 +11,9 @@ namespace partix::prim {
 
 // The devices that share this device's coordinates on every axis not in `axes`, ordered by
 // their mixed-radix index over `axes` (listed order, major to minor); and this device's rank.
-struct GroupInfo {
-  comm::Group devices;
-  int rank = 0;
-};
-GroupInfo group_of(const ExecContext& ctx, const std::vector<std::string>& axes);
+// Computed once per run and axes (ExecContext::groups).
+using GroupInfo = ExecContext::Group;
+const GroupInfo& group_of(const ExecContext& ctx, const std::vector<std::string>& axes);
 // The device id at `rank` of the group (rank over `axes`), for ppermute.
 int64_t mixed_radix_index(const Mesh& mesh, const std::vector<int64_t>& coords,
                           const std::vector<std::string>& axes);
@@ -31,6 +29,8 @@ detail::Buffer filled_block(const ir::Aval& a, double value);
 ir::Attrs with_uneven_operands(ir::Attrs attrs, const std::vector<ir::Aval>& global_in,
                                const std::vector<ir::Aval>& local_in,
                                const std::vector<NamedSharding>& in_shardings);
+// Memoised for the run in c.ctx by the address of c.attrs: call it with an instruction's own
+// attributes (as the interpreter's shares_result probe does), never with a temporary.
 bool some_operand_block_is_all_padding(const KernelCall& c);
 
 }  // namespace partix::prim

@@ -36,8 +36,10 @@ std::vector<Aval> result_avals(const ir::Program& p) {
 void check_param(std::string_view op, const ir::Program& body, size_t k, const Aval& want,
                  const std::string& what) {
   const Aval& got = body.aval(body.params[k]);
-  detail::check(got == want, op, "the body takes {} as {} where the operand is {}", what,
-                got.to_string(), want.to_string());
+  if (!(got == want)) {
+    detail::fail(op, "the body takes {} as {} where the operand is {}", what, got.to_string(),
+                 want.to_string());
+  }
 }
 
 // Carries keep their type: result k of `body` must equal the initial value's aval.
@@ -48,8 +50,10 @@ void check_carries(std::string_view op, const ir::Program& body, const std::vect
   for (size_t k = 0; k < init.size(); ++k) {
     check_param(op, body, param_offset + k, init[k], fmt::format("carry {}", k));
     const Aval& out = body.aval(body.results[k]);
-    detail::check(out == init[k], op, "body returns carry {} {} where init is {}", k,
-                  out.to_string(), init[k].to_string());
+    if (!(out == init[k])) {
+      detail::fail(op, "body returns carry {} {} where init is {}", k, out.to_string(),
+                   init[k].to_string());
+    }
   }
 }
 
@@ -336,9 +340,10 @@ class Scan final : public Primitive {
                   body.results.size(), nc);
     for (size_t j = 0; j < nx; ++j) {
       const Aval& xs = in[nc + j];
-      detail::check(xs.ndim() >= 1 && xs.shape[0] == n, name(),
-                    "scanned input {} is {}: it needs a leading axis of length {}", j,
-                    xs.to_string(), n);
+      if (!(xs.ndim() >= 1 && xs.shape[0] == n)) {
+        detail::fail(name(), "scanned input {} is {}: it needs a leading axis of length {}", j,
+                     xs.to_string(), n);
+      }
       check_param(name(), body, off + nc + j,
                   Aval{Shape(xs.shape.begin() + 1, xs.shape.end()), xs.dtype},
                   fmt::format("a slice of scanned input {}", j));
@@ -585,9 +590,10 @@ class WhileLoop final : public Primitive {
       check_param(name(), cond, i, in[i], fmt::format("operand {}", i));
       if (i >= nc) check_param(name(), body, i, in[i], fmt::format("operand {}", i));
     }
-    detail::check(cond.results.size() == 1 && cond.aval(cond.results[0]) == Aval{{}, DType::Bool},
-                  name(), "cond must return a bool scalar, got {}",
-                  avals_to_string(result_avals(cond)));
+    if (!(cond.results.size() == 1 && cond.aval(cond.results[0]) == Aval{{}, DType::Bool})) {
+      detail::fail(name(), "cond must return a bool scalar, got {}",
+                   avals_to_string(result_avals(cond)));
+    }
     return init;
   }
 
@@ -684,8 +690,9 @@ class Cond final : public Primitive {
     detail::check(regions.size() == 2, name(), "needs a true and a false branch, got {} regions",
                   regions.size());
     detail::check(!in.empty(), name(), "needs a predicate operand");
-    detail::check(in[0] == Aval{{}, DType::Bool}, name(),
-                  "the predicate must be a bool scalar, got {}", in[0].to_string());
+    if (!(in[0] == Aval{{}, DType::Bool})) {
+      detail::fail(name(), "the predicate must be a bool scalar, got {}", in[0].to_string());
+    }
     const ir::Program& t = *regions[0];
     const ir::Program& f = *regions[1];
     const std::vector<Aval> args(in.begin() + 1, in.end());
@@ -697,8 +704,10 @@ class Cond final : public Primitive {
       check_param(name(), f, i, args[i], fmt::format("operand {}", i));
     }
     std::vector<Aval> rt = result_avals(t), rf = result_avals(f);
-    detail::check(rt == rf, name(), "true_fn returns ({}) but false_fn returns ({})",
-                  avals_to_string(rt), avals_to_string(rf));
+    if (!(rt == rf)) {
+      detail::fail(name(), "true_fn returns ({}) but false_fn returns ({})", avals_to_string(rt),
+                   avals_to_string(rf));
+    }
     return rt;
   }
 

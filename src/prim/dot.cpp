@@ -89,19 +89,24 @@ class DotGeneral final : public Primitive {
     // An f32 lhs with a 16-bit float rhs (a weight kept in bf16 or f16) widens the rhs exactly,
     // inside the kernel: the f32 product of the widened weight.
     const bool half_weight = a.dtype == DType::F32 && (b.dtype == DType::BF16 || b.dtype == DType::F16);
-    detail::check(a.dtype == b.dtype || half_weight, name(), "operand dtypes differ: {}",
-                  avals_to_string(in));
-    detail::check(a.dtype != DType::Bool, name(), "needs numeric operands, got {}",
-                  avals_to_string(in));
+    if (!(a.dtype == b.dtype || half_weight)) {
+      detail::fail(name(), "operand dtypes differ: {}", avals_to_string(in));
+    }
+    if (!(a.dtype != DType::Bool)) {
+      detail::fail(name(), "needs numeric operands, got {}", avals_to_string(in));
+    }
     DotDims d = dot_dims(attrs, a.ndim(), b.ndim());
     auto check_dims = [&](const std::vector<int>& dims, int rank, const char* what) {
       std::vector<int> s = dims;
       std::sort(s.begin(), s.end());
-      detail::check(std::adjacent_find(s.begin(), s.end()) == s.end(), name(),
-                    "{} dimensions [{}] repeat", what, fmt::join(dims, ","));
+      if (!(std::adjacent_find(s.begin(), s.end()) == s.end())) {
+        detail::fail(name(), "{} dimensions [{}] repeat", what, fmt::join(dims, ","));
+      }
       for (int x : dims) {
-        detail::check(x >= 0 && x < rank, name(), "{} dimension {} is out of range for {}", what,
-                      x, avals_to_string(in));
+        if (!(x >= 0 && x < rank)) {
+          detail::fail(name(), "{} dimension {} is out of range for {}", what, x,
+                       avals_to_string(in));
+        }
       }
     };
     check_dims(d.lhs_contract, a.ndim(), "lhs contracting");
@@ -122,16 +127,18 @@ class DotGeneral final : public Primitive {
                     name(), "rhs dimension {} is both batch and contracting", x);
     }
     for (size_t i = 0; i < d.lhs_contract.size(); ++i) {
-      detail::check(a.shape[static_cast<size_t>(d.lhs_contract[i])] ==
-                        b.shape[static_cast<size_t>(d.rhs_contract[i])],
-                    name(), "contracting sizes differ: {} (lhs dim {}, rhs dim {})",
-                    avals_to_string(in), d.lhs_contract[i], d.rhs_contract[i]);
+      if (!(a.shape[static_cast<size_t>(d.lhs_contract[i])] ==
+            b.shape[static_cast<size_t>(d.rhs_contract[i])])) {
+        detail::fail(name(), "contracting sizes differ: {} (lhs dim {}, rhs dim {})",
+                     avals_to_string(in), d.lhs_contract[i], d.rhs_contract[i]);
+      }
     }
     Shape out;
     for (size_t i = 0; i < d.lhs_batch.size(); ++i) {
       int64_t sa = a.shape[static_cast<size_t>(d.lhs_batch[i])];
-      detail::check(sa == b.shape[static_cast<size_t>(d.rhs_batch[i])], name(),
-                    "batch sizes differ: {}", avals_to_string(in));
+      if (!(sa == b.shape[static_cast<size_t>(d.rhs_batch[i])])) {
+        detail::fail(name(), "batch sizes differ: {}", avals_to_string(in));
+      }
       out.push_back(sa);
     }
     for (int x : d.lhs_free) out.push_back(a.shape[static_cast<size_t>(x)]);
@@ -145,10 +152,12 @@ class DotGeneral final : public Primitive {
   std::vector<Aval> infer_quantized(const std::vector<Aval>& in, const Attrs& attrs) const {
     const Aval& a = in[0];
     const Aval& b = in[1];
-    detail::check(!is_quantized(a.dtype) && a.dtype == DType::F32, name(),
-                  "a quantized operand must be the rhs, with an f32 lhs; got {} (astype to a "
-                  "float dtype first)",
-                  avals_to_string(in));
+    if (!(!is_quantized(a.dtype) && a.dtype == DType::F32)) {
+      detail::fail(name(),
+                   "a quantized operand must be the rhs, with an f32 lhs; got {} (astype to a "
+                   "float dtype first)",
+                   avals_to_string(in));
+    }
     check_quantized_shape(name(), b.dtype, b.shape);
     DotDims d = dot_dims(attrs, a.ndim(), b.ndim());
     const int nc = static_cast<int>(d.lhs_contract.size());
@@ -160,13 +169,15 @@ class DotGeneral final : public Primitive {
            d.rhs_contract[static_cast<size_t>(i)] == rd &&
            a.shape[static_cast<size_t>(ld)] == b.shape[static_cast<size_t>(rd)];
     }
-    detail::check(ok, name(),
-                  "with a quantized rhs, the contracting dimensions must be the trailing "
-                  "dimensions of both operands, in order, with no batch dimensions (x[M, K] "
-                  "w[N, K]^T); got {} contracting lhs [{}] with rhs [{}] (astype the weight to a "
-                  "float dtype for other layouts)",
-                  avals_to_string(in), fmt::join(d.lhs_contract, ","),
-                  fmt::join(d.rhs_contract, ","));
+    if (!(ok)) {
+      detail::fail(name(),
+                   "with a quantized rhs, the contracting dimensions must be the trailing "
+                   "dimensions of both operands, in order, with no batch dimensions (x[M, K] "
+                   "w[N, K]^T); got {} contracting lhs [{}] with rhs [{}] (astype the weight to a "
+                   "float dtype for other layouts)",
+                   avals_to_string(in), fmt::join(d.lhs_contract, ","),
+                   fmt::join(d.rhs_contract, ","));
+    }
     if (attrs.has("out_dtype")) {
       detail::check(attrs.dtype("out_dtype") == DType::F32, name(),
                     "a quantized matmul produces f32, not {}",

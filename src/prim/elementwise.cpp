@@ -62,8 +62,9 @@ class Unary final : public Primitive {
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs&,
                           const Regions&) const override {
     check_arity(name(), in, 1);
-    detail::check(allows(Op::kAllowed, in[0].dtype), name(), "needs {}, got {}",
-                  allowed_text(Op::kAllowed), in[0].to_string());
+    if (!(allows(Op::kAllowed, in[0].dtype))) {
+      detail::fail(name(), "needs {}, got {}", allowed_text(Op::kAllowed), in[0].to_string());
+    }
     return {in[0]};
   }
   FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>& out,
@@ -117,12 +118,15 @@ class Binary final : public Primitive {
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs&,
                           const Regions&) const override {
     check_arity(name(), in, 2);
-    detail::check(in[0].dtype == in[1].dtype, name(), "operand dtypes differ: {}",
-                  avals_to_string(in));
-    detail::check(allows(Op::kAllowed, in[0].dtype), name(), "needs {}, got {}",
-                  allowed_text(Op::kAllowed), avals_to_string(in));
-    detail::check(in[0].shape == in[1].shape || in[0].shape.empty() || in[1].shape.empty(),
-                  name(), "operand shapes differ: {}", avals_to_string(in));
+    if (!(in[0].dtype == in[1].dtype)) {
+      detail::fail(name(), "operand dtypes differ: {}", avals_to_string(in));
+    }
+    if (!(allows(Op::kAllowed, in[0].dtype))) {
+      detail::fail(name(), "needs {}, got {}", allowed_text(Op::kAllowed), avals_to_string(in));
+    }
+    if (!(in[0].shape == in[1].shape || in[0].shape.empty() || in[1].shape.empty())) {
+      detail::fail(name(), "operand shapes differ: {}", avals_to_string(in));
+    }
     Shape shape = in[0].shape.empty() ? in[1].shape : in[0].shape;
     return {Aval{shape, Op::kCompare ? DType::Bool : in[0].dtype}};
   }
@@ -199,17 +203,20 @@ class Select final : public Primitive {
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs&,
                           const Regions&) const override {
     check_arity(name(), in, 3);
-    detail::check(in[0].dtype == DType::Bool, name(), "the predicate must be bool, got {}",
-                  avals_to_string(in));
-    detail::check(in[1].dtype == in[2].dtype, name(), "branch dtypes differ: {}",
-                  avals_to_string(in));
+    if (!(in[0].dtype == DType::Bool)) {
+      detail::fail(name(), "the predicate must be bool, got {}", avals_to_string(in));
+    }
+    if (!(in[1].dtype == in[2].dtype)) {
+      detail::fail(name(), "branch dtypes differ: {}", avals_to_string(in));
+    }
     Shape shape;
     for (const Aval& a : in) {
       if (!a.shape.empty()) shape = a.shape;
     }
     for (const Aval& a : in) {
-      detail::check(a.shape.empty() || a.shape == shape, name(), "operand shapes differ: {}",
-                    avals_to_string(in));
+      if (!(a.shape.empty() || a.shape == shape)) {
+        detail::fail(name(), "operand shapes differ: {}", avals_to_string(in));
+      }
     }
     return {Aval{shape, in[1].dtype}};
   }
@@ -251,13 +258,16 @@ class Convert final : public Primitive {
                           const Regions&) const override {
     check_arity(name(), in, 1);
     const DType to = attrs.dtype("dtype");
-    detail::check(!is_quantized(to) || to == in[0].dtype, name(),
-                  "cannot astype {} to {}: quantized arrays come from their blocks (a GGUF "
-                  "file or from_blocks), not from a conversion",
-                  in[0].to_string(), dtype_name(to));
-    detail::check(!is_quantized(in[0].dtype) || is_floating(to) || to == in[0].dtype, name(),
-                  "a quantized {} converts only to a float dtype, not {}", in[0].to_string(),
-                  dtype_name(to));
+    if (!(!is_quantized(to) || to == in[0].dtype)) {
+      detail::fail(name(),
+                   "cannot astype {} to {}: quantized arrays come from their blocks (a GGUF "
+                   "file or from_blocks), not from a conversion",
+                   in[0].to_string(), dtype_name(to));
+    }
+    if (!(!is_quantized(in[0].dtype) || is_floating(to) || to == in[0].dtype)) {
+      detail::fail(name(), "a quantized {} converts only to a float dtype, not {}",
+                   in[0].to_string(), dtype_name(to));
+    }
     return {Aval{in[0].shape, to}};
   }
   FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>& out,

@@ -22,7 +22,9 @@ namespace {
 int64_t clamp(int64_t v, int64_t lo, int64_t hi) { return std::max(lo, std::min(hi, v)); }
 
 void check_index_dtype(std::string_view op, const Aval& a, const char* what) {
-  detail::check(is_integral(a.dtype), op, "{} must be i32 or i64, got {}", what, a.to_string());
+  if (!(is_integral(a.dtype))) {
+    detail::fail(op, "{} must be i32 or i64, got {}", what, a.to_string());
+  }
 }
 
 // Clamped start indices of a dynamic slice of `size` within `shape`.
@@ -57,15 +59,20 @@ class DynamicSlice final : public Primitive {
     detail::check(!in.empty(), name(), "needs an operand");
     const Aval& x = in[0];
     Shape sizes = attrs.ints("sizes");
-    detail::check(in.size() == x.shape.size() + 1, name(),
-                  "needs one start index per dimension of {}, got {}", x.to_string(), in.size() - 1);
-    detail::check(sizes.size() == x.shape.size(), name(), "sizes {} do not match {}",
-                  shape_to_string(sizes), x.to_string());
+    if (!(in.size() == x.shape.size() + 1)) {
+      detail::fail(name(), "needs one start index per dimension of {}, got {}", x.to_string(),
+                   in.size() - 1);
+    }
+    if (!(sizes.size() == x.shape.size())) {
+      detail::fail(name(), "sizes {} do not match {}", shape_to_string(sizes), x.to_string());
+    }
     for (size_t d = 0; d < sizes.size(); ++d) {
-      detail::check(sizes[d] >= 0 && sizes[d] <= x.shape[d], name(),
-                    "size {} of dimension {} exceeds {}", sizes[d], d, x.to_string());
-      detail::check(in[d + 1].shape.empty(), name(), "start indices must be scalars, got {}",
-                    in[d + 1].to_string());
+      if (!(sizes[d] >= 0 && sizes[d] <= x.shape[d])) {
+        detail::fail(name(), "size {} of dimension {} exceeds {}", sizes[d], d, x.to_string());
+      }
+      if (!(in[d + 1].shape.empty())) {
+        detail::fail(name(), "start indices must be scalars, got {}", in[d + 1].to_string());
+      }
       check_index_dtype(name(), in[d + 1], "start indices");
     }
     return {Aval{sizes, x.dtype}};
@@ -136,15 +143,20 @@ class DynamicUpdateSlice final : public Primitive {
     detail::check(in.size() >= 2, name(), "needs an operand and an update");
     const Aval& x = in[0];
     const Aval& u = in[1];
-    detail::check(in.size() == x.shape.size() + 2, name(),
-                  "needs one start index per dimension of {}, got {}", x.to_string(), in.size() - 2);
-    detail::check(u.dtype == x.dtype && u.shape.size() == x.shape.size(), name(),
-                  "update {} does not fit operand {}", u.to_string(), x.to_string());
+    if (!(in.size() == x.shape.size() + 2)) {
+      detail::fail(name(), "needs one start index per dimension of {}, got {}", x.to_string(),
+                   in.size() - 2);
+    }
+    if (!(u.dtype == x.dtype && u.shape.size() == x.shape.size())) {
+      detail::fail(name(), "update {} does not fit operand {}", u.to_string(), x.to_string());
+    }
     for (size_t d = 0; d < x.shape.size(); ++d) {
-      detail::check(u.shape[d] <= x.shape[d], name(), "update {} does not fit operand {}",
-                    u.to_string(), x.to_string());
-      detail::check(in[d + 2].shape.empty(), name(), "start indices must be scalars, got {}",
-                    in[d + 2].to_string());
+      if (!(u.shape[d] <= x.shape[d])) {
+        detail::fail(name(), "update {} does not fit operand {}", u.to_string(), x.to_string());
+      }
+      if (!(in[d + 2].shape.empty())) {
+        detail::fail(name(), "start indices must be scalars, got {}", in[d + 2].to_string());
+      }
       check_index_dtype(name(), in[d + 2], "start indices");
     }
     return {x};
@@ -260,12 +272,15 @@ class Take final : public Primitive {
     check_arity(name(), in, 2);
     int axis = norm_axis(name(), attrs.i("axis"), in[0].ndim());
     check_index_dtype(name(), in[1], "indices");
-    detail::check(in[0].shape[static_cast<size_t>(axis)] > 0, name(),
-                  "cannot take from an empty axis of {}", in[0].to_string());
-    detail::check(!is_quantized(in[0].dtype) || axis < in[0].ndim() - 1, name(),
-                  "cannot take along the last (block) dimension of a quantized {}; astype it to a "
-                  "float dtype first",
-                  in[0].to_string());
+    if (!(in[0].shape[static_cast<size_t>(axis)] > 0)) {
+      detail::fail(name(), "cannot take from an empty axis of {}", in[0].to_string());
+    }
+    if (!(!is_quantized(in[0].dtype) || axis < in[0].ndim() - 1)) {
+      detail::fail(name(),
+                   "cannot take along the last (block) dimension of a quantized {}; astype it to a "
+                   "float dtype first",
+                   in[0].to_string());
+    }
     return {Aval{taken_shape(in[0].shape, axis, in[1].shape), in[0].dtype}};
   }
   FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>&,
@@ -324,10 +339,11 @@ class ScatterAdd final : public Primitive {
     int axis = norm_axis(name(), attrs.i("axis"), in[0].ndim());
     check_index_dtype(name(), in[1], "indices");
     Shape want = taken_shape(in[0].shape, axis, in[1].shape);
-    detail::check(in[2].shape == want && in[2].dtype == in[0].dtype && in[0].dtype != DType::Bool,
-                  name(), "updates must be {}{} for operand {} and indices {}, got {}",
-                  dtype_name(in[0].dtype), shape_to_string(want), in[0].to_string(),
-                  in[1].to_string(), in[2].to_string());
+    if (!(in[2].shape == want && in[2].dtype == in[0].dtype && in[0].dtype != DType::Bool)) {
+      detail::fail(name(), "updates must be {}{} for operand {} and indices {}, got {}",
+                   dtype_name(in[0].dtype), shape_to_string(want), in[0].to_string(),
+                   in[1].to_string(), in[2].to_string());
+    }
     return {in[0]};
   }
   FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>&,
@@ -376,8 +392,10 @@ void check_along(std::string_view op, const Aval& x, const Aval& idx, int axis) 
   for (size_t d = 0; ok && d < x.shape.size(); ++d) {
     ok = static_cast<int>(d) == axis || idx.shape[d] == x.shape[d];
   }
-  detail::check(ok, op, "indices {} must match operand {} except along axis {}", idx.to_string(),
-                x.to_string(), axis);
+  if (!(ok)) {
+    detail::fail(op, "indices {} must match operand {} except along axis {}", idx.to_string(),
+                 x.to_string(), axis);
+  }
 }
 
 // Factors shared by take_along and scatter_add_along: dims other than `axis` are one factor
@@ -411,8 +429,9 @@ class TakeAlong final : public Primitive {
     check_arity(name(), in, 2);
     int axis = norm_axis(name(), attrs.i("axis"), in[0].ndim());
     check_along(name(), in[0], in[1], axis);
-    detail::check(in[0].shape[static_cast<size_t>(axis)] > 0, name(),
-                  "cannot take from an empty axis of {}", in[0].to_string());
+    if (!(in[0].shape[static_cast<size_t>(axis)] > 0)) {
+      detail::fail(name(), "cannot take from an empty axis of {}", in[0].to_string());
+    }
     return {Aval{in[1].shape, in[0].dtype}};
   }
   FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>&,
@@ -470,10 +489,10 @@ class ScatterAddAlong final : public Primitive {
     check_arity(name(), in, 3);
     int axis = norm_axis(name(), attrs.i("axis"), in[0].ndim());
     check_along(name(), in[0], in[1], axis);
-    detail::check(in[2].shape == in[1].shape && in[2].dtype == in[0].dtype &&
-                      in[0].dtype != DType::Bool,
-                  name(), "updates {} must be {} shaped like indices {}", in[2].to_string(),
-                  dtype_name(in[0].dtype), in[1].to_string());
+    if (!(in[2].shape == in[1].shape && in[2].dtype == in[0].dtype && in[0].dtype != DType::Bool)) {
+      detail::fail(name(), "updates {} must be {} shaped like indices {}", in[2].to_string(),
+                   dtype_name(in[0].dtype), in[1].to_string());
+    }
     return {in[0]};
   }
   FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>&,
@@ -528,8 +547,9 @@ class Iota final : public Primitive {
     Shape s = attrs.ints("shape");
     for (int64_t d : s) detail::check(d >= 0, name(), "negative size in {}", shape_to_string(s));
     const int64_t dim = attrs.i("dimension"), rank = static_cast<int64_t>(s.size());
-    detail::check(dim >= -rank && dim < rank, name(), "dimension {} is out of range for shape {}",
-                  dim, shape_to_string(s));
+    if (!(dim >= -rank && dim < rank)) {
+      detail::fail(name(), "dimension {} is out of range for shape {}", dim, shape_to_string(s));
+    }
     DType dt = attrs.dtype("dtype");
     detail::check(dt != DType::Bool && !is_quantized(dt), name(), "needs a numeric dtype, got {}",
                   dtype_name(dt));
@@ -567,10 +587,13 @@ class TopK final : public Primitive {
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
                           const Regions&) const override {
     check_arity(name(), in, 1);
-    detail::check(in[0].ndim() >= 1, name(), "needs rank >= 1, got {}", in[0].to_string());
+    if (!(in[0].ndim() >= 1)) {
+      detail::fail(name(), "needs rank >= 1, got {}", in[0].to_string());
+    }
     int64_t k = attrs.i("k");
-    detail::check(k >= 0 && k <= in[0].shape.back(), name(), "k={} is out of range for {}", k,
-                  in[0].to_string());
+    if (!(k >= 0 && k <= in[0].shape.back())) {
+      detail::fail(name(), "k={} is out of range for {}", k, in[0].to_string());
+    }
     detail::check(in[0].dtype != DType::Bool, name(), "needs a numeric dtype");
     Shape s = in[0].shape;
     s.back() = k;

@@ -66,8 +66,9 @@ Shape global_shape(const KernelCall& c, const Shape& local) {
 namespace {
 
 void check_key(std::string_view op, const Aval& key) {
-  detail::check(key.dtype == DType::I32 && key.shape == Shape{2}, op,
-                "a key is i32[2] (from random::key), got {}", key.to_string());
+  if (!(key.dtype == DType::I32 && key.shape == Shape{2})) {
+    detail::fail(op, "a key is i32[2] (from random::key), got {}", key.to_string());
+  }
 }
 
 // Calls fn(local_flat, global_flat, count) for every run of `count` elements whose local and
@@ -251,8 +252,9 @@ class RandomFoldIn final : public Primitive {
                           const Regions&) const override {
     check_arity(name(), in, 2);
     check_key(name(), in[0]);
-    detail::check(in[1].shape.empty() && is_integral(in[1].dtype), name(),
-                  "data must be an integer scalar, got {}", in[1].to_string());
+    if (!(in[1].shape.empty() && is_integral(in[1].dtype))) {
+      detail::fail(name(), "data must be an integer scalar, got {}", in[1].to_string());
+    }
     return {in[0]};
   }
   std::vector<Array> vjp(const VjpArgs&) const override { return {Array(), Array()}; }

@@ -66,8 +66,10 @@ class Reshape final : public Primitive {
     check_arity(name(), in, 1);
     Shape s = attrs.ints("shape");
     for (int64_t d : s) detail::check(d >= 0, name(), "negative size in {}", shape_to_string(s));
-    detail::check(shape_size(s) == in[0].size(), name(), "cannot reshape {} ({} elements) to {}",
-                  in[0].to_string(), in[0].size(), shape_to_string(s));
+    if (!(shape_size(s) == in[0].size())) {
+      detail::fail(name(), "cannot reshape {} ({} elements) to {}", in[0].to_string(), in[0].size(),
+                   shape_to_string(s));
+    }
     // Blocks are consecutive runs of elements: any shape whose rows hold whole blocks keeps
     // the bytes as they are.
     check_quantized_shape(name(), in[0].dtype, s);
@@ -172,17 +174,21 @@ class StorageView final : public Primitive {
     const DType to = attrs.dtype("dtype");
     Shape s = in[0].shape;
     if (is_quantized(in[0].dtype)) {
-      detail::check(to == DType::Bool && !s.empty(), name(), "views {} as bytes (bool), not {}",
-                    in[0].to_string(), dtype_name(to));
+      if (!(to == DType::Bool && !s.empty())) {
+        detail::fail(name(), "views {} as bytes (bool), not {}", in[0].to_string(), dtype_name(to));
+      }
       const int64_t b = dtype_block_elems(in[0].dtype);
-      detail::check(s.back() % b == 0, name(), "{} does not hold whole blocks", in[0].to_string());
+      if (!(s.back() % b == 0)) {
+        detail::fail(name(), "{} does not hold whole blocks", in[0].to_string());
+      }
       s.back() /= b;
       s.push_back(dtype_size(in[0].dtype));
       return {Aval{s, DType::Bool}};
     }
-    detail::check(in[0].dtype == DType::Bool && is_quantized(to) && s.size() >= 2 &&
-                      s.back() == dtype_size(to),
-                  name(), "cannot view {} as {} blocks", in[0].to_string(), dtype_name(to));
+    if (!(in[0].dtype == DType::Bool && is_quantized(to) && s.size() >= 2 &&
+          s.back() == dtype_size(to))) {
+      detail::fail(name(), "cannot view {} as {} blocks", in[0].to_string(), dtype_name(to));
+    }
     s.pop_back();
     s.back() *= dtype_block_elems(to);
     return {Aval{s, to}};
@@ -213,8 +219,10 @@ class Transpose final : public Primitive {
     std::sort(sorted.begin(), sorted.end());
     std::vector<int> want(static_cast<size_t>(in[0].ndim()));
     std::iota(want.begin(), want.end(), 0);
-    detail::check(sorted == want, name(), "[{}] is not a permutation of the axes of {}",
-                  fmt::join(perm, ","), in[0].to_string());
+    if (!(sorted == want)) {
+      detail::fail(name(), "[{}] is not a permutation of the axes of {}", fmt::join(perm, ","),
+                   in[0].to_string());
+    }
     Shape s;
     for (int p : perm) s.push_back(in[0].shape[static_cast<size_t>(p)]);
     return {Aval{s, in[0].dtype}};
@@ -281,16 +289,21 @@ class BroadcastInDim final : public Primitive {
     check_arity(name(), in, 1);
     Shape s = attrs.ints("shape");
     std::vector<int> dims = to_int(attrs.ints("dims"));
-    detail::check(dims.size() == in[0].shape.size(), name(),
-                  "{} needs {} broadcast dimensions, got [{}]", in[0].to_string(),
-                  in[0].shape.size(), fmt::join(dims, ","));
+    if (!(dims.size() == in[0].shape.size())) {
+      detail::fail(name(), "{} needs {} broadcast dimensions, got [{}]", in[0].to_string(),
+                   in[0].shape.size(), fmt::join(dims, ","));
+    }
     for (size_t i = 0; i < dims.size(); ++i) {
-      detail::check(dims[i] >= 0 && dims[i] < static_cast<int>(s.size()) && (i == 0 || dims[i] > dims[i - 1]),
-                    name(), "dims [{}] must be increasing and within rank {}", fmt::join(dims, ","),
-                    s.size());
+      if (!(dims[i] >= 0 && dims[i] < static_cast<int>(s.size()) &&
+            (i == 0 || dims[i] > dims[i - 1]))) {
+        detail::fail(name(), "dims [{}] must be increasing and within rank {}",
+                     fmt::join(dims, ","), s.size());
+      }
       int64_t od = in[0].shape[i], rd = s[static_cast<size_t>(dims[i])];
-      detail::check(od == rd || od == 1, name(), "cannot broadcast {} to {} (dim {}: {} vs {})",
-                    in[0].to_string(), shape_to_string(s), i, od, rd);
+      if (!(od == rd || od == 1)) {
+        detail::fail(name(), "cannot broadcast {} to {} (dim {}: {} vs {})", in[0].to_string(),
+                     shape_to_string(s), i, od, rd);
+      }
     }
     return {Aval{s, in[0].dtype}};
   }
@@ -398,22 +411,27 @@ class SlicePrim final : public Primitive {
     const Shape& s = in[0].shape;
     Shape start = attrs.ints("start"), stop = attrs.ints("stop");
     Shape strides = attrs.has("strides") ? attrs.ints("strides") : Shape(s.size(), 1);
-    detail::check(start.size() == s.size() && stop.size() == s.size() && strides.size() == s.size(),
-                  name(), "start {} / stop {} / strides {} must have one entry per dimension of {}",
-                  shape_to_string(start), shape_to_string(stop), shape_to_string(strides),
-                  in[0].to_string());
+    if (!(start.size() == s.size() && stop.size() == s.size() && strides.size() == s.size())) {
+      detail::fail(name(),
+                   "start {} / stop {} / strides {} must have one entry per dimension of {}",
+                   shape_to_string(start), shape_to_string(stop), shape_to_string(strides),
+                   in[0].to_string());
+    }
     Shape out;
     for (size_t d = 0; d < s.size(); ++d) {
-      detail::check(0 <= start[d] && start[d] <= stop[d] && stop[d] <= s[d] && strides[d] >= 1,
-                    name(), "[{}, {}) with stride {} is out of range for dimension {} of {}",
-                    start[d], stop[d], strides[d], d, in[0].to_string());
+      if (!(0 <= start[d] && start[d] <= stop[d] && stop[d] <= s[d] && strides[d] >= 1)) {
+        detail::fail(name(), "[{}, {}) with stride {} is out of range for dimension {} of {}",
+                     start[d], stop[d], strides[d], d, in[0].to_string());
+      }
       out.push_back((stop[d] - start[d] + strides[d] - 1) / strides[d]);
     }
     // A quantized value's last dimension is whole blocks: it is taken whole.
-    detail::check(!is_quantized(in[0].dtype) || s.empty() || out.back() == s.back(), name(),
-                  "cannot slice the last (block) dimension of a quantized {}; astype it to a "
-                  "float dtype first",
-                  in[0].to_string());
+    if (!(!is_quantized(in[0].dtype) || s.empty() || out.back() == s.back())) {
+      detail::fail(name(),
+                   "cannot slice the last (block) dimension of a quantized {}; astype it to a "
+                   "float dtype first",
+                   in[0].to_string());
+    }
     return {Aval{out, in[0].dtype}};
   }
   FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>& out,
@@ -479,12 +497,16 @@ class Concatenate final : public Primitive {
       for (size_t d = 0; same && d < out.size(); ++d) {
         same = static_cast<int>(d) == axis || a.shape[d] == in[0].shape[d];
       }
-      detail::check(same, name(), "operands {} do not agree except along axis {}",
-                    avals_to_string(in), axis);
-      detail::check(!is_quantized(a.dtype) || axis < a.ndim() - 1, name(),
-                    "cannot join quantized {} along the last (block) dimension; astype them to a "
-                    "float dtype first",
-                    avals_to_string(in));
+      if (!(same)) {
+        detail::fail(name(), "operands {} do not agree except along axis {}", avals_to_string(in),
+                     axis);
+      }
+      if (!(!is_quantized(a.dtype) || axis < a.ndim() - 1)) {
+        detail::fail(name(),
+                     "cannot join quantized {} along the last (block) dimension; astype them to a "
+                     "float dtype first",
+                     avals_to_string(in));
+      }
       out[static_cast<size_t>(axis)] += a.shape[static_cast<size_t>(axis)];
     }
     return {Aval{out, in[0].dtype}};
@@ -552,14 +574,16 @@ class Pad final : public Primitive {
     const Shape& s = in[0].shape;
     Shape low = attrs.ints("low"), high = attrs.ints("high");
     Shape interior = attrs.has("interior") ? attrs.ints("interior") : Shape(s.size(), 0);
-    detail::check(low.size() == s.size() && high.size() == s.size() && interior.size() == s.size(),
-                  name(), "low {} / high {} must have one entry per dimension of {}",
-                  shape_to_string(low), shape_to_string(high), in[0].to_string());
+    if (!(low.size() == s.size() && high.size() == s.size() && interior.size() == s.size())) {
+      detail::fail(name(), "low {} / high {} must have one entry per dimension of {}",
+                   shape_to_string(low), shape_to_string(high), in[0].to_string());
+    }
     Shape out;
     for (size_t d = 0; d < s.size(); ++d) {
-      detail::check(low[d] >= 0 && high[d] >= 0 && interior[d] >= 0, name(),
-                    "negative padding {} / {} in dimension {} of {}", low[d], high[d], d,
-                    in[0].to_string());
+      if (!(low[d] >= 0 && high[d] >= 0 && interior[d] >= 0)) {
+        detail::fail(name(), "negative padding {} / {} in dimension {} of {}", low[d], high[d], d,
+                     in[0].to_string());
+      }
       int64_t n = 0, inner = 0;
       bool overflow =
           __builtin_add_overflow(low[d], high[d], &n) || __builtin_add_overflow(n, s[d], &n);
@@ -567,8 +591,10 @@ class Pad final : public Primitive {
         overflow = __builtin_mul_overflow(s[d] - 1, interior[d], &inner) ||
                    __builtin_add_overflow(n, inner, &n);
       }
-      detail::check(!overflow, name(), "padding {} / {} of dimension {} of {} overflows 64 bits",
-                    low[d], high[d], d, in[0].to_string());
+      if (!(!overflow)) {
+        detail::fail(name(), "padding {} / {} of dimension {} of {} overflows 64 bits", low[d],
+                     high[d], d, in[0].to_string());
+      }
       out.push_back(n);
     }
     return {Aval{out, in[0].dtype}};

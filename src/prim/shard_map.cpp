@@ -32,9 +32,11 @@ class ShardMap final : public Primitive {
     for (size_t i = 0; i < in.size(); ++i) {
       Shape local = NamedSharding(mesh, in_specs[i]).shard_shape(in[i].shape);
       const Aval& p = body.aval(body.params[i]);
-      detail::check(p.shape == local && p.dtype == in[i].dtype, name(),
-                    "operand {} is {} so its block is {}{}, but the body takes {}", i,
-                    in[i].to_string(), dtype_name(in[i].dtype), shape_to_string(local), p.to_string());
+      if (!(p.shape == local && p.dtype == in[i].dtype)) {
+        detail::fail(name(), "operand {} is {} so its block is {}{}, but the body takes {}", i,
+                     in[i].to_string(), dtype_name(in[i].dtype), shape_to_string(local),
+                     p.to_string());
+      }
     }
     detail::check(out_specs.size() == body.results.size(), name(), "{} out_specs for {} results",
                   out_specs.size(), body.results.size());

@@ -11,8 +11,9 @@ std::string avals_to_string(const std::vector<ir::Aval>& avals) {
 }
 
 void check_arity(std::string_view op, const std::vector<ir::Aval>& in, size_t n) {
-  detail::check(in.size() == n, op, "takes {} operand(s), got {} ({})", n, in.size(),
-                avals_to_string(in));
+  if (!(in.size() == n)) {
+    detail::fail(op, "takes {} operand(s), got {} ({})", n, in.size(), avals_to_string(in));
+  }
 }
 
 int norm_axis(std::string_view op, int64_t axis, int rank) {
@@ -27,8 +28,9 @@ std::vector<int> norm_axes(std::string_view op, const std::vector<int64_t>& axes
   std::set<int> seen;
   for (int64_t a : axes) {
     int n = norm_axis(op, a, rank);
-    detail::check(seen.insert(n).second, op, "axis {} appears twice in [{}]", a,
-                  fmt::join(axes, ", "));
+    if (!(seen.insert(n).second)) {
+      detail::fail(op, "axis {} appears twice in [{}]", a, fmt::join(axes, ", "));
+    }
     out.push_back(n);
   }
   return out;

@@ -52,10 +52,12 @@ void Executable::check_memory(const std::vector<int>& ids) const {
 
 std::vector<Array> Executable::run(const std::vector<Array>& args,
                                    const std::vector<bool>& donate) const {
-  detail::check(!mesh_.is_abstract(), local_.name,
-                "the program is compiled for {}, whose devices are abstract: it can be lowered "
-                "and inspected, not run",
-                mesh_.to_string());
+  if (!(!mesh_.is_abstract())) {
+    detail::fail(local_.name,
+                 "the program is compiled for {}, whose devices are abstract: it can be lowered "
+                 "and inspected, not run",
+                 mesh_.to_string());
+  }
   if (args.size() != in_.size()) {
     detail::internal_error("Executable", fmt::format("{} arguments for {} parameters", args.size(), in_.size()));
   }

@@ -105,6 +105,9 @@ Plan make_plan(const ir::Program& p, const char* platform) {
     const prim::KernelPrepareFn* prepare =
         plan.fast.back() ? prim::find_kernel_prepare(in.prim->name(), platform) : nullptr;
     plan.prepared.push_back(prepare ? (*prepare)(in.attrs, ia, oa) : nullptr);
+    std::vector<int64_t> bytes;
+    for (const ir::Aval* a : oa) bytes.push_back(a->nbytes());
+    plan.out_bytes.push_back(std::move(bytes));
     plan.in_avals.push_back(std::move(ia));
     plan.out_avals.push_back(std::move(oa));
     plan.reuse_input.push_back(reuse);
@@ -160,7 +163,7 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
       if (src && src->unique()) {
         b = *src;  // in place: the input dies here and nobody else holds it
       } else {
-        b = detail::Buffer::allocate(ctx.device, p.aval(v).nbytes());
+        b = detail::Buffer::allocate(ctx.device, plan.out_bytes[j][k]);
       }
       out_ptrs.push_back(b.data());
     }
@@ -197,7 +200,7 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
         if (r >= 0 && env[static_cast<size_t>(r)].unique()) {
           b = env[static_cast<size_t>(r)];  // in place: the input dies here
         } else {
-          b = detail::Buffer::allocate(ctx.device, p.aval(in.outputs[0]).nbytes());
+          b = detail::Buffer::allocate(ctx.device, plan.out_bytes[i][0]);
         }
         done = plan.fused_kernel->run(*group, group_in, b.data(), ctx);
       }
@@ -229,7 +232,7 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
       };
       std::vector<detail::Buffer> results = in.prim->execute(call, std::move(ins), run);
       for (size_t k = 0; k < in.outputs.size(); ++k) {
-        if (k >= results.size() || results[k].nbytes() != p.aval(in.outputs[k]).nbytes()) {
+        if (k >= results.size() || results[k].nbytes() != plan.out_bytes[i][k]) {
           detail::internal_error("interpret", std::string(in.prim->name()) + " returned a buffer of the wrong size");
         }
         env[static_cast<size_t>(in.outputs[k])] = std::move(results[k]);
@@ -245,7 +248,7 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
                             ctx, in.regions, &results};
       in.prim->reference(call);
       for (size_t k = 0; k < in.outputs.size(); ++k) {
-        if (results[k].nbytes() != p.aval(in.outputs[k]).nbytes()) {
+        if (results[k].nbytes() != plan.out_bytes[i][k]) {
           detail::internal_error("interpret", std::string(in.prim->name()) + " returned a buffer of the wrong size");
         }
         env[static_cast<size_t>(in.outputs[k])] = std::move(results[k]);

@@ -19,6 +19,8 @@ struct Plan {
   // Per instruction: what its fast kernel prepared once (prim::KernelPrepareFn), or null.
   std::vector<std::shared_ptr<const void>> prepared;
   std::vector<std::vector<const ir::Aval*>> in_avals, out_avals;
+  // Per instruction: each result's size in bytes (counted once here, not per device and run).
+  std::vector<std::vector<int64_t>> out_bytes;
   // Per instruction: the input whose buffer the result may take over when that input dies
   // there and nobody else holds it (elementwise ops of equal size), or -1.
   std::vector<int> reuse_input;

@@ -75,7 +75,7 @@ std::optional<AxisRef> find_axis_ref(const Mesh& mesh, std::string_view name) {
 
 AxisRef axis_ref(const Mesh& mesh, std::string_view name) {
   auto r = find_axis_ref(mesh, name);
-  check(r.has_value(), "Mesh", "mesh axis '{}' is not in {}", name, mesh.to_string());
+  if (!r) fail("Mesh", "mesh axis '{}' is not in {}", name, mesh.to_string());
   return *r;
 }
 

@@ -45,9 +45,10 @@ std::string types_to_string(const std::vector<AxisType>& types) {
 
 Mesh::Mesh(Shape axis_sizes, std::vector<std::string> axis_names, std::vector<Device> devs) {
   constexpr const char* kApi = "Mesh";
-  detail::check(axis_sizes.size() == axis_names.size(), kApi,
-                "{} axis sizes {} but {} axis names ['{}']", axis_sizes.size(),
-                shape_to_string(axis_sizes), axis_names.size(), fmt::join(axis_names, "', '"));
+  if (!(axis_sizes.size() == axis_names.size())) {
+    detail::fail(kApi, "{} axis sizes {} but {} axis names ['{}']", axis_sizes.size(),
+                 shape_to_string(axis_sizes), axis_names.size(), fmt::join(axis_names, "', '"));
+  }
   std::set<std::string> seen;
   for (size_t i = 0; i < axis_sizes.size(); ++i) {
     detail::check(axis_sizes[i] >= 1, kApi, "axis '{}' has size {}; sizes must be positive",
@@ -60,20 +61,24 @@ Mesh::Mesh(Shape axis_sizes, std::vector<std::string> axis_names, std::vector<De
   int64_t n = 1;
   for (int64_t size : axis_sizes) {
     // Beyond the job's device count there is nothing to build; stop before overflowing.
-    detail::check(!__builtin_mul_overflow(n, size, &n) && n <= (int64_t{1} << 31), kApi,
-                  "axis sizes {} need more devices than the job has ({})",
-                  shape_to_string(axis_sizes), all.size());
+    if (!(!__builtin_mul_overflow(n, size, &n) && n <= (int64_t{1} << 31))) {
+      detail::fail(kApi, "axis sizes {} need more devices than the job has ({})",
+                   shape_to_string(axis_sizes), all.size());
+    }
   }
   if (devs.empty()) {
-    detail::check(n <= static_cast<int64_t>(all.size()), kApi,
-                  "axis sizes {} need {} devices but the job has {} (set "
-                  "PARTIX_NUM_CPU_DEVICES or call partix::init)",
-                  shape_to_string(axis_sizes), n, all.size());
+    if (!(n <= static_cast<int64_t>(all.size()))) {
+      detail::fail(kApi,
+                   "axis sizes {} need {} devices but the job has {} (set "
+                   "PARTIX_NUM_CPU_DEVICES or call partix::init)",
+                   shape_to_string(axis_sizes), n, all.size());
+    }
     devs.assign(all.begin(), all.begin() + n);
   } else {
-    detail::check(static_cast<int64_t>(devs.size()) == n, kApi,
-                  "axis sizes {} need {} devices but {} were given", shape_to_string(axis_sizes),
-                  n, devs.size());
+    if (!(static_cast<int64_t>(devs.size()) == n)) {
+      detail::fail(kApi, "axis sizes {} need {} devices but {} were given",
+                   shape_to_string(axis_sizes), n, devs.size());
+    }
     const bool abstract = devs[0].platform == kAbstractPlatform;
     std::set<int> ids;
     for (Device& d : devs) {
@@ -105,10 +110,11 @@ Mesh::Mesh(Shape axis_sizes, std::vector<std::string> axis_names, std::vector<De
 }
 
 Mesh Mesh::with_axis_types(std::vector<AxisType> axis_types) const {
-  detail::check(axis_types.size() == data_->names.size(), "Mesh",
-                "{} axis types {} for {} axis names ['{}']: give one type per axis",
-                axis_types.size(), types_to_string(axis_types), data_->names.size(),
-                fmt::join(data_->names, "', '"));
+  if (!(axis_types.size() == data_->names.size())) {
+    detail::fail("Mesh", "{} axis types {} for {} axis names ['{}']: give one type per axis",
+                 axis_types.size(), types_to_string(axis_types), data_->names.size(),
+                 fmt::join(data_->names, "', '"));
+  }
   for (AxisType t : axis_types) {
     const int v = static_cast<int>(t);
     detail::check(v >= 0 && v <= static_cast<int>(AxisType::Manual), "Mesh",
@@ -126,7 +132,7 @@ const std::vector<AxisType>& Mesh::axis_types() const { return data_->types; }
 
 AxisType Mesh::axis_type(std::string_view name) const {
   const int i = axis_index(name);
-  detail::check(i >= 0, "Mesh.axis_type", "'{}' is not an axis of {}", name, to_string());
+  if (i < 0) detail::fail("Mesh.axis_type", "'{}' is not an axis of {}", name, to_string());
   return data_->types[static_cast<size_t>(i)];
 }
 
@@ -147,7 +153,7 @@ bool Mesh::has_axis(std::string_view name) const {
 
 int64_t Mesh::axis_size(std::string_view name) const {
   auto r = detail::find_axis_ref(*this, name);
-  detail::check(r.has_value(), "Mesh.axis_size", "mesh axis '{}' is not in {}", name, to_string());
+  if (!r) detail::fail("Mesh.axis_size", "mesh axis '{}' is not in {}", name, to_string());
   return r->size;
 }
 
@@ -166,8 +172,10 @@ std::vector<int> Mesh::device_ids() const {
 }
 
 std::vector<int64_t> Mesh::coords(int64_t k) const {
-  detail::check(k >= 0 && k < size(), "Mesh.coords",
-                "position {} is out of range for {} ({} devices)", k, to_string(), size());
+  if (k < 0 || k >= size()) {
+    detail::fail("Mesh.coords", "position {} is out of range for {} ({} devices)", k, to_string(),
+                 size());
+  }
   std::vector<int64_t> c(data_->sizes.size());
   for (size_t i = c.size(); i-- > 0;) {
     c[i] = k % data_->sizes[i];
@@ -219,9 +227,10 @@ bool Mesh::is_abstract() const {
 Mesh make_abstract_mesh(Shape axis_sizes, std::vector<std::string> axis_names) {
   int64_t n = 1;
   for (int64_t s : axis_sizes) {
-    detail::check(s >= 1 && !__builtin_mul_overflow(n, s, &n) && n <= (int64_t{1} << 20),
-                  "make_abstract_mesh", "axis sizes {} must be positive and at most 2^20 devices",
-                  shape_to_string(axis_sizes));
+    if (!(s >= 1 && !__builtin_mul_overflow(n, s, &n) && n <= (int64_t{1} << 20))) {
+      detail::fail("make_abstract_mesh", "axis sizes {} must be positive and at most 2^20 devices",
+                   shape_to_string(axis_sizes));
+    }
   }
   std::vector<Device> devs(static_cast<size_t>(n));
   for (int64_t k = 0; k < n; ++k) {
@@ -237,10 +246,11 @@ Mesh make_mesh(Shape axis_sizes, std::vector<std::string> axis_names) {
 Mesh make_mesh(Shape axis_sizes, std::vector<std::string> axis_names,
                std::vector<AxisType> axis_types) {
   // Checked here first so that the message names make_mesh.
-  detail::check(axis_types.size() == axis_names.size(), "make_mesh",
-                "{} axis types {} for {} axis names ['{}']: give one type per axis",
-                axis_types.size(), types_to_string(axis_types), axis_names.size(),
-                fmt::join(axis_names, "', '"));
+  if (!(axis_types.size() == axis_names.size())) {
+    detail::fail("make_mesh", "{} axis types {} for {} axis names ['{}']: give one type per axis",
+                 axis_types.size(), types_to_string(axis_types), axis_names.size(),
+                 fmt::join(axis_names, "', '"));
+  }
   return Mesh(std::move(axis_sizes), std::move(axis_names), {}, std::move(axis_types));
 }
 

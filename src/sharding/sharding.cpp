@@ -105,19 +105,23 @@ void NamedSharding::check_shape(const Shape& global) const {
   if (global.empty() && spec_.size() > 0) {
     detail::fail("NamedSharding", "a scalar cannot be sharded, got {}", spec_.to_string());
   }
-  detail::check(spec_.size() <= static_cast<int>(global.size()), "NamedSharding",
-                "{} has {} entries but the array has rank {} (shape {})", spec_.to_string(),
-                spec_.size(), global.size(), shape_to_string(global));
+  if (!(spec_.size() <= static_cast<int>(global.size()))) {
+    detail::fail("NamedSharding", "{} has {} entries but the array has rank {} (shape {})",
+                 spec_.to_string(), spec_.size(), global.size(), shape_to_string(global));
+  }
   for (int64_t d : global) {
-    detail::check(d >= 0, "NamedSharding", "negative dimension in shape {}",
-                  shape_to_string(global));
+    if (!(d >= 0)) {
+      detail::fail("NamedSharding", "negative dimension in shape {}", shape_to_string(global));
+    }
   }
 }
 
 namespace {
 void check_device_position(const Mesh& mesh, int64_t k) {
-  detail::check(k >= 0 && k < mesh.size(), "NamedSharding",
-                "device {} is out of range: {} has {} devices", k, mesh.to_string(), mesh.size());
+  if (!(k >= 0 && k < mesh.size())) {
+    detail::fail("NamedSharding", "device {} is out of range: {} has {} devices", k,
+                 mesh.to_string(), mesh.size());
+  }
 }
 }  // namespace
 

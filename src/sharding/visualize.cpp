@@ -37,8 +37,10 @@ std::string border(const char* l, const char* m, const char* r, size_t cols, siz
 }  // namespace
 
 std::string visualize_sharding(const Array& x) {
-  detail::check(x.ndim() <= 2, "visualize_sharding",
-                "can only draw arrays of rank 0, 1 or 2, got shape {}", shape_to_string(x.shape()));
+  if (!(x.ndim() <= 2)) {
+    detail::fail("visualize_sharding", "can only draw arrays of rank 0, 1 or 2, got shape {}",
+                 shape_to_string(x.shape()));
+  }
   const NamedSharding& s = x.sharding();
   const Shape& shape = x.shape();
   // Rank 0 and 1 are drawn as one row.

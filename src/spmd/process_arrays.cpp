@@ -74,8 +74,10 @@ std::vector<Slice> process_local_box(const NamedSharding& sharding, const Shape&
       box[d].stop = std::max(box[d].stop, idx[d].stop);
     }
   }
-  detail::check(!box.empty() || rank == 0, "process_local_box", "no device of {} belongs to process {}",
-                sharding.mesh().to_string(), me);
+  if (!(!box.empty() || rank == 0)) {
+    detail::fail("process_local_box", "no device of {} belongs to process {}",
+                 sharding.mesh().to_string(), me);
+  }
   return box;
 }
 
@@ -83,31 +85,38 @@ Array make_array_from_process_local_data(const NamedSharding& sharding, const Ar
                                          std::optional<Shape> global_shape) {
   detail::check(local.is_concrete(), kLocalApi, "the local data must be a concrete array");
   detail::check_alive(local, kLocalApi);
-  detail::check(sharding.unreduced().empty(), kLocalApi, "an Array cannot be unreduced; got {}",
-                sharding.to_string());
+  if (!(sharding.unreduced().empty())) {
+    detail::fail(kLocalApi, "an Array cannot be unreduced; got {}", sharding.to_string());
+  }
   const size_t rank = local.shape().size();
-  detail::check(static_cast<size_t>(sharding.spec().size()) <= rank, kLocalApi,
-                "the sharding {} has more dimensions than the local data {}{}",
-                sharding.to_string(), dtype_name(local.dtype()), shape_to_string(local.shape()));
+  if (!(static_cast<size_t>(sharding.spec().size()) <= rank)) {
+    detail::fail(kLocalApi, "the sharding {} has more dimensions than the local data {}{}",
+                 sharding.to_string(), dtype_name(local.dtype()), shape_to_string(local.shape()));
+  }
   const Coverage c = coverage(sharding, rank);
   bool holds_any = false;
   for (const Device& d : sharding.mesh().devices()) holds_any = holds_any || d.process_index == process_index();
-  detail::check(holds_any, kLocalApi, "no device of {} belongs to process {}",
-                sharding.mesh().to_string(), process_index());
+  if (!(holds_any)) {
+    detail::fail(kLocalApi, "no device of {} belongs to process {}", sharding.mesh().to_string(),
+                 process_index());
+  }
   // The process's blocks along each dimension must be consecutive: its part is one box.
   for (size_t d = 0; d < rank; ++d) {
     const auto& h = c.held[d];
-    detail::check(*h.rbegin() - *h.begin() + 1 == static_cast<int64_t>(h.size()), kLocalApi,
-                  "the devices of process {} hold blocks {} of dimension {} under {}: not one "
-                  "contiguous part, so no local array can stand for them",
-                  process_index(), fmt::join(h, ","), d, sharding.to_string());
+    if (!(*h.rbegin() - *h.begin() + 1 == static_cast<int64_t>(h.size()))) {
+      detail::fail(kLocalApi,
+                   "the devices of process {} hold blocks {} of dimension {} under {}: not one "
+                   "contiguous part, so no local array can stand for them",
+                   process_index(), fmt::join(h, ","), d, sharding.to_string());
+    }
   }
   Shape global;
   if (global_shape) {
     global = *global_shape;
-    detail::check(global.size() == rank, kLocalApi,
-                  "global_shape {} and the local data {} differ in rank",
-                  shape_to_string(global), shape_to_string(local.shape()));
+    if (!(global.size() == rank)) {
+      detail::fail(kLocalApi, "global_shape {} and the local data {} differ in rank",
+                   shape_to_string(global), shape_to_string(local.shape()));
+    }
   } else {
     for (size_t d = 0; d < rank; ++d) {
       const int64_t held = static_cast<int64_t>(c.held[d].size());
@@ -126,12 +135,14 @@ Array make_array_from_process_local_data(const NamedSharding& sharding, const Ar
     lo.push_back(sl.start);
     ext.push_back(sl.size());
   }
-  detail::check(local.shape() == ext, kLocalApi,
-                "the local data is {}{}, but the devices of process {} hold a block of shape {} "
-                "(at offset {}) of the global {} under {}",
-                dtype_name(local.dtype()), shape_to_string(local.shape()), process_index(),
-                shape_to_string(ext), shape_to_string(lo), shape_to_string(global),
-                sharding.to_string());
+  if (!(local.shape() == ext)) {
+    detail::fail(kLocalApi,
+                 "the local data is {}{}, but the devices of process {} hold a block of shape {} "
+                 "(at offset {}) of the global {} under {}",
+                 dtype_name(local.dtype()), shape_to_string(local.shape()), process_index(),
+                 shape_to_string(ext), shape_to_string(lo), shape_to_string(global),
+                 sharding.to_string());
+  }
   std::vector<char> host = detail::gather_to_host(local);
   // Processes whose devices hold the same box each pass it: their data must agree.
   detail::check_host_data_agrees(kLocalApi, sharding, local.dtype(), global,

@@ -126,9 +126,11 @@ std::vector<Array> merge_captures(Region& a, Region& b) {
 }
 
 void check_bool_scalar(const char* api, const char* what, const Array& x) {
-  check(x.valid() && x.ndim() == 0 && x.dtype() == DType::Bool, api,
-        "{} must be a bool scalar, got {}{}", what, x.valid() ? dtype_name(x.dtype()) : "nothing",
-        x.valid() ? shape_to_string(x.shape()) : "");
+  if (!(x.valid() && x.ndim() == 0 && x.dtype() == DType::Bool)) {
+    fail(api, "{} must be a bool scalar, got {}{}", what,
+         x.valid() ? dtype_name(x.dtype()) : "nothing",
+         x.valid() ? shape_to_string(x.shape()) : "");
+  }
 }
 
 std::string quoted(const std::vector<std::string>& axes) {
@@ -183,14 +185,16 @@ std::vector<Array> scan_call(const std::vector<Array>& init_in, const std::vecto
                              std::shared_ptr<void>& out_proto) {
   constexpr const char* kApi = "scan";
   for (size_t j = 0; j < xs.size(); ++j) {
-    check(xs[j].valid() && xs[j].ndim() >= 1, kApi,
-          "scanned input {} is {}{}: it needs a leading axis to scan over", j,
-          xs[j].valid() ? dtype_name(xs[j].dtype()) : "nothing",
-          xs[j].valid() ? shape_to_string(xs[j].shape()) : "");
+    if (!(xs[j].valid() && xs[j].ndim() >= 1)) {
+      fail(kApi, "scanned input {} is {}{}: it needs a leading axis to scan over", j,
+           xs[j].valid() ? dtype_name(xs[j].dtype()) : "nothing",
+           xs[j].valid() ? shape_to_string(xs[j].shape()) : "");
+    }
     if (length < 0) length = xs[j].shape()[0];
-    check(xs[j].shape()[0] == length, kApi,
-          "scanned input {} is {}{} but scanned input 0 has length {}", j,
-          dtype_name(xs[j].dtype()), shape_to_string(xs[j].shape()), length);
+    if (!(xs[j].shape()[0] == length)) {
+      fail(kApi, "scanned input {} is {}{} but scanned input 0 has length {}", j,
+           dtype_name(xs[j].dtype()), shape_to_string(xs[j].shape()), length);
+    }
   }
   check(length >= 0, kApi, "nothing to scan over: no scanned inputs and no length");
   std::vector<Array> init = init_in;
@@ -338,8 +342,10 @@ std::vector<Array> cond_call(const Array& pred, const std::vector<Array>& operan
   for (int v : t.program->results) rt.push_back(t.program->aval(v));
   for (int v : f.program->results) rf.push_back(f.program->aval(v));
   for (size_t k = 0; k < rt.size() && k < rf.size(); ++k) {
-    check(rt[k] == rf[k], kApi, "result {} of true_fn is {} but false_fn's is {}", k,
-          rt[k].to_string(), rf[k].to_string());
+    if (!(rt[k] == rf[k])) {
+      fail(kApi, "result {} of true_fn is {} but false_fn's is {}", k, rt[k].to_string(),
+           rf[k].to_string());
+    }
   }
   std::vector<Array> captured = merge_captures(t, f);
   std::vector<Array> operands{pred};

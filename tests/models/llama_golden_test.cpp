@@ -114,14 +114,19 @@ TEST(LlamaGolden, TensorParallelForwardHasTwoAllReducesPerLayerAndGathersNoWeigh
   L::Generator gen(m, mesh, rules);
   for (Lowered l : {gen.lower_prefill(1, 16, 32), gen.lower_decode(1, 32)}) {
     std::string text = l.as_text();
-    int all_reduce = 0;
-    for (size_t p = text.find("= all_reduce("); p != std::string::npos; p = text.find("= all_reduce(", p + 1)) all_reduce++;
+    int all_reduce = 0, counts = 0;
+    for (size_t p = text.find("= all_reduce("); p != std::string::npos; p = text.find("= all_reduce(", p + 1)) {
+      all_reduce++;
+      counts += text.substr(p, text.find('\n', p) - p).find("i32[1]") != std::string::npos;
+    }
     // One per layer after attention (o_proj), one after the MLP (down_proj), one for the
-    // vocab-parallel embedding lookup: in the program, the two of the scanned layer and the
-    // lookup's; run, 2 per layer and 1.
-    EXPECT_EQ(all_reduce, 3);
+    // vocab-parallel embedding lookup, and one of the non-finite logit counts each device
+    // made over its block of the vocabulary (i32[B]): in the program, the two of the scanned
+    // layer, the lookup's and the count's; run, 2 per layer and 2.
+    EXPECT_EQ(all_reduce, 4);
+    EXPECT_EQ(counts, 1);
     EXPECT_EQ(l.cost_analysis().collectives_per_device.at("all_reduce"),
-              2 * m.config.num_layers + 1);
+              2 * m.config.num_layers + 2);
     // The only gather is of the logits for sampling ([B, V] split over the vocab).
     for (size_t p = text.find("= all_gather("); p != std::string::npos; p = text.find("= all_gather(", p + 1)) {
       std::string line = text.substr(p, text.find('\n', p) - p);

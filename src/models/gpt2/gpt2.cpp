@@ -274,9 +274,10 @@ Array embed_dropout(const Array& x, const Config& c, const std::optional<Array>&
 
 Array forward(const Params& p, const Array& ids, const Config& c, const ForwardOptions& o) {
   validate_config(c);
-  detail::check(ids.ndim() == 2 && is_integral(ids.dtype()), "gpt2.forward",
-                "token ids must be an integer [B, T] array, got {}{}", dtype_name(ids.dtype()),
-                shape_to_string(ids.shape()));
+  if (!(ids.ndim() == 2 && is_integral(ids.dtype()))) {
+    detail::fail("gpt2.forward", "token ids must be an integer [B, T] array, got {}{}",
+                 dtype_name(ids.dtype()), shape_to_string(ids.shape()));
+  }
   const int64_t T = ids.shape()[1];
   detail::check(T <= c.n_positions, "gpt2.forward", "sequence length {} exceeds n_positions {}", T,
                 c.n_positions);

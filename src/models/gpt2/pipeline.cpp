@@ -68,15 +68,20 @@ std::pair<Array, Params> pipeline_value_and_grad(const Params& params, const Arr
   detail::check(o.mesh && o.rules, kApi, "needs the mesh and the logical rules in ForwardOptions");
   const Mesh& mesh = *o.mesh;
   const nn::LogicalRules& rules = *o.rules;
-  detail::check(mesh.has_axis("stage"), kApi, "the mesh {} has no 'stage' axis", mesh.to_string());
+  if (!(mesh.has_axis("stage"))) {
+    detail::fail(kApi, "the mesh {} has no 'stage' axis", mesh.to_string());
+  }
   for (const std::string& a : mesh.axis_names()) {
-    detail::check(a == "stage" || a == "data" || a == "model", kApi,
-                  "the mesh {} has axis '{}'; a pipelined GPT-2 takes 'stage', 'data' and 'model'",
-                  mesh.to_string(), a);
+    if (!(a == "stage" || a == "data" || a == "model")) {
+      detail::fail(kApi,
+                   "the mesh {} has axis '{}'; a pipelined GPT-2 takes 'stage', 'data' and 'model'",
+                   mesh.to_string(), a);
+    }
   }
   for (AxisType t : mesh.axis_types()) {
-    detail::check(t == AxisType::Auto, kApi, "the pipeline runs on an Auto mesh, not {}",
-                  mesh.to_string());
+    if (!(t == AxisType::Auto)) {
+      detail::fail(kApi, "the pipeline runs on an Auto mesh, not {}", mesh.to_string());
+    }
   }
   detail::check(is_stacked(params), kApi, "needs the parameters stacked over layers");
   const int64_t S = mesh.axis_size("stage");
@@ -119,9 +124,11 @@ std::pair<Array, Params> pipeline_value_and_grad(const Params& params, const Arr
       }
     }
     if (s.axes.at(0) == "layers") {
-      detail::check(spec[0] == PartitionSpec::Entry{"stage"}, kApi,
-                    "the stacked parameter '{}' is {}: the rules must split 'layers' over 'stage'",
-                    name, spec.to_string());
+      if (!(spec[0] == PartitionSpec::Entry{"stage"})) {
+        detail::fail(kApi,
+                     "the stacked parameter '{}' is {}: the rules must split 'layers' over 'stage'",
+                     name, spec.to_string());
+      }
     }
   }
 

@@ -93,15 +93,19 @@ void check_pipeline(const TrainOptions& o) {
 }  // namespace
 
 Lowered lower_train_step(const TrainOptions& o, const Mesh& mesh) {
-  detail::check(mesh.has_axis("data") && mesh.has_axis("model"), "gpt2.lower_train_step",
-                "the mesh must have axes 'data' and 'model' (and 'stage' for a pipeline), got {}",
-                mesh.to_string());
+  if (!(mesh.has_axis("data") && mesh.has_axis("model"))) {
+    detail::fail("gpt2.lower_train_step",
+                 "the mesh must have axes 'data' and 'model' (and 'stage' for a pipeline), got {}",
+                 mesh.to_string());
+  }
   detail::check(o.batch % mesh.axis_size("data") == 0, "gpt2.lower_train_step",
                 "the batch {} does not split over {} data devices", o.batch,
                 mesh.axis_size("data"));
   const int64_t stages = mesh.has_axis("stage") ? mesh.axis_size("stage") : 1;
-  detail::check(stages == o.stages, "gpt2.lower_train_step",
-                "the mesh {} has {} stages but the options {}", mesh.to_string(), stages, o.stages);
+  if (!(stages == o.stages)) {
+    detail::fail("gpt2.lower_train_step", "the mesh {} has {} stages but the options {}",
+                 mesh.to_string(), stages, o.stages);
+  }
   {
     TrainOptions checked = o;
     checked.data = mesh.axis_size("data");
@@ -162,9 +166,10 @@ Trainer::Trainer(TrainOptions o)
       for (const auto& [k, s] : nn::param_shardings(specs, rules_, mesh_)) {
         detail::check(o_.initial.count(k) != 0, "train", "the initial parameters lack '{}'", k);
         const Array& a = o_.initial.at(k);
-        detail::check(a.shape() == specs.at(k).shape, "train",
-                      "the initial parameter '{}' has shape {}, but the model needs {}", k,
-                      shape_to_string(a.shape()), shape_to_string(specs.at(k).shape));
+        if (!(a.shape() == specs.at(k).shape)) {
+          detail::fail("train", "the initial parameter '{}' has shape {}, but the model needs {}",
+                       k, shape_to_string(a.shape()), shape_to_string(specs.at(k).shape));
+        }
         placed[k] = device_put(a, s);
       }
       o_.initial.clear();

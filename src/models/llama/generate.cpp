@@ -68,13 +68,15 @@ Generator::Fns& Generator::fns(const Sampling& s, bool donate) {
                                   const Array& start, const KVCache& cache, const Array& key) {
     StepResult r = forward(p, cfg, tokens, pos, start, cache, {}, /*last_only=*/true);
     Array last = reshape(r.logits, {tokens.shape()[0], cfg.vocab_size});
-    // Sampling gathers the vocab-split logits anyway; checking them after that gather costs
-    // no communication of its own.
+    // Counted where the vocabulary is split, each device over its own block, then summed (one
+    // all-reduce of B integers): after the gather every device would count all V logits.
+    Array bad = count_non_finite(last);
+    // Sampling needs every logit on every device.
     last = with_sharding_constraint(last, replicated);
     // The sampling key of the step at `pos`, folded in the program (an eager fold per step
     // would cost a dispatch of its own).
     Array step_key = random::fold_in(key, astype(pos, DType::I64));
-    return std::make_tuple(sample(last, s, step_key), r.cache, count_non_finite(last));
+    return std::make_tuple(sample(last, s, step_key), r.cache, bad);
   };
   JitOptions jo{.name = "llama_step"};
   if (donate) jo.donate_argnums = {4};
@@ -199,11 +201,13 @@ Generated& Generator::decode_in_program(
         [&](const Array& i, const Carry& c) {
           const auto& [tok, cache_in, toks, bad] = c;
           StepResult r = forward(p, cfg, reshape(tok, {B, 1}), pos0 + i, start, cache_in);
-          Array last = with_sharding_constraint(reshape(r.logits, {B, cfg.vocab_size}), rep);
+          Array split = reshape(r.logits, {B, cfg.vocab_size});
+          Array counted = bad + count_non_finite(split);  // over each device's block, as above
+          Array last = with_sharding_constraint(split, rep);
           // The streaming loop's key: the base key folded with the step's position.
           Array next = sample(last, s, random::fold_in(key, astype(pos0 + i, DType::I64)));
           Array written = dynamic_update_slice_in_dim(toks, reshape(next, {B, 1}), i, 1);
-          return Carry{next, r.cache, written, bad + count_non_finite(last)};
+          return Carry{next, r.cache, written, counted};
         },
         init);
     return std::make_tuple(std::get<2>(done), std::get<3>(done));

@@ -134,9 +134,10 @@ Params init(const Config& c, const Array& key, const Mesh& mesh, const nn::Logic
   const nn::ParamSpecs specs = param_specs(c, false);
   const auto shardings = nn::param_shardings(specs, rules, mesh);
   const auto stacked_shardings = nn::param_shardings(param_specs(c, true), rules, mesh);
-  detail::check(key.dtype() == DType::I32 && key.shape() == Shape{2}, "llama.init",
-                "key must be an i32[2] key (from random::key), got {}{}", dtype_name(key.dtype()),
-                shape_to_string(key.shape()));
+  if (!(key.dtype() == DType::I32 && key.shape() == Shape{2})) {
+    detail::fail("llama.init", "key must be an i32[2] key (from random::key), got {}{}",
+                 dtype_name(key.dtype()), shape_to_string(key.shape()));
+  }
   JitOptions o;
   o.name = "llama_init";
   for (const auto& [name, s] : stacked ? stacked_shardings : shardings)
@@ -276,8 +277,10 @@ StepResult forward(const Params& p, const Config& c, const Array& tokens, const 
                    const Array& start, const KVCache& cache, const ForwardProbe& probe,
                    bool last_only) {
   validate_config(c);
-  detail::check(tokens.ndim() == 2 && is_integral(tokens.dtype()), "llama.forward",
-                "tokens must be an integer [B, T] array, got {}", shape_to_string(tokens.shape()));
+  if (!(tokens.ndim() == 2 && is_integral(tokens.dtype()))) {
+    detail::fail("llama.forward", "tokens must be an integer [B, T] array, got {}",
+                 shape_to_string(tokens.shape()));
+  }
   const int64_t B = tokens.shape()[0], T = tokens.shape()[1];
   const int64_t D = c.head_dim;
   const bool stacked = is_stacked(p);
@@ -287,9 +290,10 @@ StepResult forward(const Params& p, const Config& c, const Array& tokens, const 
                 cache.stacked() ? "stacked" : "per layer", stacked ? "true" : "false");
   const int64_t S = cache.k.empty() ? 0 : cache.k[0].shape()[stacked ? 3 : 2];
   if (stacked) {
-    detail::check(cache.v.size() == 1 && cache.k[0].shape()[0] == c.num_layers && S >= T,
-                  "llama.forward", "the stacked cache needs {} layers of length >= {}, got {}",
-                  c.num_layers, T, shape_to_string(cache.k[0].shape()));
+    if (!(cache.v.size() == 1 && cache.k[0].shape()[0] == c.num_layers && S >= T)) {
+      detail::fail("llama.forward", "the stacked cache needs {} layers of length >= {}, got {}",
+                   c.num_layers, T, shape_to_string(cache.k[0].shape()));
+    }
   } else {
     detail::check(static_cast<int64_t>(cache.k.size()) == c.num_layers &&
                       cache.v.size() == cache.k.size() && S >= T,
@@ -386,8 +390,9 @@ StepResult forward(const Params& p, const Config& c, const Array& tokens, const 
 }
 
 Array sample(const Array& logits, const Sampling& s, const Array& key) {
-  detail::check(logits.ndim() == 2, "llama.sample", "logits must be [B, V], got {}",
-                shape_to_string(logits.shape()));
+  if (!(logits.ndim() == 2)) {
+    detail::fail("llama.sample", "logits must be [B, V], got {}", shape_to_string(logits.shape()));
+  }
   if (s.temperature <= 0.0) return argmax(logits, -1);
   // Scaled from the best logit down: the best token is 0 whatever the temperature, the others
   // at most 0, so a tiny temperature overflows only to -inf (never probability) and sampling
