@@ -91,6 +91,7 @@ enum class Linearity {
 struct ExecContext {
   int device = 0;                    // device id
   std::vector<int64_t> mesh_coords;  // coordinates in the program's mesh (empty: none)
+  int64_t mesh_position = -1;        // the device's index in the mesh's devices (-1: none)
   const Mesh* mesh = nullptr;
   comm::Communicator* comm = nullptr;  // collectives
   int threads = 1;                     // threads this device may use

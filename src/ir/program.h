@@ -41,6 +41,11 @@ struct ValueInfo {
   // Explicit sharding (DESIGN §7.4): `sharding` is the value's type, fixed at trace time along
   // the mesh's Explicit axes; propagation may not change it there.
   bool typed = false;
+  // In a per-device program, for a value whose sharding splits some dimension unevenly: the
+  // global shape its blocks come from (empty otherwise). On a device whose block of it is all
+  // padding, nothing observable depends on its bytes (the partitioner masks padding before
+  // every contraction and reduction), so the runtime does not compute it there.
+  Shape global_shape;
 };
 
 struct Program;

@@ -104,6 +104,7 @@ class FiberPool {
   FiberPool(int threads, int team_threads) : queues_(static_cast<size_t>(threads)) {
     for (int i = 0; i < threads; ++i) {
       teams_.push_back(std::make_unique<backend::cpu::ThreadTeam>(team_threads - 1));
+      if (threads > 1) teams_.back()->set_idle_peers(&idle_);
     }
     for (int i = 0; i < threads; ++i) {
       threads_.emplace_back([this, i] { loop(static_cast<size_t>(i), teams_[static_cast<size_t>(i)].get()); });
@@ -206,12 +207,27 @@ class FiberPool {
       steal = false;
       // Every queued fiber waits for a collective that others must reach (a release after
       // `epoch` was read moves it, so none is missed).
-      const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+      // Meanwhile it runs chunks of the products the other threads' devices have split for it
+      // (ThreadTeam::help): a device with more to do than the others (the real attention
+      // heads, where the others hold padding) no longer keeps a core idle until it reaches the
+      // collective. While there is such work, it keeps spinning.
+      constexpr auto kSpin = std::chrono::microseconds(50);
+      auto spin_until = std::chrono::steady_clock::now() + kSpin;
+      idle_.fetch_add(1, std::memory_order_relaxed);
       while (detail::progress_epoch() == epoch && std::chrono::steady_clock::now() < spin_until) {
+        bool helped = false;
+        for (size_t q = 0; q < teams_.size(); ++q) {
+          if (q != me) helped |= teams_[q]->help();
+        }
+        if (helped) {
+          spin_until = std::chrono::steady_clock::now() + kSpin;
+          continue;
+        }
 #if defined(__x86_64__)
         __builtin_ia32_pause();
 #endif
       }
+      idle_.fetch_sub(1, std::memory_order_relaxed);
       // Bounded, so that waiting fibers see their collective timeouts.
       if (detail::progress_epoch() == epoch) detail::wait_for_progress(epoch, std::chrono::milliseconds(2));
     }
@@ -225,6 +241,7 @@ class FiberPool {
   int waiting_ = 0;
   bool stop_ = false;
   std::vector<std::unique_ptr<backend::cpu::ThreadTeam>> teams_;
+  std::atomic<int> idle_{0};  // threads spinning with every fiber waiting (they help teams_)
   std::vector<std::thread> threads_;
 };
 

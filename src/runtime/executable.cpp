@@ -98,6 +98,7 @@ std::vector<Array> Executable::run(const std::vector<Array>& args,
       ctx.device = ids[j];
       ctx.mesh = &mesh_;
       ctx.mesh_coords = mesh_.coords(positions[j]);
+      ctx.mesh_position = positions[j];
       ctx.comm = comm.get();
       ctx.cancel = cancel;
       dev_out[j] = interpret(local_, plan_, ctx, std::move(dev_args[j]));

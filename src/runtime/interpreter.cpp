@@ -7,6 +7,7 @@
 
 #include "core/errors.h"
 #include "core/fault_injection.h"
+#include "prim/collective.h"
 #include "runtime/fusion.h"
 #include "runtime/profiler_hooks.h"
 
@@ -26,6 +27,36 @@ namespace {
 bool is_view(const ir::Instr& in, const ir::Program& p) {
   if (in.inputs.size() != 1 || in.outputs.size() != 1) return false;
   return in.prim->is_view(p.aval(in.inputs[0]), p.aval(in.outputs[0]), in.attrs);
+}
+
+// The mesh positions on which every result of instruction `i` is all padding (see
+// Plan::padding_on), or empty: never for collectives (every device takes part), instructions
+// with regions or their own allocation, or a fused member (its root decides).
+std::vector<bool> padding_positions(const ir::Program& p, const ir::Instr& in, bool member) {
+  if (member || in.outputs.empty() || in.prim->is_collective() || in.prim->runs_regions() ||
+      in.prim->allocates_outputs()) {
+    return {};
+  }
+  std::vector<bool> on;
+  for (int v : in.outputs) {
+    const ir::ValueInfo& info = p.info(v);
+    if (info.global_shape.empty() || !info.sharding) return {};
+    const NamedSharding& s = *info.sharding;
+    if (s.mesh().is_abstract()) return {};
+    const auto n = static_cast<size_t>(s.mesh().size());
+    if (on.empty()) on.assign(n, true);
+    if (on.size() != n) return {};
+    for (size_t k = 0; k < n; ++k) {
+      if (!on[k]) continue;
+      bool empty = false;
+      for (const Slice& sl : s.device_index(info.global_shape, static_cast<int64_t>(k))) {
+        empty |= sl.start >= sl.stop;
+      }
+      on[k] = empty;
+    }
+  }
+  if (std::find(on.begin(), on.end(), true) == on.end()) return {};
+  return on;
 }
 
 }  // namespace
@@ -113,6 +144,7 @@ Plan make_plan(const ir::Program& p, const char* platform) {
     plan.reuse_input.push_back(reuse);
     plan.view.push_back(view);
     plan.may_share.push_back(!fused && in.outputs.size() == 1 && in.prim->may_share_result(in.attrs));
+    plan.padding_on.push_back(padding_positions(p, in, plan.member(i)));
   }
   return plan;
 }
@@ -180,6 +212,20 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
       throw Cancelled("[run] cancelled by the caller (interrupt)");
     }
     const ir::Instr& in = p.instrs[i];
+    if (const std::vector<bool>& pad = plan.padding_on[i];
+        !pad.empty() && ctx.mesh_position >= 0 &&
+        static_cast<size_t>(ctx.mesh_position) < pad.size() &&
+        pad[static_cast<size_t>(ctx.mesh_position)]) {
+      // Every result is padding on this device: zeros stand for them, nothing runs.
+      for (size_t k = 0; k < in.outputs.size(); ++k) {
+        detail::Buffer zeros = prim::filled_block(*plan.out_avals[i][k], 0.0);
+        env[static_cast<size_t>(in.outputs[k])] =
+            zeros.valid() ? zeros.alias_for(ctx.device)
+                          : detail::Buffer::zeros(ctx.device, plan.out_bytes[i][k]);
+      }
+      for (int v : plan.release_after[i]) env[static_cast<size_t>(v)] = detail::Buffer();
+      continue;
+    }
     const prim::FusedLoop* group = plan.fused[i].get();
     const double t0 = profile ? now_us() : 0.0;
     auto span = [&] {

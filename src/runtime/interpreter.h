@@ -41,6 +41,11 @@ struct Plan {
   std::vector<int> fused_reuse;
   const prim::FusedKernel* fused_kernel = nullptr;
   bool member(size_t i) const { return fused_root[i] >= 0 && fused_root[i] != static_cast<int>(i); }
+  // Per instruction: the mesh positions (ExecContext::mesh_position) on which every result's
+  // block is all padding (ir::ValueInfo::global_shape), or empty. There nothing observable
+  // depends on its bytes: the instruction (a fused root: its group) runs no kernel and its
+  // results are blocks of zeros.
+  std::vector<std::vector<bool>> padding_on;
   // Per instruction that runs regions (loops, branches): one plan per region, made once.
   std::vector<std::vector<std::shared_ptr<const Plan>>> region_plans;
 };

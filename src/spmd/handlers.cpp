@@ -91,6 +91,12 @@ void emit_generic(PartitionContext& c, const ir::Instr& in, const InstrPlan& pla
                                          plan.results[k].to_string(), shape_to_string(want)));
     }
     int v = outs[k];
+    const Shape& global = c.g.aval(in.outputs[k]).shape;
+    bool uneven = false;
+    for (size_t d = 0; d < global.size(); ++d) {
+      uneven |= global[d] % plan.results[k].num_blocks(static_cast<int>(d)) != 0;
+    }
+    if (uneven && plan.reduce_now[k].empty()) b.program().info(v).global_shape = global;
     if (!plan.reduce_now[k].empty()) {
       // max/min over a split dimension: combine the local extremes now.
       const auto ordered = detail::in_mesh_order(

@@ -20,6 +20,15 @@ struct Counts {
 
 void count_chunk(void* p, int64_t c) { static_cast<Counts*>(p)->hits[static_cast<size_t>(c)]++; }
 
+// A few microseconds of work the compiler keeps.
+void busy_work() {
+  int s = 0;
+  for (int k = 0; k < 2000; ++k) {
+    s += k;
+    asm volatile("" : "+r"(s));
+  }
+}
+
 }  // namespace
 
 TEST(ThreadTeam, EveryChunkRunsExactlyOnceAcrossManyJobs) {
@@ -98,4 +107,71 @@ TEST(ThreadTeam, StartsAndStopsWhileHelpersSpinOrSleep) {
     if (rep % 2) std::this_thread::sleep_for(std::chrono::milliseconds(2));
     for (auto& h : counts.hits) ASSERT_EQ(h.load(), 1);
   }
+}
+
+// A thread outside the team (the fiber pool's other device thread, idle while its devices wait
+// in a collective) runs chunks of the team's jobs through help(); size() counts it only while
+// it is idle, every chunk still runs exactly once, a chunk it runs sees no team of its own,
+// and an exception thrown there reaches the job's caller.
+TEST(ThreadTeam, IdlePeersRunChunksOfTheTeamsJobs) {
+  ThreadTeam team(0);
+  std::atomic<int> idle{0};
+  team.set_idle_peers(&idle);
+  EXPECT_EQ(team.size(), 1);
+  idle = 1;
+  EXPECT_EQ(team.size(), 2);
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> by_peer{0};
+  std::atomic<int> nested_team{0};
+  std::thread peer([&] {
+    while (!stop.load()) {
+      if (!team.help()) std::this_thread::yield();
+    }
+  });
+  struct Job {
+    std::vector<std::atomic<int>> hits;
+    std::thread::id owner;
+    std::atomic<int64_t>* by_peer;
+    std::atomic<int>* nested_team;
+    int64_t throw_at = -1;
+  };
+  for (int64_t chunks : {2, 7, 64}) {
+    for (int rep = 0; rep < 300; ++rep) {
+      Job job{std::vector<std::atomic<int>>(static_cast<size_t>(chunks)),
+              std::this_thread::get_id(), &by_peer, &nested_team};
+      team.run(
+          chunks,
+          [](void* p, int64_t c) {
+            Job& j = *static_cast<Job*>(p);
+            j.hits[static_cast<size_t>(c)]++;
+            if (std::this_thread::get_id() != j.owner) {
+              ++*j.by_peer;
+              if (ThreadTeam::current() != nullptr) ++*j.nested_team;
+            }
+            busy_work();  // long enough for the peer to claim some
+          },
+          &job);
+      for (int64_t c = 0; c < chunks; ++c) ASSERT_EQ(job.hits[static_cast<size_t>(c)].load(), 1);
+    }
+  }
+  EXPECT_GT(by_peer.load(), 0);
+  EXPECT_EQ(nested_team.load(), 0);
+  // An exception in a chunk, wherever it ran, reaches the caller; the team stays usable.
+  for (int rep = 0; rep < 50; ++rep) {
+    EXPECT_THROW(team.run(
+                     16,
+                     [](void*, int64_t c) {
+                       busy_work();
+                       if (c % 5 == 3) throw std::runtime_error("chunk failed");
+                     },
+                     nullptr),
+                 std::runtime_error);
+  }
+  Counts counts(8);
+  team.run(8, &count_chunk, &counts);
+  for (auto& h : counts.hits) EXPECT_EQ(h.load(), 1);
+  stop = true;
+  peer.join();
+  idle = 0;
+  EXPECT_EQ(team.size(), 1);
 }

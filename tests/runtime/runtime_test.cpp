@@ -2,9 +2,11 @@
 // errors inside device workers.
 #include <atomic>
 #include <cmath>
+#include <set>
 #include <thread>
 
 #include "core/memory.h"
+#include "partix/profiler.h"
 #include "runtime/interpreter.h"
 #include "test_util.h"
 
@@ -404,4 +406,39 @@ TEST(Runtime, LoopCarriesHandedOverStayOneBufferMeasuredAndPlanned) {
     EXPECT_EQ(v[static_cast<size_t>(3 * row + 5)], 3.0f);
     EXPECT_EQ(v[static_cast<size_t>(9 * row)], 0.0f);
   }
+}
+
+// A value whose block on a device lies wholly in padding is not computed there (nothing
+// observable reads it: the partitioner masks padding before every contraction and reduction).
+// 3 rows over 8 devices: devices 3-7 run no elementwise kernel, and every result, reductions
+// and contractions over the padded rows included, is the one device's.
+TEST(Runtime, ValuesThatAreAllPaddingOnADeviceAreNotComputedThere) {
+  Mesh mesh({8}, {"x"});
+  const Array host = random::normal(random::key(21), {3, 64});
+  const Array x = device_put(host, NamedSharding(mesh, P("x")));
+  auto f = jit([](const Array& a) {
+    Array y = tanh(a) * 2.0 + 1.0;
+    Array e = exp(y);
+    return std::make_tuple(y, sum(e, {0}), max(e, {0}), matmul(transpose(y), y));
+  });
+  const auto [y1, s1, m1, g1] = f(host);  // one device
+  f(x);                                   // compiled outside the recording
+  profiler::start();
+  const auto [y8, s8, m8, g8] = f(x);
+  profiler::stop();
+  std::set<int> tanh_devices;
+  for (const auto& s : profiler::spans()) {
+    if (s.name.find("tanh") != std::string::npos) tanh_devices.insert(s.device);
+  }
+  EXPECT_EQ(tanh_devices, (std::set<int>{0, 1, 2}));
+  EXPECT_EQ(y8.sharding(), NamedSharding(mesh, P("x")));
+  auto close = [](const Array& got, const Array& want) {
+    std::vector<float> g = got.to_vector<float>(), e = want.to_vector<float>();
+    ASSERT_EQ(g.size(), e.size());
+    for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i], e[i], 1e-4 * (1 + std::abs(e[i]))) << i;
+  };
+  close(y8, y1);
+  close(s8, s1);
+  close(m8, m1);
+  close(g8, g1);
 }

@@ -81,7 +81,8 @@ int64_t ThreadTeam::work(uint64_t gen) {
 
 void ThreadTeam::run(int64_t chunks, void (*fn)(void*, int64_t), void* ctx) {
   if (chunks <= 0) return;
-  if (chunks == 1 || threads_.empty() || busy_ || chunks >= static_cast<int64_t>(kClosed)) {
+  if (chunks == 1 || (threads_.empty() && !idle_peers_) || busy_ ||
+      chunks >= static_cast<int64_t>(kClosed)) {
     for (int64_t c = 0; c < chunks; ++c) fn(ctx, c);
     return;
   }
@@ -111,6 +112,18 @@ void ThreadTeam::run(int64_t chunks, void (*fn)(void*, int64_t), void* ctx) {
   ticket_.store(tag | kClosed, std::memory_order_release);
   busy_ = false;
   if (error_) std::rethrow_exception(error_);
+}
+
+bool ThreadTeam::help() {
+  if (stop_.load(std::memory_order_relaxed)) return false;
+  // The claim protocol is the helpers' (work()): a chunk of an earlier or later job than the
+  // one read here cannot be claimed.
+  const uint64_t g = generation_.load(std::memory_order_acquire);
+  ThreadTeam* own = g_current;
+  g_current = nullptr;
+  const int64_t ran = work(g);
+  g_current = own;
+  return ran > 0;
 }
 
 void ThreadTeam::helper_loop() {

@@ -30,7 +30,21 @@ class ThreadTeam {
   ThreadTeam(const ThreadTeam&) = delete;
   ThreadTeam& operator=(const ThreadTeam&) = delete;
 
-  int size() const { return static_cast<int>(threads_.size()) + 1; }
+  // The threads that would run a job published now: the caller, the helpers, and the peers
+  // idle at this moment (set_idle_peers).
+  int size() const {
+    return static_cast<int>(threads_.size()) + 1 +
+           (idle_peers_ ? idle_peers_->load(std::memory_order_relaxed) : 0);
+  }
+
+  // Threads outside the team may run chunks of its jobs (help()): the fiber pool's other
+  // device threads, while all their devices wait in collectives. `idle` counts those idle now;
+  // kernels split their work for them (size()) only then.
+  void set_idle_peers(const std::atomic<int>* idle) { idle_peers_ = idle; }
+  // Claims and runs chunks of this team's open job, if any, on the calling thread (not one of
+  // the team's; chunks it runs see no team of their own, so nothing nests). Returns whether it
+  // ran any.
+  bool help();
 
   // Calls fn(ctx, chunk) once for every chunk in [0, chunks), on the calling thread and the
   // helpers, and returns when all calls have returned. The first exception a call throws is
@@ -67,6 +81,7 @@ class ThreadTeam {
   std::mutex error_mu_;
   std::exception_ptr error_;
   std::vector<std::thread> threads_;
+  const std::atomic<int>* idle_peers_ = nullptr;
 };
 
 }  // namespace partix::backend::cpu
