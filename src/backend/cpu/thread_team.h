@@ -65,7 +65,9 @@ class ThreadTeam {
   // (generation << 32) | next unclaimed chunk: a claim is a compare-and-swap that only
   // succeeds within the generation it read, so a helper that wakes late cannot claim a chunk of
   // a later job with an earlier job's function.
-  std::atomic<uint64_t> ticket_{0};
+  // Closed before the first job (index 0xffffffff of generation 0): a thread that helps before
+  // any job was published claims nothing.
+  std::atomic<uint64_t> ticket_{0xffffffffu};
   std::atomic<uint64_t> generation_{0};  // bumped to publish a job; helpers wait on it
   std::atomic<int64_t> done_{0};         // chunks finished in the current job
   std::atomic<int> sleepers_{0};
