@@ -86,7 +86,7 @@ GradOutput grad_impl(const std::vector<Array>& leaves, const std::vector<bool>& 
   out.grads.resize(leaves.size());
   for (size_t i = 0; i < leaves.size(); ++i) {
     if (!wrt[i]) continue;
-    if (!(!is_quantized(leaves[i].dtype()))) {
+    if (is_quantized(leaves[i].dtype())) {
       fail("grad",
            "cannot differentiate with respect to a quantized argument ({}{}): quantized weights "
            "are constants (their blocks have no gradient); differentiate with respect to the "

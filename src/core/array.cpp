@@ -41,7 +41,7 @@ void check_block_sharding(std::string_view api, DType dtype, const Shape& shape,
   check_quantized_shape(api, dtype, shape);
   const int64_t b = dtype_block_elems(dtype);
   const int64_t chunk = sharding.shard_shape(shape).back();
-  if (!(chunk % b == 0)) {
+  if (chunk % b != 0) {
     fail(api,
          "sharding {} splits the last dimension of {}{} into chunks of {} elements, which would "
          "split its {}-element quantization blocks across devices; shard it on block boundaries "
@@ -112,7 +112,7 @@ Array build_sharded(
     const std::function<void(void*, const std::vector<Slice>&, const Shape&)>& fill) {
   sharding.check_shape(shape);
   check_block_sharding("Array", dtype, shape, sharding);
-  if (!(!sharding.mesh().is_abstract())) {
+  if (sharding.mesh().is_abstract()) {
     fail("Array",
          "cannot place values on {}: its devices are abstract (for lowering and planning only)",
          sharding.mesh().to_string());
@@ -156,7 +156,7 @@ Array scatter_from_host(const void* data, Shape shape, DType dtype,
 Array array_from_host(const void* data, int64_t count, DType dtype, Shape shape,
                       const char* api) {
   const int64_t n = checked_size(api, shape, dtype);
-  if (!(count == n)) {
+  if (count != n) {
     fail(api, "{} values do not fill shape {} ({} elements)", count, shape_to_string(shape), n);
   }
   return scatter_from_host(data, std::move(shape), dtype,
@@ -169,7 +169,7 @@ Array::Array(std::shared_ptr<detail::ArrayImpl> impl) : impl_(std::move(impl)) {
 
 Array::Array(const ShapeDtypeStruct& s) {
   for (int64_t d : s.shape) {
-    if (!(d >= 0)) {
+    if (d < 0) {
       detail::fail("ShapeDtypeStruct", "shape {} has a negative dimension",
                    shape_to_string(s.shape));
     }
@@ -301,7 +301,7 @@ Array from_blocks(const void* data, int64_t nbytes, DType dtype, Shape shape) {
                 dtype_name(dtype));
   check_quantized_shape("from_blocks", dtype, shape);
   detail::checked_size("from_blocks", shape, dtype);
-  if (!(nbytes == dtype_nbytes(dtype, shape))) {
+  if (nbytes != dtype_nbytes(dtype, shape)) {
     detail::fail("from_blocks", "{} bytes do not fill a {}{} array ({} bytes)", nbytes,
                  dtype_name(dtype), shape_to_string(shape), dtype_nbytes(dtype, shape));
   }
@@ -328,7 +328,7 @@ Array make_array_from_callback(Shape shape, const NamedSharding& sharding,
     Shape ext;
     for (const Slice& s : idx) ext.push_back(s.size());
     Array b = cb(idx);
-    if (!(b.shape() == ext)) {
+    if (b.shape() != ext) {
       detail::fail(kApi,
                    "the callback returned {}{} for the block at [{}] of {}, expected shape {}",
                    dtype_name(b.dtype()), shape_to_string(b.shape()), fmt::join(key, ", "),

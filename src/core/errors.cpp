@@ -7,7 +7,7 @@ namespace partix::detail {
 int64_t checked_size(std::string_view api, const Shape& shape, DType dtype) {
   int64_t n = 1;
   for (int64_t d : shape) {
-    if (!(d >= 0)) {
+    if (d < 0) {
       fail(api, "negative dimension in shape {}", shape_to_string(shape));
     }
   }

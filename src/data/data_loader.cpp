@@ -68,7 +68,7 @@ std::vector<int32_t> load_corpus(const std::vector<std::string>& paths) {
       out.push_back('\n');
     }
   }
-  if (!(!out.empty())) {
+  if (out.empty()) {
     detail::fail("load_corpus", "the corpus under {} is empty", fmt::join(paths, ", "));
   }
   return out;

@@ -47,7 +47,7 @@ Array device_put(const Array& x, const NamedSharding& sharding) {
   }
   const auto& impl = x.impl();
   detail::check_alive(x, "device_put");
-  if (!(!sharding.mesh().is_abstract())) {
+  if (sharding.mesh().is_abstract()) {
     detail::fail("device_put",
                  "cannot place values on {}: its devices are abstract (for lowering and planning "
                  "only); describe the array with ShapeDtypeStruct{{shape, dtype, sharding}}",

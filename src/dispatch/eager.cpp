@@ -21,7 +21,7 @@ std::vector<Array> execute_eager(const prim::Primitive& p, const std::vector<Arr
     if (!committed) {
       anchor = *impl->sharding;
       committed = true;
-    } else if (!(impl->sharding->mesh() == anchor->mesh())) {
+    } else if (impl->sharding->mesh() != anchor->mesh()) {
       fail(op, "operands are committed to different meshes: {} and {}; device_put them onto one",
            anchor->mesh().to_string(), impl->sharding->mesh().to_string());
     }

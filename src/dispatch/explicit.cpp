@@ -177,7 +177,7 @@ Array with_out_sharding(const char* api, const std::vector<Array>& operands, con
     ExplicitLenientScope lenient;
     r = make();
   }
-  if (!(s->spec().size() <= r.ndim())) {
+  if (s->spec().size() > r.ndim()) {
     fail(api, "out_sharding {} has {} entries but the result {}{} has rank {}",
          s->spec().to_string(), s->spec().size(), dtype_name(r.dtype()), shape_to_string(r.shape()),
          r.ndim());
@@ -295,7 +295,7 @@ Mesh retyped(const char* api, const Mesh& mesh, const std::vector<std::string>& 
   }
   for (const std::string& a : axes) {
     const int i = mesh.axis_index(a);
-    if (!(i >= 0)) {
+    if (i < 0) {
       detail::fail(api, "axis '{}' is not an axis of {}", a, mesh.to_string());
     }
     detail::check(types[static_cast<size_t>(i)] != AxisType::Manual, api,

@@ -193,7 +193,7 @@ std::shared_ptr<JitState::Entry> JitState::get(const std::vector<Array>& leaves,
     if (!mesh) {
       mesh = g->mesh();
       first = i;
-    } else if (!(g->mesh() == *mesh)) {
+    } else if (g->mesh() != *mesh) {
       fail(name,
            "arguments are committed to different meshes: {} is on {} ({}) but {} is on {} ({}); "
            "device_put one of them onto the other's mesh, or give in_shardings on one mesh",

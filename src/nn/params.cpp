@@ -71,12 +71,12 @@ std::map<std::string, NamedSharding> param_shardings(const ParamSpecs& specs,
                                                      const LogicalRules& rules, const Mesh& mesh) {
   std::map<std::string, NamedSharding> out;
   for (const auto& [name, s] : specs) {
-    if (!(s.axes.size() == s.shape.size())) {
+    if (s.axes.size() != s.shape.size()) {
       detail::fail("init_params", "parameter '{}' has shape {} but {} logical axes", name,
                    shape_to_string(s.shape), s.axes.size());
     }
     for (int64_t d : s.shape) {
-      if (!(d >= 0)) {
+      if (d < 0) {
         detail::fail("init_params", "parameter '{}' has a negative dimension in shape {}", name,
                      shape_to_string(s.shape));
       }

@@ -25,7 +25,7 @@ Bound bound(const char* api, const Axes& axes) {
     if (!(t->manual_mesh->has_axis(a))) {
       detail::fail(api, "mesh axis '{}' is not in {}", a, t->manual_mesh->to_string());
     }
-    if (!(std::find(b.axes.begin(), b.axes.end(), a) == b.axes.end())) {
+    if (std::find(b.axes.begin(), b.axes.end(), a) != b.axes.end()) {
       detail::fail(api, "axis '{}' appears twice in {}", a, axes.to_string());
     }
     b.axes.push_back(a);

@@ -64,7 +64,7 @@ std::vector<int> norm_axes(std::string_view op, std::vector<int> axes, const Sha
   std::vector<int> out;
   for (int a : axes) {
     int n = norm_axis(op, a, shape);
-    if (!(std::find(out.begin(), out.end(), n) == out.end())) {
+    if (std::find(out.begin(), out.end(), n) != out.end()) {
       detail::fail(op, "axis {} appears twice in [{}]", a, fmt::join(axes, ", "));
     }
     out.push_back(n);

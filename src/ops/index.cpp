@@ -95,7 +95,7 @@ std::pair<Array, Array> sort(const Array& x, bool descending) {
 Array one_hot(const Array& indices, int64_t n, DType dtype) {
   detail::check(n >= 0, "one_hot", "the number of classes must be non-negative, got {}", n);
   // As in JAX, float indices compare with the class numbers too; bool has no class numbers.
-  if (!(indices.dtype() != DType::Bool)) {
+  if (indices.dtype() == DType::Bool) {
     detail::fail("one_hot", "indices must be numbers, got {}{}", dtype_name(indices.dtype()),
                  shape_to_string(indices.shape()));
   }

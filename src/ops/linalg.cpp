@@ -42,7 +42,7 @@ Array matmul(const Array& a, const Array& b) {
   }
   // Checked on the caller's shapes, before vectors are promoted to matrices.
   int64_t ka = a.shape().back(), kb = b.shape()[static_cast<size_t>(std::max(0, b.ndim() - 2))];
-  if (!(ka == kb)) {
+  if (ka != kb) {
     detail::fail("matmul", "contracting sizes differ: {} @ {}", shape_to_string(a.shape()),
                  shape_to_string(b.shape()));
   }

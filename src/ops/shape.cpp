@@ -21,7 +21,7 @@ Array reshape(const Array& x, Shape shape) {
       }
       infer = static_cast<int>(i);
     } else {
-      if (!(shape[i] >= 0)) {
+      if (shape[i] < 0) {
         detail::fail("reshape", "cannot reshape {}{} to {}: invalid size {}", dtype_name(x.dtype()),
                      shape_to_string(x.shape()), shape_to_string(shape), shape[i]);
       }
@@ -85,12 +85,12 @@ Array broadcast_in_dim(const Array& x, Shape shape, std::vector<int> dims) {
 }
 
 Array broadcast_to(const Array& x, Shape shape) {
-  if (!(shape.size() >= x.shape().size())) {
+  if (shape.size() < x.shape().size()) {
     detail::fail("broadcast_to", "cannot broadcast {} to {}", shape_to_string(x.shape()),
                  shape_to_string(shape));
   }
   Shape b = ops::broadcast_shapes("broadcast_to", x.shape(), shape);
-  if (!(b == shape)) {
+  if (b != shape) {
     detail::fail("broadcast_to", "cannot broadcast {} to {}", shape_to_string(x.shape()),
                  shape_to_string(shape));
   }
@@ -180,7 +180,7 @@ Array stack(std::vector<Array> xs, int axis) {
                  shape_to_string(xs[0].shape()), rank);
   }
   for (const Array& a : xs) {
-    if (!(a.shape() == xs[0].shape())) {
+    if (a.shape() != xs[0].shape()) {
       detail::fail("stack", "arrays must have one shape, got {}{} and {}{}",
                    dtype_name(xs[0].dtype()), shape_to_string(xs[0].shape()), dtype_name(a.dtype()),
                    shape_to_string(a.shape()));

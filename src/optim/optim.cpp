@@ -34,7 +34,7 @@ void check_same_keys(const Params& a, const Params& b, const char* api) {
   detail::check(a.size() == b.size(), api, "{} parameters but {} gradients", a.size(), b.size());
   for (const auto& [k, v] : a) {
     detail::check(b.count(k) != 0, api, "no gradient for parameter '{}'", k);
-    if (!(b.at(k).shape() == v.shape())) {
+    if (b.at(k).shape() != v.shape()) {
       detail::fail(api, "gradient of '{}' is {} but the parameter is {}", k,
                    shape_to_string(b.at(k).shape()), shape_to_string(v.shape()));
     }
@@ -47,7 +47,7 @@ void check_state(const Params& params, const Params& state, const char* what, co
     auto it = state.find(k);
     detail::check(it != state.end(), api, "the optimizer state's {} has no entry for parameter '{}'",
                   what, k);
-    if (!(it->second.shape() == v.shape())) {
+    if (it->second.shape() != v.shape()) {
       detail::fail(api, "the optimizer state's {} of '{}' is {} but the parameter is {}", what, k,
                    shape_to_string(it->second.shape()), shape_to_string(v.shape()));
     }

@@ -229,7 +229,7 @@ class AllReduce final : public InvariantCollective {
                           const Regions&) const override {
     check_arity(name(), in, 1);
     kind_of(attrs);
-    if (!(in[0].dtype != DType::Bool)) {
+    if (in[0].dtype == DType::Bool) {
       detail::fail(name(), "needs a numeric dtype, got {}", in[0].to_string());
     }
     return {in[0]};
@@ -324,14 +324,14 @@ class ReduceScatter final : public Collective {
     Shape s = in[0].shape;
     int64_t d = s[static_cast<size_t>(axis)];
     if (tiled) {
-      if (!(d % n == 0)) {
+      if (d % n != 0) {
         detail::fail("psum_scatter",
                      "dimension {} of {} (size {}) is not divisible by the axis size {}", axis,
                      in[0].to_string(), d, n);
       }
       s[static_cast<size_t>(axis)] = d / n;
     } else {
-      if (!(d == n)) {
+      if (d != n) {
         detail::fail("psum_scatter",
                      "untiled scatter needs dimension {} of {} to equal the axis size {}", axis,
                      in[0].to_string(), n);
@@ -391,7 +391,7 @@ class AllToAll final : public Collective {
     int64_t d = s[static_cast<size_t>(split)];
     if (tiled) {
       int concat = norm_axis("all_to_all", attrs.i("concat_axis"), in[0].ndim());
-      if (!(d % n == 0)) {
+      if (d % n != 0) {
         detail::fail("all_to_all",
                      "split dimension {} of {} (size {}) is not divisible by the axis size {}",
                      split, in[0].to_string(), d, n);
@@ -399,7 +399,7 @@ class AllToAll final : public Collective {
       s[static_cast<size_t>(split)] = d / n;
       s[static_cast<size_t>(concat)] *= n;
     } else {
-      if (!(d == n)) {
+      if (d != n) {
         detail::fail("all_to_all",
                      "untiled all_to_all needs split dimension {} of {} to equal the axis size {}",
                      split, in[0].to_string(), n);

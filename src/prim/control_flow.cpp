@@ -36,7 +36,7 @@ std::vector<Aval> result_avals(const ir::Program& p) {
 void check_param(std::string_view op, const ir::Program& body, size_t k, const Aval& want,
                  const std::string& what) {
   const Aval& got = body.aval(body.params[k]);
-  if (!(got == want)) {
+  if (got != want) {
     detail::fail(op, "the body takes {} as {} where the operand is {}", what, got.to_string(),
                  want.to_string());
   }
@@ -50,7 +50,7 @@ void check_carries(std::string_view op, const ir::Program& body, const std::vect
   for (size_t k = 0; k < init.size(); ++k) {
     check_param(op, body, param_offset + k, init[k], fmt::format("carry {}", k));
     const Aval& out = body.aval(body.results[k]);
-    if (!(out == init[k])) {
+    if (out != init[k]) {
       detail::fail(op, "body returns carry {} {} where init is {}", k, out.to_string(),
                    init[k].to_string());
     }
@@ -690,7 +690,7 @@ class Cond final : public Primitive {
     detail::check(regions.size() == 2, name(), "needs a true and a false branch, got {} regions",
                   regions.size());
     detail::check(!in.empty(), name(), "needs a predicate operand");
-    if (!(in[0] == Aval{{}, DType::Bool})) {
+    if (in[0] != Aval{{}, DType::Bool}) {
       detail::fail(name(), "the predicate must be a bool scalar, got {}", in[0].to_string());
     }
     const ir::Program& t = *regions[0];
@@ -704,7 +704,7 @@ class Cond final : public Primitive {
       check_param(name(), f, i, args[i], fmt::format("operand {}", i));
     }
     std::vector<Aval> rt = result_avals(t), rf = result_avals(f);
-    if (!(rt == rf)) {
+    if (rt != rf) {
       detail::fail(name(), "true_fn returns ({}) but false_fn returns ({})", avals_to_string(rt),
                    avals_to_string(rf));
     }

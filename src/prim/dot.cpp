@@ -92,14 +92,14 @@ class DotGeneral final : public Primitive {
     if (!(a.dtype == b.dtype || half_weight)) {
       detail::fail(name(), "operand dtypes differ: {}", avals_to_string(in));
     }
-    if (!(a.dtype != DType::Bool)) {
+    if (a.dtype == DType::Bool) {
       detail::fail(name(), "needs numeric operands, got {}", avals_to_string(in));
     }
     DotDims d = dot_dims(attrs, a.ndim(), b.ndim());
     auto check_dims = [&](const std::vector<int>& dims, int rank, const char* what) {
       std::vector<int> s = dims;
       std::sort(s.begin(), s.end());
-      if (!(std::adjacent_find(s.begin(), s.end()) == s.end())) {
+      if (std::adjacent_find(s.begin(), s.end()) != s.end()) {
         detail::fail(name(), "{} dimensions [{}] repeat", what, fmt::join(dims, ","));
       }
       for (int x : dims) {

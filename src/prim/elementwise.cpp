@@ -118,7 +118,7 @@ class Binary final : public Primitive {
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs&,
                           const Regions&) const override {
     check_arity(name(), in, 2);
-    if (!(in[0].dtype == in[1].dtype)) {
+    if (in[0].dtype != in[1].dtype) {
       detail::fail(name(), "operand dtypes differ: {}", avals_to_string(in));
     }
     if (!(allows(Op::kAllowed, in[0].dtype))) {
@@ -203,10 +203,10 @@ class Select final : public Primitive {
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs&,
                           const Regions&) const override {
     check_arity(name(), in, 3);
-    if (!(in[0].dtype == DType::Bool)) {
+    if (in[0].dtype != DType::Bool) {
       detail::fail(name(), "the predicate must be bool, got {}", avals_to_string(in));
     }
-    if (!(in[1].dtype == in[2].dtype)) {
+    if (in[1].dtype != in[2].dtype) {
       detail::fail(name(), "branch dtypes differ: {}", avals_to_string(in));
     }
     Shape shape;

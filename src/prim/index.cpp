@@ -59,11 +59,11 @@ class DynamicSlice final : public Primitive {
     detail::check(!in.empty(), name(), "needs an operand");
     const Aval& x = in[0];
     Shape sizes = attrs.ints("sizes");
-    if (!(in.size() == x.shape.size() + 1)) {
+    if (in.size() != x.shape.size() + 1) {
       detail::fail(name(), "needs one start index per dimension of {}, got {}", x.to_string(),
                    in.size() - 1);
     }
-    if (!(sizes.size() == x.shape.size())) {
+    if (sizes.size() != x.shape.size()) {
       detail::fail(name(), "sizes {} do not match {}", shape_to_string(sizes), x.to_string());
     }
     for (size_t d = 0; d < sizes.size(); ++d) {
@@ -143,7 +143,7 @@ class DynamicUpdateSlice final : public Primitive {
     detail::check(in.size() >= 2, name(), "needs an operand and an update");
     const Aval& x = in[0];
     const Aval& u = in[1];
-    if (!(in.size() == x.shape.size() + 2)) {
+    if (in.size() != x.shape.size() + 2) {
       detail::fail(name(), "needs one start index per dimension of {}, got {}", x.to_string(),
                    in.size() - 2);
     }
@@ -151,7 +151,7 @@ class DynamicUpdateSlice final : public Primitive {
       detail::fail(name(), "update {} does not fit operand {}", u.to_string(), x.to_string());
     }
     for (size_t d = 0; d < x.shape.size(); ++d) {
-      if (!(u.shape[d] <= x.shape[d])) {
+      if (u.shape[d] > x.shape[d]) {
         detail::fail(name(), "update {} does not fit operand {}", u.to_string(), x.to_string());
       }
       if (!(in[d + 2].shape.empty())) {
@@ -587,7 +587,7 @@ class TopK final : public Primitive {
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
                           const Regions&) const override {
     check_arity(name(), in, 1);
-    if (!(in[0].ndim() >= 1)) {
+    if (in[0].ndim() < 1) {
       detail::fail(name(), "needs rank >= 1, got {}", in[0].to_string());
     }
     int64_t k = attrs.i("k");

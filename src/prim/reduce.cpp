@@ -59,7 +59,7 @@ class Reduce : public Primitive {
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
                           const Regions&) const override {
     check_arity(name(), in, 1);
-    if (!(in[0].dtype != DType::Bool)) {
+    if (in[0].dtype == DType::Bool) {
       detail::fail(name(), "needs a numeric dtype, got {}", in[0].to_string());
     }
     auto axes = norm_axes(name(), attrs.ints("axes"), in[0].ndim());
@@ -247,7 +247,7 @@ class Cumsum final : public Primitive {
                           const Regions&) const override {
     check_arity(name(), in, 1);
     norm_axis(name(), attrs.i("axis"), in[0].ndim());
-    if (!(in[0].dtype != DType::Bool)) {
+    if (in[0].dtype == DType::Bool) {
       detail::fail(name(), "needs a numeric dtype, got {}", in[0].to_string());
     }
     return {in[0]};

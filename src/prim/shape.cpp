@@ -66,7 +66,7 @@ class Reshape final : public Primitive {
     check_arity(name(), in, 1);
     Shape s = attrs.ints("shape");
     for (int64_t d : s) detail::check(d >= 0, name(), "negative size in {}", shape_to_string(s));
-    if (!(shape_size(s) == in[0].size())) {
+    if (shape_size(s) != in[0].size()) {
       detail::fail(name(), "cannot reshape {} ({} elements) to {}", in[0].to_string(), in[0].size(),
                    shape_to_string(s));
     }
@@ -178,7 +178,7 @@ class StorageView final : public Primitive {
         detail::fail(name(), "views {} as bytes (bool), not {}", in[0].to_string(), dtype_name(to));
       }
       const int64_t b = dtype_block_elems(in[0].dtype);
-      if (!(s.back() % b == 0)) {
+      if (s.back() % b != 0) {
         detail::fail(name(), "{} does not hold whole blocks", in[0].to_string());
       }
       s.back() /= b;
@@ -219,7 +219,7 @@ class Transpose final : public Primitive {
     std::sort(sorted.begin(), sorted.end());
     std::vector<int> want(static_cast<size_t>(in[0].ndim()));
     std::iota(want.begin(), want.end(), 0);
-    if (!(sorted == want)) {
+    if (sorted != want) {
       detail::fail(name(), "[{}] is not a permutation of the axes of {}", fmt::join(perm, ","),
                    in[0].to_string());
     }
@@ -289,7 +289,7 @@ class BroadcastInDim final : public Primitive {
     check_arity(name(), in, 1);
     Shape s = attrs.ints("shape");
     std::vector<int> dims = to_int(attrs.ints("dims"));
-    if (!(dims.size() == in[0].shape.size())) {
+    if (dims.size() != in[0].shape.size()) {
       detail::fail(name(), "{} needs {} broadcast dimensions, got [{}]", in[0].to_string(),
                    in[0].shape.size(), fmt::join(dims, ","));
     }
@@ -591,7 +591,7 @@ class Pad final : public Primitive {
         overflow = __builtin_mul_overflow(s[d] - 1, interior[d], &inner) ||
                    __builtin_add_overflow(n, inner, &n);
       }
-      if (!(!overflow)) {
+      if (overflow) {
         detail::fail(name(), "padding {} / {} of dimension {} of {} overflows 64 bits", low[d],
                      high[d], d, in[0].to_string());
       }

@@ -11,7 +11,7 @@ std::string avals_to_string(const std::vector<ir::Aval>& avals) {
 }
 
 void check_arity(std::string_view op, const std::vector<ir::Aval>& in, size_t n) {
-  if (!(in.size() == n)) {
+  if (in.size() != n) {
     detail::fail(op, "takes {} operand(s), got {} ({})", n, in.size(), avals_to_string(in));
   }
 }

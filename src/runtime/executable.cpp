@@ -52,7 +52,7 @@ void Executable::check_memory(const std::vector<int>& ids) const {
 
 std::vector<Array> Executable::run(const std::vector<Array>& args,
                                    const std::vector<bool>& donate) const {
-  if (!(!mesh_.is_abstract())) {
+  if (mesh_.is_abstract()) {
     detail::fail(local_.name,
                  "the program is compiled for {}, whose devices are abstract: it can be lowered "
                  "and inspected, not run",

@@ -45,7 +45,7 @@ std::string types_to_string(const std::vector<AxisType>& types) {
 
 Mesh::Mesh(Shape axis_sizes, std::vector<std::string> axis_names, std::vector<Device> devs) {
   constexpr const char* kApi = "Mesh";
-  if (!(axis_sizes.size() == axis_names.size())) {
+  if (axis_sizes.size() != axis_names.size()) {
     detail::fail(kApi, "{} axis sizes {} but {} axis names ['{}']", axis_sizes.size(),
                  shape_to_string(axis_sizes), axis_names.size(), fmt::join(axis_names, "', '"));
   }
@@ -110,7 +110,7 @@ Mesh::Mesh(Shape axis_sizes, std::vector<std::string> axis_names, std::vector<De
 }
 
 Mesh Mesh::with_axis_types(std::vector<AxisType> axis_types) const {
-  if (!(axis_types.size() == data_->names.size())) {
+  if (axis_types.size() != data_->names.size()) {
     detail::fail("Mesh", "{} axis types {} for {} axis names ['{}']: give one type per axis",
                  axis_types.size(), types_to_string(axis_types), data_->names.size(),
                  fmt::join(data_->names, "', '"));
@@ -246,7 +246,7 @@ Mesh make_mesh(Shape axis_sizes, std::vector<std::string> axis_names) {
 Mesh make_mesh(Shape axis_sizes, std::vector<std::string> axis_names,
                std::vector<AxisType> axis_types) {
   // Checked here first so that the message names make_mesh.
-  if (!(axis_types.size() == axis_names.size())) {
+  if (axis_types.size() != axis_names.size()) {
     detail::fail("make_mesh", "{} axis types {} for {} axis names ['{}']: give one type per axis",
                  axis_types.size(), types_to_string(axis_types), axis_names.size(),
                  fmt::join(axis_names, "', '"));

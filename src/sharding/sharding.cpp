@@ -110,7 +110,7 @@ void NamedSharding::check_shape(const Shape& global) const {
                  spec_.to_string(), spec_.size(), global.size(), shape_to_string(global));
   }
   for (int64_t d : global) {
-    if (!(d >= 0)) {
+    if (d < 0) {
       detail::fail("NamedSharding", "negative dimension in shape {}", shape_to_string(global));
     }
   }

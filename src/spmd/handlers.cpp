@@ -113,7 +113,7 @@ void emit_generic(PartitionContext& c, const ir::Instr& in, const InstrPlan& pla
 
 void emit_shard_map(PartitionContext& c, const ir::Instr& in, const InstrPlan& plan) {
   const Mesh& m = in.attrs.get<Mesh>("mesh");
-  if (!(m == c.mesh)) {
+  if (m != c.mesh) {
     detail::fail("shard_map",
                  "runs on {}, but the program around it runs on {} (where its arguments are "
                  "committed); device_put them onto {}",

@@ -113,7 +113,7 @@ Array make_array_from_process_local_data(const NamedSharding& sharding, const Ar
   Shape global;
   if (global_shape) {
     global = *global_shape;
-    if (!(global.size() == rank)) {
+    if (global.size() != rank) {
       detail::fail(kLocalApi, "global_shape {} and the local data {} differ in rank",
                    shape_to_string(global), shape_to_string(local.shape()));
     }
@@ -135,7 +135,7 @@ Array make_array_from_process_local_data(const NamedSharding& sharding, const Ar
     lo.push_back(sl.start);
     ext.push_back(sl.size());
   }
-  if (!(local.shape() == ext)) {
+  if (local.shape() != ext) {
     detail::fail(kLocalApi,
                  "the local data is {}{}, but the devices of process {} hold a block of shape {} "
                  "(at offset {}) of the global {} under {}",

@@ -191,7 +191,7 @@ std::vector<Array> scan_call(const std::vector<Array>& init_in, const std::vecto
            xs[j].valid() ? shape_to_string(xs[j].shape()) : "");
     }
     if (length < 0) length = xs[j].shape()[0];
-    if (!(xs[j].shape()[0] == length)) {
+    if (xs[j].shape()[0] != length) {
       fail(kApi, "scanned input {} is {}{} but scanned input 0 has length {}", j,
            dtype_name(xs[j].dtype()), shape_to_string(xs[j].shape()), length);
     }
@@ -342,7 +342,7 @@ std::vector<Array> cond_call(const Array& pred, const std::vector<Array>& operan
   for (int v : t.program->results) rt.push_back(t.program->aval(v));
   for (int v : f.program->results) rf.push_back(f.program->aval(v));
   for (size_t k = 0; k < rt.size() && k < rf.size(); ++k) {
-    if (!(rt[k] == rf[k])) {
+    if (rt[k] != rf[k]) {
       fail(kApi, "result {} of true_fn is {} but false_fn's is {}", k, rt[k].to_string(),
            rf[k].to_string());
     }

@@ -79,7 +79,7 @@ std::pair<Array, Params> pipeline_value_and_grad(const Params& params, const Arr
     }
   }
   for (AxisType t : mesh.axis_types()) {
-    if (!(t == AxisType::Auto)) {
+    if (t != AxisType::Auto) {
       detail::fail(kApi, "the pipeline runs on an Auto mesh, not {}", mesh.to_string());
     }
   }
@@ -124,7 +124,7 @@ std::pair<Array, Params> pipeline_value_and_grad(const Params& params, const Arr
       }
     }
     if (s.axes.at(0) == "layers") {
-      if (!(spec[0] == PartitionSpec::Entry{"stage"})) {
+      if (spec[0] != PartitionSpec::Entry{"stage"}) {
         detail::fail(kApi,
                      "the stacked parameter '{}' is {}: the rules must split 'layers' over 'stage'",
                      name, spec.to_string());

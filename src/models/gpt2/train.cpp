@@ -102,7 +102,7 @@ Lowered lower_train_step(const TrainOptions& o, const Mesh& mesh) {
                 "the batch {} does not split over {} data devices", o.batch,
                 mesh.axis_size("data"));
   const int64_t stages = mesh.has_axis("stage") ? mesh.axis_size("stage") : 1;
-  if (!(stages == o.stages)) {
+  if (stages != o.stages) {
     detail::fail("gpt2.lower_train_step", "the mesh {} has {} stages but the options {}",
                  mesh.to_string(), stages, o.stages);
   }
@@ -166,7 +166,7 @@ Trainer::Trainer(TrainOptions o)
       for (const auto& [k, s] : nn::param_shardings(specs, rules_, mesh_)) {
         detail::check(o_.initial.count(k) != 0, "train", "the initial parameters lack '{}'", k);
         const Array& a = o_.initial.at(k);
-        if (!(a.shape() == specs.at(k).shape)) {
+        if (a.shape() != specs.at(k).shape) {
           detail::fail("train", "the initial parameter '{}' has shape {}, but the model needs {}",
                        k, shape_to_string(a.shape()), shape_to_string(specs.at(k).shape));
         }

@@ -390,7 +390,7 @@ StepResult forward(const Params& p, const Config& c, const Array& tokens, const 
 }
 
 Array sample(const Array& logits, const Sampling& s, const Array& key) {
-  if (!(logits.ndim() == 2)) {
+  if (logits.ndim() != 2) {
     detail::fail("llama.sample", "logits must be [B, V], got {}", shape_to_string(logits.shape()));
   }
   if (s.temperature <= 0.0) return argmax(logits, -1);
