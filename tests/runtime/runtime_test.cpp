@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "core/memory.h"
+#include "partix/control.h"
 #include "partix/profiler.h"
 #include "runtime/interpreter.h"
 #include "test_util.h"
@@ -441,4 +442,49 @@ TEST(Runtime, ValuesThatAreAllPaddingOnADeviceAreNotComputedThere) {
   close(s8, s1);
   close(m8, m1);
   close(g8, g1);
+}
+
+// The same across the product: gradients through values that are all padding on some devices,
+// a loop carrying one, and an input resharded into the uneven split inside jit, all equal one
+// device's (and the padding devices still run no tanh).
+TEST(Runtime, PaddingSkippedUnderGradLoopsAndReshardingEqualsOneDevice) {
+  Mesh mesh({8}, {"x"});
+  const Array host = random::normal(random::key(22), {3, 16});
+  const Array w = random::normal(random::key(23), {16, 16});
+  auto loss = [](const Array& a, const Array& m) {
+    Array y = fori_loop(
+        0, 3, [&](const Array&, const Array& c) { return tanh(matmul(c, m)); }, a);
+    return sum(exp(y) * y);
+  };
+  auto g = jit(grad(loss, std::vector<int>{0, 1}));
+  // Replicated in, split unevenly inside: the constraint reshards.
+  auto resharded = jit([&](const Array& a, const Array& m) {
+    Array s = with_sharding_constraint(a, NamedSharding(mesh, P("x")));
+    return std::make_tuple(loss(s, m), tanh(s) * 3.0);
+  });
+  const auto want = g(host, w);
+  const auto [want_l, want_t] = resharded(host, w);
+  const Array x = device_put(host, NamedSharding(mesh, P("x")));
+  const Array xr = device_put(host, NamedSharding(mesh, P()));
+  g(x, w);
+  resharded(xr, w);  // compiled outside the recording
+  profiler::start();
+  const auto got = g(x, w);
+  const auto [got_l, got_t] = resharded(xr, w);
+  profiler::stop();
+  std::set<int> tanh_devices;
+  for (const auto& s : profiler::spans()) {
+    if (s.name.find("tanh") != std::string::npos) tanh_devices.insert(s.device);
+  }
+  EXPECT_EQ(tanh_devices, (std::set<int>{0, 1, 2}));
+  auto close = [](const Array& a, const Array& b) {
+    std::vector<float> x = a.to_vector<float>(), y = b.to_vector<float>();
+    ASSERT_EQ(x.size(), y.size());
+    for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], y[i], 1e-4 * (1 + std::abs(y[i]))) << i;
+  };
+  ASSERT_EQ(got.size(), 2u);
+  close(got[0], want[0]);
+  close(got[1], want[1]);
+  close(got_l, want_l);
+  close(got_t, want_t);
 }
