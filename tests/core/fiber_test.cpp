@@ -124,3 +124,59 @@ TEST(Fiber, WaitForProgressReturnsOnNotifyOrTimeout) {
   EXPECT_NE(progress_epoch(), e);
   t.join();
 }
+
+#if defined(__x86_64__)
+namespace {
+uint32_t read_mxcsr() {
+  uint32_t m = 0;
+  asm volatile("stmxcsr %0" : "=m"(m));
+  return m;
+}
+void write_mxcsr(uint32_t m) { asm volatile("ldmxcsr %0" : : "m"(m)); }
+// Values held in callee-saved registers across a yield, where the switch must keep them.
+[[gnu::noinline]] int64_t sum_across_yield(int64_t seed) {
+  int64_t a = seed, b = seed * 3, c = seed * 5, d = seed * 7, e = seed * 11, f = seed * 13;
+  asm volatile("" : "+r"(a), "+r"(b), "+r"(c), "+r"(d), "+r"(e), "+r"(f));
+  fiber_yield();
+  asm volatile("" : "+r"(a), "+r"(b), "+r"(c), "+r"(d), "+r"(e), "+r"(f));
+  return a + b + c + d + e + f;
+}
+}  // namespace
+
+TEST(Fiber, SwitchesKeepEachSidesRegistersControlWordsAndStackAlignment) {
+  // Each fiber runs with its own SSE control word (rounding mode, flush-to-zero) across
+  // yields, and the scheduler's comes back unchanged after every switch.
+  const uint32_t thread_mxcsr = read_mxcsr();
+  constexpr uint32_t kRoundDown = 0x2000, kFlushToZero = 0x8000;
+  uint32_t seen_a = 0, seen_b = 0;
+  int64_t sum_a = 0, sum_b = 0;
+  bool aligned = true;
+  Fiber a([&] {
+    alignas(64) float local[16] = {};
+    aligned = aligned && reinterpret_cast<uintptr_t>(local) % 64 == 0;
+    write_mxcsr((read_mxcsr() & ~0x6000u) | kRoundDown);
+    sum_a = sum_across_yield(1);
+    seen_a = read_mxcsr();
+    local[0] = 1.0f;
+    aligned = aligned && local[0] == 1.0f;
+  });
+  Fiber b([&] {
+    write_mxcsr(read_mxcsr() | kFlushToZero);
+    sum_b = sum_across_yield(2);
+    seen_b = read_mxcsr();
+  });
+  while (!(a.finished() && b.finished())) {
+    a.resume();
+    EXPECT_EQ(read_mxcsr(), thread_mxcsr);
+    b.resume();
+    EXPECT_EQ(read_mxcsr(), thread_mxcsr);
+  }
+  EXPECT_TRUE(aligned);
+  EXPECT_EQ(seen_a & 0x6000u, kRoundDown);
+  EXPECT_EQ(seen_a & kFlushToZero, thread_mxcsr & kFlushToZero);
+  EXPECT_EQ(seen_b & kFlushToZero, kFlushToZero);
+  EXPECT_EQ(seen_b & 0x6000u, thread_mxcsr & 0x6000u);
+  EXPECT_EQ(sum_a, 1 + 3 + 5 + 7 + 11 + 13);
+  EXPECT_EQ(sum_b, 2 * (1 + 3 + 5 + 7 + 11 + 13));
+}
+#endif
