@@ -9,7 +9,9 @@
 
 namespace partix::detail {
 
-struct DeviceCounters {
+// One cache line per device: threads running different devices update their own counters on
+// every allocation, and counters packed together made them contend for shared lines.
+struct alignas(64) DeviceCounters {
   std::atomic<int64_t> in_use{0};
   std::atomic<int64_t> peak{0};
   std::atomic<int64_t> allocs{0};

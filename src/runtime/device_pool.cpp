@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <cstdlib>
@@ -89,6 +90,26 @@ class Worker {
   std::thread thread_;
 };
 
+// A lock for the fiber queues, held for a few instructions at a time by the pool's threads
+// (one per core) on every fiber switch. A std::mutex there put a thread to sleep in the kernel
+// whenever both touched the queues at once, and waking it cost more than the switch.
+class SpinLock {
+ public:
+  void lock() noexcept {
+    while (flag_.exchange(true, std::memory_order_acquire)) {
+      while (flag_.load(std::memory_order_relaxed)) {
+#if defined(__x86_64__)
+        __builtin_ia32_pause();
+#endif
+      }
+    }
+  }
+  void unlock() noexcept { flag_.store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> flag_{false};
+};
+
 // Device fibers (core/fiber.h) on one thread per core. Each thread has its own queue of
 // devices: it takes the next fiber there, runs it until it finishes or waits in a collective,
 // and puts a waiting one back at the end of its own queue. A device thus stays on the thread
@@ -113,7 +134,7 @@ class FiberPool {
   ~FiberPool() {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
+      stop_.store(true);
     }
     cv_.notify_all();
     detail::notify_progress();
@@ -122,7 +143,7 @@ class FiberPool {
   // fibers[i] runs local device devices[i].
   void submit(std::vector<std::unique_ptr<detail::Fiber>>&& fibers, const std::vector<size_t>& devices) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      std::lock_guard<SpinLock> lock(queue_mu_);
       for (size_t i = 0; i < fibers.size(); ++i) {
         const size_t d = devices[i];
         if (home_.size() <= d) {
@@ -131,8 +152,11 @@ class FiberPool {
           for (size_t k = from; k <= d; ++k) home_[k] = k % queues_.size();
         }
         queues_[home_[d]].push_back({std::move(fibers[i]), d});
-        ++queued_;
+        queued_.fetch_add(1);
       }
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);  // a sleeper checks queued_ under it
     }
     cv_.notify_all();
     detail::notify_progress();  // threads idle in wait_for_progress
@@ -143,7 +167,7 @@ class FiberPool {
     std::unique_ptr<detail::Fiber> fiber;
     size_t device;
   };
-  // The next fiber for thread `me` (with mu_ held and some fiber queued): its own, unless it
+  // The next fiber for thread `me` (with queue_mu_ held and some fiber queued): its own, unless it
   // has none or `steal` asks for another thread's.
   Entry take(size_t me, bool steal) {
     size_t from = me;
@@ -155,7 +179,7 @@ class FiberPool {
     }
     Entry e = std::move(queues_[from].front());
     queues_[from].pop_front();
-    --queued_;
+    queued_.fetch_sub(1);
     return e;
   }
 
@@ -166,15 +190,24 @@ class FiberPool {
     bool steal = false;      // this thread's own fibers all wait: try another thread's
     while (true) {
       Entry e;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        if (queued_ == 0) {
-          ++waiting_;
-          cv_.wait(lock, [this] { return stop_ || queued_ > 0; });
-          --waiting_;
+      while (true) {
+        {
+          std::lock_guard<SpinLock> lock(queue_mu_);
+          if (queued_.load() > 0) {
+            e = take(me, steal);
+            break;
+          }
         }
-        if (stop_ && queued_ == 0) return;
-        e = take(me, steal);
+        // Nothing queued: spin a little first (the next program of a loop of small ones
+        // usually comes within microseconds, and a thread woken from sleep takes tens of them
+        // to start), then sleep until a submit or a requeue (each checks waiting_ after
+        // queueing, as this checks queued_ after counting itself waiting).
+        if (spin_for_queued()) continue;
+        std::unique_lock<std::mutex> lock(mu_);
+        waiting_.fetch_add(1);
+        cv_.wait(lock, [this] { return stop_.load() || queued_.load() > 0; });
+        waiting_.fetch_sub(1);
+        if (stop_.load() && queued_.load() == 0) return;
       }
       const uint64_t epoch = detail::progress_epoch();
       if (e.fiber->resume()) {
@@ -187,13 +220,15 @@ class FiberPool {
       const bool polling = kind == detail::YieldKind::kPolling;
       size_t queued, own;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        std::lock_guard<SpinLock> lock(queue_mu_);
         home_[e.device] = me;
         queues_[me].push_back(std::move(e));
-        ++queued_;
-        queued = queued_;
+        queued = queued_.fetch_add(1) + 1;
         own = queues_[me].size();
-        if (waiting_ > 0) cv_.notify_one();
+      }
+      if (waiting_.load() > 0) {
+        { std::lock_guard<std::mutex> lock(mu_); }
+        cv_.notify_one();
       }
       if (!idle || polling) {
         idle_streak = 0;
@@ -214,7 +249,8 @@ class FiberPool {
       constexpr auto kSpin = std::chrono::microseconds(50);
       auto spin_until = std::chrono::steady_clock::now() + kSpin;
       idle_.fetch_add(1, std::memory_order_relaxed);
-      while (detail::progress_epoch() == epoch && std::chrono::steady_clock::now() < spin_until) {
+      // The clock is read every 32 rounds: reading it each round was most of the spin.
+      for (unsigned round = 1; detail::progress_epoch() == epoch; ++round) {
         bool helped = false;
         for (size_t q = 0; q < teams_.size(); ++q) {
           if (q != me) helped |= teams_[q]->help();
@@ -226,6 +262,7 @@ class FiberPool {
 #if defined(__x86_64__)
         __builtin_ia32_pause();
 #endif
+        if (round % 32 == 0 && std::chrono::steady_clock::now() >= spin_until) break;
       }
       idle_.fetch_sub(1, std::memory_order_relaxed);
       // Bounded, so that waiting fibers see their collective timeouts.
@@ -233,13 +270,29 @@ class FiberPool {
     }
   }
 
-  std::mutex mu_;
-  std::condition_variable cv_;
+  // Whether a fiber was queued within kIdleSpin (false at once when stopping).
+  bool spin_for_queued() {
+    constexpr auto kIdleSpin = std::chrono::microseconds(50);
+    const auto until = std::chrono::steady_clock::now() + kIdleSpin;
+    for (unsigned round = 1; queued_.load(std::memory_order_relaxed) == 0; ++round) {
+      if (stop_.load(std::memory_order_relaxed)) return false;
+#if defined(__x86_64__)
+      __builtin_ia32_pause();
+#endif
+      if (round % 32 == 0 && std::chrono::steady_clock::now() >= until) return false;
+    }
+    return true;
+  }
+
+  SpinLock queue_mu_;  // queues_, home_
   std::vector<std::deque<Entry>> queues_;  // by thread
   std::vector<size_t> home_;               // by local device: the thread that last ran it
-  size_t queued_ = 0;
-  int waiting_ = 0;
-  bool stop_ = false;
+  std::atomic<size_t> queued_{0};
+  // Threads with nothing to run sleep on cv_ (under mu_) until something is queued.
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::atomic<int> waiting_{0};
+  std::atomic<bool> stop_{false};
   std::vector<std::unique_ptr<backend::cpu::ThreadTeam>> teams_;
   std::atomic<int> idle_{0};  // threads spinning with every fiber waiting (they help teams_)
   std::vector<std::thread> threads_;
