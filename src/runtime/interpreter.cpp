@@ -146,6 +146,29 @@ Plan make_plan(const ir::Program& p, const char* platform) {
     plan.may_share.push_back(!fused && in.outputs.size() == 1 && in.prim->may_share_result(in.attrs));
     plan.padding_on.push_back(padding_positions(p, in, plan.member(i)));
   }
+  // Which skipped results are read where they are skipped: by a consumer (a fused member's
+  // reads happen at its root) that is not skipped at that position, or as program results.
+  plan.padding_read.resize(n);
+  std::vector<int> producer(p.values.size(), -1);
+  for (size_t i = 0; i < n; ++i) {
+    if (!plan.padding_on[i].empty()) {
+      plan.padding_read[i].assign(plan.padding_on[i].size(), false);
+      for (int v : p.instrs[i].outputs) producer[static_cast<size_t>(v)] = static_cast<int>(i);
+    }
+  }
+  auto read_where_runs = [&](int v, const std::vector<bool>* skipped_at) {
+    const int i = producer[static_cast<size_t>(v)];
+    if (i < 0) return;
+    std::vector<bool>& read = plan.padding_read[static_cast<size_t>(i)];
+    for (size_t k = 0; k < read.size(); ++k) {
+      if (!(skipped_at && k < skipped_at->size() && (*skipped_at)[k])) read[k] = true;
+    }
+  };
+  for (size_t j = 0; j < n; ++j) {
+    const std::vector<bool>& skipped = plan.padding_on[static_cast<size_t>(at(j))];
+    for (int v : p.instrs[j].inputs) read_where_runs(v, skipped.empty() ? nullptr : &skipped);
+  }
+  for (int v : p.results) read_where_runs(v, nullptr);
   return plan;
 }
 
@@ -165,13 +188,22 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
   std::vector<const void*> in_ptrs;
   std::vector<void*> out_ptrs;
   std::vector<const detail::Buffer*> share_operands;
+  // An operand's bytes. Every operand has a buffer (padding left empty is never read:
+  // Plan::padding_read); a missing one is a bug of the plan, never a read of null.
+  auto operand = [&](int v) -> const void* {
+    const detail::Buffer& b = env[static_cast<size_t>(v)];
+    if (!b.valid()) [[unlikely]] {
+      detail::internal_error("interpret", fmt::format("value %{} of '{}' has no buffer", v, p.name));
+    }
+    return b.data();
+  };
   // Allocates instruction j's results (taking over a dying input where the plan says so) and
   // runs its kernel.
   auto run_plain = [&](size_t j) {
     const ir::Instr& in = p.instrs[j];
     in_ptrs.clear();
     out_ptrs.clear();
-    for (int v : in.inputs) in_ptrs.push_back(env[static_cast<size_t>(v)].data());
+    for (int v : in.inputs) in_ptrs.push_back(operand(v));
     if (plan.may_share[j]) {
       prim::KernelCall probe{in.attrs, plan.in_avals[j], plan.out_avals[j], in_ptrs, out_ptrs,
                              ctx, in.regions};
@@ -216,8 +248,10 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
         !pad.empty() && ctx.mesh_position >= 0 &&
         static_cast<size_t>(ctx.mesh_position) < pad.size() &&
         pad[static_cast<size_t>(ctx.mesh_position)]) {
-      // Every result is padding on this device: zeros stand for them, nothing runs.
-      for (size_t k = 0; k < in.outputs.size(); ++k) {
+      // Every result is padding on this device: nothing runs. Zeros stand for the results
+      // where something reads them; elsewhere they stay empty (nothing reads them).
+      const std::vector<bool>& read = plan.padding_read[i];
+      for (size_t k = 0; k < in.outputs.size() && read[static_cast<size_t>(ctx.mesh_position)]; ++k) {
         detail::Buffer zeros = prim::filled_block(*plan.out_avals[i][k], 0.0);
         env[static_cast<size_t>(in.outputs[k])] =
             zeros.valid() ? zeros.alias_for(ctx.device)
@@ -240,7 +274,7 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
       bool done = false;
       if (fast_ok) {
         group_in.clear();
-        for (int v : group->inputs) group_in.push_back(env[static_cast<size_t>(v)].data());
+        for (int v : group->inputs) group_in.push_back(operand(v));
         detail::Buffer& b = env[static_cast<size_t>(in.outputs[0])];
         const int r = plan.fused_reuse[i];
         if (r >= 0 && env[static_cast<size_t>(r)].unique()) {
@@ -259,7 +293,7 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
     }
     in_ptrs.clear();
     out_ptrs.clear();
-    for (int v : in.inputs) in_ptrs.push_back(env[static_cast<size_t>(v)].data());
+    for (int v : in.inputs) in_ptrs.push_back(operand(v));
     if (in.prim->runs_regions()) {
       // Operands that die here are handed over (a loop then updates its carries in place).
       std::vector<detail::Buffer> ins;

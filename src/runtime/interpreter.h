@@ -46,6 +46,11 @@ struct Plan {
   // depends on its bytes: the instruction (a fused root: its group) runs no kernel and its
   // results are blocks of zeros.
   std::vector<std::vector<bool>> padding_on;
+  // Per instruction with padding_on: the positions among those where some result is still
+  // read (by an instruction that runs there, or as a result of the program), so that the
+  // skipped instruction must leave blocks of zeros. Elsewhere it leaves nothing: a chain of
+  // padding (a padded head's whole attention) then costs nothing per instruction.
+  std::vector<std::vector<bool>> padding_read;
   // Per instruction that runs regions (loops, branches): one plan per region, made once.
   std::vector<std::vector<std::shared_ptr<const Plan>>> region_plans;
 };

@@ -444,6 +444,37 @@ TEST(Runtime, ValuesThatAreAllPaddingOnADeviceAreNotComputedThere) {
   close(g8, g1);
 }
 
+// A chain of values that are all padding on a device leaves nothing there: only the last,
+// which a running instruction reads (the masked sum over the padded rows), gets a block of
+// zeros. Devices with real rows allocate each value they compute; the padding devices fewer.
+TEST(Runtime, PaddingReadByNothingRunningIsNotMaterialised) {
+  Mesh mesh({8}, {"x"});
+  const Array host = random::normal(random::key(24), {3, 32});
+  const Array w1 = random::normal(random::key(25), {32, 32}) * 0.2;
+  const Array w2 = random::normal(random::key(26), {32, 16}) * 0.2;
+  auto f = jit([](const Array& a, const Array& m1, const Array& m2) {
+    Array y = tanh(a) * 2.0 + 1.0;          // padded rows on devices 3-7 ...
+    Array u = tanh(matmul(y, m1)) - 0.5;    // ... and so on down the chain
+    return sum(matmul(u, m2), {0});         // the padding is masked before the sum reads it
+  });
+  const Array want = f(host, w1, w2);
+  const Array x = device_put(host, NamedSharding(mesh, P("x")));
+  const Array r1 = device_put(w1, NamedSharding(mesh, P()));
+  const Array r2 = device_put(w2, NamedSharding(mesh, P()));
+  f(x, r1, r2);  // compiled outside the count
+  std::vector<int64_t> before(8);
+  for (int d = 0; d < 8; ++d) before[static_cast<size_t>(d)] = memory_stats(d).num_allocs;
+  const Array got = f(x, r1, r2);
+  std::vector<int64_t> allocs(8);
+  for (int d = 0; d < 8; ++d) {
+    allocs[static_cast<size_t>(d)] = memory_stats(d).num_allocs - before[static_cast<size_t>(d)];
+  }
+  for (int d = 3; d < 8; ++d) EXPECT_LT(allocs[static_cast<size_t>(d)], allocs[0]) << "device " << d;
+  const std::vector<float> g = got.to_vector<float>(), e = want.to_vector<float>();
+  ASSERT_EQ(g.size(), e.size());
+  for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i], e[i], 1e-4 * (1 + std::abs(e[i]))) << i;
+}
+
 // The same across the product: gradients through values that are all padding on some devices,
 // a loop carrying one, and an input resharded into the uneven split inside jit, all equal one
 // device's (and the padding devices still run no tanh).
