@@ -741,12 +741,24 @@ bool onednn_fast_bf16() {
 
 // x[M, K] w[N, K]^T with w quantized: the layout dot_general's infer allows (contracting dims
 // trailing on both sides, in order), so both operands are dense row-major matrices as they are.
+// A quantized product's contraction length (its trailing dims of x), found once per
+// instruction (dot_dims reads the attributes by name and builds four vectors).
+struct QuantPlan {
+  int64_t K = 1;
+};
+
+int64_t quant_contraction(const ir::Attrs& attrs, const ir::Aval& a, const ir::Aval& b) {
+  const size_t nc = prim::dot_dims(attrs, a.ndim(), b.ndim()).lhs_contract.size();
+  int64_t K = 1;
+  for (size_t i = a.shape.size() - nc; i < a.shape.size(); ++i) K *= a.shape[i];
+  return K;
+}
+
 bool quant_dot_kernel(const KernelCall& c) {
   const ir::Aval& a = c.in_aval(0);
   const ir::Aval& b = c.in_aval(1);
-  const size_t nc = prim::dot_dims(c.attrs, a.ndim(), b.ndim()).lhs_contract.size();
-  int64_t K = 1;
-  for (size_t i = a.shape.size() - nc; i < a.shape.size(); ++i) K *= a.shape[i];
+  const auto* planned = static_cast<const QuantPlan*>(c.prepared);
+  const int64_t K = planned ? planned->K : quant_contraction(c.attrs, a, b);
   if (K == 0) return false;
   quant_matmul(b.dtype, c.input<float>(0), c.in[1], c.output<float>(0), a.size() / K, b.size() / K,
                K);
@@ -866,7 +878,10 @@ struct Registrar {
         "dot_general", "cpu",
         [](const ir::Attrs& attrs, const std::vector<const ir::Aval*>& in,
            const std::vector<const ir::Aval*>&) -> std::shared_ptr<const void> {
-          if (in.size() != 2 || is_quantized(in[1]->dtype)) return nullptr;
+          if (in.size() != 2) return nullptr;
+          if (is_quantized(in[1]->dtype)) {  // quant_dot_kernel reads a QuantPlan
+            return std::make_shared<const QuantPlan>(QuantPlan{quant_contraction(attrs, *in[0], *in[1])});
+          }
           return std::make_shared<const Plan>(make_plan(attrs, *in[0], *in[1]));
         });
   }
