@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -141,7 +142,10 @@ struct Rendezvous {
     }
     if (detail::in_fiber()) {
       // A device fiber: its thread runs the other devices meanwhile (core/fiber.h).
-      const auto deadline = collective_deadline() + slack;
+      // The deadline counts from arrival; the timeout (an environment lookup) is read only when
+      // a check first comes due.
+      const auto arrival = std::chrono::steady_clock::now();
+      std::optional<std::chrono::steady_clock::time_point> deadline;
       bool first = true;  // after arriving: the fiber has run since it was last resumed
       // Aborts and the deadline are checked every 16th time the fiber finds the round still
       // open: the lock and the clock on every resume were most of what a waiting fiber cost.
@@ -154,7 +158,12 @@ struct Rendezvous {
         if (generation.load() != gen || working) continue;
         lock.unlock();
         check_abort();
-        if (std::chrono::steady_clock::now() < deadline) continue;
+        if (!deadline) {
+          deadline = arrival + slack +
+                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                         std::chrono::duration<double>(collective_timeout_seconds()));
+        }
+        if (std::chrono::steady_clock::now() < *deadline) continue;
         lock.lock();
         if (generation.load() != gen || working) continue;
         throw_timeout(what, members);
