@@ -95,9 +95,15 @@ class Worker {
 // whenever both touched the queues at once, and waking it cost more than the switch.
 class SpinLock {
  public:
+  // A holder the operating system preempted (more threads than cores: several processes on
+  // one machine) keeps the lock for a time slice: past a short spin, waiters yield the core.
   void lock() noexcept {
-    while (flag_.exchange(true, std::memory_order_acquire)) {
+    for (unsigned spins = 0; flag_.exchange(true, std::memory_order_acquire);) {
       while (flag_.load(std::memory_order_relaxed)) {
+        if (++spins % 64 == 0) {
+          std::this_thread::yield();
+          continue;
+        }
 #if defined(__x86_64__)
         __builtin_ia32_pause();
 #endif
@@ -122,7 +128,10 @@ class SpinLock {
 // sleeps until one is released somewhere (or new fibers come).
 class FiberPool {
  public:
-  FiberPool(int threads, int team_threads) : queues_(static_cast<size_t>(threads)) {
+  // idle_spin: threads with nothing queued spin before they sleep; not where several processes
+  // may share the cores (their spinning would take them from the devices the others run).
+  FiberPool(int threads, int team_threads, bool idle_spin)
+      : idle_spin_(idle_spin), queues_(static_cast<size_t>(threads)) {
     for (int i = 0; i < threads; ++i) {
       teams_.push_back(std::make_unique<backend::cpu::ThreadTeam>(team_threads - 1));
       if (threads > 1) teams_.back()->set_idle_peers(&idle_);
@@ -187,6 +196,7 @@ class FiberPool {
     omp_set_num_threads(1);
     backend::cpu::ThreadTeam::set_current(team);
     size_t idle_streak = 0;  // fibers found waiting in a row, nothing released meanwhile
+    size_t polling_streak = 0;  // fibers found polling another process in a row
     bool steal = false;      // this thread's own fibers all wait: try another thread's
     while (true) {
       Entry e;
@@ -233,8 +243,17 @@ class FiberPool {
       if (!idle || polling) {
         idle_streak = 0;
         steal = false;
+        // Every device of this thread polls another process: give the core to any other
+        // runnable thread (another process's devices on the same cores, which the wait is
+        // for) before polling again. The system call returns at once when none is waiting.
+        polling_streak = polling ? polling_streak + 1 : 0;
+        if (polling_streak >= own) {
+          polling_streak = 0;
+          std::this_thread::yield();
+        }
         continue;
       }
+      polling_streak = 0;
       ++idle_streak;
       steal = idle_streak >= own;
       if (idle_streak < queued) continue;
@@ -272,6 +291,7 @@ class FiberPool {
 
   // Whether a fiber was queued within kIdleSpin (false at once when stopping).
   bool spin_for_queued() {
+    if (!idle_spin_) return false;
     constexpr auto kIdleSpin = std::chrono::microseconds(50);
     const auto until = std::chrono::steady_clock::now() + kIdleSpin;
     for (unsigned round = 1; queued_.load(std::memory_order_relaxed) == 0; ++round) {
@@ -284,6 +304,7 @@ class FiberPool {
     return true;
   }
 
+  const bool idle_spin_;
   SpinLock queue_mu_;  // queues_, home_
   std::vector<std::deque<Entry>> queues_;  // by thread
   std::vector<size_t> home_;               // by local device: the thread that last ran it
@@ -330,7 +351,8 @@ DevicePool::DevicePool() : impl_(new Impl) {
     if (!per_device) {
       const int fiber_threads = std::max(1, std::min(n, detail::usable_cores()));
       impl_->fibers = std::make_unique<FiberPool>(
-          fiber_threads, std::max(1, detail::usable_cores() / fiber_threads));
+          fiber_threads, std::max(1, detail::usable_cores() / fiber_threads),
+          /*idle_spin=*/process_count() == 1);
     }
     impl_->busy.assign(static_cast<size_t>(n), false);
   } catch (const std::system_error& e) {
