@@ -23,7 +23,7 @@
 
 #ifdef PARTIX_FIBER_ASM
 // Saves the caller's registers on its stack and its stack pointer in *save, then continues on
-// the stack `load` (one saved by an earlier call, or made by prepare_stack).
+// the stack `load` (one saved by an earlier call, or laid out by Fiber's constructor).
 extern "C" void partix_fiber_switch(void** save, void* load);
 asm(R"(
     .text

@@ -104,9 +104,7 @@ class SpinLock {
           std::this_thread::yield();
           continue;
         }
-#if defined(__x86_64__)
-        __builtin_ia32_pause();
-#endif
+        backend::cpu::cpu_relax();
       }
     }
   }
@@ -278,9 +276,7 @@ class FiberPool {
           spin_until = std::chrono::steady_clock::now() + kSpin;
           continue;
         }
-#if defined(__x86_64__)
-        __builtin_ia32_pause();
-#endif
+        backend::cpu::cpu_relax();
         if (round % 32 == 0 && std::chrono::steady_clock::now() >= spin_until) break;
       }
       idle_.fetch_sub(1, std::memory_order_relaxed);
@@ -296,9 +292,7 @@ class FiberPool {
     const auto until = std::chrono::steady_clock::now() + kIdleSpin;
     for (unsigned round = 1; queued_.load(std::memory_order_relaxed) == 0; ++round) {
       if (stop_.load(std::memory_order_relaxed)) return false;
-#if defined(__x86_64__)
-      __builtin_ia32_pause();
-#endif
+      backend::cpu::cpu_relax();
       if (round % 32 == 0 && std::chrono::steady_clock::now() >= until) return false;
     }
     return true;

@@ -250,8 +250,8 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
         pad[static_cast<size_t>(ctx.mesh_position)]) {
       // Every result is padding on this device: nothing runs. Zeros stand for the results
       // where something reads them; elsewhere they stay empty (nothing reads them).
-      const std::vector<bool>& read = plan.padding_read[i];
-      for (size_t k = 0; k < in.outputs.size() && read[static_cast<size_t>(ctx.mesh_position)]; ++k) {
+      const bool read = plan.padding_read[i][static_cast<size_t>(ctx.mesh_position)];
+      for (size_t k = 0; read && k < in.outputs.size(); ++k) {
         detail::Buffer zeros = prim::filled_block(*plan.out_avals[i][k], 0.0);
         env[static_cast<size_t>(in.outputs[k])] =
             zeros.valid() ? zeros.alias_for(ctx.device)

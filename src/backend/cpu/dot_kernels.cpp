@@ -739,8 +739,6 @@ bool onednn_fast_bf16() {
 
 // ---- the kernel ----
 
-// x[M, K] w[N, K]^T with w quantized: the layout dot_general's infer allows (contracting dims
-// trailing on both sides, in order), so both operands are dense row-major matrices as they are.
 // A quantized product's contraction length (its trailing dims of x), found once per
 // instruction (dot_dims reads the attributes by name and builds four vectors).
 struct QuantPlan {
@@ -754,6 +752,8 @@ int64_t quant_contraction(const ir::Attrs& attrs, const ir::Aval& a, const ir::A
   return K;
 }
 
+// x[M, K] w[N, K]^T with w quantized: the layout dot_general's infer allows (contracting dims
+// trailing on both sides, in order), so both operands are dense row-major matrices as they are.
 bool quant_dot_kernel(const KernelCall& c) {
   const ir::Aval& a = c.in_aval(0);
   const ir::Aval& b = c.in_aval(1);

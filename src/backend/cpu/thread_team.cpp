@@ -1,7 +1,5 @@
 #include "backend/cpu/thread_team.h"
 
-#include <immintrin.h>
-
 #include <chrono>
 #include <system_error>
 
@@ -19,12 +17,6 @@ constexpr uint64_t kClosed = kIndexMask;  // the index of a finished job: nothin
 // is read meanwhile.
 constexpr auto kSpin = std::chrono::microseconds(500);
 constexpr int kPollsPerClockRead = 64;
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  _mm_pause();
-#endif
-}
 
 }  // namespace
 

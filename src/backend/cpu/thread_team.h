@@ -21,6 +21,13 @@
 
 namespace partix::backend::cpu {
 
+// One round of a spin-wait: tells the core it is spinning (on x86, `pause`).
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
 class ThreadTeam {
  public:
   // Starts `helpers` threads (0: the caller alone). Throws partix::Error when a thread cannot

@@ -338,7 +338,7 @@ void start(State& s) {
 // off, since there are more threads than cores. The spin is timed, not counted: a fiber's poll
 // costs a switch, and when switches became 20 times cheaper a count of 64 polls ran out within
 // microseconds, so that waits of a millisecond slept in 20 us steps (2 processes x 4 devices
-// trained 1.25x slower).
+// trained 1.28x slower).
 class Backoff {
  public:
   void pause() {
