@@ -134,19 +134,19 @@ class FiberPool {
       teams_.push_back(std::make_unique<backend::cpu::ThreadTeam>(team_threads - 1));
       if (threads > 1) teams_.back()->set_idle_peers(&idle_);
     }
-    for (int i = 0; i < threads; ++i) {
-      threads_.emplace_back([this, i] { loop(static_cast<size_t>(i), teams_[static_cast<size_t>(i)].get()); });
+    try {
+      for (int i = 0; i < threads; ++i) {
+        threads_.emplace_back([this, i] { loop(static_cast<size_t>(i), teams_[static_cast<size_t>(i)].get()); });
+      }
+    } catch (...) {
+      // A thread that could not start (no memory for its stack): those already running stop
+      // and are joined here, since a joinable std::thread destroyed while the error unwinds
+      // would end the process without a word.
+      stop_and_join();
+      throw;
     }
   }
-  ~FiberPool() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_.store(true);
-    }
-    cv_.notify_all();
-    detail::notify_progress();
-    for (auto& t : threads_) t.join();
-  }
+  ~FiberPool() { stop_and_join(); }
   // fibers[i] runs local device devices[i].
   void submit(std::vector<std::unique_ptr<detail::Fiber>>&& fibers, const std::vector<size_t>& devices) {
     {
@@ -170,6 +170,16 @@ class FiberPool {
   }
 
  private:
+  void stop_and_join() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_.store(true);
+    }
+    cv_.notify_all();
+    detail::notify_progress();
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+  }
   struct Entry {
     std::unique_ptr<detail::Fiber> fiber;
     size_t device;
@@ -351,7 +361,10 @@ DevicePool::DevicePool() : impl_(new Impl) {
     impl_->busy.assign(static_cast<size_t>(n), false);
   } catch (const std::system_error& e) {
     delete impl_;  // joins the workers already started
-    detail::fail("runtime", "could not start the worker threads of {} devices: {}", n, e.what());
+    detail::fail("runtime",
+                 "could not start the worker threads of {} devices (out of host memory for their "
+                 "stacks, or at the process's thread limit): {}",
+                 n, e.what());
   } catch (...) {
     delete impl_;
     throw;

@@ -118,8 +118,14 @@ def test_llama_quantized_and_bf16_weights(smollm2, tmp_path):
   for n in (1, 2):
     model = llama.load(smollm2, jax.make_mesh((n,), ("model",)), quantized=True)
     assert model.params["model.layers.mlp.up_proj.weight"].dtype.name == "q4_1"
-    texts.append(model.generate(q, max_tokens=8, chat=True).text)
-  assert texts[0] == texts[1]  # the same tokens whatever the device count
+    # A prompt whose first greedy tokens are clear winners: the same tokens whatever the device
+    # count.
+    # (The quantized model's chat answer to q starts with near ties, 0.08 apart for its first
+    # token: 2 devices sum a split product's halves in another order than 1, and on some
+    # instruction sets that rounding picks the other token a few tokens in.)
+    texts.append(model.generate("The capital of France is", max_tokens=4).text)
+  assert texts[0] == texts[1]
+  assert "Paris" in texts[0]
   half = llama.load(smollm2, jax.make_mesh((2,), ("model",)), dtype=jax.numpy.bfloat16)
   assert half.params["model.layers.mlp.up_proj.weight"].dtype == jax.numpy.bfloat16
   assert "Paris" in half.generate(q, max_tokens=8, chat=True).text
@@ -127,11 +133,11 @@ def test_llama_quantized_and_bf16_weights(smollm2, tmp_path):
   if exe is None:
     return
   res = subprocess.run([exe, "generate", "--model", smollm2, "--devices", "2", "--greedy",
-                        "--weights", "quantized", "--chat", "--max-tokens", "8", "--quiet",
-                        "--prompt", q, "--output", str(tmp_path / "q.txt")],
+                        "--weights", "quantized", "--max-tokens", "4", "--quiet",
+                        "--prompt", "The capital of France is", "--output", str(tmp_path / "q.txt")],
                        capture_output=True, text=True, timeout=300)
   assert res.returncode == 0, res.stderr
-  assert texts[0] == (tmp_path / "q.txt").read_text().rstrip("\n")
+  assert texts[1].rstrip("\n") == (tmp_path / "q.txt").read_text().rstrip("\n")
 
 
 def test_generate_and_train_release_the_gil(smollm2):

@@ -28,7 +28,10 @@ ThreadTeam::ThreadTeam(int helpers) {
     for (int i = 0; i < helpers; ++i) threads_.emplace_back([this] { helper_loop(); });
   } catch (const std::system_error& e) {
     wake_all_to_stop();
-    detail::fail("runtime", "could not start {} kernel helper threads: {}", helpers, e.what());
+    detail::fail("runtime",
+                 "could not start {} kernel helper threads (out of host memory for their "
+                 "stacks, or at the process's thread limit): {}",
+                 helpers, e.what());
   }
 }
 
