@@ -59,6 +59,7 @@ void check_carries(std::string_view op, const ir::Program& body, const std::vect
 
 std::vector<detail::Buffer> slice_out(std::vector<detail::Buffer>& xs, size_t from, size_t n) {
   std::vector<detail::Buffer> out;
+  out.reserve(n);
   for (size_t k = from; k < from + n; ++k) out.push_back(std::move(xs[k]));
   return out;
 }
@@ -455,6 +456,7 @@ class Scan final : public Primitive {
     for (int64_t t = 0; t < n; ++t) {
       const int64_t i = reverse ? n - 1 - t : t;
       std::vector<detail::Buffer> body_args;
+      body_args.reserve((fori_ ? 1 : 0) + nc + nx + consts.size());
       if (fori_) {
         detail::Buffer idx = detail::Buffer::allocate(c.ctx.device, 4);
         const int32_t value = static_cast<int32_t>(lower + i);

@@ -146,6 +146,11 @@ Plan make_plan(const ir::Program& p, const char* platform) {
     plan.may_share.push_back(!fused && in.outputs.size() == 1 && in.prim->may_share_result(in.attrs));
     plan.padding_on.push_back(padding_positions(p, in, plan.member(i)));
   }
+  for (size_t i = 0; i < n; ++i) {
+    plan.max_inputs = std::max(plan.max_inputs, p.instrs[i].inputs.size());
+    plan.max_outputs = std::max(plan.max_outputs, p.instrs[i].outputs.size());
+    if (const prim::FusedLoop* g = plan.fused[i].get()) plan.max_inputs = std::max(plan.max_inputs, g->inputs.size());
+  }
   // Which skipped results are read where they are skipped: by a consumer (a fused member's
   // reads happen at its root) that is not skipped at that position, or as program results.
   plan.padding_read.resize(n);
@@ -188,6 +193,8 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
   std::vector<const void*> in_ptrs;
   std::vector<void*> out_ptrs;
   std::vector<const detail::Buffer*> share_operands;
+  in_ptrs.reserve(plan.max_inputs);
+  out_ptrs.reserve(plan.max_outputs);
   // An operand's bytes. Every operand has a buffer (padding left empty is never read:
   // Plan::padding_read); a missing one is a bug of the plan, never a read of null.
   auto operand = [&](int v) -> const void* {
@@ -238,6 +245,7 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
     if (!(fast_ok && fast && (*fast)(call))) in.prim->reference(call);
   };
   std::vector<const void*> group_in;
+  if (plan.fused_kernel) group_in.reserve(plan.max_inputs);
   for (size_t i = 0; i < p.instrs.size(); ++i) {
     if (plan.member(i)) continue;  // runs with its group's root
     if (ctx.cancel && ctx.cancel->load(std::memory_order_relaxed)) {
@@ -297,6 +305,7 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
     if (in.prim->runs_regions()) {
       // Operands that die here are handed over (a loop then updates its carries in place).
       std::vector<detail::Buffer> ins;
+      ins.reserve(in.inputs.size());
       const auto& dead = plan.release_after[i];
       for (int v : in.inputs) {
         const bool once = std::count(in.inputs.begin(), in.inputs.end(), v) == 1;
@@ -342,6 +351,7 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
     span();
   }
   std::vector<detail::Buffer> out;
+  out.reserve(p.results.size());
   for (int v : p.results) out.push_back(env[static_cast<size_t>(v)]);
   return out;
 }

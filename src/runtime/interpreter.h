@@ -51,6 +51,9 @@ struct Plan {
   // skipped instruction must leave blocks of zeros. Elsewhere it leaves nothing: a chain of
   // padding (a padded head's whole attention) then costs nothing per instruction.
   std::vector<std::vector<bool>> padding_read;
+  // The most operands and results of one kernel call (a fused group counts its inputs): the
+  // interpreter's pointer lists are reserved once per run instead of growing.
+  size_t max_inputs = 0, max_outputs = 0;
   // Per instruction that runs regions (loops, branches): one plan per region, made once.
   std::vector<std::vector<std::shared_ptr<const Plan>>> region_plans;
 };

@@ -380,7 +380,8 @@ void quant_matmul(DType dt, const float* x, const void* w, float* y, int64_t M, 
   for (int64_t m = 0; m < M; ++m) {
     (simd ? quantize_q8_avx2 : quantize_q8)(x + m * K, K, xq + m * nb);
   }
-  const int64_t row_bytes = dtype_nbytes(dt, {K});
+  // One row's bytes, without building a Shape (this runs for every product of a decode step).
+  const int64_t row_bytes = K / dtype_block_elems(dt) * dtype_size(dt);
   const auto* wb = static_cast<const uint8_t*>(w);
   const bool vnni = isa == QuantIsa::kAvx512Vnni && quant_isa_supported(isa);
   if (vnni && quant::avx512_rows_handles(dt)) {
@@ -395,10 +396,11 @@ void quant_matmul(DType dt, const float* x, const void* w, float* y, int64_t M, 
 }
 
 void quantize_activations(const float* x, int64_t K, QuantIsa isa, float* scales, int8_t* codes) {
-  std::vector<Q8Block> q(static_cast<size_t>(K / 32));
+  thread_local std::vector<Q8Block> q;  // only grows (see quant_matmul)
+  if (q.size() < static_cast<size_t>(K / 32)) q.resize(static_cast<size_t>(K / 32));
   const bool simd = isa != QuantIsa::kPortable && quant_isa_supported(QuantIsa::kAvx2);
   (simd ? quantize_q8_avx2 : quantize_q8)(x, K, q.data());
-  for (size_t b = 0; b < q.size(); ++b) {
+  for (size_t b = 0; b < static_cast<size_t>(K / 32); ++b) {
     scales[b] = q[b].d;
     std::memcpy(codes + 32 * b, q[b].q, 32);
   }

@@ -33,6 +33,7 @@ using prim::ReduceKind;
 constexpr int64_t kRowBlock = 1024;  // elements per row block (pairwise leaves)
 constexpr int64_t kColRows = 32;     // rows per column block (pairwise leaves)
 constexpr int64_t kColTile = 512;    // columns per tile of a column reduction
+constexpr int64_t kStackBlocks = 64; // row blocks whose partials live on the stack
 
 // ---- the combining operation per kind and accumulator type V ----
 
@@ -138,37 +139,46 @@ template <ReduceKind K, class S, class V>
 void reduce_rows(const S* x, int64_t rows, int64_t len, DType dt, V* out) {
   const int64_t blocks = (len + kRowBlock - 1) / kRowBlock;
   if (rows == 1 && blocks > 1) {
-    // One long row: block partials in parallel, then a fixed pairwise tree.
-    std::vector<V> part(static_cast<size_t>(blocks));
-    std::vector<char> nan(static_cast<size_t>(blocks), 0);
+    // One long row: block partials in parallel, then a fixed pairwise tree (on the stack up to
+    // kStackBlocks blocks: decode steps reduce many short rows).
+    V part_small[kStackBlocks];
+    char nan_small[kStackBlocks] = {};
+    std::vector<V> part_big;
+    std::vector<char> nan_big;
+    if (blocks > kStackBlocks) {
+      part_big.resize(static_cast<size_t>(blocks));
+      nan_big.assign(static_cast<size_t>(blocks), 0);
+    }
+    V* part = blocks > kStackBlocks ? part_big.data() : part_small;
+    char* nan = blocks > kStackBlocks ? nan_big.data() : nan_small;
     parallel_for(blocks, std::max<int64_t>(1, kParallelGrain / kRowBlock),
                  [&](int64_t lo, int64_t hi) {
                    alignas(64) V buf[kRowBlock];
                    for (int64_t b = lo; b < hi; ++b) {
                      const int64_t m = std::min(kRowBlock, len - b * kRowBlock);
                      bool f = false;
-                     part[static_cast<size_t>(b)] =
-                         reduce_block<K>(values<S, V>(x + b * kRowBlock, m, dt, buf), m, f);
-                     nan[static_cast<size_t>(b)] = f;
+                     part[b] = reduce_block<K>(values<S, V>(x + b * kRowBlock, m, dt, buf), m, f);
+                     nan[b] = f;
                    }
                  });
     bool any = false;
-    for (char f : nan) any = any || f;
-    out[0] = finish<K>(combine_pairwise<K>(part.data(), blocks), any);
+    for (int64_t b = 0; b < blocks; ++b) any = any || nan[b];
+    out[0] = finish<K>(combine_pairwise<K>(part, blocks), any);
     return;
   }
   const int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, len));
   parallel_for(rows, grain, [&](int64_t lo, int64_t hi) {
     alignas(64) V buf[kRowBlock];
-    std::vector<V> part(static_cast<size_t>(blocks));
+    V part_small[kStackBlocks];
+    std::vector<V> part_big(blocks > kStackBlocks ? static_cast<size_t>(blocks) : 0);
+    V* part = blocks > kStackBlocks ? part_big.data() : part_small;
     for (int64_t r = lo; r < hi; ++r) {
       bool nan = false;
       for (int64_t b = 0; b < blocks; ++b) {
         const int64_t m = std::min(kRowBlock, len - b * kRowBlock);
-        part[static_cast<size_t>(b)] =
-            reduce_block<K>(values<S, V>(x + r * len + b * kRowBlock, m, dt, buf), m, nan);
+        part[b] = reduce_block<K>(values<S, V>(x + r * len + b * kRowBlock, m, dt, buf), m, nan);
       }
-      out[r] = finish<K>(combine_pairwise<K>(part.data(), blocks), nan);
+      out[r] = finish<K>(combine_pairwise<K>(part, blocks), nan);
     }
   });
 }
@@ -267,6 +277,29 @@ Groups canonical(const Shape& shape, const std::vector<bool>& reduced) {
   return g;
 }
 
+// What a reduction does with its operand's shape, worked out once per instruction (the
+// kernel's prepare) or, without one, per call.
+struct ReducePlan {
+  std::vector<bool> red;  // per operand dim: reduced
+  Groups g;               // canonical form
+  std::vector<int> perm;  // reduced dims innermost (the general case)
+  int64_t kept = 1;       // elements kept
+};
+
+ReducePlan reduce_plan(const ir::Attrs& attrs, const ir::Aval& in) {
+  ReducePlan p;
+  p.red.assign(in.shape.size(), false);
+  for (int a : prim::norm_axes("reduce", attrs.ints("axes"), in.ndim())) p.red[static_cast<size_t>(a)] = true;
+  p.g = canonical(in.shape, p.red);
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t d = 0; d < in.shape.size(); ++d) {
+      if (p.red[d] == (pass == 1)) p.perm.push_back(static_cast<int>(d));
+      if (pass == 0 && !p.red[d]) p.kept *= in.shape[d];
+    }
+  }
+  return p;
+}
+
 template <class V, class S>
 void store(const V* acc, S* out, int64_t n, DType dt) {
   if constexpr (std::is_same_v<S, uint16_t>) {
@@ -281,41 +314,44 @@ bool reduce_typed(const KernelCall& c) {
   const ir::Aval& in = c.in_aval(0);
   const DType dt = in.dtype;
   const int64_t on = c.out_aval(0).size();
-  std::vector<bool> red(in.shape.size(), false);
-  for (int a : prim::norm_axes("reduce", c.attrs.ints("axes"), in.ndim()))
-    red[static_cast<size_t>(a)] = true;
+  ReducePlan own;
+  const auto* plan = static_cast<const ReducePlan*>(c.prepared);
+  if (!plan) {
+    own = reduce_plan(c.attrs, in);
+    plan = &own;
+  }
   const S* x = c.input<S>(0);
   S* out = c.output<S>(0);
-  std::vector<V> acc(static_cast<size_t>(on));
-  if (in.size() == 0) {
-    std::fill(acc.begin(), acc.end(), Combine<K, V>::init());
-    store(acc.data(), out, on, dt);
-    return true;
+  // Accumulators: the output itself where it has the accumulator's type (and is not the
+  // operand's memory), else a vector converted at the end.
+  std::vector<V> acc_own;
+  V* acc = nullptr;
+  if constexpr (std::is_same_v<S, V>) {
+    if (static_cast<const void*>(out) != static_cast<const void*>(x)) acc = out;
   }
-  Groups g = canonical(in.shape, red);
+  if (!acc) {
+    acc_own.resize(static_cast<size_t>(on));
+    acc = acc_own.data();
+  }
+  const Groups& g = plan->g;
   const size_t r = g.size.size();
-  if (r == 0 || (r == 1 && !g.reduced[0])) {
-    reduce_rows<K, S, V>(x, on, 1, dt, acc.data());  // nothing reduced: each element alone
+  if (in.size() == 0) {
+    std::fill(acc, acc + on, Combine<K, V>::init());
+  } else if (r == 0 || (r == 1 && !g.reduced[0])) {
+    reduce_rows<K, S, V>(x, on, 1, dt, acc);  // nothing reduced: each element alone
   } else if (r == 1 || (r == 2 && !g.reduced[0])) {
-    reduce_rows<K, S, V>(x, on, g.size[r - 1], dt, acc.data());
+    reduce_rows<K, S, V>(x, on, g.size[r - 1], dt, acc);
   } else if (r == 2 || (r == 3 && !g.reduced[0])) {
     const int64_t outer = r == 3 ? g.size[0] : 1;
-    reduce_columns<K, S, V>(x, outer, g.size[r - 2], g.size[r - 1], dt, acc.data());
+    reduce_columns<K, S, V>(x, outer, g.size[r - 2], g.size[r - 1], dt, acc);
   } else {
     // Reduced dims in several places: move them innermost, then reduce rows.
-    std::vector<int> perm;
-    int64_t kept = 1;
-    for (int pass = 0; pass < 2; ++pass) {
-      for (size_t d = 0; d < in.shape.size(); ++d) {
-        if (red[d] == (pass == 1)) perm.push_back(static_cast<int>(d));
-        if (pass == 0 && !red[d]) kept *= in.shape[d];
-      }
-    }
     detail::Buffer tmp = detail::Buffer::allocate(c.ctx.device, in.nbytes());
-    permute_copy(x, tmp.data(), in.shape, perm, dtype_size(dt));
-    reduce_rows<K, S, V>(static_cast<const S*>(tmp.data()), kept, in.size() / kept, dt, acc.data());
+    permute_copy(x, tmp.data(), in.shape, plan->perm, dtype_size(dt));
+    reduce_rows<K, S, V>(static_cast<const S*>(tmp.data()), plan->kept, in.size() / plan->kept,
+                         dt, acc);
   }
-  store(acc.data(), out, on, dt);
+  if (acc != static_cast<void*>(out)) store(acc, out, on, dt);
   return true;
 }
 
@@ -438,6 +474,15 @@ struct Registrar {
     prim::register_kernel("reduce_sum", "cpu", &reduce_kernel<ReduceKind::kSum>);
     prim::register_kernel("reduce_max", "cpu", &reduce_kernel<ReduceKind::kMax>);
     prim::register_kernel("reduce_min", "cpu", &reduce_kernel<ReduceKind::kMin>);
+    for (const char* name : {"reduce_sum", "reduce_max", "reduce_min"}) {
+      prim::register_kernel_prepare(
+          name, "cpu",
+          [](const ir::Attrs& attrs, const std::vector<const ir::Aval*>& in,
+             const std::vector<const ir::Aval*>&) -> std::shared_ptr<const void> {
+            if (in.size() != 1) return nullptr;
+            return std::make_shared<const ReducePlan>(reduce_plan(attrs, *in[0]));
+          });
+    }
     prim::register_kernel("argmax", "cpu", &arg_kernel<true>);
     prim::register_kernel("argmin", "cpu", &arg_kernel<false>);
   }

@@ -141,57 +141,76 @@ void strided_copy_typed(const T* src, T* dst, const StridedDims& d) {
   copy_rows(src, dst, d);  // strided gather (slices with steps)
 }
 
+// A strided copy, simplified once: dst (dense) = src read from element `base` along `d`.
+struct CopyPlan {
+  int64_t base = 0;
+  StridedDims d;
+  int es = 1;
+  bool empty = false;  // nothing to copy
+};
+
 // dst (dense, dims `size` outer to inner) = src read at offset `base` with `stride`.
-void strided_copy(const void* src, int64_t base, void* dst, const std::vector<int64_t>& size,
-                  const std::vector<int64_t>& stride, int es) {
+CopyPlan copy_plan(const std::vector<int64_t>& size, const std::vector<int64_t>& stride,
+                   int64_t base, int es) {
+  CopyPlan p;
   int64_t n = 1;
   for (int64_t s : size) n *= s;
-  if (n == 0) return;
-  StridedDims d = simplify(size, stride);
-  switch (es) {
+  p.empty = n == 0;
+  p.d = simplify(size, stride);
+  p.base = base;
+  p.es = es;
+  return p;
+}
+
+void run_copy(const void* src, void* dst, const CopyPlan& p) {
+  if (p.empty) return;
+  switch (p.es) {
     case 1:
-      strided_copy_typed(static_cast<const uint8_t*>(src) + base, static_cast<uint8_t*>(dst), d);
+      strided_copy_typed(static_cast<const uint8_t*>(src) + p.base, static_cast<uint8_t*>(dst), p.d);
       break;
     case 2:
-      strided_copy_typed(static_cast<const uint16_t*>(src) + base, static_cast<uint16_t*>(dst), d);
+      strided_copy_typed(static_cast<const uint16_t*>(src) + p.base, static_cast<uint16_t*>(dst), p.d);
       break;
     case 4:
-      strided_copy_typed(static_cast<const uint32_t*>(src) + base, static_cast<uint32_t*>(dst), d);
+      strided_copy_typed(static_cast<const uint32_t*>(src) + p.base, static_cast<uint32_t*>(dst), p.d);
       break;
     case 8:
-      strided_copy_typed(static_cast<const uint64_t*>(src) + base, static_cast<uint64_t*>(dst), d);
+      strided_copy_typed(static_cast<const uint64_t*>(src) + p.base, static_cast<uint64_t*>(dst), p.d);
       break;
     default:  // a caller copies other element sizes (quantized blocks) as bytes
-      detail::internal_error("strided_copy", fmt::format("no copy of {}-byte elements", es));
+      detail::internal_error("strided_copy", fmt::format("no copy of {}-byte elements", p.es));
   }
 }
 
-bool transpose_kernel(const KernelCall& c) {
-  const ir::Ints& p = c.attrs.ints("perm");
-  permute_copy(c.in[0], c.out[0], c.in_aval(0).shape, std::vector<int>(p.begin(), p.end()),
-               dtype_size(c.in_aval(0).dtype));
-  return true;
+CopyPlan transpose_plan(const ir::Attrs& attrs, const ir::Aval& in_aval, const ir::Aval&) {
+  const Shape& shape = in_aval.shape;
+  std::vector<int64_t> src_stride = detail::strides_of(shape);
+  std::vector<int64_t> size, stride;
+  for (int64_t p : attrs.ints("perm")) {
+    size.push_back(shape[static_cast<size_t>(p)]);
+    stride.push_back(src_stride[static_cast<size_t>(p)]);
+  }
+  return copy_plan(size, stride, 0, dtype_size(in_aval.dtype));
 }
 
-bool broadcast_kernel(const KernelCall& c) {
-  const Shape& in = c.in_aval(0).shape;
-  const Shape& out = c.out_aval(0).shape;
-  const ir::Ints& dims = c.attrs.ints("dims");
+CopyPlan broadcast_plan(const ir::Attrs& attrs, const ir::Aval& in_aval, const ir::Aval& out_aval) {
+  const Shape& in = in_aval.shape;
+  const Shape& out = out_aval.shape;
+  const ir::Ints& dims = attrs.ints("dims");
   std::vector<int64_t> in_stride = detail::strides_of(in);
   std::vector<int64_t> stride(out.size(), 0);  // dims the operand lacks or expands repeat it
   for (size_t i = 0; i < dims.size(); ++i) {
     if (in[i] != 1) stride[static_cast<size_t>(dims[i])] = in_stride[i];
   }
-  strided_copy(c.in[0], 0, c.out[0], out, stride, dtype_size(c.in_aval(0).dtype));
-  return true;
+  return copy_plan(out, stride, 0, dtype_size(in_aval.dtype));
 }
 
-bool slice_kernel(const KernelCall& c) {
+CopyPlan slice_plan(const ir::Attrs& attrs, const ir::Aval& in_aval, const ir::Aval& out_aval) {
   // A quantized value's last dimension (taken whole) counts blocks.
-  const Shape in = prim::storage_shape(c.in_aval(0));
-  const Shape out = prim::storage_shape(c.out_aval(0));
-  const Shape& start = c.attrs.ints("start");
-  Shape steps = c.attrs.has("strides") ? c.attrs.ints("strides") : Shape(in.size(), 1);
+  const Shape in = prim::storage_shape(in_aval);
+  const Shape out = prim::storage_shape(out_aval);
+  const Shape& start = attrs.ints("start");
+  Shape steps = attrs.has("strides") ? attrs.ints("strides") : Shape(in.size(), 1);
   std::vector<int64_t> in_stride = detail::strides_of(in);
   std::vector<int64_t> stride(in.size());
   int64_t base = 0;
@@ -199,7 +218,7 @@ bool slice_kernel(const KernelCall& c) {
     base += start[d] * in_stride[d];
     stride[d] = steps[d] * in_stride[d];
   }
-  int es = dtype_size(c.in_aval(0).dtype);
+  int es = dtype_size(in_aval.dtype);
   Shape size = out;
   if (es != 1 && es != 2 && es != 4 && es != 8) {  // quantized blocks: copied as their bytes
     for (int64_t& st : stride) st *= es;
@@ -208,8 +227,26 @@ bool slice_kernel(const KernelCall& c) {
     stride.push_back(1);
     es = 1;
   }
-  strided_copy(c.in[0], base, c.out[0], size, stride, es);
+  return copy_plan(size, stride, base, es);
+}
+
+// The plan the instruction's prepare made (the copy's layout is fixed by its avals), or one made
+// now.
+template <CopyPlan (*Make)(const ir::Attrs&, const ir::Aval&, const ir::Aval&)>
+bool copy_kernel(const KernelCall& c) {
+  if (const auto* p = static_cast<const CopyPlan*>(c.prepared)) {
+    run_copy(c.in[0], c.out[0], *p);
+  } else {
+    run_copy(c.in[0], c.out[0], Make(c.attrs, c.in_aval(0), c.out_aval(0)));
+  }
   return true;
+}
+
+template <CopyPlan (*Make)(const ir::Attrs&, const ir::Aval&, const ir::Aval&)>
+std::shared_ptr<const void> prepare_copy(const ir::Attrs& attrs, const std::vector<const ir::Aval*>& in,
+                                         const std::vector<const ir::Aval*>& out) {
+  if (in.size() != 1 || out.size() != 1) return nullptr;
+  return std::make_shared<const CopyPlan>(Make(attrs, *in[0], *out[0]));
 }
 
 bool concatenate_kernel(const KernelCall& c) {
@@ -222,7 +259,16 @@ bool concatenate_kernel(const KernelCall& c) {
   for (size_t d = static_cast<size_t>(axis) + 1; d < out.size(); ++d) inner *= out[d];
   const int64_t row = out[static_cast<size_t>(axis)] * inner * es;
   if (outer == 0 || row == 0) return true;
-  std::vector<int64_t> chunk(c.in.size()), offset(c.in.size());
+  // Per operand: its chunk's bytes and offset in a row (on the stack for up to 16 operands).
+  constexpr size_t kStack = 16;
+  int64_t chunk_small[kStack], offset_small[kStack];
+  std::vector<int64_t> chunk_big, offset_big;
+  if (c.in.size() > kStack) {
+    chunk_big.resize(c.in.size());
+    offset_big.resize(c.in.size());
+  }
+  int64_t* chunk = c.in.size() > kStack ? chunk_big.data() : chunk_small;
+  int64_t* offset = c.in.size() > kStack ? offset_big.data() : offset_small;
   for (size_t k = 0, off = 0; k < c.in.size(); ++k) {
     chunk[k] = c.in_aval(k).shape[static_cast<size_t>(axis)] * inner * es;
     offset[k] = static_cast<int64_t>(off);
@@ -314,9 +360,12 @@ bool pad_kernel(const KernelCall& c) {
 
 struct Registrar {
   Registrar() {
-    prim::register_kernel("transpose", "cpu", &transpose_kernel);
-    prim::register_kernel("broadcast_in_dim", "cpu", &broadcast_kernel);
-    prim::register_kernel("slice", "cpu", &slice_kernel);
+    prim::register_kernel("transpose", "cpu", &copy_kernel<&transpose_plan>);
+    prim::register_kernel_prepare("transpose", "cpu", &prepare_copy<&transpose_plan>);
+    prim::register_kernel("broadcast_in_dim", "cpu", &copy_kernel<&broadcast_plan>);
+    prim::register_kernel_prepare("broadcast_in_dim", "cpu", &prepare_copy<&broadcast_plan>);
+    prim::register_kernel("slice", "cpu", &copy_kernel<&slice_plan>);
+    prim::register_kernel_prepare("slice", "cpu", &prepare_copy<&slice_plan>);
     prim::register_kernel("concatenate", "cpu", &concatenate_kernel);
     prim::register_kernel("pad", "cpu", &pad_kernel);
   }
@@ -332,7 +381,7 @@ void permute_copy(const void* src, void* dst, const Shape& shape, const std::vec
     size.push_back(shape[static_cast<size_t>(p)]);
     stride.push_back(src_stride[static_cast<size_t>(p)]);
   }
-  strided_copy(src, 0, dst, size, stride, elem_size);
+  run_copy(src, dst, copy_plan(size, stride, 0, elem_size));
 }
 
 }  // namespace partix::backend::cpu
