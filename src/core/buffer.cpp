@@ -116,13 +116,24 @@ class Pool {
 
   // A thread's blocks (counted in cached_). Given back to the shared cache when the thread
   // ends; buffers freed after that (static objects destroyed at exit) go to the shared cache.
+  // Blocks up to 64 KiB (multiples of 64 bytes: Pool::round) are found by index, the few larger
+  // sizes by hash: a decode step takes and gives back thousands of small blocks.
   struct Local {
-    std::unordered_map<size_t, std::vector<void*>> free;
+    static constexpr size_t kIndexed = 65536 / 64;
+    std::vector<void*> small[kIndexed];
+    std::unordered_map<size_t, std::vector<void*>> large;
     size_t bytes = 0;
+    std::vector<void*>& blocks(size_t size) {
+      return size <= 65536 ? small[size / 64 - 1] : large[size];
+    }
     void release() {
-      for (auto& [size, blocks] : free) {
-        for (void* p : blocks) Pool::get().give_shared(p, size);
-        blocks.clear();
+      for (size_t k = 0; k < kIndexed; ++k) {
+        for (void* p : small[k]) Pool::get().give_shared(p, (k + 1) * 64);
+        small[k].clear();
+      }
+      for (auto& [size, list] : large) {
+        for (void* p : list) Pool::get().give_shared(p, size);
+        list.clear();
       }
       bytes = 0;
     }
@@ -138,17 +149,24 @@ class Pool {
   [[gnu::noinline]] static void* local_take(size_t bytes) {
     Local* l = local();
     if (!l) return nullptr;
-    auto it = l->free.find(bytes);
-    if (it == l->free.end() || it->second.empty()) return nullptr;
-    void* p = it->second.back();
-    it->second.pop_back();
+    std::vector<void*>* list = nullptr;
+    if (bytes <= 65536) {
+      list = &l->small[bytes / 64 - 1];
+    } else {
+      auto it = l->large.find(bytes);
+      if (it == l->large.end()) return nullptr;
+      list = &it->second;
+    }
+    if (list->empty()) return nullptr;
+    void* p = list->back();
+    list->pop_back();
     l->bytes -= bytes;
     return p;
   }
   [[gnu::noinline]] static bool local_give(void* p, size_t bytes) {
     Local* l = local();
     if (!l || l->bytes + bytes > kLocalBytes) return false;
-    l->free[bytes].push_back(p);
+    l->blocks(bytes).push_back(p);
     l->bytes += bytes;
     return true;
   }
@@ -241,7 +259,8 @@ struct HandleListGuard {
 // The one block size the list holds: the first size asked for (all handles are one type).
 std::atomic<size_t> g_handle_bytes{0};
 
-void* take_handle(size_t bytes) {
+// Not inlined, as Pool::local(): a fiber may move to another thread between two calls.
+[[gnu::noinline]] void* take_handle(size_t bytes) {
   if (kPoolHandles && bytes == g_handle_bytes.load(std::memory_order_relaxed) && t_free_handles) {
     FreeHandle* h = t_free_handles;
     t_free_handles = h->next;
@@ -253,7 +272,7 @@ void* take_handle(size_t bytes) {
   return ::operator new(bytes);
 }
 
-void give_handle(void* p, size_t bytes) {
+[[gnu::noinline]] void give_handle(void* p, size_t bytes) {
   if (kPoolHandles && !t_handles_gone && bytes == g_handle_bytes.load(std::memory_order_relaxed) &&
       t_free_count < kMaxFreeHandles) {
     thread_local HandleListGuard guard;  // frees the list when the thread ends

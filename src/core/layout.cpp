@@ -1,6 +1,8 @@
 #include "core/layout.h"
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 namespace partix::detail {
 
@@ -23,7 +25,19 @@ void copy_box(const void* src, const Shape& src_shape, const Shape& src_offset, 
     std::memcpy(d, s, static_cast<size_t>(elem_size));
     return;
   }
-  std::vector<int64_t> ss = strides_of(src_shape), ds = strides_of(dst_shape);
+  // Strides and the index on the stack up to rank 8 (a KV cache's update runs this on every
+  // layer of every decode step), else in vectors.
+  constexpr size_t kSmall = 8;
+  int64_t small[3 * kSmall];
+  std::vector<int64_t> big(rank > kSmall ? 3 * rank : 0);
+  int64_t* ss = rank > kSmall ? big.data() : small;
+  int64_t* ds = ss + rank;
+  int64_t* idx = ds + rank;
+  ss[rank - 1] = ds[rank - 1] = 1;
+  for (size_t i = rank - 1; i-- > 0;) {
+    ss[i] = ss[i + 1] * src_shape[i + 1];
+    ds[i] = ds[i + 1] * dst_shape[i + 1];
+  }
   // Trailing dimensions the box covers whole in both arrays (so at offset 0) are contiguous in
   // both: they join the next dimension in one memcpy, and a whole block is a single copy.
   size_t inner = rank - 1;
@@ -33,7 +47,7 @@ void copy_box(const void* src, const Shape& src_shape, const Shape& src_offset, 
     run *= extent[inner];
   }
   const size_t row_bytes = static_cast<size_t>(run * elem_size);
-  std::vector<int64_t> idx(inner + 1, 0);
+  std::fill(idx, idx + inner + 1, int64_t{0});
   while (true) {
     int64_t so = 0, doff = 0;
     for (size_t i = 0; i <= inner; ++i) {

@@ -123,11 +123,47 @@ Operand canonical_copy_layout(const Operand& op, std::vector<int>& perm) {
   return out;
 }
 
+// Below this many multiply-adds oneDNN's per-call cost (descriptors, a shared primitive cache,
+// stream sync) outweighs the arithmetic: decode steps are full of [1, C] x [C, F] products.
+constexpr int64_t kSmallMacs = int64_t{1} << 20;
+
 struct Plan {
   std::vector<int64_t> batch;  // sizes of the canonical batch dims
   int64_t M = 1, N = 1, K = 1;
   Operand a, b;
+  // For small_f32_matmul, worked out with the plan: a and b as strided views ([batch groups...,
+  // outer, inner] strides), when both are; each batch's element offset in A and in B.
+  bool views = false;
+  std::vector<int64_t> sa, sb, offa, offb;
 };
+
+// Plan::views and what goes with it, once the plan's layouts are final.
+void plan_views(Plan& p) {
+  auto sa = view_strides(p.a), sb = view_strides(p.b);
+  p.views = sa && sb;
+  if (!p.views) return;
+  p.sa = std::move(*sa);
+  p.sb = std::move(*sb);
+  const size_t nb = p.batch.size();
+  int64_t batches = 1;
+  for (int64_t x : p.batch) batches *= x;
+  p.offa.assign(static_cast<size_t>(batches), 0);
+  p.offb.assign(static_cast<size_t>(batches), 0);
+  std::vector<int64_t> idx(nb, 0);
+  for (int64_t t = 0; t < batches; ++t) {
+    int64_t oa = 0, ob = 0;
+    for (size_t i = 0; i < nb; ++i) {
+      oa += idx[i] * p.sa[i];
+      ob += idx[i] * p.sb[i];
+    }
+    p.offa[static_cast<size_t>(t)] = oa;
+    p.offb[static_cast<size_t>(t)] = ob;
+    for (size_t i = nb; i-- > 0;) {
+      if (++idx[i] < p.batch[i]) break;
+      idx[i] = 0;
+    }
+  }
+}
 
 Plan make_plan(const ir::Attrs& attrs, const ir::Aval& la, const ir::Aval& lb) {
   prim::DotDims d = prim::dot_dims(attrs, la.ndim(), lb.ndim());
@@ -191,6 +227,11 @@ Plan make_plan(const ir::Attrs& attrs, const ir::Aval& la, const ir::Aval& lb) {
     }
   }
   for (int x : d.lhs_contract) p.K *= la.shape[static_cast<size_t>(x)];
+  // Only products small_f32_matmul may take need the views: a large batch count would make
+  // the offset tables large for nothing.
+  int64_t macs = p.M * p.N * p.K;
+  for (int64_t x : p.batch) macs *= x;
+  if (macs <= kSmallMacs) plan_views(p);
   return p;
 }
 
@@ -475,9 +516,6 @@ bool loop_kernel(Plan& p, const KernelCall& c) {
 
 // ---- small f32 products ----
 
-// Below this many multiply-adds oneDNN's per-call cost (descriptors, a shared primitive cache,
-// stream sync) outweighs the arithmetic: decode steps are full of [1, C] x [C, F] products.
-constexpr int64_t kSmallMacs = int64_t{1} << 20;
 
 #if defined(__AVX2__)
 // The sum of a vector's lanes in lane order, as OpenMP's simd reductions combine their lanes:
@@ -655,31 +693,14 @@ void small_rows(int64_t R, bool dots, const float* ar, int64_t as, int64_t ak, c
 // K in both (dot products) or N in B (row updates). The batch x M rows of C are split over
 // the team once they hold enough work (prefill's attention).
 bool small_f32_matmul(const Plan& p, const float* a, const float* b, float* c) {
-  auto sa = view_strides(p.a), sb = view_strides(p.b);
-  if (!sa || !sb) return false;
+  if (!p.views) return false;
   const size_t nb = p.batch.size();
   int64_t batches = 1;
   for (int64_t x : p.batch) batches *= x;
   const int64_t M = p.M, N = p.N, K = p.K;
-  const int64_t am = (*sa)[nb], ak = (*sa)[nb + 1], bk = (*sb)[nb], bn = (*sb)[nb + 1];
-  // Element offsets of each batch in A and B.
-  std::vector<int64_t> offa(static_cast<size_t>(batches)), offb(static_cast<size_t>(batches));
-  {
-    std::vector<int64_t> idx(nb, 0);
-    for (int64_t t = 0; t < batches; ++t) {
-      int64_t oa = 0, ob = 0;
-      for (size_t i = 0; i < nb; ++i) {
-        oa += idx[i] * (*sa)[i];
-        ob += idx[i] * (*sb)[i];
-      }
-      offa[static_cast<size_t>(t)] = oa;
-      offb[static_cast<size_t>(t)] = ob;
-      for (size_t i = nb; i-- > 0;) {
-        if (++idx[i] < p.batch[i]) break;
-        idx[i] = 0;
-      }
-    }
-  }
+  const int64_t am = p.sa[nb], ak = p.sa[nb + 1], bk = p.sb[nb], bn = p.sb[nb + 1];
+  const std::vector<int64_t>& offa = p.offa;  // element offsets of each batch in A and B
+  const std::vector<int64_t>& offb = p.offb;
   // Work units are (block of rows of one batch, piece of the columns): a block's rows share each
   // load of B (decode's attention: the query heads of one key/value head). Products of more
   // than ~16K multiply-adds split over the team, the columns too when there are fewer row
