@@ -73,3 +73,32 @@ TEST(Layout, CopyBoxMatchesTheElementwiseOracle) {
     ASSERT_EQ(got, want) << "trial " << trial;
   }
 }
+
+// Past rank 8 copy_box keeps its strides in a vector instead of on the stack: the same oracle.
+TEST(Layout, CopyBoxOfHighRankMatchesTheElementwiseOracle) {
+  std::mt19937 rng(12);
+  auto pick = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  for (int trial = 0; trial < 200; ++trial) {
+    const size_t rank = static_cast<size_t>(pick(7, 11));
+    Shape extent(rank), src_shape(rank), dst_shape(rank), src_offset(rank), dst_offset(rank);
+    int64_t ns = 1, nd = 1;
+    for (size_t r = 0; r < rank; ++r) {
+      extent[r] = pick(1, 2);
+      src_shape[r] = extent[r] + pick(0, 1);
+      dst_shape[r] = extent[r] + pick(0, 1);
+      src_offset[r] = pick(0, src_shape[r] - extent[r]);
+      dst_offset[r] = pick(0, dst_shape[r] - extent[r]);
+      ns *= src_shape[r];
+      nd *= dst_shape[r];
+    }
+    std::vector<int32_t> src(static_cast<size_t>(ns));
+    for (size_t k = 0; k < src.size(); ++k) src[k] = static_cast<int32_t>(k + 1);
+    std::vector<int32_t> want(static_cast<size_t>(nd), -1), got(want);
+    oracle(src, src_shape, src_offset, want, dst_shape, dst_offset, extent);
+    partix::detail::copy_box(src.data(), src_shape, src_offset, got.data(), dst_shape, dst_offset,
+                             extent, sizeof(int32_t));
+    ASSERT_EQ(got, want) << "trial " << trial << " rank " << rank;
+  }
+}

@@ -2,6 +2,7 @@
 // errors inside device workers.
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <set>
 #include <thread>
 
@@ -328,6 +329,52 @@ TEST(Runtime, BlocksFreedOnAThreadThatEndedAreTakenFromTheSharedPool) {
   detail::Buffer taken = detail::Buffer::allocate(0, n);
   EXPECT_EQ(taken.data(), freed);
   EXPECT_EQ(memory_stats(0).bytes_in_use, in_use + n);
+}
+
+// Buffer handles (their shared_ptr control blocks) come from a free list of the calling thread.
+// Handles made on one thread and dropped on another join the second thread's list and are
+// reused there for buffers, views and aliases; every buffer keeps its own bytes, and the
+// device's counters see each buffer, view and alias once.
+TEST(Runtime, BufferHandlesDroppedOnAnotherThreadAreReusedThere) {
+  const int64_t n = 96;
+  const int64_t in_use = memory_stats(1).bytes_in_use;
+  std::vector<detail::Buffer> made;
+  std::thread([&] {
+    for (int i = 0; i < 300; ++i) {
+      made.push_back(detail::Buffer::allocate(1, n));
+      std::memset(made.back().data(), i & 0x7f, static_cast<size_t>(n));
+    }
+  }).join();
+  EXPECT_EQ(memory_stats(1).bytes_in_use, in_use + 300 * n);
+  std::thread([&] {
+    made.clear();  // the handles go to this thread's list
+    EXPECT_EQ(memory_stats(1).bytes_in_use, in_use);
+    std::vector<detail::Buffer> again, views;
+    for (int i = 0; i < 300; ++i) {
+      again.push_back(detail::Buffer::allocate(1, n));
+      std::memset(again.back().data(), (i + 1) & 0x7f, static_cast<size_t>(n));
+    }
+    for (int i = 0; i < 300; i += 3) {
+      views.push_back(again[static_cast<size_t>(i)].view(0, 64));
+      views.push_back(again[static_cast<size_t>(i)].alias_for(2));
+    }
+    EXPECT_EQ(memory_stats(1).bytes_in_use, in_use + 300 * n + 100 * 64);
+    for (int i = 0; i < 300; ++i) {
+      const auto* p = again[static_cast<size_t>(i)].as<unsigned char>();
+      for (int64_t k = 0; k < n; ++k) ASSERT_EQ(p[k], (i + 1) & 0x7f) << i;
+      EXPECT_EQ(again[static_cast<size_t>(i)].nbytes(), n);
+    }
+    for (size_t v = 0; v < views.size(); v += 2) {
+      EXPECT_EQ(views[v].nbytes(), 64);
+      EXPECT_EQ(views[v].data(), again[v / 2 * 3].data());
+      EXPECT_EQ(views[v + 1].device(), 2);
+      EXPECT_FALSE(again[v / 2 * 3].unique());  // a view or alias shares it
+    }
+    views.clear();
+    EXPECT_TRUE(again[0].unique());
+    again.clear();
+    EXPECT_EQ(memory_stats(1).bytes_in_use, in_use);
+  }).join();
 }
 
 // A view (reshape, pvary, stop_gradient, ...) of a value that stays live holds the same buffer:
