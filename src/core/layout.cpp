@@ -1,8 +1,9 @@
 #include "core/layout.h"
 
-#include <algorithm>
 #include <cstring>
 #include <vector>
+
+#include "core/scratch.h"
 
 namespace partix::detail {
 
@@ -25,12 +26,10 @@ void copy_box(const void* src, const Shape& src_shape, const Shape& src_offset, 
     std::memcpy(d, s, static_cast<size_t>(elem_size));
     return;
   }
-  // Strides and the index on the stack up to rank 8 (a KV cache's update runs this on every
-  // layer of every decode step), else in vectors.
-  constexpr size_t kSmall = 8;
-  int64_t small[3 * kSmall];
-  std::vector<int64_t> big(rank > kSmall ? 3 * rank : 0);
-  int64_t* ss = rank > kSmall ? big.data() : small;
+  // Strides and the index (zeros) on the stack up to rank 8 (a KV cache's update runs this on every
+  // layer of every decode step).
+  Scratch<int64_t, 24> strides(3 * rank);
+  int64_t* ss = strides.data();
   int64_t* ds = ss + rank;
   int64_t* idx = ds + rank;
   ss[rank - 1] = ds[rank - 1] = 1;
@@ -47,7 +46,6 @@ void copy_box(const void* src, const Shape& src_shape, const Shape& src_offset, 
     run *= extent[inner];
   }
   const size_t row_bytes = static_cast<size_t>(run * elem_size);
-  std::fill(idx, idx + inner + 1, int64_t{0});
   while (true) {
     int64_t so = 0, doff = 0;
     for (size_t i = 0; i <= inner; ++i) {

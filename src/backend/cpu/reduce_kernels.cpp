@@ -20,6 +20,7 @@
 #include "backend/cpu/kernel_util.h"
 #include "backend/cpu/permute.h"
 #include "core/buffer.h"
+#include "core/scratch.h"
 #include "ir/primitive.h"
 #include "prim/util.h"
 
@@ -141,16 +142,8 @@ void reduce_rows(const S* x, int64_t rows, int64_t len, DType dt, V* out) {
   if (rows == 1 && blocks > 1) {
     // One long row: block partials in parallel, then a fixed pairwise tree (on the stack up to
     // kStackBlocks blocks: decode steps reduce many short rows).
-    V part_small[kStackBlocks];
-    char nan_small[kStackBlocks] = {};
-    std::vector<V> part_big;
-    std::vector<char> nan_big;
-    if (blocks > kStackBlocks) {
-      part_big.resize(static_cast<size_t>(blocks));
-      nan_big.assign(static_cast<size_t>(blocks), 0);
-    }
-    V* part = blocks > kStackBlocks ? part_big.data() : part_small;
-    char* nan = blocks > kStackBlocks ? nan_big.data() : nan_small;
+    detail::Scratch<V, kStackBlocks> part(static_cast<size_t>(blocks));
+    detail::Scratch<char, kStackBlocks> nan(static_cast<size_t>(blocks));
     parallel_for(blocks, std::max<int64_t>(1, kParallelGrain / kRowBlock),
                  [&](int64_t lo, int64_t hi) {
                    alignas(64) V buf[kRowBlock];
@@ -163,22 +156,20 @@ void reduce_rows(const S* x, int64_t rows, int64_t len, DType dt, V* out) {
                  });
     bool any = false;
     for (int64_t b = 0; b < blocks; ++b) any = any || nan[b];
-    out[0] = finish<K>(combine_pairwise<K>(part, blocks), any);
+    out[0] = finish<K>(combine_pairwise<K>(part.data(), blocks), any);
     return;
   }
   const int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, len));
   parallel_for(rows, grain, [&](int64_t lo, int64_t hi) {
     alignas(64) V buf[kRowBlock];
-    V part_small[kStackBlocks];
-    std::vector<V> part_big(blocks > kStackBlocks ? static_cast<size_t>(blocks) : 0);
-    V* part = blocks > kStackBlocks ? part_big.data() : part_small;
+    detail::Scratch<V, kStackBlocks> part(static_cast<size_t>(blocks));
     for (int64_t r = lo; r < hi; ++r) {
       bool nan = false;
       for (int64_t b = 0; b < blocks; ++b) {
         const int64_t m = std::min(kRowBlock, len - b * kRowBlock);
         part[b] = reduce_block<K>(values<S, V>(x + r * len + b * kRowBlock, m, dt, buf), m, nan);
       }
-      out[r] = finish<K>(combine_pairwise<K>(part, blocks), nan);
+      out[r] = finish<K>(combine_pairwise<K>(part.data(), blocks), nan);
     }
   });
 }

@@ -10,6 +10,7 @@
 #include "backend/cpu/kernel_util.h"
 #include "backend/cpu/permute.h"
 #include "core/layout.h"
+#include "core/scratch.h"
 #include "core/scalar.h"
 #include "ir/primitive.h"
 #include "prim/util.h"
@@ -259,16 +260,8 @@ bool concatenate_kernel(const KernelCall& c) {
   for (size_t d = static_cast<size_t>(axis) + 1; d < out.size(); ++d) inner *= out[d];
   const int64_t row = out[static_cast<size_t>(axis)] * inner * es;
   if (outer == 0 || row == 0) return true;
-  // Per operand: its chunk's bytes and offset in a row (on the stack for up to 16 operands).
-  constexpr size_t kStack = 16;
-  int64_t chunk_small[kStack], offset_small[kStack];
-  std::vector<int64_t> chunk_big, offset_big;
-  if (c.in.size() > kStack) {
-    chunk_big.resize(c.in.size());
-    offset_big.resize(c.in.size());
-  }
-  int64_t* chunk = c.in.size() > kStack ? chunk_big.data() : chunk_small;
-  int64_t* offset = c.in.size() > kStack ? offset_big.data() : offset_small;
+  // Per operand: its chunk's bytes and offset in a row.
+  detail::Scratch<int64_t, 16> chunk(c.in.size()), offset(c.in.size());
   for (size_t k = 0, off = 0; k < c.in.size(); ++k) {
     chunk[k] = c.in_aval(k).shape[static_cast<size_t>(axis)] * inner * es;
     offset[k] = static_cast<int64_t>(off);
