@@ -1,5 +1,6 @@
 #include "core/buffer.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #if defined(__GLIBC__)
@@ -51,10 +52,7 @@ class Pool {
   // left when large, so that overcommitted memory is not touched into an OOM kill).
   void* take(size_t bytes, int device) {
     if (bytes <= kLocalBlock) {
-      if (void* p = local_take(bytes)) {
-        cached_.fetch_sub(bytes, std::memory_order_relaxed);
-        return p;
-      }
+      if (void* p = local_take(bytes)) return p;
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -87,22 +85,29 @@ class Pool {
     return p;
   }
   void give(void* p, size_t bytes) {
+    if (bytes <= kLocalBlock && local_give(p, bytes)) return;
     if (cached_.load(std::memory_order_relaxed) + bytes > cap_) {
       std::free(p);
       return;
     }
-    cached_.fetch_add(bytes, std::memory_order_relaxed);
-    if (bytes <= kLocalBlock && local_give(p, bytes)) return;
     give_shared(p, bytes);
   }
-  int64_t cached() { return static_cast<int64_t>(cached_.load(std::memory_order_relaxed)); }
+  // The shared cache's bytes and every thread's own.
+  int64_t cached() {
+    size_t sum = cached_.load(std::memory_order_relaxed);
+    std::lock_guard<std::mutex> lock(locals_mu_);
+    for (const Local* l : locals_) sum += l->bytes.load(std::memory_order_relaxed);
+    return static_cast<int64_t>(sum);
+  }
   // Frees cached blocks down to `keep` bytes: the shared cache's, and the calling thread's own
   // (other threads' caches hold at most kLocalBytes each).
   void trim(size_t keep) {
     local_release();
+    const size_t kept = static_cast<size_t>(cached());  // other threads' caches count as kept
+    const size_t others = kept - std::min(kept, cached_.load(std::memory_order_relaxed));
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [size, blocks] : free_) {
-      while (!blocks.empty() && cached_.load(std::memory_order_relaxed) > keep) {
+      while (!blocks.empty() && cached_.load(std::memory_order_relaxed) + others > keep) {
         std::free(blocks.back());
         blocks.pop_back();
         cached_.fetch_sub(size, std::memory_order_relaxed);
@@ -114,7 +119,9 @@ class Pool {
   static constexpr size_t kLocalBlock = size_t{256} << 10;  // largest block a thread keeps
   static constexpr size_t kLocalBytes = size_t{16} << 20;   // what a thread keeps at most
 
-  // A thread's blocks (counted in cached_). Given back to the shared cache when the thread
+  // A thread's blocks (counted in its own `bytes`, not in cached_: taking and giving them touch
+  // no memory another thread writes, where one shared counter moved between the cores on every
+  // instruction of 8 devices on 2 threads). Given back to the shared cache when the thread
   // ends; buffers freed after that (static objects destroyed at exit) go to the shared cache.
   // Blocks up to 64 KiB (multiples of 64 bytes: Pool::round) are found by index, the few larger
   // sizes by hash: a decode step takes and gives back thousands of small blocks.
@@ -122,7 +129,11 @@ class Pool {
     static constexpr size_t kIndexed = 65536 / 64;
     std::vector<void*> small[kIndexed];
     std::unordered_map<size_t, std::vector<void*>> large;
-    size_t bytes = 0;
+    // Written by the owning thread only (a load and a store, no locked instruction); read by
+    // cached().
+    std::atomic<size_t> bytes{0};
+    void add(size_t n) { bytes.store(bytes.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
+    void sub(size_t n) { bytes.store(bytes.load(std::memory_order_relaxed) - n, std::memory_order_relaxed); }
     std::vector<void*>& blocks(size_t size) {
       return size <= 65536 ? small[size / 64 - 1] : large[size];
     }
@@ -135,7 +146,7 @@ class Pool {
         for (void* p : list) Pool::get().give_shared(p, size);
         list.clear();
       }
-      bytes = 0;
+      bytes.store(0, std::memory_order_relaxed);
     }
   };
   struct LocalGuard {
@@ -160,14 +171,14 @@ class Pool {
     if (list->empty()) return nullptr;
     void* p = list->back();
     list->pop_back();
-    l->bytes -= bytes;
+    l->sub(bytes);
     return p;
   }
   [[gnu::noinline]] static bool local_give(void* p, size_t bytes) {
     Local* l = local();
-    if (!l || l->bytes + bytes > kLocalBytes) return false;
+    if (!l || l->bytes.load(std::memory_order_relaxed) + bytes > get().local_cap_) return false;
     l->blocks(bytes).push_back(p);
-    l->bytes += bytes;
+    l->add(bytes);
     return true;
   }
   [[gnu::noinline]] static void local_release() {
@@ -176,17 +187,30 @@ class Pool {
   void give_shared(void* p, size_t bytes) {
     std::lock_guard<std::mutex> lock(mu_);
     free_[bytes].push_back(p);
+    cached_.fetch_add(bytes, std::memory_order_relaxed);
   }
 
   Pool() {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
     cap_ = pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) / 2 : size_t{1} << 30;
     if (const char* env = std::getenv("PARTIX_POOL_BYTES")) cap_ = std::strtoull(env, nullptr, 10);
+    local_cap_ = std::min(kLocalBytes, cap_ / 16);
+  }
+  void add_local(Local* l) {
+    std::lock_guard<std::mutex> lock(locals_mu_);
+    locals_.push_back(l);
+  }
+  void remove_local(Local* l) {
+    std::lock_guard<std::mutex> lock(locals_mu_);
+    locals_.erase(std::remove(locals_.begin(), locals_.end(), l), locals_.end());
   }
   std::mutex mu_;
   std::unordered_map<size_t, std::vector<void*>> free_;
-  std::atomic<size_t> cached_{0};
+  std::atomic<size_t> cached_{0};  // the shared cache's bytes
   size_t cap_ = 0;
+  size_t local_cap_ = 0;  // what one thread keeps: kLocalBytes, less when the cap is small
+  std::mutex locals_mu_;
+  std::vector<Local*> locals_;
 };
 
 // Trivially destructible, so still readable while other thread-local and static objects are
@@ -196,6 +220,7 @@ thread_local bool t_local_gone = false;
 Pool::LocalGuard::~LocalGuard() {
   if (local) {
     local->release();
+    Pool::get().remove_local(local);
     delete local;
   }
   local = nullptr;
@@ -205,7 +230,10 @@ Pool::LocalGuard::~LocalGuard() {
 Pool::Local* Pool::local() {
   if (t_local_gone) return nullptr;
   thread_local LocalGuard guard;
-  if (!guard.local) guard.local = new Local;
+  if (!guard.local) {
+    guard.local = new Local;
+    Pool::get().add_local(guard.local);
+  }
   return guard.local;
 }
 

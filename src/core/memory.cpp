@@ -15,8 +15,6 @@
 
 namespace partix::detail {
 
-int64_t pool_cached_bytes();  // core/buffer.cpp
-
 namespace {
 
 constexpr int64_t kUnknown = std::numeric_limits<int64_t>::max();

@@ -15,6 +15,8 @@ int64_t available_host_bytes();
 // Gives the buffer pool's cached blocks back to the system (core/buffer.cpp): after a phase
 // that freed buffers of sizes that will not come again (per-layer weights once stacked).
 void release_pool_cache();
+// Bytes the buffer pool holds cached (core/buffer.cpp): its shared cache and every thread's own.
+int64_t pool_cached_bytes();
 
 // Allocations below this are not checked (reading the limits costs a few microseconds).
 inline constexpr int64_t kCheckedAllocationBytes = int64_t{32} << 20;

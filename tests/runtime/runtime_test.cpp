@@ -377,6 +377,43 @@ TEST(Runtime, BufferHandlesDroppedOnAnotherThreadAreReusedThere) {
   }).join();
 }
 
+// Small blocks freed on a thread stay in that thread's cache, counted by the pool (the
+// host-memory checks count them as available) while the thread lives, after it ends (they move
+// to the shared cache), and until another thread takes them again.
+TEST(Runtime, PoolCountsTheBlocksEveryThreadKeeps) {
+  constexpr int64_t kBlock = 37 * 64, kCount = 10;
+  std::atomic<int> stage{0};
+  auto wait_for = [&](int k) {
+    while (stage.load() != k) std::this_thread::yield();
+  };
+  int64_t held = 0;  // the pool's count while the keeper holds its buffers
+  std::thread keeper([&] {
+    std::vector<detail::Buffer> made;
+    for (int64_t i = 0; i < kCount; ++i) made.push_back(detail::Buffer::allocate(1, kBlock));
+    stage.store(1);
+    wait_for(2);
+    made.clear();  // into this thread's cache
+    stage.store(3);
+    wait_for(4);
+  });
+  wait_for(1);
+  held = detail::pool_cached_bytes();
+  stage.store(2);
+  wait_for(3);
+  EXPECT_EQ(detail::pool_cached_bytes(), held + kCount * kBlock);  // read from another thread
+  stage.store(4);
+  keeper.join();
+  EXPECT_EQ(detail::pool_cached_bytes(), held + kCount * kBlock);  // now in the shared cache
+  std::thread([&] {
+    std::vector<detail::Buffer> again;
+    for (int64_t i = 0; i < kCount; ++i) again.push_back(detail::Buffer::allocate(1, kBlock));
+    EXPECT_EQ(detail::pool_cached_bytes(), held);  // taken back out of the shared cache
+  }).join();
+  EXPECT_EQ(detail::pool_cached_bytes(), held + kCount * kBlock);
+  detail::release_pool_cache();
+  EXPECT_LE(detail::pool_cached_bytes(), held);
+}
+
 // A view (reshape, pvary, stop_gradient, ...) of a value that stays live holds the same buffer:
 // nothing is copied or counted twice, in the run and in the plan; and while both live, neither
 // is written in place (the view still reads the values it was made from).
