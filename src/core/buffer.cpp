@@ -100,7 +100,7 @@ class Pool {
     return static_cast<int64_t>(sum);
   }
   // Frees cached blocks down to `keep` bytes: the shared cache's, and the calling thread's own
-  // (other threads' caches hold at most kLocalBytes each).
+  // (other threads' caches hold at most local_cap_ each, and count as kept).
   void trim(size_t keep) {
     local_release();
     const size_t kept = static_cast<size_t>(cached());  // other threads' caches count as kept
@@ -132,8 +132,12 @@ class Pool {
     // Written by the owning thread only (a load and a store, no locked instruction); read by
     // cached().
     std::atomic<size_t> bytes{0};
-    void add(size_t n) { bytes.store(bytes.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
-    void sub(size_t n) { bytes.store(bytes.load(std::memory_order_relaxed) - n, std::memory_order_relaxed); }
+    void add(size_t n) {
+      bytes.store(bytes.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+    }
+    void sub(size_t n) {
+      bytes.store(bytes.load(std::memory_order_relaxed) - n, std::memory_order_relaxed);
+    }
     std::vector<void*>& blocks(size_t size) {
       return size <= 65536 ? small[size / 64 - 1] : large[size];
     }
