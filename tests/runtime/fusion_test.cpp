@@ -110,14 +110,16 @@ TEST(Fusion, ViewsPassThroughAndOtherTransposesStayOutside) {
 namespace {
 
 // The functions the bit checks run: norms, softmaxes, activations, scalar operands (literals
-// and a runtime scalar), broadcasts along either dimension.
+// and a runtime scalar), broadcasts along either dimension, and broadcasts that only add a
+// dimension of extent 1 (read in place by the CPU loop).
 std::vector<Array> functions(const Array& x, const Array& w, const Array& s) {
   return {rms_norm(x, w, 1e-5),
           softmax(x * 0.5, -1),
           gelu(x, true) * silu(x + 1.0),
           layer_norm(x, w, w * 0.1, 1e-5),
           exp(-x) / (1.0 + x * x) + s,
-          maximum(x, w) - minimum(x, expand_dims(sum(x, {1}), 1))};
+          maximum(x, w) - minimum(x, expand_dims(sum(x, {1}), 1)),
+          exp(expand_dims(sum(x, {0}), 0) * 0.01) * w + w};
 }
 
 void expect_same_bits(const std::vector<Array>& a, const std::vector<Array>& b) {
@@ -141,6 +143,14 @@ TEST(Fusion, FusedRunsGiveTheUnfusedBitsOnOneAndEightDevices) {
   Array ss = device_put(s, NamedSharding(mesh, P()));
   auto fused = jit(f);
   EXPECT_GE(fused.lower(x, w, s).fusions().size(), 6u);
+  // The last function's group reads w through broadcasts to [1, 96] (read in place).
+  const std::vector<std::string> last =
+      jit([](const Array& a, const Array& b) {
+        return exp(expand_dims(sum(a, {0}), 0) * 0.01) * b + b;
+      }).lower(x, w).fusions();
+  ASSERT_EQ(last.size(), 1u);
+  EXPECT_NE(last[0].find("broadcast_in_dim,mul,broadcast_in_dim,add)"), std::string::npos) << last[0];
+  EXPECT_NE(last[0].find(": f32[1,96]"), std::string::npos) << last[0];
   const std::vector<Array> one = fused(x, w, s), eight = fused(xs, ws, ss);
   std::vector<Array> plain_one, plain_eight;
   {
@@ -174,6 +184,32 @@ TEST(Fusion, LargeGroupsSplitOverTheTeamAndReferenceKernelsRunTheMembers) {
   reference = f(x).to_vector<float>();  // the fused plan, its members on the reference kernels
   runtime::set_kernel_mode(runtime::KernelMode::kFast);
   for (size_t k = 0; k < fused.size(); ++k) ASSERT_NEAR(fused[k], reference[k], 1e-6) << k;
+}
+
+TEST(Fusion, BroadcastsThatOnlyAddUnitDimensionsGiveTheUnfusedBitsPastOneBlock) {
+  // The CPU loop reads such a broadcast's operand in place, block after block (256 elements)
+  // and split over the device's threads: every block must read its own elements.
+  Array a = random::normal(random::key(7), {3, 5000});
+  Array b = random::normal(random::key(8), {5000});
+  auto f = [](const Array& x, const Array& y) {
+    return exp(expand_dims(sum(x, {0}), 0) * 0.01) * y + y;
+  };
+  const std::vector<std::string> groups = jit(f).lower(a, b).fusions();
+  ASSERT_EQ(groups.size(), 1u);
+  EXPECT_NE(groups[0].find("broadcast_in_dim"), std::string::npos) << groups[0];
+  const std::vector<float> fused = jit(f)(a, b).to_vector<float>();
+  std::vector<float> plain;
+  {
+    Unfused off;
+    plain = jit(f)(a, b).to_vector<float>();
+  }
+  EXPECT_EQ(fused, plain);
+  // And the values themselves, against the host.
+  const std::vector<float> av = a.to_vector<float>(), bv = b.to_vector<float>();
+  for (size_t i = 0; i < bv.size(); ++i) {
+    const float col = av[i] + av[5000 + i] + av[10000 + i];
+    ASSERT_NEAR(fused[i], std::exp(col * 0.01f) * bv[i] + bv[i], 1e-4 * (1 + std::fabs(bv[i]))) << i;
+  }
 }
 
 TEST(Fusion, IntermediatesAreNeverAllocatedAndThePlanSaysSo) {

@@ -58,13 +58,31 @@ void broadcast_block(const FusedLoop::Node& node, const float* src, int64_t i0, 
   }
 }
 
+// Whether a broadcast node reads its operand in order: every dimension of extent above 1 has the
+// operand's row-major stride (the broadcast adds only dimensions of extent 1).
+bool is_identity_broadcast(const FusedLoop::Node& node) {
+  int64_t expect = 1;
+  for (size_t d = node.shape.size(); d-- > 0;) {
+    if (node.shape[d] == 1) continue;
+    if (node.strides[d] != expect) return false;
+    expect *= node.shape[d];
+  }
+  return true;
+}
+
 bool run_fused(const FusedLoop& g, const std::vector<const void*>& in, void* out,
                const prim::ExecContext&) {
   const size_t k = g.nodes.size();
   if (k == 0 || g.size == 0) return g.size == 0;
   if (k > prim::kMaxFusedNodes) return false;
-  for (const auto& node : g.nodes) {
-    if (node.kind == Kind::kBroadcast && node.shape.size() > 16) return false;
+  // Broadcasts that only add dimensions of extent 1 (a [576] weight read as [1, 576]): element
+  // i of the result is element i of the operand, read where it lies rather than copied.
+  bool in_place[prim::kMaxFusedNodes] = {};
+  for (size_t j = 0; j < k; ++j) {
+    const FusedLoop::Node& node = g.nodes[j];
+    if (node.kind != Kind::kBroadcast) continue;
+    if (node.shape.size() > 16) return false;
+    in_place[j] = is_identity_broadcast(node);
   }
   float* result = static_cast<float*>(out);
   parallel_for(g.size, kParallelGrain, [&](int64_t lo, int64_t hi) {
@@ -87,8 +105,12 @@ bool run_fused(const FusedLoop& g, const std::vector<const void*>& in, void* out
             scalar[j] = true;
             break;
           case Kind::kBroadcast:
-            broadcast_block(node, input, i0, n, dst);
-            ptr[j] = dst;
+            if (in_place[j]) {
+              ptr[j] = input + i0;
+            } else {
+              broadcast_block(node, input, i0, n, dst);
+              ptr[j] = dst;
+            }
             break;
           case Kind::kUnary:
           case Kind::kBinary: {
