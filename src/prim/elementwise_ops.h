@@ -78,44 +78,63 @@ T abs_value(T x) {
   }
 }
 
-// Inverse error function: an initial rational approximation refined by Newton steps.
+// Inverse error function, through the normal quantile: erf_inv(x) = z / sqrt(2) where z is the
+// standard normal deviate of lower tail area (1 + x) / 2. z comes from Wichura's rational
+// approximations (Algorithm AS 241, PPND16: relative error about 1e-16), evaluated in double:
+// no transcendental function near 0, one logarithm and one square root in the tails. The
+// tail area is formed as (1 - |x|) / 2, exact in double, so that the tails keep their digits.
 template <class T>
 T erf_inv_impl(T x) {
   if (!(x > T(-1))) return x == T(-1) ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::quiet_NaN();
   if (!(x < T(1))) return x == T(1) ? std::numeric_limits<T>::infinity() : std::numeric_limits<T>::quiet_NaN();
-  // Giles (2010) single-precision approximation as the starting point.
-  double w = -std::log((1.0 - static_cast<double>(x)) * (1.0 + static_cast<double>(x)));
-  double p;
-  if (w < 5.0) {
-    w -= 2.5;
-    p = 2.81022636e-08;
-    p = 3.43273939e-07 + p * w;
-    p = -3.5233877e-06 + p * w;
-    p = -4.39150654e-06 + p * w;
-    p = 0.00021858087 + p * w;
-    p = -0.00125372503 + p * w;
-    p = -0.00417768164 + p * w;
-    p = 0.246640727 + p * w;
-    p = 1.50140941 + p * w;
+  const double xd = static_cast<double>(x);
+  const double q = 0.5 * xd;  // (1 + x) / 2 - 1/2
+  double z;
+  if (std::fabs(q) <= 0.425) {
+    const double r = 0.180625 - q * q;
+    const double num =
+        ((((((2.5090809287301226727e3 * r + 3.3430575583588128105e4) * r +
+             6.7265770927008700853e4) * r + 4.5921953931549871457e4) * r +
+           1.3731693765509461125e4) * r + 1.9715909503065514427e3) * r +
+         1.3314166789178437745e2) * r + 3.3871328727963666080e0;
+    const double den =
+        ((((((5.2264952788528545610e3 * r + 2.8729085735721942674e4) * r +
+             3.9307895800092710610e4) * r + 2.1213794301586595867e4) * r +
+           5.3941960214247511077e3) * r + 6.8718700749205790830e2) * r +
+         4.2313330701600911252e1) * r + 1.0;
+    z = q * num / den;
   } else {
-    w = std::sqrt(w) - 3.0;
-    p = -0.000200214257;
-    p = 0.000100950558 + p * w;
-    p = 0.00134934322 + p * w;
-    p = -0.00367342844 + p * w;
-    p = 0.00573950773 + p * w;
-    p = -0.0076224613 + p * w;
-    p = 0.00943887047 + p * w;
-    p = 1.00167406 + p * w;
-    p = 2.83297682 + p * w;
+    double r = std::sqrt(-std::log(0.5 * (1.0 - std::fabs(xd))));  // the smaller tail's area
+    if (r <= 5.0) {
+      r -= 1.6;
+      const double num =
+          ((((((7.74545014278341407640e-4 * r + 2.27238449892691845833e-2) * r +
+               2.41780725177450611770e-1) * r + 1.27045825245236838258e0) * r +
+             3.64784832476320460504e0) * r + 5.76949722146069140550e0) * r +
+           4.63033784615654529590e0) * r + 1.42343711074968357734e0;
+      const double den =
+          ((((((1.05075007164441684324e-9 * r + 5.47593808499534494600e-4) * r +
+               1.51986665636164571966e-2) * r + 1.48103976427480074590e-1) * r +
+             6.89767334985100004550e-1) * r + 1.67638483018380384940e0) * r +
+           2.05319162663775882187e0) * r + 1.0;
+      z = num / den;
+    } else {
+      r -= 5.0;
+      const double num =
+          ((((((2.01033439929228813265e-7 * r + 2.71155556874348757815e-5) * r +
+               1.24266094738807843860e-3) * r + 2.65321895265761230930e-2) * r +
+             2.96560571828504891230e-1) * r + 1.78482653991729133580e0) * r +
+           5.46378491116411436990e0) * r + 6.65790464350110377720e0;
+      const double den =
+          ((((((2.04426310338993978564e-15 * r + 1.42151175831644588870e-7) * r +
+               1.84631831751005468180e-5) * r + 7.86869131145613259100e-4) * r +
+             1.48753612908506148525e-2) * r + 1.36929880922735805310e-1) * r +
+           5.99832206555887937690e-1) * r + 1.0;
+      z = num / den;
+    }
+    if (q < 0) z = -z;
   }
-  double y = p * static_cast<double>(x);
-  // Newton: f(y) = erf(y) - x, f'(y) = 2/sqrt(pi) exp(-y^2).
-  for (int i = 0; i < 2; ++i) {
-    double err = std::erf(y) - static_cast<double>(x);
-    y -= err / (1.1283791670955126 * std::exp(-y * y));
-  }
-  return static_cast<T>(y);
+  return static_cast<T>(z * 0.70710678118654752440);
 }
 
 // Integer division as XLA defines it: x / 0 = -1, INT_MIN / -1 = INT_MIN; truncates.
