@@ -99,31 +99,35 @@ void for_each_global_run(const KernelCall& c, const Shape& local, Fn&& fn) {
   }
 }
 
-// threefry2x32 of the counters (hi, lo + k) for k < kLanes, lane by lane in step so that the
-// compiler keeps the lanes in vector registers; the same values as threefry2x32.
+// threefry2x32 of the counters (hi, lo + k) for k < kLanes, the lanes held in vectors of 8
+// (GCC's vector extension: one AVX2 register each where the target has it, two SSE ones
+// otherwise); the same values as threefry2x32.
 constexpr int kLanes = 16;
+using Lanes8 = uint32_t __attribute__((vector_size(32)));
+constexpr int kVecs = kLanes / 8;
 
 template <int R>
-inline void threefry_round(uint32_t* x0, uint32_t* x1) {
+inline void threefry_round(Lanes8* x0, Lanes8* x1) {
   constexpr int kRot[8] = {13, 15, 26, 6, 17, 29, 16, 24};
   constexpr int rot = kRot[R % 8];
-  for (int l = 0; l < kLanes; ++l) {
-    x0[l] += x1[l];
-    x1[l] = (x1[l] << rot) | (x1[l] >> (32 - rot));
-    x1[l] ^= x0[l];
+  for (int v = 0; v < kVecs; ++v) {
+    x0[v] += x1[v];
+    x1[v] = (x1[v] << rot) | (x1[v] >> (32 - rot));
+    x1[v] ^= x0[v];
   }
 }
 
 template <int S>
-inline void threefry_inject(uint32_t* x0, uint32_t* x1, const uint32_t* ks) {
-  for (int l = 0; l < kLanes; ++l) {
-    x0[l] += ks[S % 3];
-    x1[l] += ks[(S + 1) % 3] + static_cast<uint32_t>(S);
+inline void threefry_inject(Lanes8* x0, Lanes8* x1, const uint32_t* ks) {
+  const uint32_t a = ks[S % 3], b = ks[(S + 1) % 3] + static_cast<uint32_t>(S);
+  for (int v = 0; v < kVecs; ++v) {
+    x0[v] += a;
+    x1[v] += b;
   }
 }
 
 template <int S>
-inline void threefry_four_rounds(uint32_t* x0, uint32_t* x1, const uint32_t* ks) {
+inline void threefry_four_rounds(Lanes8* x0, Lanes8* x1, const uint32_t* ks) {
   threefry_round<4 * (S - 1)>(x0, x1);
   threefry_round<4 * (S - 1) + 1>(x0, x1);
   threefry_round<4 * (S - 1) + 2>(x0, x1);
@@ -132,17 +136,22 @@ inline void threefry_four_rounds(uint32_t* x0, uint32_t* x1, const uint32_t* ks)
 }
 
 // x0, x1 in: the counters; out: the two words of each block.
-inline void threefry2x32_lanes(uint32_t k0, uint32_t k1, uint32_t* x0, uint32_t* x1) {
+inline void threefry2x32_lanes(uint32_t k0, uint32_t k1, uint32_t* x0p, uint32_t* x1p) {
   const uint32_t ks[3] = {k0, k1, 0x1BD11BDAu ^ k0 ^ k1};
-  for (int l = 0; l < kLanes; ++l) {
-    x0[l] += ks[0];
-    x1[l] += ks[1];
+  Lanes8 x0[kVecs], x1[kVecs];
+  std::memcpy(x0, x0p, sizeof(x0));
+  std::memcpy(x1, x1p, sizeof(x1));
+  for (int v = 0; v < kVecs; ++v) {
+    x0[v] += ks[0];
+    x1[v] += ks[1];
   }
   threefry_four_rounds<1>(x0, x1, ks);
   threefry_four_rounds<2>(x0, x1, ks);
   threefry_four_rounds<3>(x0, x1, ks);
   threefry_four_rounds<4>(x0, x1, ks);
   threefry_four_rounds<5>(x0, x1, ks);
+  std::memcpy(x0p, x0, sizeof(x0));
+  std::memcpy(x1p, x1, sizeof(x1));
 }
 
 // Calls emit(k, x0, x1) with the block words of global index g + k, for k < count.
