@@ -78,6 +78,15 @@ T abs_value(T x) {
   }
 }
 
+// p(r) / q(r) for degree-7 polynomials given highest coefficient first (q's constant term 1),
+// both by Horner's rule.
+inline double rational7(double r, const double (&p)[8], const double (&q)[7]) {
+  double num = p[0], den = q[0];
+  for (int k = 1; k < 8; ++k) num = num * r + p[k];
+  for (int k = 1; k < 7; ++k) den = den * r + q[k];
+  return num / (den * r + 1.0);
+}
+
 // Inverse error function, through the normal quantile: erf_inv(x) = z / sqrt(2) where z is the
 // standard normal deviate of lower tail area (1 + x) / 2. z comes from Wichura's rational
 // approximations (Algorithm AS 241, PPND16: relative error about 1e-16), evaluated in double:
@@ -87,51 +96,39 @@ template <class T>
 T erf_inv_impl(T x) {
   if (!(x > T(-1))) return x == T(-1) ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::quiet_NaN();
   if (!(x < T(1))) return x == T(1) ? std::numeric_limits<T>::infinity() : std::numeric_limits<T>::quiet_NaN();
+  // AS 241's coefficients: the central region, then the tails near and far.
+  static constexpr double kCentralP[8] = {
+      2.5090809287301226727e3, 3.3430575583588128105e4, 6.7265770927008700853e4,
+      4.5921953931549871457e4, 1.3731693765509461125e4, 1.9715909503065514427e3,
+      1.3314166789178437745e2, 3.3871328727963666080e0};
+  static constexpr double kCentralQ[7] = {
+      5.2264952788528545610e3, 2.8729085735721942674e4, 3.9307895800092710610e4,
+      2.1213794301586595867e4, 5.3941960214247511077e3, 6.8718700749205790830e2,
+      4.2313330701600911252e1};
+  static constexpr double kNearP[8] = {
+      7.74545014278341407640e-4, 2.27238449892691845833e-2, 2.41780725177450611770e-1,
+      1.27045825245236838258e0,  3.64784832476320460504e0,  5.76949722146069140550e0,
+      4.63033784615654529590e0,  1.42343711074968357734e0};
+  static constexpr double kNearQ[7] = {
+      1.05075007164441684324e-9, 5.47593808499534494600e-4, 1.51986665636164571966e-2,
+      1.48103976427480074590e-1, 6.89767334985100004550e-1, 1.67638483018380384940e0,
+      2.05319162663775882187e0};
+  static constexpr double kFarP[8] = {
+      2.01033439929228813265e-7, 2.71155556874348757815e-5, 1.24266094738807843860e-3,
+      2.65321895265761230930e-2, 2.96560571828504891230e-1, 1.78482653991729133580e0,
+      5.46378491116411436990e0,  6.65790464350110377720e0};
+  static constexpr double kFarQ[7] = {
+      2.04426310338993978564e-15, 1.42151175831644588870e-7, 1.84631831751005468180e-5,
+      7.86869131145613259100e-4,  1.48753612908506148525e-2, 1.36929880922735805310e-1,
+      5.99832206555887937690e-1};
   const double xd = static_cast<double>(x);
   const double q = 0.5 * xd;  // (1 + x) / 2 - 1/2
   double z;
   if (std::fabs(q) <= 0.425) {
-    const double r = 0.180625 - q * q;
-    const double num =
-        ((((((2.5090809287301226727e3 * r + 3.3430575583588128105e4) * r +
-             6.7265770927008700853e4) * r + 4.5921953931549871457e4) * r +
-           1.3731693765509461125e4) * r + 1.9715909503065514427e3) * r +
-         1.3314166789178437745e2) * r + 3.3871328727963666080e0;
-    const double den =
-        ((((((5.2264952788528545610e3 * r + 2.8729085735721942674e4) * r +
-             3.9307895800092710610e4) * r + 2.1213794301586595867e4) * r +
-           5.3941960214247511077e3) * r + 6.8718700749205790830e2) * r +
-         4.2313330701600911252e1) * r + 1.0;
-    z = q * num / den;
+    z = q * rational7(0.180625 - q * q, kCentralP, kCentralQ);
   } else {
-    double r = std::sqrt(-std::log(0.5 * (1.0 - std::fabs(xd))));  // the smaller tail's area
-    if (r <= 5.0) {
-      r -= 1.6;
-      const double num =
-          ((((((7.74545014278341407640e-4 * r + 2.27238449892691845833e-2) * r +
-               2.41780725177450611770e-1) * r + 1.27045825245236838258e0) * r +
-             3.64784832476320460504e0) * r + 5.76949722146069140550e0) * r +
-           4.63033784615654529590e0) * r + 1.42343711074968357734e0;
-      const double den =
-          ((((((1.05075007164441684324e-9 * r + 5.47593808499534494600e-4) * r +
-               1.51986665636164571966e-2) * r + 1.48103976427480074590e-1) * r +
-             6.89767334985100004550e-1) * r + 1.67638483018380384940e0) * r +
-           2.05319162663775882187e0) * r + 1.0;
-      z = num / den;
-    } else {
-      r -= 5.0;
-      const double num =
-          ((((((2.01033439929228813265e-7 * r + 2.71155556874348757815e-5) * r +
-               1.24266094738807843860e-3) * r + 2.65321895265761230930e-2) * r +
-             2.96560571828504891230e-1) * r + 1.78482653991729133580e0) * r +
-           5.46378491116411436990e0) * r + 6.65790464350110377720e0;
-      const double den =
-          ((((((2.04426310338993978564e-15 * r + 1.42151175831644588870e-7) * r +
-               1.84631831751005468180e-5) * r + 7.86869131145613259100e-4) * r +
-             1.48753612908506148525e-2) * r + 1.36929880922735805310e-1) * r +
-           5.99832206555887937690e-1) * r + 1.0;
-      z = num / den;
-    }
+    const double r = std::sqrt(-std::log(0.5 * (1.0 - std::fabs(xd))));  // the smaller tail
+    z = r <= 5.0 ? rational7(r - 1.6, kNearP, kNearQ) : rational7(r - 5.0, kFarP, kFarQ);
     if (q < 0) z = -z;
   }
   return static_cast<T>(z * 0.70710678118654752440);

@@ -109,6 +109,11 @@ TEST(Fusion, ViewsPassThroughAndOtherTransposesStayOutside) {
 
 namespace {
 
+// A broadcast that only adds a dimension of extent 1 (w read as [1, n]) inside one fused group.
+Array unit_broadcasts(const Array& x, const Array& w) {
+  return exp(expand_dims(sum(x, {0}), 0) * 0.01) * w + w;
+}
+
 // The functions the bit checks run: norms, softmaxes, activations, scalar operands (literals
 // and a runtime scalar), broadcasts along either dimension, and broadcasts that only add a
 // dimension of extent 1 (read in place by the CPU loop).
@@ -119,7 +124,7 @@ std::vector<Array> functions(const Array& x, const Array& w, const Array& s) {
           layer_norm(x, w, w * 0.1, 1e-5),
           exp(-x) / (1.0 + x * x) + s,
           maximum(x, w) - minimum(x, expand_dims(sum(x, {1}), 1)),
-          exp(expand_dims(sum(x, {0}), 0) * 0.01) * w + w};
+          unit_broadcasts(x, w)};
 }
 
 void expect_same_bits(const std::vector<Array>& a, const std::vector<Array>& b) {
@@ -144,10 +149,7 @@ TEST(Fusion, FusedRunsGiveTheUnfusedBitsOnOneAndEightDevices) {
   auto fused = jit(f);
   EXPECT_GE(fused.lower(x, w, s).fusions().size(), 6u);
   // The last function's group reads w through broadcasts to [1, 96] (read in place).
-  const std::vector<std::string> last =
-      jit([](const Array& a, const Array& b) {
-        return exp(expand_dims(sum(a, {0}), 0) * 0.01) * b + b;
-      }).lower(x, w).fusions();
+  const std::vector<std::string> last = jit(unit_broadcasts).lower(x, w).fusions();
   ASSERT_EQ(last.size(), 1u);
   EXPECT_NE(last[0].find("broadcast_in_dim,mul,broadcast_in_dim,add)"), std::string::npos) << last[0];
   EXPECT_NE(last[0].find(": f32[1,96]"), std::string::npos) << last[0];
@@ -191,9 +193,7 @@ TEST(Fusion, BroadcastsThatOnlyAddUnitDimensionsGiveTheUnfusedBitsPastOneBlock) 
   // and split over the device's threads: every block must read its own elements.
   Array a = random::normal(random::key(7), {3, 5000});
   Array b = random::normal(random::key(8), {5000});
-  auto f = [](const Array& x, const Array& y) {
-    return exp(expand_dims(sum(x, {0}), 0) * 0.01) * y + y;
-  };
+  auto f = unit_broadcasts;
   const std::vector<std::string> groups = jit(f).lower(a, b).fusions();
   ASSERT_EQ(groups.size(), 1u);
   EXPECT_NE(groups[0].find("broadcast_in_dim"), std::string::npos) << groups[0];
