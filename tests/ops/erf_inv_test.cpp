@@ -127,3 +127,38 @@ TEST(ErfInv, NormalDrawsHaveTheNormalMoments) {
   EXPECT_NEAR(var, 1.0, 0.01);
   EXPECT_NEAR(static_cast<double>(beyond) / n, 0.0026998, 0.0005);
 }
+
+TEST(ErfInv, InShardMapInALoopAndUnderGradOnEightDevices) {
+  Mesh mesh({8}, {"x"});
+  const NamedSharding rows(mesh, P("x"));
+  Array x = random::uniform(random::key(5), {16, 12}, DType::F32, -0.95, 0.95);
+  Array xs = device_put(x, rows);
+  const std::vector<float> xv = x.to_vector<float>();
+  const std::vector<float> want = erf_inv(x).to_vector<float>();  // one device, eager
+  // shard_map: each device's block, then a psum of the block sums.
+  auto blockwise = shard_map(
+      [](const Array& b) { return std::vector<Array>{erf_inv(b), psum(sum(erf_inv(b)), "x")}; },
+      mesh, {P("x")}, {P("x"), P()});
+  const std::vector<Array> out = jit(blockwise)(xs);
+  EXPECT_EQ(out[0].to_vector<float>(), want);
+  double total = 0;
+  for (float v : want) total += v;
+  EXPECT_NEAR(out[1].to_vector<float>()[0], total, 1e-4 * (1 + std::fabs(total)));
+  // A fori_loop applying erf(erf_inv(.)) three times stays at x (to f32 rounding).
+  Array looped = jit([](const Array& a) {
+    return fori_loop(0, 3, [](const Array&, const Array& c) { return erf(erf_inv(c)); }, a);
+  })(xs);
+  EXPECT_EQ(looped.sharding(), rows);
+  const std::vector<float> lv = looped.to_vector<float>();
+  for (size_t i = 0; i < xv.size(); ++i) ASSERT_NEAR(lv[i], xv[i], 4e-6) << xv[i];
+  // d/dx erf_inv(x) = sqrt(pi)/2 exp(erf_inv(x)^2), sharded like x.
+  Array g = jit([](const Array& a) -> Array {
+    return grad([](const Array& b) { return sum(erf_inv(b)); })(a);
+  })(xs);
+  EXPECT_EQ(g.sharding(), rows);
+  const std::vector<float> gv = g.to_vector<float>();
+  for (size_t i = 0; i < xv.size(); ++i) {
+    const double y = static_cast<double>(oracle(xv[i]));
+    ASSERT_NEAR(gv[i], 0.886226925452758 * std::exp(y * y), 1e-5 * std::exp(y * y)) << xv[i];
+  }
+}
