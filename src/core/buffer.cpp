@@ -71,7 +71,7 @@ class Pool {
                         static_cast<int64_t>(bytes));
       // The check counts cached blocks as available; where the host has too little without
       // them, give them back before touching new pages.
-      const int64_t avail = available_host_bytes();
+      const int64_t avail = available_host_bytes_for(static_cast<int64_t>(bytes));
       if (avail != std::numeric_limits<int64_t>::max() &&
           avail - cached() < static_cast<int64_t>(bytes)) {
         trim(0);

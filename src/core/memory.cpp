@@ -3,6 +3,8 @@
 #include <sys/resource.h>
 
 #include <atomic>
+#include <chrono>
+#include <mutex>
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
@@ -52,6 +54,18 @@ int64_t cgroup_left() {
 
 std::atomic<int64_t> g_device_limit{-1};
 
+// The last reading of the limits (before adding the pool's cached blocks), and when it was
+// taken: reading them parses /proc/meminfo and the cgroup's files, tens of microseconds, and
+// a program's run checks its buffers every time (a decode step: every token).
+constexpr auto kReadingAge = std::chrono::milliseconds(200);
+struct Reading {
+  int64_t bytes = kUnknown;
+  std::chrono::steady_clock::time_point at;
+};
+std::mutex g_reading_mu;
+Reading g_reading;  // guarded by g_reading_mu
+std::atomic<int64_t> g_readings{0};
+
 }  // namespace
 
 std::string format_bytes(int64_t bytes) {
@@ -64,13 +78,31 @@ std::string format_bytes(int64_t bytes) {
 
 int64_t available_host_bytes() {
   int64_t avail = std::min(mem_available(), cgroup_left());
+  g_readings.fetch_add(1, std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(g_reading_mu);
+    g_reading = {avail, std::chrono::steady_clock::now()};
+  }
   if (avail == kUnknown) return kUnknown;
   return avail + pool_cached_bytes();
 }
 
+int64_t available_host_bytes_for(int64_t nbytes) {
+  {
+    std::lock_guard<std::mutex> lock(g_reading_mu);
+    if (g_reading.bytes != kUnknown && nbytes <= g_reading.bytes / 4 &&
+        std::chrono::steady_clock::now() - g_reading.at < kReadingAge) {
+      return g_reading.bytes + pool_cached_bytes();
+    }
+  }
+  return available_host_bytes();
+}
+
+int64_t host_limit_readings() { return g_readings.load(std::memory_order_relaxed); }
+
 void check_host_memory(std::string_view api, std::string_view what, int64_t nbytes) {
   if (nbytes < kCheckedAllocationBytes) return;
-  const int64_t avail = available_host_bytes();
+  const int64_t avail = available_host_bytes_for(nbytes);
   if (nbytes > avail) {
     fail(api, "out of host memory: {} needs {} ({} bytes), {} available", what,
          format_bytes(nbytes), nbytes, format_bytes(avail));

@@ -12,6 +12,12 @@ namespace partix::detail {
 // Bytes this process can still use: the smaller of the kernel's MemAvailable and the
 // cgroup's remaining limit, plus what partix's allocator holds cached. INT64_MAX when unknown.
 int64_t available_host_bytes();
+// The same for deciding whether nbytes fits: a reading younger than 200 ms that is at least four
+// times nbytes answers without reading the limits again (the answer could not change unless
+// the host lost three quarters of its free memory meanwhile).
+int64_t available_host_bytes_for(int64_t nbytes);
+// How many times this process has read the limits (for tests).
+int64_t host_limit_readings();
 // Gives the buffer pool's cached blocks back to the system (core/buffer.cpp): after a phase
 // that freed buffers of sizes that will not come again (per-layer weights once stacked).
 void release_pool_cache();

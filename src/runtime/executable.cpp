@@ -38,7 +38,7 @@ void Executable::check_memory(const std::vector<int>& ids) const {
   }
   const int64_t total = peak_bytes_ * static_cast<int64_t>(ids.size());
   if (total >= detail::kCheckedAllocationBytes) {
-    const int64_t avail = detail::available_host_bytes();
+    const int64_t avail = detail::available_host_bytes_for(total);
     if (total > avail) {
       detail::fail(local_.name,
                    "out of host memory: the program needs up to {} per device beyond its "

@@ -1,8 +1,10 @@
 // The per-device runtime: replicated execution over a mesh, buffer lifetimes, donation, and
 // errors inside device workers.
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <set>
 #include <thread>
 
@@ -107,6 +109,32 @@ TEST(Runtime, ErrorsInsideDeviceWorkersSurfaceAsPartixError) {
   EXPECT_PARTIX_ERROR(f(a), "out of host memory", "4096.00 GiB per device", "memory_analysis()");
   // The pool still works afterwards.
   EXPECT_EQ((a + 1.0).to_vector<float>(), (std::vector<float>{2, 2}));
+}
+
+TEST(Runtime, HostMemoryChecksReadTheLimitsAgainOnlyForLargeOrLateRequests) {
+  const int64_t avail = detail::available_host_bytes();
+  if (avail == std::numeric_limits<int64_t>::max() || avail < (int64_t{1} << 30)) {
+    GTEST_SKIP() << "needs a host whose limits are known and at least 1 GiB free";
+  }
+  // Far below the last reading (under a quarter of it), and soon after it: answered from it.
+  // A program's run checks its buffers this way every time (each token of a decode).
+  const int64_t first = detail::host_limit_readings();
+  for (int i = 0; i < 100; ++i) {
+    detail::check_host_memory("test", "a buffer", detail::kCheckedAllocationBytes);
+  }
+  EXPECT_LE(detail::host_limit_readings() - first, 1);  // one, if 200 ms passed meanwhile
+  // More than a quarter of it: read every time, and a request past the host is refused.
+  const int64_t mid = detail::host_limit_readings();
+  for (int i = 0; i < 3; ++i) (void)detail::available_host_bytes_for(avail / 2);
+  EXPECT_EQ(detail::host_limit_readings() - mid, 3);
+  EXPECT_PARTIX_ERROR(detail::check_host_memory("test", "a huge buffer", avail * 4),
+                      "[test] out of host memory", "a huge buffer");
+  // A reading older than 200 ms is not used.
+  (void)detail::available_host_bytes();
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  const int64_t late = detail::host_limit_readings();
+  (void)detail::available_host_bytes_for(detail::kCheckedAllocationBytes);
+  EXPECT_EQ(detail::host_limit_readings() - late, 1);
 }
 
 TEST(Runtime, ReferenceAndFastKernelsAgreeOnAProgram) {
