@@ -65,13 +65,13 @@ class Pool {
       }
     }
     if (static_cast<int64_t>(bytes) >= kCheckedAllocationBytes) {
-      check_host_memory("Buffer",
-                        device >= 0 ? fmt::format("a buffer on device {}", device)
-                                    : std::string("a shared collective result"),
-                        static_cast<int64_t>(bytes));
       // The check counts cached blocks as available; where the host has too little without
       // them, give them back before touching new pages.
-      const int64_t avail = available_host_bytes_for(static_cast<int64_t>(bytes));
+      const int64_t avail = check_host_memory(
+          "Buffer",
+          device >= 0 ? fmt::format("a buffer on device {}", device)
+                      : std::string("a shared collective result"),
+          static_cast<int64_t>(bytes));
       if (avail != std::numeric_limits<int64_t>::max() &&
           avail - cached() < static_cast<int64_t>(bytes)) {
         trim(0);

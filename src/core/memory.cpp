@@ -3,12 +3,12 @@
 #include <sys/resource.h>
 
 #include <atomic>
-#include <chrono>
-#include <mutex>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <limits>
+#include <mutex>
 #include <new>
 #include <string>
 
@@ -100,13 +100,14 @@ int64_t available_host_bytes_for(int64_t nbytes) {
 
 int64_t host_limit_readings() { return g_readings.load(std::memory_order_relaxed); }
 
-void check_host_memory(std::string_view api, std::string_view what, int64_t nbytes) {
-  if (nbytes < kCheckedAllocationBytes) return;
+int64_t check_host_memory(std::string_view api, std::string_view what, int64_t nbytes) {
+  if (nbytes < kCheckedAllocationBytes) return kUnknown;
   const int64_t avail = available_host_bytes_for(nbytes);
   if (nbytes > avail) {
     fail(api, "out of host memory: {} needs {} ({} bytes), {} available", what,
          format_bytes(nbytes), nbytes, format_bytes(avail));
   }
+  return avail;
 }
 
 std::vector<char> host_staging(std::string_view api, std::string_view what, int64_t nbytes) {

@@ -28,8 +28,9 @@ int64_t pool_cached_bytes();
 inline constexpr int64_t kCheckedAllocationBytes = int64_t{32} << 20;
 
 // Throws partix::Error "[api] out of host memory: <what> needs N bytes, M available" when a
-// checked allocation of nbytes cannot fit.
-void check_host_memory(std::string_view api, std::string_view what, int64_t nbytes);
+// checked allocation of nbytes cannot fit. Returns the bytes available it compared against
+// (INT64_MAX when nbytes is below the checked size, or the limits are unknown).
+int64_t check_host_memory(std::string_view api, std::string_view what, int64_t nbytes);
 
 // A host staging buffer of nbytes: checked as above, and std::bad_alloc becomes an Error.
 std::vector<char> host_staging(std::string_view api, std::string_view what, int64_t nbytes);

@@ -123,6 +123,12 @@ TEST(Runtime, HostMemoryChecksReadTheLimitsAgainOnlyForLargeOrLateRequests) {
     detail::check_host_memory("test", "a buffer", detail::kCheckedAllocationBytes);
   }
   EXPECT_LE(detail::host_limit_readings() - first, 1);  // one, if 200 ms passed meanwhile
+  // The check gives back what it compared against (a pool miss uses it to decide whether to
+  // trim its cache, without reading again); below the checked size it checks nothing.
+  EXPECT_GE(detail::check_host_memory("test", "a buffer", detail::kCheckedAllocationBytes),
+            detail::kCheckedAllocationBytes);
+  EXPECT_EQ(detail::check_host_memory("test", "a small buffer", 64),
+            std::numeric_limits<int64_t>::max());
   // More than a quarter of it: read every time, and a request past the host is refused.
   const int64_t mid = detail::host_limit_readings();
   for (int i = 0; i < 3; ++i) (void)detail::available_host_bytes_for(avail / 2);
