@@ -1,5 +1,7 @@
 #include "runtime/executable.h"
 
+#include <algorithm>
+
 #include "comm/communicator.h"
 #include "core/array_impl.h"
 #include "core/device_registry.h"
@@ -19,19 +21,35 @@ Executable::Executable(ir::Program local, Mesh mesh, std::vector<NamedSharding> 
       out_avals_(std::move(out_avals)),
       peak_bytes_(peak_live_bytes(local_, plan_)) {}
 
-void Executable::check_memory(const std::vector<int>& ids) const {
+int64_t Executable::peak_beyond_arguments(const std::vector<bool>& donate) const {
+  if (std::find(donate.begin(), donate.end(), true) == donate.end()) return peak_bytes_;
+  std::vector<bool> d(donate);
+  d.resize(local_.params.size(), false);
+  std::lock_guard<std::mutex> lock(beyond_mu_);
+  auto it = beyond_.find(d);
+  if (it != beyond_.end()) return it->second;
+  int64_t args = 0;
+  for (int v : local_.params) args += local_.aval(v).nbytes();
+  const int64_t beyond = std::max<int64_t>(0, peak_bytes_with_arguments(d) - args);
+  beyond_.emplace(std::move(d), beyond);
+  return beyond;
+}
+
+void Executable::check_memory(const std::vector<int>& ids, const std::vector<bool>& donate) const {
   // Before running: a program that cannot fit fails here, naming its plan, instead of being
   // killed by the kernel half way (Linux overcommits) or failing on some devices only.
   const int64_t limit = detail::device_memory_limit();
   if (limit > 0) {
+    // The arguments are in use already; donated ones may be written over during the run.
+    const int64_t need = peak_beyond_arguments(donate);
     for (int d : ids) {
       const int64_t in_use = detail::device_counters(d).in_use.load();
-      if (in_use + peak_bytes_ > limit) {
+      if (in_use + need > limit) {
         detail::fail(local_.name,
                      "out of memory on device {}: the program needs up to {} beyond its "
                      "arguments, which already hold {} of the limit {} per device "
                      "(memory_analysis() shows the plan)",
-                     d, detail::format_bytes(peak_bytes_),
+                     d, detail::format_bytes(need),
                      detail::format_bytes(in_use), detail::format_bytes(limit));
       }
     }
@@ -77,7 +95,7 @@ std::vector<Array> Executable::run(const std::vector<Array>& args,
       ids.push_back(d.id);
     }
   }
-  check_memory(ids);  // before any argument is donated
+  check_memory(ids, donate);  // before any argument is donated
   // Gather per-device argument buffers; donated arguments give theirs up.
   std::vector<std::vector<detail::Buffer>> dev_args(positions.size());
   for (size_t j = 0; j < positions.size(); ++j) {

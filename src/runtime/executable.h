@@ -2,7 +2,9 @@
 // runs on, and the shardings of its arguments and results.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "ir/program.h"
@@ -38,8 +40,13 @@ class Executable {
   }
 
  private:
-  // Raises partix::Error when the planned peak cannot fit on devices `ids`.
-  void check_memory(const std::vector<int>& ids) const;
+  // Raises partix::Error when the planned peak cannot fit on devices `ids` (arguments donated
+  // per `donate` may be written over, as the interpreter does).
+  void check_memory(const std::vector<int>& ids, const std::vector<bool>& donate) const;
+  // The most bytes one run adds on a device beyond its arguments: peak_bytes() when nothing is
+  // donated, else the replay with the donated arguments dying at their last use (computed once
+  // per donation pattern).
+  int64_t peak_beyond_arguments(const std::vector<bool>& donate) const;
 
   ir::Program local_;
   Plan plan_;
@@ -47,6 +54,8 @@ class Executable {
   std::vector<NamedSharding> in_, out_;
   std::vector<ir::Aval> out_avals_;
   int64_t peak_bytes_ = 0;
+  mutable std::mutex beyond_mu_;
+  mutable std::map<std::vector<bool>, int64_t> beyond_;  // by donation pattern
 };
 
 }  // namespace partix::runtime

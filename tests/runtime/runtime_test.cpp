@@ -175,6 +175,23 @@ TEST(Runtime, DeviceMemoryLimitRefusesAProgramBeforeItRunsAndCountsAllocations) 
             std::vector<float>(1024 * 256, 2.0f));
 }
 
+TEST(Runtime, DeviceMemoryCheckCountsDonatedArgumentsAsReusable) {
+  struct Restore {
+    ~Restore() { detail::set_device_memory_limit(0); }
+  } restore;
+  Mesh mesh({4}, {"x"});
+  Array a = device_put(ones({1024, 600}), NamedSharding(mesh, P("x")));  // 600 KiB per device
+  detail::set_device_memory_limit(1 << 20);
+  auto twice = [](const Array& v) { return v * 2.0f; };
+  // Kept, the argument and a result of its size need 1.2 MiB: refused before it runs.
+  EXPECT_PARTIX_ERROR(jit(twice)(a), "[jit] out of memory on device 0", "needs up to 600.0 KiB");
+  // Donated, the result is written over the argument: it fits, and runs.
+  reset_peak_memory_stats();
+  Array b = jit(twice, {.donate_argnums = {0}})(a);
+  EXPECT_EQ(b.to_vector<float>()[12345], 2.0f);
+  EXPECT_LE(memory_stats(0).peak_bytes_in_use, 1 << 20);
+}
+
 TEST(Runtime, CancelScopeStopsProgramsAndOtherThreadsRunOn) {
   Mesh mesh({4, 2}, {"x", "y"});
   NamedSharding s(mesh, P("x", "y"));
