@@ -90,6 +90,11 @@ struct Shard {
 
 namespace detail {
 Array array_from_host(const void* data, int64_t count, DType dtype, Shape shape, const char* api);
+// Host values placed straight onto `sharding`: each device of this process gets its block
+// copied from `data`, and no device holds more (device_put of host data, as JAX's). Committed.
+// Where the sharding spans processes, every process must pass the same values (checked).
+Array array_from_host_to(const void* data, int64_t count, DType dtype, Shape shape,
+                         const NamedSharding& sharding, const char* api);
 }
 
 template <class T>
@@ -121,6 +126,14 @@ template <class T>
 Array from_vector(const std::vector<T>& values, Shape shape) {
   return detail::array_from_host(values.data(), static_cast<int64_t>(values.size()),
                                  dtype_of_v<T>, std::move(shape), "from_vector");
+}
+// The same values placed straight onto `sharding`, committed: each device gets only its block
+// (where device_put(from_vector(values, shape), sharding) first holds the whole array on the
+// default device).
+template <class T>
+Array from_vector(const std::vector<T>& values, Shape shape, const NamedSharding& sharding) {
+  return detail::array_from_host_to(values.data(), static_cast<int64_t>(values.size()),
+                                    dtype_of_v<T>, std::move(shape), sharding, "from_vector");
 }
 // A block-quantized array (Q8_0 ... Q6_K) on the default device from its GGUF blocks, rows
 // in row-major order. Throws partix::Error unless nbytes == dtype_nbytes(dtype, shape).
@@ -160,6 +173,17 @@ Array full(Shape shape, double value, DType dtype, OutSharding out);
 // ever built. (As jax.make_array_from_callback.)
 Array make_array_from_callback(Shape shape, const NamedSharding& sharding,
                                const std::function<Array(const std::vector<Slice>&)>& cb);
+// The same with blocks given as host values (row-major, of the block's extent): no block ever
+// occupies a device other than those it is placed on (the form that loads weights larger than
+// one device).
+struct HostBlock {
+  DType dtype = DType::F32;
+  Shape shape;              // the block's extent
+  std::vector<char> bytes;  // its values, row-major
+};
+Array make_array_from_host_callback(Shape shape, const NamedSharding& sharding,
+                                    const std::function<HostBlock(const std::vector<Slice>&)>& cb,
+                                    const char* api = "make_array_from_host_callback");
 
 // The type of an array as JAX's explicit-sharding mode writes it (jax.typeof): shape, dtype
 // and the sharding along the mesh's Explicit axes. to_string() is JAX's notation:

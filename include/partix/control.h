@@ -75,7 +75,8 @@ auto scan(F body, const C& init, const X& xs, bool reverse = false) {
 }
 
 // fori_loop(lower, upper, body, init): carry = body(i, carry) for i in [lower, upper), i an int32
-// scalar Array. Static bounds: differentiable like scan.
+// scalar Array (none when upper <= lower: init comes back). Static bounds: differentiable like
+// scan.
 template <class F, class C>
 C fori_loop(int64_t lower, int64_t upper, F body, const C& init) {
   const std::string structure = tree_structure(init);

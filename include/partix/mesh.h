@@ -96,8 +96,13 @@ class MeshContext {
 };
 void set_mesh(Mesh mesh);
 void clear_mesh();
-// The innermost MeshContext of this thread, else the set_mesh default; throws partix::Error
-// naming `api` when neither is set.
+// This thread's own default, under its MeshContexts and over set_mesh's (Python's use_mesh and
+// set_mesh set it: JAX's current mesh is per thread, so one thread's mesh never leaks into a
+// program another thread traces).
+void set_thread_mesh(Mesh mesh);
+void clear_thread_mesh();
+// The innermost MeshContext of this thread, else this thread's default, else the set_mesh
+// default; throws partix::Error naming `api` when none is set.
 Mesh current_mesh(std::string_view api = "current_mesh");
 bool has_current_mesh();
 

@@ -10,7 +10,10 @@ namespace partix::python {
 
 namespace {
 
+// A uint8 view of a C-contiguous host buffer: written into (HostBytes), or only read
+// (HostValues: read-only numpy arrays are accepted, as np.asarray of an Array gives).
 using HostBytes = nb::ndarray<uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using HostValues = nb::ndarray<const uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 
 std::vector<std::pair<int64_t, int64_t>> slices(const std::vector<Slice>& index) {
   std::vector<std::pair<int64_t, int64_t>> out;
@@ -90,16 +93,29 @@ void bind_array(nb::module_& m) {
           return Array(ShapeDtypeStruct{shape, to_dtype(dtype), std::move(sharding)});
         });
 
-  // Host data (a uint8 view of a C-contiguous buffer) as an array on the default device.
-  m.def("from_host", [](HostBytes src, const Shape& shape, const std::string& dtype_name) {
-    DType dt = to_dtype(dtype_name);
-    const uint8_t* p = src.data();
-    const int64_t nbytes = static_cast<int64_t>(src.size());
-    nb::gil_scoped_release release;
-    if (is_quantized(dt)) return from_blocks(p, nbytes, dt, shape);
-    const int64_t count = nbytes / dtype_size(dt);
-    return detail::array_from_host(p, count, dt, shape, "asarray");
-  });
+  // Host data (a uint8 view of a C-contiguous buffer) as an array on the default device, or
+  // placed straight onto `sharding` (each device copies only its block from the host).
+  m.def(
+      "from_host",
+      [](HostValues src, const Shape& shape, const std::string& dtype_name,
+         std::optional<NamedSharding> sharding, const std::string& api, bool temporary) {
+        DType dt = to_dtype(dtype_name);
+        const uint8_t* p = src.data();
+        const int64_t nbytes = static_cast<int64_t>(src.size());
+        nb::gil_scoped_release release;
+        if (is_quantized(dt)) {
+          Array a = from_blocks(p, nbytes, dt, shape);
+          return sharding ? device_put(a, *sharding) : a;
+        }
+        const int64_t count = nbytes / dtype_size(dt);
+        if (!sharding) return detail::array_from_host(p, count, dt, shape, api.c_str());
+        Array a = detail::array_from_host_to(p, count, dt, shape, *sharding, api.c_str());
+        // A jit argument's copy: the program may reuse its buffers (ArrayImpl::temporary).
+        a.impl()->temporary = temporary;
+        return a;
+      },
+      nb::arg("src"), nb::arg("shape"), nb::arg("dtype"), nb::arg("sharding") = nb::none(),
+      nb::arg("api") = "asarray", nb::arg("temporary") = false);
   m.def("scalar_f32", [](double v) { return scalar<float>(static_cast<float>(v)); });
   m.def("scalar_i32", [](int64_t v) {
     if (v < INT32_MIN || v > INT32_MAX) {
@@ -131,6 +147,23 @@ void bind_array(nb::module_& m) {
     return device_put(x, d);
   });
   m.def("visualize_sharding", &visualize_sharding);
+  // cb(index) -> (uint8 view of the block's C-contiguous values, shape, dtype name): blocks stay on
+  // the host until each is copied onto the devices that hold it.
+  m.def("make_array_from_host_callback",
+        [](const Shape& shape, const NamedSharding& s, nb::callable cb) {
+          nb::gil_scoped_release release;
+          return make_array_from_host_callback(shape, s, [&](const std::vector<Slice>& index) {
+            nb::gil_scoped_acquire gil;
+            auto [bytes, shape, dtype] =
+                nb::cast<std::tuple<HostValues, Shape, std::string>>(cb(slices(index)));
+            HostBlock b;
+            b.dtype = to_dtype(dtype);
+            b.shape = shape;
+            const auto* p = reinterpret_cast<const char*>(bytes.data());
+            b.bytes.assign(p, p + bytes.size());
+            return b;
+          }, "make_array_from_callback");
+        });
   m.def("make_array_from_callback",
         [](const Shape& shape, const NamedSharding& s, nb::callable cb) {
           nb::gil_scoped_release release;

@@ -72,6 +72,8 @@ void bind_sharding(nb::module_& m) {
   m.def("make_abstract_mesh", &make_abstract_mesh);
   m.def("set_mesh", &set_mesh);
   m.def("clear_mesh", &clear_mesh);
+  m.def("set_thread_mesh", &set_thread_mesh);
+  m.def("clear_thread_mesh", &clear_thread_mesh);
   m.def("has_current_mesh", &has_current_mesh);
   m.def("current_mesh", [] { return current_mesh("get_abstract_mesh"); });
 

@@ -309,12 +309,16 @@ Array from_blocks(const void* data, int64_t nbytes, DType dtype, Shape shape) {
                                    single_device_sharding(partix::default_device()));
 }
 
-Array make_array_from_callback(Shape shape, const NamedSharding& sharding,
-                               const std::function<Array(const std::vector<Slice>&)>& cb) {
-  constexpr const char* kApi = "make_array_from_callback";
+namespace {
+
+// make_array_from_callback's body: `block(idx, ext)` returns the block at idx (of extent ext) as
+// host values, with its dtype; each distinct block this process holds is asked for once.
+Array array_from_host_blocks(
+    Shape shape, const NamedSharding& sharding, const char* api,
+    const std::function<HostBlock(const std::vector<Slice>&, const Shape&)>& block) {
   sharding.check_shape(shape);
   if (!(sharding.unreduced().empty())) {
-    detail::fail(kApi, "an Array cannot be unreduced; got {}", sharding.to_string());
+    detail::fail(api, "an Array cannot be unreduced; got {}", sharding.to_string());
   }
   // The callback's result's dtype decides the array's: ask for the first block, then reuse
   // blocks that several devices hold.
@@ -327,17 +331,21 @@ Array make_array_from_callback(Shape shape, const NamedSharding& sharding,
     if (it != blocks.end()) return it->second;
     Shape ext;
     for (const Slice& s : idx) ext.push_back(s.size());
-    Array b = cb(idx);
-    if (b.shape() != ext) {
-      detail::fail(kApi,
-                   "the callback returned {}{} for the block at [{}] of {}, expected shape {}",
-                   dtype_name(b.dtype()), shape_to_string(b.shape()), fmt::join(key, ", "),
+    HostBlock b = block(idx, ext);
+    if (b.shape != ext) {
+      detail::fail(api, "the callback returned {}{} for the block at [{}] of {}, expected shape {}",
+                   dtype_name(b.dtype), shape_to_string(b.shape), fmt::join(key, ", "),
                    shape_to_string(shape), shape_to_string(ext));
     }
-    if (!dtype) dtype = b.dtype();
-    detail::check(b.dtype() == *dtype, kApi, "the callback returned blocks of {} and {}",
-                  dtype_name(*dtype), dtype_name(b.dtype()));
-    return blocks.emplace(key, detail::gather_to_host(b)).first->second;
+    if (!dtype) dtype = b.dtype;
+    detail::check(b.dtype == *dtype, api, "the callback returned blocks of {} and {}",
+                  dtype_name(*dtype), dtype_name(b.dtype));
+    if (static_cast<int64_t>(b.bytes.size()) != dtype_nbytes(b.dtype, ext)) {
+      detail::fail(api, "the callback returned {} bytes for the {}{} block at [{}] of {} ({} bytes)",
+                   b.bytes.size(), dtype_name(b.dtype), shape_to_string(ext), fmt::join(key, ", "),
+                   shape_to_string(shape), dtype_nbytes(b.dtype, ext));
+    }
+    return blocks.emplace(key, std::move(b.bytes)).first->second;
   };
   // The dtype comes from the first block this process holds (or f32 when it holds none).
   const int me = process_index();
@@ -347,7 +355,7 @@ Array make_array_from_callback(Shape shape, const NamedSharding& sharding,
   }
   const DType dt = dtype.value_or(DType::F32);
   const Shape zero(shape.size(), 0);
-  Array out = detail::build_sharded(
+  return detail::build_sharded(
       shape, dt, sharding, /*committed=*/true,
       [&](void* dst, const std::vector<Slice>& idx, const Shape& local) {
         const std::vector<char>& src = block_of(idx);
@@ -355,7 +363,26 @@ Array make_array_from_callback(Shape shape, const NamedSharding& sharding,
         for (const Slice& s : idx) ext.push_back(s.size());
         detail::copy_elems(dt, src.data(), ext, zero, dst, local, zero, ext);
       });
-  return out;
+}
+
+}  // namespace
+
+Array make_array_from_callback(Shape shape, const NamedSharding& sharding,
+                               const std::function<Array(const std::vector<Slice>&)>& cb) {
+  return array_from_host_blocks(
+      shape, sharding, "make_array_from_callback", [&](const std::vector<Slice>& idx, const Shape& ext) {
+        Array b = cb(idx);
+        if (b.shape() != ext) return HostBlock{b.dtype(), b.shape(), {}};  // refused by the caller
+        return HostBlock{b.dtype(), b.shape(), detail::gather_to_host(b)};
+      });
+}
+
+Array make_array_from_host_callback(Shape shape, const NamedSharding& sharding,
+                                    const std::function<HostBlock(const std::vector<Slice>&)>& cb,
+                                    const char* api) {
+  return array_from_host_blocks(
+      std::move(shape), sharding, api,
+      [&](const std::vector<Slice>& idx, const Shape&) { return cb(idx); });
 }
 
 }  // namespace partix

@@ -29,6 +29,9 @@ struct ArrayImpl {
   // Given to a program (jit donate_argnums): the buffers are the program's now; any later use
   // is an error (check_alive).
   bool donated = false;
+  // Made by the library for one call (host data placed for a jit argument): nobody else holds
+  // it, so the program may reuse its buffers as it may a donated argument's.
+  bool temporary = false;
   // A ShapeDtypeStruct's array: shape, dtype and sharding without values (no shards). Lowering
   // and eval_shape take it; anything that needs values raises (check_alive).
   bool abstract = false;

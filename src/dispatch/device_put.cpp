@@ -95,6 +95,36 @@ Array device_put(const Array& x, const NamedSharding& sharding) {
   return out;
 }
 
+namespace detail {
+
+Array array_from_host_to(const void* data, int64_t count, DType dtype, Shape shape,
+                         const NamedSharding& sharding, const char* api) {
+  const int64_t n = checked_size(api, shape, dtype);
+  if (count != n) {
+    fail(api, "{} values do not fill shape {} ({} elements)", count, shape_to_string(shape), n);
+  }
+  if (is_quantized(dtype)) {
+    fail(api, "host values cannot be placed as quantized {}: place their blocks with from_blocks",
+         dtype_name(dtype));
+  }
+  sharding.check_shape(shape);
+  if (!(sharding.unreduced().empty())) {
+    fail(api, "an Array cannot be unreduced; got {}", sharding.to_string());
+  }
+  if (sharding.mesh().is_abstract()) {
+    fail(api,
+         "cannot place values on {}: its devices are abstract (for lowering and planning only)",
+         sharding.mesh().to_string());
+  }
+  check_host_data_agrees(api, sharding, dtype, shape, "", data,
+                         static_cast<size_t>(dtype_nbytes(dtype, shape)));
+  Array out = scatter_from_host(data, std::move(shape), dtype, sharding);
+  out.impl()->committed = true;
+  return out;
+}
+
+}  // namespace detail
+
 Array device_put(const Array& x, const Device& device) {
   detail::check(device.id >= 0 && device.id < device_count(), "device_put",
                 "device {} does not exist (the job has {} devices)", device.id, device_count());

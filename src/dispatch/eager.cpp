@@ -30,6 +30,7 @@ std::vector<Array> execute_eager(const prim::Primitive& p, const std::vector<Arr
   // operands say otherwise.
   std::optional<Mesh> named;
   if (attrs.has("mesh")) named = attrs.get<Mesh>("mesh");
+  for (size_t k = 0; k < regions.size() && !named; ++k) named = ir::named_mesh(*regions[k]);
   if (!anchor && named) anchor = NamedSharding(*named, P());
   if (!anchor && !inputs.empty()) anchor = *inputs[0].impl()->sharding;
   Mesh mesh = anchor ? anchor->mesh() : single_device_sharding(partix::default_device()).mesh();

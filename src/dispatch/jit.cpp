@@ -210,14 +210,7 @@ std::shared_ptr<JitState::Entry> JitState::get(const std::vector<Array>& leaves,
     }
   }
   // Uncommitted arguments go where the program's shard_maps and constraints name.
-  if (!mesh) {
-    for (const ir::Instr& in : ts->program().instrs) {
-      if (in.attrs.has("mesh")) {
-        mesh = in.attrs.get<Mesh>("mesh");
-        break;
-      }
-    }
-  }
+  if (!mesh) mesh = ir::named_mesh(ts->program());
   if (!mesh) mesh = single_device_sharding(partix::default_device()).mesh();
   spmd::CompileOptions co;
   co.name = name;
@@ -293,7 +286,7 @@ std::vector<Array> JitState::run(const Entry& entry, const std::vector<Array>& l
     const NamedSharding& want = exe.in_shardings()[i];
     if (*a.impl()->sharding == want) {
       args.push_back(a);
-      donate.push_back(give);
+      donate.push_back(give || a.impl()->temporary);
     } else {
       args.push_back(device_put(a, want));
       donate.push_back(true);  // a private copy: the program may reuse it

@@ -119,6 +119,16 @@ void verify(const Program& p) {
   }
 }
 
+std::optional<Mesh> named_mesh(const Program& p) {
+  for (const Instr& in : p.instrs) {
+    if (in.attrs.has("mesh")) return in.attrs.get<Mesh>("mesh");
+    for (const auto& r : in.regions) {
+      if (std::optional<Mesh> m = named_mesh(*r)) return m;
+    }
+  }
+  return std::nullopt;
+}
+
 void eliminate_dead_code(Program& p) {
   std::vector<bool> live(p.values.size(), false);
   for (int v : p.results) live[static_cast<size_t>(v)] = true;

@@ -97,6 +97,10 @@ Program parse_program(std::string_view text);
 // primitives' inference. Throws an internal error naming the instruction.
 void verify(const Program& p);
 
+// The mesh the first instruction naming one (shard_map, a sharding constraint) runs on,
+// looking inside regions too (a shard_map in a loop body); none if no instruction names one.
+std::optional<Mesh> named_mesh(const Program& p);
+
 // Drops instructions none of whose results is used (regions are kept or dropped whole). Every
 // primitive is pure, and every device runs the same program, so a dead collective is dead on
 // all of them.

@@ -256,6 +256,7 @@ Mesh make_mesh(Shape axis_sizes, std::vector<std::string> axis_names,
 
 namespace {
 thread_local std::vector<Mesh> t_contexts;
+thread_local std::optional<Mesh> t_default;
 std::mutex g_default_mu;
 std::optional<Mesh> g_default;  // guarded by g_default_mu
 }  // namespace
@@ -275,14 +276,19 @@ void clear_mesh() {
   g_default.reset();
 }
 
+void set_thread_mesh(Mesh mesh) { t_default = std::move(mesh); }
+
+void clear_thread_mesh() { t_default.reset(); }
+
 bool has_current_mesh() {
-  if (!t_contexts.empty()) return true;
+  if (!t_contexts.empty() || t_default) return true;
   std::lock_guard<std::mutex> lock(g_default_mu);
   return g_default.has_value();
 }
 
 Mesh current_mesh(std::string_view api) {
   if (!t_contexts.empty()) return t_contexts.back();
+  if (t_default) return *t_default;
   std::lock_guard<std::mutex> lock(g_default_mu);
   detail::check(g_default.has_value(), api,
                 "a bare PartitionSpec needs a mesh: use NamedSharding(mesh, spec), or set one "

@@ -234,9 +234,9 @@ std::vector<Array> scan_call(const std::vector<Array>& init_in, const std::vecto
 std::vector<Array> fori_call(int64_t lower, int64_t upper, const std::vector<Array>& init_in,
                              const RegionFn& body, std::shared_ptr<void>& out_proto) {
   constexpr const char* kApi = "fori_loop";
-  check(lower <= upper, kApi, "lower bound {} is above the upper bound {}", lower, upper);
-  check(lower >= INT32_MIN && upper <= INT32_MAX, kApi,
-        "bounds [{}, {}) do not fit the int32 index", lower, upper);
+  check(lower >= INT32_MIN && lower <= INT32_MAX && upper >= INT32_MIN && upper <= INT32_MAX,
+        kApi, "bounds [{}, {}) do not fit the int32 index", lower, upper);
+  upper = std::max(upper, lower);  // an empty range runs no iteration (as range(), and JAX)
   std::vector<Array> init = init_in;
   std::vector<ir::Aval> avals{ir::Aval{{}, DType::I32}};
   for (const ir::Aval& a : avals_of(init)) avals.push_back(a);

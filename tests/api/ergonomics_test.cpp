@@ -2,6 +2,9 @@
 // draws, make_array_from_callback, trees (tree_map, paths, device_put of trees), and the ops
 // roll, %, //, *_in_dim and all-axes reductions with kept dimensions, each sharded on 8
 // devices against the one-device result.
+#include <functional>
+#include <thread>
+
 #include "test_util.h"
 
 using namespace partix;
@@ -66,6 +69,87 @@ TEST(Ergonomics, MakeArrayFromCallbackBuildsBlockByBlock) {
   EXPECT_PARTIX_ERROR(make_array_from_callback({10, 6}, NamedSharding(m, P("data")),
                                                [](const std::vector<Slice>&) { return ones({2}); }),
                       "[make_array_from_callback]", "expected shape");
+}
+
+TEST(Ergonomics, HostValuesGoStraightToTheirDevices) {
+  Mesh m = make_mesh({4, 2}, {"data", "model"});
+  const NamedSharding s(m, P("data", "model"));
+  std::vector<float> v(512 * 64);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
+  const int64_t block = static_cast<int64_t>(v.size() * sizeof(float)) / 8;
+  // What a step adds to each device's peak over what the device held before it.
+  auto peak_growth = [](const std::function<void()>& step) {
+    std::vector<int64_t> before;
+    for (int d = 0; d < 8; ++d) before.push_back(memory_stats(d).bytes_in_use);
+    reset_peak_memory_stats();
+    step();
+    std::vector<int64_t> grew;
+    for (int d = 0; d < 8; ++d) grew.push_back(memory_stats(d).peak_bytes_in_use - before[static_cast<size_t>(d)]);
+    return grew;
+  };
+  Array x;
+  for (int64_t g : peak_growth([&] { x = from_vector(v, {512, 64}, s); })) EXPECT_LE(g, block);
+  EXPECT_EQ(x.sharding(), s);
+  EXPECT_EQ(x.to_vector<float>(), v);
+  // Its blocks as the sharding says, and committed: a jit keeps them where they are.
+  EXPECT_EQ(x.addressable_shards()[3].data.to_vector<float>()[0], v[128 * 64 + 32]);
+  EXPECT_EQ(jit([](const Array& a) { return a * 2.0f; })(x).sharding(), s);
+  // By blocks from the host: nothing is held anywhere else on the way.
+  int calls = 0;
+  Array y;
+  for (int64_t g : peak_growth([&] {
+         y = make_array_from_host_callback({512, 64}, s, [&](const std::vector<Slice>& idx) {
+           ++calls;
+           HostBlock b{DType::F32, {idx[0].size(), idx[1].size()}, {}};
+           for (int64_t i = idx[0].start; i < idx[0].stop; ++i) {
+             const char* row = reinterpret_cast<const char*>(&v[static_cast<size_t>(i * 64 + idx[1].start)]);
+             b.bytes.insert(b.bytes.end(), row, row + idx[1].size() * 4);
+           }
+           return b;
+         });
+       })) {
+    EXPECT_LE(g, block);
+  }
+  EXPECT_EQ(calls, 8);
+  EXPECT_EQ(y.to_vector<float>(), v);
+  // Uneven blocks are padded as any sharded array's.
+  Array u = from_vector(std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7}, {7}, NamedSharding(m, P("data")));
+  EXPECT_EQ(u.to_vector<int32_t>(), (std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7}));
+  // Bad input names the API and the value.
+  EXPECT_PARTIX_ERROR(from_vector(std::vector<float>(5), {2, 3}, s), "[from_vector]", "5 values");
+  EXPECT_PARTIX_ERROR(from_vector(std::vector<float>(6), {6}, s), "P('data', 'model')");
+  EXPECT_PARTIX_ERROR(make_array_from_host_callback({8, 4}, s,
+                                                    [](const std::vector<Slice>&) {
+                                                      return HostBlock{DType::F32, {2, 2}, std::vector<char>(12)};
+                                                    }),
+                      "[make_array_from_host_callback]", "12 bytes");
+  EXPECT_PARTIX_ERROR(make_array_from_host_callback({8, 4}, s,
+                                                    [](const std::vector<Slice>&) {
+                                                      return HostBlock{DType::F32, {8, 4}, std::vector<char>(128)};
+                                                    }),
+                      "[make_array_from_host_callback]", "expected shape [2,2]");
+}
+
+TEST(Ergonomics, ThreadMeshIsThisThreadsOnly) {
+  Mesh m42 = make_mesh({4, 2}, {"x", "y"}), m8 = make_mesh({8}, {"x"});
+  set_thread_mesh(m42);
+  EXPECT_EQ(current_mesh(), m42);
+  bool other_has = true;
+  std::thread([&] { other_has = has_current_mesh(); }).join();
+  EXPECT_FALSE(other_has);
+  {
+    MeshContext ctx(m8);  // a scope on this thread wins over its default
+    EXPECT_EQ(current_mesh(), m8);
+  }
+  set_mesh(m8);  // the process default: under this thread's own
+  EXPECT_EQ(current_mesh(), m42);
+  Mesh seen = m42;
+  std::thread([&] { seen = current_mesh(); }).join();
+  EXPECT_EQ(seen, m8);
+  clear_thread_mesh();
+  EXPECT_EQ(current_mesh(), m8);
+  clear_mesh();
+  EXPECT_FALSE(has_current_mesh());
 }
 
 TEST(Ergonomics, TreesMapZipAndKnowTheirPaths) {

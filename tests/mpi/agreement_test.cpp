@@ -46,6 +46,17 @@ TEST(Agreement, DevicePutOfDifferentHostValuesRaisesNamingBothProcesses) {
   }
   // The job goes on.
   EXPECT_EQ(device_put(scalar<float>(7), replicated).item<float>(), 7.0f);
+  // Host values placed straight onto the sharding (each device copies only its block): the
+  // same agreement, naming from_vector.
+  Array direct = from_vector<float>({1, 2, 3, 4, 5, 6, 7, 8}, {8}, NamedSharding(mesh, P("x")));
+  EXPECT_EQ(process_allgather(direct).to_vector<float>(),
+            (std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8}));
+  try {
+    (void)from_vector<float>({mine, 2, 3, 4}, {4}, NamedSharding(mesh, P("x")));
+    ADD_FAILURE() << "different host values must raise";
+  } catch (const Error& e) {
+    expect_names_two_processes(e.what(), "[from_vector] ");
+  }
 }
 
 TEST(Agreement, ProcessLocalDataOfTheSameBlockMustAgree) {

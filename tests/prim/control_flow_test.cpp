@@ -265,9 +265,17 @@ TEST(ControlFlowBadInput, ErrorsNameTheApiAndTheValue) {
                           },
                           std::pair{v8, v8})),
                       "[fori_loop]", "structure");
+  // An empty range runs no iteration (as JAX's fori_loop): init comes back, eager and in jit.
+  {
+    auto add = [](const Array&, const Array& c) { return c + 1.0f; };
+    Array eager = fori_loop(3, 1, add, v8);
+    EXPECT_EQ(eager.to_vector<float>(), v8.to_vector<float>());
+    Array jitted = jit([&](const Array& x) { return fori_loop(5, -5, add, x); })(v8);
+    EXPECT_EQ(jitted.to_vector<float>(), v8.to_vector<float>());
+  }
   EXPECT_PARTIX_ERROR(fori_loop(
-                          3, 1, [](const Array&, const Array& c) { return c; }, v8),
-                      "[fori_loop]", "lower bound 3");
+                          0, int64_t{1} << 40, [](const Array&, const Array& c) { return c; }, v8),
+                      "[fori_loop]", "do not fit the int32 index");
 }
 
 TEST(ControlFlowReadme, TheSnippetRunsAsDocumented) {

@@ -23,11 +23,23 @@ _PROG = textwrap.dedent("""
   x = jax.device_put(a, NamedSharding(mesh, P("x")))
   local = sorted((s.device.id, s.index[0].start) for s in x.addressable_shards)
   y = jax.jit(lambda x: (x * 2).sum(axis=0))(x)
+  # Host data placed straight onto the spanning mesh: by jit's in_shardings, by callback blocks;
+  # every process must pass the same values.
+  s = NamedSharding(mesh, P("x"))
+  total = jax.jit(lambda v: v.sum())
+  z = jax.jit(lambda v: v + 1, in_shardings=s)(a)
+  cb = jax.make_array_from_callback(a.shape, s, lambda i: a[i])
+  try:
+    jax.device_put(a + jax.process_index(), s)
+    disagree = "no error"
+  except jax.PartixError as e:
+    disagree = str(e).split(" ")[0]
+  sums = [float(total(z)), float(total(cb)), disagree]
   import json, sys
   with open(f"{sys.argv[1]}/out{jax.process_index()}.json", "w") as f:
     json.dump([jax.process_count(), jax.device_count(), jax.local_device_count(),
                [d.id for d in jax.local_devices()], [d.process_index for d in jax.devices()],
-               local, [float(v) for v in np.asarray(y)]], f)
+               local, [float(v) for v in np.asarray(y)], sums], f)
 """)
 
 
@@ -52,4 +64,5 @@ def test_two_processes(tmp_path):
     got = json.loads((tmp_path / f"out{pi}.json").read_text())
     local = [2 * pi, 2 * pi + 1]
     shards = [[d, d * 4] for d in local]  # 16 rows over 4 devices
-    assert got == [2, 4, 2, local, [0, 0, 1, 1], shards, want], (pi, got)
+    sums = [float(np.arange(64).sum() + 64), float(np.arange(64).sum()), "[device_put]"]
+    assert got == [2, 4, 2, local, [0, 0, 1, 1], shards, want, sums], (pi, got)

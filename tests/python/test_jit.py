@@ -181,6 +181,90 @@ def test_partition_spec_under_mesh(mesh8, rng):
   assert out.sharding.spec == P(None, "y")
 
 
+def test_current_mesh_is_per_thread():
+  """As JAX's: a thread's use_mesh / set_mesh is seen by the programs that thread traces only;
+  another thread inside its own context keeps its mesh when the first leaves."""
+  import threading
+  m42 = jax.make_mesh((4, 2), ("x", "y"))
+  m24 = jax.make_mesh((2, 4), ("x", "y"))
+  a = np.arange(64, dtype=np.float32).reshape(8, 8)
+  f = jax.jit(lambda v: jax.lax.with_sharding_constraint(v * 2, P("x", "y")))
+  a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+  seen, errors = {}, []
+
+  def run(name, body):
+    try:
+      body()
+    except Exception as e:  # reported below, with the thread's name
+      errors.append((name, e))
+    finally:
+      a_in.set(); b_in.set(); a_out.set()
+
+  def thread_a():
+    with jax.sharding.use_mesh(m42):
+      a_in.set()
+      assert b_in.wait(60)
+      out = f(a)
+      seen["a"] = (out.sharding.mesh.shape, jax.sharding.get_mesh().shape)
+      np.testing.assert_array_equal(np.asarray(out), 2 * a)
+    a_out.set()
+
+  def thread_b():
+    assert a_in.wait(60)
+    with jax.set_mesh(m24):
+      b_in.set()
+      assert a_out.wait(60)
+      out = f(a)
+      seen["b"] = (out.sharding.mesh.shape, jax.sharding.get_mesh().shape)
+    seen["b_after"] = jax.sharding.get_mesh()
+
+  ts = [threading.Thread(target=run, args=(n, b)) for n, b in (("a", thread_a), ("b", thread_b))]
+  for t in ts:
+    t.start()
+  for t in ts:
+    t.join(120)
+  assert not errors, errors
+  assert seen["a"] == (m42.shape, m42.shape)
+  assert seen["b"] == (m24.shape, m24.shape)
+  assert seen["b_after"] is None
+  # One Mesh entered on two threads (`with m:`), left in the order it was entered: each thread
+  # keeps its own context.
+  entered, left = threading.Event(), threading.Event()
+  inside = {}
+
+  def first():
+    with m42:
+      entered.set()
+      assert left.wait(60)
+      inside["first"] = jax.sharding.get_mesh()
+    inside["first_after"] = jax.sharding.get_mesh()
+
+  def second():
+    assert entered.wait(60)
+    with m42:
+      pass
+    left.set()
+    inside["second_after"] = jax.sharding.get_mesh()
+
+  ts = [threading.Thread(target=run, args=(n, b)) for n, b in (("first", first),
+                                                               ("second", second))]
+  for t in ts:
+    t.start()
+  for t in ts:
+    t.join(120)
+  assert not errors, errors
+  assert inside == {"first": m42, "first_after": None, "second_after": None}
+  # A mesh set on this thread is not another thread's: there a bare spec needs its own mesh.
+  with jax.set_mesh(m42):
+    out = []
+    t = threading.Thread(target=lambda: out.append(jax.sharding.get_mesh()))
+    t.start()
+    t.join(60)
+    assert out == [None]
+    assert jax.sharding.get_mesh() is m42
+  assert jax.sharding.get_mesh() is None
+
+
 def test_in_shardings_count_mismatch(mesh8):
   sx = NamedSharding(mesh8, P("x"))
   f = jax.jit(lambda x, y: x + y, in_shardings=(sx, sx, sx))

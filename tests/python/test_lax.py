@@ -92,6 +92,39 @@ def test_control_flow_errors():
     lax.switch(0, [], x)
 
 
+def test_fori_loop_over_an_empty_range_returns_init():
+  """As JAX (and range()): upper <= lower runs no iteration, static or traced bounds."""
+  x = jnp.ones(2)
+  body = lambda i, v: v + 1
+  for lo, hi in ((0, -5), (3, 3), (7, 2)):
+    np.testing.assert_array_equal(np.asarray(lax.fori_loop(lo, hi, body, x)), np.ones(2))
+    np.testing.assert_array_equal(
+        np.asarray(jax.jit(lambda v: lax.fori_loop(lo, hi, body, v))(x)), np.ones(2))
+    np.testing.assert_array_equal(
+        np.asarray(jax.jit(lambda n, v: lax.fori_loop(0, n, body, v))(jnp.int32(hi - lo), x)),
+        np.ones(2) * (1 + max(hi - lo, 0)))
+  g = jax.grad(lambda v: lax.fori_loop(4, 1, lambda i, c: c * 3.0, v).sum())(x)
+  np.testing.assert_array_equal(np.asarray(g), np.ones(2))
+
+
+def test_shard_map_inside_loop_bodies_and_branches(mesh8):
+  """A shard_map inside a scan / fori_loop body or a cond branch, on host operands, runs on its
+  mesh, eager and under jit (the program takes the mesh the shard_map names)."""
+  a = np.arange(32, dtype=np.float32).reshape(8, 4)
+  sm = jax.shard_map(lambda b: lax.psum(b.sum(), ("x", "y")), mesh=mesh8,
+                     in_specs=P("x", "y"), out_specs=P())
+  total = float(a.sum())
+  scan_f = lambda v: lax.scan(lambda c, _: (c + sm(v), None), jnp.float32(0), None, length=3)[0]
+  fori_f = lambda v: lax.fori_loop(0, 3, lambda i, c: c + sm(v), jnp.float32(0))
+  cond_f = lambda v: lax.cond(v.sum() > 0, lambda: sm(v), lambda: jnp.float32(0))
+  assert float(scan_f(a)) == 3 * total
+  assert float(jax.jit(scan_f)(a)) == 3 * total
+  assert float(jax.jit(fori_f)(a)) == 3 * total
+  assert float(jax.jit(cond_f)(a)) == total
+  assert float(fori_f(a)) == 3 * total
+  assert float(cond_f(a)) == total
+
+
 def blocks(a, mesh_shape=(4, 2)):
   """a (8, 4) split into blocks [i][j] by P('x', 'y')."""
   r, c = a.shape[0] // mesh_shape[0], a.shape[1] // mesh_shape[1]

@@ -346,6 +346,12 @@ BAD = [
     ("full string", lambda: jnp.full(3, "a"), "[full]"),
     ("zeros shape string", lambda: jnp.zeros("ab"), "[zeros]"),
     ("zeros shape float", lambda: jnp.zeros((2.5,)), "[zeros]"),
+    ("zeros shape past int64", lambda: jnp.zeros((2**63,)), "[zeros]"),
+    ("make_mesh negative", lambda: jax.make_mesh((-1, -8), ("a", "b")), "[make_mesh]"),
+    ("make_mesh -1", lambda: jax.make_mesh((-1, 8), ("a", "b")), "[make_mesh]"),
+    ("make_mesh float", lambda: jax.make_mesh((2.0, 4), ("a", "b")), "[make_mesh]"),
+    ("scan negative length", lambda: jax.lax.scan(lambda c, x: (c, c), jnp.ones(2), None,
+                                                   length=-1), "[scan]"),
     ("roll float shift", lambda: jnp.roll(jnp.arange(3), 1.5), "[roll]"),
     ("repeat negative", lambda: jnp.repeat(jnp.arange(3), -1), "[repeat]"),
     ("repeat counts", lambda: jnp.repeat(jnp.arange(3), np.array([1, 2])), "[repeat]"),
@@ -367,6 +373,18 @@ def test_bad_input(name, f, api):
   with pytest.raises(jax.PartixError) as e:
     f()
   assert str(e.value).startswith(api), str(e.value)
+
+
+def test_max_min_of_bool_stay_bool():
+  """As JAX: max and min of a bool array are any and all, of dtype bool."""
+  b = np.array([[True, False, False], [True, True, False]])
+  for f, g in ((jnp.max, np.max), (jnp.min, np.min), (jnp.amax, np.amax)):
+    for axis in (None, 0, 1):
+      r = f(jnp.asarray(b), axis=axis)
+      assert r.dtype == np.bool_, (f, axis, r.dtype)
+      np.testing.assert_array_equal(np.asarray(r), g(b, axis=axis))
+  assert jnp.max(jnp.asarray(b), axis=1, keepdims=True).shape == (2, 1)
+  assert bool(jax.jit(lambda x: jnp.min(x))(jnp.asarray(b))) is False
 
 
 def test_quantized_arrays_refused_by_math():

@@ -113,3 +113,75 @@ def test_dispatch_fast_path_matches_general_path(mesh8):
     g(x, "seven")
   with pytest.raises(jax.PartixError):
     g(x, jnp.ones(3))  # shapes do not broadcast
+
+
+def _peak_growth(fn):
+  """What fn adds to each device's peak bytes over what the device held before."""
+  before = [_core.memory_stats(i)["bytes_in_use"] for i in range(8)]
+  _core.reset_peak_memory_stats()
+  out = fn()
+  peaks = [_core.memory_stats(i)["peak_bytes_in_use"] - before[i] for i in range(8)]
+  return out, peaks
+
+
+def test_host_data_goes_straight_to_its_devices(mesh8):
+  """device_put, jit's in_shardings and make_array_from_callback copy host data straight onto
+  each device's block: no device (device 0 in particular) holds the whole array on the way."""
+  s = NamedSharding(mesh8, P("x", "y"))
+  h = np.arange(512 * 256, dtype=np.float32).reshape(512, 256)  # 512 KiB, 64 KiB per device
+  block = h.nbytes // 8
+  x, peaks = _peak_growth(lambda: jax.device_put(h, s))
+  assert max(peaks) <= block, peaks
+  np.testing.assert_array_equal(np.asarray(x), h)
+  assert x.sharding == s
+  f = jax.jit(lambda v: v * 2, in_shardings=s, out_shardings=s)
+  f(h)  # compiled once; the call below places and runs only
+  y, peaks = _peak_growth(lambda: f(h))
+  # The placed copy is the call's own: the program writes its result over it (a scalar aside).
+  assert max(peaks) <= block + 1024, peaks
+  np.testing.assert_array_equal(np.asarray(y), 2 * h)
+  z, peaks = _peak_growth(lambda: jax.make_array_from_callback(h.shape, s, lambda i: h[i]))
+  assert max(peaks) <= block, peaks
+  np.testing.assert_array_equal(np.asarray(z), h)
+  # Lowering copies nothing, and lowers onto an abstract mesh as before.
+  before = [_core.memory_stats(i)["bytes_in_use"] for i in range(8)]
+  text = jax.jit(lambda v: v + 1, in_shardings=s).lower(h).as_text()
+  assert "add" in text
+  assert [_core.memory_stats(i)["bytes_in_use"] for i in range(8)] == before
+  am = jax.sharding.AbstractMesh((4, 2), ("x", "y"))
+  assert jax.jit(lambda v: v + 1, in_shardings=NamedSharding(am, P("x", "y"))).lower(h)
+  # One device: only that device holds it.
+  d5, peaks = _peak_growth(lambda: jax.device_put(h, jax.devices()[5]))
+  assert peaks[5] >= h.nbytes and max(peaks[:5] + peaks[6:]) == 0, peaks
+  np.testing.assert_array_equal(np.asarray(d5), h)
+  # Replicated: every device its own whole copy, as before.
+  r = jax.device_put(h, NamedSharding(mesh8, P()))
+  np.testing.assert_array_equal(np.asarray(r), h)
+  # Uneven blocks (padding) and a pytree with mixed leaves.
+  u = np.arange(7 * 9, dtype=np.float32).reshape(7, 9)
+  tree = jax.device_put({"u": u, "a": jnp.ones((8,))}, NamedSharding(mesh8, P("x")))
+  np.testing.assert_array_equal(np.asarray(tree["u"]), u)
+  np.testing.assert_array_equal(np.asarray(tree["a"]), np.ones(8, np.float32))
+  assert tree["u"].sharding == tree["a"].sharding == NamedSharding(mesh8, P("x"))
+  n = jax.device_put(3.0, NamedSharding(mesh8, P()))
+  assert float(n) == 3.0 and n.sharding == NamedSharding(mesh8, P())
+  # Bad input names the API and the value.
+  with pytest.raises(jax.PartixError, match=r"P\('x', 'y'\) has 2 entries .*shape \[6\]"):
+    jax.device_put(np.ones((6,), np.float32), NamedSharding(mesh8, P("x", "y")))
+  with pytest.raises(jax.PartixError, match="make_array_from_callback"):
+    jax.make_array_from_callback(h.shape, s, lambda i: h)  # the whole array for each block
+
+
+def test_read_only_host_arrays_are_accepted(mesh8):
+  """np.asarray of an Array is a read-only view (as JAX's); it converts back everywhere."""
+  x = jax.device_put(np.arange(16, dtype=np.float32), NamedSharding(mesh8, P()))
+  v = np.asarray(x)
+  assert not v.flags.writeable
+  ro = np.frombuffer(np.arange(16, dtype=np.float32).tobytes(), np.float32)
+  assert not ro.flags.writeable
+  for host in (v, ro):
+    np.testing.assert_array_equal(np.asarray(jnp.asarray(host)), np.arange(16))
+    np.testing.assert_array_equal(np.asarray(jax.jit(lambda a: a + 1)(host)), np.arange(16) + 1)
+    np.testing.assert_array_equal(
+        np.asarray(jax.device_put(host, NamedSharding(mesh8, P("x")))), np.arange(16))
+    np.testing.assert_array_equal(np.asarray(x + host), 2 * np.arange(16))

@@ -176,6 +176,39 @@ TEST(ControlFlowSharding, ShardMapBodyLoopsWithExplicitCollectives) {
             1);
 }
 
+// Regression: a shard_map inside a loop body or a branch, on uncommitted (host) operands, ran
+// the program around it on the default device and then refused the shard_map's mesh; the
+// program now runs where a shard_map anywhere in it names, eager and under jit.
+TEST(ControlFlowSharding, ShardMapInsideLoopBodiesAndBranchesNamesTheProgramsMesh) {
+  Mesh m = mesh42();
+  auto total = shard_map([](const Array& b) { return psum(sum(b), Axes{"x", "y"}); }, m,
+                         {P("x", "y")}, {P()});
+  Array a = reshape(arange(32, DType::F32), {8, 4});  // uncommitted, on the default device
+  const float whole = 496.0f;                         // 0 + 1 + ... + 31
+  auto in_scan = [&](const Array& x) {
+    return scan([&](const Array& c, const Array&) { return std::pair{c + total(x), c}; },
+                full({}, 0.0f), zeros({3}))
+        .first;
+  };
+  auto in_fori = [&](const Array& x) {
+    return fori_loop(0, 3, [&](const Array&, const Array& c) { return c + total(x); },
+                     full({}, 0.0f));
+  };
+  auto in_cond = [&](const Array& x) {
+    return cond(sum(x) > 0.0f, [&](const Array& v) { return total(v); },
+                [](const Array&) { return full({}, 0.0f); }, x);
+  };
+  EXPECT_EQ(in_scan(a).item<float>(), 3 * whole);
+  EXPECT_EQ(jit(in_scan)(a).item<float>(), 3 * whole);
+  EXPECT_EQ(in_fori(a).item<float>(), 3 * whole);
+  EXPECT_EQ(jit(in_fori)(a).item<float>(), 3 * whole);
+  EXPECT_EQ(jit(in_cond)(a).item<float>(), whole);
+  EXPECT_EQ(jit(in_scan)(a).sharding().mesh(), m);
+  // Operands committed to another mesh are still refused, naming that mesh.
+  Array elsewhere = device_put(a, NamedSharding(make_mesh({8}, {"x"}), P()));
+  EXPECT_PARTIX_ERROR(jit(in_scan)(elsewhere), "mesh axis 'y' in P('x', 'y')", "Mesh('x': 8)");
+}
+
 // Regression: a loop's operands were joined like an elementwise op's, so a varying capture made
 // every carry vary, and a trip counter driven by a pmax could not leave shard_map as P().
 TEST(ControlFlowSharding, ShardMapLoopCarriesVaryOnlyAsTheirBodiesMakeThem) {

@@ -10,7 +10,7 @@ import numpy as np
 from partix import _core
 from partix._src import dtypes
 from partix._src import tree_util as tu
-from partix._src.core import Array, PartixError, core, wrap
+from partix._src.core import Array, PartixError, core, host_block, wrap
 from partix._src.sharding import (NamedSharding, PartitionSpec, Device, get_mesh, to_sharding,
                                   use_mesh)
 
@@ -66,11 +66,13 @@ def _keep_tree(t):
   return i
 
 
-def _leaf_core(x, api, path=None):
+def _leaf_core(x, api, path=None, place=None):
   if isinstance(x, Array):
     return x._a
   if isinstance(x, ShapeDtypeStruct):
     return x._core()
+  if isinstance(x, np.ndarray) and place is not None:  # the call's own copy, placed
+    return core(x, api=api, place=place, temporary=True)
   if isinstance(x, (np.ndarray, np.generic, bool, int, float)):
     return core(x, api=api)
   if hasattr(x, "shape") and hasattr(x, "dtype") and not callable(x):  # an aval, duck-typed
@@ -176,7 +178,7 @@ class Compiled:
   def __call__(self, *args, **kwargs):
     # As JAX: a compiled program runs only on arguments of the signature it was lowered for.
     l = self._lowered
-    sig, cores, _ = l._jitted._prepare(args, kwargs)
+    sig, cores, _ = l._jitted._prepare(args, kwargs, place=True)
     got = [(tuple(c.shape), c.dtype) for c in cores]
     if sig is not l._sig or got != l._avals:
       raise PartixError(f"[Compiled] the arguments {got} (tree {sig.treedef}) differ from those "
@@ -405,7 +407,11 @@ class Jitted:
     jit = _core.Jit(in_list, out_list, donate_dyn, self._name, out_fn)
     paths = [p for p in tu.treedef_paths(dyn_tree, "args")] + [
         "kwargs" + p[len("args"):] for p in tu.treedef_paths(kw_tree, "args")]
-    return _JitSig(jit, counts, treedef, str(next(_tree_ids)), paths)
+    n_leaves = sum(counts)
+    places = in_list * n_leaves if len(in_list) == 1 else list(in_list) + [None] * (
+        n_leaves - len(in_list))
+    places = [p if p is not None and not p.mesh.is_abstract() else None for p in places]
+    return _JitSig(jit, counts, treedef, str(next(_tree_ids)), paths, places)
 
   def _trace_fn(self, sig, args, kwargs, static_pos):
     fun = self._fun
@@ -425,18 +431,19 @@ class Jitted:
       return cores, tid
     return trace
 
-  def _prepare(self, args, kwargs):
+  def _prepare(self, args, kwargs, place=False):
     dyn, dkw, statics, skw, static_pos = self._split(args, kwargs)
     if dkw and self._in_shardings is not None:
       raise PartixError(f"[{self._api}] keyword arguments {sorted(dkw)} cannot be passed when "
                         "in_shardings is given (as in JAX); pass them positionally")
     sig, leaves = self._state(dyn, dkw, statics, skw, static_pos, len(args))
     paths = sig.paths
-    try:
-      cores = [x._a if type(x) is Array else _leaf_core(x, self._api, paths[i] if i < len(
-          paths) else None) for i, x in enumerate(leaves)]
-    except PartixError:
-      raise
+    # Host data with an in_sharding goes straight onto it when the program runs (no device
+    # holds it whole first); lowering and shape evaluation copy nothing.
+    places = sig.places if place else ()
+    cores = [x._a if type(x) is Array else _leaf_core(
+        x, self._api, paths[i] if i < len(paths) else None,
+        places[i] if i < len(places) else None) for i, x in enumerate(leaves)]
     return sig, cores, self._trace_fn(sig, args, kwargs, static_pos)
 
   def __call__(self, *args, **kwargs):
@@ -446,7 +453,7 @@ class Jitted:
       fast = self._call_arrays(args)
       if fast is not None:
         return fast
-    sig, cores, trace = self._prepare(args, kwargs)
+    sig, cores, trace = self._prepare(args, kwargs, place=True)
     outs, tid = sig.jit.call(cores, sig.counts, sig.key, sig.path_fn, trace)
     return tu.tree_unflatten(_trees[tid], [Array(o) for o in outs])
 
@@ -523,11 +530,13 @@ class Jitted:
 
 
 class _JitSig:
-  __slots__ = ("jit", "counts", "treedef", "key", "paths", "path_fn")
+  __slots__ = ("jit", "counts", "treedef", "key", "paths", "path_fn", "places")
 
-  def __init__(self, jit, counts, treedef, key, paths):
+  def __init__(self, jit, counts, treedef, key, paths, places):
     self.jit, self.counts, self.treedef, self.key, self.paths = jit, counts, treedef, key, paths
     self.path_fn = lambda: paths
+    # Per argument leaf, the _core sharding its host data goes straight onto (in_shardings).
+    self.places = places
 
 
 def jit(fun=None, *, in_shardings=None, out_shardings=None, static_argnums=None,
@@ -699,6 +708,12 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
     targets = _expand_prefix(device, treedef, "device_put", "device")
   out = []
   for leaf, t in zip(leaves, targets):
+    if not isinstance(leaf, Array) and isinstance(t, (Device, NamedSharding, PartitionSpec)):
+      # Host data goes straight onto its devices: none holds it whole on the way.
+      place = _core.single_device_sharding(t._d) if isinstance(t, Device) else to_sharding(
+          t, "device_put")._s
+      out.append(Array(_core.device_put(core(leaf, api="device_put", place=place), place)))
+      continue
     a = core(leaf, api="device_put")
     if t is None:
       out.append(Array(a) if isinstance(leaf, Array) else Array(
@@ -719,9 +734,9 @@ def make_array_from_callback(shape, sharding, data_callback):
   s = to_sharding(sharding, "make_array_from_callback")
 
   def cb(index):
-    return core(data_callback(tuple(slice(a, b) for a, b in index)),
-                api="make_array_from_callback")
-  return Array(_core.make_array_from_callback(list(shape), s._s, cb))
+    return host_block(data_callback(tuple(slice(a, b) for a, b in index)),
+                      "make_array_from_callback")
+  return Array(_core.make_array_from_host_callback(list(shape), s._s, cb))
 
 
 def make_array_from_process_local_data(sharding, local_data, global_shape=None):

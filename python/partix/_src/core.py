@@ -225,15 +225,35 @@ def wrap(a):
   return Array(a)
 
 
-def _from_numpy(x, dt):
+def _from_numpy(x, dt, place=None, api="asarray", temporary=False):
   x = np.asarray(x, dtype=dt, order="C")  # ascontiguousarray makes 0-d arrays 1-d
   flat = x.reshape(-1).view(np.uint8) if x.size else np.zeros(0, np.uint8)
-  return _core.from_host(flat, list(x.shape), dtypes.to_core(x.dtype, "asarray"))
+  return _core.from_host(flat, list(x.shape), dtypes.to_core(x.dtype, api), place, api,
+                         temporary)
 
 
-def core(x, dtype=None, api="asarray"):
+def host_block(x, api):
+  """A block of host data for make_array_from_host_callback: (its bytes, shape, core dtype)."""
+  if isinstance(x, Array):  # its bytes, whatever the dtype (quantized blocks too)
+    a = x._a
+    if a.is_tracer():
+      x._concrete(api)
+    buf = np.empty(a.nbytes, np.uint8)
+    if buf.size:
+      a.copy_to(buf)
+    return buf, list(a.shape), a.dtype
+  arr, dt = _host_array(x, None, api)
+  arr = np.asarray(arr, dtype=dt, order="C")
+  flat = arr.reshape(-1).view(np.uint8) if arr.size else np.zeros(0, np.uint8)
+  return flat, list(arr.shape), dtypes.to_core(arr.dtype, api)
+
+
+def core(x, dtype=None, api="asarray", place=None, temporary=False):
   """x (an Array, numpy array, Python scalar, or nested list) as a partix._core.Array; host
-  data is converted as JAX converts it (64-bit types to 32-bit unless dtype says otherwise)."""
+  data is converted as JAX converts it (64-bit types to 32-bit unless dtype says otherwise).
+  With `place` (a _core.NamedSharding), host arrays go straight onto it: each device copies
+  only its block, none holds the whole (the caller still device_puts other inputs); with
+  `temporary`, the placed copy is one call's own (a jit argument: its buffers may be reused)."""
   if isinstance(x, Array):
     if dtype is not None and dtypes.to_core(dtype, api) != x._a.dtype:
       return _core.astype(x._a, dtypes.to_core(dtype, api))
@@ -247,14 +267,20 @@ def core(x, dtype=None, api="asarray"):
       return _core.scalar_i32(int(x))
     if isinstance(x, numbers.Real) and not isinstance(x, np.generic):
       return _core.scalar_f32(float(x))
+  if isinstance(x, (list, tuple)) and any(isinstance(e, Array) for e in _walk(x)):
+    from partix import numpy as jnp
+    return jnp.stack([jnp.asarray(e) for e in x])._a if dtype is None else \
+        jnp.stack([jnp.asarray(e, dtype) for e in x])._a
+  arr, dt = _host_array(x, dtype, api)
+  return _from_numpy(arr, dt, place, api, temporary)
+
+
+def _host_array(x, dtype, api):
+  """Host data as a numpy array and the partix dtype it converts to (JAX's rules)."""
   if isinstance(x, (str, bytes)) or x is None or callable(x) and not hasattr(x, "__array__"):
     raise PartixError(f"[{api}] {x!r} ({type(x).__name__}) is not an array: partix arrays are "
                       "made from Arrays, numpy arrays, Python numbers and nested lists of them")
   try:
-    if isinstance(x, (list, tuple)) and any(isinstance(e, Array) for e in _walk(x)):
-      from partix import numpy as jnp
-      return jnp.stack([jnp.asarray(e) for e in x])._a if dtype is None else \
-          jnp.stack([jnp.asarray(e, dtype) for e in x])._a
     arr = np.asarray(x)
   except (ValueError, TypeError) as e:
     raise PartixError(f"[{api}] {type(x).__name__} cannot be converted to an array: {e}") from None
@@ -270,7 +296,7 @@ def core(x, dtype=None, api="asarray"):
       arr.min() < -2**31 or arr.max() >= 2**31):
     raise PartixError(f"[{api}] integer values beyond int32 ({arr.min()} .. {arr.max()}): "
                       "partix holds them as int32; pass dtype=int64 or float32")
-  return _from_numpy(arr, dt)
+  return arr, dt
 
 
 def _walk(x):

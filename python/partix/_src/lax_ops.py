@@ -1,5 +1,7 @@
 """partix.lax: JAX's lax names over the C++ ops: dynamic slices, top_k, the collectives of
 shard_map bodies, and control flow (scan, fori_loop, while_loop, cond, switch, map)."""
+import operator
+
 import numpy as np
 
 from partix import _core
@@ -334,7 +336,15 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
   """lax.scan: carry, ys = f(carry, x) over the leading axis of xs (a pytree)."""
   init_c, init_t = _leaves_in(init, "scan", "init")
   xs_c, xs_t = _leaves_in(xs, "scan", "xs")
-  n = -1 if length is None else int(length)
+  if length is not None:
+    try:
+      n = operator.index(length)
+    except TypeError:
+      raise PartixError(f"[scan] length {length!r} is not an integer") from None
+    if n < 0:
+      raise PartixError(f"[scan] length {length} is negative")
+  else:
+    n = -1
   if not xs_c and length is None:
     raise PartixError("[scan] with no xs, give length")
   ys_tree = []
@@ -376,6 +386,8 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
                                                       and dtypes.is_int(b.dtype)):
       raise PartixError(f"[fori_loop] bounds must be integers, got {b!r}")
   lower, upper = int(lower), int(upper)
+  if not (-2**31 <= lower < 2**31 and -2**31 <= upper < 2**31):
+    raise PartixError(f"[fori_loop] bounds [{lower}, {upper}) do not fit the int32 index")
   init_c, init_t = _leaves_in(init_val, "fori_loop", "init_val")
 
   def body(tracers):

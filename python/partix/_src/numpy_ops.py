@@ -57,6 +57,8 @@ def _shape(shape, api):
   for d in shape:
     if d < 0:
       raise PartixError(f"[{api}] negative dimension in shape {tuple(shape)}")
+    if d >= 1 << 63:
+      raise PartixError(f"[{api}] dimension {d} of shape {tuple(shape)} exceeds int64")
   return shape
 
 
@@ -793,7 +795,11 @@ def _reduce(name, f, int_to_float=False):
       c = _core.astype(c, "f32")
     elif name == "sum" and c.dtype == "bool":
       c = _core.astype(c, "i32")
-    r = _w(f(c, _norm_axes(axis, x.ndim, name), bool(keepdims)))
+    if name in ("max", "min") and c.dtype == "bool":  # any / all, and bool stays bool (JAX)
+      r = _w(_core.astype(f(_core.astype(c, "i32"), _norm_axes(axis, x.ndim, name),
+                            bool(keepdims)), "bool"))
+    else:
+      r = _w(f(c, _norm_axes(axis, x.ndim, name), bool(keepdims)))
     if initial is not None:
       r = {"sum": add, "max": maximum, "min": minimum}[name](r, initial)
     return r

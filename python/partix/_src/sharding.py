@@ -4,6 +4,7 @@ import contextlib
 import functools
 import enum
 import math
+import threading
 
 import numpy as np
 
@@ -143,7 +144,6 @@ class Mesh:
       m = m.with_axis_types([t._core() for t in axis_types])
       self._m = m
     self.axis_types = axis_types
-    self._ctx = []
 
   @classmethod
   def _wrap(cls, m):
@@ -183,12 +183,14 @@ class Mesh:
     return self
 
   def __enter__(self):
-    self._ctx.append(use_mesh(self))
-    self._ctx[-1].__enter__()
+    # The open contexts are the entering thread's (one Mesh may be entered on several threads).
+    ctx = use_mesh(self)
+    ctx.__enter__()
+    _mesh_contexts().append(ctx)
     return self
 
   def __exit__(self, *exc):
-    self._ctx.pop().__exit__(*exc)
+    _mesh_contexts().pop().__exit__(*exc)
 
   def __eq__(self, other):
     return isinstance(other, Mesh) and self._m == other._m
@@ -220,6 +222,10 @@ def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None):
                                                      for t in axis_types):
       raise PartixError(f"[make_mesh] axis_types {axis_types} must be one AxisType per axis "
                         f"name {axis_names}")
+  for a in axis_shapes:
+    if isinstance(a, bool) or not isinstance(a, (int, np.integer)) or a < 1:
+      raise PartixError(f"[make_mesh] axis sizes {axis_shapes} must be positive integers "
+                        f"(got {a!r})")
   n = math.prod(axis_shapes)
   devs = list(devices) if devices is not None else [Device(d) for d in _core.devices()]
   if n > len(devs) or n <= 0:
@@ -336,46 +342,65 @@ class SingleDeviceSharding(NamedSharding):
 
 # ---- the current mesh (jax.set_mesh / jax.sharding.use_mesh) ----
 
-_mesh_stack = []
+# Per thread, as JAX's: a program one thread traces never sees another thread's mesh.
+_mesh_state = threading.local()
+
+
+def _mesh_contexts():
+  """This thread's open `with mesh:` contexts, innermost last."""
+  ctxs = getattr(_mesh_state, "contexts", None)
+  if ctxs is None:
+    ctxs = _mesh_state.contexts = []
+  return ctxs
+
+
+def _mesh_stack():
+  stack = getattr(_mesh_state, "stack", None)
+  if stack is None:
+    stack = _mesh_state.stack = []
+  return stack
 
 
 def _set_core_mesh(mesh):
   if mesh is None:
-    _core.clear_mesh()
+    _core.clear_thread_mesh()
   else:
-    _core.set_mesh(mesh._m)
+    _core.set_thread_mesh(mesh._m)
 
 
 @contextlib.contextmanager
 def use_mesh(mesh):
   if not isinstance(mesh, Mesh):
     raise PartixError(f"[use_mesh] {mesh!r} is not a partix Mesh")
-  _mesh_stack.append(mesh)
+  stack = _mesh_stack()
+  stack.append(mesh)
   _set_core_mesh(mesh)
   try:
     yield mesh
   finally:
-    _mesh_stack.pop()
-    _set_core_mesh(_mesh_stack[-1] if _mesh_stack else None)
+    stack.pop()
+    _set_core_mesh(stack[-1] if stack else None)
 
 
 class _SetMesh:
-  """set_mesh(mesh) sets the current mesh for the rest of the program; used as a context
-  manager it restores the previous one on exit (as jax.set_mesh)."""
+  """set_mesh(mesh) sets this thread's current mesh for the rest of its program; used as a
+  context manager it restores the previous one on exit (as jax.set_mesh)."""
 
   def __init__(self, mesh):
     if not isinstance(mesh, Mesh):
       raise PartixError(f"[set_mesh] {mesh!r} is not a partix Mesh")
-    self.prev = list(_mesh_stack)
-    _mesh_stack[:] = [mesh]
+    stack = _mesh_stack()
+    self.prev = list(stack)
+    stack[:] = [mesh]
     _set_core_mesh(mesh)
 
   def __enter__(self):
-    return _mesh_stack[-1]
+    return _mesh_stack()[-1]
 
   def __exit__(self, *exc):
-    _mesh_stack[:] = self.prev
-    _set_core_mesh(_mesh_stack[-1] if _mesh_stack else None)
+    stack = _mesh_stack()
+    stack[:] = self.prev
+    _set_core_mesh(stack[-1] if stack else None)
 
 
 def set_mesh(mesh):
@@ -383,7 +408,8 @@ def set_mesh(mesh):
 
 
 def get_mesh():
-  return _mesh_stack[-1] if _mesh_stack else None
+  stack = _mesh_stack()
+  return stack[-1] if stack else None
 
 
 def get_abstract_mesh():
