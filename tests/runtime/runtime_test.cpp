@@ -155,13 +155,20 @@ TEST(Runtime, ReferenceAndFastKernelsAgreeOnAProgram) {
   for (size_t i = 0; i < fast.size(); ++i) EXPECT_NEAR(fast[i], ref[i], 1e-5) << i;
 }
 
+namespace {
+// Sets the per-device memory limit for one test, and lifts it at the end.
+struct MemoryLimitScope {
+  explicit MemoryLimitScope(int64_t bytes) { detail::set_device_memory_limit(bytes); }
+  ~MemoryLimitScope() { detail::set_device_memory_limit(0); }
+  MemoryLimitScope(const MemoryLimitScope&) = delete;
+  MemoryLimitScope& operator=(const MemoryLimitScope&) = delete;
+};
+}  // namespace
+
 TEST(Runtime, DeviceMemoryLimitRefusesAProgramBeforeItRunsAndCountsAllocations) {
-  struct Restore {
-    ~Restore() { detail::set_device_memory_limit(0); }
-  } restore;
   Mesh mesh({4}, {"x"});
   Array a = device_put(ones({1024, 256}), NamedSharding(mesh, P("x")));  // 256 KiB per device
-  detail::set_device_memory_limit(1 << 20);
+  MemoryLimitScope limit(1 << 20);
   EXPECT_EQ(memory_stats(0).bytes_limit, 1 << 20);
   // [1024, 256] -> 4x bigger intermediates: 1 MiB+ per device beyond the arguments.
   auto big = jit([](const Array& v) { return sum(concatenate({v, v, v, v, v}, 1), {1}); });
@@ -176,12 +183,9 @@ TEST(Runtime, DeviceMemoryLimitRefusesAProgramBeforeItRunsAndCountsAllocations) 
 }
 
 TEST(Runtime, DeviceMemoryCheckCountsDonatedArgumentsAsReusable) {
-  struct Restore {
-    ~Restore() { detail::set_device_memory_limit(0); }
-  } restore;
   Mesh mesh({4}, {"x"});
   Array a = device_put(ones({1024, 600}), NamedSharding(mesh, P("x")));  // 600 KiB per device
-  detail::set_device_memory_limit(1 << 20);
+  MemoryLimitScope limit(1 << 20);
   auto twice = [](const Array& v) { return v * 2.0f; };
   // Kept, the argument and a result of its size need 1.2 MiB: refused before it runs.
   EXPECT_PARTIX_ERROR(jit(twice)(a), "[jit] out of memory on device 0", "needs up to 600.0 KiB");
