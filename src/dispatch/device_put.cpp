@@ -33,6 +33,23 @@ std::shared_ptr<spmd::Compiled> reshard_program(const Array& x, const NamedShard
   });
 }
 
+// Values of `dtype` and `shape` can be placed on `sharding`: it fits the shape, is not
+// unreduced, names real devices, and splits no quantized block.
+void check_placeable(const char* api, DType dtype, const Shape& shape,
+                     const NamedSharding& sharding) {
+  sharding.check_shape(shape);
+  if (!(sharding.unreduced().empty())) {
+    detail::fail(api, "an Array cannot be unreduced; got {}", sharding.to_string());
+  }
+  if (sharding.mesh().is_abstract()) {
+    detail::fail(api,
+                 "cannot place values on {}: its devices are abstract (for lowering and planning "
+                 "only); describe the array with ShapeDtypeStruct{{shape, dtype, sharding}}",
+                 sharding.mesh().to_string());
+  }
+  detail::check_block_sharding(api, dtype, shape, sharding);
+}
+
 }  // namespace
 
 Array device_put(const Array& x, const NamedSharding& sharding) {
@@ -41,19 +58,9 @@ Array device_put(const Array& x, const NamedSharding& sharding) {
     if (detail::is_tracing()) return with_sharding_constraint(x, sharding);
     detail::trace_of(x, "device_put");  // throws: a traced value that escaped its function
   }
-  sharding.check_shape(x.shape());
-  if (!(sharding.unreduced().empty())) {
-    detail::fail("device_put", "an Array cannot be unreduced; got {}", sharding.to_string());
-  }
   const auto& impl = x.impl();
   detail::check_alive(x, "device_put");
-  if (sharding.mesh().is_abstract()) {
-    detail::fail("device_put",
-                 "cannot place values on {}: its devices are abstract (for lowering and planning "
-                 "only); describe the array with ShapeDtypeStruct{{shape, dtype, sharding}}",
-                 sharding.mesh().to_string());
-  }
-  detail::check_block_sharding("device_put", x.dtype(), x.shape(), sharding);
+  check_placeable("device_put", x.dtype(), x.shape(), sharding);
   if (*impl->sharding == sharding && impl->committed) return x;
   Array out;
   // On one mesh, on device (quantized arrays too: the reshard moves whole blocks), so an
@@ -107,15 +114,7 @@ Array array_from_host_to(const void* data, int64_t count, DType dtype, Shape sha
     fail(api, "host values cannot be placed as quantized {}: place their blocks with from_blocks",
          dtype_name(dtype));
   }
-  sharding.check_shape(shape);
-  if (!(sharding.unreduced().empty())) {
-    fail(api, "an Array cannot be unreduced; got {}", sharding.to_string());
-  }
-  if (sharding.mesh().is_abstract()) {
-    fail(api,
-         "cannot place values on {}: its devices are abstract (for lowering and planning only)",
-         sharding.mesh().to_string());
-  }
+  check_placeable(api, dtype, shape, sharding);
   check_host_data_agrees(api, sharding, dtype, shape, "", data,
                          static_cast<size_t>(dtype_nbytes(dtype, shape)));
   Array out = scatter_from_host(data, std::move(shape), dtype, sharding);

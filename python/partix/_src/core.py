@@ -225,9 +225,14 @@ def wrap(a):
   return Array(a)
 
 
+def _flat_bytes(x, dt):
+  """x as C-contiguous dt values (ascontiguousarray makes 0-d arrays 1-d) and their bytes."""
+  x = np.asarray(x, dtype=dt, order="C")
+  return x, (x.reshape(-1).view(np.uint8) if x.size else np.zeros(0, np.uint8))
+
+
 def _from_numpy(x, dt, place=None, api="asarray", temporary=False):
-  x = np.asarray(x, dtype=dt, order="C")  # ascontiguousarray makes 0-d arrays 1-d
-  flat = x.reshape(-1).view(np.uint8) if x.size else np.zeros(0, np.uint8)
+  x, flat = _flat_bytes(x, dt)
   return _core.from_host(flat, list(x.shape), dtypes.to_core(x.dtype, api), place, api,
                          temporary)
 
@@ -242,9 +247,7 @@ def host_block(x, api):
     if buf.size:
       a.copy_to(buf)
     return buf, list(a.shape), a.dtype
-  arr, dt = _host_array(x, None, api)
-  arr = np.asarray(arr, dtype=dt, order="C")
-  flat = arr.reshape(-1).view(np.uint8) if arr.size else np.zeros(0, np.uint8)
+  arr, flat = _flat_bytes(*_host_array(x, None, api))
   return flat, list(arr.shape), dtypes.to_core(arr.dtype, api)
 
 
