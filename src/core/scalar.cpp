@@ -4,14 +4,34 @@
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 namespace partix::detail {
+
+namespace {
+
+// v converted to the integer type I, saturating at its limits (NaN gives 0): reductions store
+// +-inf as the identity of max and min, and a cast of an out-of-range double is undefined.
+template <class I>
+I saturate(double v) {
+  if (v != v) return 0;
+  if (v <= static_cast<double>(std::numeric_limits<I>::lowest())) {
+    return std::numeric_limits<I>::lowest();
+  }
+  // 2^31 and 2^63 are exact doubles; everything below them converts.
+  if (v >= -static_cast<double>(std::numeric_limits<I>::lowest())) {
+    return std::numeric_limits<I>::max();
+  }
+  return static_cast<I>(v);
+}
+
+}  // namespace
 
 void store_scalar(void* dst, DType dtype, double v) {
   switch (dtype) {
     case DType::Bool: *static_cast<uint8_t*>(dst) = v != 0.0 ? 1 : 0; break;
-    case DType::I32: *static_cast<int32_t*>(dst) = static_cast<int32_t>(v); break;
-    case DType::I64: *static_cast<int64_t*>(dst) = static_cast<int64_t>(v); break;
+    case DType::I32: *static_cast<int32_t*>(dst) = saturate<int32_t>(v); break;
+    case DType::I64: *static_cast<int64_t*>(dst) = saturate<int64_t>(v); break;
     case DType::F16: *static_cast<float16*>(dst) = float16(static_cast<float>(v)); break;
     case DType::BF16: *static_cast<bfloat16*>(dst) = bfloat16(static_cast<float>(v)); break;
     case DType::F32: *static_cast<float*>(dst) = static_cast<float>(v); break;

@@ -39,10 +39,22 @@ Array sum(const Array& x, std::vector<int> axes, bool keepdims) {
 }
 
 Array mean(const Array& x) { return mean(x, ops::all_axes(x.ndim())); }
+namespace {
+// The dtype a mean or variance accumulates in: f32 for integers and the 16-bit floats (as
+// JAX: an f16 sum passes 65504 long before its mean would), the dtype itself otherwise.
+DType accumulation_dtype(DType dt) {
+  return dt == DType::F32 || dt == DType::F64 ? dt : DType::F32;
+}
+// The dtype of a mean or variance of x: x's for floats, f32 for integers and bool.
+DType mean_dtype(DType dt) { return is_floating(dt) ? dt : DType::F32; }
+}  // namespace
+
 Array mean(const Array& x, std::vector<int> axes, bool keepdims) {
   axes = ops::norm_axes("mean", axes, x.shape());
-  Array xf = is_floating(x.dtype()) ? x : astype(x, DType::F32);
-  return sum(xf, axes, keepdims) / count(x, axes);
+  const DType acc = accumulation_dtype(x.dtype());
+  Array xf = x.dtype() == acc ? x : astype(x, acc);
+  Array m = sum(xf, axes, keepdims) / count(x, axes);
+  return m.dtype() == mean_dtype(x.dtype()) ? m : astype(m, mean_dtype(x.dtype()));
 }
 
 Array max(const Array& x) { return max(x, ops::all_axes(x.ndim())); }
@@ -60,9 +72,11 @@ Array min(const Array& x, std::vector<int> axes, bool keepdims) {
 
 Array var(const Array& x, std::vector<int> axes, bool keepdims) {
   axes = ops::norm_axes("var", axes, x.shape());
-  Array xf = is_floating(x.dtype()) ? x : astype(x, DType::F32);
+  const DType acc = accumulation_dtype(x.dtype());
+  Array xf = x.dtype() == acc ? x : astype(x, acc);
   Array d = xf - mean(xf, axes, true);
-  return mean(d * d, axes, keepdims);
+  Array v = mean(d * d, axes, keepdims);
+  return v.dtype() == mean_dtype(x.dtype()) ? v : astype(v, mean_dtype(x.dtype()));
 }
 
 namespace {

@@ -20,12 +20,12 @@ int scalar_const(LocalBuilder& b, double v, DType dt) {
   return b.emit1("constant", {}, {{"value", std::shared_ptr<const ir::Literal>(lit)}});
 }
 
-double identity_of(prim::ReduceKind k, DType dt) {
+// The identity of a reduction as pad_mask's value: +-inf for max and min, which storing an
+// integer saturates to the dtype's exact limits (INT32_MIN is a valid maximum).
+double identity_of(prim::ReduceKind k) {
   if (k == prim::ReduceKind::kSum) return 0.0;
-  bool f = is_floating(dt);
-  double big = f ? std::numeric_limits<double>::infinity()
-                 : (dt == DType::I32 ? 2147483647.0 : 9.2e18);
-  return k == prim::ReduceKind::kMax ? -big : big;
+  const double inf = std::numeric_limits<double>::infinity();
+  return k == prim::ReduceKind::kMax ? -inf : inf;
 }
 
 // Attributes of the local instruction: the primitive turns global sizes into its block's.
@@ -62,7 +62,7 @@ void mask_uneven_reductions(PartitionContext& c, const ir::Instr& in, const Inst
                          {{"axes", ir::Strings(axes.begin(), axes.end())},
                           {"axis", static_cast<int64_t>(d)},
                           {"size", c.g.aval(in.inputs[i]).shape[d]},
-                          {"value", identity_of(fac.reduce, dt)}},
+                          {"value", identity_of(fac.reduce)}},
                          plan.operands[i]);
       }
     }

@@ -136,3 +136,75 @@ TEST(Semantics, AnArgumentReshardedOnEveryCallIsWarnedByName) {
     EXPECT_EQ(w.find("on every call"), std::string::npos) << w;
   }
 }
+
+// Reductions over unevenly split dimensions see only the valid elements: the padding is
+// masked with each reduction's exact identity, also at the integer limits (a max of INT32_MIN
+// values is INT32_MIN, not the padding's value), eager and under jit, for every dtype.
+TEST(Semantics, UnevenReductionsAtTheDtypeLimitsSeeOnlyValidElements) {
+  Mesh m = make_mesh({4, 2}, {"x", "y"});
+  NamedSharding split(m, P("x"));
+  struct Case {
+    DType dtype;
+    double lo, hi;
+  };
+  const double i64_lo = -9223372036854775808.0;
+  for (Case k : {Case{DType::I32, -2147483648.0, 2147483647.0}, Case{DType::I64, i64_lo, 4e18},
+                 Case{DType::F32, -3e38, 3e38}, Case{DType::F64, -1e308, 1e308},
+                 Case{DType::F16, -65504, 65504}, Case{DType::BF16, -3e38, 3e38}}) {
+    SCOPED_TRACE(std::string(dtype_name(k.dtype)));
+    // 30 elements over 4 blocks of 8: the last block holds 6 and 2 rows of padding.
+    Array lows = device_put(full({30}, k.lo, k.dtype), split);
+    Array highs = device_put(full({30}, k.hi, k.dtype), split);
+    auto mx = [](const Array& a) { return max(a); };
+    auto mn = [](const Array& a) { return min(a); };
+    for (bool jitted : {false, true}) {
+      Array a = jitted ? jit(mx)(lows) : mx(lows);
+      Array b = jitted ? jit(mn)(highs) : mn(highs);
+      EXPECT_EQ(a.dtype(), k.dtype);
+      if (k.dtype == DType::I64) {
+        EXPECT_EQ(a.item<int64_t>(), std::numeric_limits<int64_t>::min());
+        EXPECT_EQ(b.item<int64_t>(), 4000000000000000000);
+      } else {
+        EXPECT_EQ(astype(a, DType::F64).item<double>(), astype(full({}, k.lo, k.dtype), DType::F64).item<double>());
+        EXPECT_EQ(astype(b, DType::F64).item<double>(), astype(full({}, k.hi, k.dtype), DType::F64).item<double>());
+      }
+    }
+  }
+  // An exact integer sum over the same uneven split, and the 2-D case split on both axes.
+  Array ones32 = device_put(full({30, 7}, 1, DType::I32), NamedSharding(m, P("x", "y")));
+  EXPECT_EQ(jit([](const Array& a) { return sum(a); })(ones32).item<int32_t>(), 210);
+  Array mins = device_put(full({30, 7}, -2147483648.0, DType::I32), NamedSharding(m, P("x", "y")));
+  EXPECT_EQ(jit([](const Array& a) { return max(a, {0, 1}); })(mins).item<int32_t>(),
+            std::numeric_limits<int32_t>::min());
+}
+
+// A maximum or minimum over an empty axis has no value: refused as numpy and JAX do, where a
+// sum is 0 and a mean NaN.
+TEST(Semantics, MaxAndMinOfAnEmptyAxisAreRefused) {
+  Array e = zeros({3, 0});
+  EXPECT_PARTIX_ERROR(max(e), "[reduce_max] cannot reduce the empty axis 1 of f32[3,0]");
+  EXPECT_PARTIX_ERROR(min(e, {1}), "[reduce_min] cannot reduce the empty axis 1");
+  EXPECT_PARTIX_ERROR(jit([](const Array& a) { return max(a, {1}); })(e), "empty axis 1");
+  EXPECT_EQ(max(e, {0}).shape(), (Shape{0}));  // reducing a non-empty axis is fine
+  EXPECT_EQ(sum(e).item<float>(), 0.0f);
+}
+
+// A 16-bit float mean accumulates in f32 (as JAX): 8192 values of 16 sum to 131072, past
+// f16's 65504, and the mean is still 16 in the input's dtype.
+TEST(Semantics, HalfPrecisionMeanAndVarianceAccumulateInF32) {
+  for (DType dt : {DType::F16, DType::BF16}) {
+    SCOPED_TRACE(std::string(dtype_name(dt)));
+    Array x = full({8192}, 16.0, dt);
+    Array mu = mean(x);
+    EXPECT_EQ(mu.dtype(), dt);
+    EXPECT_EQ(astype(mu, DType::F32).item<float>(), 16.0f);
+    Array v = var(x, {0});
+    EXPECT_EQ(v.dtype(), dt);
+    EXPECT_EQ(astype(v, DType::F32).item<float>(), 0.0f);
+    Mesh m = make_mesh({8}, {"x"});
+    Array xs = device_put(x, NamedSharding(m, P("x")));
+    EXPECT_EQ(astype(jit([](const Array& a) { return mean(a); })(xs), DType::F32).item<float>(),
+              16.0f);
+  }
+  EXPECT_EQ(mean(full({4}, 3, DType::I32)).dtype(), DType::F32);
+}
