@@ -33,6 +33,9 @@ namespace partix::ckpt {
 
 struct SaveOptions {
   std::map<std::string, std::string> metadata{};  // stored in index.json, returned by info()
+  // A step already committed in the folder is refused unless this is set; then it is replaced
+  // (atomically: a crash leaves the old step or the new one whole).
+  bool overwrite = false;
 };
 
 struct RestoreOptions {
@@ -78,6 +81,10 @@ Info info(const std::string& dir, int64_t step);
 // One background writer: save() validates the tree, waits for the previous save, copies this
 // process's unique chunks to host memory and returns; a thread then writes and commits the
 // step. An error of a background write is raised by the next save() or wait().
+// One writer per folder: from the start of save() until the step is committed (or the save
+// failed), process 0 holds an flock on <dir>/.partix-lock, which the kernel releases if the
+// process dies. A save into a folder another process (or another Checkpointer or
+// CheckpointManager of this process) is saving into is refused at once, naming the folder.
 class Checkpointer {
  public:
   Checkpointer();
@@ -209,7 +216,7 @@ class CheckpointManager {
   void lock(bool required);
   std::string dir_;
   CheckpointManagerOptions options_;
-  int lock_fd_ = -1;  // the folder's lock, held by process 0 while the manager lives
+  std::shared_ptr<void> lock_;  // the folder's lock, held by process 0 while the manager lives
   ckpt::Checkpointer writer_;
 };
 

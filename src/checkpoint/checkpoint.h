@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -75,5 +76,9 @@ CheckpointIndex read_index(const std::string& step_dir, int64_t step, std::strin
 // Bytes restores of this process have read from data files (tests check that a device reads
 // only its ranges).
 uint64_t checkpoint_bytes_read();
+
+// For tests: while the returned lock lives, no background save of this process commits (each
+// waits before its first stage), so a test can look at a save in flight.
+std::unique_lock<std::mutex> hold_checkpoint_commits();
 
 }  // namespace partix::detail

@@ -460,6 +460,7 @@ std::optional<int64_t> latest_step(const std::string& dir) {
 }
 
 Info info(const std::string& dir, int64_t step) {
+  detail::check(step >= 0, "ckpt.info", "step {} is negative", step);
   const std::string path = step_path(dir, step);
   std::error_code ec;
   if (!fs::is_directory(path, ec)) {

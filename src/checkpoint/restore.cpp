@@ -359,6 +359,7 @@ std::vector<Array> restore_leaves(const std::string& dir, int64_t step,
                                   const std::vector<std::string>& names,
                                   const std::vector<ArraySpec>& specs,
                                   const RestoreOptions& options) {
+  detail::check(step >= 0, kApi, "step {} is negative", step);
   detail::check(names.size() == specs.size(), kApi, "{} names for {} specs", names.size(),
                 specs.size());
   StepReader reader(dir, step);

@@ -8,8 +8,6 @@
 // process 0 makes the temporary folder and names it; each writes and fsyncs its data file and
 // sends its chunks' checksums; process 0 writes the index and commits. A failure anywhere is
 // reported to all at the next stage, so no step is committed half written.
-#include <fcntl.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,6 +32,7 @@
 #include "files/atomic_file.h"
 #include "checkpoint/checkpoint.h"
 #include "files/checksum.h"
+#include "files/folder_lock.h"
 #include "formats/safetensors.h"
 #include "partix/distributed.h"
 
@@ -257,6 +256,12 @@ class CopyProgress {
 struct Job {
   std::string dir, step_dir;
   Plan plan;
+  bool overwrite = false;
+  // Process 0's lock of `dir`, from the start of the save until the writer thread ends.
+  std::shared_ptr<void> lock;
+  // With several processes, why process 0 could not claim the folder: raised at stage 1, so
+  // that every process fails the save alike.
+  std::exception_ptr claim_error;
   const char* arena = nullptr;
   CopyProgress progress;
   std::function<void()> after_commit;
@@ -276,6 +281,43 @@ void hash_chunks(Job& job) {
       job.progress.wait_for(lc.offset + at + len);
       c.xxh64.push_back(detail::xxh64(job.arena + lc.offset + at, len));
     }
+  }
+}
+
+bool committed(const std::string& step_dir) {
+  std::error_code ec;
+  return fs::is_regular_file(fs::path(step_dir) / detail::kIndexName, ec);
+}
+
+// Saving a step twice would silently replace the first one (another run's, perhaps).
+void refuse_committed(const Job& job) {
+  if (job.overwrite || !committed(job.step_dir)) return;
+  detail::fail(kApi,
+               "step {} of '{}' is already committed ('{}'); saving it again would replace it: "
+               "save another step, or ask to replace it (SaveOptions::overwrite; in Python "
+               "ckpt.save(..., overwrite=True))",
+               job.plan.index.step, job.dir, job.step_dir);
+}
+
+std::vector<std::string> step_names(const Job& job) {
+  std::vector<std::string> allowed = job.plan.index.files;
+  allowed.emplace_back(detail::kIndexName);
+  return allowed;
+}
+
+// Process 0 checks the destination, locks the folder for the whole save and checks that the
+// step is new (or may be replaced). Alone, a refusal is raised to the caller at once; with
+// other processes it fails the save on all of them at its first stage.
+void claim_folder(Job& job, const void* owner) {
+  if (process_index() != 0) return;
+  try {
+    detail::check_writable_dir(job.step_dir, kApi, step_names(job));
+    job.lock = detail::lock_folder(job.dir, owner, kApi, /*create=*/true);
+    refuse_committed(job);
+  } catch (...) {
+    job.lock.reset();
+    if (process_count() == 1) throw;
+    job.claim_error = std::current_exception();
   }
 }
 
@@ -411,9 +453,8 @@ void write_step(Job& job) {
   std::string status;
   try {
     if (me == 0) {
-      std::vector<std::string> allowed = index.files;
-      allowed.emplace_back(detail::kIndexName);
-      out.emplace(job.step_dir, kApi, allowed);
+      if (job.claim_error) std::rethrow_exception(job.claim_error);
+      out.emplace(job.step_dir, kApi, step_names(job));
     }
     // Absolute: the others may have started in other folders.
     status = std::string(kOk) + opening(job, out ? fs::absolute(out->temporary()).string() : "");
@@ -461,6 +502,7 @@ void write_step(Job& job) {
       }
       detail::write_file_atomic(out->file(std::string(detail::kIndexName)), kApi,
                                 detail::index_to_json(index));
+      refuse_committed(job);  // (a writer that takes no lock, such as an older partix)
       out->commit();
     } catch (const std::exception& e) {
       status = status_of(e);
@@ -509,7 +551,9 @@ void Checkpointer::save_leaves(const std::string& dir, int64_t step,
   job->dir = dir;
   job->step_dir = step_path(dir, step);
   job->plan = make_plan(step, names, leaves, options);
+  job->overwrite = options.overwrite;
   job->after_commit = std::move(after_commit);
+  claim_folder(*job, this);
 
   Impl& im = *impl_;
   const uint64_t bytes = job->plan.local_bytes;
@@ -541,6 +585,7 @@ void Checkpointer::save_leaves(const std::string& dir, int64_t step,
       std::lock_guard<std::mutex> lock(im.mu);
       im.error = std::make_exception_ptr(Error(msg));
     }
+    job->lock.reset();  // committed or failed: the folder is free
   });
   // The synchronous part: device blocks to host, so the arrays may be donated right after.
   // The writer follows the copy through the arena.
@@ -602,46 +647,17 @@ void remove_dead_temporaries(const std::string& dir) {
   for (const std::string& t : targets) detail::remove_stale_temporaries(t);
 }
 
-constexpr std::string_view kLockName = ".partix-lock";
-
 }  // namespace
 
 // Two runs writing one folder would interleave their steps and delete each other's: the
-// manager of process 0 holds an flock on <dir>/.partix-lock, which the kernel releases when the
-// process ends, however it ends. `required`: the folder is about to be written (made if absent);
-// otherwise a folder that cannot take the lock file (read-only, absent) defers the lock.
+// manager of process 0 holds the folder's lock (files/folder_lock.h) while it lives; its
+// writer's saves take it again as the same owner. `required`: the folder is about to be
+// written (made if absent); otherwise a folder that cannot take the lock file (read-only,
+// absent) defers the lock.
 void CheckpointManager::lock(bool required) {
   // (The launch's index: constructing a manager must not start the devices.)
-  if (lock_fd_ >= 0 || distributed::launch_process_index() != 0) return;
-  const std::string path = (fs::path(dir_) / kLockName).string();
-  std::error_code ec;
-  if (required) fs::create_directories(dir_, ec);
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    if (!required) return;
-    detail::fail(kManagerApi, "cannot create the lock file '{}': {}", path, std::strerror(errno));
-  }
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    const int err = errno;
-    char pid[32] = {};
-    const ssize_t n = ::pread(fd, pid, sizeof(pid) - 1, 0);
-    ::close(fd);
-    std::string holder = n > 0 ? std::string(pid, static_cast<size_t>(n)) : std::string();
-    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
-    if (err == EWOULDBLOCK) {
-      detail::fail(kManagerApi,
-                   "'{}' is in use by another run{} (it holds '{}'); two runs must not write one "
-                   "checkpoint folder: wait for it to end, or choose another folder",
-                   dir_, holder.empty() ? "" : " (process " + holder + ")", path);
-    }
-    detail::fail(kManagerApi, "cannot lock '{}': {}", path, std::strerror(err));
-  }
-  // For the message of the run that is refused.
-  const std::string me = std::to_string(::getpid()) + "\n";
-  if (::ftruncate(fd, 0) == 0) {
-    [[maybe_unused]] const ssize_t n = ::pwrite(fd, me.data(), me.size(), 0);
-  }
-  lock_fd_ = fd;
+  if (lock_ || distributed::launch_process_index() != 0) return;
+  lock_ = detail::lock_folder(dir_, &writer_, kManagerApi, required);
 }
 
 CheckpointManager::CheckpointManager(std::string dir, CheckpointManagerOptions options)
@@ -670,7 +686,7 @@ CheckpointManager::~CheckpointManager() {
     std::cerr << "partix: a checkpoint save failed and was never waited for: " << e.what()
               << "\n";
   }
-  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the lock
+  lock_.reset();
 }
 
 bool CheckpointManager::should_save(int64_t step) const {
@@ -716,5 +732,13 @@ void CheckpointManager::delete_old_steps(int64_t written) {
     if (ec) detail::fail(kManagerApi, "cannot remove '{}': {}", doomed, ec.message());
   }
 }
+
+namespace detail {
+
+std::unique_lock<std::mutex> hold_checkpoint_commits() {
+  return std::unique_lock<std::mutex>(ckpt::commit_mutex());
+}
+
+}  // namespace detail
 
 }  // namespace partix

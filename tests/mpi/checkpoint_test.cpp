@@ -156,7 +156,7 @@ TEST(Checkpoints, EveryProcessWritesItsFileAndTheStepRestoresElsewhere) {
     want.insert(fmt::format("data-{:05d}-of-{:05d}.safetensors", p, n));
   }
   EXPECT_EQ(names_in(ckpt::step_path(dir.path(), 3)), want);
-  EXPECT_EQ(names_in(dir.path()), std::set<std::string>{"step_3"});
+  EXPECT_EQ(names_in(dir.path()), (std::set<std::string>{".partix-lock", "step_3"}));
   const ckpt::Info info = ckpt::info(dir.path(), 3);
   EXPECT_EQ(info.leaves.size(), tree.size());
 
@@ -246,7 +246,7 @@ TEST(Checkpoints, AWriteThatFailsOnOneProcessFailsTheSaveEverywhere) {
   }
   barrier();  // every process has seen the failure: process 0 has removed the temporary
   EXPECT_EQ(ckpt::all_steps(dir.path()), std::vector<int64_t>{1});
-  EXPECT_EQ(names_in(dir.path()), std::set<std::string>{"step_1"});
+  EXPECT_EQ(names_in(dir.path()), (std::set<std::string>{".partix-lock", "step_1"}));
   barrier();  // every process has looked before process 0 makes the next step's temporary
   // The next save works.
   ckpt::save(dir.path(), 2, tree);
@@ -272,6 +272,33 @@ TEST(Checkpoints, ProcessesThatSaveDifferentTreesFailAlike) {
   EXPECT_NE(error.find("leaf '['own']'"), std::string::npos) << error;
   barrier();
   EXPECT_TRUE(ckpt::all_steps(dir.path()).empty());
+}
+
+// A step already committed is refused by process 0 (which holds the folder's lock); every
+// process fails the save alike and the step keeps its values, until overwrite asks to replace it.
+TEST(Checkpoints, ACommittedStepSavedAgainFailsOnEveryProcess) {
+  SharedDir dir;
+  const Mesh mesh = mesh_of(4, 2);
+  const auto tree = saved_tree(mesh);
+  ckpt::save(dir.path(), 1, tree);
+  ckpt::wait();
+  std::map<std::string, Array> other = tree;
+  other["even"] = filled({8, 6}, NamedSharding(mesh, P("x", "y")), 50.0f);
+  std::string error;
+  try {
+    ckpt::save(dir.path(), 1, other);
+    ckpt::wait();
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  EXPECT_TRUE(error.starts_with("[ckpt.save]")) << error;
+  EXPECT_NE(error.find("step 1 of '" + dir.path() + "' is already committed"), std::string::npos)
+      << error;
+  expect_same_values(tree, ckpt::restore(dir.path(), 1, target_tree(mesh_of(2, 4))));
+  barrier();  // every process has read step 1 before it is replaced
+  ckpt::save(dir.path(), 1, other, {.overwrite = true});
+  ckpt::wait();
+  expect_same_values(other, ckpt::restore(dir.path(), 1, target_tree(mesh_of(2, 4))));
 }
 
 // Last in this file: a process that never saves leaves the others' messages unread on the
