@@ -2,7 +2,13 @@
 any number of processes (DESIGN §6.2; the idea of Orbax's save/restore). Leaves are named by
 their pytree paths joined with dots ("params.layers.0.w"), as the C++ Params name them, so
 checkpoints written by `partix train` restore here too. save() returns once the device shards
-are copied to host memory; a background thread writes and commits atomically."""
+are copied to host memory; a background thread writes and commits atomically. One writer per
+folder: a save into a folder that another process is saving into is refused, as is a step that
+is already committed (unless overwrite=True)."""
+
+import operator
+
+import numpy as np
 
 from partix import _core
 from partix._src import dtypes
@@ -29,16 +35,40 @@ def _names(tree, api):
   return names, [x for _, x in pairs], treedef
 
 
-def save(directory, step, tree, *, metadata=None):
-  """Saves tree's arrays as step `step` of `directory` (step_<step>/), asynchronously."""
+_INT64_MAX = 2**63 - 1
+
+
+def _step(step, api):
+  """`step` as an int: ints and numpy integers >= 0 that fit int64; bools, floats (2.7 is not
+  step 2) and strings are refused."""
+  what = f"[ckpt.{api}] step {step!r}"
+  if isinstance(step, (bool, np.bool_)):
+    raise PartixError(f"{what} is a bool, not an integer step")
+  try:
+    n = operator.index(step)
+  except TypeError:
+    raise PartixError(f"{what} is {type(step).__name__}, not an integer; steps are whole "
+                      "numbers >= 0") from None
+  if n < 0:
+    raise PartixError(f"{what} is negative; steps are whole numbers >= 0")
+  if n > _INT64_MAX:
+    raise PartixError(f"{what} is past int64 (at most {_INT64_MAX})")
+  return n
+
+
+def save(directory, step, tree, *, metadata=None, overwrite=False):
+  """Saves tree's arrays as step `step` of `directory` (step_<step>/), asynchronously. A step
+  already committed there is refused unless overwrite=True (then replaced atomically); so is a
+  folder that another process (or a save still in flight here) is saving into."""
+  step = _step(step, "save")
   names, leaves, _ = _names(tree, "save")
   cores = []
   for n, x in zip(names, leaves):
     if not isinstance(x, Array):
       raise PartixError(f"[ckpt.save] leaf {n!r} is {type(x).__name__}, not a partix Array")
     cores.append(x._a)
-  _core.ckpt_save(str(directory), int(step), names, cores,
-                  {str(k): str(v) for k, v in (metadata or {}).items()})
+  _core.ckpt_save(str(directory), step, names, cores,
+                  {str(k): str(v) for k, v in (metadata or {}).items()}, bool(overwrite))
 
 
 def wait():
@@ -55,6 +85,8 @@ def restore(directory, step=None, target=None, *, partial=False):
     step = _core.ckpt_latest_step(directory)
     if step is None:
       raise PartixError(f"[ckpt.restore] no committed step in {directory!r}")
+  else:
+    step = _step(step, "restore")
   if target is None:
     raise PartixError("[ckpt.restore] give target: the tree of arrays or "
                       "ShapeDtypeStructs (with shardings) to restore into")
@@ -72,7 +104,7 @@ def restore(directory, step=None, target=None, *, partial=False):
     shapes.append([int(d) for d in x.shape])
     dts.append(dtypes.to_core(x.dtype, "ckpt.restore"))
     shardings.append(s._s)
-  outs = _core.ckpt_restore(directory, int(step), names, shapes, dts, shardings, bool(partial))
+  outs = _core.ckpt_restore(directory, step, names, shapes, dts, shardings, bool(partial))
   return tu.tree_unflatten(treedef, [Array(o) for o in outs])
 
 
@@ -86,6 +118,6 @@ def all_steps(directory):
 
 
 def metadata(directory, step):
-  return dict(_core.ckpt_metadata(str(directory), int(step)))
+  return dict(_core.ckpt_metadata(str(directory), _step(step, "metadata")))
 
 

@@ -7,10 +7,10 @@ namespace partix::python {
 void bind_checkpoint(nb::module_& m) {
   m.def("ckpt_save", [](const std::string& dir, int64_t step, const std::vector<std::string>& names,
                         const std::vector<Array>& leaves,
-                        const std::map<std::string, std::string>& metadata) {
+                        const std::map<std::string, std::string>& metadata, bool overwrite) {
     nb::gil_scoped_release release;
-    ckpt::default_checkpointer().save_leaves(dir, step, names, leaves,
-                                             ckpt::SaveOptions{.metadata = metadata});
+    ckpt::default_checkpointer().save_leaves(
+        dir, step, names, leaves, ckpt::SaveOptions{.metadata = metadata, .overwrite = overwrite});
   });
   m.def("ckpt_wait", [] {
     nb::gil_scoped_release release;
