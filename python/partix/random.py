@@ -9,8 +9,15 @@ from partix._src.core import Array, PartixError, asarray
 from partix._src.numpy_ops import _creation_sharding, _shape
 
 
+def _key_bits(data):
+  """Host key data as JAX gives it (uint32) becomes partix's int32 key of the same bits."""
+  if isinstance(data, (_np.ndarray, _np.generic)) and data.dtype == _np.uint32:
+    return _np.ascontiguousarray(data).view(_np.int32)
+  return data
+
+
 def _key(key, api):
-  k = asarray(key)
+  k = asarray(_key_bits(key))
   if k.shape[-1:] != (2,) or not _dt.is_int(k.dtype):
     raise PartixError(f"[random.{api}] {k._aval_str()} is not a key (int32[2]); make one with "
                       "random.key(seed)")
@@ -23,7 +30,10 @@ def key(seed, *, impl=None):
     seed = int(seed)
   if not isinstance(seed, (int, _np.integer)):
     raise PartixError(f"[random.key] seed {seed!r} is not an int")
-  return Array(_core.random_key(int(seed) & 0xFFFFFFFFFFFFFFFF))
+  seed = int(seed)
+  if not -2**63 <= seed < 2**63:  # as JAX: any int64; its 64 bits make the key
+    raise PartixError(f"[random.key] seed {seed} is out of the int64 range [-2**63, 2**63)")
+  return Array(_core.random_key(seed & 0xFFFFFFFFFFFFFFFF))
 
 
 PRNGKey = key
@@ -34,16 +44,20 @@ def key_data(keys):
 
 
 def wrap_key_data(key_bits_array, *, impl=None):
-  return asarray(key_bits_array)
+  return asarray(_key_bits(key_bits_array))
 
 
 def split(key, num=2):
   """num new keys, stacked (shape (num, 2)); num may be a shape tuple, as in JAX."""
   k = _key(key, "split")
   shape = tuple(num) if isinstance(num, (tuple, list)) else (num,)
-  if not all(isinstance(d, (int, _np.integer)) and d >= 0 for d in shape):
+  if not all(isinstance(d, (int, _np.integer)) and 0 <= d < 2**63 for d in shape):
     raise PartixError(f"[random.split] num {num!r} must be a non-negative int or a tuple of them")
-  n = int(_np.prod(shape, dtype=_np.int64))
+  n = 1
+  for d in shape:
+    n *= int(d)
+  if n >= 2**63:
+    raise PartixError(f"[random.split] num {num!r} makes more keys than int64 counts")
   out = Array(_core.random_split(k, n))
   return out if len(shape) == 1 else out.reshape(shape + (2,))
 
@@ -97,6 +111,9 @@ def randint(key, shape, minval, maxval, dtype=None, *, out_sharding=None):
   d = _dt.to_core(dtype if dtype is not None else _np.int32, "randint")
   if d not in ("i32", "i64"):
     raise PartixError(f"[random.randint] dtype must be an integer type, got {_dt.dtype(dtype)}")
+  for v in (minval, maxval):
+    if isinstance(v, (int, _np.integer)) and not -2**63 <= int(v) < 2**63:
+      raise PartixError(f"[random.randint] minval and maxval must be ints of int64, got {v!r}")
   return Array(_core.random_randint(_key(key, "randint"), _shape(shape, "random.randint"),
                                     int(minval), int(maxval), d,
                                     _creation_sharding(out_sharding, None, "random.randint")))

@@ -49,7 +49,11 @@ def test_true_division_and_host_types():
   assert (jnp.ones(3, H) / jnp.ones(3, H)).dtype == H
   assert jnp.asarray(np.ones(2, np.float64)).dtype == F  # as JAX without x64
   assert jnp.asarray(np.ones(2, np.int64)).dtype == I
-  assert jnp.asarray(np.ones(2, np.uint8)).dtype == I
+  # Host integer types partix has no dtype for are refused, not widened: JAX keeps uint8
+  # (250 + 10 wraps to 4), int32 would give 260.
+  with pytest.raises(jax.PartixError, match=r"^\[asarray\] host data of dtype uint8 .*astype"):
+    jnp.asarray(np.ones(2, np.uint8))
+  assert jnp.asarray(np.ones(2, np.uint8), dtype=jnp.int32).dtype == I
   assert jnp.asarray([1.0, 2]).dtype == F and jnp.asarray([1, 2]).dtype == I
   assert jnp.asarray(np.float64(1.5)).dtype == F
   assert (jnp.ones(2, BF) + np.float32(1)).dtype == F  # numpy scalars are not weak

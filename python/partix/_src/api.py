@@ -68,7 +68,7 @@ def _keep_tree(t):
 
 def _leaf_core(x, api, path=None, place=None):
   if isinstance(x, Array):
-    return x._a
+    return x._a if type(x) is Array else core(x, api=api)  # a deleted array: core() raises
   if isinstance(x, ShapeDtypeStruct):
     return x._core()
   if isinstance(x, np.ndarray) and place is not None:  # the call's own copy, placed

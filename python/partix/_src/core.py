@@ -97,7 +97,11 @@ class Array:
     return None
 
   def delete(self):
-    self._a = _core.Array.__new__(_core.Array)
+    """Frees this array's buffers (when nothing else holds them); its shape and dtype stay
+    readable, any other use raises a PartixError, as for a donated array."""
+    if type(self) is not _DeletedArray:
+      self._a = _DeletedValue(self._a)
+      self.__class__ = _DeletedArray
 
   # ---- host values ----
   def __array__(self, dtype=None, copy=None):
@@ -193,6 +197,44 @@ class Array:
     return to_numpy(self).__dlpack__(*a, **k)
 
 
+class _DeletedValue:
+  """What a deleted Array holds in place of its partix._core.Array: the metadata (readable
+  after delete(), as in JAX) and nothing else."""
+  __slots__ = ("shape", "dtype", "ndim", "size", "nbytes")
+
+  def __init__(self, a):
+    self.shape, self.dtype, self.ndim, self.size, self.nbytes = (
+        a.shape, a.dtype, a.ndim, a.size, a.nbytes)
+
+  def is_deleted(self):
+    return True
+
+  def is_tracer(self):
+    return False
+
+  def is_abstract(self):
+    return False
+
+  def __getattr__(self, name):
+    raise deleted_error(self, "Array")
+
+
+def deleted_error(a, api):
+  """The error for any use of a deleted array (a._a or the _DeletedValue itself)."""
+  a = a._a if isinstance(a, Array) else a
+  return PartixError(f"[{api}] the array ({a.dtype}[{','.join(str(d) for d in a.shape)}]) was "
+                     "deleted (Array.delete) and is gone")
+
+
+class _DeletedArray(Array):
+  """An Array after delete(): the same object, its class switched so that every conversion to
+  the C++ array (core(), asarray(), jit arguments) refuses it with a PartixError."""
+  __slots__ = ()
+
+  def is_deleted(self):
+    return True
+
+
 class Shard:
   """One device's block of an Array (jax.Shard)."""
   __slots__ = ("device", "index", "replica_id", "data")
@@ -207,6 +249,8 @@ class Shard:
 
 def to_numpy(x):
   a = x._a
+  if type(x) is _DeletedArray:
+    raise deleted_error(x, "Array.__array__")
   if isinstance(x.dtype, dtypes.QuantizedDType):
     raise PartixError(f"[Array.__array__] a quantized array ({x._aval_str()}) has no numpy "
                       "form; astype it to float32 first")
@@ -240,7 +284,7 @@ def _from_numpy(x, dt, place=None, api="asarray", temporary=False):
 def host_block(x, api):
   """A block of host data for make_array_from_host_callback: (its bytes, shape, core dtype)."""
   if isinstance(x, Array):  # its bytes, whatever the dtype (quantized blocks too)
-    a = x._a
+    a = core(x, api=api)
     if a.is_tracer():
       x._concrete(api)
     buf = np.empty(a.nbytes, np.uint8)
@@ -258,6 +302,8 @@ def core(x, dtype=None, api="asarray", place=None, temporary=False):
   only its block, none holds the whole (the caller still device_puts other inputs); with
   `temporary`, the placed copy is one call's own (a jit argument: its buffers may be reused)."""
   if isinstance(x, Array):
+    if type(x) is _DeletedArray:
+      raise deleted_error(x, api)
     if dtype is not None and dtypes.to_core(dtype, api) != x._a.dtype:
       return _core.astype(x._a, dtypes.to_core(dtype, api))
     return x._a
@@ -267,6 +313,10 @@ def core(x, dtype=None, api="asarray", place=None, temporary=False):
     if isinstance(x, bool):
       return _core.scalar_bool(x)
     if isinstance(x, numbers.Integral) and not isinstance(x, np.generic):
+      if not -2**31 <= int(x) < 2**31:
+        raise PartixError(f"[{api}] Python int {int(x)} does not fit int32, partix's default "
+                          "integer type (as JAX's without x64); pass dtype=int64 or a float "
+                          "dtype")
       return _core.scalar_i32(int(x))
     if isinstance(x, numbers.Real) and not isinstance(x, np.generic):
       return _core.scalar_f32(float(x))
@@ -285,21 +335,44 @@ def _host_array(x, dtype, api):
                       "made from Arrays, numpy arrays, Python numbers and nested lists of them")
   try:
     arr = np.asarray(x)
-  except (ValueError, TypeError) as e:
+  except (ValueError, TypeError, OverflowError) as e:
     raise PartixError(f"[{api}] {type(x).__name__} cannot be converted to an array: {e}") from None
+  if not isinstance(x, (np.ndarray, np.generic)) and (
+      arr.dtype == np.uint64 or arr.dtype == object and arr.size and all(
+          isinstance(v, numbers.Integral) for v in arr.flat)):
+    # Python ints numpy could hold only as uint64 or as objects: floats for a float dtype,
+    # else refused.
+    if dtype is not None and _is_float_dtype(dtype):
+      arr = np.asarray(x, dtype=np.float64)
+    else:
+      big = max((int(v) for v in arr.flat), key=abs)
+      raise PartixError(f"[{api}] Python int {big} is beyond int64, the widest integer type "
+                        "partix holds")
   if arr.dtype == object or arr.dtype.kind in "USVOMmc" and not dtypes.is_known(arr.dtype):
     raise PartixError(f"[{api}] {type(x).__name__} of numpy dtype {arr.dtype} is not an array "
                       "partix can hold")
-  dt = dtypes.dtype(dtype, api) if dtype is not None else dtypes.canonicalize(arr.dtype)
+  # Without dtype=, host types partix has no dtype for are refused (never widened silently);
+  # an explicit dtype= converts them, as astype does, when the values fit.
+  dt = dtypes.dtype(dtype, api) if dtype is not None else dtypes.canonicalize(arr.dtype, api)
   if isinstance(dt, dtypes.QuantizedDType):
     raise PartixError(f"[{api}] host data cannot be converted to quantized {dt.name}; load "
                       "quantized weights from a GGUF file")
   dtypes.to_core(dt, api)  # a dtype partix holds, or a PartixError naming the API
-  if dt == np.dtype(np.int32) and arr.dtype.kind in "iu" and arr.itemsize >= 4 and arr.size and (
-      arr.min() < -2**31 or arr.max() >= 2**31):
-    raise PartixError(f"[{api}] integer values beyond int32 ({arr.min()} .. {arr.max()}): "
-                      "partix holds them as int32; pass dtype=int64 or float32")
+  if dt.kind == "i" and arr.dtype.kind in "iu" and arr.size and not np.can_cast(
+      arr.dtype, dt, "safe"):
+    info = np.iinfo(dt)
+    if arr.min() < info.min or arr.max() > info.max:
+      raise PartixError(f"[{api}] integer values beyond {dt} ({arr.min()} .. {arr.max()}): "
+                        f"partix holds them as {dt}" + ("; pass dtype=int64 or float32" if
+                                                        dt == np.dtype(np.int32) else ""))
   return arr, dt
+
+
+def _is_float_dtype(d):
+  try:
+    return dtypes.is_float(d)
+  except PartixError:
+    return False
 
 
 def _walk(x):
@@ -311,7 +384,7 @@ def _walk(x):
 
 
 def asarray(x, dtype=None, api="asarray"):
-  return x if isinstance(x, Array) and dtype is None else Array(core(x, dtype, api))
+  return x if type(x) is Array and dtype is None else Array(core(x, dtype, api))
 
 
 def is_weak_scalar(x):
@@ -338,8 +411,14 @@ def promote_pair(x, y, api):
     elif isinstance(s, numbers.Integral):
       if dt == "bool":
         a, dt = _core.astype(a, "i32"), "i32"
-      if dt == "i32" and not -2**31 <= int(s) < 2**31:
-        raise PartixError(f"[{api}] Python int {s} does not fit the array's int32")
+      bits = {"i32": 31, "i64": 63}.get(dt)
+      if bits and not -2**bits <= int(s) < 2**bits:
+        raise PartixError(f"[{api}] Python int {s} does not fit the array's {dtypes.from_core(dt)}")
+      if not bits:
+        try:
+          float(s)
+        except OverflowError:
+          raise PartixError(f"[{api}] Python int {s} is too large for a float") from None
     elif isinstance(s, numbers.Real):
       if dt in ("bool", "i32", "i64"):
         a, dt = _core.astype(a, "f32"), "f32"

@@ -36,10 +36,11 @@ _FROM_CORE = {v: k for k, v in _TO_CORE.items()}
 for _q in (q8_0, q4_0, q4_1, q4_k, q6_k):
   _FROM_CORE[_q.name] = _q
 # What JAX does without x64: host data of these types becomes 32-bit.
-_CANONICAL = {np.dtype(np.float64): np.dtype(np.float32), np.dtype(np.int64): np.dtype(np.int32),
-              np.dtype(np.uint32): np.dtype(np.int32), np.dtype(np.int16): np.dtype(np.int32),
-              np.dtype(np.int8): np.dtype(np.int32), np.dtype(np.uint8): np.dtype(np.int32),
-              np.dtype(np.uint16): np.dtype(np.int32), np.dtype(np.uint64): np.dtype(np.int32)}
+_CANONICAL = {np.dtype(np.float64): np.dtype(np.float32), np.dtype(np.int64): np.dtype(np.int32)}
+# Host integer types partix has no dtype for. JAX keeps them (uint8 arithmetic wraps at 256);
+# widening them to int32 would change results silently, so host data of these types is refused.
+_REFUSED = frozenset(np.dtype(t) for t in (np.int8, np.uint8, np.int16, np.uint16, np.uint32,
+                                           np.uint64))
 
 
 def dtype(x, api="dtype"):
@@ -87,8 +88,16 @@ def from_core(name):
   return _FROM_CORE[name]
 
 
-def canonicalize(d):
-  d = dtype(d)
+def canonicalize(d, api="asarray"):
+  """The dtype host data of dtype d becomes (JAX's rules without x64); a PartixError for the
+  integer types partix does not hold."""
+  d = dtype(d, api)
+  if d in _REFUSED:
+    from partix._src.core import PartixError
+    raise PartixError(f"[{api}] host data of dtype {d} is not supported: partix holds bool, "
+                      "int32, int64, float16, bfloat16, float32 and float64, and does not widen "
+                      f"{d} silently (its arithmetic would differ); convert it first, e.g. "
+                      "x.astype(np.int32)")
   return _CANONICAL.get(d, d)
 
 
