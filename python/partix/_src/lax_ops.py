@@ -9,7 +9,7 @@ from partix._src import dtypes
 from partix._src import numpy_ops as jnp
 from partix._src import tree_util as tu
 from partix._src.api import _keep_tree, _out_leaves, _trees, with_sharding_constraint  # noqa
-from partix._src.core import Array, PartixError, asarray, core, wrap
+from partix._src.core import Array, PartixError, asarray, core, promote_pair, wrap
 
 
 def _idx(i, api):
@@ -24,6 +24,10 @@ def dynamic_slice(operand, start_indices, slice_sizes):
   if len(start_indices) != x.ndim or len(slice_sizes) != x.ndim:
     raise PartixError(f"[dynamic_slice] needs {x.ndim} start indices and slice sizes, got "
                       f"{len(start_indices)} and {len(slice_sizes)}")
+  for s, n in zip(slice_sizes, x.shape):
+    if not isinstance(s, (int, np.integer)) or isinstance(s, bool) or not 0 <= s <= n:
+      raise PartixError(f"[dynamic_slice] slice sizes {tuple(slice_sizes)} must be ints in "
+                        f"[0, dimension] for an operand of shape {x.shape}")
   return Array(_core.dynamic_slice(x._a, [_idx(i, "dynamic_slice") for i in start_indices],
                                    [int(s) for s in slice_sizes]))
 
@@ -190,8 +194,23 @@ def stop_gradient(x):
 exp, log, sin, cos, tanh, sqrt, abs, sign = (jnp.exp, jnp.log, jnp.sin, jnp.cos, jnp.tanh,
                                              jnp.sqrt, jnp.abs, jnp.sign)
 floor, ceil, round, square = jnp.floor, jnp.ceil, jnp.round, jnp.square
-add, sub, mul, div, max, min = (jnp.add, jnp.subtract, jnp.multiply, jnp.true_divide,
-                                jnp.maximum, jnp.minimum)
+add, sub, mul, max, min = jnp.add, jnp.subtract, jnp.multiply, jnp.maximum, jnp.minimum
+
+
+def div(x, y):
+  """lax.div: integers divide rounding toward zero (C's rule; x / 0 is -1, as XLA's), floats
+  divide exactly; the operands keep their dtype."""
+  a, b = promote_pair(x, y, "div")
+  return Array(_core.div(a, b))
+
+
+def rem(x, y):
+  """lax.rem: the C remainder, x - y * trunc(x / y), with the sign of x (x rem 0 is x for
+  integers, as XLA's)."""
+  a, b = promote_pair(x, y, "rem")
+  return jnp._c_fmod(Array(a), Array(b))
+
+
 neg, pow, integer_pow = jnp.negative, jnp.power, jnp.power
 eq, ne, lt, le, gt, ge = (jnp.equal, jnp.not_equal, jnp.less, jnp.less_equal, jnp.greater,
                           jnp.greater_equal)
@@ -202,11 +221,16 @@ def reduce_sum(operand, axes):
 
 
 def reduce_max(operand, axes):
-  return jnp.max(operand, axis=tuple(axes))
+  # lax's reductions have an identity: an empty one gives -inf (the type's minimum).
+  x = asarray(operand)
+  return jnp._reduce_core("max", _core.max, x._a, jnp._norm_axes(tuple(axes), x.ndim,
+                                                                  "reduce_max"), False)
 
 
 def reduce_min(operand, axes):
-  return jnp.min(operand, axis=tuple(axes))
+  x = asarray(operand)
+  return jnp._reduce_core("min", _core.min, x._a, jnp._norm_axes(tuple(axes), x.ndim,
+                                                                  "reduce_min"), False)
 
 
 def cumsum(operand, axis=0, reverse=False):

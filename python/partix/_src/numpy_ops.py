@@ -83,10 +83,11 @@ def full(shape, fill_value, dtype=None, *, device=None, out_sharding=None):
     return broadcast_to(asarray(fill_value, dtype, "full"), shape)
   if dtype is None:
     dtype = dtypes.dtype(fill_value) if not isinstance(fill_value, np.generic) else \
-        dtypes.canonicalize(fill_value.dtype)
+        dtypes.canonicalize(fill_value.dtype, "full")
   dt = _dt(dtype, api="full")
-  if dt == "i32" and not -2**31 <= fill_value < 2**31:
-    raise PartixError(f"[full] fill value {fill_value} does not fit int32")
+  bits = {"i32": 31, "i64": 63}.get(dt)
+  if bits and not -2**bits <= fill_value < 2**bits:
+    raise PartixError(f"[full] fill value {fill_value} does not fit {dtypes.from_core(dt)}")
   return _w(_core.full(_shape(shape, "full"), float(fill_value), dt,
                        _creation_sharding(out_sharding, device, "full")))
 
@@ -134,10 +135,12 @@ def _dtype_of(a):
 def arange(start, stop=None, step=None, dtype=None, *, device=None, out_sharding=None):
   if stop is None and step is None and isinstance(start, (int, np.integer)) and (
       dtype is None or dtypes.is_int(dtype) or dtypes.is_float(dtype)):
-    n = int(start)
-    if n < 0:
-      n = 0
-    return _w(_core.arange(n, _dt(dtype, "i32", "arange"),
+    n = builtins.max(int(start), 0)
+    dt = _dt(dtype, "i32", "arange")
+    if n > {"i32": 2**31, "i64": 2**63}.get(dt, 2**63):
+      raise PartixError(f"[arange] {n} values do not fit {dtypes.from_core(dt)}" +
+                        ("; pass dtype=int64" if dt == "i32" else ""))
+    return _w(_core.arange(n, dt,
                            _creation_sharding(out_sharding, device, "arange")))
   if stop is None:
     start, stop = 0, start
@@ -154,7 +157,15 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None, out_sharding
   if dtype is None:
     dtype = np.int32 if all_int else np.float32
   dt = _dt(dtype, api="arange")
-  work = "i32" if all_int and dt in ("i32", "i64") else "f32"
+  work = dt if all_int and dt in ("i32", "i64") else "f32"
+  if n >= 1 << 63:
+    raise PartixError(f"[arange] {n} values exceed int64")
+  if work in ("i32", "i64"):
+    bits = 31 if work == "i32" else 63
+    for v in (int(start), int(start) + builtins.max(n - 1, 0) * int(step)):
+      if not -2**bits <= v < 2**bits:
+        raise PartixError(f"[arange] value {v} does not fit {dtypes.from_core(work)}" +
+                          ("; pass dtype=int64" if work == "i32" else ""))
   i = _w(_core.iota([n], 0, work))
   out = astype(i * _scalar_as(step, work) + _scalar_as(start, work), dtype)
   s = _creation_sharding(out_sharding, device, "arange")
@@ -254,6 +265,9 @@ def _unary(name, f):
     a = core(x, api=name)
     if name in _FLOAT_UNARY and a.dtype in ("bool", "i32", "i64"):
       a = _core.astype(a, "f32")
+    elif name in _INT_IDENTITY and a.dtype in ("bool", "i32", "i64"):
+      # As JAX: integers are returned unchanged, bools as int32.
+      return _w(a if a.dtype != "bool" else _core.astype(a, "i32"))
     return _w(f(a))
   op.__name__ = name
   op.__doc__ = f"numpy.{name}, elementwise."
@@ -261,7 +275,8 @@ def _unary(name, f):
 
 
 _FLOAT_UNARY = {"exp", "log", "sin", "cos", "tanh", "sqrt", "rsqrt", "log1p", "expm1", "erf",
-                "erf_inv", "logistic", "floor", "ceil", "round"}
+                "erf_inv", "logistic"}
+_INT_IDENTITY = {"floor", "ceil", "round"}
 exp = _unary("exp", _core.exp)
 log = _unary("log", _core.log)
 sin = _unary("sin", _core.sin)
@@ -286,13 +301,26 @@ def round(a, decimals=0, out=None):
   if out is not None:
     raise PartixError("[round] out= is not supported (arrays are immutable)")
   if decimals:
+    x = asarray(a, api="round")
+    if x._a.dtype in ("bool", "i32", "i64"):
+      if decimals < 0:  # as JAX
+        raise PartixError(f"[round] decimals={decimals} < 0 is not supported for integer "
+                          f"arrays ({x.dtype})")
+      return _unary("round", _core.round)(x)
     s = 10.0 ** decimals
-    return _unary("round", _core.round)(asarray(a, api="round") * s) / s
+    return _unary("round", _core.round)(x * s) / s
   return _unary("round", _core.round)(a)
 
 
 around = round
-rint = round
+
+
+def rint(x, /):
+  """numpy.rint: to the nearest integer, halves to even; integers become float32 (as JAX)."""
+  a = core(x, api="rint")
+  if a.dtype in ("bool", "i32", "i64"):
+    a = _core.astype(a, "f32")
+  return _w(_core.round(a))
 
 
 def tan(x):
@@ -353,7 +381,32 @@ logical_and = _binary("logical_and", _core.logical_and)
 logical_or = _binary("logical_or", _core.logical_or)
 remainder = _binary("remainder", _core.remainder)
 mod = remainder
-floor_divide = _binary("floor_divide", _core.floor_divide)
+
+
+def floor_divide(x1, x2, /):
+  """numpy.floor_divide (//): integers round toward -inf (Python's rule); floats as numpy and
+  JAX compute them, (x1 - fmod(x1, x2)) / x2 corrected to the floor (1 // 0.1 is 9)."""
+  a, b = promote_pair(x1, x2, "floor_divide")
+  if a.dtype not in ("f16", "bf16", "f32", "f64"):
+    return _w(_core.floor_divide(a, b))
+  a, b = _w(a), _w(b)
+  m = _c_fmod(a, b)
+  q = (a - m) / b
+  fix_ = logical_and(not_equal(m, 0), not_equal(sign(b), sign(m)))
+  return round(where(fix_, q - 1, q))
+
+
+def _c_fmod(a, b):
+  """The C remainder of two arrays of one dtype: the sign of the dividend, exact."""
+  if a._a.dtype in ("bool", "i32", "i64"):
+    # r is the floor remainder: where it took the divisor's sign, move it back.
+    r = _w(_core.remainder(a._a, b._a))
+    return where(logical_and(not_equal(r, 0), less(a, 0) != less(b, 0)), r - b, r)
+  # Of non-negative operands the floor remainder is the C one (no correction to round).
+  m = _w(_core.remainder(abs(a)._a, abs(b)._a))
+  return where(signbit(a), -m, m)
+
+
 _float_power = _binary("power", _core.pow)
 
 
@@ -402,12 +455,23 @@ def logical_xor(x1, x2, /):
   return not_equal(astype(x1, bool), astype(x2, bool))
 
 
-def fmax(x1, x2):
-  return maximum(x1, x2)
+def _nan_ignoring(name, f, x1, x2):
+  """numpy.fmax / fmin: f, except that a NaN operand gives the other operand (NaN when both
+  are)."""
+  a, b = promote_pair(x1, x2, name)
+  out = _w(f(a, b))
+  if a.dtype not in ("f16", "bf16", "f32", "f64"):
+    return out
+  a, b = _w(a), _w(b)
+  return where(isnan(b), broadcast_to(a, out.shape), where(isnan(a), b, out))
 
 
-def fmin(x1, x2):
-  return minimum(x1, x2)
+def fmax(x1, x2, /):
+  return _nan_ignoring("fmax", _core.maximum, x1, x2)
+
+
+def fmin(x1, x2, /):
+  return _nan_ignoring("fmin", _core.minimum, x1, x2)
 
 
 def where(condition, x=None, y=None, /):
@@ -515,6 +579,10 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None, out_sharding=
   shape = [int(d) for d in shape]
   if shape.count(-1) > 1:
     raise PartixError(f"[reshape] more than one -1 in shape {tuple(shape)}")
+  for d in shape:
+    if d < -1 or d >= 1 << 63:
+      raise PartixError(f"[reshape] dimension {d} of shape {tuple(shape)} is not a size (0 to "
+                        "2**63 - 1, or one -1)")
   if -1 in shape:
     known = math.prod(d for d in shape if d != -1)
     if known == 0 or a.size % known:
@@ -708,8 +776,12 @@ def pad(array, pad_width, mode="constant", constant_values=0):
   a = asarray(array, api="pad")
   if mode != "constant":
     raise PartixError(f"[pad] mode {mode!r} is not supported (only 'constant')")
-  pw = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (a.ndim, 2)) if a.ndim else \
-      np.zeros((0, 2), np.int64)
+  try:
+    pw = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (a.ndim, 2)) if a.ndim else \
+        np.zeros((0, 2), np.int64)
+  except (OverflowError, TypeError, ValueError) as e:
+    raise PartixError(f"[pad] pad_width {pad_width!r} is not ints of int64 broadcasting to "
+                      f"({a.ndim}, 2): {e}") from None
   return _w(_core.pad(a._a, [int(x) for x in pw[:, 0]], [int(x) for x in pw[:, 1]],
                       float(constant_values)))
 
@@ -725,7 +797,9 @@ def roll(a, shift, axis=None):
     return a
   if not isinstance(shift, (int, np.integer)):
     raise PartixError(f"[roll] shift {shift!r} is not an int")
-  return _w(_core.roll(a._a, int(shift), _norm_axis(axis, a.ndim, "roll")))
+  ax = _norm_axis(axis, a.ndim, "roll")
+  # Rolling is periodic in the axis' length (any Python int shift is taken modulo it).
+  return _w(_core.roll(a._a, int(shift) % builtins.max(a.shape[ax] if a.ndim else 1, 1), ax))
 
 
 def flip(m, axis=None):
@@ -774,8 +848,12 @@ def tile(A, reps):
   a = reshape(a, (1,) * (nd - a.ndim) + a.shape)
   reps = (1,) * (nd - len(reps)) + reps
   for ax, r in enumerate(reps):
-    if r != 1:
-      a = concatenate([a] * r, axis=ax)
+    if not isinstance(r, (int, np.integer)) or isinstance(r, bool):
+      raise PartixError(f"[tile] reps {reps} must be ints")
+    if r != 1:  # r copies of the axis one after another: a new axis of r, merged into it
+      shape = list(a.shape)
+      b = broadcast_to(expand_dims(a, ax), shape[:ax] + [int(r)] + shape[ax:])
+      a = reshape(b, shape[:ax] + [int(r) * shape[ax]] + shape[ax + 1:])
   return a
 
 
@@ -788,6 +866,9 @@ def _reduce(name, f, int_to_float=False):
     if where is not None:
       raise PartixError(f"[{name}] where= is not supported")
     x = asarray(a, api=name)
+    axes = _norm_axes(axis, x.ndim, name)
+    if name in ("max", "min") and initial is None:
+      _check_nonempty(name, x, axes)
     c = x._a
     if dtype is not None:
       c = _core.astype(c, dtypes.to_core(dtype, name))
@@ -795,16 +876,42 @@ def _reduce(name, f, int_to_float=False):
       c = _core.astype(c, "f32")
     elif name == "sum" and c.dtype == "bool":
       c = _core.astype(c, "i32")
-    if name in ("max", "min") and c.dtype == "bool":  # any / all, and bool stays bool (JAX)
-      r = _w(_core.astype(f(_core.astype(c, "i32"), _norm_axes(axis, x.ndim, name),
-                            bool(keepdims)), "bool"))
+    if name in ("sum", "mean") and c.dtype in ("f16", "bf16"):
+      # As JAX: 16-bit sums are taken in float32 (a float16 running sum overflows past 65504
+      # and, adding ones, stops growing at 2048), the result cast back.
+      r = _w(_core.astype(f(_core.astype(c, "f32"), axes, bool(keepdims)), c.dtype))
     else:
-      r = _w(f(c, _norm_axes(axis, x.ndim, name), bool(keepdims)))
+      r = _reduce_core(name, f, c, axes, keepdims)
     if initial is not None:
       r = {"sum": add, "max": maximum, "min": minimum}[name](r, initial)
     return r
   op.__name__ = name
   return op
+
+
+def _check_nonempty(name, x, axes):
+  """max and min have no identity: numpy and JAX refuse to reduce an empty axis."""
+  if builtins.any(x.shape[i] == 0 for i in axes):
+    raise PartixError(f"[{name}] zero-size array to reduction operation {name} which has no "
+                      f"identity: shape {x.shape} reduced over axes {tuple(axes)}" +
+                      ("; pass initial=" if name in ("max", "min") else ""))
+
+
+def _reduce_core(name, f, c, axes, keepdims):
+  """The C++ reduction f of core array c over axes; an empty max / min gives the identity
+  (-inf / +inf, the integer type's minimum / maximum, False / True), as lax.reduce_max does."""
+  if name in ("max", "min") and builtins.any(c.shape[i] == 0 for i in axes):
+    shape = [1 if i in axes else d for i, d in enumerate(c.shape) if keepdims or i not in axes]
+    if c.dtype == "bool":
+      return _w(_core.full(shape, float(name == "min"), "bool", None))
+    if c.dtype in ("f16", "bf16", "f32", "f64"):
+      return _w(_core.full(shape, np.inf if name == "min" else -np.inf, c.dtype, None))
+    # The type's minimum is a double (-2**31, -2**63); its maximum is -(minimum + 1).
+    lo = _w(_core.full(shape, float(dtypes.iinfo(dtypes.from_core(c.dtype)).min), c.dtype, None))
+    return lo if name == "max" else negative(lo + 1)
+  if name in ("max", "min") and c.dtype == "bool":  # any / all, and bool stays bool (JAX)
+    return _w(_core.astype(f(_core.astype(c, "i32"), axes, bool(keepdims)), "bool"))
+  return _w(f(c, axes, bool(keepdims)))
 
 
 sum = _reduce("sum", _core.sum)
@@ -816,14 +923,37 @@ amax, amin = max, min
 
 def prod(a, axis=None, dtype=None, keepdims=False):
   a = asarray(a, dtype, "prod")
+  if a._a.dtype in ("f16", "bf16"):  # multiplied in float32 and cast back, as JAX
+    return astype(_prod(astype(a, np.float32), axis, keepdims), a.dtype)
   return _prod(a, axis, keepdims)
+
+
+def _whole_along(a, axes):
+  """a with the axes it reduces gathered whole where they are split over Explicit mesh axes
+  (the pairwise products slice them; explicit sharding refuses slicing a split dimension).
+  The result loses those axes' splits as a reduction's result does."""
+  t = _core.type_of(a._a)
+  if t.sharding is None:
+    return a
+  from partix._src.sharding import AxisType, NamedSharding, PartitionSpec
+  s = NamedSharding._wrap(t.sharding)
+  mesh = s.mesh
+  explicit = {n for n, k in zip(mesh.axis_names, mesh.axis_types) if k is AxisType.Explicit}
+  spec = list(s.spec) + [None] * (a.ndim - len(s.spec))
+  split = [ax for ax in axes if spec[ax] is not None and builtins.any(
+      n in explicit for n in ((spec[ax],) if isinstance(spec[ax], str) else spec[ax]))]
+  if not split:
+    return a
+  for ax in split:
+    spec[ax] = None
+  return _w(_core.reshard(a._a, NamedSharding(mesh, PartitionSpec(*spec))._s))
 
 
 def _prod(a, axis, keepdims):
   axes = _norm_axes(axis, a.ndim, "prod")
   if a._a.dtype == "bool":
     a = astype(a, np.int32)
-  out = a
+  out = _whole_along(a, axes)
   for ax in sorted(axes, reverse=True):
     # Pairwise halving: log2(n) multiplies (an odd element is carried over).
     while out.shape[ax] > 1:
@@ -847,11 +977,14 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, correctio
     x = astype(x, np.float32)
   ddof = correction if correction is not None else ddof
   axes = _norm_axes(axis, x.ndim, "var")
+  out_dt = x._a.dtype
+  if out_dt in ("f16", "bf16"):  # computed in float32 and cast back, as JAX
+    x = astype(x, np.float32)
   v = _w(_core.var(x._a, axes, bool(keepdims)))
   if ddof:
     n = math.prod(x.shape[i] for i in axes)
     v = v * (n / builtins.max(n - ddof, 0)) if n - ddof > 0 else v * np.inf
-  return v
+  return v if v._a.dtype == out_dt else _w(_core.astype(v._a, out_dt))
 
 
 def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, correction=None):
@@ -883,13 +1016,15 @@ def _truth(a, api):
 def any(a, axis=None, keepdims=False, *, where=None):
   if where is not None:
     raise PartixError("[any] where= is not supported")
-  return not_equal(max(_truth(a, "any"), axis=axis, keepdims=keepdims), 0)
+  # initial: an empty any is False.
+  return not_equal(max(_truth(a, "any"), axis=axis, keepdims=keepdims, initial=0), 0)
 
 
 def all(a, axis=None, keepdims=False, *, where=None):
   if where is not None:
     raise PartixError("[all] where= is not supported")
-  return not_equal(min(_truth(a, "all"), axis=axis, keepdims=keepdims), 0)
+  # initial: an empty all is True.
+  return not_equal(min(_truth(a, "all"), axis=axis, keepdims=keepdims, initial=1), 0)
 
 
 def count_nonzero(a, axis=None, keepdims=False):
@@ -898,6 +1033,10 @@ def count_nonzero(a, axis=None, keepdims=False):
 
 def _arg_reduce(name, op, a, axis, keepdims):
   a = asarray(a, api=name)
+  n = a.size if axis is None else a.shape[_norm_axis(axis, a.ndim, name)] if a.ndim else a.size
+  if n == 0:
+    raise PartixError(f"[{name}] attempt to get {name} of an empty sequence: shape {a.shape}, "
+                      f"axis {axis}")
   if axis is None:  # over the flattened array
     r = _w(op(ravel(a)._a, 0, False))
     return reshape(r, (1,) * a.ndim) if keepdims else r
@@ -1155,7 +1294,7 @@ def linalg_norm(x, ord=None, axis=None, keepdims=False):
 def trunc(x):
   x = asarray(x, api="trunc")
   if not dtypes.is_float(x.dtype):
-    return x
+    return x if x._a.dtype != "bool" else astype(x, np.int32)
   return where(less(x, 0), ceil(x), floor(x))
 
 
@@ -1165,9 +1304,7 @@ fix = trunc
 def fmod(x1, x2, /):
   """The C remainder: the sign of the dividend (numpy.fmod)."""
   a, b = promote_pair(x1, x2, "fmod")
-  a, b = _w(a), _w(b)
-  r = remainder(a, b)
-  return where(logical_and(not_equal(r, 0), less(a, 0) != less(b, 0)), r - b, r)
+  return _c_fmod(_w(a), _w(b))
 
 
 def hypot(x1, x2, /):
@@ -1293,12 +1430,22 @@ def nanmean(a, axis=None, dtype=None, keepdims=False):
   return nansum(a, axis=axis, dtype=dtype, keepdims=keepdims) / n
 
 
+def _nan_extreme(name, f, fill, a, axis, keepdims):
+  """nanmax / nanmin: f ignoring NaNs; NaN where a slice is all NaN (as numpy and JAX)."""
+  a = asarray(a, api=name)
+  _check_nonempty(name, a, _norm_axes(axis, a.ndim, name))
+  out = f(_nan_fill(a, fill, name), axis=axis, keepdims=keepdims)
+  if not dtypes.is_float(a.dtype):
+    return out
+  return where(all(isnan(a), axis=axis, keepdims=keepdims), np.nan, out)
+
+
 def nanmax(a, axis=None, keepdims=False):
-  return max(_nan_fill(a, -np.inf, "nanmax"), axis=axis, keepdims=keepdims)
+  return _nan_extreme("nanmax", max, -np.inf, a, axis, keepdims)
 
 
 def nanmin(a, axis=None, keepdims=False):
-  return min(_nan_fill(a, np.inf, "nanmin"), axis=axis, keepdims=keepdims)
+  return _nan_extreme("nanmin", min, np.inf, a, axis, keepdims)
 
 
 def median(a, axis=None, keepdims=False):
