@@ -287,6 +287,8 @@ def _dynamic_index(self, idx):
 
 
 def _getitem_entry(self, idx):
+  if type(self) is not Array:  # a deleted array: core() raises
+    core(self, api="Array.__getitem__")
   if isinstance(idx, Array) and idx.ndim == 0 and dtypes.is_int(idx.dtype):
     return _dynamic_index(self, idx)
   return _getitem(self, idx)
@@ -319,11 +321,22 @@ class _IndexUpdateRef:
   def __init__(self, x, idx):
     self.x, self.idx = x, idx
 
-  def get(self, **kw):
+  def get(self, *, indices_are_sorted=False, unique_indices=False, mode=None, fill_value=None,
+          out_sharding=None):
+    """x[idx]; with mode='fill' (or 'drop') out-of-bound indices give fill_value (NaN for
+    floats, the type's minimum for integers, True for bools), as JAX's."""
+    mode = getattr(mode, "name", mode)  # a GatherScatterMode-like enum member, or a string
+    mode = mode.lower() if isinstance(mode, str) else mode
+    if mode in ("fill", "drop", "fill_or_drop"):
+      return _get_fill(self.x, self.idx, fill_value)
+    if mode not in (None, "clip", "promise_in_bounds"):
+      raise PartixError(f"[Array.at[].get] mode {mode!r} is not supported ('fill', 'drop', "
+                        "'clip', 'promise_in_bounds')")
     return self.x[self.idx]
 
   def _region(self):
-    """(starts, sizes, reshape_to) for an index of ints and unit-step slices, or None."""
+    """(starts, sizes, view) for an index of ints and unit-step slices, or None: the block
+    updated, and view its shape as x[idx] has it (without the int-indexed axes)."""
     x = self.x
     items = _index_tuple(self.idx, x.ndim)
     starts, sizes, view = [], [], []
@@ -348,10 +361,12 @@ class _IndexUpdateRef:
       else:
         return None
       dim += 1
-    return starts, sizes
+    return starts, sizes, view
 
   def _scatter(self, value, combine, api):
     x = self.x
+    if type(x) is not Array:  # a deleted array: core() raises
+      core(x, api=f"Array.at[].{api}")
     region = self._region()
     if region is None:
       items = self.idx if isinstance(self.idx, tuple) else (self.idx,)
@@ -362,12 +377,22 @@ class _IndexUpdateRef:
         return _scatter_rows(x, items[0], value, combine, api)
       raise PartixError(f"[Array.at[].{api}] supports ints, slices, traced int scalars and one "
                         f"integer array on the first axis; got index {self.idx!r}")
-    starts, sizes = region
+    starts, sizes, view = region
     from partix._src import lax_ops
     cur = lax_ops.dynamic_slice(x, starts, sizes)
-    v = jnp.broadcast_to(jnp.reshape(asarray(value, x.dtype), _squeezed_shape(value, sizes)),
-                         sizes) if not _fits(value, sizes) else jnp.broadcast_to(
-                             asarray(value, x.dtype), sizes)
+    v = asarray(value, x.dtype, f"Array.at[].{api}")
+    # The values broadcast to x[idx]'s shape (numpy drops their leading 1s); a block of the
+    # updated region's own shape (int-indexed axes kept as 1) is taken as well.
+    vshape = list(v.shape)
+    while len(vshape) > len(view) and vshape[0] == 1:
+      vshape.pop(0)
+    if _broadcasts(vshape, view):
+      v = jnp.reshape(jnp.broadcast_to(jnp.reshape(v, vshape), view), sizes)
+    elif _broadcasts(list(v.shape), sizes):
+      v = jnp.broadcast_to(v, sizes)
+    else:
+      raise PartixError(f"[Array.at[].{api}] values of shape {v.shape} do not broadcast to the "
+                        f"indexed shape {tuple(view)} of index {self.idx!r}")
     new = combine(cur, v)
     return lax_ops.dynamic_update_slice(x, jnp.astype(new, x.dtype), starts)
 
@@ -440,23 +465,65 @@ def _scatter_rows(x, idx, value, combine, api):
   return jnp.where(has, rows, x)
 
 
-def _fits(value, sizes):
-  try:
-    np.broadcast_shapes(np.shape(value), tuple(sizes))
-    return True
-  except ValueError:
-    return False
+def _broadcasts(shape, target):
+  """Whether an array of shape broadcasts to target (numpy's broadcast_to rule)."""
+  return len(shape) <= len(target) and all(
+      d in (1, t) for d, t in zip(shape[::-1], list(target)[::-1]))
 
 
-def _squeezed_shape(value, sizes):
-  # value given without the integer-indexed (size 1) axes: put them back.
-  shape = list(np.shape(value))
-  out = []
-  for s in sizes:
-    if s == 1 and (not shape or shape[0] != 1):
-      out.append(1)
+def _get_fill(x, idx, fill_value):
+  """x.at[idx].get(mode='fill'): x[idx] with out-of-bound integer indices (negative ones
+  count from the end first) giving fill_value."""
+  if type(x) is not Array:
+    x = asarray(x, api="Array.at[].get")
+  if fill_value is None:
+    fill_value = np.nan if dtypes.is_float(x.dtype) else True if x.dtype == np.bool_ else \
+        int(dtypes.iinfo(x.dtype).min)
+  fill = asarray(fill_value, x.dtype, "Array.at[].get")
+  items = _index_tuple(idx, x.ndim)
+  # An indexed axis of size 0 has no element in bounds: index a fill block of size 1 there.
+  dim, empty = 0, []
+  for it in items:
+    if it is None:
+      continue
+    if not isinstance(it, slice) and x.shape[dim] == 0:
+      empty.append(dim)
+    dim += 1
+  if empty:
+    x = jnp.broadcast_to(fill, [1 if d in empty else n for d, n in enumerate(x.shape)])
+  new_items, masks, all_out = [], [], bool(empty)
+  dim, lead, seen_array = 0, 0, False  # lead: x[idx]'s axes before the gathered ones
+  for it in items:
+    if it is None or isinstance(it, slice):
+      new_items.append(it)
+      lead += not seen_array
+      dim += it is not None
+      continue
+    size = x.shape[dim]
+    if _is_int(it):
+      i = int(it) + (size if int(it) < 0 else 0)
+      all_out |= not 0 <= i < size
+      new_items.append(min(max(i, 0), size - 1))
+    elif isinstance(it, (Array, np.ndarray, list, np.generic)):
+      arr = asarray(it, api="Array.at[].get")
+      if not dtypes.is_int(arr.dtype):
+        raise PartixError(f"[Array.at[].get] index arrays must be integers, got {arr.dtype}")
+      arr = jnp.where(arr < 0, arr + size, arr)
+      masks.append(jnp.logical_and(arr >= 0, arr < size))
+      new_items.append(jnp.clip(arr, 0, size - 1))
+      seen_array = True
     else:
-      out.append(shape.pop(0) if shape else s)
+      new_items.append(it)  # x[...] names what is wrong with it
+    dim += 1
+  out = x[tuple(new_items)]
+  if all_out:
+    return jnp.broadcast_to(fill, out.shape)
+  if masks:
+    ok = masks[0]
+    for m in masks[1:]:
+      ok = jnp.logical_and(ok, m)
+    ok = jnp.reshape(ok, (1,) * lead + ok.shape + (1,) * (out.ndim - lead - ok.ndim))
+    out = jnp.where(ok, out, fill)
   return out
 
 
