@@ -228,7 +228,7 @@ void expect_same(const Grads& got, const Grads& want, const std::string& what) {
 
 TEST(Gpt2Pipeline, EverySchedulesLossAndGradientsAreTheUnpipelinedOnes) {
   g2::Config c = g2::tiny();
-  c.n_layer = 4;
+  c.n_layer = 8;  // one layer per stage at 8 stages
   const Grads want = loss_and_grads(c, make_mesh({1, 1}, {"data", "model"}), {});
   struct Case {
     pp::ScheduleKind kind;
@@ -277,17 +277,32 @@ TEST(Gpt2Pipeline, LayerRematInsideTheStagesGivesTheSameGradients) {
               "1f1b with layer remat");
 }
 
-TEST(Gpt2Pipeline, UnevenLayerSplitsSkipThePadding) {
+// Layers that do not split evenly over the stages are refused, naming the stage counts that
+// divide: padding the stacked weights split over 'stage' would gather every layer onto every
+// device each step (GPT-3 175B on 97 stages: 648 GiB sent per device per step).
+TEST(Gpt2Pipeline, UnevenLayerSplitsAreRefusedNamingTheStageCountsThatDivide) {
   g2::Config c = g2::tiny();
   c.n_layer = 3;
-  const Grads want = loss_and_grads(c, make_mesh({1, 1}, {"data", "model"}), {});
-  for (auto kind : {pp::ScheduleKind::kGPipe, pp::ScheduleKind::k1F1B}) {
-    for (int64_t S : {2, 4}) {
-      const std::string what = fmt::format("{} 3 layers on {} stages", pp::schedule_name(kind), S);
-      const Mesh mesh = make_mesh({S, 8 / S / 2, 2}, {"stage", "data", "model"});
-      expect_same(loss_and_grads(c, mesh, {kind, 2, 1}), want, what);
-    }
-  }
+  const Mesh mesh = make_mesh({2, 2, 2}, {"stage", "data", "model"});
+  EXPECT_PARTIX_ERROR(loss_and_grads(c, mesh, {pp::ScheduleKind::k1F1B, 2, 1}),
+                      "3 layers do not split into 2 chunks (2 stages x 1 virtual stages)",
+                      "gather every layer's weights", "stage counts that divide: 1 or 3");
+  g2::TrainOptions o;
+  o.model = g2::tiny();
+  o.model.n_layer = 12;
+  o.stages = 5;
+  o.microbatches = 5;
+  o.batch = 10;
+  EXPECT_PARTIX_ERROR(g2::Trainer{o}, "[train] 12 layers do not split into 5 chunks",
+                      "stage counts that divide: 4 or 6");
+  o.stages = 4;
+  o.virtual_stages = 2;
+  o.microbatches = 4;
+  o.batch = 8;
+  o.model.n_layer = 4;
+  o.schedule = pp::ScheduleKind::kInterleaved;
+  EXPECT_PARTIX_ERROR(g2::Trainer{o}, "4 layers do not split into 8 chunks",
+                      "stage counts that divide: 2");
 }
 
 namespace {
@@ -341,7 +356,7 @@ void expect_same_run(const TrainRun& got, const TrainRun& want, const std::strin
 
 TEST(Gpt2Pipeline, TrainingStepsMatchTheUnpipelinedRun) {
   const int64_t steps = 3;
-  for (int64_t layers : {4, 3}) {
+  for (int64_t layers : {4, 2}) {
     const TrainRun want = train(train_options(layers, steps), steps);
     EXPECT_LT(want.losses.back(), want.losses.front());
     for (auto [kind, S, D, TP, M, V, fsdp] :
@@ -349,7 +364,7 @@ TEST(Gpt2Pipeline, TrainingStepsMatchTheUnpipelinedRun) {
           {pp::ScheduleKind::kGPipe, 2, 4, 1, 2, 1, false},
           {pp::ScheduleKind::kInterleaved, 2, 2, 2, 2, 2, false},
           {pp::ScheduleKind::k1F1B, 2, 2, 2, 2, 1, true}}) {
-      if (layers % (S * V) != 0 && V > 1) continue;  // interleaving needs equal chunks
+      if (layers % (S * V) != 0) continue;  // the stages need equal chunks
       g2::TrainOptions o = train_options(layers, steps);
       o.stages = S;
       o.data = D;
@@ -366,9 +381,9 @@ TEST(Gpt2Pipeline, TrainingStepsMatchTheUnpipelinedRun) {
 }
 
 TEST(Gpt2Pipeline, CheckpointsMoveBetweenMeshesWithAndWithoutAStageAxis) {
-  // 3 layers: the stage axis splits them unevenly. 2 steps on one mesh, resumed for 2 more on
-  // another: the losses and parameters of 4 uninterrupted steps.
-  const TrainRun want = train(train_options(3, 4), 4);
+  // 2 steps on one mesh, resumed for 2 more on another: the losses and parameters of 4
+  // uninterrupted steps.
+  const TrainRun want = train(train_options(4, 4), 4);
   struct Mesh3 {
     int64_t stages, data, model;
   };
@@ -376,7 +391,7 @@ TEST(Gpt2Pipeline, CheckpointsMoveBetweenMeshesWithAndWithoutAStageAxis) {
     const std::string dir = ::testing::TempDir() + fmt::format("partix_pipeline_ckpt_{}{}", first.stages, second.stages);
     std::filesystem::remove_all(dir);
     auto opts = [&](Mesh3 m) {
-      g2::TrainOptions o = train_options(3, 4);
+      g2::TrainOptions o = train_options(4, 4);
       o.stages = m.stages;
       o.data = m.data;
       o.model_parallel = m.model;

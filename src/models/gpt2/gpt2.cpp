@@ -272,8 +272,25 @@ Array embed_dropout(const Array& x, const Config& c, const std::optional<Array>&
   return dropout(x, c.dropout, key, 1);
 }
 
+void check_params(std::string_view api, const Params& p, const Config& c) {
+  const bool stacked = p.count(std::string(kStackedPrefix) + block_parameters().front()) > 0;
+  for (const auto& [name, spec] : param_specs(c, stacked)) {
+    auto it = p.find(name);
+    if (it == p.end()) {
+      detail::fail(api, "params has no '{}' ({} {}, as the config needs)", name,
+                   stacked ? "stacked layout," : "per-layer layout,", shape_to_string(spec.shape));
+    }
+    if (it->second.shape() != spec.shape) {
+      detail::fail(api, "parameter '{}' is {}{}, but the config needs shape {}", name,
+                   dtype_name(it->second.dtype()), shape_to_string(it->second.shape()),
+                   shape_to_string(spec.shape));
+    }
+  }
+}
+
 Array forward(const Params& p, const Array& ids, const Config& c, const ForwardOptions& o) {
   validate_config(c);
+  check_params("gpt2.forward", p, c);
   if (!(ids.ndim() == 2 && is_integral(ids.dtype()))) {
     detail::fail("gpt2.forward", "token ids must be an integer [B, T] array, got {}{}",
                  dtype_name(ids.dtype()), shape_to_string(ids.shape()));

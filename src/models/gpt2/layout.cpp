@@ -52,4 +52,25 @@ Params to_layout(const Params& params, const Config& c, bool stacked, const Mesh
   return convert(params);
 }
 
+void check_layers_split(std::string_view api, int64_t layers, int64_t stages,
+                        int64_t virtual_stages) {
+  const int64_t chunks = stages * virtual_stages;
+  if (layers % chunks == 0) return;
+  // The nearest stage counts below and above whose chunks divide the layers.
+  int64_t below = 0, above = 0;
+  for (int64_t s = stages - 1; s >= 1 && below == 0; --s) {
+    if (layers % (s * virtual_stages) == 0) below = s;
+  }
+  for (int64_t s = stages + 1; s * virtual_stages <= layers && above == 0; ++s) {
+    if (layers % (s * virtual_stages) == 0) above = s;
+  }
+  std::string nearest = below > 0 ? fmt::format("{}", below) : "";
+  if (above > 0) nearest += fmt::format("{}{}", below > 0 ? " or " : "", above);
+  detail::fail(api,
+               "{} layers do not split into {} chunks ({} stages x {} virtual stages): uneven "
+               "stages would gather every layer's weights onto every device each step; stage "
+               "counts that divide: {}",
+               layers, chunks, stages, virtual_stages, nearest.empty() ? "none" : nearest);
+}
+
 }  // namespace partix::models::gpt2

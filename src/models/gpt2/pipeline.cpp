@@ -84,6 +84,7 @@ std::pair<Array, Params> pipeline_value_and_grad(const Params& params, const Arr
     }
   }
   detail::check(is_stacked(params), kApi, "needs the parameters stacked over layers");
+  check_params(kApi, params, c);
   const int64_t S = mesh.axis_size("stage");
   const int64_t D = mesh.has_axis("data") ? mesh.axis_size("data") : 1;
   Axes3 ax;
@@ -101,11 +102,7 @@ std::pair<Array, Params> pipeline_value_and_grad(const Params& params, const Arr
   detail::check(B % (D * M) == 0, kApi,
                 "the batch {} does not split into {} microbatches on each of {} data devices", B,
                 M, D);
-  if (V > 1) {
-    detail::check(L % K == 0, kApi,
-                  "{} layers do not split into {} chunks ({} stages x {} virtual stages)", L, K, S,
-                  V);
-  }
+  check_layers_split(kApi, L, S, V);
   if (ax.tp_size > 1) {
     detail::check(c.n_head % ax.tp_size == 0, kApi, "{} heads do not split over {} model devices",
                   c.n_head, ax.tp_size);
@@ -158,7 +155,7 @@ std::pair<Array, Params> pipeline_value_and_grad(const Params& params, const Arr
   std::vector<Array> leaves;
   std::vector<PartitionSpec> in_specs, out_specs;
   // shard_map takes equal blocks: a dimension split unevenly is padded, and the padding sliced
-  // off the gradients again. Padded layers are skipped by the stages; padded vocabulary rows
+  // off the gradients again. Layers split evenly (check_layers_split); padded vocabulary rows
   // are masked out of the logits and never looked up; padded MLP columns add zeros.
   auto padded_shape = [&](const Shape& shape, const PartitionSpec& spec) {
     Shape out = shape;
@@ -218,7 +215,6 @@ std::pair<Array, Params> pipeline_value_and_grad(const Params& params, const Arr
         const int64_t b = ids_l.shape()[0] / M;  // local rows per microbatch
         const Array ids_m = reshape(ids_l, {M, b, T}), targets_m = reshape(targets_l, {M, b, T});
         const int64_t Lc = chunked.begin()->second.shape()[0] / V;  // layers per chunk (local)
-        const bool uneven = Lc * K != L;
         // Masks differ per microbatch and data device (each draws its own rows).
         std::optional<Array> data_key;
         if (key) data_key = ax.data.empty() ? *key : random::fold_in(*key, axis_index(ax.data));
@@ -260,9 +256,6 @@ std::pair<Array, Params> pipeline_value_and_grad(const Params& params, const Arr
                     std::vector<Array> lk;
                     if (mkey) lk.push_back(random::fold_in(*mkey, global));
                     Array out = o.remat ? checkpoint(layer)(hh, in.first, lk) : layer(hh, in.first, lk);
-                    // A padding layer (an uneven split) passes its input through. A select,
-                    // not a cond: a cond's gradient would run the real layers' forward twice.
-                    if (uneven) out = where(global < static_cast<double>(L), out, hh);
                     return std::pair{out, std::vector<Array>{}};
                   },
                   h, std::pair{cp, arange(Lc, DType::I32)})

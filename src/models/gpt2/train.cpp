@@ -80,10 +80,8 @@ void check_pipeline(const TrainOptions& o) {
   detail::check(!o.explicit_sharding, "train", "a pipeline runs on an Auto mesh, not Explicit");
   // The schedule's own checks (microbatches a multiple of the stages when interleaved, ...).
   (void)pipeline::make_schedule(o.schedule, o.stages, o.microbatches, o.virtual_stages);
-  if (o.virtual_stages > 1 && o.checkpoint.empty()) {  // a checkpoint's depth is checked at its step
-    detail::check(o.model.n_layer % (o.stages * o.virtual_stages) == 0, "train",
-                  "{} layers do not split into {} chunks ({} stages x {} virtual stages)",
-                  o.model.n_layer, o.stages * o.virtual_stages, o.stages, o.virtual_stages);
+  if (o.checkpoint.empty()) {  // a checkpoint's depth is checked at its step
+    check_layers_split("train", o.model.n_layer, o.stages, o.virtual_stages);
   }
   detail::check(o.batch % (o.data * o.microbatches) == 0, "train",
                 "the batch {} does not split into {} microbatches on each of {} data devices",
@@ -131,8 +129,24 @@ Lowered lower_train_step(const TrainOptions& o, const Mesh& mesh) {
              ShapeDtypeStruct{{2}, DType::I32, replicated});
 }
 
+namespace {
+
+// The optimiser's numbers (as the CLI's flags check them): a NaN or negative learning rate
+// would train on silently and ruin every parameter at the first step.
+void check_hyperparameters(const TrainOptions& o) {
+  detail::check(std::isfinite(o.lr) && o.lr > 0, "train", "lr is {}, must be finite and positive",
+                o.lr);
+  detail::check(std::isfinite(o.weight_decay) && o.weight_decay >= 0, "train",
+                "weight_decay is {}, must be finite and non-negative", o.weight_decay);
+  detail::check(std::isfinite(o.clip) && o.clip > 0, "train",
+                "clip is {}, must be finite and positive", o.clip);
+  detail::check(o.warmup >= 0, "train", "warmup is {}, must be non-negative", o.warmup);
+}
+
+}  // namespace
+
 Trainer::Trainer(TrainOptions o)
-    : o_((check_pipeline(o), std::move(o))),
+    : o_((check_hyperparameters(o), check_pipeline(o), std::move(o))),
       mesh_(train_mesh(o_)),
       rules_(sharding_rules(o_.fsdp)) {
   detail::check(o_.batch % o_.data == 0, "train", "the batch {} does not split over {} data devices",
