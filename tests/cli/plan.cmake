@@ -170,3 +170,25 @@ file(WRITE ${WORK}/neg_rates.json "{\"1\": {\"cores\": 2, \"flops_per_s\": -1, \
 \"seconds_per_instruction\": 1, \"seconds_per_collective\": 0, \"sent_bytes_per_s\": {}}}")
 plan_fails("negative rates" "the rates of 1 device.s. must all be positive"
            --model gpt2-tiny --host-rates ${WORK}/neg_rates.json)
+
+# One name, one model: the text plan of `small` says which vocabulary it planned, and that
+# partix train's small reads bytes; --vocab 256 plans that run (and needs no note).
+foreach(vocab 0 256)
+  execute_process(COMMAND ${PARTIX} plan --model small --mesh 1x1 --batch 1 --seq 16
+                          --vocab ${vocab}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 120)
+  if(rc)
+    message(FATAL_ERROR "partix plan --model small --vocab ${vocab} failed (${rc}):\n${out}\n${err}")
+  endif()
+  if(vocab EQUAL 0)
+    set(want "vocabulary 50257")
+  else()
+    set(want "vocabulary 256")
+  endif()
+  string(FIND "${out}" "${want}" at)
+  string(FIND "${out}" "partix train --model small reads bytes" note)
+  if(at EQUAL -1 OR (vocab EQUAL 0 AND note EQUAL -1) OR (vocab EQUAL 256 AND NOT note EQUAL -1))
+    message(FATAL_ERROR "partix plan --model small --vocab ${vocab} should say '${want}' "
+                        "(and the byte-vocabulary note only for the model's own):\n${out}")
+  endif()
+endforeach()

@@ -102,6 +102,12 @@ def test_llama_batch_sampling_and_errors(smollm2, golden, mesh8):
     model.generate("hi", temperature=-1.0)
   with pytest.raises(jax.PartixError, match=r"^\[llama.generate\] a prompt"):
     model.generate([3.5])
+  # Token ids outside the vocabulary are refused, not clamped to its first or last row.
+  for bad in (-5, 10**9, 10**10, model.config["vocab_size"]):
+    with pytest.raises(jax.PartixError, match="outside the vocabulary"):
+      model.generate([1, 2, bad], max_tokens=2)
+    with pytest.raises(jax.PartixError, match="outside the vocabulary"):
+      model.generate([[1, 2], [bad, 3]], max_tokens=2)
   with pytest.raises(jax.PartixError, match=r"^\[llama.apply_chat_template\]"):
     model.apply_chat_template(["no role"])
   with pytest.raises(jax.PartixError, match="'model'"):

@@ -232,6 +232,15 @@ nlohmann::ordered_json step_json(const TrainPlan& t) {
           {"collectives", t.step->collectives}};
 }
 
+// GPT-2 small as `partix train --model small` runs it reads bytes: one name, two vocabularies,
+// so the plan says which one it planned.
+void note_vocabulary(const PlanArgs& a) {
+  if ((a.model == "small" || a.model == "gpt2") && a.vocab == 0) {
+    fmt::print("  note: GPT-2 small's vocabulary of 50257; partix train --model small reads "
+               "bytes (vocabulary 256): --vocab 256 plans that run\n");
+  }
+}
+
 TrainPlan plan_training_figures(const PlanArgs& a, const g2::Config& model, const Mesh& mesh) {
   TrainPlan t;
   g2::TrainOptions& o = t.o;
@@ -353,11 +362,12 @@ void plan_training(const PlanArgs& a, const g2::Config& model, const Mesh& mesh,
     fmt::print("{}\n", j.dump(2));
     return;
   }
-  fmt::print("plan: training step of {} ({:.3f} B parameters, {}), batch {} x seq {}, {}{}, {} "
-             "weights{}\n",
-             a.model, static_cast<double>(t.total_params) / 1e9,
+  fmt::print("plan: training step of {} (vocabulary {}, {:.3f} B parameters, {}), batch {} x seq "
+             "{}, {}{}, {} weights{}\n",
+             a.model, t.o.model.vocab_size, static_cast<double>(t.total_params) / 1e9,
              format_bytes(static_cast<double>(t.param_bytes)), t.o.batch, t.o.seq, t.mesh,
              a.fsdp ? ", FSDP" : "", a.dtype, t.o.remat ? ", layer remat" : "");
+  note_vocabulary(a);
   fmt::print("per device (device {}, the fullest):\n", t.device);
   auto row = [](std::string_view what, int64_t bytes, std::string_view note) {
     fmt::print("  {:<18} {:>10}  {}\n", what, format_bytes(static_cast<double>(bytes)), note);
@@ -408,11 +418,12 @@ void plan_training_table(const PlanArgs& a, const g2::Config& model,
     return;
   }
   const TrainPlan& first = plans.front();
-  fmt::print("plan: training step of {} ({:.3f} B parameters, {}), batch {} x seq {}{}, {} "
-             "weights{}, per device (the fullest):\n",
-             a.model, static_cast<double>(first.total_params) / 1e9,
+  fmt::print("plan: training step of {} (vocabulary {}, {:.3f} B parameters, {}), batch {} x seq "
+             "{}{}, {} weights{}, per device (the fullest):\n",
+             a.model, first.o.model.vocab_size, static_cast<double>(first.total_params) / 1e9,
              format_bytes(static_cast<double>(first.param_bytes)), first.o.batch, first.o.seq,
              a.fsdp ? ", FSDP" : "", a.dtype, first.o.remat ? ", layer remat" : "");
+  note_vocabulary(a);
   auto name = [](const Mesh& m) {
     std::vector<std::string> parts;
     for (size_t k = 0; k < m.axis_names().size(); ++k) {

@@ -89,6 +89,11 @@ class Model:
         text = self.apply_chat_template([{"role": "user", "content": p}]) if chat else p
         ids.append(self.encode(text))
       elif isinstance(p, (list, tuple)) and all(isinstance(t, int) for t in p):
+        # The core checks each id against the vocabulary; ids past int32 stop here.
+        bad = [t for t in p if not -2**31 <= t < 2**31]
+        if bad:
+          raise PartixError(f"[{api}] token id {bad[0]} of prompt {p!r} is outside the "
+                            "vocabulary")
         ids.append([int(t) for t in p])
       else:
         raise PartixError(f"[{api}] a prompt must be a string or a list of token ids, got {p!r}")

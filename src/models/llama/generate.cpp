@@ -91,9 +91,16 @@ Generated Generator::generate(
   detail::check(o.max_tokens >= 1, "generate", "max_tokens must be positive, got {}", o.max_tokens);
   const int64_t B = static_cast<int64_t>(prompts.size());
   int64_t Tp = 0;
-  for (const auto& p : prompts) {
+  const int64_t V = model_.config.vocab_size;
+  for (size_t b = 0; b < prompts.size(); ++b) {
+    const auto& p = prompts[b];
     detail::check(!p.empty(), "generate", "a prompt is empty");
     Tp = std::max<int64_t>(Tp, static_cast<int64_t>(p.size()));
+    // An id outside the vocabulary would read a clamped row of the embedding.
+    for (size_t i = 0; i < p.size(); ++i) {
+      detail::check(p[i] >= 0 && p[i] < V, "generate",
+                    "token {} of prompt {} is {}, outside the vocabulary [0, {})", i, b, p[i], V);
+    }
   }
   // Cache length rounded up so that nearby lengths share compiled programs.
   const int64_t S = (Tp + o.max_tokens + 15) / 16 * 16;
