@@ -303,7 +303,10 @@ std::vector<std::optional<NamedSharding>> explicit_result_types(
       }
       return types;
     }
-    if (p.runs_regions()) return region_result_types(p, in_types, in, out, attrs, regions, *mesh);
+    // Control flow, and remat (whose region is inlined): the results are the region's.
+    if (p.runs_regions() || p.inlined_when_compiled()) {
+      return region_result_types(p, in_types, in, out, attrs, regions, *mesh);
+    }
     return factor_result_types(p, in_types, in, out, attrs, *mesh);
   } catch (const Ambiguous& a) {
     if (explicit_lenient()) return std::vector<std::optional<NamedSharding>>(out.size());

@@ -291,8 +291,9 @@ Mesh current_mesh(std::string_view api) {
   if (t_default) return *t_default;
   std::lock_guard<std::mutex> lock(g_default_mu);
   detail::check(g_default.has_value(), api,
-                "a bare PartitionSpec needs a mesh: use NamedSharding(mesh, spec), or set one "
-                "with MeshContext ctx(mesh) or set_mesh(mesh)");
+                "a bare PartitionSpec needs a mesh: use NamedSharding(mesh, spec), or make a "
+                "mesh current with set_mesh(mesh) or a mesh context (use_mesh(mesh) or `with "
+                "mesh:` in Python, MeshContext in C++)");
   return *g_default;
 }
 

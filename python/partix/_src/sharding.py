@@ -119,6 +119,10 @@ class Mesh:
     if isinstance(axis_names, str):
       axis_names = (axis_names,)
     axis_names = tuple(axis_names)
+    for a in axis_names:
+      if not isinstance(a, str):
+        raise PartixError(f"[Mesh] axis name {a!r} ({type(a).__name__}) is not a string; mesh "
+                          f"axes are named by strings, got axis_names {axis_names}")
     devs = np.asarray(devices, dtype=object)
     if devs.ndim != len(axis_names):
       raise PartixError(f"[Mesh] devices of shape {devs.shape} for {len(axis_names)} axis "
@@ -213,6 +217,10 @@ class AbstractMesh(Mesh):
 def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None):
   """A mesh of the first prod(axis_shapes) devices, row-major (jax.make_mesh)."""
   axis_shapes, axis_names = tuple(axis_shapes), tuple(axis_names)
+  for a in axis_names:
+    if not isinstance(a, str):
+      raise PartixError(f"[make_mesh] axis name {a!r} ({type(a).__name__}) is not a string; "
+                        f"mesh axes are named by strings, got axis_names {axis_names}")
   if len(axis_shapes) != len(axis_names):
     raise PartixError(f"[make_mesh] {len(axis_shapes)} axis sizes {axis_shapes} for "
                       f"{len(axis_names)} names {axis_names}")
@@ -254,7 +262,15 @@ class NamedSharding(Sharding):
         spec = PartitionSpec(*spec)
       else:
         raise PartixError(f"[NamedSharding] spec {spec!r} is not a PartitionSpec")
-    self._s = _core.NamedSharding(mesh._m, spec._core())
+    unreduced = getattr(spec, "unreduced", frozenset())
+    for a in sorted(unreduced):
+      # Partial sums are a type only Explicit axes carry (as JAX); the core names unknown axes.
+      if a in mesh.axis_names and mesh.axis_types[mesh.axis_names.index(a)] is not AxisType.Explicit:
+        raise PartixError(f"[NamedSharding] unreduced axis {a!r} of {spec} is "
+                          f"{mesh.axis_types[mesh.axis_names.index(a)].name}; unreduced axes "
+                          "must be Explicit")
+    self._s = (_core.NamedSharding(mesh._m, spec._core(), set(unreduced)) if unreduced
+               else _core.NamedSharding(mesh._m, spec._core()))
     self._mesh, self._spec = mesh, spec
 
   @classmethod
