@@ -1,11 +1,15 @@
 // What processes must agree on (run under mpirun with the other tests of partix_mpi_tests):
 // host values placed on a sharding that spans processes are one value, so processes that pass
 // different ones raise naming both, and the job goes on. Also a process that stops after its
-// work: the others end at exit within the collective timeout (run on its own by ctest).
+// work: the others end at exit within the collective timeout; and one that ends early or exits
+// with an error while the others wait for it: they name it at once (each run on its own by
+// ctest).
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
+#include <functional>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -99,6 +103,45 @@ TEST(Lifecycle, DISABLED_LastProcessWorksPastTheTimeoutAtTheEnd) {
     std::this_thread::sleep_for(
         std::chrono::duration<double>(2.5 * comm::collective_timeout_seconds()));
   }
+}
+
+// The others wait for the last process in a collective that it never joins, since `leave`
+// ends it first: they raise within seconds naming it (not at the collective timeout).
+void expect_the_others_name_the_last_process(const std::function<void()>& leave,
+                                             const std::string& cause) {
+  const Mesh mesh = all_devices(4, 2);
+  Array a =
+      device_put(from_vector<float>({1, 2, 3, 4, 5, 6, 7, 8}, {8}), NamedSharding(mesh, P("x")));
+  auto total = jit([](const Array& x) { return sum(x); });
+  EXPECT_EQ(process_allgather(total(a)).item<float>(), 36.0f);
+  const int last = process_count() - 1;
+  if (process_index() == last) {
+    leave();
+    return;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    (void)process_allgather(total(a * 2.0));
+    ADD_FAILURE() << "a collective without process " << last << " must raise";
+  } catch (const Error& e) {
+    const std::string want = "process " + std::to_string(last) + " stopped: " + cause;
+    EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(15));
+}
+
+// Run alone by ctest (mpi.a_process_that_ends_early_is_named): the last process returns from
+// main (status 0) while the others wait for it; they then end normally too.
+TEST(Lifecycle, DISABLED_AProcessThatEndsEarlyIsNamed) {
+  bool left = false;
+  expect_the_others_name_the_last_process([&] { left = true; }, "its program ended");
+  if (left) GTEST_SKIP() << "this process left early";
+}
+
+// Run alone by ctest (mpi.a_process_that_exits_with_an_error_is_named): the last process exits
+// with status 3 (no error of partix's own: its exit handler tells the others).
+TEST(Lifecycle, DISABLED_AProcessThatExitsWithAnErrorIsNamed) {
+  expect_the_others_name_the_last_process([] { std::exit(3); }, "it exited with status 3");
 }
 
 }  // namespace

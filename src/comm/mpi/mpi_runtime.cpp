@@ -1,6 +1,8 @@
 #include "comm/mpi/mpi_runtime.h"
 
 #include <mpi.h>
+#include <pthread.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -49,6 +51,10 @@ struct State {
   std::function<void(const Notice&)> handler;
   std::mutex handler_mu;
   std::atomic<bool> failed{false};
+  // Set in a child forked after MPI started: MPI does not survive fork(), so the child neither
+  // communicates nor takes part in the closing handshake.
+  std::atomic<bool> forked{false};
+  pid_t pid = 0;  // the process that started MPI
   std::map<int, std::string> stopped;  // processes that said they stop, and why (under mu)
   std::thread responder;               // answers pings (respond_to_pings)
   std::mutex responder_mu;
@@ -117,7 +123,7 @@ void run_with_watchdog(const char* api, const char* call_name, const char* waiti
 
 void wait_requests(State& s, std::vector<MPI_Request>& reqs, const std::vector<int>& peers,
                    const char* what, const std::string& group,
-                   const std::function<void()>& check_abort);
+                   const std::function<void()>& check_abort, bool watch_exits = false);
 
 void respond_to_pings(State& s) {
   char none = 0;
@@ -242,7 +248,7 @@ void exit_handshake(State& s) {
 // hung, then MPI_Finalize under the watchdog (a process may stop between the two).
 void finalize_at_exit() {
   State& s = state();
-  if (!s.active || s.failed.load()) return;
+  if (!s.active || s.failed.load() || s.forked.load()) return;
   try {
     exit_handshake(s);
   } catch (const TimeoutError& e) {
@@ -263,6 +269,30 @@ void finalize_at_exit() {
   if (finalized) return;
   run_with_watchdog("distributed::finalize", "MPI_Finalize", "the job's other processes to finish",
                     [] { MPI_Finalize(); });
+}
+
+// The exit handler: a process that exits with a nonzero status (an uncaught error, a failed
+// check, sys.exit(1)) tells the others that it stopped, so that they raise at once naming it
+// instead of waiting for it; one that exits with status 0 meets them in the closing handshake.
+void on_process_exit(int status, void*) {
+  State& s = state();
+  if (!s.active || s.forked.load()) return;
+  if (status != 0) {
+    notify_failure(fmt::format("it exited with status {}", status));
+    return;
+  }
+  finalize_at_exit();
+}
+
+void on_fork_child() { state().forked.store(true); }
+
+[[noreturn]] void fail_forked(const char* what) {
+  detail::fail(what,
+               "this process was forked from process {} (pid {}) of the MPI job after MPI "
+               "started, and MPI does not survive fork(): a forked child cannot communicate "
+               "(start workers that use partix as new processes, e.g. multiprocessing's "
+               "'spawn' start method)",
+               state().launch.index, state().pid);
 }
 
 std::optional<int> env_int(const char* name) {
@@ -330,8 +360,14 @@ void start(State& s) {
   }
   s.launch = Launch{rank, count};
   s.active = true;
+  s.pid = getpid();
   s.responder = std::thread([&s] { respond_to_pings(s); });
+  pthread_atfork(nullptr, nullptr, on_fork_child);
+#ifdef __GLIBC__
+  on_exit(on_process_exit, nullptr);  // as atexit, with the exit status
+#else
   std::atexit(finalize_at_exit);
+#endif
 }
 
 // Between polls of a wait: spins for 200 us (the peer is usually about to answer), then backs
@@ -360,11 +396,77 @@ class Backoff {
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
+// A process whose program ended (it sent its closing message and waits in the closing
+// handshake) joins no collective any more, so a wait for it would last the whole collective
+// timeout. A wait that has lasted kAfter looks for the closing messages of the processes it
+// waits for, every kEvery; one still awaited kGrace (and kPolls polls) after its message was
+// seen is named: what it sent before it ended has had time to arrive (between two processes
+// Open MPI delivers in order, so it has in practice already arrived when the message is seen).
+class ExitWatch {
+ public:
+  explicit ExitWatch(bool on) : on_(on), next_(Clock::now() + kAfter) {}
+
+  // Raises Error when one of the processes `awaited()` returns ended its program.
+  template <class Awaited>
+  void check(State& s, const char* what, const std::string& group, const Awaited& awaited) {
+    if (!on_) return;
+    ++polls_;
+    const Clock::time_point now = Clock::now();
+    if (now < next_) return;
+    next_ = now + kEvery;
+    for (int p : awaited()) {
+      auto it = ended_.find(p);
+      if (it == ended_.end()) {
+        if (reached_exit(s, p)) ended_.emplace(p, Seen{now, polls_});
+      } else if (now - it->second.at >= kGrace && polls_ - it->second.polls >= kPolls) {
+        detail::fail(what,
+                     "process {} stopped: its program ended (it exited) while this process "
+                     "still waits for it ({}); every process must run the same collectives in "
+                     "the same order (one that returned or exited early, or skipped a step, "
+                     "leaves the others waiting)",
+                     p, group);
+      }
+    }
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  static constexpr auto kAfter = std::chrono::milliseconds(500);
+  static constexpr auto kEvery = std::chrono::milliseconds(100);
+  static constexpr auto kGrace = std::chrono::milliseconds(1500);
+  static constexpr int64_t kPolls = 20;
+  struct Seen {
+    Clock::time_point at;
+    int64_t polls;
+  };
+
+  static bool reached_exit(State& s, int p) {
+    std::lock_guard<std::mutex> lock(s.mu);
+    int flag = 0;
+    return MPI_Iprobe(p, kFinalizeChannel, s.control, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS &&
+           flag != 0;
+  }
+
+  bool on_;
+  Clock::time_point next_;
+  int64_t polls_ = 0;
+  std::map<int, Seen> ended_;
+};
+
 // Waits for `reqs` (owned by peers[i]) until all completed or the deadline; polls notices
-// and `check_abort` in between. On any exit but completion, cancels what is left.
+// and `check_abort` in between (and, with watch_exits, whether an awaited process's program
+// ended: ExitWatch). On any exit but completion, cancels what is left.
 void wait_requests(State& s, std::vector<MPI_Request>& reqs, const std::vector<int>& peers,
                    const char* what, const std::string& group,
-                   const std::function<void()>& check_abort) {
+                   const std::function<void()>& check_abort, bool watch_exits) {
+  ExitWatch exits(watch_exits);
+  auto awaited = [&] {
+    std::vector<int> out;
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      if (reqs[i] != MPI_REQUEST_NULL) out.push_back(peers[i]);
+    }
+    return out;
+  };
   const auto deadline = collective_deadline();
   std::vector<int> indices(reqs.size());
   size_t left = reqs.size();
@@ -396,6 +498,7 @@ void wait_requests(State& s, std::vector<MPI_Request>& reqs, const std::vector<i
     try {
       poll_notices();
       if (check_abort) check_abort();
+      exits.check(s, what, group, awaited);
     } catch (...) {
       cancel_rest();
       throw;
@@ -436,6 +539,7 @@ void exchange(const ExchangeContext& ctx, const std::vector<Transfer>& sends,
               const std::vector<Transfer>& recvs) {
   State& s = state();
   if (!s.active) detail::internal_error("mpi::exchange", "MPI is not initialised");
+  if (s.forked.load(std::memory_order_relaxed)) fail_forked(ctx.what);
   std::vector<MPI_Request> reqs;
   std::vector<int> peers;
   {
@@ -458,7 +562,7 @@ void exchange(const ExchangeContext& ctx, const std::vector<Transfer>& sends,
     for (const Transfer& t : recvs) post(t, false);
     for (const Transfer& t : sends) post(t, true);
   }
-  wait_requests(s, reqs, peers, ctx.what, ctx.group, ctx.check_abort);
+  wait_requests(s, reqs, peers, ctx.what, ctx.group, ctx.check_abort, /*watch_exits=*/true);
 }
 
 void set_notice_handler(std::function<void(const Notice&)> handler) {
@@ -469,7 +573,7 @@ void set_notice_handler(std::function<void(const Notice&)> handler) {
 
 void send_notice(const Notice& n, const std::vector<int>& processes) {
   State& s = state();
-  if (!s.active) return;
+  if (!s.active || s.forked.load()) return;
   auto text = std::make_shared<std::string>();
   text->resize(24);
   std::memcpy(text->data(), &n.key, 8);
@@ -490,7 +594,7 @@ void send_notice(const Notice& n, const std::vector<int>& processes) {
 
 void poll_notices() {
   State& s = state();
-  if (!s.active) return;
+  if (!s.active || s.forked.load(std::memory_order_relaxed)) return;
   std::vector<Notice> got;
   {
     std::lock_guard<std::mutex> lock(s.mu);
@@ -540,6 +644,7 @@ std::vector<std::string> exchange_control(const std::vector<int>& processes,
     out.assign(processes.size(), mine);
     return out;
   }
+  if (s.forked.load()) fail_forked(what);
   const int me = s.launch.index;
   std::vector<MPI_Request> sends;
   std::vector<int> send_peers;
@@ -566,6 +671,15 @@ std::vector<std::string> exchange_control(const std::vector<int>& processes,
       ++left;
     }
   }
+  auto missing = [&] {
+    std::vector<int> out;
+    for (size_t i = 0; i < processes.size(); ++i) {
+      if (!have[i]) out.push_back(processes[i]);
+    }
+    return out;
+  };
+  // A checkpoint's commit may be awaited from a writer thread after the program's end.
+  ExitWatch exits(channel == kControlChannel);
   Backoff backoff;
   while (left > 0) {
     for (size_t i = 0; i < processes.size(); ++i) {
@@ -594,15 +708,12 @@ std::vector<std::string> exchange_control(const std::vector<int>& processes,
         }
       }
     }
+    exits.check(s, what, "an exchange between processes", missing);
     if (std::chrono::steady_clock::now() > deadline) {
-      std::vector<int> missing;
-      for (size_t i = 0; i < processes.size(); ++i) {
-        if (!have[i]) missing.push_back(processes[i]);
-      }
       throw TimeoutError(fmt::format(
           "[{}] timed out after {} s waiting for process(es) {}; every process must run the "
           "same program (a process that died or raised an error stops the others)",
-          what, collective_timeout_seconds(), fmt::join(missing, ", ")));
+          what, collective_timeout_seconds(), fmt::join(missing(), ", ")));
     }
     backoff.pause();
   }
@@ -612,7 +723,7 @@ std::vector<std::string> exchange_control(const std::vector<int>& processes,
 
 void notify_failure(const std::string& cause) {
   State& s = state();
-  if (!s.active || s.failed.exchange(true)) return;
+  if (!s.active || s.forked.load() || s.failed.exchange(true)) return;
   std::vector<int> all;
   for (int p = 0; p < s.launch.count; ++p) all.push_back(p);
   send_notice(Notice{0, kJob, s.launch.index, -1, cause}, all);

@@ -24,7 +24,11 @@ struct Launch {
 // has no timeout of its own: past the collective timeout a watchdog reports it and ends this
 // process. At exit the processes meet in a closing handshake before MPI_Finalize (bounded by
 // the watchdog too): one still working answers pings and is waited for; one silent for the
-// collective timeout (stopped, hung) is named, and this process exits with status 1.
+// collective timeout (stopped, hung) is named, and this process exits with status 1. A process
+// that exits with a nonzero status instead tells the others that it stopped (notify_failure),
+// and one whose program ended while another still waits for it in a collective is named by
+// that wait (within seconds). A child forked after MPI started cannot communicate: its
+// exchanges raise Error, and it exits without the handshake.
 Launch launch();
 // True when this process is one of several (MPI is initialised).
 bool multi_process();
@@ -48,7 +52,8 @@ struct ExchangeContext {
 };
 
 // Posts every receive and send, then waits until all completed, the execution is cancelled
-// (check_abort raises), or the collective timeout passes: then raises TimeoutError naming
+// (check_abort raises), a process waited for stopped or ended its program (raises Error
+// "process N stopped: ..."), or the collective timeout passes: then raises TimeoutError naming
 // the collective and the processes that did not answer. Transfers of more than 1 GiB go in
 // pieces. Receives must match the peers' sends in size.
 void exchange(const ExchangeContext& ctx, const std::vector<Transfer>& sends,
