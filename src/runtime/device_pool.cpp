@@ -1,6 +1,8 @@
 #include "runtime/device_pool.h"
 
 #include <omp.h>
+#include <pthread.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -323,6 +325,25 @@ class FiberPool {
   std::vector<std::thread> threads_;
 };
 
+// fork() copies only the calling thread: in a child forked after the pool started, the pool's
+// threads (device threads, kernel helpers) are gone, and a lock one of them held stays locked,
+// so a program there would wait forever. The child refuses to run programs instead; the rest
+// of the child (its own numpy work, exit) is unaffected.
+std::atomic<bool> g_forked{false};
+pid_t g_started_in = 0;  // the process that started the pool
+
+void on_fork_child() { g_forked.store(true, std::memory_order_relaxed); }
+
+[[noreturn]] void fail_forked() {
+  detail::fail("runtime",
+               "the partix runtime was started in process {} before fork(); a forked child "
+               "(this is process {}) cannot use it: fork() copies only the calling thread, so "
+               "the runtime's device threads are gone. Use partix before forking only in the "
+               "parent, or start the workers as new processes (multiprocessing's 'spawn' or "
+               "'forkserver' start method)",
+               g_started_in, getpid());
+}
+
 // Thread-per-device mode (PARTIX_DEVICE_THREADS=1): each device's task on its own worker
 // thread, as before fibers; kept for debugging (a debugger and perf see one thread per device).
 bool thread_per_device_mode() {
@@ -359,6 +380,8 @@ DevicePool::DevicePool() : impl_(new Impl) {
           /*idle_spin=*/process_count() == 1);
     }
     impl_->busy.assign(static_cast<size_t>(n), false);
+    g_started_in = getpid();
+    pthread_atfork(nullptr, nullptr, on_fork_child);
   } catch (const std::system_error& e) {
     delete impl_;  // joins the workers already started
     detail::fail("runtime",
@@ -382,6 +405,7 @@ DevicePool& DevicePool::instance() {
 
 std::vector<std::exception_ptr> DevicePool::run(const std::vector<int>& device_ids,
                                                 const std::function<void(size_t)>& task) {
+  if (g_forked.load(std::memory_order_relaxed)) fail_forked();
   const size_t n = device_ids.size();
   std::vector<std::exception_ptr> errors(n);
   std::mutex mu;

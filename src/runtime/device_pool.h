@@ -20,7 +20,8 @@ class DevicePool {
   // Runs task(i) on the worker of device_ids[i] for every i, concurrently, and waits for all.
   // Programs on overlapping devices run one at a time (a second caller waits), so collectives
   // of different programs never interleave; programs on disjoint devices run at once. Returns one
-  // exception_ptr per task (null when it succeeded).
+  // exception_ptr per task (null when it succeeded). In a child forked after the pool started
+  // (whose copy of the pool has no threads) it raises partix::Error instead.
   std::vector<std::exception_ptr> run(const std::vector<int>& device_ids,
                                       const std::function<void(size_t)>& task);
 
