@@ -29,6 +29,10 @@ from partix._src.tree_util import tree_leaves, tree_map, tree_structure  # noqa:
 from partix import (ckpt, debug, distributed, experimental, lax, nn, numpy,  # noqa: E402
                     profiler, random, sharding, tree, tree_util)
 
+# Under mpirun a process that fails tells the others even without distributed.initialize().
+if distributed._under_mpirun():
+  distributed._install_failure_hook()
+
 P = PartitionSpec
 __version__ = "0.1.0"
 

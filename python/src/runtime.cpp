@@ -129,6 +129,11 @@ void bind_runtime(nb::module_& m) {
     distributed::initialize();
   });
   m.def("is_multi_process", &distributed::is_multi_process);
+  // Tells the job's other processes that this one stops (no-op unless MPI started).
+  m.def("distributed_notify_failure", [](const std::string& cause) {
+    nb::gil_scoped_release r;
+    distributed::notify_failure(cause);
+  });
 }
 
 }  // namespace partix::python
