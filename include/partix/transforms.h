@@ -516,3 +516,134 @@ auto checkpoint(F f) {
 }
 
 }  // namespace partix
+
+// ---- pullbacks and forward mode: vjp, jvp, linearize ----
+
+namespace partix {
+namespace detail {
+
+struct VjpState;  // the traced program, its evaluated values and residuals (src/autodiff/forward.cpp)
+
+// A vjp's pullback: runs the saved program backward from its results' cotangents, never its
+// forward pass again; it may be called any number of times, in the context vjp ran in (eagerly,
+// or inside the same trace).
+class Pullback {
+ public:
+  Pullback() = default;
+  explicit Pullback(std::shared_ptr<const VjpState> s) : s_(std::move(s)) {}
+  // One cotangent per result leaf (an empty Array: zero; ignored for integer results); one
+  // cotangent per primal leaf back, each with the primal's sharding (integer primals: zeros).
+  std::vector<Array> operator()(const std::vector<Array>& cotangents) const;
+  const std::vector<Array>& primals() const;  // the primal leaves
+  const std::vector<Array>& outputs() const;  // the results' values
+  bool valid() const { return s_ != nullptr; }
+  const VjpState& state() const { return *s_; }
+
+ private:
+  std::shared_ptr<const VjpState> s_;
+};
+
+struct VjpOutput {
+  std::vector<Array> outputs;  // f's result leaves
+  Pullback pullback;
+};
+using LeavesFn = std::function<std::vector<Array>(const std::vector<Array>&)>;
+// Traces f once on tracers for `leaves`, evaluates it in the current context keeping what the
+// backward pass needs, and returns its results with the pullback.
+VjpOutput vjp_engine(const std::vector<Array>& leaves, const LeavesFn& f);
+
+// The Jacobian-vector product of the pullback's function at its primals: one tangent per
+// primal leaf (shape and dtype as the primal; ignored for integer primals). One tangent per
+// result leaf back (integer results: zeros), each with its result's sharding. Errors name `api`.
+std::vector<Array> jvp_of_pullback(const Pullback& pb, const std::vector<Array>& tangents,
+                                   std::string_view api = "jvp");
+
+struct JvpOutput {
+  std::vector<Array> outputs, tangents;
+};
+// jvp: f's results and their tangents (vjp_engine, then jvp_of_pullback).
+JvpOutput jvp_engine(const std::vector<Array>& primals, const std::vector<Array>& tangents,
+                     const LeavesFn& f);
+
+// The program f traces to on `leaves` (concrete or abstract), as text with global shapes, before
+// any partitioning (make_jaxpr). Values f captures from outside are extra parameters.
+std::string trace_text(const std::vector<Array>& leaves, const LeavesFn& f);
+
+template <class... Args>
+std::vector<Array> flatten_all(const Args&... args) {
+  std::vector<Array> leaves;
+  (TreeDef<Args>::flatten(args, leaves), ...);
+  return leaves;
+}
+
+template <class... Args>
+std::tuple<Args...> unflatten_all(const std::tuple<Args...>& proto, const std::vector<Array>& l) {
+  [[maybe_unused]] const Array* it = l.data();
+  return std::apply([&](const auto&... p) { return std::tuple<Args...>{TreeDef<Args>::unflatten(p, it)...}; },
+                    proto);
+}
+
+}  // namespace detail
+
+// vjp(f, args...) = {f(args...), pullback}: pullback(cotangent of f's result tree) returns a
+// tuple of cotangents, one tree per argument. The pullback reuses the values the forward pass
+// saved (it does not run f again) and may be called several times.
+template <class F, class... Args>
+auto vjp(F f, const Args&... args) {
+  using R = std::decay_t<std::invoke_result_t<const F&, const Args&...>>;
+  std::shared_ptr<R> proto;
+  auto flat = [&](const std::vector<Array>& tracers) {
+    [[maybe_unused]] const Array* it = tracers.data();
+    std::tuple<Args...> targs{TreeDef<Args>::unflatten(args, it)...};
+    proto = std::make_shared<R>(std::apply(f, targs));
+    return tree_leaves(*proto);
+  };
+  detail::VjpOutput out = detail::vjp_engine(detail::flatten_all(args...), flat);
+  std::tuple<Args...> in_proto{args...};
+  auto pullback = [pb = out.pullback, in_proto](const R& cotangent) {
+    return detail::unflatten_all(in_proto, pb(tree_leaves(cotangent)));
+  };
+  return std::pair{tree_unflatten(*proto, out.outputs), pullback};
+}
+
+// jvp(f, {primals...}, {tangents...}) = {f(primals...), J tangents}. Forward mode is the
+// transpose of reverse mode here: J t is the gradient over u of <VJP(u), t> (partix has a VJP
+// rule per primitive and no JVP rules yet; per-primitive JVP rules are future work). It costs
+// a forward and two backward passes.
+template <class F, class... Args>
+auto jvp(F f, const std::tuple<Args...>& primals, const std::tuple<Args...>& tangents) {
+  using R = std::decay_t<std::invoke_result_t<const F&, const Args&...>>;
+  std::shared_ptr<R> proto;
+  auto flat = [&](const std::vector<Array>& tracers) {
+    std::tuple<Args...> targs = detail::unflatten_all(primals, tracers);
+    proto = std::make_shared<R>(std::apply(f, targs));
+    return tree_leaves(*proto);
+  };
+  auto leaves = [](const std::tuple<Args...>& t) {
+    return std::apply([](const auto&... a) { return detail::flatten_all(a...); }, t);
+  };
+  detail::JvpOutput out = detail::jvp_engine(leaves(primals), leaves(tangents), flat);
+  return std::pair{tree_unflatten(*proto, out.outputs), tree_unflatten(*proto, out.tangents)};
+}
+
+// linearize(f, args...) = {f(args...), f_jvp}: f_jvp(tangents...) is J tangents at args,
+// computed from the saved forward pass (f is neither traced nor run again).
+template <class F, class... Args>
+auto linearize(F f, const Args&... args) {
+  using R = std::decay_t<std::invoke_result_t<const F&, const Args&...>>;
+  std::shared_ptr<R> proto;
+  auto flat = [&](const std::vector<Array>& tracers) {
+    [[maybe_unused]] const Array* it = tracers.data();
+    std::tuple<Args...> targs{TreeDef<Args>::unflatten(args, it)...};
+    proto = std::make_shared<R>(std::apply(f, targs));
+    return tree_leaves(*proto);
+  };
+  detail::VjpOutput out = detail::vjp_engine(detail::flatten_all(args...), flat);
+  auto f_jvp = [pb = out.pullback, proto](const Args&... tangents) {
+    return tree_unflatten(*proto, detail::jvp_of_pullback(pb, detail::flatten_all(tangents...),
+                                                          "linearize"));
+  };
+  return std::pair{tree_unflatten(*proto, out.outputs), f_jvp};
+}
+
+}  // namespace partix
