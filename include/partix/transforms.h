@@ -482,6 +482,33 @@ auto value_and_grad(F f, std::vector<int> argnums) {
   return detail::GradFn<F, true, true>(std::move(f), std::move(argnums));
 }
 
+// ---- custom derivatives ----
+// custom_vjp(f, fwd, bwd): a function of arrays that computes f and is differentiated by the
+// rules: fwd(args) returns f's outputs followed by the residuals it keeps for bwd, and
+// bwd(residuals..., output cotangents...) returns one cotangent per argument (shaped as it).
+// custom_jvp(f, jvp): jvp(primals..., tangents...) returns f's outputs followed by their
+// tangents, linear in the tangents; reverse mode transposes it. Both compose with jit, grad,
+// shard_map and sharded arguments; a rule that returns the wrong avals is an error naming it.
+using ArraysFn = std::function<std::vector<Array>(const std::vector<Array>&)>;
+ArraysFn custom_vjp(ArraysFn f, ArraysFn fwd, ArraysFn bwd);
+ArraysFn custom_jvp(ArraysFn f, ArraysFn jvp);
+
+namespace detail {
+// The engines under custom_vjp / custom_jvp (and Python's): each rule is traced once into a
+// region of one instruction; `proto` receives what the caller needs to rebuild its outputs'
+// structure (Python's tree ids).
+using CustomRuleFn =
+    std::function<std::vector<Array>(const std::vector<Array>&, std::shared_ptr<void>&)>;
+struct CustomProtos {
+  std::shared_ptr<void> f, fwd, bwd;  // custom_jvp: fwd holds the jvp rule's
+};
+std::vector<Array> custom_vjp_call(const std::vector<Array>& args, const CustomRuleFn& f,
+                                   const CustomRuleFn& fwd, const CustomRuleFn& bwd,
+                                   CustomProtos& protos);
+std::vector<Array> custom_jvp_call(const std::vector<Array>& args, const CustomRuleFn& f,
+                                   const CustomRuleFn& jvp, CustomProtos& protos);
+}  // namespace detail
+
 // ---- rematerialisation ----
 
 namespace detail {

@@ -27,8 +27,6 @@ void grad_bad_argument_kind(int argnum) {
   fail("grad", "argument {} is neither an Array nor Params; grad differentiates those", argnum);
 }
 
-namespace {
-
 // The trace of a function of `leaves` that grad or checkpoint records, and its parameters
 // (`tracers`, one per leaf). Inside shard_map it sees the manual axes, and each parameter
 // varies as its argument does where the call is made: a value captured from an enclosing trace
@@ -47,6 +45,8 @@ std::shared_ptr<TraceState> nested_trace(const char* name, const std::vector<Arr
   }
   return ts;
 }
+
+namespace {
 
 GradOutput grad_impl(const std::vector<Array>& leaves, const std::vector<bool>& wrt,
                      const std::function<std::vector<Array>(const std::vector<Array>&)>& f) {

@@ -5,11 +5,21 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <vector>
 
 #include "ir/program.h"
 #include "partix/array.h"
 #include "ir/primitive.h"
+
+namespace partix::detail {
+class TraceState;
+// The trace of a function of `leaves` that grad, checkpoint and the custom derivatives record,
+// and its parameters (`tracers`, one per leaf, typed and varying as the leaves are where the
+// call is made). Defined in autodiff/grad.cpp.
+std::shared_ptr<TraceState> nested_trace(const char* name, const std::vector<Array>& leaves,
+                                         std::vector<Array>& tracers);
+}  // namespace partix::detail
 
 namespace partix::autodiff {
 
