@@ -331,7 +331,10 @@ StepResult forward(const Params& p, const Config& c, const Array& tokens, const 
     auto [carry, ys] = scan(
         [&](const Carry& in, const std::pair<Params, Array>& layer_in) {
           NamedScope scope("layers");
-          const auto& [h, K, V] = in;
+          // Named references, not a structured binding: clang before 16 cannot capture those.
+          const Array& h = std::get<0>(in);
+          const Array& K = std::get<1>(in);
+          const Array& V = std::get<2>(in);
           const Params& lp = layer_in.first;
           const Array& i = layer_in.second;
           Array K2, V2;
