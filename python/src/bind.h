@@ -28,6 +28,7 @@ void bind_transforms(nb::module_& m);  // transforms.cpp: jit, grad, shard_map, 
 void bind_runtime(nb::module_& m);     // runtime.cpp: devices, profiler, distributed, memory
 void bind_models(nb::module_& m);      // models.cpp: llama, gpt2, optimizers
 void bind_checkpoint(nb::module_& m);  // checkpoint.cpp: save and restore pytrees
+void bind_forward(nb::module_& m);     // forward.cpp: vjp's pullback, jvp, make_jaxpr
 
 DType to_dtype(const std::string& name);
 Axes to_axes(const std::vector<std::string>& names);

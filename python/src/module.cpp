@@ -27,4 +27,5 @@ NB_MODULE(_core, m) {
   bind_runtime(m);
   bind_models(m);
   bind_checkpoint(m);
+  bind_forward(m);
 }
