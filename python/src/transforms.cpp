@@ -238,6 +238,28 @@ void bind_transforms(nb::module_& m) {
     return std::make_pair(outs, proto_id(proto));
   });
 
+  // Custom derivatives: f, fwd, bwd (or the jvp rule) are Python functions
+  // f(tracers) -> (leaves, tree_id); returns (outputs, f's tree id).
+  // The rules hold the callables by reference: no Python reference count changes while the
+  // GIL is released.
+  auto rule = [](const nb::callable& fn) -> detail::CustomRuleFn {
+    const nb::callable* f = &fn;
+    return [f](const Leaves& t, std::shared_ptr<void>& p) { return trace_into(*f, t, p); };
+  };
+  m.def("custom_vjp", [rule](const Leaves& args, nb::callable f, nb::callable fwd,
+                             nb::callable bwd) {
+    nb::gil_scoped_release release;
+    detail::CustomProtos protos;
+    Leaves outs = detail::custom_vjp_call(args, rule(f), rule(fwd), rule(bwd), protos);
+    return std::make_pair(outs, proto_id(protos.f));
+  });
+  m.def("custom_jvp", [rule](const Leaves& args, nb::callable f, nb::callable jvp) {
+    nb::gil_scoped_release release;
+    detail::CustomProtos protos;
+    Leaves outs = detail::custom_jvp_call(args, rule(f), rule(jvp), protos);
+    return std::make_pair(outs, proto_id(protos.f));
+  });
+
   // Collectives (inside shard_map); axes: one name or several.
   using Names = const std::vector<std::string>&;
   m.def("psum", [](const Array& x, Names a) {
