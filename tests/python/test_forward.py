@@ -261,3 +261,25 @@ def test_bad_input_names_the_api(xw):
     jax.jacfwd(lambda n: n * 2)(np.arange(3, dtype=np.int32))
   with pytest.raises(jax.PartixError, match=r"\[jacrev\].*argnums"):
     jax.jacrev(f_px, argnums=2)(x, w)
+
+
+def test_pullbacks_and_jacobians_trace_fun_once(xw):
+  x, w = xw
+  calls = []
+
+  def f(a, b):
+    calls.append(1)
+    return f_px(a, b)
+  _, vjp_fn = jax.vjp(f, x, w)
+  first = vjp_fn(np.ones((3, 2), np.float32))
+  second = vjp_fn(np.ones((3, 2), np.float32))
+  np.testing.assert_array_equal(np.asarray(first[0]), np.asarray(second[0]))
+  assert len(calls) == 1
+  del calls[:]
+  jr = jax.jacrev(f, argnums=(0, 1))(x, w)
+  assert len(calls) == 1
+  del calls[:]
+  jf = jax.jacfwd(f, argnums=(0, 1))(x, w)
+  assert len(calls) == 1
+  for a, b in zip(jr, jf):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
