@@ -60,12 +60,12 @@ Array mean(const Array& x, std::vector<int> axes, bool keepdims) {
 namespace {
 // numpy's max and min of no elements have no value (numpy and JAX raise); the primitives, as
 // lax's, give the reduction's identity.
-void check_not_empty(const char* op, const Array& x, const std::vector<int>& axes) {
+void check_not_empty(const char* op, const char* what, const Array& x,
+                     const std::vector<int>& axes) {
   for (int a : axes) {
     if (x.shape()[static_cast<size_t>(a)] == 0) {
       detail::fail(op, "cannot reduce the empty axis {} of {}{}: it has no {}", a,
-                   dtype_name(x.dtype()), shape_to_string(x.shape()),
-                   std::string_view(op) == "max" ? "maximum" : "minimum");
+                   dtype_name(x.dtype()), shape_to_string(x.shape()), what);
     }
   }
 }
@@ -74,7 +74,7 @@ void check_not_empty(const char* op, const Array& x, const std::vector<int>& axe
 Array max(const Array& x) { return max(x, ops::all_axes(x.ndim())); }
 Array max(const Array& x, std::vector<int> axes, bool keepdims) {
   axes = ops::norm_axes("max", axes, x.shape());
-  check_not_empty("max", x, axes);
+  check_not_empty("max", "maximum", x, axes);
   return reduce("reduce_max", "max", x, std::move(axes), keepdims);
 }
 Array sum(const Array& x, KeepDims) { return sum(x, ops::all_axes(x.ndim()), true); }
@@ -84,7 +84,7 @@ Array min(const Array& x) { return min(x, ops::all_axes(x.ndim())); }
 Array min(const Array& x, KeepDims) { return min(x, ops::all_axes(x.ndim()), true); }
 Array min(const Array& x, std::vector<int> axes, bool keepdims) {
   axes = ops::norm_axes("min", axes, x.shape());
-  check_not_empty("min", x, axes);
+  check_not_empty("min", "minimum", x, axes);
   return reduce("reduce_min", "min", x, std::move(axes), keepdims);
 }
 
