@@ -1,6 +1,6 @@
 // custom_vjp and custom_jvp: a function with a derivative of the user's own. Each traces the
 // function and its rules into regions of one instruction (prim/custom.cpp), whose VJP runs the
-// rules instead of differentiating the function. See ARCHITECTURE.md, "Custom derivatives".
+// rules instead of differentiating the function. See ARCHITECTURE.md, "Transformations".
 #include <set>
 
 #include "autodiff/vjp.h"
