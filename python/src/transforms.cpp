@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "bind.h"
+#include "ops/collective_groups.h"
 #include "partix/control.h"
 
 namespace partix::python {
@@ -260,40 +261,45 @@ void bind_transforms(nb::module_& m) {
     return std::make_pair(outs, proto_id(protos.f));
   });
 
-  // Collectives (inside shard_map); axes: one name or several.
+  // Collectives (inside shard_map); axes: one name or several; groups: axis_index_groups
+  // (empty: the whole axes).
   using Names = const std::vector<std::string>&;
-  m.def("psum", [](const Array& x, Names a) {
+  using Groups = const IndexGroups&;
+  m.def("psum", [](const Array& x, Names a, Groups g) {
     nb::gil_scoped_release r;
-    return psum(x, to_axes(a));
+    return psum(x, to_axes(a), g);
   });
-  m.def("pmean", [](const Array& x, Names a) {
+  m.def("pmean", [](const Array& x, Names a, Groups g) {
     nb::gil_scoped_release r;
-    return pmean(x, to_axes(a));
+    return pmean(x, to_axes(a), g);
   });
-  m.def("pmax", [](const Array& x, Names a) {
+  m.def("pmax", [](const Array& x, Names a, Groups g) {
     nb::gil_scoped_release r;
-    return pmax(x, to_axes(a));
+    return pmax(x, to_axes(a), g);
   });
-  m.def("pmin", [](const Array& x, Names a) {
+  m.def("pmin", [](const Array& x, Names a, Groups g) {
     nb::gil_scoped_release r;
-    return pmin(x, to_axes(a));
+    return pmin(x, to_axes(a), g);
   });
   m.def("pvary", [](const Array& x, Names a) { return pvary(x, to_axes(a)); });
-  m.def("all_gather", [](const Array& x, Names a, int axis, bool tiled) {
+  m.def("all_gather", [](const Array& x, Names a, int axis, bool tiled, Groups g) {
     nb::gil_scoped_release r;
-    return all_gather(x, to_axes(a), axis, tiled);
+    return all_gather(x, to_axes(a), axis, tiled, g);
   });
-  m.def("psum_scatter", [](const Array& x, Names a, int dim, bool tiled) {
+  m.def("psum_scatter", [](const Array& x, Names a, int dim, bool tiled, Groups g) {
     nb::gil_scoped_release r;
-    return psum_scatter(x, to_axes(a), dim, tiled);
+    return psum_scatter(x, to_axes(a), dim, tiled, g);
   });
   m.def("ppermute", [](const Array& x, Names a, const std::vector<std::pair<int, int>>& perm) {
     nb::gil_scoped_release r;
     return ppermute(x, to_axes(a), perm);
   });
-  m.def("all_to_all", [](const Array& x, Names a, int split, int concat, bool tiled) {
+  m.def("all_to_all", [](const Array& x, Names a, int split, int concat, bool tiled, Groups g) {
     nb::gil_scoped_release r;
-    return all_to_all(x, to_axes(a), split, concat, tiled);
+    return all_to_all(x, to_axes(a), split, concat, tiled, g);
+  });
+  m.def("collective_size", [](const std::string& api, Names a, Groups g) {
+    return collective_size(api.c_str(), to_axes(a), g);
   });
   m.def("axis_index", [](Names a) { return axis_index(to_axes(a)); });
   m.def("axis_size", [](Names a) { return axis_size(to_axes(a)); });

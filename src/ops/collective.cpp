@@ -1,5 +1,8 @@
 // Collectives inside shard_map (DESIGN §1 "Explicit SPMD").
+#include <set>
+
 #include "core/errors.h"
+#include "ops/collective_groups.h"
 #include "ops/common.h"
 #include "partix/transforms.h"
 
@@ -10,7 +13,8 @@ namespace {
 struct Bound {
   detail::TraceState* trace;
   ir::Strings axes;
-  int64_t size;
+  int64_t size;           // the group's size: the axes' product, or an index group's
+  ir::Ints index_groups;  // flattened axis_index_groups (empty: the whole axes)
 };
 
 // The shard_map body this collective is traced in, and its axes checked against the mesh.
@@ -20,7 +24,7 @@ Bound bound(const char* api, const Axes& axes) {
     detail::fail(api, "collective over {} outside shard_map: the axis name is not bound",
                  axes.to_string());
   }
-  Bound b{t, {}, 1};
+  Bound b{t, {}, 1, {}};
   for (const std::string& a : axes.names()) {
     if (!(t->manual_mesh->has_axis(a))) {
       detail::fail(api, "mesh axis '{}' is not in {}", a, t->manual_mesh->to_string());
@@ -49,39 +53,95 @@ Array vary_over(const Array& x, const Bound& b) {
   return ops::bind("pvary", {x}, {{"axes", missing}});
 }
 
-Array reduce(const char* api, const char* kind, const Array& x, const Axes& axes) {
+// Checks `groups` partitions the b.size ranks into groups of one size, and narrows b to them.
+void with_groups(const char* api, Bound& b, const IndexGroups& groups) {
+  if (groups.empty()) return;
+  const int64_t n = static_cast<int64_t>(groups[0].size());
+  std::set<int64_t> seen;
+  for (const auto& g : groups) {
+    if (static_cast<int64_t>(g.size()) != n || n == 0) {
+      detail::fail(api, "axis_index_groups must be non-empty groups of one size, got sizes {} "
+                   "and {}", n, g.size());
+    }
+    for (int64_t r : g) {
+      if (r < 0 || r >= b.size || !seen.insert(r).second) {
+        detail::fail(api, "axis_index_groups must hold each index of {} (size {}) once; index "
+                     "{} is {}", fmt::join(b.axes, ","), b.size, r,
+                     r < 0 || r >= b.size ? "out of range" : "repeated");
+      }
+      b.index_groups.push_back(r);
+    }
+  }
+  if (static_cast<int64_t>(seen.size()) != b.size) {
+    detail::fail(api, "axis_index_groups cover {} of the {} indices of {}", seen.size(), b.size,
+                 fmt::join(b.axes, ","));
+  }
+  b.size = n;
+}
+
+Bound bound(const char* api, const Axes& axes, const IndexGroups& groups) {
   Bound b = bound(api, axes);
-  return ops::bind("all_reduce", {vary_over(x, b)},
-                   {{"axes", b.axes}, {"kind", std::string(kind)}, {"group", b.size}});
+  with_groups(api, b, groups);
+  return b;
+}
+
+// The attributes every collective carries: axes, group size and the index groups if any.
+ir::Attrs attrs_of(const Bound& b, ir::Attrs extra) {
+  extra.set("axes", b.axes);
+  extra.set("group", b.size);
+  if (!b.index_groups.empty()) extra.set("index_groups", b.index_groups);
+  return extra;
+}
+
+Array reduce(const char* api, const char* kind, const Array& x, const Axes& axes,
+             const IndexGroups& groups) {
+  Bound b = bound(api, axes, groups);
+  return ops::bind("all_reduce", {vary_over(x, b)}, attrs_of(b, {{"kind", std::string(kind)}}));
 }
 
 }  // namespace
 
-Array psum(const Array& x, Axes axes) { return reduce("psum", "sum", x, axes); }
-Array pmax(const Array& x, Axes axes) { return reduce("pmax", "max", x, axes); }
-Array pmin(const Array& x, Axes axes) { return reduce("pmin", "min", x, axes); }
-Array pmean(const Array& x, Axes axes) {
-  int64_t n = bound("pmean", axes).size;
-  Array s = reduce("pmean", "sum", is_floating(x.dtype()) ? x : astype(x, DType::F32), axes);
+Array psum(const Array& x, Axes axes, const IndexGroups& groups) {
+  return reduce("psum", "sum", x, axes, groups);
+}
+Array pmax(const Array& x, Axes axes, const IndexGroups& groups) {
+  return reduce("pmax", "max", x, axes, groups);
+}
+Array pmin(const Array& x, Axes axes, const IndexGroups& groups) {
+  return reduce("pmin", "min", x, axes, groups);
+}
+Array pmean(const Array& x, Axes axes, const IndexGroups& groups) {
+  int64_t n = bound("pmean", axes, groups).size;
+  Array s = reduce("pmean", "sum", is_floating(x.dtype()) ? x : astype(x, DType::F32), axes,
+                   groups);
   return s / static_cast<double>(n);
 }
+Array psum(const Array& x, Axes axes) { return psum(x, std::move(axes), {}); }
+Array pmax(const Array& x, Axes axes) { return pmax(x, std::move(axes), {}); }
+Array pmin(const Array& x, Axes axes) { return pmin(x, std::move(axes), {}); }
+Array pmean(const Array& x, Axes axes) { return pmean(x, std::move(axes), {}); }
 
-Array all_gather(const Array& x, Axes axes, int axis, bool tiled) {
-  Bound b = bound("all_gather", axes);
+Array all_gather(const Array& x, Axes axes, int axis, bool tiled, const IndexGroups& groups) {
+  Bound b = bound("all_gather", axes, groups);
   Shape out_rank_shape = x.shape();
   if (!tiled) out_rank_shape.insert(out_rank_shape.begin(), 1);  // untiled adds a dimension
   axis = ops::norm_axis("all_gather", axis, out_rank_shape);
   return ops::bind("all_gather", {vary_over(x, b)},
-                   {{"axes", b.axes}, {"axis", static_cast<int64_t>(axis)}, {"tiled", tiled},
-                    {"group", b.size}});
+                   attrs_of(b, {{"axis", static_cast<int64_t>(axis)}, {"tiled", tiled}}));
+}
+Array all_gather(const Array& x, Axes axes, int axis, bool tiled) {
+  return all_gather(x, std::move(axes), axis, tiled, {});
 }
 
-Array psum_scatter(const Array& x, Axes axes, int scatter_dimension, bool tiled) {
-  Bound b = bound("psum_scatter", axes);
+Array psum_scatter(const Array& x, Axes axes, int scatter_dimension, bool tiled,
+                   const IndexGroups& groups) {
+  Bound b = bound("psum_scatter", axes, groups);
   int axis = ops::norm_axis("psum_scatter", scatter_dimension, x.shape());
   return ops::bind("reduce_scatter", {vary_over(x, b)},
-                   {{"axes", b.axes}, {"axis", static_cast<int64_t>(axis)}, {"tiled", tiled},
-                    {"group", b.size}});
+                   attrs_of(b, {{"axis", static_cast<int64_t>(axis)}, {"tiled", tiled}}));
+}
+Array psum_scatter(const Array& x, Axes axes, int scatter_dimension, bool tiled) {
+  return psum_scatter(x, std::move(axes), scatter_dimension, tiled, {});
 }
 
 Array ppermute(const Array& x, Axes axes, std::vector<std::pair<int, int>> perm) {
@@ -95,14 +155,18 @@ Array ppermute(const Array& x, Axes axes, std::vector<std::pair<int, int>> perm)
                    {{"axes", b.axes}, {"perm", flat}, {"group", b.size}});
 }
 
-Array all_to_all(const Array& x, Axes axes, int split_axis, int concat_axis, bool tiled) {
-  Bound b = bound("all_to_all", axes);
+Array all_to_all(const Array& x, Axes axes, int split_axis, int concat_axis, bool tiled,
+                 const IndexGroups& groups) {
+  Bound b = bound("all_to_all", axes, groups);
   split_axis = ops::norm_axis("all_to_all", split_axis, x.shape());
   concat_axis = ops::norm_axis("all_to_all", concat_axis, x.shape());
   return ops::bind("all_to_all", {vary_over(x, b)},
-                   {{"axes", b.axes}, {"split_axis", static_cast<int64_t>(split_axis)},
-                    {"concat_axis", static_cast<int64_t>(concat_axis)}, {"tiled", tiled},
-                    {"group", b.size}});
+                   attrs_of(b, {{"split_axis", static_cast<int64_t>(split_axis)},
+                                {"concat_axis", static_cast<int64_t>(concat_axis)},
+                                {"tiled", tiled}}));
+}
+Array all_to_all(const Array& x, Axes axes, int split_axis, int concat_axis, bool tiled) {
+  return all_to_all(x, std::move(axes), split_axis, concat_axis, tiled, {});
 }
 
 Array axis_index(Axes axes) {
@@ -111,6 +175,10 @@ Array axis_index(Axes axes) {
 }
 
 int64_t axis_size(Axes axes) { return bound("axis_size", axes).size; }
+
+int64_t collective_size(const char* api, Axes axes, const IndexGroups& groups) {
+  return bound(api, axes, groups).size;
+}
 
 Array pvary(const Array& x, Axes axes) { return vary_over(x, bound("pvary", axes)); }
 

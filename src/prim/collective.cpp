@@ -7,7 +7,10 @@
 //   axis_index{axes}                       i32 scalar: this device's rank over axes
 //   pvary{axes}                            identity; marks a value as varying (DESIGN §1)
 //   axis_slice{axes, axis, group}          this device's block along axis (no communication)
-// `group` is the product of the axis sizes (shape inference needs it).
+// `group` is the product of the axis sizes (shape inference needs it). all_reduce, all_gather,
+// reduce_scatter and all_to_all may carry index_groups (JAX's axis_index_groups, flattened):
+// the ranks over axes split into groups of `group` ranks each; the collective runs within the
+// group holding this device, and its result varies over the axes.
 #include <algorithm>
 #include <bit>
 #include <cstring>
@@ -20,6 +23,7 @@
 #include "core/errors.h"
 #include "core/layout.h"
 #include "core/scalar.h"
+#include "ops/collective_groups.h"
 #include "partix/ops.h"
 #include "partix/transforms.h"
 #include "prim/collective.h"
@@ -173,6 +177,43 @@ ReduceKind kind_of(const Attrs& a) {
   detail::internal_error("all_reduce", "unknown kind " + k);
 }
 
+// The devices the collective runs over: its axes' group, or the index group holding this
+// device when the collective has index_groups.
+GroupInfo run_group(const KernelCall& c) {
+  const GroupInfo& all = group_of(c.ctx, axes_of(c.attrs));
+  if (!c.attrs.has("index_groups")) return all;
+  const ir::Ints& flat = c.attrs.ints("index_groups");
+  const size_t n = static_cast<size_t>(group_size(c.attrs));
+  detail::check(flat.size() == all.devices.size() && flat.size() % n == 0, "collective",
+                "index_groups of {} ranks do not split the {} ranks of the axes into groups of {}",
+                flat.size(), all.devices.size(), n);
+  const auto at = std::find(flat.begin(), flat.end(), int64_t{all.rank});
+  detail::check(at != flat.end(), "collective", "rank {} is in no index group", all.rank);
+  const size_t start = static_cast<size_t>(at - flat.begin()) / n * n;
+  GroupInfo g;
+  g.axes = all.axes;
+  g.rank = static_cast<int>(static_cast<size_t>(at - flat.begin()) - start);
+  for (size_t k = start; k < start + n; ++k) {
+    detail::check(flat[k] >= 0 && flat[k] < static_cast<int64_t>(all.devices.size()), "collective",
+                  "index_groups rank {} is out of range", flat[k]);
+    g.devices.push_back(all.devices[static_cast<size_t>(flat[k])]);
+  }
+  return g;
+}
+
+// The index groups of a collective's attributes, unflattened (empty: none).
+IndexGroups groups_arg(const Attrs& a) {
+  IndexGroups out;
+  if (!a.has("index_groups")) return out;
+  const ir::Ints& flat = a.ints("index_groups");
+  const size_t n = static_cast<size_t>(group_size(a));
+  for (size_t i = 0; i < flat.size(); i += n) {
+    out.emplace_back(flat.begin() + static_cast<int64_t>(i),
+                     flat.begin() + static_cast<int64_t>(std::min(i + n, flat.size())));
+  }
+  return out;
+}
+
 // The group is one device (the values stay where they are).
 bool over_one(const Attrs& a) { return a.has("group") && a.i("group") == 1; }
 
@@ -201,11 +242,13 @@ class Collective : public Primitive {
   // shard_map bodies, so their factor rule keeps everything replicated (the default).
 };
 
-// Collectives whose results are invariant over their axes (psum, all_gather).
+// Collectives whose results are invariant over their axes (psum, all_gather), unless they run
+// within index groups (then each group holds its own value).
 class InvariantCollective : public Collective {
  public:
   std::vector<std::set<std::string>> varying(const std::vector<std::set<std::string>>& in,
-                                             const Attrs& attrs, const Regions&, size_t) const override {
+                                             const Attrs& attrs, const Regions& r, size_t n) const override {
+    if (attrs.has("index_groups")) return Collective::varying(in, attrs, r, n);
     std::set<std::string> v = in[0];
     for (const auto& a : axes_of(attrs)) v.erase(a);
     return {v};
@@ -238,7 +281,7 @@ class AllReduce final : public InvariantCollective {
   bool allocates_outputs() const override { return true; }
   void reference(const KernelCall& c) const override {
     check_ctx(c, "psum");
-    const GroupInfo& g = group_of(c.ctx, axes_of(c.attrs));
+    const GroupInfo g = run_group(c);
     (*c.results)[0] = c.ctx.comm->all_reduce_to_buffer(c.in[0], c.in_aval(0).size(),
                                                         c.in_aval(0).dtype, kind_of(c.attrs),
                                                         g.devices, c.ctx.device);
@@ -277,7 +320,7 @@ class AllGather final : public InvariantCollective {
   }
   void reference(const KernelCall& c) const override {
     check_ctx(c, "all_gather");
-    const GroupInfo& g = group_of(c.ctx, axes_of(c.attrs));
+    const GroupInfo g = run_group(c);
     const Aval& in = c.in_aval(0);
     const int64_t n = static_cast<int64_t>(g.devices.size());
     bool tiled = c.attrs.b_or("tiled", false);
@@ -344,7 +387,7 @@ class ReduceScatter final : public Collective {
   std::vector<Array> vjp(const VjpArgs& a) const override;
   void reference(const KernelCall& c) const override {
     check_ctx(c, "psum_scatter");
-    const GroupInfo& g = group_of(c.ctx, axes_of(c.attrs));
+    const GroupInfo g = run_group(c);
     const Aval& in = c.in_aval(0);
     const int64_t n = static_cast<int64_t>(g.devices.size());
     int axis = static_cast<int>(c.attrs.i("axis"));
@@ -413,7 +456,7 @@ class AllToAll final : public Collective {
   std::vector<Array> vjp(const VjpArgs& a) const override;
   void reference(const KernelCall& c) const override {
     check_ctx(c, "all_to_all");
-    const GroupInfo& g = group_of(c.ctx, axes_of(c.attrs));
+    const GroupInfo g = run_group(c);
     const Aval& in = c.in_aval(0);
     const int64_t n = static_cast<int64_t>(g.devices.size());
     const bool tiled = c.attrs.b_or("tiled", false);
@@ -714,10 +757,13 @@ class Unreduce final : public Primitive {
 // permutation; all_to_all to the all_to_all with split and concat swapped.
 Axes axes_arg(const Attrs& a) { return Axes(std::vector<std::string>(axes_of(a))); }
 
+// Within index groups the results vary, and each collective transposes to its grouped
+// counterpart: psum to psum, all_gather to psum_scatter and back, all_to_all to all_to_all.
 std::vector<Array> AllReduce::vjp(const VjpArgs& a) const {
   if (kind_of(a.attrs) != ReduceKind::kSum) {
     detail::fail("grad", "pmax / pmin are not differentiable; use psum-based formulations");
   }
+  if (a.attrs.has("index_groups")) return {psum(a.cotangents[0], axes_arg(a.attrs), groups_arg(a.attrs))};
   return {pvary(a.cotangents[0], axes_arg(a.attrs))};
 }
 
@@ -730,6 +776,9 @@ std::vector<Array> AllGather::vjp(const VjpArgs& a) const {
   const Shape& in = a.primals[0].shape();
   const bool tiled = a.attrs.b_or("tiled", false);
   const int axis = static_cast<int>(a.attrs.i("axis"));
+  if (a.attrs.has("index_groups")) {
+    return {psum_scatter(g, axes_arg(a.attrs), axis, tiled, groups_arg(a.attrs))};
+  }
   // This device's block of the (invariant) gathered cotangent.
   Array rank = axis_index(axes_arg(a.attrs));
   std::vector<Array> starts;
@@ -748,7 +797,8 @@ std::vector<Array> AllGather::vjp(const VjpArgs& a) const {
 
 std::vector<Array> ReduceScatter::vjp(const VjpArgs& a) const {
   const int axis = static_cast<int>(a.attrs.i("axis"));
-  Array full = all_gather(a.cotangents[0], axes_arg(a.attrs), axis, a.attrs.b_or("tiled", false));
+  Array full = all_gather(a.cotangents[0], axes_arg(a.attrs), axis, a.attrs.b_or("tiled", false),
+                          groups_arg(a.attrs));
   return {pvary(full, axes_arg(a.attrs))};
 }
 
@@ -763,7 +813,8 @@ std::vector<Array> Ppermute::vjp(const VjpArgs& a) const {
 
 std::vector<Array> AllToAll::vjp(const VjpArgs& a) const {
   return {all_to_all(a.cotangents[0], axes_arg(a.attrs), static_cast<int>(a.attrs.i("concat_axis")),
-                     static_cast<int>(a.attrs.i("split_axis")), a.attrs.b_or("tiled", false))};
+                     static_cast<int>(a.attrs.i("split_axis")), a.attrs.b_or("tiled", false),
+                     groups_arg(a.attrs))};
 }
 
 Register<AllReduce> r_all_reduce;

@@ -257,19 +257,62 @@ def _names(axis_name, api):
   raise PartixError(f"[{api}] axis_name {axis_name!r} is not a mesh axis name or a tuple of names")
 
 
-def _tree_collective(api, f):
-  def op(x, axis_name, **kw):
-    names = _names(axis_name, api)
-    return tu.tree_map(lambda a: Array(f(core(a, api=api), names, **kw)), x)
+def _groups(groups, api):
+  """axis_index_groups as lists of ints ([] for None); the core checks they split the axis."""
+  if groups is None:
+    return []
+  try:
+    return [[operator.index(i) for i in g] for g in groups]
+  except TypeError:
+    raise PartixError(f"[{api}] axis_index_groups {groups!r} is not a list of lists of axis "
+                      "indices") from None
+
+
+def _is_constant(leaf):
+  return isinstance(leaf, (bool, int, float, complex, np.generic, np.ndarray))
+
+
+def _times_size(leaf, size):
+  """JAX's constant psum: leaf * size, keeping a Python number Python and numpy numpy."""
+  if isinstance(leaf, (bool, np.bool_)) or getattr(leaf, "dtype", None) == np.bool_:
+    leaf = np.int32(leaf) if np.ndim(leaf) == 0 else np.asarray(leaf, np.int32)
+  if isinstance(leaf, (int, float, complex)):
+    return type(leaf)(size) * leaf
+  return np.asarray(size, leaf.dtype) * leaf
+
+
+def _constant_psum(api, x, names, groups):
+  """psum of Python or numpy numbers: a concrete value, the axis (or group) size times x."""
+  size = _core.collective_size(api, names, groups)
+  return tu.tree_map(lambda a: _times_size(a, size), x), size
+
+
+def _tree_collective(api, f, constant=None):
+  def op(x, axis_name, *, axis_index_groups=None):
+    names, groups = _names(axis_name, api), _groups(axis_index_groups, api)
+    leaves = tu.tree_leaves(x)
+    if constant is not None and leaves and all(_is_constant(a) for a in leaves):
+      return constant(x, names, groups)
+    return tu.tree_map(lambda a: Array(f(core(a, api=api), names, groups)), x)
   op.__name__ = api
   return op
 
 
-psum = _tree_collective("psum", lambda a, n: _core.psum(a, n))
-pmean = _tree_collective("pmean", lambda a, n: _core.pmean(a, n))
-pmax = _tree_collective("pmax", lambda a, n: _core.pmax(a, n))
-pmin = _tree_collective("pmin", lambda a, n: _core.pmin(a, n))
-pvary = _tree_collective("pvary", lambda a, n: _core.pvary(a, n))
+def _constant_pmean(x, names, groups):
+  total, size = _constant_psum("pmean", x, names, groups)
+  return tu.tree_map(lambda v: v / size, total)
+
+
+psum = _tree_collective("psum", _core.psum,
+                        lambda x, n, g: _constant_psum("psum", x, n, g)[0])
+pmean = _tree_collective("pmean", _core.pmean, _constant_pmean)
+pmax = _tree_collective("pmax", _core.pmax)
+pmin = _tree_collective("pmin", _core.pmin)
+
+
+def pvary(x, axis_name):
+  names = _names(axis_name, "pvary")
+  return tu.tree_map(lambda a: Array(_core.pvary(core(a, api="pvary"), names)), x)
 
 
 def pcast(x, axis_name, *, to):
@@ -280,18 +323,16 @@ def pcast(x, axis_name, *, to):
 
 
 def all_gather(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False):
-  if axis_index_groups is not None:
-    raise PartixError("[all_gather] axis_index_groups is not supported")
-  names = _names(axis_name, "all_gather")
+  names, groups = _names(axis_name, "all_gather"), _groups(axis_index_groups, "all_gather")
   return tu.tree_map(lambda a: Array(_core.all_gather(
       core(a), names, jnp._norm_axis(axis, asarray(a).ndim + (0 if tiled else 1), "all_gather"),
-      bool(tiled))), x)
+      bool(tiled), groups)), x)
 
 
 def psum_scatter(x, axis_name, *, scatter_dimension=0, axis_index_groups=None, tiled=False):
-  names = _names(axis_name, "psum_scatter")
+  names, groups = _names(axis_name, "psum_scatter"), _groups(axis_index_groups, "psum_scatter")
   return tu.tree_map(lambda a: Array(_core.psum_scatter(core(a), names, int(scatter_dimension),
-                                                        bool(tiled))), x)
+                                                        bool(tiled), groups)), x)
 
 
 reduce_scatter = psum_scatter
@@ -321,9 +362,9 @@ def pshuffle(x, axis_name, perm):
 
 
 def all_to_all(x, axis_name, split_axis, concat_axis, *, axis_index_groups=None, tiled=False):
-  names = _names(axis_name, "all_to_all")
+  names, groups = _names(axis_name, "all_to_all"), _groups(axis_index_groups, "all_to_all")
   return tu.tree_map(lambda a: Array(_core.all_to_all(core(a), names, int(split_axis),
-                                                      int(concat_axis), bool(tiled))), x)
+                                                      int(concat_axis), bool(tiled), groups)), x)
 
 
 def axis_index(axis_name):
