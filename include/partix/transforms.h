@@ -482,6 +482,35 @@ auto value_and_grad(F f, std::vector<int> argnums) {
   return detail::GradFn<F, true, true>(std::move(f), std::move(argnums));
 }
 
+// ---- vmap ----
+using ArraysFn = std::function<std::vector<Array>(const std::vector<Array>&)>;
+namespace detail {
+// A value under vmap: the array and its batch dimension (-1: not batched, one value shared by
+// every example).
+struct Batched {
+  Array value;
+  int bdim = -1;
+};
+// vmap's engine: f traced on one example's avals (each leaf without its in_axes dimension;
+// in_axes -1: not mapped, the same for every example), then evaluated on the batch where the
+// call is made, each primitive through its batching rule. Returns f's results with their batch
+// dimensions; place_batched moves one to `out_axis` (-1: an unmapped result, which must not
+// depend on the mapped axis).
+std::vector<Batched> vmap_call(const std::vector<Array>& leaves, const std::vector<int>& in_axes,
+                               std::optional<int64_t> axis_size, const std::string& axis_name,
+                               const std::function<std::vector<Array>(const std::vector<Array>&,
+                                                                      std::shared_ptr<void>&)>& f,
+                               std::shared_ptr<void>& proto);
+Array place_batched(const Batched& b, int64_t size, int out_axis);
+}  // namespace detail
+
+// vmap(f, in_axes, out_axes)(args): f mapped over axis in_axes[i] of argument i (-1: not
+// mapped), its results stacked along out_axes[k] (one entry: every result). f takes and returns
+// vectors of arrays. Composes with jit, grad and sharded arguments (a mapped axis keeps its
+// sharding); a primitive without a batching rule is refused by name.
+ArraysFn vmap(ArraysFn f, std::vector<int> in_axes, std::vector<int> out_axes = {0},
+              std::optional<int64_t> axis_size = std::nullopt);
+
 // ---- custom derivatives ----
 // custom_vjp(f, fwd, bwd): a function of arrays that computes f and is differentiated by the
 // rules: fwd(args) returns f's outputs followed by the residuals it keeps for bwd, and
@@ -489,7 +518,6 @@ auto value_and_grad(F f, std::vector<int> argnums) {
 // custom_jvp(f, jvp): jvp(primals..., tangents...) returns f's outputs followed by their
 // tangents, linear in the tangents; reverse mode transposes it. Both compose with jit, grad,
 // shard_map and sharded arguments; a rule that returns the wrong avals is an error naming it.
-using ArraysFn = std::function<std::vector<Array>(const std::vector<Array>&)>;
 ArraysFn custom_vjp(ArraysFn f, ArraysFn fwd, ArraysFn bwd);
 ArraysFn custom_jvp(ArraysFn f, ArraysFn jvp);
 

@@ -22,6 +22,7 @@ from partix._src.api import (ShapeDtypeStruct, block_until_ready, checkpoint,  #
                              make_array_from_callback, make_array_from_process_local_data,
                              remat, reshard, typeof, value_and_grad)
 from partix._src.core import Array, PartixError  # noqa: E402,F401
+from partix._src.batching import vmap  # noqa: E402,F401
 from partix._src.custom_derivatives import custom_jvp, custom_vjp  # noqa: E402,F401
 from partix._src.forward import (hessian, jacfwd, jacobian, jacrev, jvp,  # noqa: E402,F401
                                  linear_transpose, linearize, make_jaxpr, vjp)

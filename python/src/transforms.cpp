@@ -239,6 +239,29 @@ void bind_transforms(nb::module_& m) {
     return std::make_pair(outs, proto_id(proto));
   });
 
+  // vmap: f(tracers) -> (leaves, tree_id) on one example; returns (values, batch dims, tree id).
+  m.def("vmap", [](const Leaves& leaves, const std::vector<int>& in_axes,
+                   std::optional<int64_t> axis_size, const std::string& axis_name,
+                   nb::callable f) {
+    return interruptible([&] {
+      std::shared_ptr<void> proto;
+      std::vector<detail::Batched> outs = detail::vmap_call(
+          leaves, in_axes, axis_size, axis_name,
+          [&](const Leaves& t, std::shared_ptr<void>& p) { return trace_into(f, t, p); }, proto);
+      Leaves values;
+      std::vector<int> bdims;
+      for (const detail::Batched& b : outs) {
+        values.push_back(b.value);
+        bdims.push_back(b.bdim);
+      }
+      return std::make_tuple(values, bdims, proto_id(proto));
+    });
+  });
+  m.def("place_batched", [](const Array& v, int bdim, int64_t size, int out_axis) {
+    nb::gil_scoped_release release;
+    return detail::place_batched({v, bdim}, size, out_axis);
+  });
+
   // Custom derivatives: f, fwd, bwd (or the jvp rule) are Python functions
   // f(tracers) -> (leaves, tree_id); returns (outputs, f's tree id).
   // The rules hold the callables by reference: no Python reference count changes while the

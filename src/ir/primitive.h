@@ -18,6 +18,7 @@
 #include "core/reduce_kind.h"
 #include "ir/program.h"
 #include "partix/array.h"
+#include "partix/transforms.h"
 
 namespace partix::comm {
 class Communicator;
@@ -160,6 +161,29 @@ struct VjpArgs {
   const std::vector<bool>* active = nullptr;
 };
 
+// ---- batching (vmap) ----
+
+// A value under vmap: the array and its batch dimension (partix/transforms.h).
+using Batched = detail::Batched;
+
+struct BatchArgs {
+  const std::vector<Batched>& operands;  // at least one batched
+  const Attrs& attrs;
+  const Regions& regions;
+  int64_t size;                   // the batch size
+  const std::string& axis_name;   // vmap's axis_name ("" when none): collectives over it
+};
+
+// The batching facet of a primitive: how its instruction computes on operands that carry a
+// batch dimension, with ops (the results say where their batch dimensions are). The engine
+// (autodiff/batch.cpp) asks for it only when some operand is batched; a primitive without one
+// is refused by name, never unrolled.
+class Batching {
+ public:
+  virtual ~Batching() = default;
+  virtual std::vector<Batched> batch(const BatchArgs& args) const = 0;
+};
+
 class Primitive {
  public:
   virtual ~Primitive() = default;
@@ -176,6 +200,8 @@ class Primitive {
   virtual Linearity linearity(const Attrs&) const { return linearity(); }
   // Input cotangents (empty Array: zero / not differentiable), written with ops.
   virtual std::vector<Array> vjp(const VjpArgs& args) const;
+  // The batching facet (vmap), or null: the primitive cannot be batched.
+  virtual const Batching* batching() const { return nullptr; }
   // The naive reference kernel: the oracle for every fast kernel.
   virtual void reference(const KernelCall& call) const = 0;
 

@@ -4,6 +4,7 @@
 #include "core/array_impl.h"
 #include "partix/ops.h"
 #include "ir/primitive.h"
+#include "prim/batching.h"
 #include "prim/util.h"
 #include "trace/trace.h"
 #include "autodiff/vjp.h"
@@ -70,6 +71,13 @@ class ShardingConstraint final : public Identity {
  public:
   std::string_view name() const override { return "sharding_constraint"; }
   bool accepts_quantized() const override { return true; }
+  // vmap: the examples' constraint cannot say how the batch dimension splits (partix has no
+  // unconstrained entry yet, and P(None, ...) would gather a split batch), so the batched value
+  // passes unconstrained and propagation places it.
+  const Batching* batching() const override {
+    static const PassThroughBatching b;
+    return &b;
+  }
   std::optional<PinnedShardings> pinned_shardings(const Attrs& attrs) const override {
     const auto& spec = attrs.get<PartitionSpec>("spec");
     PinnedShardings p{{spec}, {spec}};
@@ -101,6 +109,10 @@ class StopGradient final : public Identity {
  public:
   std::string_view name() const override { return "stop_gradient"; }
   bool accepts_quantized() const override { return true; }
+  const Batching* batching() const override {
+    static const SameShapeBatching b(*this);
+    return &b;
+  }
   std::vector<Array> vjp(const VjpArgs&) const override { return {Array()}; }
   bool is_view(const Aval&, const Aval&, const Attrs&) const override { return true; }
 };
@@ -110,6 +122,10 @@ class Copy final : public Identity {
  public:
   std::string_view name() const override { return "copy"; }
   bool accepts_quantized() const override { return true; }
+  const Batching* batching() const override {
+    static const SameShapeBatching b(*this);
+    return &b;
+  }
   std::vector<Array> vjp(const VjpArgs& a) const override { return {a.cotangents[0]}; }
 };
 
@@ -128,6 +144,10 @@ namespace {
 class Remat final : public Primitive {
  public:
   std::string_view name() const override { return "remat"; }
+  const Batching* batching() const override {  // vmap: the region batched
+    static const RegionsBatching b(*this);
+    return &b;
+  }
   bool accepts_quantized() const override { return true; }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs&,
                           const Regions& regions) const override {

@@ -6,6 +6,7 @@
 #include "core/errors.h"
 #include "ir/primitive.h"
 #include "partix/ops.h"
+#include "prim/batching.h"
 #include "prim/util.h"
 
 namespace partix::prim {
@@ -57,6 +58,9 @@ void check_captures_inactive(const char* api, const VjpArgs& a, size_t first) {
 class CustomCall : public Primitive {
  public:
   bool accepts_quantized() const override { return true; }
+  // vmap: the function and its rules batched, each for every example (their parameters and
+  // results line up with every operand and result at the front).
+  const Batching* batching() const override { return &batching_; }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
                           const Regions& regions) const override {
     detail::check(regions.size() == num_regions(), name(), "needs {} regions", num_regions());
@@ -87,6 +91,9 @@ class CustomCall : public Primitive {
 
  protected:
   virtual size_t num_regions() const = 0;
+
+ private:
+  RegionsBatching batching_{*this};
 };
 
 // Regions: f(args, f captures), fwd(args, fwd captures) -> outputs, residuals,

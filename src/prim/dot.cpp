@@ -11,6 +11,8 @@
 #include "prim/dot.h"
 #include "prim/elementwise_ops.h"
 #include "ir/primitive.h"
+#include "trace/trace.h"
+#include "prim/batching.h"
 #include "prim/util.h"
 
 namespace partix::prim {
@@ -54,9 +56,59 @@ std::vector<int64_t> offsets(const Shape& shape, const std::vector<int64_t>& str
   return out;
 }
 
+// vmap of dot_general: a batched operand's batch dimension becomes a batch dimension of the
+// product when both are batched (result dimension 0), else a free dimension of its operand (the
+// first of its free dimensions in the result: after the batch dimensions, and after lhs's free
+// ones for rhs). An unbatched operand (a weight) is used as it is.
+class DotBatching final : public Batching {
+ public:
+  explicit DotBatching(const Primitive& p) : p_(p) {}
+  std::vector<Batched> batch(const BatchArgs& a) const override {
+    const Batched& l = a.operands[0];
+    const Batched& r = a.operands[1];
+    const ir::Ints none;
+    const ir::Ints& lb = a.attrs.has("lhs_batch") ? a.attrs.ints("lhs_batch") : none;
+    const ir::Ints& rb = a.attrs.has("rhs_batch") ? a.attrs.ints("rhs_batch") : none;
+    Attrs at = a.attrs;
+    std::vector<Array> ops{l.value, r.value};
+    int out_bdim = 0;
+    if (l.bdim >= 0) {
+      ops[0] = at_front(l, a.size);
+      at.set("lhs_contract", shifted(a.attrs.ints("lhs_contract")));
+      at.set("lhs_batch", shifted(lb));
+    }
+    if (r.bdim >= 0) {
+      ops[1] = at_front(r, a.size);
+      at.set("rhs_contract", shifted(a.attrs.ints("rhs_contract")));
+      at.set("rhs_batch", shifted(rb));
+    }
+    if (l.bdim >= 0 && r.bdim >= 0) {
+      at.set("lhs_batch", prepended(0, shifted(lb)));
+      at.set("rhs_batch", prepended(0, shifted(rb)));
+    } else if (l.bdim >= 0) {
+      out_bdim = static_cast<int>(lb.size());
+    } else {
+      const int64_t lhs_free = l.value.ndim() - static_cast<int64_t>(a.attrs.ints("lhs_contract").size() + lb.size());
+      out_bdim = static_cast<int>(static_cast<int64_t>(rb.size()) + lhs_free);
+    }
+    if (!at.has("lhs_batch") || at.ints("lhs_batch").empty()) {
+      at.erase("lhs_batch");
+      at.erase("rhs_batch");
+    }
+    return {{detail::bind(p_, ops, at)[0], out_bdim}};
+  }
+
+ private:
+  const Primitive& p_;
+};
+
 class DotGeneral final : public Primitive {
  public:
   std::string_view name() const override { return "dot_general"; }
+  const Batching* batching() const override {
+    static const DotBatching b(*this);
+    return &b;
+  }
   bool accepts_quantized() const override { return true; }
   Linearity linearity() const override { return Linearity::kMultilinear; }
 

@@ -10,6 +10,7 @@
 #include "partix/ops.h"
 #include "prim/elementwise_ops.h"
 #include "ir/primitive.h"
+#include "prim/batching.h"
 #include "prim/util.h"
 #include "trace/trace.h"
 
@@ -58,6 +59,11 @@ class Unary final : public Primitive {
  public:
   std::string_view name() const override { return Op::kName; }
   bool is_elementwise() const override { return true; }
+  // vmap: the operands at the front (one instance per class: a registered singleton).
+  const Batching* batching() const override {
+    static const SameShapeBatching b(*this);
+    return &b;
+  }
   Linearity linearity() const override { return Op::kLinearity; }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs&,
                           const Regions&) const override {
@@ -114,6 +120,11 @@ class Binary final : public Primitive {
  public:
   std::string_view name() const override { return Op::kName; }
   bool is_elementwise() const override { return true; }
+  // vmap: the operands at the front (one instance per class: a registered singleton).
+  const Batching* batching() const override {
+    static const SameShapeBatching b(*this);
+    return &b;
+  }
   Linearity linearity() const override { return Op::kLinearity; }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs&,
                           const Regions&) const override {
@@ -200,6 +211,11 @@ class Select final : public Primitive {
  public:
   std::string_view name() const override { return "select"; }
   bool is_elementwise() const override { return true; }
+  // vmap: the operands at the front (one instance per class: a registered singleton).
+  const Batching* batching() const override {
+    static const SameShapeBatching b(*this);
+    return &b;
+  }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs&,
                           const Regions&) const override {
     check_arity(name(), in, 3);
@@ -253,6 +269,11 @@ class Convert final : public Primitive {
   std::string_view name() const override { return "convert"; }
   bool accepts_quantized() const override { return true; }
   bool is_elementwise() const override { return true; }
+  // vmap: the operands at the front (one instance per class: a registered singleton).
+  const Batching* batching() const override {
+    static const SameShapeBatching b(*this);
+    return &b;
+  }
   Linearity linearity() const override { return Linearity::kLinear; }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
                           const Regions&) const override {

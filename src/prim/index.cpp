@@ -12,6 +12,7 @@
 #include "prim/elementwise_ops.h"
 #include "prim/positional.h"
 #include "ir/primitive.h"
+#include "prim/batching.h"
 #include "prim/util.h"
 #include "trace/trace.h"
 
@@ -257,10 +258,116 @@ Primitive::AxisIndexing indexing_of(const std::vector<Aval>& in, const Attrs& at
   return {axis, scatter, elementwise};
 }
 
+// ---- vmap of the indexing primitives ----
+// With both the table and the indices batched, example b's indices address its own table: the
+// taken axis of the table is merged with the batch dimension ([B * n, ...]) and example b's
+// indices, clamped into [0, n) as take clamps them, are offset by b * n.
+
+// x (batched at 0) with its axis `axis + 1` merged into the batch dimension: [B * n, rest...],
+// where rest is x's other dimensions in order.
+Array merge_batch_axis(const Array& x, int axis) {
+  Array m = moveaxis(x, axis + 1, 1);
+  Shape s{m.shape()[0] * m.shape()[1]};
+  s.insert(s.end(), m.shape().begin() + 2, m.shape().end());
+  return reshape(m, s);
+}
+
+// Indices (batched at 0) of rows of length n, clamped and offset by b * n for example b.
+Array offset_indices(const Array& idx, int64_t n) {
+  const DType dt = idx.dtype();
+  Array b = iota(idx.shape(), 0, dt);
+  Array clamped = minimum(maximum(idx, full({}, 0, dt)), full({}, static_cast<double>(n - 1), dt));
+  return clamped + b * full({}, static_cast<double>(n), dt);
+}
+
+// Dimensions of [B, idx..., before..., after...] reordered to [B, before..., idx..., after...].
+std::vector<int> taken_order(int ni, int axis, int rank) {
+  std::vector<int> perm{0};
+  for (int d = 0; d < axis; ++d) perm.push_back(1 + ni + d);
+  for (int d = 0; d < ni; ++d) perm.push_back(1 + d);
+  for (int d = axis; d < rank - 1; ++d) perm.push_back(1 + ni + d);
+  return perm;
+}
+
+std::vector<int> inverse(const std::vector<int>& perm) {
+  std::vector<int> inv(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) inv[static_cast<size_t>(perm[i])] = static_cast<int>(i);
+  return inv;
+}
+
+// take(x, idx){axis}.
+class TakeBatching final : public Batching {
+ public:
+  explicit TakeBatching(const Primitive& p) : p_(p) {}
+  std::vector<Batched> batch(const BatchArgs& a) const override {
+    const Batched& x = a.operands[0];
+    const Batched& i = a.operands[1];
+    const int rank = x.value.ndim() - (x.bdim >= 0 ? 1 : 0);  // an example's
+    const int axis = static_cast<int>(a.attrs.i("axis") < 0 ? a.attrs.i("axis") + rank : a.attrs.i("axis"));
+    if (i.bdim < 0) {
+      Attrs at = a.attrs;
+      at.set("axis", static_cast<int64_t>(axis + 1));
+      return {{detail::bind(p_, {at_front(x, a.size), i.value}, at)[0], 0}};
+    }
+    Array idx = at_front(i, a.size);
+    if (x.bdim < 0) {  // the indices' batch dimension lands where the taken axis was
+      Attrs at = a.attrs;
+      at.set("axis", static_cast<int64_t>(axis));
+      return {{detail::bind(p_, {x.value, idx}, at)[0], axis}};
+    }
+    const Array xf = at_front(x, a.size);
+    const int64_t n = xf.shape()[static_cast<size_t>(axis + 1)];
+    Attrs at = a.attrs;
+    at.set("axis", int64_t{0});
+    Array r = detail::bind(p_, {merge_batch_axis(xf, axis), offset_indices(idx, n)}, at)[0];
+    return {{transpose(r, taken_order(idx.ndim() - 1, axis, rank)), 0}};
+  }
+
+ private:
+  const Primitive& p_;
+};
+
+// scatter_add(x, idx, updates){axis}: updates are shaped as take(x, idx) is.
+class ScatterAddBatching final : public Batching {
+ public:
+  explicit ScatterAddBatching(const Primitive& p) : p_(p) {}
+  std::vector<Batched> batch(const BatchArgs& a) const override {
+    const Batched& i = a.operands[1];
+    const int rank = a.operands[0].value.ndim() - (a.operands[0].bdim >= 0 ? 1 : 0);
+    const int axis = static_cast<int>(a.attrs.i("axis") < 0 ? a.attrs.i("axis") + rank : a.attrs.i("axis"));
+    Array x = at_front(a.operands[0], a.size);
+    Array u = at_front(a.operands[2], a.size);
+    Attrs at = a.attrs;
+    if (i.bdim < 0) {
+      at.set("axis", static_cast<int64_t>(axis + 1));
+      return {{detail::bind(p_, {x, i.value, u}, at)[0], 0}};
+    }
+    Array idx = at_front(i, a.size);
+    const int ni = idx.ndim() - 1;
+    const int64_t n = x.shape()[static_cast<size_t>(axis + 1)];
+    // updates to [B, idx..., before..., after...], scattered into the merged table.
+    Array ut = transpose(u, inverse(taken_order(ni, axis, rank)));
+    at.set("axis", int64_t{0});
+    Array r = detail::bind(p_, {merge_batch_axis(x, axis), offset_indices(idx, n), ut}, at)[0];
+    Shape moved{x.shape()[0], n};
+    for (int d = 0; d < rank; ++d) {
+      if (d != axis) moved.push_back(x.shape()[static_cast<size_t>(d + 1)]);
+    }
+    return {{moveaxis(reshape(r, moved), 1, axis + 1), 0}};
+  }
+
+ private:
+  const Primitive& p_;
+};
+
 // ---- take(x, indices){axis} ----
 class Take final : public Primitive {
  public:
   std::string_view name() const override { return "take"; }
+  const Batching* batching() const override {
+    static const TakeBatching b(*this);
+    return &b;
+  }
   bool accepts_quantized() const override { return true; }
   std::optional<AxisIndexing> axis_indexing(const std::vector<Aval>& in,
                                             const Attrs& attrs) const override {
@@ -328,6 +435,10 @@ class Take final : public Primitive {
 class ScatterAdd final : public Primitive {
  public:
   std::string_view name() const override { return "scatter_add"; }
+  const Batching* batching() const override {
+    static const ScatterAddBatching b(*this);
+    return &b;
+  }
   std::optional<AxisIndexing> axis_indexing(const std::vector<Aval>& in,
                                             const Attrs& attrs) const override {
     return indexing_of(in, attrs, /*scatter=*/true, /*elementwise=*/false);
@@ -419,6 +530,10 @@ void along_factors(FactorRuleBuilder& b, const Aval& x, const Aval& idx, int axi
 class TakeAlong final : public Primitive {
  public:
   std::string_view name() const override { return "take_along"; }
+  const Batching* batching() const override {  // vmap: same-rank operands, axis shifted
+    static const AxesBatching b(*this, {"axis"});
+    return &b;
+  }
   std::optional<AxisIndexing> axis_indexing(const std::vector<Aval>& in,
                                             const Attrs& attrs) const override {
     return indexing_of(in, attrs, /*scatter=*/false, /*elementwise=*/true);
@@ -479,6 +594,10 @@ class TakeAlong final : public Primitive {
 class ScatterAddAlong final : public Primitive {
  public:
   std::string_view name() const override { return "scatter_add_along"; }
+  const Batching* batching() const override {  // vmap: same-rank operands, axis shifted
+    static const AxesBatching b(*this, {"axis"});
+    return &b;
+  }
   std::optional<AxisIndexing> axis_indexing(const std::vector<Aval>& in,
                                             const Attrs& attrs) const override {
     return indexing_of(in, attrs, /*scatter=*/true, /*elementwise=*/true);

@@ -8,6 +8,7 @@
 #include "partix/ops.h"
 #include "prim/elementwise_ops.h"
 #include "ir/primitive.h"
+#include "prim/batching.h"
 #include "prim/util.h"
 
 namespace partix::prim {
@@ -53,6 +54,7 @@ class Reduce : public Primitive {
  public:
   Reduce(const char* name, ReduceKind kind) : name_(name), kind_(kind) {}
   std::string_view name() const override { return name_; }
+  const Batching* batching() const override { return &batching_; }  // vmap: axes shifted
   Linearity linearity() const override {
     return kind_ == ReduceKind::kSum ? Linearity::kLinear : Linearity::kNone;
   }
@@ -148,6 +150,7 @@ class Reduce : public Primitive {
  private:
   const char* name_;
   ReduceKind kind_;
+  AxesBatching batching_{*this, {"axes"}};
 };
 
 // argmax / argmin{axis, index_dtype}: the first extremal index; NaN counts as extremal.
@@ -155,6 +158,7 @@ class ArgReduce : public Primitive {
  public:
   ArgReduce(const char* name, bool is_max) : name_(name), max_(is_max) {}
   std::string_view name() const override { return name_; }
+  const Batching* batching() const override { return &batching_; }  // vmap: axis shifted
   // The searched axis needs replication (partial arg-extrema do not combine by a reduction)
   // but is reduced away.
   bool consumes_replicated_factors() const override { return true; }
@@ -236,12 +240,17 @@ class ArgReduce : public Primitive {
  private:
   const char* name_;
   bool max_;
+  AxesBatching batching_{*this, {"axis"}};
 };
 
 // cumsum{axis, reverse}
 class Cumsum final : public Primitive {
  public:
   std::string_view name() const override { return "cumsum"; }
+  const Batching* batching() const override {  // vmap: axis shifted
+    static const AxesBatching b(*this, {"axis"});
+    return &b;
+  }
   Linearity linearity() const override { return Linearity::kLinear; }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
                           const Regions&) const override {

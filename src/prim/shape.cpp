@@ -7,6 +7,7 @@
 #include "core/scalar.h"
 #include "partix/ops.h"
 #include "ir/primitive.h"
+#include "prim/batching.h"
 #include "prim/util.h"
 #include "trace/trace.h"
 
@@ -55,6 +56,14 @@ bool keeps_order(const Shape& in, const ir::Ints& to) {
 class Reshape final : public Primitive {
  public:
   std::string_view name() const override { return "reshape"; }
+  const Batching* batching() const override {  // vmap: [size] + shape
+    static const AttrsBatching b(*this, [](const Attrs& at, int64_t n) {
+      Attrs o = at;
+      o.set("shape", prepended(n, at.ints("shape")));
+      return o;
+    });
+    return &b;
+  }
   bool accepts_quantized() const override { return true; }
   // A block is reshaped to (broadcast into) the result's block.
   Attrs localize_attrs(const Attrs& attrs, const LocalizeArgs& a) const override {
@@ -210,6 +219,14 @@ class StorageView final : public Primitive {
 class Transpose final : public Primitive {
  public:
   std::string_view name() const override { return "transpose"; }
+  const Batching* batching() const override {  // vmap: the batch dimension stays first
+    static const AttrsBatching b(*this, [](const Attrs& at, int64_t) {
+      Attrs o = at;
+      o.set("perm", prepended(0, shifted(at.ints("perm"))));
+      return o;
+    });
+    return &b;
+  }
   Linearity linearity() const override { return Linearity::kLinear; }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
                           const Regions&) const override {
@@ -278,6 +295,15 @@ class Transpose final : public Primitive {
 class BroadcastInDim final : public Primitive {
  public:
   std::string_view name() const override { return "broadcast_in_dim"; }
+  const Batching* batching() const override {  // vmap: [size] + shape, dims shifted
+    static const AttrsBatching b(*this, [](const Attrs& at, int64_t n) {
+      Attrs o = at;
+      o.set("shape", prepended(n, at.ints("shape")));
+      o.set("dims", prepended(0, shifted(at.ints("dims"))));
+      return o;
+    });
+    return &b;
+  }
   // A block is reshaped to (broadcast into) the result's block.
   Attrs localize_attrs(const Attrs& attrs, const LocalizeArgs& a) const override {
     return with_block_shape(attrs, a);
@@ -382,6 +408,16 @@ class BroadcastInDim final : public Primitive {
 class SlicePrim final : public Primitive {
  public:
   std::string_view name() const override { return "slice"; }
+  const Batching* batching() const override {  // vmap: the whole batch dimension
+    static const AttrsBatching b(*this, [](const Attrs& at, int64_t n) {
+      Attrs o = at;
+      o.set("start", prepended(0, at.ints("start")));
+      o.set("stop", prepended(n, at.ints("stop")));
+      if (at.has("strides")) o.set("strides", prepended(1, at.ints("strides")));
+      return o;
+    });
+    return &b;
+  }
   // Quantized weights: any dimension but the last (blocks), which infer() keeps whole.
   bool accepts_quantized() const override { return true; }
   // Dimensions kept whole are split like the operand; their bounds are the local block's.
@@ -483,6 +519,10 @@ class SlicePrim final : public Primitive {
 class Concatenate final : public Primitive {
  public:
   std::string_view name() const override { return "concatenate"; }
+  const Batching* batching() const override {  // vmap: axis shifted
+    static const AxesBatching b(*this, {"axis"});
+    return &b;
+  }
   // Quantized weights (layers stacked at load): along any dimension but the last (blocks).
   bool accepts_quantized() const override { return true; }
   Linearity linearity() const override { return Linearity::kLinear; }
@@ -563,6 +603,16 @@ class Concatenate final : public Primitive {
 class Pad final : public Primitive {
  public:
   std::string_view name() const override { return "pad"; }
+  const Batching* batching() const override {  // vmap: no padding of the batch dimension
+    static const AttrsBatching b(*this, [](const Attrs& at, int64_t) {
+      Attrs o = at;
+      for (const char* f : {"low", "high", "interior"}) {
+        if (at.has(f)) o.set(f, prepended(0, at.ints(f)));
+      }
+      return o;
+    });
+    return &b;
+  }
   Linearity linearity() const override { return Linearity::kLinear; }
   // Padding with c != 0 is affine: partial sums would add c once per device.
   Linearity linearity(const Attrs& attrs) const override {
@@ -641,6 +691,10 @@ class Pad final : public Primitive {
 class Rev final : public Primitive {
  public:
   std::string_view name() const override { return "rev"; }
+  const Batching* batching() const override {  // vmap: axes shifted
+    static const AxesBatching b(*this, {"axes"});
+    return &b;
+  }
   Linearity linearity() const override { return Linearity::kLinear; }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
                           const Regions&) const override {

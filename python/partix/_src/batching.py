@@ -1,0 +1,109 @@
+"""jax.vmap over the core's batching engine: the function is traced on one example's avals and
+evaluated on the whole batch, each primitive through its batching rule (a primitive without
+one is refused by name, never unrolled)."""
+import functools
+
+from partix import _core
+from partix._src import tree_util as tu
+from partix._src.api import _keep_tree, _leaf_core, _out_leaves, _trees
+from partix._src.core import Array, PartixError, wrap
+
+__all__ = ["vmap"]
+
+
+def _axis_entry(a, api, what):
+  if a is None:
+    return None
+  if isinstance(a, bool) or not isinstance(a, int):
+    raise PartixError(f"[{api}] {what} entries must be ints or None, got {a!r}")
+  return a
+
+
+def _per_leaf(prefix, tree, api, what):
+  """The axis of every leaf of `tree` from a prefix tree of ints / None (as JAX's in_axes)."""
+  if prefix is None or isinstance(prefix, int):
+    return [_axis_entry(prefix, api, what)] * tree.num_leaves
+  leaves = tu.tree_unflatten(tree, list(range(tree.num_leaves)))
+  out = [None] * tree.num_leaves
+
+  def walk(p, t, path):
+    if p is None or isinstance(p, int):
+      for i in tu.tree_leaves(t):
+        out[i] = _axis_entry(p, api, what)
+      return
+    if isinstance(t, int):
+      raise PartixError(f"[{api}] {what} {prefix!r} is not a tree prefix of the arguments: "
+                        f"{type(p).__name__} at {path or 'the root'} where an array is")
+    if isinstance(p, dict) != isinstance(t, dict):
+      raise PartixError(f"[{api}] {what} {prefix!r} does not match the structure of the "
+                        f"arguments at {path or 'the root'}")
+    keys = sorted(t) if isinstance(t, dict) else range(len(t))
+    if isinstance(t, dict):
+      if sorted(p) != list(keys):
+        raise PartixError(f"[{api}] {what} keys {sorted(p)} differ from {list(keys)} at "
+                          f"{path or 'the root'}")
+    elif len(p) != len(t):
+      raise PartixError(f"[{api}] {what} has {len(p)} entries where the arguments have "
+                        f"{len(t)} at {path or 'the root'}")
+    for k in keys:
+      walk(p[k], t[k], f"{path}[{k!r}]")
+  walk(prefix, leaves, "")
+  return out
+
+
+def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_name=None):
+  """jax.vmap: fun mapped over an axis of its arguments (in_axes: an int, None, or a tree
+  prefix of the arguments), its results stacked along out_axes (likewise over the results).
+  Composes with jit, grad (per-example gradients: vmap(grad(f))) and sharded arguments: the
+  mapped axis keeps its sharding. Collectives over axis_name and spmd_axis_name are not
+  supported yet and raise."""
+  api = "vmap"
+  if not callable(fun):
+    raise PartixError(f"[{api}] {fun!r} is not callable")
+  if axis_name is not None or spmd_axis_name is not None:
+    raise PartixError(f"[{api}] axis_name and spmd_axis_name (collectives over the mapped "
+                      "axis, splitting it over a mesh axis) are not supported yet")
+  if isinstance(in_axes, list):
+    in_axes = tuple(in_axes)
+  if axis_size is not None and (isinstance(axis_size, bool) or not isinstance(axis_size, int)
+                                or axis_size < 1):
+    raise PartixError(f"[{api}] axis_size must be a positive int, got {axis_size!r}")
+
+  @functools.wraps(fun)
+  def mapped(*args, **kwargs):
+    if isinstance(in_axes, tuple) and len(in_axes) != len(args):
+      raise PartixError(f"[{api}] in_axes has {len(in_axes)} entries for {len(args)} positional "
+                        "arguments")
+    leaves, tree = tu.tree_flatten((args, kwargs))
+    arg_tree = tu.tree_structure(args)
+    axes = _per_leaf(in_axes, arg_tree, api, "in_axes") + [0] * (len(leaves) - arg_tree.num_leaves)
+    cores = [_leaf_core(x, api) for x in leaves]
+    norm = []
+    for i, (c, a) in enumerate(zip(cores, axes)):
+      if a is None:
+        norm.append(-1)
+        continue
+      n = len(c.shape)
+      if not -n <= a < n:
+        raise PartixError(f"[{api}] in_axes {a} is out of range for an argument of shape "
+                          f"{tuple(c.shape)}")
+      norm.append(a % n)
+
+    def traced(tracers):
+      targs, tkw = tu.tree_unflatten(tree, [wrap(t) for t in tracers])
+      c, t = _out_leaves(fun(*targs, **tkw), api)
+      return c, _keep_tree(t)
+    values, bdims, tid = _core.vmap(cores, norm, axis_size, "", traced)
+    out_tree = _trees.pop(tid)
+    size = axis_size
+    if size is None:
+      size = next(c.shape[a] for c, a in zip(cores, norm) if a >= 0)
+    outs = []
+    for v, b, a in zip(values, bdims, _per_leaf(out_axes, out_tree, api, "out_axes")):
+      rank = len(v.shape) - (1 if b >= 0 else 0) + 1
+      if a is not None and not -rank <= a < rank:
+        raise PartixError(f"[{api}] out_axes {a} is out of range for an output of rank "
+                          f"{rank - 1}")
+      outs.append(Array(_core.place_batched(v, b, size, -1 if a is None else a % rank)))
+    return tu.tree_unflatten(out_tree, outs)
+  return mapped
