@@ -3,6 +3,7 @@
 #include <functional>
 #include <numeric>
 
+#include "ops/collective_groups.h"
 #include "test_util.h"
 
 using namespace partix;
@@ -247,4 +248,67 @@ TEST(Collectives, BadInput) {
   // Turning the check off allows the claim.
   Array ok = shard_map([](const Array& b) { return b; }, mesh, {P("x")}, {P()}, false)(x);
   EXPECT_EQ(ok.shape(), (Shape{2}));
+}
+
+// axis_index_groups: each collective runs within the group of ranks holding the device (ranks
+// over the axes, as axis_index numbers them); sizes are the group size; grads transpose within
+// the group.
+TEST(Collectives, AxisIndexGroups) {
+  Mesh mesh({4, 2}, {"x", "y"});
+  const IndexGroups groups{{0, 5}, {1, 4}, {2, 7}, {3, 6}};  // ranks over (x, y): 2x + y
+  Axes ax{"x", "y"};
+  const int64_t D = 8, q = 3, m = 2 * q;
+  std::vector<float> in = iota_input(D, m);
+  auto row = [&](int64_t k) { return std::vector<float>(in.begin() + k * m, in.begin() + (k + 1) * m); };
+  auto mate = [&](int64_t k) {  // (the other member of k's group, k's position in it)
+    for (const auto& g : groups) {
+      if (g[0] == k) return std::make_pair(g[1], int64_t{0});
+      if (g[1] == k) return std::make_pair(g[0], int64_t{1});
+    }
+    return std::make_pair(int64_t{-1}, int64_t{-1});
+  };
+  auto summed = run(mesh, m, [&](const Array& b) { return psum(b, ax, groups); }, in);
+  auto gath = run(mesh, m, [&](const Array& b) { return all_gather(b, ax, 1, true, groups); }, in);
+  auto scat = run(mesh, m, [&](const Array& b) { return psum_scatter(b, ax, 1, true, groups); }, in);
+  auto a2a = run(mesh, m, [&](const Array& b) { return all_to_all(b, ax, 1, 1, true, groups); }, in);
+  for (int64_t k = 0; k < D; ++k) {
+    auto [j, pos] = mate(k);
+    auto rk = row(k), rj = row(j);
+    std::vector<float> es(static_cast<size_t>(m)), eg, ea;
+    for (size_t i = 0; i < es.size(); ++i) es[i] = rk[i] + rj[i];
+    const auto& first = pos == 0 ? rk : rj;
+    const auto& second = pos == 0 ? rj : rk;
+    eg.insert(eg.end(), first.begin(), first.end());
+    eg.insert(eg.end(), second.begin(), second.end());
+    for (const auto* r : {&first, &second}) {
+      ea.insert(ea.end(), r->begin() + pos * q, r->begin() + (pos + 1) * q);
+    }
+    ASSERT_EQ(summed[static_cast<size_t>(k)], es) << "psum device " << k;
+    ASSERT_EQ(gath[static_cast<size_t>(k)], eg) << "all_gather device " << k;
+    ASSERT_EQ(scat[static_cast<size_t>(k)],
+              std::vector<float>(es.begin() + pos * q, es.begin() + (pos + 1) * q))
+        << "psum_scatter device " << k;
+    ASSERT_EQ(a2a[static_cast<size_t>(k)], ea) << "all_to_all device " << k;
+  }
+  // The grad of sum(psum_grouped(x) * w) is psum_grouped(w): each group's two rows of w summed.
+  PartitionSpec all = P(ax);
+  Array x = device_put(from_vector(in, {D, m}), NamedSharding(mesh, all));
+  Array w = device_put(from_vector(iota_input(D, m), {D, m}) * 0.5, NamedSharding(mesh, all));
+  auto loss = [&](const Array& a) {
+    return sum(shard_map([&](const Array& b) { return psum(b, ax, groups); }, mesh, {all}, {all})(a) * w);
+  };
+  std::vector<float> gw = Array(grad(loss)(x)).to_vector<float>(), wv = w.to_vector<float>();
+  for (int64_t k = 0; k < D; ++k) {
+    const int64_t j = mate(k).first;
+    for (int64_t i = 0; i < m; ++i) {
+      ASSERT_EQ(gw[static_cast<size_t>(k * m + i)], wv[static_cast<size_t>(k * m + i)] + wv[static_cast<size_t>(j * m + i)]);
+    }
+  }
+  auto sm = [&](auto f) { return shard_map(f, mesh, {all}, {all})(x); };
+  EXPECT_PARTIX_ERROR(sm([&](const Array& b) { return psum(b, ax, {{0, 1, 2}, {3, 4, 5, 6, 7}}); }),
+                      "[psum]", "axis_index_groups", "one size");
+  EXPECT_PARTIX_ERROR(sm([&](const Array& b) { return all_gather(b, ax, 0, true, {{0, 1}, {2, 3}}); }),
+                      "[all_gather]", "axis_index_groups", "cover");
+  EXPECT_PARTIX_ERROR(sm([&](const Array& b) { return psum_scatter(b, "x", 0, true, {{0, 9}, {1, 2}}); }),
+                      "[psum_scatter]", "out of range");
 }
