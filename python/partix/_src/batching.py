@@ -27,7 +27,7 @@ def _per_leaf(prefix, tree, api, what):
   out = [None] * tree.num_leaves
 
   def walk(p, t, path):
-    if p is None or isinstance(p, int):
+    if not isinstance(p, (tuple, list, dict)):
       for i in tu.tree_leaves(t):
         out[i] = _axis_entry(p, api, what)
       return
@@ -65,6 +65,11 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
                       "axis, splitting it over a mesh axis) are not supported yet")
   if isinstance(in_axes, list):
     in_axes = tuple(in_axes)
+  for what, a in (("in_axes", in_axes), ("out_axes", out_axes)):
+    if isinstance(a, bool) or not (a is None or isinstance(a, (int, tuple, list, dict))):
+      raise PartixError(f"[{api}] {what} must be an int, None, or a tuple/list/dict of them "
+                        f"matching the {'arguments' if what == 'in_axes' else 'results'}, got "
+                        f"{a!r}")
   if axis_size is not None and (isinstance(axis_size, bool) or not isinstance(axis_size, int)
                                 or axis_size < 1):
     raise PartixError(f"[{api}] axis_size must be a positive int, got {axis_size!r}")
