@@ -5,7 +5,6 @@
 #include <mutex>
 
 #include "bind.h"
-#include "ops/collective_groups.h"
 #include "partix/control.h"
 
 namespace partix::python {

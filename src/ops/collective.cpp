@@ -2,7 +2,6 @@
 #include <set>
 
 #include "core/errors.h"
-#include "ops/collective_groups.h"
 #include "ops/common.h"
 #include "partix/transforms.h"
 

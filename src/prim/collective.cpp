@@ -23,7 +23,6 @@
 #include "core/errors.h"
 #include "core/layout.h"
 #include "core/scalar.h"
-#include "ops/collective_groups.h"
 #include "partix/ops.h"
 #include "partix/transforms.h"
 #include "prim/collective.h"

@@ -3,7 +3,6 @@
 #include <functional>
 #include <numeric>
 
-#include "ops/collective_groups.h"
 #include "test_util.h"
 
 using namespace partix;
