@@ -163,9 +163,7 @@ class Remat final : public Primitive {
   std::vector<std::set<std::string>> varying(const std::vector<std::set<std::string>>&,
                                              const Attrs&, const Regions& regions,
                                              size_t) const override {
-    std::vector<std::set<std::string>> out;
-    for (int v : regions[0]->results) out.push_back(regions[0]->info(v).varying);
-    return out;
+    return results_varying(*regions[0]);
   }
   // Each region parameter takes its own operand's varying axes (checkpoint() traces them so):
   // joining the operands outside too would widen them twice, and the gradient would sum over

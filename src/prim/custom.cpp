@@ -75,9 +75,7 @@ class CustomCall : public Primitive {
   std::vector<std::set<std::string>> varying(const std::vector<std::set<std::string>>&,
                                              const Attrs&, const Regions& regions,
                                              size_t) const override {
-    std::vector<std::set<std::string>> out;
-    for (int v : regions[0]->results) out.push_back(regions[0]->info(v).varying);
-    return out;
+    return results_varying(*regions[0]);
   }
   // The regions were traced with each operand's own varying axes (as checkpoint's).
   bool joins_operand_varying() const override { return false; }

@@ -1,6 +1,7 @@
 // Helpers shared by primitive definitions: argument checks and axis normalisation.
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -27,5 +28,13 @@ inline Shape storage_shape(const ir::Aval& a) {
 
 // Dtype categories.
 inline bool is_float_like(DType d) { return is_floating(d); }
+
+// Inside shard_map, the varying axes of a region's results (remat's and the custom
+// derivatives' results vary as their region 0's do).
+inline std::vector<std::set<std::string>> results_varying(const ir::Program& region) {
+  std::vector<std::set<std::string>> out;
+  for (int v : region.results) out.push_back(region.info(v).varying);
+  return out;
+}
 
 }  // namespace partix::prim

@@ -14,10 +14,12 @@ const std::set<std::string> kStructural = {"constant", "stop_gradient", "copy",
                                            "sharding_constraint"};
 // Primitives that depend on a device's mesh position, carry a region or exist only in
 // partitioned programs: checked by the collective, resharding, partitioner and autodiff tests
-// instead (storage_view by tests/spmd/quantized_reshard_test.cpp).
+// instead (storage_view by tests/spmd/quantized_reshard_test.cpp, the custom derivatives by
+// tests/autodiff/custom_derivatives_test.cpp).
 const std::set<std::string> kPerDevice = {"axis_index", "axis_slice", "pad_mask", "pvary",
                                           "unreduce", "shard_map", "remat", "scan", "fori_loop",
-                                          "while_loop", "cond", "storage_view"};
+                                          "while_loop", "cond", "storage_view",
+                                          "custom_vjp_call", "custom_jvp_call"};
 
 TEST(Control, IdentitiesCopyValuesAndDtypes) {
   Array x = from_vector<int64_t>({1, -2, int64_t{1} << 60}, {3});
