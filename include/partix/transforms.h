@@ -510,6 +510,13 @@ struct Batched {
   Array value;
   int bdim = -1;
 };
+// vmap's axis: the number of examples, its name (axis_name; "" when none: no collective can
+// name it) and the mesh axes the examples split over (spmd_axis_name; empty: none).
+struct BatchAxis {
+  int64_t size = 0;
+  std::string name;
+  std::vector<std::string> spmd;
+};
 // vmap's engine: f traced on one example's avals (each leaf without its in_axes dimension;
 // in_axes -1: not mapped, the same for every example), then evaluated on the batch where the
 // call is made, each primitive through its batching rule. Returns f's results with their batch
@@ -517,6 +524,7 @@ struct Batched {
 // depend on the mapped axis).
 std::vector<Batched> vmap_call(const std::vector<Array>& leaves, const std::vector<int>& in_axes,
                                std::optional<int64_t> axis_size, const std::string& axis_name,
+                               const std::vector<std::string>& spmd_axis_name,
                                const std::function<std::vector<Array>(const std::vector<Array>&,
                                                                       std::shared_ptr<void>&)>& f,
                                std::shared_ptr<void>& proto);
@@ -525,10 +533,13 @@ Array place_batched(const Batched& b, int64_t size, int out_axis);
 
 // vmap(f, in_axes, out_axes)(args): f mapped over axis in_axes[i] of argument i (-1: not
 // mapped), its results stacked along out_axes[k] (one entry: every result). f takes and returns
-// vectors of arrays. Composes with jit, grad and sharded arguments (a mapped axis keeps its
-// sharding); a primitive without a batching rule is refused by name.
+// vectors of arrays. Composes with jit, grad, loops and sharded arguments (a mapped axis keeps
+// its sharding); a primitive without a batching rule is refused by name. Collectives inside f
+// may name `axis_name` (psum over the examples, axis_index their position, ...);
+// `spmd_axis_name` splits the examples over those mesh axes wherever f constrains a sharding.
 ArraysFn vmap(ArraysFn f, std::vector<int> in_axes, std::vector<int> out_axes = {0},
-              std::optional<int64_t> axis_size = std::nullopt);
+              std::optional<int64_t> axis_size = std::nullopt, std::string axis_name = "",
+              std::vector<std::string> spmd_axis_name = {});
 
 // ---- custom derivatives ----
 // custom_vjp(f, fwd, bwd): a function of arrays that computes f and is differentiated by the
@@ -558,18 +569,38 @@ std::vector<Array> custom_jvp_call(const std::vector<Array>& args, const CustomR
 
 // ---- rematerialisation ----
 
+// Which of a checkpointed function's intermediates the forward pass keeps for the backward
+// pass (JAX's jax.checkpoint_policies); the others are recomputed from the function's inputs.
+struct SavePolicy {
+  enum class Kind {
+    kNothing,                  // nothing_saveable: everything recomputed (the default)
+    kEverything,               // everything_saveable: nothing recomputed (no remat)
+    kDots,                     // dots_saveable: the results of contractions (dot_general)
+    kDotsWithNoBatchDims,      // dots_with_no_batch_dims_saveable: those without batch dims
+    kNames,                    // save_only_these_names: values named with checkpoint_name
+  };
+  Kind kind = Kind::kNothing;
+  std::vector<std::string> names;  // kNames
+};
+
+// x, named for a SavePolicy of kind kNames (jax.ad_checkpoint.checkpoint_name); an identity
+// everywhere else.
+Array checkpoint_name(const Array& x, const std::string& name);
+
 namespace detail {
-// Traces f into a region and binds one remat instruction; its VJP recomputes the region.
+// Traces f into a region and binds one remat instruction; its VJP recomputes the region, but
+// for the values `policy` saves.
 std::vector<Array> remat_call(const std::vector<Array>& leaves,
                               const std::function<std::vector<Array>(const std::vector<Array>&,
                                                                      std::shared_ptr<void>&)>& trace,
-                              std::shared_ptr<void>& out_proto);
+                              std::shared_ptr<void>& out_proto, const SavePolicy& policy = {});
 }  // namespace detail
 
-// checkpoint(f): f's activations are recomputed in the backward pass instead of being kept.
+// checkpoint(f, policy): f's activations are recomputed in the backward pass instead of being
+// kept, but for those `policy` saves.
 template <class F>
-auto checkpoint(F f) {
-  return [f](const auto&... args) {
+auto checkpoint(F f, SavePolicy policy = {}) {
+  return [f, policy](const auto&... args) {
     using R = std::decay_t<std::invoke_result_t<const F&, decltype(args)...>>;
     std::vector<Array> leaves;
     (TreeDef<std::decay_t<decltype(args)>>::flatten(args, leaves), ...);
@@ -584,7 +615,7 @@ auto checkpoint(F f) {
           p = std::make_shared<R>(r);
           return tree_leaves(r);
         },
-        proto);
+        proto, policy);
     return tree_unflatten(*std::static_pointer_cast<R>(proto), outs);
   };
 }

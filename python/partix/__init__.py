@@ -23,15 +23,17 @@ from partix._src.api import (ShapeDtypeStruct, block_until_ready, checkpoint,  #
                              remat, reshard, typeof, value_and_grad)
 from partix._src.core import Array, PartixError  # noqa: E402,F401
 from partix._src.batching import vmap  # noqa: E402,F401
-from partix._src.custom_derivatives import custom_jvp, custom_vjp  # noqa: E402,F401
+from partix._src.custom_derivatives import (custom_gradient, custom_jvp,  # noqa: E402,F401
+                                            custom_vjp)
 from partix._src.forward import (hessian, jacfwd, jacobian, jacrev, jvp,  # noqa: E402,F401
                                  linear_transpose, linearize, make_jaxpr, vjp)
 from partix._src.sharding import (AxisType, Device, NamedSharding, PartitionSpec,  # noqa
                                   get_abstract_mesh, make_mesh, set_mesh, use_mesh)
 from partix._src.shard_map import shard_map  # noqa: E402,F401
 from partix._src.tree_util import tree_leaves, tree_map, tree_structure  # noqa: E402,F401
-from partix import (ckpt, debug, distributed, experimental, lax, nn, numpy,  # noqa: E402
-                    profiler, random, sharding, tree, tree_util)
+from partix import (ad_checkpoint, checkpoint_policies, ckpt, debug,  # noqa: E402
+                    distributed, experimental, lax, nn, numpy, profiler, random, sharding, tree,
+                    tree_util)
 
 # Under mpirun a process that fails tells the others even without distributed.initialize().
 if distributed._under_mpirun():

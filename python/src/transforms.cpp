@@ -2,6 +2,7 @@
 // are traced by the C++ tracer calling back into them: the GIL is released while C++ works
 // (compiling, running, waiting in collectives) and taken again for each callback. A callback
 // returns its result leaves and an id for its result tree, which Python keeps.
+#include <map>
 #include <mutex>
 
 #include "bind.h"
@@ -229,23 +230,35 @@ void bind_transforms(nb::module_& m) {
         [&](const Leaves& x, std::shared_ptr<void>& p) { return trace_into(f, x, p); }, tp, fp);
     return std::make_tuple(outs, proto_id(tp), proto_id(fp));
   });
-  m.def("checkpoint", [](const Leaves& leaves, nb::callable f) {
+  // policy: "nothing", "everything", "dots", "dots_no_batch" or "names" (with `names`).
+  m.def("checkpoint", [](const Leaves& leaves, nb::callable f, const std::string& policy,
+                         const std::vector<std::string>& names) {
+    using Kind = SavePolicy::Kind;
+    static const std::map<std::string, Kind> kinds{
+        {"nothing", Kind::kNothing}, {"everything", Kind::kEverything}, {"dots", Kind::kDots},
+        {"dots_no_batch", Kind::kDotsWithNoBatchDims}, {"names", Kind::kNames}};
+    auto it = kinds.find(policy);
+    if (it == kinds.end()) throw Error("[checkpoint] unknown save policy '" + policy + "'");
     nb::gil_scoped_release release;
     std::shared_ptr<void> proto;
     Leaves outs = detail::remat_call(
         leaves, [&](const Leaves& t, std::shared_ptr<void>& p) { return trace_into(f, t, p); },
-        proto);
+        proto, SavePolicy{it->second, names});
     return std::make_pair(outs, proto_id(proto));
+  });
+  m.def("checkpoint_name", [](const Array& x, const std::string& name) {
+    nb::gil_scoped_release release;
+    return checkpoint_name(x, name);
   });
 
   // vmap: f(tracers) -> (leaves, tree_id) on one example; returns (values, batch dims, tree id).
   m.def("vmap", [](const Leaves& leaves, const std::vector<int>& in_axes,
                    std::optional<int64_t> axis_size, const std::string& axis_name,
-                   nb::callable f) {
+                   const std::vector<std::string>& spmd_axis_name, nb::callable f) {
     return interruptible([&] {
       std::shared_ptr<void> proto;
       std::vector<detail::Batched> outs = detail::vmap_call(
-          leaves, in_axes, axis_size, axis_name,
+          leaves, in_axes, axis_size, axis_name, spmd_axis_name,
           [&](const Leaves& t, std::shared_ptr<void>& p) { return trace_into(f, t, p); }, proto);
       Leaves values;
       std::vector<int> bdims;

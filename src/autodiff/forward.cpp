@@ -32,10 +32,7 @@ namespace {
 std::shared_ptr<TraceState> trace_leaves(const char* name, const std::vector<Array>& leaves,
                                          const LeavesFn& f) {
   auto ts = std::make_shared<TraceState>(name);
-  if (TraceState* outer = current_trace(); outer && outer->manual_mesh) {
-    ts->manual_mesh = outer->manual_mesh;
-    ts->manual_axes = outer->manual_axes;
-  }
+  ts->inherit(current_trace());
   std::vector<Array> tracers;
   for (const Array& a : leaves) {
     tracers.push_back(ts->add_param(ir::Aval{a.shape(), a.dtype()}, a.impl()->sharding, vary_of(a)));

@@ -35,11 +35,7 @@ void grad_bad_argument_kind(int argnum) {
 std::shared_ptr<TraceState> nested_trace(const char* name, const std::vector<Array>& leaves,
                                          std::vector<Array>& tracers) {
   auto ts = std::make_shared<TraceState>(name);
-  TraceState* outer = current_trace();
-  if (outer && outer->manual_mesh) {
-    ts->manual_mesh = outer->manual_mesh;
-    ts->manual_axes = outer->manual_axes;
-  }
+  ts->inherit(current_trace());
   for (const Array& a : leaves) {
     tracers.push_back(ts->add_param(ir::Aval{a.shape(), a.dtype()}, a.impl()->sharding, vary_of(a)));
   }
@@ -123,7 +119,9 @@ GradOutput grad_engine_aux(const std::vector<Array>& leaves, const std::vector<b
 std::vector<Array> remat_call(
     const std::vector<Array>& leaves,
     const std::function<std::vector<Array>(const std::vector<Array>&, std::shared_ptr<void>&)>& trace,
-    std::shared_ptr<void>& out_proto) {
+    std::shared_ptr<void>& out_proto, const SavePolicy& policy) {
+  using Kind = SavePolicy::Kind;
+  if (policy.kind == Kind::kEverything) return trace(leaves, out_proto);  // nothing to recompute
   std::vector<Array> tracers;
   auto ts = nested_trace("checkpoint", leaves, tracers);
   {
@@ -133,8 +131,27 @@ std::vector<Array> remat_call(
   std::vector<Array> operands = leaves;
   for (const Array& c : ts->captures()) operands.push_back(c);
   auto region = std::make_shared<const ir::Program>(ts->program());
-  return bind(prim::get_primitive("remat"), operands, {}, {region});
+  ir::Attrs attrs;
+  switch (policy.kind) {
+    case Kind::kDots: attrs.set("save", std::string("dots")); break;
+    case Kind::kDotsWithNoBatchDims: attrs.set("save", std::string("dots_no_batch")); break;
+    case Kind::kNames:
+      attrs.set("save", std::string("names"));
+      attrs.set("names", ir::Strings(policy.names.begin(), policy.names.end()));
+      break;
+    default: break;
+  }
+  return bind(prim::get_primitive("remat"), operands, std::move(attrs), {region});
 }
 
 }  // namespace detail
+}  // namespace partix
+
+namespace partix {
+
+Array checkpoint_name(const Array& x, const std::string& name) {
+  detail::check(!name.empty(), "checkpoint_name", "the name must not be empty");
+  return detail::bind1("checkpoint_name", {x}, {{"name", name}});
+}
+
 }  // namespace partix

@@ -1,5 +1,7 @@
 #include "autodiff/vjp.h"
 
+#include <algorithm>
+
 #include "core/errors.h"
 #include "partix/ops.h"
 #include "ir/primitive.h"
@@ -17,7 +19,7 @@ Array ones_like(const Array& x) {
 }
 
 std::vector<Array> evaluate(const ir::Program& p, const std::vector<Array>& args, Residuals* saved,
-                            const std::vector<bool>* active) {
+                            const std::vector<bool>* active, const std::map<int, Array>* known) {
   if (args.size() != p.params.size()) {
     detail::internal_error("evaluate", fmt::format("{} arguments for {} parameters", args.size(),
                                                    p.params.size()));
@@ -26,6 +28,11 @@ std::vector<Array> evaluate(const ir::Program& p, const std::vector<Array>& args
   for (size_t i = 0; i < args.size(); ++i) env[static_cast<size_t>(p.params[i])] = args[i];
   const std::vector<bool> on = saved ? active_values(p, active) : std::vector<bool>();
   for (const ir::Instr& in : p.instrs) {
+    if (known != nullptr && !in.outputs.empty() &&
+        std::all_of(in.outputs.begin(), in.outputs.end(), [&](int v) { return known->count(v); })) {
+      for (int v : in.outputs) env[static_cast<size_t>(v)] = known->at(v);
+      continue;
+    }
     std::vector<Array> ins;
     for (int v : in.inputs) ins.push_back(env[static_cast<size_t>(v)]);
     std::vector<Array> outs, residuals;

@@ -30,8 +30,11 @@ using Residuals = std::map<const ir::Instr*, std::vector<Array>>;
 // The value of every program value after evaluating `p` on `args` (indexed by value id). With
 // `saved`, ops that save residuals (Primitive::evaluate_saving: loops) are evaluated so and their
 // residuals kept there, for a backward pass given the same `active` parameters (null: all).
+// `known`: values already computed (a checkpoint's saved intermediates, by value id); an
+// instruction whose results are all known is not evaluated again.
 std::vector<Array> evaluate(const ir::Program& p, const std::vector<Array>& args,
-                            Residuals* saved = nullptr, const std::vector<bool>* active = nullptr);
+                            Residuals* saved = nullptr, const std::vector<bool>* active = nullptr,
+                            const std::map<int, Array>* known = nullptr);
 
 // Cotangents of p's parameters given its evaluated values and its results' cotangents (an
 // empty Array means zero); `saved`: what evaluate saved, if anything. `active`: the parameters

@@ -170,8 +170,8 @@ struct BatchArgs {
   const std::vector<Batched>& operands;  // at least one batched
   const Attrs& attrs;
   const Regions& regions;
-  int64_t size;                   // the batch size
-  const std::string& axis_name;   // vmap's axis_name ("" when none): collectives over it
+  int64_t size;                   // the batch size (axis.size)
+  const detail::BatchAxis& axis;  // the examples' count, vmap's axis_name and spmd_axis_name
 };
 
 // The batching facet of a primitive: how its instruction computes on operands that carry a

@@ -1,4 +1,6 @@
 // Collectives inside shard_map (DESIGN §1 "Explicit SPMD").
+#include <algorithm>
+#include <optional>
 #include <set>
 
 #include "core/errors.h"
@@ -14,36 +16,54 @@ struct Bound {
   ir::Strings axes;
   int64_t size;           // the group's size: the axes' product, or an index group's
   ir::Ints index_groups;  // flattened axis_index_groups (empty: the whole axes)
+  ir::Strings mesh_axes;  // the axes that are the shard_map body's (the others are vmap's)
 };
 
-// The shard_map body this collective is traced in, and its axes checked against the mesh.
+// The size of vmap's axis `a` where the current trace sees it (innermost first), if any.
+std::optional<int64_t> vmapped(const detail::TraceState* t, const std::string& a) {
+  if (t == nullptr) return std::nullopt;
+  for (auto it = t->vmap_axes.rbegin(); it != t->vmap_axes.rend(); ++it) {
+    if (it->first == a) return it->second;
+  }
+  return std::nullopt;
+}
+
+// The shard_map body or vmap this collective is traced in, and its axes checked against the
+// mesh or vmap's axis_name (which shadows a mesh axis of the same name, as in JAX).
 Bound bound(const char* api, const Axes& axes) {
   detail::TraceState* t = detail::current_trace();
-  if (t == nullptr || !t->manual_mesh) {
-    detail::fail(api, "collective over {} outside shard_map: the axis name is not bound",
-                 axes.to_string());
-  }
-  Bound b{t, {}, 1, {}};
+  Bound b{t, {}, 1, {}, {}};
   for (const std::string& a : axes.names()) {
-    if (!(t->manual_mesh->has_axis(a))) {
-      detail::fail(api, "mesh axis '{}' is not in {}", a, t->manual_mesh->to_string());
-    }
     if (std::find(b.axes.begin(), b.axes.end(), a) != b.axes.end()) {
       detail::fail(api, "axis '{}' appears twice in {}", a, axes.to_string());
     }
+    if (std::optional<int64_t> n = vmapped(t, a)) {
+      b.axes.push_back(a);
+      b.size *= *n;
+      continue;
+    }
+    if (t == nullptr || !t->manual_mesh) {
+      detail::fail(api, "collective over {} outside shard_map: the axis name '{}' is not bound "
+                   "(neither a shard_map mesh axis nor a vmap axis_name)", axes.to_string(), a);
+    }
+    if (!(t->manual_mesh->has_axis(a))) {
+      detail::fail(api, "mesh axis '{}' is not in {}", a, t->manual_mesh->to_string());
+    }
     b.axes.push_back(a);
+    b.mesh_axes.push_back(a);
     b.size *= t->manual_mesh->axis_size(a);
   }
   detail::check(!b.axes.empty(), api, "needs at least one axis");
   return b;
 }
 
-// Marks x varying over the collective's axes it is invariant over (JAX semantics: a psum of an
-// invariant value sums identical copies).
+// Marks x varying over the collective's mesh axes it is invariant over (JAX semantics: a psum
+// of an invariant value sums identical copies).
 Array vary_over(const Array& x, const Bound& b) {
+  if (b.mesh_axes.empty()) return b.trace->tracer(b.trace->value_of(x));
   const auto& vary = b.trace->program().info(b.trace->value_of(x)).varying;
   ir::Strings missing;
-  for (const auto& a : b.axes) {
+  for (const auto& a : b.mesh_axes) {
     if (!vary.count(a)) missing.push_back(a);
   }
   // This trace's view of x: a value captured from an enclosing trace may vary over more axes
@@ -55,6 +75,10 @@ Array vary_over(const Array& x, const Bound& b) {
 // Checks `groups` partitions the b.size ranks into groups of one size, and narrows b to them.
 void with_groups(const char* api, Bound& b, const IndexGroups& groups) {
   if (groups.empty()) return;
+  if (b.mesh_axes.size() != b.axes.size()) {
+    detail::fail(api, "axis_index_groups over vmap's axis_name ({}) are not supported: give "
+                 "them over shard_map's mesh axes only", fmt::join(b.axes, ","));
+  }
   const int64_t n = static_cast<int64_t>(groups[0].size());
   std::set<int64_t> seen;
   for (const auto& g : groups) {

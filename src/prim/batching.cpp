@@ -4,6 +4,7 @@
 #include "prim/batching.h"
 
 #include "core/errors.h"
+#include "partix/control.h"
 #include "partix/ops.h"
 #include "trace/trace.h"
 
@@ -79,8 +80,42 @@ std::vector<Batched> AttrsBatching::batch(const BatchArgs& a) const {
 
 std::vector<Batched> RegionsBatching::batch(const BatchArgs& a) const {
   Regions regions;
-  for (const auto& r : a.regions) regions.push_back(autodiff::batch_region(*r, a.size, a.axis_name));
+  for (const auto& r : a.regions) regions.push_back(autodiff::batch_region(*r, a.axis));
   return bind_batched(p_, all_at_front(a.operands, a.size), a.attrs, regions);
+}
+
+std::vector<Batched> MapBatching::batch(const BatchArgs& a) const {
+  std::vector<Array> xs;
+  for (const Batched& b : a.operands) {
+    if (b.bdim >= 0) xs.push_back(at_front(b, a.size));
+  }
+  std::shared_ptr<void> proto;
+  const std::vector<Array> outs = detail::scan_call(
+      {}, xs, a.size, false,
+      [&](const std::vector<Array>& t, std::shared_ptr<void>&) {
+        std::vector<Array> ops;
+        size_t next = 0;
+        for (const Batched& b : a.operands) ops.push_back(b.bdim >= 0 ? t[next++] : b.value);
+        return detail::bind(p_, ops, a.attrs, a.regions);
+      },
+      proto);
+  std::vector<Batched> out;
+  for (const Array& r : outs) out.push_back({r, 0});
+  return out;
+}
+
+std::vector<Batched> DynamicSliceBatching::batch(const BatchArgs& a) const {
+  const size_t first = update_ ? 2 : 1;  // the first start operand
+  for (size_t i = first; i < a.operands.size(); ++i) {
+    if (a.operands[i].bdim >= 0) return MapBatching(p_).batch(a);
+  }
+  std::vector<Array> ops;
+  for (size_t i = 0; i < first; ++i) ops.push_back(at_front(a.operands[i], a.size));
+  ops.push_back(zeros({}, a.operands[first].value.dtype()));
+  for (size_t i = first; i < a.operands.size(); ++i) ops.push_back(a.operands[i].value);
+  Attrs attrs = a.attrs;
+  if (!update_) attrs.set("sizes", prepended(a.size, a.attrs.ints("sizes")));
+  return bind_batched(p_, ops, attrs, a.regions);
 }
 
 }  // namespace partix::prim

@@ -81,4 +81,28 @@ class RegionsBatching final : public Batching {
   const Primitive& p_;
 };
 
+// The rule of ops with no vectorised form over a batch (random draws from per-example keys):
+// the op applied to each example in turn by a loop over the batch (lax.map), results stacked.
+class MapBatching final : public Batching {
+ public:
+  explicit MapBatching(const Primitive& p) : p_(p) {}
+  std::vector<Batched> batch(const BatchArgs& a) const override;
+
+ private:
+  const Primitive& p_;
+};
+
+// dynamic_slice (`update` false) and dynamic_update_slice: with unbatched starts the operand
+// (and update) go in front, sliced from 0 along the batch (dynamic_slice keeping all of it);
+// starts that differ per example slice each example in turn (MapBatching).
+class DynamicSliceBatching final : public Batching {
+ public:
+  DynamicSliceBatching(const Primitive& p, bool update) : p_(p), update_(update) {}
+  std::vector<Batched> batch(const BatchArgs& a) const override;
+
+ private:
+  const Primitive& p_;
+  bool update_;
+};
+
 }  // namespace partix::prim

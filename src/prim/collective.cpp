@@ -26,6 +26,7 @@
 #include "partix/ops.h"
 #include "partix/transforms.h"
 #include "prim/collective.h"
+#include "prim/collective_batching.h"
 #include "sharding/axes.h"
 #include "prim/util.h"
 #include "trace/trace.h"
@@ -257,6 +258,10 @@ class InvariantCollective : public Collective {
 class AllReduce final : public InvariantCollective {
  public:
   std::string_view name() const override { return "all_reduce"; }
+  const Batching* batching() const override {
+    static const AllReduceBatching b(*this);
+    return &b;
+  }
   std::string_view comm_kind() const override { return name(); }
   // A reduce_scatter then an all_gather: each moves (g-1)/g of the operand.
   double comm_bytes(const std::vector<Aval>& in, const std::vector<Aval>&,
@@ -290,6 +295,10 @@ class AllReduce final : public InvariantCollective {
 class AllGather final : public InvariantCollective {
  public:
   std::string_view name() const override { return "all_gather"; }
+  const Batching* batching() const override {
+    static const AllGatherBatching b(*this);
+    return &b;
+  }
   std::string_view comm_kind() const override { return name(); }
   double comm_bytes(const std::vector<Aval>&, const std::vector<Aval>& out,
                     const Attrs& attrs) const override {
@@ -351,6 +360,10 @@ class AllGather final : public InvariantCollective {
 class ReduceScatter final : public Collective {
  public:
   std::string_view name() const override { return "reduce_scatter"; }
+  const Batching* batching() const override {
+    static const ReduceScatterBatching b(*this);
+    return &b;
+  }
   std::string_view comm_kind() const override { return name(); }
   double comm_bytes(const std::vector<Aval>& in, const std::vector<Aval>&,
                     const Attrs& attrs) const override {
@@ -418,6 +431,10 @@ class ReduceScatter final : public Collective {
 class AllToAll final : public Collective {
  public:
   std::string_view name() const override { return "all_to_all"; }
+  const Batching* batching() const override {  // over the examples: refused by name
+    static const CollectiveBatching b(*this, {"split_axis", "concat_axis"});
+    return &b;
+  }
   std::string_view comm_kind() const override { return name(); }
   double comm_bytes(const std::vector<Aval>& in, const std::vector<Aval>&,
                     const Attrs& attrs) const override {
@@ -514,6 +531,10 @@ class AllToAll final : public Collective {
 class Ppermute final : public Collective {
  public:
   std::string_view name() const override { return "ppermute"; }
+  const Batching* batching() const override {
+    static const PpermuteBatching b(*this);
+    return &b;
+  }
   std::string_view comm_kind() const override { return "collective_permute"; }
   // Each device sends its whole operand (at most once).
   double comm_bytes(const std::vector<Aval>& in, const std::vector<Aval>&,
@@ -557,6 +578,10 @@ class Ppermute final : public Collective {
 class AxisIndex final : public Primitive {
  public:
   std::string_view name() const override { return "axis_index"; }
+  const Batching* batching() const override {
+    static const AxisIndexBatching b(*this);
+    return &b;
+  }
   std::vector<std::set<std::string>> varying(const std::vector<std::set<std::string>>&,
                                              const Attrs& attrs, const Regions&, size_t) const override {
     const auto& a = axes_of(attrs);
@@ -582,6 +607,10 @@ class AxisIndex final : public Primitive {
 class Pvary final : public Primitive {
  public:
   std::string_view name() const override { return "pvary"; }
+  const Batching* batching() const override {  // acts on every element alike
+    static const CollectiveBatching b(*this, {});
+    return &b;
+  }
   std::vector<std::set<std::string>> varying(const std::vector<std::set<std::string>>& in,
                                              const Attrs& attrs, const Regions&, size_t) const override {
     std::set<std::string> v = in[0];
@@ -610,6 +639,10 @@ class Pvary final : public Primitive {
 class AxisSlice final : public Primitive {
  public:
   std::string_view name() const override { return "axis_slice"; }
+  const Batching* batching() const override {
+    static const CollectiveBatching b(*this, {"axis"});
+    return &b;
+  }
   bool identity_on_one_device(const Attrs& attrs) const override { return over_one(attrs); }
   Linearity linearity() const override { return Linearity::kLinear; }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
@@ -646,6 +679,10 @@ class AxisSlice final : public Primitive {
 class PadMask final : public Primitive {
  public:
   std::string_view name() const override { return "pad_mask"; }
+  const Batching* batching() const override {
+    static const CollectiveBatching b(*this, {"axis"});
+    return &b;
+  }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
                           const Regions&) const override {
     check_arity(name(), in, 1);
@@ -729,6 +766,10 @@ class PadMask final : public Primitive {
 class Unreduce final : public Primitive {
  public:
   std::string_view name() const override { return "unreduce"; }
+  const Batching* batching() const override {  // acts on every element alike
+    static const CollectiveBatching b(*this, {});
+    return &b;
+  }
   Linearity linearity() const override { return Linearity::kLinear; }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
                           const Regions&) const override {

@@ -1,9 +1,12 @@
 // Structural primitives: constant literals, sharding constraints, stop_gradient.
+#include <algorithm>
 #include <cstring>
+#include <map>
 
 #include "core/array_impl.h"
 #include "partix/ops.h"
 #include "ir/primitive.h"
+#include "prim/control_batching.h"
 #include "prim/batching.h"
 #include "prim/util.h"
 #include "trace/trace.h"
@@ -71,11 +74,8 @@ class ShardingConstraint final : public Identity {
  public:
   std::string_view name() const override { return "sharding_constraint"; }
   bool accepts_quantized() const override { return true; }
-  // vmap: the examples' constraint cannot say how the batch dimension splits (partix has no
-  // unconstrained entry yet, and P(None, ...) would gather a split batch), so the batched value
-  // passes unconstrained and propagation places it.
   const Batching* batching() const override {
-    static const PassThroughBatching b;
+    static const ConstraintBatching b(*this);
     return &b;
   }
   std::optional<PinnedShardings> pinned_shardings(const Attrs& attrs) const override {
@@ -140,6 +140,41 @@ Register<Copy> r_copy;
 namespace partix::prim {
 namespace {
 
+// The values of a remat region its save policy keeps (attribute "save": "dots" the results of
+// contractions, "dots_no_batch" those without batch dimensions, "names" the checkpoint_name
+// values whose names are listed), in program order.
+std::vector<int> saved_values(const ir::Program& body, const Attrs& attrs) {
+  const std::string& save = attrs.str("save");
+  std::vector<int> out;
+  for (const ir::Instr& in : body.instrs) {
+    bool keep = false;
+    if (in.prim->name() == "dot_general") {
+      keep = save == "dots" || (save == "dots_no_batch" && !in.attrs.has("lhs_batch")) ||
+             (save == "dots_no_batch" && in.attrs.ints("lhs_batch").empty());
+    } else if (in.prim->name() == "checkpoint_name" && save == "names") {
+      const ir::Strings& names = attrs.get<ir::Strings>("names");
+      keep = std::find(names.begin(), names.end(), in.attrs.str("name")) != names.end();
+    }
+    if (keep) out.insert(out.end(), in.outputs.begin(), in.outputs.end());
+  }
+  return out;
+}
+
+// ---- checkpoint_name{name}: names a value for a remat save policy; an identity ----
+class CheckpointName final : public Identity {
+ public:
+  std::string_view name() const override { return "checkpoint_name"; }
+  bool accepts_quantized() const override { return true; }
+  const Batching* batching() const override {
+    static const SameShapeBatching b(*this);
+    return &b;
+  }
+  std::vector<Array> vjp(const VjpArgs& a) const override { return {a.cotangents[0]}; }
+  bool is_view(const Aval&, const Aval&, const Attrs&) const override { return true; }
+};
+
+Register<CheckpointName> r_checkpoint_name;
+
 // ---- remat: calls its region; its VJP evaluates the region again (rematerialisation) ----
 class Remat final : public Primitive {
  public:
@@ -169,11 +204,34 @@ class Remat final : public Primitive {
   // joining the operands outside too would widen them twice, and the gradient would sum over
   // the widened axes twice.
   bool joins_operand_varying() const override { return false; }
-  // Recomputes the region's activations from its inputs, then goes backward through it.
+  // Under a save policy (attribute "save"): the forward pass keeps the values it names.
+  bool evaluate_saving(const std::vector<Array>& operands, const Attrs& attrs,
+                       const Regions& regions, const std::vector<bool>*,
+                       std::vector<Array>* results, std::vector<Array>* residuals) const override {
+    if (!attrs.has("save")) return false;
+    const ir::Program& body = *regions[0];
+    const std::vector<Array> env = autodiff::evaluate(body, operands);
+    results->clear();
+    for (int v : body.results) results->push_back(env[static_cast<size_t>(v)]);
+    for (int v : saved_values(body, attrs)) residuals->push_back(env[static_cast<size_t>(v)]);
+    return true;
+  }
+  // Recomputes the region's activations from its inputs (but for those saved), then goes
+  // backward through it.
   std::vector<Array> vjp(const VjpArgs& a) const override {
     const ir::Program& body = *a.regions[0];
+    std::map<int, Array> known;
+    if (a.residuals != nullptr && a.attrs.has("save")) {
+      const std::vector<int> ids = saved_values(body, a.attrs);
+      for (size_t i = 0; i < ids.size() && i < a.residuals->size(); ++i) known[ids[i]] = (*a.residuals)[i];
+      // A saved name saves the value it names: what computes it is not recomputed either.
+      for (const ir::Instr& in : body.instrs) {
+        if (in.prim->name() != "checkpoint_name") continue;
+        if (auto it = known.find(in.outputs[0]); it != known.end()) known[in.inputs[0]] = it->second;
+      }
+    }
     autodiff::Residuals saved;
-    std::vector<Array> env = autodiff::evaluate(body, a.primals, &saved, a.active);
+    std::vector<Array> env = autodiff::evaluate(body, a.primals, &saved, a.active, &known);
     return autodiff::backward(body, env, a.cotangents, &saved, a.active);
   }
   // Partitioning sees through the recomputation boundary.

@@ -19,6 +19,7 @@
 #include "ir/primitive.h"
 #include "partix/control.h"
 #include "partix/ops.h"
+#include "prim/control_batching.h"
 #include "prim/util.h"
 #include "trace/trace.h"
 
@@ -304,6 +305,10 @@ class Scan final : public Primitive {
  public:
   explicit Scan(bool fori) : fori_(fori) {}
   std::string_view name() const override { return fori_ ? "fori_loop" : "scan"; }
+  const Batching* batching() const override {
+    static const ScanBatching b;
+    return &b;
+  }
   bool accepts_quantized() const override { return true; }
 
   int64_t length(const Attrs& a) const {
@@ -572,6 +577,10 @@ std::vector<Array> Scan::vjp(const VjpArgs& a) const {
 class WhileLoop final : public Primitive {
  public:
   std::string_view name() const override { return "while_loop"; }
+  const Batching* batching() const override {
+    static const WhileBatching b;
+    return &b;
+  }
   bool accepts_quantized() const override { return true; }
 
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
@@ -685,6 +694,10 @@ class WhileLoop final : public Primitive {
 class Cond final : public Primitive {
  public:
   std::string_view name() const override { return "cond"; }
+  const Batching* batching() const override {
+    static const CondBatching b;
+    return &b;
+  }
   bool accepts_quantized() const override { return true; }
 
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs&,

@@ -42,6 +42,10 @@ Shape dynamic_starts(const KernelCall& c, size_t first, const Shape& shape, cons
 class DynamicSlice final : public Primitive {
  public:
   std::string_view name() const override { return "dynamic_slice"; }
+  const Batching* batching() const override {
+    static const DynamicSliceBatching b(*this, false);
+    return &b;
+  }
   // Dimensions taken whole are split like the operand: the block takes its whole local extent.
   Attrs localize_attrs(const Attrs& attrs, const LocalizeArgs& a) const override {
     const Shape& gin = a.in[0].shape;
@@ -136,6 +140,10 @@ class DynamicSlice final : public Primitive {
 class DynamicUpdateSlice final : public Primitive {
  public:
   std::string_view name() const override { return "dynamic_update_slice"; }
+  const Batching* batching() const override {
+    static const DynamicSliceBatching b(*this, true);
+    return &b;
+  }
   // A KV cache updated every decode step is written in place when its buffer is donated.
   int in_place_operand() const override { return 0; }
   Linearity linearity() const override { return Linearity::kLinear; }
@@ -703,6 +711,10 @@ class Iota final : public Primitive {
 class TopK final : public Primitive {
  public:
   std::string_view name() const override { return "top_k"; }
+  const Batching* batching() const override {  // acts along the last axis: the batch in front
+    static const AxesBatching b(*this, {});
+    return &b;
+  }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
                           const Regions&) const override {
     check_arity(name(), in, 1);

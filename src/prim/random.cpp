@@ -12,6 +12,7 @@
 #include "prim/positional.h"
 #include "ir/primitive.h"
 #include "prim/random_core.h"
+#include "prim/batching.h"
 #include "prim/util.h"
 
 namespace partix::prim {
@@ -202,6 +203,10 @@ class RandomDraw : public Primitive {
 class RandomBits final : public RandomDraw {
  public:
   std::string_view name() const override { return "random_bits"; }
+  const Batching* batching() const override {  // one draw per example's key
+    static const MapBatching b(*this);
+    return &b;
+  }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
                           const Regions&) const override {
     Shape s = drawn_shape(in, attrs);
@@ -224,6 +229,10 @@ class RandomBits final : public RandomDraw {
 class RandomUniform final : public RandomDraw {
  public:
   std::string_view name() const override { return "random_uniform"; }
+  const Batching* batching() const override {
+    static const MapBatching b(*this);
+    return &b;
+  }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
                           const Regions&) const override {
     Shape s = drawn_shape(in, attrs);
@@ -257,6 +266,10 @@ class RandomUniform final : public RandomDraw {
 class RandomFoldIn final : public Primitive {
  public:
   std::string_view name() const override { return "random_fold_in"; }
+  const Batching* batching() const override {
+    static const MapBatching b(*this);
+    return &b;
+  }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs&,
                           const Regions&) const override {
     check_arity(name(), in, 2);

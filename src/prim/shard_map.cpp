@@ -4,6 +4,7 @@
 #include "autodiff/vjp.h"
 #include "core/errors.h"
 #include "ir/primitive.h"
+#include "prim/control_batching.h"
 #include "prim/util.h"
 
 namespace partix::prim {
@@ -13,6 +14,10 @@ namespace {
 class ShardMap final : public Primitive {
  public:
   std::string_view name() const override { return "shard_map"; }
+  const Batching* batching() const override {
+    static const ShardMapBatching b(*this);
+    return &b;
+  }
   // Operands arrive split by in_specs and results leave by out_specs; the body runs per device.
   std::optional<PinnedShardings> pinned_shardings(const Attrs& attrs) const override {
     PinnedShardings p{attrs.get<ir::Specs>("in_specs"), attrs.get<ir::Specs>("out_specs")};

@@ -29,10 +29,9 @@ std::shared_ptr<TraceState> record(const char* name, const std::vector<ir::Aval>
                                    const std::vector<Vary>& vary, const ProbeFn& fn,
                                    const Types& types = {}, const Vary& capture_floor = {}) {
   auto ts = std::make_shared<TraceState>(name);
-  if (TraceState* outer = current_trace(); outer && outer->manual_mesh) {
-    ts->manual_mesh = outer->manual_mesh;
-    ts->manual_axes = outer->manual_axes;
-    ts->capture_vary_floor = capture_floor;
+  if (TraceState* outer = current_trace()) {
+    ts->inherit(outer);
+    if (outer->manual_mesh) ts->capture_vary_floor = capture_floor;
   }
   TraceScope scope(ts);
   std::vector<Array> tracers;

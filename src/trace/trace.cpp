@@ -22,6 +22,13 @@ bool on_stack(const TraceState* t) {
 
 TraceState::TraceState(std::string name) { program_.name = std::move(name); }
 
+void TraceState::inherit(const TraceState* outer) {
+  if (outer == nullptr) return;
+  manual_mesh = outer->manual_mesh;
+  manual_axes = outer->manual_axes;
+  vmap_axes = outer->vmap_axes;
+}
+
 Array TraceState::add_param(const ir::Aval& aval, std::optional<NamedSharding> sharding,
                             std::set<std::string> varying) {
   if (!captures_.empty()) internal_error("TraceState", "parameter added after a capture");
@@ -190,6 +197,11 @@ std::vector<Array> bind(const prim::Primitive& p, const std::vector<Array>& inpu
       }
     }
     out_vary = p.varying(in_vary, attrs, regions, out_avals.size());
+    // vmap's axes are no mesh axes: nothing varies over them (a collective over one is batched
+    // away by vmap; autodiff/batch.cpp).
+    for (const auto& [axis, size] : t->vmap_axes) {
+      for (auto& s : out_vary) s.erase(axis);
+    }
   }
   std::vector<std::optional<NamedSharding>> out_types;
   if (!in_types.empty()) {

@@ -51,6 +51,13 @@ class TraceState : public std::enable_shared_from_this<TraceState> {
   // Axes every value captured from outside varies over here besides its own (a cond's branch:
   // what it captures is widened by the predicate's axes, as its operands are).
   std::set<std::string> capture_vary_floor;
+  // The vmapped axes collectives may name here (vmap's axis_name, innermost last) and their
+  // sizes.
+  std::vector<std::pair<std::string, int64_t>> vmap_axes;
+
+  // What a trace nested in `outer` (a region, grad's or vmap's trace) sees of it: the manual
+  // axes of the shard_map body it is in and the vmapped axes. Nothing when outer is null.
+  void inherit(const TraceState* outer);
 
  private:
   ir::Program program_;

@@ -3,8 +3,11 @@
 // position, per-example gradients, grad of vmap, jit, sharded batches, remat and custom
 // derivatives inside; primitives without a rule are refused by name.
 #include <cmath>
+#include <set>
 
+#include "ir/primitive.h"
 #include "test_util.h"
+#include "trace/trace.h"
 
 using namespace partix;
 
@@ -147,9 +150,38 @@ TEST(Vmap, BadInputAndPrimitivesWithoutARuleAreErrorsNamingVmap) {
   EXPECT_PARTIX_ERROR(vmap(id, {-1})({ones({3})}), "no argument is mapped");
   EXPECT_PARTIX_ERROR(vmap(id, {0}, {-1})({ones({3})}), "out_axes is None for an output that "
                                                         "depends on the mapped axis");
-  // A random draw from a per-example key has no rule yet: refused by name, not unrolled.
-  auto draw = [](const std::vector<Array>& a) {
-    return std::vector<Array>{random::normal(random::fold_in(random::key(0), a[0]), {2})};
+}
+
+namespace {
+
+// A primitive that states no batching rule (every real one does).
+class NoBatchingRule final : public prim::Primitive {
+ public:
+  std::string_view name() const override { return "test_no_batching_rule"; }
+  std::vector<ir::Aval> infer(const std::vector<ir::Aval>& in, const ir::Attrs&,
+                              const prim::Regions&) const override {
+    return in;
+  }
+  void reference(const prim::KernelCall&) const override {}
+};
+
+}  // namespace
+
+TEST(Vmap, APrimitiveWithoutARuleIsRefusedByNameNeverUnrolled) {
+  static NoBatchingRule p;
+  auto f = [](const std::vector<Array>& a) {
+    return std::vector<Array>{detail::bind1(p, {a[0]}, {})};
   };
-  EXPECT_PARTIX_ERROR(vmap(draw, {0})({arange(3, DType::I32)}), "[vmap]", "has no batching rule");
+  EXPECT_PARTIX_ERROR(vmap(f, {0})({ones({3, 2})}), "[vmap] test_no_batching_rule has no "
+                                                    "batching rule");
+}
+
+TEST(Vmap, EveryPrimitiveWithOperandsStatesHowItBatches) {
+  // constant and iota take no operands, so nothing of theirs is ever batched; storage_view
+  // exists only in partitioned per-device programs, which vmap never sees.
+  const std::set<std::string> kNoOperands{"constant", "iota", "storage_view"};
+  for (const std::string& name : prim::primitive_names()) {
+    if (kNoOperands.count(name)) continue;
+    EXPECT_NE(prim::get_primitive(name).batching(), nullptr) << name << " has no batching rule";
+  }
 }

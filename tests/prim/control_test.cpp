@@ -11,7 +11,7 @@ namespace {
 
 // Checked by hand below rather than against numpy.
 const std::set<std::string> kStructural = {"constant", "stop_gradient", "copy",
-                                           "sharding_constraint"};
+                                           "sharding_constraint", "checkpoint_name"};
 // Primitives that depend on a device's mesh position, carry a region or exist only in
 // partitioned programs: checked by the collective, resharding, partitioner and autodiff tests
 // instead (storage_view by tests/spmd/quantized_reshard_test.cpp, the custom derivatives by
@@ -23,7 +23,7 @@ const std::set<std::string> kPerDevice = {"axis_index", "axis_slice", "pad_mask"
 
 TEST(Control, IdentitiesCopyValuesAndDtypes) {
   Array x = from_vector<int64_t>({1, -2, int64_t{1} << 60}, {3});
-  for (const char* p : {"stop_gradient", "copy"}) {
+  for (const char* p : {"stop_gradient", "copy", "checkpoint_name"}) {
     for (auto mode : {runtime::KernelMode::kReference, runtime::KernelMode::kFast}) {
       golden::KernelModeScope scope(mode);
       Array y = detail::bind1(p, {x});

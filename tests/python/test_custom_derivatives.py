@@ -196,3 +196,26 @@ def test_bad_rules_are_errors_naming_the_api():
     return jnp.sum(c(jnp.ones(3)))
   with pytest.raises(jax.PartixError, match=r"close over a value being differentiated"):
     jax.grad(closes)(x)
+
+
+def test_custom_gradient():
+  # JAX's documented example: the gradient of x**2 written as g * x (half the true one).
+  @jax.custom_gradient
+  def f(x):
+    return x ** 2, lambda g: (g * x,)
+  x = np.float32(3.0)
+  assert float(f(x)) == 9.0
+  assert float(jax.grad(f)(x)) == 3.0
+  assert float(jax.jit(jax.grad(f))(x)) == 3.0
+  # Two arguments, a clipped gradient, under vmap.
+  @jax.custom_gradient
+  def clip_mul(a, b):
+    return a * b, lambda g: (jnp.clip(g * b, -1, 1), g * a)
+  a, b = np.array([0.5, 4.0, -3.0], np.float32), np.array([2.0, 3.0, 5.0], np.float32)
+  ga, gb = jax.vmap(jax.grad(clip_mul, argnums=(0, 1)))(a, b)
+  np.testing.assert_allclose(ga, np.clip(b, -1, 1))
+  np.testing.assert_allclose(gb, a)
+  with pytest.raises(jax.PartixError, match=r"^\[custom_gradient\] .* must return a pair"):
+    jax.grad(jax.custom_gradient(lambda x: x * 2))(x)
+  with pytest.raises(jax.PartixError, match=r"one cotangent per positional argument \(2\)"):
+    jax.grad(jax.custom_gradient(lambda x, y: (x * y, lambda g: (g,))))(x, x)

@@ -638,14 +638,17 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
 
 
 def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
-  """jax.checkpoint (remat): fun's activations are recomputed in the backward pass. Arguments
-  in static_argnums are passed as they are (not traced)."""
+  """jax.checkpoint (remat): fun's activations are recomputed in the backward pass, but for
+  those `policy` (one of partix.checkpoint_policies) saves. Arguments in static_argnums are
+  passed as they are (not traced)."""
   if fun is None:
     return lambda f: checkpoint(f, prevent_cse=prevent_cse, policy=policy,
                                 static_argnums=static_argnums)
   if not callable(fun):
     raise PartixError(f"[checkpoint] {fun!r} is not callable")
   static = _norm_argnums(static_argnums, api="checkpoint", what="static_argnums")
+  from partix._src.checkpoint_policies import policy_args
+  kind, names = policy_args(policy)
 
   @functools.wraps(fun)
   def f(*args, **kwargs):
@@ -664,7 +667,7 @@ def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
       full = [args[i] if i in spos else next(it) for i in range(n)]
       c, t = _out_leaves(fun(*full, **tkw), "checkpoint")
       return c, _keep_tree(t)
-    outs, tid = _core.checkpoint(cores, trace)
+    outs, tid = _core.checkpoint(cores, trace, kind, names)
     return tu.tree_unflatten(_trees.pop(tid), [Array(o) for o in outs])
   return f
 

@@ -51,18 +51,31 @@ def _per_leaf(prefix, tree, api, what):
   return out
 
 
+def _spmd_names(spmd_axis_name, api):
+  if spmd_axis_name is None:
+    return []
+  names = [spmd_axis_name] if isinstance(spmd_axis_name, str) else spmd_axis_name
+  if not isinstance(names, (tuple, list)) or not names or not all(
+      isinstance(n, str) and n for n in names):
+    raise PartixError(f"[{api}] spmd_axis_name must be a mesh axis name or a tuple of them, got "
+                      f"{spmd_axis_name!r}")
+  return list(names)
+
+
 def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_name=None):
   """jax.vmap: fun mapped over an axis of its arguments (in_axes: an int, None, or a tree
   prefix of the arguments), its results stacked along out_axes (likewise over the results).
-  Composes with jit, grad (per-example gradients: vmap(grad(f))) and sharded arguments: the
-  mapped axis keeps its sharding. Collectives over axis_name and spmd_axis_name are not
-  supported yet and raise."""
+  Composes with jit, grad (per-example gradients: vmap(grad(f))), loops, cond, shard_map and
+  sharded arguments: the mapped axis keeps its sharding. Collectives inside fun may name
+  axis_name (psum over the examples, axis_index their position, all_gather, ppermute,
+  psum_scatter); spmd_axis_name splits the examples over those mesh axes wherever fun
+  constrains a sharding or enters a shard_map."""
   api = "vmap"
   if not callable(fun):
     raise PartixError(f"[{api}] {fun!r} is not callable")
-  if axis_name is not None or spmd_axis_name is not None:
-    raise PartixError(f"[{api}] axis_name and spmd_axis_name (collectives over the mapped "
-                      "axis, splitting it over a mesh axis) are not supported yet")
+  if axis_name is not None and (not isinstance(axis_name, str) or not axis_name):
+    raise PartixError(f"[{api}] axis_name must be a non-empty str, got {axis_name!r}")
+  spmd = _spmd_names(spmd_axis_name, api)
   if isinstance(in_axes, list):
     in_axes = tuple(in_axes)
   for what, a in (("in_axes", in_axes), ("out_axes", out_axes)):
@@ -98,7 +111,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
       targs, tkw = tu.tree_unflatten(tree, [wrap(t) for t in tracers])
       c, t = _out_leaves(fun(*targs, **tkw), api)
       return c, _keep_tree(t)
-    values, bdims, tid = _core.vmap(cores, norm, axis_size, "", traced)
+    values, bdims, tid = _core.vmap(cores, norm, axis_size, axis_name or "", spmd, traced)
     out_tree = _trees.pop(tid)
     size = axis_size
     if size is None:

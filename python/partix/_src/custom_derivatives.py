@@ -13,7 +13,7 @@ from partix._src import tree_util as tu
 from partix._src.api import _keep_tree, _leaf_core, _out_leaves, _trees
 from partix._src.core import Array, PartixError, wrap
 
-__all__ = ["custom_jvp", "custom_vjp"]
+__all__ = ["custom_gradient", "custom_jvp", "custom_vjp"]
 
 
 def _positional(fun, args, kwargs, api):
@@ -234,3 +234,40 @@ class custom_jvp:
       outs, tid = _core.custom_jvp(
           call.cores, call.traced(lambda t: self.fun(*call.full_args(t))), traced_rule)
     return tu.tree_unflatten(_trees.pop(tid), [Array(o) for o in outs])
+
+
+def custom_gradient(fun):
+  """jax.custom_gradient: fun(*args) returns (output, vjp) where vjp(output cotangent) gives one
+  cotangent per positional argument (a tuple; a single value for one argument). Built on
+  custom_vjp: the backward pass calls fun again on the saved arguments to obtain vjp (the
+  forward computation is done twice when differentiated, once otherwise)."""
+  api = "custom_gradient"
+  if not callable(fun):
+    raise PartixError(f"[{api}] {fun!r} is not callable")
+
+  def pair(out):
+    if not (isinstance(out, (tuple, list)) and len(out) == 2 and callable(out[1])):
+      raise PartixError(f"[{api}] {getattr(fun, '__name__', 'fun')} must return a pair (output, "
+                        f"vjp function), got {type(out).__name__}")
+    return out
+
+  @functools.wraps(fun)
+  def wrapped(*args, **kwargs):
+    def primal(*a):
+      return pair(fun(*a, **kwargs))[0]
+    f = custom_vjp(primal)
+
+    def fwd(*a):
+      return pair(fun(*a, **kwargs))[0], a
+
+    def bwd(res, ct):
+      cts = pair(fun(*res, **kwargs))[1](ct)
+      if len(res) == 1 and not isinstance(cts, (tuple, list)):
+        cts = (cts,)
+      if not isinstance(cts, (tuple, list)) or len(cts) != len(res):
+        raise PartixError(f"[{api}] the vjp function must return one cotangent per positional "
+                          f"argument ({len(res)}), got {cts!r}")
+      return tuple(cts)
+    f.defvjp(fwd, bwd)
+    return f(*args)
+  return wrapped

@@ -1,0 +1,74 @@
+"""jax.checkpoint_policies: which intermediates of a checkpointed function its forward pass
+keeps for the backward pass (the others are recomputed), and checkpoint_name, which names a
+value for save_only_these_names. A policy here is a value partix.checkpoint reads, not a
+function of JAX's primitives: user-written policy functions are refused by name."""
+from partix import _core
+from partix._src.core import Array, PartixError, core
+
+__all__ = ["nothing_saveable", "everything_saveable", "dots_saveable", "checkpoint_dots",
+           "dots_with_no_batch_dims_saveable", "checkpoint_dots_with_no_batch_dims",
+           "save_only_these_names", "save_any_names_but_these", "save_from_both_policies",
+           "checkpoint_name"]
+
+
+class SavePolicy:
+  """One of jax.checkpoint_policies: `kind` as partix's remat reads it, `names` for
+  save_only_these_names."""
+
+  def __init__(self, kind, names=()):
+    self.kind, self.names = kind, tuple(names)
+
+  def __call__(self, *args, **kwargs):
+    raise PartixError(f"[checkpoint_policies] {self!r} is applied by partix.checkpoint(policy=...)"
+                      ", not called")
+
+  def __repr__(self):
+    if self.kind == "names":
+      return f"save_only_these_names({', '.join(map(repr, self.names))})"
+    return {"nothing": "nothing_saveable", "everything": "everything_saveable",
+            "dots": "dots_saveable", "dots_no_batch": "dots_with_no_batch_dims_saveable"}[self.kind]
+
+
+nothing_saveable = SavePolicy("nothing")
+everything_saveable = SavePolicy("everything")
+dots_saveable = checkpoint_dots = SavePolicy("dots")
+dots_with_no_batch_dims_saveable = checkpoint_dots_with_no_batch_dims = SavePolicy("dots_no_batch")
+
+
+def save_only_these_names(*names):
+  for n in names:
+    if not isinstance(n, str) or not n:
+      raise PartixError(f"[save_only_these_names] names must be non-empty strs, got {n!r}")
+  return SavePolicy("names", names)
+
+
+def save_any_names_but_these(*names):
+  raise PartixError("[save_any_names_but_these] is not supported: use save_only_these_names "
+                    "with the names to keep")
+
+
+def save_from_both_policies(policy_1, policy_2):
+  raise PartixError("[save_from_both_policies] is not supported: use one of "
+                    "partix.checkpoint_policies")
+
+
+def policy_args(policy):
+  """(kind, names) of a checkpoint policy for the core; None is nothing_saveable."""
+  if policy is None:
+    return "nothing", []
+  if isinstance(policy, SavePolicy):
+    return policy.kind, list(policy.names)
+  raise PartixError(f"[checkpoint] policy {policy!r} is not one of partix.checkpoint_policies "
+                    "(nothing_saveable, everything_saveable, dots_saveable, "
+                    "dots_with_no_batch_dims_saveable, save_only_these_names(...)); policy "
+                    "functions of JAX's primitives are not supported")
+
+
+def checkpoint_name(x, name):
+  """jax.ad_checkpoint.checkpoint_name: x (any tree of arrays), named for
+  save_only_these_names; an identity otherwise."""
+  if not isinstance(name, str) or not name:
+    raise PartixError(f"[checkpoint_name] name must be a non-empty str, got {name!r}")
+  from partix._src import tree_util as tu
+  return tu.tree_map(lambda a: Array(_core.checkpoint_name(core(a, api="checkpoint_name"), name)),
+                     x)

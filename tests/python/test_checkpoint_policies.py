@@ -1,0 +1,45 @@
+"""jax.checkpoint with jax.checkpoint_policies and jax.ad_checkpoint.checkpoint_name: the same
+gradient under every policy, and the gradient program recomputes only what the policy does not
+save (make_jaxpr's text counted)."""
+import numpy as np
+import pytest
+
+import partix as jax
+import partix.numpy as jnp
+from partix.ad_checkpoint import checkpoint_name
+
+policies = jax.checkpoint_policies
+
+
+def block(w, x):
+  return jnp.sin(checkpoint_name(x @ w, "proj")).sum()
+
+
+@pytest.mark.parametrize("policy,dots,sins", [
+    (None, 4, 2), (policies.nothing_saveable, 4, 2), (policies.dots_saveable, 3, 2),
+    (policies.checkpoint_dots, 3, 2), (policies.dots_with_no_batch_dims_saveable, 3, 2),
+    (policies.save_only_these_names("proj"), 3, 2), (policies.save_only_these_names("x"), 4, 2),
+    (policies.everything_saveable, 3, 1)])
+def test_policies_save_what_they_name(policy, dots, sins):
+  w = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+  x = np.random.default_rng(1).standard_normal((2, 4)).astype(np.float32)
+  g = jax.grad(jax.checkpoint(block, policy=policy))
+  want = jax.grad(block)(w, x)
+  np.testing.assert_allclose(g(w, x), want, rtol=1e-6)
+  np.testing.assert_allclose(jax.jit(g)(w, x), want, rtol=1e-6)
+  text = str(jax.make_jaxpr(g)(w, x))
+  assert text.count("dot_general") == dots, text
+  assert text.count(" sin(") == sins, text
+
+
+def test_bad_policies_are_errors():
+  with pytest.raises(jax.PartixError, match=r"^\[checkpoint\] policy .* is not one of"):
+    jax.checkpoint(block, policy=lambda prim, *a, **k: True)
+  with pytest.raises(jax.PartixError, match=r"save_any_names_but_these\] is not supported"):
+    policies.save_any_names_but_these("proj")
+  with pytest.raises(jax.PartixError, match=r"names must be non-empty strs"):
+    policies.save_only_these_names(3)
+  with pytest.raises(jax.PartixError, match=r"applied by partix.checkpoint"):
+    policies.dots_saveable(None)
+  with pytest.raises(jax.PartixError, match=r"^\[checkpoint_name\] name must be"):
+    checkpoint_name(np.ones(2, np.float32), "")
