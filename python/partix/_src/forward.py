@@ -193,11 +193,12 @@ def _assemble(out_leaves, in_tree, blocks):
 
 
 def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
-  """jax.jacrev: the Jacobian by reverse mode, one pullback per output element; each leaf is
-  shaped out.shape + in.shape, in the output tree of (argnums') input trees. fun is traced
-  once; the pullback is compiled once and run per row (a later vmap will batch the rows)."""
+  """jax.jacrev: the Jacobian by reverse mode, the pullback vmapped over the output's basis;
+  each leaf is shaped out.shape + in.shape, in the output tree of (argnums') input trees. fun
+  is traced once; the pullback is evaluated once per output leaf, on all its rows at once."""
   _check_callable(fun, "jacrev")
   from partix import numpy as jnp
+  from partix._src.batching import vmap
 
   @functools.wraps(fun)
   def jac(*args):
@@ -206,20 +207,20 @@ def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
     y, vjp_fn = res[0], res[1]
     xs = [Array(_leaf_core(x, "jacrev")) for x in tu.tree_leaves(_pick(tuple(dyn), multi))]
     y_leaves, y_tree = tu.tree_flatten(y)
-    pull = jit(vjp_fn, name="jacrev")
     in_tree = tu.tree_structure(_pick(tuple(dyn), multi))
-    zeros = [np.zeros(o.shape, o.dtype) for o in y_leaves]
     blocks = []
     for o, yo in enumerate(y_leaves):
-      rows = []
-      for k in range(int(np.prod(yo.shape, dtype=np.int64))):
-        cts = list(zeros)
-        e = np.zeros(yo.size, yo.dtype)
-        e[k] = 1
-        cts[o] = e.reshape(yo.shape)
-        rows.append(tu.tree_leaves(_pick(pull(tu.tree_unflatten(y_tree, cts)), multi)))
-      blocks.append([_rows(jnp, [r[i] for r in rows], yo.shape, x)
-                     for i, x in enumerate(xs)])
+      n = int(np.prod(yo.shape, dtype=np.int64))
+      if n == 0:
+        blocks.append([_rows(jnp, [], yo.shape, x) for x in xs])
+        continue
+      basis = np.eye(n, dtype=yo.dtype).reshape((n,) + tuple(yo.shape))
+
+      def row(e, o=o):
+        cts = [e if j == o else jnp.zeros(l.shape, l.dtype) for j, l in enumerate(y_leaves)]
+        return tu.tree_leaves(_pick(vjp_fn(tu.tree_unflatten(y_tree, cts)), multi))
+      rows = vmap(row)(basis)
+      blocks.append([jnp.reshape(r, tuple(yo.shape) + tuple(x.shape)) for r, x in zip(rows, xs)])
     out = tu.tree_unflatten(y_tree, _assemble(y_leaves, in_tree, blocks))
     return (out, res[2]) if has_aux else out
   return jac
@@ -235,12 +236,13 @@ jacobian = jacrev
 
 
 def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
-  """jax.jacfwd: the Jacobian by forward mode, one Jacobian-vector product per input element;
+  """jax.jacfwd: the Jacobian by forward mode, the linear map vmapped over each input's basis;
   each leaf is shaped out.shape + in.shape, in the output tree of (argnums') input trees. fun is
-  traced once (linearize); the linear map is compiled once and run per column (a later vmap will
-  batch the columns)."""
+  traced once (linearize); the linear map is evaluated once per input leaf, on all its columns
+  at once."""
   _check_callable(fun, "jacfwd")
   from partix import numpy as jnp
+  from partix._src.batching import vmap
 
   @functools.wraps(fun)
   def jac(*args):
@@ -253,18 +255,19 @@ def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
     res = linearize(partial, *tu.tree_unflatten(x_tree, xs), has_aux=has_aux)
     y, f_jvp = res[0], res[1]
     y_leaves, y_tree = tu.tree_flatten(y)
-    zeros = [np.zeros(x.shape, x.dtype) for x in xs]
-    cols = []  # per input leaf: per element, the output leaves
+    cols = []  # per input leaf: the output leaves, each [n] + out.shape
     for i, x in enumerate(xs):
-      cols.append([])
-      for k in range(x.size):
-        ts = list(zeros)
-        e = np.zeros(x.size, x.dtype)
-        e[k] = 1
-        ts[i] = e.reshape(x.shape)
-        cols[i].append(tu.tree_leaves(f_jvp(*tu.tree_unflatten(x_tree, ts))))
+      if x.size == 0:
+        cols.append(None)
+        continue
+      basis = np.eye(x.size, dtype=x.dtype).reshape((x.size,) + tuple(x.shape))
+
+      def col(e, i=i):
+        ts = [e if j == i else jnp.zeros(v.shape, v.dtype) for j, v in enumerate(xs)]
+        return tu.tree_leaves(f_jvp(*tu.tree_unflatten(x_tree, ts)))
+      cols.append(vmap(col)(basis))
     in_tree = tu.tree_structure(_pick(tuple(dyn), multi))
-    blocks = [[_cols(jnp, [c[o] for c in cols[i]], yo.shape, x.shape, yo)
+    blocks = [[_cols(jnp, None if cols[i] is None else cols[i][o], yo.shape, x.shape, yo)
                for i, x in enumerate(xs)] for o, yo in enumerate(y_leaves)]
     out = tu.tree_unflatten(y_tree, _assemble(y_leaves, in_tree, blocks))
     return (out, res[2]) if has_aux else out
@@ -272,9 +275,10 @@ def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
 
 
 def _cols(jnp, cols, out_shape, in_shape, like):
-  if not cols:
+  """The columns [n] + out.shape of one input leaf as out.shape + in.shape."""
+  if cols is None:
     return jnp.zeros(tuple(out_shape) + tuple(in_shape), like.dtype)
-  return jnp.reshape(jnp.stack(cols, axis=-1), tuple(out_shape) + tuple(in_shape))
+  return jnp.reshape(jnp.moveaxis(cols, 0, -1), tuple(out_shape) + tuple(in_shape))
 
 
 def hessian(fun, argnums=0, has_aux=False, holomorphic=False):
