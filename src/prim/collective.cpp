@@ -431,8 +431,8 @@ class ReduceScatter final : public Collective {
 class AllToAll final : public Collective {
  public:
   std::string_view name() const override { return "all_to_all"; }
-  const Batching* batching() const override {  // over the examples: refused by name
-    static const CollectiveBatching b(*this, {"split_axis", "concat_axis"});
+  const Batching* batching() const override {
+    static const AllToAllBatching b(*this);
     return &b;
   }
   std::string_view comm_kind() const override { return name(); }

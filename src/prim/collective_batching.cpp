@@ -129,6 +129,30 @@ std::vector<Batched> PpermuteBatching::examples(const BatchArgs& a) const {
   return {{where(mask, moved, 0.0), 0}};  // an example no one sends to gets zeros
 }
 
+std::vector<Batched> AllToAllBatching::examples(const BatchArgs& a) const {
+  examples_only("all_to_all", a.attrs, a);
+  const Array x = at_front(a.operands[0], a.size);  // [j (source), example dims...]
+  const int split = static_cast<int>(a.attrs.i("split_axis"));
+  const int concat = static_cast<int>(a.attrs.i("concat_axis"));
+  if (!a.attrs.b_or("tiled", false)) {
+    // x[j] has size B at split; example e takes x[j][..., e, ...] for every j, stacked at concat.
+    const Array y = moveaxis(x, split + 1, 0);  // [e, j, the rest]
+    return {{moveaxis(y, 1, concat + 1), 0}};
+  }
+  Shape s = x.shape();
+  const int64_t len = s[static_cast<size_t>(split) + 1];
+  detail::check(len % a.size == 0, "all_to_all", "split dimension {} of size {} does not split "
+                "into {} pieces over vmap's axis '{}'", split, len, a.size, a.axis.name);
+  s[static_cast<size_t>(split) + 1] = len / a.size;
+  s.insert(s.begin() + split + 1, a.size);  // [j, ..., e, piece, ...]
+  Array y = moveaxis(reshape(x, s), split + 1, 0);  // [e, j, the example's dims, piece at split]
+  y = moveaxis(y, 1, concat + 1);  // j just before the concat dimension, then merged with it
+  Shape m = y.shape();
+  m[static_cast<size_t>(concat) + 1] *= m[static_cast<size_t>(concat) + 2];
+  m.erase(m.begin() + concat + 2);
+  return {{reshape(y, m), 0}};
+}
+
 std::vector<Batched> AxisIndexBatching::examples(const BatchArgs& a) const {
   // The mixed-radix index over the axes in order, vmap's numbering the examples.
   Array r = full({a.size}, 0, DType::I32);

@@ -52,6 +52,14 @@ class PpermuteBatching final : public CollectiveBatching {
   explicit PpermuteBatching(const Primitive& p) : CollectiveBatching(p, {}) {}
   std::vector<Batched> examples(const BatchArgs& a) const override;
 };
+// all_to_all over the examples: example e gets piece e of every example's split dimension,
+// concatenated (tiled) or stacked (untiled) along concat_axis in the examples' order.
+class AllToAllBatching final : public CollectiveBatching {
+ public:
+  explicit AllToAllBatching(const Primitive& p)
+      : CollectiveBatching(p, {"split_axis", "concat_axis"}) {}
+  std::vector<Batched> examples(const BatchArgs& a) const override;
+};
 // axis_index over vmap's axis: each example's position (mixed radix with mesh axes).
 class AxisIndexBatching final : public CollectiveBatching {
  public:

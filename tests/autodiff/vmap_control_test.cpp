@@ -218,6 +218,43 @@ TEST(VmapControl, CollectivesOverTheVmappedAxis) {
   }
 }
 
+TEST(VmapControl, AllToAllOverTheExamples) {
+  Array x = reshape(arange(32, DType::F32), {4, 8});  // 4 examples of [8]
+  const std::vector<float> xs = x.to_vector<float>();
+  ArraysFn tiled = [](const std::vector<Array>& a) {
+    return std::vector<Array>{all_to_all(a[0], Axes{"i"}, 0, 0, true)};
+  };
+  // Example e gets piece e (2 values) of every example, in the examples' order.
+  const std::vector<float> t = vmap(tiled, {0}, {0}, std::nullopt, "i")({x})[0].to_vector<float>();
+  for (int e = 0; e < 4; ++e) {
+    for (int j = 0; j < 4; ++j) {
+      for (int k = 0; k < 2; ++k) EXPECT_EQ(t[e * 8 + j * 2 + k], xs[j * 8 + e * 2 + k]);
+    }
+  }
+  // Untiled over [4, 2] examples: example e stacks row e of every example at concat_axis 1.
+  Array y = reshape(arange(32, DType::F32), {4, 4, 2});
+  const std::vector<float> ys = y.to_vector<float>();
+  ArraysFn untiled = [](const std::vector<Array>& a) {
+    return std::vector<Array>{all_to_all(a[0], Axes{"i"}, 0, 1, false)};
+  };
+  Array u = vmap(untiled, {0}, {0}, std::nullopt, "i")({y})[0];
+  ASSERT_EQ(u.shape(), (Shape{4, 2, 4}));
+  const std::vector<float> us = u.to_vector<float>();
+  for (int e = 0; e < 4; ++e) {
+    for (int c = 0; c < 2; ++c) {
+      for (int j = 0; j < 4; ++j) EXPECT_EQ(us[e * 8 + c * 4 + j], ys[j * 8 + e * 2 + c]);
+    }
+  }
+  // Under jit, and its gradient (all_to_all transposes to the swapped all_to_all).
+  ArraysFn g = [&](const std::vector<Array>& a) {
+    return std::vector<Array>{Array(grad([](const Array& v) {
+      return sum(square(all_to_all(v, Axes{"i"}, 0, 0, true)) * 0.5);
+    })(a[0]))};
+  };
+  Array gx = jit([&](const Array& v) { return vmap(g, {0}, {0}, std::nullopt, "i")({v})[0]; })(x);
+  expect_close(gx, x, 1e-6, "gradient of a permutation: the identity on the values");
+}
+
 TEST(VmapControl, NestedVmapsNameTheirOwnAxes) {
   Array x = random::normal(random::key(9), {3, 4}, DType::F64);  // outer 3, inner 4
   ArraysFn inner = [](const std::vector<Array>& a) {
@@ -270,11 +307,15 @@ TEST(VmapControl, CollectivesNamingUnboundOrMixedAxesAreErrors) {
   };
   EXPECT_PARTIX_ERROR(vmap(groups, {0}, {0}, std::nullopt, "i")({ones({4})}),
                       "axis_index_groups over vmap's axis_name");
-  auto a2a = [](const std::vector<Array>& a) {
-    return std::vector<Array>{all_to_all(a[0], Axes{"i"}, 0, 0, true)};
+  // A collective over vmap's axis and a mesh axis at once is refused where the rule covers only
+  // the examples.
+  Mesh m = make_mesh({2}, {"x"});
+  auto mixed = [](const std::vector<Array>& a) {
+    return std::vector<Array>{all_gather(a[0], Axes{"i", "x"}, 0, false)};
   };
-  EXPECT_PARTIX_ERROR(vmap(a2a, {0}, {0}, std::nullopt, "i")({ones({4, 4})}), "[vmap]",
-                      "all_to_all over vmap's axis 'i' is not supported");
+  auto in_body = [&](const Array& b) { return vmap(mixed, {0}, {0}, std::nullopt, "i")({b})[0]; };
+  EXPECT_PARTIX_ERROR(shard_map(in_body, m, {P()}, {P()}, false)(ones({4, 2})),
+                      "all_gather over vmap's axis 'i' together with mesh axes");
 }
 
 TEST(VmapCost, ShardedBatchMovesNoMoreBytesThanTheExplicitBatch) {

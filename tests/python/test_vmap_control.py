@@ -124,5 +124,12 @@ def test_vmap_of_shard_map_and_spmd_axis_name():
 def test_unbound_axis_names_are_errors():
   with pytest.raises(jax.PartixError, match=r"'j' is not bound"):
     jax.vmap(lambda v: lax.psum(v, "j"), axis_name="i")(rng(3))
-  with pytest.raises(jax.PartixError, match=r"all_to_all over vmap's axis 'i' is not supported"):
-    jax.vmap(lambda v: lax.all_to_all(v, "i", 0, 0, tiled=True), axis_name="i")(rng(4, 4))
+  with pytest.raises(jax.PartixError, match=r"^\[vmap\] axis_name must be a non-empty str"):
+    jax.vmap(lambda v: v, axis_name="")(rng(3))
+
+
+def test_all_to_all_over_the_examples():
+  x = np.arange(32, dtype=np.float32).reshape(4, 8)
+  got = jax.vmap(lambda v: lax.all_to_all(v, "i", 0, 0, tiled=True), axis_name="i")(x)
+  want = x.reshape(4, 4, 2).transpose(1, 0, 2).reshape(4, 8)  # example e: piece e of each
+  np.testing.assert_array_equal(got, want)
