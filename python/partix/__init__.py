@@ -18,8 +18,9 @@ from partix import _core  # noqa: E402
 _core.set_location_skip(__import__("os").path.dirname(__import__("os").path.abspath(__file__)))
 from partix._src import array_methods as _array_methods  # noqa: E402,F401
 from partix._src.api import (ShapeDtypeStruct, block_until_ready, checkpoint,  # noqa: E402,F401
-                             device_put, eval_shape, grad, jit,
+                             device_get, device_put, eval_shape, grad, jit,
                              make_array_from_callback, make_array_from_process_local_data,
+                             make_array_from_single_device_arrays,
                              remat, reshard, typeof, value_and_grad)
 from partix._src.core import Array, PartixError  # noqa: E402,F401
 from partix._src.batching import vmap  # noqa: E402,F401

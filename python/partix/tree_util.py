@@ -2,7 +2,8 @@
 from partix._src.tree_util import (DictKey, FlattenedIndexKey, GetAttrKey, Partial,  # noqa
                                    PyTreeDef, SequenceKey, keystr, register_dataclass,
                                    register_pytree_node, register_pytree_node_class,
-                                   register_pytree_with_keys, tree_all, tree_flatten,
+                                   register_pytree_with_keys, register_static,
+                                   tree_all, tree_flatten,
                                    tree_flatten_with_path, tree_leaves, tree_leaves_with_path,
                                    tree_map, tree_map_with_path, tree_reduce, tree_structure,
                                    tree_unflatten, treedef_is_leaf)

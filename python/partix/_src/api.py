@@ -742,6 +742,38 @@ def make_array_from_callback(shape, sharding, data_callback):
   return Array(_core.make_array_from_host_callback(list(shape), s._s, cb))
 
 
+def make_array_from_single_device_arrays(shape, sharding, arrays):
+  """jax.make_array_from_single_device_arrays: the global array of `shape` whose block on each
+  device of `sharding` is the one-device array in `arrays` on that device (one per addressable
+  device, shaped as the device's block). The blocks are read and placed again."""
+  api = "make_array_from_single_device_arrays"
+  s = to_sharding(sharding, api)
+  shape = tuple(int(d) for d in shape)
+  by_device, by_index = {}, {}
+  for a in arrays:
+    if not isinstance(a, Array) or len(a.devices()) != 1:
+      raise PartixError(f"[{api}] every entry of arrays must be a partix Array on one device, "
+                        f"got {a!r:.60}")
+    by_device[next(iter(a.devices())).id] = a
+  for d, idx in s.devices_indices_map(shape).items():
+    if d.id not in by_device:
+      raise PartixError(f"[{api}] no array is given for device {d.id} of the sharding")
+    block = np.asarray(by_device[d.id])
+    want = tuple(len(range(*sl.indices(n))) for sl, n in zip(idx, shape))
+    if block.shape != want:
+      raise PartixError(f"[{api}] the array on device {d.id} has shape {block.shape}, but the "
+                        f"device's block of {shape} under {s.spec} is {want}")
+    by_index[tuple((sl.start, sl.stop) for sl in idx)] = block
+  return make_array_from_callback(
+      shape, s, lambda index: by_index[tuple((sl.start, sl.stop) for sl in index)])
+
+
+def device_get(x):
+  """jax.device_get: every Array leaf of x as a numpy array on the host (other leaves as they
+  are)."""
+  return tu.tree_map(lambda a: np.asarray(a) if isinstance(a, Array) else a, x)
+
+
 def make_array_from_process_local_data(sharding, local_data, global_shape=None):
   s = to_sharding(sharding, "make_array_from_process_local_data")
   return Array(_core.make_array_from_process_local_data(

@@ -68,6 +68,10 @@ class Array:
     return [Shard(Device._wrap(d), tuple(slice(a, b) for a, b in idx), r, Array(data))
             for d, idx, r, data in self._a.addressable_shards()]
 
+  def addressable_data(self, index):
+    """The block on the index-th addressable device, as a one-device Array."""
+    return self.addressable_shards[index].data
+
   @property
   def global_shards(self):
     return self.addressable_shards

@@ -340,6 +340,15 @@ class NamedSharding(Sharding):
   def with_spec(self, spec):
     return NamedSharding(self.mesh, spec)
 
+  def is_equivalent_to(self, other, ndim):
+    """Whether self and other place an array of rank ndim identically: the same mesh and the
+    same spec once both are written out to ndim entries (P('x') is P('x', None) at rank 2)."""
+    if not isinstance(other, NamedSharding):
+      return False
+    pad = lambda sp: tuple(sp) + (None,) * (ndim - len(tuple(sp)))
+    return (self.mesh == other.mesh and pad(self.spec) == pad(other.spec)
+            and getattr(self.spec, "unreduced", None) == getattr(other.spec, "unreduced", None))
+
   def __eq__(self, other):
     return isinstance(other, NamedSharding) and self._s == other._s
 

@@ -324,6 +324,13 @@ def register_pytree_node_class(cls):
   return cls
 
 
+def register_static(cls):
+  """jax.tree_util.register_static: instances of cls are pytree nodes with no children, the
+  instance itself being the node's static data (hashable, compared by equality)."""
+  register_pytree_node(cls, lambda x: ((), x), lambda aux, _: aux)
+  return cls
+
+
 def register_pytree_with_keys(nodetype, flatten_with_keys, unflatten_func, flatten_func=None):
   def flat(x):
     if flatten_func is not None:

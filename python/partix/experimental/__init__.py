@@ -1,2 +1,2 @@
-"""partix.experimental: shard_map, mesh_utils and shard under their JAX names."""
-from partix.experimental import mesh_utils, shard, shard_map  # noqa: F401
+"""partix.experimental: shard_map, mesh_utils, shard and pjit under their JAX names."""
+from partix.experimental import mesh_utils, pjit, shard, shard_map  # noqa: F401

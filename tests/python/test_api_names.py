@@ -1,0 +1,76 @@
+"""JAX names programs reach for beside the core transformations, each as JAX's tests use it
+(array_test's device_get / make_array_from_single_device_arrays / addressable_data cases,
+sharding_test's is_equivalent_to, tree_util_test's register_static, pjit_test's pjit under a
+mesh context), with bad input."""
+import numpy as np
+import pytest
+
+import partix as jax
+import partix.numpy as jnp
+from partix.experimental.pjit import pjit
+from partix.sharding import NamedSharding, PartitionSpec as P
+
+
+@pytest.fixture
+def mesh():
+  if jax.device_count() < 8:
+    pytest.skip("needs 8 devices")
+  return jax.make_mesh((4, 2), ("x", "y"))
+
+
+def test_device_get_and_addressable_data(mesh):
+  a = np.arange(32, dtype=np.float32).reshape(8, 4)
+  x = jax.device_put(a, NamedSharding(mesh, P("x", "y")))
+  got = jax.device_get({"x": x, "n": 3, "h": a})
+  assert isinstance(got["x"], np.ndarray) and got["n"] == 3
+  np.testing.assert_array_equal(got["x"], a)
+  for i, shard in enumerate(x.addressable_shards):
+    np.testing.assert_array_equal(x.addressable_data(i), a[shard.index])
+
+
+def test_make_array_from_single_device_arrays(mesh):
+  a = np.arange(32, dtype=np.float32).reshape(8, 4)
+  s = NamedSharding(mesh, P("x"))
+  blocks = [jax.device_put(a[idx], d) for d, idx in s.devices_indices_map(a.shape).items()]
+  x = jax.make_array_from_single_device_arrays(a.shape, s, blocks)
+  assert x.sharding == s
+  np.testing.assert_array_equal(x, a)
+  np.testing.assert_array_equal(jax.jit(lambda v: v * 2)(x), a * 2)
+  with pytest.raises(jax.PartixError, match=r"no array is given for device"):
+    jax.make_array_from_single_device_arrays(a.shape, s, blocks[:3])
+  with pytest.raises(jax.PartixError, match=r"has shape \(1, 4\), but the device's block"):
+    jax.make_array_from_single_device_arrays(a.shape, s, [b[:1] for b in blocks])
+
+
+def test_is_equivalent_to(mesh):
+  s = NamedSharding(mesh, P("x"))
+  assert s.is_equivalent_to(NamedSharding(mesh, P("x", None)), 2)
+  assert not s.is_equivalent_to(NamedSharding(mesh, P("y")), 2)
+  assert not s.is_equivalent_to(NamedSharding(jax.make_mesh((8,), ("x",)), P("x")), 2)
+
+
+def test_register_static():
+  @jax.tree_util.register_static
+  class Config:
+    def __init__(self, k):
+      self.k = k
+
+    def __eq__(self, other):
+      return isinstance(other, Config) and other.k == self.k
+
+    def __hash__(self):
+      return hash(self.k)
+  tree = {"w": np.ones(2, np.float32), "c": Config(3)}
+  assert len(jax.tree_util.tree_leaves(tree)) == 1
+  # A static node passes through jit as part of the structure, not as an argument.
+  out = jax.jit(lambda t: t["w"] * t["c"].k)(tree)
+  np.testing.assert_array_equal(out, [3, 3])
+
+
+def test_pjit_under_a_mesh_context(mesh):
+  a = np.arange(32, dtype=np.float32).reshape(8, 4)
+  with mesh:
+    f = pjit(lambda v: jnp.sin(v) * 2, in_shardings=P("x", "y"), out_shardings=P("x"))
+    y = f(a)
+  assert y.sharding == NamedSharding(mesh, P("x"))
+  np.testing.assert_allclose(y, np.sin(a) * 2, rtol=1e-6)
