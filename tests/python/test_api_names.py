@@ -74,3 +74,18 @@ def test_pjit_under_a_mesh_context(mesh):
     y = f(a)
   assert y.sharding == NamedSharding(mesh, P("x"))
   np.testing.assert_allclose(y, np.sin(a) * 2, rtol=1e-6)
+
+
+def test_reprs_and_indices_as_jax_writes_them(mesh):
+  # JAX 0.10: an empty tuple entry is None, a one-name tuple the name.
+  assert P(()) == P(None) and P(("x",)) == P("x") and hash(P(())) == hash(P(None))
+  assert P(None) != P()
+  assert repr(mesh) == "Mesh(axis_sizes=(4, 2), axis_names=('x', 'y'), axis_types=(Auto, Auto))"
+  assert str(mesh) == "Mesh('x': 4, 'y': 2, axis_types=(Auto, Auto))"
+  s = NamedSharding(mesh, P("x"))
+  assert repr(s) == ("NamedSharding(mesh=Mesh('x': 4, 'y': 2, axis_types=(Auto, Auto)), "
+                     "spec=PartitionSpec('x'))")
+  # A dimension a device holds whole is slice(None), in shards and in devices_indices_map.
+  x = jax.device_put(np.ones((8, 4), np.float32), s)
+  assert x.addressable_shards[0].index == (slice(0, 2), slice(None))
+  assert s.devices_indices_map((8, 4))[jax.devices()[0]] == (slice(0, 2), slice(None))

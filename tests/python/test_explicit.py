@@ -26,11 +26,14 @@ def x84():
 
 def test_mesh_axis_types(mesh8):
   assert mesh8.axis_types == (A, A)
-  assert repr(mesh8) == "Mesh('x': 4, 'y': 2)"
+  assert repr(mesh8) == "Mesh(axis_sizes=(4, 2), axis_names=('x', 'y'), axis_types=(Auto, Auto))"
+  assert str(mesh8) == "Mesh('x': 4, 'y': 2, axis_types=(Auto, Auto))"
   m = partix.make_mesh((4, 2), ("x", "y"), axis_types=(E, A))
   assert m.axis_types == (E, A)
-  assert repr(m) == "Mesh('x': 4, 'y': 2, axis_types=(Explicit, Auto))"
-  assert repr(partix.make_mesh((8,), ("x",), (M,))) == "Mesh('x': 8, axis_types=(Manual,))"
+  assert str(m) == "Mesh('x': 4, 'y': 2, axis_types=(Explicit, Auto))"
+  assert str(partix.make_mesh((8,), ("x",), (M,))) == "Mesh('x': 8, axis_types=(Manual,))"
+  assert repr(partix.make_mesh((8,), ("x",), (M,))) == ("Mesh(axis_sizes=(8,), axis_names=('x',), "
+                                                        "axis_types=(Manual,))")
   assert repr(AxisType.Explicit) == "Explicit"
   # Mesh(devices, names, axis_types=) reaches the same C++ mesh.
   devs = np.array(partix.devices()[:8], dtype=object).reshape(4, 2)

@@ -76,7 +76,7 @@ def test_auto_axes_over_one_axis_under_jit(xy):
     @functools.partial(auto_axes, axes="X")
     def g(y):
       seen.append(ty(y))
-      inner_mesh.append(repr(partix.sharding.get_abstract_mesh()))
+      inner_mesh.append(str(partix.sharding.get_abstract_mesh()))
       return y * 2
 
     @partix.jit

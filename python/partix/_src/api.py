@@ -763,9 +763,9 @@ def make_array_from_single_device_arrays(shape, sharding, arrays):
     if block.shape != want:
       raise PartixError(f"[{api}] the array on device {d.id} has shape {block.shape}, but the "
                         f"device's block of {shape} under {s.spec} is {want}")
-    by_index[tuple((sl.start, sl.stop) for sl in idx)] = block
+    by_index[tuple(sl.indices(n)[:2] for sl, n in zip(idx, shape))] = block
   return make_array_from_callback(
-      shape, s, lambda index: by_index[tuple((sl.start, sl.stop) for sl in index)])
+      shape, s, lambda index: by_index[tuple(sl.indices(n)[:2] for sl, n in zip(index, shape))])
 
 
 def device_get(x):

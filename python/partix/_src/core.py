@@ -65,7 +65,11 @@ class Array:
   @property
   def addressable_shards(self):
     from partix._src.sharding import Device
-    return [Shard(Device._wrap(d), tuple(slice(a, b) for a, b in idx), r, Array(data))
+    # As JAX: a dimension the device holds whole is slice(None).
+    def index(idx):
+      return tuple(slice(None) if a == 0 and b == n else slice(a, b)
+                   for (a, b), n in zip(idx, self.shape))
+    return [Shard(Device._wrap(d), index(idx), r, Array(data))
             for d, idx, r, data in self._a.addressable_shards()]
 
   def addressable_data(self, index):

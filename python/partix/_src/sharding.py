@@ -70,7 +70,14 @@ class PartitionSpec(tuple):
       unreduced = {unreduced}
     if unreduced is not None and not all(isinstance(n, str) for n in unreduced):
       raise PartixError(f"[PartitionSpec] unreduced={unreduced!r} is not a set of mesh axis names")
-    self = super().__new__(cls, tuple(tuple(e) if isinstance(e, list) else e for e in entries))
+    # As JAX: an empty tuple is None and a one-name tuple is the name (P(()) == P(None),
+    # P(('x',)) == P('x')).
+    def canonical(e):
+      e = tuple(e) if isinstance(e, list) else e
+      if isinstance(e, tuple) and len(e) <= 1:
+        return e[0] if e else None
+      return e
+    self = super().__new__(cls, tuple(canonical(e) for e in entries))
     # Axes over which the value holds partial sums (JAX's P(..., unreduced={'x'})): only
     # out_sharding= of ops inside jit takes them.
     self.unreduced = frozenset(unreduced or ())
@@ -202,8 +209,14 @@ class Mesh:
   def __hash__(self):
     return hash(self._m)
 
-  def __repr__(self):
-    return self._m.to_string()
+  def __repr__(self):  # as JAX 0.10 writes it
+    return (f"{type(self).__name__}(axis_sizes={self.axis_sizes}, axis_names={self.axis_names}, "
+            f"axis_types=({', '.join(t.name for t in self.axis_types)}{',' if len(self.axis_types) == 1 else ''}))")
+
+  def __str__(self):  # JAX's short form, as in NamedSharding's repr
+    axes = ", ".join(f"{n!r}: {k}" for n, k in zip(self.axis_names, self.axis_sizes))
+    types = ", ".join(t.name for t in self.axis_types) + ("," if len(self.axis_types) == 1 else "")
+    return f"{type(self).__name__}({axes}, axis_types=({types}))"
 
 
 class AbstractMesh(Mesh):
@@ -334,7 +347,9 @@ class NamedSharding(Sharding):
 
   def devices_indices_map(self, global_shape):
     devs = list(self.mesh.devices.flat)
-    return {d: tuple(slice(a, b) for a, b in idx)
+    shape = tuple(global_shape)
+    return {d: tuple(slice(None) if a == 0 and b == n else slice(a, b)
+                     for (a, b), n in zip(idx, shape))
             for d, idx in zip(devs, self._s.devices_indices_map(list(global_shape)))}
 
   def with_spec(self, spec):
@@ -356,7 +371,7 @@ class NamedSharding(Sharding):
     return hash(self._s)
 
   def __repr__(self):
-    return f"NamedSharding(mesh={self.mesh!r}, spec={self.spec!r})"
+    return f"NamedSharding(mesh={self.mesh}, spec={self.spec!r})"
 
 
 class SingleDeviceSharding(NamedSharding):
