@@ -89,3 +89,10 @@ def test_reprs_and_indices_as_jax_writes_them(mesh):
   x = jax.device_put(np.ones((8, 4), np.float32), s)
   assert x.addressable_shards[0].index == (slice(0, 2), slice(None))
   assert s.devices_indices_map((8, 4))[jax.devices()[0]] == (slice(0, 2), slice(None))
+
+
+def test_traced_jaxpr():
+  t = jax.jit(lambda x, n: x * n + 1, static_argnums=1).trace(np.ones(3, np.float32), 2)
+  text = str(t.jaxpr)
+  assert "mul(" in text and "add(" in text and "f32[3]" in text, text
+  assert t.out_info.shape == (3,)

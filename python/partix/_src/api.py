@@ -252,13 +252,19 @@ class Lowered:
 
 
 class Traced:
-  """jit(f).trace(...): out_info (the results as ShapeDtypeStructs) and lower()."""
+  """jit(f).trace(...): out_info (the results as ShapeDtypeStructs), jaxpr (the traced program,
+  as make_jaxpr gives it: global shapes, before partitioning) and lower()."""
 
-  def __init__(self, lowered):
+  def __init__(self, lowered, jaxpr=None):
     self._lowered = lowered
+    self._jaxpr = jaxpr
 
   def lower(self):
     return self._lowered
+
+  @property
+  def jaxpr(self):
+    return self._jaxpr()
 
   @property
   def out_info(self):
@@ -504,8 +510,12 @@ class Jitted:
     return lowered
 
   def trace(self, *args, **kwargs):
-    """jit(f).trace(...): the traced program; .lower() gives Lowered, .out_info the results."""
-    return Traced(self.lower(*args, **kwargs))
+    """jit(f).trace(...): the traced program; .lower() gives Lowered, .out_info the results,
+    .jaxpr the program text."""
+    from partix._src.forward import make_jaxpr
+    static = tuple(self._static)
+    return Traced(self.lower(*args, **kwargs),
+                  lambda: make_jaxpr(self._fun, static_argnums=static)(*args, **kwargs))
 
   def eval_shape(self, *args, **kwargs):
     """The results as ShapeDtypeStructs (with their shardings), from one trace and lowering."""

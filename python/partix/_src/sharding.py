@@ -216,7 +216,7 @@ class Mesh:
   def __str__(self):  # JAX's short form, as in NamedSharding's repr
     axes = ", ".join(f"{n!r}: {k}" for n, k in zip(self.axis_names, self.axis_sizes))
     types = ", ".join(t.name for t in self.axis_types) + ("," if len(self.axis_types) == 1 else "")
-    return f"{type(self).__name__}({axes}, axis_types=({types}))"
+    return f"{type(self).__name__}({axes + ', ' if axes else ''}axis_types=({types}))"
 
 
 class AbstractMesh(Mesh):
