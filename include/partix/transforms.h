@@ -731,6 +731,14 @@ auto jvp(F f, const std::tuple<Args...>& primals, const std::tuple<Args...>& tan
   return std::pair{tree_unflatten(*proto, out.outputs), tree_unflatten(*proto, out.tangents)};
 }
 
+// jacrev(f, argnum)(args): for each result of f, its Jacobian with respect to args[argnum],
+// shaped result.shape + argument.shape: the pullback vmapped over each result's basis (reverse
+// mode). jacfwd: the same from the linearized map vmapped over the argument's basis (forward
+// mode). hessian(f, argnum) = jacfwd(jacrev(f, argnum), argnum). Integer results get zero rows.
+ArraysFn jacrev(ArraysFn f, int argnum = 0);
+ArraysFn jacfwd(ArraysFn f, int argnum = 0);
+ArraysFn hessian(ArraysFn f, int argnum = 0);
+
 // linearize(f, args...) = {f(args...), f_jvp}: f_jvp(tangents...) is J tangents at args,
 // computed from the saved forward pass (f is neither traced nor run again).
 template <class F, class... Args>
