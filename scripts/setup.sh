@@ -81,3 +81,21 @@ else
   echo "setup: could not install ${python_pkgs[*]} into $venv (offline?);" \
        "the Python package and its tests are left out of the build."
 fi
+
+# optax, the peer whose tests partix runs (through partix.as_jax), and what it and chex import
+# beside jax. optax and chex go in without their dependencies: they would bring JAX itself,
+# and under partix.as_jax `jax` is partix.
+peers=(absl-py toolz etils typing_extensions)
+peers_no_deps=(optax==0.2.8 chex==0.1.92)
+if [[ -x $venv/bin/python ]]; then
+  if "$venv/bin/python" -c "import absl, toolz, etils, importlib.util as u, sys; \
+      sys.exit(not (u.find_spec('optax') and u.find_spec('chex')))" 2>/dev/null; then
+    echo "setup: optax at $venv"
+  elif "$venv/bin/pip" install --quiet --disable-pip-version-check "${peers[@]}" >/dev/null 2>&1 &&
+      "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps \
+        "${peers_no_deps[@]}" >/dev/null 2>&1; then
+    echo "setup: optax installed at $venv"
+  else
+    echo "setup: could not install optax into $venv (offline?); its tests will skip."
+  fi
+fi

@@ -134,3 +134,8 @@ class _Config:
 
 
 config = _Config()
+
+
+def __getattr__(name):
+  raise AttributeError(f"module 'partix' has no attribute {name!r}: partix does not provide "
+                       f"jax.{name}")

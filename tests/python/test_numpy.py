@@ -557,7 +557,7 @@ def test_any_all_truth_of_floats():
 
 NOT_FUNCTIONS = {"dtype", "ndarray", "shape", "ndim", "size", "isscalar", "iscomplexobj",
                  "broadcast_shapes", "finfo", "iinfo", "issubdtype", "result_type",
-                 "promote_types", "linalg"}
+                 "promote_types", "linalg", "isrealobj", "vectorize"}
 
 
 @pytest.mark.parametrize("obj", [None, "s", {"a": 1}, object()], ids=repr)

@@ -1,5 +1,6 @@
 """partix.lax: JAX's lax names over the C++ ops: dynamic slices, top_k, the collectives of
 shard_map bodies, and control flow (scan, fori_loop, while_loop, cond, switch, map)."""
+import enum
 import operator
 
 import numpy as np
@@ -98,6 +99,17 @@ def top_k(operand, k):
 
 def sort(operand, dimension=-1, is_stable=True, num_keys=1):
   return jnp.sort(operand, dimension)
+
+
+class Precision(enum.Enum):
+  """lax.Precision: accepted where JAX takes precision=; partix's CPU contractions of f32
+  accumulate in f32 at full precision whatever is asked (HIGHEST's result)."""
+  DEFAULT = 0
+  HIGH = 1
+  HIGHEST = 2
+
+  def __str__(self):
+    return self.name
 
 
 def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None,

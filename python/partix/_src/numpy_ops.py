@@ -1283,10 +1283,50 @@ def einsum_path(*a, **k):
 
 
 def linalg_norm(x, ord=None, axis=None, keepdims=False):
-  x = asarray(x, api="linalg.norm")
-  if ord not in (None, 2, "fro"):
-    raise PartixError(f"[linalg.norm] ord={ord!r} is not supported (None, 2, 'fro')")
-  return sqrt(sum(x * x, axis=axis, keepdims=keepdims))
+  """numpy.linalg.norm: vector norms over one axis (ord None/2, 1, inf, -inf, 0, any p) and
+  matrix norms over two ('fro', 1, -1, inf, -inf); the spectral and nuclear norms (2, -2,
+  'nuc' over two axes) need singular values, which partix does not compute, and are refused."""
+  api = "linalg.norm"
+  x = asarray(x, api=api)
+  if not dtypes.is_float(x.dtype):
+    x = astype(x, np.float32)
+  if axis is None:
+    if ord is None:  # every element, as one vector
+      r = sqrt(sum(x * x))
+      return reshape(r, (1,) * x.ndim) if keepdims else r
+    if x.ndim not in (1, 2):
+      raise PartixError(f"[{api}] ord={ord!r} without axis needs a 1-D or 2-D array, got "
+                        f"shape {tuple(x.shape)}")
+    axis = tuple(range(x.ndim))
+  axes = (axis,) if isinstance(axis, int) else tuple(axis)
+  axes = tuple(a % x.ndim for a in axes)
+  a = abs(x)
+  if len(axes) == 1:
+    if ord in (None, 2):
+      return sqrt(sum(x * x, axis=axes, keepdims=keepdims))
+    if isinstance(ord, str):
+      raise PartixError(f"[{api}] ord={ord!r} is a matrix norm; a vector norm takes a number")
+    if ord == np.inf:
+      return max(a, axis=axes, keepdims=keepdims)
+    if ord == -np.inf:
+      return min(a, axis=axes, keepdims=keepdims)
+    if ord == 0:
+      return sum(astype(a != 0, x.dtype), axis=axes, keepdims=keepdims)
+    if ord == 1:
+      return sum(a, axis=axes, keepdims=keepdims)
+    return sum(a ** ord, axis=axes, keepdims=keepdims) ** (1.0 / ord)
+  if len(axes) != 2 or axes[0] == axes[1]:
+    raise PartixError(f"[{api}] axis={axis!r} must name one axis or two different ones")
+  rows, cols = axes
+  if ord in (None, "fro"):
+    return sqrt(sum(x * x, axis=axes, keepdims=keepdims))
+  if ord in (1, -1, np.inf, -np.inf):
+    inner, outer = (rows, cols) if ord in (1, -1) else (cols, rows)
+    r = sum(a, axis=inner, keepdims=True)
+    r = (max if ord in (1, np.inf) else min)(r, axis=outer, keepdims=True)
+    return r if keepdims else squeeze(r, axis=axes)
+  raise PartixError(f"[{api}] ord={ord!r} over two axes needs singular values, which partix "
+                    "does not compute (supported: 'fro', 1, -1, inf, -inf)")
 
 
 # ---- more of numpy's names, composed from the ops above ----

@@ -2,3 +2,8 @@
 from partix._src.api import with_sharding_constraint  # noqa: F401
 from partix._src.lax_ops import *  # noqa: F401,F403
 from partix._src.lax_ops import (abs, max, min, pow, round, slice, map)  # noqa: F401
+
+
+def __getattr__(name):
+  raise AttributeError(f"module 'partix.lax' has no attribute {name!r}: partix does not "
+                       f"provide jax.lax.{name}")

@@ -21,8 +21,67 @@ int8, uint8, int16, uint32 = _np.int8, _np.uint8, _np.int16, _np.uint32
 floating, integer, inexact, number, signedinteger = (_np.floating, _np.integer, _np.inexact,
                                                      _np.number, _np.signedinteger)
 complex64 = _np.complex64
+complexfloating, unsignedinteger, bool = _np.complexfloating, _np.unsignedinteger, _np.bool_
 
 
 class linalg:
   """jnp.linalg: the norms partix provides."""
   norm = staticmethod(_linalg_norm)
+
+
+def vectorize(pyfunc, *, excluded=frozenset(), signature=None):
+  """jnp.vectorize: pyfunc mapped (with vmap) over the leading dimensions of its arguments,
+  broadcast together; `signature` ('(n),(n)->()') names the core dimensions pyfunc itself
+  takes (none: pyfunc takes scalars). Arguments in `excluded` (positions) pass as they are."""
+  import functools
+  import re
+  from partix._src.batching import vmap
+  from partix._src.core import PartixError
+
+  def core_dims(part):
+    return [tuple(d.strip() for d in g.split(",") if d.strip())
+            for g in re.findall(r"\(([^)]*)\)", part)]
+  ins = outs = None
+  if signature is not None:
+    if "->" not in signature:
+      raise PartixError(f"[vectorize] signature {signature!r} is not of the form "
+                        "'(n),(n)->()'")
+    ins, outs = (core_dims(p) for p in signature.split("->"))
+
+  @functools.wraps(pyfunc)
+  def wrapped(*args):
+    dyn = [i for i in range(len(args)) if i not in excluded]
+    arrays = [asarray(args[i]) for i in dyn]
+    cores = ins if ins is not None else [()] * len(arrays)
+    if len(cores) != len(arrays):
+      raise PartixError(f"[vectorize] signature {signature!r} takes {len(cores)} arguments, "
+                        f"got {len(arrays)}")
+    loops = []
+    for a, c in zip(arrays, cores):
+      if a.ndim < len(c):
+        raise PartixError(f"[vectorize] an argument of shape {tuple(a.shape)} has fewer "
+                          f"dimensions than its core dimensions {c}")
+      loops.append(tuple(a.shape[:a.ndim - len(c)]))
+    shape = _np.broadcast_shapes(*loops) if loops else ()
+    arrays = [broadcast_to(a, shape + tuple(a.shape[len(l):])) for a, l in zip(arrays, loops)]
+
+    def call(*xs):
+      full = list(args)
+      for i, x in zip(dyn, xs):
+        full[i] = x
+      return pyfunc(*full)
+    f = call
+    for _ in shape:
+      f = vmap(f)
+    return f(*arrays)
+  return wrapped
+
+
+def isrealobj(x):
+  """Whether x's dtype is not complex (numpy.isrealobj)."""
+  return not iscomplexobj(x)
+
+
+def __getattr__(name):
+  raise AttributeError(f"module 'partix.numpy' has no attribute {name!r}: partix does not "
+                       f"provide jax.numpy.{name}")

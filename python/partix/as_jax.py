@@ -1,0 +1,85 @@
+"""Runs JAX programs unmodified on partix (DESIGN §8.2).
+
+  python -m partix.as_jax SCRIPT [ARGS...]   runs SCRIPT as __main__ with partix as `jax`
+  python -m partix.as_jax -m MODULE [ARGS]  the same for a module (-m pytest ...)
+  import partix.as_jax                      as a program's first import does the same
+
+Every `jax.*` module partix provides is installed in sys.modules under JAX's name, so `import
+jax`, `import jax.numpy as jnp` and `from jax.sharding import PartitionSpec` load partix, and
+libraries written for JAX (optax) run on it. A JAX module partix lacks raises ImportError, and a
+name it lacks AttributeError, each saying partix does not provide it."""
+import importlib
+import importlib.abc
+import importlib.machinery
+import runpy
+import sys
+
+# JAX's module name -> partix's (imported on install; all are pure aliases).
+MODULES = {
+    "jax": "partix",
+    "jax.numpy": "partix.numpy",
+    "jax.lax": "partix.lax",
+    "jax.sharding": "partix.sharding",
+    "jax.tree_util": "partix.tree_util",
+    "jax.tree": "partix.tree",
+    "jax.random": "partix.random",
+    "jax.nn": "partix.nn",
+    "jax.typing": "partix.typing",
+    "jax.dtypes": "partix.dtypes",
+    "jax.flatten_util": "partix.flatten_util",
+    "jax.ad_checkpoint": "partix.ad_checkpoint",
+    "jax.profiler": "partix.profiler",
+    "jax.debug": "partix.debug",
+    "jax.distributed": "partix.distributed",
+    "jax.experimental": "partix.experimental",
+    "jax.experimental.shard_map": "partix.experimental.shard_map",
+    "jax.experimental.mesh_utils": "partix.experimental.mesh_utils",
+    "jax.experimental.pjit": "partix.experimental.pjit",
+    "jax.scipy": "partix.scipy",
+    "jax.scipy.special": "partix.scipy.special",
+    "jax.scipy.stats": "partix.scipy.stats",
+    "jax.scipy.stats.norm": "partix.scipy.stats.norm",
+    "jax.checkpoint_policies": "partix.checkpoint_policies",
+}
+
+
+class _Missing(importlib.abc.MetaPathFinder):
+  """Answers every other `jax.*` import with an ImportError that names it."""
+
+  def find_spec(self, name, path=None, target=None):
+    if name == "jax" or name.startswith("jax."):
+      if name in MODULES:
+        return None
+      raise ImportError(f"partix does not provide the JAX module {name!r} (running under "
+                        "partix.as_jax)", name=name)
+    return None
+
+
+def install():
+  """Installs partix under JAX's module names (idempotent)."""
+  for jax_name, ours in MODULES.items():
+    if jax_name not in sys.modules:
+      sys.modules[jax_name] = importlib.import_module(ours)
+  if not any(isinstance(f, _Missing) for f in sys.meta_path):
+    sys.meta_path.insert(0, _Missing())
+
+
+def main(argv):
+  """python -m partix.as_jax SCRIPT [ARGS...] | -m MODULE [ARGS...]"""
+  if len(argv) < 2 or (argv[1] == "-m" and len(argv) < 3):
+    print("usage: python -m partix.as_jax SCRIPT [ARGS...]  or  python -m partix.as_jax -m "
+          "MODULE [ARGS...]", file=sys.stderr)
+    return 2
+  if argv[1] == "-m":
+    sys.argv = [argv[2]] + argv[3:]
+    runpy.run_module(argv[2], run_name="__main__", alter_sys=True)
+  else:
+    sys.argv = argv[1:]
+    runpy.run_path(argv[1], run_name="__main__")
+  return 0
+
+
+install()
+
+if __name__ == "__main__":
+  sys.exit(main(sys.argv))

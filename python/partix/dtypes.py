@@ -1,0 +1,30 @@
+"""jax.dtypes (partix.dtypes): dtype helpers JAX programs and libraries use."""
+import numpy as _np
+
+from partix._src.dtypes import bfloat16, finfo, iinfo, issubdtype  # noqa: F401
+from partix._src import dtypes as _d
+
+__all__ = ["bfloat16", "canonicalize_dtype", "finfo", "float0", "iinfo", "issubdtype",
+           "result_type", "prng_key", "extended"]
+
+# The tangent dtype of integer and boolean values (JAX's float0): a zero-size void scalar.
+float0 = _np.dtype([("float0", _np.void, 0)])
+
+
+class extended(_np.generic):  # noqa: N801 (JAX's name)
+  """The abstract dtype of keys and other extended types (issubdtype(x, extended))."""
+
+
+class prng_key(extended):  # noqa: N801
+  """The dtype family of typed PRNG keys."""
+
+
+def canonicalize_dtype(dtype, allow_extended_dtype=False):
+  """The dtype values of `dtype` take in partix (64-bit types narrowed unless x64 is on)."""
+  return _d.canonicalize(dtype, "dtypes.canonicalize_dtype")
+
+
+def result_type(*args, return_weak_type_flag=False):
+  from partix import numpy as jnp
+  t = jnp.result_type(*args)
+  return (t, False) if return_weak_type_flag else t

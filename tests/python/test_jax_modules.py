@@ -1,0 +1,85 @@
+"""The JAX modules partix.as_jax installs beside the core ones: jax.scipy.special and
+jax.scipy.stats.norm against scipy's closed forms (numpy), jax.flatten_util.ravel_pytree,
+jax.dtypes, jax.typing, lax.Precision, jnp.vectorize against a loop, and numpy.linalg.norm's
+ords against numpy."""
+import math
+
+import numpy as np
+import pytest
+
+import partix as jax
+import partix.numpy as jnp
+from partix import dtypes, flatten_util, lax, typing
+from partix.scipy import special
+from partix.scipy.stats import norm
+
+
+def test_special_and_norm():
+  x = np.linspace(-2.5, 2.5, 11).astype(np.float32)
+  erf = np.vectorize(math.erf)
+  np.testing.assert_allclose(special.erf(x), erf(x), rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(special.ndtr(x), 0.5 * (1 + erf(x / np.sqrt(2))), atol=1e-6)
+  p = np.array([0.05, 0.3, 0.5, 0.9], np.float32)
+  np.testing.assert_allclose(special.ndtr(special.ndtri(p)), p, atol=1e-5)
+  np.testing.assert_allclose(special.expit(x), 1 / (1 + np.exp(-x)), rtol=1e-6)
+  np.testing.assert_allclose(special.xlogy(np.float32([0, 2]), np.float32([0, 3])),
+                             [0, 2 * np.log(3)], rtol=1e-6)
+  np.testing.assert_allclose(norm.logpdf(x, 1.0, 2.0),
+                             -((x - 1) / 2) ** 2 / 2 - np.log(2) - 0.5 * np.log(2 * np.pi),
+                             rtol=1e-5)
+  np.testing.assert_allclose(norm.ppf(norm.cdf(x)), x, atol=2e-3)
+  np.testing.assert_allclose(jax.grad(lambda v: norm.cdf(v))(0.0), 1 / np.sqrt(2 * np.pi),
+                             rtol=1e-5)
+  with pytest.raises(AttributeError, match="partix does not provide jax.scipy.special.gammaln"):
+    special.gammaln
+
+
+def test_ravel_pytree_dtypes_typing_precision():
+  tree = {"a": np.ones((2, 3), np.float32), "b": [np.arange(2, dtype=np.float32)]}
+  flat, unravel = flatten_util.ravel_pytree(tree)
+  assert flat.shape == (8,)
+  back = unravel(flat * 2)
+  np.testing.assert_array_equal(back["a"], np.full((2, 3), 2))
+  np.testing.assert_array_equal(back["b"][0], [0, 2])
+  with pytest.raises(jax.PartixError, match=r"unravel takes a vector of 8 values"):
+    unravel(flat[:3])
+  assert dtypes.canonicalize_dtype(np.float64) == np.float32
+  assert dtypes.issubdtype(dtypes.bfloat16, np.floating)
+  assert typing.ArrayLike is not None and typing.DTypeLike is not None
+  a = np.ones((2, 3), np.float32)
+  np.testing.assert_allclose(jnp.dot(a, a.T, precision=lax.Precision.HIGHEST), a @ a.T)
+
+
+def test_vectorize():
+  dot = jnp.vectorize(jnp.dot, signature="(n),(n)->()")
+  a = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+  b = np.random.default_rng(1).standard_normal((3,)).astype(np.float32)
+  np.testing.assert_allclose(dot(a, b), a @ b, rtol=1e-6)  # b broadcast over a's rows
+  clip = jnp.vectorize(lambda v, lo: jnp.maximum(v, lo), excluded={1})
+  np.testing.assert_array_equal(clip(a, 0.0), np.maximum(a, 0))
+  with pytest.raises(jax.PartixError, match=r"fewer dimensions than its core dimensions"):
+    dot(np.float32(1), b)
+
+
+@pytest.mark.parametrize("ord", [None, 1, 2, np.inf, -np.inf, 0, 1.5, -1.5])
+def test_vector_norms(ord):
+  x = np.random.default_rng(2).standard_normal((3, 5)).astype(np.float32)
+  np.testing.assert_allclose(jnp.linalg.norm(x, ord, axis=1), np.linalg.norm(x, ord, axis=1),
+                             rtol=1e-5)
+  np.testing.assert_allclose(jnp.linalg.norm(x[0], ord), np.linalg.norm(x[0], ord), rtol=1e-5)
+
+
+@pytest.mark.parametrize("ord", [None, "fro", 1, -1, np.inf, -np.inf])
+def test_matrix_norms(ord):
+  x = np.random.default_rng(3).standard_normal((2, 3, 4)).astype(np.float32)
+  for axis in ((1, 2), (2, 1)):
+    np.testing.assert_allclose(jnp.linalg.norm(x, ord, axis=axis, keepdims=True),
+                               np.linalg.norm(x, ord, axis=axis, keepdims=True), rtol=1e-5)
+  np.testing.assert_allclose(jnp.linalg.norm(x[0], ord), np.linalg.norm(x[0], ord), rtol=1e-5)
+
+
+def test_norms_that_need_singular_values_are_refused():
+  with pytest.raises(jax.PartixError, match=r"ord=2 over two axes needs singular values"):
+    jnp.linalg.norm(np.ones((2, 2), np.float32), 2)
+  with pytest.raises(jax.PartixError, match=r"ord='nuc' is a matrix norm"):
+    jnp.linalg.norm(np.ones(2, np.float32), "nuc")
