@@ -40,6 +40,7 @@ MODULES = {
     "jax.scipy.stats": "partix.scipy.stats",
     "jax.scipy.stats.norm": "partix.scipy.stats.norm",
     "jax.checkpoint_policies": "partix.checkpoint_policies",
+    "jax.test_util": "partix.test_util",
 }
 
 

@@ -83,3 +83,20 @@ def test_norms_that_need_singular_values_are_refused():
     jnp.linalg.norm(np.ones((2, 2), np.float32), 2)
   with pytest.raises(jax.PartixError, match=r"ord='nuc' is a matrix norm"):
     jnp.linalg.norm(np.ones(2, np.float32), "nuc")
+
+
+def test_check_grads():
+  from partix.test_util import check_grads
+  x = np.array([0.3, -1.2, 2.0])
+  check_grads(lambda v: jnp.sin(v) * v ** 2, (x,), order=2)
+  check_grads(lambda a, b: jnp.sum(jnp.tanh(a * b)), (x, x[::-1].copy()), order=1,
+              modes=["rev"])
+  f32 = x.astype(np.float32)
+  check_grads(lambda v: jnp.exp(v) / 3, (f32,), order=1)
+
+  @jax.custom_jvp
+  def wrong(v):
+    return jnp.sin(v)
+  wrong.defjvp(lambda p, t: (jnp.sin(p[0]), 2 * t[0]))  # not sin's derivative
+  with pytest.raises(AssertionError, match=r"jvp against central differences"):
+    check_grads(wrong, (x,), order=1, modes=["fwd"])

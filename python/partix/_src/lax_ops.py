@@ -101,6 +101,15 @@ def sort(operand, dimension=-1, is_stable=True, num_keys=1):
   return jnp.sort(operand, dimension)
 
 
+def broadcast_shapes(*shapes):
+  """lax.broadcast_shapes: the shape the given shapes broadcast to (numpy's rules)."""
+  try:
+    return tuple(np.broadcast_shapes(*[tuple(s) for s in shapes]))
+  except ValueError:
+    raise PartixError(f"[broadcast_shapes] shapes {[tuple(s) for s in shapes]} do not "
+                      "broadcast together") from None
+
+
 class Precision(enum.Enum):
   """lax.Precision: accepted where JAX takes precision=; partix's CPU contractions of f32
   accumulate in f32 at full precision whatever is asked (HIGHEST's result)."""

@@ -132,7 +132,16 @@ def _dtype_of(a):
   return a.dtype if hasattr(a, "dtype") else dtypes.dtype(a)
 
 
+def _concrete_number(v):
+  """A concrete 0-d Array's value as a numpy scalar (JAX takes those where a static number is
+  needed); anything else as it is, a traced Array included."""
+  if isinstance(v, Array) and v.ndim == 0 and not v._a.is_tracer():
+    return np.asarray(v)[()]
+  return v
+
+
 def arange(start, stop=None, step=None, dtype=None, *, device=None, out_sharding=None):
+  start, stop, step = (_concrete_number(v) for v in (start, stop, step))
   if stop is None and step is None and isinstance(start, (int, np.integer)) and (
       dtype is None or dtypes.is_int(dtype) or dtypes.is_float(dtype)):
     n = builtins.max(int(start), 0)
