@@ -3,7 +3,7 @@ import numpy as _np
 
 from partix import _core
 from partix._src import dtypes as _dtypes
-from partix._src.core import Array, PartixError, asarray, core
+from partix._src.core import Array, PartixError, asarray, core, wrap
 
 
 def _float(x, api):
@@ -37,25 +37,58 @@ def _axis(axis, ndim, api):
 
 
 def softmax(x, axis=-1, where=None, initial=None):
-  if where is not None:
-    raise PartixError("[softmax] where= is not supported")
+  """jax.nn.softmax; where= leaves elements out (they get 0)."""
   a = _float(x, "softmax")
+  if where is not None:
+    jnp = _jnp()
+    m = jnp.broadcast_to(jnp.asarray(where), a.shape)
+    shifted = jnp.where(m, wrap(a), -_np.inf)
+    e = jnp.exp(shifted - jnp.max(shifted, axis=axis, keepdims=True, initial=-_np.inf))
+    return jnp.where(m, e / jnp.sum(e, axis=axis, keepdims=True), 0.0)
   return Array(_core.softmax(a, _axis(axis, a.ndim, "softmax")))
 
 
 def log_softmax(x, axis=-1, where=None, initial=None):
-  if where is not None:
-    raise PartixError("[log_softmax] where= is not supported")
+  """jax.nn.log_softmax; where= leaves elements out (they get -inf)."""
   a = _float(x, "log_softmax")
+  if where is not None:
+    jnp = _jnp()
+    m = jnp.broadcast_to(jnp.asarray(where), a.shape)
+    return jnp.where(m, wrap(a) - logsumexp(wrap(a), axis=axis, keepdims=True, where=m),
+                     -_np.inf)
   return Array(_core.log_softmax(a, _axis(axis, a.ndim, "log_softmax")))
 
 
 def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=None):
-  if b is not None or return_sign or where is not None:
-    raise PartixError("[logsumexp] b=, return_sign= and where= are not supported")
+  """jax.nn.logsumexp: log(sum(b * exp(a))) over axis, stable; b= weights (the sign of the sum
+  with return_sign=True, else nan where it is negative), where= the elements taken."""
   from partix._src.numpy_ops import _norm_axes
   x = _float(a, "logsumexp")
-  return Array(_core.logsumexp(x, _norm_axes(axis, len(x.shape), "logsumexp"), bool(keepdims)))
+  if b is None and not return_sign and where is None:
+    return Array(_core.logsumexp(x, _norm_axes(axis, len(x.shape), "logsumexp"),
+                                 bool(keepdims)))
+  jnp = _jnp()
+  v = wrap(x)
+  if b is not None:
+    b = jnp.asarray(b, dtype=v.dtype)
+    v, b = jnp.broadcast_arrays(v, b)
+  m = None if where is None else jnp.broadcast_to(jnp.asarray(where), v.shape)
+  if m is not None:
+    v = jnp.where(m, v, -_np.inf)
+  top = jnp.max(v, axis=axis, keepdims=True, initial=-_np.inf)
+  top = jnp.where(jnp.isfinite(top), top, 0.0)
+  e = jnp.exp(v - top)
+  if b is not None:
+    e = e * b
+  s = jnp.sum(e, axis=axis, keepdims=True)
+  sign = jnp.sign(s)
+  out = jnp.log(jnp.abs(s)) + top
+  if not keepdims:
+    out, sign = (jnp.squeeze(t, axis=axis) if axis is not None else jnp.reshape(t, ())
+                 for t in (out, sign))
+  if return_sign:
+    return out, sign
+  return jnp.where(sign < 0, _np.nan, out)
 
 
 def one_hot(x, num_classes, *, dtype=_np.float32, axis=-1):
@@ -158,3 +191,19 @@ def glu(x, axis=-1):
 
 def tanh(x):
   return Array(_core.tanh(_float(x, "tanh")))
+
+
+def sparse_plus(x):
+  """jax.nn.sparse_plus: 0 below -1, (x + 1)^2 / 4 between, x above 1 (softplus's sparse
+  counterpart)."""
+  jnp = _jnp()
+  x = wrap(_float(x, "sparse_plus"))
+  return jnp.where(x <= -1, 0.0, jnp.where(x >= 1, x, (x + 1) ** 2 / 4))
+
+
+def sparse_sigmoid(x):
+  """jax.nn.sparse_sigmoid: sparse_plus's derivative, 0 below -1, (x + 1) / 2 between, 1
+  above 1."""
+  jnp = _jnp()
+  x = wrap(_float(x, "sparse_sigmoid"))
+  return jnp.where(x <= -1, 0.0, jnp.where(x >= 1, 1.0, (x + 1) / 2))

@@ -100,3 +100,43 @@ def test_check_grads():
   wrong.defjvp(lambda p, t: (jnp.sin(p[0]), 2 * t[0]))  # not sin's derivative
   with pytest.raises(AssertionError, match=r"jvp against central differences"):
     check_grads(wrong, (x,), order=1, modes=["fwd"])
+
+
+def test_reductions_with_where():
+  x = np.arange(12, dtype=np.float32).reshape(3, 4)
+  m = x % 3 != 0
+  for name, kw in [("sum", {}), ("mean", {}), ("max", {"initial": -1.0}),
+                   ("min", {"initial": 100.0})]:
+    for axis in (None, 0, 1):
+      np.testing.assert_allclose(getattr(jnp, name)(x, axis=axis, where=m, **kw),
+                                 getattr(np, name)(x, axis=axis, where=m, **kw), rtol=1e-6)
+  np.testing.assert_array_equal(jnp.all(x > 0, axis=1, where=m), np.all(x > 0, axis=1, where=m))
+  np.testing.assert_array_equal(jnp.any(x > 5, where=m), np.any(x > 5, where=m))
+  with pytest.raises(jax.PartixError, match=r"\[max\] where= needs initial="):
+    jnp.max(x, where=m)
+  # The gradient flows only through the elements taken.
+  g = jax.grad(lambda v: jnp.sum(v * v, where=m))(x)
+  np.testing.assert_array_equal(g, np.where(m, 2 * x, 0))
+
+
+def test_softmax_and_logsumexp_with_where_and_weights():
+  # Values from JAX 0.10.2 (jax.nn on the same inputs).
+  x = np.array([[1., 2., 3.], [0., -1., 4.]], np.float32)
+  m = np.array([[True, False, True], [True, True, False]])
+  np.testing.assert_allclose(jax.nn.softmax(x, where=m),
+                             [[0.11920291, 0., 0.880797], [0.7310586, 0.26894143, 0.]],
+                             rtol=1e-6)
+  np.testing.assert_allclose(jax.nn.log_softmax(x, where=m),
+                             [[-2.126928, -np.inf, -0.12692805], [-0.31326163, -1.3132616,
+                                                                 -np.inf]], rtol=1e-6)
+  np.testing.assert_allclose(jax.nn.logsumexp(x, axis=1, where=m), [3.126928, 0.31326163],
+                             rtol=1e-6)
+  v, s = jax.nn.logsumexp(x, axis=1, b=np.array([1., -2., 1.], np.float32), return_sign=True)
+  np.testing.assert_allclose(v, [2.0826497, 4.004828], rtol=1e-6)
+  np.testing.assert_array_equal(s, [1, 1])
+  assert float(jax.nn.logsumexp(x, b=0.0)) == -np.inf
+  assert np.isnan(float(jax.nn.logsumexp(np.float32([0, 1]), b=np.float32([1, -2]))))
+  np.testing.assert_allclose(jax.nn.sparse_plus(np.float32([-2, 0, 0.5, 3])),
+                             [0, 0.25, 0.5625, 3])
+  np.testing.assert_allclose(jax.nn.sparse_sigmoid(np.float32([-2, 0, 0.5, 3])),
+                             [0, 0.5, 0.75, 1])

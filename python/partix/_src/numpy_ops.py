@@ -872,9 +872,9 @@ def _reduce(name, f, int_to_float=False):
   def op(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
     if out is not None:
       raise PartixError(f"[{name}] out= is not supported (arrays are immutable)")
-    if where is not None:
-      raise PartixError(f"[{name}] where= is not supported")
     x = asarray(a, api=name)
+    if where is not None:
+      return _reduce_where(name, op, x, axis, dtype, keepdims, initial, where)
     axes = _norm_axes(axis, x.ndim, name)
     if name in ("max", "min") and initial is None:
       _check_nonempty(name, x, axes)
@@ -896,6 +896,31 @@ def _reduce(name, f, int_to_float=False):
     return r
   op.__name__ = name
   return op
+
+
+def _reduce_where(name, op, x, axis, dtype, keepdims, initial, taken):
+  """A reduction over the elements where `where` (broadcast to x) holds: the others take the
+  reduction's identity (max and min need initial=, as in numpy and JAX); mean divides by how
+  many are taken."""
+  mask = broadcast_to(asarray(taken, api=name), x.shape)
+  if mask._a.dtype != "bool":
+    mask = not_equal(mask, 0)
+  if name in ("max", "min") and initial is None:
+    raise PartixError(f"[{name}] where= needs initial= (the value of a reduction over no "
+                      "element)")
+  if name == "mean":
+    total = op(where(mask, x, zeros_like(x)), axis=axis, dtype=dtype, keepdims=keepdims)
+    count = sum(astype(mask, np.float32), axis=axis, keepdims=keepdims)
+    return (total * _size_of(x, axis) / count).astype(total.dtype)
+  fill = {"sum": 0, "max": initial, "min": initial}[name]
+  return op(where(mask, x, full_like(x, fill)), axis=axis, dtype=dtype, keepdims=keepdims,
+            initial=initial)
+
+
+def _size_of(x, axis):
+  """How many elements a reduction over axis takes from x."""
+  axes = _norm_axes(axis, x.ndim, "mean")
+  return math.prod(x.shape[i] for i in axes)
 
 
 def _check_nonempty(name, x, axes):
@@ -1023,17 +1048,15 @@ def _truth(a, api):
 
 
 def any(a, axis=None, keepdims=False, *, where=None):
-  if where is not None:
-    raise PartixError("[any] where= is not supported")
-  # initial: an empty any is False.
-  return not_equal(max(_truth(a, "any"), axis=axis, keepdims=keepdims, initial=0), 0)
+  # initial: an empty any is False (so are the elements where= leaves out).
+  return not_equal(max(_truth(a, "any"), axis=axis, keepdims=keepdims, initial=0,
+                       where=where), 0)
 
 
 def all(a, axis=None, keepdims=False, *, where=None):
-  if where is not None:
-    raise PartixError("[all] where= is not supported")
-  # initial: an empty all is True.
-  return not_equal(min(_truth(a, "all"), axis=axis, keepdims=keepdims, initial=1), 0)
+  # initial: an empty all is True (so are the elements where= leaves out).
+  return not_equal(min(_truth(a, "all"), axis=axis, keepdims=keepdims, initial=1,
+                       where=where), 0)
 
 
 def count_nonzero(a, axis=None, keepdims=False):
