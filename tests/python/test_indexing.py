@@ -83,7 +83,7 @@ def test_at_errors():
   with pytest.raises(jax.PartixError, match=r"^\[Array.at\[\].set\].*broadcast"):
     a.at[np.array([0, 1])].set(np.ones((3, 6)))
   with pytest.raises(jax.PartixError, match=r"^\[Array.at\[\].add\]"):
-    a.at[np.array([0]), np.array([1])].add(1.0)
+    a.at[:, np.array([1])].add(1.0)
 
 
 def test_out_of_range_index_arrays_clamp():
@@ -100,3 +100,32 @@ def test_at_drops_out_of_range_rows(op):
   got = getattr(a.at[idx], op)(3.0)
   keep = np.array([1, 6])
   np.testing.assert_array_equal(np.asarray(got), _ref(op, keep, 3.0))
+
+
+def test_at_with_integer_arrays_on_the_leading_axes():
+  # numpy's advanced indexing: the arrays broadcast together; repeated indices accumulate.
+  x = np.zeros((3, 3, 2), np.float32)
+  i, j = np.array([0, 1, 2, 2]), np.array([0, 1, 2, 2])
+  want = x.copy()
+  np.add.at(want, (i, j), 1.0)
+  np.testing.assert_array_equal(jnp.asarray(x).at[i, j].add(1.0), want)
+  want = x.copy()
+  want[i, j, :] = np.arange(8).reshape(4, 2)
+  np.testing.assert_array_equal(
+      jnp.asarray(x).at[i, j, :].set(np.arange(8, dtype=np.float32).reshape(4, 2)), want)
+  m = x[:, :, 0].copy()
+  m[np.array([[0], [2]]), np.array([1, -1])] = 5
+  np.testing.assert_array_equal(
+      jnp.asarray(x[:, :, 0]).at[np.array([[0], [2]]), np.array([1, -1])].set(5.0), m)
+  # Under jit, with traced indices.
+  f = jax.jit(lambda v, a, b: v.at[a, b].add(3.0))
+  got = f(np.ones((3, 3), np.float32), np.array([0, 2]), np.array([1, 1]))
+  want = np.ones((3, 3), np.float32)
+  want[[0, 2], [1, 1]] += 3
+  np.testing.assert_array_equal(got, want)
+  # An index out of range on any axis drops its update, as JAX's scatters do.
+  np.testing.assert_array_equal(
+      jnp.zeros((2, 3)).at[np.array([0, 1, 5]), np.array([7, 2, 0])].set(1.0),
+      [[0, 0, 0], [0, 0, 1]])
+  with pytest.raises(jax.PartixError, match=r"index arrays must be integers"):
+    jnp.zeros((2, 2)).at[np.array([0.5]), np.array([1])].set(1.0)

@@ -134,6 +134,7 @@ Array.sort = lambda self, axis=-1: jnp.sort(self, axis)
 Array.argsort = lambda self, axis=-1: jnp.argsort(self, axis)
 Array.conj = Array.conjugate = lambda self: self
 Array.real = property(lambda self: self)
+Array.imag = property(lambda self: jnp.zeros_like(self))  # partix holds no complex dtype
 Array.copy = lambda self: self  # arrays are immutable: a copy is the same value
 
 
@@ -375,6 +376,8 @@ class _IndexUpdateRef:
         items = (np.arange(x.shape[0], dtype=np.int32)[items[0]],)
       if len(items) == 1 and isinstance(items[0], (Array, np.ndarray, list)) and x.ndim:
         return _scatter_rows(x, items[0], value, combine, api)
+      if _leading_index_arrays(items, x.ndim):
+        return _scatter_leading(x, items, value, combine, api)
       raise PartixError(f"[Array.at[].{api}] supports ints, slices, traced int scalars and one "
                         f"integer array on the first axis; got index {self.idx!r}")
     starts, sizes, view = region
@@ -418,6 +421,40 @@ class _IndexUpdateRef:
 
   def max(self, values, **kw):
     return self._scatter(values, jnp.maximum, "max")
+
+
+def _leading_index_arrays(items, ndim):
+  """Whether the index is integer arrays on the first k >= 2 axes, then whole axes (':')."""
+  k = 0
+  while k < len(items) and isinstance(items[k], (Array, np.ndarray, list)):
+    k += 1
+  rest = items[k:]
+  return 2 <= k <= ndim and all(isinstance(r, slice) and r == slice(None) for r in rest)
+
+
+def _scatter_leading(x, items, value, combine, api):
+  """x.at[i0, i1, ..., :].<api>(value) for integer arrays on the first k axes (broadcast
+  together, as numpy's): the rows of x viewed as [prod(shape[:k]), ...] at the flat indices."""
+  k = 0
+  while k < len(items) and not isinstance(items[k], slice):
+    k += 1
+  idx = [asarray(i) for i in items[:k]]
+  for i in idx:
+    if not dtypes.is_int(i.dtype):
+      raise PartixError(f"[Array.at[].{api}] index arrays must be integers, got {i.dtype}")
+  shape = np.broadcast_shapes(*[tuple(i.shape) for i in idx])
+  flat, valid = None, None
+  for d, i in enumerate(idx):
+    n = x.shape[d]
+    i = jnp.broadcast_to(jnp.where(i < 0, i + n, i), shape)
+    ok = (i >= 0) & (i < n)
+    valid = ok if valid is None else valid & ok
+    flat = i if flat is None else flat * n + i
+  lead = int(np.prod(x.shape[:k], dtype=np.int64))
+  # As JAX's scatters: an index out of range on any axis drops its update (a row past the end).
+  flat = jnp.where(valid, flat, lead)
+  rows = jnp.reshape(x, (lead,) + tuple(x.shape[k:]))
+  return jnp.reshape(_scatter_rows(rows, flat, value, combine, api), x.shape)
 
 
 def _scatter_rows(x, idx, value, combine, api):

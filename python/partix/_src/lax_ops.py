@@ -106,8 +106,8 @@ def broadcast_shapes(*shapes):
   try:
     return tuple(np.broadcast_shapes(*[tuple(s) for s in shapes]))
   except ValueError:
-    raise PartixError(f"[broadcast_shapes] shapes {[tuple(s) for s in shapes]} do not "
-                      "broadcast together") from None
+    raise PartixError(f"[broadcast_shapes] Incompatible shapes for broadcasting: shapes="
+                      f"{[tuple(s) for s in shapes]}") from None
 
 
 class Precision(enum.Enum):

@@ -82,6 +82,26 @@ def isrealobj(x):
   return not iscomplexobj(x)
 
 
+
+# partix holds no complex dtype: every array is real.
+def real(val):
+  """numpy.real: the array itself (partix's arrays are real)."""
+  return asarray(val)
+
+
+def imag(val):
+  """numpy.imag: zeros shaped as val (partix's arrays are real)."""
+  return zeros_like(asarray(val))
+
+
+def conj(x):
+  """numpy.conj: the array itself (partix's arrays are real)."""
+  return asarray(x)
+
+
+conjugate = conj
+
+
 def __getattr__(name):
   raise AttributeError(f"module 'partix.numpy' has no attribute {name!r}: partix does not "
                        f"provide jax.numpy.{name}")
