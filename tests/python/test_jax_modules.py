@@ -140,3 +140,15 @@ def test_softmax_and_logsumexp_with_where_and_weights():
                              [0, 0.25, 0.5625, 3])
   np.testing.assert_allclose(jax.nn.sparse_sigmoid(np.float32([-2, 0, 0.5, 3])),
                              [0, 0.5, 0.75, 1])
+
+
+@pytest.mark.parametrize("k", [0, 1, -2])
+def test_diag(k):
+  v = np.array([1., 2., 3.], np.float32)
+  np.testing.assert_array_equal(jnp.diag(v, k), np.diag(v, k))
+  m = np.arange(12.).reshape(3, 4).astype(np.float32)
+  np.testing.assert_array_equal(jnp.diag(m, k), np.diag(m, k))
+  np.testing.assert_array_equal(jnp.diagflat(m[:2, :2], k), np.diagflat(m[:2, :2], k))
+  np.testing.assert_array_equal(jax.jit(lambda u: jnp.diag(u, k))(v), np.diag(v, k))
+  with pytest.raises(jax.PartixError, match=r"\[diag\] takes a 1-D or 2-D array"):
+    jnp.diag(np.ones((2, 2, 2), np.float32))

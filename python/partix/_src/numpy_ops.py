@@ -1239,6 +1239,29 @@ def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
   return _w(_core.take_along_axis(a._a, idx._a, _norm_axis(axis, a.ndim, "take_along_axis")))
 
 
+def diag(v, k=0):
+  """numpy.diag: a 1-D v as the k-th diagonal of a square matrix; a 2-D v's k-th diagonal."""
+  v = asarray(v, api="diag")
+  if v.ndim == 2:
+    return diagonal(v, offset=k)
+  if v.ndim != 1:
+    raise PartixError(f"[diag] takes a 1-D or 2-D array, got shape {tuple(v.shape)}")
+  k = int(k)
+  n = v.shape[0] + builtins.abs(k)
+  rows = reshape(arange(n, dtype=np.int32), (n, 1))
+  cols = reshape(arange(n, dtype=np.int32), (1, n))
+  on = equal(cols - rows, k)
+  if v.shape[0] == 0:
+    return zeros((n, n), v.dtype)
+  src = clip(rows if k >= 0 else cols, 0, v.shape[0] - 1)
+  return where(on, take(v, src), zeros((), v.dtype))
+
+
+def diagflat(v, k=0):
+  """numpy.diagflat: v flattened, as the k-th diagonal of a square matrix."""
+  return diag(ravel(asarray(v, api="diagflat")), k)
+
+
 def diagonal(a, offset=0, axis1=0, axis2=1):
   a = asarray(a, api="diagonal")
   if a.ndim < 2:
