@@ -13,6 +13,7 @@ import importlib.abc
 import importlib.machinery
 import runpy
 import sys
+import types
 
 # JAX's module name -> partix's (imported on install; all are pure aliases).
 MODULES = {
@@ -56,11 +57,37 @@ class _Missing(importlib.abc.MetaPathFinder):
     return None
 
 
+# The JAX release whose semantics partix implements (README, "Semantics against JAX"): what
+# `jax.__version__` says under as_jax, for libraries that choose code paths by it.
+JAX_VERSION = "0.10.2"
+
+
+class _Jax(types.ModuleType):
+  """`jax` under as_jax: partix's top-level module seen through JAX's name and version. Every
+  attribute is partix's (set on partix as well, so both stay one namespace)."""
+
+  def __init__(self, partix):
+    super().__init__("jax", partix.__doc__)
+    object.__setattr__(self, "_partix", partix)
+    object.__setattr__(self, "__version__", JAX_VERSION)
+    object.__setattr__(self, "__path__", [])  # a package: `import jax.numpy` looks here
+
+  def __getattr__(self, name):
+    return getattr(self._partix, name)
+
+  def __setattr__(self, name, value):
+    setattr(self._partix, name, value)
+
+  def __dir__(self):
+    return dir(self._partix)
+
+
 def install():
   """Installs partix under JAX's module names (idempotent)."""
   for jax_name, ours in MODULES.items():
     if jax_name not in sys.modules:
-      sys.modules[jax_name] = importlib.import_module(ours)
+      module = importlib.import_module(ours)
+      sys.modules[jax_name] = _Jax(module) if jax_name == "jax" else module
   if not any(isinstance(f, _Missing) for f in sys.meta_path):
     sys.meta_path.insert(0, _Missing())
 

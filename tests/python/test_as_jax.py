@@ -30,7 +30,8 @@ _PROGRAM = textwrap.dedent("""
   print("sharding", g.sharding.spec)
   print("ravel", flat.shape, unravel(flat)["b"].shape)
   print("norm", float(norm.cdf(0.0)))
-  print("module", jax.__name__, jnp.__name__, lax.__name__)
+  print("module", jax.__name__, jax.__version__, jnp.__name__, lax.__name__)
+  assert jax.numpy is jnp and jax.jit is __import__("partix").jit
 """)
 
 
@@ -51,7 +52,7 @@ def test_an_unmodified_jax_program_runs(tmp_path):
   assert out["sharding"] == "PartitionSpec('x',)" or out["sharding"] == "PartitionSpec('x')"
   assert out["ravel"] == "(6,) (2, 2)"
   assert float(out["norm"]) == 0.5
-  assert out["module"] == "partix partix.numpy partix.lax"
+  assert out["module"] == "jax 0.10.2 partix.numpy partix.lax"
 
 
 def test_missing_modules_and_names_say_partix_does_not_provide_them(tmp_path):
@@ -79,12 +80,12 @@ def test_missing_modules_and_names_say_partix_does_not_provide_them(tmp_path):
 
 
 def test_module_form_runs_a_module(tmp_path):
-  (tmp_path / "mod_here.py").write_text("import jax\nprint('ran', jax.__name__)\n")
+  (tmp_path / "mod_here.py").write_text("import jax\nprint('ran', jax.jit.__module__)\n")
   env = dict(os.environ, PARTIX_NUM_CPU_DEVICES="8",
              PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
   p = subprocess.run([sys.executable, "-m", "partix.as_jax", "-m", "mod_here"], env=env,
                      capture_output=True, text=True, timeout=120)
-  assert p.returncode == 0 and "ran partix" in p.stdout, p.stdout + p.stderr
+  assert p.returncode == 0 and "ran partix._src.api" in p.stdout, p.stdout + p.stderr
 
 
 def _numpy_adamw(params, grads_fn, steps, lr=1e-2, b1=0.9, b2=0.999, eps=1e-8, wd=1e-4):
