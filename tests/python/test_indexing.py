@@ -129,3 +129,16 @@ def test_at_with_integer_arrays_on_the_leading_axes():
       [[0, 0, 0], [0, 0, 1]])
   with pytest.raises(jax.PartixError, match=r"index arrays must be integers"):
     jnp.zeros((2, 2)).at[np.array([0.5]), np.array([1])].set(1.0)
+
+
+def test_concrete_boolean_masks_index_as_numpy():
+  # As JAX outside jit: a mask whose value is known selects its elements; inside jit the
+  # result's shape would depend on the mask's values, which is refused with a way out.
+  x = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+  a = jnp.asarray(x)
+  np.testing.assert_array_equal(a[np.array([True, False, True])], x[[True, False, True]])
+  np.testing.assert_array_equal(a[a > 5], x[x > 5])
+  np.testing.assert_array_equal(a[:, np.array([1, 0, 0, 1], bool)], x[:, [True, False, False, True]])
+  np.testing.assert_array_equal(a[[True, False, True]], x[[True, False, True]])
+  with pytest.raises(jax.PartixError, match=r"traced boolean mask has a data-dependent shape"):
+    jax.jit(lambda v: v[v > 1])(a)

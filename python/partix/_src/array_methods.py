@@ -165,8 +165,26 @@ def _index_tuple(idx, ndim):
   return out
 
 
+def _concrete_masks(idx):
+  """idx with each boolean mask whose value is known (a numpy array, or an Array outside any
+  trace) replaced by its np.nonzero() index arrays, as numpy and JAX index concrete masks; a
+  traced mask stays (and is refused: its result's shape would depend on its values)."""
+  items = idx if isinstance(idx, tuple) else (idx,)
+  out = []
+  for it in items:
+    is_mask = (isinstance(it, np.ndarray) and it.dtype == np.bool_) or (
+        isinstance(it, list) and it and all(isinstance(v, (bool, np.bool_)) for v in it)) or (
+        isinstance(it, Array) and it.dtype == np.bool_ and it.ndim > 0 and not it._a.is_tracer())
+    if is_mask:
+      out.extend(np.nonzero(np.asarray(it)))
+    else:
+      out.append(it)
+  return tuple(out) if isinstance(idx, tuple) or len(out) != 1 else out[0]
+
+
 def _getitem(self, idx):
   x = self
+  idx = _concrete_masks(idx)
   items = _index_tuple(idx, x.ndim)
   starts, stops, strides, flips = [], [], [], []
   out_shape = []  # after the static slicing: (kind, ...) per output dim
@@ -207,8 +225,8 @@ def _getitem(self, idx):
         isinstance(it, np.generic) and not _is_int(it)):
       arr = asarray(it)
       if arr.dtype == np.bool_:
-        raise PartixError("[Array.__getitem__] boolean mask indexing has a data-dependent shape; "
-                          "use jnp.where(mask, x, 0)")
+        raise PartixError("[Array.__getitem__] indexing with a traced boolean mask has a "
+                          "data-dependent shape; use jnp.where(mask, x, 0)")
       if not dtypes.is_int(arr.dtype):
         raise PartixError(f"[Array.__getitem__] index arrays must be integers, got {arr.dtype}")
       starts.append(0), stops.append(size), strides.append(1), flips.append(False)
