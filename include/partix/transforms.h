@@ -541,6 +541,17 @@ ArraysFn vmap(ArraysFn f, std::vector<int> in_axes, std::vector<int> out_axes = 
               std::optional<int64_t> axis_size = std::nullopt, std::string axis_name = "",
               std::vector<std::string> spmd_axis_name = {});
 
+// vmap's options by name (DESIGN §8.1): vmap(f, VmapOptions{.in_axes = {0, -1},
+// .axis_name = "batch"}).
+struct VmapOptions {
+  std::vector<int> in_axes{0};   // per argument (one entry: every argument); -1: not mapped
+  std::vector<int> out_axes{0};  // per result (one entry: every result); -1: not mapped
+  std::optional<int64_t> axis_size;
+  std::string axis_name;
+  std::vector<std::string> spmd_axis_name;
+};
+ArraysFn vmap(ArraysFn f, VmapOptions options);
+
 // ---- custom derivatives ----
 // custom_vjp(f, fwd, bwd): a function of arrays that computes f and is differentiated by the
 // rules: fwd(args) returns f's outputs followed by the residuals it keeps for bwd, and

@@ -245,4 +245,9 @@ ArraysFn vmap(ArraysFn f, std::vector<int> in_axes, std::vector<int> out_axes,
   };
 }
 
+ArraysFn vmap(ArraysFn f, VmapOptions o) {
+  return vmap(std::move(f), std::move(o.in_axes), std::move(o.out_axes), o.axis_size,
+              std::move(o.axis_name), std::move(o.spmd_axis_name));
+}
+
 }  // namespace partix

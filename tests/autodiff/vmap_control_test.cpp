@@ -264,7 +264,7 @@ TEST(VmapControl, NestedVmapsNameTheirOwnAxes) {
   ArraysFn outer = [&](const std::vector<Array>& a) {
     return vmap(inner, {0}, {0}, std::nullopt, "j")(a);
   };
-  Array r = vmap(outer, {0}, {0}, std::nullopt, "i")({x})[0];
+  Array r = vmap(outer, VmapOptions{.in_axes = {0}, .axis_name = "i"})({x})[0];
   const std::vector<double> xs = vec(x), rs = vec(r);
   for (int i = 0; i < 3; ++i) {
     double m = 0;
