@@ -1,6 +1,7 @@
 // The numpy-like and lax ops of include/partix/ops.h. Python's partix.numpy and partix.lax
 // give them numpy's and JAX's signatures; these take Arrays, shapes, axes and dtypes by name.
 #include "bind.h"
+#include "trace/trace.h"
 
 namespace partix::python {
 
@@ -69,6 +70,9 @@ void bind_ops(nb::module_& m) {
   PARTIX_PY_FN(silu);
   PARTIX_PY_FN(flatten);
 #undef PARTIX_PY_FN
+  // A copy into new buffers (the `copy` primitive): what jnp.copy and Array.copy() return,
+  // so donating the original leaves the copy intact.
+  m.def("copy", [](A x) { return detail::bind1("copy", {x}); });
   m.def("gelu", [](A x, bool approximate) { return gelu(x, approximate); });
   m.def("softmax", [](A x, int axis) { return softmax(x, axis); });
   m.def("log_softmax", [](A x, int axis) { return log_softmax(x, axis); });

@@ -96,3 +96,16 @@ def test_traced_jaxpr():
   text = str(t.jaxpr)
   assert "mul(" in text and "add(" in text and "f32[3]" in text, text
   assert t.out_info.shape == (3,)
+
+
+def test_copy_is_a_new_buffer_that_survives_donation(mesh):
+  a = np.arange(32, dtype=np.float32).reshape(8, 4)
+  x = jax.device_put(a, NamedSharding(mesh, P("x", "y")))
+  y = x.copy()
+  z = jnp.copy(x)
+  assert y.sharding == x.sharding and z.sharding == x.sharding
+  jax.jit(lambda v: v * 2, donate_argnums=0)(x)
+  assert x.is_deleted()
+  np.testing.assert_array_equal(y, a)
+  np.testing.assert_array_equal(z, a)
+  np.testing.assert_array_equal(jnp.copy(np.ones(3, np.float32)), np.ones(3))

@@ -133,9 +133,16 @@ Array.repeat = lambda self, repeats, axis=None: jnp.repeat(self, repeats, axis)
 Array.sort = lambda self, axis=-1: jnp.sort(self, axis)
 Array.argsort = lambda self, axis=-1: jnp.argsort(self, axis)
 Array.conj = Array.conjugate = lambda self: self
+
+
+def _copy(self):
+  """A copy in new buffers, with the same sharding: donating or deleting self leaves it."""
+  return Array(_core.copy(core(self, api="Array.copy")))
+
+
+Array.copy = _copy
 Array.real = property(lambda self: self)
 Array.imag = property(lambda self: jnp.zeros_like(self))  # partix holds no complex dtype
-Array.copy = lambda self: self  # arrays are immutable: a copy is the same value
 
 
 # ---- indexing ----

@@ -102,6 +102,12 @@ def conj(x):
 conjugate = conj
 
 
+
+def copy(a, order=None):
+  """numpy.copy: a in new buffers (an Array keeps its sharding)."""
+  return asarray(a).copy()
+
+
 def __getattr__(name):
   raise AttributeError(f"module 'partix.numpy' has no attribute {name!r}: partix does not "
                        f"provide jax.numpy.{name}")
