@@ -1,16 +1,13 @@
 """partix.distributed.initialize under mpirun -np 2: each process sees its own devices and the
 global ones, and a jit over a process-spanning array gives the same result on both."""
 import json
-import os
-import shutil
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
 import pytest
 
 import partix as jax
+from mpi_job import needs_mpirun, run_two_processes
 
 _PROG = textwrap.dedent("""
   import numpy as np
@@ -49,15 +46,9 @@ def test_single_process_initialize_is_a_no_op():
   assert not jax.distributed.is_initialized()
 
 
-@pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun is not installed")
+@needs_mpirun
 def test_two_processes(tmp_path):
-  prog = tmp_path / "prog.py"
-  prog.write_text(_PROG)
-  env = dict(os.environ, PARTIX_NUM_CPU_DEVICES="2", OMPI_ALLOW_RUN_AS_ROOT="1",
-             OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_rmaps_base_oversubscribe="1")
-  p = subprocess.run(["mpirun", "-np", "2", "-x", "PYTHONPATH", "-x", "PARTIX_NUM_CPU_DEVICES",
-                      sys.executable, str(prog), str(tmp_path)], env=env, capture_output=True, text=True,
-                     timeout=120)
+  p = run_two_processes(tmp_path, _PROG)
   assert p.returncode == 0, p.stdout + p.stderr
   want = (np.arange(64, dtype=np.float32).reshape(16, 4) * 2).sum(axis=0).tolist()
   for pi in (0, 1):

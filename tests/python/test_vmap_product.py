@@ -2,10 +2,6 @@
 a jitted scan over steps) checkpointed on one mesh and resumed on another, against the same run
 uninterrupted and against numpy; and vmap on a mesh spanning two processes under mpirun."""
 import json
-import os
-import shutil
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -15,6 +11,7 @@ import partix as jax
 import partix.numpy as jnp
 from partix import lax
 from partix.sharding import NamedSharding, PartitionSpec as P
+from mpi_job import needs_mpirun, run_two_processes
 
 
 def example_loss(w, x, y):
@@ -99,15 +96,9 @@ _PROG = textwrap.dedent("""
 """)
 
 
-@pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun is not installed")
+@needs_mpirun
 def test_vmap_on_a_mesh_spanning_two_processes(tmp_path):
-  prog = tmp_path / "prog.py"
-  prog.write_text(_PROG)
-  env = dict(os.environ, PARTIX_NUM_CPU_DEVICES="2", OMPI_ALLOW_RUN_AS_ROOT="1",
-             OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_rmaps_base_oversubscribe="1")
-  p = subprocess.run(["mpirun", "-np", "2", "-x", "PYTHONPATH", "-x", "PARTIX_NUM_CPU_DEVICES",
-                      sys.executable, str(prog), str(tmp_path)], env=env, capture_output=True,
-                     text=True, timeout=120)
+  p = run_two_processes(tmp_path, _PROG)
   assert p.returncode == 0, p.stdout + p.stderr
   r = np.random.default_rng(0)
   x = r.standard_normal((8, 3)).astype(np.float32)
