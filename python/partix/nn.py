@@ -207,3 +207,8 @@ def sparse_sigmoid(x):
   jnp = _jnp()
   x = wrap(_float(x, "sparse_sigmoid"))
   return jnp.where(x <= -1, 0.0, jnp.where(x >= 1, 1.0, (x + 1) / 2))
+
+
+def __getattr__(name):
+  raise AttributeError(f"module 'partix.nn' has no attribute {name!r}: partix does not "
+                       f"provide jax.nn.{name}")

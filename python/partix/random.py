@@ -130,3 +130,8 @@ def permutation(key, x, axis=0, independent=False):
   n = x if isinstance(x, int) else asarray(x).shape[axis]
   order = jnp.argsort(uniform(key, (n,)))
   return order if isinstance(x, int) else jnp.take(asarray(x), order, axis=axis)
+
+
+def __getattr__(name):
+  raise AttributeError(f"module 'partix.random' has no attribute {name!r}: partix does not "
+                       f"provide jax.random.{name}")

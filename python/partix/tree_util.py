@@ -7,3 +7,8 @@ from partix._src.tree_util import (DictKey, FlattenedIndexKey, GetAttrKey, Parti
                                    tree_flatten_with_path, tree_leaves, tree_leaves_with_path,
                                    tree_map, tree_map_with_path, tree_reduce, tree_structure,
                                    tree_unflatten, treedef_is_leaf)
+
+
+def __getattr__(name):
+  raise AttributeError(f"module 'partix.tree_util' has no attribute {name!r}: partix does not "
+                       f"provide jax.tree_util.{name}")

@@ -139,3 +139,14 @@ def test_optax_trains_unmodified(tmp_path):
   want = _numpy_adamw({"w": np.zeros(3), "b": np.zeros(())}, grads, 5)
   np.testing.assert_allclose(got["w"], want["w"], rtol=1e-4, atol=1e-6)
   np.testing.assert_allclose(got["b"], want["b"], rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("module", ["partix", "partix.numpy", "partix.lax", "partix.random",
+                                    "partix.nn", "partix.sharding", "partix.tree_util",
+                                    "partix.scipy.special"])
+def test_every_public_module_names_what_it_lacks(module):
+  import importlib
+  m = importlib.import_module(module)
+  jax_name = module.replace("partix", "jax", 1)
+  with pytest.raises(AttributeError, match=f"partix does not provide {jax_name}.no_such_name"):
+    m.no_such_name
