@@ -272,7 +272,7 @@ def _reduce_under_jit(m22, reduce_fn, axis, in_spec, want, reduce):
   out = f(arr)
   assert seen == [want]
   assert ty(out) == want
-  assert ("all_reduce" in f.lower(arr).as_text()) == reduce
+  assert ("all_reduce" in f.lower(arr).compile().as_text()) == reduce
   return f, arr, np_inp, out
 
 
@@ -334,7 +334,7 @@ def test_dot_general(m22, spec1, spec2, want, gather):
   assert seen == [want] and ty(out) == want
   np.testing.assert_allclose(np.asarray(out), ref, rtol=1e-6)
   if gather:
-    assert "all_gather" in f.lower(arr1, arr2).as_text()
+    assert "all_gather" in f.lower(arr1, arr2).compile().as_text()
 
   g = partix.jit(partix.grad(lambda x, y: jnp.sum(f(x, y)), argnums=(0, 1)))
   gx, gy = g(arr1, arr2)
@@ -534,7 +534,7 @@ def test_unreduced_einsum_add_basic(m22):
     return out
   with partix.sharding.use_mesh(m22):
     out = f(x, y, x, y)
-    text = f.lower(x, y, x, y).as_text()
+    text = f.lower(x, y, x, y).compile().as_text()
   assert seen == ["float32[8@x,8]{U:y}"] * 3 + ["float32[8@x,8]"]
   np.testing.assert_allclose(np.asarray(out), 2 * (np_inp @ np_inp.T), rtol=1e-6)
   # The adds happen on the partial sums: one reduction, not two.

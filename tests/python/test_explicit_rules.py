@@ -140,7 +140,7 @@ def test_dot_general_rules_and_out_sharding(xy):
     return reshard(u, P("X", None))
   with partix.sharding.use_mesh(xy):
     out = f(a, b)
-    text = f.lower(a, b).as_text()
+    text = f.lower(a, b).compile().as_text()
   assert seen[0] == "float32[8@X,4]{U:Y}"
   np.testing.assert_allclose(np.asarray(out), want, rtol=1e-5)
   assert text.count("all_reduce") == 1 and "all_gather" not in text, text

@@ -323,7 +323,11 @@ def test_lower_compile(mesh8):
   a = jax.ShapeDtypeStruct((16, 32), jnp.float32, sharding=sx)
   b = jax.ShapeDtypeStruct((32, 8), jnp.float32, sharding=sy)
   lowered = f.lower(a, b)
-  text = lowered.as_text()
+  # As JAX: the lowered text is the traced program with the arguments' shardings, before
+  # partitioning; the compiled text the per-device program with its collectives.
+  traced = lowered.as_text()
+  assert "dot_general" in traced and "P(None, 'x')" in traced and "all_reduce" not in traced, traced
+  text = lowered.compile().as_text()
   assert "all_reduce" in text or "all-reduce" in text or "psum" in text, text
   cost = lowered.cost_analysis()
   assert isinstance(cost, dict) and cost["flops"] >= 2 * 16 * 32 * 8 / 4
@@ -454,7 +458,7 @@ def test_lower_on_abstract_mesh_shows_collective():
   am = jax.sharding.AbstractMesh((4, 2), ("x", "y"))
   a = jax.ShapeDtypeStruct((8, 4), jnp.float32, sharding=NamedSharding(am, P(None, "x")))
   b = jax.ShapeDtypeStruct((4, 2), jnp.float32, sharding=NamedSharding(am, P("x")))
-  text = jax.jit(lambda a, b: a @ b).lower(a, b).as_text()
+  text = jax.jit(lambda a, b: a @ b).lower(a, b).compile().as_text()
   assert "all_reduce" in text and "f32[8,1]" in text
   out = jax.eval_shape(lambda a: a * 2, a)
   assert out.shape == (8, 4) and out.sharding.spec == P(None, "x")
@@ -562,3 +566,15 @@ def test_donate_by_keyword():
   f(x, y2)  # by position: the same parameter
   with pytest.raises(jax.PartixError, match="donat"):
     np.asarray(y2)
+
+
+def test_lowered_text_shows_the_users_constraints_and_compiled_text_the_collectives(mesh8):
+  # As JAX: lower().as_text() is the program as traced (a constraint the user wrote is there),
+  # compile().as_text() the per-device program (the constraint realised, collectives inserted).
+  s = NamedSharding(mesh8, P("x", "y"))
+  f = jax.jit(lambda v: jax.lax.with_sharding_constraint(v * 2, s).sum(axis=0))
+  x = np.ones((8, 4), np.float32)
+  lowered = f.lower(x)
+  assert "sharding_constraint" in lowered.as_text() and "f32[8,4]" in lowered.as_text()
+  compiled = lowered.compile().as_text()
+  assert "sharding_constraint" not in compiled and "all_reduce" in compiled, compiled

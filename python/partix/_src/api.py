@@ -159,6 +159,7 @@ class Compiled:
     self._lowered = lowered
 
   def as_text(self):
+    """The per-device program partix runs, with the collectives partitioning inserted."""
     return self._lowered._l.as_text()
 
   def cost_analysis(self):
@@ -210,7 +211,9 @@ class MemoryAnalysis:
 
 
 class Lowered:
-  """jit(f).lower(...): the per-device program partix compiled, its costs and memory."""
+  """jit(f).lower(...): as_text() is the traced program (global shapes, the arguments'
+  shardings and the constraints the user wrote, before partitioning), as JAX's lowered text;
+  compile().as_text() the per-device program with its collectives; costs and memory."""
 
   def __init__(self, l, out_tree, jitted, sig=None, avals=None):
     self._l, self._out_tree, self._jitted = l, out_tree, jitted
@@ -218,7 +221,7 @@ class Lowered:
     self._out_avals = None
 
   def as_text(self, dialect=None):
-    return self._l.as_text()
+    return self._l.global_text()
 
   def global_text(self):
     return self._l.global_text()
