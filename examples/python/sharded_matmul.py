@@ -21,7 +21,7 @@ def matmul(x, w):
   return jnp.dot(x, w)
 
 
-text = matmul.lower(x, w).as_text()
+text = matmul.lower(x, w).compile().as_text()  # the per-device program with its collectives
 print(text)
 y = matmul(x, w)
 print("result sharding:", y.sharding)
