@@ -109,3 +109,13 @@ def test_copy_is_a_new_buffer_that_survives_donation(mesh):
   np.testing.assert_array_equal(y, a)
   np.testing.assert_array_equal(z, a)
   np.testing.assert_array_equal(jnp.copy(np.ones(3, np.float32)), np.ones(3))
+
+
+def test_like_of_a_shape_dtype_struct_keeps_its_sharding(mesh):
+  s = NamedSharding(mesh, P("x"))
+  sds = jax.ShapeDtypeStruct((8, 4), jnp.float32, sharding=s)
+  for f in (jnp.zeros_like, jnp.ones_like, lambda a: jnp.full_like(a, 3.0), jnp.empty_like):
+    r = f(sds)
+    assert r.shape == (8, 4) and r.dtype == np.float32 and r.sharding == s
+  np.testing.assert_array_equal(jnp.full_like(sds, 3.0), np.full((8, 4), 3.0))
+  assert jnp.zeros_like(jax.ShapeDtypeStruct((2,), jnp.int32)).dtype == np.int32

@@ -106,6 +106,11 @@ def _like(a, shape, device, out_sharding, api):
     if (device is None and out_sharding is None and isinstance(a, Array) and
         not a._a.is_tracer() and not a._a.is_abstract() and a._a.committed()):
       out_sharding = a.sharding
+    # A ShapeDtypeStruct with a sharding places the result there too (as JAX).
+    from partix._src.api import ShapeDtypeStruct
+    if (device is None and out_sharding is None and isinstance(a, ShapeDtypeStruct) and
+        a.sharding is not None and not _core.is_tracing()):
+      out_sharding = a.sharding
   return shape, out_sharding
 
 
