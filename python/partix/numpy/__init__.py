@@ -5,6 +5,7 @@ from partix._src.core import Array as ndarray  # noqa: F401
 from partix._src.dtypes import (bfloat16, dtype, finfo, iinfo, issubdtype,  # noqa: F401
                                 q4_0, q4_1, q4_k, q6_k, q8_0)
 from partix._src.numpy_ops import *  # noqa: F401,F403
+from partix._src.numpy_more import *  # noqa: F401,F403
 from partix._src.numpy_ops import asarray_ as asarray  # noqa: F401
 from partix._src.numpy_ops import linalg_norm as _linalg_norm
 from partix._src.numpy_ops import (abs, all, any, max, min, pow, round, sum)  # noqa: F401
