@@ -25,6 +25,7 @@ MODULES = {
     "jax.tree": "partix.tree",
     "jax.random": "partix.random",
     "jax.nn": "partix.nn",
+    "jax.nn.initializers": "partix.nn.initializers",
     "jax.typing": "partix.typing",
     "jax.dtypes": "partix.dtypes",
     "jax.flatten_util": "partix.flatten_util",

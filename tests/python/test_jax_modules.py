@@ -152,3 +152,34 @@ def test_diag(k):
   np.testing.assert_array_equal(jax.jit(lambda u: jnp.diag(u, k))(v), np.diag(v, k))
   with pytest.raises(jax.PartixError, match=r"\[diag\] takes a 1-D or 2-D array"):
     jnp.diag(np.ones((2, 2, 2), np.float32))
+
+
+def test_nn_initializers():
+  from partix.nn import initializers as init
+  k = jax.random.key(0)
+  cases = [(init.glorot_uniform(), (256, 512), np.sqrt(2 / (256 + 512))),
+           (init.glorot_normal(), (256, 512), np.sqrt(2 / (256 + 512))),
+           (init.he_normal(), (1000, 300), np.sqrt(2 / 1000)),
+           (init.he_uniform(), (1000, 300), np.sqrt(2 / 1000)),
+           (init.lecun_normal(), (3, 3, 64, 128), np.sqrt(1 / (3 * 3 * 64))),
+           (init.lecun_uniform(), (3, 3, 64, 128), np.sqrt(1 / (3 * 3 * 64))),
+           (init.normal(0.5), (400, 400), 0.5)]
+  for f, shape, std in cases:
+    w = np.asarray(f(k, shape))
+    assert w.shape == shape and w.dtype == np.float32
+    assert abs(w.std() / std - 1) < 0.03, (f, w.std(), std)
+  bound = np.sqrt(6 / (256 + 512))
+  w = np.asarray(init.glorot_uniform()(k, (256, 512)))
+  assert w.max() <= bound and w.min() >= -bound
+  w = np.asarray(init.glorot_normal()(k, (256, 512)))
+  assert np.abs(w).max() <= 2 * np.sqrt(2 / (256 + 512)) / 0.87962566103423978 + 1e-6
+  u = np.asarray(init.uniform(0.1)(k, (1000,)))
+  assert u.min() >= 0 and u.max() < 0.1
+  np.testing.assert_array_equal(init.constant(3.0)(k, (2,)), [3, 3])
+  assert init.zeros(k, (2,), jnp.int32).dtype == np.int32 and float(init.ones(k, ()).sum()) == 1
+  with pytest.raises(jax.PartixError, match=r"\[variance_scaling\] mode 'fan'"):
+    init.variance_scaling(1.0, "fan", "normal")
+  with pytest.raises(jax.PartixError, match=r"at least 2 dimensions"):
+    init.glorot_uniform()(k, (5,))
+  with pytest.raises(AttributeError, match=r"partix does not provide jax.nn.initializers.orthogonal"):
+    init.orthogonal

@@ -209,6 +209,9 @@ def sparse_sigmoid(x):
   return jnp.where(x <= -1, 0.0, jnp.where(x >= 1, 1.0, (x + 1) / 2))
 
 
+
+from partix.nn import initializers  # noqa: E402,F401 (jax.nn.initializers)
+
 def __getattr__(name):
   raise AttributeError(f"module 'partix.nn' has no attribute {name!r}: partix does not "
                        f"provide jax.nn.{name}")

@@ -1,0 +1,133 @@
+"""jax.nn.initializers (partix.nn.initializers): functions init(key, shape, dtype) -> array,
+as JAX writes them. orthogonal and delta_orthogonal need a QR factorisation, which partix does
+not compute, and are not provided."""
+import math
+from typing import Any, Callable
+
+import numpy as _np
+
+from partix._src.core import PartixError
+
+__all__ = ["Initializer", "constant", "glorot_normal", "glorot_uniform", "he_normal",
+           "he_uniform", "kaiming_normal", "kaiming_uniform", "lecun_normal", "lecun_uniform",
+           "normal", "ones", "truncated_normal", "uniform", "variance_scaling", "xavier_normal",
+           "xavier_uniform", "zeros"]
+
+Initializer = Callable[..., Any]
+
+
+def _jnp():
+  from partix import numpy as jnp
+  return jnp
+
+
+def _random():
+  from partix import random
+  return random
+
+
+def zeros(key, shape, dtype=_np.float32):
+  return _jnp().zeros(shape, dtype)
+
+
+def ones(key, shape, dtype=_np.float32):
+  return _jnp().ones(shape, dtype)
+
+
+def constant(value, dtype=_np.float32):
+  def init(key, shape, dtype=dtype):
+    return _jnp().full(shape, value, dtype)
+  return init
+
+
+def normal(stddev=1e-2, dtype=_np.float32):
+  def init(key, shape, dtype=dtype):
+    return _random().normal(key, shape, dtype) * stddev
+  return init
+
+
+def uniform(scale=1e-2, dtype=_np.float32):
+  """Values in [0, scale)."""
+  def init(key, shape, dtype=dtype):
+    return _random().uniform(key, shape, dtype) * scale
+  return init
+
+
+def truncated_normal(stddev=1e-2, dtype=_np.float32, lower=-2.0, upper=2.0):
+  def init(key, shape, dtype=dtype):
+    return _random().truncated_normal(key, lower, upper, shape, dtype) * stddev
+  return init
+
+
+def _fans(shape, in_axis, out_axis, batch_axis):
+  shape = tuple(shape)
+  if len(shape) < 2:
+    raise PartixError(f"[variance_scaling] needs a shape of at least 2 dimensions, got {shape}")
+  n = len(shape)
+  in_axes = [a % n for a in (in_axis if isinstance(in_axis, (tuple, list)) else (in_axis,))]
+  out_axes = [a % n for a in (out_axis if isinstance(out_axis, (tuple, list)) else (out_axis,))]
+  batch = [a % n for a in (batch_axis if isinstance(batch_axis, (tuple, list)) else (batch_axis,))]
+  receptive = math.prod(d for i, d in enumerate(shape) if i not in in_axes + out_axes + batch)
+  fan_in = math.prod(shape[a] for a in in_axes) * receptive
+  fan_out = math.prod(shape[a] for a in out_axes) * receptive
+  return fan_in, fan_out
+
+
+def variance_scaling(scale, mode, distribution, in_axis=-2, out_axis=-1, batch_axis=(),
+                     dtype=_np.float32):
+  """Samples of variance scale / n, n the fan-in ('fan_in'), fan-out ('fan_out') or their mean
+  ('fan_avg'), from a 'truncated_normal' (within two standard deviations, rescaled), 'normal',
+  or 'uniform' distribution."""
+  if mode not in ("fan_in", "fan_out", "fan_avg"):
+    raise PartixError(f"[variance_scaling] mode {mode!r} is not fan_in, fan_out or fan_avg")
+  if distribution not in ("truncated_normal", "normal", "uniform"):
+    raise PartixError(f"[variance_scaling] distribution {distribution!r} is not "
+                      "truncated_normal, normal or uniform")
+
+  def init(key, shape, dtype=dtype):
+    fan_in, fan_out = _fans(shape, in_axis, out_axis, batch_axis)
+    n = {"fan_in": fan_in, "fan_out": fan_out, "fan_avg": (fan_in + fan_out) / 2}[mode]
+    variance = scale / max(1.0, n)
+    r = _random()
+    if distribution == "truncated_normal":
+      # The standard deviation of a unit normal truncated to [-2, 2].
+      std = math.sqrt(variance) / 0.87962566103423978
+      return r.truncated_normal(key, -2.0, 2.0, shape, dtype) * std
+    if distribution == "normal":
+      return r.normal(key, shape, dtype) * math.sqrt(variance)
+    return r.uniform(key, shape, dtype, -1.0, 1.0) * math.sqrt(3 * variance)
+  return init
+
+
+def glorot_uniform(in_axis=-2, out_axis=-1, batch_axis=(), dtype=_np.float32):
+  return variance_scaling(1.0, "fan_avg", "uniform", in_axis, out_axis, batch_axis, dtype)
+
+
+def glorot_normal(in_axis=-2, out_axis=-1, batch_axis=(), dtype=_np.float32):
+  return variance_scaling(1.0, "fan_avg", "truncated_normal", in_axis, out_axis, batch_axis,
+                          dtype)
+
+
+def lecun_uniform(in_axis=-2, out_axis=-1, batch_axis=(), dtype=_np.float32):
+  return variance_scaling(1.0, "fan_in", "uniform", in_axis, out_axis, batch_axis, dtype)
+
+
+def lecun_normal(in_axis=-2, out_axis=-1, batch_axis=(), dtype=_np.float32):
+  return variance_scaling(1.0, "fan_in", "truncated_normal", in_axis, out_axis, batch_axis, dtype)
+
+
+def he_uniform(in_axis=-2, out_axis=-1, batch_axis=(), dtype=_np.float32):
+  return variance_scaling(2.0, "fan_in", "uniform", in_axis, out_axis, batch_axis, dtype)
+
+
+def he_normal(in_axis=-2, out_axis=-1, batch_axis=(), dtype=_np.float32):
+  return variance_scaling(2.0, "fan_in", "truncated_normal", in_axis, out_axis, batch_axis, dtype)
+
+
+xavier_uniform, xavier_normal = glorot_uniform, glorot_normal
+kaiming_uniform, kaiming_normal = he_uniform, he_normal
+
+
+def __getattr__(name):
+  raise AttributeError(f"module 'partix.nn.initializers' has no attribute {name!r}: partix does "
+                       f"not provide jax.nn.initializers.{name}")
