@@ -132,6 +132,112 @@ def permutation(key, x, axis=0, independent=False):
   return order if isinstance(x, int) else jnp.take(asarray(x), order, axis=axis)
 
 
+
+# ---- distributions by transformation of uniform and normal draws ----
+# Each is a function of the key and the element's position only (as uniform and normal are),
+# so it can be created in any sharding; values are not JAX's bit for bit (JAX derives some by
+# other transformations), their distributions are.
+
+def _open_uniform(key, shape, dtype, api):
+  """Uniform on (0, 1): never 0, so its logarithm is finite."""
+  d = _fdt(dtype, api)
+  tiny = float(_np.finfo(_dt.from_core(d) if d != "bf16" else _np.float32).tiny)
+  return uniform(key, shape, dtype, tiny, 1.0)
+
+
+def exponential(key, shape=(), dtype=None):
+  import partix.numpy as jnp
+  return -jnp.log(_open_uniform(key, shape, dtype, "exponential"))
+
+
+def gumbel(key, shape=(), dtype=None, mode="low"):
+  import partix.numpy as jnp
+  return -jnp.log(-jnp.log(_open_uniform(key, shape, dtype, "gumbel")))
+
+
+def laplace(key, shape=(), dtype=None):
+  import partix.numpy as jnp
+  u = uniform(key, shape, dtype, -1.0, 1.0)
+  return -jnp.sign(u) * jnp.log1p(-jnp.abs(u))
+
+
+def logistic(key, shape=(), dtype=None):
+  import partix.numpy as jnp
+  u = _open_uniform(key, shape, dtype, "logistic")
+  return jnp.log(u) - jnp.log1p(-u)
+
+
+def cauchy(key, shape=(), dtype=None):
+  import partix.numpy as jnp
+  u = _open_uniform(key, shape, dtype, "cauchy")
+  return jnp.tan(_np.pi * (u - 0.5))
+
+
+def lognormal(key, sigma=1.0, shape=None, dtype=None):
+  import partix.numpy as jnp
+  shape = () if shape is None else shape
+  return jnp.exp(normal(key, shape, dtype) * sigma)
+
+
+def rademacher(key, shape=(), dtype=_np.int32):
+  import partix.numpy as jnp
+  return jnp.where(bernoulli(key, 0.5, shape), 1, -1).astype(dtype)
+
+
+def maxwell(key, shape=(), dtype=None):
+  """The norm of three independent standard normals."""
+  import partix.numpy as jnp
+  shape = tuple(shape)
+  return jnp.sqrt(jnp.sum(normal(key, shape + (3,), dtype) ** 2, axis=-1))
+
+
+def double_sided_maxwell(key, loc, scale, shape=(), dtype=None):
+  k1, k2 = split(key)
+  return maxwell(k1, shape, dtype) * scale * rademacher(k2, shape, _np.float32) + loc
+
+
+def pareto(key, b, shape=None, dtype=None):
+  import partix.numpy as jnp
+  shape = () if shape is None else shape
+  return jnp.exp(exponential(key, shape, dtype) / b)
+
+
+def weibull_min(key, scale, concentration, shape=(), dtype=None):
+  import partix.numpy as jnp
+  return scale * jnp.power(exponential(key, shape, dtype), 1.0 / concentration)
+
+
+def bits(key, shape=(), dtype=None):
+  """Random integer bits (int32; partix holds no unsigned types)."""
+  if dtype is not None and _np.dtype(dtype) != _np.dtype(_np.int32):
+    raise PartixError(f"[random.bits] dtype must be int32 (partix holds no unsigned types), got "
+                      f"{_dt.dtype(dtype)}")
+  return randint(key, shape, -2**31, 2**31 - 1, _np.int32)
+
+
+def choice(key, a, shape=(), replace=True, p=None, axis=0):
+  """Elements of a (or of arange(a)) along axis: uniformly, or with probabilities p; without
+  replacement, distinct positions."""
+  import math
+  import partix.numpy as jnp
+  arr = None if isinstance(a, (int, _np.integer)) else asarray(a)
+  n = int(a) if arr is None else arr.shape[axis]
+  shape = (shape,) if isinstance(shape, int) else tuple(shape)
+  count = math.prod(shape)
+  if not replace and count > n:
+    raise PartixError(f"[random.choice] cannot take {count} samples without replacement from "
+                      f"{n}")
+  if p is None:
+    idx = randint(key, shape, 0, n) if replace else permutation(key, n)[:count].reshape(shape)
+  elif replace:
+    logits = jnp.log(asarray(p))
+    idx = categorical(key, jnp.broadcast_to(logits, shape + (n,)), axis=-1)
+  else:  # Gumbel top-k: distinct positions, drawn with the weights p
+    g = gumbel(key, (n,)) + jnp.log(asarray(p))
+    idx = jnp.argsort(-g)[:count].reshape(shape)
+  return idx if arr is None else jnp.take(arr, idx, axis=axis)
+
+
 def __getattr__(name):
   raise AttributeError(f"module 'partix.random' has no attribute {name!r}: partix does not "
                        f"provide jax.random.{name}")

@@ -183,3 +183,47 @@ def test_nn_initializers():
     init.glorot_uniform()(k, (5,))
   with pytest.raises(AttributeError, match=r"partix does not provide jax.nn.initializers.orthogonal"):
     init.orthogonal
+
+
+@pytest.mark.parametrize("name,draw,mean,var", [
+    ("exponential", lambda r, k, n: r.exponential(k, n), 1.0, 1.0),
+    ("gumbel", lambda r, k, n: r.gumbel(k, n), 0.5772157, np.pi ** 2 / 6),
+    ("laplace", lambda r, k, n: r.laplace(k, n), 0.0, 2.0),
+    ("logistic", lambda r, k, n: r.logistic(k, n), 0.0, np.pi ** 2 / 3),
+    ("lognormal", lambda r, k, n: r.lognormal(k, 0.5, n), np.exp(0.125),
+     (np.exp(0.25) - 1) * np.exp(0.25)),
+    ("rademacher", lambda r, k, n: r.rademacher(k, n), 0.0, 1.0),
+    ("maxwell", lambda r, k, n: r.maxwell(k, n), 2 * np.sqrt(2 / np.pi), 3 - 8 / np.pi),
+    ("weibull_min", lambda r, k, n: r.weibull_min(k, 1.0, 2.0, n), np.sqrt(np.pi) / 2,
+     1 - np.pi / 4),
+    ("pareto", lambda r, k, n: r.pareto(k, 5.0, n), 5 / 4, 5 / (16 * 3)),
+])
+def test_random_distributions_moments(name, draw, mean, var):
+  n = 200_000
+  x = np.asarray(draw(jax.random, jax.random.key(1), (n,)), np.float64)
+  assert x.shape == (n,) and np.all(np.isfinite(x))
+  assert abs(x.mean() - mean) < 5 * np.sqrt(var / n), (x.mean(), mean)
+  assert abs(x.var() / var - 1) < 0.05, (x.var(), var)
+
+
+def test_random_choice_and_others():
+  r, k = jax.random, jax.random.key(2)
+  assert sorted(np.asarray(r.choice(k, 5, (5,), replace=False)).tolist()) == [0, 1, 2, 3, 4]
+  a = np.arange(10, 20, dtype=np.float32)
+  got = np.asarray(r.choice(k, a, (4,), replace=False))
+  assert len(set(got.tolist())) == 4 and set(got.tolist()) <= set(a.tolist())
+  freq = np.bincount(np.asarray(r.choice(k, 3, (30000,), p=np.array([0.2, 0.3, 0.5],
+                                                                      np.float32)))) / 30000
+  np.testing.assert_allclose(freq, [0.2, 0.3, 0.5], atol=0.015)
+  assert abs(np.median(np.asarray(r.cauchy(k, (100000,))))) < 0.02
+  assert np.asarray(r.bits(k, (3,))).dtype == np.int32
+  x = np.asarray(r.double_sided_maxwell(k, 1.0, 2.0, (100000,)))
+  assert abs(x.mean() - 1.0) < 0.05
+  with pytest.raises(jax.PartixError, match=r"cannot take 6 samples without replacement from 5"):
+    r.choice(k, 5, (6,), replace=False)
+  with pytest.raises(jax.PartixError, match=r"\[random.bits\] dtype must be int32"):
+    r.bits(k, (2,), np.uint32)
+  # Per-example keys under vmap draw as each example's key alone.
+  keys = r.split(k, 3)
+  np.testing.assert_array_equal(jax.vmap(lambda kk: r.exponential(kk, (2,)))(keys),
+                                np.stack([np.asarray(r.exponential(kk, (2,))) for kk in keys]))
