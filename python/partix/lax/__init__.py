@@ -1,6 +1,7 @@
 """partix.lax: JAX's lax names (dynamic slices, collectives, control flow)."""
 from partix._src.api import with_sharding_constraint  # noqa: F401
 from partix._src.lax_ops import *  # noqa: F401,F403
+from partix._src.lax_more import *  # noqa: F401,F403
 from partix._src.lax_ops import (abs, max, min, pow, round, slice, map)  # noqa: F401
 
 
