@@ -1,5 +1,10 @@
 """partix.tree_util: pytrees (as jax.tree_util)."""
-from partix._src.tree_util import (DictKey, FlattenedIndexKey, GetAttrKey, Partial,  # noqa
+from partix._src.tree_util import (DictKey, FlattenedIndexKey, GetAttrKey, KeyEntry,  # noqa
+                                   KeyPath, Partial, all_leaves, flatten_one_level,
+                                   flatten_one_level_with_keys, is_tree_node,
+                                   register_pytree_with_keys_class, tree_broadcast,
+                                   tree_reduce_associative, tree_transpose, treedef_children,
+                                   treedef_tuple,
                                    PyTreeDef, SequenceKey, keystr, register_dataclass,
                                    register_pytree_node, register_pytree_node_class,
                                    register_pytree_with_keys, register_static,

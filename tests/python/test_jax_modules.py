@@ -227,3 +227,42 @@ def test_random_choice_and_others():
   keys = r.split(k, 3)
   np.testing.assert_array_equal(jax.vmap(lambda kk: r.exponential(kk, (2,)))(keys),
                                 np.stack([np.asarray(r.exponential(kk, (2,))) for kk in keys]))
+
+
+def test_more_tree_util():
+  # Results as JAX 0.10.2 gives them on the same inputs.
+  tu = jax.tree_util
+  assert tu.flatten_one_level({"a": 1, "b": (2, 3)}) == ([1, (2, 3)], ("a", "b"))
+  assert tu.flatten_one_level([1, (2,)]) == ([1, (2,)], None)
+  assert tu.flatten_one_level(None) == ((), None)
+  keys, data = tu.flatten_one_level_with_keys({"a": 1, "b": (2, 3)})
+  assert [str(k) for k, _ in keys] == ["['a']", "['b']"] and data == ("a", "b")
+  with pytest.raises(jax.PartixError, match=r"can't tree-flatten type"):
+    tu.flatten_one_level(1)
+  assert tu.tree_broadcast((1, {"a": 2}), ((3, 4), {"a": [5, 6]})) == ((1, 1), {"a": [2, 2]})
+  assert tu.tree_reduce_associative(lambda a, b: a + b, [1, 2, 3, 4, 5]) == 15
+  assert tu.tree_reduce_associative(lambda a, b: a + b, [], identity=0) == 0
+  assert not tu.all_leaves([1, 2.0, None]) and not tu.all_leaves([1, (2,)])
+  assert tu.all_leaves([1, np.ones(2)])
+  assert tu.is_tree_node(tuple) and tu.is_tree_node(dict) and not tu.is_tree_node(int)
+  outer, inner = tu.tree_structure([0, 0]), tu.tree_structure((0, 0))
+  assert tu.tree_transpose(outer, inner, [(1, 2), (3, 4)]) == ([1, 3], [2, 4])
+  t = tu.tree_structure({"x": 1, "y": (2, 3)})
+  assert tu.treedef_children(t) == [tu.tree_structure(1), tu.tree_structure((2, 3))]
+  assert tu.treedef_tuple([t, t]) == tu.tree_structure(({"x": 1, "y": (2, 3)},) * 2)
+
+  @tu.register_pytree_with_keys_class
+  class Pair:
+    def __init__(self, a, b):
+      self.a, self.b = a, b
+
+    def tree_flatten_with_keys(self):
+      return ((tu.GetAttrKey("a"), self.a), (tu.GetAttrKey("b"), self.b)), None
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+      return cls(*children)
+  doubled = jax.tree_util.tree_map(lambda v: v * 2, Pair(1, 2))
+  assert (doubled.a, doubled.b) == (2, 4)
+  paths = [tu.keystr(p) for p, _ in tu.tree_leaves_with_path(Pair(1, 2))]
+  assert paths == [".a", ".b"]

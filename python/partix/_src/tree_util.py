@@ -357,6 +357,98 @@ def register_dataclass(nodetype, data_fields=None, meta_fields=None, drop_fields
   return nodetype
 
 
+# ---- more of jax.tree_util ----
+
+KeyEntry = object   # a path entry: DictKey, SequenceKey, GetAttrKey or FlattenedIndexKey
+KeyPath = tuple     # a tuple of KeyEntry
+
+
+def treedef_children(treedef):
+  """The structures of the root node's children."""
+  return list(treedef.children)
+
+
+def treedef_tuple(treedefs):
+  """The structure of a tuple of trees of the given structures."""
+  return PyTreeDef(tuple, None, tuple(treedefs))
+
+
+def is_tree_node(typ):
+  """Whether values of type typ are pytree nodes (not leaves)."""
+  return (typ in (tuple, list, dict, collections.OrderedDict, collections.defaultdict,
+                  type(None)) or typ in _registry or
+          (isinstance(typ, type) and issubclass(typ, tuple) and hasattr(typ, "_fields")))
+
+
+def all_leaves(iterable, is_leaf=None):
+  """Whether every element of iterable is a leaf."""
+  return all(tree_structure(x, is_leaf) is _LEAF for x in iterable)
+
+
+def flatten_one_level(tree):
+  """(children, node data) of the root node; a leaf is an error, as in JAX."""
+  if tree is None:
+    return (), None
+  if not is_tree_node(type(tree)):
+    from partix._src.core import PartixError
+    raise PartixError(f"[flatten_one_level] can't tree-flatten type: {type(tree)}")
+  t = tree_structure(tree, is_leaf=lambda x: x is not tree)
+  return _node_children(tree), t.data
+
+
+def flatten_one_level_with_keys(tree):
+  children, data = flatten_one_level(tree)
+  keys = _child_keys(tree_structure(tree, is_leaf=lambda x: x is not tree))
+  return tuple(zip(keys, children)), data
+
+
+def tree_broadcast(prefix_tree, full_tree, is_leaf=None):
+  """prefix_tree with each of its leaves repeated over the subtree of full_tree at its place."""
+  prefix_leaves, prefix_def = tree_flatten(prefix_tree, is_leaf)
+  subtrees = prefix_def.flatten_up_to(full_tree)
+  return tree_unflatten(prefix_def, [tree_map(lambda _: p, sub, is_leaf=is_leaf)
+                                     for p, sub in zip(prefix_leaves, subtrees)])
+
+
+_UNSPECIFIED = object()
+
+
+def tree_reduce_associative(operation, tree, *, identity=_UNSPECIFIED, is_leaf=None):
+  """The leaves combined by an associative operation, pairwise (a balanced tree of calls)."""
+  leaves = tree_leaves(tree, is_leaf)
+  if not leaves:
+    if identity is _UNSPECIFIED:
+      from partix._src.core import PartixError
+      raise PartixError("[tree_reduce_associative] an empty tree needs identity=")
+    return identity
+  while len(leaves) > 1:
+    nxt = [operation(leaves[i], leaves[i + 1]) for i in range(0, len(leaves) - 1, 2)]
+    if len(leaves) % 2:
+      nxt.append(leaves[-1])
+    leaves = nxt
+  return leaves[0]
+
+
+def tree_transpose(outer_treedef, inner_treedef, pytree_to_transpose):
+  """A tree of structure outer(inner) made one of structure inner(outer)."""
+  if inner_treedef is None:
+    inner_treedef = tree_structure(outer_treedef.flatten_up_to(pytree_to_transpose)[0])
+  flat = [inner_treedef.flatten_up_to(x)
+          for x in outer_treedef.flatten_up_to(pytree_to_transpose)]
+  columns = [tree_unflatten(outer_treedef, [row[i] for row in flat])
+             for i in range(inner_treedef.num_leaves)]
+  return tree_unflatten(inner_treedef, columns)
+
+
+def register_pytree_with_keys_class(cls):
+  """As register_pytree_node_class, for a class with tree_flatten_with_keys and
+  tree_unflatten (and optionally tree_flatten)."""
+  flat = getattr(cls, "tree_flatten", None)
+  register_pytree_with_keys(cls, lambda x: x.tree_flatten_with_keys(), cls.tree_unflatten,
+                            (lambda x: x.tree_flatten()) if flat is not None else None)
+  return cls
+
+
 class Partial(functools.partial):
   """functools.partial as a pytree: its bound arguments are leaves (as jax.tree_util.Partial)."""
 
