@@ -20,9 +20,9 @@ from partix._src import array_methods as _array_methods  # noqa: E402,F401
 from partix._src.api import (ShapeDtypeStruct, block_until_ready, checkpoint,  # noqa: E402,F401
                              device_get, device_put, eval_shape, grad, jit,
                              make_array_from_callback, make_array_from_process_local_data,
-                             make_array_from_single_device_arrays,
+                             make_array_from_single_device_arrays, disable_jit,
                              remat, reshard, typeof, value_and_grad)
-from partix._src.core import Array, PartixError  # noqa: E402,F401
+from partix._src.core import Array, PartixError, Shard  # noqa: E402,F401
 from partix._src.batching import vmap  # noqa: E402,F401
 from partix._src.custom_derivatives import (custom_gradient, custom_jvp,  # noqa: E402,F401
                                             custom_vjp)
@@ -32,9 +32,10 @@ from partix._src.sharding import (AxisType, Device, NamedSharding, PartitionSpec
                                   get_abstract_mesh, make_mesh, set_mesh, use_mesh)
 from partix._src.shard_map import shard_map  # noqa: E402,F401
 from partix._src.tree_util import tree_leaves, tree_map, tree_structure  # noqa: E402,F401
-from partix import (ad_checkpoint, checkpoint_policies, ckpt, debug,  # noqa: E402
-                    distributed, experimental, lax, nn, numpy, profiler, random, sharding, tree,
-                    tree_util)
+from partix import (ad_checkpoint, checkpoint_policies, ckpt, custom_derivatives,  # noqa: E402
+                    debug, distributed, experimental, lax, nn, numpy, profiler, random,
+                    sharding, tree, tree_util)
+from partix.dtypes import float0  # noqa: E402,F401
 
 # Under mpirun a process that fails tells the others even without distributed.initialize().
 if distributed._under_mpirun():
@@ -67,6 +68,24 @@ def process_index(backend=None):
 
 def process_count(backend=None):
   return _core.process_count()
+
+
+def host_count(backend=None):
+  """jax.host_count: process_count (JAX's older name)."""
+  return process_count(backend)
+
+
+def host_id(backend=None):
+  """jax.host_id: process_index (JAX's older name)."""
+  return process_index(backend)
+
+
+def process_indices(backend=None):
+  """The indices of the processes of the job."""
+  return list(range(process_count(backend)))
+
+
+host_ids = process_indices
 
 
 def default_backend():

@@ -30,6 +30,7 @@ MODULES = {
     "jax.dtypes": "partix.dtypes",
     "jax.flatten_util": "partix.flatten_util",
     "jax.ad_checkpoint": "partix.ad_checkpoint",
+    "jax.custom_derivatives": "partix.custom_derivatives",
     "jax.profiler": "partix.profiler",
     "jax.debug": "partix.debug",
     "jax.distributed": "partix.distributed",

@@ -119,3 +119,28 @@ def test_like_of_a_shape_dtype_struct_keeps_its_sharding(mesh):
     assert r.shape == (8, 4) and r.dtype == np.float32 and r.sharding == s
   np.testing.assert_array_equal(jnp.full_like(sds, 3.0), np.full((8, 4), 3.0))
   assert jnp.zeros_like(jax.ShapeDtypeStruct((2,), jnp.int32)).dtype == np.int32
+
+
+def test_disable_jit_and_process_names():
+  seen = []
+
+  @jax.jit
+  def f(v):
+    seen.append(type(v).__name__)
+    return v * 2
+  x = np.ones(3, np.float32)
+  f(x)
+  with jax.disable_jit():
+    np.testing.assert_array_equal(f(x), x * 2)
+    np.testing.assert_array_equal(f(x), x * 2)
+  with jax.disable_jit(False):
+    f(x)
+  # Traced once (a tracer), then run op by op twice (the argument as given), never again traced.
+  assert len(seen) == 3 and seen[1] == seen[2] == "ndarray", seen
+  assert jax.host_count() == jax.process_count() and jax.host_id() == jax.process_index()
+  assert jax.process_indices() == list(range(jax.process_count()))
+  assert jax.Shard is not None
+  assert jax.float0.itemsize == 0
+  from partix.custom_derivatives import custom_gradient, custom_jvp, custom_vjp
+  assert custom_vjp is jax.custom_vjp and custom_jvp is jax.custom_jvp
+  assert custom_gradient is jax.custom_gradient

@@ -278,6 +278,31 @@ class Traced:
                                            for (s, d), sh in zip(avals, shardings)])
 
 
+_disabled = threading.local()
+
+
+def _jit_disabled():
+  return getattr(_disabled, "depth", 0) > 0
+
+
+class disable_jit:
+  """jax.disable_jit: inside the context (this thread), jit-decorated functions run their
+  Python op by op (eagerly) instead of being traced and compiled, so prints and breakpoints
+  see values. Also usable as disable_jit(False) to leave it as it is."""
+
+  def __init__(self, disable=True):
+    self._disable = bool(disable)
+
+  def __enter__(self):
+    if self._disable:
+      _disabled.depth = getattr(_disabled, "depth", 0) + 1
+    return self
+
+  def __exit__(self, *exc):
+    if self._disable:
+      _disabled.depth -= 1
+
+
 class Jitted:
   """jit(f): traces f once per signature (tree structure, shapes, dtypes, shardings, static
   arguments), compiles it for the arguments' mesh and runs it."""
@@ -458,6 +483,8 @@ class Jitted:
   def __call__(self, *args, **kwargs):
     if _core.is_tracing():  # nested jit: inline; its shardings become constraints
       return self._inline(args, kwargs)
+    if _jit_disabled():  # jax.disable_jit: the function runs op by op
+      return self._fun(*args, **kwargs)
     if not kwargs and not self._static and not self._static_names:
       fast = self._call_arrays(args)
       if fast is not None:
