@@ -22,21 +22,31 @@ Shape joined(const Shape& a, const Shape& b) {
   return s;
 }
 
-void check_argnum(const char* api, int argnum, const std::vector<Array>& args) {
+// f traced and evaluated at args, its pullback kept (vjp_engine), and the argument
+// differentiated, checked to be one of args and floating.
+struct Linearized {
+  const Array& x;
+  detail::VjpOutput out;
+};
+
+Linearized linearized(const char* api, const ArraysFn& f, int argnum,
+                      const std::vector<Array>& args) {
   detail::check(argnum >= 0 && argnum < static_cast<int>(args.size()), api,
                 "argnum {} is out of range for {} arguments", argnum, args.size());
-  detail::check(is_floating(args[static_cast<size_t>(argnum)].dtype()), api,
-                "differentiates floating arguments; argument {} is {}", argnum,
-                dtype_name(args[static_cast<size_t>(argnum)].dtype()));
+  const Array& x = args[static_cast<size_t>(argnum)];
+  detail::check(is_floating(x.dtype()), api, "differentiates floating arguments; argument {} "
+                "is {}", argnum, dtype_name(x.dtype()));
+  return {x, detail::vjp_engine(args, f)};
 }
 
 }  // namespace
 
 ArraysFn jacrev(ArraysFn f, int argnum) {
   return [f, argnum](const std::vector<Array>& args) {
-    check_argnum("jacrev", argnum, args);
-    const Array& x = args[static_cast<size_t>(argnum)];
-    const detail::VjpOutput out = detail::vjp_engine(args, f);
+    // Named members, not a structured binding: clang before 16 cannot capture those.
+    const Linearized at = linearized("jacrev", f, argnum, args);
+    const Array& x = at.x;
+    const detail::VjpOutput& out = at.out;
     std::vector<Array> jac;
     for (size_t o = 0; o < out.outputs.size(); ++o) {
       const Array& y = out.outputs[o];
@@ -59,9 +69,9 @@ ArraysFn jacrev(ArraysFn f, int argnum) {
 
 ArraysFn jacfwd(ArraysFn f, int argnum) {
   return [f, argnum](const std::vector<Array>& args) {
-    check_argnum("jacfwd", argnum, args);
-    const Array& x = args[static_cast<size_t>(argnum)];
-    const detail::VjpOutput out = detail::vjp_engine(args, f);
+    const Linearized at = linearized("jacfwd", f, argnum, args);
+    const Array& x = at.x;
+    const detail::VjpOutput& out = at.out;
     std::vector<Array> jac;
     if (x.size() == 0) {
       for (const Array& y : out.outputs) jac.push_back(zeros(joined(y.shape(), x.shape()), y.dtype()));

@@ -161,9 +161,8 @@ std::vector<Batched> AxisIndexBatching::examples(const BatchArgs& a) const {
       r = r * static_cast<double>(a.size) + iota({a.size}, 0, DType::I32);
       continue;
     }
-    const int64_t size = detail::current_trace() && detail::current_trace()->manual_mesh
-                             ? detail::current_trace()->manual_mesh->axis_size(n)
-                             : 1;
+    const detail::TraceState* t = detail::current_trace();
+    const int64_t size = t && t->manual_mesh ? t->manual_mesh->axis_size(n) : 1;
     Array idx = detail::bind(p_, {}, {{"axes", ir::Strings{n}}}, {})[0];
     r = r * static_cast<double>(size) + idx;
   }

@@ -506,9 +506,9 @@ def arctan2(x1, x2):
   y, x = jnp.asarray(x1), jnp.asarray(x2)
   y = y if _dtypes.issubdtype(y.dtype, np.floating) else y.astype(np.float32)
   x = x if _dtypes.issubdtype(x.dtype, np.floating) else x.astype(np.float32)
-  # atan(t) = 2 atan(t / (1 + sqrt(1 + t^2))) keeps |argument| <= 1 for the series below.
+  # The half-angle form: the angle is 2 atan(y / (r + x)) wherever r + x > 0; on the negative
+  # x axis (r + x == 0) it is pi (0 at the origin).
   r = jnp.sqrt(x * x + y * y)
-  # The half-angle form: angle = 2 atan(y / (r + x)) where r + x > 0.
   base = 2.0 * _atan_unit(y / jnp.where(r + x == 0, 1.0, r + x))
   return jnp.where(r + x == 0, jnp.where(y == 0, jnp.where(x < 0, np.pi, 0.0), np.pi), base)
 

@@ -914,18 +914,14 @@ def _reduce_where(name, op, x, axis, dtype, keepdims, initial, taken):
     raise PartixError(f"[{name}] where= needs initial= (the value of a reduction over no "
                       "element)")
   if name == "mean":
-    total = op(where(mask, x, zeros_like(x)), axis=axis, dtype=dtype, keepdims=keepdims)
+    total = sum(where(mask, x, zeros_like(x)), axis=axis, dtype=dtype, keepdims=keepdims)
     count = sum(astype(mask, np.float32), axis=axis, keepdims=keepdims)
-    return (total * _size_of(x, axis) / count).astype(total.dtype)
+    out = total / count
+    return out if dtypes.is_float(out.dtype) and dtype is None else out.astype(
+        dtype or np.float32)
   fill = {"sum": 0, "max": initial, "min": initial}[name]
   return op(where(mask, x, full_like(x, fill)), axis=axis, dtype=dtype, keepdims=keepdims,
             initial=initial)
-
-
-def _size_of(x, axis):
-  """How many elements a reduction over axis takes from x."""
-  axes = _norm_axes(axis, x.ndim, "mean")
-  return math.prod(x.shape[i] for i in axes)
 
 
 def _check_nonempty(name, x, axes):
