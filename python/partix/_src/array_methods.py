@@ -255,14 +255,13 @@ def _getitem(self, idx):
   extra = 0
   if arrays:
     # numpy puts the indexed dims in place only when the advanced indices (arrays and ints)
-    # are adjacent; other layouts move them first, which partix does not do.
-    adv = [k for k, p in enumerate(q for q in plan if q[0] != "new") if p[0] in ("array", "int")]
+    # are adjacent (a None between them separates them); other layouts move them first.
+    adv = [k for k, p in enumerate(plan) if p[0] in ("array", "int")]
     if adv != list(range(adv[0], adv[0] + len(adv))):
-      raise PartixError("[Array.__getitem__] integer-array indices separated by slices are not "
-                        "supported; index those axes in separate steps")
+      shape, lin, _ = _general_index(x.shape, items, "Array.__getitem__")
+      return jnp.reshape(jnp.take(jnp.reshape(x, (-1,)), jnp.ravel(lin), axis=0, mode="clip"),
+                         shape)
     dims = [p[1] for p in arrays]
-    if dims != list(range(dims[0], dims[0] + len(dims))):
-      raise PartixError("[Array.__getitem__] integer-array indices must be on adjacent axes")
     try:
       bshape = np.broadcast_shapes(*[p[2].shape for p in arrays])
     except ValueError:
@@ -403,8 +402,7 @@ class _IndexUpdateRef:
         return _scatter_rows(x, items[0], value, combine, api)
       if _leading_index_arrays(items, x.ndim):
         return _scatter_leading(x, items, value, combine, api)
-      raise PartixError(f"[Array.at[].{api}] supports ints, slices, traced int scalars and one "
-                        f"integer array on the first axis; got index {self.idx!r}")
+      return _scatter_general(x, self.idx, value, combine, api)
     starts, sizes, view = region
     from partix._src import lax_ops
     cur = lax_ops.dynamic_slice(x, starts, sizes)
@@ -446,6 +444,82 @@ class _IndexUpdateRef:
 
   def max(self, values, **kw):
     return self._scatter(values, jnp.maximum, "max")
+
+
+def _general_index(shape, items, api):
+  """numpy's rule for an index of ints, slices, None and integer arrays: the
+  shape of x[idx], the row-major position in x of each of its elements (an index out of
+  bounds clamped, as JAX's retrieval does) and whether all its indices were in bounds (JAX's
+  scatters drop an update that is not). `items` is _index_tuple's output."""
+  dims, dim = [], 0  # the axis of x each item indexes (None: none)
+  for it in items:
+    dims.append(None if it is None else dim)
+    dim += it is not None
+  adv = [k for k, it in enumerate(items) if it is not None and not isinstance(it, slice)]
+  arrays = {}
+  for k in adv:
+    a = asarray(items[k])
+    if not dtypes.is_int(a.dtype):
+      raise PartixError(f"[{api}] index arrays must be integers, got {a.dtype}")
+    arrays[k] = a
+  try:
+    bshape = tuple(np.broadcast_shapes(*[tuple(a.shape) for a in arrays.values()]))
+  except ValueError:
+    raise PartixError(f"[{api}] integer-array indices of shapes "
+                      f"{[tuple(a.shape) for a in arrays.values()]} do not broadcast") from None
+  adjacent = not adv or adv == list(range(adv[0], adv[-1] + 1))
+  out_shape, axis_of, bpos = [], {}, 0
+  if not adjacent:
+    out_shape.extend(bshape)
+  for k, it in enumerate(items):
+    if k in arrays:
+      if adjacent and k == adv[0]:
+        bpos = len(out_shape)
+        out_shape.extend(bshape)
+      continue
+    axis_of[k] = len(out_shape)
+    out_shape.append(1 if it is None else len(range(*it.indices(shape[dims[k]]))))
+  rank = len(out_shape)
+  strides = [int(np.prod(shape[d + 1:], dtype=np.int64)) for d in range(len(shape))]
+  lin, valid = None, None
+  for k, it in enumerate(items):
+    if it is None:
+      continue
+    d, n = dims[k], shape[dims[k]]
+    if k in arrays:
+      a = arrays[k]
+      a = jnp.where(a < 0, a + n, a)
+      ok = jnp.logical_and(a >= 0, a < n)
+      place = (1,) * bpos + bshape + (1,) * (rank - bpos - len(bshape))
+      term = jnp.reshape(jnp.broadcast_to(jnp.clip(a, 0, max(n - 1, 0)), bshape), place)
+      ok = jnp.reshape(jnp.broadcast_to(ok, bshape), place)
+      valid = ok if valid is None else jnp.logical_and(valid, ok)
+    else:
+      r = axis_of[k]
+      vals = np.arange(*it.indices(n), dtype=np.int32)
+      term = asarray(vals.reshape((1,) * r + (len(vals),) + (1,) * (rank - r - 1)))
+    term = term * strides[d]
+    lin = term if lin is None else lin + term
+  if lin is None:  # x is a scalar
+    lin = asarray(np.zeros((), np.int32))
+  if valid is None:
+    valid = asarray(np.ones((), np.bool_))
+  return tuple(out_shape), jnp.broadcast_to(lin, out_shape), jnp.broadcast_to(valid, out_shape)
+
+
+def _scatter_general(x, idx, value, combine, api):
+  """x.at[idx].<api>(value) for any index of ints, slices, None and integer arrays: the
+  elements of x, viewed flat, at the positions numpy's indexing names (_general_index)."""
+  items = _index_tuple(_concrete_masks(idx), x.ndim)
+  shape, lin, valid = _general_index(x.shape, items, f"Array.at[].{api}")
+  total = int(np.prod(x.shape, dtype=np.int64))
+  v = asarray(value, x.dtype, f"Array.at[].{api}")
+  if not _broadcasts(list(v.shape), list(shape)):
+    raise PartixError(f"[Array.at[].{api}] values of shape {tuple(v.shape)} do not broadcast "
+                      f"to the indexed shape {shape} of index {idx!r}")
+  flat = jnp.where(valid, lin, total)  # past the end: the update is dropped
+  out = _scatter_rows(jnp.reshape(x, (total,)), flat, jnp.broadcast_to(v, shape), combine, api)
+  return jnp.reshape(out, x.shape)
 
 
 def _leading_index_arrays(items, ndim):
