@@ -55,15 +55,32 @@ _tree_ids = itertools.count()
 _lock = threading.RLock()
 
 
-_out_shapes = {}  # result shapes of jit traces, by tree id (to check out_shardings' ranks)
-_out_avals = {}  # result (shape, dtype) of jit traces, by tree id
-
-
 def _keep_tree(t):
+  """A one-shot result tree: its reader pops it right after the trace (shard_map, vmap,
+  control flow). A jit's trees live as long as its compiled programs: see _Traces."""
   with _lock:
     i = next(_tree_ids)
   _trees[i] = t
   return i
+
+
+class _Traces:
+  """What one jit keeps of each of its traces, by the tree id its C++ cache hands back on
+  every call: the result tree, the results' shapes (to check out_shardings' ranks) and
+  (shape, dtype). Owned by the Jitted object and freed with it, as its C++ programs are; it
+  holds nothing that refers back to the jit, so no reference cycle keeps either alive."""
+  __slots__ = ("trees", "shapes", "avals")
+
+  def __init__(self):
+    self.trees, self.shapes, self.avals = {}, {}, {}
+
+  def keep(self, treedef, cores):
+    with _lock:
+      i = next(_tree_ids)
+    self.trees[i] = treedef
+    self.shapes[i] = [tuple(c.shape) for c in cores]
+    self.avals[i] = [(tuple(c.shape), c.dtype) for c in cores]
+    return i
 
 
 def _leaf_core(x, api, path=None, place=None):
@@ -333,6 +350,7 @@ class Jitted:
     self._name = name or getattr(fun, "__name__", api)
     self._states = {}
     self._fast_sigs = {}  # by argument count: the signatures of the all-Array fast path
+    self._traces = _Traces()
     self._check_sharding_arg(in_shardings, "in_shardings")
     self._check_sharding_arg(out_shardings, "out_shardings")
 
@@ -411,9 +429,11 @@ class Jitted:
     outs = self._out_shardings
     out_list, out_fn = [], None
     if outs is not None:
+      traces = self._traces  # not self: the C++ jit keeps out_fn (no cycle through it)
+
       def out_fn(tree_id, n):
-        per = _expand_prefix(outs, _trees[tree_id], api, "out_shardings")
-        shapes = _out_shapes.get(tree_id, [])
+        per = _expand_prefix(outs, traces.trees[tree_id], api, "out_shardings")
+        shapes = traces.shapes.get(tree_id, [])
         res = []
         for i, sh in enumerate(per):
           if sh is None:
@@ -450,6 +470,7 @@ class Jitted:
   def _trace_fn(self, sig, args, kwargs, static_pos):
     fun = self._fun
     api = self._api
+    traces = self._traces
 
     def trace(tracers):
       dyn, dkw = tu.tree_unflatten(sig.treedef, [wrap(t) for t in tracers])
@@ -459,10 +480,7 @@ class Jitted:
       kw.update(dkw)
       out = fun(*full, **kw)
       cores, treedef = _out_leaves(out, api)
-      tid = _keep_tree(treedef)
-      _out_shapes[tid] = [tuple(c.shape) for c in cores]
-      _out_avals[tid] = [(tuple(c.shape), c.dtype) for c in cores]
-      return cores, tid
+      return cores, traces.keep(treedef, cores)
     return trace
 
   def _prepare(self, args, kwargs, place=False):
@@ -491,7 +509,7 @@ class Jitted:
         return fast
     sig, cores, trace = self._prepare(args, kwargs, place=True)
     outs, tid = sig.jit.call(cores, sig.counts, sig.key, sig.path_fn, trace)
-    return tu.tree_unflatten(_trees[tid], [Array(o) for o in outs])
+    return tu.tree_unflatten(self._traces.trees[tid], [Array(o) for o in outs])
 
   def _inline(self, args, kwargs):
     if self._in_shardings is not None:
@@ -527,7 +545,7 @@ class Jitted:
       self._fast_sigs[fkey] = sig
     outs, tid = sig.jit.call(cores, sig.counts, sig.key, sig.path_fn,
                              self._trace_fn(sig, args, {}, ()))
-    tree = _trees[tid]
+    tree = self._traces.trees[tid]
     if tree is tu._LEAF:
       return Array(outs[0])
     return tu.tree_unflatten(tree, [Array(o) for o in outs])
@@ -535,8 +553,9 @@ class Jitted:
   def lower(self, *args, **kwargs):
     sig, cores, trace = self._prepare(args, kwargs)
     l, tid = sig.jit.lower(cores, sig.counts, sig.key, sig.path_fn, trace)
-    lowered = Lowered(l, _trees.get(tid), self, sig, [(tuple(c.shape), c.dtype) for c in cores])
-    lowered._out_avals = _out_avals.get(tid)
+    lowered = Lowered(l, self._traces.trees.get(tid), self, sig,
+                      [(tuple(c.shape), c.dtype) for c in cores])
+    lowered._out_avals = self._traces.avals.get(tid)
     return lowered
 
   def trace(self, *args, **kwargs):
