@@ -9,10 +9,10 @@ import partix as jax
 import partix.numpy as jnp
 from partix import lax
 from partix.experimental.shard_map import shard_map
-from partix.sharding import NamedSharding, PartitionSpec as P
+from partix.sharding import AxisType, NamedSharding, PartitionSpec as P
 
 n = 8
-mesh = jax.make_mesh((n,), ("i",))
+mesh = jax.make_mesh((n,), ("i",), axis_types=(AxisType.Auto,))
 rng = np.random.default_rng(0)
 a = rng.standard_normal((n * 4, 16)).astype(np.float32)
 b = rng.standard_normal((16, n * 2)).astype(np.float32)

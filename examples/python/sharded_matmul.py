@@ -4,9 +4,11 @@ import numpy as np
 
 import partix as jax
 import partix.numpy as jnp
-from partix.sharding import NamedSharding, PartitionSpec as P
+from partix.sharding import AxisType, NamedSharding, PartitionSpec as P
 
-mesh = jax.make_mesh((4, 2), ("x", "y"))
+# Auto axes: propagation lays out what the shardings leave open (make_mesh's default,
+# Explicit, would make the layout part of each array's type instead).
+mesh = jax.make_mesh((4, 2), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
 a = np.arange(16 * 8, dtype=np.float32).reshape(16, 8) / 100
 b = np.arange(8 * 4, dtype=np.float32).reshape(8, 4) / 100
 

@@ -3,9 +3,11 @@ import numpy as np
 
 import partix as jax
 import partix.numpy as jnp
-from partix.sharding import NamedSharding, PartitionSpec as P
+from partix.sharding import AxisType, NamedSharding, PartitionSpec as P
 
-mesh = jax.make_mesh((4, 2), ("x", "y"))
+# Auto axes: propagation lays out what the shardings leave open (make_mesh's default,
+# Explicit, would make the layout part of each array's type instead).
+mesh = jax.make_mesh((4, 2), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
 a = np.linspace(-1, 1, 8 * 16, dtype=np.float32).reshape(8, 16)
 x = jax.device_put(a, NamedSharding(mesh, P("x", None)))
 

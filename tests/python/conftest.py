@@ -10,16 +10,17 @@ import partix
 
 @pytest.fixture(scope="session")
 def mesh8():
-  """The (4, 2) mesh ('x', 'y') of the 8 virtual devices."""
+  """The (4, 2) mesh ('x', 'y') of the 8 virtual devices, both axes Auto (propagation
+  decides; make_mesh's own default is Explicit, as JAX 0.10's)."""
   if partix.device_count() < 8:
     pytest.skip("needs 8 devices (PARTIX_NUM_CPU_DEVICES=8)")
-  return partix.make_mesh((4, 2), ("x", "y"))
+  return partix.make_mesh((4, 2), ("x", "y"), axis_types=(partix.sharding.AxisType.Auto,) * 2)
 
 
 @pytest.fixture(scope="session")
 def mesh1():
   """A mesh of one device: the unsharded reference."""
-  return partix.make_mesh((1,), ("x",))
+  return partix.make_mesh((1,), ("x",), axis_types=(partix.sharding.AxisType.Auto,))
 
 
 @pytest.fixture

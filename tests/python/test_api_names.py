@@ -80,10 +80,12 @@ def test_reprs_and_indices_as_jax_writes_them(mesh):
   # JAX 0.10: an empty tuple entry is None, a one-name tuple the name.
   assert P(()) == P(None) and P(("x",)) == P("x") and hash(P(())) == hash(P(None))
   assert P(None) != P()
-  assert repr(mesh) == "Mesh(axis_sizes=(4, 2), axis_names=('x', 'y'), axis_types=(Auto, Auto))"
-  assert str(mesh) == "Mesh('x': 4, 'y': 2, axis_types=(Auto, Auto))"
+  # make_mesh's axes are Explicit by default (JAX 0.10).
+  assert repr(mesh) == ("Mesh(axis_sizes=(4, 2), axis_names=('x', 'y'), axis_types=(Explicit, "
+                        "Explicit))")
+  assert str(mesh) == "Mesh('x': 4, 'y': 2, axis_types=(Explicit, Explicit))"
   s = NamedSharding(mesh, P("x"))
-  assert repr(s) == ("NamedSharding(mesh=Mesh('x': 4, 'y': 2, axis_types=(Auto, Auto)), "
+  assert repr(s) == ("NamedSharding(mesh=Mesh('x': 4, 'y': 2, axis_types=(Explicit, Explicit)), "
                      "spec=PartitionSpec('x'))")
   # A dimension a device holds whole is slice(None), in shards and in devices_indices_map.
   x = jax.device_put(np.ones((8, 4), np.float32), s)

@@ -24,6 +24,16 @@ def x84():
   return np.arange(32, dtype=np.float32).reshape(8, 4)
 
 
+def test_make_mesh_defaults_to_explicit_axes_as_jax_0_10():
+  m = partix.make_mesh((4, 2), ("x", "y"))
+  assert m.axis_types == (E, E)
+  assert Mesh(np.array(partix.devices()[:8]).reshape(4, 2), ("x", "y")).axis_types == (A, A)
+  x = partix.device_put(x84(), NamedSharding(m, P("x")))
+  assert str(partix.typeof(x)) == "float32[8@x,4]"
+  assert str(partix.typeof(x @ jnp.ones((4, 4)))) == "float32[8@x,4]"
+  assert partix.make_mesh((8,), ("i",), axis_types=(A,)).axis_types == (A,)
+
+
 def test_mesh_axis_types(mesh8):
   assert mesh8.axis_types == (A, A)
   assert repr(mesh8) == "Mesh(axis_sizes=(4, 2), axis_names=('x', 'y'), axis_types=(Auto, Auto))"

@@ -64,7 +64,7 @@ def test_sharded_jit_with_collectives_is_interrupted():
   # Every step of the loop is a sharded matmul with an all-reduce: the devices stop together
   # and none is left waiting in a collective.
   p = _run("""
-    mesh = jax.make_mesh((4, 2), ("x", "y"))
+    mesh = jax.make_mesh((4, 2), ("x", "y"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
     s = NamedSharding(mesh, P("x", "y"))
     x = jax.device_put(np.full((64, 64), 0.01, np.float32), s)
     f = jax.jit(lambda x: lax.fori_loop(0, 10**8, body, x))
@@ -128,7 +128,7 @@ def test_interrupts_at_many_moments():
   # Signals at different moments of compiling, tracing and running: each trial ends in
   # KeyboardInterrupt or a finished result, never anything else, and the next program runs.
   p = _run("""
-    mesh = jax.make_mesh((4, 2), ("x", "y"))
+    mesh = jax.make_mesh((4, 2), ("x", "y"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
     s = NamedSharding(mesh, P("x", "y"))
     x = jax.device_put(np.full((32, 32), 0.01, np.float32), s)
     outcomes = []

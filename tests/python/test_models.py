@@ -62,7 +62,11 @@ def test_llama_greedy_matches_golden_and_cli(smollm2, golden, n, tmp_path):
   # Parameters live on the mesh, split over 'model'.
   # Stacked over layers (scanned), unless asked per layer.
   q = model.params["model.layers.self_attn.q_proj.weight"]
-  assert q.sharding.mesh == mesh
+  # On the mesh's devices and axes; the model library lays them out itself, so its axes are
+  # Auto whatever the given mesh's types (make_mesh's default is Explicit).
+  m = q.sharding.mesh
+  assert m.axis_names == mesh.axis_names and list(m.devices.flat) == list(mesh.devices.flat)
+  assert m.axis_types == (jax.sharding.AxisType.Auto,)
   assert q.shape[0] == golden["config"]["num_hidden_layers"]
   if n == 1:
     per = llama.load(smollm2, mesh, stacked=False)

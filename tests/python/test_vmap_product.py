@@ -10,7 +10,7 @@ import pytest
 import partix as jax
 import partix.numpy as jnp
 from partix import lax
-from partix.sharding import NamedSharding, PartitionSpec as P
+from partix.sharding import AxisType, NamedSharding, PartitionSpec as P
 from mpi_job import needs_mpirun, run_two_processes
 
 
@@ -52,8 +52,8 @@ def test_dp_sgd_checkpointed_on_one_mesh_resumed_on_another(tmp_path):
   want = w0
   for s in range(6):
     want = numpy_dp_step(want, xs[s], ys[s])
-  m1 = jax.make_mesh((8,), ("x",))
-  m2 = jax.make_mesh((2, 4), ("a", "b"))
+  m1 = jax.make_mesh((8,), ("x",), axis_types=(AxisType.Auto,))
+  m2 = jax.make_mesh((2, 4), ("a", "b"), axis_types=(AxisType.Auto,) * 2)
   batch1 = NamedSharding(m1, P(None, "x"))
   whole = run(jax.device_put(w0, NamedSharding(m1, P())), jax.device_put(xs, batch1),
               jax.device_put(ys, batch1))
@@ -79,7 +79,7 @@ _PROG = textwrap.dedent("""
   from partix import lax
   jax.distributed.initialize()
   from partix.sharding import NamedSharding, PartitionSpec as P
-  mesh = jax.make_mesh((jax.device_count(),), ("x",))
+  mesh = jax.make_mesh((jax.device_count(),), ("x",), axis_types=(jax.sharding.AxisType.Auto,))
   r = np.random.default_rng(0)
   x = r.standard_normal((8, 3)).astype(np.float32)
   w = r.standard_normal((3,)).astype(np.float32)

@@ -141,6 +141,11 @@ class Mesh:
     self._init(_core.Mesh(list(devs.shape), list(axis_names), [d._d for d in devs.flat]),
                axis_types)
 
+  def _auto_core(self):
+    """The core mesh with every axis Auto: for the model library, which lays out its
+    parameters and activations itself (by propagation) whatever types the user's axes have."""
+    return self._m.with_axis_types([_core.AxisType.Auto] * len(self._m.axis_names))
+
   def _init(self, m, axis_types):
     self._m = m
     n = len(m.axis_names)
@@ -228,7 +233,8 @@ class AbstractMesh(Mesh):
 
 
 def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None):
-  """A mesh of the first prod(axis_shapes) devices, row-major (jax.make_mesh)."""
+  """A mesh of the first prod(axis_shapes) devices, row-major (jax.make_mesh). Its axes are
+  Explicit unless axis_types says otherwise, as in JAX 0.10 (Mesh(...) defaults to Auto)."""
   axis_shapes, axis_names = tuple(axis_shapes), tuple(axis_names)
   for a in axis_names:
     if not isinstance(a, str):
@@ -247,6 +253,8 @@ def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None):
     if isinstance(a, bool) or not isinstance(a, (int, np.integer)) or a < 1:
       raise PartixError(f"[make_mesh] axis sizes {axis_shapes} must be positive integers "
                         f"(got {a!r})")
+  if axis_types is None:
+    axis_types = (AxisType.Explicit,) * len(axis_names)
   n = math.prod(axis_shapes)
   devs = list(devices) if devices is not None else [Device(d) for d in _core.devices()]
   if n > len(devs) or n <= 0:

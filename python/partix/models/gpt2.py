@@ -13,7 +13,7 @@ from partix import _core
 from partix import optim
 from partix._src.api import value_and_grad
 from partix._src.core import PartixError, core, wrap
-from partix._src.sharding import Mesh, NamedSharding, make_mesh as _make_mesh
+from partix._src.sharding import AxisType, Mesh, NamedSharding, make_mesh as _make_mesh
 
 __all__ = ["Config", "Trainer", "forward", "init", "loss", "make_mesh", "param_shardings",
            "small", "tiny", "train_step"]
@@ -48,12 +48,12 @@ def _mesh(mesh, api):
   for ax in ("data", "model"):
     if ax not in mesh.axis_names:
       raise PartixError(f"[{api}] the mesh needs axes 'data' and 'model', got {mesh.axis_names}")
-  return mesh._m
+  return mesh._auto_core()
 
 
 def make_mesh(data=1, model=1):
   """A (data, model) mesh of data*model devices."""
-  return _make_mesh((data, model), ("data", "model"))
+  return _make_mesh((data, model), ("data", "model"), axis_types=(AxisType.Auto,) * 2)
 
 
 def param_shardings(config, mesh, fsdp=False):

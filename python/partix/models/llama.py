@@ -42,7 +42,7 @@ def load(path, mesh, *, axis="model", dtype="float32", quantized=False, stacked=
   if dt not in names:
     raise PartixError(f"[llama.load] dtype must be one of {sorted(names)}, got {dtype!r}")
   return Model(
-      _core.llama_load(str(path), mesh._m, axis, bool(quantized), names[dt], bool(stacked)), mesh)
+      _core.llama_load(str(path), mesh._auto_core(), axis, bool(quantized), names[dt], bool(stacked)), mesh)
 
 
 class Model:
