@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -302,12 +303,17 @@ class ShardMapState {
   using OutSpecsFn =
       std::function<std::vector<PartitionSpec>(const std::shared_ptr<void>& out_proto, size_t n)>;
   void set_out_specs_fn(OutSpecsFn fn) { out_specs_fn_ = std::move(fn); }
+  // JAX's axis_names=: the body is manual over these mesh axes only; over the others it is
+  // automatic (its values are whole along them, replicated on their devices, and the specs
+  // and collectives may not name them). Empty: manual over every axis.
+  void set_manual_axes(std::set<std::string> axes) { manual_axes_ = std::move(axes); }
 
  private:
   Mesh mesh_;
   std::vector<PartitionSpec> in_specs_, out_specs_;
   bool check_vma_;
   OutSpecsFn out_specs_fn_{};
+  std::set<std::string> manual_axes_{};
 };
 
 }  // namespace detail

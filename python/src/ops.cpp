@@ -10,6 +10,12 @@ using A = const Array&;
 }
 
 void bind_ops(nb::module_& m) {
+  // The manual mesh axes a value inside a shard_map body varies over (JAX's
+  // typeof(x).mat.varying); empty outside shard_map and for concrete values.
+  m.def("varying_axes", [](const Array& a) {
+    detail::Vary v = detail::vary_of(a);
+    return std::vector<std::string>(v.begin(), v.end());
+  });
   // Binary arithmetic: array-array, array-scalar and scalar-array.
   m.def("add", [](A a, A b) { return a + b; });
   m.def("sub", [](A a, A b) { return a - b; });

@@ -94,8 +94,10 @@ class PyJit {
 class PyShardMap {
  public:
   PyShardMap(Mesh mesh, std::vector<PartitionSpec> in_specs, std::vector<PartitionSpec> out_specs,
-             bool check_vma, std::optional<nb::callable> out_specs_fn)
+             bool check_vma, std::optional<nb::callable> out_specs_fn,
+             std::set<std::string> manual_axes)
       : state_(std::move(mesh), std::move(in_specs), std::move(out_specs), check_vma) {
+    state_.set_manual_axes(std::move(manual_axes));
     if (out_specs_fn) {
       fn_ = std::make_shared<nb::callable>(*out_specs_fn);
       std::weak_ptr<nb::callable> w = fn_;
@@ -170,7 +172,7 @@ void bind_transforms(nb::module_& m) {
 
   nb::class_<PyShardMap>(m, "ShardMap")
       .def(nb::init<Mesh, std::vector<PartitionSpec>, std::vector<PartitionSpec>, bool,
-                    std::optional<nb::callable>>())
+                    std::optional<nb::callable>, std::set<std::string>>())
       .def("call", &PyShardMap::call);
 
   // grad: f(tracers) -> [value, aux...]; returns (value, grads (None where not asked), aux).

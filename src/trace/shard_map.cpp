@@ -21,6 +21,26 @@ std::string axes_text(const std::set<std::string>& axes) {
   for (const auto& a : axes) q.push_back("'" + a + "'");
   return fmt::format("{}", fmt::join(q, ", "));
 }
+// The axes the body is manual over: the given subset (axis_names=), or every mesh axis.
+std::set<std::string> manual_axes_of(const Mesh& mesh, const std::set<std::string>& given) {
+  for (const auto& a : given) {
+    check(mesh.has_axis(a), "shard_map", "axis_names names '{}', which is not an axis of {}", a,
+          mesh.to_string());
+  }
+  if (!given.empty()) return given;
+  return {mesh.axis_names().begin(), mesh.axis_names().end()};
+}
+
+void check_manual_spec(const PartitionSpec& spec, const std::set<std::string>& manual,
+                       const char* what) {
+  for (const auto& a : spec.axes()) {
+    check(manual.count(a) > 0, "shard_map",
+          "{} {} refers to mesh axis '{}', which is not manual in this shard_map (axis_names "
+          "= {}): the specs name manual axes only",
+          what, spec.to_string(), a, axes_text(manual));
+  }
+}
+
 }  // namespace
 
 std::vector<Array> ShardMapState::call(const std::vector<Array>& leaves,
@@ -38,6 +58,8 @@ std::vector<Array> ShardMapState::call(const std::vector<Array>& leaves,
   for (size_t a = 0; a < arg_leaf_counts.size(); ++a) {
     for (size_t j = 0; j < arg_leaf_counts[a]; ++j) leaf_specs.push_back(in_specs_[a]);
   }
+  const std::set<std::string> manual = manual_axes_of(mesh_, manual_axes_);
+  for (const auto& spec : leaf_specs) check_manual_spec(spec, manual, "in_specs");
   for (size_t i = 0; i < leaves.size(); ++i) {
     const auto& impl = leaves[i].impl();
     // An argument committed to another mesh (JAX refuses it too).
@@ -68,14 +90,18 @@ std::vector<Array> ShardMapState::call(const std::vector<Array>& leaves,
   // Trace the body on local blocks.
   auto body = std::make_shared<TraceState>("shard_map_body");
   body->manual_mesh = mesh_;
-  for (const auto& n : mesh_.axis_names()) body->manual_axes.insert(n);
+  body->manual_axes = manual;
   std::vector<Array> outs;
   {
     TraceScope scope(body);
-    // Inside the body every mesh axis is Manual (current_mesh says so, as JAX's abstract mesh
-    // does): values are per-device blocks with no global type.
-    MeshContext manual(mesh_.with_axis_types(
-        std::vector<AxisType>(mesh_.axis_names().size(), AxisType::Manual)));
+    // Inside the body the manual axes are Manual (current_mesh says so, as JAX's abstract
+    // mesh does): values are per-device blocks with no global type. Automatic axes
+    // (axis_names=) keep their types.
+    std::vector<AxisType> types = mesh_.axis_types();
+    for (size_t k = 0; k < types.size(); ++k) {
+      if (manual.count(mesh_.axis_names()[k])) types[k] = AxisType::Manual;
+    }
+    MeshContext manual_ctx(mesh_.with_axis_types(types));
     std::vector<Array> tracers;
     for (size_t i = 0; i < leaves.size(); ++i) {
       NamedSharding s(mesh_, leaf_specs[i]);
@@ -98,6 +124,7 @@ std::vector<Array> ShardMapState::call(const std::vector<Array>& leaves,
   if (out_specs.size() == 1 && prog.results.size() > 1) out_specs.assign(prog.results.size(), PartitionSpec(out_specs[0]));
   check(out_specs.size() == prog.results.size(), kApi, "{} out_specs for {} results",
         out_specs.size(), prog.results.size());
+  for (const auto& spec : out_specs) check_manual_spec(spec, manual, "out_specs");
   for (size_t k = 0; k < prog.results.size(); ++k) {
     const ir::ValueInfo& info = prog.info(prog.results[k]);
     auto spec_axes = out_specs[k].axes();

@@ -25,7 +25,7 @@ GROUPS = [
 def mesh_i():
   if jax.device_count() < 8:
     pytest.skip("needs 8 devices (PARTIX_NUM_CPU_DEVICES=8)")
-  return jax.make_mesh((8,), ("i",))
+  return jax.make_mesh((8,), ("i",), axis_types=(jax.sharding.AxisType.Auto,))
 
 
 def smap(mesh, f, in_specs=P("i"), out_specs=P("i")):

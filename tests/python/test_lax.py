@@ -157,12 +157,12 @@ def test_reductions(mesh8, rng):
 def test_gather_scatter(mesh8, rng):
   a = rng.standard_normal((8, 4)).astype(np.float32)
   # tiled all_gather over x: every device holds its column block of all rows
-  out = smap(mesh8, lambda x: lax.all_gather(x, "x", tiled=True), P(None, "y"))(a)
+  out = smap(mesh8, lambda x: lax.all_gather(x, "x", tiled=True, to="invarying"), P(None, "y"))(a)
   np.testing.assert_allclose(np.asarray(out), a)
   # untiled stacks a new axis: (4, 2, 2) per device -> out_specs P(None, None, 'y')
-  out = smap(mesh8, lambda x: lax.all_gather(x, "x"), P(None, None, "y"))(a)
+  out = smap(mesh8, lambda x: lax.all_gather(x, "x", to="invarying"), P(None, None, "y"))(a)
   np.testing.assert_allclose(np.asarray(out), a.reshape(4, 2, 4))
-  out = smap(mesh8, lambda x: lax.all_gather(x, "y", axis=1, tiled=True), P("x"))(a)
+  out = smap(mesh8, lambda x: lax.all_gather(x, "y", axis=1, tiled=True, to="invarying"), P("x"))(a)
   np.testing.assert_allclose(np.asarray(out), a)
   # psum_scatter: sum over x of the (2, 2) blocks, device i keeps row i (tiled -> (1, 2))
   a16 = rng.standard_normal((16, 4)).astype(np.float32)
@@ -216,7 +216,7 @@ def test_collective_errors(mesh8):
 
 def test_collectives_over_axis_tuples(mesh8, rng):
   a = rng.standard_normal((16, 4)).astype(np.float32)
-  out = smap(mesh8, lambda x: lax.all_gather(x, ("x", "y"), tiled=True), P(),
+  out = smap(mesh8, lambda x: lax.all_gather(x, ("x", "y"), tiled=True, to="invarying"), P(),
              in_specs=P(("x", "y")))(a)
   np.testing.assert_allclose(np.asarray(out), a)
   out = smap(mesh8, lambda x: lax.psum_scatter(x, ("x", "y"), tiled=True), P(("x", "y")),

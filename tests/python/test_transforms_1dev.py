@@ -28,7 +28,7 @@ def test_one_device_end_to_end(rng):
   c, ys = lax.scan(lambda c, r: (c + r, c), jnp.zeros(3), x)
   np.testing.assert_allclose(np.asarray(c), x.sum(0), rtol=1e-5)
   np.testing.assert_allclose(np.asarray(ys), np.cumsum(x, 0) - x, rtol=1e-5, atol=1e-6)
-  mesh = jax.make_mesh((1,), ("x",))
+  mesh = jax.make_mesh((1,), ("x",), axis_types=(jax.sharding.AxisType.Auto,))
   out = jax.shard_map(lambda a: lax.psum(a, "x"), mesh=mesh, in_specs=P("x"),
                       out_specs=P())(x)
   np.testing.assert_allclose(np.asarray(out), x)

@@ -104,7 +104,7 @@ def test_collectives_over_the_axis_name():
 
 
 def test_vmap_of_shard_map_and_spmd_axis_name():
-  mesh = jax.make_mesh((4, 2), ("x", "y"))
+  mesh = jax.make_mesh((4, 2), ("x", "y"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
   x = rng(3, 8, 2)
 
   def body(b):

@@ -11,6 +11,7 @@ from partix._src import numpy_ops as jnp
 from partix._src import tree_util as tu
 from partix._src.api import _keep_tree, _out_leaves, _trees, with_sharding_constraint  # noqa
 from partix._src.core import Array, PartixError, asarray, core, promote_pair, wrap
+from partix._src.sharding import get_abstract_mesh as _get_abstract_mesh
 
 
 def _idx(i, api):
@@ -343,11 +344,31 @@ def pcast(x, axis_name, *, to):
   return pvary(x, axis_name)
 
 
-def all_gather(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False):
+def all_gather(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False, to="varying"):
+  """lax.all_gather. As JAX 0.10, the result still varies over the gathered mesh axes
+  (to='varying', so out_specs must name them); to='invarying' gives the replicated value
+  (lax.all_gather_invariant)."""
+  if to not in ("varying", "invarying", "reduced"):
+    raise PartixError(f"[all_gather] to={to!r}: allowed values are 'varying', 'reduced' and "
+                      "'invarying'")
+  if to == "reduced":
+    raise PartixError("[all_gather] to='reduced' is not supported: partix's shard_map holds no "
+                      "reduced values")
   names, groups = _names(axis_name, "all_gather"), _groups(axis_index_groups, "all_gather")
-  return tu.tree_map(lambda a: Array(_core.all_gather(
+  out = tu.tree_map(lambda a: Array(_core.all_gather(
       core(a), names, jnp._norm_axis(axis, asarray(a).ndim + (0 if tiled else 1), "all_gather"),
       bool(tiled), groups)), x)
+  if to == "varying":
+    manual = set(_get_abstract_mesh().manual_axes)
+    vary = tuple(n for n in names if n in manual)
+    if vary:
+      out = tu.tree_map(lambda a: Array(_core.pvary(a._a, vary)), out)
+  return out
+
+
+def all_gather_invariant(x, axis_name, *, axis=0, tiled=False):
+  """lax.all_gather_invariant: the gathered value, the same on every device of the axes."""
+  return all_gather(x, axis_name, axis=axis, tiled=tiled, to="invarying")
 
 
 def psum_scatter(x, axis_name, *, scatter_dimension=0, axis_index_groups=None, tiled=False):
