@@ -30,11 +30,11 @@ from partix._src.forward import (hessian, jacfwd, jacobian, jacrev, jvp,  # noqa
                                  linear_transpose, linearize, make_jaxpr, vjp)
 from partix._src.sharding import (AxisType, Device, NamedSharding, PartitionSpec,  # noqa
                                   get_abstract_mesh, make_mesh, set_mesh, use_mesh)
-from partix._src.shard_map import shard_map  # noqa: E402,F401
+from partix._src.shard_map import shard_map, smap  # noqa: E402,F401
 from partix._src.tree_util import tree_leaves, tree_map, tree_structure  # noqa: E402,F401
-from partix import (ad_checkpoint, checkpoint_policies, ckpt, custom_derivatives,  # noqa: E402
-                    debug, distributed, experimental, lax, nn, numpy, profiler, random,
-                    sharding, tree, tree_util)
+from partix import (ad_checkpoint, checkpoint_policies, ckpt, core,  # noqa: E402
+                    custom_derivatives, debug, distributed, experimental, lax, nn, numpy,
+                    profiler, random, sharding, stages, tree, tree_util)
 from partix.dtypes import float0  # noqa: E402,F401
 
 # Under mpirun a process that fails tells the others even without distributed.initialize().
@@ -88,6 +88,11 @@ def process_indices(backend=None):
 host_ids = process_indices
 
 
+def effects_barrier():
+  """jax.effects_barrier: waits for pending side effects; partix runs synchronously, so when
+  this is called they have all happened."""
+
+
 def default_backend():
   return "cpu"
 
@@ -106,31 +111,66 @@ def named_scope(name):
 def pmap(f, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnums=(),
          devices=None, donate_argnums=()):
   """jax.pmap as JAX now implements it: jit over shard_map on a 1-D mesh of the devices, each
-  device taking one slice of the leading axis."""
-  if in_axes != 0 or out_axes != 0:
-    raise PartixError("[pmap] only in_axes=0 and out_axes=0 are supported")
+  device taking one slice of every mapped argument's in_axes dimension (None: the argument
+  whole on every device); results stack along out_axes (None: the value of one device, which
+  must be the same on all). in_axes / out_axes: an int or None for all, or one per argument /
+  result."""
+  if static_broadcasted_argnums not in ((), None) or donate_argnums not in ((), None):
+    raise PartixError("[pmap] static_broadcasted_argnums and donate_argnums are not supported; "
+                      "use jit(shard_map(...)) for those")
   name = axis_name or "_pmap"
-  mapped = {}  # one jit(shard_map) per device list, so f is traced once per signature
+  mapped = {}  # one jit(shard_map) per device list and in_axes: f is traced once per signature
+
+  def per_item(spec, n, what):
+    if spec is None or isinstance(spec, int):
+      return [spec] * n
+    if isinstance(spec, (tuple, list)) and len(spec) == n and all(
+        a is None or isinstance(a, int) for a in spec):
+      return list(spec)
+    raise PartixError(f"[pmap] {what}={spec!r} must be an int, None, or one of them per "
+                      f"{'argument' if what == 'in_axes' else 'result'} (here {n})")
+
+  def to_spec(ax):
+    return P() if ax is None else P(name)
 
   def run(*args):
-    n = tree_leaves(args)[0].shape[0] if tree_leaves(args) else 0
+    import numpy as _np
+    ins = per_item(in_axes, len(args), "in_axes")
+    moved = [a if ax is None else tree_map(lambda x, ax=ax: numpy.moveaxis(x, ax, 0), a)
+             for a, ax in zip(args, ins)]
+    sized = [x for a, ax in zip(moved, ins) if ax is not None for x in tree_leaves(a)]
+    if not sized:
+      raise PartixError("[pmap] no argument is mapped (every in_axes is None)")
+    n = sized[0].shape[0]
     devs = devices if devices is not None else globals()["devices"]()[:n]
     if len(devs) != n:
-      raise PartixError(f"[pmap] the leading axis has size {n} but {len(devs)} devices are "
+      raise PartixError(f"[pmap] the mapped axis has size {n} but {len(devs)} devices are "
                         "available")
-    key = tuple(d.id for d in devs)
+    key = (tuple(d.id for d in devs), tuple(ins))
     if key not in mapped:
-      import numpy as _np
       arr = _np.empty(n, dtype=object)
       arr[:] = list(devs)
       mesh = sharding.Mesh(arr, (name,))
-      spec = P(name)
+      tupled = isinstance(out_axes, (tuple, list))
 
       def body(*xs):
-        ys = f(*tree_map(lambda x: numpy.squeeze(x, 0), xs))
-        return tree_map(lambda y: numpy.expand_dims(y, 0), ys)
-      mapped[key] = jit(shard_map(body, mesh=mesh, in_specs=spec, out_specs=spec))
-    return mapped[key](*args)
+        ys = f(*[x if ax is None else tree_map(lambda y: numpy.squeeze(y, 0), x)
+                 for x, ax in zip(xs, ins)])
+        if not tupled:
+          return ys if out_axes is None else tree_map(lambda v: numpy.expand_dims(v, 0), ys)
+        outs = per_item(out_axes, len(ys) if isinstance(ys, (tuple, list)) else -1, "out_axes")
+        return type(ys)(y if ax is None else tree_map(lambda v: numpy.expand_dims(v, 0), y)
+                        for y, ax in zip(ys, outs))
+      out_specs = tuple(to_spec(ax) for ax in out_axes) if tupled else to_spec(out_axes)
+      unmapped_out = out_axes is None or (tupled and None in out_axes)
+      mapped[key] = jit(shard_map(body, mesh=mesh, in_specs=tuple(to_spec(ax) for ax in ins),
+                                  out_specs=out_specs, check_vma=not unmapped_out))
+    res = mapped[key](*moved)
+    if not isinstance(out_axes, (tuple, list)):
+      return res if out_axes in (None, 0) else tree_map(
+          lambda v: numpy.moveaxis(v, 0, out_axes), res)
+    return type(res)(y if ax in (None, 0) else tree_map(lambda v, ax=ax: numpy.moveaxis(v, 0, ax), y)
+                     for y, ax in zip(res, out_axes))
   return run
 
 

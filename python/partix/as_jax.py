@@ -38,12 +38,15 @@ MODULES = {
     "jax.experimental.shard_map": "partix.experimental.shard_map",
     "jax.experimental.mesh_utils": "partix.experimental.mesh_utils",
     "jax.experimental.pjit": "partix.experimental.pjit",
+    "jax.experimental.multihost_utils": "partix.experimental.multihost_utils",
     "jax.scipy": "partix.scipy",
     "jax.scipy.special": "partix.scipy.special",
     "jax.scipy.stats": "partix.scipy.stats",
     "jax.scipy.stats.norm": "partix.scipy.stats.norm",
     "jax.checkpoint_policies": "partix.checkpoint_policies",
     "jax.test_util": "partix.test_util",
+    "jax.core": "partix.core",
+    "jax.stages": "partix.stages",
 }
 
 

@@ -36,7 +36,7 @@ def test_make_array_from_single_device_arrays(mesh):
   assert x.sharding == s
   np.testing.assert_array_equal(x, a)
   np.testing.assert_array_equal(jax.jit(lambda v: v * 2)(x), a * 2)
-  with pytest.raises(jax.PartixError, match=r"no array is given for device"):
+  with pytest.raises(jax.PartixError, match=r"Expected 8 per-device arrays"):
     jax.make_array_from_single_device_arrays(a.shape, s, blocks[:3])
   with pytest.raises(jax.PartixError, match=r"has shape \(1, 4\), but the device's block"):
     jax.make_array_from_single_device_arrays(a.shape, s, [b[:1] for b in blocks])
@@ -86,7 +86,7 @@ def test_reprs_and_indices_as_jax_writes_them(mesh):
   assert str(mesh) == "Mesh('x': 4, 'y': 2, axis_types=(Explicit, Explicit))"
   s = NamedSharding(mesh, P("x"))
   assert repr(s) == ("NamedSharding(mesh=Mesh('x': 4, 'y': 2, axis_types=(Explicit, Explicit)), "
-                     "spec=PartitionSpec('x'))")
+                     "spec=P('x',), memory_kind=device)")
   # A dimension a device holds whole is slice(None), in shards and in devices_indices_map.
   x = jax.device_put(np.ones((8, 4), np.float32), s)
   assert x.addressable_shards[0].index == (slice(0, 2), slice(None))

@@ -49,7 +49,7 @@ def test_an_unmodified_jax_program_runs(tmp_path):
   x = np.arange(16, dtype=np.float32)
   np.testing.assert_allclose(eval(out["grad"]), 2 * np.sin(x) * np.cos(x), rtol=1e-5,
                              atol=1e-6)
-  assert out["sharding"] == "PartitionSpec('x')"
+  assert out["sharding"] == "P('x',)"
   assert out["ravel"] == "(6,) (2, 2)"
   assert float(out["norm"]) == 0.5
   assert out["module"] == "jax 0.10.2 partix.numpy partix.lax"

@@ -228,7 +228,7 @@ def test_partition_spec_unreduced():
   p = P("X", None, unreduced={"Y"})
   assert p.unreduced == frozenset({"Y"})
   assert p != P("X", None)
-  assert repr(p) == "PartitionSpec('X', None, unreduced={'Y'})"
+  assert repr(p) == "P('X', None, unreduced={'Y'})"
   import pickle
   assert pickle.loads(pickle.dumps(p)) == p
   with pytest.raises(partix.PartixError, match=r"\[PartitionSpec\] unreduced"):

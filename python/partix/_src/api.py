@@ -10,7 +10,7 @@ import numpy as np
 from partix import _core
 from partix._src import dtypes
 from partix._src import tree_util as tu
-from partix._src.core import Array, PartixError, core, host_block, wrap
+from partix._src.core import Array, PartixError, PartixTypeError, core, host_block, wrap
 from partix._src.sharding import (NamedSharding, PartitionSpec, Device, get_mesh, to_sharding,
                                   use_mesh)
 
@@ -187,15 +187,45 @@ class Compiled:
 
   @property
   def input_shardings(self):
-    return self._lowered.input_shardings
+    """As JAX's: (the positional arguments' shardings, the keyword arguments'), each in its
+    argument's tree (static arguments left out)."""
+    l = self._lowered
+    return tu.tree_unflatten(l._sig.treedef, l.input_shardings)
 
   @property
   def output_shardings(self):
     return self._lowered.output_shardings
 
-  def __call__(self, *args, **kwargs):
-    # As JAX: a compiled program runs only on arguments of the signature it was lowered for.
+  in_tree = property(lambda self: self._lowered.in_tree)
+  in_avals = property(lambda self: self._lowered.in_avals)
+  args_info = property(lambda self: self._lowered.args_info)
+  donate_argnums = property(lambda self: self._lowered.donate_argnums)
+
+  @property
+  def out_info(self):
+    """The results as ShapeDtypeStructs, with the shardings the program gives them."""
     l = self._lowered
+    shardings = [NamedSharding._wrap(s) for s in l._l.out_shardings()]
+    return tu.tree_unflatten(l._out_tree, [ShapeDtypeStruct(s, dtypes.from_core(d), sh)
+                                           for (s, d), sh in zip(l._out_avals or [], shardings)])
+
+  def runtime_executable(self):
+    """The compiled program partix runs (its lowered form)."""
+    return self._lowered._l
+
+  def __call__(self, *args, **kwargs):
+    # As JAX: a compiled program runs only on arguments of the signature it was lowered for;
+    # it takes the dynamic arguments only (the static ones are part of it).
+    l = self._lowered
+    n, static_args, static_kw = l._statics
+    if static_args or static_kw:
+      it = iter(args)
+      try:
+        args = tuple(static_args[i] if i in static_args else next(it) for i in range(n))
+      except StopIteration:
+        raise PartixError(f"[Compiled] takes the {n - len(static_args)} dynamic arguments it "
+                          f"was lowered with, got {len(args)}") from None
+      kwargs = {**kwargs, **static_kw}
     sig, cores, _ = l._jitted._prepare(args, kwargs, place=True)
     got = [(tuple(c.shape), c.dtype) for c in cores]
     if sig is not l._sig or got != l._avals:
@@ -227,6 +257,21 @@ class MemoryAnalysis:
             f"peak_bytes={self.peak_bytes})")
 
 
+class ArgInfo:
+  """One argument leaf of a lowered program (jax.stages.ArgInfo): its type and whether it is
+  donated."""
+  __slots__ = ("_aval", "donated")
+
+  def __init__(self, aval, donated):
+    self._aval, self.donated = aval, bool(donated)
+
+  shape = property(lambda self: self._aval.shape)
+  dtype = property(lambda self: self._aval.dtype)
+
+  def __repr__(self):
+    return f"ArgInfo({self._aval}, donated={self.donated})"
+
+
 class Lowered:
   """jit(f).lower(...): as_text() is the traced program (global shapes, the arguments'
   shardings and the constraints the user wrote, before partitioning), as JAX's lowered text;
@@ -236,6 +281,8 @@ class Lowered:
     self._l, self._out_tree, self._jitted = l, out_tree, jitted
     self._sig, self._avals = sig, avals
     self._out_avals = None
+    self._types = []  # the arguments' _core types (jit(f).lower sets them)
+    self._statics = (0, {}, {})  # (argument count, static positional, static keyword)
 
   def as_text(self, dialect=None):
     return self._l.global_text()
@@ -261,6 +308,51 @@ class Lowered:
   @property
   def input_shardings(self):
     return [NamedSharding._wrap(s) for s in self._l.in_shardings()]
+
+  @property
+  def in_tree(self):
+    """The tree of (positional arguments, keyword arguments), static ones left out."""
+    return self._sig.treedef
+
+  @property
+  def in_avals(self):
+    return tu.tree_unflatten(self._sig.treedef, [ShapedArray(t) for t in self._types])
+
+  def _donated_positions(self):
+    n = self._statics[0]
+    return sorted({a % n for a in self._jitted._donate if -n <= a < n}) if n else []
+
+  @property
+  def donate_argnums(self):
+    return tuple(self._donated_positions())
+
+  @property
+  def args_info(self):
+    """Per argument leaf: its type (shape, dtype) and whether it is donated."""
+    n, static_args, _ = self._statics
+    dyn_pos = [i for i in range(n) if i not in static_args]
+    donate = set(self._donated_positions())
+    donated, first = set(), 0
+    for j, c in enumerate(self._sig.counts):  # one group per positional, then keyword argument
+      if j < len(dyn_pos) and dyn_pos[j] in donate:
+        donated.update(range(first, first + c))
+      first += c
+    return tu.tree_unflatten(self._sig.treedef, [
+        ArgInfo(ShapedArray(t), k in donated) for k, t in enumerate(self._types)])
+
+  @property
+  def out_info(self):
+    """The results as ShapeDtypeStructs; before compiling their shardings are not fixed
+    (None), as JAX's lowered out_info."""
+    return tu.tree_unflatten(self._out_tree, [ShapeDtypeStruct(s, dtypes.from_core(d))
+                                              for s, d in self._out_avals or []])
+
+  def compiler_ir(self, dialect=None):
+    """The lowered program (partix's own IR; partix does not lower to HLO or StableHLO)."""
+    if dialect not in (None, "partix"):
+      raise PartixError(f"[Lowered.compiler_ir] dialect={dialect!r}: partix lowers to its own "
+                        "IR, not to HLO or StableHLO (use as_text(), or dialect=None)")
+    return self._l.global_text()
 
   @property
   def output_shardings(self):
@@ -520,12 +612,12 @@ class Jitted:
         if len(ins) != len(dyn):
           raise PartixError(f"[{self._api}] in_shardings has {len(ins)} entries for "
                             f"{len(dyn)} positional (non-static) arguments")
-      dyn = with_sharding_constraint(tuple(dyn), ins)
+      dyn = _constrain_tree(tuple(dyn), ins)
       it = iter(dyn)
       args = tuple(args[i] if i in static_pos else next(it) for i in range(len(args)))
     out = self._fun(*args, **kwargs)
     if self._out_shardings is not None:
-      out = with_sharding_constraint(out, self._out_shardings)
+      out = _constrain_tree(out, self._out_shardings)
     return out
 
   def _call_arrays(self, args):
@@ -556,6 +648,11 @@ class Jitted:
     lowered = Lowered(l, self._traces.trees.get(tid), self, sig,
                       [(tuple(c.shape), c.dtype) for c in cores])
     lowered._out_avals = self._traces.avals.get(tid)
+    lowered._types = [_core.type_of(c) for c in cores]
+    n = len(args)
+    static_pos = {a % n for a in self._static if -n <= a < n}
+    lowered._statics = (n, {i: args[i] for i in static_pos},
+                        {k: v for k, v in kwargs.items() if k in self._static_names})
     return lowered
 
   def trace(self, *args, **kwargs):
@@ -604,12 +701,25 @@ def jit(fun=None, *, in_shardings=None, out_shardings=None, static_argnums=None,
         name=None):
   """jax.jit: traces fun once per input signature and runs the compiled SPMD program; the
   sharding of every intermediate value is propagated and the collectives inserted."""
-  if fun is None:
+  if fun is None:  # jax.jit(**options) as a decorator: every option reaches the function
     return lambda f: jit(f, in_shardings=in_shardings, out_shardings=out_shardings,
                          static_argnums=static_argnums, static_argnames=static_argnames,
                          donate_argnums=donate_argnums, donate_argnames=donate_argnames,
+                         keep_unused=keep_unused, device=device, backend=backend, inline=inline,
+                         abstracted_axes=abstracted_axes, compiler_options=compiler_options,
                          name=name)
-  if device is not None and in_shardings is None:
+  if device is not None and backend is not None:
+    raise PartixError(f"[jit] can't specify both a device and a backend (got device={device}, "
+                      f"backend={backend!r})")
+  if (device is not None or backend is not None) and (
+      in_shardings is not None or out_shardings is not None):
+    raise PartixError("[jit] if backend or device is specified, in_shardings and out_shardings "
+                      "should not be specified")
+  platforms = {_core.default_device().platform} if backend is not None else set()
+  if backend is not None and backend not in platforms:
+    raise PartixError(f"[jit] backend={backend!r}: this job's devices are "
+                      f"{sorted(platforms)}")
+  if device is not None:
     in_shardings = to_sharding(device, "jit")
   return Jitted(fun, in_shardings, out_shardings, static_argnums, static_argnames,
                 donate_argnums, donate_argnames, name)
@@ -739,6 +849,12 @@ def eval_shape(fun, *args, **kwargs):
   gives them), found by tracing and partitioning once, without running."""
   if not callable(fun):
     raise PartixError(f"[eval_shape] {fun!r} is not callable")
+  if _core.is_tracing():
+    # Inside a trace fun is traced in place (what it adds is dead code, dropped at compile):
+    # its results' shapes and dtypes, as the tracers show them.
+    out = fun(*args, **kwargs)
+    return tu.tree_map(lambda x: ShapeDtypeStruct(tuple(x.shape), x.dtype) if isinstance(
+        x, Array) else x, out)
   return _eval_shape(fun, args, kwargs, "eval_shape", {})
 
 
@@ -777,14 +893,36 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
       out.append(Array(_core.device_put(core(leaf, api="device_put", place=place), place)))
       continue
     a = core(leaf, api="device_put")
-    if t is None:
+    if isinstance(leaf, Array) and may_alias is False and not a.is_tracer():
+      a = _core.copy(a)  # the result must not share the argument's buffers
+    if t is None and _core.is_tracing():
+      out.append(Array(a))  # under a trace there is nowhere to move it: the value as it is
+    elif t is None:
       out.append(Array(a) if isinstance(leaf, Array) else Array(
           _core.device_put_device(a, _core.default_device())))
     elif isinstance(t, Device):
       out.append(Array(_core.device_put_device(a, t._d)))
     else:
       out.append(Array(_core.device_put(a, to_sharding(t, "device_put")._s)))
+  # donate=True: the arguments are given up, as JAX's (their buffers live on in the results
+  # that share them; nothing else may use them). donate may be a pytree prefix of x.
+  for leaf, d in zip(leaves, _donate_flags(donate, x)):
+    if d and isinstance(leaf, Array) and not leaf._a.is_tracer():
+      leaf.delete()
   return tu.tree_unflatten(treedef, out)
+
+
+def _donate_flags(donate, x):
+  """One flag per leaf of x from donate, a bool or a pytree prefix of bools."""
+  if isinstance(donate, (bool, np.bool_)):
+    return [bool(donate)] * len(tu.tree_leaves(x))
+  out = []
+  try:
+    tu.tree_map(lambda d, sub: out.extend([bool(d)] * len(tu.tree_leaves(sub))), donate, x)
+  except (ValueError, TypeError, PartixError) as e:
+    raise PartixError(f"[device_put] donate={donate!r} is not a bool or a pytree prefix of "
+                      f"the arguments: {e}") from None
+  return out
 
 
 def block_until_ready(x):
@@ -801,30 +939,66 @@ def make_array_from_callback(shape, sharding, data_callback):
   return Array(_core.make_array_from_host_callback(list(shape), s._s, cb))
 
 
-def make_array_from_single_device_arrays(shape, sharding, arrays):
+def make_array_from_single_device_arrays(shape, sharding, arrays, *, dtype=None):
   """jax.make_array_from_single_device_arrays: the global array of `shape` whose block on each
   device of `sharding` is the one-device array in `arrays` on that device (one per addressable
   device, shaped as the device's block). The blocks are read and placed again."""
-  api = "make_array_from_single_device_arrays"
+  api = "jax.make_array_from_single_device_arrays"
+  if isinstance(arrays, Array) or not isinstance(arrays, (list, tuple)):
+    raise PartixTypeError(f"[{api}] `arrays` argument must be a list or tuple, but got "
+                          f"{type(arrays).__name__}")
+  if any(isinstance(a, Array) and a._a.is_tracer() for a in arrays):
+    raise PartixError(f"[{api}] {api} requires a list of concrete arrays as input, but got "
+                      "traced values (it cannot be used inside jit)")
   s = to_sharding(sharding, api)
   shape = tuple(int(d) for d in shape)
-  by_device, by_index = {}, {}
+  if not arrays and dtype is None:
+    raise PartixError(f"[{api}] If the Array has no addressable shards, `dtype` must be "
+                      f"provided via the `dtype` argument to `{api}`.")
   for a in arrays:
-    if not isinstance(a, Array) or len(a.devices()) != 1:
+    if not isinstance(a, Array):
       raise PartixError(f"[{api}] every entry of arrays must be a partix Array on one device, "
-                        f"got {a!r:.60}")
-    by_device[next(iter(a.devices())).id] = a
+                        f"got {type(a).__name__}")
+    if len(a.devices()) != 1:
+      raise PartixError(f"[{api}] When making an array from single-device arrays the input "
+                        f"arrays must have one shard each. An argument array had "
+                        f"{len(a.devices())} shard(s).")
+  if dtype is not None and arrays and any(np.dtype(a.dtype) != np.dtype(dtype) for a in arrays):
+    raise PartixError(f"[{api}] If `dtype` is provided to `{api}`, it must match the dtype of "
+                      "the addressable shards.")
+  want = s.addressable_devices_indices_map(shape)
+  if len(arrays) != len(want):
+    raise PartixError(f"[{api}] Expected {len(want)} per-device arrays (this is how many "
+                      f"devices are addressable by the sharding), but got {len(arrays)}")
+  got_ids = [next(iter(a.devices())).id for a in arrays]
+  if len(set(got_ids)) != len(got_ids):
+    raise PartixError(f"[{api}] When making an array from single-device arrays, the input "
+                      "arrays must be from distinct devices, but got device ids "
+                      f"{sorted(got_ids)}")
+  want_ids = {d.id for d in want}
+  if set(got_ids) != want_ids:
+    raise PartixError(f"[{api}] Addressable devices and per-device arrays devices do not "
+                      f"match. Sharding contains devices {_id_set(want_ids - set(got_ids))} "
+                      "that are not present in per-device arrays. Per-device arrays contain "
+                      f"devices {_id_set(set(got_ids) - want_ids)} that are not present in the "
+                      "sharding.")
+  by_device = dict(zip(got_ids, arrays))
+  by_index = {}
   for d, idx in s.devices_indices_map(shape).items():
     if d.id not in by_device:
-      raise PartixError(f"[{api}] no array is given for device {d.id} of the sharding")
+      continue  # a device of another process
     block = np.asarray(by_device[d.id])
-    want = tuple(len(range(*sl.indices(n))) for sl, n in zip(idx, shape))
-    if block.shape != want:
+    need = tuple(len(range(*sl.indices(n))) for sl, n in zip(idx, shape))
+    if block.shape != need:
       raise PartixError(f"[{api}] the array on device {d.id} has shape {block.shape}, but the "
-                        f"device's block of {shape} under {s.spec} is {want}")
+                        f"device's block of {shape} under {s.spec} is {need}")
     by_index[tuple(sl.indices(n)[:2] for sl, n in zip(idx, shape))] = block
   return make_array_from_callback(
       shape, s, lambda index: by_index[tuple(sl.indices(n)[:2] for sl, n in zip(index, shape))])
+
+
+def _id_set(ids):
+  return "{" + ", ".join(str(i) for i in sorted(ids)) + "}"
 
 
 def device_get(x):
@@ -869,17 +1043,81 @@ def _constrain(x, sharding, api):
   return Array(_core.with_sharding_constraint(core(x, api=api), s._s))
 
 
+class ManualAxisType:
+  """A value's types over a shard_map body's Manual axes (jax.core.ManualAxisType, a
+  ShapedArray's .mat): the axes it varies over (differs per device); unreduced and reduced
+  are empty in partix, whose shard_map takes and returns no partial sums."""
+  __slots__ = ("varying", "unreduced", "reduced")
+
+  def __init__(self, *, varying=frozenset(), unreduced=frozenset(), reduced=frozenset()):
+    self.varying, self.unreduced = frozenset(varying), frozenset(unreduced)
+    self.reduced = frozenset(reduced)
+    if self.varying & self.unreduced or self.varying & self.reduced:
+      raise PartixError(f"[ManualAxisType] varying and unreduced/reduced cannot have common mesh "
+                        f"axes. Got varying={set(self.varying)}")
+
+  def __repr__(self):
+    return (f"ManualAxisType(varying={self.varying}, unreduced={self.unreduced}, "
+            f"reduced={self.reduced})")
+
+  def __eq__(self, other):
+    return isinstance(other, ManualAxisType) and (self.varying, self.unreduced, self.reduced) == (
+        other.varying, other.unreduced, other.reduced)
+
+  def __hash__(self):
+    return hash((self.varying, self.unreduced, self.reduced))
+
+  def update(self, **kw):
+    return ManualAxisType(varying=kw.get("varying", self.varying),
+                          unreduced=kw.get("unreduced", self.unreduced),
+                          reduced=kw.get("reduced", self.reduced))
+
+  @property
+  def empty(self):
+    return not (self.varying or self.unreduced or self.reduced)
+
+  @property
+  def vur(self):
+    return self.varying | self.unreduced | self.reduced
+
+  def invarying(self, mesh):
+    """The manual axes of mesh the value does not vary over."""
+    return frozenset(mesh.manual_axes) - self.vur
+
+
 class ShapedArray:
   """An array's type (jax.core.ShapedArray, as jax.typeof returns it): shape, dtype and
   sharding. str() is JAX's notation, float32[8@X,4]: a dimension split over Explicit mesh axes
-  shows them after '@'; Auto and Manual axes are not part of the type."""
-  __slots__ = ("shape", "dtype", "sharding", "_str")
+  shows them after '@'; Auto and Manual axes are not part of the type. Inside a shard_map
+  body, .mat (manual_axis_type) says which Manual axes the value varies over."""
+  __slots__ = ("shape", "dtype", "sharding", "_str", "mat")
+  weak_type = False
 
-  def __init__(self, t):
+  def __init__(self, t, dtype=None, weak_type=False, *, sharding=None, varying=(),
+               manual_axis_type=None):
+    if dtype is not None:  # ShapedArray(shape, dtype, sharding=...), as jax.core's
+      t = _core.type_of(_core.abstract_array(
+          [int(d) for d in t], dtypes.to_core(dtypes.canonicalize(dtype, "ShapedArray")),
+          to_sharding(sharding, "ShapedArray")._s if sharding is not None else None))
+      if manual_axis_type is not None:
+        varying = manual_axis_type.varying
     self.shape = tuple(t.shape)
     self.dtype = dtypes.from_core(t.dtype) if t.dtype in dtypes._FROM_CORE else t.dtype
     self.sharding = NamedSharding._wrap(t.sharding) if t.sharding is not None else None
     self._str = t.to_string()
+    self.mat = ManualAxisType(varying=varying)
+
+  manual_axis_type = property(lambda self: self.mat)
+
+  def update(self, shape=None, dtype=None, weak_type=None, *, sharding=None, **kw):
+    """A copy with the given fields replaced (jax.core.ShapedArray.update)."""
+    mat = kw.pop("manual_axis_type", None) or kw.pop("mat", None) or self.mat
+    if kw:
+      raise PartixError(f"[ShapedArray.update] unknown fields {sorted(kw)}")
+    return ShapedArray(self.shape if shape is None else shape,
+                       self.dtype if dtype is None else dtype,
+                       sharding=self.sharding if sharding is None else sharding,
+                       manual_axis_type=mat)
 
   ndim = property(lambda self: len(self.shape))
   size = property(lambda self: int(np.prod(self.shape)))
@@ -905,7 +1143,8 @@ def typeof(x):
   """jax.typeof: x's type. A concrete array's sharding is its own; a traced value's sharding
   along Explicit mesh axes is computed per op while tracing (explicit sharding), and otherwise
   shows what is known (a jit argument's fixed sharding, a constrained value)."""
-  return ShapedArray(_core.type_of(core(x, api="typeof")))
+  a = core(x, api="typeof")
+  return ShapedArray(_core.type_of(a), varying=_core.varying_axes(a) if a.is_tracer() else ())
 
 
 def reshard(xs, out_shardings):
@@ -1018,6 +1257,17 @@ def explicit_axes(fun=None, *, axes=None, in_sharding=None):
   return wrapped
 
 
+def _constrain_tree(x, shardings):
+  """A nested jit's in/out shardings as constraints: a None entry leaves its leaves free."""
+  leaves, treedef = tu.tree_flatten(x)
+  if isinstance(shardings, (NamedSharding, PartitionSpec)):
+    per = [shardings] * len(leaves)
+  else:
+    per = _expand_prefix(shardings, treedef, "jit", "shardings")
+  return tu.tree_unflatten(treedef, [leaf if s is None else _constrain(leaf, s, "jit")
+                                     for leaf, s in zip(leaves, per)])
+
+
 def with_sharding_constraint(x, shardings):
   """lax.with_sharding_constraint: x (a pytree) has these shardings at this point of the
   program; shardings is one sharding or a matching pytree prefix."""
@@ -1026,6 +1276,9 @@ def with_sharding_constraint(x, shardings):
     per = [shardings] * len(leaves)
   else:
     per = _expand_prefix(shardings, treedef, "with_sharding_constraint", "shardings")
-  out = [leaf if s is None else _constrain(leaf, s, "with_sharding_constraint")
-         for leaf, s in zip(leaves, per)]
+  if leaves and any(s is None for s in per):
+    raise PartixError("[with_sharding_constraint] One of with_sharding_constraint arguments got "
+                      "sharding None which is not allowed: give a sharding or PartitionSpec for "
+                      "every array (P() replicates)")
+  out = [_constrain(leaf, s, "with_sharding_constraint") for leaf, s in zip(leaves, per)]
   return tu.tree_unflatten(treedef, out)

@@ -11,6 +11,10 @@ from partix._src import dtypes
 PartixError = _core.PartixError
 
 
+class PartixTypeError(PartixError, TypeError):
+  """A PartixError where JAX raises a TypeError (a wrong kind of argument)."""
+
+
 def _init_from_environment():
   """Sets the number of virtual CPU devices the way JAX programs do, before first use:
   PARTIX_NUM_CPU_DEVICES, else XLA_FLAGS' --xla_force_host_platform_device_count, else
@@ -90,6 +94,26 @@ class Array:
 
   def devices(self):
     return self.sharding.device_set
+
+  weak_type = False  # partix does not track JAX's weak types
+
+  @property
+  def device(self):
+    """The device holding the array when it is on one, else its sharding (as JAX's)."""
+    devs = self.devices()
+    return next(iter(devs)) if len(devs) == 1 else self.sharding
+
+  def to_device(self, device, *, stream=None):
+    from partix._src.api import device_put
+    return device_put(self, device)
+
+  def is_ready(self):
+    return True  # partix's runs are synchronous
+
+  def on_device_size_in_bytes(self):
+    """The bytes of every device's block together (replicas counted on each device)."""
+    item = np.dtype(self.dtype).itemsize
+    return sum(int(np.prod(s.data.shape)) * item for s in self.addressable_shards)
 
   @property
   def committed(self):

@@ -57,19 +57,19 @@ class AxisType(enum.Enum):
 
 class PartitionSpec(tuple):
   """One entry per leading array dimension: None, a mesh axis name, or a tuple of names
-  (major to minor). As jax.sharding.PartitionSpec (a tuple)."""
+  (major to minor). As jax.sharding.PartitionSpec (a tuple; printed P(...), as JAX 0.10)."""
   UNCONSTRAINED = "unconstrained"
 
-  def __new__(cls, *entries, unreduced=None):
+  def __init_subclass__(cls, **kwargs):
+    raise TypeError("PartitionSpec cannot be subclassed")
+
+  def __new__(cls, *entries, unreduced=None, reduced=None):
     for e in entries:
       if not (e is None or isinstance(e, str) or (
           isinstance(e, (tuple, list)) and all(isinstance(n, str) for n in e))):
         raise PartixError(f"[PartitionSpec] entry {e!r} is not None, a mesh axis name or a "
                           "tuple of names")
-    if isinstance(unreduced, str):
-      unreduced = {unreduced}
-    if unreduced is not None and not all(isinstance(n, str) for n in unreduced):
-      raise PartixError(f"[PartitionSpec] unreduced={unreduced!r} is not a set of mesh axis names")
+    unreduced, reduced = _axis_set(unreduced, "unreduced"), _axis_set(reduced, "reduced")
     # As JAX: an empty tuple is None and a one-name tuple is the name (P(()) == P(None),
     # P(('x',)) == P('x')).
     def canonical(e):
@@ -78,23 +78,59 @@ class PartitionSpec(tuple):
         return e[0] if e else None
       return e
     self = super().__new__(cls, tuple(canonical(e) for e in entries))
+    used = {n for e in self for n in ((e,) if isinstance(e, str) else e or ())}
+    if used & unreduced:
+      raise PartixError(f"[PartitionSpec] partitions cannot overlap with unreduced axes passed "
+                        f"to PartitionSpec. Got partitions: {tuple(self)} and unreduced axes: "
+                        f"{set(sorted(unreduced))}")
+    if used & reduced:
+      raise PartixError(f"[PartitionSpec] partitions cannot overlap with reduced axes passed to "
+                        f"PartitionSpec. Got partitions: {tuple(self)} and reduced axes: "
+                        f"{set(sorted(reduced))}")
+    if unreduced & reduced:
+      raise PartixError("[PartitionSpec] `unreduced` and `reduced` argument to PartitionSpec "
+                        f"cannot overlap. Got unreduced: {set(sorted(unreduced))} and reduced: "
+                        f"{set(sorted(reduced))}")
     # Axes over which the value holds partial sums (JAX's P(..., unreduced={'x'})): only
-    # out_sharding= of ops inside jit takes them.
-    self.unreduced = frozenset(unreduced or ())
+    # out_sharding= of ops inside jit takes them. reduced= (a value replicated over an axis
+    # whose gradient comes back unreduced) is kept and compared; partix refuses it where used.
+    self.unreduced, self.reduced = unreduced, reduced
     return self
 
   def __repr__(self):
-    u = f", unreduced={set(sorted(self.unreduced))}" if self.unreduced else ""
-    return "PartitionSpec(" + ", ".join(repr(e) for e in self) + u + ")"
+    body = ", ".join(repr(e) for e in self)
+    if len(self) == 1 and not (self.unreduced or self.reduced):
+      body += ","  # as a tuple prints, and JAX's P
+    for name in ("unreduced", "reduced"):
+      axes = getattr(self, name)
+      if axes:
+        body += (", " if len(self) else "") + f"{name}={set(sorted(axes))}"
+    return "P(" + body + ")"
+
+  __str__ = __repr__
 
   def __eq__(self, other):
-    return tuple.__eq__(self, other) and (
-        not isinstance(other, PartitionSpec) or self.unreduced == other.unreduced)
+    return tuple.__eq__(self, other) and (not isinstance(other, PartitionSpec) or (
+        self.unreduced == other.unreduced and self.reduced == other.reduced))
 
   def __ne__(self, other):
     return not self.__eq__(other)
 
   __hash__ = tuple.__hash__
+
+  def __add__(self, other):
+    extra_u = other.unreduced if isinstance(other, PartitionSpec) else frozenset()
+    extra_r = other.reduced if isinstance(other, PartitionSpec) else frozenset()
+    if not isinstance(other, tuple):
+      return NotImplemented
+    return PartitionSpec(*tuple(self), *tuple(other), unreduced=self.unreduced | extra_u,
+                         reduced=self.reduced | extra_r)
+
+  def __radd__(self, other):
+    if not isinstance(other, tuple):
+      return NotImplemented
+    return PartitionSpec(*tuple(other), *tuple(self), unreduced=self.unreduced,
+                         reduced=self.reduced)
 
   def _entries(self):
     out = []
@@ -106,9 +142,20 @@ class PartitionSpec(tuple):
     return _core.PartitionSpec(self._entries())
 
   def __reduce__(self):
-    if self.unreduced:
-      return (functools.partial(PartitionSpec, unreduced=set(self.unreduced)), tuple(self))
+    if self.unreduced or self.reduced:
+      return (functools.partial(PartitionSpec, unreduced=set(self.unreduced),
+                                reduced=set(self.reduced)), tuple(self))
     return (PartitionSpec, tuple(self))
+
+
+def _axis_set(axes, what):
+  if axes is None:
+    return frozenset()
+  if isinstance(axes, str):
+    return frozenset({axes})
+  if not all(isinstance(n, str) for n in axes):
+    raise PartixError(f"[PartitionSpec] {what}={axes!r} is not a set of mesh axis names")
+  return frozenset(axes)
 
 
 P = PartitionSpec
@@ -140,6 +187,13 @@ class Mesh:
     self._devices = devs
     self._init(_core.Mesh(list(devs.shape), list(axis_names), [d._d for d in devs.flat]),
                axis_types)
+
+  def _axes_of(self, t):
+    return tuple(n for n, ty in zip(self.axis_names, self.axis_types) if ty is t)
+
+  manual_axes = property(lambda self: self._axes_of(AxisType.Manual))
+  auto_axes = property(lambda self: self._axes_of(AxisType.Auto))
+  explicit_axes = property(lambda self: self._axes_of(AxisType.Explicit))
 
   def _auto_core(self):
     """The core mesh with every axis Auto: for the model library, which lays out its
@@ -207,6 +261,17 @@ class Mesh:
 
   def __exit__(self, *exc):
     _mesh_contexts().pop().__exit__(*exc)
+
+  def __call__(self, f):
+    """@mesh as a decorator: f runs with this mesh as the current one (as `with mesh:`)."""
+    if not callable(f):
+      raise PartixError(f"[Mesh] a Mesh decorates a function, got {f!r}")
+
+    @functools.wraps(f)
+    def run(*args, **kwargs):
+      with self:
+        return f(*args, **kwargs)
+    return run
 
   def __eq__(self, other):
     return isinstance(other, Mesh) and self._m == other._m
@@ -334,7 +399,7 @@ class NamedSharding(Sharding):
 
   @property
   def memory_kind(self):
-    return None
+    return "device"  # partix's arrays live in device memory (JAX's default kind)
 
   def shard_shape(self, global_shape):
     """The shape of every shard; as in JAX, each sharded dimension must divide evenly."""
@@ -360,17 +425,37 @@ class NamedSharding(Sharding):
                      for (a, b), n in zip(idx, shape))
             for d, idx in zip(devs, self._s.devices_indices_map(list(global_shape)))}
 
+  def addressable_devices_indices_map(self, global_shape):
+    """devices_indices_map restricted to this process's devices."""
+    me = _core.process_index()
+    return {d: idx for d, idx in self.devices_indices_map(global_shape).items()
+            if d.process_index == me}
+
   def with_spec(self, spec):
     return NamedSharding(self.mesh, spec)
 
+  def _placement(self, ndim):
+    """Which block of an array of rank ndim each device holds (by device id), for a shape
+    every mesh axis divides."""
+    k = 720720  # divisible by every axis size up to 16 and their products that matter here
+    return {d.id: tuple(sl.indices(k)[:2] for sl in idx)
+            for d, idx in self.devices_indices_map((k,) * ndim).items()}
+
   def is_equivalent_to(self, other, ndim):
-    """Whether self and other place an array of rank ndim identically: the same mesh and the
-    same spec once both are written out to ndim entries (P('x') is P('x', None) at rank 2)."""
+    """Whether self and other place an array of rank ndim identically (as JAX's): every
+    device holds the same block, whatever the meshes' axis names (P('x') is P('x', None) at
+    rank 2; a one-device mesh's sharding is that device's SingleDeviceSharding)."""
     if not isinstance(other, NamedSharding):
       return False
+    if getattr(self.spec, "unreduced", None) != getattr(other.spec, "unreduced", None):
+      return False
     pad = lambda sp: tuple(sp) + (None,) * (ndim - len(tuple(sp)))
-    return (self.mesh == other.mesh and pad(self.spec) == pad(other.spec)
-            and getattr(self.spec, "unreduced", None) == getattr(other.spec, "unreduced", None))
+    if self.mesh is not None and self.mesh == other.mesh and pad(self.spec) == pad(other.spec):
+      return True
+    try:
+      return self._placement(ndim) == other._placement(ndim)
+    except PartixError:
+      return False
 
   def __eq__(self, other):
     return isinstance(other, NamedSharding) and self._s == other._s
@@ -379,13 +464,17 @@ class NamedSharding(Sharding):
     return hash(self._s)
 
   def __repr__(self):
-    return f"NamedSharding(mesh={self.mesh}, spec={self.spec!r})"
+    return f"NamedSharding(mesh={self.mesh}, spec={self.spec!r}, memory_kind=device)"
 
 
 class SingleDeviceSharding(NamedSharding):
-  def __init__(self, device):
+  def __init__(self, device, *, memory_kind=None):
     s = _core.single_device_sharding(device._d)
     self._s, self._mesh, self._spec = s, None, None
+    self._device = device
+
+  def __repr__(self):
+    return f"SingleDeviceSharding(device={self._device!r}, memory_kind=device)"
 
 
 # ---- the current mesh (jax.set_mesh / jax.sharding.use_mesh) ----
