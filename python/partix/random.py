@@ -207,6 +207,76 @@ def weibull_min(key, scale, concentration, shape=(), dtype=None):
   return scale * jnp.power(exponential(key, shape, dtype), 1.0 / concentration)
 
 
+def gamma(key, a, shape=None, dtype=None):
+  """Gamma(a, 1) samples: Marsaglia and Tsang's method, every element redrawn (from keys folded
+  with the round) until it is accepted; a < 1 as Gamma(a + 1) * U^(1/a)."""
+  import partix.numpy as jnp
+  from partix._src.lax_ops import while_loop
+  d_ = _fdt(dtype, "gamma")
+  a = jnp.asarray(a, _dt.from_core(d_) if d_ != "bf16" else _np.float32)
+  shape = tuple(a.shape) if shape is None else tuple(_shape(shape, "random.gamma"))
+  a = jnp.broadcast_to(a, shape)
+  boost = a < 1
+  a1 = jnp.where(boost, a + 1, a)
+  d = a1 - 1.0 / 3.0
+  c = 1.0 / jnp.sqrt(9.0 * d)
+  k1, k2 = split(key)
+
+  def body(state):
+    r, done, out = state
+    kr = fold_in(k1, r)
+    kn, ku = split(kr)
+    x = normal(kn, shape, dtype)
+    v = (1.0 + c * x) ** 3
+    u = _open_uniform(ku, shape, dtype, "gamma")
+    ok = (v > 0) & (jnp.log(u) < 0.5 * x * x + d - d * v + d * jnp.log(jnp.where(v > 0, v, 1.0)))
+    take = ok & ~done
+    return r + 1, done | ok, jnp.where(take, d * v, out)
+  _, _, g = while_loop(lambda st: ~jnp.all(st[1]), body,
+                       (jnp.asarray(0), jnp.zeros(shape, bool), jnp.zeros(shape, a.dtype)))
+  u = _open_uniform(k2, shape, dtype, "gamma")
+  return jnp.where(boost, g * u ** (1.0 / a), g).astype(a.dtype)
+
+
+def loggamma(key, a, shape=None, dtype=None):
+  import partix.numpy as jnp
+  return jnp.log(gamma(key, a, shape, dtype))
+
+
+def beta(key, a, b, shape=None, dtype=None):
+  """Beta(a, b) samples: X / (X + Y) with X ~ Gamma(a), Y ~ Gamma(b)."""
+  import partix.numpy as jnp
+  if shape is None:
+    shape = jnp.broadcast_shapes(_np.shape(a), _np.shape(b))
+  ka, kb = split(key)
+  x, y = gamma(ka, a, shape, dtype), gamma(kb, b, shape, dtype)
+  return x / (x + y)
+
+
+def dirichlet(key, alpha, shape=None, dtype=None):
+  """Dirichlet(alpha) samples over alpha's last axis: normalized Gamma(alpha_i) draws."""
+  import partix.numpy as jnp
+  alpha = jnp.asarray(alpha)
+  shape = tuple(alpha.shape[:-1]) if shape is None else tuple(_shape(shape, "random.dirichlet"))
+  g = gamma(key, alpha, shape + tuple(alpha.shape[-1:]), dtype)
+  return g / jnp.sum(g, axis=-1, keepdims=True)
+
+
+def chisquare(key, df, shape=None, dtype=None):
+  """Chi-squared(df) samples: 2 * Gamma(df / 2)."""
+  import partix.numpy as jnp
+  return 2.0 * gamma(key, jnp.asarray(df) / 2.0, shape, dtype)
+
+
+def t(key, df, shape=(), dtype=None):
+  """Student's t(df) samples: N / sqrt(Chi2(df) / df)."""
+  import partix.numpy as jnp
+  kn, kc = split(key)
+  df = jnp.asarray(df)
+  shape = tuple(_shape(shape, "random.t")) if shape else tuple(df.shape)
+  return normal(kn, shape, dtype) / jnp.sqrt(chisquare(kc, df, shape, dtype) / df)
+
+
 def bits(key, shape=(), dtype=None):
   """Random integer bits (int32; partix holds no unsigned types)."""
   if dtype is not None and _np.dtype(dtype) != _np.dtype(_np.int32):

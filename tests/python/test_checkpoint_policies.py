@@ -19,7 +19,11 @@ def block(w, x):
     (None, 4, 2), (policies.nothing_saveable, 4, 2), (policies.dots_saveable, 3, 2),
     (policies.checkpoint_dots, 3, 2), (policies.dots_with_no_batch_dims_saveable, 3, 2),
     (policies.save_only_these_names("proj"), 3, 2), (policies.save_only_these_names("x"), 4, 2),
-    (policies.everything_saveable, 3, 1)])
+    (policies.everything_saveable, 3, 1),
+    # Policy functions of primitives, as JAX's programs write them: read as the policy whose
+    # answers they give.
+    (lambda prim, *a, **k: True, 3, 1), (lambda prim, *a, **k: False, 4, 2),
+    (lambda prim, *a, **k: prim.name == "dot_general", 3, 2)])
 def test_policies_save_what_they_name(policy, dots, sins):
   w = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
   x = np.random.default_rng(1).standard_normal((2, 4)).astype(np.float32)
@@ -34,7 +38,9 @@ def test_policies_save_what_they_name(policy, dots, sins):
 
 def test_bad_policies_are_errors():
   with pytest.raises(jax.PartixError, match=r"^\[checkpoint\] policy .* is not one of"):
-    jax.checkpoint(block, policy=lambda prim, *a, **k: True)
+    jax.checkpoint(block, policy=lambda prim, *a, **k: prim.name == "exp")  # none of partix's
+  with pytest.raises(jax.PartixError, match=r"^\[checkpoint\] policy .* is not one of"):
+    jax.checkpoint(block, policy=lambda prim, *avals, **k: avals[0].ndim > 1)
   with pytest.raises(jax.PartixError, match=r"save_any_names_but_these\] is not supported"):
     policies.save_any_names_but_these("proj")
   with pytest.raises(jax.PartixError, match=r"names must be non-empty strs"):

@@ -103,3 +103,26 @@ def test_bernoulli_array_p():
   assert abs(big.mean() - 0.25) < 0.02
   with pytest.raises(jax.PartixError, match=r"^\[random\.bernoulli\]"):
     random.bernoulli(k, jnp.ones(3) * 0.5, (4,))
+
+
+@pytest.mark.parametrize("a", [0.3, 1.0, 2.5, 9.0])
+def test_gamma_family_moments(a):
+  # Gamma(a) has mean a and variance a; the others follow from it (n = 40000 draws: the
+  # standard error of the mean is sqrt(a / n) < 1.5% of a here).
+  k = jax.random.key(3)
+  g = np.asarray(jax.random.gamma(k, a, (40000,)))
+  assert abs(g.mean() - a) < 5 * np.sqrt(a / 40000) and abs(g.var() / a - 1) < 0.06
+  assert (g > 0).all()
+  np.testing.assert_array_equal(jax.jit(lambda k: jax.random.gamma(k, a, (40000,)))(k), g)
+
+
+def test_beta_dirichlet_chisquare_t():
+  k = jax.random.key(5)
+  b = np.asarray(jax.random.beta(k, 2.0, 5.0, (40000,)))
+  assert abs(b.mean() - 2 / 7) < 0.005 and ((b > 0) & (b < 1)).all()
+  d = np.asarray(jax.random.dirichlet(k, np.array([1.0, 2.0, 3.0], np.float32), (20000,)))
+  np.testing.assert_allclose(d.sum(1), 1.0, rtol=1e-5)
+  np.testing.assert_allclose(d.mean(0), [1 / 6, 2 / 6, 3 / 6], atol=0.01)
+  assert abs(np.asarray(jax.random.chisquare(k, 4.0, (40000,))).mean() - 4.0) < 0.08
+  assert abs(np.asarray(jax.random.t(k, 10.0, (40000,))).var() - 10 / 8) < 0.06
+  assert np.asarray(jax.random.loggamma(k, 2.0, (3,))).shape == (3,)

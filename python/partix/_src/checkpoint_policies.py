@@ -58,6 +58,10 @@ def policy_args(policy):
     return "nothing", []
   if isinstance(policy, SavePolicy):
     return policy.kind, list(policy.names)
+  if callable(policy):
+    kind = _kind_of_function(policy)
+    if kind is not None:
+      return kind, []
   raise PartixError(f"[checkpoint] policy {policy!r} is not one of partix.checkpoint_policies "
                     "(nothing_saveable, everything_saveable, dots_saveable, "
                     "dots_with_no_batch_dims_saveable, save_only_these_names(...)); policy "
@@ -72,3 +76,34 @@ def checkpoint_name(x, name):
   from partix._src import tree_util as tu
   return tu.tree_map(lambda a: Array(_core.checkpoint_name(core(a, api="checkpoint_name"), name)),
                      x)
+
+
+class _Prim:
+  """A stand-in for a JAX primitive, as a policy function receives it (it reads .name)."""
+
+  def __init__(self, name):
+    self.name = name
+
+  def __repr__(self):
+    return self.name
+
+
+# Primitives a policy function is asked about; its answers must match one of the policies
+# the core has (all saved, none saved, contractions only), else it is refused.
+_PROBE = ["dot_general", "sin", "exp", "add", "mul", "reduce_sum", "tanh", "psum", "all_gather",
+          "broadcast_in_dim", "reshape", "transpose"]
+
+
+def _kind_of_function(policy):
+  """The core's policy a policy function amounts to, or None when it is none of them."""
+  try:
+    saved = {p: bool(policy(_Prim(p))) for p in _PROBE}
+  except Exception:  # noqa: BLE001 (it reads what only JAX's primitives carry)
+    return None
+  if all(saved.values()):
+    return "everything"
+  if not any(saved.values()):
+    return "nothing"
+  if [p for p, v in saved.items() if v] == ["dot_general"]:
+    return "dots"
+  return None

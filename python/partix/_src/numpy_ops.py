@@ -260,6 +260,8 @@ def triu(m, k=0):
 def array(object, dtype=None, copy=True, order=None, ndmin=0, *, device=None,
           out_sharding=None):
   out = asarray(object, dtype, "array")
+  if copy and out is object and not out._a.is_tracer():
+    out = _w(_core.copy(out._a))  # as JAX: a new array, never the argument itself
   while out.ndim < ndmin:
     out = expand_dims(out, 0)
   s = _creation_sharding(out_sharding, device, "array")
@@ -788,14 +790,26 @@ def slice_in_dim(a, start, stop, stride=1, axis=0):
 
 def pad(array, pad_width, mode="constant", constant_values=0):
   a = asarray(array, api="pad")
-  if mode != "constant":
-    raise PartixError(f"[pad] mode {mode!r} is not supported (only 'constant')")
+  if mode not in ("constant", "wrap", "edge", "reflect", "symmetric"):
+    raise PartixError(f"[pad] mode {mode!r} is not supported ('constant', 'wrap', 'edge', "
+                      "'reflect', 'symmetric')")
   try:
     pw = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (a.ndim, 2)) if a.ndim else \
         np.zeros((0, 2), np.int64)
   except (OverflowError, TypeError, ValueError) as e:
     raise PartixError(f"[pad] pad_width {pad_width!r} is not ints of int64 broadcasting to "
                       f"({a.ndim}, 2): {e}") from None
+  if mode != "constant":
+    # Each axis gathers its own elements: numpy's padding of the indices 0..n-1 in that mode
+    # says which element every output position holds.
+    for ax in range(a.ndim):
+      before, after = int(pw[ax, 0]), int(pw[ax, 1])
+      if before or after:
+        if a.shape[ax] == 0:
+          raise PartixError(f"[pad] mode {mode!r} cannot pad axis {ax} of size 0")
+        idx = np.pad(np.arange(a.shape[ax], dtype=np.int32), (before, after), mode=mode)
+        a = take(a, asarray(idx), axis=ax)
+    return a
   return _w(_core.pad(a._a, [int(x) for x in pw[:, 0]], [int(x) for x in pw[:, 1]],
                       float(constant_values)))
 
