@@ -240,7 +240,6 @@ def test_empty_repr():
   assert repr(x) == "Array([], shape=(0, 5), dtype=float32)"
 
 
-@pytest.mark.xfail(strict=True, reason="partix's Array has no weak_type attribute")
 def test_jnp_array():
   arr = jnp.array([1, 2, 3])
   assert isinstance(arr, jax.Array)
@@ -332,10 +331,6 @@ def _blocks(shape, sharding, devices, dtype=np.float32):
   return [jax.device_put(data[di[d]], d) for d in devices]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's make_array_from_single_device_arrays checks the arrays device by device of "
-    "the sharding ('no array is given for device 1', a block shape error) instead of JAX's "
-    'count / device-set / distinct-device checks and messages'))
 def test_wrong_num_arrays():
   if jax.device_count() < 4:
     pytest.skip("Requires more than 4 devices")
@@ -353,10 +348,6 @@ def test_wrong_num_arrays():
     jax.make_array_from_single_device_arrays(shape, s, bufs)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's make_array_from_single_device_arrays checks the arrays device by device of "
-    "the sharding ('no array is given for device 1', a block shape error) instead of JAX's "
-    'count / device-set / distinct-device checks and messages'))
 def test_arrays_not_in_device_assignment():
   if jax.device_count() < 4:
     pytest.skip("Requires more than 4 devices")
@@ -372,10 +363,6 @@ def test_arrays_not_in_device_assignment():
     jax.make_array_from_single_device_arrays(shape, s, bufs)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's make_array_from_single_device_arrays checks the arrays device by device of "
-    "the sharding ('no array is given for device 1', a block shape error) instead of JAX's "
-    'count / device-set / distinct-device checks and messages'))
 def test_different_devices_in_arrays_than_sharding():
   if jax.device_count() < 3:
     pytest.skip("Requires more than 3 devices")
@@ -391,10 +378,6 @@ def test_different_devices_in_arrays_than_sharding():
     jax.make_array_from_single_device_arrays(shape, s, bufs)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's make_array_from_single_device_arrays checks the arrays device by device of "
-    "the sharding ('no array is given for device 1', a block shape error) instead of JAX's "
-    'count / device-set / distinct-device checks and messages'))
 def test_duplicated_devices_in_arrays():
   shape = (8, 2)
   mesh = create_mesh((1, 2), ("x", "y"))
@@ -428,8 +411,6 @@ def test_shard_shape_mismatch_with_buffer_shape(pspec, expected_shard_shape):
     jax.make_array_from_callback((8, 4), mps, lambda idx: inp_data)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    'partix.pmap supports only in_axes=0 and out_axes=0 (out_axes=1 raises)'))
 def test_array_iter_pmap_sharding_last_dim_sharded():
   if jax.device_count() < 2:
     pytest.skip("Test requires >= 2 devices.")
@@ -586,9 +567,6 @@ def test_array_not_hashable():
     jax.vmap(hash)(x)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's Compiled.input_shardings is a flat list of shardings, not JAX's (args "
-    'shardings, kwargs shardings) pair'))
 def test_shape_dtype_struct_sharding_jit():
   mesh = create_mesh((8,), ("x"))
   s = NamedSharding(mesh, P("x"))
@@ -603,7 +581,6 @@ def test_shape_dtype_struct_sharding_jit():
   assert output_shardings.is_equivalent_to(s, x_dummy.ndim)
 
 
-@pytest.mark.xfail(strict=True, reason="partix's Array has no on_device_size_in_bytes()")
 def test_on_device_size_in_bytes():
   a, _ = create_array((8, 2), NamedSharding(_mesh42(), P("x", "y")))
   shard_size = a.addressable_shards[0].data.on_device_size_in_bytes()
@@ -611,7 +588,6 @@ def test_on_device_size_in_bytes():
   assert shard_size * len(a.global_shards) == a.on_device_size_in_bytes()
 
 
-@pytest.mark.xfail(strict=True, reason="partix's Array has no is_ready()")
 def test_array_is_ready():
   x = jax.device_put(jnp.arange(8.), jax.devices()[0])
   x.is_ready()  # doesn't crash
@@ -780,9 +756,6 @@ def test_make_array_from_process_data_single_host_data_sharding():
     assert result.sharding == s
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's make_array_from_single_device_arrays has no dtype= and says 'no array is "
-    "given for device 0' for an empty list"))
 def test_make_array_from_single_device_arrays_no_dtype_error():
   s = NamedSharding(_mesh42(), P("x", "y"))
   with pytest.raises(Exception, match=(
@@ -791,8 +764,6 @@ def test_make_array_from_single_device_arrays_no_dtype_error():
     jax.make_array_from_single_device_arrays((8, 2), s, [])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's make_array_from_single_device_arrays has no dtype= parameter"))
 def test_make_array_from_single_device_arrays_bad_dtype_error():
   s = SingleDeviceSharding(jax.devices()[0])
   shape = (8, 2)

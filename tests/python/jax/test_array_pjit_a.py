@@ -788,10 +788,6 @@ def test_global_array_to_host_local_array_already_host_local():
   assert id(arr) == id(out)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's Compiled is called with the static arguments again (exe(x) takes x as the "
-    "static c: 'static arguments must be hashable'); JAX's compiled takes only the dynamic "
-    "ones"))
 def testLowerCompileWithStaticArguments():
   with with_mesh((("x", 2), ("y", 2))):
     @partial(pjit, in_shardings=P(("x", "y"),), out_shardings=P(("x", "y"),),
@@ -1110,8 +1106,6 @@ def test_pmap_sharding_input_to_pjit_single_device():
   assert len(out.devices()) == jax.device_count()
 
 
-@pytest.mark.xfail(strict=True, reason="partix's pmap supports only in_axes=0 and "
-                   "out_axes=0 (here in_axes=(None, 0), out_axes=None)")
 def test_pmap_sharding_input_to_pjit_multi_device():
   if jax.device_count() < 4:
     pytest.skip("Requires at least 4 devices.")

@@ -173,8 +173,6 @@ def test_list_in_pspec():
   assert out.sharding == NamedSharding(mesh, P('x'))
 
 
-@pytest.mark.xfail(strict=True, reason="partix's with_sharding_constraint(x, None) returns x "
-                   "unchanged instead of raising 'got sharding None which is not allowed'")
 def test_wsc_error_on_none():
   with pytest.raises(Exception, match="got sharding None which is not allowed"):
     lax.with_sharding_constraint(jnp.arange(8), None)
@@ -234,9 +232,6 @@ def test_single_device_sharding_preserved():
   assert jax.jit(lambda x: x * 3, out_shardings=s1)(x).sharding == s1
 
 
-@pytest.mark.xfail(strict=True, reason="under `with mesh:` (Auto axes) jit/pjit of an "
-                   "uncommitted input runs on the default device: the result is single-device, "
-                   "not NamedSharding(mesh, P())")
 def test_none_out_sharding():
   mesh = create_mesh((2, 1), ('x', 'y'))
   x = jnp.arange(8)
@@ -573,9 +568,6 @@ def test_jit_partially_specified_shardings():
   assert_arrays_equal(out5, _c(np_inp.T))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-                   "partix's Compiled.input_shardings is a flat list of shardings, not JAX's"
-                   ' (args shardings tuple, kwargs shardings dict) pair'))
 def test_input_shardings_aot():
   mesh = create_mesh((2, 1), ('x', 'y'))
   np_inp = np.arange(16).reshape(8, 2)
@@ -670,9 +662,6 @@ def test_wsc_vmap_unconstrained_spmd_axis_name():
   assert_arrays_equal(out2, np.ones((10, 10), np.float32))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-                   "partix's Compiled.input_shardings is a flat list of shardings, not JAX's"
-                   ' (args shardings tuple, kwargs shardings dict) pair'))
 def test_aot_sharding_dce():
   inp = np.arange(8)
   f = jax.jit(lambda x, y: x)
@@ -680,8 +669,6 @@ def test_aot_sharding_dce():
   assert len(input_shardings) == 2
 
 
-@pytest.mark.xfail(strict=True, reason="partix's Lowered has no out_info (only Traced and "
-                   "Compiled results carry it)")
 def test_lowered_out_info():
   inp = np.arange(8, dtype=np.int32)
   out_info = jax.jit(lambda x: x).lower((inp, inp)).out_info
@@ -690,8 +677,6 @@ def test_lowered_out_info():
   assert out_info[0].sharding is None and out_info[1].sharding is None
 
 
-@pytest.mark.xfail(strict=True, reason="partix's Lowered has no out_info (only Traced and "
-                   "Compiled results carry it)")
 def test_lowered_out_info_mesh():
   mesh = create_mesh((2,), 'x')
   arr = jax.device_put(np.arange(8, dtype=np.int32), NamedSharding(mesh, P('x')))
@@ -701,7 +686,6 @@ def test_lowered_out_info_mesh():
   assert out_info.sharding is None
 
 
-@pytest.mark.xfail(strict=True, reason="partix's Compiled has no out_info")
 def test_compiled_out_info():
   mesh = create_mesh((2,), 'x')
   arr = jax.device_put(np.arange(8, dtype=np.int32), NamedSharding(mesh, P('x')))
@@ -748,7 +732,6 @@ def test_empty_io_callback_under_shard_map():
   assert_arrays_equal(out, np.ones((2, 16), np.float32))
 
 
-@pytest.mark.xfail(strict=True, reason="partix's Lowered has no args_info")
 def test_jit_trace_lower_and_compile():
   def f(x):
     return x * 2
@@ -821,8 +804,6 @@ def test_device_put_efficient_reshard_complex_mesh(shape):
   assert out2.sharding == s1
 
 
-@pytest.mark.xfail(strict=True, reason="partix's device_put ignores donate=: the donated "
-                   "input is not deleted")
 def test_device_put_donate_pytree():
   if jax.device_count() != 8:
     pytest.skip("Requires 8 devices")  # JAX: >= 8, and its reshape needs exactly 8
@@ -978,9 +959,6 @@ def test_wsc_abstract_mesh_errors():
     lax.with_sharding_constraint(arr, NamedSharding(abs_mesh2, P('y')))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-                   "partix's Compiled.input_shardings is a flat list of shardings, not JAX's"
-                   ' (args shardings tuple, kwargs shardings dict) pair'))
 def test_input_shardings_single_device():
   f = jax.jit(lambda x: x * 2)
   ins, _ = f.lower(np.arange(8)).compile().input_shardings

@@ -144,10 +144,7 @@ DEFAULT_PMAP = [("sharded_dim_0", (4, 2), 0), ("sharded_dim_1_0", (4, 2), 1),
                 ("sharded_dim_2", (4, 2, 4), 2), ("sharded_dim_1_1", (2, 4), 1)]
 
 
-@pytest.mark.parametrize("shape,sharded_dim", [
-    pytest.param(s, d, id=n, marks=() if d == 0 else pytest.mark.xfail(
-        strict=True, reason=(
-            'partix.pmap supports only in_axes=0 and out_axes=0'))) for n, s, d in DEFAULT_PMAP])
+@pytest.mark.parametrize("shape,sharded_dim", [pytest.param(s, d, id=n) for n, s, d in DEFAULT_PMAP])
 def test_default_pmap_sharding(shape, sharded_dim):
   if jax.device_count() < 4:
     pytest.skip("Test needs >= 4 devices.")
@@ -160,8 +157,6 @@ def test_default_pmap_sharding(shape, sharded_dim):
   assert list(out.sharding.mesh.devices.flat) == list(expected.mesh.devices.flat)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    'partix.pmap supports only in_axes=0 and out_axes=0 (out_axes=None raises)'))
 def test_default_pmap_sharding_replicated():
   x = np.zeros((len(jax.local_devices()), 8), dtype=np.float32)
   x = jax.pmap(lambda x: x, in_axes=0, out_axes=None, axis_name="x")(x)
@@ -175,10 +170,6 @@ def test_mesh_repr():
   assert "axis_names" in mesh_repr
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's is_equivalent_to compares meshes and specs, not device placement: a 1-device "
-    'NamedSharding is not equivalent to SingleDeviceSharding of its device, nor are '
-    'shardings that place blocks alike on meshes of other axis names'))
 def test_are_shardings_equivalent():
   mesh = create_mesh((1,), ("x"))
   mesh2 = create_mesh((2, 1), ("x", "y"))
@@ -264,10 +255,6 @@ def test_make_array_from_callback_error():
     jax.jit(f)(global_x)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "under jit partix's make_array_from_single_device_arrays fails reading the traced "
-    "array's sharding ('the sharding of this traced value ... is not known') instead of "
-    "JAX's 'requires a list of concrete arrays'"))
 def test_make_array_from_single_device_arrays_error():
   x = jnp.arange(10)
   sharding = x.sharding
@@ -295,8 +282,6 @@ def test_make_array_from_single_device_arrays_nonlist_error():
     jax.jit(f)(x)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's NamedSharding has no addressable_devices_indices_map()"))
 def test_make_array_from_single_device_arrays_tuple():
   mesh = create_mesh((2, 2), ("x", "y"))
   shape = (8, 8)
@@ -308,9 +293,6 @@ def test_make_array_from_single_device_arrays_tuple():
   assert out.shape == shape
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix refuses a 2-shard argument array as 'every entry of arrays must be a partix "
-    "Array on one device', without JAX's 'one shard each. An argument array had 2 shard(s)'"))
 def test_make_array_from_single_device_arrays_bad_inputs():
   mesh = create_mesh((2,), ("x",))
   s = NamedSharding(mesh, P("x"))
@@ -321,7 +303,6 @@ def test_make_array_from_single_device_arrays_bad_inputs():
     jax.make_array_from_single_device_arrays(x.shape, s, [x, x])
 
 
-@pytest.mark.xfail(strict=True, reason="partix's Array has no .device attribute")
 def test_device_attr():
   # A single-device array's .device is its device.
   x = jnp.ones((2, 10))
@@ -332,7 +313,6 @@ def test_device_attr():
   assert x.device == sharding
 
 
-@pytest.mark.xfail(strict=True, reason="partix's Array has no to_device()")
 def test_to_device():
   device = jax.devices()[-1]
   sharding = NamedSharding(create_mesh((2,), ("x",)), P("x"))

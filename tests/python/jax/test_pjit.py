@@ -98,9 +98,6 @@ def testDeviceBufferAval():
     repr(actual.addressable_shards)
 
 
-@pytest.mark.xfail(strict=True, reason="pjit's out_shardings=None (in_shardings=None) under "
-                   "`with mesh:` is not replicated: partix's pjit drops None, leaving the "
-                   "result sharding unspecified, so the result stays split over 'x'")
 def testBasic1D():
   with with_mesh((("x", 2),)):
     f = pjit(lambda x, y: x + y, in_shardings=(P("x"), P("x")), out_shardings=None)
@@ -142,8 +139,6 @@ def testUnevenShardingConstraint():
     assert_all_close(_shard(actual, 0)[:3], expected[:3], check_dtypes=False)
 
 
-@pytest.mark.xfail(strict=True, reason="pjit's out_shardings=None under `with mesh:` is not "
-                   "replicated (partix leaves it unspecified)")
 def testBasic1DWithMeshContextManager():
   # pjit defined outside any mesh; the PartitionSpecs resolve at the call inside `with`.
   f = pjit(lambda x, y: x + y, in_shardings=(P("x"), P("x")), out_shardings=None)
@@ -206,8 +201,6 @@ def testSameNestedMesh():
   _no_mesh_in_force()
 
 
-@pytest.mark.xfail(strict=True, reason="partix's Mesh is not usable as a decorator (JAX's Mesh "
-                   "is a ContextDecorator: @Mesh(devices, names) runs the function inside it)")
 def testMeshDecorator():
   x = jnp.arange(8)
   if len(jax.devices()) < 4:
@@ -363,9 +356,6 @@ def _constrained_twice(x):
   return y * 2
 
 
-@pytest.mark.xfail(strict=True, reason="pjit's in_shardings=None / out_shardings=None under "
-                   "`with mesh:` are not replicated (partix leaves them unspecified), so the "
-                   "result keeps the constraint's split over 'x'")
 def testShardingConstraintStablehlo():
   # JAX also reads the constraint and pjit's replicated annotations in the StableHLO; their
   # effect here is the replicated result (and replicated arguments) of the compiled program.
@@ -630,7 +620,6 @@ def _first(*args):
   return x
 
 
-@pytest.mark.xfail(strict=True, reason="partix's Lowered and Compiled have no donate_argnums")
 def testLowerDonateArgnumsAvailable():
   # JAX evaluates `f_low.donate_argnums == f_com.donate_argnums == (0,)` (both are (0,)).
   with with_mesh((("x", 2),)):
@@ -641,7 +630,6 @@ def testLowerDonateArgnumsAvailable():
     assert f_low.donate_argnums == f_com.donate_argnums == (0,)
 
 
-@pytest.mark.xfail(strict=True, reason="partix's Lowered and Compiled have no donate_argnums")
 def testLowerDonateArgnumsAvailableWithNames():
   with with_mesh((("x", 2),)):
     x = jax.ShapeDtypeStruct((2, 2), jnp.float32)
@@ -746,7 +734,6 @@ def testLowerCompilerIR():
     assert f.compiler_ir(dialect="stablehlo") is not None
 
 
-@pytest.mark.xfail(strict=True, reason="partix's Compiled has no runtime_executable()")
 def testLowerCompileCompilerIR():
   with with_mesh((("x", 2), ("y", 2))):
     x = jnp.arange(64).reshape((8, 8))
@@ -782,7 +769,6 @@ def testLowerCompileMemoryAnalysis():
     assert f.memory_analysis() is not None  # does not raise
 
 
-@pytest.mark.xfail(strict=True, reason="partix's Compiled has no runtime_executable()")
 def testLowerCompileExecutable():
   with with_mesh((("x", 2), ("y", 2))):
     x = jnp.arange(64).reshape((8, 8))
@@ -874,8 +860,6 @@ def test_zero_literal_equality():
   assert b == np.inf
 
 
-@pytest.mark.xfail(strict=True, reason="partix's device_put(y, device, may_alias=False) "
-                   "returns an array sharing y's buffer, so donating y deletes the copy too")
 def test_device_put_copy_donate():
   x = np.arange(1000)
   y = jax.device_put(x, device=jax.devices()[0], may_alias=False, donate=False)

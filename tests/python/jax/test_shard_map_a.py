@@ -85,7 +85,6 @@ def test_all_gather():
     assert_all_close(d.addressable_data(i), a_shard)
 
 
-@pytest.mark.xfail(strict=True, reason="partix.lax.all_gather has no to= keyword (to='invarying'); jax.typeof(x) has no .mat.varying (the manual axes a value varies over)")
 def test_all_gather_invariant_basic():
   # all_gather(to='invarying') yields a value invariant over 'x' (out_specs P() is valid).
   mesh = create_mesh((4,), "x")
@@ -111,7 +110,6 @@ def test_all_gather_invariant_basic():
   assert out.sharding == NamedSharding(mesh, P("x"))
 
 
-@pytest.mark.xfail(strict=True, reason="partix.lax.all_gather has no to= keyword (to='invarying'); jax.typeof(x) has no .mat.varying (the manual axes a value varies over)")
 def test_all_gather_invariant_complex():
   mesh, a, _ = _create_inputs(P("z", ("x", "y")), P(None, None), dtype=np.float32)
   assert a.addressable_data(0).shape == (4, 2)
@@ -168,7 +166,6 @@ def test_all_gather_with_axis_index_groups():
       assert_all_close(c.addressable_data(4 * i + 2 * j + 1), block)
 
 
-@pytest.mark.xfail(strict=True, reason="partix.shard_map rejects an in_specs entry of None ('None stands for 2 arrays'); JAX passes that argument (here a static tuple) through unmapped")
 def test_with_static_arg():
   # A static (non-array) argument passes through shard_map with an in_specs entry of None.
   mesh, a, _ = _create_inputs(P("x", "y"), P(None, None))
@@ -250,7 +247,6 @@ def test_matmul_full_unreduced_out():
     assert out.sharding == NamedSharding(mesh, P(None, None, unreduced={"x"}))
 
 
-@pytest.mark.xfail(strict=True, reason='partix.shard_map requires in_specs (JAX infers them from Explicit shardings), and out_specs unreduced= is not checked against the axes the value varies over; jax.typeof(x) has no .mat.varying')
 def test_matmul_unreduced_error():
   # out_specs unreduced over 'y' for a value that does not vary over 'y' is an error.
   with _explicit_mesh((2, 2), ("x", "y")):
@@ -744,7 +740,6 @@ def test_check_rep_false_doesnt_hit_rep_rules():
   assert jax.jit(f3)() is None
 
 
-@pytest.mark.xfail(strict=True, reason="partix.shard_map rejects an in_specs entry of None for an array ('None stands for 1 arrays'); JAX passes the array whole to every device")
 def test_multiple_result_primitive_with_none_sharding():
   # jax-ml/jax#27673: an in_specs entry of None passes the array whole to every device.
   xs = jnp.arange(20).reshape(2, 10)

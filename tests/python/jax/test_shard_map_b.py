@@ -174,9 +174,6 @@ def test_functools_partial_rank_error():
     g(jnp.arange(4))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix.shard_map rejects in_specs=None / (None,) ('in_specs is required'); JAX infers "
-    "them from the arguments"))
 def test_in_specs_none_error():
   # in_specs None (or (None,)) is inferred; each call returns its argument.
   mesh = create_mesh((4,), ("x",))
@@ -583,8 +580,6 @@ def test_transpose_float0():
   assert dy.dtype == jax.dtypes.float0
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's jax.typeof(x) has no .mat (no varying-mesh-axes set on types inside shard_map)"))
 def test_pvary():
   mesh = create_mesh((4,), ("x",))
 
@@ -638,9 +633,6 @@ def test_check_rep_false_grads():
   check_grads(f, (q, k, v), order=1, modes=["rev"], rtol=1e-2)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix.remat accepts only partix.checkpoint_policies policies, not a policy function "
-    "(lambda *args, **kwargs: True)"))
 def test_axis_env_extension_regression():
   def foo(x):
     i = jax.lax.axis_index("x")
@@ -815,8 +807,6 @@ def test_jacrev_explicit():
     assert out.shape == (20, 10, 6)  # each device's (10, 10, 6) jacobian, stacked
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's jax.typeof(x) has no .mat (varying mesh axes of values inside shard_map)"))
 def test_jacrev_explicit_complex():
   with explicit_mesh((2, 2), ("x", "y")):
     B, N, H = 20, 6, 8

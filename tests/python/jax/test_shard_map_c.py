@@ -703,8 +703,6 @@ def test_partial_auto_of_random_keys_slice():
 
 # ---- remat, vmap and grad of shard_map ----
 
-@pytest.mark.xfail(strict=True, reason="partix.remat takes no policy function (only "
-                   "partix.checkpoint_policies): policy=lambda *_, **__: True is rejected")
 def test_grad_remat():
   mesh = create_mesh((1, 1), ('i', 'j'))
   args = [jnp.arange(6.).reshape(3, 2), jnp.arange(6.).reshape(3, 2, 1)]
@@ -734,8 +732,6 @@ def test_vmap_grad_shmap_spmd_axis_name_residuals():
   assert_all_close(out, np.cos(np.arange(64., dtype=np.float32)).reshape(4, 16), **F32)
 
 
-@pytest.mark.xfail(strict=True, reason="partix.remat takes no policy function (only "
-                   "partix.checkpoint_policies): policy=lambda *_, **__: True is rejected")
 def test_vmap_grad_remat_shmap_spmd_axis_name_residuals():
   mesh = create_mesh((4, 2), ('i', 'j'))
   f = _sin_shmap_over_j(mesh, remat=True)
@@ -813,8 +809,6 @@ def test_vmap_spmd_axis_name_error():
 
 # ---- None in in_specs: arguments passed through as they are ----
 
-@pytest.mark.xfail(strict=True, reason="partix.shard_map does not take None in in_specs for "
-                   "non-array arguments passed through as they are")
 def test_in_spec_none():
   mesh = create_mesh((4, 2), ('i', 'j'))
   x = jnp.arange(8).reshape(4, 2)
@@ -921,8 +915,6 @@ def test_temporary_error_suppression_flag():
   assert out.shape == (4, 8)
 
 
-@pytest.mark.xfail(strict=True, reason="partix.shard_map does not take None in in_specs for "
-                   "non-array arguments passed through as they are")
 def test_in_spec_none_hashability():
   mesh = create_mesh((2,), ('i',))
 
@@ -962,7 +954,6 @@ def test_explicit_vmap_grad_shmap(use_axis_name):
 
 # ---- varying axes (vma) ----
 
-@pytest.mark.xfail(strict=True, reason="partix.typeof has no .mat (varying axes)")
 def test_get_check_rep():
   mesh = create_mesh((2, 2), ('x', 'y'))
 
@@ -1007,7 +998,6 @@ def test_pmax_vma_in_types():
   assert_arrays_equal(f(x), np.arange(8., dtype=np.float32))
 
 
-@pytest.mark.xfail(strict=True, reason="partix.typeof has no .mat (varying axes)")
 def test_mul_with_vma_in_types():
   mesh = create_mesh((2,), ('x',))
   x = np.arange(8.)
@@ -1023,7 +1013,6 @@ def test_mul_with_vma_in_types():
   assert_arrays_equal(f(x), (x * 2).astype(np.float32))
 
 
-@pytest.mark.xfail(strict=True, reason="partix.typeof has no .mat (varying axes)")
 def test_all_gather_with_vma_in_types():
   mesh = create_mesh((2,), ('x',))
   x = np.arange(8.)
@@ -1190,8 +1179,6 @@ def _times_two_checked(manual_axes, vma, auto_axes=None, explicit_axes=None, spe
   return f
 
 
-@pytest.mark.xfail(strict=True, reason="partix.shard_map requires in_specs (JAX infers them on "
-                   "an Explicit mesh); no Mesh.manual_axes, typeof has no .mat")
 def test_shmap_full_manual_context_explicit():
   with explicit_mesh((2, 2), ('x', 'y')) as mesh:
     np_inp = np.arange(16).reshape(8, 2)
@@ -1216,8 +1203,6 @@ def test_shmap_partial_manual_explicit():
     assert out.sharding == NamedSharding(mesh, P('x', 'y'))
 
 
-@pytest.mark.xfail(strict=True, reason="partix's abstract mesh has no manual_axes and typeof "
-                   "no .mat (varying axes)")
 def test_shmap_full_manual_context_auto():
   with explicit_mesh((2, 2), ('x', 'y'), axis_types=(AxisType.Auto,) * 2) as mesh:
     np_inp = np.arange(16).reshape(8, 2)
@@ -1230,8 +1215,6 @@ def test_shmap_full_manual_context_auto():
     assert_arrays_equal(jax.jit(f)(arr), (np_inp * 2).astype(np.int32))
 
 
-@pytest.mark.xfail(strict=True, reason="partix.shard_map ignores axis_names=; its abstract mesh "
-                   "has no manual_axes/auto_axes and typeof no .mat")
 def test_shmap_partial_manual_auto():
   with explicit_mesh((2, 2), ('x', 'y'), axis_types=(AxisType.Auto,) * 2):
     np_inp = np.arange(16).reshape(8, 2)

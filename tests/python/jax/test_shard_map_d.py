@@ -210,8 +210,6 @@ def test_smap_explicit(jit):
     assert_equal(f(arr), np_inp * np_inp)
 
 
-@pytest.mark.xfail(strict=True, reason='partix has no jax.smap (partix._src.shard_map.smap only'
-                   ' raises and is not exported)')
 @pytest.mark.parametrize("jit", [False, True])
 def test_smap_replicated(jit):
   with explicit_mesh((2,), ("x",), axis_types=(AxisType.Auto,)) as mesh:
@@ -224,8 +222,6 @@ def test_smap_replicated(jit):
     assert out.sharding == NamedSharding(mesh, P())
 
 
-@pytest.mark.xfail(strict=True, reason='partix has no jax.smap (partix._src.shard_map.smap only'
-                   ' raises and is not exported)')
 @pytest.mark.parametrize("jit", [False, True])
 def test_smap_replicated_sharded(jit):
   with explicit_mesh((2,), ("data",), axis_types=(AxisType.Auto,)) as mesh:
@@ -247,8 +243,6 @@ def test_smap_replicated_sharded(jit):
     assert out.sharding == NamedSharding(mesh, P("data"))
 
 
-@pytest.mark.xfail(strict=True, reason='partix has no jax.smap (partix._src.shard_map.smap only'
-                   ' raises and is not exported)')
 @pytest.mark.parametrize("jit", [False, True])
 def test_smap_auto_error(jit):
   # in_axes left to inference over an Auto axis: JAX raises TypeError.
@@ -257,8 +251,6 @@ def test_smap_auto_error(jit):
       jax.smap(lambda x: x * 2, out_axes=0, axis_name="x")(np.arange(4))
 
 
-@pytest.mark.xfail(strict=True, reason='partix has no jax.smap (partix._src.shard_map.smap only'
-                   ' raises and is not exported)')
 @pytest.mark.parametrize("jit", [False, True])
 def test_smap_auto_explicit(jit):
   with explicit_mesh((2, 2), ("x", "y"),
@@ -518,7 +510,6 @@ def test_mutable_array_internal_basic():
     assert_all_close(f(x), x, check_dtypes=False)
 
 
-@pytest.mark.xfail(strict=True, reason="partix.random has no beta")
 def test_random_beta_vma():
   mesh = create_mesh((2,), "dp")
   f = jax.shard_map(
@@ -583,9 +574,6 @@ def test_partial_manual_explicit_shmap(out_spec, axis_name, aval_spec):
     assert out.sharding == out2.sharding
 
 
-@pytest.mark.xfail(strict=True, reason='partix.shard_map requires in_specs (JAX 0.10.2 infers '
-                   "them from the arguments' shardings on an Explicit mesh)"
-                   ' (here: f takes no arguments)')
 def test_axis_index_explicit_mesh_eager_shmap():
   with explicit_mesh((1, 2, 2), ("x", "y", "z")) as mesh:
     def f():
@@ -903,8 +891,6 @@ def _identity_zero_ct(x):
 _identity_zero_ct.defvjp(lambda x: (x, None), lambda _, g: (None,))
 
 
-@pytest.mark.xfail(strict=True, reason='partix.shard_map requires in_specs (JAX 0.10.2 infers '
-                   "them from the arguments' shardings on an Explicit mesh)")
 def test_zero_cotangent_sharding():
   with explicit_mesh((2,), ("x",)):
     @jax.shard_map(out_specs=jax.P("x"), check_vma=False)
@@ -1300,9 +1286,6 @@ def test_eager_shmap_new_ref():
     assert_equal(out, x)
 
 
-@pytest.mark.xfail(strict=True, reason='partix.shard_map requires in_specs (JAX 0.10.2 infers '
-                   "them from the arguments' shardings on an Explicit mesh)"
-                   ' (here: f takes no arguments)')
 def test_full_like_pvary_existing():
   with explicit_mesh((2,), "x"):
     @jax.shard_map(out_specs=P("x"))
@@ -1316,9 +1299,6 @@ def test_full_like_pvary_existing():
     assert_equal(jax.jit(f)(), np.full(4, -1, np.int32))
 
 
-@pytest.mark.xfail(strict=True, reason="partix's jax.typeof(x) has no .mat "
-                   '(varying/reduced/unreduced manual axes) (nor '
-                   'mat.invarying(mesh))')
 def test_mat_invarying():
   with explicit_mesh((2,), "x") as mesh:
     arr = jax.device_put(np.arange(8), P())
