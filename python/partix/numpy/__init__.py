@@ -6,6 +6,17 @@ from partix._src.dtypes import (bfloat16, dtype, finfo, iinfo, issubdtype,  # no
                                 q4_0, q4_1, q4_k, q6_k, q8_0)
 from partix._src.numpy_ops import *  # noqa: F401,F403
 from partix._src.numpy_more import *  # noqa: F401,F403
+from partix._src.numpy_sized import *  # noqa: F401,F403
+from partix._src.numpy_ops import where as _where3
+from partix._src.numpy_sized import nonzero as _nonzero
+
+
+def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
+  """numpy.where: x where condition holds, else y; with condition alone, nonzero(condition)
+  (size= and fill_value= as JAX's, for a traced condition)."""
+  if x is None and y is None:
+    return _nonzero(condition, size=size, fill_value=fill_value)
+  return _where3(condition, x, y)
 from partix._src.numpy_ops import asarray_ as asarray  # noqa: F401
 from partix._src.numpy_ops import linalg_norm as _linalg_norm
 from partix._src.numpy_ops import (abs, all, any, max, min, pow, round, sum)  # noqa: F401
