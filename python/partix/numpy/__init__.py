@@ -7,6 +7,7 @@ from partix._src.dtypes import (bfloat16, dtype, finfo, iinfo, issubdtype,  # no
 from partix._src.numpy_ops import *  # noqa: F401,F403
 from partix._src.numpy_more import *  # noqa: F401,F403
 from partix._src.numpy_sized import *  # noqa: F401,F403
+from partix._src.numpy_helpers import *  # noqa: F401,F403
 from partix._src.numpy_ops import where as _where3
 from partix._src.numpy_sized import nonzero as _nonzero
 
