@@ -329,7 +329,8 @@ BAD = [
     ("negative shape", lambda: jnp.zeros((2, -1)), "[zeros]"),
     ("einsum", lambda: jnp.einsum("ij,jk->ik", jnp.ones((2, 3)), jnp.ones((4, 2))), "[einsum]"),
     ("take float idx", lambda: jnp.take(jnp.ones(3), jnp.ones(2)), "[take]"),
-    ("where one arg", lambda: jnp.where(jnp.ones(3) > 0), "[where]"),
+    ("where one arg traced", lambda: jax.jit(lambda c: jnp.where(c))(jnp.ones(3) > 0),
+     "[nonzero]"),
     ("broadcast_to", lambda: jnp.broadcast_to(jnp.ones(3), (2, 4)), "[broadcast_to]"),
     ("pad mode", lambda: jnp.pad(jnp.ones(3), 1, mode="median"), "[pad]"),
     ("stack shapes", lambda: jnp.stack([jnp.ones(3), jnp.ones(4)]), "[stack]"),
@@ -557,7 +558,8 @@ def test_any_all_truth_of_floats():
 
 NOT_FUNCTIONS = {"dtype", "ndarray", "shape", "ndim", "size", "isscalar", "iscomplexobj",
                  "broadcast_shapes", "finfo", "iinfo", "issubdtype", "result_type",
-                 "promote_types", "linalg", "isrealobj", "vectorize"}
+                 "promote_types", "linalg", "isrealobj", "vectorize", "can_cast", "isdtype",
+                 "iterable", "get_printoptions", "set_printoptions", "printoptions"}
 
 
 @pytest.mark.parametrize("obj", [None, "s", {"a": 1}, object()], ids=repr)

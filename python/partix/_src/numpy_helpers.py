@@ -47,12 +47,14 @@ def block(arrays):
 
 
 def fromfunction(function, shape, *, dtype=float, **kwargs):
+  _callable(function, "fromfunction")
   grids = _more.indices(tuple(shape), dtype=dtype)
   return function(*[grids[i] for i in range(len(shape))], **kwargs)
 
 
 def apply_along_axis(func1d, axis, arr, *args, **kwargs):
   """func1d applied to every 1-D slice along axis (vmapped over the other axes)."""
+  _callable(func1d, "apply_along_axis")
   x = jnp.asarray(arr, api="apply_along_axis")
   axis %= x.ndim
   f = lambda v: func1d(v, *args, **kwargs)  # noqa: E731
@@ -68,6 +70,7 @@ def apply_along_axis(func1d, axis, arr, *args, **kwargs):
 
 
 def apply_over_axes(func, a, axes):
+  _callable(func, "apply_over_axes")
   x = jnp.asarray(a, api="apply_over_axes")
   for ax in ([axes] if isinstance(axes, int) else axes):
     y = func(x, ax)
@@ -201,6 +204,8 @@ def polyint(p, m=1, k=None):
 
 def kaiser(M, beta):
   """numpy.kaiser: the window from the modified Bessel function I0 (its series, to float32)."""
+  if isinstance(M, bool) or not isinstance(M, (int, np.integer)):
+    raise PartixError(f"[kaiser] M must be an int, got {M!r}")
   if M < 1:
     return jnp.zeros((0,), np.float32)
   if M == 1:
@@ -249,4 +254,10 @@ def array_repr(arr, max_line_width=None, precision=None, suppress_small=None):
 
 
 def array_str(a, max_line_width=None, precision=None, suppress_small=None):
-  return np.array_str(np.asarray(a), max_line_width, precision, suppress_small)
+  return np.array_str(np.asarray(jnp.asarray(a, api="array_str")), max_line_width, precision,
+                      suppress_small)
+
+
+def _callable(f, api):
+  if not callable(f):
+    raise PartixError(f"[{api}] {f!r} is not callable")

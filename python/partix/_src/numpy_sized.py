@@ -269,8 +269,11 @@ def bincount(x, weights=None, minlength=0, *, length=None):
 
 def lexsort(keys, axis=-1):
   """Indices sorting by the last key, then the one before, ... (stable sorts, first key last)."""
-  ks = [jnp.asarray(k, api="lexsort") for k in (keys if isinstance(keys, (list, tuple)) else
-                                                  list(keys))]
+  if isinstance(keys, (list, tuple)):
+    ks = [jnp.asarray(k, api="lexsort") for k in keys]
+  else:  # an array: its rows are the keys
+    x = jnp.asarray(keys, api="lexsort")
+    ks = [x[i] for i in range(x.shape[0])] if x.ndim else [x]
   if not ks:
     raise PartixError("[lexsort] needs at least one key")
   order = jnp.argsort(ks[0], axis=axis, stable=True)
