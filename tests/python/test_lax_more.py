@@ -61,3 +61,29 @@ def test_bad_input():
     lax.select_n(X > 0, X, X, X)
   with pytest.raises(jax.PartixError, match=r"\[split\] sizes \(1, 1\) do not add up"):
     lax.split(X, (1, 1), axis=1)
+
+
+def test_cumulative_scans_and_associative_scan():
+  x = np.array([[3.0, 1, 4, 1, 5, 9, 2], [2, 6, 5, 3, 5, 8, 9]], np.float32)
+  np.testing.assert_array_equal(lax.cummax(x, axis=1), np.maximum.accumulate(x, 1))
+  np.testing.assert_array_equal(lax.cummin(x, axis=1, reverse=True),
+                                np.minimum.accumulate(x[:, ::-1], 1)[:, ::-1])
+  np.testing.assert_allclose(lax.cumprod(x, axis=0), np.cumprod(x, 0))
+  np.testing.assert_allclose(lax.cumlogsumexp(x, axis=1), np.logaddexp.accumulate(x, 1),
+                             rtol=1e-6)
+  np.testing.assert_array_equal(jax.jit(lambda v: lax.cummax(v, axis=1))(x),
+                                np.maximum.accumulate(x, 1))
+  # A non-commutative operation (2x2 matrix products, as pairs of rows) keeps its order.
+  m = np.random.default_rng(0).standard_normal((6, 2, 2)).astype(np.float32)
+  got = lax.associative_scan(lax.batch_matmul, m)
+  want = [m[0]]
+  for k in range(1, 6):
+    want.append(want[-1] @ m[k])
+  np.testing.assert_allclose(got, np.stack(want), rtol=1e-4, atol=1e-5)
+  got = lax.associative_scan(lax.batch_matmul, m, reverse=True)
+  want = [m[5]]
+  for k in range(4, -1, -1):
+    want.insert(0, m[k] @ want[0])
+  np.testing.assert_allclose(got, np.stack(want), rtol=1e-4, atol=1e-5)
+  with pytest.raises(jax.PartixError, match=r"^\[cummax\]"):
+    lax.cummax(np.float32(1.0))

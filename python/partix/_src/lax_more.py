@@ -6,13 +6,15 @@ import numpy as np
 
 from partix._src import numpy_more as _more
 from partix._src import numpy_ops as jnp
+from partix._src import tree_util as _tu
 from partix._src.core import PartixError
 
 __all__ = ["acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "cbrt", "cosh", "sinh",
            "tan", "exp2", "reciprocal", "is_finite", "conj", "real", "imag", "clamp", "full",
            "full_like", "rev", "reduce_and", "reduce_or", "reduce_prod", "select_n",
            "sort_key_val", "split", "optimization_barrier", "broadcast_to_rank", "collapse",
-           "batch_matmul", "GatherScatterMode", "tile"]
+           "batch_matmul", "GatherScatterMode", "tile", "associative_scan", "cumprod", "cummax",
+           "cummin", "cumlogsumexp"]
 
 acos, acosh, asin, asinh, atan, atan2, atanh = (_more.arccos, _more.arccosh, _more.arcsin,
                                                 _more.arcsinh, _more.arctan, _more.arctan2,
@@ -129,3 +131,53 @@ class GatherScatterMode(enum.Enum):
   FILL_OR_DROP = "fill"
   PROMISE_IN_BOUNDS = "promise_in_bounds"
   ONE_HOT = "one_hot"
+
+
+def associative_scan(fn, elems, reverse=False, axis=0):
+  """lax.associative_scan: the inclusive scan of elems (a pytree of arrays of one length
+  along axis) by the associative fn, in log2(n) rounds (each combines every element with
+  the one 2^k before it)."""
+  leaves, tree = _tu.tree_flatten(elems)
+  if not leaves:
+    raise PartixError("[associative_scan] elems has no arrays")
+  xs = [jnp.asarray(x, api="associative_scan") for x in leaves]
+  ax = axis % xs[0].ndim
+  n = xs[0].shape[ax]
+  if any(x.shape[ax] != n for x in xs):
+    raise PartixError(f"[associative_scan] every array needs the same length along axis {axis}")
+  if reverse:
+    xs = [jnp.flip(x, ax) for x in xs]
+
+  def part(x, a, b):
+    idx = [slice(None)] * x.ndim
+    idx[ax] = slice(a, b)
+    return x[tuple(idx)]
+  k = 1
+  while k < n:
+    prev = _tu.tree_unflatten(tree, [part(x, 0, n - k) for x in xs])
+    cur = _tu.tree_unflatten(tree, [part(x, k, n) for x in xs])
+    comb = _tu.tree_leaves(fn(prev, cur)) if reverse is False else _tu.tree_leaves(
+        fn(cur, prev))
+    xs = [jnp.concatenate([part(x, 0, k), jnp.asarray(c).astype(x.dtype)], axis=ax)
+          for x, c in zip(xs, comb)]
+    k *= 2
+  if reverse:
+    xs = [jnp.flip(x, ax) for x in xs]
+  return _tu.tree_unflatten(tree, xs)
+
+
+def _cum(fn, api):
+  def op(operand, axis=0, reverse=False):
+    x = jnp.asarray(operand, api=api)
+    if x.ndim == 0:
+      raise PartixError(f"[{api}] needs an array of at least one dimension")
+    return associative_scan(fn, x, reverse=reverse, axis=axis)
+  op.__name__ = api
+  op.__doc__ = f"lax.{api}: the inclusive scan along axis (reverse: from the end)."
+  return op
+
+
+cumprod = _cum(jnp.multiply, "cumprod")
+cummax = _cum(jnp.maximum, "cummax")
+cummin = _cum(jnp.minimum, "cummin")
+cumlogsumexp = _cum(jnp.logaddexp, "cumlogsumexp")
