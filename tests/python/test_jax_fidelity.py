@@ -267,3 +267,18 @@ def test_multihost_utils_across_two_processes(tmp_path):
   for me in (0, 1):
     got = json.loads((tmp_path / f"out{me}.json").read_text())
     assert got == {"g": [[0, 0], [1, 1]], "t": [0, 0, 1, 1], "b": [10], "s": [21]}, got
+
+
+def test_shape_dtype_struct_update_lazy_spec_and_rank_check():
+  s = jax.ShapeDtypeStruct((2, 2), np.int32)
+  u = s.update(shape=(4, 2), dtype=np.float32)
+  assert u.shape == (4, 2) and u.dtype == np.float32 and not u.weak_type
+  assert s.update(weak_type=True).weak_type
+  sds = jax.ShapeDtypeStruct((2, 2), np.float32, sharding=P("x"))
+  mesh = jax.make_mesh((2,), ("x",))
+  with jax.sharding.use_mesh(mesh):
+    assert sds.sharding == NamedSharding(mesh, P("x"))  # resolved when read
+  with pytest.raises(TypeError, match="context mesh cannot be empty"):
+    sds.sharding
+  with pytest.raises(jax.PartixError, match="only valid for values of rank at least 3"):
+    jax.ShapeDtypeStruct((128, 128), np.float32, sharding=P(None, "x", None))

@@ -17,13 +17,44 @@ from partix._src.sharding import (NamedSharding, PartitionSpec, Device, get_mesh
 
 class ShapeDtypeStruct:
   """An array that is not allocated: shape, dtype and (optionally) sharding. jit(f).lower and
-  eval_shape take it where f takes arrays."""
-  __slots__ = ("shape", "dtype", "sharding")
+  eval_shape take it where f takes arrays. A PartitionSpec sharding is resolved against the
+  current mesh when .sharding is read, as JAX's."""
+  __slots__ = ("shape", "dtype", "_sharding", "weak_type")
 
-  def __init__(self, shape, dtype, sharding=None):
+  def __init__(self, shape, dtype, sharding=None, *, weak_type=False, vma=None):
     self.shape = tuple(int(d) for d in shape)
     self.dtype = dtypes.dtype(dtype)
-    self.sharding = to_sharding(sharding, "ShapeDtypeStruct")
+    self.weak_type = bool(weak_type)
+    if isinstance(sharding, PartitionSpec):
+      self._sharding = sharding  # resolved when read
+    else:
+      self._sharding = to_sharding(sharding, "ShapeDtypeStruct")
+    spec = sharding if isinstance(sharding, PartitionSpec) else getattr(
+        self._sharding, "spec", None)
+    if spec is not None and len(spec) > len(self.shape):
+      raise PartixError(f"[ShapeDtypeStruct] sharding {spec} is only valid for values of rank "
+                        f"at least {len(spec)}, but was applied to a value of rank "
+                        f"{len(self.shape)}")
+
+  @property
+  def sharding(self):
+    s = self._sharding
+    if isinstance(s, PartitionSpec):
+      if get_mesh() is None:
+        raise PartixTypeError("[ShapeDtypeStruct] When specifying PartitionSpec to "
+                              "`ShapeDtypeStruct`, the context mesh cannot be empty (use "
+                              "jax.set_mesh, or give a NamedSharding)")
+      return to_sharding(s, "ShapeDtypeStruct")
+    return s
+
+  def update(self, **kwargs):
+    """A copy with some of shape, dtype, sharding and weak_type replaced."""
+    unknown = set(kwargs) - {"shape", "dtype", "sharding", "weak_type"}
+    if unknown:
+      raise PartixError(f"[ShapeDtypeStruct.update] unknown fields {sorted(unknown)}")
+    return ShapeDtypeStruct(kwargs.get("shape", self.shape), kwargs.get("dtype", self.dtype),
+                            kwargs.get("sharding", self._sharding),
+                            weak_type=kwargs.get("weak_type", self.weak_type))
 
   @property
   def ndim(self):
@@ -39,11 +70,11 @@ class ShapeDtypeStruct:
 
   def __repr__(self):
     return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}" + (
-        f", sharding={self.sharding})" if self.sharding is not None else ")")
+        f", sharding={self._sharding})" if self._sharding is not None else ")")
 
   def __eq__(self, other):
-    return isinstance(other, ShapeDtypeStruct) and (self.shape, self.dtype, self.sharding) == (
-        other.shape, other.dtype, other.sharding)
+    return isinstance(other, ShapeDtypeStruct) and (self.shape, self.dtype, self._sharding) == (
+        other.shape, other.dtype, other._sharding)
 
   def __hash__(self):
     return hash((self.shape, self.dtype))
