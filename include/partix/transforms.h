@@ -348,6 +348,14 @@ class ShardMapped {
     return tree_unflatten(*std::static_pointer_cast<R>(proto), outs);
   }
 
+  // JAX's axis_names=: the same map, manual over these mesh axes only; over the others the
+  // body's values are whole (automatic), and its specs and collectives may not name them.
+  ShardMapped axis_names(std::set<std::string> axes) const {
+    ShardMapped s = *this;
+    s.state_.set_manual_axes(std::move(axes));
+    return s;
+  }
+
  private:
   F f_;
   detail::ShardMapState state_;
@@ -547,7 +555,7 @@ ArraysFn vmap(ArraysFn f, std::vector<int> in_axes, std::vector<int> out_axes = 
               std::optional<int64_t> axis_size = std::nullopt, std::string axis_name = "",
               std::vector<std::string> spmd_axis_name = {});
 
-// vmap's options by name (DESIGN §8.1): vmap(f, VmapOptions{.in_axes = {0, -1},
+// vmap's options by name: vmap(f, VmapOptions{.in_axes = {0, -1},
 // .axis_name = "batch"}).
 struct VmapOptions {
   std::vector<int> in_axes{0};   // per argument (one entry: every argument); -1: not mapped

@@ -465,3 +465,40 @@ TEST(JaxPortShardMap, CloseOverUnusedParams) {
   EXPECT_EQ(loss.item<float>(), 120.0f);
   EXPECT_EQ(Array(g).to_vector<float>(), std::vector<float>(32, 0.0f));
 }
+
+// shard_map_test.py ShardMapTest.test_partial_auto / test_partial_auto_axis_index (axis_names=):
+// manual over 'i' only on a (4, 2) mesh ('i', 'j'); the body's blocks are split over 'i' and
+// whole along 'j'; its psum and axis_index see 'i'; specs and collectives naming 'j' are errors.
+TEST(JaxPortShardMap, PartialManualAxisNames) {
+  Mesh mesh({4, 2}, {"i", "j"});
+  Array x = device_put(iota_f32({8, 8}), NamedSharding(mesh, P()));
+  auto sum_over_i = shard_map(
+      [](const Array& b) {
+        EXPECT_EQ(b.shape(), (Shape{2, 8}));
+        return psum(b, "i") * 1.0f;
+      },
+      mesh, {P("i")}, {P()}).axis_names({"i"});
+  Array s = jit(sum_over_i)(x);
+  const std::vector<float> xv = iota_values(64);
+  std::vector<float> want(16, 0.0f);
+  for (size_t r = 0; r < 8; ++r) {
+    for (size_t c = 0; c < 8; ++c) want[(r % 2) * 8 + c] += xv[r * 8 + c];
+  }
+  EXPECT_EQ(s.shape(), (Shape{2, 8}));
+  EXPECT_EQ(s.to_vector<float>(), want);
+  auto index = shard_map(
+      [](const Array& b) { return b * 0.0f + astype(axis_index("i"), DType::F32); }, mesh,
+                         {P("i")}, {P("i")})
+                   .axis_names({"i"});
+  std::vector<float> iv = jit(index)(x).to_vector<float>();
+  for (size_t r = 0; r < 8; ++r) EXPECT_EQ(iv[r * 8], static_cast<float>(r / 2)) << r;
+  auto over_j = shard_map([](const Array& b) { return psum(b, "j"); }, mesh, {P("i")}, {P("i")})
+                    .axis_names({"i"});
+  EXPECT_THROW(jit(over_j)(x), Error);
+  auto spec_j = shard_map([](const Array& b) { return b; }, mesh, {P("j")}, {P("j")})
+                    .axis_names({"i"});
+  EXPECT_THROW(spec_j(x), Error);
+  auto unknown = shard_map([](const Array& b) { return b; }, mesh, {P()}, {P()})
+                     .axis_names({"k"});
+  EXPECT_THROW(unknown(x), Error);
+}
