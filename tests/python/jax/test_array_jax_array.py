@@ -533,8 +533,8 @@ def test_array_shards_committed():
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    'jnp.array(arr, copy=True) returns arr itself in partix, and Array has no '
-    'unsafe_buffer_pointer'))
+    "partix's Array has no unsafe_buffer_pointer() (jnp.array(arr, copy=True) does copy, "
+    'with the same shards)'))
 def test_array_jnp_array_copy_multi_device():
   arr, _ = create_array((8, 2), NamedSharding(_mesh42(), P("x", "y")))
   c_arr = jnp.array(arr, copy=True)
@@ -594,7 +594,9 @@ def test_array_is_ready():
   assert_equal(x, np.arange(8, dtype=np.float32))
 
 
-@pytest.mark.xfail(strict=True, reason='partix provides no jax.experimental.multihost_utils')
+@pytest.mark.xfail(strict=True, reason=(
+    "partix's multihost_utils.process_allgather(x) (tiled=False) returns x's shape (8,), not "
+    'a (1, 8) stack over the one process'))
 def test_process_allgather_single_host():
   from jax.experimental import multihost_utils
   x = jnp.arange(8.)
@@ -607,7 +609,8 @@ def test_process_allgather_single_host():
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    'partix provides no jax.experimental.multihost_utils (nor uint8 arrays)'))
+    'partix holds no uint8 dtype: jnp.arange(8, dtype=jnp.uint8) raises "dtype uint8 is not '
+    'supported by partix"'))
 def test_broadcast_one_to_all_single_host():
   from jax.experimental import multihost_utils
   x = jnp.arange(8, dtype=jnp.uint8)
@@ -775,7 +778,8 @@ def test_make_array_from_single_device_arrays_bad_dtype_error():
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "partix's lax.reduce_sum has no out_sharding= (nor JAX's str(x) of an unreduced array)"))
+    "partix's lax.reduce_sum takes no out_sharding= (TypeError: unexpected keyword argument), "
+    'so no unreduced result can be made'))
 def test_unreduced_printing():
   # jtu.with_explicit_mesh((2,), ('x',)): an Explicit mesh, set as the current one.
   mesh = create_mesh((2,), ("x",), axis_types=(AxisType.Explicit,))
@@ -806,7 +810,7 @@ def test_deprecated_dtype_conversion():
                        for i in w), [str(i.message) for i in w]
 
 
-@pytest.mark.xfail(strict=True, reason="partix's ShapeDtypeStruct has no like() (nor weak_type)")
+@pytest.mark.xfail(strict=True, reason="partix's ShapeDtypeStruct has no like() classmethod")
 def test_sds_like():
   out = jax.ShapeDtypeStruct.like(jnp.array(1.))
   assert out.weak_type

@@ -330,8 +330,8 @@ def test_wsc_eager_different_order_devices():
     lax.with_sharding_constraint(inp, NamedSharding(mesh2, P('x')))
 
 
-@pytest.mark.xfail(strict=True, reason="partix has no jax.extend.core (jaxpr_as_fun), and "
-                   "make_jaxpr returns no ClosedJaxpr to evaluate")
+@pytest.mark.xfail(strict=True, reason="partix provides no jax.extend module (jax.extend.core."
+                   "jaxpr_as_fun), and its make_jaxpr gives program text, not a ClosedJaxpr")
 def test_jaxpr_as_fun_fast_path():
   from jax.extend.core import jaxpr_as_fun
   f = jax.jit(lambda x: x * 2)
@@ -352,8 +352,8 @@ def test_jit_static_argnames_non_interned():
   assert out == 2
 
 
-@pytest.mark.xfail(strict=True, reason="partix's jnp.pad supports only mode='constant' (no "
-                   "'wrap'), and partix has no jax.extend.core.jaxpr_as_fun")
+@pytest.mark.xfail(strict=True, reason="partix provides no jax.extend module (jax.extend.core."
+                   "jaxpr_as_fun): importing it raises ImportError")
 def test_most_recent_executable_outer_inner_cache():
   from jax.extend.core import jaxpr_as_fun
   x = np.zeros((20, 20), dtype=jnp.float64)
@@ -1087,8 +1087,8 @@ def test_prng_key_wsc_multi_axes_sharding():
 
 # ---- ShapeDtypeStruct ----
 
-@pytest.mark.xfail(strict=True, reason="partix's ShapeDtypeStruct has no update() and no "
-                   "weak_type, and partix has no jax.experimental.layout (Format, Layout)")
+@pytest.mark.xfail(strict=True, reason="partix provides no jax.experimental.layout module "
+                   "(Format, Layout), so no ShapeDtypeStruct with a layout")
 def test_sds_update():
   mesh = create_mesh((2, 1), ('x', 'y'))
   s1_u = jax.ShapeDtypeStruct((2, 2), jnp.int32).update(shape=(4, 2), dtype=np.float32)
@@ -1129,9 +1129,9 @@ def test_sds_pspec_input():
     assert out.sharding == NamedSharding(mesh, P('x'))
 
 
-@pytest.mark.xfail(strict=True, reason="partix's ShapeDtypeStruct resolves a PartitionSpec "
-                   "sharding against the current mesh when constructed (and raises without "
-                   "one) instead of when .sharding is read")
+@pytest.mark.xfail(strict=True, reason="partix's error for a P('x') sharding read under a mesh "
+                   "without 'x' says \"mesh axis 'x' in P('x') is not in Mesh('y': 2)\", not "
+                   "JAX's 'Resource axis: x ... not found in mesh'")
 def test_sds_pspec_no_mesh_ctx_error():
   sds = jax.ShapeDtypeStruct((2, 2), np.float32, sharding=P('x'))
   mesh = create_mesh((2,), 'x')
@@ -1157,8 +1157,8 @@ def test_set_mesh_none_out_sharding():
   assert f(NamedSharding(mesh, P('x'))).sharding == NamedSharding(mesh, P('x'))
 
 
-@pytest.mark.xfail(strict=True, reason="partix's jit decorator form jax.jit(compiler_options="
-                   "...) drops compiler_options; no error for a nested jit that has them")
+@pytest.mark.xfail(strict=True, reason="partix ignores jit's compiler_options (even an invalid "
+                   "key), so a jit that has them runs nested in another jit with no error")
 def test_compiler_options_nested_jit_error():
   @jax.jit(compiler_options={"invalid_key": "invalid_value"})
   def g(x):
@@ -1228,8 +1228,6 @@ def test_sds_input_to_zeros_like_propagates_sharding():
     assert out.sharding == NamedSharding(mesh, P('x'))
 
 
-@pytest.mark.xfail(strict=True, reason="ShapeDtypeStruct does not check its sharding's "
-                   "rank against its shape when constructed (only a later lowering fails)")
 def test_sds_incompatible_sharding():
   mesh = create_mesh((2,), 'x')
   with pytest.raises(Exception, match="rank at least 3"):

@@ -268,8 +268,8 @@ def test_make_array_from_single_device_arrays_error():
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "partix's make_array_from_single_device_arrays iterates whatever `arrays` is (an Array "
-    'too): no TypeError naming the `arrays` argument'))
+    "partix's TypeError reads '[jax.make_array_from_single_device_arrays] `arrays` argument "
+    "must be a list or tuple': the bracketed name does not match JAX's message pattern"))
 def test_make_array_from_single_device_arrays_nonlist_error():
   x = jnp.arange(10)
   sharding = x.sharding
@@ -346,7 +346,8 @@ def test_mesh_axis_types_mismatch():
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "partix's Mesh has no explicit_axes / auto_axes / manual_axes"))
+    "partix's make_mesh takes one AxisType for several axes (JAX refuses: 'Number of axis "
+    "names should match the number of axis_types')"))
 def test_make_mesh_axis_types():
   Auto, Explicit, Manual = AxisType.Auto, AxisType.Explicit, AxisType.Manual
   assert AbstractMesh((2,), "x", axis_types=Auto) == AbstractMesh((2,), "x", axis_types=Auto)
@@ -371,8 +372,8 @@ def test_make_mesh_axis_types():
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "partix's NamedSharding ignores memory_kind= (memory_kind is always None, invalid kinds"
-    ' are not refused)'))
+    "partix's NamedSharding ignores memory_kind=: memory_kind is always 'device' (not "
+    "'pinned_host', not None by default), and invalid kinds are not refused"))
 def test_memory_kind_with_abstract_mesh():
   abstract_mesh = AbstractMesh((2,), ("x",))
   ns = NamedSharding(abstract_mesh, P(), memory_kind="pinned_host")
@@ -384,7 +385,8 @@ def test_memory_kind_with_abstract_mesh():
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    'partix provides no jax.core (jax.core.ShapedArray and its update(sharding=))'))
+    "partix's ShapedArray.update(sharding=) keeps the spec as given (P(('a', 'b', 'c'), 'd')); "
+    "JAX keeps only Explicit axes and pads it to the rank (P(('a', 'b'), None, None, None))"))
 def test_pspec_mix_axis_types():
   import jax.core
   mesh = AbstractMesh((2, 2, 2, 2), ("a", "b", "c", "d"),
@@ -402,7 +404,8 @@ def test_pspec_mix_axis_types():
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    'partix provides no jax.core (jax.core.ShapedArray with sharding=, str_short)'))
+    "partix's ShapedArray.str_short() takes no short_dtypes argument (TypeError) and writes "
+    "float32[1,1,1,1]{U:a}, not f32[1,1,1,1]{U:a}"))
 def test_aval_str_short():
   # JAX's case also gives the avals varying axes through the private
   # jax._src.core.ManualAxisType ({V:c}); the public part is mirrored.
@@ -417,9 +420,8 @@ def test_aval_str_short():
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "partix's PartitionSpec has no reduced=, its repr is PartitionSpec(...) not P(...), + "
-    'drops unreduced (returns a plain tuple), and partitions overlapping unreduced are not '
-    'refused'))
+    "partix's P + tuple and tuple + P keep unreduced (P('x', None, None, unreduced={'z'})) "
+    "instead of raising TypeError 'unreduced in `__add__` of PartitionSpec'"))
 def test_pspec_unreduced():
   pspec = P("a", "b", None, unreduced={"c"}, reduced={"d"})
   assert repr(pspec) == "P('a', 'b', None, unreduced={'c'}, reduced={'d'})"
@@ -466,8 +468,8 @@ def test_nested_tuple_pspec_error():
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "partix's PartitionSpec can be subclassed (JAX: TypeError 'Subclassing `jax.P` is "
-    "prohibited')"))
+    "partix refuses subclassing P with TypeError 'PartitionSpec cannot be subclassed', not "
+    "JAX's 'Subclassing `jax.P` is prohibited'"))
 def test_pspec_subclass_error():
   with pytest.raises(TypeError, match="Subclassing `jax.P` is prohibited"):
     class MyP(jax.P):

@@ -546,7 +546,7 @@ def testAutodiffCache():
     assert len(traces) == n
 
 
-@pytest.mark.xfail(strict=True, reason="partix has no jax.core (eval_jaxpr): a jaxpr from "
+@pytest.mark.xfail(strict=True, reason="partix's jax.core has no eval_jaxpr: a jaxpr from "
                    "make_jaxpr cannot be evaluated (partix's make_jaxpr gives program text)")
 def testEvalJaxpr():
   # JAX evaluates the jaxpr through the private core.jaxpr_as_fun; the public way is
@@ -660,8 +660,9 @@ def _pjit_xy():
   return pjit(_matmul_xy, in_shardings=P(("x", "y"),), out_shardings=P(("x", "y"),))
 
 
-@pytest.mark.xfail(strict=True, reason="partix's Lowered and Compiled have no in_avals and no "
-                   "in_tree, and partix has no jax.core (ShapedArray)")
+@pytest.mark.xfail(strict=True, reason="partix's Lowered.in_avals carry NamedSharding(Mesh(), "
+                   "P()) (an empty mesh), so they differ from JAX's ShapedArray with the "
+                   "`with mesh:` mesh's abstract mesh and P()")
 def testLowerCompile():
   with with_mesh((("x", 2), ("y", 2))):
     mesh = create_mesh((2, 2), ("x", "y"))
@@ -724,7 +725,8 @@ def testLowerAsText():
     assert isinstance(f.as_text(dialect="stablehlo"), str)
 
 
-@pytest.mark.xfail(strict=True, reason="partix's Lowered has no compiler_ir()")
+@pytest.mark.xfail(strict=True, reason="partix's Lowered.compiler_ir(dialect='hlo') raises: "
+                   "partix lowers to its own IR, not to HLO or StableHLO")
 def testLowerCompilerIR():
   with with_mesh((("x", 2), ("y", 2))):
     x = jnp.arange(64).reshape((8, 8))
@@ -784,8 +786,9 @@ def test_static_argnums():
     assert f(1, "bye") == 5
 
 
-@pytest.mark.xfail(strict=True, reason="partix has no jax.core (ShapedArray) and no jax.stages "
-                   "(Compiled)")
+@pytest.mark.xfail(strict=True, reason="partix's lower() takes a ShapedArray without sharding "
+                   "as committed to NamedSharding(Mesh(), P()) and refuses it against "
+                   "in_shardings P(('x', 'y')) ('device_put it first')")
 def testLowerCompileWithAvals():
   with with_mesh((("x", 4), ("y", 2))):
     from jax import core, stages

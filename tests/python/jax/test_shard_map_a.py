@@ -182,7 +182,7 @@ def test_with_static_arg():
   assert_all_close(a + 1, fun(a, a.addressable_data(0).shape))
 
 
-@pytest.mark.xfail(strict=True, reason="partix.shard_map ignores unreduced= in out_specs: P('x', None, unreduced={'y'}) is checked as replicated over 'y' and rejected; jax.typeof(x) has no .mat.varying")
+@pytest.mark.xfail(strict=True, reason="partix's shard_map refuses out_specs with unreduced axes (P('x', None, unreduced={'y'})): it takes and returns only sharded or replicated values")
 def test_matmul_unreduced():
   with _explicit_mesh((2, 2), ("x", "y")) as mesh:
     np_inp1 = np.arange(8.).reshape(2, 4)
@@ -227,7 +227,7 @@ def test_matmul_unreduced():
     assert_all_close(ex_out2, out2, rtol=2e-4, atol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason="partix.shard_map requires in_specs (JAX infers them from the arguments' Explicit shardings); out_specs unreduced= is ignored; jax.typeof(x) has no .mat.varying")
+@pytest.mark.xfail(strict=True, reason="partix's shard_map refuses out_specs with unreduced axes (P(unreduced={'x'})): it takes and returns only sharded or replicated values")
 def test_matmul_full_unreduced_out():
   # in_specs left out: taken from the arguments' Explicit shardings.
   with _explicit_mesh((2, 1), ("x", "y")) as mesh:
@@ -559,7 +559,7 @@ def test_vmap_basic_axis_name_reuse_mesh_name():
   _vmap_of_shard_map(axis_name="x")  # the same name 'x' as a mesh axis
 
 
-@pytest.mark.xfail(strict=True, reason="shard_map's in_specs tree-prefix error does not name the key path 'shard_map in_specs[0]' (says 'in_specs has 1 entries where the tree PyTreeDef([*, *]) has 2')")
+@pytest.mark.xfail(strict=True, reason="partix's tree-prefix error reads '[shard_map] in_specs[0] has 1 entries where the tree PyTreeDef([*, *]) has 2', not JAX's 'shard_map in_specs[0] ...' (the bracketed prefix breaks the match)")
 def test_tree_prefix_error():
   mesh = create_mesh((2, 2), ("x", "y"))
 
@@ -573,7 +573,7 @@ def test_tree_prefix_error():
     f([x, x])
 
 
-@pytest.mark.xfail(strict=True, reason='shard_map\'s spec-longer-than-rank errors do not say "P(\'x\',) which has length 1 ... which has rank 0" nor suggest \'consider using an in_specs entry of `P()`\' (says \'PartitionSpec(\'x\') has 1 entries but result 0 has per-device shape ()\')')
+@pytest.mark.xfail(strict=True, reason="partix's spec-longer-than-rank error reads \"[shard_map] out_specs: P('x',) has 1 entries but result 0 has per-device shape ()\", not JAX's '... which has length 1 ... which has rank 0'")
 def test_rank_errors():
   mesh = create_mesh((2, 2), ("x", "y"))
 
@@ -792,7 +792,7 @@ def test_vmap_explicit_mesh_axis_single_axis():
     assert out.sharding == NamedSharding(mesh, P("data", "model"))
 
 
-@pytest.mark.xfail(strict=True, reason="partix.shard_map ignores axis_names=, and vmap over an Explicit-sharded dimension does not take that axis out of shard_map's mesh: no error for axis_names naming it, nor for spmd_axis_name together with an Explicit-sharded argument")
+@pytest.mark.xfail(strict=True, reason="partix's vmap of a shard_map over a dimension sharded on Explicit 'x', which the shard_map's axis_names makes manual, reshards the argument instead of raising; spmd_axis_name with it is accepted too")
 def test_vmap_explicit_mesh_axis_error():
   mesh = create_mesh((2, 2), ("x", "y"), axis_types=(AxisType.Explicit,) * 2)
 
@@ -891,7 +891,7 @@ def test_shmap_abstract_mesh_errors():
                   out_specs=P("x"))(arr, arr_mesh2)
 
 
-@pytest.mark.xfail(strict=True, reason="jax.debug.print inside partix.shard_map prints once, at trace time, with placeholders ('instance Traced<i32[]> has value x=Traced<i32[2]>'), not once per device with values; partix has no jax.effects_barrier")
+@pytest.mark.xfail(strict=True, reason="jax.debug.print inside partix.shard_map prints once, at trace time, with placeholders ('instance Traced<i32[]> has value x=Traced<i32[2]>'), not once per device with values")
 @pytest.mark.parametrize("jit", [True, False])
 def test_debug_print_jit(jit, capfd):
   # jax.debug.print in the body prints once per device, with that device's axis_index.
@@ -951,7 +951,7 @@ def test_psum_transpose_non_zero_cts():
   assert jax.grad(f2)(x1).shape == (16,)  # doesn't raise
 
 
-@pytest.mark.xfail(strict=True, reason='PartitionSpec has no reduced= (reduced axes), shard_map requires in_specs, and out_specs unreduced/reduced are not supported')
+@pytest.mark.xfail(strict=True, reason="partix's shard_map refuses out_specs with reduced axes (P(reduced={'x'})): it takes and returns only sharded or replicated values")
 def test_shmap_bwd_rep_to_unreduced_check_vma_true():
   # The cotangent of a reduced (replicated, summed in bwd) input comes back unreduced.
   with _explicit_mesh((2,), "x") as mesh:

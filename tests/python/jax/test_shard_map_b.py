@@ -61,7 +61,7 @@ def vma(x):
 
 @pytest.mark.xfail(strict=True, reason=(
     "partix's jax.debug.print prints once at trace time ('x=Traced<i32[2]>'), not each "
-    "device's block at run time; and partix has no jax.effects_barrier"))
+    "device's block at run time"))
 def test_debug_print_eager(capfd):
   # jax.debug.print inside an eager shard_map prints each device's block.
   mesh = Mesh(jax.devices(), ("i",))
@@ -396,9 +396,9 @@ def test_jaxpr_shardings_with_no_outputs():
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "jax.device_put(1) inside a shard_map body fails: '[NamedSharding] mesh axis 'i' in "
-    "P('i') is not in Mesh()' (eager and jit); no 'got device' error for device_put to one "
-    "device"))
+    "partix's eager device_put(1, jax.devices()[0]) inside a shard_map body fails with "
+    "\"[NamedSharding] mesh axis 'i' in P('i') is not in Mesh()\", not JAX's ValueError "
+    "naming 'got device'"))
 def test_device_put():
   mesh = create_mesh((4,), ("i",))
 
@@ -594,9 +594,9 @@ def test_pvary():
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "partix.shard_map rejects out_specs=None ('out_specs is required') for a body returning "
-    "None; pcast with a set axis_name raises PartixError (ValueError) 'is not a mesh axis "
-    "name', not TypeError 'must be a tuple or a str'; typeof(x) has no .mat"))
+    "partix's pcast with a set axis_name ({'x'}) raises PartixError (a ValueError) '[pvary] "
+    "axis_name {'x'} is not a mesh axis name or a tuple of names', not TypeError 'must be a "
+    "tuple or a str'"))
 def test_pcast_axis_name_is_not_set():
   # pcast's axis_name must be a str or a tuple: a set (or a vma frozenset) is a TypeError.
   with explicit_mesh((2,), "x") as mesh:
@@ -931,8 +931,8 @@ def _fsdp_custom_vjp_f():
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "partix's PartitionSpec has no reduced=; lax.all_gather has no to='reduced'; typeof(x) "
-    "has no .mat"))
+    "partix's lax.all_gather has no to='reduced' (its shard_map holds no reduced values), "
+    "and its shard_map refuses out_specs with reduced axes"))
 def test_shmap_unreduced_fsdp_custom_vjp_bwd():
   with explicit_mesh((2, 2), ("data", "seq")):
     np_inp1, np_inp2, arr1, arr2 = _fsdp_inputs()
@@ -974,8 +974,8 @@ def _fsdp_reduced_f():
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "partix's PartitionSpec has no reduced=; lax.pcast has only to='varying' (no 'reduced'); "
-    "lax.all_gather has no to='reduced'; typeof(x) has no .mat"))
+    "partix's lax.pcast has only to='varying' (no to='reduced'), and its shard_map refuses "
+    "in_specs/out_specs with reduced axes"))
 def test_shmap_unreduced_fsdp_grad():
   # (JAX also checks the grad jaxpr's text names unreduced_reduce_scatter and unreduced_psum:
   # jaxpr internals, not mirrored.)
@@ -994,9 +994,8 @@ def test_shmap_unreduced_fsdp_grad():
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "partix's jax.typeof(x) has no .mat; and shard_map in_specs=P(unreduced={'x'}) gives the "
-    "body the already-reduced value, so psum over 'x' doubles it (4584 for 2292, grads "
-    "doubled)"))
+    "partix's shard_map refuses in_specs with unreduced axes (P(unreduced={'x'})): it takes "
+    "and returns only sharded or replicated values"))
 def test_unreduced_psum_fwd_preduced_bwd():
   with explicit_mesh((2,), "x") as mesh:
     np_inp1 = np.arange(8.).reshape(2, 4)
@@ -1028,8 +1027,8 @@ def test_unreduced_psum_fwd_preduced_bwd():
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "partix's PartitionSpec has no reduced=; lax.pcast has only to='varying' (no "
-    "to='reduced'); typeof(x) has no .mat"))
+    "partix's lax.pcast has only to='varying' (no to='reduced'), and its shard_map refuses "
+    "out_specs with reduced axes (P(reduced={'x'}))"))
 def test_preduced_fwd_unreduced_psum_bwd():
   with explicit_mesh((2,), "x") as mesh:
     np_inp1 = np.arange(8.).reshape(2, 4)

@@ -68,8 +68,8 @@ def _matmul_grads_on_one_device(np_inp1, np_inp2):
 
 # ---- reduced / unreduced ----
 
-@pytest.mark.xfail(strict=True, reason="partix PartitionSpec has no reduced= and lax.all_gather "
-                   "has no to='reduced'; typeof has no .mat (varying/unreduced/reduced)")
+@pytest.mark.xfail(strict=True, reason="partix's lax.all_gather has no to='reduced' (its shard_map "
+                   "holds no reduced values), and its shard_map refuses reduced out_specs")
 def test_all_gather_reduced_fwd_unreduced_psum_scatter_bwd():
   # all_gather(to='reduced') forward: the result is reduced over 'seq'; its transpose is an
   # unreduced psum_scatter, so grads keep the inputs' shardings.
@@ -127,9 +127,8 @@ def _psum_scatter_of_unreduced(mesh):
   return np_inp1, np_inp2, arr1, arr2, f
 
 
-@pytest.mark.xfail(strict=True, reason="partix.shard_map ignores unreduced in in_specs "
-                   "(P(unreduced={'x'})): the partial sums are reduced on entry and psum_scatter "
-                   "sums them again (1992 for 996); typeof has no .mat")
+@pytest.mark.xfail(strict=True, reason="partix's shard_map refuses in_specs with unreduced axes "
+                   "(P(unreduced={'x'})): it takes and returns only sharded or replicated values")
 def test_unreduced_psum_scatter_fwd_all_gather_reduced_bwd():
   # An unreduced einsum result enters shard_map unreduced; psum_scatter reduces it, and the
   # backward pass (all_gather to reduced) keeps the inputs' shardings.
@@ -147,8 +146,9 @@ def test_unreduced_psum_scatter_fwd_all_gather_reduced_bwd():
     assert_all_close(ex_out2, out2, rtol=2e-4, atol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason="partix.shard_map requires in_specs (JAX infers them "
-                   "from Explicit-sharded arguments), so the missing unreduced rule is not reached")
+@pytest.mark.xfail(strict=True, reason="partix's shard_map with inferred in_specs takes an unreduced "
+                   "argument (f32[4,6]{U:x}) as reduced: the body sees no unreduced axes, so sin "
+                   "raises no 'unreduced rule' error")
 def test_sin_unreduced_error():
   # sin has no rule for an unreduced operand: the shard_map body must say so.
   with explicit_mesh((2,), 'x'):
@@ -164,9 +164,9 @@ def test_sin_unreduced_error():
       f(arr1, arr2)
 
 
-@pytest.mark.xfail(strict=True, reason="partix: jax.eval_shape under a trace (here lax.map in "
-                   "shard_map) raises 'internal error: jit called with tracers outside a trace'; "
-                   "typeof has no .mat (varying axes)")
+@pytest.mark.xfail(strict=True, reason="partix's jax.typeof refuses the ShapeDtypeStruct that "
+                   "eval_shape returns ('ShapeDtypeStruct of numpy dtype object is not an array "
+                   "partix can hold'), so its varying axes cannot be read")
 def test_eval_shape_vma():
   # eval_shape inside shard_map keeps the varying axes of its result, and full_like of it too.
   with explicit_mesh((2,), 'x'):
@@ -211,8 +211,9 @@ def test_psum_not_under_shmap_error():
   assert_arrays_equal(g(jnp.arange(8.)), np.array([4., 6., 8., 10.], np.float32))
 
 
-@pytest.mark.xfail(strict=True, reason="partix.shard_map accepts unreduced in_specs on a mesh "
-                   "of Auto axes without error, and ignores axis_names=")
+@pytest.mark.xfail(strict=True, reason="partix's shard_map refuses any unreduced in_specs with one "
+                   "message ('has unreduced axes; ... only sharded or replicated values'), not "
+                   "JAX's 'unreduced ... Explicit' / 'full manual' errors")
 def test_shmap_auto_unreduced_error():
   mesh = create_mesh((2, 1), ('x', 'y'))
   # unreduced in_specs need a mesh of Explicit axes ...
@@ -227,8 +228,9 @@ def test_shmap_auto_unreduced_error():
 
 # ---- partial manual (axis_names=) ----
 
-@pytest.mark.xfail(strict=True, reason="partix.shard_map ignores axis_names= (no partial "
-                   "manual: every mesh axis becomes Manual); inside it typeof(x).sharding is None")
+@pytest.mark.xfail(strict=True, reason="inside a partial-manual partix shard_map (axis_names="
+                   "{'i'}), jax.typeof(x).sharding is None, so the mesh's Manual/Auto axis types "
+                   "cannot be read")
 def test_partial_auto():
   # Manual over 'i' only: inside, 'j' stays Auto and can be constrained. (JAX also checks the
   # lowered text for the manual axes; the axis types are the public face of that.)
@@ -257,8 +259,9 @@ def _partial_auto_explicit_body(x):
   return out
 
 
-@pytest.mark.xfail(strict=True, reason="partix.shard_map ignores axis_names= (no partial "
-                   "manual over an Explicit mesh); inside it typeof(x).sharding is None")
+@pytest.mark.xfail(strict=True, reason="inside a partial-manual partix shard_map (axis_names="
+                   "{'i'}) on an Explicit mesh, jax.typeof(x).sharding is None, so its axis "
+                   "types and spec cannot be read")
 def test_partial_auto_explicit_no_set_mesh():
   mesh = create_mesh((2, 2), ('i', 'j'), axis_types=(AxisType.Explicit,) * 2)
 
@@ -275,8 +278,9 @@ def test_partial_auto_explicit_no_set_mesh():
   assert_all_close(v * v, out, check_dtypes=False, **F32)
 
 
-@pytest.mark.xfail(strict=True, reason="partix.shard_map requires in_specs (JAX infers them on "
-                   "an Explicit mesh) and ignores axis_names=")
+@pytest.mark.xfail(strict=True, reason="inside a partial-manual partix shard_map (axis_names "
+                   "over part of an Explicit mesh), jax.typeof(x).sharding is None, so its "
+                   "axis types and spec cannot be read")
 def test_partial_auto_explicit():
   # (JAX also checks the lowered text for the constraint on 'j'; the traced spec shows it.)
   with explicit_mesh((2, 2), ('i', 'j')) as mesh:
@@ -300,8 +304,9 @@ def test_partial_auto_explicit():
     assert_all_close(jax.jit(jax.grad(h))(v), 2 * v, **F32)
 
 
-@pytest.mark.xfail(strict=True, reason="partix.shard_map requires in_specs (JAX infers them on "
-                   "an Explicit mesh) and ignores axis_names=")
+@pytest.mark.xfail(strict=True, reason="inside a partial-manual partix shard_map (axis_names "
+                   "over part of an Explicit mesh), jax.typeof(x).sharding is None, so its "
+                   "axis types and spec cannot be read")
 def test_partial_auto_explicit_multi_explicit():
   with explicit_mesh((2, 1, 2, 2), ('i', 'j', 'k', 'l')) as mesh:
     def g(x):
@@ -325,8 +330,9 @@ def test_partial_auto_explicit_multi_explicit():
     assert out.sharding == NamedSharding(mesh, P(('i', 'l'), ('j', 'k'), None, None))
 
 
-@pytest.mark.xfail(strict=True, reason="partix.shard_map ignores axis_names=: the constraint on "
-                   "the Auto axis 'i' inside is lost, the result is P() where JAX gives P('i')")
+@pytest.mark.xfail(strict=True, reason="partix's partial-manual shard_map (axis_names={'j', 'k'}) "
+                   "loses a constraint on the Auto axis 'i' made inside: the result is P() where "
+                   "JAX gives P('i')")
 def test_partial_auto_propagate_through():
   # A constraint on the Auto axis 'i' inside a region manual over 'j', 'k' reaches the result.
   # (JAX also checks the lowered text for the manual axes.)
@@ -465,8 +471,8 @@ def _partial_auto_call(mesh, g, in_specs, axis_names):
   return f(v)
 
 
-@pytest.mark.xfail(strict=True, reason="partix.shard_map ignores axis_names= and does not reject "
-                   "a constraint naming a Manual axis inside shard_map")
+@pytest.mark.xfail(strict=True, reason="partix does not reject a with_sharding_constraint naming "
+                   "the Manual axis 'i' inside a shard_map manual over 'i' (axis_names={'i'})")
 def test_partial_auto_error_wsc_manual():
   # Inside the region manual over 'i', a constraint may not name 'i'.
   mesh = create_mesh((2, 2), ('i', 'j'))
@@ -483,8 +489,9 @@ def test_partial_auto_error_invalid_auto():
     _partial_auto_call(mesh, _wsc_ij_body(mesh), P('i', None), frozenset({'i', 'j'}))
 
 
-@pytest.mark.xfail(strict=True, reason="partix.shard_map ignores axis_names=, so in_specs naming "
-                   "an axis outside axis_names is not rejected")
+@pytest.mark.xfail(strict=True, reason="partix's error reads \"in_specs P('i', 'j') refers to mesh "
+                   "axis 'j', which is not manual in this shard_map\", not JAX's \"in_specs "
+                   "refers to 'j'\"")
 def test_partial_auto_error_wrong_in_specs():
   mesh = create_mesh((2, 2), ('i', 'j'))
   with pytest.raises(Exception, match="in_specs refers to 'j'"):
@@ -524,8 +531,8 @@ def _nested_ij(mesh, g):
   return f
 
 
-@pytest.mark.xfail(strict=True, reason="partix.shard_map ignores axis_names= and refuses a "
-                   "shard_map inside a shard_map body ('not supported')")
+@pytest.mark.xfail(strict=True, reason="partix refuses a shard_map inside a shard_map body: '[shard_map] "
+                   "shard_map inside a shard_map body is not supported' (nested shard_map)")
 def test_nested_partial_auto():
   mesh = create_mesh((2, 2), ('i', 'j'))
   v = jax.device_put(jnp.arange(32.).reshape(4, 8), NamedSharding(mesh, P('i', 'j')))
@@ -534,8 +541,8 @@ def test_nested_partial_auto():
     assert_all_close(v * v, f(v), check_dtypes=False, **F32)
 
 
-@pytest.mark.xfail(strict=True, reason="partix.shard_map ignores axis_names= and refuses nested "
-                   "shard_map; its abstract mesh has no manual_axes/auto_axes, typeof no .mat")
+@pytest.mark.xfail(strict=True, reason="partix refuses a shard_map inside a shard_map body: '[shard_map] "
+                   "shard_map inside a shard_map body is not supported' (nested shard_map)")
 @pytest.mark.parametrize("dim1, dim2, outer_vma, inner_vma", [
     pytest.param('x', 'y', {'x'}, {'x', 'y'}, id='0'),
     pytest.param(None, 'y', frozenset(), {'y'}, id='1'),
@@ -574,8 +581,8 @@ def test_nested_partial_auto_1d(dim1, dim2, outer_vma, inner_vma):
     assert_arrays_equal(out, (np_inp * np_inp).astype(np.float32))
 
 
-@pytest.mark.xfail(strict=True, reason="partix.shard_map ignores axis_names= and refuses a "
-                   "shard_map inside a shard_map body ('not supported')")
+@pytest.mark.xfail(strict=True, reason="partix refuses a shard_map inside a shard_map body: '[shard_map] "
+                   "shard_map inside a shard_map body is not supported' (nested shard_map)")
 def test_grad_nested_partial_auto():
   mesh = create_mesh((2, 2), ('i', 'j'))
   f = _nested_ij(mesh, lambda x: x * x)
@@ -585,8 +592,8 @@ def test_grad_nested_partial_auto():
     assert_all_close(out, v * 2, check_dtypes=False, **F32)
 
 
-@pytest.mark.xfail(strict=True, reason="partix.shard_map ignores axis_names= and refuses a "
-                   "shard_map inside a shard_map body ('not supported')")
+@pytest.mark.xfail(strict=True, reason="partix refuses a shard_map inside a shard_map body: '[shard_map] "
+                   "shard_map inside a shard_map body is not supported' (nested shard_map)")
 def test_grad_nested_partial_auto_with_residuals():
   mesh = create_mesh((2, 2), ('i', 'j'))
   f = _nested_ij(mesh, lambda x: x * x * x)
@@ -855,9 +862,9 @@ def _none_spec_cases(spec):
   return cases
 
 
-@pytest.mark.xfail(strict=True, reason="partix.shard_map requires out_specs (None for a body "
-                   "returning None is refused) and takes no None in in_specs for non-array "
-                   "arguments, so divisibility is not checked")
+@pytest.mark.xfail(strict=True, reason="partix's uneven-split error says 'dimension 0 of size 2 "
+                   "does not split evenly into 4 blocks', which JAX's pattern 'divisible' does "
+                   "not match")
 def test_in_spec_none_divisibility_errors():
   mesh = create_mesh((4, 2), ('i', 'j'))
   x = jnp.arange(4).reshape(2, 2)  # 2 rows do not split over 'i' (4)
@@ -866,9 +873,9 @@ def test_in_spec_none_divisibility_errors():
       jax.shard_map(lambda *_: None, mesh=mesh, in_specs=in_specs, out_specs=None)(*args)
 
 
-@pytest.mark.xfail(strict=True, reason="partix.shard_map requires out_specs (None for a body "
-                   "returning None is refused) and takes no None in in_specs for non-array "
-                   "arguments, so the rank is not checked")
+@pytest.mark.xfail(strict=True, reason="partix's spec-too-long error says \"in_spec P('i', 'j') "
+                   "of argument 0 does not fit its shape [4]\", which JAX's pattern 'rank' "
+                   "does not match")
 def test_in_spec_none_rank_errors():
   mesh = create_mesh((4, 2), ('i', 'j'))
   x = jnp.arange(4)  # rank 1 against a spec of two entries
@@ -929,8 +936,9 @@ def test_in_spec_none_hashability():
   assert f(A()) == ()  # doesn't crash
 
 
-@pytest.mark.xfail(strict=True, reason="partix.typeof has no .mat (varying axes), and under "
-                   "jit(vmap(grad)) on an Explicit mesh typeof(x).sharding is None")
+@pytest.mark.xfail(strict=True, reason="under jit(vmap(grad)) on an Explicit mesh, partix's "
+                   "jax.typeof(x).sharding is None (JAX's is P(None), the batch axis taken "
+                   "out)")
 @pytest.mark.parametrize("use_axis_name", [pytest.param(True, id='axis_name'),
                                            pytest.param(False, id='no_axis_name')])
 def test_explicit_vmap_grad_shmap(use_axis_name):
@@ -1028,7 +1036,6 @@ def test_all_gather_with_vma_in_types():
   assert_arrays_equal(f(x), np.tile(x.astype(np.float32), (4, 1)))
 
 
-@pytest.mark.xfail(strict=True, reason="partix.numpy has no insert")
 def test_rep_none_canonicalization_again():
   mesh = create_mesh((2,), ('i',))
   f = jax.shard_map(lambda x: jnp.insert(x, 0, 0)[None], mesh=mesh, in_specs=P('i'),
@@ -1190,8 +1197,9 @@ def test_shmap_full_manual_context_explicit():
     assert_arrays_equal(jax.jit(f)(arr), (np_inp * 2).astype(np.int32))
 
 
-@pytest.mark.xfail(strict=True, reason="partix.shard_map requires in_specs (JAX infers them on "
-                   "an Explicit mesh) and ignores axis_names=; no Mesh.manual_axes, no .mat")
+@pytest.mark.xfail(strict=True, reason="inside a partial-manual partix shard_map (axis_names="
+                   "{'x'}) on an Explicit mesh, jax.typeof(x).sharding is None, so the spec "
+                   "P(None, 'y') cannot be read")
 def test_shmap_partial_manual_explicit():
   with explicit_mesh((2, 2), ('x', 'y')) as mesh:
     np_inp = np.arange(16).reshape(8, 2)

@@ -84,7 +84,6 @@ def test_pvary_in_shmap_of_grad():
   assert_equal(grad, np.full(2, 2., np.float32))
 
 
-@pytest.mark.xfail(strict=True, reason="partix.numpy has no histogram / histogram_bin_edges")
 def test_jnp_histogram():
   with explicit_mesh((2,), ("data",)):
     np_x = np.arange(8 * 4 * 2).reshape(8, 4, 2)
@@ -145,8 +144,9 @@ def test_argmax_pvary():
     np.testing.assert_array_equal(np.asarray(out), blocks.argmax(axis=-1))
 
 
-@pytest.mark.xfail(strict=True, reason='partix has no jax.smap (partix._src.shard_map.smap only'
-                   ' raises and is not exported)')
+@pytest.mark.xfail(strict=True, reason=(
+    "partix refuses a shard_map inside a shard_map body, which jax.smap here nests: '[shard_map] "
+    "shard_map inside a shard_map body is not supported' (nested shard_map)"))
 @pytest.mark.parametrize("jit", [False, True])
 def test_smap(jit):
   mesh = create_mesh((2, 2, 2), ("x", "y", "z"))
@@ -178,8 +178,9 @@ def test_smap(jit):
     assert_equal(f(arr), np_inp * np_inp)
 
 
-@pytest.mark.xfail(strict=True, reason='partix has no jax.smap (partix._src.shard_map.smap only'
-                   ' raises and is not exported)')
+@pytest.mark.xfail(strict=True, reason=(
+    "partix refuses a shard_map inside a shard_map body, which jax.smap here nests: '[shard_map] "
+    "shard_map inside a shard_map body is not supported' (nested shard_map)"))
 @pytest.mark.parametrize("jit", [False, True])
 def test_smap_explicit(jit):
   with explicit_mesh((2, 2, 2), ("x", "y", "z")):
@@ -278,9 +279,9 @@ def test_smap_auto_explicit(jit):
 
 # ---- eager reduced / unreduced ----
 
-@pytest.mark.xfail(strict=True, reason="partix's PartitionSpec has no reduced= "
-                   "(P(reduced={'x'}) raises TypeError), so no "
-                   'reduced/unreduced types through shard_map')
+@pytest.mark.xfail(strict=True, reason=(
+    "partix's lax.all_gather has no to='reduced' (its shard_map holds no reduced values), and its "
+    "shard_map refuses out_specs with reduced axes"))
 def test_eager_reduced_out():
   with explicit_mesh((2,), "x") as mesh:
     arr = jax.device_put(np.arange(8.), P("x"))
@@ -298,9 +299,9 @@ def test_eager_reduced_out():
     assert_equal(out_g, jnp.ones((8,)))
 
 
-@pytest.mark.xfail(strict=True, reason="partix's PartitionSpec has no reduced= "
-                   "(P(reduced={'x'}) raises TypeError), so no "
-                   'reduced/unreduced types through shard_map')
+@pytest.mark.xfail(strict=True, reason=(
+    "partix's grad of an input reduced over 'x' (P(reduced={'x'})) through shard_map comes back "
+    "summed, sharding P(), where JAX leaves it unreduced: P(None, unreduced={'x'})"))
 def test_eager_reduced_in():
   with explicit_mesh((2,), "x") as mesh:
     arr = jax.device_put(np.arange(8.), P(reduced={"x"}))
@@ -319,10 +320,9 @@ def test_eager_reduced_in():
     assert_equal(jax.reshard(out_g, P()), jax.reshard(expected_g, P()))
 
 
-@pytest.mark.xfail(strict=True, reason='partix.shard_map requires in_specs (JAX 0.10.2 infers '
-                   "them from the arguments' shardings on an Explicit "
-                   "mesh); partix's lax.pcast has no to='unreduced' (only "
-                   "to='varying')")
+@pytest.mark.xfail(strict=True, reason=(
+    "partix's lax.pcast has no to='unreduced' (only to='varying'), and its shard_map refuses "
+    "out_specs with unreduced axes"))
 def test_eager_unreduced_out():
   with explicit_mesh((2,), "x") as mesh:
     arr = jax.device_put(np.arange(8.), P("x"))
@@ -349,11 +349,9 @@ def test_eager_unreduced_out():
       g(arr)
 
 
-@pytest.mark.xfail(strict=True, reason='partix.shard_map requires in_specs (JAX 0.10.2 infers '
-                   "them from the arguments' shardings on an Explicit "
-                   "mesh); partix's PartitionSpec has no reduced= "
-                   "(P(reduced={'x'}) raises TypeError), so no "
-                   'reduced/unreduced types through shard_map')
+@pytest.mark.xfail(strict=True, reason=(
+    "partix's shard_map with inferred in_specs gives the body an unreduced argument "
+    "(P(unreduced={'x'})) as already reduced, so psum_scatter sums it again: values doubled"))
 def test_eager_unreduced_in():
   with explicit_mesh((2,), "x") as mesh:
     arr = jax.reshard(jnp.arange(8.), P(unreduced={"x"}))
@@ -373,8 +371,9 @@ def test_eager_unreduced_in():
 
 # ---- nested smap ----
 
-@pytest.mark.xfail(strict=True, reason='partix has no jax.smap (partix._src.shard_map.smap only'
-                   ' raises and is not exported)')
+@pytest.mark.xfail(strict=True, reason=(
+    "partix refuses a shard_map inside a shard_map body, which jax.smap here nests: '[shard_map] "
+    "shard_map inside a shard_map body is not supported' (nested shard_map)"))
 @pytest.mark.parametrize("jit", [False, True])
 def test_smap_auto_explicit_nest(jit):
   with explicit_mesh((2, 2), ("x", "y"), axis_types=(AxisType.Explicit, AxisType.Auto)):
@@ -393,8 +392,9 @@ def test_smap_auto_explicit_nest(jit):
     assert_all_close(out, np.sin(np_arr * 2).astype(np.float32))  # JAX: runs
 
 
-@pytest.mark.xfail(strict=True, reason='partix has no jax.smap (partix._src.shard_map.smap only'
-                   ' raises and is not exported)')
+@pytest.mark.xfail(strict=True, reason=(
+    "partix refuses a shard_map inside a shard_map body, which jax.smap here nests: '[shard_map] "
+    "shard_map inside a shard_map body is not supported' (nested shard_map)"))
 @pytest.mark.parametrize("jit", [False, True])
 def test_smap_auto_explicit_nest_inner_none(jit):
   with explicit_mesh((2, 2), ("x", "y"), axis_types=(AxisType.Explicit, AxisType.Auto)):
@@ -413,8 +413,9 @@ def test_smap_auto_explicit_nest_inner_none(jit):
     h(jax.device_put(np_arr, P("y")))  # JAX checks only that it runs (and the asserts)
 
 
-@pytest.mark.xfail(strict=True, reason='partix has no jax.smap (partix._src.shard_map.smap only'
-                   ' raises and is not exported)')
+@pytest.mark.xfail(strict=True, reason=(
+    "partix refuses a shard_map inside a shard_map body, which jax.smap here nests: '[shard_map] "
+    "shard_map inside a shard_map body is not supported' (nested shard_map)"))
 @pytest.mark.parametrize("jit", [False, True])
 def test_smap_auto_explicit_nest_mesh_call_time(jit):
   with explicit_mesh((2, 2), ("x", "y"), axis_types=(AxisType.Explicit, AxisType.Auto)):
@@ -433,8 +434,9 @@ def test_smap_auto_explicit_nest_mesh_call_time(jit):
     assert_all_close(out, np.sin(np_arr * 2).astype(np.float32))  # JAX: runs
 
 
-@pytest.mark.xfail(strict=True, reason='partix has no jax.smap (partix._src.shard_map.smap only'
-                   ' raises and is not exported)')
+@pytest.mark.xfail(strict=True, reason=(
+    "partix refuses a shard_map inside a shard_map body, which jax.smap here nests: '[shard_map] "
+    "shard_map inside a shard_map body is not supported' (nested shard_map)"))
 @pytest.mark.parametrize("jit", [False, True])
 def test_smap_nested_psum(jit):
   with explicit_mesh((2, 2), ("x", "y"), axis_types=(AxisType.Auto, AxisType.Auto)):
@@ -457,10 +459,7 @@ def test_smap_nested_psum(jit):
     f(jnp.arange(4.))  # the asserts are in f
 
 
-@pytest.mark.xfail(strict=True, reason='partix.shard_map requires in_specs (JAX 0.10.2 infers '
-                   "them from the arguments' shardings on an Explicit "
-                   'mesh); partix.numpy has no linalg.inv (jnp.linalg has '
-                   'only norm)')
+@pytest.mark.xfail(strict=True, reason="partix.numpy.linalg has no inv (jnp.linalg holds only norm)")
 def test_linalg_inv():
   with explicit_mesh((2,), "x") as mesh:
     arr = jax.random.uniform(jax.random.key(123), shape=(4, 5, 5), out_sharding=P("x"))
@@ -492,10 +491,7 @@ def test_mutable_array_arg_basic():
     assert_all_close(x_ref[...], jnp.array([0., 0., 1., 1.]), check_dtypes=False)
 
 
-@pytest.mark.xfail(strict=True, reason='partix.shard_map requires in_specs (JAX 0.10.2 infers '
-                   "them from the arguments' shardings on an Explicit "
-                   'mesh); partix has no jax.new_ref / jax.freeze (mutable '
-                   'array refs)')
+@pytest.mark.xfail(strict=True, reason="partix has no jax.new_ref / jax.freeze (mutable array refs)")
 def test_mutable_array_internal_basic():
   with explicit_mesh((2,), "x"):
     x = jnp.arange(4, dtype="float32", out_sharding=P("x"))
@@ -528,8 +524,9 @@ def test_random_beta_vma():
   h(jax.random.split(jax.random.key(42), 2), jnp.ones((64, 1)), jnp.ones((64, 1)))
 
 
-@pytest.mark.xfail(strict=True, reason="partix's lax.pcast has no to='unreduced' / "
-                   "to='reduced', and shard_map needs in_specs")
+@pytest.mark.xfail(strict=True, reason=(
+    "partix's lax.pcast has no to='unreduced' (only to='varying'), and its shard_map refuses "
+    "out_specs with unreduced axes"))
 def test_pcast_to_unreduced():
   with explicit_mesh((2, 2), ("x", "y")):
     arr1 = jax.device_put(np.arange(8).reshape(4, 2), P("x", "y"))
@@ -553,10 +550,9 @@ def test_pcast_to_unreduced():
       f2(arr1, arr2)
 
 
-@pytest.mark.xfail(strict=True, reason='partix.shard_map ignores axis_names= (no partial-manual'
-                   ' shard_map); partix.shard_map requires in_specs (JAX '
-                   "0.10.2 infers them from the arguments' shardings on an "
-                   'Explicit mesh)')
+@pytest.mark.xfail(strict=True, reason=(
+    "inside a partial-manual partix shard_map (axis_names over part of an Explicit mesh), "
+    "jax.typeof(x).sharding is None, so the spec of the other, Explicit axis cannot be read"))
 @pytest.mark.parametrize("out_spec,axis_name,aval_spec", [
     (P("x"), {"x"}, P(None, "y")),
     (P(None, "y"), {"y"}, P("x", None)),
@@ -589,8 +585,9 @@ def test_axis_index_explicit_mesh_eager_shmap():
     assert_equal(jax.jit(jax.shard_map(f, out_specs=P(), check_vma=False))(), first)
 
 
-@pytest.mark.xfail(strict=True, reason="partix's jax.typeof(x) has no .mat "
-                   '(varying/reduced/unreduced manual axes)')
+@pytest.mark.xfail(strict=True, reason=(
+    "partix ignores jax_remove_size_one_mesh_axis_from_type: a value split over the size-1 axis 'y' "
+    "keeps 'y' in its varying axes ({'x', 'y'}, not {'x'})"))
 def test_remove_one_sized_mesh_axis_from_vma():
   with config_flag("jax_remove_size_one_mesh_axis_from_type", True, False):
     with explicit_mesh((2, 1), ("x", "y")) as mesh:
@@ -625,9 +622,9 @@ def test_varargs_error():
 
 # ---- reduced inputs, unreduced cotangents ----
 
-@pytest.mark.xfail(strict=True, reason="partix's PartitionSpec has no reduced= "
-                   "(P(reduced={'x'}) raises TypeError), so no "
-                   'reduced/unreduced types through shard_map')
+@pytest.mark.xfail(strict=True, reason=(
+    "partix's shard_map refuses in_specs with reduced axes (P(None, None, reduced={'x'})): it takes "
+    "and returns only sharded or replicated values"))
 def test_reduced_vary_automatically_inserted():
   with explicit_mesh((2,), "x") as mesh:
     arr1 = jax.device_put(np.arange(8.).reshape(4, 2), P("x", None))
@@ -648,9 +645,9 @@ def test_reduced_vary_automatically_inserted():
     assert out2.sharding == NamedSharding(mesh, P(None, None, unreduced={"x"}))
 
 
-@pytest.mark.xfail(strict=True, reason="partix's PartitionSpec has no reduced= "
-                   "(P(reduced={'x'}) raises TypeError), so no "
-                   'reduced/unreduced types through shard_map')
+@pytest.mark.xfail(strict=True, reason=(
+    "partix's shard_map refuses in_specs with reduced axes (P('y', None, reduced={'x'})): it takes "
+    "and returns only sharded or replicated values"))
 def test_reduced_vary_automatically_inserted_psum():
   with explicit_mesh((2, 2), ("x", "y")) as mesh:
     arr1 = jax.device_put(np.arange(8.).reshape(4, 2), P("x", "y"))
@@ -676,9 +673,9 @@ def test_reduced_vary_automatically_inserted_psum():
     assert out2.sharding == NamedSharding(mesh, P("y", None, unreduced={"x"}))
 
 
-@pytest.mark.xfail(strict=True, reason="partix's PartitionSpec has no reduced= "
-                   "(P(reduced={'x'}) raises TypeError), so no "
-                   'reduced/unreduced types through shard_map')
+@pytest.mark.xfail(strict=True, reason=(
+    "partix's shard_map refuses in_specs with reduced axes (P(None, None, reduced={'x'})): it takes "
+    "and returns only sharded or replicated values"))
 def test_astype_reduced_fwd_unreduced_bwd_shmap():
   # JAX runs it under numpy_dtype_promotion('standard'), its default.
   with explicit_mesh((2,), "x"):
@@ -701,9 +698,9 @@ def test_astype_reduced_fwd_unreduced_bwd_shmap():
     jax.jit(jax.grad(loss_fn, argnums=1))(inputs, params, targets)  # runs
 
 
-@pytest.mark.xfail(strict=True, reason="partix's PartitionSpec has no reduced= "
-                   "(P(reduced={'x'}) raises TypeError), so no "
-                   'reduced/unreduced types through shard_map')
+@pytest.mark.xfail(strict=True, reason=(
+    "partix's grad of an input reduced over 'x' (P(reduced={'x'})) through shard_map comes back "
+    "summed, sharding P(), where JAX leaves it unreduced: P(None, None, unreduced={'x'})"))
 def test_transpose_unreduced_shmap():
   with explicit_mesh((2,), "x") as mesh:
     np1, np2 = np.arange(8.).reshape(2, 4), np.arange(12.).reshape(2, 6)
@@ -730,9 +727,9 @@ def test_transpose_unreduced_shmap():
 BINARY = [pytest.param("mul", np.multiply, id="mul"), pytest.param("add", np.add, id="add")]
 
 
-@pytest.mark.xfail(strict=True, reason="partix's PartitionSpec has no reduced= "
-                   "(P(reduced={'x'}) raises TypeError), so no "
-                   'reduced/unreduced types through shard_map')
+@pytest.mark.xfail(strict=True, reason=(
+    "partix's grad of an input reduced over 'x' (P(reduced={'x'})) through shard_map comes back "
+    "summed, sharding P(), where JAX leaves it unreduced: P(None, unreduced={'x'})"))
 @pytest.mark.parametrize("name,np_func", BINARY)
 def test_one_input_sharded_another_reduced_shmap(name, np_func):
   func = getattr(jax.lax, name)
@@ -764,9 +761,9 @@ def test_one_input_sharded_another_reduced_shmap(name, np_func):
     assert_equal(jax.reshard(out2, P()), ex_out2)
 
 
-@pytest.mark.xfail(strict=True, reason="partix's PartitionSpec has no reduced= "
-                   "(P(reduced={'x'}) raises TypeError), so no "
-                   'reduced/unreduced types through shard_map')
+@pytest.mark.xfail(strict=True, reason=(
+    "partix's grad of an input reduced over 'x' (P(reduced={'x'})) through shard_map comes back "
+    "summed, sharding P(), where JAX leaves it unreduced: P(None, unreduced={'x'})"))
 def test_reduced_pcast_fwd_unreduced_bwd():
   with explicit_mesh((2,), "x") as mesh:
     np1 = np.arange(8.)
@@ -791,9 +788,9 @@ def test_reduced_pcast_fwd_unreduced_bwd():
     assert_equal(jax.reshard(out, P()), ex_out)
 
 
-@pytest.mark.xfail(strict=True, reason="partix's PartitionSpec has no reduced= "
-                   "(P(reduced={'x'}) raises TypeError), so no "
-                   'reduced/unreduced types through shard_map')
+@pytest.mark.xfail(strict=True, reason=(
+    "partix's grad of an input reduced over 'x' (P(reduced={'x'})) through shard_map comes back "
+    "summed, sharding P(), where JAX leaves it unreduced: P(None, unreduced={'x'})"))
 @pytest.mark.parametrize("name,np_func", BINARY)
 def test_one_input_sharded_another_reduced_shmap_no_psum(name, np_func):
   func = getattr(jax.lax, name)
@@ -860,10 +857,9 @@ def test_shmap_primal_type_match_ct_type():
     assert_equal(out_g, np.full(8, 2.))
 
 
-@pytest.mark.xfail(strict=True, reason='partix.shard_map ignores axis_names= (no partial-manual'
-                   ' shard_map); partix.shard_map requires in_specs (JAX '
-                   "0.10.2 infers them from the arguments' shardings on an "
-                   'Explicit mesh)')
+@pytest.mark.xfail(strict=True, reason=(
+    "inside a partial-manual partix shard_map (axis_names over part of an Explicit mesh), "
+    "jax.typeof(x).sharding is None, so the spec of the other, Explicit axis cannot be read"))
 def test_mix_manual_explicit_partial():
   with explicit_mesh((2, 2), ("x", "y")) as mesh:
     np_arr = np.arange(16).reshape(8, 2)
@@ -937,10 +933,9 @@ def test_shmap_empty_mesh_error():
     f(jnp.arange(8))
 
 
-@pytest.mark.xfail(strict=True, reason="partix's lax.all_gather has no to='reduced' and "
-                   "shard_map no reduced out_specs (partix's PartitionSpec "
-                   "has no reduced= (P(reduced={'x'}) raises TypeError), so"
-                   ' no reduced/unreduced types through shard_map)')
+@pytest.mark.xfail(strict=True, reason=(
+    "partix's lax.all_gather has no to='reduced' (its shard_map holds no reduced values), and its "
+    "shard_map refuses out_specs with reduced axes"))
 def test_psum_reduced_input():
   with explicit_mesh((2, 2), ("x", "y")) as mesh:
     arr = jax.device_put(np.arange(32.).reshape(8, 4), P("x", "y"))
@@ -972,8 +967,9 @@ def test_axis_index_unmapped():
 
 # ---- unreduced <-> replicated / sharded bitcasts ----
 
-@pytest.mark.xfail(strict=True, reason="partix.shard_map drops unreduced= from out_specs: "
-                   "out_specs=P(unreduced={'x'}) gives sharding P(), not P(None, unreduced={'x'})")
+@pytest.mark.xfail(strict=True, reason=(
+    "partix's shard_map refuses out_specs with unreduced axes (P(unreduced={'x'})), even with "
+    "check_vma=False: it takes and returns only sharded or replicated values"))
 @pytest.mark.parametrize("grad", [True, False])
 def test_replicated_unreduced_bitcast_check_vma_false(grad):
   with explicit_mesh((2,), "x") as mesh:
@@ -1008,9 +1004,9 @@ def test_replicated_unreduced_bitcast_check_vma_false(grad):
       assert out_g.sharding == NamedSharding(mesh, P(None, reduced={"x"}))
 
 
-@pytest.mark.xfail(strict=True, reason="partix.shard_map reads out_specs=P(unreduced={'x'}) as "
-                   "P() and its vma check rejects the varying result ('claims the result is "
-                   "replicated over x')")
+@pytest.mark.xfail(strict=True, reason=(
+    "partix's shard_map refuses out_specs with unreduced axes (P(unreduced={'x'})): it takes and "
+    "returns only sharded or replicated values"))
 def test_unreduced_replicated_bitcast():
   with explicit_mesh((2,), "x") as mesh:
     arr = jax.device_put(np.arange(4), P("x"))
@@ -1049,8 +1045,9 @@ def test_unreduced_replicated_bitcast():
       assert_equal(o.data, a.data)
 
 
-@pytest.mark.xfail(strict=True, reason="partix.shard_map drops unreduced= from out_specs: "
-                   "out_specs=P(unreduced={'x'}) gives sharding P(), not P(None, unreduced={'x'})")
+@pytest.mark.xfail(strict=True, reason=(
+    "partix's shard_map refuses out_specs with unreduced axes (P(unreduced={'x'})), even with "
+    "check_vma=False: it takes and returns only sharded or replicated values"))
 @pytest.mark.parametrize("grad", [True, False])
 def test_sharded_unreduced_roundtrip_check_vma_false(grad):
   with explicit_mesh((2,), "x") as mesh:
@@ -1105,9 +1102,9 @@ def test_pvary_eager():
       f(inp)
 
 
-@pytest.mark.xfail(strict=True, reason='partix.shard_map ignores axis_names= (no partial-manual'
-                   " shard_map) (so pcast over the non-manual 'y' is not an"
-                   ' unbound axis name)')
+@pytest.mark.xfail(strict=True, reason=(
+    "partix's error for pcast over the non-manual 'y' reads \"[pvary] mesh axis 'y' is not manual in "
+    "this shard_map\", not JAX's 'Found an unbound axis name'"))
 def test_pvary_explicit_axes_error():
   with explicit_mesh((2, 2), ("x", "y")):
     @jax.jit
@@ -1140,9 +1137,9 @@ def test_slice_oob_shmap(axis_type):
     assert out.shape == (32, 0)
 
 
-@pytest.mark.xfail(strict=True, reason="partix's PartitionSpec has no reduced= "
-                   "(P(reduced={'x'}) raises TypeError), so no "
-                   'reduced/unreduced types through shard_map')
+@pytest.mark.xfail(strict=True, reason=(
+    "partix's shard_map refuses out_specs with reduced axes (P(reduced={'x'})): it takes and returns "
+    "only sharded or replicated values"))
 def test_zero_unreduced():
   with explicit_mesh((2,), "x") as mesh:
     @jax.shard_map(out_specs=jax.P(reduced={"x"}))
@@ -1154,9 +1151,9 @@ def test_zero_unreduced():
     assert out.sharding == NamedSharding(mesh, P(None, unreduced={"x"}))
 
 
-@pytest.mark.xfail(strict=True, reason="partix's PartitionSpec has no reduced= "
-                   "(P(reduced={'x'}) raises TypeError), so no "
-                   'reduced/unreduced types through shard_map')
+@pytest.mark.xfail(strict=True, reason=(
+    "partix's grad of w, reduced over 'x' and 'y', comes back summed as P(None, None, 'z'), where JAX"
+    " leaves it unreduced: P(None, None, 'z', unreduced={'x', 'y'})"))
 def test_unreduced_bwd_manual_reshard_op_shardy():
   with explicit_mesh((1, 2, 1), ("x", "y", "z")) as mesh:
     w = jax.device_put(np.ones((4, 32, 16)), P(None, None, "z", reduced={"x", "y"}))
@@ -1202,10 +1199,8 @@ def test_vmap_shmap_spmd_axis_name_scalar(axis_type):
     assert out.sharding == NamedSharding(mesh, P("x", "y"))
 
 
-@pytest.mark.xfail(strict=True, reason="partix's device_put refuses an unreduced sharding ('an "
-                   "Array cannot be unreduced'); partix's PartitionSpec has"
-                   " no reduced= (P(reduced={'x'}) raises TypeError), so no"
-                   ' reduced/unreduced types through shard_map')
+@pytest.mark.xfail(strict=True, reason=(
+    "partix's device_put refuses an unreduced sharding: '[device_put] an Array cannot be unreduced'"))
 def test_mul_shmap_unreduced():
   with explicit_mesh((2,), "x") as mesh:
     arr = jax.device_put(jnp.arange(8.), P(unreduced={"x"}))
@@ -1221,9 +1216,9 @@ def test_mul_shmap_unreduced():
     assert out2.sharding == NamedSharding(mesh, P(None, unreduced={"x"}))
 
 
-@pytest.mark.xfail(strict=True, reason="partix's PartitionSpec has no reduced= "
-                   "(P(reduced={'x'}) raises TypeError), so no "
-                   'reduced/unreduced types through shard_map')
+@pytest.mark.xfail(strict=True, reason=(
+    "partix's shard_map refuses out_specs with reduced axes (P(reduced={'x'})): it takes and returns "
+    "only sharded or replicated values"))
 def test_residual_reduced_preserved_via_nospec():
   with explicit_mesh((2,), "x") as mesh:
     arr = jax.device_put(jnp.arange(8.), P(reduced={"x"}))
@@ -1237,9 +1232,9 @@ def test_residual_reduced_preserved_via_nospec():
     assert out.sharding == NamedSharding(mesh, P(None, unreduced={"x"}))
 
 
-@pytest.mark.xfail(strict=True, reason="partix's PartitionSpec has no reduced= "
-                   "(P(reduced={'x'}) raises TypeError), so no "
-                   'reduced/unreduced types through shard_map')
+@pytest.mark.xfail(strict=True, reason=(
+    "partix's shard_map with inferred in_specs gives the body a reduced argument (P(reduced={'x'})) "
+    "as plain replicated: jax.typeof(out).mat.reduced is empty, not {'x'}"))
 def test_reshape_reduced_fwd_unreduced_bwd():
   with explicit_mesh((2,), "x") as mesh:
     arr = jax.device_put(np.arange(8.), P(reduced={"x"}))
@@ -1336,8 +1331,9 @@ def test_repeat_shmap_vmap_spmd_axis_names():
   assert_equal(out, np.repeat(np.arange(8), 10).reshape(4, 20).astype(np.int32))
 
 
-@pytest.mark.xfail(strict=True, reason='partix has no jax.smap (partix._src.shard_map.smap only'
-                   ' raises and is not exported)')
+@pytest.mark.xfail(strict=True, reason=(
+    "partix ignores jax_auto_pcast=False: varying * invariant inside jax.smap still casts "
+    "automatically, with no 'requires varying manual axes to match' error"))
 @pytest.mark.parametrize("jit", [True, False])
 def test_no_auto_pcast_config(jit):
   with explicit_mesh((2,), "i"):
@@ -1354,8 +1350,9 @@ def test_no_auto_pcast_config(jit):
         f(x, y)
 
 
-@pytest.mark.xfail(strict=True, reason="partix: 'shard_map inside a shard_map body is not "
-                   "supported' (and axis_names= is ignored)")
+@pytest.mark.xfail(strict=True, reason=(
+    "partix refuses a shard_map inside a shard_map body: '[shard_map] shard_map inside a shard_map "
+    "body is not supported' (nested shard_map)"))
 def test_nested_shmap_innermost_no_axis_names():
   with explicit_mesh((2, 2, 2), ("x", "y", "z"), axis_types=(AxisType.Auto,) * 3):
     arr = jnp.ones((4,))
@@ -1373,10 +1370,8 @@ def test_nested_shmap_innermost_no_axis_names():
     assert_equal(f(arr), arr * 2)
 
 
-@pytest.mark.xfail(strict=True, reason="partix's device_put refuses an unreduced sharding ('an "
-                   "Array cannot be unreduced'); partix's PartitionSpec has"
-                   " no reduced= (P(reduced={'x'}) raises TypeError), so no"
-                   ' reduced/unreduced types through shard_map')
+@pytest.mark.xfail(strict=True, reason=(
+    "partix's device_put refuses an unreduced sharding: '[device_put] an Array cannot be unreduced'"))
 def test_check_vma_false_unreduced_fwd_psum_on_bwd():
   # JAX also asserts the grad's jaxpr has a psum (jaxpr text, not mirrored): the sharding is.
   with explicit_mesh((2,), "x") as mesh:
