@@ -8,7 +8,7 @@ Commands (from the repository root; JAX lives in a venv outside the repo):
   ~/.cache/partix-jax-venv/bin/python bench/gpt2_vs_jax.py --check        # same losses?
   ~/.cache/partix-jax-venv/bin/python bench/gpt2_vs_jax.py --meshes 8x1,4x2 --rounds 3
 
-Results on the 2-core development VM (README "Speed against JAX"): partix/JAX tokens/s
+Results on the 2-core development VM (docs/performance.md): partix/JAX tokens/s
 1.40 (8x1), 1.65 (4x2), 1.49 (2x4), 1.63 (1x8), 1.41 (8x1 FSDP), 1.51 (4x2 FSDP).
 
 What runs on both sides (bench/gpt2_train_bench.cpp is the partix side):

@@ -17,7 +17,7 @@ argument shardings (pinned with device_put and in_shardings) and out_shardings.
 The partix program prints its definitions; this script refuses to compare if they
 differ from the ones below. XLA runs on CPU with 8 forced host devices.
 
-Bytes follow partix's CostAnalysis convention (DESIGN.md section 2): n devices in
+Bytes follow partix's CostAnalysis convention: n devices in
 the group, B the bytes of the local operand: all-reduce 2(n-1)/n*B; all-gather
 (n-1)/n*B_out; reduce-scatter and all-to-all (n-1)/n*B; collective-permute B.
 Each collective in the compiled HLO is counted once: async *-start ops are

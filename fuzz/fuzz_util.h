@@ -1,7 +1,7 @@
 // Shared by the fuzz harnesses. Each harness defines LLVMFuzzerTestOneInput: libFuzzer drives
 // it in the fuzzing build, replay_main.cpp feeds it the committed corpus in the test suite.
 //
-// The contract checked (DESIGN §1, files are untrusted input): a reader either succeeds or
+// The contract checked (files are untrusted input): a reader either succeeds or
 // throws partix::Error. Any other exception aborts with its type and message, so both libFuzzer
 // and the corpus replay report it as a crash; sanitizers report the rest.
 #pragma once

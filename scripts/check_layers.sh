@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks the architecture the build declares (src/CMakeLists.txt, DESIGN §3):
+# Checks the architecture the build declares (src/CMakeLists.txt, ARCHITECTURE.md "Layers"):
 #  1. every folder of src/ is a declared layer, and each layer depends only on layers declared
 #     before it (so the graph is acyclic);
 #  2. a file includes only its own layer's headers and those of the layers it declares;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Failure between processes is loud and bounded (DESIGN §6.1). Runs `partix train` under
+# Failure between processes is loud and bounded. Runs `partix train` under
 # mpirun (2 processes x 4 devices) TRIALS times in each of two ways:
 #   kill:  one process, chosen at random, is killed (SIGKILL) at a random moment mid-training;
 #   throw: one process raises an error of its own (a device memory limit only it has).

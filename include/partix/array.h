@@ -219,9 +219,8 @@ class ArrayType {
 std::string_view jax_dtype_name(DType dtype);
 
 // jax.typeof: the type of a concrete, abstract or traced array. A concrete array's sharding
-// is its own; a traced value's type along Explicit mesh axes is computed per op while tracing
-// (DESIGN §7.4), and otherwise shows what is known (a jit argument's fixed sharding, a
-// constrained value).
+// is its own; a traced value's type along Explicit mesh axes is computed per op while tracing,
+// and otherwise shows what is known (a jit argument's fixed sharding, a constrained value).
 ArrayType type_of(const Array& x);
 
 // Moves x to any sharding (any mesh, any spec). Exact.

@@ -1,4 +1,4 @@
-// Control flow as lax.scan, fori_loop, while_loop and cond (DESIGN §6.3). Each traces its
+// Control flow as lax.scan, fori_loop, while_loop and cond. Each traces its
 // functions once into regions of one instruction: eagerly, under jit, inside shard_map and
 // nested. Carries, scanned inputs and operands may be any tree of Arrays (Array, Params,
 // std::vector, std::pair, std::tuple); a carry keeps its structure, shapes and dtypes.

@@ -1,4 +1,4 @@
-// Many processes (DESIGN §6.1), as jax.distributed: one process per host (or per group of
+// Many processes, as jax.distributed: one process per host (or per group of
 // devices), launched by Open MPI's mpirun, each with PARTIX_NUM_CPU_DEVICES devices of its
 // own. Every process runs the same program: the same traced functions, in the same order.
 //

@@ -8,7 +8,7 @@
 
 namespace partix {
 
-// Q8_0 ... Q6_K are GGUF's block-quantized storage layouts (DESIGN §6.4): an array of
+// Q8_0 ... Q6_K are GGUF's block-quantized storage layouts: an array of
 // shape [..., K] stores each row of K elements as K / block_elems blocks of block_bytes, so
 // K must be a multiple of the block and the last dimension shards only on block boundaries.
 enum class DType { Bool, I32, I64, F16, BF16, F32, F64, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K };

@@ -128,7 +128,7 @@ class GgufFile {
   // device dequantizes only the quantization blocks its slice needs. Types: F32, F16, BF16,
   // Q8_0, Q4_0, Q4_1, Q4_K, Q6_K; any other throws naming the tensor and the type. With
   // `dtype` the tensor's own quantized dtype (tensor_dtype), its blocks load as they are;
-  // the sharding must not split a block (DESIGN §6.4).
+  // the sharding must not split a block.
   Array load(std::string_view name, const NamedSharding& sharding, DType dtype = DType::F32) const;
   Array load(std::string_view name, DType dtype = DType::F32) const;  // on device 0
 

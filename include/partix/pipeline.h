@@ -1,4 +1,4 @@
-// Pipeline parallelism as one SPMD program (DESIGN §7.3). A mesh axis (e.g. 'stage') splits a
+// Pipeline parallelism as one SPMD program. A mesh axis (e.g. 'stage') splits a
 // model's stacked layers into S stages; with V virtual stages per device the layers form
 // K = S * V chunks, chunk k living on device k % S. The batch is split into M microbatches,
 // which flow chunk to chunk through ppermutes on the stage axis.

@@ -1,4 +1,4 @@
-// PartitionSpec and NamedSharding (DESIGN §1, §3.3).
+// PartitionSpec and NamedSharding.
 #pragma once
 
 #include <cstdint>
@@ -113,7 +113,7 @@ class NamedSharding {
 // The sharding that puts a whole array on one device.
 NamedSharding single_device_sharding(const Device& device);
 
-// JAX's out_sharding= (explicit sharding, DESIGN §7.4): the type an op's result is to have, on
+// JAX's out_sharding= (explicit sharding): the type an op's result is to have, on
 // the mesh of its typed operands (else the current mesh). Where an op's sharding rule has no
 // unique answer (a contraction split in both operands, a reshape that cannot keep a split) it
 // states the answer; `unreduced` axes keep partial sums (only inside jit).

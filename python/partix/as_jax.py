@@ -1,4 +1,4 @@
-"""Runs JAX programs unmodified on partix (DESIGN §8.2).
+"""Runs JAX programs unmodified on partix.
 
   python -m partix.as_jax SCRIPT [ARGS...]   runs SCRIPT as __main__ with partix as `jax`
   python -m partix.as_jax -m MODULE [ARGS]  the same for a module (-m pytest ...)
@@ -62,7 +62,7 @@ class _Missing(importlib.abc.MetaPathFinder):
     return None
 
 
-# The JAX release whose semantics partix implements (README, "Semantics against JAX"): what
+# The JAX release whose semantics partix implements (docs/semantics.md): what
 # `jax.__version__` says under as_jax, for libraries that choose code paths by it.
 JAX_VERSION = "0.10.2"
 

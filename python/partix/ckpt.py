@@ -1,5 +1,5 @@
 """partix.ckpt: save a pytree of arrays and restore it in any sharding, on any mesh and
-any number of processes (DESIGN §6.2; the idea of Orbax's save/restore). Leaves are named by
+any number of processes (the idea of Orbax's save/restore). Leaves are named by
 their pytree paths joined with dots ("params.layers.0.w"), as the C++ Params name them, so
 checkpoints written by `partix train` restore here too. save() returns once the device shards
 are copied to host memory; a background thread writes and commits atomically. One writer per

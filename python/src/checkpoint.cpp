@@ -1,4 +1,4 @@
-// Checkpoints (DESIGN §6.2): save the named leaves of a pytree asynchronously, restore them in
+// Checkpoints: save the named leaves of a pytree asynchronously, restore them in
 // any sharding on any mesh. Python names the leaves from their pytree paths.
 #include "bind.h"
 

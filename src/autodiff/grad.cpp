@@ -31,7 +31,8 @@ void grad_bad_argument_kind(int argnum) {
 // (`tracers`, one per leaf). Inside shard_map it sees the manual axes, and each parameter
 // varies as its argument does where the call is made: a value captured from an enclosing trace
 // may vary over more axes there than where it was made (a branch widens its operands by its
-// predicate's axes). Collectives and their transposes then follow DESIGN §1.
+// predicate's axes). Collectives and their transposes then follow the varying-axes rules
+// (ARCHITECTURE.md).
 std::shared_ptr<TraceState> nested_trace(const char* name, const std::vector<Array>& leaves,
                                          std::vector<Array>& tracers) {
   auto ts = std::make_shared<TraceState>(name);

@@ -1,5 +1,5 @@
 // shard_map's VJP: a new shard_map whose body is the original body's VJP, with the collectives
-// transposed by the varying-axes rules of DESIGN §1.
+// transposed by the varying-axes rules (a psum's transpose is a pvary and back).
 #include "autodiff/vjp.h"
 #include "core/errors.h"
 #include "partix/ops.h"

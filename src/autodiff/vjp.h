@@ -1,4 +1,4 @@
-// Reverse mode over Programs (DESIGN §3.7): a traced program is evaluated again by binding its
+// Reverse mode over Programs: a traced program is evaluated again by binding its
 // instructions in the current context (eagerly, or into an enclosing trace), then each
 // primitive's VJP, written with ops, runs in reverse. The gradient program is therefore an
 // ordinary program that jit propagates and partitions like any other.

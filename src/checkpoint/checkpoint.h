@@ -1,5 +1,5 @@
 // The checkpoint index (index.json) as a value: written by the saver, parsed and validated by
-// the reader. The format is documented in the README ("Checkpoints").
+// the reader. The format is documented in docs/checkpoints.md.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Collectives between the devices of a group (DESIGN §3.6). A group is a list of device ids in
+// Collectives between the devices of a group. A group is a list of device ids in
 // rank order; every member calls the same collective with the same group, in the same order.
 // Implementations: in-process threads (shared memory, the default), MPI between processes,
 // NCCL for CUDA. A peer that never arrives raises TimeoutError naming the collective and the

@@ -60,7 +60,7 @@ void copy_elems(DType dt, const void* src, Shape src_shape, Shape src_off, void*
 // The global value as one row-major host buffer (nbytes = size * dtype_size).
 std::vector<char> gather_to_host(const Array& x);
 // Throws partix::Error from `api` if `sharding` would split a quantization block of a
-// quantized array across devices (DESIGN §6.4); no-op for other dtypes.
+// quantized array across devices; no-op for other dtypes.
 void check_block_sharding(std::string_view api, DType dtype, const Shape& shape,
                           const NamedSharding& sharding);
 // Splits a row-major host buffer into padded blocks for `sharding` (padding zeroed).

@@ -1,5 +1,5 @@
 // Fibers: the local devices of a program run as fibers, a few per worker thread (one thread per
-// core), instead of one thread each (DESIGN §7.2). A fiber has its own stack; it runs on its
+// core), instead of one thread each. A fiber has its own stack; it runs on its
 // scheduler's thread until it waits in a collective, where it yields so that the thread runs
 // another device up to the same collective. No thread ever sleeps while a device it holds could
 // run, and the operating system never has more device threads than cores to switch between.

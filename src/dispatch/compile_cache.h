@@ -1,4 +1,4 @@
-// The one cache of compiled programs that jit, eager ops and device_put share (DESIGN §3).
+// The one cache of compiled programs that jit, eager ops and device_put share.
 //
 // Keys are canonical text made by the caller, prefixed by who made it: a one-op program's
 // primitive, attributes, avals and shardings; a created value's traced text and sharding; a

@@ -1,5 +1,5 @@
 // device_put: between shardings of one mesh on device (a program of no instructions whose
-// result the partitioner reshards, with the collectives of DESIGN §3.5); between meshes
+// result the partitioner reshards, with the collectives resharding inserts); between meshes
 // through the host.
 #include <map>
 

@@ -1,4 +1,4 @@
-// Explicit sharding rules (DESIGN §7.4): each op's result types from its operands' types at
+// Explicit sharding rules: each op's result types from its operands' types at
 // trace time. The rule is the primitive's factor rule, the one sharding propagation uses:
 // per factor, the operands' Explicit axes must agree (None agrees with anything); a factor
 // that reaches the results shards them, a reduction factor split in one operand is reduced

@@ -1,4 +1,4 @@
-// A primitive states its whole contract in one class (DESIGN §3.1): name and attributes,
+// A primitive states its whole contract in one class: name and attributes,
 // shape/dtype inference, its factor sharding rule, its VJP written with ops, and a naive
 // reference kernel (the oracle). Fast kernels live in src/backend/<platform> and are looked
 // up by (primitive, platform).
@@ -30,7 +30,7 @@ using ir::Attrs;
 using ir::Aval;
 using Regions = std::vector<std::shared_ptr<const ir::Program>>;
 
-// ---- factor sharding rules (DESIGN §3.2) ----
+// ---- factor sharding rules ----
 
 enum class FactorKind {
   kPassThrough,      // appears in the results; sharding it shards the results
@@ -79,7 +79,7 @@ class FactorRuleBuilder {
   FactorRule rule_;
 };
 
-// How an op may consume unreduced (partial-sum) operands (DESIGN §3.8).
+// How an op may consume unreduced (partial-sum) operands.
 enum class Linearity {
   kNone,         // every operand must be reduced first
   kLinear,       // jointly linear in all operands (add, sub, neg, reshape, slice, ...)
@@ -209,7 +209,7 @@ class Primitive {
   virtual double flops(const std::vector<Aval>& in, const std::vector<Aval>& out,
                        const Attrs& attrs) const;
   virtual bool is_collective() const { return false; }
-  // Quantized arrays are storage for weights (DESIGN §6.4): only ops that keep blocks whole
+  // Quantized arrays are storage for weights: only ops that keep blocks whole
   // take them (their infer checks which operand and which dimensions), and ops that hand them
   // to regions whose own ops are checked as they are traced. The tracer refuses the rest.
   virtual bool accepts_quantized() const { return false; }
@@ -223,7 +223,7 @@ class Primitive {
     (void)in, (void)out, (void)attrs;
     return 0;
   }
-  // Inside shard_map: the mesh axes each result varies over, given the operands' (DESIGN §1).
+  // Inside shard_map: the mesh axes each result varies over, given the operands'.
   // The default: the union of the operands' sets.
   virtual std::vector<std::set<std::string>> varying(
       const std::vector<std::set<std::string>>& in, const Attrs& attrs, const Regions& regions,
@@ -269,7 +269,7 @@ class Primitive {
   virtual bool is_broadcast() const { return false; }
   // Gathers and scatters that index operand 0 along one axis with integer operand 1. When that
   // axis is split, each device looks up (or adds into) its own block with masked local indices
-  // instead of gathering the table: a plan a factor rule cannot state (DESIGN §3.2).
+  // instead of gathering the table: a plan a factor rule cannot state.
   struct AxisIndexing {
     int axis = 0;              // the indexed axis of operand 0, normalised
     bool scatter = false;      // adds operand 2 at the indices (else reads operand 0 there)
@@ -295,7 +295,7 @@ class Primitive {
     (void)attrs;
     return false;
   }
-  // Explicit sharding (DESIGN §7.4): the factors that need replication and reach no result are
+  // Explicit sharding: the factors that need replication and reach no result are
   // consumed by the op (argmax's axis), so a split there types the result unsplit (the
   // partitioner gathers), as a reduction's does; otherwise (a sliced or padded dimension, whose
   // resized result dimension is another factor) such a split cannot be kept and is an error.

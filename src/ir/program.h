@@ -35,10 +35,10 @@ struct Aval {
 struct ValueInfo {
   Aval aval;
   std::optional<NamedSharding> sharding;
-  // Inside a shard_map body: the mesh axes this value varies over (DESIGN §1).
+  // Inside a shard_map body: the mesh axes this value varies over.
   std::set<std::string> varying;
   std::string name;  // optional: where the value came from (named scope / op)
-  // Explicit sharding (DESIGN §7.4): `sharding` is the value's type, fixed at trace time along
+  // Explicit sharding: `sharding` is the value's type, fixed at trace time along
   // the mesh's Explicit axes; propagation may not change it there.
   bool typed = false;
   // In a per-device program, for a value whose sharding splits some dimension unevenly: the

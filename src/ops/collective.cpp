@@ -1,4 +1,4 @@
-// Collectives inside shard_map (DESIGN §1 "Explicit SPMD").
+// Collectives inside shard_map.
 #include <algorithm>
 #include <optional>
 #include <set>

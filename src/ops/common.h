@@ -19,7 +19,7 @@ Shape broadcast_shapes(std::string_view op, const Shape& a, const Shape& b);
 // The dtype a plain number takes next to an array of dtype d (JAX weak typing).
 DType weak_dtype(DType d, double value);
 // Throws partix::Error from `op` for a quantized dtype: ops other than matmul and astype
-// never convert weight storage implicitly (DESIGN §6.4).
+// never convert weight storage implicitly.
 void refuse_quantized(std::string_view op, DType dt);
 // Throws partix::Error from `api` for a quantized dtype: creation ops (zeros, full, arange,
 // iota, ...) make values, and quantized arrays only come as blocks (from_blocks, GGUF files).

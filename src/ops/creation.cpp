@@ -13,7 +13,7 @@ namespace partix {
 namespace {
 
 // Negative or overflowing sizes, and (outside a trace) more than the host has, named by api.
-// Quantized dtypes are storage for weights that come as blocks (DESIGN §6.4): nothing is
+// Quantized dtypes are storage for weights that come as blocks: nothing is
 // created in them.
 void check_shape(const char* api, const Shape& shape, DType dtype) {
   ops::refuse_created_quantized(api, dtype, shape);

@@ -168,7 +168,7 @@ Array binary_fn(const Array& a, const Array& b) {
 DType promote_types(DType a, DType b) {
   if (a == b) return a;
   // Weight storage converts only when asked to: an implicit dequantization would hide a
-  // full f32 copy (DESIGN §6.4).
+  // full f32 copy.
   refuse_quantized("promote_types", a);
   refuse_quantized("promote_types", b);
   if (a == DType::Bool) return b;

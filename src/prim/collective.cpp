@@ -5,7 +5,7 @@
 //   all_to_all{axes, split_axis, concat_axis, tiled, group}
 //   ppermute{axes, perm, group}            perm: flattened (source, target) pairs of ranks
 //   axis_index{axes}                       i32 scalar: this device's rank over axes
-//   pvary{axes}                            identity; marks a value as varying (DESIGN §1)
+//   pvary{axes}                            identity; marks a value as varying
 //   axis_slice{axes, axis, group}          this device's block along axis (no communication)
 // `group` is the product of the axis sizes (shape inference needs it). all_reduce, all_gather,
 // reduce_scatter and all_to_all may carry index_groups (JAX's axis_index_groups, flattened):
@@ -791,7 +791,7 @@ class Unreduce final : public Primitive {
   }
 };
 
-// VJPs follow the varying-axes rules of DESIGN §1 (each is checked by finite differences):
+// VJPs follow the varying-axes rules (each is checked by finite differences):
 // psum transposes to pvary and pvary to psum; psum_scatter to all_gather; an all_gather whose
 // result is invariant to the local slice of the cotangent; ppermute to the inverse
 // permutation; all_to_all to the all_to_all with split and concat swapped.

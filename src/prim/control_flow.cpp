@@ -1,4 +1,4 @@
-// Control flow with regions (DESIGN §6.3):
+// Control flow with regions:
 //   scan{length, reverse, num_carry, num_xs}: body (carries, x slices, consts) -> (carries, ys)
 //   fori_loop{lower, upper, num_carry}:       body (i32 index, carries, consts) -> carries
 //   while_loop{num_carry}: regions cond, body, each (carries, consts) -> bool[] / carries

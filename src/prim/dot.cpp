@@ -199,7 +199,7 @@ class DotGeneral final : public Primitive {
     return {Aval{out, odt}};
   }
 
-  // A quantized rhs (DESIGN §6.4) is a weight [N..., K...] whose trailing dims contract, in
+  // A quantized rhs is a weight [N..., K...] whose trailing dims contract, in
   // order, with the lhs's trailing dims: y[M, N] = x[M, K] w[N, K]^T, blocks along K.
   std::vector<Aval> infer_quantized(const std::vector<Aval>& in, const Attrs& attrs) const {
     const Aval& a = in[0];

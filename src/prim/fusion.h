@@ -1,4 +1,4 @@
-// Loop fusion of f32 elementwise chains (DESIGN §3.4, runtime): a group of instructions whose
+// Loop fusion of f32 elementwise chains (runtime): a group of instructions whose
 // results all have the same element count, evaluated block by block in one pass so that
 // intermediates never reach memory. The runtime decides the groups (runtime/fusion.cpp); a
 // backend evaluates them (backend/cpu/fused_kernels.cpp) with the very loops of the

@@ -84,7 +84,7 @@ class Reshape final : public Primitive {
     check_quantized_shape(name(), in[0].dtype, s);
     return {Aval{s, in[0].dtype}};
   }
-  // Factors from the common refinement of the two shapes (DESIGN §3.8).
+  // Factors from the common refinement of the two shapes.
   FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>& out,
                          const Attrs&) const override {
     const Shape& a = in[0].shape;
@@ -171,7 +171,7 @@ class Reshape final : public Primitive {
 };
 
 // ---- storage_view{dtype}: a quantized [..., K] value as the bytes that store it, and back ----
-// The partitioner moves quantized values (DESIGN §6.4) as their storage: q[..., K] is exactly
+// The partitioner moves quantized values as their storage: q[..., K] is exactly
 // the byte array bool[..., K / block, block_bytes], whose block dimension carries the last
 // dimension's sharding, so every collective and copy moves whole blocks. Local programs only.
 class StorageView final : public Primitive {

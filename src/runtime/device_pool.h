@@ -1,4 +1,4 @@
-// Runs a program's per-device tasks on the local devices (DESIGN §3.6, §7.2). By default each
+// Runs a program's per-device tasks on the local devices. By default each
 // task is a fiber (core/fiber.h) on one of min(cores, local devices) threads: device i's on
 // thread i mod threads, all of a thread's devices interleaved at their collectives. A single
 // device's task runs on the calling thread. Each thread gives its kernels a team of

@@ -1,5 +1,5 @@
 // What a compiled program will do, per device: its text, flops, bytes moved by collectives,
-// memory (DESIGN §2 Lowered).
+// memory.
 #pragma once
 
 #include <functional>

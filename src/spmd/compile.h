@@ -1,4 +1,4 @@
-// The lowering pipeline (DESIGN §3): a traced global Program with some shardings given
+// The lowering pipeline: a traced global Program with some shardings given
 // -> propagate shardings -> partition into the per-device program with collectives
 // -> optimise -> an Executable.
 #pragma once

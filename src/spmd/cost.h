@@ -1,4 +1,4 @@
-// Bytes a device sends for a collective instruction (ring conventions, DESIGN §2), and the
+// Bytes a device sends for a collective instruction (ring conventions), and the
 // cost of a reshard, used to choose between partitioning plans.
 #pragma once
 

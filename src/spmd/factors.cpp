@@ -141,7 +141,7 @@ Assignment assign_factors(const Mesh& mesh, const prim::FactorRule& rule,
     }
   }
   legalize(mesh, rule, a);
-  // Quantization blocks never straddle devices (DESIGN §6.4): axes leave a quantized tensor's
+  // Quantization blocks never straddle devices: axes leave a quantized tensor's
   // last dimension, minor first, until each chunk holds whole blocks.
   for (bool trimmed = true; trimmed;) {
     trimmed = false;

@@ -1,4 +1,4 @@
-// Factor assignments (DESIGN §3.2, §3.4): which mesh axes shard each factor of an
+// Factor assignments: which mesh axes shard each factor of an
 // instruction's factor rule, derived from the shardings of its operands and results.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Arrays across processes (DESIGN §6.1): building one from each process's part, reading one
+// Arrays across processes: building one from each process's part, reading one
 // everywhere, and joining the job.
 #include <algorithm>
 #include <map>

@@ -84,7 +84,7 @@ void propagate_flat(ir::Program& g, const Mesh& mesh, const std::vector<NamedSha
     fixed[static_cast<size_t>(v)] = true;
   };
   for (size_t i = 0; i < g.params.size(); ++i) fix(g.params[i], in[i]);
-  // Explicit sharding (DESIGN §7.4): a typed value's sharding along the Explicit axes of its
+  // Explicit sharding: a typed value's sharding along the Explicit axes of its
   // own mesh (the program's, or the same devices with other axis types inside auto_axes or
   // explicit_axes) is its type. Without Auto axes that is its whole sharding; otherwise
   // propagation starts from it and may only add Auto axes (see `keeps_type`).

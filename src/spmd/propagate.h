@@ -1,4 +1,4 @@
-// Sharding propagation (DESIGN §3.4): gives every value of a global program a sharding, from
+// Sharding propagation: gives every value of a global program a sharding, from
 // the user's (arguments, out_shardings, constraints, shard_map specs; never overridden).
 #pragma once
 

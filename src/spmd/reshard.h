@@ -1,4 +1,4 @@
-// Resharding (DESIGN §3.5): emits the collectives that turn a local block of sharding A into a
+// Resharding: emits the collectives that turn a local block of sharding A into a
 // local block of sharding B, cheapest first: unreduced -> reduce_scatter (if B shards a
 // dimension on that axis) else all_reduce; an axis moving between dimensions -> all_to_all;
 // an axis dropped -> all_gather; an axis added -> local slice (no communication). Uneven

@@ -105,7 +105,7 @@ TraceState* trace_of(const Array& a, const char* api) {
 }
 
 namespace {
-// Quantized arrays are storage for weights (DESIGN §6.4): the primitive says whether it takes
+// Quantized arrays are storage for weights: the primitive says whether it takes
 // them (Primitive::accepts_quantized).
 void check_quantized_operands(const prim::Primitive& p, const std::vector<Array>& inputs) {
   if (p.accepts_quantized()) return;
@@ -168,7 +168,7 @@ std::vector<Array> bind(const prim::Primitive& p, const std::vector<Array>& inpu
   for (const ir::Aval& av : out_avals) checked_size(p.name(), av.shape, av.dtype);
   instr.scope = current_scope();
   // Inside shard_map: operands that vary over fewer axes than the others are marked varying
-  // with an explicit pvary where the primitive joins its operands' varying axes (DESIGN §1),
+  // with an explicit pvary where the primitive joins its operands' varying axes,
   // and results get their sets.
   std::vector<std::set<std::string>> out_vary;
   if (t->manual_mesh) {

@@ -45,7 +45,7 @@ class TraceState : public std::enable_shared_from_this<TraceState> {
   const std::vector<Array>& captures() const { return captures_; }
   int num_user_params() const { return num_user_params_; }
 
-  // shard_map bodies: values vary over manual axes (DESIGN §1).
+  // shard_map bodies: values vary over manual axes.
   std::optional<Mesh> manual_mesh;
   std::set<std::string> manual_axes;
   // Axes every value captured from outside varies over here besides its own (a cond's branch:
@@ -123,7 +123,7 @@ std::vector<Array> execute_eager(const prim::Primitive& p, const std::vector<Arr
 Array execute_created(const char* api, const NamedSharding& sharding,
                       const std::function<Array()>& make);
 
-// ---- explicit sharding (DESIGN §7.4), implemented by the dispatch layer ----
+// ---- explicit sharding, implemented by the dispatch layer ----
 
 // An array's type along Explicit mesh axes: its sharding restricted to them (unreduced axes
 // included), or nullopt when its mesh has no Explicit axis (Auto: propagation decides).

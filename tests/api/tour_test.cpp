@@ -1,4 +1,4 @@
-// The README's tour, compiled and checked: what it claims about shardings, programs and
+// The tour of docs/concepts.md, compiled and checked: what it claims about shardings, programs and
 // collectives holds. Keep the two in step.
 #include <cmath>
 #include <string>
@@ -9,7 +9,7 @@ using namespace partix;
 
 TEST(Tour, TheReadmeTourRunsAsWritten) {
   Mesh mesh = make_mesh({4, 2}, {"data", "model"});
-  // --- as in the README, from here ---
+  // --- as in docs/concepts.md, from here ---
   MeshContext ctx(mesh);  // a bare PartitionSpec now means a sharding on this mesh
 
   // Sharded creation: each device draws only its block.

@@ -1,4 +1,4 @@
-// Quantized arrays (DESIGN §6.4) meeting creation ops (refused: blocks come from files),
+// Quantized arrays meeting creation ops (refused: blocks come from files),
 // control flow (weights captured by loops and branches, or scanned over) and grad (the float
 // operand of a quantized matmul is differentiable; the weight is a constant).
 #include <gtest/gtest.h>

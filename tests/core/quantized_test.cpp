@@ -1,4 +1,4 @@
-// Quantized storage dtypes as Arrays (DESIGN §6.4): blocks in, astype out, matmul through
+// Quantized storage dtypes as Arrays: blocks in, astype out, matmul through
 // einsum / dot_general, sharded column- and row-parallel on 8 devices with blocks never
 // split, and the errors for everything else.
 //

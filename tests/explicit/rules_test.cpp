@@ -1,4 +1,4 @@
-// Explicit sharding rules (DESIGN §7.4): result types computed per op at trace time, eagerly and
+// Explicit sharding rules: result types computed per op at trace time, eagerly and
 // under jit, and the errors where a rule has no unique answer. Expected types and errors follow
 // JAX's explicit-sharding tutorial (docs.jax.dev, "Explicit sharding") and its sharding rules
 // (broadcasting ops: zipped dimensions agree or are None; dot_general: batch and contracting

@@ -1,4 +1,4 @@
-// Checkpoints (DESIGN §6.2): trees of Arrays saved sharded and asynchronously, committed
+// Checkpoints: trees of Arrays saved sharded and asynchronously, committed
 // atomically, and restored onto any mesh and sharding, each device reading only its ranges.
 #include <fmt/format.h>
 #include <sys/wait.h>

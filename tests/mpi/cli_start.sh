@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Start-up under mpirun is bounded and the processes agree before any work (DESIGN §6.1):
+# Start-up under mpirun is bounded and the processes agree before any work:
 #   stopped:      process 1 is stopped before MPI_Init: process 0 ends after the collective
 #                 timeout, saying what it waited for, and the job ends;
 #   flags:        processes given different --seed / --lr fail at once, naming the flag and

@@ -1,7 +1,7 @@
 """optax's own tests, unmodified, on partix through partix.as_jax (optax 0.2.8 as
 scripts/setup.sh installs it): the files of its sharding, transform, update, combine, base,
 numerics and utils modules and its classification and regression losses. Every failure must be
-one the README's compatibility section lists (complex dtypes and 8/16-bit and unsigned integers,
+one docs/python.md's compatibility section lists (complex dtypes and 8/16-bit and unsigned integers,
 which partix does not hold; norms that need singular values; XLA's HLO text), and the number
 passing must not fall."""
 import importlib.util

@@ -6,7 +6,7 @@ namespace {
 
 Mesh mesh42() { return Mesh({4, 2}, {"x", "y"}); }
 
-// Independent oracle for DESIGN §1: on mesh (4,2) the device at (i,j) is 2i+j; a dimension
+// Independent oracle for the block layout: on mesh (4,2) the device at (i,j) is 2i+j; a dimension
 // split k ways uses chunk ceil(n/k); block b covers [b*c, min(n,(b+1)*c)).
 Slice oracle_slice(int64_t n, int64_t k, int64_t b) {
   int64_t c = (n + k - 1) / k;

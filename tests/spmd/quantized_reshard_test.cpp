@@ -1,4 +1,4 @@
-// Quantized arrays (DESIGN §6.4) wherever a compiled program moves them: constraints, layout
+// Quantized arrays wherever a compiled program moves them: constraints, layout
 // changes, out_shardings, take and reshape of sharded weights, a tensor-parallel matmul whose
 // weight must be resharded, and device_put on one mesh. Each result is compared with the
 // dequantized single-device values (moving blocks is exact), on 2 and on 8 devices.

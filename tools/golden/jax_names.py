@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the public names of JAX's modules (the release given by the installed jax) to
-tests/golden/jax_names.json, the yardstick of the README's compatibility table
+tests/golden/jax_names.json, the yardstick of the compatibility table in docs/python.md
 (tests/python/test_compat_table.py computes partix's coverage from it).
 
   python3 -m venv /tmp/jax-venv && /tmp/jax-venv/bin/pip install jax==0.10.2

@@ -109,7 +109,7 @@ Array forward(const Params& params, const Array& ids, const Config& c,
 Array loss(const Params& params, const Array& ids, const Array& targets, const Config& c,
            const ForwardOptions& options = {});
 
-// Pipeline parallelism (DESIGN §7.3): the loss of loss() and its gradients with the stacked
+// Pipeline parallelism: the loss of loss() and its gradients with the stacked
 // blocks split over the mesh's 'stage' axis, run by `schedule` over `microbatches` (each the
 // batch's rows divided by the microbatches on every data device), inside one shard_map. The
 // mesh's other axes are 'data' (data parallel, and FSDP when the rules split parameters over
@@ -178,7 +178,7 @@ struct TrainOptions {
   // Keep the parameters (and optimizer state) stacked over layers and scan one traced block
   // over them (ForwardOptions); false: per-layer parameters, blocks unrolled.
   bool scan_layers = true;
-  // Explicit sharding (DESIGN §7.4): the mesh's axes are Explicit, so every activation's
+  // Explicit sharding: the mesh's axes are Explicit, so every activation's
   // sharding is part of its type, computed per op while tracing; the contractions whose
   // sharding is ambiguous (tensor-parallel output projections) state theirs with out_sharding.
   // Same losses and collectives as the Auto mesh.

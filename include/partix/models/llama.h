@@ -208,7 +208,7 @@ struct Model {
   std::string source{};
 };
 struct LoadOptions {
-  // GGUF matrices stored as Q8_0, Q4_0, Q4_1, Q4_K or Q6_K stay in that dtype (DESIGN §6.4):
+  // GGUF matrices stored as Q8_0, Q4_0, Q4_1, Q4_K or Q6_K stay in that dtype:
   // matmuls decode them block by block. The token embedding is then replicated (its rows are
   // gathered whole; a tied lm_head keeps the vocab-split table as Params "lm_head.weight" on
   // meshes of several devices), and head dims must be multiples of the block.

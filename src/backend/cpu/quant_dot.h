@@ -1,4 +1,4 @@
-// Matmul with a block-quantized right operand (DESIGN §6.4): y[M, N] = x[M, K] w[N, K]^T,
+// Matmul with a block-quantized right operand: y[M, N] = x[M, K] w[N, K]^T,
 // where w holds N rows of K / block_elems GGUF blocks. Weights are decoded block by block in
 // registers, never into an f32 copy; x is quantized to 8 bits per 32 elements (one f32 scale
 // per block), as the formats are meant to be used, and the products summed in integers.

@@ -1,4 +1,4 @@
-// What the processes of a job must agree on, checked cheaply across them (DESIGN §6.1): every
+// What the processes of a job must agree on, checked cheaply across them: every
 // process passes its own host data for an array on a mesh that spans processes, and where
 // two of them place the same block their data must be the same. Only a hash of the data
 // travels.

@@ -1,4 +1,4 @@
-// The processes of a job launched by Open MPI's mpirun (DESIGN §6.1), and the only code that
+// The processes of a job launched by Open MPI's mpirun, and the only code that
 // calls MPI. MPI carries every byte between processes; partix opens no sockets of its own.
 //
 // Every MPI call is made under one process-wide lock and is non-blocking, so that any number

@@ -1,4 +1,4 @@
-// Collectives of one execution whose mesh spans several processes (DESIGN §6.1): hierarchical.
+// Collectives of one execution whose mesh spans several processes: hierarchical.
 // The members of a group that live in this process meet in shared memory (a Rendezvous); the
 // first of them in rank order, the process's leader for the group, does the local work
 // (reductions, copies) on the collective team and makes every MPI call of the collective, exchanging with the leaders of
