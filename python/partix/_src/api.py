@@ -3,6 +3,7 @@ traced by the C++ tracer (each call back into Python traces the function once pe
 import functools
 import inspect
 import itertools
+import re
 import threading
 
 import numpy as np
@@ -582,13 +583,33 @@ class Jitted:
     counts = [tu.tree_structure(a).num_leaves for a in dyn] + [
         tu.tree_structure(dkw[k]).num_leaves for k in kw_names]
     jit = _core.Jit(in_list, out_list, donate_dyn, self._name, out_fn)
-    paths = [p for p in tu.treedef_paths(dyn_tree, "args")] + [
-        "kwargs" + p[len("args"):] for p in tu.treedef_paths(kw_tree, "args")]
+    paths = self._arg_paths(dyn_tree, kw_tree, dyn_pos)
     n_leaves = sum(counts)
     places = in_list * n_leaves if len(in_list) == 1 else list(in_list) + [None] * (
         n_leaves - len(in_list))
     places = [p if p is not None and not p.mesh.is_abstract() else None for p in places]
     return _JitSig(jit, counts, treedef, str(next(_tree_ids)), paths, places)
+
+  def _arg_paths(self, dyn_tree, kw_tree, dyn_pos):
+    """Each argument leaf named as JAX names it in messages: by the function's parameter
+    ("x", "params['w']", "args[2]" for a *args entry) and keyword ("lr")."""
+    names = {}
+    if self._sig is not None:
+      params = list(self._sig.parameters.values())
+      pos = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+      star = next((p.name for p in params if p.kind is p.VAR_POSITIONAL), None)
+      for k, i in enumerate(dyn_pos):
+        if i < len(pos):
+          names[k] = pos[i]
+        elif star is not None:
+          names[k] = f"{star}[{i - len(pos)}]"
+
+    def rename(path):
+      m = re.match(r"args\[(\d+)\]", path)
+      return names[int(m.group(1))] + path[m.end():] if m and int(m.group(1)) in names else path
+    kw = [re.sub(r"^args\[('[^']*')\]", lambda m: m.group(1)[1:-1], p)
+          for p in tu.treedef_paths(kw_tree, "args")]
+    return [rename(p) for p in tu.treedef_paths(dyn_tree, "args")] + kw
 
   def _trace_fn(self, sig, args, kwargs, static_pos):
     fun = self._fun

@@ -96,9 +96,9 @@ UNCOMMITTED_XFAIL = pytest.mark.xfail(strict=True, reason=(
     "partix's jit commits its outputs even when every input is uncommitted (numpy data, "
     "jnp.array results, Python scalars); JAX's stay uncommitted"))
 ARG_NAMES_XFAIL = pytest.mark.xfail(strict=True, reason=(
-    "partix's mismatched-devices error names arguments by position (args[0], args[0][1][0]) "
-    "and their meshes (Mesh(devices=[1])); JAX names them by parameter and path (x, x[1], "
-    "tuple_inp[1][0], dict_inp['a']['b']['c']) with shape and device ids"))
+    "partix's mismatched-devices error names the arguments as JAX does (x, tuple_inp[1][0]) "
+    "but says 'arguments are committed to different meshes' with their meshes, not JAX's "
+    "'Received incompatible devices for jitted computation' with shapes and device ids"))
 DEVICE_ARG_XFAIL = pytest.mark.xfail(strict=True, reason=(
     "partix's jit(device=d) is in_shardings=d, so an argument committed to another sharding "
     "is refused ('device_put it first'); JAX moves the arguments onto d"))
