@@ -282,3 +282,14 @@ def test_shape_dtype_struct_update_lazy_spec_and_rank_check():
     sds.sharding
   with pytest.raises(jax.PartixError, match="only valid for values of rank at least 3"):
     jax.ShapeDtypeStruct((128, 128), np.float32, sharding=P(None, "x", None))
+
+
+def test_jit_names_argument_leaves_by_parameter():
+  def f(params, *rest, lr=1.0):
+    return params["w"] * lr
+  with pytest.raises(jax.PartixError, match=r"argument params\['w'\] is"):
+    jax.jit(f)({"w": object()}, 1.0)
+  with pytest.raises(jax.PartixError, match=r"argument lr is"):
+    jax.jit(f)({"w": np.ones(2)}, 1.0, lr=object())
+  with pytest.raises(jax.PartixError, match=r"argument rest\[1\] is"):
+    jax.jit(f)({"w": np.ones(2)}, 1.0, object())
