@@ -293,3 +293,22 @@ def test_jit_names_argument_leaves_by_parameter():
     jax.jit(f)({"w": np.ones(2)}, 1.0, lr=object())
   with pytest.raises(jax.PartixError, match=r"argument rest\[1\] is"):
     jax.jit(f)({"w": np.ones(2)}, 1.0, object())
+
+
+def test_reduced_and_unreduced_shardings_are_refused_where_partix_would_drop_them():
+  m = jax.make_mesh((2,), ("x",))
+  x = jax.device_put(np.arange(8.0), NamedSharding(m, P("x")))
+  with pytest.raises(jax.PartixError, match="reduced axes"):
+    NamedSharding(m, P(reduced={"x"}))
+  with pytest.raises(jax.PartixError, match="cannot make a value partial sums"):
+    jax.jit(lambda v: lax.with_sharding_constraint(v, NamedSharding(m, P(unreduced={"x"}))))(x)
+  # A value that already holds partial sums keeps its type through such a constraint.
+  a = jax.device_put(np.ones((4, 2), np.float32), NamedSharding(m, P(None, "x")))
+  b = jax.device_put(np.ones((2, 3), np.float32), NamedSharding(m, P("x", None)))
+
+  def f(a, b):
+    c = jnp.matmul(a, b, out_sharding=P(unreduced={"x"}))
+    c = lax.with_sharding_constraint(c, NamedSharding(m, P(unreduced={"x"})))
+    return jax.reshard(c, P())
+  with jax.sharding.use_mesh(m):
+    np.testing.assert_array_equal(jax.jit(f)(a, b), np.full((4, 3), 2.0))

@@ -1092,7 +1092,18 @@ def _constrain(x, sharding, api):
   """x with sharding (a NamedSharding, or a PartitionSpec on the current mesh): a constraint
   inside a trace, a device_put outside (as with_sharding_constraint)."""
   s = to_sharding(sharding, api)
-  return Array(_core.with_sharding_constraint(core(x, api=api), s._s))
+  a = core(x, api=api)
+  if s.spec is not None and s.spec.unreduced and not _already_unreduced(a, s.spec.unreduced):
+    raise PartixError(f"[{api}] {s.spec} has unreduced axes: a constraint cannot make a value "
+                      "partial sums (give out_sharding=P(..., unreduced=...) to the op that "
+                      "makes them)")
+  return Array(_core.with_sharding_constraint(a, s._s))
+
+
+def _already_unreduced(a, axes):
+  """Whether a's type already holds partial sums over exactly these axes ({U:x,y})."""
+  m = re.search(r"\{U:([^}]*)\}", _core.type_of(a).to_string())
+  return m is not None and set(m.group(1).split(",")) == set(axes)
 
 
 class ManualAxisType:

@@ -348,6 +348,10 @@ class NamedSharding(Sharding):
         spec = PartitionSpec(*spec)
       else:
         raise PartixError(f"[NamedSharding] spec {spec!r} is not a PartitionSpec")
+    if spec.reduced:
+      raise PartixError(f"[NamedSharding] {spec} has reduced axes; partix holds no reduced "
+                        "values (a replicated value whose gradient is unreduced), so it cannot "
+                        "place or constrain one: leave reduced= out")
     unreduced = getattr(spec, "unreduced", frozenset())
     for a in sorted(unreduced):
       # Partial sums are a type only Explicit axes carry (as JAX); the core names unknown axes.
