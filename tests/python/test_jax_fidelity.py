@@ -77,6 +77,10 @@ def test_partition_spec_prints_adds_and_checks_as_jax():
       "NamedSharding(mesh=Mesh('x': 4, 'y': 2, axis_types=(Explicit, Explicit)), spec=P('x',), "
       "memory_kind=device)")
   assert NamedSharding(mesh, P("x")).memory_kind == "device"
+  pinned = NamedSharding(mesh, P("x"), memory_kind="pinned_host")
+  assert pinned.memory_kind == "pinned_host" and pinned != NamedSharding(mesh, P("x"))
+  with pytest.raises(jax.PartixError, match="memory_kind='hbm'"):
+    NamedSharding(mesh, P("x"), memory_kind="hbm")
   # Equivalence is placement: the same blocks on the same devices, whatever the axis names.
   m1 = Mesh(np.array(jax.devices()[:4]), ("a",))
   m2 = Mesh(np.array(jax.devices()[:4]), ("b",))

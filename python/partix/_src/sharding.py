@@ -336,9 +336,10 @@ class Sharding:
 
 class NamedSharding(Sharding):
   """How a global array splits over a mesh: a PartitionSpec over the mesh's axes."""
-  __slots__ = ("_s", "_mesh", "_spec")
+  __slots__ = ("_s", "_mesh", "_spec", "_kind")
 
   def __init__(self, mesh, spec=None, *, memory_kind=None):
+    self._kind = _memory_kind(memory_kind, "NamedSharding")
     if spec is None:
       spec = PartitionSpec()
     if not isinstance(mesh, Mesh):
@@ -403,7 +404,9 @@ class NamedSharding(Sharding):
 
   @property
   def memory_kind(self):
-    return "device"  # partix's arrays live in device memory (JAX's default kind)
+    """JAX's memory kind, as given ('device' by default). partix's devices are CPU devices
+    whose memory is host memory, so every kind holds the array the same way."""
+    return getattr(self, "_kind", None) or "device"
 
   def shard_shape(self, global_shape):
     """The shape of every shard; as in JAX, each sharded dimension must divide evenly."""
@@ -462,23 +465,32 @@ class NamedSharding(Sharding):
       return False
 
   def __eq__(self, other):
-    return isinstance(other, NamedSharding) and self._s == other._s
+    return isinstance(other, NamedSharding) and self._s == other._s and (
+        self.memory_kind == other.memory_kind)
 
   def __hash__(self):
     return hash(self._s)
 
   def __repr__(self):
-    return f"NamedSharding(mesh={self.mesh}, spec={self.spec!r}, memory_kind=device)"
+    return f"NamedSharding(mesh={self.mesh}, spec={self.spec!r}, memory_kind={self.memory_kind})"
+
+
+def _memory_kind(kind, api):
+  if kind not in (None, "device", "pinned_host", "unpinned_host"):
+    raise PartixError(f"[{api}] memory_kind={kind!r} is not one of 'device', 'pinned_host', "
+                      "'unpinned_host'")
+  return kind
 
 
 class SingleDeviceSharding(NamedSharding):
   def __init__(self, device, *, memory_kind=None):
     s = _core.single_device_sharding(device._d)
     self._s, self._mesh, self._spec = s, None, None
+    self._kind = _memory_kind(memory_kind, "SingleDeviceSharding")
     self._device = device
 
   def __repr__(self):
-    return f"SingleDeviceSharding(device={self._device!r}, memory_kind=device)"
+    return f"SingleDeviceSharding(device={self._device!r}, memory_kind={self.memory_kind})"
 
 
 # ---- the current mesh (jax.set_mesh / jax.sharding.use_mesh) ----
