@@ -1,13 +1,16 @@
-"""jax.scipy.special (partix.scipy.special): the special functions partix computes. The others
-(gammaln, digamma, ...) raise AttributeError saying partix does not provide them."""
+"""jax.scipy.special (partix.scipy.special): the special functions partix computes, composed
+from partix's ops. The others (zeta, the Bessel functions, ...) raise AttributeError saying
+partix does not provide them."""
 import numpy as _np
 
 from partix import lax as _lax
 from partix import numpy as _jnp
-from partix.nn import logsumexp  # noqa: F401
+from partix.nn import log_softmax, logsumexp, softmax  # noqa: F401
 
 __all__ = ["erf", "erfc", "erfinv", "expit", "logit", "logsumexp", "xlogy", "xlog1py", "ndtr",
-           "ndtri", "entr"]
+           "ndtri", "entr", "gammaln", "loggamma", "gamma", "gammasgn", "digamma", "betaln",
+           "beta", "factorial", "comb", "poch", "multigammaln", "kl_div", "rel_entr",
+           "log_ndtr", "boxcox", "boxcox1p", "softmax", "log_softmax"]
 
 
 def _float(x):
@@ -64,6 +67,158 @@ def ndtri(p):
   """The standard normal quantile function (ndtr's inverse)."""
   p = _float(p)
   return _np.sqrt(2.0) * erfinv(2 * p - 1)
+
+
+# Lanczos' approximation of the gamma function (g = 7, nine terms; the published constants),
+# accurate to float32's precision for x >= 0.5; smaller x through the reflection formula.
+_LANCZOS_G = 7.0
+_LANCZOS = (0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313,
+            -176.61502916214059, 12.507343278686905, -0.13857109526572012,
+            9.9843695780195716e-6, 1.5056327351493116e-7)
+
+
+def _lgamma_right(x):
+  """log Gamma(x) for x >= 0.5."""
+  z = x - 1.0
+  acc = _jnp.full_like(z, _LANCZOS[0])
+  for k, c in enumerate(_LANCZOS[1:], start=1):
+    acc = acc + c / (z + k)
+  t = z + _LANCZOS_G + 0.5
+  return 0.5 * _np.log(2 * _np.pi) + (z + 0.5) * _jnp.log(t) - t + _jnp.log(acc)
+
+
+def gammaln(x):
+  """log |Gamma(x)| (inf at the poles 0, -1, -2, ...)."""
+  x = _float(x)
+  left = x < 0.5
+  xr = _jnp.where(left, 1.0 - x, x)
+  lg = _lgamma_right(xr)
+  s = _jnp.abs(_jnp.sin(_np.pi * x))
+  refl = _np.log(_np.pi) - _jnp.log(_jnp.where(s > 0, s, 1.0)) - lg
+  pole = (x <= 0) & (x == _jnp.floor(x))
+  return _jnp.where(pole, _jnp.inf, _jnp.where(left, refl, lg))
+
+
+loggamma = gammaln
+
+
+def gammasgn(x):
+  """The sign of Gamma(x): +1 for x > 0, alternating between the poles below 0 (nan at them)."""
+  x = _float(x)
+  fl = _jnp.floor(x)
+  neg_sign = _jnp.where(_jnp.mod(fl, 2.0) == 0, 1.0, -1.0)
+  return _jnp.where(x > 0, 1.0, _jnp.where(x == fl, _jnp.nan, neg_sign))
+
+
+def gamma(x):
+  x = _float(x)
+  return gammasgn(x) * _jnp.exp(gammaln(x))
+
+
+def digamma(x):
+  """psi(x) = d/dx log Gamma(x): six steps of psi(x) = psi(x + 1) - 1/x, then the asymptotic
+  series; x <= 0 through the reflection formula (nan at the poles)."""
+  x = _float(x)
+  neg = x <= 0
+  y = _jnp.where(neg, 1.0 - x, x)
+  acc = _jnp.zeros_like(y)
+  for k in range(6):
+    acc = acc - 1.0 / (y + k)
+  z = y + 6.0
+  iz2 = 1.0 / (z * z)
+  series = _jnp.log(z) - 0.5 / z - iz2 * (1.0 / 12 - iz2 * (1.0 / 120 - iz2 * (
+      1.0 / 252 - iz2 * (1.0 / 240 - iz2 * (1.0 / 132)))))
+  psi = series + acc
+  t = _jnp.tan(_np.pi * x)
+  refl = psi - _np.pi / _jnp.where(t != 0, t, 1.0)
+  pole = neg & (x == _jnp.floor(x))
+  return _jnp.where(pole, _jnp.nan, _jnp.where(neg, refl, psi))
+
+
+def betaln(a, b):
+  a, b = _float(a), _float(b)
+  return gammaln(a) + gammaln(b) - gammaln(a + b)
+
+
+def beta(a, b):
+  a, b = _float(a), _float(b)
+  return gammasgn(a) * gammasgn(b) * gammasgn(a + b) * _jnp.exp(betaln(a, b))
+
+
+def factorial(n, exact=False):
+  if exact:
+    raise NotImplementedError("factorial with exact=True is not supported (as in JAX)")
+  n = _float(n)
+  return _jnp.where(n < 0, 0.0, _jnp.exp(gammaln(n + 1.0)))
+
+
+def comb(N, k, exact=False, repetition=False):
+  if exact:
+    raise NotImplementedError("comb with exact=True is not supported (as in JAX)")
+  N, k = _float(N), _float(k)
+  if repetition:
+    N = N + k - 1.0
+  ok = (k >= 0) & (k <= N) & (N >= 0)
+  val = _jnp.exp(gammaln(N + 1.0) - gammaln(k + 1.0) - gammaln(N - k + 1.0))
+  return _jnp.where(ok, val, 0.0)
+
+
+def poch(z, m):
+  """The rising factorial Gamma(z + m) / Gamma(z)."""
+  z, m = _float(z), _float(m)
+  return gammasgn(z + m) * gammasgn(z) * _jnp.exp(gammaln(z + m) - gammaln(z))
+
+
+def multigammaln(a, d):
+  """log of the multivariate gamma function of dimension d (an int)."""
+  a = _float(a)
+  out = d * (d - 1) / 4.0 * _np.log(_np.pi)
+  for j in range(int(d)):
+    out = out + gammaln(a - j / 2.0)
+  return out
+
+
+def rel_entr(x, y):
+  """x log(x / y) for x, y > 0; 0 at x = 0 (y >= 0); inf otherwise."""
+  x, y = _float(x), _float(y)
+  both = (x > 0) & (y > 0)
+  safe = _jnp.where(both, x / _jnp.where(both, y, 1.0), 1.0)
+  return _jnp.where(both, x * _jnp.log(safe), _jnp.where((x == 0) & (y >= 0), 0.0, _jnp.inf))
+
+
+def kl_div(x, y):
+  """x log(x / y) - x + y (scipy's kl_div)."""
+  x, y = _float(x), _float(y)
+  return _jnp.where((x >= 0) & (y >= 0), rel_entr(x, y) - x + y, _jnp.inf)
+
+
+def log_ndtr(x):
+  """log of the standard normal CDF, accurate in both tails."""
+  x = _float(x)
+  lower = x < -3.0
+  z = -x / _np.sqrt(2.0)
+  # For x < -3 the erfc is tiny: write it as exp(-z^2) * erfcx(z), erfcx by its continued
+  # fraction (eight terms: float32-accurate for z > 2).
+  zz = _jnp.where(lower, z, 1.0)
+  cf = zz
+  for k in range(8, 0, -1):
+    cf = zz + (k / 2.0) / cf
+  log_tail = -zz * zz - _jnp.log(cf) - 0.5 * _np.log(_np.pi) - _np.log(2.0)
+  upper = x > 0  # log(1 - p) for the small p = ndtr(-x), without rounding 1 - p to 1
+  middle = _jnp.where(upper, _jnp.log1p(-ndtr(-x)), _jnp.log(ndtr(x)))
+  return _jnp.where(lower, log_tail, middle)
+
+
+def boxcox(x, lmbda):
+  x, lmbda = _float(x), _float(lmbda)
+  return _jnp.where(lmbda == 0, _jnp.log(x),
+                    (_jnp.power(x, lmbda) - 1.0) / _jnp.where(lmbda == 0, 1.0, lmbda))
+
+
+def boxcox1p(x, lmbda):
+  x, lmbda = _float(x), _float(lmbda)
+  return _jnp.where(lmbda == 0, _jnp.log1p(x),
+                    (_jnp.power(1.0 + x, lmbda) - 1.0) / _jnp.where(lmbda == 0, 1.0, lmbda))
 
 
 def __getattr__(name):
