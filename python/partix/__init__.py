@@ -7,6 +7,12 @@
 Devices are virtual CPU devices: PARTIX_NUM_CPU_DEVICES=8 (or XLA_FLAGS'
 --xla_force_host_platform_device_count=8, as JAX programs set it) before the first use.
 """
+import functools as _functools
+import platform as _platform
+import sys as _sys
+
+import numpy as _numpy
+
 from partix._src.core import _init_from_environment as _init_env
 
 _init_env()
@@ -34,7 +40,7 @@ from partix._src.shard_map import shard_map, smap  # noqa: E402,F401
 from partix._src.tree_util import tree_leaves, tree_map, tree_structure  # noqa: E402,F401
 from partix import (ad_checkpoint, checkpoint_policies, ckpt, core,  # noqa: E402
                     custom_derivatives, debug, distributed, experimental, lax, nn, numpy,
-                    profiler, random, sharding, stages, tree, tree_util)
+                    profiler, random, scipy, sharding, stages, tree, tree_util, typing)
 from partix.dtypes import float0  # noqa: E402,F401
 
 # Under mpirun a process that fails tells the others even without distributed.initialize().
@@ -86,6 +92,33 @@ def process_indices(backend=None):
 
 
 host_ids = process_indices
+
+
+def named_call(fun, *, name=None):
+  """jax.named_call: fun, its operations recorded under `name` (its own name by default) in
+  the programs and profiles, as named_scope does."""
+  scope = name or getattr(fun, "__name__", "named_call")
+
+  @_functools.wraps(fun)
+  def call(*args, **kwargs):
+    with named_scope(scope):
+      return fun(*args, **kwargs)
+  return call
+
+
+def copy_to_host_async(x):
+  """jax.copy_to_host_async: partix's arrays are ready on return, so there is nothing to
+  start early."""
+
+
+def print_environment_info(return_string=False):
+  """The versions partix runs with (as jax.print_environment_info)."""
+  text = (f"partix {__version__} (JAX 0.10 semantics)\nnumpy: {_numpy.__version__}\n"
+          f"python: {_sys.version}\nprocess_count: {process_count()}\n"
+          f"devices: {device_count()} {default_backend()}\nplatform: {_platform.platform()}")
+  if return_string:
+    return text
+  print(text)
 
 
 def effects_barrier():

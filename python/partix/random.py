@@ -277,6 +277,74 @@ def t(key, df, shape=(), dtype=None):
   return normal(kn, shape, dtype) / jnp.sqrt(chisquare(kc, df, shape, dtype) / df)
 
 
+def rayleigh(key, scale=1.0, shape=None, dtype=None):
+  """Rayleigh(scale) samples: scale * sqrt(-2 log U)."""
+  import partix.numpy as jnp
+  shape = () if shape is None else shape
+  return scale * jnp.sqrt(-2.0 * jnp.log(_open_uniform(key, shape, dtype, "rayleigh")))
+
+
+def triangular(key, left, mode, right, shape=None, dtype=None):
+  """Triangular(left, mode, right) samples by inverting its CDF."""
+  import partix.numpy as jnp
+  if shape is None:
+    shape = jnp.broadcast_shapes(_np.shape(left), _np.shape(mode), _np.shape(right))
+  u = _open_uniform(key, shape, dtype, "triangular")
+  left, mode, right = (jnp.asarray(v, u.dtype) for v in (left, mode, right))
+  c = (mode - left) / (right - left)
+  lo = left + jnp.sqrt(u * (right - left) * (mode - left))
+  hi = right - jnp.sqrt((1 - u) * (right - left) * (right - mode))
+  return jnp.where(u < c, lo, hi)
+
+
+def wald(key, mean, shape=None, dtype=None):
+  """Wald (inverse Gaussian, scale 1) samples: Michael, Schucany and Haas's transformation."""
+  import partix.numpy as jnp
+  if shape is None:
+    shape = _np.shape(mean)
+  kn, ku = split(key)
+  m = jnp.asarray(mean, _dt.from_core(_fdt(dtype, "wald")) if _fdt(dtype, "wald") != "bf16"
+                  else _np.float32)
+  y = normal(kn, shape, dtype) ** 2
+  x = m + m * m * y / 2 - m / 2 * jnp.sqrt(4 * m * y + (m * y) ** 2)
+  u = uniform(ku, shape, dtype)
+  return jnp.where(u <= m / (m + x), x, m * m / x)
+
+
+def geometric(key, p, shape=None, dtype=_np.int32):
+  """Geometric(p) samples: the number of trials up to the first success (>= 1)."""
+  import partix.numpy as jnp
+  if shape is None:
+    shape = _np.shape(p)
+  u = _open_uniform(key, shape, None, "geometric")
+  return (jnp.floor(jnp.log(u) / jnp.log1p(-jnp.asarray(p, _np.float32))) + 1).astype(dtype)
+
+
+def generalized_normal(key, p, shape=(), dtype=None):
+  """Generalized normal samples of shape p: sign * Gamma(1/p)^(1/p)."""
+  import partix.numpy as jnp
+  kg, ks = split(key)
+  g = gamma(kg, 1.0 / p, shape, dtype)
+  sign = jnp.where(bernoulli(ks, 0.5, tuple(_shape(shape, "generalized_normal"))), 1.0, -1.0)
+  return (sign * g ** (1.0 / p)).astype(g.dtype)
+
+
+def ball(key, d, p=2, shape=(), dtype=None):
+  """Points uniform in the d-dimensional unit p-ball (last axis d)."""
+  import partix.numpy as jnp
+  shape = tuple(_shape(shape, "ball"))
+  kg, ke = split(key)
+  g = generalized_normal(kg, p, shape + (d,), dtype)
+  e = exponential(ke, shape, dtype)
+  norm = jnp.sum(jnp.abs(g) ** p, axis=-1, keepdims=True) + jnp.expand_dims(e, -1)
+  return g / norm ** (1.0 / p)
+
+
+def clone(key):
+  """A copy of the key (partix's keys are values: the same key again)."""
+  return asarray(key)
+
+
 def bits(key, shape=(), dtype=None):
   """Random integer bits (int32; partix holds no unsigned types)."""
   if dtype is not None and _np.dtype(dtype) != _np.dtype(_np.int32):

@@ -5,6 +5,7 @@ from partix._src.sharding import (AbstractMesh, AxisType, Device, Mesh, NamedSha
 from partix._src.sharding import PartitionSpec as P  # noqa: F401
 from partix._src.api import auto_axes, explicit_axes, reshard  # noqa: F401,E402
 from partix._src.shard_map import Infer  # noqa: F401,E402
+from partix._src.api import ManualAxisType  # noqa: F401,E402
 
 
 def __getattr__(name):

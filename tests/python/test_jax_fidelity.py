@@ -316,3 +316,14 @@ def test_reduced_and_unreduced_shardings_are_refused_where_partix_would_drop_the
     return jax.reshard(c, P())
   with jax.sharding.use_mesh(m):
     np.testing.assert_array_equal(jax.jit(f)(a, b), np.full((4, 3), 2.0))
+
+
+def test_named_call_environment_info_and_module_attributes():
+  f = jax.named_call(lambda x: x * 2, name="double_it")
+  np.testing.assert_array_equal(f(jnp.ones(2)), [2.0, 2.0])
+  assert "double_it" in jax.jit(f).lower(jnp.ones(2)).as_text()
+  info = jax.print_environment_info(return_string=True)
+  assert "numpy" in info and f"devices: {jax.device_count()}" in info
+  assert jax.copy_to_host_async(jnp.ones(2)) is None
+  assert jax.scipy.special.gammaln is not None and jax.typing.ArrayLike is not None
+  assert jax.sharding.ManualAxisType(varying={"x"}).varying == {"x"}

@@ -126,3 +126,46 @@ def test_bad_input(name, f, api):
 def test_one_hot_float_labels():
   np.testing.assert_array_equal(np.asarray(jax.nn.one_hot(np.array([1.0, 2.5]), 3)),
                                 [[0, 1, 0], [0, 0, 0]])
+
+
+def _attention_reference(q, k, v, keep):
+  g = q.shape[2] // k.shape[2]
+  k, v = np.repeat(k, g, 2), np.repeat(v, g, 2)
+  lg = np.einsum("btnh,bsnh->bnts", q, k) / np.sqrt(q.shape[-1])
+  lg = np.where(keep, lg, -1e30)
+  w = np.exp(lg - lg.max(-1, keepdims=True))
+  return np.einsum("bnts,bsnh->btnh", w / w.sum(-1, keepdims=True), v)
+
+
+def test_dot_product_attention_against_numpy():
+  r = np.random.default_rng(0)
+  q = r.standard_normal((2, 5, 4, 8)).astype(np.float32)
+  k = r.standard_normal((2, 7, 2, 8)).astype(np.float32)  # grouped heads: 4 queries, 2 keys
+  v = r.standard_normal((2, 7, 2, 8)).astype(np.float32)
+  causal = np.tril(np.ones((5, 7), bool))
+  np.testing.assert_allclose(jax.nn.dot_product_attention(q, k, v, is_causal=True),
+                             _attention_reference(q, k, v, causal), atol=2e-6)
+  lengths = np.array([3, 7])
+  keep = np.arange(7)[None, None, None, :] < lengths[:, None, None, None]
+  got = jax.jit(lambda a, b, c: jax.nn.dot_product_attention(
+      a, b, c, key_value_seq_lengths=lengths))(q, k, v)
+  np.testing.assert_allclose(got, _attention_reference(q, k, v, keep), atol=2e-6)
+  np.testing.assert_allclose(jax.nn.dot_product_attention(q[0], k[0], v[0]),
+                             _attention_reference(q[:1], k[:1], v[:1], True)[0], atol=2e-6)
+  g = jax.grad(lambda a: jax.nn.dot_product_attention(a, k, v).sum())(q)
+  assert np.all(np.isfinite(np.asarray(g)))
+  with pytest.raises(jax.PartixError, match=r"^\[dot_product_attention\].*multiple"):
+    jax.nn.dot_product_attention(q[:, :, :3], k, v)
+
+
+def test_more_activations():
+  x = np.array([-2.0, 0.0, 3.0], np.float32)
+  np.testing.assert_allclose(jax.nn.soft_sign(x), x / (np.abs(x) + 1), rtol=1e-6)
+  np.testing.assert_allclose(jax.nn.squareplus(x), (x + np.sqrt(x * x + 4)) / 2, rtol=1e-6)
+  np.testing.assert_array_equal(jax.nn.identity(x), x)
+  p = np.array([1e-3, 1.0, 30.0], np.float32)
+  d = p.astype(np.float64)  # float64 reference, each branch where it is exact
+  want = np.where(d < np.log(2), np.log(-np.expm1(-d)), np.log1p(-np.exp(-d)))
+  np.testing.assert_allclose(jax.nn.log1mexp(p), want, rtol=1e-5)
+  m = np.array([[1.0, 2.0], [3.0, 4.0]], np.float32)
+  np.testing.assert_allclose(jax.nn.logmeanexp(m, axis=1), np.log(np.exp(m).mean(1)), rtol=1e-6)

@@ -126,3 +126,21 @@ def test_beta_dirichlet_chisquare_t():
   assert abs(np.asarray(jax.random.chisquare(k, 4.0, (40000,))).mean() - 4.0) < 0.08
   assert abs(np.asarray(jax.random.t(k, 10.0, (40000,))).var() - 10 / 8) < 0.06
   assert np.asarray(jax.random.loggamma(k, 2.0, (3,))).shape == (3,)
+
+
+def test_more_distributions_moments():
+  k, n = jax.random.key(1), 40000
+  r = np.asarray(jax.random.rayleigh(k, 2.0, (n,)))
+  assert abs(r.mean() - 2 * np.sqrt(np.pi / 2)) < 0.03
+  t = np.asarray(jax.random.triangular(k, 0.0, 1.0, 4.0, (n,)))
+  assert abs(t.mean() - 5 / 3) < 0.02 and t.min() >= 0 and t.max() <= 4
+  w = np.asarray(jax.random.wald(k, 1.5, (n,)))
+  assert abs(w.mean() - 1.5) < 0.03 and abs(w.var() / 1.5 ** 3 - 1) < 0.08
+  g = np.asarray(jax.random.geometric(k, 0.25, (n,)))
+  assert abs(g.mean() - 4) < 0.06 and g.min() == 1 and g.dtype == np.int32
+  gn = np.asarray(jax.random.generalized_normal(k, 2.0, (n,)))  # p = 2: N(0, 1/2)
+  assert abs(gn.var() - 0.5) < 0.02 and abs(gn.mean()) < 0.02
+  b = np.asarray(jax.random.ball(k, 3, 2, (n,)))
+  radius = np.linalg.norm(b, axis=-1)
+  assert radius.max() <= 1.0 + 1e-6 and abs((radius ** 3).mean() - 0.5) < 0.01  # uniform volume
+  np.testing.assert_array_equal(jax.random.clone(k), k)

@@ -210,6 +210,93 @@ def sparse_sigmoid(x):
 
 
 
+def identity(x):
+  return asarray(x, api="identity")
+
+
+def soft_sign(x):
+  jnp = _jnp()
+  x = wrap(_float(x, "soft_sign"))
+  return x / (jnp.abs(x) + 1)
+
+
+def squareplus(x, b=4):
+  """jax.nn.squareplus: (x + sqrt(x^2 + b)) / 2."""
+  jnp = _jnp()
+  x = wrap(_float(x, "squareplus"))
+  return (x + jnp.sqrt(x * x + b)) / 2
+
+
+def log1mexp(x):
+  """log(1 - exp(-x)) for x > 0, accurate for small and large x."""
+  jnp = _jnp()
+  x = wrap(_float(x, "log1mexp"))
+  small = x < _np.log(2.0)
+  return jnp.where(small, jnp.log(-jnp.expm1(-x)), jnp.log1p(-jnp.exp(-x)))
+
+
+def logmeanexp(x, axis=None, where=None, keepdims=False):
+  """log(mean(exp(x))) over axis, computed stably."""
+  jnp = _jnp()
+  x = wrap(_float(x, "logmeanexp"))
+  n = (jnp.sum(jnp.broadcast_to(jnp.asarray(where), x.shape), axis=axis, keepdims=keepdims)
+       if where is not None else _np.prod([x.shape[a] for a in (
+           range(x.ndim) if axis is None else [axis] if isinstance(axis, int) else axis)]))
+  return logsumexp(x, axis=axis, keepdims=keepdims, where=where) - jnp.log(n)
+
+
+def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None,
+                          is_causal=False, query_seq_lengths=None, key_value_seq_lengths=None,
+                          local_window_size=None, implementation=None):
+  """jax.nn.dot_product_attention: softmax(q k^T * scale + bias, masked) v over [B, T, N, H]
+  queries and [B, S, K, H] keys and values (N a multiple of K: grouped heads); the softmax in
+  float32. 3-D inputs are one batch."""
+  jnp = _jnp()
+  api = "dot_product_attention"
+  if implementation not in (None, "xla"):
+    raise PartixError(f"[{api}] implementation={implementation!r}: partix has only 'xla' (its "
+                      "own kernels)")
+  if local_window_size is not None:
+    raise PartixError(f"[{api}] local_window_size is not supported")
+  q, k, v = (asarray(t, api=api) for t in (query, key, value))
+  batched = q.ndim == 4
+  if not batched:
+    q, k, v = (jnp.expand_dims(t, 0) for t in (q, k, v))
+  if q.ndim != 4 or k.ndim != 4 or v.ndim != 4 or k.shape != v.shape:
+    raise PartixError(f"[{api}] query {q.shape}, key {k.shape} and value {v.shape} must be "
+                      "[B, T, N, H], [B, S, K, H] and [B, S, K, H]")
+  B, T, N, H = q.shape
+  S, K = k.shape[1], k.shape[2]
+  if N % K:
+    raise PartixError(f"[{api}] {N} query heads are not a multiple of {K} key heads")
+  if N != K:
+    k, v = jnp.repeat(k, N // K, axis=2), jnp.repeat(v, N // K, axis=2)
+  s = (1.0 / _np.sqrt(H)) if scale is None else scale
+  logits = jnp.einsum("btnh,bsnh->bnts", q.astype(_np.float32), k.astype(_np.float32)) * s
+  if bias is not None:
+    logits = logits + asarray(bias, api=api).astype(_np.float32)
+  keep = None
+  if mask is not None:
+    keep = jnp.broadcast_to(asarray(mask, api=api), logits.shape)
+  if is_causal:
+    causal = jnp.tril(jnp.ones((T, S), bool))
+    keep = causal if keep is None else keep & causal
+  if key_value_seq_lengths is not None:
+    kv = jnp.arange(S)[None, :] < jnp.reshape(asarray(key_value_seq_lengths), (B, 1))
+    kv = jnp.reshape(kv, (B, 1, 1, S))
+    keep = kv if keep is None else keep & kv
+  if query_seq_lengths is not None:
+    qv = jnp.arange(T)[None, :] < jnp.reshape(asarray(query_seq_lengths), (B, 1))
+    qv = jnp.reshape(qv, (B, 1, T, 1))
+    keep = qv if keep is None else keep & qv
+  if keep is not None:
+    logits = jnp.where(keep, logits, -1e30)
+  w = softmax(logits, axis=-1)
+  out = jnp.einsum("bnts,bsnh->btnh", w, v.astype(_np.float32)).astype(query.dtype if hasattr(
+      query, "dtype") else _np.float32)
+  return out if batched else out[0]
+
+
 from partix.nn import initializers  # noqa: E402,F401 (jax.nn.initializers)
 
 def __getattr__(name):
