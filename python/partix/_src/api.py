@@ -41,10 +41,16 @@ class ShapeDtypeStruct:
   def sharding(self):
     s = self._sharding
     if isinstance(s, PartitionSpec):
-      if get_mesh() is None:
+      mesh = get_mesh()
+      if mesh is None:
         raise PartixTypeError("[ShapeDtypeStruct] When specifying PartitionSpec to "
                               "`ShapeDtypeStruct`, the context mesh cannot be empty (use "
                               "jax.set_mesh, or give a NamedSharding)")
+      for e in s:
+        for a in (() if e is None else (e,) if isinstance(e, str) else e):
+          if a not in mesh.axis_names:
+            raise PartixError(f"[ShapeDtypeStruct] Resource axis: {a} of {s} is not found in "
+                              f"mesh: {mesh.axis_names}")
       return to_sharding(s, "ShapeDtypeStruct")
     return s
 
@@ -761,12 +767,12 @@ def jit(fun=None, *, in_shardings=None, out_shardings=None, static_argnums=None,
                          abstracted_axes=abstracted_axes, compiler_options=compiler_options,
                          name=name)
   if device is not None and backend is not None:
-    raise PartixError(f"[jit] can't specify both a device and a backend (got device={device}, "
-                      f"backend={backend!r})")
-  if (device is not None or backend is not None) and (
-      in_shardings is not None or out_shardings is not None):
-    raise PartixError("[jit] if backend or device is specified, in_shardings and out_shardings "
-                      "should not be specified")
+    raise PartixError(f"[jit] can't specify both a device and a backend for jit (got "
+                      f"device={device}, backend={backend!r})")
+  for what, given in (("in_shardings", in_shardings), ("out_shardings", out_shardings)):
+    if (device is not None or backend is not None) and given is not None:
+      raise PartixError(f"[jit] If backend or device is specified on jit, then {what} should "
+                        "not be specified.")
   platforms = {_core.default_device().platform} if backend is not None else set()
   if backend is not None and backend not in platforms:
     raise PartixError(f"[jit] backend={backend!r}: this job's devices are "

@@ -254,8 +254,10 @@ class _DeletedValue:
 def deleted_error(a, api):
   """The error for any use of a deleted array (a._a or the _DeletedValue itself)."""
   a = a._a if isinstance(a, Array) else a
-  return PartixError(f"[{api}] the array ({a.dtype}[{','.join(str(d) for d in a.shape)}]) was "
-                     "deleted (Array.delete) and is gone")
+  name = np.dtype(dtypes.from_core(a.dtype)).name if a.dtype in dtypes._FROM_CORE else a.dtype
+  return PartixError(f"[{api}] Array has been deleted with shape={name}"
+                     f"[{','.join(str(d) for d in a.shape)}] (Array.delete, or donated): it is "
+                     "gone")
 
 
 class _DeletedArray(Array):

@@ -61,7 +61,7 @@ class PartitionSpec(tuple):
   UNCONSTRAINED = "unconstrained"
 
   def __init_subclass__(cls, **kwargs):
-    raise TypeError("PartitionSpec cannot be subclassed")
+    raise TypeError("Subclassing `jax.P` is prohibited (PartitionSpec cannot be subclassed)")
 
   def __new__(cls, *entries, unreduced=None, reduced=None):
     for e in entries:
@@ -205,8 +205,11 @@ class Mesh:
     n = len(m.axis_names)
     if axis_types is None:
       axis_types = (AxisType.Auto,) * n
-    elif isinstance(axis_types, AxisType):
-      axis_types = (axis_types,) * n
+    elif isinstance(axis_types, AxisType):  # one type names one axis, as JAX reads it
+      if n != 1:
+        raise PartixError(f"[Mesh] Number of axis names should match the number of axis_types: "
+                          f"{n} names {tuple(m.axis_names)} but one axis type {axis_types}")
+      axis_types = (axis_types,)
     axis_types = tuple(axis_types)
     if len(axis_types) != n or not all(isinstance(t, AxisType) for t in axis_types):
       raise PartixError(f"[Mesh] axis_types {axis_types} must be {n} AxisType values")
@@ -308,11 +311,14 @@ def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None):
   if len(axis_shapes) != len(axis_names):
     raise PartixError(f"[make_mesh] {len(axis_shapes)} axis sizes {axis_shapes} for "
                       f"{len(axis_names)} names {axis_names}")
-  if axis_types is not None and not isinstance(axis_types, AxisType):
+  if isinstance(axis_types, AxisType):
+    axis_types = (axis_types,)
+  if axis_types is not None:
     axis_types = tuple(axis_types)
     if len(axis_types) != len(axis_names) or not all(isinstance(t, AxisType)
                                                      for t in axis_types):
-      raise PartixError(f"[make_mesh] axis_types {axis_types} must be one AxisType per axis "
+      raise PartixError(f"[make_mesh] Number of axis names should match the number of "
+                        f"axis_types: axis_types {axis_types} must be one AxisType per axis "
                         f"name {axis_names}")
   for a in axis_shapes:
     if isinstance(a, bool) or not isinstance(a, (int, np.integer)) or a < 1:

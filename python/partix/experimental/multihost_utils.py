@@ -34,15 +34,17 @@ def _gather_host(x):
 
 
 def process_allgather(in_tree, tiled=False):
-  """Every leaf gathered onto every process as numpy data: a partix Array as its global value;
-  host data stacked over processes (a new leading axis), or concatenated along axis 0 with
-  tiled=True."""
+  """Every leaf gathered onto every process as numpy data: an array spanning processes as its
+  global value; this process's data (host data, or an array on its own devices) stacked over
+  processes (a new leading axis), or concatenated along axis 0 with tiled=True."""
   def one(x):
     if isinstance(x, Array):
       if x._a.is_tracer():
         raise PartixError("[process_allgather] takes concrete values, not traced ones (call it "
                           "outside jit)")
-      return np.asarray(device_put(x, NamedSharding(x.sharding.mesh, P())))
+      if not x.is_fully_addressable:  # a global array: its value, on every process
+        return np.asarray(device_put(x, NamedSharding(x.sharding.mesh, P())))
+      x = np.asarray(x)  # this process's own data, as host data is
     g = _gather_host(x)
     return np.concatenate(list(g), axis=0) if tiled else g
   return tu.tree_map(one, in_tree)

@@ -181,9 +181,6 @@ def test_array_from_local_data_single_host_invalid_global_shape(data, global_sha
     jax.make_array_from_process_local_data(jax.devices()[0], data, global_shape)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's deleted-array error writes the type as i32[16], JAX's as int32[16] ('[add] "
-    "the array (i32[16]) was deleted')"))
 def test_multi_device_array_usage_after_delete():
   arr = jax.device_put(np.arange(16, dtype=np.int32), NamedSharding(_mesh42(), P("x")))
   arr.delete()
@@ -594,9 +591,6 @@ def test_array_is_ready():
   assert_equal(x, np.arange(8, dtype=np.float32))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's multihost_utils.process_allgather(x) (tiled=False) returns x's shape (8,), not "
-    'a (1, 8) stack over the one process'))
 def test_process_allgather_single_host():
   from jax.experimental import multihost_utils
   x = jnp.arange(8.)

@@ -1040,10 +1040,6 @@ def test_autodiff_with_device_arg():
   check_grads(g, (jnp.arange(16.).reshape((4, 4)) / 100,), order=2)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's error reads '[jit] if backend or device is specified, in_shardings and "
-    "out_shardings should not be specified', not JAX's 'If backend or device is specified on "
-    "jit, then in_shardings should not be specified'"))
 def test_pjit_device_backend_axis_resources_error():
   s = jax.sharding.SingleDeviceSharding(jax.devices()[0])
   with pytest.raises(ValueError, match="If backend or device is specified on jit, then "
@@ -1065,9 +1061,6 @@ def test_check_arg_error():
     jax.jit(lambda x: x)({"a": inp, "b": {"c": sds_}})
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's error reads \"[jit] can't specify both a device and a backend (got ...)\", "
-    "not JAX's \"can't specify both a device and a backend for jit\""))
 def test_pjit_device_backend_both_error():
   with pytest.raises(ValueError, match="can't specify both a device and a backend for jit"):
     pjit(lambda x: x, device=jax.devices()[0], backend="cpu")

@@ -1129,9 +1129,6 @@ def test_sds_pspec_input():
     assert out.sharding == NamedSharding(mesh, P('x'))
 
 
-@pytest.mark.xfail(strict=True, reason="partix's error for a P('x') sharding read under a mesh "
-                   "without 'x' says \"mesh axis 'x' in P('x') is not in Mesh('y': 2)\", not "
-                   "JAX's 'Resource axis: x ... not found in mesh'")
 def test_sds_pspec_no_mesh_ctx_error():
   sds = jax.ShapeDtypeStruct((2, 2), np.float32, sharding=P('x'))
   mesh = create_mesh((2,), 'x')

@@ -345,9 +345,6 @@ def test_mesh_axis_types_mismatch():
     AbstractMesh((2, 2), ("x", "y"), axis_types=("explicit", AxisType.Explicit))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's make_mesh takes one AxisType for several axes (JAX refuses: 'Number of axis "
-    "names should match the number of axis_types')"))
 def test_make_mesh_axis_types():
   Auto, Explicit, Manual = AxisType.Auto, AxisType.Explicit, AxisType.Manual
   assert AbstractMesh((2,), "x", axis_types=Auto) == AbstractMesh((2,), "x", axis_types=Auto)
@@ -467,9 +464,6 @@ def test_nested_tuple_pspec_error():
     jax.P((("a", "b"), "c"))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix refuses subclassing P with TypeError 'PartitionSpec cannot be subclassed', not "
-    "JAX's 'Subclassing `jax.P` is prohibited'"))
 def test_pspec_subclass_error():
   with pytest.raises(TypeError, match="Subclassing `jax.P` is prohibited"):
     class MyP(jax.P):
