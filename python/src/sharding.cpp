@@ -111,6 +111,7 @@ void bind_sharding(nb::module_& m) {
       .def_prop_ro("shape", &ArrayType::shape)
       .def_prop_ro("dtype", [](const ArrayType& t) { return std::string(dtype_name(t.dtype())); })
       .def_prop_ro("sharding", &ArrayType::sharding)
+      .def_prop_ro("unreduced", &ArrayType::unreduced)
       .def("to_string", &ArrayType::to_string);
   m.def("type_of", &type_of);
   m.def("reshard", [](const Array& x, const NamedSharding& s) {

@@ -1107,9 +1107,8 @@ def _constrain(x, sharding, api):
 
 
 def _already_unreduced(a, axes):
-  """Whether a's type already holds partial sums over exactly these axes ({U:x,y})."""
-  m = re.search(r"\{U:([^}]*)\}", _core.type_of(a).to_string())
-  return m is not None and set(m.group(1).split(",")) == set(axes)
+  """Whether a's type already holds partial sums over exactly these axes."""
+  return set(_core.type_of(a).unreduced) == set(axes)
 
 
 class ManualAxisType:
