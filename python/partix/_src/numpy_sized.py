@@ -1,10 +1,11 @@
 """numpy's functions whose result shape depends on the values (nonzero, unique, the set
 operations, ...), as JAX has them: a concrete input gives numpy's result; a traced one needs
-size= (the result is cut or padded to it with fill_value). Also cumprod (a log-depth scan of
-products) and the sorting helpers built on argsort. Composed from numpy_ops' ops."""
+size= (the result is cut or padded to it with fill_value). Also cumprod (lax's associative
+scan of products) and the sorting helpers built on argsort. Composed from numpy_ops' ops."""
 import numpy as np
 
 from partix._src import dtypes as _dtypes
+from partix._src import lax_more as _lax_more
 from partix._src import numpy_more as _more
 from partix._src import numpy_ops as jnp
 from partix._src.core import Array, PartixError
@@ -207,29 +208,13 @@ def compress(condition, a, axis=None, *, size=None, fill_value=0):
   return jnp.where(jnp.reshape(idx >= 0, shape), got, fill_value)
 
 
-def _scan_products(x, axis):
-  """Inclusive products along axis by doubling: after step k each element holds the product of
-  its 2^k predecessors, so log2(n) multiplications in all (exact for integers)."""
-  n = x.shape[axis]
-  k = 1
-  while k < n:
-    lead = [slice(None)] * x.ndim
-    lead[axis] = slice(0, n - k)
-    pad_shape = list(x.shape)
-    pad_shape[axis] = k
-    shifted = jnp.concatenate([jnp.ones(pad_shape, x.dtype), x[tuple(lead)]], axis=axis)
-    x = x * shifted
-    k *= 2
-  return x
-
-
 def cumprod(a, axis=None, dtype=None):
   x = jnp.asarray(a, dtype, "cumprod")
   if axis is None:
     x, axis = jnp.ravel(x), 0
   if x.dtype == np.bool_:
     x = x.astype(np.int32)
-  return _scan_products(x, axis % max(x.ndim, 1))
+  return _lax_more.associative_scan(jnp.multiply, x, axis=axis % max(x.ndim, 1))
 
 
 def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
