@@ -327,3 +327,20 @@ def test_named_call_environment_info_and_module_attributes():
   assert jax.copy_to_host_async(jnp.ones(2)) is None
   assert jax.scipy.special.gammaln is not None and jax.typing.ArrayLike is not None
   assert jax.sharding.ManualAxisType(varying={"x"}).varying == {"x"}
+
+
+def test_partial_manual_shard_map_under_grad_vmap_and_scan():
+  mesh = jax.make_mesh((4, 2), ("i", "j"), axis_types=(A, A))
+  f = jax.shard_map(lambda a: lax.psum(jnp.sin(a), "i"), mesh=mesh, in_specs=P("i"),
+                    out_specs=P(), axis_names={"i"})
+  x = np.arange(64.0, dtype=np.float32).reshape(8, 8) / 10
+  s = np.sin(x).reshape(4, 2, 8).sum(0)
+  want = 2 * np.tile(s, (4, 1)) * np.cos(x)  # d/dx sum(psum(sin x)^2)
+  loss = lambda v: jnp.sum(f(v) ** 2)  # noqa: E731
+  np.testing.assert_allclose(jax.grad(loss)(x), want, rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(jax.jit(jax.grad(loss))(x), want, rtol=1e-5, atol=1e-6)
+  xb = np.stack([x, 2 * x])
+  np.testing.assert_allclose(jax.vmap(f)(xb), np.sin(xb).reshape(2, 4, 2, 8).sum(1), rtol=1e-6,
+                             atol=1e-6)
+  total = lax.scan(lambda c, v: (c + f(v).sum(), None), 0.0, xb)[0]
+  np.testing.assert_allclose(float(total), np.sin(xb).sum(), rtol=1e-5)
