@@ -19,6 +19,7 @@ Array gelu(const Array& x, bool approximate) {
 
 Array softmax(const Array& x, int axis) {
   axis = ops::norm_axis("softmax", axis, x.shape());
+  if (x.shape()[static_cast<size_t>(axis)] == 0) return x;  // nothing to normalise, as JAX
   Array m = stop_gradient(max(x, {axis}, true));
   Array e = exp(x - m);
   return e / sum(e, {axis}, true);
@@ -26,6 +27,7 @@ Array softmax(const Array& x, int axis) {
 
 Array log_softmax(const Array& x, int axis) {
   axis = ops::norm_axis("log_softmax", axis, x.shape());
+  if (x.shape()[static_cast<size_t>(axis)] == 0) return x;  // nothing to normalise, as JAX
   Array shifted = x - stop_gradient(max(x, {axis}, true));
   return shifted - log(sum(exp(shifted), {axis}, true));
 }

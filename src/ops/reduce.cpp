@@ -120,9 +120,16 @@ Array cumsum(const Array& x, int axis, bool reverse) {
 Array logsumexp(const Array& x, std::vector<int> axes, bool keepdims) {
   axes = ops::norm_axes("logsumexp", axes, x.shape());
   Array xf = is_floating(x.dtype()) ? x : astype(x, DType::F32);
-  // Shift by the (gradient-free) max; an all -inf row shifts by 0 instead.
-  Array m = stop_gradient(max(xf, axes, true));
-  m = where(equal(abs(m), INFINITY), 0.0, m);
+  // Shift by the (gradient-free) max; an all -inf row shifts by 0 instead, and so does an
+  // empty axis, whose sum of no terms is 0 and whose logsumexp is -inf (as JAX).
+  bool empty = false;
+  Shape kept = x.shape();
+  for (int a : axes) {
+    empty = empty || kept[static_cast<size_t>(a)] == 0;
+    kept[static_cast<size_t>(a)] = 1;
+  }
+  Array m = empty ? zeros(kept, xf.dtype()) : stop_gradient(max(xf, axes, true));
+  if (!empty) m = where(equal(abs(m), INFINITY), 0.0, m);
   Array s = log(sum(exp(xf - m), axes, true)) + m;
   return keepdims ? s : reshape(s, [&] {
     Shape out;

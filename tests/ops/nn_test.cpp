@@ -62,5 +62,16 @@ TEST(NnErrors, NamesOpAndShapes) {
   EXPECT_NO_THROW(cross_entropy(x, labels));
 }
 
+// An empty axis: softmax and log_softmax of nothing are nothing, logsumexp of nothing is -inf.
+TEST(NnEmptyAxis, SoftmaxFamilyAsJax) {
+  Array e = zeros({3, 0});
+  EXPECT_EQ(softmax(e, 1).shape(), (Shape{3, 0}));
+  EXPECT_EQ(log_softmax(e, 1).shape(), (Shape{3, 0}));
+  std::vector<float> got = logsumexp(e, {1}).to_vector<float>();
+  ASSERT_EQ(got.size(), 3u);
+  for (float v : got) EXPECT_EQ(v, -INFINITY);
+  EXPECT_EQ(logsumexp(e, {0}).shape(), (Shape{0}));
+}
+
 }  // namespace
 }  // namespace partix

@@ -169,3 +169,18 @@ def test_more_activations():
   np.testing.assert_allclose(jax.nn.log1mexp(p), want, rtol=1e-5)
   m = np.array([[1.0, 2.0], [3.0, 4.0]], np.float32)
   np.testing.assert_allclose(jax.nn.logmeanexp(m, axis=1), np.log(np.exp(m).mean(1)), rtol=1e-6)
+
+
+def test_softmax_family_on_an_empty_axis():
+  # JAX: softmax and log_softmax of nothing are nothing; logsumexp of nothing is -inf (optax's
+  # masked losses reach this when a random mask keeps no element).
+  e = np.zeros((0,), np.float32)
+  for f in (jax.nn.softmax, jax.nn.log_softmax):
+    assert f(e).shape == (0,)
+    assert jax.jit(f)(e).shape == (0,)
+  assert float(jax.nn.logsumexp(e)) == -np.inf
+  np.testing.assert_array_equal(jax.nn.logsumexp(np.zeros((3, 0), np.float32), axis=1),
+                                np.full(3, -np.inf, np.float32))
+  assert jax.nn.softmax(np.zeros((0, 4), np.float32), axis=0).shape == (0, 4)
+  g = jax.grad(lambda x: jax.nn.log_softmax(x).sum())(e)
+  assert g.shape == (0,)
