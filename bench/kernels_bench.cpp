@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "ir/primitive.h"
 #include "ir/program.h"
 #include "partix/partix.h"
-#include "ir/primitive.h"
 
 namespace {
 
@@ -26,7 +26,7 @@ struct Case {
 
 void run_case(benchmark::State& state, const Case& cs, bool fast) {
   const partix::prim::Primitive& p = partix::prim::get_primitive(cs.prim);
-  std::vector<Aval> out = p.infer(cs.in, cs.attrs, {});
+  std::vector<Aval> out = p.typing().infer(cs.in, cs.attrs, {});
   std::mt19937 rng(1);
   std::normal_distribution<float> normal(0.0f, 2.0f);
   std::vector<std::vector<char>> in_bytes, out_bytes;
@@ -52,7 +52,7 @@ void run_case(benchmark::State& state, const Case& cs, bool fast) {
   partix::prim::KernelCall call{cs.attrs, ia, oa, ip, op, ctx, regions};
   const partix::prim::KernelFn* k = partix::prim::find_kernel(cs.prim, "cpu");
   for (auto _ : state) {
-    if (!(fast && k && (*k)(call))) p.reference(call);
+    if (!(fast && k && (*k)(call))) p.execution().reference(call);
     benchmark::ClobberMemory();
   }
   state.counters["Melem/s"] = benchmark::Counter(static_cast<double>(cs.in[0].size()) * 1e-6,

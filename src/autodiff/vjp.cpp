@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "core/errors.h"
-#include "partix/ops.h"
 #include "ir/primitive.h"
+#include "partix/ops.h"
 #include "partix/transforms.h"
 #include "trace/trace.h"
 
@@ -21,8 +21,8 @@ Array ones_like(const Array& x) {
 std::vector<Array> evaluate(const ir::Program& p, const std::vector<Array>& args, Residuals* saved,
                             const std::vector<bool>* active, const std::map<int, Array>* known) {
   if (args.size() != p.params.size()) {
-    detail::internal_error("evaluate", fmt::format("{} arguments for {} parameters", args.size(),
-                                                   p.params.size()));
+    detail::internal_error(
+        "evaluate", fmt::format("{} arguments for {} parameters", args.size(), p.params.size()));
   }
   std::vector<Array> env(p.values.size());
   for (size_t i = 0; i < args.size(); ++i) env[static_cast<size_t>(p.params[i])] = args[i];
@@ -42,8 +42,8 @@ std::vector<Array> evaluate(const ir::Program& p, const std::vector<Array>& args
     // and results whose types the trace fixed (an out_sharding=, a reshard) keep them.
     {
       detail::ExplicitLenientScope lenient;
-      if (saved &&
-          in.prim->evaluate_saving(ins, in.attrs, in.regions, &in_active, &outs, &residuals)) {
+      if (saved && in.prim->differentiation().evaluate_saving(ins, in.attrs, in.regions, &in_active,
+                                                              &outs, &residuals)) {
         (*saved)[&in] = std::move(residuals);
       } else {
         outs = detail::bind(*in.prim, ins, in.attrs, in.regions);
@@ -81,8 +81,7 @@ void accumulate(std::vector<Array>& ct, int v, const Array& g, const ir::Program
   if (!differentiable(a.dtype)) return;
   if (g.shape() != a.shape) {
     detail::internal_error("grad", fmt::format("the VJP of {} gave a cotangent {} for a value {}",
-                                               what, shape_to_string(g.shape()),
-                                               a.to_string()));
+                                               what, shape_to_string(g.shape()), a.to_string()));
   }
   Array gg = g.dtype() == a.dtype ? g : astype(g, a.dtype);
   Array& slot = ct[static_cast<size_t>(v)];
@@ -101,8 +100,8 @@ std::vector<bool> active_values(const ir::Program& p, const std::vector<bool>* a
   for (const ir::Instr& in : p.instrs) {
     // Gradients reach the results only from the operands with a gradient path (not from what
     // only a while_loop's condition reads).
-    const std::vector<bool> path =
-        in.prim->operands_with_gradient_path(in.attrs, in.regions, in.inputs.size());
+    const std::vector<bool> path = in.prim->differentiation().operands_with_gradient_path(
+        in.attrs, in.regions, in.inputs.size());
     bool any = false;
     for (size_t k = 0; k < in.inputs.size(); ++k) {
       any = any || (path[k] && on[static_cast<size_t>(in.inputs[k])]);
@@ -154,7 +153,7 @@ std::vector<Array> backward(const ir::Program& p, const std::vector<Array>& env,
       // a batch-split matmul contracts the split batch in both operands); each cotangent is
       // then given its primal's type, as JAX types tangents like primals.
       detail::ExplicitLenientScope lenient;
-      gs = in.prim->vjp(args);
+      gs = in.prim->differentiation().vjp(args);
     }
     // Contributions to one value may come typed differently (an intermediate's cotangent is
     // typed only as far as its VJP's ops are): summing them is not a typing question.
@@ -169,7 +168,8 @@ std::vector<Array> backward(const ir::Program& p, const std::vector<Array>& env,
   std::vector<Array> out;
   for (size_t i = 0; i < p.params.size(); ++i) {
     const Array& g = ct[static_cast<size_t>(p.params[i])];
-    out.push_back(g.valid() && i < env.size() ? typed_like(g, env[static_cast<size_t>(p.params[i])]) : g);
+    out.push_back(g.valid() && i < env.size() ? typed_like(g, env[static_cast<size_t>(p.params[i])])
+                                              : g);
   }
   return out;
 }

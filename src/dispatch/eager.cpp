@@ -67,7 +67,7 @@ std::vector<Array> execute_eager(const prim::Primitive& p, const std::vector<Arr
       avals.push_back(prog.aval(v));
       options.in_shardings.push_back(*a.impl()->sharding);
     }
-    for (ir::Aval& av : p.infer(avals, attrs, regions)) {
+    for (ir::Aval& av : p.typing().infer(avals, attrs, regions)) {
       checked_size(p.name(), av.shape, av.dtype);
       int v = prog.add_value(std::move(av));
       instr.outputs.push_back(v);
@@ -120,8 +120,8 @@ Array execute_created(const char* api, const NamedSharding& sharding,
   // Values the creation reads (a random key) enter replicated: they are small.
   const NamedSharding replicated(sharding.mesh(), P());
   std::vector<Array> args;
-  std::string key = std::string("created|") + ir::to_text(prog, ir::PrintOptions{}) + "|" +
-                    sharding.to_string();
+  std::string key =
+      std::string("created|") + ir::to_text(prog, ir::PrintOptions{}) + "|" + sharding.to_string();
   for (const Array& c : trace->captures()) {
     args.push_back(*c.impl()->sharding == replicated ? c : device_put(c, replicated));
   }

@@ -104,7 +104,7 @@ std::vector<std::optional<NamedSharding>> factor_result_types(
     const prim::Primitive& p, const std::vector<std::optional<NamedSharding>>& in_types,
     const std::vector<ir::Aval>& in, const std::vector<ir::Aval>& out, const ir::Attrs& attrs,
     const Mesh& mesh) {
-  const prim::FactorRule rule = p.factor_rule(in, out, attrs);
+  const prim::FactorRule rule = p.partitioning().factor_rule(in, out, attrs);
   const size_t nf = rule.factors.size();
   std::vector<spmd::AxisList> axes(nf);
   std::vector<int> first(nf, -1), count(nf, 0);
@@ -155,7 +155,7 @@ std::vector<std::optional<NamedSharding>> factor_result_types(
       // The op needs the dimension whole. Where the op consumes it (argmax's axis), the result
       // is simply not split there and the partitioner gathers the operand; otherwise (a sort
       // axis, a resized window) the split cannot be kept.
-      if (!in_result[f] && p.consumes_replicated_factors()) {
+      if (!in_result[f] && p.partitioning().consumes_replicated_factors()) {
         axes[f].clear();
         continue;
       }
@@ -183,7 +183,7 @@ std::vector<std::optional<NamedSharding>> factor_result_types(
       if (in_types[i] && !in_types[i]->unreduced().empty()) with.push_back(i);
     }
     if (!with.empty()) {
-      const prim::Linearity lin = p.linearity(attrs);
+      const prim::Linearity lin = p.partitioning().linearity(attrs);
       unreduced = in_types[with[0]]->unreduced();
       bool ok = false;
       if (lin == prim::Linearity::kLinear) {
@@ -292,7 +292,7 @@ std::vector<std::optional<NamedSharding>> explicit_result_types(
   }
   if (!mesh) return {};
   try {
-    if (auto pin = p.pinned_shardings(attrs)) {
+    if (auto pin = p.partitioning().pinned_shardings(attrs)) {
       // The op states its results' shardings (a constraint, shard_map's out_specs): their
       // Explicit part is the type.
       std::vector<std::optional<NamedSharding>> types;
@@ -304,7 +304,7 @@ std::vector<std::optional<NamedSharding>> explicit_result_types(
       return types;
     }
     // Control flow, and remat (whose region is inlined): the results are the region's.
-    if (p.runs_regions() || p.inlined_when_compiled()) {
+    if (p.execution().runs_regions() || p.partitioning().inlined_when_compiled()) {
       return region_result_types(p, in_types, in, out, attrs, regions, *mesh);
     }
     return factor_result_types(p, in_types, in, out, attrs, *mesh);

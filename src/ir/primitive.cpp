@@ -21,7 +21,8 @@ Registry& registry() {
 
 void register_primitive(const Primitive* p) {
   auto [it, inserted] = registry().prims.emplace(std::string(p->name()), p);
-  if (!inserted) detail::internal_error("register_primitive", "duplicate " + std::string(p->name()));
+  if (!inserted)
+    detail::internal_error("register_primitive", "duplicate " + std::string(p->name()));
 }
 
 const Primitive* find_primitive(std::string_view name) {
@@ -114,8 +115,10 @@ FactorRule FactorRuleBuilder::created(const std::vector<Aval>& in, const Aval& o
 }
 
 std::string FactorRule::to_string() const {
-  auto name = [](int f) { return std::string(1, static_cast<char>('i' + f % 18)) +
-                                 (f >= 18 ? std::to_string(f / 18) : ""); };
+  auto name = [](int f) {
+    return std::string(1, static_cast<char>('i' + f % 18)) +
+           (f >= 18 ? std::to_string(f / 18) : "");
+  };
   auto side = [&](const std::vector<std::vector<DimFactors>>& xs) {
     std::vector<std::string> parts;
     for (const auto& dims : xs) {
@@ -133,7 +136,9 @@ std::string FactorRule::to_string() const {
   for (size_t f = 0; f < factors.size(); ++f) {
     const Factor& fa = factors[f];
     if (fa.kind == FactorKind::kReduction) {
-      const char* k = fa.reduce == ReduceKind::kSum ? "sum" : fa.reduce == ReduceKind::kMax ? "max" : "min";
+      const char* k = fa.reduce == ReduceKind::kSum   ? "sum"
+                      : fa.reduce == ReduceKind::kMax ? "max"
+                                                      : "min";
       s += fmt::format(" {}=reduction({})", name(static_cast<int>(f)), k);
     } else if (fa.kind == FactorKind::kNeedReplication) {
       s += fmt::format(" {}=replicated", name(static_cast<int>(f)));
@@ -142,8 +147,8 @@ std::string FactorRule::to_string() const {
   return s;
 }
 
-FactorRule Primitive::factor_rule(const std::vector<Aval>& in, const std::vector<Aval>& out,
-                                  const Attrs&) const {
+FactorRule Partitioning::factor_rule(const std::vector<Aval>& in, const std::vector<Aval>& out,
+                                     const Attrs&) const {
   FactorRuleBuilder b;
   for (const Aval& a : in) {
     std::vector<DimFactors> dims;
@@ -158,25 +163,24 @@ FactorRule Primitive::factor_rule(const std::vector<Aval>& in, const std::vector
   return b.rule();
 }
 
-std::vector<Array> Primitive::vjp(const VjpArgs&) const {
+std::vector<Array> Differentiation::vjp(const VjpArgs&) const {
   detail::fail("grad", "the primitive '{}' is not differentiable", name());
 }
 
-std::vector<std::set<std::string>> Primitive::varying(const std::vector<std::set<std::string>>& in,
-                                                     const Attrs&, const Regions&,
-                                                     size_t num_outputs) const {
+std::vector<std::set<std::string>> Typing::varying(const std::vector<std::set<std::string>>& in,
+                                                   const Attrs&, const Regions&,
+                                                   size_t num_outputs) const {
   std::set<std::string> u;
   for (const auto& s : in) u.insert(s.begin(), s.end());
   return std::vector<std::set<std::string>>(num_outputs, u);
 }
 
-std::vector<detail::Buffer> Primitive::execute(const KernelCall&, std::vector<detail::Buffer>,
+std::vector<detail::Buffer> Execution::execute(const KernelCall&, std::vector<detail::Buffer>,
                                                const RegionRunner&) const {
   detail::internal_error("execute", std::string(name()) + " does not run regions");
 }
 
-double Primitive::flops(const std::vector<Aval>&, const std::vector<Aval>& out,
-                        const Attrs&) const {
+double Cost::flops(const std::vector<Aval>&, const std::vector<Aval>& out, const Attrs&) const {
   double n = 0;
   for (const Aval& a : out) n += static_cast<double>(a.size());
   return n;

@@ -1,7 +1,7 @@
 // Program -> text (the format is described in program.h).
 #include "core/errors.h"
-#include "ir/program.h"
 #include "ir/primitive.h"
+#include "ir/program.h"
 
 namespace partix::ir {
 
@@ -48,8 +48,8 @@ void print_program(const Program& p, const PrintOptions& o, int indent, std::str
     }
     for (int v : in.inputs) ins.push_back(fmt::format("%{}", v));
     std::string attrs = in.attrs.to_string(o.full_literals);
-    out += pad + "  " + fmt::format("{} = {}({})", fmt::join(outs, ", "), in.prim->name(),
-                                    fmt::join(ins, ", "));
+    out += pad + "  " +
+           fmt::format("{} = {}({})", fmt::join(outs, ", "), in.prim->name(), fmt::join(ins, ", "));
     if (!attrs.empty()) out += " " + attrs;
     out += " : " + fmt::format("{}", fmt::join(types, ", "));
     for (const auto& r : in.regions) {
@@ -90,11 +90,12 @@ void verify(const Program& p) {
     std::vector<Aval> avals;
     for (int v : in.inputs) {
       if (v < 0 || static_cast<size_t>(v) >= p.values.size() || !defined[static_cast<size_t>(v)]) {
-        detail::internal_error("verify", fmt::format("{} uses %{} before it is defined", where(i), v));
+        detail::internal_error("verify",
+                               fmt::format("{} uses %{} before it is defined", where(i), v));
       }
       avals.push_back(p.aval(v));
     }
-    std::vector<Aval> expect = in.prim->infer(avals, in.attrs, in.regions);
+    std::vector<Aval> expect = in.prim->typing().infer(avals, in.attrs, in.regions);
     if (expect.size() != in.outputs.size()) {
       detail::internal_error("verify", fmt::format("{} has {} results, expected {}", where(i),
                                                    in.outputs.size(), expect.size()));
@@ -106,9 +107,9 @@ void verify(const Program& p) {
       }
       defined[static_cast<size_t>(v)] = true;
       if (!(p.aval(v) == expect[k])) {
-        detail::internal_error("verify", fmt::format("{}: %{} is {} but the primitive gives {}",
-                                                     where(i), v, p.aval(v).to_string(),
-                                                     expect[k].to_string()));
+        detail::internal_error("verify",
+                               fmt::format("{}: %{} is {} but the primitive gives {}", where(i), v,
+                                           p.aval(v).to_string(), expect[k].to_string()));
       }
     }
   }

@@ -17,8 +17,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <tuple>
 #include <set>
+#include <tuple>
 
 #include "core/errors.h"
 #include "core/layout.h"
@@ -27,8 +27,8 @@
 #include "partix/transforms.h"
 #include "prim/collective.h"
 #include "prim/collective_batching.h"
-#include "sharding/axes.h"
 #include "prim/util.h"
+#include "sharding/axes.h"
 #include "trace/trace.h"
 
 namespace partix::prim {
@@ -79,7 +79,8 @@ ir::Attrs with_uneven_operands(ir::Attrs attrs, const std::vector<ir::Aval>& glo
       int64_t n = 1;
       for (const std::string& a : e) n *= in_shardings[i].mesh().axis_size(a);
       if (block * n == global) continue;  // even
-      uneven.insert(uneven.end(), {static_cast<int64_t>(i), d, global, static_cast<int64_t>(e.size())});
+      uneven.insert(uneven.end(),
+                    {static_cast<int64_t>(i), d, global, static_cast<int64_t>(e.size())});
       axes.insert(axes.end(), e.begin(), e.end());
     }
   }
@@ -227,9 +228,12 @@ double ring_share(const Attrs& a) {
 class Collective : public Primitive {
  public:
   bool is_collective() const override { return true; }
+  // Their varying rules are per axis: operands are not first joined with pvary.
+  bool joins_operand_varying() const override { return false; }
   // Results vary over the operand's axes plus the collective's (psum and all_gather override).
   std::vector<std::set<std::string>> varying(const std::vector<std::set<std::string>>& in,
-                                             const Attrs& attrs, const Regions&, size_t n) const override {
+                                             const Attrs& attrs, const Regions&,
+                                             size_t n) const override {
     std::set<std::string> v = in.empty() ? std::set<std::string>{} : in[0];
     for (const auto& a : axes_of(attrs)) v.insert(a);
     return std::vector<std::set<std::string>>(n, v);
@@ -247,7 +251,8 @@ class Collective : public Primitive {
 class InvariantCollective : public Collective {
  public:
   std::vector<std::set<std::string>> varying(const std::vector<std::set<std::string>>& in,
-                                             const Attrs& attrs, const Regions& r, size_t n) const override {
+                                             const Attrs& attrs, const Regions& r,
+                                             size_t n) const override {
     if (attrs.has("index_groups")) return Collective::varying(in, attrs, r, n);
     std::set<std::string> v = in[0];
     for (const auto& a : axes_of(attrs)) v.erase(a);
@@ -286,9 +291,9 @@ class AllReduce final : public InvariantCollective {
   void reference(const KernelCall& c) const override {
     check_ctx(c, "psum");
     const GroupInfo g = run_group(c);
-    (*c.results)[0] = c.ctx.comm->all_reduce_to_buffer(c.in[0], c.in_aval(0).size(),
-                                                        c.in_aval(0).dtype, kind_of(c.attrs),
-                                                        g.devices, c.ctx.device);
+    (*c.results)[0] =
+        c.ctx.comm->all_reduce_to_buffer(c.in[0], c.in_aval(0).size(), c.in_aval(0).dtype,
+                                         kind_of(c.attrs), g.devices, c.ctx.device);
   }
 };
 
@@ -312,8 +317,10 @@ class AllGather final : public InvariantCollective {
     Shape s = in[0].shape;
     int rank = static_cast<int>(s.size()) + (tiled ? 0 : 1);
     int axis = norm_axis("all_gather", attrs.i("axis"), rank);
-    if (tiled) s[static_cast<size_t>(axis)] *= n;
-    else s.insert(s.begin() + axis, n);
+    if (tiled)
+      s[static_cast<size_t>(axis)] *= n;
+    else
+      s.insert(s.begin() + axis, n);
     return {Aval{s, in[0].dtype}};
   }
   std::vector<Array> vjp(const VjpArgs& a) const override;
@@ -323,7 +330,8 @@ class AllGather final : public InvariantCollective {
                         const Attrs& attrs) const override {
     const int64_t axis = attrs.i("axis");
     int64_t outer = 1;
-    for (int64_t d = 0; d < axis && d < in[0].ndim(); ++d) outer *= in[0].shape[static_cast<size_t>(d)];
+    for (int64_t d = 0; d < axis && d < in[0].ndim(); ++d)
+      outer *= in[0].shape[static_cast<size_t>(d)];
     return outer == 1 ? 0 : out[0].nbytes();
   }
   void reference(const KernelCall& c) const override {
@@ -333,8 +341,8 @@ class AllGather final : public InvariantCollective {
     const int64_t n = static_cast<int64_t>(g.devices.size());
     bool tiled = c.attrs.b_or("tiled", false);
     int axis = static_cast<int>(c.attrs.i("axis"));
-    detail::Buffer gathered = c.ctx.comm->all_gather_to_buffer(c.in[0], in.nbytes(), g.devices,
-                                                               c.ctx.device);
+    detail::Buffer gathered =
+        c.ctx.comm->all_gather_to_buffer(c.in[0], in.nbytes(), g.devices, c.ctx.device);
     // Blocks concatenated whole are already the result when nothing precedes `axis`.
     int64_t outer = 1;
     for (int d = 0; d < axis && d < in.ndim(); ++d) outer *= in.shape[static_cast<size_t>(d)];
@@ -508,7 +516,8 @@ class AllToAll final : public Collective {
       for (int64_t j = 0; j < n; ++j) {
         Shape off(piece.size(), 0);
         off[static_cast<size_t>(split)] = j * piece[static_cast<size_t>(split)];
-        detail::copy_box(c.in[0], in.shape, off, send.get() + j * piece_bytes, piece, zero, piece, es);
+        detail::copy_box(c.in[0], in.shape, off, send.get() + j * piece_bytes, piece, zero, piece,
+                         es);
       }
       src = send.get();
     }
@@ -569,7 +578,8 @@ class Ppermute final : public Collective {
     const ir::Ints& perm = c.attrs.ints("perm");
     std::vector<std::pair<int, int>> pairs;
     for (size_t i = 0; i < perm.size(); i += 2) {
-      pairs.emplace_back(g.devices[static_cast<size_t>(perm[i])], g.devices[static_cast<size_t>(perm[i + 1])]);
+      pairs.emplace_back(g.devices[static_cast<size_t>(perm[i])],
+                         g.devices[static_cast<size_t>(perm[i + 1])]);
     }
     c.ctx.comm->permute(c.in[0], c.out[0], c.in_aval(0).nbytes(), pairs, g.devices, c.ctx.device);
   }
@@ -583,7 +593,8 @@ class AxisIndex final : public Primitive {
     return &b;
   }
   std::vector<std::set<std::string>> varying(const std::vector<std::set<std::string>>&,
-                                             const Attrs& attrs, const Regions&, size_t) const override {
+                                             const Attrs& attrs, const Regions&,
+                                             size_t) const override {
     const auto& a = axes_of(attrs);
     return {std::set<std::string>(a.begin(), a.end())};
   }
@@ -612,7 +623,8 @@ class Pvary final : public Primitive {
     return &b;
   }
   std::vector<std::set<std::string>> varying(const std::vector<std::set<std::string>>& in,
-                                             const Attrs& attrs, const Regions&, size_t) const override {
+                                             const Attrs& attrs, const Regions&,
+                                             size_t) const override {
     std::set<std::string> v = in[0];
     for (const auto& a : axes_of(attrs)) v.insert(a);
     return {v};
@@ -803,7 +815,8 @@ std::vector<Array> AllReduce::vjp(const VjpArgs& a) const {
   if (kind_of(a.attrs) != ReduceKind::kSum) {
     detail::fail("grad", "pmax / pmin are not differentiable; use psum-based formulations");
   }
-  if (a.attrs.has("index_groups")) return {psum(a.cotangents[0], axes_arg(a.attrs), groups_arg(a.attrs))};
+  if (a.attrs.has("index_groups"))
+    return {psum(a.cotangents[0], axes_arg(a.attrs), groups_arg(a.attrs))};
   return {pvary(a.cotangents[0], axes_arg(a.attrs))};
 }
 

@@ -8,11 +8,11 @@
 #include "core/buffer.h"
 #include "core/layout.h"
 #include "core/scalar.h"
+#include "ir/primitive.h"
 #include "partix/ops.h"
+#include "prim/batching.h"
 #include "prim/elementwise_ops.h"
 #include "prim/positional.h"
-#include "ir/primitive.h"
-#include "prim/batching.h"
 #include "prim/util.h"
 #include "trace/trace.h"
 
@@ -208,7 +208,8 @@ class DynamicUpdateSlice final : public Primitive {
     if (c.out[0] != c.in[0]) std::memcpy(c.out[0], c.in[0], static_cast<size_t>(x.nbytes()));
     Shape start = dynamic_starts(c, 2, x.shape, u.shape);
     Shape zero(u.shape.size(), 0);
-    detail::copy_box(c.in[1], u.shape, zero, c.out[0], x.shape, start, u.shape, dtype_size(x.dtype));
+    detail::copy_box(c.in[1], u.shape, zero, c.out[0], x.shape, start, u.shape,
+                     dtype_size(x.dtype));
   }
 };
 
@@ -237,7 +238,8 @@ void add_into(char* d, const char* u, DType dtype) {
   if (is_floating(dtype)) {
     detail::store_scalar(d, dtype, detail::load_scalar(d, dtype) + detail::load_scalar(u, dtype));
   } else {
-    detail::store_int(d, dtype, ew::wrap_add(detail::load_int(d, dtype), detail::load_int(u, dtype)));
+    detail::store_int(d, dtype,
+                      ew::wrap_add(detail::load_int(d, dtype), detail::load_int(u, dtype)));
   }
 }
 
@@ -248,8 +250,9 @@ void take_factors(FactorRuleBuilder& b, const Aval& x, const Aval& idx, int axis
                   std::vector<DimFactors>& fg) {
   fx.assign(x.shape.size(), {});
   for (int d = 0; d < x.ndim(); ++d) {
-    fx[static_cast<size_t>(d)] = {b.add(x.shape[static_cast<size_t>(d)],
-                                        d == axis ? FactorKind::kNeedReplication : FactorKind::kPassThrough)};
+    fx[static_cast<size_t>(d)] = {
+        b.add(x.shape[static_cast<size_t>(d)],
+              d == axis ? FactorKind::kNeedReplication : FactorKind::kPassThrough)};
   }
   fi.clear();
   for (int64_t s : idx.shape) fi.push_back({b.add(s, idx_kind)});
@@ -259,8 +262,8 @@ void take_factors(FactorRuleBuilder& b, const Aval& x, const Aval& idx, int axis
 }
 
 // How take, take_along and their scatters index operand 0 (the partitioner's view).
-Primitive::AxisIndexing indexing_of(const std::vector<Aval>& in, const Attrs& attrs, bool scatter,
-                                    bool elementwise) {
+Partitioning::AxisIndexing indexing_of(const std::vector<Aval>& in, const Attrs& attrs,
+                                       bool scatter, bool elementwise) {
   int axis = static_cast<int>(attrs.i("axis"));
   if (axis < 0) axis += in[0].ndim();
   return {axis, scatter, elementwise};
@@ -311,7 +314,8 @@ class TakeBatching final : public Batching {
     const Batched& x = a.operands[0];
     const Batched& i = a.operands[1];
     const int rank = x.value.ndim() - (x.bdim >= 0 ? 1 : 0);  // an example's
-    const int axis = static_cast<int>(a.attrs.i("axis") < 0 ? a.attrs.i("axis") + rank : a.attrs.i("axis"));
+    const int axis =
+        static_cast<int>(a.attrs.i("axis") < 0 ? a.attrs.i("axis") + rank : a.attrs.i("axis"));
     if (i.bdim < 0) {
       Attrs at = a.attrs;
       at.set("axis", static_cast<int64_t>(axis + 1));
@@ -342,7 +346,8 @@ class ScatterAddBatching final : public Batching {
   std::vector<Batched> batch(const BatchArgs& a) const override {
     const Batched& i = a.operands[1];
     const int rank = a.operands[0].value.ndim() - (a.operands[0].bdim >= 0 ? 1 : 0);
-    const int axis = static_cast<int>(a.attrs.i("axis") < 0 ? a.attrs.i("axis") + rank : a.attrs.i("axis"));
+    const int axis =
+        static_cast<int>(a.attrs.i("axis") < 0 ? a.attrs.i("axis") + rank : a.attrs.i("axis"));
     Array x = at_front(a.operands[0], a.size);
     Array u = at_front(a.operands[2], a.size);
     Attrs at = a.attrs;
@@ -366,142 +371,6 @@ class ScatterAddBatching final : public Batching {
 
  private:
   const Primitive& p_;
-};
-
-// ---- take(x, indices){axis} ----
-class Take final : public Primitive {
- public:
-  std::string_view name() const override { return "take"; }
-  const Batching* batching() const override {
-    static const TakeBatching b(*this);
-    return &b;
-  }
-  bool accepts_quantized() const override { return true; }
-  std::optional<AxisIndexing> axis_indexing(const std::vector<Aval>& in,
-                                            const Attrs& attrs) const override {
-    return indexing_of(in, attrs, /*scatter=*/false, /*elementwise=*/false);
-  }
-  Linearity linearity() const override { return Linearity::kLinear; }
-  std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
-                          const Regions&) const override {
-    check_arity(name(), in, 2);
-    int axis = norm_axis(name(), attrs.i("axis"), in[0].ndim());
-    check_index_dtype(name(), in[1], "indices");
-    if (!(in[0].shape[static_cast<size_t>(axis)] > 0)) {
-      detail::fail(name(), "cannot take from an empty axis of {}", in[0].to_string());
-    }
-    if (!(!is_quantized(in[0].dtype) || axis < in[0].ndim() - 1)) {
-      detail::fail(name(),
-                   "cannot take along the last (block) dimension of a quantized {}; astype it to a "
-                   "float dtype first",
-                   in[0].to_string());
-    }
-    return {Aval{taken_shape(in[0].shape, axis, in[1].shape), in[0].dtype}};
-  }
-  FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>&,
-                         const Attrs& attrs) const override {
-    int axis = norm_axis(name(), attrs.i("axis"), in[0].ndim());
-    FactorRuleBuilder b;
-    std::vector<DimFactors> fx, fi, fg;
-    take_factors(b, in[0], in[1], axis, FactorKind::kPassThrough, fx, fi, fg);
-    b.rule().operands = {fx, fi};
-    b.rule().results = {fg};
-    return b.rule();
-  }
-  std::vector<Array> vjp(const VjpArgs& a) const override {
-    const Array& g = a.cotangents[0];
-    if (!g.valid()) return {Array(), Array()};
-    int axis = static_cast<int>(a.attrs.i("axis"));
-    Array z = zeros(a.primals[0].shape(), g.dtype());
-    return {scatter_add(z, a.primals[1], g, axis), Array()};
-  }
-  double flops(const std::vector<Aval>&, const std::vector<Aval>&, const Attrs&) const override {
-    return 0;
-  }
-  void reference(const KernelCall& c) const override {
-    int axis = norm_axis(name(), c.attrs.i("axis"), c.in_aval(0).ndim());
-    TakeGeom g = take_geom(c.in_aval(0).shape, axis, c.in_aval(1).size());
-    // A quantized row (the inner run) is whole blocks: count it in blocks.
-    const DType dt = c.in_aval(0).dtype;
-    const int es = dtype_size(dt);
-    g.inner /= dtype_block_elems(dt);
-    const int ies = dtype_size(c.in_aval(1).dtype);
-    const char* x = static_cast<const char*>(c.in[0]);
-    const char* idx = static_cast<const char*>(c.in[1]);
-    char* out = static_cast<char*>(c.out[0]);
-    for (int64_t o = 0; o < g.outer; ++o) {
-      for (int64_t j = 0; j < g.m; ++j) {
-        int64_t k = clamp(detail::load_int(idx + j * ies, c.in_aval(1).dtype), 0, g.n - 1);
-        std::memcpy(out + ((o * g.m + j) * g.inner) * es, x + ((o * g.n + k) * g.inner) * es,
-                    static_cast<size_t>(g.inner * es));
-      }
-    }
-  }
-};
-
-// ---- scatter_add(x, indices, updates){axis}: the transpose of take ----
-class ScatterAdd final : public Primitive {
- public:
-  std::string_view name() const override { return "scatter_add"; }
-  const Batching* batching() const override {
-    static const ScatterAddBatching b(*this);
-    return &b;
-  }
-  std::optional<AxisIndexing> axis_indexing(const std::vector<Aval>& in,
-                                            const Attrs& attrs) const override {
-    return indexing_of(in, attrs, /*scatter=*/true, /*elementwise=*/false);
-  }
-  Linearity linearity() const override { return Linearity::kLinear; }
-  std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
-                          const Regions&) const override {
-    check_arity(name(), in, 3);
-    int axis = norm_axis(name(), attrs.i("axis"), in[0].ndim());
-    check_index_dtype(name(), in[1], "indices");
-    Shape want = taken_shape(in[0].shape, axis, in[1].shape);
-    if (!(in[2].shape == want && in[2].dtype == in[0].dtype && in[0].dtype != DType::Bool)) {
-      detail::fail(name(), "updates must be {}{} for operand {} and indices {}, got {}",
-                   dtype_name(in[0].dtype), shape_to_string(want), in[0].to_string(),
-                   in[1].to_string(), in[2].to_string());
-    }
-    return {in[0]};
-  }
-  FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>&,
-                         const Attrs& attrs) const override {
-    int axis = norm_axis(name(), attrs.i("axis"), in[0].ndim());
-    FactorRuleBuilder b;
-    std::vector<DimFactors> fx, fi, fg;
-    // Index dims do not reach the result: sharding them leaves partial sums.
-    take_factors(b, in[0], in[1], axis, FactorKind::kReduction, fx, fi, fg);
-    b.rule().operands = {fx, fi, fg};
-    b.rule().results = {fx};
-    return b.rule();
-  }
-  std::vector<Array> vjp(const VjpArgs& a) const override {
-    const Array& g = a.cotangents[0];
-    if (!g.valid()) return {Array(), Array(), Array()};
-    int axis = static_cast<int>(a.attrs.i("axis"));
-    return {g, Array(), take(g, a.primals[1], axis)};
-  }
-  void reference(const KernelCall& c) const override {
-    const Aval& xa = c.in_aval(0);
-    int axis = norm_axis(name(), c.attrs.i("axis"), xa.ndim());
-    TakeGeom g = take_geom(xa.shape, axis, c.in_aval(1).size());
-    const int es = dtype_size(xa.dtype);
-    const int ies = dtype_size(c.in_aval(1).dtype);
-    std::memcpy(c.out[0], c.in[0], static_cast<size_t>(xa.nbytes()));
-    const char* idx = static_cast<const char*>(c.in[1]);
-    const char* upd = static_cast<const char*>(c.in[2]);
-    char* out = static_cast<char*>(c.out[0]);
-    for (int64_t o = 0; o < g.outer; ++o) {
-      for (int64_t j = 0; j < g.m; ++j) {
-        int64_t k = clamp(detail::load_int(idx + j * ies, c.in_aval(1).dtype), 0, g.n - 1);
-        for (int64_t i = 0; i < g.inner; ++i) {
-          add_into(out + ((o * g.n + k) * g.inner + i) * es,
-                   upd + ((o * g.m + j) * g.inner + i) * es, xa.dtype);
-        }
-      }
-    }
-  }
 };
 
 // Per-position indexing along `axis`: idx has x's shape except along axis (size m).
@@ -534,127 +403,152 @@ void along_factors(FactorRuleBuilder& b, const Aval& x, const Aval& idx, int axi
   }
 }
 
-// ---- take_along(x, indices){axis}: out[..., j, ...] = x[..., idx[..., j, ...], ...] ----
-class TakeAlong final : public Primitive {
+// ---- the four indexing primitives along one axis ----
+// take(x, indices){axis}               out = x with axis replaced by the indices' dims: whole
+//                                      slices of x at each index
+// take_along(x, indices){axis}         out[..., j, ...] = x[..., idx[..., j, ...], ...]: one
+//                                      element per index position (indices shaped as x but
+//                                      along axis)
+// scatter_add(x, indices, updates)     x plus updates (shaped as take's result) added at the
+// scatter_add_along(x, indices, upd.)  indices: the transposes of take and take_along
+// Indices are clamped into the axis, as XLA clamps gathers. kScatter: adds updates instead of
+// reading; kAlong: one index per element instead of per slice.
+template <bool kScatter, bool kAlong>
+class AxisIndexOp final : public Primitive {
  public:
-  std::string_view name() const override { return "take_along"; }
-  const Batching* batching() const override {  // vmap: same-rank operands, axis shifted
-    static const AxesBatching b(*this, {"axis"});
-    return &b;
+  std::string_view name() const override {
+    if constexpr (kScatter) return kAlong ? "scatter_add_along" : "scatter_add";
+    return kAlong ? "take_along" : "take";
   }
+  const Batching* batching() const override {
+    if constexpr (kAlong) {  // same-rank operands: the axis shifts past the batch dimension
+      static const AxesBatching b(*this, {"axis"});
+      return &b;
+    } else if constexpr (kScatter) {
+      static const ScatterAddBatching b(*this);
+      return &b;
+    } else {
+      static const TakeBatching b(*this);
+      return &b;
+    }
+  }
+  // Quantized rows are whole blocks: take copies them as they are.
+  bool accepts_quantized() const override { return !kScatter && !kAlong; }
   std::optional<AxisIndexing> axis_indexing(const std::vector<Aval>& in,
                                             const Attrs& attrs) const override {
-    return indexing_of(in, attrs, /*scatter=*/false, /*elementwise=*/true);
+    return indexing_of(in, attrs, kScatter, kAlong);
   }
   Linearity linearity() const override { return Linearity::kLinear; }
+
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
                           const Regions&) const override {
-    check_arity(name(), in, 2);
-    int axis = norm_axis(name(), attrs.i("axis"), in[0].ndim());
-    check_along(name(), in[0], in[1], axis);
+    check_arity(name(), in, kScatter ? 3 : 2);
+    const int axis = norm_axis(name(), attrs.i("axis"), in[0].ndim());
+    if (kAlong) {
+      check_along(name(), in[0], in[1], axis);
+    } else {
+      check_index_dtype(name(), in[1], "indices");
+    }
+    const Shape gathered = kAlong ? in[1].shape : taken_shape(in[0].shape, axis, in[1].shape);
+    if constexpr (kScatter) {
+      if (!(in[2].shape == gathered && in[2].dtype == in[0].dtype && in[0].dtype != DType::Bool)) {
+        detail::fail(name(), "updates must be {}{} for operand {} and indices {}, got {}",
+                     dtype_name(in[0].dtype), shape_to_string(gathered), in[0].to_string(),
+                     in[1].to_string(), in[2].to_string());
+      }
+      return {in[0]};
+    }
     if (!(in[0].shape[static_cast<size_t>(axis)] > 0)) {
       detail::fail(name(), "cannot take from an empty axis of {}", in[0].to_string());
     }
-    return {Aval{in[1].shape, in[0].dtype}};
+    if (!(!is_quantized(in[0].dtype) || axis < in[0].ndim() - 1)) {
+      detail::fail(name(),
+                   "cannot take along the last (block) dimension of a quantized {}; astype it to a "
+                   "float dtype first",
+                   in[0].to_string());
+    }
+    return {Aval{gathered, in[0].dtype}};
   }
+
+  // x's dims other than axis pass through; the index positions are the gathered array's:
+  // replicated (take_along), passed through (take), or, in a scatter, absent from the result,
+  // so sharding them leaves partial sums.
   FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>&,
                          const Attrs& attrs) const override {
-    int axis = norm_axis(name(), attrs.i("axis"), in[0].ndim());
+    const int axis = norm_axis(name(), attrs.i("axis"), in[0].ndim());
+    const FactorKind idx_kind = kScatter ? FactorKind::kReduction
+                                : kAlong ? FactorKind::kNeedReplication
+                                         : FactorKind::kPassThrough;
     FactorRuleBuilder b;
-    std::vector<DimFactors> fx, fi;
-    along_factors(b, in[0], in[1], axis, FactorKind::kNeedReplication, fx, fi);
-    b.rule().operands = {fx, fi};
-    b.rule().results = {fi};
+    std::vector<DimFactors> fx, fi, fg;
+    if (kAlong) {
+      along_factors(b, in[0], in[1], axis, idx_kind, fx, fi);
+      fg = fi;
+    } else {
+      take_factors(b, in[0], in[1], axis, idx_kind, fx, fi, fg);
+    }
+    b.rule().operands = kScatter ? std::vector<std::vector<DimFactors>>{fx, fi, fg}
+                                 : std::vector<std::vector<DimFactors>>{fx, fi};
+    b.rule().results = {kScatter ? fx : fg};
     return b.rule();
   }
+
+  // Each is the other's transpose: take's cotangent is a scatter of g into zeros, a scatter's
+  // updates' cotangent is a take of g.
   std::vector<Array> vjp(const VjpArgs& a) const override {
     const Array& g = a.cotangents[0];
+    const ir::Attrs attrs{{"axis", a.attrs.i("axis")}};
+    if constexpr (kScatter) {
+      if (!g.valid()) return {Array(), Array(), Array()};
+      return {g, Array(), detail::bind1(kAlong ? "take_along" : "take", {g, a.primals[1]}, attrs)};
+    }
     if (!g.valid()) return {Array(), Array()};
     Array z = zeros(a.primals[0].shape(), g.dtype());
-    ir::Attrs attrs{{"axis", a.attrs.i("axis")}};
-    return {detail::bind1("scatter_add_along", {z, a.primals[1], g}, attrs), Array()};
+    return {
+        detail::bind1(kAlong ? "scatter_add_along" : "scatter_add", {z, a.primals[1], g}, attrs),
+        Array()};
   }
-  double flops(const std::vector<Aval>&, const std::vector<Aval>&, const Attrs&) const override {
-    return 0;
+  double flops(const std::vector<Aval>& in, const std::vector<Aval>& out,
+               const Attrs& attrs) const override {
+    return kScatter ? Cost::flops(in, out, attrs) : 0;  // a take only moves bytes
   }
-  void reference(const KernelCall& c) const override {
-    const Aval& xa = c.in_aval(0);
-    const Aval& ia = c.in_aval(1);
-    int axis = norm_axis(name(), c.attrs.i("axis"), xa.ndim());
-    TakeGeom g = take_geom(xa.shape, axis, ia.shape[static_cast<size_t>(axis)]);
-    const int es = dtype_size(xa.dtype), ies = dtype_size(ia.dtype);
-    const char* x = static_cast<const char*>(c.in[0]);
-    const char* idx = static_cast<const char*>(c.in[1]);
-    char* out = static_cast<char*>(c.out[0]);
-    for (int64_t o = 0; o < g.outer; ++o) {
-      for (int64_t j = 0; j < g.m; ++j) {
-        for (int64_t i = 0; i < g.inner; ++i) {
-          int64_t p = (o * g.m + j) * g.inner + i;
-          int64_t k = clamp(detail::load_int(idx + p * ies, ia.dtype), 0, g.n - 1);
-          std::memcpy(out + p * es, x + ((o * g.n + k) * g.inner + i) * es, static_cast<size_t>(es));
-        }
-      }
-    }
-  }
-};
 
-// ---- scatter_add_along(x, indices, updates){axis}: the transpose of take_along ----
-class ScatterAddAlong final : public Primitive {
- public:
-  std::string_view name() const override { return "scatter_add_along"; }
-  const Batching* batching() const override {  // vmap: same-rank operands, axis shifted
-    static const AxesBatching b(*this, {"axis"});
-    return &b;
-  }
-  std::optional<AxisIndexing> axis_indexing(const std::vector<Aval>& in,
-                                            const Attrs& attrs) const override {
-    return indexing_of(in, attrs, /*scatter=*/true, /*elementwise=*/true);
-  }
-  Linearity linearity() const override { return Linearity::kLinear; }
-  std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
-                          const Regions&) const override {
-    check_arity(name(), in, 3);
-    int axis = norm_axis(name(), attrs.i("axis"), in[0].ndim());
-    check_along(name(), in[0], in[1], axis);
-    if (!(in[2].shape == in[1].shape && in[2].dtype == in[0].dtype && in[0].dtype != DType::Bool)) {
-      detail::fail(name(), "updates {} must be {} shaped like indices {}", in[2].to_string(),
-                   dtype_name(in[0].dtype), in[1].to_string());
-    }
-    return {in[0]};
-  }
-  FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>&,
-                         const Attrs& attrs) const override {
-    int axis = norm_axis(name(), attrs.i("axis"), in[0].ndim());
-    FactorRuleBuilder b;
-    std::vector<DimFactors> fx, fi;
-    // Index positions along the axis do not reach the result: sharding them leaves partial sums.
-    along_factors(b, in[0], in[1], axis, FactorKind::kReduction, fx, fi);
-    b.rule().operands = {fx, fi, fi};
-    b.rule().results = {fx};
-    return b.rule();
-  }
-  std::vector<Array> vjp(const VjpArgs& a) const override {
-    const Array& g = a.cotangents[0];
-    if (!g.valid()) return {Array(), Array(), Array()};
-    ir::Attrs attrs{{"axis", a.attrs.i("axis")}};
-    return {g, Array(), detail::bind1("take_along", {g, a.primals[1]}, attrs)};
-  }
   void reference(const KernelCall& c) const override {
     const Aval& xa = c.in_aval(0);
     const Aval& ia = c.in_aval(1);
-    int axis = norm_axis(name(), c.attrs.i("axis"), xa.ndim());
-    TakeGeom g = take_geom(xa.shape, axis, ia.shape[static_cast<size_t>(axis)]);
-    const int es = dtype_size(xa.dtype), ies = dtype_size(ia.dtype);
-    std::memcpy(c.out[0], c.in[0], static_cast<size_t>(xa.nbytes()));
+    const int axis = norm_axis(name(), c.attrs.i("axis"), xa.ndim());
+    TakeGeom g =
+        take_geom(xa.shape, axis, kAlong ? ia.shape[static_cast<size_t>(axis)] : ia.size());
+    g.inner /= dtype_block_elems(xa.dtype);  // a quantized row counts in blocks
+    const int64_t es = dtype_size(xa.dtype), ies = dtype_size(ia.dtype);
     const char* idx = static_cast<const char*>(c.in[1]);
-    const char* upd = static_cast<const char*>(c.in[2]);
+    const char* src = static_cast<const char*>(c.in[kScatter ? 2 : 0]);
     char* out = static_cast<char*>(c.out[0]);
+    if (kScatter) std::memcpy(out, c.in[0], static_cast<size_t>(xa.nbytes()));
+    auto index = [&](int64_t pos) {
+      return clamp(detail::load_int(idx + pos * ies, ia.dtype), 0, g.n - 1);
+    };
+    // Element i of the gathered array's run (o, j) and of the table's run (o, k).
+    auto gathered = [&](int64_t o, int64_t j, int64_t i) {
+      return ((o * g.m + j) * g.inner + i) * es;
+    };
+    auto table = [&](int64_t o, int64_t k, int64_t i) {
+      return ((o * g.n + k) * g.inner + i) * es;
+    };
     for (int64_t o = 0; o < g.outer; ++o) {
       for (int64_t j = 0; j < g.m; ++j) {
+        if (!kAlong && !kScatter) {  // a whole run at once
+          std::memcpy(out + gathered(o, j, 0), src + table(o, index(j), 0),
+                      static_cast<size_t>(g.inner * es));
+          continue;
+        }
         for (int64_t i = 0; i < g.inner; ++i) {
-          int64_t p = (o * g.m + j) * g.inner + i;
-          int64_t k = clamp(detail::load_int(idx + p * ies, ia.dtype), 0, g.n - 1);
-          add_into(out + ((o * g.n + k) * g.inner + i) * es, upd + p * es, xa.dtype);
+          const int64_t k = index(kAlong ? (o * g.m + j) * g.inner + i : j);
+          if (kScatter) {
+            add_into(out + table(o, k, i), src + gathered(o, j, i), xa.dtype);
+          } else {
+            std::memcpy(out + gathered(o, j, i), src + table(o, k, i), static_cast<size_t>(es));
+          }
         }
       }
     }
@@ -701,8 +595,10 @@ class Iota final : public Primitive {
     char* dst = static_cast<char*>(c.out[0]);
     for (int64_t i = 0; i < out.size(); ++i) {
       int64_t v = (i / inner) % n + off[static_cast<size_t>(dim)];
-      if (is_floating(out.dtype)) detail::store_scalar(dst + i * es, out.dtype, static_cast<double>(v));
-      else detail::store_int(dst + i * es, out.dtype, v);
+      if (is_floating(out.dtype))
+        detail::store_scalar(dst + i * es, out.dtype, static_cast<double>(v));
+      else
+        detail::store_int(dst + i * es, out.dtype, v);
     }
   }
 };
@@ -768,8 +664,10 @@ class TopK final : public Primitive {
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t i = 0; i < n; ++i) {
         const char* p = src + (r * n + i) * es;
-        if (fl) v[static_cast<size_t>(i)] = detail::load_scalar(p, x.dtype);
-        else iv[static_cast<size_t>(i)] = detail::load_int(p, x.dtype);
+        if (fl)
+          v[static_cast<size_t>(i)] = detail::load_scalar(p, x.dtype);
+        else
+          iv[static_cast<size_t>(i)] = detail::load_int(p, x.dtype);
       }
       std::iota(order.begin(), order.end(), 0);
       // NaN sorts first (largest), ties keep the lower index.
@@ -790,10 +688,10 @@ class TopK final : public Primitive {
 
 Register<DynamicSlice> r_dslice;
 Register<DynamicUpdateSlice> r_dus;
-Register<Take> r_take;
-Register<ScatterAdd> r_scatter;
-Register<TakeAlong> r_take_along;
-Register<ScatterAddAlong> r_scatter_along;
+Register<AxisIndexOp</*kScatter=*/false, /*kAlong=*/false>> r_take;
+Register<AxisIndexOp</*kScatter=*/true, /*kAlong=*/false>> r_scatter;
+Register<AxisIndexOp</*kScatter=*/false, /*kAlong=*/true>> r_take_along;
+Register<AxisIndexOp</*kScatter=*/true, /*kAlong=*/true>> r_scatter_along;
 Register<Iota> r_iota;
 Register<TopK> r_topk;
 

@@ -9,10 +9,10 @@
 
 #include "core/layout.h"
 #include "core/scalar.h"
-#include "prim/positional.h"
 #include "ir/primitive.h"
-#include "prim/random_core.h"
 #include "prim/batching.h"
+#include "prim/positional.h"
+#include "prim/random_core.h"
 #include "prim/util.h"
 
 namespace partix::prim {
@@ -48,7 +48,7 @@ Shape block_offset(const KernelCall& c, const Shape& local) {
   return off;
 }
 
-Attrs localize_positional(const Attrs& attrs, const Primitive::LocalizeArgs& a) {
+Attrs localize_positional(const Attrs& attrs, const Partitioning::LocalizeArgs& a) {
   const Shape local_shape = a.local_out(0);
   const Shape& global = a.out[0].shape;
   Attrs local = attrs;

@@ -5,8 +5,8 @@
 
 #include "core/layout.h"
 #include "core/scalar.h"
-#include "partix/ops.h"
 #include "ir/primitive.h"
+#include "partix/ops.h"
 #include "prim/batching.h"
 #include "prim/util.h"
 #include "trace/trace.h"
@@ -33,7 +33,7 @@ void for_each_index(const Shape& shape, Fn&& fn) {
 }
 
 // Ops whose "shape" attribute is their result's: a device's block targets its result block.
-Attrs with_block_shape(const Attrs& attrs, const Primitive::LocalizeArgs& a) {
+Attrs with_block_shape(const Attrs& attrs, const Partitioning::LocalizeArgs& a) {
   Attrs local = attrs;
   local.set("shape", ir::Ints(a.local_out(0)));
   return local;
@@ -102,15 +102,23 @@ class Reshape final : public Primitive {
     size_t i = 0, j = 0;
     while (i < a.size() || j < b.size()) {
       // Size-1 dims carry no factor.
-      if (i < a.size() && a[i] == 1) { i++; continue; }
-      if (j < b.size() && b[j] == 1) { j++; continue; }
+      if (i < a.size() && a[i] == 1) {
+        i++;
+        continue;
+      }
+      if (j < b.size() && b[j] == 1) {
+        j++;
+        continue;
+      }
       if (i >= a.size() || j >= b.size()) break;
       // Grow a segment [i, i2) x [j, j2) until the products agree.
       size_t i2 = i + 1, j2 = j + 1;
       int64_t pa = a[i], pb = b[j];
       while (pa != pb) {
-        if (pa < pb) pa *= a[i2++];
-        else pb *= b[j2++];
+        if (pa < pb)
+          pa *= a[i2++];
+        else
+          pb *= b[j2++];
       }
       // Boundaries: cumulative products of both sides.
       std::vector<int64_t> bounds;
@@ -260,7 +268,8 @@ class Transpose final : public Primitive {
     if (!a.cotangents[0].valid()) return {Array()};
     std::vector<int> perm = to_int(a.attrs.ints("perm"));
     std::vector<int> inv(perm.size());
-    for (size_t i = 0; i < perm.size(); ++i) inv[static_cast<size_t>(perm[i])] = static_cast<int>(i);
+    for (size_t i = 0; i < perm.size(); ++i)
+      inv[static_cast<size_t>(perm[i])] = static_cast<int>(i);
     return {transpose(a.cotangents[0], inv)};
   }
   double flops(const std::vector<Aval>&, const std::vector<Aval>&, const Attrs&) const override {
@@ -360,7 +369,8 @@ class BroadcastInDim final : public Primitive {
       auto it = std::find(dims.begin(), dims.end(), d);
       if (it == dims.end()) {
         summed.push_back(d);
-      } else if (x.shape()[static_cast<size_t>(it - dims.begin())] != g.shape()[static_cast<size_t>(d)]) {
+      } else if (x.shape()[static_cast<size_t>(it - dims.begin())] !=
+                 g.shape()[static_cast<size_t>(d)]) {
         summed.push_back(d);
       }
     }
@@ -557,15 +567,18 @@ class Concatenate final : public Primitive {
     FactorRuleBuilder b;
     std::vector<DimFactors> shared;
     for (size_t d = 0; d < out[0].shape.size(); ++d) {
-      shared.push_back(static_cast<int>(d) == axis ? DimFactors{} : DimFactors{b.add(out[0].shape[d])});
+      shared.push_back(static_cast<int>(d) == axis ? DimFactors{}
+                                                   : DimFactors{b.add(out[0].shape[d])});
     }
     for (const Aval& a : in) {
       auto dims = shared;
-      dims[static_cast<size_t>(axis)] = {b.add(a.shape[static_cast<size_t>(axis)], FactorKind::kNeedReplication)};
+      dims[static_cast<size_t>(axis)] = {
+          b.add(a.shape[static_cast<size_t>(axis)], FactorKind::kNeedReplication)};
       b.rule().operands.push_back(dims);
     }
     auto res = shared;
-    res[static_cast<size_t>(axis)] = {b.add(out[0].shape[static_cast<size_t>(axis)], FactorKind::kNeedReplication)};
+    res[static_cast<size_t>(axis)] = {
+        b.add(out[0].shape[static_cast<size_t>(axis)], FactorKind::kNeedReplication)};
     b.rule().results = {res};
     return b.rule();
   }
@@ -676,7 +689,8 @@ class Pad final : public Primitive {
     Shape interior = c.attrs.has("interior") ? c.attrs.ints("interior") : Shape(in.shape.size(), 0);
     const int es = dtype_size(in.dtype);
     char* dst = static_cast<char*>(c.out[0]);
-    for (int64_t i = 0; i < out.size(); ++i) detail::store_scalar(dst + i * es, out.dtype, c.attrs.f("value"));
+    for (int64_t i = 0; i < out.size(); ++i)
+      detail::store_scalar(dst + i * es, out.dtype, c.attrs.f("value"));
     auto os = detail::strides_of(out.shape);
     const char* src = static_cast<const char*>(c.in[0]);
     for_each_index(in.shape, [&](int64_t i, const std::vector<int64_t>& idx) {

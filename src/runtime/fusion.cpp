@@ -24,18 +24,18 @@ Role role_of(const ir::Program& p, const ir::Instr& in, const prim::FusedKernel&
     if (p.aval(v).dtype != DType::F32) return Role::kNone;
   }
   const prim::Primitive& op = *in.prim;
-  if (op.constant_value(in.attrs)) {
+  if (op.execution().constant_value(in.attrs)) {
     return in.inputs.empty() && out.shape.empty() ? Role::kLiteral : Role::kNone;
   }
   if (in.inputs.size() == 1) {
     const ir::Aval& a = p.aval(in.inputs[0]);
-    if (auto s = op.broadcast_strides(a, out, in.attrs)) {
+    if (auto s = op.execution().broadcast_strides(a, out, in.attrs)) {
       *strides = std::move(*s);
       return Role::kBroadcast;
     }
-    if (op.is_view(a, out, in.attrs)) return Role::kView;
+    if (op.execution().is_view(a, out, in.attrs)) return Role::kView;
   }
-  if (!op.is_elementwise() || backend.resolve(op.name()) == nullptr) return Role::kNone;
+  if (!op.execution().is_elementwise() || backend.resolve(op.name()) == nullptr) return Role::kNone;
   if (in.inputs.size() == 1) return Role::kUnary;
   if (in.inputs.size() == 2) return Role::kBinary;
   return Role::kNone;
@@ -69,9 +69,11 @@ std::vector<std::string> describe_fusion(
     for (size_t k = 0; k < g->inputs.size(); ++k) {
       line += (k ? ", %" : "%") + std::to_string(g->inputs[k]);
     }
-    line += ") : " + std::string(dtype_name(p.aval(r).dtype)) + shape_to_string(p.aval(r).shape) + " {";
+    line +=
+        ") : " + std::string(dtype_name(p.aval(r).dtype)) + shape_to_string(p.aval(r).shape) + " {";
     for (size_t k = 0; k < g->members.size(); ++k) {
-      line += (k ? " %" : "%") + std::to_string(p.instrs[static_cast<size_t>(g->members[k])].outputs[0]);
+      line += (k ? " %" : "%") +
+              std::to_string(p.instrs[static_cast<size_t>(g->members[k])].outputs[0]);
     }
     out.push_back(line + "}");
   }
@@ -100,7 +102,8 @@ Fusion plan_fusion(const ir::Program& p, const prim::FusedKernel& backend) {
   std::vector<int> mark(n, -1);  // the root whose group is being gathered
   auto in_group = [&](int j) { return mark[static_cast<size_t>(j)] >= 0; };
   for (size_t i = n; i-- > 0;) {
-    if (in_group(static_cast<int>(i)) || (role[i] != Role::kUnary && role[i] != Role::kBinary)) continue;
+    if (in_group(static_cast<int>(i)) || (role[i] != Role::kUnary && role[i] != Role::kBinary))
+      continue;
     const int64_t N = count(p.instrs[i].outputs[0]);
     std::vector<int> members{static_cast<int>(i)};
     mark[i] = static_cast<int>(i);
@@ -164,7 +167,7 @@ Fusion plan_fusion(const ir::Program& p, const prim::FusedKernel& backend) {
       prim::FusedLoop::Node nd;
       switch (role[static_cast<size_t>(j)]) {
         case Role::kLiteral: {
-          const ir::Literal* lit = in.prim->constant_value(in.attrs);
+          const ir::Literal* lit = in.prim->execution().constant_value(in.attrs);
           nd.kind = prim::FusedLoop::Kind::kScalar;
           std::memcpy(&nd.literal, lit->bytes.data(), sizeof(float));
           node_of[out] = add(std::move(nd));

@@ -26,15 +26,15 @@ namespace {
 // avals and attrs): its result aliases the operand's buffer.
 bool is_view(const ir::Instr& in, const ir::Program& p) {
   if (in.inputs.size() != 1 || in.outputs.size() != 1) return false;
-  return in.prim->is_view(p.aval(in.inputs[0]), p.aval(in.outputs[0]), in.attrs);
+  return in.prim->execution().is_view(p.aval(in.inputs[0]), p.aval(in.outputs[0]), in.attrs);
 }
 
 // The mesh positions on which every result of instruction `i` is all padding (see
 // Plan::padding_on), or empty: never for collectives (every device takes part), instructions
 // with regions or their own allocation, or a fused member (its root decides).
 std::vector<bool> padding_positions(const ir::Program& p, const ir::Instr& in, bool member) {
-  if (member || in.outputs.empty() || in.prim->is_collective() || in.prim->runs_regions() ||
-      in.prim->allocates_outputs()) {
+  if (member || in.outputs.empty() || in.prim->is_collective() ||
+      in.prim->execution().runs_regions() || in.prim->execution().allocates_outputs()) {
     return {};
   }
   std::vector<bool> on;
@@ -74,7 +74,9 @@ Plan make_plan(const ir::Program& p, const char* platform) {
     plan.fused = std::move(f.group);
   }
   // A fused member's operands are read when its root runs.
-  auto at = [&](size_t i) { return plan.fused_root[i] >= 0 ? plan.fused_root[i] : static_cast<int>(i); };
+  auto at = [&](size_t i) {
+    return plan.fused_root[i] >= 0 ? plan.fused_root[i] : static_cast<int>(i);
+  };
   std::vector<int> last_use(p.values.size(), -1);
   for (size_t i = 0; i < n; ++i) {
     for (int v : p.instrs[i].inputs) {
@@ -85,7 +87,8 @@ Plan make_plan(const ir::Program& p, const char* platform) {
   plan.release_after.resize(n);
   for (size_t v = 0; v < last_use.size(); ++v) {
     int u = last_use[v];
-    if (u >= 0 && u < static_cast<int>(n)) plan.release_after[static_cast<size_t>(u)].push_back(static_cast<int>(v));
+    if (u >= 0 && u < static_cast<int>(n))
+      plan.release_after[static_cast<size_t>(u)].push_back(static_cast<int>(v));
   }
   // Values never used: free right after definition.
   for (size_t i = 0; i < n; ++i) {
@@ -100,14 +103,15 @@ Plan make_plan(const ir::Program& p, const char* platform) {
     for (int v : in.inputs) ia.push_back(&p.aval(v));
     for (int v : in.outputs) oa.push_back(&p.aval(v));
     int reuse = -1;
-    const int only = in.prim->in_place_operand();
+    const int only = in.prim->execution().in_place_operand();
     const bool fused = plan.fused_root[i] >= 0;  // a fused root allocates its result
     const bool view = !fused && is_view(in, p);
     if (fused) {
       if (const prim::FusedLoop* g = plan.fused[i].get()) {
         const ir::Aval& out = p.aval(in.outputs[0]);
         for (int v : g->inputs) {
-          if (last_use[static_cast<size_t>(v)] == static_cast<int>(i) && p.aval(v).nbytes() == out.nbytes()) {
+          if (last_use[static_cast<size_t>(v)] == static_cast<int>(i) &&
+              p.aval(v).nbytes() == out.nbytes()) {
             plan.fused_reuse[i] = v;
             break;
           }
@@ -115,7 +119,7 @@ Plan make_plan(const ir::Program& p, const char* platform) {
       }
     } else if (view) {
       // Shares its input's buffer whether or not the input dies here (no reuse to plan).
-    } else if ((in.prim->is_elementwise() || only >= 0) && in.outputs.size() == 1) {
+    } else if ((in.prim->execution().is_elementwise() || only >= 0) && in.outputs.size() == 1) {
       const ir::Aval& out = p.aval(in.outputs[0]);
       for (size_t k = 0; k < in.inputs.size() && reuse < 0; ++k) {
         if (only >= 0 && static_cast<int>(k) != only) continue;
@@ -123,14 +127,16 @@ Plan make_plan(const ir::Program& p, const char* platform) {
         bool dies = last_use[static_cast<size_t>(v)] == static_cast<int>(i);
         bool used_twice = false;
         for (size_t j = 0; j < in.inputs.size(); ++j) used_twice |= j != k && in.inputs[j] == v;
-        if (dies && !used_twice && p.aval(v).nbytes() == out.nbytes() && p.aval(v).shape == out.shape) {
+        if (dies && !used_twice && p.aval(v).nbytes() == out.nbytes() &&
+            p.aval(v).shape == out.shape) {
           reuse = static_cast<int>(k);
         }
       }
     }
     std::vector<std::shared_ptr<const Plan>> regions;
-    if (in.prim->runs_regions()) {
-      for (const auto& r : in.regions) regions.push_back(std::make_shared<const Plan>(make_plan(*r, platform)));
+    if (in.prim->execution().runs_regions()) {
+      for (const auto& r : in.regions)
+        regions.push_back(std::make_shared<const Plan>(make_plan(*r, platform)));
     }
     plan.region_plans.push_back(std::move(regions));
     const prim::KernelPrepareFn* prepare =
@@ -143,13 +149,15 @@ Plan make_plan(const ir::Program& p, const char* platform) {
     plan.out_avals.push_back(std::move(oa));
     plan.reuse_input.push_back(reuse);
     plan.view.push_back(view);
-    plan.may_share.push_back(!fused && in.outputs.size() == 1 && in.prim->may_share_result(in.attrs));
+    plan.may_share.push_back(!fused && in.outputs.size() == 1 &&
+                             in.prim->execution().may_share_result(in.attrs));
     plan.padding_on.push_back(padding_positions(p, in, plan.member(i)));
   }
   for (size_t i = 0; i < n; ++i) {
     plan.max_inputs = std::max(plan.max_inputs, p.instrs[i].inputs.size());
     plan.max_outputs = std::max(plan.max_outputs, p.instrs[i].outputs.size());
-    if (const prim::FusedLoop* g = plan.fused[i].get()) plan.max_inputs = std::max(plan.max_inputs, g->inputs.size());
+    if (const prim::FusedLoop* g = plan.fused[i].get())
+      plan.max_inputs = std::max(plan.max_inputs, g->inputs.size());
   }
   // Which skipped results are read where they are skipped: by a consumer (a fused member's
   // reads happen at its root) that is not skipped at that position, or as program results.
@@ -181,12 +189,13 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
                                       const prim::ExecContext& ctx,
                                       std::vector<detail::Buffer> args) {
   if (args.size() != p.params.size()) {
-    detail::internal_error("interpret", fmt::format("{} arguments for {} parameters", args.size(),
-                                                    p.params.size()));
+    detail::internal_error(
+        "interpret", fmt::format("{} arguments for {} parameters", args.size(), p.params.size()));
   }
   detail::ProgramScope scope(p.name);
   std::vector<detail::Buffer> env(p.values.size());
-  for (size_t k = 0; k < args.size(); ++k) env[static_cast<size_t>(p.params[k])] = std::move(args[k]);
+  for (size_t k = 0; k < args.size(); ++k)
+    env[static_cast<size_t>(p.params[k])] = std::move(args[k]);
   args.clear();
   const bool fast_ok = kernel_mode() == KernelMode::kFast;
   const bool profile = profiling();
@@ -200,7 +209,8 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
   auto operand = [&](int v) -> const void* {
     const detail::Buffer& b = env[static_cast<size_t>(v)];
     if (!b.valid()) [[unlikely]] {
-      detail::internal_error("interpret", fmt::format("value %{} of '{}' has no buffer", v, p.name));
+      detail::internal_error("interpret",
+                             fmt::format("value %{} of '{}' has no buffer", v, p.name));
     }
     return b.data();
   };
@@ -213,10 +223,11 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
     for (int v : in.inputs) in_ptrs.push_back(operand(v));
     if (plan.may_share[j]) {
       prim::KernelCall probe{in.attrs, plan.in_avals[j], plan.out_avals[j], in_ptrs, out_ptrs,
-                             ctx, in.regions};
+                             ctx,      in.regions};
       share_operands.clear();
       for (int v : in.inputs) share_operands.push_back(&env[static_cast<size_t>(v)]);
-      if (in.prim->shares_result(probe, share_operands, &env[static_cast<size_t>(in.outputs[0])])) {
+      if (in.prim->execution().shares_result(probe, share_operands,
+                                             &env[static_cast<size_t>(in.outputs[0])])) {
         return;
       }
     }
@@ -230,7 +241,8 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
       int v = in.outputs[k];
       detail::Buffer& b = env[static_cast<size_t>(v)];
       int r = k == 0 ? plan.reuse_input[j] : -1;
-      detail::Buffer* src = r >= 0 ? &env[static_cast<size_t>(in.inputs[static_cast<size_t>(r)])] : nullptr;
+      detail::Buffer* src =
+          r >= 0 ? &env[static_cast<size_t>(in.inputs[static_cast<size_t>(r)])] : nullptr;
       if (src && src->unique()) {
         b = *src;  // in place: the input dies here and nobody else holds it
       } else {
@@ -239,10 +251,10 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
       out_ptrs.push_back(b.data());
     }
     prim::KernelCall call{in.attrs, plan.in_avals[j], plan.out_avals[j], in_ptrs, out_ptrs,
-                          ctx, in.regions};
+                          ctx,      in.regions};
     call.prepared = plan.prepared[j].get();
     const prim::KernelFn* fast = plan.fast[j];
-    if (!(fast_ok && fast && (*fast)(call))) in.prim->reference(call);
+    if (!(fast_ok && fast && (*fast)(call))) in.prim->execution().reference(call);
   };
   std::vector<const void*> group_in;
   if (plan.fused_kernel) group_in.reserve(plan.max_inputs);
@@ -302,7 +314,7 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
     in_ptrs.clear();
     out_ptrs.clear();
     for (int v : in.inputs) in_ptrs.push_back(operand(v));
-    if (in.prim->runs_regions()) {
+    if (in.prim->execution().runs_regions()) {
       // Operands that die here are handed over (a loop then updates its carries in place).
       std::vector<detail::Buffer> ins;
       ins.reserve(in.inputs.size());
@@ -314,15 +326,16 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
                                    : env[static_cast<size_t>(v)]);
       }
       prim::KernelCall call{in.attrs, plan.in_avals[i], plan.out_avals[i], in_ptrs, out_ptrs,
-                            ctx, in.regions};
+                            ctx,      in.regions};
       const auto& plans = plan.region_plans[i];
       prim::RegionRunner run = [&](size_t k, std::vector<detail::Buffer> a) {
         return interpret(*in.regions[k], *plans[k], ctx, std::move(a));
       };
-      std::vector<detail::Buffer> results = in.prim->execute(call, std::move(ins), run);
+      std::vector<detail::Buffer> results = in.prim->execution().execute(call, std::move(ins), run);
       for (size_t k = 0; k < in.outputs.size(); ++k) {
         if (k >= results.size() || results[k].nbytes() != plan.out_bytes[i][k]) {
-          detail::internal_error("interpret", std::string(in.prim->name()) + " returned a buffer of the wrong size");
+          detail::internal_error(
+              "interpret", std::string(in.prim->name()) + " returned a buffer of the wrong size");
         }
         env[static_cast<size_t>(in.outputs[k])] = std::move(results[k]);
       }
@@ -330,15 +343,16 @@ std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
       span();
       continue;
     }
-    if (in.prim->allocates_outputs()) {
+    if (in.prim->execution().allocates_outputs()) {
       std::vector<detail::Buffer> results(in.outputs.size());
       out_ptrs.assign(in.outputs.size(), nullptr);
       prim::KernelCall call{in.attrs, plan.in_avals[i], plan.out_avals[i], in_ptrs, out_ptrs,
-                            ctx, in.regions, &results};
-      in.prim->reference(call);
+                            ctx,      in.regions,       &results};
+      in.prim->execution().reference(call);
       for (size_t k = 0; k < in.outputs.size(); ++k) {
         if (results[k].nbytes() != plan.out_bytes[i][k]) {
-          detail::internal_error("interpret", std::string(in.prim->name()) + " returned a buffer of the wrong size");
+          detail::internal_error(
+              "interpret", std::string(in.prim->name()) + " returned a buffer of the wrong size");
         }
         env[static_cast<size_t>(in.outputs[k])] = std::move(results[k]);
       }
@@ -428,15 +442,16 @@ int64_t replay_peak(const ir::Program& p, const Plan& plan, const std::vector<bo
     const int reuse = plan.reuse_input[i];
     // The value whose buffer the result takes over, if any.
     const int taken = plan.fused[i] ? plan.fused_reuse[i]
-                      : reuse >= 0 ? in.inputs[static_cast<size_t>(reuse)]
-                                   : -1;
+                      : reuse >= 0  ? in.inputs[static_cast<size_t>(reuse)]
+                                    : -1;
     auto sole_holder = [&](int v) {
       const int b = buffer[static_cast<size_t>(v)];
       return b >= 0 && holders[static_cast<size_t>(b)] == 1;
     };
     const bool in_place = taken >= 0 && owned(taken) && sole_holder(taken);
     // A view shares its input's buffer (the interpreter runs no kernel for it).
-    const bool view = !plan.fused[i] && plan.view[i] && buffer[static_cast<size_t>(in.inputs[0])] >= 0;
+    const bool view =
+        !plan.fused[i] && plan.view[i] && buffer[static_cast<size_t>(in.inputs[0])] >= 0;
     // A nested program (a rematerialised block, a branch, a loop body) runs inside the
     // instruction: its own peak, results included, sits on top of what is live (the largest one,
     // if several), with what the instruction holds meanwhile (a scan's stacked outputs).
@@ -450,7 +465,7 @@ int64_t replay_peak(const ir::Program& p, const Plan& plan, const std::vector<bo
       const ir::Program& region = *in.regions[k];
       // Buffers the instruction makes for each run of the region (a slice of each scanned
       // input) live from its start to their last use there.
-      const std::vector<bool> made = in.prim->region_params_made_per_run(in.attrs, k);
+      const std::vector<bool> made = in.prim->execution().region_params_made_per_run(in.attrs, k);
       // Operands that die here are handed over (the interpreter moves them in): a loop body's
       // carries and a branch's operands, which the region may then update in place.
       std::vector<bool> handed(region.params.size(), false);
@@ -463,7 +478,8 @@ int64_t replay_peak(const ir::Program& p, const Plan& plan, const std::vector<bo
           const auto& dead = plan.release_after[i];
           const bool dies = std::find(dead.begin(), dead.end(), v) != dead.end();
           handed[layout.param_offset + j] = once && dies && owned(v) && sole_holder(v);
-          if (!layout.one_region_runs && handed[layout.param_offset + j] && j < carry_taken.size()) {
+          if (!layout.one_region_runs && handed[layout.param_offset + j] &&
+              j < carry_taken.size()) {
             carry_taken[j] = v;
           }
         }
@@ -475,9 +491,9 @@ int64_t replay_peak(const ir::Program& p, const Plan& plan, const std::vector<bo
     std::vector<ir::Aval> ia, oa;
     for (int v : in.inputs) ia.push_back(p.aval(v));
     for (int v : in.outputs) oa.push_back(p.aval(v));
-    const int64_t scratch = in.prim->scratch_bytes(ia, oa, in.attrs);
+    const int64_t scratch = in.prim->execution().scratch_bytes(ia, oa, in.attrs);
     if (!in.regions.empty()) {
-      nested = add_bytes(nested, in.prim->bytes_held_around_regions(ia, oa, in.attrs));
+      nested = add_bytes(nested, in.prim->execution().bytes_held_around_regions(ia, oa, in.attrs));
     }
     peak = std::max(peak, add_bytes(live, nested));
     for (size_t k = 0; k < in.outputs.size(); ++k) {

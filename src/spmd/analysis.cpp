@@ -48,7 +48,8 @@ namespace {
 void add_costs(const ir::Program& p, double times, CostAnalysis& out, double& duplicated) {
   // The fused loops the runtime will run (runtime/fusion.h): a group reads each value from
   // outside it once and writes only its root's result.
-  const prim::FusedKernel* fk = runtime::fusion_enabled() ? prim::find_fused_kernel("cpu") : nullptr;
+  const prim::FusedKernel* fk =
+      runtime::fusion_enabled() ? prim::find_fused_kernel("cpu") : nullptr;
   runtime::Fusion fusion;
   if (fk != nullptr) fusion = runtime::plan_fusion(p, *fk);
   auto root = [&](size_t i) { return fk != nullptr ? fusion.root_of[i] : -1; };
@@ -63,15 +64,17 @@ void add_costs(const ir::Program& p, double times, CostAnalysis& out, double& du
     std::vector<ir::Aval> ia, oa;
     for (int v : in.inputs) ia.push_back(p.aval(v));
     for (int v : in.outputs) oa.push_back(p.aval(v));
-    double f = times * in.prim->flops(ia, oa, in.attrs);
+    double f = times * in.prim->cost().flops(ia, oa, in.attrs);
     out.flops += f;
     out.instructions += times;
     auto [kind, bytes] = collective_bytes(p, in);
     if (!kind.empty()) {
       out.bytes_per_device[kind] += times * bytes;
       out.collectives_per_device[kind] += times;
-    } else if (!in.prim->runs_regions() && in.prim->constant_value(in.attrs) == nullptr &&
-               !(ia.size() == 1 && oa.size() == 1 && in.prim->is_view(ia[0], oa[0], in.attrs))) {
+    } else if (!in.prim->execution().runs_regions() &&
+               in.prim->execution().constant_value(in.attrs) == nullptr &&
+               !(ia.size() == 1 && oa.size() == 1 &&
+                 in.prim->execution().is_view(ia[0], oa[0], in.attrs))) {
       // A fused op reads what its group takes from outside, once per group, and only the
       // root writes; any other kernel reads its operands and writes its results.
       const int r = root(i);
@@ -84,7 +87,8 @@ void add_costs(const ir::Program& p, double times, CostAnalysis& out, double& du
         }
         const int from = producer[static_cast<size_t>(v)];
         const bool outside = from < 0 || root(static_cast<size_t>(from)) != r;
-        if (outside && group_reads[r].insert(v).second) moved += static_cast<double>(ia[k].nbytes());
+        if (outside && group_reads[r].insert(v).second)
+          moved += static_cast<double>(ia[k].nbytes());
       }
       if (r < 0 || r == static_cast<int>(i)) {
         for (const auto& a : oa) moved += static_cast<double>(a.nbytes());
@@ -99,7 +103,7 @@ void add_costs(const ir::Program& p, double times, CostAnalysis& out, double& du
         if (reps > 1) duplicated += f * (reps - 1) / reps;
       }
     }
-    if (!in.prim->runs_regions()) continue;
+    if (!in.prim->execution().runs_regions()) continue;
     if (!in.prim->region_layout(in.attrs).one_region_runs) {
       // A loop's operands and results count once: a scan stacks its ys (its aligned xs slices
       // are views, read by the body's kernels; the model keeps them as one pass).
@@ -135,7 +139,7 @@ void add_costs(const ir::Program& p, double times, CostAnalysis& out, double& du
       continue;
     }
     for (size_t k = 0; k < in.regions.size(); ++k) {
-      add_costs(*in.regions[k], times * in.prim->trip_count(in.attrs, k), out, duplicated);
+      add_costs(*in.regions[k], times * in.prim->cost().trip_count(in.attrs, k), out, duplicated);
     }
   }
 }
@@ -146,7 +150,7 @@ CostAnalysis cost_analysis(const Compiled& c) {
   CostAnalysis out;
   const ir::Program& p = c.executable->program();
   for (const std::string& n : prim::primitive_names()) {
-    const std::string_view k = prim::get_primitive(n).comm_kind();
+    const std::string_view k = prim::get_primitive(n).cost().comm_kind();
     if (!k.empty()) {
       out.bytes_per_device[std::string(k)] = 0;
       out.collectives_per_device[std::string(k)] = 0;

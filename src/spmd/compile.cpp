@@ -6,10 +6,10 @@
 #include "comm/mpi/mpi_runtime.h"
 #include "core/errors.h"
 #include "ir/primitive.h"
+#include "sharding/axes.h"
 #include "spmd/partition.h"
 #include "spmd/propagate.h"
 #include "spmd/simplify.h"
-#include "sharding/axes.h"
 
 namespace partix::spmd {
 
@@ -27,7 +27,7 @@ void lint_redundant_compute(const ir::Program& local, const Mesh& mesh,
     std::vector<ir::Aval> ia, oa;
     for (int v : in.inputs) ia.push_back(local.aval(v));
     for (int v : in.outputs) oa.push_back(local.aval(v));
-    flops[i] = in.prim->flops(ia, oa, in.attrs);
+    flops[i] = in.prim->cost().flops(ia, oa, in.attrs);
     total += flops[i];
   }
   for (size_t i = 0; i < local.instrs.size(); ++i) {
@@ -85,13 +85,13 @@ void check_same_program_everywhere(const std::string& name, const ir::Program& l
 ir::Program inline_regions(const ir::Program& p, int* blocks) {
   bool any = false;
   for (const ir::Instr& in : p.instrs) {
-    any = any || in.prim->inlined_when_compiled() || !in.regions.empty();
+    any = any || in.prim->partitioning().inlined_when_compiled() || !in.regions.empty();
   }
   if (!any) return p;
   ir::Program out = p;
   out.instrs.clear();
   for (const ir::Instr& in : p.instrs) {
-    if (!in.prim->inlined_when_compiled() && !in.regions.empty()) {
+    if (!in.prim->partitioning().inlined_when_compiled() && !in.regions.empty()) {
       // Loop and branch bodies are partitioned on their own, and a shard_map's body is copied
       // per device: their remat blocks inline there.
       ir::Instr c = in;
@@ -99,14 +99,15 @@ ir::Program inline_regions(const ir::Program& p, int* blocks) {
       out.instrs.push_back(std::move(c));
       continue;
     }
-    if (!in.prim->inlined_when_compiled()) {
+    if (!in.prim->partitioning().inlined_when_compiled()) {
       out.instrs.push_back(in);
       continue;
     }
     ir::Program body = inline_regions(*in.regions[0], blocks);
     const int block = ++*blocks;
     std::vector<int> map(body.values.size(), -1);
-    for (size_t i = 0; i < body.params.size(); ++i) map[static_cast<size_t>(body.params[i])] = in.inputs[i];
+    for (size_t i = 0; i < body.params.size(); ++i)
+      map[static_cast<size_t>(body.params[i])] = in.inputs[i];
     for (const ir::Instr& bi : body.instrs) {
       ir::Instr c = bi;
       c.remat_block = block;
@@ -142,8 +143,8 @@ std::shared_ptr<Compiled> compile(const ir::Program& program, const CompileOptio
     if (!s) detail::internal_error("compile", "missing input sharding");
     if (!mesh) mesh = s->mesh();
     if (!(s->mesh() == *mesh)) {
-      detail::fail(options.name, "arguments live on different meshes: {} and {}",
-                   mesh->to_string(), s->mesh().to_string());
+      detail::fail(options.name, "arguments live on different meshes: {} and {}", mesh->to_string(),
+                   s->mesh().to_string());
     }
   }
   for (const auto& s : options.out_shardings) {

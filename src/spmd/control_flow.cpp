@@ -83,7 +83,7 @@ InstrPlan plan_control_flow(const Mesh& mesh, const ir::Instr& in) {
 
 void propagate_regions(ir::Program& g, const Mesh& mesh) {
   for (ir::Instr& in : g.instrs) {
-    if (!in.prim->runs_regions()) continue;
+    if (!in.prim->execution().runs_regions()) continue;
     const Layout l = layout_of(in);
     std::vector<NamedSharding> params;
     // Parameters made per run (fori_loop's index) are replicated.

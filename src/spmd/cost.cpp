@@ -6,12 +6,12 @@
 namespace partix::spmd {
 
 std::pair<std::string, double> collective_bytes(const ir::Program& p, const ir::Instr& in) {
-  const std::string_view kind = in.prim->comm_kind();
+  const std::string_view kind = in.prim->cost().comm_kind();
   if (!in.prim->is_collective() || in.inputs.empty() || kind.empty()) return {"", 0.0};
   std::vector<ir::Aval> ia, oa;
   for (int v : in.inputs) ia.push_back(p.aval(v));
   for (int v : in.outputs) oa.push_back(p.aval(v));
-  return {std::string(kind), in.prim->comm_bytes(ia, oa, in.attrs)};
+  return {std::string(kind), in.prim->cost().comm_bytes(ia, oa, in.attrs)};
 }
 
 double reshard_bytes(const ir::Aval& aval, const NamedSharding& from, const NamedSharding& to) {

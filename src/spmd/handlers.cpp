@@ -35,7 +35,8 @@ ir::Attrs local_attrs(const ir::Program& g, const ir::Instr& in, const InstrPlan
   for (int v : in.inputs) ia.push_back(g.aval(v));
   for (int v : in.outputs) oa.push_back(g.aval(v));
   for (int v : local_ins) la.push_back(b.aval(v));
-  return in.prim->localize_attrs(in.attrs, {ia, oa, la, plan.results, &plan.operands});
+  return in.prim->partitioning().localize_attrs(in.attrs,
+                                                {ia, oa, la, plan.results, &plan.operands});
 }
 
 }  // namespace
@@ -48,7 +49,8 @@ void mask_uneven_reductions(PartitionContext& c, const ir::Instr& in, const Inst
   const prim::FactorRule& rule = plan.rule;
   for (size_t f = 0; f < rule.factors.size(); ++f) {
     const prim::Factor& fac = rule.factors[f];
-    const AxisList& axes = plan.assignment.factor_axes.empty() ? AxisList{} : plan.assignment.factor_axes[f];
+    const AxisList& axes =
+        plan.assignment.factor_axes.empty() ? AxisList{} : plan.assignment.factor_axes[f];
     if (fac.kind != prim::FactorKind::kReduction || axes.empty()) continue;
     if (fac.size % axes_product(c.mesh, axes) == 0) continue;
     for (size_t i = 0; i < in.inputs.size(); ++i) {
@@ -72,7 +74,8 @@ void mask_uneven_reductions(PartitionContext& c, const ir::Instr& in, const Inst
 void emit_generic(PartitionContext& c, const ir::Instr& in, const InstrPlan& plan) {
   LocalBuilder& b = c.builder;
   std::vector<int> ins;
-  for (size_t i = 0; i < in.inputs.size(); ++i) ins.push_back(c.local(in.inputs[i], plan.operands[i]));
+  for (size_t i = 0; i < in.inputs.size(); ++i)
+    ins.push_back(c.local(in.inputs[i], plan.operands[i]));
   mask_uneven_reductions(c, in, plan, ins);
   ir::Attrs attrs = local_attrs(c.g, in, plan, ins, b);
   std::vector<int> outs;
@@ -103,9 +106,10 @@ void emit_generic(PartitionContext& c, const ir::Instr& in, const InstrPlan& pla
           c.mesh, std::vector<std::string>(plan.reduce_now[k].begin(), plan.reduce_now[k].end()));
       ir::Strings axes(ordered.begin(), ordered.end());
       const char* kind = plan.reduce_now_kind[k] == prim::ReduceKind::kMax ? "max" : "min";
-      v = b.emit1("all_reduce", {v},
-                  {{"axes", axes}, {"kind", std::string(kind)}, {"group", axes_product(c.mesh, axes)}},
-                  plan.results[k], in.scope);
+      v = b.emit1(
+          "all_reduce", {v},
+          {{"axes", axes}, {"kind", std::string(kind)}, {"group", axes_product(c.mesh, axes)}},
+          plan.results[k], in.scope);
     }
     c.bind_result(in.outputs[k], v, plan.results[k]);
   }

@@ -18,7 +18,7 @@ std::vector<int> LocalBuilder::emit(std::string_view prim, const std::vector<int
   const prim::Primitive& pr = prim::get_primitive(prim);
   std::vector<ir::Aval> in;
   for (int v : inputs) in.push_back(p_.aval(v));
-  std::vector<ir::Aval> out = pr.infer(in, attrs, regions);
+  std::vector<ir::Aval> out = pr.typing().infer(in, attrs, regions);
   ir::Instr instr;
   instr.prim = &pr;
   instr.inputs = inputs;

@@ -32,7 +32,7 @@ std::optional<AxisList> table_axis_sharding(const ir::Instr& in, const ValueFact
 InstrPlan plan_instr(const Mesh& mesh, const ir::Program& g, const ir::Instr& in,
                      const ValueFacts& f) {
   InstrPlan plan;
-  if (auto pin = in.prim->pinned_shardings(in.attrs)) {
+  if (auto pin = in.prim->partitioning().pinned_shardings(in.attrs)) {
     plan.handler = pin->per_device_body      ? Handler::kShardMap
                    : pin->constrains_operand ? Handler::kConstraint
                                              : Handler::kPinned;
@@ -41,17 +41,18 @@ InstrPlan plan_instr(const Mesh& mesh, const ir::Program& g, const ir::Instr& in
     plan.reduce_now.assign(plan.results.size(), {});
     return plan;
   }
-  if (in.prim->runs_regions() && regions_propagated(in)) return plan_control_flow(mesh, in);
+  if (in.prim->execution().runs_regions() && regions_propagated(in))
+    return plan_control_flow(mesh, in);
   std::vector<ir::Aval> ia, oa;
   for (int v : in.inputs) ia.push_back(g.aval(v));
   for (int v : in.outputs) oa.push_back(g.aval(v));
-  plan.rule = in.prim->factor_rule(ia, oa, in.attrs);
+  plan.rule = in.prim->partitioning().factor_rule(ia, oa, in.attrs);
   prim::FactorRule& rule = plan.rule;
 
   // Gathers and scatters along a split axis work on each device's block: the indexed factor
   // becomes a reduction (masked local lookups, summed) or, for scatters, passes through (each
   // device adds into its own rows).
-  if (auto ix = in.prim->axis_indexing(ia, in.attrs);
+  if (auto ix = in.prim->partitioning().axis_indexing(ia, in.attrs);
       ix && table_axis_sharding(in, f, ix->axis, /*include_result=*/ix->scatter)) {
     Handler h = ix->scatter
                     ? (ix->elementwise ? Handler::kScatterAlongSharded : Handler::kScatterSharded)
@@ -82,7 +83,7 @@ InstrPlan plan_instr(const Mesh& mesh, const ir::Program& g, const ir::Instr& in
     if (s) op_unred[i] = s->unreduced();
   }
   std::set<std::string> pass;
-  prim::Linearity lin = in.prim->linearity(in.attrs);
+  prim::Linearity lin = in.prim->partitioning().linearity(in.attrs);
   if (plan.handler == Handler::kTakeSharded || plan.handler == Handler::kTakeAlongSharded) {
     lin = prim::Linearity::kNone;
   }
@@ -104,7 +105,7 @@ InstrPlan plan_instr(const Mesh& mesh, const ir::Program& g, const ir::Instr& in
       // An elementwise product keeps a partial sum only when scaled by a scalar: against a
       // full tensor it just moves the reduction later, usually after the reduced value was
       // made anyway (e.g. a residual stream feeding an RMSNorm).
-      if (in.prim->is_elementwise()) {
+      if (in.prim->execution().is_elementwise()) {
         for (size_t i = 0; i < in.inputs.size(); ++i) {
           if (static_cast<int>(i) != holder && g.aval(in.inputs[i]).ndim() > 0) pass.clear();
         }
@@ -182,8 +183,8 @@ InstrPlan plan_instr(const Mesh& mesh, const ir::Program& g, const ir::Instr& in
     for (size_t fi = 0; fi < rule.factors.size(); ++fi) {
       const prim::Factor& fac = rule.factors[fi];
       if (plan.handler == Handler::kTakeSharded || plan.handler == Handler::kTakeAlongSharded ||
-          fac.kind != prim::FactorKind::kReduction ||
-          fac.reduce != prim::ReduceKind::kSum || a.factor_axes[fi].empty()) {
+          fac.kind != prim::FactorKind::kReduction || fac.reduce != prim::ReduceKind::kSum ||
+          a.factor_axes[fi].empty()) {
         continue;
       }
       bool has = false;

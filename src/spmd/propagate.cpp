@@ -105,7 +105,7 @@ void propagate_flat(ir::Program& g, const Mesh& mesh, const std::vector<NamedSha
   std::vector<bool> broadcast(n, false), is_result(n, false);
   for (int r : g.results) is_result[static_cast<size_t>(r)] = true;
   for (const ir::Instr& instr : g.instrs) {
-    if (!instr.prim->is_broadcast()) continue;
+    if (!instr.prim->partitioning().is_broadcast()) continue;
     for (int o : instr.outputs) broadcast[static_cast<size_t>(o)] = true;
   }
   for (size_t v = 0; v < n; ++v) {
@@ -135,7 +135,7 @@ void propagate_flat(ir::Program& g, const Mesh& mesh, const std::vector<NamedSha
     return explicit_part(s, types, rank) == explicit_part(*type[v], types, rank);
   };
   for (const ir::Instr& instr : g.instrs) {
-    if (auto pin = instr.prim->pinned_shardings(instr.attrs)) {
+    if (auto pin = instr.prim->partitioning().pinned_shardings(instr.attrs)) {
       for (size_t k = 0; k < instr.outputs.size(); ++k) {
         fix(instr.outputs[k], NamedSharding(mesh, pin->results[k]));
       }
@@ -147,7 +147,7 @@ void propagate_flat(ir::Program& g, const Mesh& mesh, const std::vector<NamedSha
   // Control flow whose regions are propagated: its results are the carries' shardings (one
   // for every iteration) and the regions' results.
   for (const ir::Instr& instr : g.instrs) {
-    if (!instr.prim->runs_regions() || !regions_propagated(instr)) continue;
+    if (!instr.prim->execution().runs_regions() || !regions_propagated(instr)) continue;
     InstrPlan plan = plan_control_flow(mesh, instr);
     for (size_t k = 0; k < instr.outputs.size(); ++k) fix(instr.outputs[k], plan.results[k]);
   }
@@ -155,7 +155,7 @@ void propagate_flat(ir::Program& g, const Mesh& mesh, const std::vector<NamedSha
   // operand starts in that sharding unless the operand is itself user-given, so that the
   // producer is planned for it (a scatter into a table split over rows scatters blockwise).
   for (const ir::Instr& instr : g.instrs) {
-    auto pin = instr.prim->pinned_shardings(instr.attrs);
+    auto pin = instr.prim->partitioning().pinned_shardings(instr.attrs);
     if (!pin || !pin->constrains_operand) continue;
     const size_t v = static_cast<size_t>(instr.inputs[0]);
     if (!fixed[v] && !sh[v]) sh[v] = NamedSharding(mesh, pin->operands[0]);
@@ -164,14 +164,16 @@ void propagate_flat(ir::Program& g, const Mesh& mesh, const std::vector<NamedSha
   // order, then results). A user-given sharding is never overridden, but it does not outrank
   // a bigger value: an FSDP weight split on its contraction dimension is gathered rather than
   // splitting the activations' contraction and leaving them unreduced.
-  ValueFacts facts{[&](int v) -> const std::optional<NamedSharding>& { return sh[static_cast<size_t>(v)]; },
-                   [&](int v) { return static_cast<double>(g.aval(v).nbytes()); }};
+  ValueFacts facts{
+      [&](int v) -> const std::optional<NamedSharding>& { return sh[static_cast<size_t>(v)]; },
+      [&](int v) { return static_cast<double>(g.aval(v).nbytes()); }};
   bool changed = true;
   auto propose = [&](int v, const NamedSharding& s) {
     size_t i = static_cast<size_t>(v);
     if (fixed[i] || !keeps_type(i, s)) return;
     const int rank = g.aval(v).ndim();
-    if (!sh[i] || (!(*sh[i] == s) && sh[i]->unreduced() == s.unreduced() && refines(*sh[i], s, rank))) {
+    if (!sh[i] ||
+        (!(*sh[i] == s) && sh[i]->unreduced() == s.unreduced() && refines(*sh[i], s, rank))) {
       sh[i] = s;
       changed = true;
     }
@@ -185,7 +187,7 @@ void propagate_flat(ir::Program& g, const Mesh& mesh, const std::vector<NamedSha
     for (int round = 0; round < 16 && changed; ++round) {
       changed = false;
       for (const ir::Instr& instr : g.instrs) {  // forward: results from operands
-        if (phase == 0 && instr.prim->is_broadcast()) continue;
+        if (phase == 0 && instr.prim->partitioning().is_broadcast()) continue;
         InstrPlan plan = choose_plan(g, mesh, instr, facts);
         if (plan.handler == Handler::kPinned) continue;  // results fixed above
         for (size_t k = 0; k < instr.outputs.size(); ++k) {
@@ -214,7 +216,7 @@ void propagate(ir::Program& g, const Mesh& mesh, const std::vector<NamedSharding
                const std::vector<std::optional<NamedSharding>>& out) {
   propagate_flat(g, mesh, in, out);
   bool any = false;
-  for (const ir::Instr& instr : g.instrs) any = any || instr.prim->runs_regions();
+  for (const ir::Instr& instr : g.instrs) any = any || instr.prim->execution().runs_regions();
   if (!any) return;
   // Regions from the shardings around them; then the program again with the loops' results
   // fixed to their carries', and the regions once more for operands that moved.

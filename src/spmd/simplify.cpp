@@ -14,7 +14,7 @@ void drop_trivial_collectives(ir::Program& p) {
   kept.reserve(p.instrs.size());
   for (ir::Instr& in : p.instrs) {
     for (int& v : in.inputs) v = subst[static_cast<size_t>(v)];
-    if (in.prim->identity_on_one_device(in.attrs) && in.inputs.size() == 1 &&
+    if (in.prim->partitioning().identity_on_one_device(in.attrs) && in.inputs.size() == 1 &&
         in.outputs.size() == 1) {
       const ir::Aval& from = p.aval(in.inputs[0]);
       const ir::Aval& to = p.aval(in.outputs[0]);

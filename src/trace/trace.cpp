@@ -66,7 +66,8 @@ int TraceState::value_of(const Array& a) {
   // it varies over.
   if (manual_mesh && impl->tracer) {
     TraceState* owner = trace_of(a, "trace");
-    if (owner->manual_mesh) program_.info(v).varying = owner->program().info(owner->value_of(a)).varying;
+    if (owner->manual_mesh)
+      program_.info(v).varying = owner->program().info(owner->value_of(a)).varying;
   }
   if (manual_mesh) {
     program_.info(v).varying.insert(capture_vary_floor.begin(), capture_vary_floor.end());
@@ -108,7 +109,7 @@ namespace {
 // Quantized arrays are storage for weights: the primitive says whether it takes
 // them (Primitive::accepts_quantized).
 void check_quantized_operands(const prim::Primitive& p, const std::vector<Array>& inputs) {
-  if (p.accepts_quantized()) return;
+  if (p.typing().accepts_quantized()) return;
   for (const Array& a : inputs) {
     if (a.valid() && is_quantized(a.dtype())) {
       fail(p.name(),
@@ -135,8 +136,8 @@ std::vector<std::optional<NamedSharding>> operand_types(const std::vector<Array>
 }
 }  // namespace
 
-std::vector<Array> bind(const prim::Primitive& p, const std::vector<Array>& inputs,
-                        ir::Attrs attrs, prim::Regions regions) {
+std::vector<Array> bind(const prim::Primitive& p, const std::vector<Array>& inputs, ir::Attrs attrs,
+                        prim::Regions regions) {
   check_quantized_operands(p, inputs);
   TraceState* t = current_trace();
   // Inside shard_map bodies values are per-device blocks: no global types.
@@ -151,7 +152,7 @@ std::vector<Array> bind(const prim::Primitive& p, const std::vector<Array>& inpu
       std::vector<ir::Aval> in_avals;
       for (const Array& a : inputs) in_avals.push_back(ir::Aval{a.shape(), a.dtype()});
       out_types = explicit_result_types(p, in_types, in_avals,
-                                        p.infer(in_avals, attrs, regions), attrs, regions);
+                                        p.typing().infer(in_avals, attrs, regions), attrs, regions);
     }
     return execute_eager(p, inputs, attrs, regions, out_types);
   }
@@ -164,7 +165,7 @@ std::vector<Array> bind(const prim::Primitive& p, const std::vector<Array>& inpu
     instr.inputs.push_back(v);
     in_avals.push_back(prog.aval(v));
   }
-  std::vector<ir::Aval> out_avals = p.infer(in_avals, attrs, regions);
+  std::vector<ir::Aval> out_avals = p.typing().infer(in_avals, attrs, regions);
   for (const ir::Aval& av : out_avals) checked_size(p.name(), av.shape, av.dtype);
   instr.scope = current_scope();
   // Inside shard_map: operands that vary over fewer axes than the others are marked varying
@@ -174,7 +175,7 @@ std::vector<Array> bind(const prim::Primitive& p, const std::vector<Array>& inpu
   if (t->manual_mesh) {
     std::vector<std::set<std::string>> in_vary;
     for (int v : instr.inputs) in_vary.push_back(prog.info(v).varying);
-    if (p.joins_operand_varying() && instr.inputs.size() > 1) {
+    if (p.typing().joins_operand_varying() && instr.inputs.size() > 1) {
       std::set<std::string> all;
       for (const auto& s : in_vary) all.insert(s.begin(), s.end());
       for (size_t k = 0; k < instr.inputs.size(); ++k) {
@@ -196,7 +197,7 @@ std::vector<Array> bind(const prim::Primitive& p, const std::vector<Array>& inpu
         in_vary[k] = all;
       }
     }
-    out_vary = p.varying(in_vary, attrs, regions, out_avals.size());
+    out_vary = p.typing().varying(in_vary, attrs, regions, out_avals.size());
     // vmap's axes are no mesh axes: nothing varies over them (a collective over one is batched
     // away by vmap; autodiff/batch.cpp).
     for (const auto& [axis, size] : t->vmap_axes) {

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "core/scalar.h"
-#include "ir/program.h"
 #include "ir/primitive.h"
+#include "ir/program.h"
 
 namespace partix::testing_kernels {
 
@@ -88,7 +88,7 @@ inline KernelRun run_kernel(const std::string& name, const Attrs& attrs,
   const prim::Primitive& p = prim::get_primitive(name);
   std::vector<Aval> in_avals;
   for (const Tensor& t : ins) in_avals.push_back(t.aval);
-  std::vector<Aval> out_avals = p.infer(in_avals, attrs, {});
+  std::vector<Aval> out_avals = p.typing().infer(in_avals, attrs, {});
   KernelRun r;
   for (const Aval& a : out_avals) {
     r.outs.push_back(Tensor{a, std::vector<char>(static_cast<size_t>(a.nbytes()), char(0x5a))});
@@ -118,7 +118,7 @@ inline KernelRun run_kernel(const std::string& name, const Attrs& attrs,
     const prim::KernelFn* k = prim::find_kernel(name, "cpu");
     r.handled = k != nullptr && (*k)(call);
   } else {
-    p.reference(call);
+    p.execution().reference(call);
   }
   if (alias < 0) {
     for (size_t k = 0; k < ins.size(); ++k) {

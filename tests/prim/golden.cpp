@@ -172,7 +172,7 @@ const prim::Primitive* direct_primitive(const Json& c) {
   const prim::Primitive* p = prim::find_primitive(it->second.prim);
   if (!p) return nullptr;
   try {
-    if (p->infer(avals_of(inputs_of(c)), {}, {}) != expected_avals(c)) return nullptr;
+    if (p->typing().infer(avals_of(inputs_of(c)), {}, {}) != expected_avals(c)) return nullptr;
   } catch (const std::exception&) {
     return nullptr;  // the op library converts or broadcasts first
   }
@@ -319,7 +319,7 @@ ir::Attrs prim_attrs(const Json& attrs) {
 std::vector<HostTensor> call_reference(const prim::Primitive& p, const std::vector<HostTensor>& in,
                                        const ir::Attrs& attrs) {
   std::vector<ir::Aval> in_avals = avals_of(in);
-  std::vector<ir::Aval> out_avals = p.infer(in_avals, attrs, {});
+  std::vector<ir::Aval> out_avals = p.typing().infer(in_avals, attrs, {});
   std::vector<HostTensor> out;
   for (const ir::Aval& a : out_avals) {
     // Slack so that empty results still have a valid data pointer.
@@ -340,7 +340,7 @@ std::vector<HostTensor> call_reference(const prim::Primitive& p, const std::vect
   prim::ExecContext ctx;
   prim::Regions regions;
   prim::KernelCall call{attrs, ia, oa, ip, op, ctx, regions};
-  p.reference(call);
+  p.execution().reference(call);
   for (HostTensor& t : out) t.bytes.resize(static_cast<size_t>(t.size() * dtype_size(t.dtype)));
   return out;
 }
