@@ -4,7 +4,9 @@
 #     before it (so the graph is acyclic);
 #  2. a file includes only its own layer's headers and those of the layers it declares;
 #  3. no code outside src/prim compares an op's name with a primitive's name: the compiler,
-#     runtime and autodiff ask the primitive (its facts), they do not switch on names.
+#     runtime and autodiff ask the primitive (its facts), they do not switch on names;
+#  4. the Python package (python/partix) imports in one direction: no module imports another
+#     that imports it back (directly or through others), and no import sits inside a function.
 # Exits 1 naming each violation. Run by the test suite (ctest: layers.check).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -79,11 +81,66 @@ for root in roots:
                 no = code.count('\n', 0, m.start()) + 1
                 errors.append(f'{path}:{no}: a set of op names ({", ".join(ops)}); ask the primitive instead')
 
+# The Python package: modules and the partix modules each imports; a cycle or an import
+# inside a function is a violation (partix._core, the extension, is a leaf).
+import ast
+py_root = 'python'
+modules = {}
+for dp, _, fns in os.walk(os.path.join(py_root, 'partix')):
+    for fn in sorted(fns):
+        if fn.endswith('.py'):
+            path = os.path.join(dp, fn)
+            name = os.path.relpath(path, py_root)[:-3].replace(os.sep, '.')
+            modules[name[:-len('.__init__')] if name.endswith('.__init__') else name] = path
+modules['partix._core'] = None  # the extension module, built from python/src: a leaf
+py_edges = {m: set() for m in modules}
+for mod, path in modules.items():
+    if path is None:
+        continue
+    tree = ast.parse(open(path, encoding='utf-8').read(), path)
+    package = mod if path.endswith('__init__.py') else mod.rpartition('.')[0]
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            for node in ast.walk(fn):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    errors.append(f'{path}:{node.lineno}: an import inside a function; import at '
+                                  'the top of the module (a cycle is fixed by moving code down)')
+    for node in ast.walk(tree):
+        targets = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ''
+            if node.level:
+                parts = package.split('.')
+                base = '.'.join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
+            # `from P import m` imports module P.m when there is one, else a name of P.
+            targets = [f'{base}.{a.name}' if f'{base}.{a.name}' in modules else base
+                       for a in node.names]
+        for t in targets:
+            if t in modules and t != mod:
+                py_edges[mod].add(t)
+# Cycles: a module that reaches itself.
+def reaches(start):
+    seen, todo = set(), [start]
+    while todo:
+        for w in py_edges[todo.pop()]:
+            if w not in seen:
+                seen.add(w)
+                todo.append(w)
+    return seen
+for mod in sorted(modules):
+    back = sorted(w for w in py_edges[mod] if mod in reaches(w))
+    if back:
+        errors.append(f'{modules[mod]}: {mod} imports {", ".join(back)}, which import(s) it back '
+                      '(an import cycle)')
+
 for e in errors:
     print(e)
 if errors:
     print(f'check_layers: {len(errors)} violation(s)')
     sys.exit(1)
 print(f'check_layers: {len(layers)} layers, acyclic; includes follow the declared order; '
-      f'no op-name compares outside src/prim ({len(names)} primitives)')
+      f'no op-name compares outside src/prim ({len(names)} primitives); the Python package '
+      f'({len(modules) - 1} modules) imports without cycles and only at module level')
 PY

@@ -167,7 +167,6 @@ def pmap(f, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnums
     return P() if ax is None else P(name)
 
   def run(*args):
-    import numpy as _np
     ins = per_item(in_axes, len(args), "in_axes")
     moved = [a if ax is None else tree_map(lambda x, ax=ax: numpy.moveaxis(x, ax, 0), a)
              for a, ax in zip(args, ins)]
@@ -181,7 +180,7 @@ def pmap(f, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnums
                         "available")
     key = (tuple(d.id for d in devs), tuple(ins))
     if key not in mapped:
-      arr = _np.empty(n, dtype=object)
+      arr = _numpy.empty(n, dtype=object)
       arr[:] = list(devs)
       mesh = sharding.Mesh(arr, (name,))
       tupled = isinstance(out_axes, (tuple, list))

@@ -1,8 +1,11 @@
 """partix.debug: visualize_array_sharding and print (as jax.debug)."""
 import builtins
 
+import numpy as _np
+
 from partix import _core
 from partix._src.core import Array, PartixError
+from partix._src.tracing import ShapeDtypeStruct as _ShapeDtypeStruct
 
 
 def visualize_array_sharding(arr, *, use_color=False, scale=1.0, min_width=9, max_width=80):
@@ -13,9 +16,7 @@ def visualize_array_sharding(arr, *, use_color=False, scale=1.0, min_width=9, ma
 
 
 def visualize_sharding(shape, sharding, **kw):
-  from partix._src.api import ShapeDtypeStruct
-  import numpy as np
-  a = Array(ShapeDtypeStruct(shape, np.float32, sharding)._core())
+  a = Array(_ShapeDtypeStruct(shape, _np.float32, sharding)._core())
   builtins.print(_core.visualize_sharding(a._a))
 
 

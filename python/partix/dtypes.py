@@ -3,6 +3,7 @@ import numpy as _np
 
 from partix._src.dtypes import bfloat16, finfo, iinfo, issubdtype  # noqa: F401
 from partix._src import dtypes as _d
+from partix import numpy as _jnp
 
 __all__ = ["bfloat16", "canonicalize_dtype", "finfo", "float0", "iinfo", "issubdtype",
            "result_type", "prng_key", "extended"]
@@ -25,6 +26,5 @@ def canonicalize_dtype(dtype, allow_extended_dtype=False):
 
 
 def result_type(*args, return_weak_type_flag=False):
-  from partix import numpy as jnp
-  t = jnp.result_type(*args)
+  t = _jnp.result_type(*args)
   return (t, False) if return_weak_type_flag else t

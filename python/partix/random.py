@@ -1,12 +1,16 @@
 """partix.random: counter-based (threefry2x32) random numbers; a key is an int32[2] array, and
 the value at each global index depends only on the key and the index, so an array created
 directly in its sharding is the same on every mesh."""
+import math as _math
+
 import numpy as _np
 
 from partix import _core
 from partix._src import dtypes as _dt
 from partix._src.core import Array, PartixError, asarray
 from partix._src.numpy_ops import _creation_sharding, _shape
+import partix.numpy as _jnp
+from partix._src.lax_ops import while_loop as _while_loop
 
 
 def _key_bits(data):
@@ -126,11 +130,9 @@ def categorical(key, logits, axis=-1, shape=None):
 
 
 def permutation(key, x, axis=0, independent=False):
-  import partix.numpy as jnp
   n = x if isinstance(x, int) else asarray(x).shape[axis]
-  order = jnp.argsort(uniform(key, (n,)))
-  return order if isinstance(x, int) else jnp.take(asarray(x), order, axis=axis)
-
+  order = _jnp.argsort(uniform(key, (n,)))
+  return order if isinstance(x, int) else _jnp.take(asarray(x), order, axis=axis)
 
 
 # ---- distributions by transformation of uniform and normal draws ----
@@ -146,49 +148,41 @@ def _open_uniform(key, shape, dtype, api):
 
 
 def exponential(key, shape=(), dtype=None):
-  import partix.numpy as jnp
-  return -jnp.log(_open_uniform(key, shape, dtype, "exponential"))
+  return -_jnp.log(_open_uniform(key, shape, dtype, "exponential"))
 
 
 def gumbel(key, shape=(), dtype=None, mode="low"):
-  import partix.numpy as jnp
-  return -jnp.log(-jnp.log(_open_uniform(key, shape, dtype, "gumbel")))
+  return -_jnp.log(-_jnp.log(_open_uniform(key, shape, dtype, "gumbel")))
 
 
 def laplace(key, shape=(), dtype=None):
-  import partix.numpy as jnp
   u = uniform(key, shape, dtype, -1.0, 1.0)
-  return -jnp.sign(u) * jnp.log1p(-jnp.abs(u))
+  return -_jnp.sign(u) * _jnp.log1p(-_jnp.abs(u))
 
 
 def logistic(key, shape=(), dtype=None):
-  import partix.numpy as jnp
   u = _open_uniform(key, shape, dtype, "logistic")
-  return jnp.log(u) - jnp.log1p(-u)
+  return _jnp.log(u) - _jnp.log1p(-u)
 
 
 def cauchy(key, shape=(), dtype=None):
-  import partix.numpy as jnp
   u = _open_uniform(key, shape, dtype, "cauchy")
-  return jnp.tan(_np.pi * (u - 0.5))
+  return _jnp.tan(_np.pi * (u - 0.5))
 
 
 def lognormal(key, sigma=1.0, shape=None, dtype=None):
-  import partix.numpy as jnp
   shape = () if shape is None else shape
-  return jnp.exp(normal(key, shape, dtype) * sigma)
+  return _jnp.exp(normal(key, shape, dtype) * sigma)
 
 
 def rademacher(key, shape=(), dtype=_np.int32):
-  import partix.numpy as jnp
-  return jnp.where(bernoulli(key, 0.5, shape), 1, -1).astype(dtype)
+  return _jnp.where(bernoulli(key, 0.5, shape), 1, -1).astype(dtype)
 
 
 def maxwell(key, shape=(), dtype=None):
   """The norm of three independent standard normals."""
-  import partix.numpy as jnp
   shape = tuple(shape)
-  return jnp.sqrt(jnp.sum(normal(key, shape + (3,), dtype) ** 2, axis=-1))
+  return _jnp.sqrt(_jnp.sum(normal(key, shape + (3,), dtype) ** 2, axis=-1))
 
 
 def double_sided_maxwell(key, loc, scale, shape=(), dtype=None):
@@ -197,29 +191,25 @@ def double_sided_maxwell(key, loc, scale, shape=(), dtype=None):
 
 
 def pareto(key, b, shape=None, dtype=None):
-  import partix.numpy as jnp
   shape = () if shape is None else shape
-  return jnp.exp(exponential(key, shape, dtype) / b)
+  return _jnp.exp(exponential(key, shape, dtype) / b)
 
 
 def weibull_min(key, scale, concentration, shape=(), dtype=None):
-  import partix.numpy as jnp
-  return scale * jnp.power(exponential(key, shape, dtype), 1.0 / concentration)
+  return scale * _jnp.power(exponential(key, shape, dtype), 1.0 / concentration)
 
 
 def gamma(key, a, shape=None, dtype=None):
   """Gamma(a, 1) samples: Marsaglia and Tsang's method, every element redrawn (from keys folded
   with the round) until it is accepted; a < 1 as Gamma(a + 1) * U^(1/a)."""
-  import partix.numpy as jnp
-  from partix._src.lax_ops import while_loop
   d_ = _fdt(dtype, "gamma")
-  a = jnp.asarray(a, _dt.from_core(d_) if d_ != "bf16" else _np.float32)
+  a = _jnp.asarray(a, _dt.from_core(d_) if d_ != "bf16" else _np.float32)
   shape = tuple(a.shape) if shape is None else tuple(_shape(shape, "random.gamma"))
-  a = jnp.broadcast_to(a, shape)
+  a = _jnp.broadcast_to(a, shape)
   boost = a < 1
-  a1 = jnp.where(boost, a + 1, a)
+  a1 = _jnp.where(boost, a + 1, a)
   d = a1 - 1.0 / 3.0
-  c = 1.0 / jnp.sqrt(9.0 * d)
+  c = 1.0 / _jnp.sqrt(9.0 * d)
   k1, k2 = split(key)
 
   def body(state):
@@ -229,25 +219,23 @@ def gamma(key, a, shape=None, dtype=None):
     x = normal(kn, shape, dtype)
     v = (1.0 + c * x) ** 3
     u = _open_uniform(ku, shape, dtype, "gamma")
-    ok = (v > 0) & (jnp.log(u) < 0.5 * x * x + d - d * v + d * jnp.log(jnp.where(v > 0, v, 1.0)))
+    ok = (v > 0) & (_jnp.log(u) < 0.5 * x * x + d - d * v + d * _jnp.log(_jnp.where(v > 0, v, 1.0)))
     take = ok & ~done
-    return r + 1, done | ok, jnp.where(take, d * v, out)
-  _, _, g = while_loop(lambda st: ~jnp.all(st[1]), body,
-                       (jnp.asarray(0), jnp.zeros(shape, bool), jnp.zeros(shape, a.dtype)))
+    return r + 1, done | ok, _jnp.where(take, d * v, out)
+  _, _, g = _while_loop(lambda st: ~_jnp.all(st[1]), body,
+                       (_jnp.asarray(0), _jnp.zeros(shape, bool), _jnp.zeros(shape, a.dtype)))
   u = _open_uniform(k2, shape, dtype, "gamma")
-  return jnp.where(boost, g * u ** (1.0 / a), g).astype(a.dtype)
+  return _jnp.where(boost, g * u ** (1.0 / a), g).astype(a.dtype)
 
 
 def loggamma(key, a, shape=None, dtype=None):
-  import partix.numpy as jnp
-  return jnp.log(gamma(key, a, shape, dtype))
+  return _jnp.log(gamma(key, a, shape, dtype))
 
 
 def beta(key, a, b, shape=None, dtype=None):
   """Beta(a, b) samples: X / (X + Y) with X ~ Gamma(a), Y ~ Gamma(b)."""
-  import partix.numpy as jnp
   if shape is None:
-    shape = jnp.broadcast_shapes(_np.shape(a), _np.shape(b))
+    shape = _jnp.broadcast_shapes(_np.shape(a), _np.shape(b))
   ka, kb = split(key)
   x, y = gamma(ka, a, shape, dtype), gamma(kb, b, shape, dtype)
   return x / (x + y)
@@ -255,88 +243,79 @@ def beta(key, a, b, shape=None, dtype=None):
 
 def dirichlet(key, alpha, shape=None, dtype=None):
   """Dirichlet(alpha) samples over alpha's last axis: normalized Gamma(alpha_i) draws."""
-  import partix.numpy as jnp
-  alpha = jnp.asarray(alpha)
+  alpha = _jnp.asarray(alpha)
   shape = tuple(alpha.shape[:-1]) if shape is None else tuple(_shape(shape, "random.dirichlet"))
   g = gamma(key, alpha, shape + tuple(alpha.shape[-1:]), dtype)
-  return g / jnp.sum(g, axis=-1, keepdims=True)
+  return g / _jnp.sum(g, axis=-1, keepdims=True)
 
 
 def chisquare(key, df, shape=None, dtype=None):
   """Chi-squared(df) samples: 2 * Gamma(df / 2)."""
-  import partix.numpy as jnp
-  return 2.0 * gamma(key, jnp.asarray(df) / 2.0, shape, dtype)
+  return 2.0 * gamma(key, _jnp.asarray(df) / 2.0, shape, dtype)
 
 
 def t(key, df, shape=(), dtype=None):
   """Student's t(df) samples: N / sqrt(Chi2(df) / df)."""
-  import partix.numpy as jnp
   kn, kc = split(key)
-  df = jnp.asarray(df)
+  df = _jnp.asarray(df)
   shape = tuple(_shape(shape, "random.t")) if shape else tuple(df.shape)
-  return normal(kn, shape, dtype) / jnp.sqrt(chisquare(kc, df, shape, dtype) / df)
+  return normal(kn, shape, dtype) / _jnp.sqrt(chisquare(kc, df, shape, dtype) / df)
 
 
 def rayleigh(key, scale=1.0, shape=None, dtype=None):
   """Rayleigh(scale) samples: scale * sqrt(-2 log U)."""
-  import partix.numpy as jnp
   shape = () if shape is None else shape
-  return scale * jnp.sqrt(-2.0 * jnp.log(_open_uniform(key, shape, dtype, "rayleigh")))
+  return scale * _jnp.sqrt(-2.0 * _jnp.log(_open_uniform(key, shape, dtype, "rayleigh")))
 
 
 def triangular(key, left, mode, right, shape=None, dtype=None):
   """Triangular(left, mode, right) samples by inverting its CDF."""
-  import partix.numpy as jnp
   if shape is None:
-    shape = jnp.broadcast_shapes(_np.shape(left), _np.shape(mode), _np.shape(right))
+    shape = _jnp.broadcast_shapes(_np.shape(left), _np.shape(mode), _np.shape(right))
   u = _open_uniform(key, shape, dtype, "triangular")
-  left, mode, right = (jnp.asarray(v, u.dtype) for v in (left, mode, right))
+  left, mode, right = (_jnp.asarray(v, u.dtype) for v in (left, mode, right))
   c = (mode - left) / (right - left)
-  lo = left + jnp.sqrt(u * (right - left) * (mode - left))
-  hi = right - jnp.sqrt((1 - u) * (right - left) * (right - mode))
-  return jnp.where(u < c, lo, hi)
+  lo = left + _jnp.sqrt(u * (right - left) * (mode - left))
+  hi = right - _jnp.sqrt((1 - u) * (right - left) * (right - mode))
+  return _jnp.where(u < c, lo, hi)
 
 
 def wald(key, mean, shape=None, dtype=None):
   """Wald (inverse Gaussian, scale 1) samples: Michael, Schucany and Haas's transformation."""
-  import partix.numpy as jnp
   if shape is None:
     shape = _np.shape(mean)
   kn, ku = split(key)
-  m = jnp.asarray(mean, _dt.from_core(_fdt(dtype, "wald")) if _fdt(dtype, "wald") != "bf16"
+  m = _jnp.asarray(mean, _dt.from_core(_fdt(dtype, "wald")) if _fdt(dtype, "wald") != "bf16"
                   else _np.float32)
   y = normal(kn, shape, dtype) ** 2
-  x = m + m * m * y / 2 - m / 2 * jnp.sqrt(4 * m * y + (m * y) ** 2)
+  x = m + m * m * y / 2 - m / 2 * _jnp.sqrt(4 * m * y + (m * y) ** 2)
   u = uniform(ku, shape, dtype)
-  return jnp.where(u <= m / (m + x), x, m * m / x)
+  return _jnp.where(u <= m / (m + x), x, m * m / x)
 
 
 def geometric(key, p, shape=None, dtype=_np.int32):
   """Geometric(p) samples: the number of trials up to the first success (>= 1)."""
-  import partix.numpy as jnp
   if shape is None:
     shape = _np.shape(p)
   u = _open_uniform(key, shape, None, "geometric")
-  return (jnp.floor(jnp.log(u) / jnp.log1p(-jnp.asarray(p, _np.float32))) + 1).astype(dtype)
+  return (_jnp.floor(_jnp.log(u) / _jnp.log1p(-_jnp.asarray(p, _np.float32))) + 1).astype(dtype)
 
 
 def generalized_normal(key, p, shape=(), dtype=None):
   """Generalized normal samples of shape p: sign * Gamma(1/p)^(1/p)."""
-  import partix.numpy as jnp
   kg, ks = split(key)
   g = gamma(kg, 1.0 / p, shape, dtype)
-  sign = jnp.where(bernoulli(ks, 0.5, tuple(_shape(shape, "generalized_normal"))), 1.0, -1.0)
+  sign = _jnp.where(bernoulli(ks, 0.5, tuple(_shape(shape, "generalized_normal"))), 1.0, -1.0)
   return (sign * g ** (1.0 / p)).astype(g.dtype)
 
 
 def ball(key, d, p=2, shape=(), dtype=None):
   """Points uniform in the d-dimensional unit p-ball (last axis d)."""
-  import partix.numpy as jnp
   shape = tuple(_shape(shape, "ball"))
   kg, ke = split(key)
   g = generalized_normal(kg, p, shape + (d,), dtype)
   e = exponential(ke, shape, dtype)
-  norm = jnp.sum(jnp.abs(g) ** p, axis=-1, keepdims=True) + jnp.expand_dims(e, -1)
+  norm = _jnp.sum(_jnp.abs(g) ** p, axis=-1, keepdims=True) + _jnp.expand_dims(e, -1)
   return g / norm ** (1.0 / p)
 
 
@@ -356,24 +335,22 @@ def bits(key, shape=(), dtype=None):
 def choice(key, a, shape=(), replace=True, p=None, axis=0):
   """Elements of a (or of arange(a)) along axis: uniformly, or with probabilities p; without
   replacement, distinct positions."""
-  import math
-  import partix.numpy as jnp
   arr = None if isinstance(a, (int, _np.integer)) else asarray(a)
   n = int(a) if arr is None else arr.shape[axis]
   shape = (shape,) if isinstance(shape, int) else tuple(shape)
-  count = math.prod(shape)
+  count = _math.prod(shape)
   if not replace and count > n:
     raise PartixError(f"[random.choice] cannot take {count} samples without replacement from "
                       f"{n}")
   if p is None:
     idx = randint(key, shape, 0, n) if replace else permutation(key, n)[:count].reshape(shape)
   elif replace:
-    logits = jnp.log(asarray(p))
-    idx = categorical(key, jnp.broadcast_to(logits, shape + (n,)), axis=-1)
+    logits = _jnp.log(asarray(p))
+    idx = categorical(key, _jnp.broadcast_to(logits, shape + (n,)), axis=-1)
   else:  # Gumbel top-k: distinct positions, drawn with the weights p
-    g = gumbel(key, (n,)) + jnp.log(asarray(p))
-    idx = jnp.argsort(-g)[:count].reshape(shape)
-  return idx if arr is None else jnp.take(arr, idx, axis=axis)
+    g = gumbel(key, (n,)) + _jnp.log(asarray(p))
+    idx = _jnp.argsort(-g)[:count].reshape(shape)
+  return idx if arr is None else _jnp.take(arr, idx, axis=axis)
 
 
 def __getattr__(name):

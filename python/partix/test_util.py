@@ -5,6 +5,8 @@ import numpy as _np
 
 from partix._src import tree_util as _tu
 from partix._src.core import PartixError
+from partix._src import dtypes as _dtypes
+from partix._src.forward import jvp as _jvp, vjp as _vjp
 
 __all__ = ["check_grads", "check_jvp", "check_vjp"]
 
@@ -19,8 +21,7 @@ def _leaves(tree):
 def _itemsize(tree):
   """The smallest float size the values take in partix (float64 host data is float32 unless
   x64 is on), which sets the step and tolerances."""
-  from partix._src import dtypes
-  sizes = [_np.dtype(dtypes.canonicalize(_np.asarray(x).dtype)).itemsize
+  sizes = [_np.dtype(_dtypes.canonicalize(_np.asarray(x).dtype)).itemsize
            for x in _tu.tree_leaves(tree)]
   return min(sizes) if sizes else 8
 
@@ -63,7 +64,6 @@ def check_jvp(f, f_jvp, args, atol=None, rtol=None, eps=None, err_msg=""):
 
 def check_vjp(f, f_vjp, args, atol=None, rtol=None, eps=None, err_msg=""):
   """<vjp(ct), t> against <ct, jvp(t)> for random t and ct."""
-  from partix._src.forward import jvp
   size = _itemsize(args)
   atol, rtol = atol or _TOL.get(size, 2e-2), rtol or _TOL.get(size, 2e-2)
   rng = _np.random.default_rng(1)
@@ -71,7 +71,7 @@ def check_vjp(f, f_vjp, args, atol=None, rtol=None, eps=None, err_msg=""):
   ct = _random_like(out, rng)
   t = _random_like(args, rng)
   got = _inner(pullback(ct), t)
-  _, tout = jvp(f, tuple(args), tuple(t))
+  _, tout = _jvp(f, tuple(args), tuple(t))
   want = _inner(ct, tout)
   if not _np.isclose(got, want, atol=atol, rtol=rtol):
     raise AssertionError(f"[check_grads] vjp against jvp {err_msg}: <vjp(ct), t> = {got}, "
@@ -81,7 +81,6 @@ def check_vjp(f, f_vjp, args, atol=None, rtol=None, eps=None, err_msg=""):
 def check_grads(f, args, order, modes=("fwd", "rev"), atol=None, rtol=None, eps=None):
   """jax.test_util.check_grads: raises AssertionError when f's derivatives up to `order` in
   `modes` ('fwd', 'rev') disagree with finite differences (forward) or with each other."""
-  from partix._src.forward import jvp, vjp
   args = tuple(args)
   if order < 1:
     raise PartixError(f"[check_grads] order must be at least 1, got {order}")
@@ -90,17 +89,17 @@ def check_grads(f, args, order, modes=("fwd", "rev"), atol=None, rtol=None, eps=
       raise PartixError(f"[check_grads] modes are 'fwd' and 'rev', got {mode!r}")
 
   def f_jvp(primals, tangents):
-    return jvp(f, tuple(primals), tuple(tangents))
+    return _jvp(f, tuple(primals), tuple(tangents))
   if "fwd" in modes:
     check_jvp(f, f_jvp, args, atol, rtol, eps, f"(order {order})")
     if order > 1:
       n = len(args)
-      check_grads(lambda *pt: jvp(f, pt[:n], pt[n:])[1],
+      check_grads(lambda *pt: _jvp(f, pt[:n], pt[n:])[1],
                   args + tuple(_random_like(args, _np.random.default_rng(2))), order - 1,
                   ("fwd",), atol, rtol, eps)
   if "rev" in modes:
-    check_vjp(f, lambda *a: vjp(f, *a), args, atol, rtol, eps, f"(order {order})")
+    check_vjp(f, lambda *a: _vjp(f, *a), args, atol, rtol, eps, f"(order {order})")
     if order > 1:
       out = f(*args)
       ct = _random_like(out, _np.random.default_rng(3))
-      check_grads(lambda *a: vjp(f, *a)[1](ct), args, order - 1, ("rev",), atol, rtol, eps)
+      check_grads(lambda *a: _vjp(f, *a)[1](ct), args, order - 1, ("rev",), atol, rtol, eps)

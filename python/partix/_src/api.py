@@ -14,92 +14,10 @@ from partix._src import tree_util as tu
 from partix._src.core import Array, PartixError, PartixTypeError, core, host_block, wrap
 from partix._src.sharding import (NamedSharding, PartitionSpec, Device, get_mesh, to_sharding,
                                   use_mesh)
-
-
-class ShapeDtypeStruct:
-  """An array that is not allocated: shape, dtype and (optionally) sharding. jit(f).lower and
-  eval_shape take it where f takes arrays. A PartitionSpec sharding is resolved against the
-  current mesh when .sharding is read, as JAX's."""
-  __slots__ = ("shape", "dtype", "_sharding", "weak_type")
-
-  def __init__(self, shape, dtype, sharding=None, *, weak_type=False, vma=None):
-    self.shape = tuple(int(d) for d in shape)
-    self.dtype = dtypes.dtype(dtype)
-    self.weak_type = bool(weak_type)
-    if isinstance(sharding, PartitionSpec):
-      self._sharding = sharding  # resolved when read
-    else:
-      self._sharding = to_sharding(sharding, "ShapeDtypeStruct")
-    spec = sharding if isinstance(sharding, PartitionSpec) else getattr(
-        self._sharding, "spec", None)
-    if spec is not None and len(spec) > len(self.shape):
-      raise PartixError(f"[ShapeDtypeStruct] sharding {spec} is only valid for values of rank "
-                        f"at least {len(spec)}, but was applied to a value of rank "
-                        f"{len(self.shape)}")
-
-  @property
-  def sharding(self):
-    s = self._sharding
-    if isinstance(s, PartitionSpec):
-      mesh = get_mesh()
-      if mesh is None:
-        raise PartixTypeError("[ShapeDtypeStruct] When specifying PartitionSpec to "
-                              "`ShapeDtypeStruct`, the context mesh cannot be empty (use "
-                              "jax.set_mesh, or give a NamedSharding)")
-      for e in s:
-        for a in (() if e is None else (e,) if isinstance(e, str) else e):
-          if a not in mesh.axis_names:
-            raise PartixError(f"[ShapeDtypeStruct] Resource axis: {a} of {s} is not found in "
-                              f"mesh: {mesh.axis_names}")
-      return to_sharding(s, "ShapeDtypeStruct")
-    return s
-
-  def update(self, **kwargs):
-    """A copy with some of shape, dtype, sharding and weak_type replaced."""
-    unknown = set(kwargs) - {"shape", "dtype", "sharding", "weak_type"}
-    if unknown:
-      raise PartixError(f"[ShapeDtypeStruct.update] unknown fields {sorted(unknown)}")
-    return ShapeDtypeStruct(kwargs.get("shape", self.shape), kwargs.get("dtype", self.dtype),
-                            kwargs.get("sharding", self._sharding),
-                            weak_type=kwargs.get("weak_type", self.weak_type))
-
-  @property
-  def ndim(self):
-    return len(self.shape)
-
-  @property
-  def size(self):
-    return int(np.prod(self.shape))
-
-  def _core(self):
-    return _core.abstract_array(list(self.shape), dtypes.to_core(self.dtype),
-                                self.sharding._s if self.sharding is not None else None)
-
-  def __repr__(self):
-    return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}" + (
-        f", sharding={self._sharding})" if self._sharding is not None else ")")
-
-  def __eq__(self, other):
-    return isinstance(other, ShapeDtypeStruct) and (self.shape, self.dtype, self._sharding) == (
-        other.shape, other.dtype, other._sharding)
-
-  def __hash__(self):
-    return hash((self.shape, self.dtype))
-
-
-# Result trees of traces, by the id the C++ side keeps for them (a trace's out_proto).
-_trees = {}
-_tree_ids = itertools.count()
-_lock = threading.RLock()
-
-
-def _keep_tree(t):
-  """A one-shot result tree: its reader pops it right after the trace (shard_map, vmap,
-  control flow). A jit's trees live as long as its compiled programs: see _Traces."""
-  with _lock:
-    i = next(_tree_ids)
-  _trees[i] = t
-  return i
+from partix._src.tracing import (ShapeDtypeStruct, _keep_tree, _leaf_core, _lock, _out_leaves,
+                                 _tree_ids, _trees, make_jaxpr)
+from partix._src.tracing import with_out_sharding as _with_out_sharding
+from partix._src.checkpoint_policies import policy_args
 
 
 class _Traces:
@@ -119,41 +37,6 @@ class _Traces:
     self.shapes[i] = [tuple(c.shape) for c in cores]
     self.avals[i] = [(tuple(c.shape), c.dtype) for c in cores]
     return i
-
-
-def _leaf_core(x, api, path=None, place=None):
-  if isinstance(x, Array):
-    return x._a if type(x) is Array else core(x, api=api)  # a deleted array: core() raises
-  if isinstance(x, ShapeDtypeStruct):
-    return x._core()
-  if isinstance(x, np.ndarray) and place is not None:  # the call's own copy, placed
-    return core(x, api=api, place=place, temporary=True)
-  if isinstance(x, (np.ndarray, np.generic, bool, int, float)):
-    return core(x, api=api)
-  if hasattr(x, "shape") and hasattr(x, "dtype") and not callable(x):  # an aval, duck-typed
-    try:
-      return ShapeDtypeStruct(x.shape, x.dtype, getattr(x, "sharding", None))._core()
-    except (PartixError, TypeError, ValueError):
-      pass
-  where = f" {path}" if path else ""
-  raise PartixError(f"[{api}] argument{where} is {x!r} of type {type(x).__name__}, not an array; "
-                    "pass arrays (or numpy arrays / Python numbers), or mark it static "
-                    "with static_argnums")
-
-
-def _out_leaves(out, api):
-  leaves, treedef = tu.tree_flatten(out)
-  cores = []
-  for i, x in enumerate(leaves):
-    if isinstance(x, Array):
-      cores.append(x._a)
-    else:
-      try:
-        cores.append(core(x, api=api))
-      except PartixError:
-        raise PartixError(f"[{api}] the function returned {x!r} ({type(x).__name__}) as result "
-                          f"leaf {i}; results must be arrays") from None
-  return cores, treedef
 
 
 def _norm_argnums(nums, n=None, api="jit", what="static_argnums"):
@@ -716,7 +599,6 @@ class Jitted:
   def trace(self, *args, **kwargs):
     """jit(f).trace(...): the traced program; .lower() gives Lowered, .out_info the results,
     .jaxpr the program text."""
-    from partix._src.forward import make_jaxpr
     static = tuple(self._static)
     return Traced(self.lower(*args, **kwargs),
                   lambda: make_jaxpr(self._fun, static_argnums=static)(*args, **kwargs))
@@ -874,7 +756,6 @@ def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
   if not callable(fun):
     raise PartixError(f"[checkpoint] {fun!r} is not callable")
   static = _norm_argnums(static_argnums, api="checkpoint", what="static_argnums")
-  from partix._src.checkpoint_policies import policy_args
   kind, names = policy_args(policy)
 
   @functools.wraps(fun)
@@ -1069,29 +950,6 @@ def make_array_from_process_local_data(sharding, local_data, global_shape=None):
   s = to_sharding(sharding, "make_array_from_process_local_data")
   return Array(_core.make_array_from_process_local_data(
       s._s, core(local_data), list(global_shape) if global_shape is not None else None))
-
-
-def _with_out_sharding(api, operands, out_sharding, make):
-  """An op's result with the type out_sharding says (JAX's out_sharding=): make() computes the
-  op with ambiguous explicit-sharding types allowed (a contraction split in both operands), and
-  the result is then typed so: under jit the partitioner places it there (reducing partial sums
-  as needed), eagerly it moves there. A NamedSharding's mesh becomes the current one for it."""
-  if isinstance(out_sharding, NamedSharding):
-    spec, mesh = out_sharding.spec, out_sharding.mesh
-  elif isinstance(out_sharding, PartitionSpec):
-    spec, mesh = out_sharding, None
-  else:
-    raise PartixError(f"[{api}] out_sharding must be a NamedSharding or PartitionSpec, got "
-                      f"{out_sharding!r:.60}")
-  unreduced = sorted(getattr(spec, "unreduced", ()) or ())
-  ops = [core(o, api=api) for o in operands]
-
-  def call():
-    return Array(_core.out_sharding_call(api, ops, spec._core(), unreduced, lambda: make()._a))
-  if mesh is None:
-    return call()
-  with use_mesh(mesh):
-    return call()
 
 
 def _constrain(x, sharding, api):

@@ -8,6 +8,8 @@ from partix import _core
 from partix._src import dtypes
 from partix._src import numpy_ops as jnp
 from partix._src.core import Array, PartixError, asarray, core
+from partix._src import lax_ops
+from partix._src.api import device_put
 
 
 def _binop(f, reverse=False):
@@ -33,6 +35,11 @@ def _operand_ok(x, api):
   return isinstance(x, (Array, numbers.Number, np.ndarray, np.generic, list, tuple))
 
 
+def _to_device(self, device, *, stream=None):
+  return device_put(self, device)
+
+
+Array.to_device = _to_device
 Array.__add__ = _binop(jnp.add)
 Array.__radd__ = _binop(jnp.add, True)
 Array.__sub__ = _binop(jnp.subtract)
@@ -304,7 +311,6 @@ Array.__getitem__ = _getitem
 
 def _dynamic_index(self, idx):
   """x[i] with a traced integer i: a dynamic slice of one row."""
-  from partix._src import lax_ops
   i = asarray(idx)
   i = jnp.where(i < 0, i + self.shape[0], i)
   row = lax_ops.dynamic_slice_in_dim(self, i, 1, 0)
@@ -404,7 +410,6 @@ class _IndexUpdateRef:
         return _scatter_leading(x, items, value, combine, api)
       return _scatter_general(x, self.idx, value, combine, api)
     starts, sizes, view = region
-    from partix._src import lax_ops
     cur = lax_ops.dynamic_slice(x, starts, sizes)
     v = asarray(value, x.dtype, f"Array.at[].{api}")
     # The values broadcast to x[idx]'s shape (numpy drops their leading 1s); a block of the

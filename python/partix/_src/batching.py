@@ -5,7 +5,7 @@ import functools
 
 from partix import _core
 from partix._src import tree_util as tu
-from partix._src.api import _keep_tree, _leaf_core, _out_leaves, _trees
+from partix._src.tracing import _keep_tree, _leaf_core, _out_leaves, _trees
 from partix._src.core import Array, PartixError, wrap
 
 __all__ = ["vmap"]

@@ -4,6 +4,7 @@ value for save_only_these_names. A policy here is a value partix.checkpoint read
 function of JAX's primitives: user-written policy functions are refused by name."""
 from partix import _core
 from partix._src.core import Array, PartixError, core
+from partix._src import tree_util as tu
 
 __all__ = ["nothing_saveable", "everything_saveable", "dots_saveable", "checkpoint_dots",
            "dots_with_no_batch_dims_saveable", "checkpoint_dots_with_no_batch_dims",
@@ -73,7 +74,6 @@ def checkpoint_name(x, name):
   save_only_these_names; an identity otherwise."""
   if not isinstance(name, str) or not name:
     raise PartixError(f"[checkpoint_name] name must be a non-empty str, got {name!r}")
-  from partix._src import tree_util as tu
   return tu.tree_map(lambda a: Array(_core.checkpoint_name(core(a, api="checkpoint_name"), name)),
                      x)
 

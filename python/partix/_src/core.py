@@ -7,6 +7,7 @@ import numpy as np
 
 from partix import _core
 from partix._src import dtypes
+from partix._src.sharding import Device, NamedSharding
 
 PartixError = _core.PartixError
 
@@ -63,12 +64,10 @@ class Array:
 
   @property
   def sharding(self):
-    from partix._src.sharding import NamedSharding
     return NamedSharding._wrap(self._a.sharding())
 
   @property
   def addressable_shards(self):
-    from partix._src.sharding import Device
     # As JAX: a dimension the device holds whole is slice(None).
     def index(idx):
       return tuple(slice(None) if a == 0 and b == n else slice(a, b)
@@ -102,10 +101,6 @@ class Array:
     """The device holding the array when it is on one, else its sharding (as JAX's)."""
     devs = self.devices()
     return next(iter(devs)) if len(devs) == 1 else self.sharding
-
-  def to_device(self, device, *, stream=None):
-    from partix._src.api import device_put
-    return device_put(self, device)
 
   def is_ready(self):
     return True  # partix's runs are synchronous
@@ -355,9 +350,12 @@ def core(x, dtype=None, api="asarray", place=None, temporary=False):
     if isinstance(x, numbers.Real) and not isinstance(x, np.generic):
       return _core.scalar_f32(float(x))
   if isinstance(x, (list, tuple)) and any(isinstance(e, Array) for e in _walk(x)):
-    from partix import numpy as jnp
-    return jnp.stack([jnp.asarray(e) for e in x])._a if dtype is None else \
-        jnp.stack([jnp.asarray(e, dtype) for e in x])._a
+    # A list holding arrays stacks them (as jnp.stack does), in their promoted dtype.
+    parts = [core(e, dtype, api) for e in x]
+    dt = parts[0].dtype
+    for part in parts[1:]:
+      dt = _core.promote_types(dt, part.dtype)
+    return _core.stack([e if e.dtype == dt else _core.astype(e, dt) for e in parts], 0)
   arr, dt = _host_array(x, dtype, api)
   return _from_numpy(arr, dt, place, api, temporary)
 

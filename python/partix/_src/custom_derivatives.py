@@ -10,8 +10,9 @@ import threading
 
 from partix import _core
 from partix._src import tree_util as tu
-from partix._src.api import _keep_tree, _leaf_core, _out_leaves, _trees
+from partix._src.tracing import _keep_tree, _leaf_core, _out_leaves, _trees
 from partix._src.core import Array, PartixError, wrap
+import partix.numpy as jnp
 
 __all__ = ["custom_gradient", "custom_jvp", "custom_vjp"]
 
@@ -148,7 +149,6 @@ def _cotangents(api, cts, call):
     raise PartixError(f"[{api}] bwd must return a tuple of {ndiff} cotangents (one per "
                       f"differentiable argument), got {type(cts).__name__}"
                       + (f" of length {len(cts)}" if isinstance(cts, (tuple, list)) else ""))
-  import partix.numpy as jnp
   leaves = []
   # Each differentiable argument's leaf numbers, as a tree shaped like the argument.
   arg_trees = tu.tree_unflatten(call.tree, list(range(call.tree.num_leaves)))
@@ -195,7 +195,6 @@ class custom_jvp:
         term = fn(t, out, *primals)
         tan = term if tan is None else tu.tree_map(lambda a, b: a + b, tan, term)
       if tan is None:
-        import partix.numpy as jnp
         tan = tu.tree_map(jnp.zeros_like, out)
       return out, tan
     self.jvp = jvp

@@ -2,6 +2,10 @@
 import ml_dtypes
 import numpy as np
 
+from partix import _core
+
+PartixError = _core.PartixError
+
 bfloat16 = ml_dtypes.bfloat16
 
 
@@ -60,7 +64,6 @@ def dtype(x, api="dtype"):
   try:
     return np.dtype(x)
   except TypeError as e:
-    from partix._src.core import PartixError
     raise PartixError(f"[{api}] {x!r} is not a dtype") from e
 
 
@@ -73,7 +76,6 @@ def to_core(d, api="dtype"):
   nd = dtype(d, api)
   name = _TO_CORE.get(nd)
   if name is None:
-    from partix._src.core import PartixError
     raise PartixError(f"[{api}] dtype {nd} is not supported by partix "
                       "(bool, int32, int64, float16, bfloat16, float32, float64)")
   return name
@@ -93,7 +95,6 @@ def canonicalize(d, api="asarray"):
   integer types partix does not hold."""
   d = dtype(d, api)
   if d in _REFUSED:
-    from partix._src.core import PartixError
     raise PartixError(f"[{api}] host data of dtype {d} is not supported: partix holds bool, "
                       "int32, int64, float16, bfloat16, float32 and float64, and does not widen "
                       f"{d} silently (its arithmetic would differ); convert it first, e.g. "

@@ -13,7 +13,11 @@ import numpy as np
 from partix import _core
 from partix._src import tree_util as tu
 from partix._src.api import ShapeDtypeStruct, _leaf_core, _out_leaves, jit
+from partix._src.tracing import Jaxpr, make_jaxpr  # noqa: F401 (partix.make_jaxpr)
 from partix._src.core import Array, PartixError, core, wrap
+from partix import numpy as jnp
+from partix._src.batching import vmap
+from partix._src.api import device_put
 
 
 def _check_callable(fun, api):
@@ -197,8 +201,6 @@ def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
   each leaf is shaped out.shape + in.shape, in the output tree of (argnums') input trees. fun
   is traced once; the pullback is evaluated once per output leaf, on all its rows at once."""
   _check_callable(fun, "jacrev")
-  from partix import numpy as jnp
-  from partix._src.batching import vmap
 
   @functools.wraps(fun)
   def jac(*args):
@@ -241,8 +243,6 @@ def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
   traced once (linearize); the linear map is evaluated once per input leaf, on all its columns
   at once."""
   _check_callable(fun, "jacfwd")
-  from partix import numpy as jnp
-  from partix._src.batching import vmap
 
   @functools.wraps(fun)
   def jac(*args):
@@ -293,8 +293,6 @@ def linear_transpose(fun, *primals, reduce_axes=()):
   primal. It is fun's pullback at zeros of those avals (a linear fun's pullback does not depend
   on the point), compiled once."""
   _check_callable(fun, "linear_transpose")
-  from partix import numpy as jnp
-  from partix._src.api import device_put
   leaves, tree = tu.tree_flatten(tuple(primals))
   zeros = []
   for x in leaves:
@@ -310,56 +308,3 @@ def linear_transpose(fun, *primals, reduce_axes=()):
   return jit(vjp_fn, name="linear_transpose")
 
 
-class Jaxpr:
-  """make_jaxpr's result: str() is partix's program text of the traced function (global shapes,
-  before partitioning); in_avals/out_avals are ShapeDtypeStructs."""
-
-  def __init__(self, text, in_avals, out_avals, out_tree):
-    self.text, self.in_avals, self.out_avals, self.out_tree = text, in_avals, out_avals, out_tree
-
-  @property
-  def jaxpr(self):
-    return self
-
-  def pretty_print(self, **_):
-    return self.text
-
-  def __str__(self):
-    return self.text
-
-  def __repr__(self):
-    return self.text
-
-
-def make_jaxpr(fun, static_argnums=(), axis_env=None, return_shape=False,
-               abstracted_axes=None):
-  """jax.make_jaxpr: make_jaxpr(fun)(*args) traces fun on args (arrays or ShapeDtypeStructs;
-  arguments in static_argnums are passed as they are) into partix's program and returns it
-  (str() is its text). With return_shape, also fun's results as ShapeDtypeStructs."""
-  _check_callable(fun, "make_jaxpr")
-  static = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
-
-  @functools.wraps(fun)
-  def make(*args, **kwargs):
-    n = len(args)
-    spos = {a % n for a in static if -n <= a < n}
-    dyn = tuple(a for i, a in enumerate(args) if i not in spos)
-    leaves, tree = tu.tree_flatten((dyn, kwargs))
-    cores = [_leaf_core(x, "make_jaxpr", p)
-             for x, p in zip(leaves, tu.treedef_paths(tree, "args"))]
-    got = {}
-
-    def traced(tracers):
-      tdyn, tkw = tu.tree_unflatten(tree, [wrap(t) for t in tracers])
-      it = iter(tdyn)
-      full = [args[i] if i in spos else next(it) for i in range(n)]
-      outs, got["tree"] = _out_leaves(fun(*full, **{**kwargs, **tkw}), "make_jaxpr")
-      got["avals"] = [ShapeDtypeStruct(o.shape, Array(o).dtype) for o in outs]
-      return outs
-    text = _core.trace_text(cores, traced)
-    in_avals = [ShapeDtypeStruct(c.shape, Array(c).dtype) for c in cores]
-    j = Jaxpr(text, in_avals, got["avals"], got["tree"])
-    if return_shape:
-      return j, tu.tree_unflatten(got["tree"], got["avals"])
-    return j
-  return make

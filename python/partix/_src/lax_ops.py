@@ -12,6 +12,7 @@ from partix._src import tree_util as tu
 from partix._src.api import _keep_tree, _out_leaves, _trees, with_sharding_constraint  # noqa
 from partix._src.core import Array, PartixError, asarray, core, promote_pair, wrap
 from partix._src.sharding import get_abstract_mesh as _get_abstract_mesh
+from partix._src.tracing import with_out_sharding as _with_out_sharding
 
 
 def _idx(i, api):
@@ -126,7 +127,6 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
                 out_sharding=None):
   (lc, rc), (lb, rb) = dimension_numbers
   a, b = asarray(lhs), asarray(rhs)
-  from partix._src.core import promote_pair
   x, y = promote_pair(a, b, "dot_general")
 
   def make():
@@ -135,7 +135,6 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
                                    if preferred_element_type is not None else None))
   if out_sharding is None:
     return make()
-  from partix._src.api import _with_out_sharding
   return _with_out_sharding("dot_general", [Array(x), Array(y)], out_sharding, make)
 
 
@@ -150,7 +149,6 @@ def broadcast_in_dim(operand, shape, broadcast_dimensions, out_sharding=None):
     return Array(_core.broadcast_in_dim(x._a, list(shape), list(broadcast_dimensions)))
   if out_sharding is None:
     return make()
-  from partix._src.api import _with_out_sharding
   return _with_out_sharding("broadcast_in_dim", [x], out_sharding, make)
 
 
@@ -596,3 +594,20 @@ def _table_unary(name):
 for _name in _core.unary_functions:
   if _name not in globals():
     globals()[_name] = _table_unary(_name)
+
+# jax.lax names defined here and the table's (partix.lax takes them with a star import).
+__all__ = ["Precision", "abs", "add", "all_gather", "all_gather_invariant", "all_to_all", "argmax",
+           "argmin", "associative_scan", "axis_index", "axis_size", "broadcast",
+           "broadcast_in_dim", "broadcast_shapes", "broadcasted_iota", "ceil",
+           "concatenate", "cond", "convert_element_type", "cos", "cumsum", "div", "dot",
+           "dot_general", "dynamic_index_in_dim", "dynamic_slice",
+           "dynamic_slice_in_dim", "dynamic_update_index_in_dim",
+           "dynamic_update_slice", "dynamic_update_slice_in_dim", "eq", "exp",
+           "expand_dims", "floor", "fori_loop", "ge", "gt", "index_in_dim",
+           "integer_pow", "iota", "le", "log", "lt", "map", "max", "min", "mul", "ne",
+           "neg", "pad", "pcast", "pmax", "pmean", "pmin", "pow", "ppermute",
+           "pshuffle", "psum", "psum_scatter", "pvary", "reduce_max", "reduce_min",
+           "reduce_scatter", "reduce_sum", "rem", "reshape", "round", "scan", "select",
+           "sign", "sin", "slice", "slice_in_dim", "sort", "sqrt", "square", "squeeze",
+           "stop_gradient", "sub", "switch", "tanh", "top_k", "transpose", "while_loop"]
+__all__ += [_n for _n in _core.unary_functions if _n not in __all__]

@@ -10,6 +10,37 @@ from partix import _core
 from partix._src import dtypes
 from partix._src.core import Array, PartixError, asarray, core, is_weak_scalar, promote_pair
 from partix._src.sharding import to_sharding
+from partix._src.tracing import ShapeDtypeStruct, with_out_sharding as _with_out_sharding
+from partix._src.sharding import AxisType, NamedSharding, PartitionSpec
+
+# jax.numpy names defined here (partix.numpy takes them with a star import).
+__all__ = ["abs", "absolute", "add", "all", "allclose", "amax", "amin", "any", "arange", "argmax",
+           "argmin", "argsort", "around", "array", "array_equal", "array_split",
+           "astype", "atleast_1d", "atleast_2d", "atleast_3d", "average",
+           "broadcast_arrays", "broadcast_shapes", "broadcast_to", "cbrt", "ceil",
+           "clip", "column_stack", "concat", "concatenate", "copysign", "cos", "cosh",
+           "count_nonzero", "cumprod", "cumsum", "cumulative_sum", "deg2rad", "degrees",
+           "diag", "diagflat", "diagonal", "diff", "divide", "dot", "dstack", "e",
+           "ediff1d", "einsum", "einsum_path", "empty", "empty_like", "equal",
+           "euler_gamma", "exp", "exp2", "expand_dims", "expm1", "eye", "fix", "flip",
+           "fliplr", "flipud", "float_power", "floor", "floor_divide", "fmax", "fmin",
+           "fmod", "full", "full_like", "greater", "greater_equal", "heaviside",
+           "hstack", "hypot", "identity", "inf", "inner", "isclose", "iscomplexobj",
+           "isfinite", "isinf", "isnan", "isneginf", "isposinf", "isscalar", "less",
+           "less_equal", "linspace", "log", "log10", "log1p", "log2", "logaddexp",
+           "logical_and", "logical_not", "logical_or", "logical_xor", "logspace",
+           "matmul", "matrix_transpose", "max", "maximum", "mean", "median", "meshgrid",
+           "min", "minimum", "mod", "moveaxis", "multiply", "nan", "nan_to_num",
+           "nanmax", "nanmean", "nanmin", "nansum", "ndim", "negative", "newaxis",
+           "nonzero", "not_equal", "ones", "ones_like", "outer", "pad", "permute_dims",
+           "pi", "positive", "pow", "power", "prod", "promote_types", "ptp", "rad2deg",
+           "radians", "ravel", "reciprocal", "remainder", "repeat", "reshape",
+           "result_type", "rint", "roll", "round", "shape", "sign", "signbit", "sin",
+           "sinh", "size", "slice_in_dim", "sort", "split", "sqrt", "square", "squeeze",
+           "stack", "std", "subtract", "sum", "swapaxes", "take", "take_along_axis",
+           "tan", "tanh", "tensordot", "tile", "trace", "transpose", "tri", "tril",
+           "triu", "true_divide", "trunc", "unique", "unstack", "var", "vdot", "vecdot",
+           "vstack", "where", "zeros", "zeros_like"]
 
 newaxis = None
 pi, e, inf, nan, euler_gamma = np.pi, np.e, np.inf, np.nan, np.euler_gamma
@@ -107,7 +138,6 @@ def _like(a, shape, device, out_sharding, api):
         not a._a.is_tracer() and not a._a.is_abstract() and a._a.committed()):
       out_sharding = a.sharding
     # A ShapeDtypeStruct with a sharding places the result there too (as JAX).
-    from partix._src.api import ShapeDtypeStruct
     if (device is None and out_sharding is None and isinstance(a, ShapeDtypeStruct) and
         a.sharding is not None and not _core.is_tracing()):
       out_sharding = a.sharding
@@ -606,7 +636,6 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None, out_sharding=
     shape[shape.index(-1)] = a.size // known
   if out_sharding is None:
     return _w(_core.reshape(a._a, shape))
-  from partix._src.api import _with_out_sharding
   return _with_out_sharding("reshape", [a], out_sharding, lambda: _w(_core.reshape(a._a, shape)))
 
 
@@ -984,7 +1013,6 @@ def _whole_along(a, axes):
   t = _core.type_of(a._a)
   if t.sharding is None:
     return a
-  from partix._src.sharding import AxisType, NamedSharding, PartitionSpec
   s = NamedSharding._wrap(t.sharding)
   mesh = s.mesh
   explicit = {n for n, k in zip(mesh.axis_names, mesh.axis_types) if k is AxisType.Explicit}
@@ -1143,7 +1171,6 @@ def matmul(a, b, *, precision=None, preferred_element_type=None, out_sharding=No
     return out if preferred_element_type is None else astype(out, preferred_element_type)
   if out_sharding is None:
     return make()
-  from partix._src.api import _with_out_sharding
   return _with_out_sharding("matmul", [_w(x), _w(y)], out_sharding, make)
 
 
@@ -1207,7 +1234,6 @@ def einsum(subscripts, *operands, out=None, optimize=None, precision=None,
     return r if preferred_element_type is None else astype(r, preferred_element_type)
   if out_sharding is None:
     return make()
-  from partix._src.api import _with_out_sharding
   return _with_out_sharding("einsum", ops, out_sharding, make)
 
 
@@ -1216,7 +1242,6 @@ def einsum(subscripts, *operands, out=None, optimize=None, precision=None,
 def take(a, indices, axis=None, mode=None, unique_indices=False, indices_are_sorted=False,
          fill_value=None, *, out_sharding=None):
   if out_sharding is not None:
-    from partix._src.api import _with_out_sharding
     a, indices = asarray(a, api="take"), asarray(indices, api="take")
     return _with_out_sharding("take", [a, indices], out_sharding, lambda: take(
         a, indices, axis, mode, unique_indices, indices_are_sorted, fill_value))

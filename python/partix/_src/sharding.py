@@ -9,7 +9,7 @@ import threading
 import numpy as np
 
 from partix import _core
-from partix._src.core import PartixError
+PartixError = _core.PartixError
 
 
 class Device:

@@ -4,6 +4,7 @@ nodes; everything else is a leaf."""
 import collections
 import dataclasses
 import functools
+from partix._src.core import PartixError
 
 _registry = {}  # type -> (flatten(x) -> (children, aux), unflatten(aux, children))
 
@@ -133,7 +134,6 @@ def _build(t, it):
 def tree_unflatten(treedef, leaves):
   leaves = list(leaves)
   if len(leaves) != treedef.num_leaves:
-    from partix._src.core import PartixError
     raise PartixError(f"[tree_unflatten] {treedef} takes {treedef.num_leaves} leaves, "
                       f"got {len(leaves)}")
   return _build(treedef, iter(leaves))
@@ -192,7 +192,6 @@ def _node_children(x):
 
 
 def _mismatch(api, treedef, tree):
-  from partix._src.core import PartixError
   raise PartixError(f"[{api}] tree {tree_structure(tree)} does not have the structure "
                     f"{treedef} as a prefix")
 
@@ -390,7 +389,6 @@ def flatten_one_level(tree):
   if tree is None:
     return (), None
   if not is_tree_node(type(tree)):
-    from partix._src.core import PartixError
     raise PartixError(f"[flatten_one_level] can't tree-flatten type: {type(tree)}")
   t = tree_structure(tree, is_leaf=lambda x: x is not tree)
   return _node_children(tree), t.data
@@ -418,7 +416,6 @@ def tree_reduce_associative(operation, tree, *, identity=_UNSPECIFIED, is_leaf=N
   leaves = tree_leaves(tree, is_leaf)
   if not leaves:
     if identity is _UNSPECIFIED:
-      from partix._src.core import PartixError
       raise PartixError("[tree_reduce_associative] an empty tree needs identity=")
     return identity
   while len(leaves) > 1:

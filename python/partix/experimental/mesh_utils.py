@@ -3,13 +3,14 @@ import math
 
 import numpy as np
 
+from partix import _core
 from partix._src.core import PartixError
+from partix._src.sharding import Device
 
 
 def create_device_mesh(mesh_shape, devices=None, *, contiguous_submeshes=False,
                        allow_split_physical_axes=False):
-  from partix import devices as all_devices
-  devs = list(all_devices() if devices is None else devices)
+  devs = list([Device(d) for d in _core.devices()] if devices is None else devices)
   n = math.prod(mesh_shape)
   if n != len(devs):
     raise PartixError(f"[create_device_mesh] mesh shape {tuple(mesh_shape)} needs {n} devices; "

@@ -7,6 +7,8 @@ from typing import Any, Callable
 import numpy as _np
 
 from partix._src.core import PartixError
+from partix import numpy as _jnp
+from partix import random as _random
 
 __all__ = ["Initializer", "constant", "glorot_normal", "glorot_uniform", "he_normal",
            "he_uniform", "kaiming_normal", "kaiming_uniform", "lecun_normal", "lecun_uniform",
@@ -16,46 +18,36 @@ __all__ = ["Initializer", "constant", "glorot_normal", "glorot_uniform", "he_nor
 Initializer = Callable[..., Any]
 
 
-def _jnp():
-  from partix import numpy as jnp
-  return jnp
-
-
-def _random():
-  from partix import random
-  return random
-
-
 def zeros(key, shape, dtype=_np.float32):
-  return _jnp().zeros(shape, dtype)
+  return _jnp.zeros(shape, dtype)
 
 
 def ones(key, shape, dtype=_np.float32):
-  return _jnp().ones(shape, dtype)
+  return _jnp.ones(shape, dtype)
 
 
 def constant(value, dtype=_np.float32):
   def init(key, shape, dtype=dtype):
-    return _jnp().full(shape, value, dtype)
+    return _jnp.full(shape, value, dtype)
   return init
 
 
 def normal(stddev=1e-2, dtype=_np.float32):
   def init(key, shape, dtype=dtype):
-    return _random().normal(key, shape, dtype) * stddev
+    return _random.normal(key, shape, dtype) * stddev
   return init
 
 
 def uniform(scale=1e-2, dtype=_np.float32):
   """Values in [0, scale)."""
   def init(key, shape, dtype=dtype):
-    return _random().uniform(key, shape, dtype) * scale
+    return _random.uniform(key, shape, dtype) * scale
   return init
 
 
 def truncated_normal(stddev=1e-2, dtype=_np.float32, lower=-2.0, upper=2.0):
   def init(key, shape, dtype=dtype):
-    return _random().truncated_normal(key, lower, upper, shape, dtype) * stddev
+    return _random.truncated_normal(key, lower, upper, shape, dtype) * stddev
   return init
 
 
@@ -88,7 +80,7 @@ def variance_scaling(scale, mode, distribution, in_axis=-2, out_axis=-1, batch_a
     fan_in, fan_out = _fans(shape, in_axis, out_axis, batch_axis)
     n = {"fan_in": fan_in, "fan_out": fan_out, "fan_avg": (fan_in + fan_out) / 2}[mode]
     variance = scale / max(1.0, n)
-    r = _random()
+    r = _random
     if distribution == "truncated_normal":
       # The standard deviation of a unit normal truncated to [-2, 2].
       std = math.sqrt(variance) / 0.87962566103423978

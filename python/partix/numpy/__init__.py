@@ -1,4 +1,7 @@
 """partix.numpy: numpy's API over partix arrays (as jax.numpy)."""
+import functools as _functools
+import re as _re
+
 import numpy as _np
 
 from partix._src.core import Array as ndarray  # noqa: F401
@@ -10,6 +13,8 @@ from partix._src.numpy_sized import *  # noqa: F401,F403
 from partix._src.numpy_helpers import *  # noqa: F401,F403
 from partix._src.numpy_ops import where as _where3
 from partix._src.numpy_sized import nonzero as _nonzero
+from partix._src.batching import vmap as _vmap
+from partix._src.core import PartixError as _PartixError
 
 
 def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
@@ -21,11 +26,6 @@ def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
 from partix._src.numpy_ops import asarray_ as asarray  # noqa: F401
 from partix._src.numpy_ops import linalg_norm as _linalg_norm
 from partix._src.numpy_ops import (abs, all, any, max, min, pow, round, sum)  # noqa: F401
-
-# Helpers the star import brings along are not numpy names.
-for _n in ("is_weak_scalar", "to_sharding", "promote_pair", "builtins", "math", "numbers"):
-  globals().pop(_n, None)
-del _n
 
 bool_ = _np.bool_
 int32, int64 = _np.int32, _np.int64
@@ -46,33 +46,29 @@ def vectorize(pyfunc, *, excluded=frozenset(), signature=None):
   """jnp.vectorize: pyfunc mapped (with vmap) over the leading dimensions of its arguments,
   broadcast together; `signature` ('(n),(n)->()') names the core dimensions pyfunc itself
   takes (none: pyfunc takes scalars). Arguments in `excluded` (positions) pass as they are."""
-  import functools
-  import re
-  from partix._src.batching import vmap
-  from partix._src.core import PartixError
 
   def core_dims(part):
     return [tuple(d.strip() for d in g.split(",") if d.strip())
-            for g in re.findall(r"\(([^)]*)\)", part)]
+            for g in _re.findall(r"\(([^)]*)\)", part)]
   ins = outs = None
   if signature is not None:
     if "->" not in signature:
-      raise PartixError(f"[vectorize] signature {signature!r} is not of the form "
+      raise _PartixError(f"[vectorize] signature {signature!r} is not of the form "
                         "'(n),(n)->()'")
     ins, outs = (core_dims(p) for p in signature.split("->"))
 
-  @functools.wraps(pyfunc)
+  @_functools.wraps(pyfunc)
   def wrapped(*args):
     dyn = [i for i in range(len(args)) if i not in excluded]
     arrays = [asarray(args[i]) for i in dyn]
     cores = ins if ins is not None else [()] * len(arrays)
     if len(cores) != len(arrays):
-      raise PartixError(f"[vectorize] signature {signature!r} takes {len(cores)} arguments, "
+      raise _PartixError(f"[vectorize] signature {signature!r} takes {len(cores)} arguments, "
                         f"got {len(arrays)}")
     loops = []
     for a, c in zip(arrays, cores):
       if a.ndim < len(c):
-        raise PartixError(f"[vectorize] an argument of shape {tuple(a.shape)} has fewer "
+        raise _PartixError(f"[vectorize] an argument of shape {tuple(a.shape)} has fewer "
                           f"dimensions than its core dimensions {c}")
       loops.append(tuple(a.shape[:a.ndim - len(c)]))
     shape = _np.broadcast_shapes(*loops) if loops else ()
@@ -85,7 +81,7 @@ def vectorize(pyfunc, *, excluded=frozenset(), signature=None):
       return pyfunc(*full)
     f = call
     for _ in shape:
-      f = vmap(f)
+      f = _vmap(f)
     return f(*arrays)
   return wrapped
 
