@@ -6,14 +6,28 @@
 #  3. no code outside src/prim compares an op's name with a primitive's name: the compiler,
 #     runtime and autodiff ask the primitive (its facts), they do not switch on names;
 #  4. the Python package (python/partix) imports in one direction: no module imports another
-#     that imports it back (directly or through others), and no import sits inside a function.
-# Exits 1 naming each violation. Run by the test suite (ctest: layers.check).
+#     that imports it back (directly or through others), and no import sits inside a function;
+#  5. functions of one screen: none in src/ or python/src runs past 150 lines (split it into
+#     named steps);
+#  6. layers hold at link time too: a layer's compiled objects (read with nm) need only symbols
+#     that it or the layers it declares (directly or through others) define. The upward edges
+#     still to be removed are listed below (UPWARD_DEBT); one that appears anew fails, and so
+#     does a listed one that has gone (remove it from the list).
+# Usage: check_layers.sh [--objects DIR], DIR the build's src/CMakeFiles (default
+# build/src/CMakeFiles; without objects rule 6 is skipped, saying so). Exits 1 naming each
+# violation. Run by the test suite (ctest: layers.check), which passes its build's objects.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 exec python3 - "$@" <<'PY'
 import os, re, sys
 
 errors = []
+args = sys.argv[1:]
+objects_dir, objects_given = 'build/src/CMakeFiles', False
+if args[:1] == ['--objects'] and len(args) == 2:
+    objects_dir, objects_given = args[1], True
+elif args:
+    sys.exit('usage: check_layers.sh [--objects BUILD/src/CMakeFiles]')
 layers, deps = [], {}
 decl = re.compile(r'^\s*partix_layer\((\w+)(?:\s+DEPENDS\s+([\w\s]+?))?\)', re.M)
 for m in decl.finditer(open('src/CMakeLists.txt').read()):
@@ -135,6 +149,100 @@ for mod in sorted(modules):
         errors.append(f'{modules[mod]}: {mod} imports {", ".join(back)}, which import(s) it back '
                       '(an import cycle)')
 
+# Function bodies: a line that ends a function header with '{', to its matching brace.
+MAX_FUNCTION_LINES = 150
+header = re.compile(r'^\s*(?!(?:if|for|while|switch|else|do|try|catch|namespace|class|struct|'
+                    r'enum|union|return)\b)[^;=]*\)\s*(?:const\s*)?(?:noexcept\s*)?'
+                    r'(?:override\s*)?(?:final\s*)?(?:->\s*[^{]+)?\{\s*$')
+longest = 0
+for root in ('src', 'python/src'):
+    for path in sources(root):
+        lines = open(path, encoding='utf-8').read().split('\n')
+        i = 0
+        while i < len(lines):
+            if not header.match(lines[i]) or lines[i].lstrip().startswith('//'):
+                i += 1
+                continue
+            depth, j = 0, i
+            for j in range(i, len(lines)):
+                code = re.sub(r'"(\\.|[^"\\])*"|\'(\\.|[^\'\\])*\'', '', lines[j]).split('//')[0]
+                depth += code.count('{') - code.count('}')
+                if depth <= 0:
+                    break
+            n = j - i + 1
+            longest = max(longest, n)
+            if n > MAX_FUNCTION_LINES:
+                errors.append(f'{path}:{i + 1}: a function of {n} lines (at most '
+                              f'{MAX_FUNCTION_LINES}); split it into named steps')
+                i = j + 1
+            else:
+                i += 1
+
+# Link time: which layer defines each symbol, and what each layer's objects need.
+import subprocess
+# Upward calls not yet inverted (ARCHITECTURE.md, "Layers at link time"): (from, to).
+UPWARD_DEBT = {
+    ('core', 'sharding'),      # Array's accessors build and check NamedShardings
+    ('trace', 'ops'),          # control flow widens carries with pvary
+    ('trace', 'dispatch'),     # eager execution and explicit types of traced ops
+    ('autodiff', 'ops'),       # transposes build cotangents with public ops
+    ('autodiff', 'dispatch'),  # device_put and constraints of cotangents
+    ('prim', 'ops'),           # VJP and batching rules written with public ops
+    ('prim', 'dispatch'),      # explicit types of rule results
+    ('ops', 'dispatch'),       # creation and out_sharding= run through dispatch
+    ('spmd', 'dispatch'),      # device_put of process-local parts
+}
+def closure(layer):
+    seen, todo = set(), [layer]
+    while todo:
+        for d in deps.get(todo.pop(), ()):
+            if d not in seen:
+                seen.add(d)
+                todo.append(d)
+    return seen
+link_note = 'link check skipped (no objects: build first, or pass --objects)'
+objs = {l: [os.path.join(dp, f)
+            for dp, _, fns in os.walk(os.path.join(objects_dir, f'partix_{l}.dir'))
+            for f in fns if f.endswith('.o')] for l in layers}
+if any(objs.values()):
+    defined, needed = {}, {l: set() for l in layers}
+    for l in layers:
+        if not objs[l]:
+            errors.append(f'{objects_dir}: no objects for layer {l}')
+            continue
+        out = subprocess.run(['nm', '-P', '--'] + objs[l], capture_output=True, text=True,
+                             check=True).stdout
+        for line in out.splitlines():
+            parts = line.split()
+            if len(parts) < 2 or line.endswith(':'):
+                continue
+            sym, kind = parts[0], parts[1]
+            if kind == 'U':
+                needed[l].add(sym)
+            elif kind in 'TDBR':  # strong, global definitions (weak ones are inline copies)
+                defined.setdefault(sym, l)
+    edges = {}
+    for l in layers:
+        allowed = closure(l) | {l}
+        for sym in needed[l]:
+            owner = defined.get(sym)
+            if owner is not None and owner not in allowed:
+                edges.setdefault((l, owner), []).append(sym)
+    order = {l: i for i, l in enumerate(layers)}
+    for (a, b), syms in sorted(edges.items(), key=lambda e: (order[e[0][0]], order[e[0][1]])):
+        if (a, b) in UPWARD_DEBT:
+            continue
+        kind = 'a layer declared after it' if order[b] > order[a] else 'a layer it does not declare'
+        errors.append(f'src/{a}: its objects call {len(syms)} symbol(s) of {b}, {kind} '
+                      f'(e.g. {sorted(syms)[0]}); declare it or move the code')
+    for a, b in sorted(UPWARD_DEBT - set(edges)):
+        errors.append(f'scripts/check_layers.sh: UPWARD_DEBT lists {a} -> {b}, which the objects '
+                      'no longer show; remove it from the list')
+    link_note = (f'at link time {len(edges)} upward edge(s) remain, all listed '
+                 f'({", ".join(f"{a}->{b}" for a, b in sorted(UPWARD_DEBT))})')
+elif objects_given:
+    errors.append(f'{objects_dir}: no layer objects found')
+
 for e in errors:
     print(e)
 if errors:
@@ -142,5 +250,6 @@ if errors:
     sys.exit(1)
 print(f'check_layers: {len(layers)} layers, acyclic; includes follow the declared order; '
       f'no op-name compares outside src/prim ({len(names)} primitives); the Python package '
-      f'({len(modules) - 1} modules) imports without cycles and only at module level')
+      f'({len(modules) - 1} modules) imports without cycles and only at module level; the '
+      f'longest function has {longest} lines; {link_note}')
 PY

@@ -21,9 +21,8 @@ std::vector<std::pair<int64_t, int64_t>> slices(const std::vector<Slice>& index)
   return out;
 }
 
-}  // namespace
-
-void bind_array(nb::module_& m) {
+// The Array class: its type, its shards and its bytes.
+void bind_array_class(nb::module_& m) {
   nb::class_<Array>(m, "Array")
       .def_prop_ro("shape", &Array::shape)
       .def_prop_ro("dtype", [](const Array& a) { return std::string(dtype_name(a.dtype())); })
@@ -86,7 +85,10 @@ void bind_array(nb::module_& m) {
            })
       .def("to_string", &Array::to_string)
       .def("same", [](const Array& a, const Array& b) { return a.impl() == b.impl(); });
+}
 
+// Arrays from host data, constants and ShapeDtypeStructs.
+void bind_creation(nb::module_& m) {
   nb::class_<ShapeDtypeStruct>(m, "ShapeDtypeStruct");
   m.def("abstract_array",
         [](const Shape& shape, const std::string& dtype, std::optional<NamedSharding> sharding) {
@@ -138,6 +140,10 @@ void bind_array(nb::module_& m) {
   m.def("arange", [](int64_t n, const std::string& dt, std::optional<NamedSharding> sh) {
     return sh ? arange(n, to_dtype(dt), *sh) : arange(n, to_dtype(dt));
   });
+}
+
+// Placement: device_put, arrays made block by block, gathers across processes.
+void bind_placement(nb::module_& m) {
   m.def("device_put", [](const Array& x, const NamedSharding& s) {
     nb::gil_scoped_release release;
     return device_put(x, s);
@@ -152,17 +158,20 @@ void bind_array(nb::module_& m) {
   m.def("make_array_from_host_callback",
         [](const Shape& shape, const NamedSharding& s, nb::callable cb) {
           nb::gil_scoped_release release;
-          return make_array_from_host_callback(shape, s, [&](const std::vector<Slice>& index) {
-            nb::gil_scoped_acquire gil;
-            auto [bytes, shape, dtype] =
-                nb::cast<std::tuple<HostValues, Shape, std::string>>(cb(slices(index)));
-            HostBlock b;
-            b.dtype = to_dtype(dtype);
-            b.shape = shape;
-            const auto* p = reinterpret_cast<const char*>(bytes.data());
-            b.bytes.assign(p, p + bytes.size());
-            return b;
-          }, "make_array_from_callback");
+          return make_array_from_host_callback(
+              shape, s,
+              [&](const std::vector<Slice>& index) {
+                nb::gil_scoped_acquire gil;
+                auto [bytes, shape, dtype] =
+                    nb::cast<std::tuple<HostValues, Shape, std::string>>(cb(slices(index)));
+                HostBlock b;
+                b.dtype = to_dtype(dtype);
+                b.shape = shape;
+                const auto* p = reinterpret_cast<const char*>(bytes.data());
+                b.bytes.assign(p, p + bytes.size());
+                return b;
+              },
+              "make_array_from_callback");
         });
   m.def("make_array_from_callback",
         [](const Shape& shape, const NamedSharding& s, nb::callable cb) {
@@ -180,6 +189,14 @@ void bind_array(nb::module_& m) {
     nb::gil_scoped_release release;
     return process_allgather(x);
   });
+}
+
+}  // namespace
+
+void bind_array(nb::module_& m) {
+  bind_array_class(m);
+  bind_creation(m);
+  bind_placement(m);
 }
 
 }  // namespace partix::python

@@ -61,9 +61,7 @@ optim::AdamWState to_state(const AdamWTuple& t) {
 }
 AdamWTuple from_state(const optim::AdamWState& s) { return {s.mu, s.nu, s.master, s.count}; }
 
-}  // namespace
-
-void bind_models(nb::module_& m) {
+void bind_llama(nb::module_& m) {
   // ---- Llama ----
   nb::class_<LlamaHandle>(m, "LlamaModel")
       .def_prop_ro("config", [](const LlamaHandle& h) { return llama_config_dict(h.model.config); })
@@ -109,7 +107,9 @@ void bind_models(nb::module_& m) {
       },
       nb::rv_policy::take_ownership);
   m.def("llama_default_model_path", &L::default_model_path);
+}
 
+void bind_gpt2(nb::module_& m) {
   // ---- GPT-2 ----
   nb::class_<G::Config>(m, "Gpt2Config")
       .def(nb::init<>())
@@ -163,7 +163,10 @@ void bind_models(nb::module_& m) {
         optim::adamw_update(p, clipped, to_state(s), lr, {0.9, 0.95, 1e-8, weight_decay});
     return std::make_tuple(np, from_state(ns), loss_value);
   });
+}
 
+// The GPT-2 Trainer: the training loop partix train runs.
+void bind_gpt2_trainer(nb::module_& m) {
   nb::class_<G::Trainer>(m, "Gpt2Trainer")
       .def("__init__",
            [](G::Trainer* t, const G::Config& c, int64_t data, int64_t model, bool fsdp,
@@ -204,7 +207,9 @@ void bind_models(nb::module_& m) {
       .def("step_count", &G::Trainer::step_count)
       .def("sharding_table", &G::Trainer::sharding_table)
       .def("lower_step", &G::Trainer::lower_step);
+}
 
+void bind_optimizers(nb::module_& m) {
   // ---- optimizers ----
   m.def("adamw_init", [](const Params& p) { return from_state(optim::adamw_init(p)); });
   m.def("adamw_update", [](const Params& p, const Params& g, const AdamWTuple& s, const Array& lr,
@@ -216,6 +221,15 @@ void bind_models(nb::module_& m) {
         [](const Params& g, double max_norm) { return optim::clip_by_global_norm(g, max_norm); });
   m.def("global_norm", &optim::global_norm);
   m.def("warmup_cosine", &optim::warmup_cosine);
+}
+
+}  // namespace
+
+void bind_models(nb::module_& m) {
+  bind_llama(m);
+  bind_gpt2(m);
+  bind_gpt2_trainer(m);
+  bind_optimizers(m);
 }
 
 }  // namespace partix::python

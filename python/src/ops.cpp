@@ -7,9 +7,10 @@ namespace partix::python {
 
 namespace {
 using A = const Array&;
-}
 
-void bind_ops(nb::module_& m) {
+// Types and arithmetic: binary operators (array-array, array-scalar and scalar-array), comparisons,
+// where, promotion.
+void bind_arithmetic(nb::module_& m) {
   // The manual mesh axes a value inside a shard_map body varies over (JAX's
   // typeof(x).mat.varying); empty outside shard_map and for concrete values.
   m.def("varying_axes", [](const Array& a) {
@@ -45,7 +46,9 @@ void bind_ops(nb::module_& m) {
   m.def("promote_types", [](const std::string& a, const std::string& b) {
     return std::string(dtype_name(promote_types(to_dtype(a), to_dtype(b))));
   });
+}
 
+void bind_table_functions(nb::module_& m) {
   // The public functions of the elementwise table (src/prim/elementwise_table.inc), each under
   // its C++ name; `unary_functions` names the unary ones (partix.lax binds those it lacks).
   std::vector<std::string> unary_functions;
@@ -67,7 +70,10 @@ void bind_ops(nb::module_& m) {
 #undef PARTIX_UNARY
 #undef PARTIX_BINARY
   m.attr("unary_functions") = nb::cast(unary_functions);
+}
 
+// Other unary functions, the neural-network composites and dtype conversion.
+void bind_nn_functions(nb::module_& m) {
   // Other unary functions.
 #define PARTIX_PY_FN(name) m.def(#name, [](A x) { return name(x); })
   PARTIX_PY_FN(square);
@@ -88,7 +94,9 @@ void bind_ops(nb::module_& m) {
   m.def("one_hot",
         [](A i, int64_t n, const std::string& dt) { return one_hot(i, n, to_dtype(dt)); });
   m.def("astype", [](A x, const std::string& dt) { return astype(x, to_dtype(dt)); });
+}
 
+void bind_shapes(nb::module_& m) {
   // Shapes.
   m.def("reshape", [](A x, const Shape& s) { return reshape(x, s); });
   m.def("transpose", [](A x, const std::vector<int>& perm) { return transpose(x, perm); });
@@ -109,7 +117,9 @@ void bind_ops(nb::module_& m) {
   m.def("flip", [](A x, const std::vector<int>& axes) { return flip(x, axes); });
   m.def("iota",
         [](const Shape& s, int dim, const std::string& dt) { return iota(s, dim, to_dtype(dt)); });
+}
 
+void bind_reductions(nb::module_& m) {
   // Reductions (axes given explicitly; Python resolves None to every axis).
   m.def("sum", [](A x, const std::vector<int>& axes, bool k) { return sum(x, axes, k); });
   m.def("mean", [](A x, const std::vector<int>& axes, bool k) { return mean(x, axes, k); });
@@ -121,7 +131,9 @@ void bind_ops(nb::module_& m) {
   m.def("argmax", [](A x, int axis, bool k) { return argmax(x, axis, k); });
   m.def("argmin", [](A x, int axis, bool k) { return argmin(x, axis, k); });
   m.def("cumsum", [](A x, int axis, bool reverse) { return cumsum(x, axis, reverse); });
+}
 
+void bind_contractions(nb::module_& m) {
   // Contractions.
   m.def("matmul", [](A a, A b) { return matmul(a, b); });
   m.def("einsum",
@@ -133,7 +145,9 @@ void bind_ops(nb::module_& m) {
           if (out) o = to_dtype(*out);
           return dot_general(a, b, ac, bc, ab, bb, o);
         });
+}
 
+void bind_indexing(nb::module_& m) {
   // Indexing.
   m.def("take", [](A x, A i, int axis) { return take(x, i, axis); });
   m.def("take_along_axis", [](A x, A i, int axis) { return take_along_axis(x, i, axis); });
@@ -147,7 +161,9 @@ void bind_ops(nb::module_& m) {
   m.def("top_k", [](A x, int64_t k) { return top_k(x, k); });
   m.def("sort", [](A x, bool descending) { return sort(x, descending); });
   m.def("causal_mask", [](int64_t t, int64_t s, int64_t off) { return causal_mask(t, s, off); });
+}
 
+void bind_random(nb::module_& m) {
   // Random (counter-based threefry; a key is an int32[2] array).
   m.def("random_key", [](uint64_t seed) { return random::key(seed); });
   m.def("random_split", [](A key, int64_t n) { return random::split(key, n); });
@@ -174,7 +190,9 @@ void bind_ops(nb::module_& m) {
   });
   m.def("random_categorical",
         [](A key, A logits, int axis) { return random::categorical(key, logits, axis); });
+}
 
+void bind_named_scope(nb::module_& m) {
   // jax.named_scope: a context manager naming the ops traced inside it.
   struct ScopeGuard {
     std::string name;
@@ -184,6 +202,20 @@ void bind_ops(nb::module_& m) {
       .def(nb::init<std::string>())
       .def("__enter__", [](ScopeGuard& g) { g.scope = std::make_unique<NamedScope>(g.name); })
       .def("__exit__", [](ScopeGuard& g, nb::args) { g.scope.reset(); });
+}
+
+}  // namespace
+
+void bind_ops(nb::module_& m) {
+  bind_arithmetic(m);
+  bind_table_functions(m);
+  bind_nn_functions(m);
+  bind_shapes(m);
+  bind_reductions(m);
+  bind_contractions(m);
+  bind_indexing(m);
+  bind_random(m);
+  bind_named_scope(m);
 }
 
 }  // namespace partix::python

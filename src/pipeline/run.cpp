@@ -7,6 +7,8 @@
 
 #include <optional>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/errors.h"
@@ -52,168 +54,231 @@ Array chunk_of(const Array& leaf, const Array& v, int64_t V) {
 // Gradients of half-precision parameters add up in f32 over the microbatches.
 DType accumulation_dtype(DType d) { return d == DType::BF16 || d == DType::F16 ? DType::F32 : d; }
 
-}  // namespace
+using Carry = std::tuple<Array, Array, Array, Params, Params>;
 
-Result run(const Schedule& sc, const std::string& axis, const std::vector<std::string>& batch_axes,
-           const Params& chunked_in, const Params& shared_in, const ShapeDtypeStruct& activation,
-           const StageFn& stage) {
-  constexpr std::string_view api = "pipeline.run";
-  const int64_t S = sc.stages, V = sc.virtual_stages, K = sc.chunks();
-  detail::check(axis_size(axis) == S, api, "the schedule has {} stages but axis '{}' has {} devices",
-                S, axis, axis_size(axis));
-  for (const auto& [name, leaf] : chunked_in) {
-    if (!(leaf.ndim() >= 1 && leaf.shape()[0] % V == 0)) {
-      detail::fail(api, "'{}' of shape {} does not hold {} chunks along its first axis", name,
-                   shape_to_string(leaf.shape()), V);
+// One run of the schedule: what every tick reads (the schedule's tables, the ring's
+// permutations, the parameters as varying values) and the two halves of a tick.
+class Loop {
+ public:
+  Loop(const Schedule& sc, const std::string& axis, const std::vector<std::string>& batch_axes,
+       const Params& chunked_in, const Params& shared_in, const ShapeDtypeStruct& activation,
+       const StageFn& stage)
+      : sc_(sc),
+        axis_(axis),
+        S_(sc.stages),
+        V_(sc.virtual_stages),
+        K_(sc.chunks()),
+        activation_(activation),
+        stage_(stage),
+        device_(astype(axis_index(axis), DType::I32)),
+        fwd_chunk_(constant_table(sc.fwd_chunk)),
+        fwd_mb_(constant_table(sc.fwd_mb)),
+        fwd_in_(constant_table(sc.fwd_in)),
+        fwd_recv_(constant_table(sc.fwd_recv)),
+        bwd_chunk_(constant_table(sc.bwd_chunk)),
+        bwd_mb_(constant_table(sc.bwd_mb)),
+        bwd_in_(constant_table(sc.bwd_in)),
+        bwd_co_(constant_table(sc.bwd_co)),
+        bwd_recv_(constant_table(sc.bwd_recv)),
+        zero_act_(zeros(activation.shape, activation.dtype)) {
+    for (int i = 0; i < static_cast<int>(S_); ++i) {
+      next_.push_back({i, static_cast<int>((i + 1) % S_)});
+      prev_.push_back({i, static_cast<int>((i + S_ - 1) % S_)});
     }
+    vary_names_.push_back(axis);
+    vary_names_.insert(vary_names_.end(), batch_axes.begin(), batch_axes.end());
+    // The parameters as values varying over the stage and batch axes, made once for the whole
+    // loop: widened inside each backward half (to be differentiated there), a parameter that
+    // does not vary over some of those axes was copied on every half.
+    for (const auto& [n, x] : chunked_in) chunked_.emplace(n, vary(x));
+    for (const auto& [n, x] : shared_in) shared_.emplace(n, vary(x));
   }
-  const Array device = astype(axis_index(axis), DType::I32);
-  const Array fwd_chunk = constant_table(sc.fwd_chunk), fwd_mb = constant_table(sc.fwd_mb),
-              fwd_in = constant_table(sc.fwd_in), fwd_recv = constant_table(sc.fwd_recv),
-              bwd_chunk = constant_table(sc.bwd_chunk), bwd_mb = constant_table(sc.bwd_mb),
-              bwd_in = constant_table(sc.bwd_in), bwd_co = constant_table(sc.bwd_co),
-              bwd_recv = constant_table(sc.bwd_recv);
-  std::vector<std::pair<int, int>> next, prev;
-  for (int i = 0; i < static_cast<int>(S); ++i) {
-    next.push_back({i, static_cast<int>((i + 1) % S)});
-    prev.push_back({i, static_cast<int>((i + S - 1) % S)});
-  }
-  Shape in_shape = activation.shape, co_shape = activation.shape;
-  in_shape.insert(in_shape.begin(), sc.input_slots + 1);
-  co_shape.insert(co_shape.begin(), sc.cotangent_slots + 1);
-
-  std::vector<std::string> vary_names{axis};
-  vary_names.insert(vary_names.end(), batch_axes.begin(), batch_axes.end());
-  auto vary = [&](const Array& x) { return pvary(x, Axes(vary_names)); };
-  // The parameters as values varying over the stage and batch axes, made once for the whole
-  // loop: widened inside each backward half (to be differentiated there), a parameter that
-  // does not vary over some of those axes was copied on every half.
-  Params chunked, shared;
-  for (const auto& [n, x] : chunked_in) chunked.emplace(n, vary(x));
-  for (const auto& [n, x] : shared_in) shared.emplace(n, vary(x));
 
   // The loop's carry: input buffer, cotangent buffer, loss, gradients (chunked, then shared).
   // Each starts varying over the axes it will vary over (a gradient as its parameter, and over
   // the stage and batch axes), so that the body is traced once with its final types: a carry
   // widened only after a first trace would give that trace narrower types than the collectives
   // in the stages' branches need.
-  Params gc0, gs0;
-  auto zero_grad = [&](const Array& x) {
-    return vary(astype(x, accumulation_dtype(x.dtype())) * 0.0);  // x's varying axes, and more
-  };
-  for (const auto& [n, x] : chunked) gc0.emplace(n, zero_grad(x));
-  for (const auto& [n, x] : shared) gs0.emplace(n, zero_grad(x));
-  using Tuple = std::tuple<Array, Array, Array, Params, Params>;
-  const Tuple init{vary(zeros(in_shape, activation.dtype)), vary(zeros(co_shape, activation.dtype)),
-                   vary(zeros({}, DType::F32)), gc0, gs0};
-  const Array zero_act = zeros(activation.shape, activation.dtype);
-  auto chunk_params = [&](const Array& k) {
-    const Array v = floor_divide(k, static_cast<double>(S));
-    Params p;
-    for (const auto& [n, x] : chunked) p.emplace(n, chunk_of(x, v, V));
-    return p;
-  };
+  Carry initial() const {
+    Shape in_shape = activation_.shape, co_shape = activation_.shape;
+    in_shape.insert(in_shape.begin(), sc_.input_slots + 1);
+    co_shape.insert(co_shape.begin(), sc_.cotangent_slots + 1);
+    Params gc0, gs0;
+    auto zero_grad = [&](const Array& x) {
+      return vary(astype(x, accumulation_dtype(x.dtype())) * 0.0);  // x's varying axes, and more
+    };
+    for (const auto& [n, x] : chunked_) gc0.emplace(n, zero_grad(x));
+    for (const auto& [n, x] : shared_) gs0.emplace(n, zero_grad(x));
+    return Carry{vary(zeros(in_shape, activation_.dtype)), vary(zeros(co_shape, activation_.dtype)),
+                 vary(zeros({}, DType::F32)), gc0, gs0};
+  }
 
-  // The loop is named after its schedule in the program's text and in traces.
-  NamedScope loop_scope(fmt::format("pipeline_{}_S{}_M{}{}", schedule_name(sc.kind), S,
-                                    sc.microbatches, V > 1 ? fmt::format("_V{}", V) : ""));
-  Tuple out = fori_loop(0, sc.ticks, [&](const Array& t, const Tuple& c) -> Tuple {
+  Carry tick(const Array& t, const Carry& c) const {
     auto [inputs, cotangents, loss, gc, gs] = c;
-    // Forward half.
-    const Array fk = lookup(fwd_chunk, t, device), fm = lookup(fwd_mb, t, device);
-    const Array x_f = read_slot(inputs, lookup(fwd_in, t, device));
+    forward_half(t, inputs, loss);
+    backward_half(t, inputs, cotangents, gc, gs);
+    return Carry{inputs, cotangents, loss, gc, gs};
+  }
+
+  // The gradients in their parameters' dtypes.
+  Result result(const Carry& out) const {
+    Params gc = std::get<3>(out), gs = std::get<4>(out);
+    for (auto& [n, g] : gc) g = astype(g, chunked_.at(n).dtype());
+    for (auto& [n, g] : gs) g = astype(g, shared_.at(n).dtype());
+    return Result{std::get<2>(out), gc, gs};
+  }
+
+ private:
+  Array vary(const Array& x) const { return pvary(x, Axes(vary_names_)); }
+  Array at(const Array& table, const Array& t) const { return lookup(table, t, device_); }
+
+  Params chunk_params(const Array& k) const {
+    const Array v = floor_divide(k, static_cast<double>(S_));
+    Params p;
+    for (const auto& [n, x] : chunked_) p.emplace(n, chunk_of(x, v, V_));
+    return p;
+  }
+
+  // The forward half: this device's scheduled chunk on its input slot; the output moves one
+  // device on into the slot the table names.
+  void forward_half(const Array& t, Array& inputs, Array& loss) const {
+    const Array fk = at(fwd_chunk_, t), fm = at(fwd_mb_, t);
+    const Array x = read_slot(inputs, at(fwd_in_, t));
     // The halves are named scopes: a trace shows each device's forward and backward halves
     // (a cond whose untaken branch costs nothing) and, between them, its waits in ppermute.
-    std::optional<NamedScope> half(std::in_place, "forward_half");
-    auto fwd = cond(
-        fk >= 0.0,
-        [&](const std::vector<Array>& ops) {
-          NamedScope scope("forward");
-          StageOut r = stage(chunk_params(ops[0]), shared, ops[2], ops[0], ops[1]);
-          return std::vector<Array>{r.out, astype(r.loss, DType::F32)};
-        },
-        [&](const std::vector<Array>&) { return std::vector<Array>{zero_act, zeros({}, DType::F32)}; },
-        std::vector<Array>{fk, fm, x_f});
-    half.reset();
+    std::vector<Array> fwd;
+    {
+      NamedScope half("forward_half");
+      fwd = cond(
+          fk >= 0.0,
+          [&](const std::vector<Array>& ops) {
+            NamedScope scope("forward");
+            StageOut r = stage_(chunk_params(ops[0]), shared_, ops[2], ops[0], ops[1]);
+            return std::vector<Array>{r.out, astype(r.loss, DType::F32)};
+          },
+          [&](const std::vector<Array>&) {
+            return std::vector<Array>{zero_act_, zeros({}, DType::F32)};
+          },
+          std::vector<Array>{fk, fm, x});
+    }
     loss = loss + fwd[1];
-    inputs = write_slot(inputs, ppermute(fwd[0], axis, next), lookup(fwd_recv, t, device));
+    inputs = write_slot(inputs, ppermute(fwd[0], axis_, next_), at(fwd_recv_, t));
+  }
 
-    // Backward half: the gradient of loss + <out, cotangent> with respect to the chunk's
-    // parameters, the shared ones and the input, the forward recomputed from the input.
-    const Array bk = lookup(bwd_chunk, t, device), bm = lookup(bwd_mb, t, device);
-    const Array x_b = read_slot(inputs, lookup(bwd_in, t, device));
-    const Array dy = read_slot(cotangents, lookup(bwd_co, t, device));
-    std::vector<Array> leaves_in;
-    for (const auto& [n, g] : gc) leaves_in.push_back(g);
-    for (const auto& [n, g] : gs) leaves_in.push_back(g);
-    half.emplace("backward_half");
-    auto bwd = cond(
-        bk >= 0.0,
-        [&](const std::vector<Array>& ops) {
-          NamedScope scope("backward");
-          const Array& k = ops[0];
-          const Array& m = ops[1];
-          const Params cp = chunk_params(k);
-          // Differentiated as values varying over the stage and batch axes: each device's
-          // gradient is its own over those axes, and the caller sums it (the stage function's
-          // own collectives, over other axes, transpose inside).
-          std::vector<Array> leaves;
-          for (const auto& [n, x] : cp) leaves.push_back(vary(x));  // already varying: no op
-          for (const auto& [n, x] : shared) leaves.push_back(vary(x));
-          leaves.push_back(vary(ops[2]));
-          const size_t ns = shared.size();
-          detail::GradOutput g = detail::grad_engine(
-              leaves, std::vector<bool>(leaves.size(), true), [&](const std::vector<Array>& l) {
-                Params cpl, spl;
-                size_t i = 0;
-                for (const auto& [n, x] : cp) cpl.emplace(n, l[i++]);
-                for (const auto& [n, x] : shared) spl.emplace(n, l[i++]);
-                StageOut r = stage(cpl, spl, l[i], k, m);
-                // The last chunk's output goes nowhere: its cotangent is zero.
-                const Array last = equal(k, static_cast<double>(K - 1));
-                return astype(r.loss, DType::F32) +
-                       sum(astype(r.out * where(last, 0.0, ops[3]), DType::F32));
-              });
-          std::vector<Array> res;
-          const Array v = floor_divide(k, static_cast<double>(S));
-          size_t i = 0, j = 4;
-          for (const auto& [n, x] : chunked) {
-            const Array& acc = ops[j++];
-            if (V == 1) {
-              res.push_back(acc + astype(g.grads[i++], acc.dtype()));
-              continue;
-            }
-            const int64_t len = x.shape()[0] / V;
-            const Array start = v * static_cast<double>(len);
-            res.push_back(dynamic_update_slice_in_dim(
-                acc, dynamic_slice_in_dim(acc, start, len, 0) + astype(g.grads[i++], acc.dtype()),
-                start, 0));
-          }
-          for (size_t s = 0; s < ns; ++s, ++j) res.push_back(ops[j] + astype(g.grads[i++], ops[j].dtype()));
-          res.push_back(astype(g.grads[i], activation.dtype));
-          return res;
-        },
-        [&](const std::vector<Array>& ops) {
-          std::vector<Array> res(ops.begin() + 4, ops.end());
-          res.push_back(zero_act);
-          return res;
-        },
-        [&] {
-          std::vector<Array> ops{bk, bm, x_b, dy};
-          ops.insert(ops.end(), leaves_in.begin(), leaves_in.end());
-          return ops;
-        }());
-    half.reset();
+  // The backward half: the gradient of loss + <out, cotangent> with respect to the chunk's
+  // parameters, the shared ones and the input, the forward recomputed from the input; the
+  // input's cotangent moves one device back.
+  void backward_half(const Array& t, const Array& inputs, Array& cotangents, Params& gc,
+                     Params& gs) const {
+    std::vector<Array> ops{at(bwd_chunk_, t), at(bwd_mb_, t), read_slot(inputs, at(bwd_in_, t)),
+                           read_slot(cotangents, at(bwd_co_, t))};
+    for (const auto& [n, g] : gc) ops.push_back(g);
+    for (const auto& [n, g] : gs) ops.push_back(g);
+    std::vector<Array> bwd;
+    {
+      NamedScope half("backward_half");
+      bwd = cond(
+          ops[0] >= 0.0, [&](const std::vector<Array>& o) { return backward(o); },
+          [&](const std::vector<Array>& o) {
+            std::vector<Array> res(o.begin() + 4, o.end());
+            res.push_back(zero_act_);
+            return res;
+          },
+          ops);
+    }
     size_t i = 0;
     for (auto& [n, g] : gc) g = bwd[i++];
     for (auto& [n, g] : gs) g = bwd[i++];
-    cotangents = write_slot(cotangents, ppermute(bwd[i], axis, prev), lookup(bwd_recv, t, device));
-    return Tuple{inputs, cotangents, loss, gc, gs};
-  }, init);
-  Params gc = std::get<3>(out), gs = std::get<4>(out);
-  for (auto& [n, g] : gc) g = astype(g, chunked.at(n).dtype());
-  for (auto& [n, g] : gs) g = astype(g, shared.at(n).dtype());
-  return Result{std::get<2>(out), gc, gs};
+    cotangents = write_slot(cotangents, ppermute(bwd[i], axis_, prev_), at(bwd_recv_, t));
+  }
+
+  // The backward branch on ops = [chunk, microbatch, input, cotangent, accumulated gradients
+  // (chunked, then shared)...]: the gradients with this microbatch's added, then the input's
+  // cotangent.
+  std::vector<Array> backward(const std::vector<Array>& ops) const {
+    NamedScope scope("backward");
+    const Array& k = ops[0];
+    const Array& m = ops[1];
+    const Params cp = chunk_params(k);
+    // Differentiated as values varying over the stage and batch axes: each device's
+    // gradient is its own over those axes, and the caller sums it (the stage function's
+    // own collectives, over other axes, transpose inside).
+    std::vector<Array> leaves;
+    for (const auto& [n, x] : cp) leaves.push_back(vary(x));  // already varying: no op
+    for (const auto& [n, x] : shared_) leaves.push_back(vary(x));
+    leaves.push_back(vary(ops[2]));
+    detail::GradOutput g = detail::grad_engine(
+        leaves, std::vector<bool>(leaves.size(), true), [&](const std::vector<Array>& l) {
+          Params cpl, spl;
+          size_t i = 0;
+          for (const auto& [n, x] : cp) cpl.emplace(n, l[i++]);
+          for (const auto& [n, x] : shared_) spl.emplace(n, l[i++]);
+          StageOut r = stage_(cpl, spl, l[i], k, m);
+          // The last chunk's output goes nowhere: its cotangent is zero.
+          const Array last = equal(k, static_cast<double>(K_ - 1));
+          return astype(r.loss, DType::F32) +
+                 sum(astype(r.out * where(last, 0.0, ops[3]), DType::F32));
+        });
+    std::vector<Array> res;
+    const Array v = floor_divide(k, static_cast<double>(S_));
+    size_t i = 0, j = 4;
+    for (const auto& [n, x] : chunked_) {
+      const Array& acc = ops[j++];
+      if (V_ == 1) {
+        res.push_back(acc + astype(g.grads[i++], acc.dtype()));
+        continue;
+      }
+      const int64_t len = x.shape()[0] / V_;
+      const Array start = v * static_cast<double>(len);
+      res.push_back(dynamic_update_slice_in_dim(
+          acc, dynamic_slice_in_dim(acc, start, len, 0) + astype(g.grads[i++], acc.dtype()), start,
+          0));
+    }
+    for (size_t s = 0; s < shared_.size(); ++s, ++j) {
+      res.push_back(ops[j] + astype(g.grads[i++], ops[j].dtype()));
+    }
+    res.push_back(astype(g.grads[i], activation_.dtype));
+    return res;
+  }
+
+  const Schedule& sc_;
+  const std::string& axis_;
+  const int64_t S_, V_, K_;
+  const ShapeDtypeStruct& activation_;
+  const StageFn& stage_;
+  const Array device_;
+  const Array fwd_chunk_, fwd_mb_, fwd_in_, fwd_recv_;
+  const Array bwd_chunk_, bwd_mb_, bwd_in_, bwd_co_, bwd_recv_;
+  const Array zero_act_;
+  std::vector<std::pair<int, int>> next_, prev_;  // the ring, one device on and one back
+  std::vector<std::string> vary_names_;           // the stage axis and the batch axes
+  Params chunked_, shared_;
+};
+
+}  // namespace
+
+Result run(const Schedule& sc, const std::string& axis, const std::vector<std::string>& batch_axes,
+           const Params& chunked_in, const Params& shared_in, const ShapeDtypeStruct& activation,
+           const StageFn& stage) {
+  constexpr std::string_view api = "pipeline.run";
+  const int64_t S = sc.stages, V = sc.virtual_stages;
+  detail::check(axis_size(axis) == S, api,
+                "the schedule has {} stages but axis '{}' has {} devices", S, axis,
+                axis_size(axis));
+  for (const auto& [name, leaf] : chunked_in) {
+    if (!(leaf.ndim() >= 1 && leaf.shape()[0] % V == 0)) {
+      detail::fail(api, "'{}' of shape {} does not hold {} chunks along its first axis", name,
+                   shape_to_string(leaf.shape()), V);
+    }
+  }
+  const Loop loop(sc, axis, batch_axes, chunked_in, shared_in, activation, stage);
+  const Carry init = loop.initial();
+  // The loop is named after its schedule in the program's text and in traces.
+  NamedScope loop_scope(fmt::format("pipeline_{}_S{}_M{}{}", schedule_name(sc.kind), S,
+                                    sc.microbatches, V > 1 ? fmt::format("_V{}", V) : ""));
+  const Carry out = fori_loop(
+      0, sc.ticks, [&](const Array& t, const Carry& c) { return loop.tick(t, c); }, init);
+  return loop.result(out);
 }
 
 }  // namespace partix::pipeline

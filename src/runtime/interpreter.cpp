@@ -185,189 +185,230 @@ Plan make_plan(const ir::Program& p, const char* platform) {
   return plan;
 }
 
-std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
-                                      const prim::ExecContext& ctx,
-                                      std::vector<detail::Buffer> args) {
-  if (args.size() != p.params.size()) {
-    detail::internal_error(
-        "interpret", fmt::format("{} arguments for {} parameters", args.size(), p.params.size()));
+namespace {
+
+// One run of a planned program on one device: the values' buffers (`env`) and the steps that
+// run an instruction, by its kind.
+class Interpreter {
+ public:
+  Interpreter(const ir::Program& p, const Plan& plan, const prim::ExecContext& ctx,
+              std::vector<detail::Buffer> args)
+      : p_(p),
+        plan_(plan),
+        ctx_(ctx),
+        env_(p.values.size()),
+        fast_ok_(kernel_mode() == KernelMode::kFast),
+        profile_(profiling()) {
+    if (args.size() != p.params.size()) {
+      detail::internal_error(
+          "interpret", fmt::format("{} arguments for {} parameters", args.size(), p.params.size()));
+    }
+    for (size_t k = 0; k < args.size(); ++k)
+      env_[static_cast<size_t>(p.params[k])] = std::move(args[k]);
+    in_ptrs_.reserve(plan.max_inputs);
+    out_ptrs_.reserve(plan.max_outputs);
+    if (plan.fused_kernel) group_in_.reserve(plan.max_inputs);
   }
-  detail::ProgramScope scope(p.name);
-  std::vector<detail::Buffer> env(p.values.size());
-  for (size_t k = 0; k < args.size(); ++k)
-    env[static_cast<size_t>(p.params[k])] = std::move(args[k]);
-  args.clear();
-  const bool fast_ok = kernel_mode() == KernelMode::kFast;
-  const bool profile = profiling();
-  std::vector<const void*> in_ptrs;
-  std::vector<void*> out_ptrs;
-  std::vector<const detail::Buffer*> share_operands;
-  in_ptrs.reserve(plan.max_inputs);
-  out_ptrs.reserve(plan.max_outputs);
+
+  std::vector<detail::Buffer> run() {
+    for (size_t i = 0; i < p_.instrs.size(); ++i) {
+      if (plan_.member(i)) continue;  // runs with its group's root
+      if (ctx_.cancel && ctx_.cancel->load(std::memory_order_relaxed)) {
+        throw Cancelled("[run] cancelled by the caller (interrupt)");
+      }
+      if (all_padding_here(i)) {
+        skip_padding(i);
+        release(i);
+        continue;
+      }
+      const ir::Instr& in = p_.instrs[i];
+      const prim::FusedLoop* group = plan_.fused[i].get();
+      const double t0 = profile_ ? now_us() : 0.0;
+      if (group) {
+        run_group(i, *group);
+      } else if (in.prim->execution().runs_regions()) {
+        run_regions(i);
+      } else if (in.prim->execution().allocates_outputs()) {
+        run_allocating(i);
+      } else {
+        run_plain(i);
+      }
+      release(i);
+      if (profile_) {
+        std::string name = group ? group->name : std::string(in.prim->name());
+        if (!in.scope.empty()) name = in.scope + "/" + name;
+        record_span(ctx_.device, std::move(name), in.prim->is_collective(), t0, now_us());
+      }
+    }
+    std::vector<detail::Buffer> out;
+    out.reserve(p_.results.size());
+    for (int v : p_.results) out.push_back(env_[static_cast<size_t>(v)]);
+    return out;
+  }
+
+ private:
+  detail::Buffer& value(int v) { return env_[static_cast<size_t>(v)]; }
+
   // An operand's bytes. Every operand has a buffer (padding left empty is never read:
   // Plan::padding_read); a missing one is a bug of the plan, never a read of null.
-  auto operand = [&](int v) -> const void* {
-    const detail::Buffer& b = env[static_cast<size_t>(v)];
+  const void* operand(int v) {
+    const detail::Buffer& b = value(v);
     if (!b.valid()) [[unlikely]] {
       detail::internal_error("interpret",
-                             fmt::format("value %{} of '{}' has no buffer", v, p.name));
+                             fmt::format("value %{} of '{}' has no buffer", v, p_.name));
     }
     return b.data();
-  };
+  }
+  void gather_operands(const ir::Instr& in) {
+    in_ptrs_.clear();
+    out_ptrs_.clear();
+    for (int v : in.inputs) in_ptrs_.push_back(operand(v));
+  }
+  // Values whose last use is instruction i.
+  void release(size_t i) {
+    for (int v : plan_.release_after[i]) value(v) = detail::Buffer();
+  }
+  // Results a kernel handed back, checked against the plan's sizes.
+  void store_results(size_t i, std::vector<detail::Buffer>& results) {
+    const ir::Instr& in = p_.instrs[i];
+    for (size_t k = 0; k < in.outputs.size(); ++k) {
+      if (k >= results.size() || results[k].nbytes() != plan_.out_bytes[i][k]) {
+        detail::internal_error(
+            "interpret", std::string(in.prim->name()) + " returned a buffer of the wrong size");
+      }
+      value(in.outputs[k]) = std::move(results[k]);
+    }
+  }
+
+  // Whether every result of instruction i is padding on this device: nothing runs.
+  bool all_padding_here(size_t i) const {
+    const std::vector<bool>& pad = plan_.padding_on[i];
+    return !pad.empty() && ctx_.mesh_position >= 0 &&
+           static_cast<size_t>(ctx_.mesh_position) < pad.size() &&
+           pad[static_cast<size_t>(ctx_.mesh_position)];
+  }
+  // Zeros stand for the results where something reads them; elsewhere they stay empty
+  // (nothing reads them).
+  void skip_padding(size_t i) {
+    const ir::Instr& in = p_.instrs[i];
+    const bool read = plan_.padding_read[i][static_cast<size_t>(ctx_.mesh_position)];
+    for (size_t k = 0; read && k < in.outputs.size(); ++k) {
+      detail::Buffer zeros = prim::filled_block(*plan_.out_avals[i][k], 0.0);
+      value(in.outputs[k]) = zeros.valid()
+                                 ? zeros.alias_for(ctx_.device)
+                                 : detail::Buffer::zeros(ctx_.device, plan_.out_bytes[i][k]);
+    }
+  }
+
+  // A fused group: one pass over it; with the reference kernels (or when the backend
+  // declines), its members one by one.
+  void run_group(size_t i, const prim::FusedLoop& group) {
+    if (fast_ok_) {
+      group_in_.clear();
+      for (int v : group.inputs) group_in_.push_back(operand(v));
+      detail::Buffer& b = value(p_.instrs[i].outputs[0]);
+      const int r = plan_.fused_reuse[i];
+      if (r >= 0 && value(r).unique()) {
+        b = value(r);  // in place: the input dies here
+      } else {
+        b = detail::Buffer::allocate(ctx_.device, plan_.out_bytes[i][0]);
+      }
+      if (plan_.fused_kernel->run(group, group_in_, b.data(), ctx_)) return;
+    }
+    for (int j : group.members) run_plain(static_cast<size_t>(j));
+  }
+
+  // Control flow: operands that die here are handed over (a loop then updates its carries in
+  // place), and the regions run on this device through the interpreter.
+  void run_regions(size_t i) {
+    const ir::Instr& in = p_.instrs[i];
+    gather_operands(in);
+    std::vector<detail::Buffer> ins;
+    ins.reserve(in.inputs.size());
+    const auto& dead = plan_.release_after[i];
+    for (int v : in.inputs) {
+      const bool once = std::count(in.inputs.begin(), in.inputs.end(), v) == 1;
+      const bool dies = std::find(dead.begin(), dead.end(), v) != dead.end();
+      ins.push_back(once && dies ? std::move(value(v)) : value(v));
+    }
+    prim::KernelCall call{in.attrs, plan_.in_avals[i], plan_.out_avals[i], in_ptrs_, out_ptrs_,
+                          ctx_,     in.regions};
+    const auto& plans = plan_.region_plans[i];
+    prim::RegionRunner run = [&](size_t k, std::vector<detail::Buffer> a) {
+      return interpret(*in.regions[k], *plans[k], ctx_, std::move(a));
+    };
+    std::vector<detail::Buffer> results = in.prim->execution().execute(call, std::move(ins), run);
+    store_results(i, results);
+  }
+
+  // A kernel that hands back its own result buffers.
+  void run_allocating(size_t i) {
+    const ir::Instr& in = p_.instrs[i];
+    gather_operands(in);
+    std::vector<detail::Buffer> results(in.outputs.size());
+    out_ptrs_.assign(in.outputs.size(), nullptr);
+    prim::KernelCall call{in.attrs,   plan_.in_avals[i], plan_.out_avals[i],
+                          in_ptrs_,   out_ptrs_,         ctx_,
+                          in.regions, &results};
+    in.prim->execution().reference(call);
+    store_results(i, results);
+  }
+
   // Allocates instruction j's results (taking over a dying input where the plan says so) and
-  // runs its kernel.
-  auto run_plain = [&](size_t j) {
-    const ir::Instr& in = p.instrs[j];
-    in_ptrs.clear();
-    out_ptrs.clear();
-    for (int v : in.inputs) in_ptrs.push_back(operand(v));
-    if (plan.may_share[j]) {
-      prim::KernelCall probe{in.attrs, plan.in_avals[j], plan.out_avals[j], in_ptrs, out_ptrs,
-                             ctx,      in.regions};
-      share_operands.clear();
-      for (int v : in.inputs) share_operands.push_back(&env[static_cast<size_t>(v)]);
-      if (in.prim->execution().shares_result(probe, share_operands,
-                                             &env[static_cast<size_t>(in.outputs[0])])) {
+  // runs its kernel, unless its result is existing bytes (a shared result or a view).
+  void run_plain(size_t j) {
+    const ir::Instr& in = p_.instrs[j];
+    gather_operands(in);
+    if (plan_.may_share[j]) {
+      prim::KernelCall probe{in.attrs, plan_.in_avals[j], plan_.out_avals[j], in_ptrs_, out_ptrs_,
+                             ctx_,     in.regions};
+      share_operands_.clear();
+      for (int v : in.inputs) share_operands_.push_back(&value(v));
+      if (in.prim->execution().shares_result(probe, share_operands_, &value(in.outputs[0]))) {
         return;
       }
     }
-    if (plan.view[j]) {
+    if (plan_.view[j]) {
       // The input's bytes under another shape: the result holds the same buffer (counted once;
       // neither is then written in place while the other lives: Buffer::unique()).
-      env[static_cast<size_t>(in.outputs[0])] = env[static_cast<size_t>(in.inputs[0])];
+      value(in.outputs[0]) = value(in.inputs[0]);
       return;
     }
     for (size_t k = 0; k < in.outputs.size(); ++k) {
-      int v = in.outputs[k];
-      detail::Buffer& b = env[static_cast<size_t>(v)];
-      int r = k == 0 ? plan.reuse_input[j] : -1;
-      detail::Buffer* src =
-          r >= 0 ? &env[static_cast<size_t>(in.inputs[static_cast<size_t>(r)])] : nullptr;
+      detail::Buffer& b = value(in.outputs[k]);
+      const int r = k == 0 ? plan_.reuse_input[j] : -1;
+      detail::Buffer* src = r >= 0 ? &value(in.inputs[static_cast<size_t>(r)]) : nullptr;
       if (src && src->unique()) {
         b = *src;  // in place: the input dies here and nobody else holds it
       } else {
-        b = detail::Buffer::allocate(ctx.device, plan.out_bytes[j][k]);
+        b = detail::Buffer::allocate(ctx_.device, plan_.out_bytes[j][k]);
       }
-      out_ptrs.push_back(b.data());
+      out_ptrs_.push_back(b.data());
     }
-    prim::KernelCall call{in.attrs, plan.in_avals[j], plan.out_avals[j], in_ptrs, out_ptrs,
-                          ctx,      in.regions};
-    call.prepared = plan.prepared[j].get();
-    const prim::KernelFn* fast = plan.fast[j];
-    if (!(fast_ok && fast && (*fast)(call))) in.prim->execution().reference(call);
-  };
-  std::vector<const void*> group_in;
-  if (plan.fused_kernel) group_in.reserve(plan.max_inputs);
-  for (size_t i = 0; i < p.instrs.size(); ++i) {
-    if (plan.member(i)) continue;  // runs with its group's root
-    if (ctx.cancel && ctx.cancel->load(std::memory_order_relaxed)) {
-      throw Cancelled("[run] cancelled by the caller (interrupt)");
-    }
-    const ir::Instr& in = p.instrs[i];
-    if (const std::vector<bool>& pad = plan.padding_on[i];
-        !pad.empty() && ctx.mesh_position >= 0 &&
-        static_cast<size_t>(ctx.mesh_position) < pad.size() &&
-        pad[static_cast<size_t>(ctx.mesh_position)]) {
-      // Every result is padding on this device: nothing runs. Zeros stand for the results
-      // where something reads them; elsewhere they stay empty (nothing reads them).
-      const bool read = plan.padding_read[i][static_cast<size_t>(ctx.mesh_position)];
-      for (size_t k = 0; read && k < in.outputs.size(); ++k) {
-        detail::Buffer zeros = prim::filled_block(*plan.out_avals[i][k], 0.0);
-        env[static_cast<size_t>(in.outputs[k])] =
-            zeros.valid() ? zeros.alias_for(ctx.device)
-                          : detail::Buffer::zeros(ctx.device, plan.out_bytes[i][k]);
-      }
-      for (int v : plan.release_after[i]) env[static_cast<size_t>(v)] = detail::Buffer();
-      continue;
-    }
-    const prim::FusedLoop* group = plan.fused[i].get();
-    const double t0 = profile ? now_us() : 0.0;
-    auto span = [&] {
-      if (!profile) return;
-      std::string name = group ? group->name : std::string(in.prim->name());
-      if (!in.scope.empty()) name = in.scope + "/" + name;
-      record_span(ctx.device, std::move(name), in.prim->is_collective(), t0, now_us());
-    };
-    if (group) {
-      // One pass over the group; with the reference kernels (or when the backend declines),
-      // its members one by one.
-      bool done = false;
-      if (fast_ok) {
-        group_in.clear();
-        for (int v : group->inputs) group_in.push_back(operand(v));
-        detail::Buffer& b = env[static_cast<size_t>(in.outputs[0])];
-        const int r = plan.fused_reuse[i];
-        if (r >= 0 && env[static_cast<size_t>(r)].unique()) {
-          b = env[static_cast<size_t>(r)];  // in place: the input dies here
-        } else {
-          b = detail::Buffer::allocate(ctx.device, plan.out_bytes[i][0]);
-        }
-        done = plan.fused_kernel->run(*group, group_in, b.data(), ctx);
-      }
-      if (!done) {
-        for (int j : group->members) run_plain(static_cast<size_t>(j));
-      }
-      for (int v : plan.release_after[i]) env[static_cast<size_t>(v)] = detail::Buffer();
-      span();
-      continue;
-    }
-    in_ptrs.clear();
-    out_ptrs.clear();
-    for (int v : in.inputs) in_ptrs.push_back(operand(v));
-    if (in.prim->execution().runs_regions()) {
-      // Operands that die here are handed over (a loop then updates its carries in place).
-      std::vector<detail::Buffer> ins;
-      ins.reserve(in.inputs.size());
-      const auto& dead = plan.release_after[i];
-      for (int v : in.inputs) {
-        const bool once = std::count(in.inputs.begin(), in.inputs.end(), v) == 1;
-        const bool dies = std::find(dead.begin(), dead.end(), v) != dead.end();
-        ins.push_back(once && dies ? std::move(env[static_cast<size_t>(v)])
-                                   : env[static_cast<size_t>(v)]);
-      }
-      prim::KernelCall call{in.attrs, plan.in_avals[i], plan.out_avals[i], in_ptrs, out_ptrs,
-                            ctx,      in.regions};
-      const auto& plans = plan.region_plans[i];
-      prim::RegionRunner run = [&](size_t k, std::vector<detail::Buffer> a) {
-        return interpret(*in.regions[k], *plans[k], ctx, std::move(a));
-      };
-      std::vector<detail::Buffer> results = in.prim->execution().execute(call, std::move(ins), run);
-      for (size_t k = 0; k < in.outputs.size(); ++k) {
-        if (k >= results.size() || results[k].nbytes() != plan.out_bytes[i][k]) {
-          detail::internal_error(
-              "interpret", std::string(in.prim->name()) + " returned a buffer of the wrong size");
-        }
-        env[static_cast<size_t>(in.outputs[k])] = std::move(results[k]);
-      }
-      for (int v : plan.release_after[i]) env[static_cast<size_t>(v)] = detail::Buffer();
-      span();
-      continue;
-    }
-    if (in.prim->execution().allocates_outputs()) {
-      std::vector<detail::Buffer> results(in.outputs.size());
-      out_ptrs.assign(in.outputs.size(), nullptr);
-      prim::KernelCall call{in.attrs, plan.in_avals[i], plan.out_avals[i], in_ptrs, out_ptrs,
-                            ctx,      in.regions,       &results};
-      in.prim->execution().reference(call);
-      for (size_t k = 0; k < in.outputs.size(); ++k) {
-        if (results[k].nbytes() != plan.out_bytes[i][k]) {
-          detail::internal_error(
-              "interpret", std::string(in.prim->name()) + " returned a buffer of the wrong size");
-        }
-        env[static_cast<size_t>(in.outputs[k])] = std::move(results[k]);
-      }
-      for (int v : plan.release_after[i]) env[static_cast<size_t>(v)] = detail::Buffer();
-      span();
-      continue;
-    }
-    run_plain(i);
-    for (int v : plan.release_after[i]) env[static_cast<size_t>(v)] = detail::Buffer();
-    span();
+    prim::KernelCall call{in.attrs, plan_.in_avals[j], plan_.out_avals[j], in_ptrs_, out_ptrs_,
+                          ctx_,     in.regions};
+    call.prepared = plan_.prepared[j].get();
+    const prim::KernelFn* fast = plan_.fast[j];
+    if (!(fast_ok_ && fast && (*fast)(call))) in.prim->execution().reference(call);
   }
-  std::vector<detail::Buffer> out;
-  out.reserve(p.results.size());
-  for (int v : p.results) out.push_back(env[static_cast<size_t>(v)]);
-  return out;
+
+  const ir::Program& p_;
+  const Plan& plan_;
+  const prim::ExecContext& ctx_;
+  std::vector<detail::Buffer> env_;
+  const bool fast_ok_, profile_;
+  std::vector<const void*> in_ptrs_, group_in_;
+  std::vector<void*> out_ptrs_;
+  std::vector<const detail::Buffer*> share_operands_;
+};
+
+}  // namespace
+
+std::vector<detail::Buffer> interpret(const ir::Program& p, const Plan& plan,
+                                      const prim::ExecContext& ctx,
+                                      std::vector<detail::Buffer> args) {
+  detail::ProgramScope scope(p.name);
+  return Interpreter(p, plan, ctx, std::move(args)).run();
 }
 
 namespace {

@@ -5,7 +5,6 @@
 #include <set>
 
 #include "comm/mpi/agreement.h"
-#include "comm/mpi/mpi_runtime.h"
 #include "core/array_impl.h"
 #include "core/errors.h"
 #include "core/layout.h"
@@ -13,19 +12,6 @@
 #include "partix/transforms.h"
 
 namespace partix {
-
-namespace distributed {
-
-void initialize() { (void)partix::devices(); }
-
-bool is_multi_process() { return partix::process_count() > 1; }
-
-int launch_process_index() { return comm::mpi::launch().index; }
-int launch_process_count() { return comm::mpi::launch().count; }
-
-void notify_failure(const std::string& cause) { comm::mpi::notify_failure(cause); }
-
-}  // namespace distributed
 
 namespace {
 
@@ -57,29 +43,6 @@ Coverage coverage(const NamedSharding& sharding, size_t rank) {
 }
 
 }  // namespace
-
-std::vector<Slice> process_local_box(const NamedSharding& sharding, const Shape& global_shape) {
-  const size_t rank = global_shape.size();
-  std::vector<Slice> box;
-  const int me = process_index();
-  for (int64_t k = 0; k < sharding.mesh().size(); ++k) {
-    if (sharding.mesh().devices()[static_cast<size_t>(k)].process_index != me) continue;
-    std::vector<Slice> idx = sharding.device_index(global_shape, k);
-    if (box.empty()) {
-      box = idx;
-      continue;
-    }
-    for (size_t d = 0; d < rank; ++d) {
-      box[d].start = std::min(box[d].start, idx[d].start);
-      box[d].stop = std::max(box[d].stop, idx[d].stop);
-    }
-  }
-  if (!(!box.empty() || rank == 0)) {
-    detail::fail("process_local_box", "no device of {} belongs to process {}",
-                 sharding.mesh().to_string(), me);
-  }
-  return box;
-}
 
 Array make_array_from_process_local_data(const NamedSharding& sharding, const Array& local,
                                          std::optional<Shape> global_shape) {

@@ -3,6 +3,10 @@
 // parallelism over 'data' and Megatron tensor parallelism over 'model' written out manually.
 #include <map>
 #include <numeric>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "core/errors.h"
 #include "models/gpt2/block.h"
@@ -39,8 +43,8 @@ Array embed(const Array& wte, const Array& ids, const Axes3& ax) {
 
 // Summed next-token cross entropy of x [b, T, C] against targets, logits over the tied
 // embedding split over the vocabulary on `tp` (padding rows past the vocabulary masked).
-Array summed_cross_entropy(const Array& x, const Array& wte, const Array& targets,
-                           const Config& c, const Axes3& ax) {
+Array summed_cross_entropy(const Array& x, const Array& wte, const Array& targets, const Config& c,
+                           const Axes3& ax) {
   Array logits = astype(einsum("btc,vc->btv", {x, wte}), DType::F32);
   if (ax.tp.empty()) return sum(cross_entropy(logits, targets));
   const int64_t rows = wte.shape()[0];
@@ -48,8 +52,7 @@ Array summed_cross_entropy(const Array& x, const Array& wte, const Array& target
   const Array col = iota({1, 1, rows}, 2, DType::I32) + lo;
   logits = where(col < static_cast<double>(c.vocab_size), logits, -1e30);
   const Array mx = stop_gradient(pmax(max(logits, {-1}, true), ax.tp));
-  const Array lse =
-      log(psum(sum(exp(logits - mx), {-1}, true), ax.tp)) + mx;  // [b, T, 1]
+  const Array lse = log(psum(sum(exp(logits - mx), {-1}, true), ax.tp)) + mx;  // [b, T, 1]
   const Array hit = equal(col, expand_dims(astype(targets, DType::I32), -1));
   const Array target_logit = psum(sum(where(hit, logits, 0.0), {-1}, true), ax.tp);
   return sum(lse - target_logit);
@@ -59,15 +62,10 @@ PartitionSpec spec_of(const nn::ParamSpec& s, const nn::LogicalRules& rules, con
   return nn::logical_to_spec(s.axes, rules, mesh);
 }
 
-}  // namespace
-
-std::pair<Array, Params> pipeline_value_and_grad(const Params& params, const Array& ids,
-                                                 const Array& targets, const Config& c,
-                                                 const ForwardOptions& o,
-                                                 const PipelineOptions& po) {
-  detail::check(o.mesh && o.rules, kApi, "needs the mesh and the logical rules in ForwardOptions");
-  const Mesh& mesh = *o.mesh;
-  const nn::LogicalRules& rules = *o.rules;
+// The mesh a pipelined GPT-2 runs on: an Auto mesh with 'stage' and optionally 'data' and
+// 'model'. A 'model' axis of one device still types the weights split over it as varying over
+// it: the same manual code runs, its sums over one device.
+Axes3 pipeline_axes(const Mesh& mesh) {
   if (!(mesh.has_axis("stage"))) {
     detail::fail(kApi, "the mesh {} has no 'stage' axis", mesh.to_string());
   }
@@ -83,34 +81,21 @@ std::pair<Array, Params> pipeline_value_and_grad(const Params& params, const Arr
       detail::fail(kApi, "the pipeline runs on an Auto mesh, not {}", mesh.to_string());
     }
   }
-  detail::check(is_stacked(params), kApi, "needs the parameters stacked over layers");
-  check_params(kApi, params, c);
-  const int64_t S = mesh.axis_size("stage");
-  const int64_t D = mesh.has_axis("data") ? mesh.axis_size("data") : 1;
   Axes3 ax;
   if (mesh.has_axis("data")) ax.data = "data";
-  // A 'model' axis of one device still types the weights split over it as varying over it:
-  // the same manual code runs, its sums over one device.
   if (mesh.has_axis("model")) {
     ax.tp = "model";
     ax.tp_size = mesh.axis_size("model");
   }
-  const pipeline::Schedule sc =
-      pipeline::make_schedule(po.schedule, S, po.microbatches, po.virtual_stages);
-  const int64_t M = po.microbatches, V = po.virtual_stages, K = S * V, L = c.n_layer;
-  const int64_t B = ids.shape().at(0), T = ids.shape().at(1);
-  detail::check(B % (D * M) == 0, kApi,
-                "the batch {} does not split into {} microbatches on each of {} data devices", B,
-                M, D);
-  check_layers_split(kApi, L, S, V);
-  if (ax.tp_size > 1) {
-    detail::check(c.n_head % ax.tp_size == 0, kApi, "{} heads do not split over {} model devices",
-                  c.n_head, ax.tp_size);
-  }
-  const nn::ParamSpecs specs = param_specs(c, /*stacked=*/true);
-  // FSDP: the dimension of each parameter split over 'data' (-1: none). Such a parameter is
-  // gathered where it is used (a layer at a time) and its gradient comes back summed over
-  // 'data' and sliced by the gather's transpose.
+  return ax;
+}
+
+// FSDP: the dimension of each parameter split over 'data' (-1: none). Such a parameter is
+// gathered where it is used (a layer at a time) and its gradient comes back summed over
+// 'data' and sliced by the gather's transpose. The stacked parameters must split their layers
+// over 'stage'.
+std::map<std::string, int> data_dims(const nn::ParamSpecs& specs, const nn::LogicalRules& rules,
+                                     const Mesh& mesh) {
   std::map<std::string, int> data_dim;
   for (const auto& [name, s] : specs) {
     const PartitionSpec spec = spec_of(s, rules, mesh);
@@ -120,14 +105,169 @@ std::pair<Array, Params> pipeline_value_and_grad(const Params& params, const Arr
         if (a == "data") data_dim[name] = d;
       }
     }
-    if (s.axes.at(0) == "layers") {
-      if (spec[0] != PartitionSpec::Entry{"stage"}) {
-        detail::fail(kApi,
-                     "the stacked parameter '{}' is {}: the rules must split 'layers' over 'stage'",
-                     name, spec.to_string());
+    if (s.axes.at(0) == "layers" && spec[0] != PartitionSpec::Entry{"stage"}) {
+      detail::fail(kApi,
+                   "the stacked parameter '{}' is {}: the rules must split 'layers' over 'stage'",
+                   name, spec.to_string());
+    }
+  }
+  return data_dim;
+}
+
+// Interleaved: device d holds chunks d, S + d, ...: its contiguous block of the stored layers
+// must be those, so the layers are permuted on the way in (`to`) and back on the way out
+// (`from`). Empty for one chunk per device.
+void layer_permutations(int64_t S, int64_t V, int64_t L, std::vector<int32_t>& to,
+                        std::vector<int32_t>& from) {
+  if (V == 1) return;
+  const int64_t Lc = L / (S * V);
+  to.resize(static_cast<size_t>(L));
+  from.resize(static_cast<size_t>(L));
+  for (int64_t d = 0; d < S; ++d) {
+    for (int64_t v = 0; v < V; ++v) {
+      for (int64_t j = 0; j < Lc; ++j) {
+        const int64_t pos = (d * V + v) * Lc + j, layer = (v * S + d) * Lc + j;
+        to[static_cast<size_t>(pos)] = static_cast<int32_t>(layer);
+        from[static_cast<size_t>(layer)] = static_cast<int32_t>(pos);
       }
     }
   }
+}
+
+// The leaves into shard_map and their specs. shard_map takes equal blocks: a dimension split
+// unevenly is padded, and the padding sliced off the gradients again (unpad). Layers split
+// evenly (check_layers_split); padded vocabulary rows are masked out of the logits and never
+// looked up; padded MLP columns add zeros.
+struct ShardMapLeaves {
+  const Mesh& mesh;
+  std::vector<Array> leaves;
+  std::vector<PartitionSpec> specs;
+
+  void add(Array x, const PartitionSpec& spec) {
+    Shape high(static_cast<size_t>(x.ndim()), 0);
+    bool padded = false;
+    for (int d = 0; d < x.ndim(); ++d) {
+      int64_t k = 1;
+      for (const std::string& a : spec[d]) k *= mesh.axis_size(a);
+      const int64_t n = x.shape()[static_cast<size_t>(d)];
+      high[static_cast<size_t>(d)] = (n + k - 1) / k * k - n;
+      padded = padded || high[static_cast<size_t>(d)] != 0;
+    }
+    if (padded) x = pad(x, Shape(static_cast<size_t>(x.ndim()), 0), high);
+    leaves.push_back(x);
+    specs.push_back(spec);
+  }
+  static Array unpad(const Array& g, const Shape& shape) {
+    return g.shape() == shape ? g : slice(g, Shape(shape.size(), 0), shape);
+  }
+};
+
+// What the stage function of one device reads: its rows of the batch split into microbatches,
+// the dropout key, and where each parameter is split over 'data'.
+struct StageContext {
+  const Config& c;
+  const ForwardOptions& o;
+  const Axes3& ax;
+  const std::map<std::string, int>& data_dim;
+  int64_t K, T, b, Lc;     // chunks, sequence, local rows per microbatch, layers per chunk
+  double scale;            // 1 / (the global batch's tokens)
+  Array ids_m, targets_m;  // [M, b, T]
+  std::optional<Array> data_key;
+
+  // A parameter whole along 'data' for use; `shift`: leading dimensions sliced off (a layer of
+  // a stacked parameter).
+  Array gathered(const std::string& n, const Array& x, int shift) const {
+    const int d = data_dim.at(n);
+    return d < 0 ? x : all_gather(x, "data", d - shift, /*tiled=*/true);
+  }
+  Array shared(const Params& sp, const std::string& n) const { return gathered(n, sp.at(n), 0); }
+
+  // The stage function: chunk k's layers on x for microbatch m; chunk 0 embeds the tokens
+  // first, the last chunk adds the head's loss.
+  pipeline::StageOut operator()(const Params& cp, const Params& sp, const Array& x, const Array& k,
+                                const Array& m) const {
+    std::optional<Array> mkey;
+    if (data_key) mkey = random::fold_in(*data_key, m);
+    Array h = cond(
+        equal(k, 0.0), [&](const Array&) { return embedded(sp, m, mkey); },
+        [&](const Array& xx) { return xx; }, x);
+    h = layers(cp, h, k, mkey);
+    Array loss = cond(
+        equal(k, static_cast<double>(K - 1)), [&](const Array& hh) { return head_loss(sp, hh, m); },
+        [&](const Array&) { return zeros({}, DType::F32); }, h);
+    return {h, loss};
+  }
+
+ private:
+  Array embedded(const Params& sp, const Array& m, const std::optional<Array>& mkey) const {
+    NamedScope scope("embed");
+    const Array mb_ids = reshape(dynamic_slice_in_dim(ids_m, m, 1, 0), {b, T});
+    Array e = embed(shared(sp, "transformer.wte.weight"), mb_ids, ax) +
+              slice_axis(shared(sp, "transformer.wpe.weight"), 0, 0, T);
+    return astype(embed_dropout(e, c, mkey), c.dtype);
+  }
+
+  Array layers(const Params& cp, const Array& h, const Array& k,
+               const std::optional<Array>& mkey) const {
+    ForwardOptions bo;
+    bo.remat = o.remat;
+    auto layer = [&](const Array& hh, const Params& lp_in, const std::vector<Array>& lk) {
+      Params lp;
+      for (const auto& [n, w] : lp_in) lp.emplace(n, gathered(n, w, 1));
+      return block(lp, std::string(kStackedPrefix), hh, c, bo, 0,
+                   lk.empty() ? std::nullopt : std::optional<Array>(lk[0]), ax.tp);
+    };
+    return scan(
+               [&](const Array& hh, const std::pair<Params, Array>& in) {
+                 NamedScope scope("h");
+                 const Array global = k * static_cast<double>(Lc) + in.second;
+                 std::vector<Array> lk;
+                 if (mkey) lk.push_back(random::fold_in(*mkey, global));
+                 Array out =
+                     o.remat ? checkpoint(layer)(hh, in.first, lk) : layer(hh, in.first, lk);
+                 return std::pair{out, std::vector<Array>{}};
+               },
+               h, std::pair{cp, arange(Lc, DType::I32)})
+        .first;
+  }
+
+  Array head_loss(const Params& sp, const Array& h, const Array& m) const {
+    NamedScope scope("head");
+    const Array mb_targets = reshape(dynamic_slice_in_dim(targets_m, m, 1, 0), {b, T});
+    Array y = layer_norm(h, shared(sp, "transformer.ln_f.weight"),
+                         shared(sp, "transformer.ln_f.bias"), c.layer_norm_epsilon);
+    return summed_cross_entropy(y, shared(sp, "transformer.wte.weight"), mb_targets, c, ax) * scale;
+  }
+};
+
+}  // namespace
+
+std::pair<Array, Params> pipeline_value_and_grad(const Params& params, const Array& ids,
+                                                 const Array& targets, const Config& c,
+                                                 const ForwardOptions& o,
+                                                 const PipelineOptions& po) {
+  detail::check(o.mesh && o.rules, kApi, "needs the mesh and the logical rules in ForwardOptions");
+  const Mesh& mesh = *o.mesh;
+  const nn::LogicalRules& rules = *o.rules;
+  const Axes3 ax = pipeline_axes(mesh);
+  detail::check(is_stacked(params), kApi, "needs the parameters stacked over layers");
+  check_params(kApi, params, c);
+  const int64_t S = mesh.axis_size("stage");
+  const int64_t D = mesh.has_axis("data") ? mesh.axis_size("data") : 1;
+  const pipeline::Schedule sc =
+      pipeline::make_schedule(po.schedule, S, po.microbatches, po.virtual_stages);
+  const int64_t M = po.microbatches, V = po.virtual_stages, K = S * V, L = c.n_layer;
+  const int64_t B = ids.shape().at(0), T = ids.shape().at(1);
+  detail::check(B % (D * M) == 0, kApi,
+                "the batch {} does not split into {} microbatches on each of {} data devices", B, M,
+                D);
+  check_layers_split(kApi, L, S, V);
+  if (ax.tp_size > 1) {
+    detail::check(c.n_head % ax.tp_size == 0, kApi, "{} heads do not split over {} model devices",
+                  c.n_head, ax.tp_size);
+  }
+  const nn::ParamSpecs specs = param_specs(c, /*stacked=*/true);
+  const std::map<std::string, int> data_dim = data_dims(specs, rules, mesh);
 
   // The leaves in and out of shard_map: stacked blocks (chunked), the rest (shared), ids,
   // targets, the dropout key.
@@ -135,75 +275,33 @@ std::pair<Array, Params> pipeline_value_and_grad(const Params& params, const Arr
   for (const auto& [name, s] : specs) {
     (s.axes.at(0) == "layers" ? chunk_names : shared_names).push_back(name);
   }
-  // Interleaved: device d holds chunks d, S + d, ...: its contiguous block of the stored layers
-  // must be those, so the layers are permuted on the way in and back on the way out.
   std::vector<int32_t> to_pipeline, from_pipeline;
-  if (V > 1) {
-    const int64_t Lc = L / K;
-    to_pipeline.resize(static_cast<size_t>(L));
-    from_pipeline.resize(static_cast<size_t>(L));
-    for (int64_t d = 0; d < S; ++d) {
-      for (int64_t v = 0; v < V; ++v) {
-        for (int64_t j = 0; j < Lc; ++j) {
-          const int64_t pos = (d * V + v) * Lc + j, layer = (v * S + d) * Lc + j;
-          to_pipeline[static_cast<size_t>(pos)] = static_cast<int32_t>(layer);
-          from_pipeline[static_cast<size_t>(layer)] = static_cast<int32_t>(pos);
-        }
-      }
-    }
-  }
-  std::vector<Array> leaves;
-  std::vector<PartitionSpec> in_specs, out_specs;
-  // shard_map takes equal blocks: a dimension split unevenly is padded, and the padding sliced
-  // off the gradients again. Layers split evenly (check_layers_split); padded vocabulary rows
-  // are masked out of the logits and never looked up; padded MLP columns add zeros.
-  auto padded_shape = [&](const Shape& shape, const PartitionSpec& spec) {
-    Shape out = shape;
-    for (int d = 0; d < static_cast<int>(shape.size()); ++d) {
-      int64_t k = 1;
-      for (const std::string& a : spec[d]) k *= mesh.axis_size(a);
-      out[static_cast<size_t>(d)] = (shape[static_cast<size_t>(d)] + k - 1) / k * k;
-    }
-    return out;
-  };
-  auto add_leaf = [&](Array x, const PartitionSpec& spec) {
-    const Shape want = padded_shape(x.shape(), spec);
-    if (want != x.shape()) {
-      Shape high(static_cast<size_t>(x.ndim()), 0);
-      for (size_t d = 0; d < want.size(); ++d) high[d] = want[d] - x.shape()[d];
-      x = pad(x, Shape(static_cast<size_t>(x.ndim()), 0), high);
-    }
-    leaves.push_back(x);
-    in_specs.push_back(spec);
-  };
-  auto unpad = [](Array g, const Shape& shape) {
-    return g.shape() == shape ? g : slice(g, Shape(shape.size(), 0), shape);
-  };
+  layer_permutations(S, V, L, to_pipeline, from_pipeline);
+  ShardMapLeaves in{mesh, {}, {}};
   for (const std::string& n : chunk_names) {
     Array x = params.at(n);
     if (V > 1) x = take(x, from_vector(to_pipeline, {L}), 0);
-    add_leaf(x, spec_of(specs.at(n), rules, mesh));
+    in.add(x, spec_of(specs.at(n), rules, mesh));
   }
-  for (const std::string& n : shared_names) add_leaf(params.at(n), spec_of(specs.at(n), rules, mesh));
+  for (const std::string& n : shared_names) in.add(params.at(n), spec_of(specs.at(n), rules, mesh));
   const PartitionSpec batch_spec = ax.data.empty() ? P() : P("data");
-  leaves.push_back(ids);
-  in_specs.push_back(batch_spec);
-  leaves.push_back(targets);
-  in_specs.push_back(batch_spec);
+  in.leaves.push_back(ids);
+  in.specs.push_back(batch_spec);
+  in.leaves.push_back(targets);
+  in.specs.push_back(batch_spec);
   const bool has_key = o.dropout_key.has_value() && c.dropout > 0;
   if (has_key) {
-    leaves.push_back(*o.dropout_key);
-    in_specs.push_back(P());
+    in.leaves.push_back(*o.dropout_key);
+    in.specs.push_back(P());
   }
-  out_specs.push_back(P());  // loss
+  std::vector<PartitionSpec> out_specs{P()};  // loss
   for (const std::string& n : chunk_names) out_specs.push_back(spec_of(specs.at(n), rules, mesh));
   for (const std::string& n : shared_names) out_specs.push_back(spec_of(specs.at(n), rules, mesh));
 
-  const double scale = 1.0 / static_cast<double>(B * T);
-  detail::ShardMapState state(mesh, in_specs, out_specs, /*check_vma=*/true);
+  detail::ShardMapState state(mesh, in.specs, out_specs, /*check_vma=*/true);
   std::shared_ptr<void> proto;
   std::vector<Array> outs = state.call(
-      leaves, std::vector<size_t>(leaves.size(), 1),
+      in.leaves, std::vector<size_t>(in.leaves.size(), 1),
       [&](const std::vector<Array>& t, std::shared_ptr<void>&) {
         size_t i = 0;
         Params chunked, shared;
@@ -213,71 +311,26 @@ std::pair<Array, Params> pipeline_value_and_grad(const Params& params, const Arr
         std::optional<Array> key;
         if (has_key) key = t[i++];
         const int64_t b = ids_l.shape()[0] / M;  // local rows per microbatch
-        const Array ids_m = reshape(ids_l, {M, b, T}), targets_m = reshape(targets_l, {M, b, T});
-        const int64_t Lc = chunked.begin()->second.shape()[0] / V;  // layers per chunk (local)
+        StageContext stage{c,
+                           o,
+                           ax,
+                           data_dim,
+                           K,
+                           T,
+                           b,
+                           chunked.begin()->second.shape()[0] / V,  // layers per chunk (local)
+                           1.0 / static_cast<double>(B * T),
+                           reshape(ids_l, {M, b, T}),
+                           reshape(targets_l, {M, b, T}),
+                           std::nullopt};
         // Masks differ per microbatch and data device (each draws its own rows).
-        std::optional<Array> data_key;
-        if (key) data_key = ax.data.empty() ? *key : random::fold_in(*key, axis_index(ax.data));
-
-        // A parameter whole along 'data' for use; `shift`: leading dimensions sliced off (a
-        // layer of a stacked parameter).
-        auto gathered = [&](const std::string& n, const Array& x, int shift) {
-          const int d = data_dim.at(n);
-          return d < 0 ? x : all_gather(x, "data", d - shift, /*tiled=*/true);
-        };
-        pipeline::StageFn stage = [&](const Params& cp, const Params& sp, const Array& x,
-                                      const Array& k, const Array& m) -> pipeline::StageOut {
-          std::optional<Array> mkey;
-          if (data_key) mkey = random::fold_in(*data_key, m);
-          const Array mb_ids = reshape(dynamic_slice_in_dim(ids_m, m, 1, 0), {b, T});
-          const std::string wte_name = "transformer.wte.weight";
-          Array h = cond(
-              equal(k, 0.0),
-              [&](const Array&) {
-                NamedScope scope("embed");
-                const std::string wpe = "transformer.wpe.weight";
-                Array e = embed(gathered(wte_name, sp.at(wte_name), 0), mb_ids, ax) +
-                          slice_axis(gathered(wpe, sp.at(wpe), 0), 0, 0, T);
-                return astype(embed_dropout(e, c, mkey), c.dtype);
-              },
-              [&](const Array& xx) { return xx; }, x);
-          ForwardOptions bo;
-          bo.remat = o.remat;
-          auto layer = [&](const Array& hh, const Params& lp_in, const std::vector<Array>& lk) {
-            Params lp;
-            for (const auto& [n, w] : lp_in) lp.emplace(n, gathered(n, w, 1));
-            return block(lp, std::string(kStackedPrefix), hh, c, bo, 0,
-                         lk.empty() ? std::nullopt : std::optional<Array>(lk[0]), ax.tp);
-          };
-          h = scan(
-                  [&](const Array& hh, const std::pair<Params, Array>& in) {
-                    NamedScope scope("h");
-                    const Array global = k * static_cast<double>(Lc) + in.second;
-                    std::vector<Array> lk;
-                    if (mkey) lk.push_back(random::fold_in(*mkey, global));
-                    Array out = o.remat ? checkpoint(layer)(hh, in.first, lk) : layer(hh, in.first, lk);
-                    return std::pair{out, std::vector<Array>{}};
-                  },
-                  h, std::pair{cp, arange(Lc, DType::I32)})
-                  .first;
-          Array loss = cond(
-              equal(k, static_cast<double>(K - 1)),
-              [&](const Array& hh) {
-                NamedScope scope("head");
-                const Array mb_targets = reshape(dynamic_slice_in_dim(targets_m, m, 1, 0), {b, T});
-                const std::string w = "transformer.ln_f.weight", bias = "transformer.ln_f.bias";
-                Array y = layer_norm(hh, gathered(w, sp.at(w), 0), gathered(bias, sp.at(bias), 0),
-                                     c.layer_norm_epsilon);
-                return summed_cross_entropy(y, gathered(wte_name, sp.at(wte_name), 0), mb_targets,
-                                            c, ax) *
-                       scale;
-              },
-              [&](const Array&) { return zeros({}, DType::F32); }, h);
-          return {h, loss};
-        };
+        if (key) {
+          stage.data_key = ax.data.empty() ? *key : random::fold_in(*key, axis_index(ax.data));
+        }
         const ShapeDtypeStruct act{{b, T, c.n_embd}, c.dtype};
         pipeline::Result r = pipeline::run(
-            sc, "stage", ax.data.empty() ? std::vector<std::string>{} : std::vector<std::string>{ax.data},
+            sc, "stage",
+            ax.data.empty() ? std::vector<std::string>{} : std::vector<std::string>{ax.data},
             chunked, shared, act, stage);
         Axes over_all = ax.data.empty() ? Axes{"stage"} : Axes{"stage", "data"};
         std::vector<Array> res{psum(r.loss, over_all)};
@@ -296,11 +349,13 @@ std::pair<Array, Params> pipeline_value_and_grad(const Params& params, const Arr
   Params grads;
   size_t i = 1;
   for (const std::string& n : chunk_names) {
-    Array g = unpad(outs[i++], specs.at(n).shape);
+    Array g = ShardMapLeaves::unpad(outs[i++], specs.at(n).shape);
     if (V > 1) g = take(g, from_vector(from_pipeline, {L}), 0);
     grads.emplace(n, g);
   }
-  for (const std::string& n : shared_names) grads.emplace(n, unpad(outs[i++], specs.at(n).shape));
+  for (const std::string& n : shared_names) {
+    grads.emplace(n, ShardMapLeaves::unpad(outs[i++], specs.at(n).shape));
+  }
   return {outs[0], grads};
 }
 
