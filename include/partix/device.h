@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,9 +36,25 @@ int device_count();
 int local_device_count();
 int process_index();
 int process_count();
-// Where arrays made from host values live: this process's first device (device 0 in a
-// single process).
+// Where arrays made from host values live, and where eager ops and jits whose arguments are
+// all uncommitted run: this process's first device (device 0 in a single process), unless
+// set_default_device chose another on this thread.
 const Device& default_device();
+// JAX's jax.default_device: makes `device` (nullopt: this process's first device) the default
+// device of this thread and returns the previous choice (nullopt: none was made). Throws
+// partix::Error naming the device unless it is one of this process's devices.
+std::optional<Device> set_default_device(std::optional<Device> device);
+// The choice of set_default_device for one scope: restored when the scope ends.
+class DefaultDeviceScope {
+ public:
+  explicit DefaultDeviceScope(const Device& device) : previous_(set_default_device(device)) {}
+  ~DefaultDeviceScope() { set_default_device(previous_); }
+  DefaultDeviceScope(const DefaultDeviceScope&) = delete;
+  DefaultDeviceScope& operator=(const DefaultDeviceScope&) = delete;
+
+ private:
+  std::optional<Device> previous_;
+};
 
 // Per-device allocator statistics (as JAX's Device.memory_stats()).
 struct MemoryStats {

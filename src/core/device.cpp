@@ -44,7 +44,8 @@ Registry& registry() {
 // must have the same count (checked with the others when there are several).
 void initialize_locked(Registry& r, int count) {
   const detail::ProcessHooks& hooks = process_hooks();
-  const detail::ProcessLaunch launch = hooks.launch != nullptr ? hooks.launch() : detail::ProcessLaunch{};
+  const detail::ProcessLaunch launch =
+      hooks.launch != nullptr ? hooks.launch() : detail::ProcessLaunch{};
   if (launch.count > 1) {
     std::vector<int> all_procs;
     for (int p = 0; p < launch.count; ++p) all_procs.push_back(p);
@@ -169,9 +170,35 @@ std::vector<Device> local_devices() {
 
 int device_count() { return static_cast<int>(initialized_registry().all.size()); }
 int local_device_count() { return initialized_registry().local_count; }
+namespace {
+thread_local std::optional<Device> chosen_default_device;  // set_default_device's choice
+}  // namespace
+
 const Device& default_device() {
+  if (chosen_default_device) return *chosen_default_device;
   Registry& r = initialized_registry();
   return r.all[static_cast<size_t>(r.process_index * r.local_count)];
+}
+
+std::optional<Device> set_default_device(std::optional<Device> device) {
+  if (device) {
+    Registry& r = initialized_registry();
+    if (device->id < 0 || device->id >= static_cast<int>(r.all.size())) {
+      detail::fail("default_device", "no device {} (the job has {} devices)", device->id,
+                   r.all.size());
+    }
+    const Device& d = r.all[static_cast<size_t>(device->id)];
+    if (d.process_index != r.process_index) {
+      detail::fail("default_device",
+                   "device {} belongs to process {}, not this process ({}): uncommitted work "
+                   "runs on a device of the process that makes it",
+                   d.id, d.process_index, r.process_index);
+    }
+    device = d;
+  }
+  std::optional<Device> previous = chosen_default_device;
+  chosen_default_device = std::move(device);
+  return previous;
 }
 int process_index() { return initialized_registry().process_index; }
 int process_count() { return initialized_registry().process_count; }
@@ -182,7 +209,8 @@ MemoryStats memory_stats(int device_id) {
                  device_count());
   }
   const detail::DeviceCounters& c = detail::device_counters(device_id);
-  return MemoryStats{c.in_use.load(), c.peak.load(), c.allocs.load(), detail::device_memory_limit()};
+  return MemoryStats{c.in_use.load(), c.peak.load(), c.allocs.load(),
+                     detail::device_memory_limit()};
 }
 
 void reset_peak_memory_stats() {
