@@ -70,11 +70,11 @@ struct LoweredImpl;
 class Lowered {
  public:
   explicit Lowered(std::shared_ptr<const detail::LoweredImpl> impl) : impl_(std::move(impl)) {}
-  std::string as_text() const;         // per-device program, collectives visible
+  std::string as_text() const;  // per-device program, collectives visible
   // The per-device program's fused loops, one line each: "%6 = fusion(broadcast_in_dim,sub,exp)
   // (%0, %3) : f32[3,5] {%4 %5 %6}" (result, ops, values read, the results it computes).
   std::vector<std::string> fusions() const;
-  std::string global_text() const;     // the global program with every value's sharding
+  std::string global_text() const;  // the global program with every value's sharding
   CostAnalysis cost_analysis() const;
   MemoryAnalysis memory_analysis() const;
   std::vector<std::string> warnings() const;  // e.g. gather-then-slice resharding
@@ -114,7 +114,8 @@ class JitState {
   explicit JitState(JitOptions options);
   // Traces (once per key) and compiles. `arg_leaf_counts` maps leaves to arguments.
   // paths: makes each leaf's path ("args[1]['w']") for messages; called only when the call traces.
-  std::shared_ptr<Entry> get(const std::vector<Array>& leaves, const std::vector<size_t>& arg_leaf_counts,
+  std::shared_ptr<Entry> get(const std::vector<Array>& leaves,
+                             const std::vector<size_t>& arg_leaf_counts,
                              const std::string& tree_key,
                              const std::function<std::vector<std::string>()>& paths,
                              const TraceFn& trace);
@@ -307,6 +308,8 @@ class ShardMapState {
   // automatic (its values are whole along them, replicated on their devices, and the specs
   // and collectives may not name them). Empty: manual over every axis.
   void set_manual_axes(std::set<std::string> axes) { manual_axes_ = std::move(axes); }
+  // The mapped function's name, which the errors about its arguments name (as JAX's do).
+  void set_function_name(std::string name) { function_name_ = std::move(name); }
 
  private:
   Mesh mesh_;
@@ -314,6 +317,7 @@ class ShardMapState {
   bool check_vma_;
   OutSpecsFn out_specs_fn_{};
   std::set<std::string> manual_axes_{};
+  std::string function_name_{};
 };
 
 }  // namespace detail
@@ -463,7 +467,8 @@ class GradFn {
     std::vector<bool> wrt(leaves.size(), false);
     for (int a : argnums_) {
       if (a < 0 || static_cast<size_t>(a) >= n) grad_bad_argnum(a, n);
-      for (size_t j = 0; j < count[static_cast<size_t>(a)]; ++j) wrt[first[static_cast<size_t>(a)] + j] = true;
+      for (size_t j = 0; j < count[static_cast<size_t>(a)]; ++j)
+        wrt[first[static_cast<size_t>(a)] + j] = true;
     }
     GradOutput out = grad_engine(leaves, wrt, [&](const std::vector<Array>& tracers) -> Array {
       const Array* it = tracers.data();
@@ -480,11 +485,15 @@ class GradFn {
       trees.push_back(std::move(t));
     }
     if constexpr (kMulti) {
-      if constexpr (kWithValue) return std::pair<Array, std::vector<Tree>>{out.value, trees};
-      else return trees;
+      if constexpr (kWithValue)
+        return std::pair<Array, std::vector<Tree>>{out.value, trees};
+      else
+        return trees;
     } else {
-      if constexpr (kWithValue) return std::pair<Array, Tree>{out.value, trees[0]};
-      else return trees[0];
+      if constexpr (kWithValue)
+        return std::pair<Array, Tree>{out.value, trees[0]};
+      else
+        return trees[0];
     }
   }
 
@@ -536,12 +545,12 @@ struct BatchAxis {
 // call is made, each primitive through its batching rule. Returns f's results with their batch
 // dimensions; place_batched moves one to `out_axis` (-1: an unmapped result, which must not
 // depend on the mapped axis).
-std::vector<Batched> vmap_call(const std::vector<Array>& leaves, const std::vector<int>& in_axes,
-                               std::optional<int64_t> axis_size, const std::string& axis_name,
-                               const std::vector<std::string>& spmd_axis_name,
-                               const std::function<std::vector<Array>(const std::vector<Array>&,
-                                                                      std::shared_ptr<void>&)>& f,
-                               std::shared_ptr<void>& proto);
+std::vector<Batched> vmap_call(
+    const std::vector<Array>& leaves, const std::vector<int>& in_axes,
+    std::optional<int64_t> axis_size, const std::string& axis_name,
+    const std::vector<std::string>& spmd_axis_name,
+    const std::function<std::vector<Array>(const std::vector<Array>&, std::shared_ptr<void>&)>& f,
+    std::shared_ptr<void>& proto);
 Array place_batched(const Batched& b, int64_t size, int out_axis);
 }  // namespace detail
 
@@ -598,11 +607,11 @@ std::vector<Array> custom_jvp_call(const std::vector<Array>& args, const CustomR
 // pass (JAX's jax.checkpoint_policies); the others are recomputed from the function's inputs.
 struct SavePolicy {
   enum class Kind {
-    kNothing,                  // nothing_saveable: everything recomputed (the default)
-    kEverything,               // everything_saveable: nothing recomputed (no remat)
-    kDots,                     // dots_saveable: the results of contractions (dot_general)
-    kDotsWithNoBatchDims,      // dots_with_no_batch_dims_saveable: those without batch dims
-    kNames,                    // save_only_these_names: values named with checkpoint_name
+    kNothing,              // nothing_saveable: everything recomputed (the default)
+    kEverything,           // everything_saveable: nothing recomputed (no remat)
+    kDots,                 // dots_saveable: the results of contractions (dot_general)
+    kDotsWithNoBatchDims,  // dots_with_no_batch_dims_saveable: those without batch dims
+    kNames,                // save_only_these_names: values named with checkpoint_name
   };
   Kind kind = Kind::kNothing;
   std::vector<std::string> names;  // kNames
@@ -615,10 +624,11 @@ Array checkpoint_name(const Array& x, const std::string& name);
 namespace detail {
 // Traces f into a region and binds one remat instruction; its VJP recomputes the region, but
 // for the values `policy` saves.
-std::vector<Array> remat_call(const std::vector<Array>& leaves,
-                              const std::function<std::vector<Array>(const std::vector<Array>&,
-                                                                     std::shared_ptr<void>&)>& trace,
-                              std::shared_ptr<void>& out_proto, const SavePolicy& policy = {});
+std::vector<Array> remat_call(
+    const std::vector<Array>& leaves,
+    const std::function<std::vector<Array>(const std::vector<Array>&, std::shared_ptr<void>&)>&
+        trace,
+    std::shared_ptr<void>& out_proto, const SavePolicy& policy = {});
 }  // namespace detail
 
 // checkpoint(f, policy): f's activations are recomputed in the backward pass instead of being
@@ -652,7 +662,8 @@ auto checkpoint(F f, SavePolicy policy = {}) {
 namespace partix {
 namespace detail {
 
-struct VjpState;  // the traced program, its evaluated values and residuals (src/autodiff/forward.cpp)
+struct VjpState;  // the traced program, its evaluated values and residuals
+                  // (src/autodiff/forward.cpp)
 
 // A vjp's pullback: runs the saved program backward from its results' cotangents, never its
 // forward pass again; it may be called any number of times, in the context vjp ran in (eagerly,
@@ -709,8 +720,9 @@ std::vector<Array> flatten_all(const Args&... args) {
 template <class... Args>
 std::tuple<Args...> unflatten_all(const std::tuple<Args...>& proto, const std::vector<Array>& l) {
   [[maybe_unused]] const Array* it = l.data();
-  return std::apply([&](const auto&... p) { return std::tuple<Args...>{TreeDef<Args>::unflatten(p, it)...}; },
-                    proto);
+  return std::apply(
+      [&](const auto&... p) { return std::tuple<Args...>{TreeDef<Args>::unflatten(p, it)...}; },
+      proto);
 }
 
 }  // namespace detail
@@ -778,8 +790,8 @@ auto linearize(F f, const Args&... args) {
   };
   detail::VjpOutput out = detail::vjp_engine(detail::flatten_all(args...), flat);
   auto f_jvp = [pb = out.pullback, proto](const Args&... tangents) {
-    return tree_unflatten(*proto, detail::jvp_of_pullback(pb, detail::flatten_all(tangents...),
-                                                          "linearize"));
+    return tree_unflatten(
+        *proto, detail::jvp_of_pullback(pb, detail::flatten_all(tangents...), "linearize"));
   };
   return std::pair{tree_unflatten(*proto, out.outputs), f_jvp};
 }

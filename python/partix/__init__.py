@@ -38,6 +38,12 @@ from partix._src.sharding import (AxisType, Device, NamedSharding, PartitionSpec
                                   get_abstract_mesh, make_mesh, set_mesh, use_mesh)
 from partix._src.shard_map import shard_map, smap  # noqa: E402,F401
 from partix._src.tree_util import tree_leaves, tree_map, tree_structure  # noqa: E402,F401
+from partix._src import default_device as _default_device  # noqa: E402
+from partix._src.default_device import default_device  # noqa: E402,F401
+from partix._src.transfer_guard import (transfer_guard,  # noqa: E402,F401
+                                        transfer_guard_device_to_device,
+                                        transfer_guard_device_to_host,
+                                        transfer_guard_host_to_device)
 from partix import (ad_checkpoint, checkpoint_policies, ckpt, core,  # noqa: E402
                     custom_derivatives, debug, distributed, experimental, lax, nn, numpy,
                     profiler, random, scipy, sharding, stages, tree, tree_util, typing)
@@ -215,6 +221,8 @@ class _Config:
   def update(self, name, value):
     if name == "jax_num_cpu_devices":
       init(int(value))
+    if name == "jax_default_device":
+      _default_device.set_default_device(value)
     self.values[name] = value
 
   def __getattr__(self, name):

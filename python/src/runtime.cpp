@@ -102,6 +102,7 @@ void bind_runtime(nb::module_& m) {
   m.def("process_index", &process_index);
   m.def("process_count", &process_count);
   m.def("default_device", [] { return default_device(); });
+  m.def("set_default_device", &set_default_device, nb::arg("device").none());
   m.def("memory_stats", [](int id) {
     MemoryStats s = memory_stats(id);
     return std::map<std::string, int64_t>{{"bytes_in_use", s.bytes_in_use},

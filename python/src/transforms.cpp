@@ -112,6 +112,8 @@ class PyShardMap {
     }
   }
 
+  void set_function_name(std::string name) { state_.set_function_name(std::move(name)); }
+
   std::pair<Leaves, int64_t> call(const Leaves& leaves, const Counts& counts,
                                   const nb::callable& trace) {
     return interruptible([&]() -> std::pair<Leaves, int64_t> {
@@ -140,9 +142,8 @@ std::map<std::string, double> cost_dict(const CostAnalysis& c) {
   return out;
 }
 
-}  // namespace
-
-void bind_transforms(nb::module_& m) {
+// jit, its lowering and shard_map as classes the Python package drives.
+void bind_staged(nb::module_& m) {
   nb::class_<PyJit>(m, "Jit")
       .def(nb::init<std::vector<std::optional<NamedSharding>>,
                     std::vector<std::optional<NamedSharding>>, std::vector<int>, std::string,
@@ -173,8 +174,12 @@ void bind_transforms(nb::module_& m) {
   nb::class_<PyShardMap>(m, "ShardMap")
       .def(nb::init<Mesh, std::vector<PartitionSpec>, std::vector<PartitionSpec>, bool,
                     std::optional<nb::callable>, std::set<std::string>>())
-      .def("call", &PyShardMap::call);
+      .def("call", &PyShardMap::call)
+      .def("set_function_name", &PyShardMap::set_function_name);
+}
 
+// Reverse mode and sharding constraints.
+void bind_grad(nb::module_& m) {
   // grad: f(tracers) -> [value, aux...]; returns (value, grads (None where not asked), aux).
   m.def("grad", [](const Leaves& leaves, const std::vector<bool>& wrt, nb::callable f) {
     detail::GradOutput out;
@@ -195,7 +200,10 @@ void bind_transforms(nb::module_& m) {
     return with_sharding_constraint(x, s);
   });
   m.def("is_tracing", &detail::is_tracing);
+}
 
+// Loops, branches and checkpointing.
+void bind_control_flow(nb::module_& m) {
   // Control flow: bodies are Python functions f(tracers) -> (leaves, tree_id).
   m.def("scan", [](const Leaves& init, const Leaves& xs, int64_t length, bool reverse,
                    nb::callable body) {
@@ -236,9 +244,11 @@ void bind_transforms(nb::module_& m) {
   m.def("checkpoint", [](const Leaves& leaves, nb::callable f, const std::string& policy,
                          const std::vector<std::string>& names) {
     using Kind = SavePolicy::Kind;
-    static const std::map<std::string, Kind> kinds{
-        {"nothing", Kind::kNothing}, {"everything", Kind::kEverything}, {"dots", Kind::kDots},
-        {"dots_no_batch", Kind::kDotsWithNoBatchDims}, {"names", Kind::kNames}};
+    static const std::map<std::string, Kind> kinds{{"nothing", Kind::kNothing},
+                                                   {"everything", Kind::kEverything},
+                                                   {"dots", Kind::kDots},
+                                                   {"dots_no_batch", Kind::kDotsWithNoBatchDims},
+                                                   {"names", Kind::kNames}};
     auto it = kinds.find(policy);
     if (it == kinds.end()) throw Error("[checkpoint] unknown save policy '" + policy + "'");
     nb::gil_scoped_release release;
@@ -252,7 +262,9 @@ void bind_transforms(nb::module_& m) {
     nb::gil_scoped_release release;
     return checkpoint_name(x, name);
   });
+}
 
+void bind_vmap(nb::module_& m) {
   // vmap: f(tracers) -> (leaves, tree_id) on one example; returns (values, batch dims, tree id).
   m.def("vmap", [](const Leaves& leaves, const std::vector<int>& in_axes,
                    std::optional<int64_t> axis_size, const std::string& axis_name,
@@ -275,7 +287,9 @@ void bind_transforms(nb::module_& m) {
     nb::gil_scoped_release release;
     return detail::place_batched({v, bdim}, size, out_axis);
   });
+}
 
+void bind_custom_derivatives(nb::module_& m) {
   // Custom derivatives: f, fwd, bwd (or the jvp rule) are Python functions
   // f(tracers) -> (leaves, tree_id); returns (outputs, f's tree id).
   // The rules hold the callables by reference: no Python reference count changes while the
@@ -284,20 +298,22 @@ void bind_transforms(nb::module_& m) {
     const nb::callable* f = &fn;
     return [f](const Leaves& t, std::shared_ptr<void>& p) { return trace_into(*f, t, p); };
   };
-  m.def("custom_vjp", [rule](const Leaves& args, nb::callable f, nb::callable fwd,
-                             nb::callable bwd) {
-    nb::gil_scoped_release release;
-    detail::CustomProtos protos;
-    Leaves outs = detail::custom_vjp_call(args, rule(f), rule(fwd), rule(bwd), protos);
-    return std::make_pair(outs, proto_id(protos.f));
-  });
+  m.def("custom_vjp",
+        [rule](const Leaves& args, nb::callable f, nb::callable fwd, nb::callable bwd) {
+          nb::gil_scoped_release release;
+          detail::CustomProtos protos;
+          Leaves outs = detail::custom_vjp_call(args, rule(f), rule(fwd), rule(bwd), protos);
+          return std::make_pair(outs, proto_id(protos.f));
+        });
   m.def("custom_jvp", [rule](const Leaves& args, nb::callable f, nb::callable jvp) {
     nb::gil_scoped_release release;
     detail::CustomProtos protos;
     Leaves outs = detail::custom_jvp_call(args, rule(f), rule(jvp), protos);
     return std::make_pair(outs, proto_id(protos.f));
   });
+}
 
+void bind_collectives(nb::module_& m) {
   // Collectives (inside shard_map); axes: one name or several; groups: axis_index_groups
   // (empty: the whole axes).
   using Names = const std::vector<std::string>&;
@@ -340,6 +356,17 @@ void bind_transforms(nb::module_& m) {
   });
   m.def("axis_index", [](Names a) { return axis_index(to_axes(a)); });
   m.def("axis_size", [](Names a) { return axis_size(to_axes(a)); });
+}
+
+}  // namespace
+
+void bind_transforms(nb::module_& m) {
+  bind_staged(m);
+  bind_grad(m);
+  bind_control_flow(m);
+  bind_vmap(m);
+  bind_custom_derivatives(m);
+  bind_collectives(m);
 }
 
 }  // namespace partix::python

@@ -1,6 +1,8 @@
 // jit: trace once per (avals, shardings), compile through the SPMD pipeline and the shared
 // compile cache, run.
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
@@ -8,8 +10,8 @@
 #include "core/errors.h"
 #include "core/log.h"
 #include "dispatch/compile_cache.h"
-#include "spmd/analysis.h"
 #include "sharding/axes.h"
+#include "spmd/analysis.h"
 #include "spmd/compile.h"
 #include "trace/trace.h"
 
@@ -28,6 +30,10 @@ struct JitTrace {
   std::vector<Array> captures;
   std::shared_ptr<void> out_proto;
   std::vector<bool> donate;  // per argument leaf
+  // The results are committed to their devices: something placed the program (committed
+  // arguments, in/out_shardings, constraints or shard_maps naming a mesh, or more than one
+  // device). Otherwise, as JAX's, they stay uncommitted and may move to meet other arrays.
+  bool commit_outputs = true;
 };
 
 }  // namespace
@@ -77,27 +83,231 @@ std::shared_ptr<spmd::Compiled> compile_traced(const JitTrace& t) {
   });
 }
 
+// The current mesh when it has Explicit axes: it types uncommitted arguments (given_shardings).
+std::optional<Mesh> explicit_current_mesh(const std::string& name) {
+  if (!has_current_mesh()) return std::nullopt;
+  Mesh cur = current_mesh(name);
+  if (!has_axis_type(cur, AxisType::Explicit)) return std::nullopt;
+  return cur;
+}
+
+// in_shardings, one per argument (a prefix) or one per leaf, as one per leaf.
+std::vector<std::optional<NamedSharding>> expand_in_shardings(
+    const std::string& name, const std::vector<std::optional<NamedSharding>>& ins,
+    const std::vector<size_t>& arg_leaf_counts, size_t num_leaves) {
+  std::vector<std::optional<NamedSharding>> given(num_leaves);
+  if (ins.empty()) return given;
+  if (ins.size() == 1) {
+    given.assign(num_leaves, ins[0]);  // one sharding for every argument (as JAX)
+  } else if (ins.size() == arg_leaf_counts.size()) {
+    size_t k = 0;
+    for (size_t a = 0; a < arg_leaf_counts.size(); ++a) {
+      for (size_t j = 0; j < arg_leaf_counts[a]; ++j) given[k++] = ins[a];
+    }
+  } else if (ins.size() == num_leaves) {
+    given = ins;
+  } else {
+    fail(name, "in_shardings has {} entries; expected one per argument ({}) or per array ({})",
+         ins.size(), arg_leaf_counts.size(), num_leaves);
+  }
+  return given;
+}
+
+// Each argument leaf's sharding, where known: in_shardings', else the committed array's; under
+// a current mesh with Explicit axes, an uncommitted argument (a host array) enters replicated
+// on it and so is typed replicated, as JAX types arrays made under such a mesh (committed
+// arguments elsewhere leave it to the usual placement).
+std::vector<std::optional<NamedSharding>> given_shardings(
+    const std::string& name, const JitOptions& options, const std::vector<Array>& leaves,
+    const std::vector<size_t>& arg_leaf_counts, const std::vector<std::string>& paths,
+    const std::optional<Mesh>& explicit_current) {
+  std::vector<std::optional<NamedSharding>> given =
+      expand_in_shardings(name, options.in_shardings, arg_leaf_counts, leaves.size());
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    const auto& impl = leaves[i].impl();
+    if (given[i] && impl->committed && !(*impl->sharding == *given[i])) {
+      // As JAX: a committed array is never silently moved to meet in_shardings.
+      fail(name,
+           "argument {} ({}{}) is committed to {}, which differs from in_shardings' {}; "
+           "device_put it first",
+           i < paths.size() ? paths[i] : std::to_string(i), dtype_name(impl->dtype),
+           shape_to_string(impl->shape), impl->sharding->to_string(), given[i]->to_string());
+    }
+    if (!given[i] && impl->committed) given[i] = *impl->sharding;
+    if (given[i]) {
+      given[i]->check_shape(leaves[i].shape());
+      check_block_sharding(name, leaves[i].dtype(), leaves[i].shape(), *given[i]);
+    }
+  }
+  if (!explicit_current) return given;
+  for (const auto& g : given) {
+    if (g && !(g->mesh() == *explicit_current)) return given;
+  }
+  for (auto& g : given) {
+    if (!g) g = NamedSharding(*explicit_current, P());
+  }
+  return given;
+}
+
+// As JAX: the meshes that shard_maps and constraints inside the program name have as many
+// devices as the program's mesh (`source` says what placed it there, and on which devices).
+void check_inner_meshes(const std::string& name, const Mesh& mesh, const std::string& source,
+                        const std::function<std::string(const Mesh&)>& devices_text,
+                        const ir::Program& program) {
+  auto device_set = [](const Mesh& m) {
+    std::vector<int> ids = m.device_ids();
+    std::sort(ids.begin(), ids.end());
+    return ids;
+  };
+  for (const ir::Instr& in : program.instrs) {
+    if (in.attrs.has("mesh")) {
+      const Mesh inner = in.attrs.get<Mesh>("mesh");
+      // A mesh of the same size stands for the program's own (as JAX's abstract meshes do).
+      if (inner.size() != mesh.size() && device_set(inner) != device_set(mesh)) {
+        fail(name,
+             "Received incompatible devices for jitted computation. Got {} and {} inside jit "
+             "with {}; put the arguments on the mesh the program names, or name their mesh "
+             "inside",
+             source, in.prim->name(), devices_text(inner));
+      }
+    }
+    for (const auto& r : in.regions) check_inner_meshes(name, mesh, source, devices_text, *r);
+  }
+}
+
+// The mesh every argument runs on: the one committed arrays and in_shardings name (all must
+// agree), else out_shardings' (as given, then as made for this trace), else the mesh in
+// context, else the program's shard_maps' and constraints', else the default device's.
+// `describe(i)` names argument i (JAX's words: "argument x of f with shape int32[3]").
+Mesh program_mesh(const std::string& name, const std::vector<std::optional<NamedSharding>>& given,
+                  const std::function<std::string(size_t)>& describe,
+                  const std::vector<std::optional<NamedSharding>>& out_shardings,
+                  const std::vector<std::optional<NamedSharding>>& outs_given,
+                  const ir::Program& program) {
+  std::optional<Mesh> mesh;
+  auto devices_text = [](const Mesh& m) {
+    std::string platform = m.devices().at(0).platform;
+    for (char& ch : platform) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    return fmt::format("device ids [{}] on platform {}", fmt::join(m.device_ids(), ", "), platform);
+  };
+  auto device_set = [](const Mesh& m) {
+    std::vector<int> ids = m.device_ids();
+    std::sort(ids.begin(), ids.end());
+    return ids;
+  };
+  size_t first = 0;
+  for (size_t i = 0; i < given.size(); ++i) {
+    const auto& g = given[i];
+    if (!g) continue;
+    if (!mesh) {
+      mesh = g->mesh();
+      first = i;
+      continue;
+    }
+    if (g->mesh() == *mesh) continue;
+    if (device_set(*mesh) != device_set(g->mesh())) {  // other devices, as JAX says it
+      fail(name,
+           "Received incompatible devices for jitted computation. Got {} and {} and {} and {}; "
+           "device_put one of them onto the other's devices, or give in_shardings on one mesh",
+           describe(first), devices_text(*mesh), describe(i), devices_text(g->mesh()));
+    }
+    fail(name,
+         "arguments are committed to different meshes over the same devices: {} is on {} ({}) "
+         "but {} is on {} ({}); device_put one of them onto the other's mesh, or give "
+         "in_shardings on one mesh",
+         describe(first), mesh->to_string(), given[first]->to_string(), describe(i),
+         g->mesh().to_string(), g->to_string());
+  }
+  // As JAX: the arguments' devices must be those of the mesh in context, if any.
+  if (mesh && has_current_mesh() && device_set(*mesh) != device_set(current_mesh(name))) {
+    fail(name,
+         "Received incompatible devices for jitted computation. Got {} and {} and the mesh in "
+         "context (set_mesh or `with mesh:`) with {}; device_put the argument onto the mesh, or "
+         "call outside the mesh's context",
+         describe(first), devices_text(*mesh), devices_text(current_mesh(name)));
+  }
+  // What placed the program, in JAX's words.
+  std::string source = mesh ? fmt::format("{} and {}", describe(first), devices_text(*mesh)) : "";
+  for (const auto* outs : {&out_shardings, &outs_given}) {
+    for (const auto& o : *outs) {
+      if (o && !mesh) {
+        mesh = o->mesh();
+        source = fmt::format("explicit output sharding with {}", devices_text(*mesh));
+      }
+    }
+  }
+  if (mesh) check_inner_meshes(name, *mesh, source, devices_text, program);
+  // As JAX: a mesh in context (set_mesh, `with mesh:`) places a program nothing else places;
+  // else uncommitted arguments go where the program's shard_maps and constraints name.
+  if (!mesh && has_current_mesh()) mesh = current_mesh(name);
+  if (!mesh) mesh = ir::named_mesh(program);
+  if (!mesh) mesh = single_device_sharding(partix::default_device()).mesh();
+  return *mesh;
+}
+
+// out_shardings, one for all results or one each, as one per result; a quantized result is
+// whole blocks per device and never a partial sum of blocks.
+std::vector<std::optional<NamedSharding>> result_shardings(
+    const std::string& name, const std::vector<std::optional<NamedSharding>>& outs_given,
+    const ir::Program& prog) {
+  if (outs_given.empty()) return {};
+  std::vector<std::optional<NamedSharding>> outs = outs_given;
+  if (outs.size() == 1) outs.assign(prog.results.size(), outs[0]);  // as JAX's prefix
+  if (outs.size() != prog.results.size()) {
+    fail(name, "out_shardings has {} entries for {} results (give one for all, or one each)",
+         outs_given.size(), prog.results.size());
+  }
+  for (size_t k = 0; k < prog.results.size(); ++k) {
+    const ir::Aval& r = prog.aval(prog.results[k]);
+    const auto& o = outs[k];
+    if (!o || !is_quantized(r.dtype)) continue;
+    if (!(o->unreduced().empty())) {
+      fail(name,
+           "out_shardings asks for result {} ({}) unreduced ({}); quantized blocks cannot be "
+           "summed",
+           k, r.to_string(), o->to_string());
+    }
+    check_block_sharding(name, r.dtype, r.shape, *o);
+  }
+  return outs;
+}
+
+// donate_argnums as one flag per argument leaf.
+std::vector<bool> donated_leaves(const std::string& name, const std::vector<int>& donate_argnums,
+                                 const std::vector<size_t>& arg_leaf_counts, size_t num_leaves) {
+  std::vector<bool> donate(num_leaves, false);
+  for (int a : donate_argnums) {
+    if (a < 0 || static_cast<size_t>(a) >= arg_leaf_counts.size()) {
+      fail(name, "donate_argnums names argument {} but the function takes {}", a,
+           arg_leaf_counts.size());
+    }
+    size_t first = 0;
+    for (int b = 0; b < a; ++b) first += arg_leaf_counts[static_cast<size_t>(b)];
+    for (size_t j = 0; j < arg_leaf_counts[static_cast<size_t>(a)]; ++j) donate[first + j] = true;
+  }
+  return donate;
+}
+
 }  // namespace
 
-std::shared_ptr<JitState::Entry> JitState::get(const std::vector<Array>& leaves,
-                                               const std::vector<size_t>& arg_leaf_counts,
-                                               const std::string& tree_key,
-                                               const std::function<std::vector<std::string>()>& make_paths,
-                                               const TraceFn& trace) {
+std::shared_ptr<JitState::Entry> JitState::get(
+    const std::vector<Array>& leaves, const std::vector<size_t>& arg_leaf_counts,
+    const std::string& tree_key, const std::function<std::vector<std::string>()>& make_paths,
+    const TraceFn& trace) {
   const std::string& name = options_.name;
   for (const Array& a : leaves) {
     if (a.is_tracer()) internal_error(name, "jit called with tracers outside a trace");
     if (!a.is_abstract()) check_alive(a, name);  // abstract arguments lower; run() refuses them
   }
+  // The signature: the argument tree, each leaf's type, a current mesh with Explicit axes
+  // (it types uncommitted arguments) and the default device (where a program that nothing
+  // places runs).
   std::string key = tree_key;
   for (const Array& a : leaves) key += "|" + leaf_key(a);
-  // A current mesh with Explicit axes types uncommitted arguments (below): part of the key.
-  std::optional<Mesh> explicit_current;
-  if (has_current_mesh()) {
-    Mesh cur = current_mesh(name);
-    if (has_axis_type(cur, AxisType::Explicit)) explicit_current = std::move(cur);
-  }
+  const std::optional<Mesh> explicit_current = explicit_current_mesh(name);
   if (explicit_current) key += "|current " + explicit_current->to_string();
+  if (!explicit_current && has_current_mesh()) key += "|context " + current_mesh(name).to_string();
+  key += "|default " + std::to_string(partix::default_device().id);
   std::shared_ptr<const JitTrace> known;
   {
     std::lock_guard<std::mutex> lock(cache_->mu);
@@ -111,52 +321,8 @@ std::shared_ptr<JitState::Entry> JitState::get(const std::vector<Array>& leaves,
     return entry;
   }
   const std::vector<std::string> paths = make_paths();
-  // Explicit in_shardings: one per argument (prefix) or one per leaf.
-  std::vector<std::optional<NamedSharding>> given(leaves.size());
-  const auto& ins = options_.in_shardings;
-  if (!ins.empty()) {
-    if (ins.size() == 1) {
-      given.assign(leaves.size(), ins[0]);  // one sharding for every argument (as JAX)
-    } else if (ins.size() == arg_leaf_counts.size()) {
-      size_t k = 0;
-      for (size_t a = 0; a < arg_leaf_counts.size(); ++a) {
-        for (size_t j = 0; j < arg_leaf_counts[a]; ++j) given[k++] = ins[a];
-      }
-    } else if (ins.size() == leaves.size()) {
-      given = ins;
-    } else {
-      fail(name, "in_shardings has {} entries; expected one per argument ({}) or per array ({})",
-           ins.size(), arg_leaf_counts.size(), leaves.size());
-    }
-  }
-  for (size_t i = 0; i < leaves.size(); ++i) {
-    const auto& impl = leaves[i].impl();
-    if (given[i] && impl->committed && !(*impl->sharding == *given[i])) {
-      // As JAX: a committed array is never silently moved to meet in_shardings.
-      fail(name,
-           "argument {} ({}{}) is committed to {}, which differs from in_shardings' {}; "
-           "device_put it first",
-           i < paths.size() ? paths[i] : std::to_string(i), dtype_name(impl->dtype), shape_to_string(impl->shape), impl->sharding->to_string(),
-           given[i]->to_string());
-    }
-    if (!given[i] && impl->committed) given[i] = *impl->sharding;
-    if (given[i]) {
-      given[i]->check_shape(leaves[i].shape());
-      check_block_sharding(name, leaves[i].dtype(), leaves[i].shape(), *given[i]);
-    }
-  }
-  // Explicit sharding: under a current mesh with Explicit axes, an uncommitted argument (a host
-  // array) enters replicated on it and so is typed replicated, as JAX types arrays made under
-  // such a mesh; committed arguments elsewhere leave it to the usual placement.
-  if (explicit_current) {
-    bool same = true;
-    for (const auto& g : given) same = same && (!g || g->mesh() == *explicit_current);
-    if (same) {
-      for (auto& g : given) {
-        if (!g) g = NamedSharding(*explicit_current, P());
-      }
-    }
-  }
+  std::vector<std::optional<NamedSharding>> given =
+      given_shardings(name, options_, leaves, arg_leaf_counts, paths, explicit_current);
   // Trace.
   auto ts = std::make_shared<TraceState>(name);
   std::shared_ptr<void> proto;
@@ -179,68 +345,30 @@ std::shared_ptr<JitState::Entry> JitState::get(const std::vector<Array>& leaves,
     given.push_back(c.impl()->committed ? std::optional<NamedSharding>(*c.impl()->sharding)
                                         : std::nullopt);
   }
-  // Every argument runs on one mesh: the one committed arrays and in_shardings name.
-  std::optional<Mesh> mesh;
-  auto what = [&](size_t i) {
-    if (i < paths.size()) return "argument " + paths[i];
-    if (i < leaves.size()) return fmt::format("argument leaf {}", i);
-    return fmt::format("a captured array (#{})", i - leaves.size());
+  ir::Program prog = ts->program();
+  const std::vector<std::optional<NamedSharding>> outs_given =
+      options_.out_shardings_fn ? options_.out_shardings_fn(proto, prog.results.size())
+                                : options_.out_shardings;
+  // Also for programs without arguments (created values, constraints).
+  auto describe = [&](size_t i) {
+    const size_t n = leaves.size();
+    const Array& a = i < n ? leaves[i] : traced->captures[i - n];
+    const std::string who = i < paths.size() ? "argument " + paths[i]
+                            : i < n          ? fmt::format("argument leaf {}", i)
+                                             : fmt::format("a captured array (#{})", i - n);
+    return fmt::format("{} of {} with shape {}{}", who, name, jax_dtype_name(a.dtype()),
+                       shape_to_string(a.shape()));
   };
-  size_t first = 0;
-  for (size_t i = 0; i < given.size(); ++i) {
-    const auto& g = given[i];
-    if (!g) continue;
-    if (!mesh) {
-      mesh = g->mesh();
-      first = i;
-    } else if (g->mesh() != *mesh) {
-      fail(name,
-           "arguments are committed to different meshes: {} is on {} ({}) but {} is on {} ({}); "
-           "device_put one of them onto the other's mesh, or give in_shardings on one mesh",
-           what(first), mesh->to_string(), given[first]->to_string(), what(i),
-           g->mesh().to_string(), g->to_string());
-    }
-  }
-  for (const auto& o : options_.out_shardings) {
-    if (o && !mesh) mesh = o->mesh();
-  }
-  if (options_.out_shardings_fn && !mesh) {
-    for (const auto& o : options_.out_shardings_fn(proto, ts->program().results.size())) {
-      if (o && !mesh) mesh = o->mesh();
-    }
-  }
-  // Uncommitted arguments go where the program's shard_maps and constraints name.
-  if (!mesh) mesh = ir::named_mesh(ts->program());
-  if (!mesh) mesh = single_device_sharding(partix::default_device()).mesh();
+  prog.mesh = program_mesh(name, given, describe, options_.out_shardings, outs_given, prog);
   spmd::CompileOptions co;
   co.name = name;
-  for (auto& g : given) co.in_shardings.push_back(g ? *g : NamedSharding(*mesh, P()));
-  ir::Program prog = ts->program();
-  prog.mesh = *mesh;  // also for programs without arguments (created values, constraints)
-  std::vector<std::optional<NamedSharding>> outs_given = options_.out_shardings;
-  if (options_.out_shardings_fn) outs_given = options_.out_shardings_fn(proto, prog.results.size());
-  if (!outs_given.empty()) {
-    co.out_shardings = outs_given;
-    // One entry applies to every result (as JAX's out_shardings prefix).
-    if (co.out_shardings.size() == 1) co.out_shardings.assign(prog.results.size(), co.out_shardings[0]);
-    if (co.out_shardings.size() != prog.results.size()) {
-      fail(name, "out_shardings has {} entries for {} results (give one for all, or one each)",
-           outs_given.size(), prog.results.size());
-    }
-    // Quantized results: whole blocks per device, and never a partial sum of blocks.
-    for (size_t k = 0; k < prog.results.size(); ++k) {
-      const ir::Aval& r = prog.aval(prog.results[k]);
-      const auto& o = co.out_shardings[k];
-      if (!o || !is_quantized(r.dtype)) continue;
-      if (!(o->unreduced().empty())) {
-        fail(name,
-             "out_shardings asks for result {} ({}) unreduced ({}); quantized blocks cannot be "
-             "summed",
-             k, r.to_string(), o->to_string());
-      }
-      check_block_sharding(name, r.dtype, r.shape, *o);
-    }
-  }
+  for (auto& g : given) co.in_shardings.push_back(g ? *g : NamedSharding(*prog.mesh, P()));
+  co.out_shardings = result_shardings(name, outs_given, prog);
+  traced->commit_outputs =
+      prog.mesh->size() > 1 || ir::named_mesh(prog).has_value() ||
+      std::any_of(given.begin(), given.end(), [](const auto& g) { return g.has_value(); }) ||
+      std::any_of(outs_given.begin(), outs_given.end(),
+                  [](const auto& o) { return o.has_value(); });
   traced->program = std::move(prog);
   traced->options = std::move(co);
   {
@@ -249,19 +377,7 @@ std::shared_ptr<JitState::Entry> JitState::get(const std::vector<Array>& leaves,
   }
   auto entry = std::make_shared<Entry>();
   entry->compiled = compile_traced(*traced);
-  // Donation, per argument leaf.
-  traced->donate.assign(leaves.size(), false);
-  for (int a : options_.donate_argnums) {
-    if (a < 0 || static_cast<size_t>(a) >= arg_leaf_counts.size()) {
-      fail(name, "donate_argnums names argument {} but the function takes {}", a,
-           arg_leaf_counts.size());
-    }
-    size_t first = 0;
-    for (int b = 0; b < a; ++b) first += arg_leaf_counts[static_cast<size_t>(b)];
-    for (size_t j = 0; j < arg_leaf_counts[static_cast<size_t>(a)]; ++j) {
-      traced->donate[first + j] = true;
-    }
-  }
+  traced->donate = donated_leaves(name, options_.donate_argnums, arg_leaf_counts, leaves.size());
   std::lock_guard<std::mutex> lock(cache_->mu);
   // Two threads that traced one signature at once: the first trace kept stands for it (both
   // traces asked the compile cache for the same key, so it compiled once).
@@ -300,7 +416,9 @@ std::vector<Array> JitState::run(const Entry& entry, const std::vector<Array>& l
   for (size_t i = 0; i < leaves.size(); ++i) {
     if (traced.donate[i]) mark_donated(*leaves[i].impl());  // the caller's array is gone
   }
-  for (Array& o : outs) o.impl()->committed = true;
+  // A current mesh (set_mesh, use_mesh) places the program too, as JAX's context mesh does.
+  const bool commit = traced.commit_outputs || has_current_mesh();
+  for (Array& o : outs) o.impl()->committed = commit;
   return outs;
 }
 
@@ -309,8 +427,7 @@ const std::shared_ptr<void>& JitState::out_proto(const Entry& entry) const {
 }
 
 Lowered JitState::lower(const Entry& entry) const {
-  return Lowered(
-      std::make_shared<LoweredImpl>(LoweredImpl{entry.compiled, entry.trace->donate}));
+  return Lowered(std::make_shared<LoweredImpl>(LoweredImpl{entry.compiled, entry.trace->donate}));
 }
 
 }  // namespace detail
@@ -318,6 +435,21 @@ Lowered JitState::lower(const Entry& entry) const {
 Array with_sharding_constraint(const Array& x, const NamedSharding& sharding) {
   sharding.check_shape(x.shape());
   if (!detail::is_tracing()) return device_put(x, sharding);
+  // Inside shard_map a value is per device along the manual axes: a constraint may name only
+  // the axes the map leaves automatic (as JAX).
+  if (const detail::TraceState* t = detail::current_trace(); t != nullptr && t->manual_mesh) {
+    std::vector<std::string> manual;
+    for (const auto& a : sharding.spec().axes()) {
+      if (t->manual_axes.count(a)) manual.push_back(a);
+    }
+    if (!manual.empty()) {
+      detail::fail("with_sharding_constraint",
+                   "{} contains a manual axes ('{}') of mesh {}: inside shard_map a constraint "
+                   "names only the mesh axes the map leaves automatic (axis_names=)",
+                   sharding.spec().to_string(), fmt::join(manual, "', '"),
+                   t->manual_mesh->to_string());
+    }
+  }
   return detail::bind1("sharding_constraint", {x},
                        {{"mesh", sharding.mesh()}, {"spec", sharding.spec()}});
 }

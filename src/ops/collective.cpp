@@ -50,8 +50,10 @@ Bound bound(const char* api, const Axes& axes) {
       detail::fail(api, "mesh axis '{}' is not in {}", a, t->manual_mesh->to_string());
     }
     if (!t->manual_axes.count(a)) {
-      detail::fail(api, "mesh axis '{}' is not manual in this shard_map (its axis_names leave it "
-                   "automatic): collectives act over manual axes only", a);
+      detail::fail(api,
+                   "Found an unbound axis name: mesh axis '{}' is not manual in this shard_map "
+                   "(its axis_names leave it automatic); collectives act over manual axes only",
+                   a);
     }
     b.axes.push_back(a);
     b.mesh_axes.push_back(a);

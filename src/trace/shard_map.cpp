@@ -16,6 +16,14 @@ ShardMapState::ShardMapState(Mesh mesh, std::vector<PartitionSpec> in_specs,
 }
 
 namespace {
+// "shard_map applied to the function 'f' was given ", JAX's opening of errors about the
+// arguments, when the binding knows the function's name.
+std::string applied_to(const std::string& function) {
+  return function.empty()
+             ? std::string()
+             : fmt::format("shard_map applied to the function '{}' was given ", function);
+}
+
 std::string axes_text(const std::set<std::string>& axes) {
   std::vector<std::string> q;
   for (const auto& a : axes) q.push_back("'" + a + "'");
@@ -35,9 +43,9 @@ void check_manual_spec(const PartitionSpec& spec, const std::set<std::string>& m
                        const char* what) {
   for (const auto& a : spec.axes()) {
     check(manual.count(a) > 0, "shard_map",
-          "{} {} refers to mesh axis '{}', which is not manual in this shard_map (axis_names "
+          "{} refers to '{}' ({}), a mesh axis this shard_map is not manual over (axis_names "
           "= {}): the specs name manual axes only",
-          what, spec.to_string(), a, axes_text(manual));
+          what, a, spec.to_string(), axes_text(manual));
   }
 }
 
@@ -79,11 +87,11 @@ std::vector<Array> ShardMapState::call(const std::vector<Array>& leaves,
       const int64_t n = leaves[i].shape()[static_cast<size_t>(d)];
       if (k > 1 && n % k != 0) {
         fail(kApi,
-             "argument {} ({}{}): dimension {} of size {} does not split evenly into {} blocks "
-             "over '{}' (in_specs {}); shard_map needs equal blocks (pad the array, or use "
-             "jit, which handles uneven shardings)",
-             i, dtype_name(impl->dtype), shape_to_string(impl->shape), d, n, k,
-             fmt::join(spec[d], "', '"), spec.to_string());
+             "{}argument {} ({}{}): dimension {} of size {} is not evenly divisible into {} "
+             "blocks over '{}' (in_specs {}); shard_map needs equal blocks (pad the array, or "
+             "use jit, which handles uneven shardings)",
+             applied_to(function_name_), i, dtype_name(impl->dtype), shape_to_string(impl->shape),
+             d, n, k, fmt::join(spec[d], "', '"), spec.to_string());
       }
     }
   }
@@ -108,12 +116,18 @@ std::vector<Array> ShardMapState::call(const std::vector<Array>& leaves,
       try {
         s.check_shape(leaves[i].shape());
       } catch (const Error&) {
-        fail(kApi, "in_spec {} of argument {} does not fit its shape {}", leaf_specs[i].to_string(),
-             i, shape_to_string(leaves[i].shape()));
+        // JAX's words: the function, the spec's length against the argument's rank.
+        fail(kApi,
+             "{}an in_specs entry {} for argument {}, which has length {}, too long for its "
+             "shape {}, which has rank {}{}",
+             applied_to(function_name_), leaf_specs[i].to_string(), i, leaf_specs[i].size(),
+             shape_to_string(leaves[i].shape()), leaves[i].ndim(),
+             leaves[i].ndim() == 0 ? "; consider using an in_specs entry of `P()`" : "");
       }
       auto axes = leaf_specs[i].axes();
-      tracers.push_back(body->add_param(ir::Aval{s.shard_shape(leaves[i].shape()), leaves[i].dtype()},
-                                        std::nullopt, std::set<std::string>(axes.begin(), axes.end())));
+      tracers.push_back(
+          body->add_param(ir::Aval{s.shard_shape(leaves[i].shape()), leaves[i].dtype()},
+                          std::nullopt, std::set<std::string>(axes.begin(), axes.end())));
     }
     outs = trace(tracers, out_proto);
     body->set_results(outs);
@@ -121,7 +135,8 @@ std::vector<Array> ShardMapState::call(const std::vector<Array>& leaves,
   const ir::Program& prog = body->program();
   std::vector<PartitionSpec> out_specs =
       out_specs_fn_ ? out_specs_fn_(out_proto, prog.results.size()) : out_specs_;
-  if (out_specs.size() == 1 && prog.results.size() > 1) out_specs.assign(prog.results.size(), PartitionSpec(out_specs[0]));
+  if (out_specs.size() == 1 && prog.results.size() > 1)
+    out_specs.assign(prog.results.size(), PartitionSpec(out_specs[0]));
   check(out_specs.size() == prog.results.size(), kApi, "{} out_specs for {} results",
         out_specs.size(), prog.results.size());
   for (const auto& spec : out_specs) check_manual_spec(spec, manual, "out_specs");

@@ -231,6 +231,18 @@ TEST(BadInput, JitOptions) {
                         "[step]", "different meshes", "argument args[0]", "argument args[1]",
                         "P('x')", "device_put one of them");
   }
+  {
+    JitOptions o;
+    o.name = "f";
+    Array a = device_put(from_vector<int32_t>({1, 2, 3}, {3}), Device{0});
+    Array b = device_put(from_vector<int32_t>({4, 5, 6}, {3}), Device{1});
+    // On other devices: JAX's words, each argument with its shape and device ids.
+    EXPECT_PARTIX_ERROR(jit([](const Array& p, const Array& q) { return p + q; }, o)(a, b),
+                        "[f] Received incompatible devices for jitted computation",
+                        "argument args[0] of f with shape int32[3] and device ids [0] on platform "
+                        "CPU",
+                        "argument args[1] of f with shape int32[3] and device ids [1]");
+  }
 }
 
 TEST(BadInput, WithShardingConstraint) {

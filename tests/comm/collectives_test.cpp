@@ -238,7 +238,8 @@ TEST(Collectives, BadInput) {
   EXPECT_PARTIX_ERROR(sm([](const Array& b) { return b; }, {P("x"), P()}, {P("x")}), "[shard_map]",
                       "2 in_specs for 1 arguments");
   EXPECT_PARTIX_ERROR(sm([](const Array& b) { return b; }, {P("x", "y")}, {P("x")}), "[shard_map]",
-                      "does not fit");
+                      "in_specs entry P('x', 'y') for argument 0, which has length 2",
+                      "too long for its shape [8], which has rank 1");
   EXPECT_PARTIX_ERROR(sm([](const Array& b) { return b; }, {P("x")}, {P()}), "[shard_map]",
                       "replicated over 'x'", "varies over 'x'");
   EXPECT_PARTIX_ERROR(sm([](const Array& b) { return psum(b, "y"); }, {P("x")}, {P()}), "[shard_map]",

@@ -249,3 +249,31 @@ def test_method_argument_errors():
                  (lambda: a.clip("s"), "maximum"), (lambda: a.repeat(None), "repeat")]:
     with pytest.raises(jax.PartixError, match=r"^\[" + api):
       f()
+
+
+def test_str_prints_values_as_numpy_and_repr_shows_empty_shapes():
+  # As JAX: str() of a concrete array is numpy's; repr() names the shape only of an empty one.
+  x = jnp.arange(6).reshape(2, 3)
+  assert str(x) == str(np.arange(6).reshape(2, 3))
+  assert str(jnp.float32(1.5)) == "1.5"
+  assert repr(jnp.arange(3)) == "Array([0, 1, 2], dtype=int32)"
+  assert repr(jnp.zeros((0, 2))) == "Array([], shape=(0, 2), dtype=float32)"
+  assert str(jax.ShapeDtypeStruct((2,), jnp.float32)).startswith("ShapeDtypeStruct")
+
+
+def test_array_device_does_not_move_committed_arrays():
+  # As JAX: jnp.array(x, device=d) places host data and uncommitted arrays on d, but an array
+  # committed to other devices is refused, not moved.
+  d = jax.devices()
+  if len(d) < 2:
+    pytest.skip("needs 2 devices")
+  committed = jax.device_put(np.arange(4), d[0])
+  with pytest.raises(jax.PartixError, match=r"^\[array\] Received incompatible devices.*\[0\].*"
+                                            r"\[1\]"):
+    jnp.array(committed, device=d[1])
+  with pytest.raises(jax.PartixError, match=r"^\[asarray\] Received incompatible devices"):
+    jnp.asarray(committed, device=d[1])
+  assert jnp.array(committed, device=d[0]).devices() == {d[0]}
+  moved = jnp.array(jnp.arange(4), device=d[1])  # uncommitted: placed
+  assert moved.devices() == {d[1]} and moved.committed
+  np.testing.assert_array_equal(jnp.array(np.arange(3), device=d[1]), np.arange(3))

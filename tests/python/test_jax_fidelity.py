@@ -134,7 +134,8 @@ def test_partial_manual_shard_map_and_smap():
   with pytest.raises(jax.PartixError, match="not manual"):  # a collective over an auto axis
     jax.jit(jax.shard_map(lambda a: lax.psum(a, "j"), mesh=mesh, in_specs=P("i"),
                           out_specs=P("i"), axis_names={"i"}))(x)
-  with pytest.raises(jax.PartixError, match="refers to mesh axis 'j'"):
+  with pytest.raises(jax.PartixError, match=r"in_specs refers to 'j' \(P\('j'\)\), a mesh axis "
+                     r"this shard_map is not manual over"):
     jax.shard_map(lambda a: a, mesh=mesh, in_specs=P("j"), out_specs=P("j"),
                   axis_names={"i"})(x)
   with pytest.raises(jax.PartixError, match="subset"):
@@ -344,3 +345,70 @@ def test_partial_manual_shard_map_under_grad_vmap_and_scan():
                              atol=1e-6)
   total = lax.scan(lambda c, v: (c + f(v).sum(), None), 0.0, xb)[0]
   np.testing.assert_allclose(float(total), np.sin(xb).sum(), rtol=1e-5)
+
+
+def test_named_sharding_check_compatible_aval():
+  mesh = jax.make_mesh((2, 4), ("x", "y"))
+  s = NamedSharding(mesh, P("x", None, "y"))
+  s.check_compatible_aval((4, 3, 8))
+  s.check_compatible_aval((4, 3, 8, 1))  # a longer rank takes the spec
+  with pytest.raises(jax.PartixError, match=r"only valid for values of rank at least 3, but was "
+                                            r"applied to a value of rank 2"):
+    s.check_compatible_aval((4, 8))
+  with pytest.raises(jax.PartixError, match=r"For scalars the PartitionSpec should be P\(\)"):
+    NamedSharding(mesh, P("x")).check_compatible_aval(())
+  NamedSharding(mesh, P()).check_compatible_aval(())
+
+
+def test_default_device_places_uncommitted_work_inside_the_block():
+  d0, d3 = jax.devices()[0], jax.devices()[3]
+  f = jax.jit(lambda x: x + 1)
+  assert f(jnp.ones(2)).devices() == {d0}
+  with jax.default_device(d3):
+    a = jnp.arange(4.0)  # host data
+    assert a.devices() == {d3} and not a.committed
+    assert jax.device_put(np.ones(2)).devices() == {d3}
+    out = f(a)  # the jit traced for device 0 compiles again for device 3
+    assert out.devices() == {d3} and not out.committed
+    np.testing.assert_array_equal(np.asarray(out), np.arange(4.0) + 1)
+    g = jax.grad(lambda x: (x * x).sum())(a)
+    assert g.devices() == {d3}
+    np.testing.assert_array_equal(np.asarray(g), 2 * np.arange(4.0))
+    # committed arguments still decide
+    c = jax.device_put(jnp.ones(2), d0)
+    assert f(c).devices() == {d0}
+  assert jnp.ones(2).devices() == {d0}
+  with pytest.raises(jax.PartixError, match=r"^\[default_device\] expected a partix Device"):
+    with jax.default_device("cpu:1"):
+      pass
+  jax.config.update("jax_default_device", jax.devices()[2])
+  try:
+    assert jnp.ones(2).devices() == {jax.devices()[2]}
+  finally:
+    jax.config.update("jax_default_device", None)
+  assert jnp.ones(2).devices() == {d0}
+
+
+def test_unreduced_values_never_enter_shard_map_silently():
+  # JAX hands the body of a shard_map with inferred in_specs each device's partial sum of an
+  # unreduced argument; partix's shard_map takes only sharded or replicated values, and
+  # entering it reduced would make a psum_scatter in the body count it twice: refused by name.
+  with jax.set_mesh(jax.make_mesh((2,), ("x",), axis_types=(AxisType.Explicit,))):
+    a = jax.device_put(np.ones((4, 8), np.float32), P(None, "x"))
+    b = jax.device_put(np.ones((8, 4), np.float32), P("x", None))
+    scatter = jax.shard_map(lambda x: lax.psum_scatter(x, "x", tiled=True), out_specs=P("x"))
+
+    def f(a, b):
+      c = jnp.dot(a, b, out_sharding=P(None, None, unreduced={"x"}))
+      assert jax.typeof(c).sharding.spec == P(None, None, unreduced={"x"})
+      return scatter(c)
+    with pytest.raises(jax.PartixError, match=r"argument 0 is unreduced over \['x'\]"):
+      jax.jit(f)(a, b)
+    # Reduced first, the body sees the whole value on every device.
+    g = jax.jit(lambda a, b: jax.shard_map(lambda x: x * 2, in_specs=P(), out_specs=P())(
+        jnp.dot(a, b, out_sharding=P(None, None, unreduced={"x"}))))
+    np.testing.assert_array_equal(np.asarray(g(a, b)), np.full((4, 4), 16.0, np.float32))
+    # An Array is never unreduced: resharding one to unreduced is refused, not dropped.
+    with pytest.raises(jax.PartixError, match=r"^\[reshard\] an Array cannot be resharded to "
+                       r"unreduced"):
+      jax.reshard(jnp.arange(8.0), P(unreduced={"x"}))

@@ -10,10 +10,12 @@ import numpy as np
 
 from partix import _core
 from partix._src import dtypes
+from partix._src import transfer_guard
 from partix._src import tree_util as tu
-from partix._src.core import Array, PartixError, PartixTypeError, core, host_block, wrap
-from partix._src.sharding import (NamedSharding, PartitionSpec, Device, get_mesh, to_sharding,
-                                  use_mesh)
+from partix._src.core import (Array, PartixError, PartixTypeError, core, host_block, to_numpy,
+                              wrap)
+from partix._src.sharding import (Mesh, NamedSharding, PartitionSpec, Device, get_mesh,
+                                  to_sharding, use_mesh)
 from partix._src.tracing import (ShapeDtypeStruct, _keep_tree, _leaf_core, _lock, _out_leaves,
                                  _tree_ids, _trees, make_jaxpr)
 from partix._src.tracing import with_out_sharding as _with_out_sharding
@@ -333,6 +335,17 @@ class disable_jit:
       _disabled.depth -= 1
 
 
+def _moved_onto(device, tree):
+  """jit(device=d)'s arguments: as JAX, an array committed to other devices is moved onto d
+  (an explicit transfer); everything else goes there as uncommitted data does."""
+  def move(x):
+    if isinstance(x, Array) and x.committed and not x._a.is_tracer() and (
+        set(x.sharding.device_set) != {device}):
+      return device_put(x, device)
+    return x
+  return tu.tree_map(move, tree)
+
+
 class Jitted:
   """jit(f): traces f once per signature (tree structure, shapes, dtypes, shardings, static
   arguments), compiles it for the arguments' mesh and runs it."""
@@ -360,6 +373,7 @@ class Jitted:
                                                      "donate_argnums")
     self._in_shardings = in_shardings
     self._out_shardings = out_shardings
+    self._device = None  # jit(device=d): arguments committed elsewhere move onto d first
     self._name = name or getattr(fun, "__name__", api)
     self._states = {}
     self._fast_sigs = {}  # by argument count: the signatures of the all-Array fast path
@@ -536,6 +550,8 @@ class Jitted:
       return self._inline(args, kwargs)
     if _jit_disabled():  # jax.disable_jit: the function runs op by op
       return self._fun(*args, **kwargs)
+    if self._device is not None:
+      args, kwargs = _moved_onto(self._device, (args, kwargs))
     if not kwargs and not self._static and not self._static_names:
       fast = self._call_arrays(args)
       if fast is not None:
@@ -659,10 +675,12 @@ def jit(fun=None, *, in_shardings=None, out_shardings=None, static_argnums=None,
   if backend is not None and backend not in platforms:
     raise PartixError(f"[jit] backend={backend!r}: this job's devices are "
                       f"{sorted(platforms)}")
-  if device is not None:
-    in_shardings = to_sharding(device, "jit")
-  return Jitted(fun, in_shardings, out_shardings, static_argnums, static_argnames,
-                donate_argnums, donate_argnames, name)
+  if device is not None:  # the whole program on that device, results included
+    in_shardings = out_shardings = to_sharding(device, "jit")
+  j = Jitted(fun, in_shardings, out_shardings, static_argnums, static_argnames, donate_argnums,
+             donate_argnames, name)
+  j._device = device
+  return j
 
 
 # ---- autodiff ----
@@ -832,6 +850,8 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
       out.append(Array(_core.device_put(core(leaf, api="device_put", place=place), place)))
       continue
     a = core(leaf, api="device_put")
+    if isinstance(leaf, Array) and t is not None and not a.is_tracer():
+      _guard_device_move(leaf, t)
     if isinstance(leaf, Array) and may_alias is False and not a.is_tracer():
       a = _core.copy(a)  # the result must not share the argument's buffers
     if t is None and _core.is_tracing():
@@ -849,6 +869,15 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
     if d and isinstance(leaf, Array) and not leaf._a.is_tracer():
       leaf.delete()
   return tu.tree_unflatten(treedef, out)
+
+
+def _guard_device_move(x, target):
+  """The transfer guard's device-to-device check: device_put onto other devices is an explicit
+  transfer; onto a sharding over the same devices it is a reshard computed on them."""
+  to = {target} if isinstance(target, Device) else set(
+      to_sharding(target, "device_put").device_set)
+  if to != set(x.sharding.device_set):
+    transfer_guard.check("device_to_device", True, f"{x._aval_str()} onto {target}")
 
 
 def _donate_flags(donate, x):
@@ -884,7 +913,7 @@ def make_array_from_single_device_arrays(shape, sharding, arrays, *, dtype=None)
   device, shaped as the device's block). The blocks are read and placed again."""
   api = "jax.make_array_from_single_device_arrays"
   if isinstance(arrays, Array) or not isinstance(arrays, (list, tuple)):
-    raise PartixTypeError(f"[{api}] `arrays` argument must be a list or tuple, but got "
+    raise PartixTypeError(f"[{api}] {api} `arrays` argument must be a list or tuple, but got "
                           f"{type(arrays).__name__}")
   if any(isinstance(a, Array) and a._a.is_tracer() for a in arrays):
     raise PartixError(f"[{api}] {api} requires a list of concrete arrays as input, but got "
@@ -943,7 +972,7 @@ def _id_set(ids):
 def device_get(x):
   """jax.device_get: every Array leaf of x as a numpy array on the host (other leaves as they
   are)."""
-  return tu.tree_map(lambda a: np.asarray(a) if isinstance(a, Array) else a, x)
+  return tu.tree_map(lambda a: to_numpy(a, explicit=True) if isinstance(a, Array) else a, x)
 
 
 def make_array_from_process_local_data(sharding, local_data, global_shape=None):
@@ -1070,7 +1099,12 @@ def typeof(x):
   along Explicit mesh axes is computed per op while tracing (explicit sharding), and otherwise
   shows what is known (a jit argument's fixed sharding, a constrained value)."""
   a = core(x, api="typeof")
-  return ShapedArray(_core.type_of(a), varying=_core.varying_axes(a) if a.is_tracer() else ())
+  t = ShapedArray(_core.type_of(a), varying=_core.varying_axes(a) if a.is_tracer() else ())
+  if t.sharding is None and a.is_tracer() and _core.has_current_mesh():
+    # As JAX: under a mesh every traced value's type names it (with its axis types, Manual
+    # inside shard_map); no Explicit axis splits it, so its spec is all None.
+    t.sharding = NamedSharding(Mesh._wrap(_core.current_mesh()), PartitionSpec(*[None] * t.ndim))
+  return t
 
 
 def reshard(xs, out_shardings):
@@ -1084,6 +1118,8 @@ def reshard(xs, out_shardings):
     per = _expand_prefix(out_shardings, treedef, "reshard", "out_shardings")
   out = []
   for leaf, s in zip(leaves, per):
+    if isinstance(s, PartitionSpec) and (s.unreduced or s.reduced):
+      s = to_sharding(s, "reshard")  # the core's PartitionSpec holds no unreduced axes
     if s is None:
       out.append(leaf)
     elif isinstance(s, PartitionSpec):

@@ -7,6 +7,7 @@ import numpy as np
 
 from partix import _core
 from partix._src import dtypes
+from partix._src import transfer_guard
 from partix._src.sharding import Device, NamedSharding
 
 PartixError = _core.PartixError
@@ -208,9 +209,16 @@ class Array:
     if isinstance(self.dtype, dtypes.QuantizedDType):
       return f"Array(<{self._aval_str()}>)"
     body = np.array2string(to_numpy(self), separator=", ", prefix="Array(")
-    return f"Array({body}, dtype={self.dtype.name})"
+    shape = f", shape={self.shape}" if self.size == 0 else ""  # as JAX: [] alone hides it
+    return f"Array({body}{shape}, dtype={self.dtype.name})"
 
-  __str__ = __repr__
+  def __str__(self):
+    """As JAX: a concrete array prints as numpy prints its values; others as their repr."""
+    a = self._a
+    if (a.is_tracer() or a.is_abstract() or a.is_deleted() or
+        isinstance(self.dtype, dtypes.QuantizedDType)):
+      return repr(self)
+    return str(to_numpy(self))
 
   def __format__(self, spec):
     if self.ndim == 0 and not self._a.is_tracer():
@@ -276,7 +284,8 @@ class Shard:
            f"data={self.data._aval_str()})"
 
 
-def to_numpy(x):
+def to_numpy(x, explicit=False):
+  """x's values as a numpy array on the host (explicit: device_get's, for the transfer guard)."""
   a = x._a
   if type(x) is _DeletedArray:
     raise deleted_error(x, "Array.__array__")
@@ -285,6 +294,8 @@ def to_numpy(x):
                       "form; astype it to float32 first")
   if a.is_tracer():
     x._concrete("Array.__array__")
+  if any(d.platform != "cpu" for d in x.devices()):  # CPU devices' memory is the host's
+    transfer_guard.check("device_to_host", explicit, x._aval_str())
   view = a.host_view() if x.size else None
   if view is not None:  # read-only and zero-copy, as JAX's np.asarray of a CPU array
     return view.view(x.dtype).reshape(x.shape)
@@ -304,8 +315,16 @@ def _flat_bytes(x, dt):
   return x, (x.reshape(-1).view(np.uint8) if x.size else np.zeros(0, np.uint8))
 
 
+# Constructors whose host data is an explicit transfer (the transfer guard's sense).
+_EXPLICIT_PUTS = frozenset({"device_put", "make_array_from_callback",
+                            "make_array_from_single_device_arrays",
+                            "make_array_from_process_local_data"})
+
+
 def _from_numpy(x, dt, place=None, api="asarray", temporary=False):
   x, flat = _flat_bytes(x, dt)
+  transfer_guard.check("host_to_device", api in _EXPLICIT_PUTS,
+                       f"{x.dtype.name}{list(x.shape)} (in {api})")
   return _core.from_host(flat, list(x.shape), dtypes.to_core(x.dtype, api), place, api,
                          temporary)
 

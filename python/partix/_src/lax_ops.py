@@ -10,7 +10,8 @@ from partix._src import dtypes
 from partix._src import numpy_ops as jnp
 from partix._src import tree_util as tu
 from partix._src.api import _keep_tree, _out_leaves, _trees, with_sharding_constraint  # noqa
-from partix._src.core import Array, PartixError, asarray, core, promote_pair, wrap
+from partix._src.core import (Array, PartixError, PartixTypeError, asarray, core, promote_pair,
+                              wrap)
 from partix._src.sharding import get_abstract_mesh as _get_abstract_mesh
 from partix._src.tracing import with_out_sharding as _with_out_sharding
 
@@ -274,6 +275,9 @@ def _names(axis_name, api):
   if isinstance(axis_name, (tuple, list)) and axis_name and all(isinstance(a, str)
                                                                 for a in axis_name):
     return list(axis_name)
+  if isinstance(axis_name, (set, frozenset)):  # unordered: JAX refuses it by type
+    raise PartixTypeError(f"[{api}] axis_name must be a tuple or a str, got "
+                          f"{type(axis_name).__name__} {axis_name!r}")
   raise PartixError(f"[{api}] axis_name {axis_name!r} is not a mesh axis name or a tuple of names")
 
 

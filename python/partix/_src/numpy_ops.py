@@ -295,12 +295,28 @@ def array(object, dtype=None, copy=True, order=None, ndmin=0, *, device=None,
   while out.ndim < ndmin:
     out = expand_dims(out, 0)
   s = _creation_sharding(out_sharding, device, "array")
+  if s is not None and device is not None:
+    _check_committed_devices(object, s, "array")
   return out if s is None else _w(_core.device_put(out._a, s))
+
+
+def _check_committed_devices(x, s, api):
+  """As JAX: device= does not move an array committed to other devices."""
+  if not isinstance(x, Array) or x._a.is_tracer() or not x._a.committed():
+    return
+  have = sorted(d.id for d in x.sharding.device_set)
+  want = sorted(d.id for d in NamedSharding._wrap(s).device_set)
+  if have != want:
+    raise PartixError(f"[{api}] Received incompatible devices for jitted computation: the array "
+                      f"is committed to device ids {have} but device= asks for {want}; "
+                      "device_put it there first")
 
 
 def asarray_(a, dtype=None, order=None, *, copy=None, device=None, out_sharding=None):
   out = asarray(a, dtype, "asarray")
   s = _creation_sharding(out_sharding, device, "asarray")
+  if s is not None and device is not None:
+    _check_committed_devices(a, s, "asarray")
   return out if s is None else _w(_core.device_put(out._a, s))
 
 

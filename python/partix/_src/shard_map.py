@@ -58,8 +58,9 @@ def _expand_specs(specs, treedef, api, what):
     else:
       raise PartixError(f"[{api}] {what}{path} {p!r} does not match the structure {t}")
     if len(kids) != len(t.children):
-      raise PartixError(f"[{api}] {what}{path} has {len(kids)} entries where the tree {t} has "
-                        f"{len(t.children)}")
+      raise PartixError(f"[{api}] {api} {what}{path} specification must be a tree prefix of "
+                        f"the corresponding value: it has {len(kids)} entries where the value's "
+                        f"tree {t} has {len(t.children)}")
     for (k, sub), c in zip(kids, t.children):
       walk(k, c, path + sub)
   walk(specs, treedef, "")
@@ -119,6 +120,21 @@ def _inferred_spec(x, m, manual):
   return PartitionSpec()
 
 
+def _refuse_unreduced_inferred(x, manual, api, i):
+  """JAX infers P(unreduced=...) for an unreduced argument and hands the body each device's
+  partial sum; partix's shard_map takes only sharded or replicated values, so entering it as
+  reduced would make the body's own reduction count it again: refused instead."""
+  if not isinstance(x, Array) or x._a.is_deleted() or not x._a.is_tracer():
+    return  # a concrete Array is never unreduced
+  t = _core.type_of(x._a)
+  axes = sorted(set(t.unreduced) & set(manual))
+  if axes:
+    raise PartixError(
+        f"[{api}] argument {i} is unreduced over {axes} ({t.to_string()}), so in_specs inferred "
+        "from its type would pass each device's partial sum into the body, which partix's "
+        "shard_map does not do: reduce it first (jax.reshard(x, P(...))), or give in_specs")
+
+
 def _leaf_specs(m, manual, in_specs, args, leaves, treedef, api, smap=False):
   types = dict(zip(m.axis_names, m.axis_types))
   if in_specs is Infer:
@@ -133,6 +149,8 @@ def _leaf_specs(m, manual, in_specs, args, leaves, treedef, api, smap=False):
                         f"axis_names={set(sorted(manual))} are of type "
                         f"{', '.join(types[a].name for a in sorted(manual))} (in_specs is "
                         "inferred from the arguments only over Explicit axes)")
+    for i, x in enumerate(leaves):
+      _refuse_unreduced_inferred(x, manual, api, i)
     return [_inferred_spec(x, m, manual) for x in leaves]
   if in_specs is None:
     return [None] * len(leaves)
@@ -218,12 +236,14 @@ def shard_map(f=None, mesh=None, in_specs=Infer, out_specs=_REQUIRED, check_rep=
       _check_axes(m, per, api, "out_specs")
       for i, (spec, shape) in enumerate(zip(per, shapes.get(tid, ()))):
         if len(spec) > len(shape):
-          raise PartixError(f"[{api}] out_specs: {spec} has {len(spec)} entries but result {i} "
-                            f"has per-device shape {shape}")
+          raise PartixError(f"[{api}] out_specs entry {spec}, which has length {len(spec)}, "
+                            f"does not fit result {i}, whose per-device shape {shape} has rank "
+                            f"{len(shape)}")
       return [s._core() for s in per]
     outs_list = []
     sm = _core.ShardMap(m._m, [s._core() for s in leaf_specs], outs_list, check, out_fn,
                         set() if manual == frozenset(m.axis_names) else set(manual))
+    sm.set_function_name(getattr(f, "__name__", ""))
 
     def trace(tracers):
       c, t = _out_leaves(f(*rebuild([wrap(t) for t in tracers])), api)

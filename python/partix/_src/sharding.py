@@ -385,7 +385,9 @@ class NamedSharding(Sharding):
   @property
   def spec(self):
     if self._spec is None:
-      self._spec = _spec_from_core(self._s.spec)
+      spec = _spec_from_core(self._s.spec)
+      unreduced = self._s.unreduced  # the core keeps them on the sharding, JAX on the spec
+      self._spec = PartitionSpec(*spec, unreduced=set(unreduced)) if unreduced else spec
     return self._spec
 
   @property
@@ -430,6 +432,18 @@ class NamedSharding(Sharding):
         raise PartixError(f"[NamedSharding.shard_shape] {self.spec} splits dimension {dim} of "
                           f"shape {shape} {n} ways, which does not divide {shape[dim]}")
     return tuple(self._s.shard_shape(list(shape)))
+
+  def check_compatible_aval(self, aval_shape):
+    """As JAX's: raises unless the spec fits a value of this shape (a scalar takes only P(),
+    any other value a spec no longer than its rank)."""
+    shape = tuple(int(d) for d in aval_shape)
+    if not shape and any(e is not None for e in self.spec):
+      raise PartixError(f"[NamedSharding.check_compatible_aval] For scalars the PartitionSpec "
+                        f"should be P(), but got {self.spec} for {self}")
+    if len(self.spec) > len(shape):
+      raise PartixError(f"[NamedSharding.check_compatible_aval] Sharding {self} is only valid "
+                        f"for values of rank at least {len(self.spec)}, but was applied to a "
+                        f"value of rank {len(shape)}")
 
   def devices_indices_map(self, global_shape):
     devs = list(self.mesh.devices.flat)

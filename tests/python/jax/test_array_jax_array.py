@@ -230,8 +230,6 @@ def test_repr():
   assert repr(arr).startswith("Array(")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's repr of an empty array omits the shape: 'Array([], dtype=float32)'"))
 def test_empty_repr():
   x = jnp.empty((0, 5), "float32")
   assert repr(x) == "Array([], shape=(0, 5), dtype=float32)"

@@ -87,23 +87,6 @@ def _check_shards(out, expected, shard_shape):
     assert_arrays_equal(s.data, canon(expected[s.index]))
 
 
-# ---- partix's gaps shared by several cases ----
-WITH_MESH_XFAIL = pytest.mark.xfail(strict=True, reason=(
-    "partix's legacy `with mesh:` only resolves PartitionSpecs; under JAX's pjit it also fixes "
-    "the devices: uncommitted inputs and constant outputs go onto the mesh, and committed "
-    "arguments on other devices are refused (incompatible devices)"))
-UNCOMMITTED_XFAIL = pytest.mark.xfail(strict=True, reason=(
-    "partix's jit commits its outputs even when every input is uncommitted (numpy data, "
-    "jnp.array results, Python scalars); JAX's stay uncommitted"))
-ARG_NAMES_XFAIL = pytest.mark.xfail(strict=True, reason=(
-    "partix's mismatched-devices error names the arguments as JAX does (x, tuple_inp[1][0]) "
-    "but says 'arguments are committed to different meshes' with their meshes, not JAX's "
-    "'Received incompatible devices for jitted computation' with shapes and device ids"))
-DEVICE_ARG_XFAIL = pytest.mark.xfail(strict=True, reason=(
-    "partix's jit(device=d) is in_shardings=d, so an argument committed to another sharding "
-    "is refused ('device_put it first'); JAX moves the arguments onto d"))
-
-
 # ---- outputs, inputs and shardings ----
 
 SINGLE_OUTPUT = [pytest.param(P("x", "y"), (2, 4), id="fully_sharded_output"),
@@ -259,7 +242,6 @@ def test_no_input_output():
   assert callable(pjit(f))
 
 
-@WITH_MESH_XFAIL
 def test_array_device_assignment_mismatch_with_mesh():
   mesh = create_mesh((4, 2), ("x", "y"))
   input_array, _ = create_array((8, 2), create_mesh((2, 2), ("x", "y")), P("x", "y"))
@@ -375,7 +357,6 @@ def test_pjit_array_same_sharding_aot():
 
 # ---- single-device programs ----
 
-@UNCOMMITTED_XFAIL
 def test_pjit_single_device_sharding_add():
   # Uncommitted inputs give uncommitted outputs, committed ones committed outputs (JAX also
   # counts lowering-cache hits here, a private cache).
@@ -485,7 +466,6 @@ def test_array_enabled_non_empty_mesh_with_pspec():
 
 # ---- uncommitted and committed arguments ----
 
-@WITH_MESH_XFAIL
 def test_pjit_uncommitted_array_reshard():
   arr = jnp.array([[1, 2, 3]])
   mesh = create_mesh((4, 2), ("x", "y"))
@@ -507,7 +487,6 @@ def test_pjit_uncommitted_array_in_axis_resources_reshard():
       assert s.replica_id == 0
 
 
-@WITH_MESH_XFAIL
 def test_pjit_uncommitted_array_and_committed_array():
   uarr = jnp.arange(16, dtype=np.float32).reshape((8, 2))
   mesh = create_mesh((4, 2), ("x", "y"))
@@ -526,7 +505,6 @@ def test_pjit_uncommitted_array_and_committed_array():
       pjit(lambda x, y: (x, y))(uarr, carr)
 
 
-@ARG_NAMES_XFAIL
 def test_pjit_committed_array_different_devices():
   if jax.device_count() < 2:
     pytest.skip("Test requires >= 2 devices")
@@ -538,7 +516,6 @@ def test_pjit_committed_array_different_devices():
     pjit(lambda x, y: (x, y))(a, b)
 
 
-@ARG_NAMES_XFAIL
 def test_pjit_committed_array_different_devices_variadic_args():
   if jax.device_count() < 2:
     pytest.skip("Test requires >= 2 devices")
@@ -569,7 +546,6 @@ PYTREE_MSG = (INCOMPATIBLE + r". Got argument {} of.*<lambda> with shape int.*\[
               r"device ids")
 
 
-@ARG_NAMES_XFAIL
 def test_pjit_pytree_inp_device_assignment_mismatch():
   # The error names the two clashing arguments by their paths in the pytree.
   mesh = create_mesh((2, 2), ("x", "y"))
@@ -668,10 +644,9 @@ def test_with_sharding_constraint_pjit():
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "a jit whose argument is committed to one device and that constrains a value onto a "
-    "2x2 mesh fails with '[NamedSharding] mesh axis 'x' in P('x', 'y') is not in Mesh()' "
-    "(the constraint's spec read against the argument's mesh); JAX names the argument inp, "
-    "its device ids and the sharding_constraint (or the inner jit) with its device ids"))
+    "partix inlines a jit inside a jit as constraints, so its incompatible-devices error names "
+    "'sharding_constraint inside jit' where JAX says 'jit inside jit' (the first case, a "
+    "constraint, matches JAX)"))
 def test_jit_with_sharding_constraint_committed_inp_error():
   mesh = create_mesh((2, 2), ("x", "y"))
   s = NamedSharding(mesh, P("x", "y"))
@@ -697,10 +672,6 @@ def test_jit_with_sharding_constraint_committed_inp_error():
     my_nested_pjit(committed_inp, committed_inp, committed_inp)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's jit(device=devices[0]) runs a with_sharding_constraint onto a 2x2 mesh inside "
-    "(the result lands on the mesh); JAX refuses: explicit output sharding on device 0 vs the "
-    "constraint's device ids"))
 def test_jit_device_with_sharding_constraint_error():
   mesh = create_mesh((2, 2), ("x", "y"))
 
@@ -755,7 +726,6 @@ def test_trivial_computation_with_sharded_const_using_transposed_mesh():
   assert_arrays_equal(out, canon(np.arange(16).reshape(8, 2)))
 
 
-@WITH_MESH_XFAIL
 def test_trivial_computation_with_replicated_literal():
   mesh = create_mesh((2, 1), ("x", "y"))
   with mesh:
@@ -844,9 +814,6 @@ def test_vmap_of_jvp_pjit_no_axis_resources_2d():
   assert f_out2.sharding == g_out2.sharding
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's jit commits its outputs even when every input is uncommitted, and partix has "
-    "no jax.default_device"))
 def test_pjit_on_different_default_device_with_uncommitted_inputs():
   if jax.device_count() < 2:
     pytest.skip("Test requires >= 2 devices")
@@ -1000,7 +967,6 @@ def _check_on_device(out, expected_device, expected_out):
   assert_arrays_equal(out, expected_out @ expected_out.T)
 
 
-@DEVICE_ARG_XFAIL
 def test_pjit_with_device_arg():
   mul = lambda x: x @ x.T
   mesh = create_mesh((2, 2), ("x", "y"))
@@ -1018,7 +984,6 @@ def test_pjit_with_device_arg():
   _check_on_device(compiled(y), jax.devices()[1], y)
 
 
-@DEVICE_ARG_XFAIL
 def test_pjit_with_device_arg_input_from_another_pjit():
   mesh = create_mesh((2, 2), ("x", "y"))
   inp = np.arange(8).reshape(4, 2)
@@ -1188,7 +1153,6 @@ def test_nested_pjit_closing_over_top_level_const():
         8., dtype=np.float32))
 
 
-@WITH_MESH_XFAIL
 def test_pjit_sin_nested():
   mesh = create_mesh((4, 2), ("x", "y"))
   f = pjit(lambda x: jnp.sin(x))
@@ -1209,7 +1173,6 @@ def test_jit_with_mesh_context_manager():
       jax.jit(lambda x: x, in_shardings=P("x"), out_shardings=P("x"))(jnp.arange(8))
 
 
-@UNCOMMITTED_XFAIL
 def test_pjit_nested_uncommitted_output():
   @pjit
   def f(x):

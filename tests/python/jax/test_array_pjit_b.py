@@ -284,8 +284,6 @@ def test_vmap_pjit_single_device():
   assert_arrays_equal(out, np.ones((3,), np.float32))
 
 
-@pytest.mark.xfail(strict=True, reason="jit(f, device=d) rejects an argument "
-                   "committed to another sharding (it becomes in_shardings); JAX runs f on d")
 def test_to_gspmd_sharding_cache_with_and_without_device():
   mesh = create_mesh((2,), ('x',))
   np_inp = jnp.arange(4)
@@ -756,8 +754,6 @@ def test_nullary_out_sharding_partial():
   assert isinstance(out[1].sharding, NamedSharding)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-                   'partix has no jax.transfer_guard'))
 def test_device_put_efficient_reshard_single_host():
   _need(4)
   dev = jax.devices()
@@ -781,8 +777,6 @@ def _reshard_meshes():
   return mesh1, mesh2
 
 
-@pytest.mark.xfail(strict=True, reason=(
-                   'partix has no jax.transfer_guard'))
 @pytest.mark.parametrize("shape", [(8, 2), (8, 384)], ids=["8_2", "8_384"])
 def test_device_put_efficient_reshard_complex_mesh(shape):
   if jax.device_count() != 8:
@@ -855,8 +849,6 @@ def test_make_mesh_non_int_error():
   assert mesh.axis_sizes == (1, 1, 1)
 
 
-@pytest.mark.xfail(strict=True, reason="jnp.array(arr, device=d) of an array committed "
-                   "to another device moves it instead of raising 'incompatible devices'")
 def test_jnp_array_reshard_error():
   _need(2)
   arr = jax.device_put(np.arange(8), jax.devices()[0])

@@ -77,7 +77,6 @@ def test_uneven_shard_error():
     mps.shard_shape((8, 3))
 
 
-@pytest.mark.xfail(strict=True, reason="partix's NamedSharding has no check_compatible_aval()")
 def test_is_compatible_error():
   mesh = create_mesh((1, 1, 2), ("replica", "data", "mdl"))
   mps = NamedSharding(mesh, P(None, ("mdl",), None, None))
@@ -211,7 +210,6 @@ def test_devices_indices_map_good_error_message():
     s.devices_indices_map((1, 2))
 
 
-@pytest.mark.xfail(strict=True, reason="partix's NamedSharding has no check_compatible_aval()")
 def test_scalar_input_wrong_pspec():
   s = NamedSharding(create_mesh((1,), ("x")), P("x"))
   with pytest.raises(Exception, match=r"For scalars the PartitionSpec should be P\(\)"):
@@ -267,9 +265,6 @@ def test_make_array_from_single_device_arrays_error():
     jax.jit(f)(x)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's TypeError reads '[jax.make_array_from_single_device_arrays] `arrays` argument "
-    "must be a list or tuple': the bracketed name does not match JAX's message pattern"))
 def test_make_array_from_single_device_arrays_nonlist_error():
   x = jnp.arange(10)
   sharding = x.sharding

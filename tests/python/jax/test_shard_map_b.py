@@ -593,10 +593,6 @@ def test_pvary():
   jax.grad(lambda x: f(x).sum())(jnp.arange(8.))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's pcast with a set axis_name ({'x'}) raises PartixError (a ValueError) '[pvary] "
-    "axis_name {'x'} is not a mesh axis name or a tuple of names', not TypeError 'must be a "
-    "tuple or a str'"))
 def test_pcast_axis_name_is_not_set():
   # pcast's axis_name must be a str or a tuple: a set (or a vma frozenset) is a TypeError.
   with explicit_mesh((2,), "x") as mesh:
@@ -718,10 +714,6 @@ def test_erf_rules():
   assert_all_close(out, np.array([math.erf(v) for v in range(16)], np.float32))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's in_specs rank error ('in_spec P('x', 'y', None) of argument 0 does not fit its "
-    "shape [8,8]') does not name the mapped function ('shard_map applied to the function "
-    "'f'')"))
 def test_error_for_variable_num_args():
   mesh = create_mesh((2, 2), ("x", "y"))
 

@@ -471,8 +471,6 @@ def _partial_auto_call(mesh, g, in_specs, axis_names):
   return f(v)
 
 
-@pytest.mark.xfail(strict=True, reason="partix does not reject a with_sharding_constraint naming "
-                   "the Manual axis 'i' inside a shard_map manual over 'i' (axis_names={'i'})")
 def test_partial_auto_error_wsc_manual():
   # Inside the region manual over 'i', a constraint may not name 'i'.
   mesh = create_mesh((2, 2), ('i', 'j'))
@@ -480,8 +478,6 @@ def test_partial_auto_error_wsc_manual():
     _partial_auto_call(mesh, _wsc_ij_body(mesh), P('i', None), frozenset({'i'}))
 
 
-@pytest.mark.xfail(strict=True, reason="partix does not reject a with_sharding_constraint "
-                   "naming Manual axes inside shard_map")
 def test_partial_auto_error_invalid_auto():
   # Fully manual: a constraint naming any mesh axis is an error.
   mesh = create_mesh((2, 2), ('i', 'j'))
@@ -489,9 +485,6 @@ def test_partial_auto_error_invalid_auto():
     _partial_auto_call(mesh, _wsc_ij_body(mesh), P('i', None), frozenset({'i', 'j'}))
 
 
-@pytest.mark.xfail(strict=True, reason="partix's error reads \"in_specs P('i', 'j') refers to mesh "
-                   "axis 'j', which is not manual in this shard_map\", not JAX's \"in_specs "
-                   "refers to 'j'\"")
 def test_partial_auto_error_wrong_in_specs():
   mesh = create_mesh((2, 2), ('i', 'j'))
   with pytest.raises(Exception, match="in_specs refers to 'j'"):
@@ -862,9 +855,6 @@ def _none_spec_cases(spec):
   return cases
 
 
-@pytest.mark.xfail(strict=True, reason="partix's uneven-split error says 'dimension 0 of size 2 "
-                   "does not split evenly into 4 blocks', which JAX's pattern 'divisible' does "
-                   "not match")
 def test_in_spec_none_divisibility_errors():
   mesh = create_mesh((4, 2), ('i', 'j'))
   x = jnp.arange(4).reshape(2, 2)  # 2 rows do not split over 'i' (4)
@@ -873,9 +863,6 @@ def test_in_spec_none_divisibility_errors():
       jax.shard_map(lambda *_: None, mesh=mesh, in_specs=in_specs, out_specs=None)(*args)
 
 
-@pytest.mark.xfail(strict=True, reason="partix's spec-too-long error says \"in_spec P('i', 'j') "
-                   "of argument 0 does not fit its shape [4]\", which JAX's pattern 'rank' "
-                   "does not match")
 def test_in_spec_none_rank_errors():
   mesh = create_mesh((4, 2), ('i', 'j'))
   x = jnp.arange(4)  # rank 1 against a spec of two entries

@@ -350,8 +350,9 @@ def test_eager_unreduced_out():
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "partix's shard_map with inferred in_specs gives the body an unreduced argument "
-    "(P(unreduced={'x'})) as already reduced, so psum_scatter sums it again: values doubled"))
+    "partix holds no unreduced Arrays: jax.reshard(x, P(unreduced={'x'})) is refused eagerly "
+    "('an Array cannot be resharded to unreduced'), and a shard_map refuses to infer in_specs "
+    "for an unreduced argument"))
 def test_eager_unreduced_in():
   with explicit_mesh((2,), "x") as mesh:
     arr = jax.reshard(jnp.arange(8.), P(unreduced={"x"}))
@@ -1102,9 +1103,6 @@ def test_pvary_eager():
       f(inp)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's error for pcast over the non-manual 'y' reads \"[pvary] mesh axis 'y' is not manual in "
-    "this shard_map\", not JAX's 'Found an unbound axis name'"))
 def test_pvary_explicit_axes_error():
   with explicit_mesh((2, 2), ("x", "y")):
     @jax.jit
