@@ -190,7 +190,6 @@ UPWARD_DEBT = {
     ('prim', 'ops'),           # VJP and batching rules written with public ops
     ('prim', 'dispatch'),      # explicit types of rule results
     ('ops', 'dispatch'),       # creation and out_sharding= run through dispatch
-    ('spmd', 'dispatch'),      # device_put of process-local parts
 }
 def closure(layer):
     seen, todo = set(), [layer]
@@ -201,9 +200,17 @@ def closure(layer):
                 todo.append(d)
     return seen
 link_note = 'link check skipped (no objects: build first, or pass --objects)'
-objs = {l: [os.path.join(dp, f)
-            for dp, _, fns in os.walk(os.path.join(objects_dir, f'partix_{l}.dir'))
-            for f in fns if f.endswith('.o')] for l in layers}
+def layer_objects(layer):
+    """The layer's objects whose sources still exist (a moved file leaves a stale object)."""
+    root = os.path.join(objects_dir, f'partix_{layer}.dir')
+    found = []
+    for dp, _, fns in os.walk(root):
+        for f in fns:
+            path = os.path.join(dp, f)
+            if f.endswith('.o') and os.path.exists(os.path.join('src', os.path.relpath(path, root)[:-2])):
+                found.append(path)
+    return found
+objs = {l: layer_objects(l) for l in layers}
 if any(objs.values()):
     defined, needed = {}, {l: set() for l in layers}
     for l in layers:

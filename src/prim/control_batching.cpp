@@ -37,8 +37,8 @@ void fix_carries(const ir::Program& body, size_t off, size_t nc, const std::stri
 Array as_result(const Batched& b, bool batched, int64_t size, std::string_view what) {
   if (batched) return at_front(b, size);
   if (b.bdim >= 0) {
-    detail::internal_error("vmap", fmt::format("{}: a result found unbatched came out batched",
-                                               what));
+    detail::internal_error("vmap",
+                           fmt::format("{}: a result found unbatched came out batched", what));
   }
   return b.value;
 }
@@ -103,9 +103,11 @@ std::vector<Batched> ScanBatching::batch(const BatchArgs& a) const {
         params.insert(params.end(), t.begin(), t.begin() + static_cast<long>(nc));
         params.insert(params.end(), t.begin() + static_cast<long>(nc + off), t.end());
         params.insert(params.end(), consts.begin(), consts.end());
-        const std::vector<Batched> r = autodiff::batch_evaluate(body, with_bdims(params, on), a.axis);
+        const std::vector<Batched> r =
+            autodiff::batch_evaluate(body, with_bdims(params, on), a.axis);
         std::vector<Array> out;
-        for (size_t k = 0; k < r.size(); ++k) out.push_back(as_result(r[k], res[k], a.size, "scan"));
+        for (size_t k = 0; k < r.size(); ++k)
+          out.push_back(as_result(r[k], res[k], a.size, "scan"));
         return out;
       },
       proto);
@@ -152,7 +154,8 @@ std::vector<Batched> WhileBatching::batch(const BatchArgs& a) const {
         for (size_t k = 0; k < nc; ++k) out.push_back(as_result(r[k], on[k], a.size, "while_loop"));
         if (per_example) {  // an example whose predicate fails keeps its carries
           const Array live = at_front(predicate(t), a.size);
-          for (size_t k = 0; k < nc; ++k) out[k] = where(over_examples(live, out[k].shape()), out[k], t[k]);
+          for (size_t k = 0; k < nc; ++k)
+            out[k] = where(over_examples(live, out[k].shape()), out[k], t[k]);
         }
         return out;
       },
@@ -168,8 +171,10 @@ std::vector<Batched> CondBatching::batch(const BatchArgs& a) const {
   const std::vector<bool> on = batched_of(a.operands, 1, n);
   const std::vector<Array> operands = fronted(a.operands, 1, n, a.size);
   if (pred.bdim >= 0) {  // both branches, then a select per example
-    const std::vector<Batched> t = autodiff::batch_evaluate(*a.regions[0], with_bdims(operands, on), a.axis);
-    const std::vector<Batched> f = autodiff::batch_evaluate(*a.regions[1], with_bdims(operands, on), a.axis);
+    const std::vector<Batched> t =
+        autodiff::batch_evaluate(*a.regions[0], with_bdims(operands, on), a.axis);
+    const std::vector<Batched> f =
+        autodiff::batch_evaluate(*a.regions[1], with_bdims(operands, on), a.axis);
     const Array p = at_front(pred, a.size);
     std::vector<Batched> out;
     for (size_t k = 0; k < t.size(); ++k) {
@@ -190,8 +195,8 @@ std::vector<Batched> CondBatching::batch(const BatchArgs& a) const {
     };
   };
   std::shared_ptr<void> pt, pf;
-  const std::vector<Array> outs = detail::cond_call(pred.value, operands, branch(*a.regions[0]),
-                                                    branch(*a.regions[1]), pt, pf);
+  const std::vector<Array> outs =
+      detail::cond_call(pred.value, operands, branch(*a.regions[0]), branch(*a.regions[1]), pt, pf);
   std::vector<Batched> results;
   for (size_t k = 0; k < outs.size(); ++k) results.push_back({outs[k], res[k] ? 0 : -1});
   return results;
@@ -218,23 +223,75 @@ int64_t spmd_blocks(const Mesh& mesh, const detail::BatchAxis& axis) {
   return k;
 }
 
+// As JAX: without spmd_axis_name, the Explicit mesh axes that a batched operand's type splits
+// its batch dimension over (an even split) keep the examples split over them inside the map,
+// as spmd_axis_name would. None: the examples are whole on every device.
+std::vector<std::string> explicit_batch_axes(const BatchArgs& a, const Mesh& mesh) {
+  for (const Batched& b : a.operands) {
+    if (b.bdim < 0 || !b.value.valid() || !b.value.impl()->sharding) continue;
+    const NamedSharding& s = *b.value.impl()->sharding;
+    if (s.mesh().axis_names() != mesh.axis_names() || b.bdim >= s.spec().size()) continue;
+    std::vector<std::string> axes;
+    int64_t k = 1;
+    for (const auto& ax : s.spec()[b.bdim]) {
+      if (s.mesh().axis_type(ax) != AxisType::Explicit) return {};
+      axes.push_back(ax);
+      k *= mesh.axis_size(ax);
+    }
+    if (!axes.empty() && a.size % k == 0) return axes;
+  }
+  return {};
+}
+
 }  // namespace
 
-std::vector<Batched> ShardMapBatching::batch(const BatchArgs& a) const {
-  const Mesh& mesh = a.attrs.get<Mesh>("mesh");
+std::vector<Batched> ShardMapBatching::batch(const BatchArgs& a_in) const {
+  const Mesh& mesh = a_in.attrs.get<Mesh>("mesh");
+  detail::BatchAxis implicit = a_in.axis;
+  const std::vector<std::string> explicit_axes = explicit_batch_axes(a_in, mesh);
+  if (!explicit_axes.empty() && implicit.spmd != explicit_axes) {
+    detail::check(implicit.spmd.empty(), "vmap",
+                  "Only one of spmd_axis_name or arrays sharded on `Explicit` mesh axis type is "
+                  "allowed: the examples are split over '{}' already",
+                  fmt::join(explicit_axes, "', '"));
+    implicit.spmd = explicit_axes;
+    // The axes the examples are split over are vmap's inside: the map may not name them.
+    std::vector<std::string> left;
+    for (const auto& n : mesh.axis_names()) {
+      if (std::find(explicit_axes.begin(), explicit_axes.end(), n) == explicit_axes.end()) {
+        left.push_back(n);
+      }
+    }
+    for (const auto& spec : a_in.attrs.get<ir::Specs>("in_specs")) {
+      for (const auto& ax : spec.axes()) {
+        detail::check(
+            std::find(explicit_axes.begin(), explicit_axes.end(), ax) == explicit_axes.end(),
+            "vmap",
+            "vmapped away explicit mesh axis '{}' (it splits the examples) cannot "
+            "appear in shard_map in_specs ({}): jax.shard_map requires axis_names and "
+            "specs to be a subset of the mesh axes vmap leaves, ('{}')",
+            ax, spec.to_string(), fmt::join(left, "', '"));
+      }
+    }
+  }
+  const BatchArgs a{a_in.operands, a_in.attrs, a_in.regions, a_in.size, implicit};
   const int64_t k = spmd_blocks(mesh, a.axis);
-  detail::check(a.size % k == 0, "vmap", "{} examples do not split evenly over spmd_axis_name "
-                "'{}' ({} blocks) of shard_map's mesh", a.size, fmt::join(a.axis.spmd, "', '"), k);
+  detail::check(a.size % k == 0, "vmap",
+                "{} examples do not split evenly over spmd_axis_name "
+                "'{}' ({} blocks) of shard_map's mesh",
+                a.size, fmt::join(a.axis.spmd, "', '"), k);
   const ir::Program& body = *a.regions[0];
   if (k > 1) {
     for (const ir::Instr& in : body.instrs) {
       detail::check(!autodiff::mentions_axis(in, a.axis.name), "vmap",
                     "a collective over vmap's axis '{}' inside shard_map whose examples split "
-                    "over spmd_axis_name is not supported", a.axis.name);
+                    "over spmd_axis_name is not supported",
+                    a.axis.name);
     }
   }
   const std::vector<bool> on = batched_of(a.operands, 0, a.operands.size());
-  ir::Specs in_specs = a.attrs.get<ir::Specs>("in_specs"), out_specs = a.attrs.get<ir::Specs>("out_specs");
+  ir::Specs in_specs = a.attrs.get<ir::Specs>("in_specs"),
+            out_specs = a.attrs.get<ir::Specs>("out_specs");
   for (size_t i = 0; i < in_specs.size(); ++i) {
     if (on[i]) in_specs[i] = led_by(a.axis.spmd, in_specs[i]);
   }
@@ -245,15 +302,17 @@ std::vector<Batched> ShardMapBatching::batch(const BatchArgs& a) const {
   const detail::BatchAxis local{a.size / k, a.axis.name, a.axis.spmd};
   Regions regions{autodiff::batch_region(body, local, &on, &mesh)};
   std::vector<Batched> out;
-  for (const Array& r : detail::bind(p_, fronted(a.operands, 0, a.operands.size(), a.size), attrs, regions)) {
+  for (const Array& r :
+       detail::bind(p_, fronted(a.operands, 0, a.operands.size(), a.size), attrs, regions)) {
     out.push_back({r, 0});
   }
   return out;
 }
 
 std::vector<Batched> ConstraintBatching::batch(const BatchArgs& a) const {
+  // As JAX: the constraint holds for every example; the examples' dimension is split over
+  // spmd_axis_name, else whole (None).
   const Batched& x = a.operands[0];
-  if (a.axis.spmd.empty()) return {x};
   const Mesh& mesh = a.attrs.get<Mesh>("mesh");
   spmd_blocks(mesh, a.axis);
   Attrs attrs = a.attrs;

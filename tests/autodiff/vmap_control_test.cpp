@@ -46,10 +46,12 @@ void expect_batched_as_looped(const ArraysFn& f, const std::vector<Array>& args,
   std::vector<int> zeros(args.size(), 0);
   const std::vector<Array> got = vmap(f, zeros)(args);
   ASSERT_EQ(got.size(), want.size());
-  for (size_t k = 0; k < want.size(); ++k) expect_close(got[k], want[k], tol, "eager result " + std::to_string(k));
+  for (size_t k = 0; k < want.size(); ++k)
+    expect_close(got[k], want[k], tol, "eager result " + std::to_string(k));
   auto jitted = jit([&](const std::vector<Array>& a) { return vmap(f, zeros)(a); });
   const std::vector<Array> jg = jitted(args);
-  for (size_t k = 0; k < want.size(); ++k) expect_close(jg[k], want[k], tol, "jit result " + std::to_string(k));
+  for (size_t k = 0; k < want.size(); ++k)
+    expect_close(jg[k], want[k], tol, "jit result " + std::to_string(k));
 }
 
 }  // namespace
@@ -81,9 +83,9 @@ TEST(VmapControl, ScanCarriesBatchedFromTheStartOrByTheBody) {
 TEST(VmapControl, ForiLoopAndItsGradientPerExample) {
   Array x = random::normal(random::key(3), {5, 4}, DType::F64);
   ArraysFn f = [](const std::vector<Array>& a) {
-    Array r = fori_loop(0, 6, [](const Array& i, const Array& c) {
-      return sin(c) + astype(i, DType::F64) * 0.1;
-    }, a[0]);
+    Array r = fori_loop(
+        0, 6, [](const Array& i, const Array& c) { return sin(c) + astype(i, DType::F64) * 0.1; },
+        a[0]);
     return std::vector<Array>{r};
   };
   expect_batched_as_looped(f, {x}, 1e-12);
@@ -126,16 +128,18 @@ TEST(VmapControl, CondWithSharedOrPerExamplePredicate) {
   Array x = random::normal(random::key(4), {6, 3}, DType::F64);
   // A predicate per example becomes a select between both branches.
   ArraysFn f = [](const std::vector<Array>& a) {
-    Array r = cond(sum(a[0]) > 0.0, [](const Array& v) { return sin(v); },
-                   [](const Array& v) { return v * v - 1.0; }, a[0]);
+    Array r = cond(
+        sum(a[0]) > 0.0, [](const Array& v) { return sin(v); },
+        [](const Array& v) { return v * v - 1.0; }, a[0]);
     return std::vector<Array>{r};
   };
   expect_batched_as_looped(f, {x}, 1e-12);
   // A shared predicate keeps the cond, its branches batched.
   for (bool p : {true, false}) {
     ArraysFn g = [p](const std::vector<Array>& a) {
-      Array r = cond(scalar(p), [](const Array& v) { return exp(v); },
-                     [](const Array& v) { return -v; }, a[0]);
+      Array r = cond(
+          scalar(p), [](const Array& v) { return exp(v); }, [](const Array& v) { return -v; },
+          a[0]);
       return std::vector<Array>{r};
     };
     expect_batched_as_looped(g, {x}, 1e-12);
@@ -172,13 +176,13 @@ TEST(VmapControl, CollectivesOverTheVmappedAxis) {
   const std::vector<double> xs = vec(x);
   ArraysFn f = [](const std::vector<Array>& a) {
     const Axes i{"i"};
-    return std::vector<Array>{psum(a[0], i), a[0] / pmax(a[0], i), pmean(a[0], i),
-                              astype(axis_index(i), DType::F64) + a[0] * 0.0,
-                              all_gather(a[0], i, 0, false), all_gather(a[0], i, 0, true),
-                              ppermute(a[0], i, {{0, 1}, {1, 2}, {2, 3}, {3, 0}}),
-                              ppermute(a[0], i, {{0, 2}}),
-                              // a dimension of 4 splits into one piece per example
-                              psum_scatter(broadcast_to(expand_dims(sum(a[0]), 0), {4}), i, 0, true)};
+    return std::vector<Array>{
+        psum(a[0], i), a[0] / pmax(a[0], i), pmean(a[0], i),
+        astype(axis_index(i), DType::F64) + a[0] * 0.0, all_gather(a[0], i, 0, false),
+        all_gather(a[0], i, 0, true), ppermute(a[0], i, {{0, 1}, {1, 2}, {2, 3}, {3, 0}}),
+        ppermute(a[0], i, {{0, 2}}),
+        // a dimension of 4 splits into one piece per example
+        psum_scatter(broadcast_to(expand_dims(sum(a[0]), 0), {4}), i, 0, true)};
   };
   for (bool jitted : {false, true}) {
     SCOPED_TRACE(jitted ? "jit" : "eager");
@@ -289,19 +293,55 @@ TEST(VmapControl, SpmdAxisNameSplitsTheExamplesWhereAShardingIsConstrained) {
   ArraysFn f = [&](const std::vector<Array>& a) {
     return std::vector<Array>{with_sharding_constraint(tanh(a[0]), NamedSharding(m, P(None, "y")))};
   };
-  Array r = jit([&](const Array& v) { return vmap(f, {0}, {0}, std::nullopt, "", {"x"})({v})[0]; })(x);
+  Array r =
+      jit([&](const Array& v) { return vmap(f, {0}, {0}, std::nullopt, "", {"x"})({v})[0]; })(x);
   EXPECT_EQ(r.sharding(), NamedSharding(m, P("x", None, "y")));
   expect_close(r, tanh(x), 1e-6, "values");
+  // Without spmd_axis_name the constraint still holds for every example (as JAX): the
+  // examples' dimension is whole.
+  Array whole = jit([&](const Array& v) { return vmap(f, {0}, {0})({v})[0]; })(
+      device_put(x, NamedSharding(m, P("x", "y"))));
+  EXPECT_EQ(whole.sharding(), NamedSharding(m, P(None, None, "y")));
+  expect_close(whole, tanh(x), 1e-6, "values without spmd_axis_name");
   // spmd_axis_name must name the mesh's axes.
   EXPECT_PARTIX_ERROR(
       jit([&](const Array& v) { return vmap(f, {0}, {0}, std::nullopt, "", {"z"})({v})[0]; })(x),
       "spmd_axis_name 'z' is not an axis of");
 }
 
+// As JAX: a batch dimension split over an Explicit mesh axis stays split through a shard_map
+// inside vmap (the axis acts as spmd_axis_name), eagerly and under jit; the map may not name
+// the axis, and a different spmd_axis_name is refused.
+TEST(VmapControl, ExplicitlyShardedExamplesStaySplitThroughAShardMap) {
+  Mesh m = make_mesh({2, 4}, {"x", "y"}, {AxisType::Explicit, AxisType::Explicit});
+  Array host = random::normal(random::key(14), {4, 8});
+  Array x = device_put(host, NamedSharding(m, P("x", "y")));
+  auto body = [](const Array& b) { return psum(b, Axes{"y"}); };
+  ArraysFn f = [&](const std::vector<Array>& a) {
+    return std::vector<Array>{shard_map(body, m, {P("y")}, {P()})(a[0])};
+  };
+  Array ref = slice_axis(host, 1, 0, 2) + slice_axis(host, 1, 2, 4) + slice_axis(host, 1, 4, 6) +
+              slice_axis(host, 1, 6, 8);
+  Array eager = vmap(f, {0}, {0})({x})[0];
+  EXPECT_EQ(eager.sharding(), NamedSharding(m, P("x", None)));
+  expect_close(eager, ref, 1e-5, "eager");
+  Array jitted = jit([&](const Array& v) { return vmap(f, {0}, {0})({v})[0]; })(x);
+  EXPECT_EQ(jitted.sharding(), NamedSharding(m, P("x", None)));
+  expect_close(jitted, ref, 1e-5, "jit");
+  ArraysFn names_x = [&](const std::vector<Array>& a) {
+    return std::vector<Array>{
+        shard_map([](const Array& b) { return b; }, m, {P("x")}, {P("x")})(a[0])};
+  };
+  EXPECT_PARTIX_ERROR(vmap(names_x, {0}, {0})({x}), "[vmap] vmapped away explicit mesh axis 'x'",
+                      "cannot appear in shard_map in_specs");
+  EXPECT_PARTIX_ERROR(vmap(f, {0}, {0}, std::nullopt, "", {"y"})({x}),
+                      "Only one of spmd_axis_name or arrays sharded on `Explicit` mesh axis");
+}
+
 TEST(VmapControl, CollectivesNamingUnboundOrMixedAxesAreErrors) {
   auto id = [](const std::vector<Array>& a) { return std::vector<Array>{psum(a[0], Axes{"k"})}; };
-  EXPECT_PARTIX_ERROR(vmap(id, {0}, {0}, std::nullopt, "i")({ones({3})}),
-                      "[psum] collective over", "'k' is not bound");
+  EXPECT_PARTIX_ERROR(vmap(id, {0}, {0}, std::nullopt, "i")({ones({3})}), "[psum] collective over",
+                      "'k' is not bound");
   auto groups = [](const std::vector<Array>& a) {
     return std::vector<Array>{psum(a[0], Axes{"i"}, IndexGroups{{0, 1}, {2, 3}})};
   };

@@ -794,10 +794,6 @@ def test_vmap_of_jvp_pjit_no_axis_resources():
   assert_arrays_equal(pjit_out2, jit_out2)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "vmap of a jit with in_shardings/out_shardings=P('x') (called outside jit, under "
-    "`with mesh:`) returns a one-device array; JAX gives NamedSharding(mesh, P(None, 'x')) "
-    "(the batch dimension unsharded)"))
 def test_vmap_of_jvp_pjit_no_axis_resources_2d():
   mesh = create_mesh((2, 2), ("x", "y"))
   f_inp = jnp.arange(8.).reshape(2, 2, 2)

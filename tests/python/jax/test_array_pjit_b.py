@@ -918,9 +918,6 @@ def test_wsc_sds_abstract_mesh():
   assert out.dtype == np.float32
 
 
-@pytest.mark.xfail(strict=True, reason="vmap (without spmd_axis_name) of a function "
-                   "that calls with_sharding_constraint drops the constraint: jit(vmap(f)) "
-                   "keeps the input's P('x', 'y') instead of P(None, 'x')")
 def test_wsc_vmap_abstract_mesh():
   mesh = create_mesh((2, 2), ('x', 'y'))
   arr = jax.device_put(np.arange(16).reshape(8, 2), NamedSharding(mesh, P('x', 'y')))

@@ -763,7 +763,6 @@ def test_vmap_spmd_axis_name():
   assert out.sharding.is_equivalent_to(NamedSharding(mesh, P("y", "x")), 2)
 
 
-@pytest.mark.xfail(strict=True, reason="vmap of a shard_map over a dimension sharded on Explicit axes drops that sharding: the result is P(None, 'y') where JAX keeps P(('z', 'x'), 'y')")
 def test_vmap_explicit_mesh_axis():
   mesh = create_mesh((1, 2, 2), ("z", "x", "y"), axis_types=(AxisType.Explicit,) * 3)
 
@@ -777,7 +776,6 @@ def test_vmap_explicit_mesh_axis():
   assert out.sharding == s
 
 
-@pytest.mark.xfail(strict=True, reason="vmap of a shard_map over a dimension sharded on an Explicit axis drops that sharding: the result is P(None, 'model') where JAX keeps P('data', 'model')")
 def test_vmap_explicit_mesh_axis_single_axis():
   with _explicit_mesh((2, 2), ("data", "model")) as mesh:
     x = jax.device_put(jnp.arange(4 * 4).reshape(4, 4), P("data", "model"))
@@ -790,7 +788,6 @@ def test_vmap_explicit_mesh_axis_single_axis():
     assert out.sharding == NamedSharding(mesh, P("data", "model"))
 
 
-@pytest.mark.xfail(strict=True, reason="partix's vmap of a shard_map over a dimension sharded on Explicit 'x', which the shard_map's axis_names makes manual, reshards the argument instead of raising; spmd_axis_name with it is accepted too")
 def test_vmap_explicit_mesh_axis_error():
   mesh = create_mesh((2, 2), ("x", "y"), axis_types=(AxisType.Explicit,) * 2)
 

@@ -900,8 +900,6 @@ def test_zero_cotangent_sharding():
     assert_equal(jax.jit(jax.grad(lambda x: f(x).sum()))(x), np.zeros(8, np.float32))
 
 
-@pytest.mark.xfail(strict=True, reason="vmap of a shard_map over an Explicit-sharded batch "
-                   "dimension returns sharding P() where JAX keeps P('x', None) (values right)")
 def test_vmap_shmap_psum():
   with explicit_mesh((2, 2), ("x", "y")) as mesh:
     np_arr = np.arange(16).reshape(2, 8)

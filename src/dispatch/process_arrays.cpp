@@ -1,5 +1,5 @@
-// Arrays across processes: building one from each process's part, reading one
-// everywhere, and joining the job.
+// Arrays across processes: building one from each process's part and reading one everywhere
+// (placed with device_put, so above spmd).
 #include <algorithm>
 #include <map>
 #include <set>
