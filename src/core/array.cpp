@@ -278,6 +278,7 @@ std::vector<Shard> Array::addressable_shards() const {
       detail::copy_elems(a.dtype, b.data(), local, zero, data.data(), ext, zero, ext);
     }
     Array block = detail::make_array(ext, a.dtype, single_device_sharding(dev), {std::move(data)});
+    block.impl()->committed = a.committed;  // as JAX: a shard is committed as its array is
     out.push_back(Shard{dev, std::move(idx), s.replica_id(k), std::move(block)});
   }
   return out;
@@ -333,9 +334,15 @@ Array array_from_host_blocks(
     for (const Slice& s : idx) ext.push_back(s.size());
     HostBlock b = block(idx, ext);
     if (b.shape != ext) {
-      detail::fail(api, "the callback returned {}{} for the block at [{}] of {}, expected shape {}",
-                   dtype_name(b.dtype), shape_to_string(b.shape), fmt::join(key, ", "),
-                   shape_to_string(shape), shape_to_string(ext));
+      // JAX's words, with its tuple notation for the shapes.
+      auto tuple = [](const Shape& sh) {
+        return fmt::format("({}{})", fmt::join(sh, ", "), sh.size() == 1 ? "," : "");
+      };
+      detail::fail(api,
+                   "Expected shard shape {} doesn't match the single device array shape {}: the "
+                   "callback returned {}{} for the block at [{}] of {}",
+                   tuple(ext), tuple(b.shape), dtype_name(b.dtype), shape_to_string(b.shape),
+                   fmt::join(key, ", "), shape_to_string(shape));
     }
     if (!dtype) dtype = b.dtype;
     detail::check(b.dtype == *dtype, api, "the callback returned blocks of {} and {}",

@@ -68,7 +68,8 @@ TEST(Ergonomics, MakeArrayFromCallbackBuildsBlockByBlock) {
     for (int j = 0; j < 6; ++j) EXPECT_EQ(got[static_cast<size_t>(6 * i + j)], 10.0f * i + j);
   EXPECT_PARTIX_ERROR(make_array_from_callback({10, 6}, NamedSharding(m, P("data")),
                                                [](const std::vector<Slice>&) { return ones({2}); }),
-                      "[make_array_from_callback]", "expected shape");
+                      "[make_array_from_callback]", "Expected shard shape (3, 6) doesn't match",
+                      "array shape (2,)");
 }
 
 TEST(Ergonomics, HostValuesGoStraightToTheirDevices) {
@@ -127,7 +128,8 @@ TEST(Ergonomics, HostValuesGoStraightToTheirDevices) {
                                                     [](const std::vector<Slice>&) {
                                                       return HostBlock{DType::F32, {8, 4}, std::vector<char>(128)};
                                                     }),
-                      "[make_array_from_host_callback]", "expected shape [2,2]");
+                      "[make_array_from_host_callback]", "Expected shard shape (2, 2)",
+                      "single device array shape (8, 4)");
 }
 
 TEST(Ergonomics, ThreadMeshIsThisThreadsOnly) {

@@ -63,7 +63,8 @@ def test_mesh_axis_types_errors(mesh8):
   with pytest.raises(partix.PartixError, match=r"\[make_mesh\]"):
     partix.make_mesh((4, 2), ("x", "y"), axis_types=("Explicit", "Auto"))
   devs = np.array(partix.devices()[:8], dtype=object).reshape(4, 2)
-  with pytest.raises(partix.PartixError, match=r"\[Mesh\] axis_types"):
+  with pytest.raises(partix.PartixError, match=r"\[Mesh\] Number of axis names should match "
+                     r"the number of axis_types"):
     Mesh(devs, ("x", "y"), axis_types=(E, E, E))
 
 

@@ -412,3 +412,24 @@ def test_unreduced_values_never_enter_shard_map_silently():
     with pytest.raises(jax.PartixError, match=r"^\[reshard\] an Array cannot be resharded to "
                        r"unreduced"):
       jax.reshard(jnp.arange(8.0), P(unreduced={"x"}))
+
+
+def test_equal_specs_meshes_and_shardings_are_one_object_and_unequal_ones_never():
+  devs = jax.devices()[:4]
+  assert P(None, "x") is P((), "x") and P("x", unreduced={"y"}) is P("x", unreduced={"y"})
+  assert P("x") is not P("x", unreduced={"y"}) and P(("x", "y")) is not P("x", "y")
+  m = Mesh(np.array(devs), ("x",))
+  assert m is Mesh(np.array(devs), "x")
+  assert m is not Mesh(np.array(devs[::-1]), ("x",))  # another device order
+  assert m is not Mesh(np.array(devs), ("x",), axis_types=(AxisType.Explicit,))
+  assert m is not Mesh(np.array(devs), ("y",))
+  a = jax.device_put(jnp.arange(8.0), NamedSharding(m, P("x")))
+  f = jax.jit(lambda v: v * 2)
+  assert f(a).sharding is f(f(a)).sharding is a.sharding
+  b = jax.device_put(jnp.arange(8.0), NamedSharding(Mesh(np.array(devs[::-1]), "x"), P("x")))
+  assert b.sharding is not a.sharding and b.sharding != a.sharding
+  np.testing.assert_array_equal(np.asarray(f(b)), 2 * np.arange(8.0))
+  with pytest.raises(jax.PartixError, match="axis_types"):
+    Mesh(np.array(devs), ("x",), axis_types=("explicit",))
+  with pytest.raises(TypeError, match=r"axis_types.*must be of type AxisType"):
+    jax.make_mesh((4,), ("x",), axis_types="explicit")

@@ -232,7 +232,8 @@ def test_device_put_pytrees(mesh8, rng):
   made = jax.make_array_from_callback((8, 4), sx, lambda idx: a[idx])
   np.testing.assert_array_equal(np.asarray(made), a)
   assert made.sharding.spec == P("x")
-  with pytest.raises(jax.PartixError, match=r"^\[make_array_from_callback\].*expected shape"):
+  with pytest.raises(jax.PartixError, match=r"^\[make_array_from_callback\] Expected shard shape "
+                     r"\(2, 4\) doesn't match the single device array shape \(8, 4\)"):
     jax.make_array_from_callback((8, 4), sx, lambda idx: a)
 
 
@@ -245,5 +246,6 @@ def test_axis_types():
   assert m.axis_types == (AT.Explicit, AT.Auto)
   assert jax.make_mesh((4, 2), ("x", "y"), axis_types=(AT.Explicit,) * 2).axis_types == (
       AT.Explicit, AT.Explicit)
-  with pytest.raises(jax.PartixError, match=r"^\[Mesh\] axis_types"):
+  with pytest.raises(jax.PartixError, match=r"^\[Mesh\] Number of axis names should match the "
+                     r"number of axis_types"):
     Mesh(d, ("x", "y"), axis_types=(AT.Explicit,))

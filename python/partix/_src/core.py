@@ -10,11 +10,7 @@ from partix._src import dtypes
 from partix._src import transfer_guard
 from partix._src.sharding import Device, NamedSharding
 
-PartixError = _core.PartixError
-
-
-class PartixTypeError(PartixError, TypeError):
-  """A PartixError where JAX raises a TypeError (a wrong kind of argument)."""
+from partix._src.errors import PartixError, PartixTypeError  # noqa: F401 (re-exported)
 
 
 def _init_from_environment():
@@ -65,7 +61,7 @@ class Array:
 
   @property
   def sharding(self):
-    return NamedSharding._wrap(self._a.sharding())
+    return NamedSharding._interned(self._a.sharding())
 
   @property
   def addressable_shards(self):

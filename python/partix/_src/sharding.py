@@ -5,11 +5,12 @@ import functools
 import enum
 import math
 import threading
+import weakref
 
 import numpy as np
 
 from partix import _core
-PartixError = _core.PartixError
+from partix._src.errors import PartixError, PartixTypeError
 
 
 class Device:
@@ -55,6 +56,14 @@ class AxisType(enum.Enum):
     return getattr(_core.AxisType, self.value)
 
 
+# Equal PartitionSpecs and Meshes are one object (JAX interns both); specs are tuples, which
+# cannot be weakly referenced, so their table is bounded instead.
+_MAX_INTERNED = 4096
+_interned_specs = {}
+_interned_meshes = weakref.WeakValueDictionary()
+_interned_shardings = weakref.WeakValueDictionary()
+
+
 class PartitionSpec(tuple):
   """One entry per leading array dimension: None, a mesh axis name, or a tuple of names
   (major to minor). As jax.sharding.PartitionSpec (a tuple; printed P(...), as JAX 0.10)."""
@@ -91,10 +100,18 @@ class PartitionSpec(tuple):
       raise PartixError("[PartitionSpec] `unreduced` and `reduced` argument to PartitionSpec "
                         f"cannot overlap. Got unreduced: {set(sorted(unreduced))} and reduced: "
                         f"{set(sorted(reduced))}")
+    # Interned as JAX's: equal specs are one object (P(None, 'x') is P((), 'x')).
+    key = (tuple(self), unreduced, reduced)
+    known = _interned_specs.get(key)
+    if known is not None:
+      return known
     # Axes over which the value holds partial sums (JAX's P(..., unreduced={'x'})): only
     # out_sharding= of ops inside jit takes them. reduced= (a value replicated over an axis
     # whose gradient comes back unreduced) is kept and compared; partix refuses it where used.
     self.unreduced, self.reduced = unreduced, reduced
+    if len(_interned_specs) >= _MAX_INTERNED:  # a bound, not a cache policy: equality holds
+      _interned_specs.clear()
+    _interned_specs[key] = self
     return self
 
   def __repr__(self):
@@ -169,7 +186,19 @@ class Mesh:
   """An N-D grid of devices with named axes (jax.sharding.Mesh). Mesh(devices, axis_names)
   takes an array of devices; `with mesh:` makes it the current mesh."""
 
+  def __new__(cls, *args, **kwargs):
+    key = _mesh_key(*args, **kwargs) if cls is Mesh and args else None
+    known = _interned_meshes.get(key) if key is not None else None
+    if known is not None:
+      return known
+    self = super().__new__(cls)
+    if key is not None:
+      _interned_meshes[key] = self
+    return self
+
   def __init__(self, devices, axis_names, axis_types=None):
+    if getattr(self, "_m", None) is not None:  # an interned mesh, already made
+      return
     if isinstance(axis_names, str):
       axis_names = (axis_names,)
     axis_names = tuple(axis_names)
@@ -210,9 +239,14 @@ class Mesh:
         raise PartixError(f"[Mesh] Number of axis names should match the number of axis_types: "
                           f"{n} names {tuple(m.axis_names)} but one axis type {axis_types}")
       axis_types = (axis_types,)
+    if not isinstance(axis_types, (tuple, list)) or not all(isinstance(t, AxisType)
+                                                            for t in axis_types):
+      raise PartixTypeError(f"[Mesh] axis_types {axis_types!r} must be of type AxisType, one "
+                            f"per axis ({n})")
     axis_types = tuple(axis_types)
-    if len(axis_types) != n or not all(isinstance(t, AxisType) for t in axis_types):
-      raise PartixError(f"[Mesh] axis_types {axis_types} must be {n} AxisType values")
+    if len(axis_types) != n:
+      raise PartixError(f"[Mesh] Number of axis names should match the number of axis_types: "
+                        f"{n} names {tuple(m.axis_names)} but axis_types {axis_types}")
     if any(t is not AxisType.Auto for t in axis_types):
       m = m.with_axis_types([t._core() for t in axis_types])
       self._m = m
@@ -292,6 +326,31 @@ class Mesh:
     return f"{type(self).__name__}({axes + ', ' if axes else ''}axis_types=({types}))"
 
 
+def _mesh_key(devices, axis_names, axis_types=None):
+  """What makes two Mesh(...) calls the same mesh (None: arguments Mesh will refuse or that
+  are not worth interning)."""
+  names = (axis_names,) if isinstance(axis_names, str) else axis_names
+  try:
+    names = tuple(names)
+    devs = np.asarray(devices, dtype=object)
+  except (TypeError, ValueError):
+    return None
+  if not all(isinstance(n, str) for n in names) or devs.ndim != len(names) or not all(
+      isinstance(d, Device) for d in devs.flat):
+    return None
+  if axis_types is None:
+    types = (AxisType.Auto,) * len(names)
+  elif isinstance(axis_types, AxisType):
+    types = (axis_types,)
+  elif isinstance(axis_types, (tuple, list)):
+    types = tuple(axis_types)
+  else:
+    return None
+  if not all(isinstance(t, AxisType) for t in types):
+    return None
+  return (devs.shape, tuple(d.id for d in devs.flat), names, types)
+
+
 class AbstractMesh(Mesh):
   """A mesh of abstract devices: programs lower on it without devices existing."""
 
@@ -314,9 +373,12 @@ def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None):
   if isinstance(axis_types, AxisType):
     axis_types = (axis_types,)
   if axis_types is not None:
+    if not isinstance(axis_types, (tuple, list)) or not all(isinstance(t, AxisType)
+                                                            for t in axis_types):
+      raise PartixTypeError(f"[make_mesh] axis_types {axis_types!r} must be of type AxisType, "
+                            f"one per axis name {axis_names}")
     axis_types = tuple(axis_types)
-    if len(axis_types) != len(axis_names) or not all(isinstance(t, AxisType)
-                                                     for t in axis_types):
+    if len(axis_types) != len(axis_names):
       raise PartixError(f"[make_mesh] Number of axis names should match the number of "
                         f"axis_types: axis_types {axis_types} must be one AxisType per axis "
                         f"name {axis_names}")
@@ -375,6 +437,18 @@ class NamedSharding(Sharding):
     self = cls.__new__(cls)
     self._s, self._mesh, self._spec = s, None, None
     return self
+
+  @classmethod
+  def _interned(cls, s):
+    """The wrapper of core sharding s, one object while it lives for equal shardings: arrays
+    placed alike share their .sharding, as the outputs of one JAX jit do. (The core's text
+    tells shardings apart: mesh, device order, axis types, spec and unreduced axes.)"""
+    key = (cls, s.to_string())
+    known = _interned_shardings.get(key)
+    if known is None:
+      known = cls._wrap(s)
+      _interned_shardings[key] = known
+    return known
 
   @property
   def mesh(self):

@@ -391,10 +391,6 @@ SHARD_SHAPES = [("mesh_x_y", P("x", "y"), (2, 2)), ("mesh_x", P("x"), (2, 4)),
                 ("mesh_replicated", P(()), (8, 4))]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's make_array_from_callback says 'the callback returned i32[5] for the block at "
-    '... expected shape [2,2]\', not JAX\'s "Expected shard shape (2, 2) doesn\'t match the '
-    'single device array shape"'))
 @pytest.mark.parametrize("pspec,expected_shard_shape",
                          [pytest.param(p, e, id=n) for n, p, e in SHARD_SHAPES])
 def test_shard_shape_mismatch_with_buffer_shape(pspec, expected_shard_shape):
@@ -511,9 +507,6 @@ def test_array_iter_mesh_pspec_sharding_single_device():
     assert i.devices() == {single_dev[0]}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    'the shards of a committed array (device_put to a device) report committed=False in '
-    'partix'))
 def test_array_shards_committed():
   if jax.device_count() < 2:
     pytest.skip("Test requires >= 2 devices.")

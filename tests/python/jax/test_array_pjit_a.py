@@ -561,9 +561,6 @@ def test_pjit_pytree_inp_device_assignment_mismatch():
     pjit(lambda dict_inp: dict_inp)(inp)
 
 
-@pytest.mark.xfail(strict=True, reason="partix's Array.sharding wraps a new NamedSharding "
-                   "object on every access, so outputs of one jit do not share one sharding "
-                   "object (id(out.sharding) differs)")
 def test_same_out_sharding_id():
   mesh = create_mesh((4, 2), ("x", "y"))
   arr, inp_data = create_array((8, 2), mesh, P("x", "y"))

@@ -127,9 +127,6 @@ def test_pmap_sharding_repr():
   assert isinstance(repr(out.sharding), str)  # doesn't crash
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's PartitionSpecs are not interned: P(None, 'x', 'y', 'z') is not P((), 'x', "
-    "'y', 'z') (equal, same hash, distinct objects)"))
 def test_pspec_tuple():
   pspec = P("x", "y", "z")
   assert pspec.index("z") == 2
@@ -216,9 +213,6 @@ def test_scalar_input_wrong_pspec():
     s.check_compatible_aval(())
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's Mesh is not interned: two Mesh(jax.devices(), 'x') are equal but distinct "
-    'objects'))
 def test_mesh_caching_during_construction():
   if jax.device_count() < 2:
     pytest.skip("Requires >=2 devices")
@@ -322,10 +316,6 @@ def test_mesh_with_axis_name_none():
     Mesh(jax.devices(), (None, "x"))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's make_mesh and AbstractMesh take one AxisType for several axes (JAX: 'Number "
-    "of axis names should match the number of axis_types'); a str axis_types raises "
-    'PartixError (a ValueError), not TypeError'))
 def test_mesh_axis_types_mismatch():
   msg = "Number of axis names should match the number of axis_types"
   with pytest.raises(Exception, match=msg):
