@@ -434,7 +434,21 @@ Lowered JitState::lower(const Entry& entry) const {
 
 Array with_sharding_constraint(const Array& x, const NamedSharding& sharding) {
   sharding.check_shape(x.shape());
-  if (!detail::is_tracing()) return device_put(x, sharding);
+  if (!detail::is_tracing()) {
+    // Eagerly a constraint is a one-op program: as JAX's, it runs on a committed operand's
+    // devices, in their order, and refuses a sharding over other ones (device_put moves).
+    const auto& impl = x.impl();
+    if (impl->committed && impl->sharding &&
+        impl->sharding->mesh().device_ids() != sharding.mesh().device_ids()) {
+      detail::fail("with_sharding_constraint",
+                   "Received incompatible devices for jitted computation. Got argument with "
+                   "device ids [{}] and sharding_constraint with device ids [{}]; device_put "
+                   "moves an array onto other devices",
+                   fmt::join(impl->sharding->mesh().device_ids(), ", "),
+                   fmt::join(sharding.mesh().device_ids(), ", "));
+    }
+    return device_put(x, sharding);
+  }
   // Inside shard_map a value is per device along the manual axes: a constraint may name only
   // the axes the map leaves automatic (as JAX).
   if (const detail::TraceState* t = detail::current_trace(); t != nullptr && t->manual_mesh) {

@@ -292,6 +292,18 @@ std::vector<Batched> ShardMapBatching::batch(const BatchArgs& a_in) const {
   const std::vector<bool> on = batched_of(a.operands, 0, a.operands.size());
   ir::Specs in_specs = a.attrs.get<ir::Specs>("in_specs"),
             out_specs = a.attrs.get<ir::Specs>("out_specs");
+  // As JAX: the axes the examples split over are vmap's; the map's specs may not name them.
+  for (const ir::Specs* specs : {&in_specs, &out_specs}) {
+    for (const auto& spec : *specs) {
+      for (const auto& ax : spec.axes()) {
+        detail::check(std::find(a.axis.spmd.begin(), a.axis.spmd.end(), ax) == a.axis.spmd.end(),
+                      "vmap",
+                      "vmap spmd_axis_name cannot appear in shard_map in_specs or out_specs: "
+                      "'{}' is in {} (the examples are split over it)",
+                      ax, spec.to_string());
+      }
+    }
+  }
   for (size_t i = 0; i < in_specs.size(); ++i) {
     if (on[i]) in_specs[i] = led_by(a.axis.spmd, in_specs[i]);
   }
@@ -315,6 +327,13 @@ std::vector<Batched> ConstraintBatching::batch(const BatchArgs& a) const {
   const Batched& x = a.operands[0];
   const Mesh& mesh = a.attrs.get<Mesh>("mesh");
   spmd_blocks(mesh, a.axis);
+  for (const auto& ax : a.attrs.get<PartitionSpec>("spec").axes()) {
+    detail::check(std::find(a.axis.spmd.begin(), a.axis.spmd.end(), ax) == a.axis.spmd.end(),
+                  "vmap",
+                  "vmap spmd_axis_name '{}' cannot appear in with_sharding_constraint's spec {} "
+                  "(the examples are split over it)",
+                  ax, a.attrs.get<PartitionSpec>("spec").to_string());
+  }
   Attrs attrs = a.attrs;
   attrs.set("spec", led_by(a.axis.spmd, a.attrs.get<PartitionSpec>("spec")));
   return {{detail::bind(p_, {at_front(x, a.size)}, attrs, a.regions)[0], 0}};

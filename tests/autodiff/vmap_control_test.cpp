@@ -303,6 +303,19 @@ TEST(VmapControl, SpmdAxisNameSplitsTheExamplesWhereAShardingIsConstrained) {
       device_put(x, NamedSharding(m, P("x", "y"))));
   EXPECT_EQ(whole.sharding(), NamedSharding(m, P(None, None, "y")));
   expect_close(whole, tanh(x), 1e-6, "values without spmd_axis_name");
+  // The axes the examples split over are vmap's: a constraint or a shard_map inside may not
+  // name them (as JAX).
+  ArraysFn names_x = [&](const std::vector<Array>& a) {
+    return std::vector<Array>{with_sharding_constraint(a[0], NamedSharding(m, P(None, "x")))};
+  };
+  EXPECT_PARTIX_ERROR(vmap(names_x, {0}, {0}, std::nullopt, "", {"x"})({x}),
+                      "[vmap] vmap spmd_axis_name 'x' cannot appear in with_sharding_constraint");
+  ArraysFn maps_x = [&](const std::vector<Array>& a) {
+    return std::vector<Array>{
+        shard_map([](const Array& b) { return b; }, m, {P("y")}, {P("y", "x")}, false)(a[0])};
+  };
+  EXPECT_PARTIX_ERROR(vmap(maps_x, {0}, {0}, std::nullopt, "", {"x"})({x}),
+                      "vmap spmd_axis_name cannot appear in shard_map in_specs or out_specs");
   // spmd_axis_name must name the mesh's axes.
   EXPECT_PARTIX_ERROR(
       jit([&](const Array& v) { return vmap(f, {0}, {0}, std::nullopt, "", {"z"})({v})[0]; })(x),

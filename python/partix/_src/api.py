@@ -14,8 +14,8 @@ from partix._src import transfer_guard
 from partix._src import tree_util as tu
 from partix._src.core import (Array, PartixError, PartixTypeError, core, host_block, to_numpy,
                               wrap)
-from partix._src.sharding import (Mesh, NamedSharding, PartitionSpec, Device, get_mesh,
-                                  to_sharding, use_mesh)
+from partix._src.sharding import (Mesh, NamedSharding, PartitionSpec, Device, _mesh_contexts,
+                                  get_mesh, to_sharding, use_mesh)
 from partix._src.tracing import (ShapeDtypeStruct, _keep_tree, _leaf_core, _lock, _out_leaves,
                                  _tree_ids, _trees, make_jaxpr)
 from partix._src.tracing import with_out_sharding as _with_out_sharding
@@ -367,13 +367,16 @@ class Jitted:
     self._donate = _norm_argnums(donate_argnums, api="jit", what="donate_argnums")
     self._donate_names = (donate_argnames,) if isinstance(donate_argnames, str) else tuple(
         donate_argnames or ())
-    self._static, self._static_names = self._resolve(self._static, self._static_names,
-                                                     "static_argnums")
-    self._donate, self._donate_names = self._resolve(self._donate, self._donate_names,
-                                                     "donate_argnums")
+    self._static, self._static_names = self._resolve(
+        self._static, self._static_names, "static_argnums",
+        both=static_argnums is not None and static_argnames is not None)
+    self._donate, self._donate_names = self._resolve(
+        self._donate, self._donate_names, "donate_argnums",
+        both=donate_argnums is not None and donate_argnames is not None)
     self._in_shardings = in_shardings
     self._out_shardings = out_shardings
     self._device = None  # jit(device=d): arguments committed elsewhere move onto d first
+    self._placed_by_argument = False  # device= or backend= given
     self._name = name or getattr(fun, "__name__", api)
     self._states = {}
     self._fast_sigs = {}  # by argument count: the signatures of the all-Array fast path
@@ -381,9 +384,10 @@ class Jitted:
     self._check_sharding_arg(in_shardings, "in_shardings")
     self._check_sharding_arg(out_shardings, "out_shardings")
 
-  def _resolve(self, nums, names, what):
-    """As JAX: argnums and argnames name the same parameters through the signature, so an
-    argument is static (or donated) whether it is passed by position or by keyword."""
+  def _resolve(self, nums, names, what, both=False):
+    """As JAX: given one of argnums and argnames, the other is inferred through the signature,
+    so an argument is static (or donated) whether it is passed by position or by keyword;
+    given both, each is respected as written."""
     if self._sig is None:
       return nums, names
     params = list(self._sig.parameters.values())
@@ -396,6 +400,8 @@ class Jitted:
         raise PartixError(f"[jit] {what} names argument {a} but the function takes "
                           f"{len(pos)} positional arguments")
       out.append(a % len(pos))
+    if both:
+      return tuple(sorted(out)), tuple(names)
     names = tuple(names) + tuple(pos[a] for a in out if pos[a] not in names and
                                  params[a].kind is not params[a].POSITIONAL_ONLY)
     out += [pos.index(nm) for nm in names if nm in pos and pos.index(nm) not in out]
@@ -540,6 +546,15 @@ class Jitted:
     # Host data with an in_sharding goes straight onto it when the program runs (no device
     # holds it whole first); lowering and shape evaluation copy nothing.
     places = sig.places if place else ()
+    if place:  # a call, not a lowering: every leaf needs values
+      for i, x in enumerate(leaves):
+        if isinstance(x, ShapeDtypeStruct):
+          where = paths[i] if i < len(paths) else f"leaf {i}"
+          raise PartixTypeError(
+              f"[{self._api}] Argument '{where}' of shape {x.dtype.name}"
+              f"[{','.join(str(d) for d in x.shape)}] of type {type(x)} is not a valid JAX "
+              "type: it has no values to run on; use jit(f).lower(...) or eval_shape to "
+              "inspect the program")
     cores = [x._a if type(x) is Array else _leaf_core(
         x, self._api, paths[i] if i < len(paths) else None,
         places[i] if i < len(places) else None) for i, x in enumerate(leaves)]
@@ -550,6 +565,9 @@ class Jitted:
       return self._inline(args, kwargs)
     if _jit_disabled():  # jax.disable_jit: the function runs op by op
       return self._fun(*args, **kwargs)
+    if self._placed_by_argument and _mesh_contexts():
+      raise PartixError(f"[{self._api}] Mesh context manager should not be used with jit when "
+                        "backend or device is also specified as an argument to jit.")
     if self._device is not None:
       args, kwargs = _moved_onto(self._device, (args, kwargs))
     if not kwargs and not self._static and not self._static_names:
@@ -680,6 +698,7 @@ def jit(fun=None, *, in_shardings=None, out_shardings=None, static_argnums=None,
   j = Jitted(fun, in_shardings, out_shardings, static_argnums, static_argnames, donate_argnums,
              donate_argnames, name)
   j._device = device
+  j._placed_by_argument = device is not None or backend is not None
   return j
 
 

@@ -880,9 +880,6 @@ def _tracer_probe():
   return f, state
 
 
-@pytest.mark.xfail(strict=True, reason="partix ties static_argnums and static_argnames together "
-                   "even when both are given (y=2 by keyword is static under static_argnums=1, "
-                   "static_argnames=()); JAX respects each as written")
 def test_pjit_with_mismatched_static_argnames():
   # With both static_argnums and static_argnames given, each is respected as written.
   f, state = _tracer_probe()
@@ -1008,9 +1005,6 @@ def test_pjit_device_backend_axis_resources_error():
     pjit(lambda x: x, out_shardings=s, device=jax.devices()[0])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's error for a ShapeDtypeStruct passed to a jitted call names it 'argument leaf "
-    "1'; JAX names its path x['b']['c'], shape int32[4,2] and says it is not a valid JAX type"))
 def test_check_arg_error():
   sds_ = jax.ShapeDtypeStruct((4, 2), np.int32)
   inp = np.arange(8).reshape(4, 2)
@@ -1024,9 +1018,6 @@ def test_pjit_device_backend_both_error():
     pjit(lambda x: x, device=jax.devices()[0], backend="cpu")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's jit(device=) runs under a `with mesh:` context; JAX raises 'Mesh context "
-    "manager should not be used with jit when backend or device is also specified'"))
 def test_pjit_mesh_with_device_or_backend_error():
   mesh = create_mesh((1,), ("x",))
   with mesh:

@@ -317,9 +317,6 @@ def test_wsc_eager():
     assert_arrays_equal(s.data, _c(np_inp[s.index]))
 
 
-@pytest.mark.xfail(strict=True, reason="eager with_sharding_constraint onto a mesh "
-                   "of the same devices in another order moves the data instead of raising "
-                   "'incompatible devices'")
 def test_wsc_eager_different_order_devices():
   mesh1 = create_mesh((2,), ('x',))
   mesh2 = Mesh([jax.devices()[1], jax.devices()[0]], 'x')

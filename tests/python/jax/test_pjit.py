@@ -828,9 +828,6 @@ def test_with_sharding_constraint_is_compatible_error():
       pjit_f(jnp.array([1, 2, 3]))
 
 
-@pytest.mark.xfail(strict=True, reason="partix's vmap(spmd_axis_name='x') over a constraint "
-                   "naming 'x' fails with the batched spec's \"mesh axis 'x' is used twice in "
-                   "P('x', 'x')\" instead of an error naming spmd_axis_name")
 def test_with_sharding_constraint_vmap_spmd_axis_name_error():
   mesh = create_mesh((2, 2), ("x", "y"))
 

@@ -790,9 +790,6 @@ def test_print_inside_shard_map(specs):
   assert_arrays_equal(f(x), 2 * np.arange(4., dtype=np.float32))  # doesn't crash
 
 
-@pytest.mark.xfail(strict=True, reason="partix.vmap does not say spmd_axis_name cannot appear in "
-                   "the shard_map's specs: it fails later, '[NamedSharding] mesh axis 'i' is used "
-                   "twice'")
 def test_vmap_spmd_axis_name_error():
   mesh = create_mesh((4, 2), ('i', 'j'))
   xs = jnp.arange(4 * 16.).reshape(4, 16)
