@@ -679,6 +679,8 @@ def to_sharding(s, api, shape=None):
     return s
   if isinstance(s, PartitionSpec):
     m = get_mesh()
+    if m is None and _core.has_current_mesh():  # the core's: inside shard_map, its mesh
+      m = Mesh._wrap(_core.current_mesh())
     if m is None:
       raise PartixError(f"[{api}] a PartitionSpec {s!r} needs a current mesh: pass a "
                         "NamedSharding, or use `with partix.set_mesh(mesh):`")

@@ -228,9 +228,6 @@ def test_shmap_auto_unreduced_error():
 
 # ---- partial manual (axis_names=) ----
 
-@pytest.mark.xfail(strict=True, reason="inside a partial-manual partix shard_map (axis_names="
-                   "{'i'}), jax.typeof(x).sharding is None, so the mesh's Manual/Auto axis types "
-                   "cannot be read")
 def test_partial_auto():
   # Manual over 'i' only: inside, 'j' stays Auto and can be constrained. (JAX also checks the
   # lowered text for the manual axes; the axis types are the public face of that.)
