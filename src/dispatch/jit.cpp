@@ -149,16 +149,24 @@ std::vector<std::optional<NamedSharding>> given_shardings(
   return given;
 }
 
+// A mesh's devices as a set (sorted ids), and as JAX names them in its device errors
+// ("device ids [0, 1] on platform CPU").
+std::vector<int> device_set(const Mesh& m) {
+  std::vector<int> ids = m.device_ids();
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+std::string devices_text(const Mesh& m) {
+  std::string platform = m.devices().at(0).platform;
+  for (char& ch : platform) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  return fmt::format("device ids [{}] on platform {}", fmt::join(m.device_ids(), ", "), platform);
+}
+
 // As JAX: the meshes that shard_maps and constraints inside the program name have as many
 // devices as the program's mesh (`source` says what placed it there, and on which devices).
 void check_inner_meshes(const std::string& name, const Mesh& mesh, const std::string& source,
-                        const std::function<std::string(const Mesh&)>& devices_text,
                         const ir::Program& program) {
-  auto device_set = [](const Mesh& m) {
-    std::vector<int> ids = m.device_ids();
-    std::sort(ids.begin(), ids.end());
-    return ids;
-  };
   for (const ir::Instr& in : program.instrs) {
     if (in.attrs.has("mesh")) {
       const Mesh inner = in.attrs.get<Mesh>("mesh");
@@ -171,7 +179,7 @@ void check_inner_meshes(const std::string& name, const Mesh& mesh, const std::st
              source, in.prim->name(), devices_text(inner));
       }
     }
-    for (const auto& r : in.regions) check_inner_meshes(name, mesh, source, devices_text, *r);
+    for (const auto& r : in.regions) check_inner_meshes(name, mesh, source, *r);
   }
 }
 
@@ -185,16 +193,6 @@ Mesh program_mesh(const std::string& name, const std::vector<std::optional<Named
                   const std::vector<std::optional<NamedSharding>>& outs_given,
                   const ir::Program& program) {
   std::optional<Mesh> mesh;
-  auto devices_text = [](const Mesh& m) {
-    std::string platform = m.devices().at(0).platform;
-    for (char& ch : platform) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-    return fmt::format("device ids [{}] on platform {}", fmt::join(m.device_ids(), ", "), platform);
-  };
-  auto device_set = [](const Mesh& m) {
-    std::vector<int> ids = m.device_ids();
-    std::sort(ids.begin(), ids.end());
-    return ids;
-  };
   size_t first = 0;
   for (size_t i = 0; i < given.size(); ++i) {
     const auto& g = given[i];
@@ -236,7 +234,7 @@ Mesh program_mesh(const std::string& name, const std::vector<std::optional<Named
       }
     }
   }
-  if (mesh) check_inner_meshes(name, *mesh, source, devices_text, program);
+  if (mesh) check_inner_meshes(name, *mesh, source, program);
   // As JAX: a mesh in context (set_mesh, `with mesh:`) places a program nothing else places;
   // else uncommitted arguments go where the program's shard_maps and constraints name.
   if (!mesh && has_current_mesh()) mesh = current_mesh(name);
@@ -441,11 +439,11 @@ Array with_sharding_constraint(const Array& x, const NamedSharding& sharding) {
     if (impl->committed && impl->sharding &&
         impl->sharding->mesh().device_ids() != sharding.mesh().device_ids()) {
       detail::fail("with_sharding_constraint",
-                   "Received incompatible devices for jitted computation. Got argument with "
-                   "device ids [{}] and sharding_constraint with device ids [{}]; device_put "
-                   "moves an array onto other devices",
-                   fmt::join(impl->sharding->mesh().device_ids(), ", "),
-                   fmt::join(sharding.mesh().device_ids(), ", "));
+                   "Received incompatible devices for jitted computation. Got argument with {} "
+                   "and sharding_constraint with {}; device_put moves an array onto other "
+                   "devices",
+                   detail::devices_text(impl->sharding->mesh()),
+                   detail::devices_text(sharding.mesh()));
     }
     return device_put(x, sharding);
   }
