@@ -1,0 +1,318 @@
+"""Saving and restoring one pytree through partix.ckpt, as Orbax's StandardCheckpointHandler
+does: arrays keep their dtype and sharding, Python and numpy scalars and numpy arrays come back
+as such, and the tree's structure is recorded so that a restore without a target rebuilds it
+(as nested dicts and lists) in the shardings it was saved with."""
+
+import json
+import numbers
+import os
+import shutil
+
+import numpy as np
+
+import partix
+from partix import ckpt
+from partix._src import tree_util as tu
+from partix._src.core import Array, PartixError
+from partix._src.sharding import Mesh, NamedSharding, PartitionSpec
+
+_META_KEY = "orbax.tree"
+_FORMAT = 1
+
+
+def _path_tuple(path):
+  """A key path as the tuple Orbax prints in its errors: ('params', 0, 'w')."""
+  out = []
+  for k in path:
+    if isinstance(k, tu.DictKey):
+      out.append(k.key)
+    elif isinstance(k, tu.SequenceKey):
+      out.append(k.idx)
+    elif isinstance(k, tu.GetAttrKey):
+      out.append(k.name)
+    else:
+      out.append(getattr(k, "key", k))
+  return tuple(out)
+
+
+def _path_json(path):
+  out = []
+  for k in path:
+    if isinstance(k, tu.DictKey):
+      key = k.key
+      out.append(["d", key if isinstance(key, (str, int)) and not isinstance(key, bool)
+                  else str(key)])
+    elif isinstance(k, tu.SequenceKey):
+      out.append(["s", int(k.idx)])
+    elif isinstance(k, tu.GetAttrKey):
+      out.append(["a", k.name])
+    else:
+      key = getattr(k, "key", k)
+      out.append(["k", key if isinstance(key, (str, int)) and not isinstance(key, bool)
+                  else str(key)])
+  return out
+
+
+def _dtype_name(dt):
+  return np.dtype(dt).name if not hasattr(dt, "name") else dt.name
+
+
+def _dtype(name):
+  try:
+    return np.dtype(name)
+  except TypeError:
+    d = getattr(partix.numpy, name, None)
+    if d is None:
+      raise PartixError(f"[orbax.checkpoint] unknown saved dtype {name!r}") from None
+    return np.dtype(d)
+
+
+def _replicated():
+  """A sharding every process holds whole: scalars and numpy arrays are saved from it."""
+  return NamedSharding(Mesh(np.array(partix.devices()), ("_all",)), PartitionSpec())
+
+
+def _local():
+  """One local device: leaves restored as numpy values are read onto it."""
+  return NamedSharding(Mesh(np.array(partix.local_devices()[:1]), ("_one",)), PartitionSpec())
+
+
+def _sharding_json(s):
+  if not isinstance(s, NamedSharding):
+    return None
+  mesh = s.mesh
+  spec = []
+  for e in tuple(s.spec):
+    spec.append(list(e) if isinstance(e, tuple) else e)
+  return {"axes": list(mesh.axis_names), "shape": [int(n) for n in mesh.devices.shape],
+          "devices": [int(d.id) for d in mesh.devices.flat],
+          "types": [t.name for t in (mesh.axis_types or ())], "spec": spec}
+
+
+def _sharding_from_json(j, what):
+  if j is None:
+    return NamedSharding(Mesh(np.array(partix.devices()[:1]), ()), PartitionSpec())
+  by_id = {d.id: d for d in partix.devices()}
+  missing = [i for i in j["devices"] if i not in by_id]
+  if missing:
+    raise ValueError(
+        f"[orbax.checkpoint] Topology mismatch: {what} was saved on devices "
+        f"{j['devices']} (mesh {dict(zip(j['axes'], j['shape']))}); devices {missing} do not "
+        f"exist here ({len(by_id)} devices). Give a target tree "
+        "(args=StandardRestore(abstract_state)) with the shardings to restore onto.")
+  devs = np.array([by_id[i] for i in j["devices"]], dtype=object).reshape(j["shape"])
+  types = tuple(getattr(partix.sharding.AxisType, t) for t in j["types"]) or None
+  mesh = Mesh(devs, tuple(j["axes"]), axis_types=types) if types else Mesh(devs, tuple(j["axes"]))
+  spec = PartitionSpec(*[tuple(e) if isinstance(e, list) else e for e in j["spec"]])
+  return NamedSharding(mesh, spec)
+
+
+def _leaf_kind(x):
+  """What a state leaf is saved as, or None if Orbax's StandardSave refuses it."""
+  if isinstance(x, Array):
+    return "array"
+  if isinstance(x, (bool, np.bool_)):
+    return "bool"
+  if isinstance(x, numbers.Integral):
+    return "int"
+  if isinstance(x, numbers.Real):
+    return "float"
+  if isinstance(x, np.ndarray):
+    return "ndarray"
+  if isinstance(x, np.generic):
+    return "scalar"
+  return None
+
+
+def _to_array(x, kind):
+  if kind == "array":
+    return x
+  if kind == "bool":
+    host = np.asarray(bool(x))
+  elif kind == "int":
+    host = np.asarray(int(x), np.int64)
+  elif kind == "float":
+    host = np.asarray(float(x), np.float64)
+  else:
+    host = np.asarray(x)
+  return partix.device_put(partix.numpy.asarray(host, dtype=host.dtype), _replicated())
+
+
+def save_tree(directory, step, tree, *, overwrite, api):
+  """Saves `tree` as step `step` of `directory` through partix.ckpt (asynchronously)."""
+  if tree is None:
+    raise ValueError(f"[{api}] Must provide item to save.")
+  kind = _leaf_kind(tree)
+  if kind is not None:
+    raise ValueError(f"[{api}] StandardSave does not support single arrays or scalars "
+                     f"(got {type(tree).__name__}); save a pytree such as {{'x': value}}.")
+  pairs, _ = tu.tree_flatten_with_path(tree)
+  leaves, record = [], []
+  for path, x in pairs:
+    kind = _leaf_kind(x)
+    if kind is None:
+      raise ValueError(f"[{api}] Unsupported type: {type(x)} for key: {_path_tuple(path)}. "
+                       "Leaves may be partix Arrays, numpy arrays, numpy scalars, int, float "
+                       "or bool.")
+    a = _to_array(x, kind)
+    leaves.append(a)
+    record.append({"path": _path_json(path), "kind": kind, "shape": [int(n) for n in a.shape],
+                   "dtype": _dtype_name(a.dtype),
+                   "sharding": _sharding_json(a.sharding) if kind == "array" else None})
+  meta = {_META_KEY: json.dumps({"format": _FORMAT, "leaves": record})}
+  ckpt.save(directory, step, tu.tree_unflatten(tu.tree_structure(tree), leaves),
+            metadata=meta, overwrite=overwrite)
+
+
+def _saved_record(directory, step, api):
+  try:
+    meta = ckpt.metadata(directory, step)
+  except PartixError as e:
+    raise FileNotFoundError(f"[{api}] cannot read step {step} of {str(directory)!r}: {e}") from e
+  text = meta.get(_META_KEY)
+  if text is None:
+    return None
+  return json.loads(text)["leaves"]
+
+
+class _Node(dict):
+  """An inner node while a tree is rebuilt from its recorded paths."""
+
+
+def _rebuild(record, values):
+  """Nested dicts and lists from the recorded paths (Orbax's restore without a target:
+  sequences come back as lists, every other node as a dict)."""
+  if len(record) == 1 and not record[0]["path"]:
+    return values[0]
+  root, sequences = _Node(), set()
+  for r, v in zip(record, values):
+    node, path = root, r["path"]
+    for i, (kind, key) in enumerate(path):
+      if kind == "s":
+        sequences.add(id(node))
+      if i == len(path) - 1:
+        node[key] = v
+      else:
+        node = node.setdefault(key, _Node())
+
+  def finish(node):
+    if not isinstance(node, _Node):
+      return node
+    if id(node) in sequences:
+      return [finish(node[k]) for k in sorted(node)]
+    return {k: finish(v) for k, v in node.items()}
+
+  return finish(root)
+
+
+def _from_array(a, kind, dtype=None):
+  host = np.asarray(a)
+  if kind == "int":
+    return int(host)
+  if kind == "float":
+    return float(host)
+  if kind == "bool":
+    return bool(host)
+  if kind == "scalar":
+    return host[()]
+  return host
+
+
+def restore_tree(directory, step, target, *, partial=False, api):
+  """The tree of step `step`: shaped like `target` if given (leaves: Arrays, ShapeDtypeStructs,
+  numpy arrays or Python scalars), else as saved (nested dicts and lists, arrays in their
+  saved shardings)."""
+  directory = str(directory)
+  if target is None:
+    record, abstract = _abstract_leaves(directory, step, api)
+    names = [_flat_name(r["path"]) for r in record]
+    values = _restore_named(directory, step, names, abstract, api)
+    values = [v if r["kind"] == "array" else _from_array(v, r["kind"])
+              for r, v in zip(record, values)]
+    return _rebuild(record, values)
+  pairs, treedef = tu.tree_flatten_with_path(target)
+  abstract, post = [], []
+  for path, x in pairs:
+    where = _path_tuple(path)
+    if isinstance(x, NamedSharding) or isinstance(x, partix.sharding.Sharding):
+      raise ValueError(
+          f"[{api}] Unsupported type: {type(x)} for key: {where}. A restore target's leaves "
+          "are arrays or ShapeDtypeStruct(shape, dtype, sharding=...), as in Orbax; for a tree "
+          "of shardings, pair it with the abstract state: partix.tree.map(lambda a, s: "
+          "partix.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), abstract_state, shardings)")
+    if isinstance(x, Array):
+      abstract.append(partix.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding))
+      post.append(None)
+    elif isinstance(x, partix.ShapeDtypeStruct):
+      if getattr(x, "sharding", None) is None:
+        abstract.append(partix.ShapeDtypeStruct(x.shape, x.dtype, sharding=_local()))
+        post.append("ndarray")
+      else:
+        abstract.append(x)
+        post.append(None)
+    else:
+      kind = _leaf_kind(x)
+      if kind is None:
+        raise ValueError(f"[{api}] Unsupported type: {type(x)} for key: {where}. A restore "
+                         "target's leaves are arrays, ShapeDtypeStructs or Python scalars.")
+      host = np.asarray(x) if kind in ("ndarray", "scalar") else None
+      if kind == "int":
+        host = np.asarray(0, np.int64)
+      elif kind == "float":
+        host = np.asarray(0.0, np.float64)
+      elif kind == "bool":
+        host = np.asarray(False)
+      abstract.append(partix.ShapeDtypeStruct(host.shape, host.dtype, sharding=_local()))
+      post.append(kind)
+  names = [_flat_name(_path_json(p)) for p, _ in pairs]
+  values = _restore_named(directory, step, names, abstract, api, partial=partial)
+  values = [v if k is None else _from_array(v, k) for v, k in zip(values, post)]
+  return tu.tree_unflatten(treedef, values)
+
+
+def _abstract_leaves(directory, step, api):
+  record = _saved_record(directory, step, api)
+  if record is None:
+    raise ValueError(
+        f"[{api}] step {step} of {directory!r} was not written by partix.orbax.checkpoint "
+        "(no tree record); restore it with a target: args=StandardRestore(abstract_state)")
+  abstract = []
+  for r in record:
+    name = "/".join(str(k) for _, k in r["path"]) or "the tree"
+    sharding = (_sharding_from_json(r["sharding"], f"leaf {name!r}") if r["kind"] == "array"
+                else _local())
+    abstract.append(partix.ShapeDtypeStruct(tuple(r["shape"]), _dtype(r["dtype"]),
+                                            sharding=sharding))
+  return record, abstract
+
+
+def abstract_tree(directory, step, api):
+  """The saved tree (nested dicts and lists) of ShapeDtypeStructs in their saved shardings."""
+  record, abstract = _abstract_leaves(str(directory), step, api)
+  return _rebuild(record, abstract)
+
+
+def _flat_name(path_json):
+  return ".".join(str(k) for _, k in path_json) or "array"
+
+
+def _restore_named(directory, step, names, abstract, api, partial=False):
+  if len(set(names)) != len(names):
+    raise ValueError(f"[{api}] two leaves have the same name in {names}")
+  flat = {n: a for n, a in zip(names, abstract)}
+  try:
+    out = ckpt.restore(directory, step, flat, partial=partial)
+  except PartixError as e:
+    raise type(e)(f"[{api}] step {step} of {directory!r}: {e}") from e
+  return [out[n] for n in names]
+
+
+def delete_step(directory, step):
+  """Removes step_<step>/ so that no reader ever sees part of it: renamed to a temporary name
+  (which listings ignore) first, then deleted."""
+  path = os.path.join(str(directory), f"step_{step}")
+  if not os.path.isdir(path):
+    return
+  doomed = f"{path}.tmp-delete-{os.getpid()}"
+  os.rename(path, doomed)
+  shutil.rmtree(doomed, ignore_errors=True)
