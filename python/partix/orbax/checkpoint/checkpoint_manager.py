@@ -9,6 +9,7 @@ from typing import Any, Callable, Container, Optional
 
 import partix
 from partix import ckpt
+from partix._src.core import PartixError
 from partix.orbax.checkpoint import _impl
 from partix.orbax.checkpoint import args as args_lib
 
@@ -83,7 +84,10 @@ class CheckpointManagerOptions:
 
 def _check_step(step, api):
   """Steps as Orbax takes them: whole numbers >= 0 (numpy integers too)."""
-  return ckpt._step(step, api)
+  try:
+    return ckpt._step(step, api)
+  except PartixError as e:
+    raise type(e)(str(e).replace("[ckpt.", "[orbax.checkpoint.", 1)) from None
 
 
 class CheckpointManager:
