@@ -1,0 +1,136 @@
+"""nnx.Rngs: named streams of random keys. Each stream holds a key and a counter (both state,
+so a stream advances inside nnx.jit and the count is written back); calling it folds the
+counter into the key and increments the counter."""
+import numpy as np
+
+from partix import numpy as jnp
+from partix import random
+from partix._src.core import Array, PartixError
+from partix.nnx.module import Object
+from partix.nnx.variables import Variable
+
+
+class RngState(Variable):
+  __slots__ = ()
+
+
+class RngKey(RngState):
+  __slots__ = ()
+
+
+class RngCount(RngState):
+  __slots__ = ()
+
+
+def _as_key(key, api):
+  if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+    return random.key(int(key))
+  if isinstance(key, (Array, np.ndarray)) and key.shape[-1:] == (2,):
+    return random.wrap_key_data(key)
+  raise PartixError(f"[nnx.{api}] {key!r} is not a seed (an int) or a key (random.key(seed))")
+
+
+class RngStream(Object):
+  """One stream: stream() returns a new key each call."""
+
+  def __init__(self, key, *, tag):
+    key = _as_key(key, "RngStream")
+    self.tag = tag
+    self.key = RngKey(key, tag=tag)
+    self.count = RngCount(jnp.zeros(key.shape[:-1], dtype=jnp.int32), tag=tag)
+
+  def __call__(self):
+    key = random.fold_in(self.key[...], self.count[...])
+    self.count[...] = self.count[...] + 1
+    return key
+
+  def split(self, k):
+    return type(self)(random.split(self(), k), tag=self.tag)
+
+  def fork(self, *, split=None):
+    key = self()
+    if split is not None:
+      key = random.split(key, split)
+    return type(self)(key, tag=self.tag)
+
+  def broadcast(self, k):
+    key = self()
+    shape = (k,) if isinstance(k, int) else tuple(k)
+    return type(self)(jnp.broadcast_to(key, shape + key.shape), tag=self.tag)
+
+  def normal(self, shape=(), dtype=None):
+    return random.normal(self(), shape, dtype)
+
+  def uniform(self, shape=(), dtype=None, minval=0.0, maxval=1.0):
+    return random.uniform(self(), shape, dtype, minval, maxval)
+
+  def bernoulli(self, p=0.5, shape=None):
+    return random.bernoulli(self(), p, shape)
+
+
+class Rngs(Object):
+  """Rngs(0) (a 'default' stream) or Rngs(params=0, dropout=1): rngs.params() draws from the
+  'params' stream, or from 'default' when there is no such stream."""
+
+  def __init__(self, default=None, **rngs):
+    if default is not None:
+      if isinstance(default, dict):
+        rngs = {**default, **rngs}
+      else:
+        rngs["default"] = default
+    for tag, key in rngs.items():
+      if isinstance(key, RngStream):
+        key = key.key.get_value()
+      object.__setattr__(self, tag, RngStream(key, tag=tag))
+
+  def _stream(self, name, error):
+    streams = vars(self)
+    if name in streams:
+      return streams[name]
+    if "default" in streams:
+      return streams["default"]
+    raise error(f"No RngStream named '{name}' found in Rngs (streams: {sorted(streams)}), and "
+                "no 'default' stream to fall back on.")
+
+  def __getitem__(self, name):
+    return self._stream(name, KeyError)
+
+  def __getattr__(self, name):
+    if name.startswith("__") and name.endswith("__"):
+      raise AttributeError(name)
+    return self._stream(name, AttributeError)
+
+  def __call__(self):
+    return self.default()
+
+  def __iter__(self):
+    return iter([k for k, v in vars(self).items() if isinstance(v, RngStream)])
+
+  def __len__(self):
+    return sum(isinstance(v, RngStream) for v in vars(self).values())
+
+  def __contains__(self, name):
+    return name in vars(self)
+
+  def items(self):
+    return [(k, v) for k, v in vars(self).items() if isinstance(v, RngStream)]
+
+  def fork(self, *, split=None):
+    out = {}
+    for name, stream in self.items():
+      n = split if not isinstance(split, dict) else None
+      out[name] = stream.fork(split=n) if n is not None else stream.fork()
+    return Rngs(**out)
+
+  def split(self, k):
+    return Rngs(**{name: stream.split(k) for name, stream in self.items()})
+
+
+def reseed(node, **seeds):
+  """Resets the named streams found in node to new keys (counts to 0)."""
+  from partix.nnx import graph
+  for _, x in graph.iter_graph(node):
+    if isinstance(x, RngStream) and x.tag in seeds:
+      key = _as_key(seeds[x.tag], "reseed")
+      x.key[...] = key
+      x.count[...] = jnp.zeros(key.shape[:-1], dtype=jnp.int32)

@@ -1,0 +1,1 @@
+from partix.nnx.training import metrics, optimizer  # noqa: F401
