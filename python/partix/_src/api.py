@@ -89,7 +89,9 @@ def _expand_prefix(prefix, treedef, api, what):
 def _children(p):
   if isinstance(p, dict):
     return [p[k] for k in sorted(p)]
-  return list(p)
+  if isinstance(p, (list, tuple)):
+    return list(p)
+  return list(tu.flatten_one_level(p)[0])  # a registered node: its children, in tree order
 
 
 class Compiled:
