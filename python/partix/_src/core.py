@@ -353,6 +353,8 @@ def core(x, dtype=None, api="asarray", place=None, temporary=False):
     return x._a
   if isinstance(x, _core.Array):
     return x
+  if hasattr(type(x), "__jax_array__"):  # an object standing for an array (JAX's protocol)
+    return core(x.__jax_array__(), dtype, api, place, temporary)
   if dtype is None:
     if isinstance(x, bool):
       return _core.scalar_bool(x)
