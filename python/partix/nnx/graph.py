@@ -55,7 +55,7 @@ def has_graph_content(x):
     return True
   if _is_seq(x):
     return any(has_graph_content(e) for e in x)
-  if isinstance(x, dict):
+  if isinstance(x, (dict, statelib.State)):
     return any(has_graph_content(e) for e in x.values())
   return False
 
@@ -136,7 +136,7 @@ class _Flattener:
     if _is_seq(x) and has_graph_content(x):
       return ("seq", type(x), None, tuple((i, self.child(v, path + (i,)))
                                           for i, v in enumerate(x)))
-    if isinstance(x, dict) and has_graph_content(x):
+    if isinstance(x, (dict, statelib.State)) and has_graph_content(x):
       keys = sorted(x, key=statelib._sort_key)
       return ("dict", type(x), None, tuple((k, self.child(x[k], path + (k,))) for k in keys))
     return ("static", _Static(x))
@@ -337,7 +337,7 @@ def iter_graph(node):
     elif _is_seq(x) and has_graph_content(x):
       for i, v in enumerate(x):
         yield from walk(v, path + (i,))
-    elif isinstance(x, dict) and has_graph_content(x):
+    elif isinstance(x, (dict, statelib.State)) and has_graph_content(x):
       for k in sorted(x, key=statelib._sort_key):
         yield from walk(x[k], path + (k,))
     if isinstance(x, _vars.Variable) or is_node_object(x) or _is_data_leaf(x):

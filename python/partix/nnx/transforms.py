@@ -202,9 +202,16 @@ def _split_diff(arg, filter):
   ex = _Extracted(arg)
   flat = statelib.to_flat_state(ex.state)
   pred = filterlib.to_predicate(filter)
-  wrt = [(p, v) for p, v in flat if pred(p, v)]
-  rest = [(p, v) for p, v in flat if not pred(p, v)]
+  single = _is_node(arg)  # one module: its gradient's paths start at its attributes
+  wrt = [(p[1:] if single else p, v) for p, v in flat if pred(p[1:] if single else p, v)]
+  rest = [(p, v) for p, v in flat if not pred(p[1:] if single else p, v)]
   return ex, statelib.from_flat_state(wrt), statelib.from_flat_state(rest)
+
+
+def _prefixed(state, single):
+  if not single:
+    return state
+  return statelib.from_flat_state([((0,) + p, v) for p, v in statelib.to_flat_state(state)])
 
 
 def _grad_pieces(f, args, specs, has_aux):
@@ -224,7 +231,7 @@ def _grad_pieces(f, args, specs, has_aux):
         full[s.argnum] = d
         continue
       ex, _, rest = p
-      state = statelib.merge_state(d, _copied(rest))
+      state = statelib.merge_state(_prefixed(d, _is_node(args[s.argnum])), _copied(rest))
       full[s.argnum], _ = _rebuild(ex.treedef, ex.node_pos, ex.graphdef, state, ex.others,
                                    ex.n)
     for i, ex in side.items():
