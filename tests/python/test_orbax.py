@@ -225,6 +225,51 @@ def test_standard_and_pytree_checkpointers(tmp_path, rng):
   np.testing.assert_array_equal(np.asarray(p.restore(tmp_path / "b")["y"]), np.arange(3))
 
 
+def test_composite_items_and_metadata(tmp_path, rng):
+  mesh = _mesh42()
+  w = rng.standard_normal((8, 4)).astype(np.float32)
+  state = {"w": jax.device_put(w, NamedSharding(mesh, P("x"))), "n": 3}
+  with ocp.CheckpointManager(tmp_path, item_names=("state", "meta")) as mngr:
+    with pytest.raises(ValueError, match="item_names"):
+      mngr.save(0, args=ocp.args.StandardSave(state))
+    assert mngr.save(0, args=ocp.args.Composite(state=ocp.args.StandardSave(state),
+                                                meta=ocp.args.JsonSave({"epoch": 2})),
+                     custom_metadata={"run": "a"}, metrics={"loss": np.float32(0.5)})
+    other = NamedSharding(jax.make_mesh((2, 4), ("a", "b")), P(None, "b"))
+    out = mngr.restore(0, args=ocp.args.Composite(
+        state=ocp.args.StandardRestore({"w": jax.ShapeDtypeStruct((8, 4), np.float32,
+                                                                  sharding=other), "n": 0}),
+        meta=ocp.args.JsonRestore()))
+    assert isinstance(out, ocp.args.Composite) and out.meta == {"epoch": 2}
+    np.testing.assert_array_equal(np.asarray(out.state["w"]), w)
+    assert out.state["w"].sharding == other and out.state["n"] == 3
+    # Only one item, the other as saved; and every item as saved.
+    only = mngr.restore(0, args=ocp.args.Composite(meta=None))
+    assert list(only.keys()) == ["meta"] and only["meta"] == {"epoch": 2}
+    every = mngr.restore(0)
+    assert sorted(every.keys()) == ["meta", "state"]
+    np.testing.assert_array_equal(np.asarray(every.state["w"]), w)
+    assert every.state["w"].sharding == NamedSharding(mesh, P("x"))
+    # A target missing a saved leaf of its item is refused, unless partial_restore.
+    with pytest.raises(ValueError, match=r"item 'state' holds leaves the target lacks: \['state.n'\]"):
+      mngr.restore(0, args=ocp.args.Composite(state=ocp.args.StandardRestore(
+          {"w": jax.ShapeDtypeStruct((8, 4), np.float32, sharding=other)})))
+    part = mngr.restore(0, args=ocp.args.Composite(state=ocp.args.PyTreeRestore(
+        {"w": jax.ShapeDtypeStruct((8, 4), np.float32, sharding=other)}, partial_restore=True)))
+    assert list(part.state) == ["w"]
+    with pytest.raises(ValueError, match="no item 'opt'"):
+      mngr.restore(0, args=ocp.args.Composite(opt=None))
+    with pytest.raises(ValueError, match="holds items"):
+      mngr.restore(0, args=ocp.args.StandardRestore(state))
+    md = mngr.metadata(0)
+    assert md.custom_metadata == {"run": "a"} and md.metrics == {"loss": 0.5}
+    assert mngr.metrics(0) == {"loss": 0.5}
+  flat = ocp.tree.to_flat_dict({"a": {"b": 1, "c": [2, 3]}})
+  assert flat == {("a", "b"): 1, ("a", "c", 0): 2, ("a", "c", 1): 3}
+  assert ocp.tree.from_flat_dict(flat, target={"a": {"b": 0, "c": [0, 0]}}) == {
+      "a": {"b": 1, "c": [2, 3]}}
+
+
 def test_bad_input(tmp_path, rng):
   mesh = _mesh42()
   x = jax.device_put(np.ones((8, 2), np.float32), NamedSharding(mesh, P("x")))

@@ -19,7 +19,7 @@ from partix.orbax.checkpoint import checkpoint_manager as checkpoint_managers
 from partix.orbax.checkpoint import checkpointers
 from partix.orbax.checkpoint.args import CheckpointArgs
 
-tree = utils  # ocp.tree.to_shape_dtype_struct is utils.to_shape_dtype_struct in Orbax too
+from partix.orbax.checkpoint import tree
 
 
 def __getattr__(name):

@@ -138,14 +138,30 @@ def _to_array(x, kind):
   return partix.device_put(partix.numpy.asarray(host, dtype=host.dtype), _replicated())
 
 
-def save_tree(directory, step, tree, *, overwrite, api):
+def _scalar_item(v):
+  """json.dumps's fallback: numpy and partix scalars as Python numbers."""
+  if hasattr(v, "item") and getattr(v, "shape", None) == ():
+    return v.item()
+  raise TypeError(f"{type(v).__name__} is not a JSON value")
+
+
+def _json(value, what, api):
+  try:
+    return json.dumps(value, default=_scalar_item)
+  except (TypeError, ValueError) as e:
+    raise ValueError(f"[{api}] {what} must be JSON-serializable (dicts, lists, strings, "
+                     f"numbers): {e}") from None
+
+
+def save_tree(directory, step, tree, *, overwrite, api, custom_metadata=None, metrics=None,
+              items=None, json_items=None):
   """Saves `tree` as step `step` of `directory` through partix.ckpt (asynchronously)."""
-  if tree is None:
-    raise ValueError(f"[{api}] Must provide item to save.")
-  kind = _leaf_kind(tree)
-  if kind is not None:
-    raise ValueError(f"[{api}] StandardSave does not support single arrays or scalars "
-                     f"(got {type(tree).__name__}); save a pytree such as {{'x': value}}.")
+  for t in (tree.values() if items is not None else [tree]):
+    if t is None:
+      raise ValueError(f"[{api}] Must provide item to save.")
+    if _leaf_kind(t) is not None:
+      raise ValueError(f"[{api}] StandardSave does not support single arrays or scalars "
+                       f"(got {type(t).__name__}); save a pytree such as {{'x': value}}.")
   pairs, _ = tu.tree_flatten_with_path(tree)
   leaves, record = [], []
   for path, x in pairs:
@@ -160,8 +176,24 @@ def save_tree(directory, step, tree, *, overwrite, api):
                    "dtype": _dtype_name(a.dtype),
                    "sharding": _sharding_json(a.sharding) if kind == "array" else None})
   meta = {_META_KEY: json.dumps({"format": _FORMAT, "leaves": record})}
+  if custom_metadata is not None:
+    meta["orbax.custom_metadata"] = _json(custom_metadata, "custom_metadata", api)
+  if metrics is not None:
+    meta["orbax.metrics"] = _json(metrics, "metrics", api)
+  if items is not None:
+    meta["orbax.items"] = json.dumps(items)
+    meta["orbax.json"] = _json(json_items or {}, "a JsonSave item", api)
   ckpt.save(directory, step, tu.tree_unflatten(tu.tree_structure(tree), leaves),
             metadata=meta, overwrite=overwrite)
+
+
+def saved_json(directory, step, key, api):
+  """A JSON value saved with the step (custom_metadata, metrics), or None."""
+  try:
+    text = ckpt.metadata(str(directory), step).get(key)
+  except PartixError as e:
+    raise FileNotFoundError(f"[{api}] cannot read step {step} of {str(directory)!r}: {e}") from e
+  return None if text is None else json.loads(text)
 
 
 def _saved_record(directory, step, api):
@@ -218,23 +250,14 @@ def _from_array(a, kind, dtype=None):
   return host
 
 
-def restore_tree(directory, step, target, *, partial=False, api):
-  """The tree of step `step`: shaped like `target` if given (leaves: Arrays, ShapeDtypeStructs,
-  numpy arrays or Python scalars), else as saved (nested dicts and lists, arrays in their
-  saved shardings)."""
-  directory = str(directory)
-  if target is None:
-    record, abstract = _abstract_leaves(directory, step, api)
-    names = [_flat_name(r["path"]) for r in record]
-    values = _restore_named(directory, step, names, abstract, api)
-    values = [v if r["kind"] == "array" else _from_array(v, r["kind"])
-              for r, v in zip(record, values)]
-    return _rebuild(record, values)
+def _plan_target(target, api):
+  """For each leaf of a restore target: its name, the ShapeDtypeStruct to read it as, and
+  what to make of it afterwards (None: the array; else the Python or numpy kind)."""
   pairs, treedef = tu.tree_flatten_with_path(target)
-  abstract, post = [], []
+  names, abstract, post = [], [], []
   for path, x in pairs:
     where = _path_tuple(path)
-    if isinstance(x, NamedSharding) or isinstance(x, partix.sharding.Sharding):
+    if isinstance(x, partix.sharding.Sharding):
       raise ValueError(
           f"[{api}] Unsupported type: {type(x)} for key: {where}. A restore target's leaves "
           "are arrays or ShapeDtypeStruct(shape, dtype, sharding=...), as in Orbax; for a tree "
@@ -255,27 +278,22 @@ def restore_tree(directory, step, target, *, partial=False, api):
       if kind is None:
         raise ValueError(f"[{api}] Unsupported type: {type(x)} for key: {where}. A restore "
                          "target's leaves are arrays, ShapeDtypeStructs or Python scalars.")
-      host = np.asarray(x) if kind in ("ndarray", "scalar") else None
       if kind == "int":
         host = np.asarray(0, np.int64)
       elif kind == "float":
         host = np.asarray(0.0, np.float64)
       elif kind == "bool":
         host = np.asarray(False)
+      else:
+        host = np.asarray(x)
       abstract.append(partix.ShapeDtypeStruct(host.shape, host.dtype, sharding=_local()))
       post.append(kind)
-  names = [_flat_name(_path_json(p)) for p, _ in pairs]
-  values = _restore_named(directory, step, names, abstract, api, partial=partial)
-  values = [v if k is None else _from_array(v, k) for v, k in zip(values, post)]
-  return tu.tree_unflatten(treedef, values)
+    names.append(_flat_name(_path_json(path)))
+  return names, abstract, post, treedef
 
 
-def _abstract_leaves(directory, step, api):
-  record = _saved_record(directory, step, api)
-  if record is None:
-    raise ValueError(
-        f"[{api}] step {step} of {directory!r} was not written by partix.orbax.checkpoint "
-        "(no tree record); restore it with a target: args=StandardRestore(abstract_state)")
+def _plan_saved(record, api):
+  """The ShapeDtypeStructs (in the saved shardings) of recorded leaves."""
   abstract = []
   for r in record:
     name = "/".join(str(k) for _, k in r["path"]) or "the tree"
@@ -283,7 +301,74 @@ def _abstract_leaves(directory, step, api):
                 else _local())
     abstract.append(partix.ShapeDtypeStruct(tuple(r["shape"]), _dtype(r["dtype"]),
                                             sharding=sharding))
-  return record, abstract
+  return abstract
+
+
+def _no_record(directory, step, api):
+  return ValueError(
+      f"[{api}] step {step} of {directory!r} was not written by partix.orbax.checkpoint "
+      "(no tree record); restore it with a target: args=StandardRestore(abstract_state)")
+
+
+def restore_items(directory, step, requests, *, api):
+  """Restores several items of one step at once: requests maps an item name (None: the whole
+  step is one item) to (target or None, partial). Returns {name: tree}."""
+  directory = str(directory)
+  record = _saved_record(directory, step, api)
+  names, abstract, finish = [], [], []
+  for item, (target, partial) in requests.items():
+    prefix = "" if item is None else f"{item}."
+    if target is None:
+      if record is None:
+        raise _no_record(directory, step, api)
+      sub = [r for r in record if item is None or (r["path"] and r["path"][0][1] == item)]
+      if item is not None:
+        if not sub:
+          raise ValueError(f"[{api}] step {step} of {directory!r} has no item {item!r}")
+        sub = [dict(r, path=r["path"][1:]) for r in sub]
+      begin = len(names)
+      names += [prefix + _flat_name(r["path"]) for r in sub]
+      abstract += _plan_saved(sub, api)
+      finish.append((item, begin, lambda vals, sub=sub: _rebuild(sub, [
+          v if r["kind"] == "array" else _from_array(v, r["kind"]) for r, v in zip(sub, vals)])))
+      continue
+    rel, ab, post, treedef = _plan_target(target, api)
+    if item is not None and record is not None and not partial:
+      wanted = {prefix + n for n in rel}
+      extra = sorted(n for n in (prefix + _flat_name(r["path"][1:]) for r in record
+                                 if r["path"] and r["path"][0][1] == item)
+                     if n not in wanted)
+      if extra:
+        raise ValueError(f"[{api}] step {step} of {directory!r}: item {item!r} holds leaves the "
+                         f"target lacks: {extra[:5]} (a checkpoint of another model? give "
+                         "partial_restore=True to restore only the target's leaves)")
+    begin = len(names)
+    names += [prefix + n for n in rel]
+    abstract += ab
+    finish.append((item, begin, lambda vals, post=post, treedef=treedef: tu.tree_unflatten(
+        treedef, [v if k is None else _from_array(v, k) for v, k in zip(vals, post)])))
+  whole = list(requests) == [None]
+  values = _restore_named(directory, step, names, abstract, api,
+                          partial=requests[None][1] if whole else True)
+  out = {}
+  for i, (item, begin, make) in enumerate(finish):
+    end = finish[i + 1][1] if i + 1 < len(finish) else len(values)
+    out[item] = make(values[begin:end])
+  return out
+
+
+def restore_tree(directory, step, target, *, partial=False, api):
+  """The tree of step `step`: shaped like `target` if given (leaves: Arrays, ShapeDtypeStructs,
+  numpy arrays or Python scalars), else as saved (nested dicts and lists, arrays in their
+  saved shardings)."""
+  return restore_items(directory, step, {None: (target, partial)}, api=api)[None]
+
+
+def _abstract_leaves(directory, step, api):
+  record = _saved_record(directory, step, api)
+  if record is None:
+    raise _no_record(directory, step, api)
+  return record, _plan_saved(record, api)
 
 
 def abstract_tree(directory, step, api):

@@ -44,14 +44,23 @@ class PyTreeRestore(CheckpointArgs):
   partial_restore: bool = False
 
 
+@dataclasses.dataclass
+class JsonSave(CheckpointArgs):
+  """A JSON value (dicts, lists, strings, numbers) saved as one item of a Composite."""
+  item: Any
+
+
+@dataclasses.dataclass
+class JsonRestore(CheckpointArgs):
+  item: Optional[Any] = None
+
+
 class Composite(CheckpointArgs):
-  """Several items by name: Composite(state=StandardSave(...), extra=StandardSave(...))."""
+  """Several items by name: Composite(state=StandardSave(...), meta=JsonSave(...)) to save,
+  Composite(state=StandardRestore(...), meta=None) to restore; a restore returns a Composite
+  of the restored items."""
 
   def __init__(self, **items):
-    for k, v in items.items():
-      if v is not None and not isinstance(v, CheckpointArgs):
-        raise ValueError(f"[orbax.checkpoint.args.Composite] item {k!r} is "
-                         f"{type(v).__name__}, not a CheckpointArgs (StandardSave(...), ...)")
     object.__setattr__(self, "_items", dict(items))
 
   def __getitem__(self, key):

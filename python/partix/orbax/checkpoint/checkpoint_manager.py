@@ -14,6 +14,14 @@ from partix.orbax.checkpoint import _impl
 from partix.orbax.checkpoint import args as args_lib
 
 
+@dataclasses.dataclass
+class StepMetadata:
+  """What CheckpointManager.metadata(step) returns (Orbax's StepMetadata, in part)."""
+  item_metadata: Any = None
+  custom_metadata: dict = dataclasses.field(default_factory=dict)
+  metrics: Any = None
+
+
 class StepAlreadyExistsError(ValueError):
   """Raised when saving a step that is already in the folder."""
 
@@ -105,16 +113,18 @@ class CheckpointManager:
       raise ValueError(f"[{api}] checkpointers, item_handlers and handler_registry are not "
                        "supported: partix saves and restores pytrees (args=StandardSave / "
                        "StandardRestore) with its own checkpoints")
-    if item_names is not None:
-      raise ValueError(f"[{api}] item_names={item_names!r}: several items per step "
-                       "(args.Composite) are not supported; save one pytree per step (a dict "
-                       "holding the items is one pytree)")
+    if item_names is not None and (isinstance(item_names, str) or not all(
+        isinstance(n, str) for n in item_names)):
+      raise ValueError(f"[{api}] item_names={item_names!r}: give a sequence of names")
+    self._item_names = None if item_names is None else tuple(item_names)
     self._directory = os.fspath(directory)
     self._options = options if options is not None else CheckpointManagerOptions()
     if not isinstance(self._options, CheckpointManagerOptions):
       raise ValueError(f"[{api}] options must be a CheckpointManagerOptions, not "
                        f"{type(self._options).__name__}")
-    self._metadata = dict(metadata or {})
+    if metadata is not None:
+      raise ValueError(f"[{api}] metadata= (the folder's root metadata) is not supported; give "
+                       "custom_metadata= to save() to store metadata with a step")
     if not os.path.isdir(self._directory):
       if self._options.read_only or not self._options.create:
         if not self._options.read_only:
@@ -173,20 +183,38 @@ class CheckpointManager:
                        "args=ocp.args.StandardSave(state)")
     if args is None:
       raise ValueError(f"[{api}] Must provide `args` for `save`.")
-    if isinstance(args, args_lib.Composite):
-      raise ValueError(f"[{api}] args.Composite (several items per step) is not supported; "
-                       "save one pytree per step")
     step = _check_step(step, api)
     if self._options.read_only:
       return False
-    tree = args_lib._save_item(args, api)
+    items = json_items = None
+    if isinstance(args, args_lib.Composite):
+      tree, items, json_items = {}, {}, {}
+      for name, a in args.items():
+        if self._item_names is not None and name not in self._item_names:
+          raise ValueError(f"[{api}] item {name!r} is not one of the manager's item_names "
+                           f"{self._item_names}")
+        if a is None:
+          continue
+        if isinstance(a, args_lib.JsonSave):
+          items[name], json_items[name] = "json", a.item
+        else:
+          items[name], tree[name] = "pytree", args_lib._save_item(a, f"{api} (item {name!r})")
+    elif self._item_names is not None:
+      raise ValueError(f"[{api}] this manager has item_names {self._item_names}: give "
+                       "args=ocp.args.Composite(name=ocp.args.StandardSave(...), ...)")
+    else:
+      tree = args_lib._save_item(args, api)
     if not force and not self.should_save(step):
       return False
     self._finish()
     if step in self._steps:
       raise StepAlreadyExistsError(f"[{api}] Checkpoint for step {step} already exists in "
                                    f"{self._directory!r}.")
-    _impl.save_tree(self._directory, step, tree, overwrite=False, api=api)
+    _impl.save_tree(self._directory, step, tree, overwrite=False, api=api, items=items,
+                    json_items=json_items,
+                    custom_metadata=(custom_metadata if custom_metadata is not None
+                                     else getattr(args, "custom_metadata", None)),
+                    metrics=metrics)
     steps = sorted(self._steps + [step])
     self._steps = steps
     self._pending = (step, self._steps_to_delete(steps))
@@ -227,8 +255,6 @@ class CheckpointManager:
     if items is not None or restore_kwargs is not None:
       raise ValueError(f"[{api}] items/restore_kwargs are Orbax's deprecated API; use "
                        "args=ocp.args.StandardRestore(abstract_state)")
-    if isinstance(args, args_lib.Composite):
-      raise ValueError(f"[{api}] args.Composite (several items per step) is not supported")
     self._finish()
     where = self._directory if directory is None else os.fspath(directory)
     steps = self._steps if directory is None else list(ckpt.all_steps(where))
@@ -239,8 +265,38 @@ class CheckpointManager:
     step = _check_step(step, api)
     if step not in steps and step not in ckpt.all_steps(where):
       raise FileNotFoundError(f"[{api}] no step {step} in {where!r}; its steps are {steps}")
-    target, partial = args_lib._restore_item(args, api)
-    return _impl.restore_tree(where, step, target, partial=partial, api=api)
+    saved_items = _impl.saved_json(where, step, "orbax.items", api)
+    if saved_items is None:
+      if isinstance(args, args_lib.Composite):
+        raise ValueError(f"[{api}] step {step} of {where!r} holds one item (saved with "
+                         "args=StandardSave); restore it with args=StandardRestore(...), "
+                         "not a Composite")
+      target, partial = args_lib._restore_item(args, api)
+      return _impl.restore_tree(where, step, target, partial=partial, api=api)
+    if args is None:
+      args = args_lib.Composite(**{n: None for n in saved_items})
+    if not isinstance(args, args_lib.Composite):
+      raise ValueError(f"[{api}] step {step} of {where!r} holds items {sorted(saved_items)}: "
+                       "give args=ocp.args.Composite(name=ocp.args.StandardRestore(...), ...)")
+    saved_json = _impl.saved_json(where, step, "orbax.json", api) or {}
+    requests, out = {}, {}
+    for name, a in args.items():
+      if name not in saved_items:
+        raise ValueError(f"[{api}] step {step} of {where!r} has no item {name!r}; its items "
+                         f"are {sorted(saved_items)}")
+      if saved_items[name] == "json":
+        if a is not None and not isinstance(a, args_lib.JsonRestore):
+          raise ValueError(f"[{api}] item {name!r} was saved with JsonSave: restore it with "
+                           f"JsonRestore() or None, not {type(a).__name__}")
+        out[name] = saved_json[name]
+      else:
+        if isinstance(a, args_lib.JsonRestore):
+          raise ValueError(f"[{api}] item {name!r} is a pytree: restore it with "
+                           "StandardRestore(...) or None, not JsonRestore")
+        requests[name] = args_lib._restore_item(a, f"{api} (item {name!r})")
+    if requests:
+      out.update(_impl.restore_items(where, step, requests, api=api))
+    return args_lib.Composite(**{n: out[n] for n in args.keys()})
 
   def item_metadata(self, step):
     """The saved tree as ShapeDtypeStructs (with the shardings it was saved with)."""
@@ -259,7 +315,24 @@ class CheckpointManager:
     self._steps.remove(step)
 
   def metrics(self, step):
-    return None
+    """The metrics saved with step `step` (save(..., metrics=)), or None."""
+    self._finish()
+    return _impl.saved_json(self._directory, _check_step(step, "metrics"), "orbax.metrics",
+                            "CheckpointManager.metrics")
+
+  def metadata(self, step=None):
+    """StepMetadata of step `step` (its custom_metadata, metrics and item_metadata)."""
+    if step is None:
+      raise ValueError("[CheckpointManager.metadata] give a step: the folder's root metadata "
+                       "is not supported")
+    step = _check_step(step, "metadata")
+    self._finish()
+    return StepMetadata(
+        item_metadata=_impl.abstract_tree(self._directory, step, "CheckpointManager.metadata"),
+        custom_metadata=_impl.saved_json(self._directory, step, "orbax.custom_metadata",
+                                         "CheckpointManager.metadata") or {},
+        metrics=_impl.saved_json(self._directory, step, "orbax.metrics",
+                                 "CheckpointManager.metadata"))
 
   def is_saving_in_progress(self):
     return self._pending is not None

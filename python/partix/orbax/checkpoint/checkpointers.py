@@ -28,13 +28,17 @@ class _Base:
                        "PyTreeCheckpointHandler)")
     self._pending = False
 
-  def _save(self, directory, tree, force, api):
+  def _save(self, directory, a, force, api, custom_metadata=None):
+    tree = args_lib._save_item(a, api)
+    if custom_metadata is None:
+      custom_metadata = getattr(a, "custom_metadata", None)
     directory = os.fspath(directory)
     if os.path.exists(directory) and not force:
       raise ValueError(f"[{api}] Destination {directory} already exists. Give force=True "
                        "to overwrite it.")
     self.wait_until_finished()
-    _impl.save_tree(directory, 0, tree, overwrite=bool(force), api=api)
+    _impl.save_tree(directory, 0, tree, overwrite=bool(force), api=api,
+                    custom_metadata=custom_metadata)
     self._pending = True
 
   def _restore(self, directory, target, partial, api):
@@ -55,7 +59,7 @@ class _Base:
       a = args_lib.StandardSave(args[0])
     elif args:
       raise ValueError(f"[{api}] give the state either positionally or as args=, not both")
-    self._save(directory, args_lib._save_item(a, api), force, api)
+    self._save(directory, a, force, api, custom_metadata)
 
   def restore(self, directory, *args, **kwargs):
     api = f"{self._name}.restore"
@@ -69,6 +73,7 @@ class _Base:
 
   def metadata(self, directory):
     """The saved tree as ShapeDtypeStructs in the shardings it was saved with."""
+    self.wait_until_finished()
     return _impl.abstract_tree(os.fspath(directory), 0, f"{self._name}.metadata")
 
   def wait_until_finished(self):
@@ -116,7 +121,7 @@ class StandardCheckpointer(_Base):
     api = "StandardCheckpointer.save"
     if args is None:
       args = args_lib.StandardSave(state, save_args=save_args)
-    self._save(directory, args_lib._save_item(args, api), force, api)
+    self._save(directory, args, force, api, custom_metadata)
 
   def restore(self, directory, target=None, *, strict=True, args=None):
     api = "StandardCheckpointer.restore"
