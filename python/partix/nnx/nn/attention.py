@@ -23,6 +23,13 @@ def _first(*values, error):
   raise ValueError(error)
 
 
+def _einsum(spec, *operands):
+  """einsum with '...' spelled out (partix's einsum names every dimension)."""
+  first = spec.split(",")[0]
+  n = operands[0].ndim - (len(first) - 3)
+  return jnp.einsum(spec.replace("...", "abcdefg"[:n]), *operands)
+
+
 def combine_masks(*masks, dtype=jnp.float32):
   """The elementwise AND of the masks that are not None (None if all are)."""
   masks = [m for m in masks if m is not None]
@@ -57,7 +64,7 @@ def dot_product_attention_weights(query, key, bias=None, mask=None, broadcast_dr
                                   dtype=None, precision=None, module=None):
   dtype = dtype or query.dtype
   query = query / np.sqrt(query.shape[-1]).astype(np.float32)
-  weights = jnp.einsum("...qhd,...khd->...hqk", query, key)
+  weights = _einsum("...qhd,...khd->...hqk", query, key)
   if bias is not None:
     weights = weights + bias
   if mask is not None:
@@ -87,7 +94,7 @@ def dot_product_attention(query, key, value, bias=None, mask=None, broadcast_dro
   weights = dot_product_attention_weights(query, key, bias, mask, broadcast_dropout,
                                           dropout_rng, dropout_rate, deterministic, dtype,
                                           precision, module)
-  return jnp.einsum("...hqk,...khd->...qhd", weights, value)
+  return _einsum("...hqk,...khd->...qhd", weights, value)
 
 
 class MultiHeadAttention(Module):

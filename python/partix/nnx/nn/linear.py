@@ -108,7 +108,7 @@ class LinearGeneral(Module):
     letters = "abcdefghijklmnopqrstuvwxyz"
     x_sub = [letters[i] for i in range(nd)]
     k_in = [x_sub[a] for a in axes]
-    k_out = [letters[nd + i].upper() for i in range(len(self.out_features))]
+    k_out = [letters[nd + i] for i in range(len(self.out_features))]
     y_sub = [s for i, s in enumerate(x_sub) if i not in axes] + k_out
     y = jnp.einsum(f"{''.join(x_sub)},{''.join(k_in + k_out)}->{''.join(y_sub)}", inputs,
                    kernel)
