@@ -59,7 +59,10 @@ def _fans(shape, in_axis, out_axis, batch_axis):
   in_axes = [a % n for a in (in_axis if isinstance(in_axis, (tuple, list)) else (in_axis,))]
   out_axes = [a % n for a in (out_axis if isinstance(out_axis, (tuple, list)) else (out_axis,))]
   batch = [a % n for a in (batch_axis if isinstance(batch_axis, (tuple, list)) else (batch_axis,))]
-  receptive = math.prod(d for i, d in enumerate(shape) if i not in in_axes + out_axes + batch)
+  # As JAX computes it: the size over the in, out and batch sizes (an axis named as both in
+  # and out, as Embed's out_axis=0 with in_axis=-2 on a 2-D table, divides twice).
+  receptive = math.prod(shape) / math.prod(shape[a] for a in in_axes) / math.prod(
+      shape[a] for a in out_axes) / math.prod(shape[a] for a in batch)
   fan_in = math.prod(shape[a] for a in in_axes) * receptive
   fan_out = math.prod(shape[a] for a in out_axes) * receptive
   return fan_in, fan_out
