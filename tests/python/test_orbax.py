@@ -110,6 +110,7 @@ def test_restore_without_target_as_saved(tmp_path, rng):
   mesh = _mesh42()
   state = _state(host, mesh)
   state["opt"] = (np.arange(3, dtype=np.int64), 0.25, True)
+  state["empty"] = {"d": {}, "l": [], "n": None}
   with ocp.CheckpointManager(tmp_path) as mngr:
     mngr.save(5, args=ocp.args.StandardSave(state))
     out = mngr.restore(5)
@@ -126,6 +127,7 @@ def test_restore_without_target_as_saved(tmp_path, rng):
     assert isinstance(opt, list) and isinstance(opt[0], np.ndarray)
     np.testing.assert_array_equal(opt[0], np.arange(3))
     assert opt[0].dtype == np.int64 and opt[1] == 0.25 and opt[2] is True
+    assert got["empty"] == {"d": {}, "l": [], "n": None}
   meta = ocp.CheckpointManager(tmp_path).item_metadata(5)
   assert meta["params"]["w"].shape == (8, 6) and meta["params"]["w"].dtype == np.float32
 
@@ -268,6 +270,46 @@ def test_composite_items_and_metadata(tmp_path, rng):
   assert flat == {("a", "b"): 1, ("a", "c", 0): 2, ("a", "c", 1): 3}
   assert ocp.tree.from_flat_dict(flat, target={"a": {"b": 0, "c": [0, 0]}}) == {
       "a": {"b": 1, "c": [2, 3]}}
+
+
+_FEWER = textwrap.dedent("""
+  import sys
+  import numpy as np
+  import partix as jax
+  import partix.orbax.checkpoint as ocp
+  from partix.sharding import NamedSharding, PartitionSpec as P
+  mngr = ocp.CheckpointManager(sys.argv[1])
+  try:
+    mngr.restore(0)
+    print("no error")
+  except ValueError as e:
+    print(str(e).splitlines()[0])
+  s = NamedSharding(jax.make_mesh((2,), ("d",)), P("d"))
+  out = mngr.restore(0, args=ocp.args.StandardRestore(
+      {"w": jax.ShapeDtypeStruct((8, 6), np.float32, sharding=s), "step": 0}))
+  np.save(sys.argv[1] + "/w.npy", np.asarray(out["w"]))
+  print(out["step"], sorted(d.id for d in out["w"].devices()))
+""")
+
+
+def test_restore_in_a_process_with_fewer_devices(tmp_path, rng):
+  """Saved from 8 devices, restored by a process that has 2: as saved is refused (its devices
+  are not there), onto a target on the 2 devices it restores."""
+  import subprocess
+  import sys
+  w = rng.standard_normal((8, 6)).astype(np.float32)
+  with ocp.CheckpointManager(tmp_path) as mngr:
+    mngr.save(0, args=ocp.args.StandardSave({"w": jax.device_put(
+        w, NamedSharding(_mesh42(), P("x", "y"))), "step": 4}))
+  env = dict(os.environ, PARTIX_NUM_CPU_DEVICES="2")
+  p = subprocess.run([sys.executable, "-c", _FEWER, str(tmp_path)], env=env, text=True,
+                     capture_output=True, timeout=120)
+  assert p.returncode == 0, p.stdout + p.stderr
+  lines = p.stdout.splitlines()
+  assert lines[0].startswith("[CheckpointManager.restore] Topology mismatch: leaf 'w' was "
+                             "saved on devices [0, 1, 2, 3, 4, 5, 6, 7]"), lines
+  assert lines[1] == "4 [0, 1]"
+  np.testing.assert_array_equal(np.load(tmp_path / "w.npy"), w)
 
 
 def test_bad_input(tmp_path, rng):

@@ -77,32 +77,36 @@ def _local():
   return NamedSharding(Mesh(np.array(partix.local_devices()[:1]), ("_one",)), PartitionSpec())
 
 
-def _sharding_json(s):
+def _sharding_json(s, meshes):
+  """The sharding as JSON, its mesh (axes, shape, device ids, axis types) an index into
+  `meshes`, which collects each mesh once."""
   if not isinstance(s, NamedSharding):
     return None
   mesh = s.mesh
-  spec = []
-  for e in tuple(s.spec):
-    spec.append(list(e) if isinstance(e, tuple) else e)
-  return {"axes": list(mesh.axis_names), "shape": [int(n) for n in mesh.devices.shape],
-          "devices": [int(d.id) for d in mesh.devices.flat],
-          "types": [t.name for t in (mesh.axis_types or ())], "spec": spec}
+  m = {"axes": list(mesh.axis_names), "shape": [int(n) for n in mesh.devices.shape],
+       "devices": [int(d.id) for d in mesh.devices.flat],
+       "types": [t.name for t in (mesh.axis_types or ())]}
+  if m not in meshes:
+    meshes.append(m)
+  spec = [list(e) if isinstance(e, tuple) else e for e in tuple(s.spec)]
+  return {"mesh": meshes.index(m), "spec": spec}
 
 
-def _sharding_from_json(j, what):
+def _sharding_from_json(j, meshes, what, api):
   if j is None:
     return NamedSharding(Mesh(np.array(partix.devices()[:1]), ()), PartitionSpec())
+  m = meshes[j["mesh"]]
   by_id = {d.id: d for d in partix.devices()}
-  missing = [i for i in j["devices"] if i not in by_id]
+  missing = [i for i in m["devices"] if i not in by_id]
   if missing:
     raise ValueError(
-        f"[orbax.checkpoint] Topology mismatch: {what} was saved on devices "
-        f"{j['devices']} (mesh {dict(zip(j['axes'], j['shape']))}); devices {missing} do not "
+        f"[{api}] Topology mismatch: {what} was saved on devices "
+        f"{m['devices']} (mesh {dict(zip(m['axes'], m['shape']))}); devices {missing} do not "
         f"exist here ({len(by_id)} devices). Give a target tree "
         "(args=StandardRestore(abstract_state)) with the shardings to restore onto.")
-  devs = np.array([by_id[i] for i in j["devices"]], dtype=object).reshape(j["shape"])
-  types = tuple(getattr(partix.sharding.AxisType, t) for t in j["types"]) or None
-  mesh = Mesh(devs, tuple(j["axes"]), axis_types=types) if types else Mesh(devs, tuple(j["axes"]))
+  devs = np.array([by_id[i] for i in m["devices"]], dtype=object).reshape(m["shape"])
+  types = tuple(getattr(partix.sharding.AxisType, t) for t in m["types"])
+  mesh = Mesh(devs, tuple(m["axes"]), axis_types=types) if types else Mesh(devs, tuple(m["axes"]))
   spec = PartitionSpec(*[tuple(e) if isinstance(e, list) else e for e in j["spec"]])
   return NamedSharding(mesh, spec)
 
@@ -122,6 +126,11 @@ def _leaf_kind(x):
   if isinstance(x, np.generic):
     return "scalar"
   return None
+
+
+def _is_empty(x):
+  """None and empty dicts, lists and tuples: pytree nodes without leaves."""
+  return x is None or (type(x) in (dict, list, tuple) and not x)
 
 
 def _to_array(x, kind):
@@ -162,20 +171,29 @@ def save_tree(directory, step, tree, *, overwrite, api, custom_metadata=None, me
     if _leaf_kind(t) is not None:
       raise ValueError(f"[{api}] StandardSave does not support single arrays or scalars "
                        f"(got {type(t).__name__}); save a pytree such as {{'x': value}}.")
-  pairs, _ = tu.tree_flatten_with_path(tree)
-  leaves, record = [], []
+  pairs, _ = tu.tree_flatten_with_path(tree, is_leaf=_is_empty)
+  leaves, record, meshes = [], [], []
   for path, x in pairs:
+    if _is_empty(x):  # kept in the record so that a restore as saved has the node
+      record.append({"path": _path_json(path), "kind": "empty",
+                     "value": None if x is None else "list" if isinstance(x, (list, tuple))
+                     else "dict"})
+      continue
     kind = _leaf_kind(x)
     if kind is None:
       raise ValueError(f"[{api}] Unsupported type: {type(x)} for key: {_path_tuple(path)}. "
                        "Leaves may be partix Arrays, numpy arrays, numpy scalars, int, float "
                        "or bool.")
-    a = _to_array(x, kind)
+    try:
+      a = _to_array(x, kind)
+    except (PartixError, OverflowError, TypeError) as e:
+      raise ValueError(f"[{api}] key {_path_tuple(path)}: {type(x).__name__} {x!r:.80} cannot "
+                       f"be saved: {e}") from None
     leaves.append(a)
     record.append({"path": _path_json(path), "kind": kind, "shape": [int(n) for n in a.shape],
                    "dtype": _dtype_name(a.dtype),
-                   "sharding": _sharding_json(a.sharding) if kind == "array" else None})
-  meta = {_META_KEY: json.dumps({"format": _FORMAT, "leaves": record})}
+                   "sharding": _sharding_json(a.sharding, meshes) if kind == "array" else None})
+  meta = {_META_KEY: json.dumps({"format": _FORMAT, "leaves": record, "meshes": meshes})}
   if custom_metadata is not None:
     meta["orbax.custom_metadata"] = _json(custom_metadata, "custom_metadata", api)
   if metrics is not None:
@@ -204,7 +222,13 @@ def _saved_record(directory, step, api):
   text = meta.get(_META_KEY)
   if text is None:
     return None
-  return json.loads(text)["leaves"]
+  saved = json.loads(text)
+  if saved.get("format") != _FORMAT:
+    raise ValueError(f"[{api}] step {step} of {str(directory)!r}: tree record format "
+                     f"{saved.get('format')!r}, this partix reads {_FORMAT}")
+  for r in saved["leaves"]:  # each leaf carries its mesh table (shared, not copied)
+    r["meshes"] = saved["meshes"]
+  return saved["leaves"]
 
 
 class _Node(dict):
@@ -215,9 +239,13 @@ def _rebuild(record, values):
   """Nested dicts and lists from the recorded paths (Orbax's restore without a target:
   sequences come back as lists, every other node as a dict)."""
   if len(record) == 1 and not record[0]["path"]:
-    return values[0]
+    r = record[0]
+    return {"dict": {}, "list": [], None: None}[r["value"]] if r["kind"] == "empty" else values[0]
   root, sequences = _Node(), set()
-  for r, v in zip(record, values):
+  values = iter(values)
+  for r in record:
+    v = ({"dict": {}, "list": [], None: None}[r["value"]] if r["kind"] == "empty"
+         else next(values))
     node, path = root, r["path"]
     for i, (kind, key) in enumerate(path):
       if kind == "s":
@@ -297,8 +325,8 @@ def _plan_saved(record, api):
   abstract = []
   for r in record:
     name = "/".join(str(k) for _, k in r["path"]) or "the tree"
-    sharding = (_sharding_from_json(r["sharding"], f"leaf {name!r}") if r["kind"] == "array"
-                else _local())
+    sharding = (_sharding_from_json(r["sharding"], r["meshes"], f"leaf {name!r}", api)
+                if r["kind"] == "array" else _local())
     abstract.append(partix.ShapeDtypeStruct(tuple(r["shape"]), _dtype(r["dtype"]),
                                             sharding=sharding))
   return abstract
@@ -326,17 +354,20 @@ def restore_items(directory, step, requests, *, api):
         if not sub:
           raise ValueError(f"[{api}] step {step} of {directory!r} has no item {item!r}")
         sub = [dict(r, path=r["path"][1:]) for r in sub]
+      leaf_recs = [r for r in sub if r["kind"] != "empty"]
       begin = len(names)
-      names += [prefix + _flat_name(r["path"]) for r in sub]
-      abstract += _plan_saved(sub, api)
-      finish.append((item, begin, lambda vals, sub=sub: _rebuild(sub, [
-          v if r["kind"] == "array" else _from_array(v, r["kind"]) for r, v in zip(sub, vals)])))
+      names += [prefix + _flat_name(r["path"]) for r in leaf_recs]
+      abstract += _plan_saved(leaf_recs, api)
+      finish.append((item, begin, lambda vals, sub=sub, leaf_recs=leaf_recs: _rebuild(sub, [
+          v if r["kind"] == "array" else _from_array(v, r["kind"])
+          for r, v in zip(leaf_recs, vals)])))
       continue
     rel, ab, post, treedef = _plan_target(target, api)
     if item is not None and record is not None and not partial:
       wanted = {prefix + n for n in rel}
       extra = sorted(n for n in (prefix + _flat_name(r["path"][1:]) for r in record
-                                 if r["path"] and r["path"][0][1] == item)
+                                 if r["kind"] != "empty" and r["path"]
+                                 and r["path"][0][1] == item)
                      if n not in wanted)
       if extra:
         raise ValueError(f"[{api}] step {step} of {directory!r}: item {item!r} holds leaves the "
@@ -368,7 +399,7 @@ def _abstract_leaves(directory, step, api):
   record = _saved_record(directory, step, api)
   if record is None:
     raise _no_record(directory, step, api)
-  return record, _plan_saved(record, api)
+  return record, _plan_saved([r for r in record if r["kind"] != "empty"], api)
 
 
 def abstract_tree(directory, step, api):
