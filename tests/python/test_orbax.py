@@ -312,6 +312,26 @@ def test_restore_in_a_process_with_fewer_devices(tmp_path, rng):
   np.testing.assert_array_equal(np.load(tmp_path / "w.npy"), w)
 
 
+def test_a_program_that_exits_without_closing(tmp_path):
+  """The save in flight is committed and the step it made old deleted at exit."""
+  import subprocess
+  import sys
+  prog = textwrap.dedent("""
+    import sys
+    import partix.numpy as jnp
+    import partix.orbax.checkpoint as ocp
+    m = ocp.CheckpointManager(sys.argv[1], options=ocp.CheckpointManagerOptions(max_to_keep=1))
+    m.save(0, args=ocp.args.StandardSave({"x": jnp.ones(4)}))
+    m.save(1, args=ocp.args.StandardSave({"x": jnp.full(4, 2.0)}))
+  """)
+  p = subprocess.run([sys.executable, "-c", prog, str(tmp_path)], text=True,
+                     capture_output=True, timeout=120)
+  assert p.returncode == 0, p.stdout + p.stderr
+  assert sorted(os.listdir(tmp_path)) == [".partix-lock", "step_1"]
+  np.testing.assert_array_equal(np.asarray(ocp.CheckpointManager(tmp_path).restore(1)["x"]),
+                                np.full(4, 2.0))
+
+
 def test_bad_input(tmp_path, rng):
   mesh = _mesh42()
   x = jax.device_put(np.ones((8, 2), np.float32), NamedSharding(mesh, P("x")))

@@ -3,8 +3,10 @@
 every `save_interval_steps`, the newest `max_to_keep` kept. Older steps are deleted only once
 a newer step is committed, so a crash at any moment loses nothing that was committed."""
 
+import atexit
 import dataclasses
 import os
+import weakref
 from typing import Any, Callable, Container, Optional
 
 import partix
@@ -90,6 +92,15 @@ class CheckpointManagerOptions:
                          f"{0 if name == 'max_to_keep' else 1}")
 
 
+_live = weakref.WeakSet()  # managers with a save in flight, finished at exit
+
+
+@atexit.register
+def _finish_at_exit():
+  for mngr in list(_live):
+    mngr._finish()
+
+
 def _check_step(step, api):
   """Steps as Orbax takes them: whole numbers >= 0 (numpy integers too)."""
   try:
@@ -126,11 +137,7 @@ class CheckpointManager:
       raise ValueError(f"[{api}] metadata= (the folder's root metadata) is not supported; give "
                        "custom_metadata= to save() to store metadata with a step")
     if not os.path.isdir(self._directory):
-      if self._options.read_only or not self._options.create:
-        if not self._options.read_only:
-          raise FileNotFoundError(f"[{api}] directory {self._directory!r} does not exist "
-                                  "(create=False)")
-      elif partix.process_index() == 0:
+      if self._options.create and not self._options.read_only and partix.process_index() == 0:
         os.makedirs(self._directory, exist_ok=True)
     self._steps = list(ckpt.all_steps(self._directory))
     self._pending = None  # (step, steps to delete once it is committed)
@@ -217,7 +224,8 @@ class CheckpointManager:
                     metrics=metrics)
     steps = sorted(self._steps + [step])
     self._steps = steps
-    self._pending = (step, self._steps_to_delete(steps))
+    self._pending = (step, [s for s in self._steps_to_delete(steps) if s != step])
+    _live.add(self)
     if self._pending[1]:
       self._steps = [s for s in steps if s not in self._pending[1]]
     if not self._options.enable_async_checkpointing:
@@ -238,6 +246,7 @@ class CheckpointManager:
       return
     _, doomed = self._pending
     self._pending = None
+    _live.discard(self)
     try:
       ckpt.wait()
     except Exception:
