@@ -116,6 +116,9 @@ def _restore_item(a, api):
     if not a.strict:
       raise ValueError(f"[{api}] StandardRestore(strict=False) (padding or truncating arrays "
                        "to the target's shape) is not supported: shapes must match")
+    if a.fallback_sharding is not None:
+      raise ValueError(f"[{api}] StandardRestore(fallback_sharding=) is not supported; give "
+                       "the target tree with the shardings to restore onto")
     return a.item, False
   if isinstance(a, PyTreeRestore):
     if a.transforms is not None or a.legacy_transform_fn is not None:
