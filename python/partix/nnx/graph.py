@@ -50,6 +50,19 @@ def _is_seq(x):
   return isinstance(x, (list, tuple))
 
 
+def _seq_items(x):
+  """(key, item) of a list or tuple: a namedtuple's by field name (optax's states), as Flax."""
+  fields = getattr(type(x), "_fields", None)
+  return zip(fields, x) if isinstance(x, tuple) and fields else enumerate(x)
+
+
+def _child_of(parent, k):
+  if isinstance(parent, tuple) and isinstance(k, str):
+    return getattr(parent, k)
+  return parent[k] if isinstance(parent, (list, tuple, dict, statelib.State)) else getattr(
+      parent, k)
+
+
 def has_graph_content(x):
   if isinstance(x, _vars.Variable) or is_node_object(x) or _is_data_leaf(x):
     return True
@@ -135,7 +148,7 @@ class _Flattener:
       return ("leaf",)
     if _is_seq(x) and has_graph_content(x):
       return ("seq", type(x), None, tuple((i, self.child(v, path + (i,)))
-                                          for i, v in enumerate(x)))
+                                          for i, v in _seq_items(x)))
     if isinstance(x, (dict, statelib.State)) and has_graph_content(x):
       keys = sorted(x, key=statelib._sort_key)
       return ("dict", type(x), None, tuple((k, self.child(x[k], path + (k,))) for k in keys))
@@ -303,7 +316,7 @@ def _update_at(node, path, leaf):
   for i, k in enumerate(path):
     parent = target
     try:
-      target = parent[k] if isinstance(parent, (list, tuple, dict)) else getattr(parent, k)
+      target = _child_of(parent, k)
     except (KeyError, IndexError, AttributeError, TypeError):
       raise PartixError(f"[nnx.update] the module has no attribute at path "
                         f"{'/'.join(map(str, path[:i + 1]))}") from None
@@ -335,7 +348,7 @@ def iter_graph(node):
       for k, v in sorted(vars(x).items()):
         yield from walk(v, path + (k,))
     elif _is_seq(x) and has_graph_content(x):
-      for i, v in enumerate(x):
+      for i, v in _seq_items(x):
         yield from walk(v, path + (i,))
     elif isinstance(x, (dict, statelib.State)) and has_graph_content(x):
       for k in sorted(x, key=statelib._sort_key):
@@ -353,7 +366,7 @@ def pop(node, *filters):
     for path, _leaf in g:
       parent = node
       for k in path[:-1]:
-        parent = parent[k] if isinstance(parent, (list, tuple, dict)) else getattr(parent, k)
+        parent = _child_of(parent, k)
       if isinstance(parent, dict):
         del parent[path[-1]]
       else:
