@@ -253,7 +253,8 @@ def test_composite_items_and_metadata(tmp_path, rng):
     np.testing.assert_array_equal(np.asarray(every.state["w"]), w)
     assert every.state["w"].sharding == NamedSharding(mesh, P("x"))
     # A target missing a saved leaf of its item is refused, unless partial_restore.
-    with pytest.raises(ValueError, match=r"item 'state' holds leaves the target lacks: \['state.n'\]"):
+    lacks = r"item 'state' holds leaves the target lacks: \['state.n'\]"
+    with pytest.raises(ValueError, match=lacks):
       mngr.restore(0, args=ocp.args.Composite(state=ocp.args.StandardRestore(
           {"w": jax.ShapeDtypeStruct((8, 4), np.float32, sharding=other)})))
     part = mngr.restore(0, args=ocp.args.Composite(state=ocp.args.PyTreeRestore(
@@ -338,7 +339,8 @@ def test_bad_input(tmp_path, rng):
   mngr = ocp.CheckpointManager(tmp_path)
   with pytest.raises(ValueError, match="Must provide `args`"):
     mngr.save(0)
-  with pytest.raises(ValueError, match=r"\[orbax.checkpoint.CheckpointManager.save\] step -1 is negative"):
+  negative = r"\[orbax.checkpoint.CheckpointManager.save\] step -1 is negative"
+  with pytest.raises(ValueError, match=negative):
     mngr.save(-1, args=ocp.args.StandardSave({"x": x}))
   with pytest.raises(ValueError, match=r"Unsupported type: <class 'str'> for key: \('s',\)"):
     mngr.save(0, args=ocp.args.StandardSave({"x": x, "s": "text"}))
