@@ -424,11 +424,25 @@ def _restore_named(directory, step, names, abstract, api, partial=False):
 
 
 def delete_step(directory, step):
-  """Removes step_<step>/ so that no reader ever sees part of it: renamed to a temporary name
-  (which listings ignore) first, then deleted."""
-  path = os.path.join(str(directory), f"step_{step}")
+  """Removes step_<step>/ as partix's C++ CheckpointManager does: renamed out of the committed
+  names first (to step_<step>.tmp-<pid>, which listings ignore and a later manager removes if
+  this process dies), the rename made durable, then deleted; a crash never leaves a
+  half-deleted step that still looks committed."""
+  directory = str(directory)
+  path = os.path.join(directory, f"step_{step}")
   if not os.path.isdir(path):
     return
-  doomed = f"{path}.tmp-delete-{os.getpid()}"
-  os.rename(path, doomed)
+  doomed = f"{path}.tmp-{os.getpid()}"
+  shutil.rmtree(doomed, ignore_errors=True)
+  try:
+    os.rename(path, doomed)
+  except OSError as e:
+    raise PartixError(f"[CheckpointManager] cannot remove the old step {path!r}: {e}") from None
+  fd = os.open(directory, os.O_RDONLY)
+  try:
+    os.fsync(fd)
+  except OSError:
+    pass  # file systems that cannot fsync a folder
+  finally:
+    os.close(fd)
   shutil.rmtree(doomed, ignore_errors=True)
