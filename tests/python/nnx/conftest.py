@@ -1,4 +1,4 @@
-"""Fixtures of the partix.nnx tests: meshes of the 8 virtual devices and optax (imported with
+"""Fixtures of the partix.nnx tests: the golden files and optax (imported with
 partix installed under JAX's module names, as partix.as_jax does)."""
 import importlib.util
 import os
@@ -7,16 +7,8 @@ import numpy as np
 import pytest
 
 import partix
-from partix.sharding import AxisType
 
 GOLDEN = os.path.join(os.path.dirname(__file__), "..", "..", "golden", "nnx")
-
-
-def make_mesh(shape, names=("data", "model")):
-  if partix.device_count() < int(np.prod(shape)):
-    pytest.skip(f"needs {int(np.prod(shape))} devices (PARTIX_NUM_CPU_DEVICES=8)")
-  devices = np.array(partix.devices()[:int(np.prod(shape))]).reshape(shape)
-  return partix.sharding.Mesh(devices, names, axis_types=(AxisType.Auto,) * len(shape))
 
 
 @pytest.fixture(scope="session")

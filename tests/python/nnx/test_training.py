@@ -9,7 +9,7 @@ import partix.numpy as jnp
 from partix import nnx
 from partix.sharding import NamedSharding, PartitionSpec as P
 
-from conftest import make_mesh
+from nnx_meshes import make_mesh
 
 
 class DotReluDot(nnx.Module):
