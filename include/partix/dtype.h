@@ -11,18 +11,27 @@ namespace partix {
 // Q8_0 ... Q6_K are GGUF's block-quantized storage layouts: an array of
 // shape [..., K] stores each row of K elements as K / block_elems blocks of block_bytes, so
 // K must be a multiple of the block and the last dimension shards only on block boundaries.
-enum class DType { Bool, I32, I64, F16, BF16, F32, F64, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K };
+// I8, I16, U8, U16 and U32 are the narrow and unsigned integers (JAX's int8 ... uint32); their
+// arithmetic wraps in their own width. There is no u64 (a u64 would not fit the int64 the
+// reference kernels compute integers in).
+enum class DType {
+  Bool, I32, I64, F16, BF16, F32, F64, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K, I8, I16, U8, U16, U32
+};
 using Shape = std::vector<int64_t>;
 
 // Size of one element in bytes; for a quantized dtype, the size of one block (use
 // dtype_nbytes for the bytes of a shape).
 int dtype_size(DType dtype);
-// Short name as in the IR text: bool i32 i64 f16 bf16 f32 f64 q8_0 q4_0 q4_1 q4_k q6_k.
+// Short name as in the IR text: bool i8 i16 i32 i64 u8 u16 u32 f16 bf16 f32 f64 q8_0 q4_0
+// q4_1 q4_k q6_k.
 std::string_view dtype_name(DType dtype);
 // Inverse of dtype_name; throws partix::Error naming the text.
 DType dtype_from_name(std::string_view name);
 bool is_floating(DType dtype);  // F16, BF16, F32, F64 (not the quantized dtypes)
-bool is_integral(DType dtype);  // I32, I64 (not Bool)
+bool is_integral(DType dtype);  // I8, I16, I32, I64, U8, U16, U32 (not Bool)
+bool is_unsigned(DType dtype);  // U8, U16, U32
+// Bits of an integer dtype (8, 16, 32, 64); 0 for the others.
+int int_bits(DType dtype);
 bool is_quantized(DType dtype);  // Q8_0, Q4_0, Q4_1, Q4_K, Q6_K
 // Elements per block: 32 (Q8_0, Q4_0, Q4_1), 256 (Q4_K, Q6_K), 1 for unquantized dtypes.
 int64_t dtype_block_elems(DType dtype);
@@ -58,11 +67,17 @@ struct bfloat16 {
   friend bool operator==(bfloat16 a, bfloat16 b) { return a.bits == b.bits; }
 };
 
-// The DType of a C++ element type (bool, int32_t, int64_t, float16, bfloat16, float, double).
+// The DType of a C++ element type (bool, int8_t ... int64_t, uint8_t ... uint32_t, float16,
+// bfloat16, float, double).
 template <class T>
 struct dtype_of;
 template <> struct dtype_of<bool> { static constexpr DType value = DType::Bool; };
+template <> struct dtype_of<int8_t> { static constexpr DType value = DType::I8; };
+template <> struct dtype_of<int16_t> { static constexpr DType value = DType::I16; };
 template <> struct dtype_of<int32_t> { static constexpr DType value = DType::I32; };
+template <> struct dtype_of<uint8_t> { static constexpr DType value = DType::U8; };
+template <> struct dtype_of<uint16_t> { static constexpr DType value = DType::U16; };
+template <> struct dtype_of<uint32_t> { static constexpr DType value = DType::U32; };
 template <> struct dtype_of<int64_t> { static constexpr DType value = DType::I64; };
 template <> struct dtype_of<float16> { static constexpr DType value = DType::F16; };
 template <> struct dtype_of<bfloat16> { static constexpr DType value = DType::BF16; };

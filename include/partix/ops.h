@@ -52,6 +52,15 @@ Array equal(const Array& a, double b);
 Array logical_and(const Array& a, const Array& b);
 Array logical_or(const Array& a, const Array& b);
 Array logical_not(const Array& x);
+// Bitwise ops of integers (and of bools: logical); shifts of integers, as XLA defines them
+// (shifting by the width or more gives 0, or the sign for an arithmetic right shift).
+Array bitwise_not(const Array& x);
+Array bitwise_and(const Array& a, const Array& b);
+Array bitwise_or(const Array& a, const Array& b);
+Array bitwise_xor(const Array& a, const Array& b);
+Array shift_left(const Array& a, const Array& b);
+Array shift_right_arithmetic(const Array& a, const Array& b);
+Array shift_right_logical(const Array& a, const Array& b);
 Array& operator+=(Array& a, const Array& b);
 Array& operator-=(Array& a, const Array& b);
 Array& operator*=(Array& a, const Array& b);

@@ -27,6 +27,9 @@ Array normal(const Array& key, Shape shape, DType dtype = DType::F32);
 Array truncated_normal(const Array& key, double lower, double upper, Shape shape,
                        DType dtype = DType::F32);
 Array bernoulli(const Array& key, double p, Shape shape);  // bool
+// Raw random bits of an integer dtype (i32, u32 and the 8/16-bit integers, whose values are the
+// low bits of a 32-bit draw), each element its own draw.
+Array bits(const Array& key, Shape shape, DType dtype = DType::U32);
 // Integers uniform in [minval, maxval).
 Array randint(const Array& key, Shape shape, int64_t minval, int64_t maxval,
               DType dtype = DType::I32);

@@ -188,6 +188,10 @@ void bind_random(nb::module_& m) {
     return sh ? random::randint(key, s, lo, hi, to_dtype(dt), *sh)
               : random::randint(key, s, lo, hi, to_dtype(dt));
   });
+  m.def("shift_right_logical", [](A a, A b) { return shift_right_logical(a, b); });
+  m.def("random_bits", [](A key, const Shape& s, const std::string& dt) {
+    return random::bits(key, s, to_dtype(dt));
+  });
   m.def("random_categorical",
         [](A key, A logits, int axis) { return random::categorical(key, logits, axis); });
 }

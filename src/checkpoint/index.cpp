@@ -104,9 +104,11 @@ bool plain_name(const std::string& name) {
          name.find('\\') == std::string::npos && name.find('\0') == std::string::npos;
 }
 
-constexpr DType kLeafDtypes[] = {DType::Bool, DType::I32,  DType::I64,  DType::F16,
-                                 DType::BF16, DType::F32,  DType::F64,  DType::Q8_0,
-                                 DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q6_K};
+constexpr DType kLeafDtypes[] = {DType::Bool, DType::I8,   DType::I16,  DType::I32,
+                                 DType::I64,  DType::U8,   DType::U16,  DType::U32,
+                                 DType::F16,  DType::BF16, DType::F32,  DType::F64,
+                                 DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K,
+                                 DType::Q6_K};
 
 std::optional<DType> dtype_from_name(std::string_view name) {
   for (DType d : kLeafDtypes) {

@@ -67,6 +67,16 @@ detail::StoredType stored_type(DType d) {
       return detail::StoredType::F32;
     case DType::F64:
       return detail::StoredType::F64;
+    case DType::I8:
+      return detail::StoredType::I8;
+    case DType::I16:
+      return detail::StoredType::I16;
+    case DType::U8:
+      return detail::StoredType::U8;
+    case DType::U16:
+      return detail::StoredType::U16;
+    case DType::U32:
+      return detail::StoredType::U32;
     default:
       break;
   }

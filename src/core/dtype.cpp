@@ -10,18 +10,40 @@ namespace partix {
 
 int dtype_size(DType dtype) {
   switch (dtype) {
-    case DType::Bool: return 1;
-    case DType::I32: return 4;
-    case DType::I64: return 8;
-    case DType::F16: return 2;
-    case DType::BF16: return 2;
-    case DType::F32: return 4;
-    case DType::F64: return 8;
-    case DType::Q8_0: return 34;
-    case DType::Q4_0: return 18;
-    case DType::Q4_1: return 20;
-    case DType::Q4_K: return 144;
-    case DType::Q6_K: return 210;
+    case DType::Bool:
+      return 1;
+    case DType::I32:
+      return 4;
+    case DType::I64:
+      return 8;
+    case DType::F16:
+      return 2;
+    case DType::BF16:
+      return 2;
+    case DType::F32:
+      return 4;
+    case DType::F64:
+      return 8;
+    case DType::Q8_0:
+      return 34;
+    case DType::Q4_0:
+      return 18;
+    case DType::Q4_1:
+      return 20;
+    case DType::Q4_K:
+      return 144;
+    case DType::Q6_K:
+      return 210;
+    case DType::I8:
+      return 1;
+    case DType::I16:
+      return 2;
+    case DType::U8:
+      return 1;
+    case DType::U16:
+      return 2;
+    case DType::U32:
+      return 4;
   }
   return 0;
 }
@@ -53,37 +75,78 @@ void check_quantized_shape(std::string_view api, DType d, const Shape& shape) {
 
 std::string_view dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::Bool: return "bool";
-    case DType::I32: return "i32";
-    case DType::I64: return "i64";
-    case DType::F16: return "f16";
-    case DType::BF16: return "bf16";
-    case DType::F32: return "f32";
-    case DType::F64: return "f64";
-    case DType::Q8_0: return "q8_0";
-    case DType::Q4_0: return "q4_0";
-    case DType::Q4_1: return "q4_1";
-    case DType::Q4_K: return "q4_k";
-    case DType::Q6_K: return "q6_k";
+    case DType::Bool:
+      return "bool";
+    case DType::I32:
+      return "i32";
+    case DType::I64:
+      return "i64";
+    case DType::F16:
+      return "f16";
+    case DType::BF16:
+      return "bf16";
+    case DType::F32:
+      return "f32";
+    case DType::F64:
+      return "f64";
+    case DType::Q8_0:
+      return "q8_0";
+    case DType::Q4_0:
+      return "q4_0";
+    case DType::Q4_1:
+      return "q4_1";
+    case DType::Q4_K:
+      return "q4_k";
+    case DType::Q6_K:
+      return "q6_k";
+    case DType::I8:
+      return "i8";
+    case DType::I16:
+      return "i16";
+    case DType::U8:
+      return "u8";
+    case DType::U16:
+      return "u16";
+    case DType::U32:
+      return "u32";
   }
   return "?";
 }
 
 DType dtype_from_name(std::string_view name) {
-  for (DType d : {DType::Bool, DType::I32, DType::I64, DType::F16, DType::BF16, DType::F32,
-                  DType::F64, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q6_K}) {
+  for (DType d : {DType::Bool, DType::I8, DType::I16, DType::I32, DType::I64, DType::U8, DType::U16,
+                  DType::U32, DType::F16, DType::BF16, DType::F32, DType::F64, DType::Q8_0,
+                  DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q6_K}) {
     if (dtype_name(d) == name) return d;
   }
   detail::fail("dtype",
-               "unknown dtype '{}' (expected bool, i32, i64, f16, bf16, f32, f64, q8_0, q4_0, "
-               "q4_1, q4_k or q6_k)",
+               "unknown dtype '{}' (expected bool, i8, i16, i32, i64, u8, u16, u32, f16, bf16, "
+               "f32, f64, q8_0, q4_0, q4_1, q4_k or q6_k)",
                name);
 }
 
 bool is_floating(DType d) {
   return d == DType::F16 || d == DType::BF16 || d == DType::F32 || d == DType::F64;
 }
-bool is_integral(DType d) { return d == DType::I32 || d == DType::I64; }
+bool is_integral(DType d) { return int_bits(d) != 0; }
+bool is_unsigned(DType d) { return d == DType::U8 || d == DType::U16 || d == DType::U32; }
+int int_bits(DType d) {
+  switch (d) {
+    case DType::I8:
+    case DType::U8:
+      return 8;
+    case DType::I16:
+    case DType::U16:
+      return 16;
+    case DType::I32:
+    case DType::U32:
+      return 32;
+    case DType::I64:
+      return 64;
+    default:
+      return 0;
+  }
+}
 
 int64_t shape_size(const Shape& shape) {
   // Wraps instead of overflowing (undefined): shapes too large for 64 bits are rejected by
@@ -93,7 +156,9 @@ int64_t shape_size(const Shape& shape) {
   return static_cast<int64_t>(n);
 }
 
-std::string shape_to_string(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ",")); }
+std::string shape_to_string(const Shape& shape) {
+  return fmt::format("[{}]", fmt::join(shape, ","));
+}
 
 // float -> bfloat16: keep the upper half, rounding the lower half to nearest even.
 bfloat16::bfloat16(float f) {

@@ -27,6 +27,16 @@ std::string_view jax_dtype_name(DType dtype) {
       return "float32";
     case DType::F64:
       return "float64";
+    case DType::I8:
+      return "int8";
+    case DType::I16:
+      return "int16";
+    case DType::U8:
+      return "uint8";
+    case DType::U16:
+      return "uint16";
+    case DType::U32:
+      return "uint32";
     default:
       return dtype_name(dtype);
   }

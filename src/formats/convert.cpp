@@ -26,6 +26,14 @@ int stored_size(StoredType t) {
       return 4;
     case StoredType::F64:
       return 8;
+    case StoredType::I8:
+    case StoredType::U8:
+      return 1;
+    case StoredType::I16:
+    case StoredType::U16:
+      return 2;
+    case StoredType::U32:
+      return 4;
   }
   return 0;
 }
@@ -46,6 +54,16 @@ std::string_view stored_name(StoredType t) {
       return "F32";
     case StoredType::F64:
       return "F64";
+    case StoredType::I8:
+      return "I8";
+    case StoredType::I16:
+      return "I16";
+    case StoredType::U8:
+      return "U8";
+    case StoredType::U16:
+      return "U16";
+    case StoredType::U32:
+      return "U32";
   }
   return "?";
 }
@@ -66,6 +84,16 @@ DType stored_dtype(StoredType t) {
       return DType::F32;
     case StoredType::F64:
       return DType::F64;
+    case StoredType::I8:
+      return DType::I8;
+    case StoredType::I16:
+      return DType::I16;
+    case StoredType::U8:
+      return DType::U8;
+    case StoredType::U16:
+      return DType::U16;
+    case StoredType::U32:
+      return DType::U32;
   }
   return DType::F32;
 }
@@ -111,6 +139,16 @@ Value read_value(const uint8_t* p, StoredType t) {
       return {Value::kInt, load_unaligned<int32_t>(p)};
     case StoredType::I64:
       return {Value::kInt, load_unaligned<int64_t>(p)};
+    case StoredType::I8:
+      return {Value::kInt, load_unaligned<int8_t>(p)};
+    case StoredType::I16:
+      return {Value::kInt, load_unaligned<int16_t>(p)};
+    case StoredType::U8:
+      return {Value::kInt, *p};
+    case StoredType::U16:
+      return {Value::kInt, load_unaligned<uint16_t>(p)};
+    case StoredType::U32:
+      return {Value::kInt, load_unaligned<uint32_t>(p)};
     case StoredType::F16:
       return {Value::kFloat, 0,
               static_cast<float>(float16::from_bits(load_unaligned<uint16_t>(p)))};
@@ -141,6 +179,15 @@ float narrowable(const Value& v) {
 bool is_finite(const Value& v) {
   return v.kind == Value::kInt ||
          (v.kind == Value::kFloat ? std::isfinite(v.f) : std::isfinite(v.d));
+}
+
+// Stores integer v as I; false when I cannot hold it (the caller names the tensor).
+template <class I>
+bool store_narrow(int64_t v, char* dst) {
+  const I out = static_cast<I>(v);
+  std::memcpy(dst, &out, sizeof(I));
+  return v >= static_cast<int64_t>(std::numeric_limits<I>::lowest()) &&
+         v <= static_cast<int64_t>(std::numeric_limits<I>::max());
 }
 
 // The generic path: correct for every pair, used when no fast loop below applies.
@@ -183,15 +230,24 @@ bool convert_generic(const uint8_t* src, StoredType from, char* dst, DType to, i
       case DType::I64:
         std::memcpy(dst, &v.i, 8);
         break;
-      case DType::I32: {
-        if (v.i < std::numeric_limits<int32_t>::min() ||
-            v.i > std::numeric_limits<int32_t>::max()) {
-          ok = false;
-        }
-        int32_t out = static_cast<int32_t>(v.i);
-        std::memcpy(dst, &out, 4);
+      case DType::I32:
+        ok = store_narrow<int32_t>(v.i, dst) && ok;
         break;
-      }
+      case DType::I8:
+        ok = store_narrow<int8_t>(v.i, dst) && ok;
+        break;
+      case DType::I16:
+        ok = store_narrow<int16_t>(v.i, dst) && ok;
+        break;
+      case DType::U8:
+        ok = store_narrow<uint8_t>(v.i, dst) && ok;
+        break;
+      case DType::U16:
+        ok = store_narrow<uint16_t>(v.i, dst) && ok;
+        break;
+      case DType::U32:
+        ok = store_narrow<uint32_t>(v.i, dst) && ok;
+        break;
       case DType::Bool:
         *dst = v.i != 0 ? 1 : 0;
         break;

@@ -16,7 +16,7 @@
 namespace partix::detail {
 
 // Element types a file may store that partix can convert from.
-enum class StoredType { Bool, I32, I64, F16, BF16, F32, F64 };
+enum class StoredType { Bool, I32, I64, F16, BF16, F32, F64, I8, I16, U8, U16, U32 };
 
 int stored_size(StoredType t);
 std::string_view stored_name(StoredType t);  // "BOOL", "I32", ... (safetensors spelling)

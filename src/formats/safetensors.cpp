@@ -25,10 +25,10 @@ struct DtypeInfo {
 
 // Every dtype name of the format; partix loads the ones with a StoredType.
 constexpr DtypeInfo kDtypes[] = {
-    {"BOOL", 8, StoredType::Bool},  {"U8", 8, std::nullopt},      {"I8", 8, std::nullopt},
+    {"BOOL", 8, StoredType::Bool},  {"U8", 8, StoredType::U8},     {"I8", 8, StoredType::I8},
     {"F8_E5M2", 8, std::nullopt},   {"F8_E4M3", 8, std::nullopt}, {"F8_E8M0", 8, std::nullopt},
-    {"I16", 16, std::nullopt},      {"U16", 16, std::nullopt},    {"F16", 16, StoredType::F16},
-    {"BF16", 16, StoredType::BF16}, {"I32", 32, StoredType::I32}, {"U32", 32, std::nullopt},
+    {"I16", 16, StoredType::I16},   {"U16", 16, StoredType::U16},    {"F16", 16, StoredType::F16},
+    {"BF16", 16, StoredType::BF16}, {"I32", 32, StoredType::I32}, {"U32", 32, StoredType::U32},
     {"F32", 32, StoredType::F32},   {"F64", 64, StoredType::F64}, {"I64", 64, StoredType::I64},
     {"U64", 64, std::nullopt},      {"C64", 64, std::nullopt},    {"F4", 4, std::nullopt},
     {"F6_E2M3", 6, std::nullopt},   {"F6_E3M2", 6, std::nullopt},
@@ -211,6 +211,16 @@ std::string_view safetensors_dtype_name(DType dtype) {
       return "F32";
     case DType::F64:
       return "F64";
+    case DType::I8:
+      return "I8";
+    case DType::I16:
+      return "I16";
+    case DType::U8:
+      return "U8";
+    case DType::U16:
+      return "U16";
+    case DType::U32:
+      return "U32";
     default:
       break;
   }
@@ -387,7 +397,7 @@ DType Safetensors::dtype(std::string_view name) const {
   if (!e.stored) {
     detail::fail(detail::kApi,
                  "'{}': tensor '{}' has dtype {}, which partix does not load (supported: F32, "
-                 "F16, BF16, F64, I32, I64, BOOL)",
+                 "F16, BF16, F64, I8, I16, I32, I64, U8, U16, U32, BOOL)",
                  checked(impl_).source, name, e.dtype);
   }
   return detail::stored_dtype(*e.stored);

@@ -38,10 +38,8 @@ std::string literal_to_string(const Literal& lit, bool full) {
   for (int64_t i = 0; i < n; ++i) {
     // Integers are printed from their exact value, not through double.
     std::string item;
-    if (lit.dtype == DType::I64) {
-      int64_t v;
-      std::memcpy(&v, lit.bytes.data() + i * es, 8);
-      item = fmt::format("{}", v);
+    if (is_integral(lit.dtype)) {
+      item = fmt::format("{}", detail::load_int(lit.bytes.data() + i * es, lit.dtype));
     } else {
       item = number(detail::load_scalar(lit.bytes.data() + i * es, lit.dtype), lit.dtype);
     }

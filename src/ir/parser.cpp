@@ -8,8 +8,8 @@
 
 #include "core/errors.h"
 #include "core/scalar.h"
-#include "ir/program.h"
 #include "ir/primitive.h"
+#include "ir/program.h"
 
 namespace partix::ir {
 
@@ -145,13 +145,18 @@ class Parser {
       error("integer out of range");
     }
   }
-  // The whole of t as an integer of dtype (i32 or i64).
+  // The whole of t as an integer of dtype (an integer dtype).
   int64_t integer_text(const std::string& t, DType dtype) {
     int64_t v = 0;
     const char* end = t.data() + t.size();
     auto [ptr, ec] = std::from_chars(t.data(), end, v);
-    const bool fits = dtype == DType::I64 || (v >= std::numeric_limits<int32_t>::min() &&
-                                              v <= std::numeric_limits<int32_t>::max());
+    const int bits = int_bits(dtype);
+    const int64_t lo = is_unsigned(dtype) ? 0
+                       : bits == 64       ? std::numeric_limits<int64_t>::min()
+                                          : -(int64_t{1} << (bits - 1));
+    const int64_t hi = bits == 64 ? std::numeric_limits<int64_t>::max()
+                                  : (int64_t{1} << (is_unsigned(dtype) ? bits : bits - 1)) - 1;
+    const bool fits = v >= lo && v <= hi;
     if (ec != std::errc() || ptr != end || !fits) {
       error(fmt::format("'{}' is not an {} value", t, dtype_name(dtype)));
     }
@@ -210,9 +215,10 @@ class Parser {
     for (unsigned char c : out) {
       if (c < 0x20 || c == 0x7f || c == '\'' || c == '\\') {
         pos_ = at;
-        error(fmt::format("a name may not hold control characters, quotes or backslashes (byte "
-                          "0x{:02x})",
-                          c));
+        error(
+            fmt::format("a name may not hold control characters, quotes or backslashes (byte "
+                        "0x{:02x})",
+                        c));
       }
     }
     return out;
@@ -242,8 +248,8 @@ class Parser {
   }
   DType dtype() {
     std::string n = ident();
-    for (DType d :
-         {DType::Bool, DType::I32, DType::I64, DType::F16, DType::BF16, DType::F32, DType::F64}) {
+    for (DType d : {DType::Bool, DType::I8, DType::I16, DType::I32, DType::I64, DType::U8,
+                    DType::U16, DType::U32, DType::F16, DType::BF16, DType::F32, DType::F64}) {
       if (dtype_name(d) == n) return d;
     }
     error("unknown dtype '" + n + "'");
@@ -329,7 +335,7 @@ class Parser {
         continue;
       }
       std::string t = number_text();
-      if (lit->dtype == DType::I64 || lit->dtype == DType::I32) {
+      if (is_integral(lit->dtype)) {
         // Integers exactly, never through double (and never out of the dtype's range).
         const int64_t v = integer_text(t, lit->dtype);
         detail::store_int(lit->bytes.data() + i * es, lit->dtype, v);

@@ -1,6 +1,7 @@
 // Elementwise ops: operators, math functions, where, astype, promotion. The functions of the
 // elementwise table's rows (prim/elementwise_table.inc) are generated here from it; the
 // operators and composites are written with its functors.
+#include <algorithm>
 #include <cmath>
 
 #include "core/errors.h"
@@ -165,6 +166,23 @@ Array binary_fn(const Array& a, const Array& b) {
 #undef PARTIX_UNARY
 #undef PARTIX_BINARY
 
+namespace {
+DType signed_of_bits(int bits) {
+  return bits <= 8 ? DType::I8 : bits <= 16 ? DType::I16 : bits <= 32 ? DType::I32 : DType::I64;
+}
+// JAX's integer lattice: the wider of two signed or of two unsigned; an unsigned with a signed
+// gives the signed type that holds both (u8 with i8 is i16, u16 with i16 is i32). u32 with a
+// narrower signed type would be i64, which JAX without x64 holds as i32: so is it here, unless
+// an operand is already 64-bit.
+DType promote_ints(DType a, DType b) {
+  const int ba = int_bits(a), bb = int_bits(b);
+  if (is_unsigned(a) == is_unsigned(b)) return ba >= bb ? a : b;
+  const int bu = is_unsigned(a) ? ba : bb, bs = is_unsigned(a) ? bb : ba;
+  if (bs == 64) return DType::I64;
+  return signed_of_bits(std::min(bs > bu ? bs : 2 * bu, 32));
+}
+}  // namespace
+
 DType promote_types(DType a, DType b) {
   if (a == b) return a;
   // Weight storage converts only when asked to: an implicit dequantization would hide a
@@ -173,7 +191,7 @@ DType promote_types(DType a, DType b) {
   refuse_quantized("promote_types", b);
   if (a == DType::Bool) return b;
   if (b == DType::Bool) return a;
-  if (is_integral(a) && is_integral(b)) return DType::I64;
+  if (is_integral(a) && is_integral(b)) return promote_ints(a, b);
   if (is_integral(a)) return b;
   if (is_integral(b)) return a;
   auto rank = [](DType d) { return d == DType::F64 ? 3 : d == DType::F32 ? 2 : 1; };
@@ -200,7 +218,9 @@ namespace {
 Array needs_floor(const Array& r, const Array& b) {
   return logical_and(logical_not(equal(r, 0.0)), not_equal(r < 0.0, b < 0.0));
 }
-Array scalar_like(const Array& a, double v) { return detail::literal(v, ops::weak_dtype(a.dtype(), v)); }
+Array scalar_like(const Array& a, double v) {
+  return detail::literal(v, ops::weak_dtype(a.dtype(), v));
+}
 }  // namespace
 
 Array remainder(const Array& a, const Array& b) {
@@ -235,6 +255,37 @@ Array logical_or(const Array& a, const Array& b) {
   return binary<ew::Or>(astype(a, DType::Bool), astype(b, DType::Bool));
 }
 Array logical_not(const Array& x) { return bind(ew::Not::kName, {astype(x, DType::Bool)}); }
+
+namespace {
+DType unsigned_of(DType d) {
+  switch (int_bits(d)) {
+    case 8:
+      return DType::U8;
+    case 16:
+      return DType::U16;
+    default:
+      return DType::U32;
+  }
+}
+}  // namespace
+
+// An unsigned type's arithmetic shift is logical; a signed one shifts its bits as the unsigned
+// type of its width (the integer converts keep the bits). i64 has no u64: its sign-filled
+// bits are masked off, and shifts by 64 or more give 0.
+Array shift_right_logical(const Array& a, const Array& b) {
+  const DType dt = promote_types(a.dtype(), b.dtype());
+  detail::check(is_integral(dt), "shift_right_logical", "needs integer operands, got {} and {}",
+                dtype_name(a.dtype()), dtype_name(b.dtype()));
+  if (is_unsigned(dt)) return shift_right_arithmetic(astype(a, dt), astype(b, dt));
+  if (dt != DType::I64) {
+    const DType u = unsigned_of(dt);
+    return astype(shift_right_arithmetic(astype(a, u), astype(b, u)), dt);
+  }
+  Array x = astype(a, dt), s = astype(b, dt);
+  Array kept = shift_left(full({}, 1.0, dt), 64.0 - s) - 1.0;  // the low 64 - s bits
+  Array out = bitwise_and(shift_right_arithmetic(x, s), where(s > 0.0, kept, -1.0));
+  return where(logical_or(s < 0.0, s >= 64.0), 0.0, out);
+}
 Array& operator+=(Array& a, const Array& b) { return a = a + b; }
 Array& operator-=(Array& a, const Array& b) { return a = a - b; }
 Array& operator*=(Array& a, const Array& b) { return a = a * b; }

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "core/errors.h"
+#include "core/scalar.h"
 #include "ops/common.h"
 #include "partix/random.h"
 
@@ -33,7 +34,8 @@ DType compute_dtype(DType d) { return d == DType::BF16 || d == DType::F16 ? DTyp
 }  // namespace
 
 Array key(uint64_t seed) {
-  std::vector<int32_t> v{static_cast<int32_t>(seed >> 32), static_cast<int32_t>(seed & 0xffffffffu)};
+  std::vector<int32_t> v{static_cast<int32_t>(seed >> 32),
+                         static_cast<int32_t>(seed & 0xffffffffu)};
   ir::Literal lit{{2}, DType::I32, std::vector<char>(8)};
   std::memcpy(lit.bytes.data(), v.data(), 8);
   return detail::literal(lit);
@@ -43,6 +45,16 @@ Array split(const Array& k, int64_t n) {
   check_key(k, "random.split");
   detail::check(n >= 0, "random.split", "n must be non-negative, got {}", n);
   return ops::bind("random_bits", {k}, {{"shape", ir::Ints{n, 2}}, {"domain", int64_t{1}}});
+}
+
+Array bits(const Array& k, Shape shape, DType dtype) {
+  check_key(k, "random.bits");
+  detail::check(is_integral(dtype) && int_bits(dtype) <= 32, "random.bits",
+                "dtype must be an integer type of at most 32 bits, got {}", dtype_name(dtype));
+  check_draw_shape(shape, dtype, "random.bits");
+  // Domain 2: draws no split (domain 1) or other sampler makes from the same key.
+  Array raw = ops::bind("random_bits", {k}, {{"shape", ir::Ints(shape)}, {"domain", int64_t{2}}});
+  return dtype == DType::I32 ? raw : astype(raw, dtype);  // integer converts keep the low bits
 }
 
 Array key_at(const Array& keys, int64_t i) {
@@ -71,7 +83,9 @@ Array fold_in(const Array& k, const Array& data) {
   return ops::bind("random_fold_in", {k, data});
 }
 
-Array fold_in(const Array& k, int64_t data) { return fold_in(k, detail::literal(static_cast<double>(data), DType::I64)); }
+Array fold_in(const Array& k, int64_t data) {
+  return fold_in(k, detail::literal(static_cast<double>(data), DType::I64));
+}
 
 Array uniform(const Array& k, Shape shape, DType dtype, double minval, double maxval) {
   check_key(k, "random.uniform");
@@ -102,7 +116,8 @@ Array truncated_normal(const Array& k, double lower, double upper, Shape shape, 
   check_key(k, "random.truncated_normal");
   check_floating(dtype, "random.truncated_normal");
   check_draw_shape(shape, dtype, "random.truncated_normal");
-  detail::check(lower < upper, "random.truncated_normal", "lower {} must be below upper {}", lower, upper);
+  detail::check(lower < upper, "random.truncated_normal", "lower {} must be below upper {}", lower,
+                upper);
   DType cd = compute_dtype(dtype);
   double a = std::erf(lower / std::sqrt(2.0)), b = std::erf(upper / std::sqrt(2.0));
   Array u = astype(uniform(k, shape, dtype), cd) * (b - a) + a;
@@ -124,11 +139,8 @@ Array randint(const Array& k, Shape shape, int64_t minval, int64_t maxval, DType
                 "needs minval < maxval and an integer dtype, got [{}, {}) {}", minval, maxval,
                 dtype_name(dtype));
   check_draw_shape(shape, dtype, "random.randint");
-  if (dtype == DType::I32) {
-    constexpr int64_t lo = std::numeric_limits<int32_t>::min(), hi = std::numeric_limits<int32_t>::max();
-    detail::check(minval >= lo && maxval - 1 <= hi, "random.randint",
-                  "[{}, {}) does not fit in i32", minval, maxval);
-  }
+  detail::check(minval >= detail::int_lowest(dtype) && maxval - 1 <= detail::int_highest(dtype),
+                "random.randint", "[{}, {}) does not fit in {}", minval, maxval, dtype_name(dtype));
   // The width as a double: maxval - minval may overflow int64.
   const double width = static_cast<double>(maxval) - static_cast<double>(minval);
   Array u = uniform(k, shape, DType::F64);

@@ -25,6 +25,7 @@ bool allows(Allowed a, DType d) {
     case Allowed::kFloat: return is_floating(d);
     case Allowed::kNumeric: return d != DType::Bool;
     case Allowed::kBool: return d == DType::Bool;
+    case Allowed::kInt: return is_integral(d);
     case Allowed::kIntOrBool: return !is_floating(d);
     case Allowed::kAny: return true;
   }
@@ -36,6 +37,7 @@ const char* allowed_text(Allowed a) {
     case Allowed::kFloat: return "a floating dtype";
     case Allowed::kNumeric: return "a numeric dtype";
     case Allowed::kBool: return "bool";
+    case Allowed::kInt: return "an integer dtype";
     case Allowed::kIntOrBool: return "an integer or bool dtype";
     case Allowed::kAny: return "any dtype";
   }
@@ -347,16 +349,13 @@ class Convert final : public Primitive {
     } else if (to == DType::Bool) {
       detail::store_int(dst, to, v != 0.0 ? 1 : 0);
     } else {
-      // Saturate at the integer limits: 2^31 - 1 is a double, 2^63 - 1 is not (v >= 2^63
-      // saturates, v in [-2^63, 2^63) truncates exactly).
-      const bool i32 = to == DType::I32;
-      const double lo = i32 ? -2147483648.0 : -9223372036854775808.0;
-      const double hi = i32 ? 2147483647.0 : 9223372036854775808.0;
-      const int64_t max =
-          i32 ? std::numeric_limits<int32_t>::max() : std::numeric_limits<int64_t>::max();
+      // Saturate at the integer limits: the lowest value and the highest plus one are exact
+      // doubles (2^63 is, 2^63 - 1 is not), so v in [lo, hi) truncates exactly.
+      const double lo = static_cast<double>(detail::int_lowest(to));
+      const double hi = std::ldexp(1.0, int_bits(to) - (is_unsigned(to) ? 0 : 1));
       int64_t r = v != v    ? 0
-                  : v <= lo ? static_cast<int64_t>(lo)
-                  : v >= hi ? max
+                  : v <= lo ? detail::int_lowest(to)
+                  : v >= hi ? detail::int_highest(to)
                             : static_cast<int64_t>(v);
       detail::store_int(dst, to, r);
     }

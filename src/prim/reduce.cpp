@@ -133,8 +133,7 @@ class Reduce : public Primitive {
       }
       for (int64_t o = 0; o < on; ++o) detail::store_scalar(dst + o * es, dt, acc[static_cast<size_t>(o)]);
     } else {
-      int64_t lo = dt == DType::I32 ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int64_t>::min();
-      int64_t hi = dt == DType::I32 ? std::numeric_limits<int32_t>::max() : std::numeric_limits<int64_t>::max();
+      const int64_t lo = detail::int_lowest(dt), hi = detail::int_highest(dt);
       int64_t init = kind_ == ReduceKind::kSum ? 0 : kind_ == ReduceKind::kMax ? lo : hi;
       std::vector<int64_t> acc(static_cast<size_t>(on), init);
       for (size_t i = 0; i < map.size(); ++i) {

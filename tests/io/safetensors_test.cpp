@@ -286,16 +286,16 @@ TEST(Safetensors, RejectsMalformedFiles) {
 
 TEST(Safetensors, ReportsUnloadableTensorsByName) {
   TempDir dir;
-  const std::string path = dir.file("i8.safetensors");
+  const std::string path = dir.file("f8.safetensors");
   test::write_bytes(path,
-                    raw_file(R"({"q": {"dtype": "I8", "shape": [2, 2], "data_offsets": [0, 4]},
+                    raw_file(R"({"q": {"dtype": "F8_E4M3", "shape": [2, 2], "data_offsets": [0, 4]},
       "bits": {"dtype": "BOOL", "shape": [2], "data_offsets": [4, 6]}})",
                              std::string("\1\2\3\4\1\2", 6)));
   Safetensors st = Safetensors::open(path);
-  EXPECT_EQ(st.stored_dtype("q"), "I8");
+  EXPECT_EQ(st.stored_dtype("q"), "F8_E4M3");
   EXPECT_EQ(st.shape("q"), (Shape{2, 2}));
-  EXPECT_PARTIX_ERROR(st.load("q"), "[safetensors]", "tensor 'q'", "dtype I8", "supported");
-  EXPECT_PARTIX_ERROR(st.dtype("q"), "I8");
+  EXPECT_PARTIX_ERROR(st.load("q"), "[safetensors]", "tensor 'q'", "dtype F8_E4M3", "supported");
+  EXPECT_PARTIX_ERROR(st.dtype("q"), "F8_E4M3");
   // A stored bool other than 0/1 is not silently turned into a partix bool.
   EXPECT_PARTIX_ERROR(st.load("bits"), "'bits'", "cannot hold");
   EXPECT_PARTIX_ERROR(st.load("nope"), "no tensor 'nope'");

@@ -4,7 +4,7 @@
 
   python tools/golden/safetensors_hf.py
       writes tests/io/golden/hf_written.safetensors with Hugging Face's writer (one tensor of
-      each dtype partix loads, one U8 tensor it refuses, a scalar and an empty tensor) and
+      each dtype partix loads, one U64 tensor it refuses, a scalar and an empty tensor) and
       tests/io/golden/hf_written.json with the values as Python numbers.
   python tools/golden/safetensors_hf.py --check FILE
       reads a file partix wrote (save_safetensors) with Hugging Face's reader and prints
@@ -35,14 +35,20 @@ def write_golden():
     i32 = rng.integers(-2**31, 2**31, size=(2, 4), dtype=np.int32)
     i64 = np.array([2**40 + 1, -(2**40), 7], dtype=np.int64)
     boolean = np.array([[True, False, False], [True, True, False]])
-    u8 = np.arange(6, dtype=np.uint8).reshape(2, 3)
+    u8 = np.array([[0, 1, 255], [128, 7, 200]], dtype=np.uint8)
+    i8 = np.array([-128, 127, -1, 5], dtype=np.int8)
+    i16 = np.array([-32768, 32767, 12345], dtype=np.int16)
+    u16 = np.array([65535, 0, 40000], dtype=np.uint16)
+    u32 = np.array([4294967295, 2**31, 3], dtype=np.uint32)
+    u64 = np.arange(6, dtype=np.uint64).reshape(2, 3)
     bf_raw, bf_vals = bf16_bytes(rng.standard_normal((3, 2)))
     scalar = np.array(3.25, dtype=np.float32)
     empty = np.zeros((0, 4), dtype=np.float32)
 
     tensors = {
         "f32": ("F32", f32), "f16": ("F16", f16), "f64": ("F64", f64), "i32": ("I32", i32),
-        "i64": ("I64", i64), "bool": ("BOOL", boolean), "u8": ("U8", u8),
+        "i64": ("I64", i64), "bool": ("BOOL", boolean), "u8": ("U8", u8), "i8": ("I8", i8),
+        "i16": ("I16", i16), "u16": ("U16", u16), "u32": ("U32", u32), "u64": ("U64", u64),
         "scalar": ("F32", scalar), "empty": ("F32", empty),
     }
     arrays = {k: np.require(a, requirements="C") for k, (_, a) in tensors.items()}  # keeps 0-d
@@ -57,7 +63,7 @@ def write_golden():
     golden = {"metadata": {"producer": "huggingface safetensors"}, "tensors": {}}
     for k, (dt, a) in tensors.items():
         e = {"dtype": dt, "shape": list(a.shape)}
-        if dt != "U8":
+        if dt != "U64":
             e["values"] = [float(v) if dt != "BOOL" else int(v) for v in a.reshape(-1)]
         golden["tensors"][k] = e
     golden["tensors"]["bf16"] = {"dtype": "BF16", "shape": [3, 2],

@@ -386,7 +386,10 @@ To convert_value(From v) {
   }
 }
 
-// Calls fn(T{}) with the storage type of a non-half dtype.
+// I8, I16, U8, U16, U32: their kernels are the reference's (u8 is bool's storage below).
+bool is_narrow_int(DType d) { return is_integral(d) && d != DType::I32 && d != DType::I64; }
+
+// Calls fn(T{}) with the storage type of a non-half, non-narrow dtype (no call for the others).
 template <class Fn>
 void with_storage(DType d, Fn&& fn) {
   switch (d) {
@@ -407,6 +410,11 @@ void with_storage(DType d, Fn&& fn) {
       break;
     case DType::F16:
     case DType::BF16:
+    case DType::I8:
+    case DType::I16:
+    case DType::U8:
+    case DType::U16:
+    case DType::U32:
     case DType::Q8_0:
     case DType::Q4_0:
     case DType::Q4_1:
@@ -420,6 +428,8 @@ bool convert_kernel(const KernelCall& c) {
   const DType from = c.in_aval(0).dtype, to = c.out_aval(0).dtype;
   const int64_t n = c.out_aval(0).size();
   if (n == 0) return true;
+  // The narrow and unsigned integers convert in the reference (u8 storage here means bool).
+  if (is_narrow_int(from) || is_narrow_int(to)) return false;
   if (is_quantized(from) || is_quantized(to)) {  // dequantizing to f32 directly, else reference
     if (to != DType::F32 || from == to) return false;
     detail::dequantize(from, c.in[0], n, c.output<float>(0));

@@ -192,7 +192,20 @@ void reduce_into(const std::vector<void*>& dsts, const std::vector<const void*>&
       reduce_typed<int64_t, int64_t>(dsts, srcs, count, kind);
       break;
     case DType::Bool:
+    case DType::U8:
       reduce_typed<uint8_t, int64_t>(dsts, srcs, count, kind);
+      break;
+    case DType::I8:
+      reduce_typed<int8_t, int64_t>(dsts, srcs, count, kind);
+      break;
+    case DType::I16:
+      reduce_typed<int16_t, int64_t>(dsts, srcs, count, kind);
+      break;
+    case DType::U16:
+      reduce_typed<uint16_t, int64_t>(dsts, srcs, count, kind);
+      break;
+    case DType::U32:
+      reduce_typed<uint32_t, int64_t>(dsts, srcs, count, kind);
       break;
     default:
       detail::internal_error("reduce", "a quantized array cannot be reduced");
