@@ -7,6 +7,7 @@
 Devices are virtual CPU devices: PARTIX_NUM_CPU_DEVICES=8 (or XLA_FLAGS'
 --xla_force_host_platform_device_count=8, as JAX programs set it) before the first use.
 """
+import contextlib as _contextlib
 import functools as _functools
 import platform as _platform
 import sys as _sys
@@ -140,6 +141,13 @@ def init(num_cpu_devices=0, device_memory_bytes=0):
   """Sets the number of virtual CPU devices (and a per-device memory limit) before first use;
   as partix::init in C++."""
   _core.init(int(num_cpu_devices), int(device_memory_bytes))
+
+
+def threefry_partitionable(enabled=True):
+  """jax.threefry_partitionable: partix's threefry draws are always partitionable (each
+  element's bits depend only on the key and its global index), so this context changes
+  nothing; it exists so that programs written for JAX run."""
+  return _contextlib.nullcontext()
 
 
 def named_scope(name):

@@ -22,10 +22,11 @@ def _key_bits(data):
 
 def _key(key, api):
   k = asarray(_key_bits(key))
-  if k.shape[-1:] != (2,) or not _dt.is_int(k.dtype):
+  if k.shape[-1:] != (2,) or k._a.dtype not in ("i32", "u32"):
     raise PartixError(f"[random.{api}] {k._aval_str()} is not a key (int32[2]); make one with "
                       "random.key(seed)")
-  return k._a
+  # JAX's raw keys are uint32[2]: the integer convert keeps their bits.
+  return k._a if k._a.dtype == "i32" else _core.astype(k._a, "i32")
 
 
 def key(seed, *, impl=None):
@@ -113,7 +114,7 @@ def bernoulli(key, p=0.5, shape=None):
 
 def randint(key, shape, minval, maxval, dtype=None, *, out_sharding=None):
   d = _dt.to_core(dtype if dtype is not None else _np.int32, "randint")
-  if d not in ("i32", "i64"):
+  if d not in _dt.INT_CORE:
     raise PartixError(f"[random.randint] dtype must be an integer type, got {_dt.dtype(dtype)}")
   for v in (minval, maxval):
     if isinstance(v, (int, _np.integer)) and not -2**63 <= int(v) < 2**63:
@@ -325,11 +326,13 @@ def clone(key):
 
 
 def bits(key, shape=(), dtype=None):
-  """Random integer bits (int32; partix holds no unsigned types)."""
-  if dtype is not None and _np.dtype(dtype) != _np.dtype(_np.int32):
-    raise PartixError(f"[random.bits] dtype must be int32 (partix holds no unsigned types), got "
+  """Random bits: each element of an unsigned (or signed) integer dtype of at most 32 bits
+  drawn uniformly over all its values; uint32 by default, as JAX."""
+  d = _dt.to_core(dtype if dtype is not None else _np.uint32, "random.bits")
+  if d not in _dt.INT_CORE or d == "i64":
+    raise PartixError(f"[random.bits] dtype must be an integer type of at most 32 bits, got "
                       f"{_dt.dtype(dtype)}")
-  return randint(key, shape, -2**31, 2**31 - 1, _np.int32)
+  return Array(_core.random_bits(_key(key, "bits"), _shape(shape, "random.bits"), d))
 
 
 def choice(key, a, shape=(), replace=True, p=None, axis=0):

@@ -216,13 +216,14 @@ def test_random_choice_and_others():
                                                                       np.float32)))) / 30000
   np.testing.assert_allclose(freq, [0.2, 0.3, 0.5], atol=0.015)
   assert abs(np.median(np.asarray(r.cauchy(k, (100000,))))) < 0.02
-  assert np.asarray(r.bits(k, (3,))).dtype == np.int32
+  assert np.asarray(r.bits(k, (3,))).dtype == np.uint32  # JAX's default
+  assert np.asarray(r.bits(k, (3,), np.int32)).dtype == np.int32
   x = np.asarray(r.double_sided_maxwell(k, 1.0, 2.0, (100000,)))
   assert abs(x.mean() - 1.0) < 0.05
   with pytest.raises(jax.PartixError, match=r"cannot take 6 samples without replacement from 5"):
     r.choice(k, 5, (6,), replace=False)
-  with pytest.raises(jax.PartixError, match=r"\[random.bits\] dtype must be int32"):
-    r.bits(k, (2,), np.uint32)
+  with pytest.raises(jax.PartixError, match=r"\[random.bits\] dtype must be an integer type"):
+    r.bits(k, (2,), np.float32)
   # Per-example keys under vmap draw as each example's key alone.
   keys = r.split(k, 3)
   np.testing.assert_array_equal(jax.vmap(lambda kk: r.exponential(kk, (2,)))(keys),

@@ -920,6 +920,9 @@ def block_until_ready(x):
 
 def make_array_from_callback(shape, sharding, data_callback):
   """An array whose blocks come from data_callback(index) (a tuple of slices) -> host block."""
+  if _core.is_tracing():  # as JAX: its blocks are host data, which a trace does not have
+    raise PartixError("[make_array_from_callback] jax.make_array_from_callback cannot be called "
+                      "within a traced context (inside jit, grad, vmap or a shard_map body)")
   s = to_sharding(sharding, "make_array_from_callback")
 
   def cb(index):

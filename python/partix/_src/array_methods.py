@@ -5,6 +5,7 @@ import numbers
 import numpy as np
 
 from partix import _core
+from partix._src import bitwise as _bitwise
 from partix._src import dtypes
 from partix._src import numpy_ops as jnp
 from partix._src.core import Array, PartixError, asarray, core
@@ -65,33 +66,28 @@ Array.__ne__ = _binop(jnp.not_equal)
 Array.__hash__ = None
 
 
-def _bitop(name, f):
+def _bitop(name, f, reflected=False):
   def op(self, other):
     if not _operand_ok(other, f"Array.{name}"):
       return NotImplemented
-    a, b = asarray(self), asarray(other)
-    if a.dtype != np.bool_ or b.dtype != np.bool_:
-      raise PartixError(f"[Array.{name}] bitwise ops on integers are not supported; "
-                        "only on bool arrays")
-    return f(a, b)
+    return f(other, self) if reflected else f(self, other)
   return op
 
 
-Array.__and__ = Array.__rand__ = _bitop("__and__", jnp.logical_and)
-Array.__or__ = Array.__ror__ = _bitop("__or__", jnp.logical_or)
-Array.__xor__ = Array.__rxor__ = _bitop("__xor__", jnp.logical_xor)
+Array.__and__, Array.__rand__ = (_bitop("__and__", _bitwise.bitwise_and),
+                                 _bitop("__rand__", _bitwise.bitwise_and, True))
+Array.__or__, Array.__ror__ = (_bitop("__or__", _bitwise.bitwise_or),
+                               _bitop("__ror__", _bitwise.bitwise_or, True))
+Array.__xor__, Array.__rxor__ = (_bitop("__xor__", _bitwise.bitwise_xor),
+                                 _bitop("__rxor__", _bitwise.bitwise_xor, True))
+Array.__lshift__, Array.__rlshift__ = (_bitop("__lshift__", _bitwise.left_shift),
+                                       _bitop("__rlshift__", _bitwise.left_shift, True))
+Array.__rshift__, Array.__rrshift__ = (_bitop("__rshift__", _bitwise.right_shift),
+                                       _bitop("__rrshift__", _bitwise.right_shift, True))
 Array.__neg__ = lambda self: jnp.negative(self)
 Array.__pos__ = lambda self: self
 Array.__abs__ = lambda self: jnp.abs(self)
-
-
-def _invert(self):
-  if self.dtype != np.bool_:
-    raise PartixError("[Array.__invert__] ~ on integers is not supported; only on bool arrays")
-  return jnp.logical_not(self)
-
-
-Array.__invert__ = _invert
+Array.__invert__ = lambda self: _bitwise.bitwise_not(self)
 
 # ---- methods ----
 Array.astype = lambda self, dtype, copy=False, device=None: jnp.astype(self, dtype)

@@ -460,16 +460,16 @@ def promote_pair(x, y, api):
     elif isinstance(s, numbers.Integral):
       if dt == "bool":
         a, dt = _core.astype(a, "i32"), "i32"
-      bits = {"i32": 31, "i64": 63}.get(dt)
-      if bits and not -2**bits <= int(s) < 2**bits:
+      rng = dtypes.int_range(dt)
+      if rng and not rng[0] <= int(s) <= rng[1]:
         raise PartixError(f"[{api}] Python int {s} does not fit the array's {dtypes.from_core(dt)}")
-      if not bits:
+      if not rng:
         try:
           float(s)
         except OverflowError:
           raise PartixError(f"[{api}] Python int {s} is too large for a float") from None
     elif isinstance(s, numbers.Real):
-      if dt in ("bool", "i32", "i64"):
+      if dt in dtypes.INT_OR_BOOL_CORE:
         a, dt = _core.astype(a, "f32"), "f32"
     else:
       raise PartixError(f"[{api}] {s!r} of type {type(s).__name__} is not supported")

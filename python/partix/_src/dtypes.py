@@ -32,19 +32,22 @@ class QuantizedDType:
 q8_0, q4_0, q4_1, q4_k, q6_k = (QuantizedDType(n) for n in ("q8_0", "q4_0", "q4_1", "q4_k", "q6_k"))
 
 _TO_CORE = {
-    np.dtype(np.bool_): "bool", np.dtype(np.int32): "i32", np.dtype(np.int64): "i64",
-    np.dtype(np.float16): "f16", np.dtype(bfloat16): "bf16", np.dtype(np.float32): "f32",
-    np.dtype(np.float64): "f64",
+    np.dtype(np.bool_): "bool", np.dtype(np.int8): "i8", np.dtype(np.int16): "i16",
+    np.dtype(np.int32): "i32", np.dtype(np.int64): "i64", np.dtype(np.uint8): "u8",
+    np.dtype(np.uint16): "u16", np.dtype(np.uint32): "u32", np.dtype(np.float16): "f16",
+    np.dtype(bfloat16): "bf16", np.dtype(np.float32): "f32", np.dtype(np.float64): "f64",
 }
 _FROM_CORE = {v: k for k, v in _TO_CORE.items()}
 for _q in (q8_0, q4_0, q4_1, q4_k, q6_k):
   _FROM_CORE[_q.name] = _q
 # What JAX does without x64: host data of these types becomes 32-bit.
-_CANONICAL = {np.dtype(np.float64): np.dtype(np.float32), np.dtype(np.int64): np.dtype(np.int32)}
-# Host integer types partix has no dtype for. JAX keeps them (uint8 arithmetic wraps at 256);
-# widening them to int32 would change results silently, so host data of these types is refused.
-_REFUSED = frozenset(np.dtype(t) for t in (np.int8, np.uint8, np.int16, np.uint16, np.uint32,
-                                           np.uint64))
+_CANONICAL = {np.dtype(np.float64): np.dtype(np.float32), np.dtype(np.int64): np.dtype(np.int32),
+              np.dtype(np.uint64): np.dtype(np.uint32)}
+# partix's names of its integer dtypes, and of those with bool.
+INT_CORE = frozenset(("i8", "i16", "i32", "i64", "u8", "u16", "u32"))
+INT_OR_BOOL_CORE = INT_CORE | {"bool"}
+_HELD = ("bool, int8, int16, int32, int64, uint8, uint16, uint32, float16, bfloat16, float32 "
+         "and float64")
 
 
 def dtype(x, api="dtype"):
@@ -74,10 +77,11 @@ def to_core(d, api="dtype"):
   if isinstance(d, QuantizedDType):
     return d.name
   nd = dtype(d, api)
+  if nd == np.dtype(np.uint64):  # as JAX without x64: uint64 is held as uint32
+    nd = np.dtype(np.uint32)
   name = _TO_CORE.get(nd)
   if name is None:
-    raise PartixError(f"[{api}] dtype {nd} is not supported by partix "
-                      "(bool, int32, int64, float16, bfloat16, float32, float64)")
+    raise PartixError(f"[{api}] dtype {nd} is not supported by partix (it holds {_HELD})")
   return name
 
 
@@ -86,19 +90,22 @@ def is_known(d):
   return d in _TO_CORE
 
 
+def int_range(core_name):
+  """(lowest, highest) of partix's integer dtype `core_name`, or None for other dtypes."""
+  if core_name not in INT_CORE:
+    return None
+  i = np.iinfo(_FROM_CORE[core_name])
+  return int(i.min), int(i.max)
+
+
 def from_core(name):
   return _FROM_CORE[name]
 
 
 def canonicalize(d, api="asarray"):
-  """The dtype host data of dtype d becomes (JAX's rules without x64); a PartixError for the
-  integer types partix does not hold."""
+  """The dtype host data of dtype d becomes (JAX's rules without x64: 64-bit types become
+  32-bit)."""
   d = dtype(d, api)
-  if d in _REFUSED:
-    raise PartixError(f"[{api}] host data of dtype {d} is not supported: partix holds bool, "
-                      "int32, int64, float16, bfloat16, float32 and float64, and does not widen "
-                      f"{d} silently (its arithmetic would differ); convert it first, e.g. "
-                      "x.astype(np.int32)")
   return _CANONICAL.get(d, d)
 
 
@@ -117,7 +124,7 @@ def is_float(d):
 
 
 def is_int(d):
-  return to_core(d) in ("i32", "i64")
+  return to_core(d) in INT_CORE
 
 
 class finfo:

@@ -116,8 +116,8 @@ def full(shape, fill_value, dtype=None, *, device=None, out_sharding=None):
     dtype = dtypes.dtype(fill_value) if not isinstance(fill_value, np.generic) else \
         dtypes.canonicalize(fill_value.dtype, "full")
   dt = _dt(dtype, api="full")
-  bits = {"i32": 31, "i64": 63}.get(dt)
-  if bits and not -2**bits <= fill_value < 2**bits:
+  rng = dtypes.int_range(dt)
+  if rng and not rng[0] <= fill_value <= rng[1]:
     raise PartixError(f"[full] fill value {fill_value} does not fit {dtypes.from_core(dt)}")
   return _w(_core.full(_shape(shape, "full"), float(fill_value), dt,
                        _creation_sharding(out_sharding, device, "full")))
@@ -181,7 +181,7 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None, out_sharding
       dtype is None or dtypes.is_int(dtype) or dtypes.is_float(dtype)):
     n = builtins.max(int(start), 0)
     dt = _dt(dtype, "i32", "arange")
-    if n > {"i32": 2**31, "i64": 2**63}.get(dt, 2**63):
+    if n > (dtypes.int_range(dt) or (0, 2**63))[1] + 1:
       raise PartixError(f"[arange] {n} values do not fit {dtypes.from_core(dt)}" +
                         ("; pass dtype=int64" if dt == "i32" else ""))
     return _w(_core.arange(n, dt,
@@ -201,13 +201,13 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None, out_sharding
   if dtype is None:
     dtype = np.int32 if all_int else np.float32
   dt = _dt(dtype, api="arange")
-  work = dt if all_int and dt in ("i32", "i64") else "f32"
+  work = dt if all_int and dt in dtypes.INT_CORE else "f32"
   if n >= 1 << 63:
     raise PartixError(f"[arange] {n} values exceed int64")
-  if work in ("i32", "i64"):
-    bits = 31 if work == "i32" else 63
+  if work in dtypes.INT_CORE:
+    lo, hi = dtypes.int_range(work)
     for v in (int(start), int(start) + builtins.max(n - 1, 0) * int(step)):
-      if not -2**bits <= v < 2**bits:
+      if not lo <= v <= hi:
         raise PartixError(f"[arange] value {v} does not fit {dtypes.from_core(work)}" +
                           ("; pass dtype=int64" if work == "i32" else ""))
   i = _w(_core.iota([n], 0, work))
@@ -325,9 +325,9 @@ def asarray_(a, dtype=None, order=None, *, copy=None, device=None, out_sharding=
 def _unary(name, f):
   def op(x, /):
     a = core(x, api=name)
-    if name in _FLOAT_UNARY and a.dtype in ("bool", "i32", "i64"):
+    if name in _FLOAT_UNARY and a.dtype in dtypes.INT_OR_BOOL_CORE:
       a = _core.astype(a, "f32")
-    elif name in _INT_IDENTITY and a.dtype in ("bool", "i32", "i64"):
+    elif name in _INT_IDENTITY and a.dtype in dtypes.INT_OR_BOOL_CORE:
       # As JAX: integers are returned unchanged, bools as int32.
       return _w(a if a.dtype != "bool" else _core.astype(a, "i32"))
     return _w(f(a))
@@ -364,7 +364,7 @@ def round(a, decimals=0, out=None):
     raise PartixError("[round] out= is not supported (arrays are immutable)")
   if decimals:
     x = asarray(a, api="round")
-    if x._a.dtype in ("bool", "i32", "i64"):
+    if x._a.dtype in dtypes.INT_OR_BOOL_CORE:
       if decimals < 0:  # as JAX
         raise PartixError(f"[round] decimals={decimals} < 0 is not supported for integer "
                           f"arrays ({x.dtype})")
@@ -380,7 +380,7 @@ around = round
 def rint(x, /):
   """numpy.rint: to the nearest integer, halves to even; integers become float32 (as JAX)."""
   a = core(x, api="rint")
-  if a.dtype in ("bool", "i32", "i64"):
+  if a.dtype in dtypes.INT_OR_BOOL_CORE:
     a = _core.astype(a, "f32")
   return _w(_core.round(a))
 
@@ -460,7 +460,7 @@ def floor_divide(x1, x2, /):
 
 def _c_fmod(a, b):
   """The C remainder of two arrays of one dtype: the sign of the dividend, exact."""
-  if a._a.dtype in ("bool", "i32", "i64"):
+  if a._a.dtype in dtypes.INT_OR_BOOL_CORE:
     # r is the floor remainder: where it took the divisor's sign, move it back.
     r = _w(_core.remainder(a._a, b._a))
     return where(logical_and(not_equal(r, 0), less(a, 0) != less(b, 0)), r - b, r)
@@ -493,7 +493,7 @@ def power(x1, x2, /):
         sq = sq * sq
     return out if out is not None else ones_like(base)
   a, b = promote_pair(x1, x2, "power")
-  if a.dtype in ("i32", "i64"):
+  if a.dtype in dtypes.INT_CORE:
     # Integer ** integer array: computed in float32 and rounded (exact below 2**24).
     r = _core.round(_core.pow(_core.astype(a, "f32"), _core.astype(b, "f32")))
     return _w(_core.astype(r, a.dtype))
@@ -505,7 +505,7 @@ pow = power
 
 def true_divide(x1, x2, /):
   a, b = promote_pair(x1, x2, "divide")
-  if a.dtype in ("bool", "i32", "i64"):
+  if a.dtype in dtypes.INT_OR_BOOL_CORE:
     a, b = _core.astype(a, "f32"), _core.astype(b, "f32")
   return _w(_core.div(a, b))
 
@@ -932,6 +932,9 @@ def tile(A, reps):
 
 # ---- reductions ----
 
+_SUM_UPCAST = {"bool": "i32", "i8": "i32", "i16": "i32", "u8": "u32", "u16": "u32"}
+
+
 def _reduce(name, f, int_to_float=False):
   def op(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
     if out is not None:
@@ -945,10 +948,12 @@ def _reduce(name, f, int_to_float=False):
     c = x._a
     if dtype is not None:
       c = _core.astype(c, dtypes.to_core(dtype, name))
-    elif int_to_float and c.dtype in ("bool", "i32", "i64"):
+    elif int_to_float and c.dtype in dtypes.INT_OR_BOOL_CORE:
       c = _core.astype(c, "f32")
-    elif name == "sum" and c.dtype == "bool":
-      c = _core.astype(c, "i32")
+    elif name == "sum" and c.dtype in _SUM_UPCAST:
+      # As JAX: sums of bools and narrow integers are taken in the default integer of their
+      # signedness (int32, uint32).
+      c = _core.astype(c, _SUM_UPCAST[c.dtype])
     if name in ("sum", "mean") and c.dtype in ("f16", "bf16"):
       # As JAX: 16-bit sums are taken in float32 (a float16 running sum overflows past 65504
       # and, adding ones, stops growing at 2048), the result cast back.
@@ -1000,9 +1005,12 @@ def _reduce_core(name, f, c, axes, keepdims):
       return _w(_core.full(shape, float(name == "min"), "bool", None))
     if c.dtype in ("f16", "bf16", "f32", "f64"):
       return _w(_core.full(shape, np.inf if name == "min" else -np.inf, c.dtype, None))
-    # The type's minimum is a double (-2**31, -2**63); its maximum is -(minimum + 1).
+    # The type's minimum is a double (-2**31, -2**63, 0); its maximum is -(minimum + 1), or
+    # for an unsigned type the minimum minus one (which wraps to all ones).
     lo = _w(_core.full(shape, float(dtypes.iinfo(dtypes.from_core(c.dtype)).min), c.dtype, None))
-    return lo if name == "max" else negative(lo + 1)
+    if name == "max":
+      return lo
+    return lo - 1 if c.dtype.startswith("u") else negative(lo + 1)
   if name in ("max", "min") and c.dtype == "bool":  # any / all, and bool stays bool (JAX)
     return _w(_core.astype(f(_core.astype(c, "i32"), axes, bool(keepdims)), "bool"))
   return _w(f(c, axes, bool(keepdims)))
@@ -1017,6 +1025,8 @@ amax, amin = max, min
 
 def prod(a, axis=None, dtype=None, keepdims=False):
   a = asarray(a, dtype, "prod")
+  if a._a.dtype in _SUM_UPCAST:  # as sum: in int32 / uint32
+    a = _w(_core.astype(a._a, _SUM_UPCAST[a._a.dtype]))
   if a._a.dtype in ("f16", "bf16"):  # multiplied in float32 and cast back, as JAX
     return astype(_prod(astype(a, np.float32), axis, keepdims), a.dtype)
   return _prod(a, axis, keepdims)
@@ -1066,7 +1076,7 @@ def _prod(a, axis, keepdims):
 
 def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, correction=None):
   x = asarray(a, dtype, "var")
-  if x._a.dtype in ("bool", "i32", "i64"):
+  if x._a.dtype in dtypes.INT_OR_BOOL_CORE:
     x = astype(x, np.float32)
   ddof = correction if correction is not None else ddof
   axes = _norm_axes(axis, x.ndim, "var")
@@ -1146,8 +1156,8 @@ def cumsum(a, axis=None, dtype=None):
   a = asarray(a, dtype, "cumsum")
   if axis is None:
     a, axis = ravel(a), 0
-  if a._a.dtype == "bool":
-    a = astype(a, np.int32)
+  if a._a.dtype in _SUM_UPCAST:
+    a = _w(_core.astype(a._a, _SUM_UPCAST[a._a.dtype]))
   return _w(_core.cumsum(a._a, _norm_axis(axis, a.ndim, "cumsum"), False))
 
 
@@ -1265,7 +1275,7 @@ def take(a, indices, axis=None, mode=None, unique_indices=False, indices_are_sor
   if axis is None:
     a, axis = ravel(a), 0
   idx = asarray(indices, api="take")
-  if idx._a.dtype not in ("i32", "i64"):
+  if idx._a.dtype not in dtypes.INT_CORE:
     raise PartixError(f"[take] indices must be integers, got {idx.dtype}")
   ax = _norm_axis(axis, a.ndim, "take")
   n = a.shape[ax]

@@ -11,7 +11,7 @@ import partix.numpy as _jnp
 
 def _float(x, api):
   a = core(x, api=api)
-  if a.dtype in ("bool", "i32", "i64"):
+  if a.dtype in _dtypes.INT_OR_BOOL_CORE:
     a = _core.astype(a, "f32")
   return a
 

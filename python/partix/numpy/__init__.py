@@ -11,6 +11,10 @@ from partix._src.numpy_ops import *  # noqa: F401,F403
 from partix._src.numpy_more import *  # noqa: F401,F403
 from partix._src.numpy_sized import *  # noqa: F401,F403
 from partix._src.numpy_helpers import *  # noqa: F401,F403
+from partix._src.bitwise import (bitwise_and, bitwise_count, bitwise_invert,  # noqa: F401
+                                 bitwise_left_shift, bitwise_not, bitwise_or,
+                                 bitwise_right_shift, bitwise_xor, invert, left_shift,
+                                 right_shift)
 from partix._src.numpy_ops import where as _where3
 from partix._src.numpy_sized import nonzero as _nonzero
 from partix._src.batching import vmap as _vmap
@@ -30,7 +34,7 @@ from partix._src.numpy_ops import (abs, all, any, max, min, pow, round, sum)  # 
 bool_ = _np.bool_
 int32, int64 = _np.int32, _np.int64
 float16, float32, float64 = _np.float16, _np.float32, _np.float64
-int8, uint8, int16, uint32 = _np.int8, _np.uint8, _np.int16, _np.uint32
+int8, uint8, int16, uint16, uint32 = _np.int8, _np.uint8, _np.int16, _np.uint16, _np.uint32
 floating, integer, inexact, number, signedinteger = (_np.floating, _np.integer, _np.inexact,
                                                      _np.number, _np.signedinteger)
 complex64 = _np.complex64

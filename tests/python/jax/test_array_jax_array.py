@@ -28,8 +28,9 @@ LEFT_OUT = {
 # jtu.dtypes.all on CPU without x64 (bfloat16, float16, float32, int8, int16, int32, uint8,
 # uint16, uint32, complex64, bool), split into the dtypes partix holds and those it does not;
 # jtu.dtypes.custom_floats on CPU is bfloat16 alone.
-HELD = [jnp.bfloat16, np.float16, np.float32, np.int32, np.bool_]
-NOT_HELD = [np.int8, np.int16, np.uint8, np.uint16, np.uint32, np.complex64]
+HELD = [jnp.bfloat16, np.float16, np.float32, np.int8, np.int16, np.int32, np.uint8, np.uint16,
+        np.uint32, np.bool_]
+NOT_HELD = [np.complex64]
 
 
 def create_array(shape, sharding, global_data=None):
@@ -593,9 +594,6 @@ def test_process_allgather_single_host():
   assert_equal(out, np.expand_dims(np.asarray(x), axis=0))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    'partix holds no uint8 dtype: jnp.arange(8, dtype=jnp.uint8) raises "dtype uint8 is not '
-    'supported by partix"'))
 def test_broadcast_one_to_all_single_host():
   from jax.experimental import multihost_utils
   x = jnp.arange(8, dtype=jnp.uint8)
@@ -624,8 +622,8 @@ def _rand(rng, shape, dtype):
         "partix's Array has no Python buffer protocol (memoryview(Array) raises TypeError)")))
     for d in HELD] + [
     pytest.param(d, id=np.dtype(d).name, marks=pytest.mark.xfail(strict=True, reason=(
-        "partix holds no int8/int16/unsigned/complex dtypes, and its Array has no Python "
-        "buffer protocol"))) for d in NOT_HELD])
+        "partix holds no complex dtypes, and its Array has no Python buffer protocol")))
+    for d in NOT_HELD])
 def test_buffer_protocol(dtype, shape):
   x = _rand(np.random.default_rng(0), shape, dtype)
   y = jax.device_put(x)
@@ -705,7 +703,7 @@ def test_fully_replicated_donated_array_is_deleted():
 
 @pytest.mark.parametrize("dtype", [pytest.param(d, id=np.dtype(d).name) for d in HELD] + [
     pytest.param(d, id=np.dtype(d).name, marks=pytest.mark.xfail(
-        strict=True, reason="partix holds no int8/int16/unsigned/complex dtypes"))
+        strict=True, reason="partix holds no complex dtypes"))
     for d in NOT_HELD] + [pytest.param(jnp.bfloat16, id="custom_bfloat16")])
 def test_shards_have_correct_dtype(dtype):
   x = jnp.ones((), dtype=dtype)

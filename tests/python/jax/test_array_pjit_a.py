@@ -289,8 +289,7 @@ def _check_keys(out, input_shape):
 
 
 KEYS_XFAIL = pytest.mark.xfail(strict=True, reason=(
-    "partix has no uint32 arrays (jnp.arange / make_array_from_callback refuse dtype uint32) "
-    "and no typed PRNG key arrays: random.key takes only a Python int seed, not a traced "
+    "partix has no typed PRNG key arrays: random.key takes only a Python int seed, not a traced "
     "array, and returns int32[2], not a key<fry> dtype"))
 
 

@@ -468,7 +468,6 @@ def test_mpmd_device_put_fast_path():
 # the checks of the lowered text are HLO and left aside) ----
 
 @pytest.mark.xfail(strict=True, reason=(
-                   'partix has no uint32 arrays (device_put of the uint32 seeds raises); '
                    'partix keys are raw int32[..., 2] arrays, not typed key arrays: '
                    'jax.random.key takes only a concrete Python int seed (no traced seeds '
                    "under vmap/jit), and key.T / key_data shapes differ from JAX's"))
@@ -489,7 +488,6 @@ def test_prng_sharding_propagation():
 
 
 @pytest.mark.xfail(strict=True, reason=(
-                   'partix has no uint32 arrays (device_put of the uint32 seeds raises); '
                    'partix keys are raw int32[..., 2] arrays, not typed key arrays: '
                    'jax.random.key takes only a concrete Python int seed (no traced seeds '
                    "under vmap/jit), and key.T / key_data shapes differ from JAX's"))
@@ -513,7 +511,6 @@ def test_prng_sharding_propagation_with_nested_jit():
 
 
 @pytest.mark.xfail(strict=True, reason=(
-                   'partix has no uint32 arrays (device_put of the uint32 seeds raises); '
                    'partix keys are raw int32[..., 2] arrays, not typed key arrays: '
                    'jax.random.key takes only a concrete Python int seed (no traced seeds '
                    "under vmap/jit), and key.T / key_data shapes differ from JAX's"))
@@ -1052,7 +1049,6 @@ def test_prng_key_wsc():
 
 
 @pytest.mark.xfail(strict=True, reason=(
-                   'partix has no uint32 arrays (device_put of the uint32 seeds raises); '
                    'partix keys are raw int32[..., 2] arrays, not typed key arrays: '
                    'jax.random.key takes only a concrete Python int seed (no traced seeds '
                    "under vmap/jit), and key.T / key_data shapes differ from JAX's"))

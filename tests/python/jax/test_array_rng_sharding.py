@@ -34,7 +34,7 @@ def _bits_plus(x):
 def _check_pure_map(x, global_shape):
   """The computation is fully partitioned and communicates nothing, and its values are the
   single-device ones."""
-  # A value of the global shape, as the text types it: u32[9] (HLO) or i32[9] (partix);
+  # A value of the global shape, as the text types it: u32[9] (in HLO and in partix);
   # JAX looks for '[9]' anywhere in HLO text, where only types write it.
   global_typed = re.compile(r"\b[a-z]+\d*\[" + ",".join(str(d) for d in global_shape) + r"\]")
   with jax.threefry_partitionable(True):
@@ -51,9 +51,6 @@ def _check_pure_map(x, global_shape):
     assert y.dtype == y_ref1.dtype == np.uint32
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix holds no uint32 dtype (astype('uint32') and uint32 host data are refused) and "
-    'has no jax.threefry_partitionable'))
 @pytest.mark.parametrize("num_devices", [3, 4, 5], ids=["3", "4", "5"])
 def test_random_bits_is_pure_map_1d(num_devices):
   mesh = create_mesh((num_devices,), ("x",), iota_order=True)
@@ -68,9 +65,6 @@ PURE_MAP_2D = [(m, p) for m in [(3, 2), (4, 2), (2, 3)]
                for p in [P("x", None), P(None, "y"), P("x", "y")]]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix holds no uint32 dtype (astype('uint32') and uint32 host data are refused) and "
-    'has no jax.threefry_partitionable'))
 @pytest.mark.parametrize("mesh_shape,pspec",
                          [pytest.param(m, p, id=f"_{m}_{p}") for m, p in PURE_MAP_2D])
 def test_random_bits_is_pure_map_2d(mesh_shape, pspec):

@@ -226,10 +226,6 @@ def test_mesh_str():
   assert str(mesh) == "Mesh('x': 2, 'y': 2, 'z': 2, axis_types=(Auto, Auto, Auto))"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix holds no uint32 (astype('uint32') raises); under jit partix says 'a traced "
-    "value ... was used as a Python make_array_from_callback', not JAX's "
-    "'jax.make_array_from_callback cannot be called within a traced context'"))
 def test_make_array_from_callback_error():
   mesh_shape = (2, 3)
   global_shape = tuple(np.square(mesh_shape))

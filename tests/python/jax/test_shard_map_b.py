@@ -125,9 +125,6 @@ def test_prngkeyarray_eager():
   assert 0 <= int(out.min()) and int(out.max()) < 16
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's random.bits takes only dtype=int32 ('partix holds no unsigned types'), not "
-    "uint8"))
 @pytest.mark.parametrize("prng_impl", ["threefry2x32", "rbg", "unsafe_rbg"])
 def test_sharded_random_bits(prng_impl):
   mesh = create_mesh((4,), ("x",))
