@@ -40,6 +40,7 @@ from partix._src.sharding import (AxisType, Device, NamedSharding, PartitionSpec
 from partix._src.shard_map import shard_map, smap  # noqa: E402,F401
 from partix._src.tree_util import tree_leaves, tree_map, tree_structure  # noqa: E402,F401
 from partix._src import default_device as _default_device  # noqa: E402
+from partix._src import dtypes as _dtypes  # noqa: E402
 from partix._src.default_device import default_device  # noqa: E402,F401
 from partix._src.transfer_guard import (transfer_guard,  # noqa: E402,F401
                                         transfer_guard_device_to_device,
@@ -231,6 +232,8 @@ class _Config:
       init(int(value))
     if name == "jax_default_device":
       _default_device.set_default_device(value)
+    if name == "jax_enable_x64":
+      _dtypes.set_x64(value)
     self.values[name] = value
 
   def __getattr__(self, name):

@@ -402,12 +402,13 @@ def _host_array(x, dtype, api):
                       "partix can hold")
   # Without dtype=, host types partix has no dtype for are refused (never widened silently);
   # an explicit dtype= converts them, as astype does, when the values fit.
-  dt = dtypes.dtype(dtype, api) if dtype is not None else dtypes.canonicalize(arr.dtype, api)
+  dt = (dtypes.held(dtypes.dtype(dtype, api)) if dtype is not None
+        else dtypes.canonicalize(arr.dtype, api))
   if isinstance(dt, dtypes.QuantizedDType):
     raise PartixError(f"[{api}] host data cannot be converted to quantized {dt.name}; load "
                       "quantized weights from a GGUF file")
   dtypes.to_core(dt, api)  # a dtype partix holds, or a PartixError naming the API
-  if dt.kind == "i" and arr.dtype.kind in "iu" and arr.size and not np.can_cast(
+  if dt.kind in "iu" and arr.dtype.kind in "iu" and arr.size and not np.can_cast(
       arr.dtype, dt, "safe"):
     info = np.iinfo(dt)
     if arr.min() < info.min or arr.max() > info.max:

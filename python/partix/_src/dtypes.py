@@ -41,8 +41,7 @@ _FROM_CORE = {v: k for k, v in _TO_CORE.items()}
 for _q in (q8_0, q4_0, q4_1, q4_k, q6_k):
   _FROM_CORE[_q.name] = _q
 # What JAX does without x64: host data of these types becomes 32-bit.
-_CANONICAL = {np.dtype(np.float64): np.dtype(np.float32), np.dtype(np.int64): np.dtype(np.int32),
-              np.dtype(np.uint64): np.dtype(np.uint32)}
+_CANONICAL = {np.dtype(np.float64): np.dtype(np.float32), np.dtype(np.int64): np.dtype(np.int32)}
 # partix's names of its integer dtypes, and of those with bool.
 INT_CORE = frozenset(("i8", "i16", "i32", "i64", "u8", "u16", "u32"))
 INT_OR_BOOL_CORE = INT_CORE | {"bool"}
@@ -76,13 +75,27 @@ def to_core(d, api="dtype"):
     return None
   if isinstance(d, QuantizedDType):
     return d.name
-  nd = dtype(d, api)
-  if nd == np.dtype(np.uint64):  # as JAX without x64: uint64 is held as uint32
-    nd = np.dtype(np.uint32)
+  nd = held(dtype(d, api))
   name = _TO_CORE.get(nd)
   if name is None:
     raise PartixError(f"[{api}] dtype {nd} is not supported by partix (it holds {_HELD})")
   return name
+
+
+# jax_enable_x64 (set by jax.config.update): with it, uint64 is a type of its own, which partix
+# does not hold; without it, JAX holds uint64 as uint32, and so does partix.
+_X64 = [False]
+
+
+def set_x64(enabled):
+  _X64[0] = bool(enabled)
+
+
+def held(d):
+  """The dtype partix holds for numpy dtype d: d itself, or uint32 for uint64 without x64."""
+  if d == np.dtype(np.uint64) and not _X64[0]:
+    return np.dtype(np.uint32)
+  return d
 
 
 def is_known(d):
@@ -106,7 +119,7 @@ def canonicalize(d, api="asarray"):
   """The dtype host data of dtype d becomes (JAX's rules without x64: 64-bit types become
   32-bit)."""
   d = dtype(d, api)
-  return _CANONICAL.get(d, d)
+  return held(_CANONICAL.get(d, d))
 
 
 def issubdtype(a, b):
