@@ -47,6 +47,9 @@ def cases():
       "layernorm": (nnx.LayerNorm(8, rngs=nnx.Rngs(3)), lambda m: m(jnp.asarray(x3 * 3 + 1))),
       "rmsnorm": (nnx.RMSNorm(8, rngs=nnx.Rngs(4)), lambda m: m(jnp.asarray(x3 * 2 - 1))),
       "embed": (nnx.Embed(11, 8, rngs=nnx.Rngs(5)), lambda m: m(jnp.asarray(ids))),
+      "batchnorm": (nnx.BatchNorm(8, momentum=0.9, rngs=nnx.Rngs(8)),
+                    lambda m: (m(jnp.asarray(x3 * 2 + 1)), m.mean[...], m.var[...],
+                               m(jnp.asarray(x3), use_running_average=True))),
       "embed_attend": (nnx.Embed(11, 8, rngs=nnx.Rngs(5)),
                        lambda m: m.attend(jnp.asarray(x3))),
       "mha": (nnx.MultiHeadAttention(num_heads=2, in_features=8, qkv_features=12,
@@ -61,7 +64,12 @@ def cases():
         v[...] = jnp.asarray(rng.normal(size=v[...].shape).astype(np.float32))
     for k, v in flat_params(m).items():
       out[f"{name}/param/{k}"] = v
-    out[f"{name}/output"] = np.asarray(call(m))
+    res = call(m)
+    if isinstance(res, tuple):  # BatchNorm: output, running mean and var, inference output
+      for i, r in enumerate(res):
+        out[f"{name}/output{i}"] = np.asarray(r)
+    else:
+      out[f"{name}/output"] = np.asarray(res)
     structure[name] = shapes(m)
   out["x3"], out["ids"], out["mask"] = x3, ids, mask
   return out, structure

@@ -37,7 +37,7 @@ from partix.nnx.nn.attention import (MultiHeadAttention, combine_masks,  # noqa:
                                      dot_product_attention, make_attention_mask,
                                      make_causal_mask)
 from partix.nnx.nn.linear import Embed, Linear, LinearGeneral  # noqa: F401
-from partix.nnx.nn.normalization import LayerNorm, RMSNorm  # noqa: F401
+from partix.nnx.nn.normalization import BatchNorm, LayerNorm, RMSNorm  # noqa: F401
 from partix.nnx.nn.stochastic import Dropout  # noqa: F401
 from partix.nnx import training  # noqa: F401
 from partix.nnx.training import metrics, optimizer  # noqa: F401

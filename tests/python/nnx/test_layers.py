@@ -29,6 +29,7 @@ LAYERS = {
     "layernorm": lambda: nnx.LayerNorm(8, rngs=nnx.Rngs(3)),
     "rmsnorm": lambda: nnx.RMSNorm(8, rngs=nnx.Rngs(4)),
     "embed": lambda: nnx.Embed(11, 8, rngs=nnx.Rngs(5)),
+    "batchnorm": lambda: nnx.BatchNorm(8, momentum=0.9, rngs=nnx.Rngs(8)),
     "mha": lambda: nnx.MultiHeadAttention(num_heads=2, in_features=8, qkv_features=12,
                                           out_features=4, rngs=nnx.Rngs(6), decode=False),
 }
@@ -40,7 +41,7 @@ def test_parameter_names_and_shapes_are_flax(case, golden):
   assert shapes(LAYERS[case]()) == structure[case]
 
 
-@pytest.mark.parametrize("case", sorted(LAYERS) + ["embed_attend"])
+@pytest.mark.parametrize("case", sorted(set(LAYERS) - {"batchnorm"}) + ["embed_attend"])
 def test_outputs_equal_flax_for_the_same_weights(case, golden):
   arrays, _ = golden
   m = LAYERS["embed" if case == "embed_attend" else case]()
@@ -53,6 +54,36 @@ def test_outputs_equal_flax_for_the_same_weights(case, golden):
            "mha": lambda: m(jnp.asarray(x3), mask=jnp.asarray(mask))}
   np.testing.assert_allclose(np.asarray(calls[case]()), arrays[f"{case}/output"], rtol=2e-5,
                              atol=2e-5)
+
+
+def test_batchnorm_equals_flax_and_updates_running_averages(golden):
+  arrays, _ = golden
+  m = LAYERS["batchnorm"]()
+  load(m, arrays, "batchnorm")
+  x3 = arrays["x3"]
+  y = m(jnp.asarray(x3 * 2 + 1))
+  got = [y, m.mean[...], m.var[...], m(jnp.asarray(x3), use_running_average=True)]
+  for i, g in enumerate(got):
+    np.testing.assert_allclose(np.asarray(g), arrays[f"batchnorm/output{i}"], rtol=2e-5,
+                               atol=2e-5, err_msg=f"output{i}")
+
+  @nnx.jit
+  def train_step(bn, x):  # running averages are BatchStats, written back by nnx.jit
+    return bn(x)
+  m2 = LAYERS["batchnorm"]()
+  load(m2, arrays, "batchnorm")
+  train_step(m2, jnp.asarray(x3 * 2 + 1))
+  np.testing.assert_allclose(np.asarray(m2.mean[...]), arrays["batchnorm/output1"], rtol=2e-5,
+                             atol=2e-6)
+  m2.eval()
+  assert m2.use_running_average is True
+  np.testing.assert_allclose(np.asarray(m2(jnp.asarray(x3))), arrays["batchnorm/output3"],
+                             rtol=2e-5, atol=2e-5)
+  m2.train()
+  assert m2.use_running_average is False
+  grads = nnx.grad(lambda bn: jnp.sum(bn(jnp.asarray(x3))))(m2)
+  assert set(nnx.to_flat_state(grads).paths) == {("bias",), ("scale",)}
+  assert not np.allclose(np.asarray(m2.mean[...]), arrays["batchnorm/output1"])  # written back
 
 
 def test_outputs_equal_nnx_free_functions(rng):
