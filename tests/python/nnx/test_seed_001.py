@@ -247,3 +247,96 @@ def test_transformer_block_dropout_only_when_training():
   np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
   with pytest.raises(ValueError, match="rngs"):  # the document's Dropouts hold no rngs
     block(x, training=True)
+
+
+SEED_TEXT = '''
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax.experimental import mesh_utils
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from flax import nnx
+
+devices = mesh_utils.create_device_mesh((4, 2))
+mesh = Mesh(devices, axis_names=('data', 'model'))
+
+sharding_rules = (('batch', 'data'), ('hidden', 'model'), ('embed', None))
+
+class LogicalDotReluDot(nnx.Module):
+    def __init__(self, depth: int, rngs: nnx.Rngs):
+        init_fn = nnx.initializers.lecun_normal()
+        self.dot1 = nnx.Linear(
+            depth, depth,
+            kernel_init=nnx.with_metadata(
+                init_fn, sharding=('embed', 'hidden'), sharding_rules=sharding_rules),
+            use_bias=False, rngs=rngs)
+        self.w2 = nnx.Param(init_fn(rngs.params(), (depth, depth)),
+                            sharding=('hidden', 'embed'), sharding_rules=sharding_rules)
+
+    def __call__(self, x):
+        return nnx.relu(self.dot1(x)) @ self.w2
+
+@nnx.jit
+def create_sharded_model():
+    model = LogicalDotReluDot(16, rngs=nnx.Rngs(0))
+    state = nnx.state(model)
+    pspecs = nnx.spmd.get_partition_spec(state)
+    sharded_state = jax.lax.with_sharding_constraint(state, pspecs)
+    nnx.update(model, sharded_state)
+    return model
+
+with mesh:
+    sharded_model = create_sharded_model()
+    optimizer = nnx.Optimizer(sharded_model, optax.adamw(1e-2), wrt=nnx.Param)
+
+@nnx.jit
+def train_step(model, optimizer, batch, labels):
+    def loss_fn(model_stateful):
+        logits = model_stateful(batch)
+        loss = jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, labels))
+        return loss
+    loss_val, grads = nnx.value_and_grad(loss_fn)(model)
+    optimizer.update(model, grads)
+    return loss_val
+
+input_sharding = NamedSharding(mesh, P('data', None))
+label_sharding = NamedSharding(mesh, P('data'))
+rng = np.random.default_rng(0)
+numpy_batch = rng.normal(size=(8, 16)).astype(np.float32)
+numpy_labels = rng.integers(0, 16, size=(8,)).astype(np.int32)
+with mesh:
+    sharded_batch = jax.device_put(numpy_batch, input_sharding)
+    sharded_labels = jax.device_put(numpy_labels, label_sharding)
+    losses = [float(train_step(sharded_model, optimizer, sharded_batch, sharded_labels))
+              for _ in range(3)]
+target_shardings = nnx.spmd.get_named_sharding(nnx.state(sharded_model), mesh)
+print("specs", sharded_model.dot1.kernel.value.sharding.spec, sharded_model.w2.value.sharding.spec)
+print("targets", target_shardings['w2'].value.spec)
+print("losses", losses)
+'''
+
+PRELUDE = '''
+import sys
+import partix.as_jax  # jax -> partix
+import partix.nnx, partix.nnx.as_flax
+sys.modules["flax"] = partix.nnx.as_flax  # flax.nnx -> partix.nnx (DESIGN 8.2)
+sys.modules["flax.nnx"] = partix.nnx
+'''
+
+
+def test_seed_text_runs_under_jax_and_flax_names(optax):
+  import os
+  import subprocess
+  import sys
+  env = dict(os.environ, PARTIX_NUM_CPU_DEVICES="8",
+             PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+  p = subprocess.run([sys.executable, "-W", "ignore", "-c", PRELUDE + SEED_TEXT], env=env,
+                     capture_output=True, text=True, timeout=120)
+  assert p.returncode == 0, p.stderr[-3000:]
+  out = dict(line.split(" ", 1) for line in p.stdout.strip().splitlines())
+  # what JAX and Flax print for this program (arrays' specs drop trailing Nones)
+  assert out["specs"] == "P(None, 'model') P('model',)", out
+  assert out["targets"] == "P('model', None)", out
+  losses = eval(out["losses"])
+  assert len(losses) == 3 and losses[2] < losses[0]
