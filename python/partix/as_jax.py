@@ -6,8 +6,9 @@
 
 Every `jax.*` module partix provides is installed in sys.modules under JAX's name, so `import
 jax`, `import jax.numpy as jnp` and `from jax.sharding import PartitionSpec` load partix, and
-libraries written for JAX (optax) run on it. A JAX module partix lacks raises ImportError, and a
-name it lacks AttributeError, each saying partix does not provide it."""
+libraries written for JAX (optax) run on it; `orbax.checkpoint` is partix.orbax.checkpoint. A
+module partix lacks raises ImportError, and a name it lacks AttributeError, each saying partix
+does not provide it."""
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -47,18 +48,31 @@ MODULES = {
     "jax.test_util": "partix.test_util",
     "jax.core": "partix.core",
     "jax.stages": "partix.stages",
+    # Orbax's checkpoint API over partix's checkpoints (docs/orbax.md).
+    "orbax": "partix.orbax",
+    "orbax.checkpoint": "partix.orbax.checkpoint",
+    "orbax.checkpoint.args": "partix.orbax.checkpoint.args",
+    "orbax.checkpoint.utils": "partix.orbax.checkpoint.utils",
+    "orbax.checkpoint.tree": "partix.orbax.checkpoint.tree",
+    "orbax.checkpoint.checkpoint_manager": "partix.orbax.checkpoint.checkpoint_manager",
+    "orbax.checkpoint.checkpoint_managers": "partix.orbax.checkpoint.checkpoint_manager",
+    "orbax.checkpoint.checkpointers": "partix.orbax.checkpoint.checkpointers",
 }
+# The top-level packages MODULES covers (and whose they are): any other module under them is
+# one partix lacks.
+_ROOTS = {"jax": "JAX", "orbax": "Orbax"}
 
 
 class _Missing(importlib.abc.MetaPathFinder):
-  """Answers every other `jax.*` import with an ImportError that names it."""
+  """Answers every other `jax.*` (or `orbax.*`) import with an ImportError that names it."""
 
   def find_spec(self, name, path=None, target=None):
-    if name == "jax" or name.startswith("jax."):
+    root = name.split(".")[0]
+    if root in _ROOTS:
       if name in MODULES:
         return None
-      raise ImportError(f"partix does not provide the JAX module {name!r} (running under "
-                        "partix.as_jax)", name=name)
+      raise ImportError(f"partix does not provide the {_ROOTS[root]} module {name!r} (running "
+                        "under partix.as_jax)", name=name)
     return None
 
 

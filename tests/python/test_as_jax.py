@@ -150,3 +150,36 @@ def test_every_public_module_names_what_it_lacks(module):
   jax_name = module.replace("partix", "jax", 1)
   with pytest.raises(AttributeError, match=f"partix does not provide {jax_name}.no_such_name"):
     m.no_such_name
+
+
+def test_orbax_checkpoint_names_resolve_to_partix(tmp_path):
+  # An Orbax-style save and restore onto another mesh, written against `orbax.checkpoint`.
+  (tmp_path / "ocp.py").write_text(textwrap.dedent(f"""
+    import numpy as np
+    import jax
+    import orbax.checkpoint as ocp
+    from jax.sharding import NamedSharding, PartitionSpec as P
+    mesh = jax.make_mesh((4, 2), ("x", "y"))
+    state = {{"w": jax.device_put(np.arange(16.0, dtype=np.float32).reshape(8, 2),
+                                  NamedSharding(mesh, P("x", "y")))}}
+    with ocp.CheckpointManager({str(tmp_path / "ckpt")!r},
+                               options=ocp.CheckpointManagerOptions(max_to_keep=2)) as mgr:
+      mgr.save(1, args=ocp.args.StandardSave(state))
+      mgr.wait_until_finished()
+      other = jax.make_mesh((8,), ("i",))
+      target = {{"w": jax.ShapeDtypeStruct((8, 2), np.float32,
+                                           sharding=NamedSharding(other, P("i")))}}
+      out = mgr.restore(mgr.latest_step(), args=ocp.args.StandardRestore(target))
+    print("restored", out["w"].sharding.spec, float(out["w"].sum()))
+    try:
+      import orbax.checkpoint.experimental_thing
+    except ImportError as e:
+      print("module:", e)
+    print("package", ocp.__name__)
+  """))
+  p = _run(tmp_path, "ocp.py")
+  assert p.returncode == 0, p.stdout + p.stderr
+  assert "restored P('i',) 120.0" in p.stdout, p.stdout
+  assert "partix does not provide the Orbax module 'orbax.checkpoint.experimental_thing'" in \
+      p.stdout
+  assert "package partix.orbax.checkpoint" in p.stdout
