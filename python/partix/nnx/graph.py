@@ -257,7 +257,7 @@ def _nested(leaves):
   return statelib.from_flat_state(leaves)
 
 
-def split(node, *filters):
+def split(node, *filters, graph=None):
   """(GraphDef, State) or, with filters, (GraphDef, State per filter); every Variable must
   match one filter (end with `...` to catch the rest)."""
   graphdef, leaves, _ = flatten(node)
@@ -271,7 +271,7 @@ def split(node, *filters):
   return (graphdef,) + tuple(_nested(g) for g in groups)
 
 
-def state(node, *filters):
+def state(node, *filters, graph=None):
   """The node's State (the Variables themselves, not copies); with filters, the part each
   filter selects (one State per filter)."""
   _, leaves, _ = flatten(node)
@@ -282,7 +282,7 @@ def state(node, *filters):
   return states[0] if len(states) == 1 else states
 
 
-def graphdef(node):
+def graphdef(node, *, graph=None):
   return flatten(node)[0]
 
 
@@ -298,7 +298,7 @@ def _leaves_of(states, api):
   return out
 
 
-def merge(graphdef, state, *states, copy=False):
+def merge(graphdef, state, *states, copy=False, graph=None):
   """The module graph graphdef describes, holding the Variables of the states."""
   node, _ = unflatten(graphdef, _leaves_of((state,) + states, "merge"), copy=copy)
   return node
@@ -329,7 +329,7 @@ def _update_at(node, path, leaf):
     raise PartixError(f"[nnx.update] cannot set path {'/'.join(map(str, path))} of {node!r}")
 
 
-def clone(node):
+def clone(node, *, graph=None):
   graphdef_, state_ = split(node)
   return merge(graphdef_, state_, copy=True)
 

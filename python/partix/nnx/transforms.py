@@ -269,9 +269,10 @@ def value_and_grad(f=_MISSING, *, argnums=0, has_aux=False, holomorphic=False,
   arguments; other state f changes (rng counts, batch statistics) is written back."""
   def make(fun):
     @functools.wraps(fun)
-    def wrapper(*args):
+    def wrapper(*args, **kwargs):
       specs, single = _diff_specs(argnums, len(args), "value_and_grad")
-      pure, diffs = _grad_pieces(fun, args, specs, has_aux)
+      f = functools.partial(fun, **kwargs) if kwargs else fun
+      pure, diffs = _grad_pieces(f, args, specs, has_aux)
       (value, (aux, new_states)), grads = partix.value_and_grad(pure, has_aux=True)(diffs)
       _write_back(args, new_states)
       grads = grads[0] if single else tuple(grads)
@@ -287,8 +288,8 @@ def grad(f=_MISSING, *, argnums=0, has_aux=False, holomorphic=False, allow_int=F
     vg = value_and_grad(fun, argnums=argnums, has_aux=has_aux)
 
     @functools.wraps(fun)
-    def wrapper(*args):
-      (out, g) = vg(*args)
+    def wrapper(*args, **kwargs):
+      (out, g) = vg(*args, **kwargs)
       return (g, out[1]) if has_aux else g
     return wrapper
   return _decorator(f, make)

@@ -108,6 +108,19 @@ def test_eager_sharding_under_set_mesh_and_use_eager_sharding():
     assert lazy[...].sharding.spec == P()
 
 
+def test_explicit_mesh_axes_reshard_on_creation():
+  if partix.device_count() < 8:
+    pytest.skip("needs 8 devices")
+  mesh = partix.make_mesh((4, 2), ("data", "model"))  # Explicit axes, make_mesh's default
+  with partix.set_mesh(mesh):
+    eager = Annotated(nnx.Rngs(0))
+    born = nnx.jit(lambda: Annotated(nnx.Rngs(0)))()
+  for m in (eager, born):
+    assert m.w2[...].sharding.spec == P("model", None)
+    assert m.dot1.kernel[...].sharding.spec == P(None, "model")
+  np.testing.assert_allclose(np.asarray(eager.w2[...]), np.asarray(born.w2[...]))
+
+
 def test_eval_shape_keeps_shardings_and_abstract_model():
   mesh = make_mesh((4, 2))
   with partix.set_mesh(mesh):

@@ -159,3 +159,27 @@ def test_transform_errors():
     nnx.grad(lambda model: jnp.sum(model(jnp.ones((1, 3)))), argnums=2)(m)
   with pytest.raises(partix.PartixError, match="hashable"):
     nnx.jit(lambda x, s: x, static_argnums=1)(jnp.ones(2), [1])
+
+
+def test_jit_on_a_method_and_grad_keywords():
+  class Model(nnx.Module):
+    def __init__(self):
+      self.linear = nnx.Linear(3, 2, rngs=nnx.Rngs(0))
+      self.seen = nnx.BatchStat(jnp.zeros(()))
+
+    @nnx.jit
+    def __call__(self, x):
+      self.seen[...] += 1
+      return self.linear(x)
+  m = Model()
+  x = jnp.ones((2, 3))
+  np.testing.assert_allclose(np.asarray(m(x)), np.asarray(m.linear(x)))
+  m(x)
+  assert float(m.seen[...]) == 2.0
+
+  def loss(model, *, scale):
+    return jnp.sum(model.linear(x)) * scale
+  g = nnx.grad(loss)(m, scale=3.0)
+  np.testing.assert_allclose(np.asarray(g["linear"]["bias"][...]), [6.0, 6.0])
+  graphdef, state = nnx.split(m, graph=True)
+  assert nnx.merge(graphdef, state, graph=True).linear.kernel is m.linear.kernel
