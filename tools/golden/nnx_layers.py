@@ -85,7 +85,6 @@ def init_stats():
 
 
 def seed_models():
-  from jax.sharding import Mesh, PartitionSpec as P  # noqa: F401
   mesh = jax.make_mesh((4, 2), ("data", "model"),
                        axis_types=(jax.sharding.AxisType.Auto,) * 2)
   rules = (("batch", "data"), ("hidden", "model"), ("embed", None))
@@ -110,7 +109,8 @@ def seed_models():
   with jax.set_mesh(mesh):
     m = LogicalDotReluDot(16, nnx.Rngs(0))
     specs = nnx.spmd.get_partition_spec(nnx.state(m))
-    spec_out = {"/".join(map(str, p)): [list(s) if isinstance(s, tuple) else s for s in v.get_value()]
+    spec_out = {"/".join(map(str, p)): [list(s) if isinstance(s, tuple) else s
+                                        for s in v.get_value()]
                 for p, v in nnx.to_flat_state(specs)}
   b = Block(nnx.Rngs(0))
   return {"logical_specs_4x2": spec_out, "block_paths": shapes(b)}

@@ -6,8 +6,6 @@ import os
 import numpy as np
 import pytest
 
-import partix
-
 GOLDEN = os.path.join(os.path.dirname(__file__), "..", "..", "golden", "nnx")
 
 

@@ -191,7 +191,8 @@ def test_transformer_block_structure_is_flax(golden):
           if not k.startswith(("dropout", "linear1", "layer_norm2", "linear2"))}
   assert {k: v for k, v in paths.items() if k in want} == want
   assert paths["linear1/kernel"] == ["Param", [8, 16]]
-  with pytest.raises(TypeError, match="in_features|embed_dim"):  # the slide's variant is not Flax's API
+  # the slide's variant (embed_dim=, scale_init=) is not Flax's API
+  with pytest.raises(TypeError, match="in_features|embed_dim"):
     nnx.MultiHeadAttention(num_heads=2, embed_dim=8, rngs=nnx.Rngs(0))
 
 

@@ -23,8 +23,9 @@ class Annotated(nnx.Module):
                            bias_init=nnx.with_partitioning(nnx.initializers.zeros_init(),
                                                            ("model",)))
     self.w2 = nnx.Param(init(rngs.params(), (2 * depth, depth)), out_sharding=("model", None))
-    self.logical = nnx.Linear(depth, depth, use_bias=False, rngs=rngs, kernel_init=nnx.with_metadata(
-        init, out_sharding=("embed", "hidden"), sharding_rules=RULES))
+    self.logical = nnx.Linear(depth, depth, use_bias=False, rngs=rngs,
+                              kernel_init=nnx.with_metadata(init, out_sharding=("embed", "hidden"),
+                                                            sharding_rules=RULES))
     self.norm = nnx.LayerNorm(depth, rngs=rngs)
 
   def __call__(self, x):
