@@ -149,12 +149,19 @@ def _is_var(x):
 
 def get_partition_spec(tree):
   """The tree with each Variable's value replaced by its PartitionSpec (metadata kept), and
-  each bare array by P()."""
-  def spec(x):
+  each bare array by P(). With a current mesh, a spec naming an axis the mesh lacks (a logical
+  name without a rule) is an error naming the variable's path."""
+  mesh = _current_mesh()
+
+  def spec(path, x):
     if _is_var(x):
-      return x.replace(get_var_pspec(x))
+      p = get_var_pspec(x)
+      if p is not None and mesh is not None:
+        _check_against_mesh(p, mesh, f"nnx.spmd.get_partition_spec at {_tu.keystr(path)}",
+                            getattr(x.get_raw_value(), "shape", None))
+      return x.replace(p)
     return PartitionSpec() if hasattr(x, "shape") else None
-  return _tu.tree_map(spec, tree, is_leaf=_is_var)
+  return _tu.tree_map_with_path(spec, tree, is_leaf=_is_var)
 
 
 def get_named_sharding(tree, mesh):

@@ -146,3 +146,6 @@ def test_bad_annotations_name_the_axis():
     v = nnx.Param(jnp.zeros((4, 4)), out_sharding=("bogus", None))
   with pytest.raises(partix.PartixError, match=r"\['w'\].*'bogus'"):
     nnx.spmd.get_named_sharding(nnx.State({"w": v}), mesh)
+  with partix.set_mesh(mesh), pytest.raises(partix.PartixError,
+                                            match=r"get_partition_spec at \['w'\].*'bogus'"):
+    nnx.spmd.get_partition_spec(nnx.State({"w": v}))
