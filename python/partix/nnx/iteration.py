@@ -57,9 +57,26 @@ def vmap(f=_MISSING, *, in_axes=0, out_axes=0, axis_name=None, axis_size=None,
           inner, in_axes=(state_axes, state_axes), out_axes=(out_ax, out_axes),
           axis_name=axis_name, axis_size=axis_size, spmd_axis_name=spmd_axis_name)(
               [ex.state for ex in exs], [ex.others for ex in exs])
-      return _finish_mapped(args, box, res_state, res_others)
+      out = _finish_mapped(args, box, res_state, res_others)
+      name = dict(transform_metadata or {}).get("partition_name")
+      _add_axis(_node_list(out), out_ax, name)
+      return out
     return wrapper
   return _decorator(f, make)
+
+
+def _add_axis(nodes, axis, name):
+  """The sharding annotations of the Variables built by vmap gain the mapped axis (named
+  `name`, or None: not sharded), as Flax's transform_metadata does."""
+  from partix.nnx.variables import Variable
+  seen = set()
+  for node in nodes:
+    for _, x in graph.iter_graph(node):
+      if isinstance(x, Variable) and id(x) not in seen and x.get_metadata("out_sharding", None):
+        seen.add(id(x))
+        spec = list(x.out_sharding)
+        spec.insert(axis if axis >= 0 else len(spec) + 1 + axis, name)
+        x.set_metadata(out_sharding=tuple(spec))
 
 
 def _finish_mapped(args, box, state, others):

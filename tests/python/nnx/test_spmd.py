@@ -149,3 +149,19 @@ def test_bad_annotations_name_the_axis():
   with partix.set_mesh(mesh), pytest.raises(partix.PartixError,
                                             match=r"get_partition_spec at \['w'\].*'bogus'"):
     nnx.spmd.get_partition_spec(nnx.State({"w": v}))
+
+
+def test_vmap_adds_the_stacked_axis_to_annotations():
+  mesh = make_mesh((4, 2))
+  init = nnx.with_partitioning(nnx.initializers.lecun_normal(), (None, "model"))
+
+  @nnx.vmap(in_axes=0, out_axes=0, transform_metadata={nnx.PARTITION_NAME: "data"})
+  def create(key):
+    return nnx.Linear(8, 8, kernel_init=init, rngs=nnx.Rngs(key))
+  with partix.set_mesh(mesh):
+    stack = create(partix.random.split(partix.random.key(0), 4))
+    assert stack.kernel.out_sharding == ("data", None, "model")
+    specs = nnx.spmd.get_partition_spec(nnx.state(stack))
+    assert specs["kernel"].get_value() == P("data", None, "model")
+    placed = partix.lax.with_sharding_constraint(nnx.state(stack), specs)
+  assert placed["kernel"][...].sharding.spec == P("data", None, "model")
