@@ -5,6 +5,7 @@ import enum
 import numpy as np
 
 from partix._src import numpy_more as _more
+from partix._src import lax_ops as _lax_ops
 from partix._src import numpy_ops as jnp
 from partix._src import tree_util as _tu
 from partix._src.core import PartixError
@@ -14,7 +15,7 @@ __all__ = ["acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "cbrt", "
            "full_like", "rev", "reduce_and", "reduce_or", "reduce_prod", "select_n",
            "sort_key_val", "split", "optimization_barrier", "broadcast_to_rank", "collapse",
            "batch_matmul", "GatherScatterMode", "tile", "associative_scan", "cumprod", "cummax",
-           "cummin", "cumlogsumexp"]
+           "cummin", "cumlogsumexp", "approx_max_k", "approx_min_k"]
 
 acos, acosh, asin, asinh, atan, atan2, atanh = (_more.arccos, _more.arccosh, _more.arcsin,
                                                 _more.arcsinh, _more.arctan, _more.arctan2,
@@ -181,3 +182,25 @@ cumprod = _cum(jnp.multiply, "cumprod")
 cummax = _cum(jnp.maximum, "cummax")
 cummin = _cum(jnp.minimum, "cummin")
 cumlogsumexp = _cum(jnp.logaddexp, "cumlogsumexp")
+
+
+def _approx_k(largest, api):
+  def op(operand, k, reduction_dimension=-1, recall_target=0.95,
+         reduction_input_size_override=-1, aggregate_to_topk=True):
+    """The k largest (smallest) values along reduction_dimension and their indices. partix
+    computes them exactly (recall 1, which meets any recall_target), as JAX on CPU does."""
+    x = jnp.asarray(operand, api=api)
+    ax = reduction_dimension % x.ndim if x.ndim else 0
+    if not 0 < recall_target <= 1:
+      raise PartixError(f"[{api}] recall_target must be in (0, 1], got {recall_target!r}")
+    moved = jnp.moveaxis(x, ax, -1)
+    from_top = moved if largest else jnp.negative(moved)
+    v, i = _lax_ops.top_k(from_top, k)
+    v = v if largest else jnp.negative(v)
+    return jnp.moveaxis(v, -1, ax), jnp.moveaxis(i, -1, ax)
+  op.__name__ = api
+  return op
+
+
+approx_max_k = _approx_k(True, "approx_max_k")
+approx_min_k = _approx_k(False, "approx_min_k")

@@ -893,6 +893,8 @@ def repeat(a, repeats, axis=None, *, total_repeat_length=None):
   if axis is None:
     a, axis = ravel(a), 0
   ax = _norm_axis(axis, a.ndim, "repeat")
+  if total_repeat_length is not None and not isinstance(repeats, (int, np.integer)):
+    return _repeat_to_length(a, repeats, ax, int(total_repeat_length))
   if not isinstance(repeats, (int, np.integer)):
     reps = np.asarray(repeats)
     if reps.dtype.kind not in "iu" or reps.ndim > 1 or (reps < 0).any() or reps.size not in (
@@ -912,6 +914,23 @@ def repeat(a, repeats, axis=None, *, total_repeat_length=None):
   out_shape = list(a.shape)
   out_shape[ax] *= r
   return reshape(x, out_shape)
+
+
+def _repeat_to_length(a, repeats, ax, total):
+  """repeat with per-element counts that may be traced: output position j takes the element
+  whose running count first passes j; past the counts' sum the last element repeats, and counts
+  beyond `total` are cut (JAX's total_repeat_length)."""
+  n = a.shape[ax]
+  if total < 0:
+    raise PartixError(f"[repeat] total_repeat_length must be non-negative, got {total}")
+  reps = asarray(repeats, api="repeat")
+  if reps.ndim > 1 or reps.size not in (1, n) or not dtypes.is_int(reps.dtype):
+    raise PartixError(f"[repeat] repeats must be ints, one or one per element of axis {ax} "
+                      f"(size {n}), got {reps._aval_str()}")
+  ends = cumsum(broadcast_to(reshape(reps, (-1,)), (n,)))
+  pos = _w(_core.iota([total, 1], 0, ends._a.dtype))
+  idx = sum(astype(less_equal(expand_dims(ends, 0), pos), np.int32), axis=1)
+  return take(a, minimum(idx, n - 1), axis=ax)
 
 
 def tile(A, reps):

@@ -29,6 +29,7 @@ def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
   return _where3(condition, x, y)
 from partix._src.numpy_ops import asarray_ as asarray  # noqa: F401
 from partix._src.numpy_ops import linalg_norm as _linalg_norm
+from partix._src import linalg as _linalg
 from partix._src.numpy_ops import (abs, all, any, max, min, pow, round, sum)  # noqa: F401
 
 bool_ = _np.bool_
@@ -42,8 +43,12 @@ complexfloating, unsignedinteger, bool = _np.complexfloating, _np.unsignedintege
 
 
 class linalg:
-  """jnp.linalg: the norms partix provides."""
+  """jnp.linalg: norms, and solve / inv / det / slogdet by Gauss-Jordan elimination."""
   norm = staticmethod(_linalg_norm)
+  solve = staticmethod(_linalg.solve)
+  inv = staticmethod(_linalg.inv)
+  det = staticmethod(_linalg.det)
+  slogdet = staticmethod(_linalg.slogdet)
 
 
 def vectorize(pyfunc, *, excluded=frozenset(), signature=None):

@@ -756,7 +756,6 @@ def test_repeated_psum_allowed():
   assert_all_close(y, jnp.arange(4.).sum(keepdims=True) * 4, check_dtypes=False)
 
 
-@pytest.mark.xfail(strict=True, reason="partix has no jax.lax.approx_max_k")
 def test_approx_top_k():
   mesh = Mesh(np.array(jax.devices()[:2]), ("i",))
   x = jnp.array([3.0, 1.0, 4.0, 2.0])

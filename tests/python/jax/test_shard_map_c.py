@@ -865,7 +865,6 @@ def test_in_spec_none_rank_errors():
       jax.shard_map(lambda *_: None, mesh=mesh, in_specs=in_specs, out_specs=None)(*args)
 
 
-@pytest.mark.xfail(strict=True, reason="partix.numpy has no linalg.solve")
 def test_custom_linear_solve_rep_rules():
   mesh = create_mesh((1,), ('i',))
   a = jnp.array(1).reshape(1, 1)

@@ -460,7 +460,6 @@ def test_smap_nested_psum(jit):
     f(jnp.arange(4.))  # the asserts are in f
 
 
-@pytest.mark.xfail(strict=True, reason="partix.numpy.linalg has no inv (jnp.linalg holds only norm)")
 def test_linalg_inv():
   with explicit_mesh((2,), "x") as mesh:
     arr = jax.random.uniform(jax.random.key(123), shape=(4, 5, 5), out_sharding=P("x"))
@@ -1307,8 +1306,6 @@ def test_mat_invarying():
     f(arr)
 
 
-@pytest.mark.xfail(strict=True, reason="partix's jnp.repeat reads repeats as a concrete array "
-                   "even with total_repeat_length= (traced repeats raise in Array.__array__)")
 def test_repeat_shmap_vmap_spmd_axis_names():
   mesh = create_mesh((4, 2), ("x", "y"))
   arr1 = np.arange(8).reshape((4, 2))

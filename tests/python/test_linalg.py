@@ -1,0 +1,101 @@
+"""jnp.linalg.solve / inv / det / slogdet against numpy: batched, under jit, vmap and grad
+(against finite differences), split over 8 devices, inside shard_map, and bad input."""
+import numpy as np
+import pytest
+
+import partix as jax
+import partix.numpy as jnp
+from partix.sharding import NamedSharding, PartitionSpec as P
+
+
+def _mats(shape, seed=0):
+  rng = np.random.default_rng(seed)
+  n = shape[-1]
+  return (rng.standard_normal(shape) + 2 * np.eye(n)).astype(np.float32)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (4, 4), (3, 5, 5), (2, 3, 6, 6)], ids=str)
+def test_against_numpy(shape):
+  a = _mats(shape)
+  b = np.random.default_rng(1).standard_normal(shape[:-1] + (2,)).astype(np.float32)
+  np.testing.assert_allclose(np.asarray(jnp.linalg.solve(a, b)), np.linalg.solve(a, b),
+                             rtol=1e-4, atol=1e-4)
+  v = b[(0,) * (b.ndim - 2)][:, 0]  # one vector for every matrix
+  np.testing.assert_allclose(np.asarray(jnp.linalg.solve(a, v)), np.linalg.solve(a, v),
+                             rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(np.asarray(jnp.linalg.inv(a)), np.linalg.inv(a), rtol=1e-4,
+                             atol=1e-4)
+  np.testing.assert_allclose(np.asarray(jnp.linalg.det(a)), np.linalg.det(a), rtol=1e-4)
+  s, ld = jnp.linalg.slogdet(a)
+  ws, wld = np.linalg.slogdet(a)
+  np.testing.assert_array_equal(np.asarray(s), ws)
+  np.testing.assert_allclose(np.asarray(ld), wld, rtol=1e-4, atol=1e-5)
+
+
+def test_pivoting_handles_a_zero_leading_entry():
+  a = np.array([[0.0, 1.0], [1.0, 0.0]], np.float32)
+  np.testing.assert_allclose(np.asarray(jnp.linalg.inv(a)), a)
+  assert float(jnp.linalg.det(a)) == -1.0
+  sing = np.array([[1.0, 2.0], [2.0, 4.0]], np.float32)
+  assert not np.isfinite(np.asarray(jnp.linalg.inv(sing))).all()
+  assert float(jnp.linalg.det(sing)) == 0.0
+
+
+def test_jit_vmap_and_grad():
+  a = _mats((4, 4))
+  b = np.arange(4, dtype=np.float32)
+  np.testing.assert_allclose(np.asarray(jax.jit(jnp.linalg.solve)(a, b)),
+                             np.linalg.solve(a, b), rtol=1e-4, atol=1e-5)
+  batch = _mats((3, 4, 4), seed=2)
+  np.testing.assert_allclose(np.asarray(jax.vmap(jnp.linalg.inv)(batch)),
+                             np.linalg.inv(batch), rtol=1e-4, atol=1e-4)
+
+  def f(m):
+    return jnp.sum(jnp.linalg.solve(m, b) ** 2) + jnp.linalg.det(m)
+
+  g = np.asarray(jax.grad(f)(a))
+  eps, want = 1e-3, np.zeros_like(a)
+  for i in range(4):
+    for j in range(4):
+      d = np.zeros_like(a)
+      d[i, j] = eps
+      want[i, j] = (float(f(a + d)) - float(f(a - d))) / (2 * eps)
+  np.testing.assert_allclose(g, want, rtol=2e-2, atol=2e-2)
+
+
+def test_sharded_batches_and_shard_map(mesh8):
+  a = _mats((8, 5, 5), seed=3)
+  s = NamedSharding(mesh8, P("x"))
+  out = jax.jit(jnp.linalg.inv, out_shardings=s)(jax.device_put(a, s))
+  assert out.sharding == s
+  np.testing.assert_allclose(np.asarray(out), np.linalg.inv(a), rtol=1e-4, atol=1e-4)
+  body = jax.shard_map(lambda m: jnp.linalg.det(m), mesh=mesh8, in_specs=P("x"),
+                       out_specs=P("x"))
+  np.testing.assert_allclose(np.asarray(body(jax.device_put(a, s))), np.linalg.det(a),
+                             rtol=1e-4)
+
+
+def test_bad_input():
+  with pytest.raises(jax.PartixError, match=r"\[linalg.inv\] needs square matrices"):
+    jnp.linalg.inv(np.ones((2, 3), np.float32))
+  with pytest.raises(jax.PartixError, match=r"\[linalg.solve\] Invalid shapes for solve"):
+    jnp.linalg.solve(np.ones((3, 4, 4), np.float32), np.ones((3, 4), np.float32))
+  with pytest.raises(jax.PartixError, match=r"does not match a of shape"):
+    jnp.linalg.solve(np.eye(3, dtype=np.float32), np.ones((4, 2), np.float32))
+  assert jnp.linalg.inv(np.eye(2, dtype=np.int32)).dtype == np.float32  # ints become floats
+
+
+def test_repeat_to_a_total_length_with_traced_counts():
+  f = jax.jit(lambda r: jnp.repeat(jnp.arange(3), r, total_repeat_length=5))
+  np.testing.assert_array_equal(np.asarray(f(jnp.array([2, 0, 1]))), [0, 0, 2, 2, 2])
+  np.testing.assert_array_equal(np.asarray(f(jnp.array([3, 3, 3]))), [0, 0, 0, 1, 1])
+
+
+def test_approx_max_k_is_exact_top_k():
+  x = jnp.array([[3.0, 1.0, 4.0, 2.0], [0.0, 9.0, -1.0, 5.0]])
+  v, i = jax.lax.approx_max_k(x, 2)
+  np.testing.assert_array_equal(np.asarray(v), [[4.0, 3.0], [9.0, 5.0]])
+  np.testing.assert_array_equal(np.asarray(i), [[2, 0], [1, 3]])
+  v, i = jax.lax.approx_min_k(x, 1, reduction_dimension=0)
+  np.testing.assert_array_equal(np.asarray(v), [[0.0, 1.0, -1.0, 2.0]])
+  np.testing.assert_array_equal(np.asarray(i), [[1, 0, 1, 0]])
