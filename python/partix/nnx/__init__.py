@@ -23,7 +23,7 @@ from partix.nnx.graph import (GraphDef, clone, graphdef, iter_graph, merge, pop,
 from partix.nnx.module import (Dict, List, Module, Object, Pytree, Sequential, data,  # noqa
                                iter_modules, static, view)
 from partix.nnx.rnglib import (RngCount, RngKey, RngState, RngStream, Rngs,  # noqa: F401
-                               reseed)
+                               reseed, split_rngs)
 from partix.nnx import spmd  # noqa: F401
 from partix.nnx.spmd import (PARTITION_NAME, get_abstract_model, get_named_sharding,  # noqa
                              get_partition_spec, logical_axis_rules, with_partitioning)

@@ -134,3 +134,70 @@ def reseed(node, **seeds):
       key = _as_key(seeds[x.tag], "reseed")
       x.key[...] = key
       x.count[...] = jnp.zeros(key.shape[:-1], dtype=jnp.int32)
+
+
+def _streams(tree, only):
+  from partix import tree_util as tu
+  from partix.nnx import filterlib, graph
+  pred = filterlib.to_predicate(only)
+  seen, out = set(), []
+  roots = tu.tree_leaves(tree, is_leaf=lambda x: isinstance(x, Object))
+  for root in roots:
+    if not isinstance(root, Object):
+      continue
+    for path, x in graph.iter_graph(root):
+      if isinstance(x, RngStream) and id(x) not in seen and pred(path, x):
+        seen.add(id(x))
+        out.append(x)
+  return out
+
+
+class _SplitBackups:
+  """The streams split in place by split_rngs(node, ...); restored on exit (or restore())."""
+
+  def __init__(self, backups):
+    self.backups = backups
+
+  def restore(self):
+    for stream, key, count in self.backups:
+      stream.key[...] = key
+      stream.count[...] = count
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    self.restore()
+
+
+def _split_in_place(tree, splits, only, squeeze):
+  backups = []
+  for stream in _streams(tree, only):
+    key = stream()
+    backups.append((stream, stream.key[...], stream.count[...]))
+    new = random.split(key, splits)
+    if squeeze and splits == 1:
+      new = new[0]
+    stream.key[...] = new
+    stream.count[...] = jnp.zeros(new.shape[:-1], dtype=jnp.int32)
+  return _SplitBackups(backups)
+
+
+def split_rngs(node=None, *, splits, only=..., squeeze=False):
+  """Splits the random streams of the Rngs found in node (or in a decorated function's
+  arguments) into `splits` keys each, for nnx.vmap / nnx.scan over them; the streams are
+  restored afterwards (advanced by one draw)."""
+  import functools
+  if not isinstance(splits, int) or splits < 1:
+    raise PartixError(f"[nnx.split_rngs] splits must be a positive int, got {splits!r}")
+  if node is None:
+    def decorator(f):
+      @functools.wraps(f)
+      def wrapper(*args, **kwargs):
+        with _split_in_place((args, kwargs), splits, only, squeeze):
+          return f(*args, **kwargs)
+      return wrapper
+    return decorator
+  if callable(node) and not isinstance(node, Object):
+    return split_rngs(splits=splits, only=only, squeeze=squeeze)(node)
+  return _split_in_place(node, splits, only, squeeze)

@@ -183,3 +183,21 @@ def test_jit_on_a_method_and_grad_keywords():
   np.testing.assert_allclose(np.asarray(g["linear"]["bias"][...]), [6.0, 6.0])
   graphdef, state = nnx.split(m, graph=True)
   assert nnx.merge(graphdef, state, graph=True).linear.kernel is m.linear.kernel
+
+
+def test_split_rngs_with_vmap_builds_distinct_layers():
+  rngs = nnx.Rngs(0)
+
+  @nnx.split_rngs(splits=3)
+  @nnx.vmap(in_axes=(0,), out_axes=0)
+  def create(rngs):
+    return nnx.Linear(4, 4, rngs=rngs)
+  stack = create(rngs)
+  k = np.asarray(stack.kernel[...])
+  assert k.shape == (3, 4, 4) and not np.allclose(k[0], k[1])
+  assert rngs.default.key[...].shape == (2,) and int(rngs.default.count[...]) == 1  # restored
+  with nnx.split_rngs(rngs, splits=2):
+    assert rngs.default.key[...].shape == (2, 2)
+  assert rngs.default.key[...].shape == (2,)
+  with pytest.raises(partix.PartixError, match="splits"):
+    nnx.split_rngs(splits=0)
