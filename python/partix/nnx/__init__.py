@@ -42,8 +42,8 @@ from partix.nnx.nn.stochastic import Dropout  # noqa: F401
 from partix.nnx import training  # noqa: F401
 from partix.nnx.training import metrics, optimizer  # noqa: F401
 from partix.nnx.training.metrics import Metric, MultiMetric  # noqa: F401
-from partix.nnx.training.optimizer import (OptArray, OptState, OptVariable,  # noqa: F401
-                                           Optimizer)
+from partix.nnx.training.optimizer import (ModelAndOptimizer, OptArray, OptState,  # noqa
+                                           OptVariable, Optimizer)
 
 
 def __getattr__(name):

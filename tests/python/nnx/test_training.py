@@ -125,3 +125,17 @@ def test_metrics():
   assert int(metrics.loss.count[...]) == 0
   with pytest.raises(TypeError, match="values"):
     nnx.metrics.Average().update(other=1.0)
+
+
+def test_model_and_optimizer_inside_jit(optax):
+  model = nnx.Linear(3, 2, rngs=nnx.Rngs(0))
+  k0 = np.asarray(model.kernel[...])
+  state = nnx.ModelAndOptimizer(model, optax.sgd(0.5))
+
+  @nnx.jit
+  def step(state, x):
+    grads = nnx.grad(lambda m: jnp.sum(m(x)))(state.model)
+    state.update(grads)
+  step(state, jnp.ones((2, 3)))
+  np.testing.assert_allclose(np.asarray(model.kernel[...]), k0 - 0.5 * 2, rtol=1e-6)
+  assert state.model is model and int(state.step[...]) == 1

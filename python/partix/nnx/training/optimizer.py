@@ -84,3 +84,14 @@ class Optimizer(Object):
     for v, x in zip(olds, news):
       if _is_var(v):
         v.set_raw_value(x)
+
+
+class ModelAndOptimizer(Optimizer):
+  """An Optimizer that holds its model: update(grads) steps it (Flax's ModelAndOptimizer)."""
+
+  def __init__(self, model, tx, *, wrt=_vars.Param):
+    super().__init__(model, tx, wrt=wrt)
+    self.model = model
+
+  def update(self, grads, /, **kwargs):
+    super().update(self.model, grads, **kwargs)
