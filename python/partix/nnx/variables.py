@@ -275,6 +275,13 @@ class Variable:
   def to_state(self):
     return self
 
+  def __getstate__(self):
+    return {"raw_value": self._raw_value, "metadata": dict(self._var_metadata)}
+
+  def __setstate__(self, state):
+    object.__setattr__(self, "_raw_value", state["raw_value"])
+    object.__setattr__(self, "_var_metadata", dict(state["metadata"]))
+
   # ---- the value's protocols ----
   def __jax_array__(self):
     return self._raw_value

@@ -143,3 +143,15 @@ def test_merge_errors():
     nnx.merge(state, state)
   with pytest.raises(partix.PartixError, match="filter"):
     nnx.state(nnx.Linear(2, 3, rngs=nnx.Rngs(0)), 3.5)
+
+
+def test_deepcopy_of_a_module():
+  import copy
+  m = Block(nnx.Rngs(0))
+  c = copy.deepcopy(m)
+  assert c.linear.kernel is not m.linear.kernel and c.linear.kernel.get_metadata() == \
+      m.linear.kernel.get_metadata()
+  np.testing.assert_array_equal(np.asarray(c.linear.kernel[...]),
+                                np.asarray(m.linear.kernel[...]))
+  c.linear.kernel[...] = jnp.zeros((3, 4))
+  assert float(jnp.sum(jnp.abs(m.linear.kernel[...]))) > 0
