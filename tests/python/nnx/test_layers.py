@@ -196,3 +196,20 @@ def test_layer_errors():
     nnx.Embed(4, 2, rngs=nnx.Rngs(0))(jnp.ones((2,)))
   with pytest.raises(partix.PartixError, match="rate"):
     nnx.Dropout(1.5)
+
+
+def test_mha_attention_dropout_and_sown_weights():
+  m = nnx.MultiHeadAttention(num_heads=2, in_features=8, dropout_rate=0.5, rngs=nnx.Rngs(0),
+                             decode=False)
+  assert int(m.rngs.count[...]) == 0
+  x = jnp.asarray(np.random.default_rng(0).normal(size=(1, 4, 8)).astype(np.float32))
+  a = m(x, deterministic=True)
+  np.testing.assert_array_equal(np.asarray(a), np.asarray(m(x, deterministic=True)))
+  b = m(x, deterministic=False)
+  assert int(m.rngs.count[...]) == 1 and not np.allclose(np.asarray(a), np.asarray(b))
+  with pytest.raises(ValueError, match="deterministic"):
+    m(x)
+  m(x, deterministic=True, sow_weights=True)
+  (w,) = m.attention_weights[...]
+  assert w.shape == (1, 2, 4, 4)
+  np.testing.assert_allclose(np.asarray(jnp.sum(w, axis=-1)), np.ones((1, 2, 4)), rtol=1e-5)
