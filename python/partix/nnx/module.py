@@ -119,7 +119,7 @@ class Sequential(Module):
     self.layers = list(fns)
 
   def __call__(self, *args, rngs=None, **kwargs):
-    out = args[0] if len(args) == 1 and not kwargs else args
+    out = None
     for i, f in enumerate(self.layers):
       if i == 0:
         out = f(*args, **kwargs)
