@@ -86,11 +86,26 @@ def _finish_mapped(args, box, state, others):
   return out
 
 
-def _write_parts(nodes, flat):
+def _remove_axis(nodes, axis):
+  """Inside scan, a sliced Variable's out_sharding loses the scanned axis."""
+  from partix.nnx.variables import Variable
+  seen = set()
+  for node in nodes:
+    for _, x in graph.iter_graph(node):
+      spec = x.get_metadata("out_sharding", None) if isinstance(x, Variable) else None
+      ndim = getattr(x.get_raw_value(), "ndim", None) if spec else None
+      if spec and id(x) not in seen and ndim is not None and len(spec) == ndim + 1:
+        seen.add(id(x))
+        x.set_metadata(out_sharding=tuple(spec[:axis]) + tuple(spec[axis + 1:]))
+
+
+def _write_parts(nodes, flat, values_only=False):
   """Each argument node updated from its part (paths (0, k, ...)) of a [inputs, outputs]
-  state."""
+  state (only the values with values_only: the nodes keep their metadata)."""
+  from partix.nnx.variables import Variable
   for k, node in enumerate(nodes):
-    part = [(p[2:], v) for p, v in flat if len(p) > 2 and p[0] == 0 and p[1] == k]
+    part = [(p[2:], v.get_raw_value() if values_only and isinstance(v, Variable) else v)
+            for p, v in flat if len(p) > 2 and p[0] == 0 and p[1] == k]
     if part:
       graph.update(node, statelib.from_flat_state(part))
 
@@ -124,6 +139,7 @@ def scan(f=_MISSING, *, length=None, reverse=False, unroll=1, in_axes=(Carry, 0)
                                        carry[0], carry[1], carry_ex.n)
         for i, ex, (st, oth) in zip(xs_idx, xs_ex, xs):
           full[i], _ = _rebuild(ex.treedef, ex.node_pos, ex.graphdef, st, oth, ex.n)
+          _remove_axis(_node_list(full[i]), 0)
         out = fun(*full)
         c_out, y = (out, None) if out_axes is Carry else out
         cst, coth, box["carry"] = _split_out([], {}, c_out)
@@ -136,7 +152,8 @@ def scan(f=_MISSING, *, length=None, reverse=False, unroll=1, in_axes=(Carry, 0)
                                                  reverse=reverse, unroll=unroll)
       carry_out = _finish({}, box["carry"], cst, coth, write_back=False)
       ys_out = _finish({}, box["y"], yst, yoth, write_back=False)
-      _write_parts(_node_list([args[i] for i in xs_idx]), statelib.to_flat_state(yst))
+      _write_parts(_node_list([args[i] for i in xs_idx]), statelib.to_flat_state(yst),
+                   values_only=True)
       return carry_out if out_axes is Carry else (carry_out, ys_out)
     return wrapper
   return _decorator(f, make)

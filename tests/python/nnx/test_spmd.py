@@ -165,3 +165,24 @@ def test_vmap_adds_the_stacked_axis_to_annotations():
     assert specs["kernel"].get_value() == P("data", None, "model")
     placed = partix.lax.with_sharding_constraint(nnx.state(stack), specs)
   assert placed["kernel"][...].sharding.spec == P("data", None, "model")
+
+
+def test_scan_over_a_stack_sees_per_layer_annotations():
+  mesh = make_mesh((4, 2))
+  init = nnx.with_partitioning(nnx.initializers.lecun_normal(), (None, "model"))
+
+  @nnx.vmap(in_axes=0, out_axes=0, transform_metadata={nnx.PARTITION_NAME: None})
+  def create(key):
+    return nnx.Linear(8, 8, kernel_init=init, rngs=nnx.Rngs(key))
+  seen = []
+
+  @nnx.scan(in_axes=(nnx.Carry, 0), out_axes=(nnx.Carry, 0))
+  def forward(x, layer):
+    seen.append(nnx.spmd.get_partition_spec(nnx.state(layer))["kernel"].get_value())
+    return layer(x), None
+  with partix.set_mesh(mesh):
+    stack = create(partix.random.split(partix.random.key(0), 3))
+    out, _ = nnx.jit(forward)(jnp.ones((4, 8)), stack)
+  assert seen == [P(None, "model")]
+  assert stack.kernel.out_sharding == (None, None, "model")  # outside: the stacked annotation
+  assert out.shape == (4, 8)
