@@ -201,3 +201,16 @@ def test_split_rngs_with_vmap_builds_distinct_layers():
   assert rngs.default.key[...].shape == (2,)
   with pytest.raises(partix.PartixError, match="splits"):
     nnx.split_rngs(splits=0)
+
+
+def test_jit_static_argnames_and_donation_accepted():
+  m = nnx.Linear(3, 2, rngs=nnx.Rngs(0))
+
+  @nnx.jit(static_argnames="scale", donate_argnums=0)
+  def f(model, x, *, scale):
+    return model(x) * scale
+  x = jnp.ones((1, 3))
+  np.testing.assert_allclose(np.asarray(f(m, x, scale=2)), 2 * np.asarray(m(x)), rtol=1e-6)
+  np.testing.assert_allclose(np.asarray(f(m, x, scale=3)), 3 * np.asarray(m(x)), rtol=1e-6)
+  assert f._jitted.trace_count == 2  # one per static value
+  np.asarray(m.kernel[...])  # the module's arrays are still readable (donation is ignored)
