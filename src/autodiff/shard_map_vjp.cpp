@@ -33,7 +33,15 @@ std::vector<Array> shard_map_vjp(const prim::VjpArgs& a) {
   std::vector<PartitionSpec> specs(in_specs.begin(), in_specs.end());
   specs.insert(specs.end(), out_specs.begin(), out_specs.end());
   std::vector<PartitionSpec> grad_specs(in_specs.begin(), in_specs.end());
-  detail::ShardMapState sm(mesh, specs, grad_specs, a.attrs.b_or("check_vma", true));
+  // Nested in another map's body, the backward map runs on the mesh in context there; it is
+  // manual over the axes the forward map was.
+  const detail::TraceState* t = detail::current_trace();
+  detail::ShardMapState sm(t && t->manual_mesh ? detail::manual_context(*t) : mesh, specs,
+                           grad_specs, a.attrs.b_or("check_vma", true));
+  if (a.attrs.has("manual_axes")) {
+    const auto& axes = a.attrs.get<ir::Strings>("manual_axes");
+    sm.set_manual_axes(std::set<std::string>(axes.begin(), axes.end()));
+  }
   std::vector<Array> leaves = a.primals;
   leaves.insert(leaves.end(), cts.begin(), cts.end());
   std::vector<size_t> counts(leaves.size(), 1);

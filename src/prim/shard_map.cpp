@@ -55,6 +55,24 @@ class ShardMap final : public Primitive {
     }
     return out;
   }
+  // Nested in another shard_map's body (manual_axes= names this map's axes): each result varies
+  // over the enclosing map's axes its body's result varies over; this map's own axes are
+  // automatic outside it.
+  std::vector<std::set<std::string>> varying(const std::vector<std::set<std::string>>& in,
+                                             const Attrs& attrs, const Regions& regions,
+                                             size_t num_outputs) const override {
+    if (!attrs.has("manual_axes")) return Typing::varying(in, attrs, regions, num_outputs);
+    const auto& own = attrs.get<ir::Strings>("manual_axes");
+    std::vector<std::set<std::string>> out;
+    for (int r : regions[0]->results) {
+      std::set<std::string> v = regions[0]->info(r).varying;
+      for (const auto& a : own) v.erase(a);
+      out.push_back(std::move(v));
+    }
+    return out;
+  }
+  // Operands keep their own varying axes: the body's parameters were typed with them.
+  bool joins_operand_varying() const override { return false; }
   std::vector<Array> vjp(const VjpArgs& a) const override;
   void reference(const KernelCall&) const override {
     detail::internal_error("shard_map", "a shard_map reached the interpreter unpartitioned");

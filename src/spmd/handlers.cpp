@@ -7,6 +7,7 @@
 #include "core/errors.h"
 #include "core/scalar.h"
 #include "sharding/axes.h"
+#include "spmd/reshard.h"
 
 namespace partix::spmd {
 
@@ -115,6 +116,59 @@ void emit_generic(PartitionContext& c, const ir::Instr& in, const InstrPlan& pla
   }
 }
 
+namespace {
+
+void copy_body(PartitionContext& c, const ir::Program& body, std::vector<int>& map);
+
+// A shard_map nested in a shard_map body. The enclosing body runs per device with this map's
+// axes automatic, so its values are whole (replicated) along them: the operands are cut to
+// their blocks by in_specs (a local slice, no communication), the body is copied, and the
+// results are gathered whole again by out_specs.
+void emit_nested_shard_map(PartitionContext& c, const ir::Program& enclosing, const ir::Instr& in,
+                           std::vector<int>& map) {
+  const Mesh& m = in.attrs.get<Mesh>("mesh");
+  const auto& in_specs = in.attrs.get<ir::Specs>("in_specs");
+  const auto& out_specs = in.attrs.get<ir::Specs>("out_specs");
+  const ir::Program& body = *in.regions[0];
+  ReshardContext ctx{c.builder, nullptr, "a nested shard_map's operand"};
+  const NamedSharding whole(m, P());
+  std::vector<int> inner(body.values.size(), -1);
+  for (size_t i = 0; i < in.inputs.size(); ++i) {
+    const int v = map[static_cast<size_t>(in.inputs[i])];
+    inner[static_cast<size_t>(body.params[i])] =
+        reshard(ctx, v, enclosing.aval(in.inputs[i]).shape, whole, NamedSharding(m, in_specs[i]));
+  }
+  copy_body(c, body, inner);
+  for (size_t k = 0; k < in.outputs.size(); ++k) {
+    const int r = inner[static_cast<size_t>(body.results[k])];
+    const int v =
+        reshard(ctx, r, enclosing.aval(in.outputs[k]).shape, NamedSharding(m, out_specs[k]), whole);
+    map[static_cast<size_t>(in.outputs[k])] = v;
+    c.builder.program().info(v).varying = enclosing.info(in.outputs[k]).varying;
+  }
+}
+
+// Copies a shard_map body's instructions (each device runs them on its blocks), `map` taking the
+// body's values to local ones; nested shard_maps are emitted as such.
+void copy_body(PartitionContext& c, const ir::Program& body, std::vector<int>& map) {
+  for (const ir::Instr& bi : body.instrs) {
+    const auto pin = bi.prim->partitioning().pinned_shardings(bi.attrs);
+    if (pin && pin->per_device_body) {
+      emit_nested_shard_map(c, body, bi, map);
+      continue;
+    }
+    std::vector<int> ins;
+    for (int v : bi.inputs) ins.push_back(map[static_cast<size_t>(v)]);
+    auto outs = c.builder.emit(bi.prim->name(), ins, bi.attrs, std::nullopt, bi.scope, bi.regions);
+    for (size_t k = 0; k < outs.size(); ++k) {
+      map[static_cast<size_t>(bi.outputs[k])] = outs[k];
+      c.builder.program().info(outs[k]).varying = body.info(bi.outputs[k]).varying;
+    }
+  }
+}
+
+}  // namespace
+
 void emit_shard_map(PartitionContext& c, const ir::Instr& in, const InstrPlan& plan) {
   const Mesh& m = in.attrs.get<Mesh>("mesh");
   if (m != c.mesh) {
@@ -128,15 +182,7 @@ void emit_shard_map(PartitionContext& c, const ir::Instr& in, const InstrPlan& p
   for (size_t i = 0; i < in.inputs.size(); ++i) {
     map[static_cast<size_t>(body.params[i])] = c.local(in.inputs[i], plan.operands[i]);
   }
-  for (const ir::Instr& bi : body.instrs) {
-    std::vector<int> ins;
-    for (int v : bi.inputs) ins.push_back(map[static_cast<size_t>(v)]);
-    auto outs = c.builder.emit(bi.prim->name(), ins, bi.attrs, std::nullopt, bi.scope, bi.regions);
-    for (size_t k = 0; k < outs.size(); ++k) {
-      map[static_cast<size_t>(bi.outputs[k])] = outs[k];
-      c.builder.program().info(outs[k]).varying = body.info(bi.outputs[k]).varying;
-    }
-  }
+  copy_body(c, body, map);
   for (size_t k = 0; k < in.outputs.size(); ++k) {
     c.bind_result(in.outputs[k], map[static_cast<size_t>(body.results[k])], plan.results[k]);
   }

@@ -29,14 +29,51 @@ std::string axes_text(const std::set<std::string>& axes) {
   for (const auto& a : axes) q.push_back("'" + a + "'");
   return fmt::format("{}", fmt::join(q, ", "));
 }
-// The axes the body is manual over: the given subset (axis_names=), or every mesh axis.
-std::set<std::string> manual_axes_of(const Mesh& mesh, const std::set<std::string>& given) {
+// The axes the body is manual over: the given subset (axis_names=), or every mesh axis that an
+// enclosing shard_map (manual over `outer`) leaves automatic.
+std::set<std::string> manual_axes_of(const Mesh& mesh, const std::set<std::string>& given,
+                                     const std::set<std::string>& outer) {
   for (const auto& a : given) {
     check(mesh.has_axis(a), "shard_map", "axis_names names '{}', which is not an axis of {}", a,
           mesh.to_string());
+    check(!outer.count(a), "shard_map",
+          "axis_names names '{}', which the enclosing shard_map is already manual over (manual "
+          "axes {}): a nested shard_map maps the axes it leaves automatic",
+          a, axes_text(outer));
   }
   if (!given.empty()) return given;
-  return {mesh.axis_names().begin(), mesh.axis_names().end()};
+  std::set<std::string> rest;
+  for (const auto& a : mesh.axis_names()) {
+    if (!outer.count(a)) rest.insert(a);
+  }
+  check(!rest.empty(), "shard_map",
+        "the enclosing shard_map is manual over every axis of {}: a nested shard_map has no "
+        "axis left to map",
+        mesh.to_string());
+  return rest;
+}
+
+// `mesh` with the given axes typed Manual: the mesh in context inside a shard_map body.
+Mesh manual_typed(const Mesh& mesh, const std::set<std::string>& manual) {
+  std::vector<AxisType> types = mesh.axis_types();
+  for (size_t k = 0; k < types.size(); ++k) {
+    if (manual.count(mesh.axis_names()[k])) types[k] = AxisType::Manual;
+  }
+  return mesh.with_axis_types(types);
+}
+
+// A shard_map nested in another's body runs on the enclosing map's mesh, which it must name as
+// the body sees it (its manual axes typed Manual: the context mesh), as JAX requires.
+Mesh nested_mesh(const TraceState& outer, const Mesh& given) {
+  const Mesh context = manual_context(outer);
+  if (!(given == context)) {
+    fail("shard_map",
+         "the context mesh {} should match the mesh passed to shard_map {}: inside a shard_map "
+         "body, a nested shard_map runs on the mesh in context (omit mesh=, or pass "
+         "jax.sharding.get_abstract_mesh())",
+         context.to_string(), given.to_string());
+  }
+  return *outer.manual_mesh;
 }
 
 void check_manual_spec(const PartitionSpec& spec, const std::set<std::string>& manual,
@@ -51,14 +88,18 @@ void check_manual_spec(const PartitionSpec& spec, const std::set<std::string>& m
 
 }  // namespace
 
+Mesh manual_context(const TraceState& t) { return manual_typed(*t.manual_mesh, t.manual_axes); }
+
 std::vector<Array> ShardMapState::call(const std::vector<Array>& leaves,
                                        const std::vector<size_t>& arg_leaf_counts,
                                        const TraceFn& trace,
                                        std::shared_ptr<void>& out_proto) const {
   constexpr const char* kApi = "shard_map";
-  if (TraceState* outer = current_trace(); outer && outer->manual_mesh) {
-    fail(kApi, "shard_map inside a shard_map body is not supported");
-  }
+  // Nested inside another shard_map's body: manual over axes that one leaves automatic.
+  TraceState* outer = current_trace();
+  const std::set<std::string> outer_manual =
+      outer && outer->manual_mesh ? outer->manual_axes : std::set<std::string>{};
+  const Mesh mesh = outer_manual.empty() ? mesh_ : nested_mesh(*outer, mesh_);
   check(in_specs_.size() == arg_leaf_counts.size(), kApi,
         "{} in_specs for {} arguments (one spec per argument)", in_specs_.size(),
         arg_leaf_counts.size());
@@ -66,24 +107,24 @@ std::vector<Array> ShardMapState::call(const std::vector<Array>& leaves,
   for (size_t a = 0; a < arg_leaf_counts.size(); ++a) {
     for (size_t j = 0; j < arg_leaf_counts[a]; ++j) leaf_specs.push_back(in_specs_[a]);
   }
-  const std::set<std::string> manual = manual_axes_of(mesh_, manual_axes_);
+  const std::set<std::string> manual = manual_axes_of(mesh, manual_axes_, outer_manual);
   for (const auto& spec : leaf_specs) check_manual_spec(spec, manual, "in_specs");
   for (size_t i = 0; i < leaves.size(); ++i) {
     const auto& impl = leaves[i].impl();
     // An argument committed to another mesh (JAX refuses it too).
-    if (!impl->tracer && impl->committed && impl->sharding && !(impl->sharding->mesh() == mesh_)) {
+    if (!impl->tracer && impl->committed && impl->sharding && !(impl->sharding->mesh() == mesh)) {
       fail(kApi,
            "argument {} ({}{}) is committed to {}, but this shard_map runs on {}; device_put it "
            "onto {}",
            i, dtype_name(impl->dtype), shape_to_string(impl->shape),
-           impl->sharding->mesh().to_string(), mesh_.to_string(), mesh_.to_string());
+           impl->sharding->mesh().to_string(), mesh.to_string(), mesh.to_string());
     }
     // Blocks must be even: a padded block would leak its padding into the body's results
     // and collectives (JAX refuses uneven blocks as well).
     const PartitionSpec& spec = leaf_specs[i];
     for (int d = 0; d < spec.size() && d < leaves[i].ndim(); ++d) {
       int64_t k = 1;
-      for (const auto& a : spec[d]) k *= mesh_.axis_size(a);
+      for (const auto& a : spec[d]) k *= mesh.axis_size(a);
       const int64_t n = leaves[i].shape()[static_cast<size_t>(d)];
       if (k > 1 && n % k != 0) {
         fail(kApi,
@@ -97,22 +138,19 @@ std::vector<Array> ShardMapState::call(const std::vector<Array>& leaves,
   }
   // Trace the body on local blocks.
   auto body = std::make_shared<TraceState>("shard_map_body");
-  body->manual_mesh = mesh_;
-  body->manual_axes = manual;
+  body->manual_mesh = mesh;
+  body->manual_axes = manual;  // and, nested, the enclosing map's (its collectives stay bound)
+  body->manual_axes.insert(outer_manual.begin(), outer_manual.end());
   std::vector<Array> outs;
   {
     TraceScope scope(body);
     // Inside the body the manual axes are Manual (current_mesh says so, as JAX's abstract
     // mesh does): values are per-device blocks with no global type. Automatic axes
     // (axis_names=) keep their types.
-    std::vector<AxisType> types = mesh_.axis_types();
-    for (size_t k = 0; k < types.size(); ++k) {
-      if (manual.count(mesh_.axis_names()[k])) types[k] = AxisType::Manual;
-    }
-    MeshContext manual_ctx(mesh_.with_axis_types(types));
+    MeshContext manual_ctx(manual_typed(mesh, body->manual_axes));
     std::vector<Array> tracers;
     for (size_t i = 0; i < leaves.size(); ++i) {
-      NamedSharding s(mesh_, leaf_specs[i]);
+      NamedSharding s(mesh, leaf_specs[i]);
       try {
         s.check_shape(leaves[i].shape());
       } catch (const Error&) {
@@ -125,9 +163,13 @@ std::vector<Array> ShardMapState::call(const std::vector<Array>& leaves,
              leaves[i].ndim() == 0 ? "; consider using an in_specs entry of `P()`" : "");
       }
       auto axes = leaf_specs[i].axes();
-      tracers.push_back(
-          body->add_param(ir::Aval{s.shard_shape(leaves[i].shape()), leaves[i].dtype()},
-                          std::nullopt, std::set<std::string>(axes.begin(), axes.end())));
+      std::set<std::string> vary(axes.begin(), axes.end());
+      if (!outer_manual.empty()) {  // nested: what varies over the enclosing map's axes still does
+        const auto& v = outer->program().info(outer->value_of(leaves[i])).varying;
+        vary.insert(v.begin(), v.end());
+      }
+      tracers.push_back(body->add_param(
+          ir::Aval{s.shard_shape(leaves[i].shape()), leaves[i].dtype()}, std::nullopt, vary));
     }
     outs = trace(tracers, out_proto);
     body->set_results(outs);
@@ -146,7 +188,7 @@ std::vector<Array> ShardMapState::call(const std::vector<Array>& leaves,
     std::set<std::string> named(spec_axes.begin(), spec_axes.end());
     std::set<std::string> missing;
     for (const auto& a : info.varying) {
-      if (!named.count(a)) missing.insert(a);
+      if (manual.count(a) && !named.count(a)) missing.insert(a);  // the enclosing map's stay
     }
     if (check_vma_ && !missing.empty()) {
       fail(kApi,
@@ -154,7 +196,7 @@ std::vector<Array> ShardMapState::call(const std::vector<Array>& leaves,
            "(reduce it with psum/all_gather first, or pass check_vma = false)",
            k, out_specs[k].to_string(), axes_text(missing), axes_text(missing));
     }
-    NamedSharding(mesh_, out_specs[k]).check_shape(info.aval.shape);
+    NamedSharding(mesh, out_specs[k]).check_shape(info.aval.shape);
   }
   // Captured outer values enter whole (replicated) on every device.
   std::vector<Array> operands = leaves;
@@ -163,10 +205,14 @@ std::vector<Array> ShardMapState::call(const std::vector<Array>& leaves,
     operands.push_back(c);
     specs.push_back(P());
   }
-  ir::Attrs attrs{{"mesh", mesh_},
+  ir::Attrs attrs{{"mesh", mesh},
                   {"in_specs", specs},
                   {"out_specs", ir::Specs(out_specs.begin(), out_specs.end())}};
   if (!check_vma_) attrs.set("check_vma", false);
+  // Partial (axis_names=) or nested: which axes are manual (the VJP's map is manual over them).
+  if (!outer_manual.empty() || manual.size() < mesh.axis_names().size()) {
+    attrs.set("manual_axes", ir::Strings(manual.begin(), manual.end()));
+  }
   auto region = std::make_shared<const ir::Program>(body->program());
   return bind(prim::get_primitive("shard_map"), operands, std::move(attrs), {region});
 }

@@ -92,6 +92,9 @@ class TraceScope {
 };
 
 TraceState* current_trace();  // nullptr outside any trace
+// Inside a shard_map body (t.manual_mesh set): the mesh in context there, the map's mesh with
+// its manual axes typed Manual; a nested shard_map runs on it (trace/shard_map.cpp).
+Mesh manual_context(const TraceState& t);
 bool is_tracing();
 
 // The trace a tracer belongs to; throws partix::Error if that trace has ended (a leaked

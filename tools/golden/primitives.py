@@ -382,6 +382,18 @@ def elementwise_binary():
          EXACT)
     case("elementwise", "prim_or_i32", "prim:or", [x, y], [int_map("i32", lambda p, q: p | q, x, y)],
          EXACT)
+    case("elementwise", "prim_xor_i32", "prim:xor", [x, y],
+         [int_map("i32", lambda p, q: p ^ q, x, y)], EXACT)
+    # Shifts as XLA defines them: by a negative amount or the width or more, a left shift gives
+    # 0 and an arithmetic right shift the sign bit.
+    for dt, bits, lo in (("i32", 32, I32_MIN), ("i64", 64, I64_MIN)):
+        xs = arr(dt, [1, -8, lo, 12345, -1, 7, 5, -5, 3])
+        ss = arr(dt, [3, 1, 1, bits - 1, bits - 1, bits, -1, bits + 8, 0])
+        case("elementwise", f"prim_shift_left_{dt}", "prim:shift_left", [xs, ss],
+             [int_map(dt, lambda p, q, b=bits: 0 if q < 0 or q >= b else p << q, xs, ss)], EXACT)
+        case("elementwise", f"prim_shift_right_arithmetic_{dt}", "prim:shift_right_arithmetic",
+             [xs, ss], [int_map(dt, lambda p, q, b=bits: p >> (b - 1 if q < 0 or q >= b else q),
+                                xs, ss)], EXACT)
     for op, fn in (("eq", np.equal), ("lt", np.less), ("ge", np.greater_equal)):
         binary(f"prim_{op}_bool", op, fn, "bool", [True, False, True], [True, True, False],
                EXACT, out_dtype="bool", prim=True)

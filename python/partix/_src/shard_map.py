@@ -10,7 +10,8 @@ from partix import _core
 from partix._src import tree_util as tu
 from partix._src.api import Jitted, _keep_tree, _leaf_core, _out_leaves, _trees
 from partix._src.core import Array, PartixError, PartixTypeError, wrap
-from partix._src.sharding import AxisType, Mesh, NamedSharding, PartitionSpec, get_mesh
+from partix._src.sharding import (AxisType, Mesh, NamedSharding, PartitionSpec,
+                                  get_abstract_mesh, get_mesh)
 
 
 class InferFromArgs:
@@ -89,10 +90,21 @@ def _check_spec_tree(specs, api, what):
       raise PartixError(f"[{api}] {what} entry {s!r} is not a PartitionSpec")
 
 
+def _context_mesh():
+  """The mesh a shard_map without mesh= runs on: inside another shard_map's body the mesh in
+  context there (its manual axes typed Manual), else the one set_mesh / use_mesh set."""
+  if _core.has_current_mesh():
+    inner = get_abstract_mesh()
+    if inner.manual_axes:
+      return inner
+  return get_mesh()
+
+
 def _manual_axes(m, axis_names, api):
-  """The axes the body is manual over (axis_names=, JAX's partial manual; all by default)."""
+  """The axes the body is manual over (axis_names=, JAX's partial manual; by default all those
+  not already manual in an enclosing shard_map)."""
   if axis_names is None or not axis_names:
-    return frozenset(m.axis_names)
+    return frozenset(a for a in m.axis_names if a not in m.manual_axes)
   if not isinstance(axis_names, (set, frozenset)):
     raise PartixError(f"[{api}] `axis_names` argument of shard_map should be of type "
                       f"`frozenset` or `set`. Got type: {type(axis_names).__name__}")
@@ -241,8 +253,9 @@ def shard_map(f=None, mesh=None, in_specs=Infer, out_specs=_REQUIRED, check_rep=
                             f"{len(shape)}")
       return [s._core() for s in per]
     outs_list = []
+    every = frozenset(a for a in m.axis_names if a not in m.manual_axes)
     sm = _core.ShardMap(m._m, [s._core() for s in leaf_specs], outs_list, check, out_fn,
-                        set() if manual == frozenset(m.axis_names) else set(manual))
+                        set() if manual == every else set(manual))
     sm.set_function_name(getattr(f, "__name__", ""))
 
     def trace(tracers):
@@ -264,7 +277,7 @@ def shard_map(f=None, mesh=None, in_specs=Infer, out_specs=_REQUIRED, check_rep=
     if kwargs:
       raise PartixError(f"[{api}] the mapped function takes positional arguments only, got "
                         f"keywords {sorted(kwargs)}")
-    m = mesh if mesh is not None else get_mesh()
+    m = mesh if mesh is not None else _context_mesh()
     if m is None:
       raise PartixError(f"[{api}] no mesh: pass mesh=, or call it under `with set_mesh(mesh):`")
     if not isinstance(m, Mesh):

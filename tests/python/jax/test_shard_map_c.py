@@ -488,8 +488,6 @@ def test_partial_auto_error_wrong_in_specs():
     _partial_auto_call(mesh, _wsc_ij_body(mesh), P('i', 'j'), frozenset({'i'}))
 
 
-@pytest.mark.xfail(strict=True, reason="partix refuses any shard_map inside a shard_map body "
-                   "('not supported'), not the mesh mismatch JAX names")
 def test_partial_auto_mismatch_mesh_error():
   mesh = create_mesh((2, 2), ('i', 'j'))
   v = jax.device_put(jnp.arange(32.).reshape(4, 8), NamedSharding(mesh, P('i', 'j')))
@@ -521,8 +519,6 @@ def _nested_ij(mesh, g):
   return f
 
 
-@pytest.mark.xfail(strict=True, reason="partix refuses a shard_map inside a shard_map body: '[shard_map] "
-                   "shard_map inside a shard_map body is not supported' (nested shard_map)")
 def test_nested_partial_auto():
   mesh = create_mesh((2, 2), ('i', 'j'))
   v = jax.device_put(jnp.arange(32.).reshape(4, 8), NamedSharding(mesh, P('i', 'j')))
@@ -531,8 +527,6 @@ def test_nested_partial_auto():
     assert_all_close(v * v, f(v), check_dtypes=False, **F32)
 
 
-@pytest.mark.xfail(strict=True, reason="partix refuses a shard_map inside a shard_map body: '[shard_map] "
-                   "shard_map inside a shard_map body is not supported' (nested shard_map)")
 @pytest.mark.parametrize("dim1, dim2, outer_vma, inner_vma", [
     pytest.param('x', 'y', {'x'}, {'x', 'y'}, id='0'),
     pytest.param(None, 'y', frozenset(), {'y'}, id='1'),
@@ -571,8 +565,6 @@ def test_nested_partial_auto_1d(dim1, dim2, outer_vma, inner_vma):
     assert_arrays_equal(out, (np_inp * np_inp).astype(np.float32))
 
 
-@pytest.mark.xfail(strict=True, reason="partix refuses a shard_map inside a shard_map body: '[shard_map] "
-                   "shard_map inside a shard_map body is not supported' (nested shard_map)")
 def test_grad_nested_partial_auto():
   mesh = create_mesh((2, 2), ('i', 'j'))
   f = _nested_ij(mesh, lambda x: x * x)
@@ -582,8 +574,6 @@ def test_grad_nested_partial_auto():
     assert_all_close(out, v * 2, check_dtypes=False, **F32)
 
 
-@pytest.mark.xfail(strict=True, reason="partix refuses a shard_map inside a shard_map body: '[shard_map] "
-                   "shard_map inside a shard_map body is not supported' (nested shard_map)")
 def test_grad_nested_partial_auto_with_residuals():
   mesh = create_mesh((2, 2), ('i', 'j'))
   f = _nested_ij(mesh, lambda x: x * x * x)

@@ -144,9 +144,6 @@ def test_argmax_pvary():
     np.testing.assert_array_equal(np.asarray(out), blocks.argmax(axis=-1))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix refuses a shard_map inside a shard_map body, which jax.smap here nests: '[shard_map] "
-    "shard_map inside a shard_map body is not supported' (nested shard_map)"))
 @pytest.mark.parametrize("jit", [False, True])
 def test_smap(jit):
   mesh = create_mesh((2, 2, 2), ("x", "y", "z"))
@@ -178,9 +175,6 @@ def test_smap(jit):
     assert_equal(f(arr), np_inp * np_inp)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix refuses a shard_map inside a shard_map body, which jax.smap here nests: '[shard_map] "
-    "shard_map inside a shard_map body is not supported' (nested shard_map)"))
 @pytest.mark.parametrize("jit", [False, True])
 def test_smap_explicit(jit):
   with explicit_mesh((2, 2, 2), ("x", "y", "z")):
@@ -372,9 +366,6 @@ def test_eager_unreduced_in():
 
 # ---- nested smap ----
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix refuses a shard_map inside a shard_map body, which jax.smap here nests: '[shard_map] "
-    "shard_map inside a shard_map body is not supported' (nested shard_map)"))
 @pytest.mark.parametrize("jit", [False, True])
 def test_smap_auto_explicit_nest(jit):
   with explicit_mesh((2, 2), ("x", "y"), axis_types=(AxisType.Explicit, AxisType.Auto)):
@@ -393,9 +384,6 @@ def test_smap_auto_explicit_nest(jit):
     assert_all_close(out, np.sin(np_arr * 2).astype(np.float32))  # JAX: runs
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix refuses a shard_map inside a shard_map body, which jax.smap here nests: '[shard_map] "
-    "shard_map inside a shard_map body is not supported' (nested shard_map)"))
 @pytest.mark.parametrize("jit", [False, True])
 def test_smap_auto_explicit_nest_inner_none(jit):
   with explicit_mesh((2, 2), ("x", "y"), axis_types=(AxisType.Explicit, AxisType.Auto)):
@@ -414,9 +402,6 @@ def test_smap_auto_explicit_nest_inner_none(jit):
     h(jax.device_put(np_arr, P("y")))  # JAX checks only that it runs (and the asserts)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix refuses a shard_map inside a shard_map body, which jax.smap here nests: '[shard_map] "
-    "shard_map inside a shard_map body is not supported' (nested shard_map)"))
 @pytest.mark.parametrize("jit", [False, True])
 def test_smap_auto_explicit_nest_mesh_call_time(jit):
   with explicit_mesh((2, 2), ("x", "y"), axis_types=(AxisType.Explicit, AxisType.Auto)):
@@ -435,9 +420,6 @@ def test_smap_auto_explicit_nest_mesh_call_time(jit):
     assert_all_close(out, np.sin(np_arr * 2).astype(np.float32))  # JAX: runs
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix refuses a shard_map inside a shard_map body, which jax.smap here nests: '[shard_map] "
-    "shard_map inside a shard_map body is not supported' (nested shard_map)"))
 @pytest.mark.parametrize("jit", [False, True])
 def test_smap_nested_psum(jit):
   with explicit_mesh((2, 2), ("x", "y"), axis_types=(AxisType.Auto, AxisType.Auto)):
@@ -1343,9 +1325,6 @@ def test_no_auto_pcast_config(jit):
         f(x, y)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix refuses a shard_map inside a shard_map body: '[shard_map] shard_map inside a shard_map "
-    "body is not supported' (nested shard_map)"))
 def test_nested_shmap_innermost_no_axis_names():
   with explicit_mesh((2, 2, 2), ("x", "y", "z"), axis_types=(AxisType.Auto,) * 3):
     arr = jnp.ones((4,))
