@@ -6,9 +6,9 @@
 
 Every `jax.*` module partix provides is installed in sys.modules under JAX's name, so `import
 jax`, `import jax.numpy as jnp` and `from jax.sharding import PartitionSpec` load partix, and
-libraries written for JAX (optax) run on it; `orbax.checkpoint` is partix.orbax.checkpoint. A
-module partix lacks raises ImportError, and a name it lacks AttributeError, each saying partix
-does not provide it."""
+libraries written for JAX (optax) run on it; `orbax.checkpoint` is partix.orbax.checkpoint and
+`flax.nnx` is partix.nnx. A module partix lacks raises ImportError, and a name it lacks
+AttributeError, each saying partix does not provide it."""
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -57,14 +57,24 @@ MODULES = {
     "orbax.checkpoint.checkpoint_manager": "partix.orbax.checkpoint.checkpoint_manager",
     "orbax.checkpoint.checkpoint_managers": "partix.orbax.checkpoint.checkpoint_manager",
     "orbax.checkpoint.checkpointers": "partix.orbax.checkpoint.checkpointers",
+    # Flax NNX's module API (docs/nnx.md).
+    "flax": "partix.nnx.as_flax",
+    "flax.nnx": "partix.nnx",
+    "flax.nnx.spmd": "partix.nnx.spmd",
+    "flax.nnx.nn": "partix.nnx.nn",
+    "flax.nnx.nn.initializers": "partix.nnx.nn.initializers",
+    "flax.nnx.nn.activations": "partix.nnx.nn.activations",
+    "flax.nnx.training": "partix.nnx.training",
+    "flax.nnx.training.metrics": "partix.nnx.training.metrics",
+    "flax.nnx.training.optimizer": "partix.nnx.training.optimizer",
 }
 # The top-level packages MODULES covers (and whose they are): any other module under them is
 # one partix lacks.
-_ROOTS = {"jax": "JAX", "orbax": "Orbax"}
+_ROOTS = {"jax": "JAX", "orbax": "Orbax", "flax": "Flax"}
 
 
 class _Missing(importlib.abc.MetaPathFinder):
-  """Answers every other `jax.*` (or `orbax.*`) import with an ImportError that names it."""
+  """Answers every other `jax.*` (`orbax.*`, `flax.*`) import with an ImportError naming it."""
 
   def find_spec(self, name, path=None, target=None):
     root = name.split(".")[0]
@@ -106,6 +116,8 @@ def install():
   for jax_name, ours in MODULES.items():
     if jax_name not in sys.modules:
       module = importlib.import_module(ours)
+      if jax_name in _ROOTS and not hasattr(module, "__path__"):
+        module.__path__ = []  # a package, so `import flax.linen` reaches _Missing
       sys.modules[jax_name] = _Jax(module) if jax_name == "jax" else module
   if not any(isinstance(f, _Missing) for f in sys.meta_path):
     sys.meta_path.insert(0, _Missing())

@@ -183,3 +183,21 @@ def test_orbax_checkpoint_names_resolve_to_partix(tmp_path):
   assert "partix does not provide the Orbax module 'orbax.checkpoint.experimental_thing'" in \
       p.stdout
   assert "package partix.orbax.checkpoint" in p.stdout
+
+
+def test_flax_nnx_names_resolve_to_partix(tmp_path):
+  (tmp_path / "fl.py").write_text(textwrap.dedent("""
+    import jax
+    from flax import nnx
+    import flax.nnx.spmd
+    model = nnx.Linear(3, 2, rngs=nnx.Rngs(0))
+    print("kernel", model.kernel.value.shape, nnx.__name__, flax.nnx.spmd.__name__)
+    try:
+      import flax.linen
+    except ImportError as e:
+      print("module:", e)
+  """))
+  p = _run(tmp_path, "fl.py")
+  assert p.returncode == 0, p.stdout + p.stderr
+  assert "kernel (3, 2) partix.nnx partix.nnx.spmd" in p.stdout, p.stdout
+  assert "partix does not provide the Flax module 'flax.linen'" in p.stdout

@@ -318,11 +318,7 @@ print("losses", losses)
 '''
 
 PRELUDE = '''
-import sys
-import partix.as_jax  # jax -> partix
-import partix.nnx, partix.nnx.as_flax
-sys.modules["flax"] = partix.nnx.as_flax  # flax.nnx -> partix.nnx (DESIGN 8.2)
-sys.modules["flax.nnx"] = partix.nnx
+import partix.as_jax  # jax -> partix, flax.nnx -> partix.nnx
 '''
 
 
