@@ -564,6 +564,10 @@ class Jitted:
 
   def __call__(self, *args, **kwargs):
     if _core.is_tracing():  # nested jit: inline; its shardings become constraints
+      if self._compiler_options:
+        raise PartixError(f"[{self._api}] `compiler_options` can only be passed to top-level "
+                          "`jax.jit`: this jit runs inside another, whose program it becomes "
+                          "part of")
       return self._inline(args, kwargs)
     if _jit_disabled():  # jax.disable_jit: the function runs op by op
       return self._fun(*args, **kwargs)
@@ -701,6 +705,9 @@ def jit(fun=None, *, in_shardings=None, out_shardings=None, static_argnums=None,
              donate_argnames, name)
   j._device = device
   j._placed_by_argument = device is not None or backend is not None
+  # Accepted for programs written for XLA, whose options partix's compiler has no use for;
+  # a jit that has them cannot run nested in another (as in JAX).
+  j._compiler_options = dict(compiler_options or {})
   return j
 
 
@@ -1101,8 +1108,13 @@ class ShapedArray:
   ndim = property(lambda self: len(self.shape))
   size = property(lambda self: int(np.prod(self.shape)))
 
-  def str_short(self):
-    return self._str
+  def str_short(self, short_dtypes=False, mesh_axis_types=False):
+    """The type as text; with short_dtypes, numpy's short names (f32, i32, bf16) as JAX
+    writes them."""
+    if not short_dtypes:
+      return self._str
+    long_name = dtypes.dtype(self.dtype).name if not isinstance(self.dtype, str) else self.dtype
+    return _SHORT_DTYPE.get(long_name, long_name) + self._str[len(long_name):]
 
   def __str__(self):
     return self._str
@@ -1116,6 +1128,11 @@ class ShapedArray:
 
   def __hash__(self):
     return hash(self._str)
+
+
+_SHORT_DTYPE = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64": "f64",
+                "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64", "uint8": "u8",
+                "uint16": "u16", "uint32": "u32", "bool": "bool"}
 
 
 def typeof(x):

@@ -136,18 +136,23 @@ class PartitionSpec(tuple):
   __hash__ = tuple.__hash__
 
   def __add__(self, other):
-    extra_u = other.unreduced if isinstance(other, PartitionSpec) else frozenset()
-    extra_r = other.reduced if isinstance(other, PartitionSpec) else frozenset()
     if not isinstance(other, tuple):
       return NotImplemented
-    return PartitionSpec(*tuple(self), *tuple(other), unreduced=self.unreduced | extra_u,
-                         reduced=self.reduced | extra_r)
+    if isinstance(other, PartitionSpec):
+      return PartitionSpec(*tuple(self), *tuple(other), unreduced=self.unreduced | other.unreduced,
+                           reduced=self.reduced | other.reduced)
+    if self.unreduced or self.reduced:  # as JAX: a plain tuple would silently drop them
+      raise PartixTypeError("[PartitionSpec] unreduced in `__add__` of PartitionSpec: "
+                            f"{self!r} + a tuple; add a PartitionSpec instead")
+    return PartitionSpec(*tuple(self), *tuple(other))
 
   def __radd__(self, other):
     if not isinstance(other, tuple):
       return NotImplemented
-    return PartitionSpec(*tuple(other), *tuple(self), unreduced=self.unreduced,
-                         reduced=self.reduced)
+    if self.unreduced or self.reduced:
+      raise PartixTypeError("[PartitionSpec] unreduced in `__radd__` of PartitionSpec: a tuple "
+                            f"+ {self!r}; add a PartitionSpec instead")
+    return PartitionSpec(*tuple(other), *tuple(self))
 
   def _entries(self):
     out = []

@@ -1136,8 +1136,6 @@ def test_set_mesh_none_out_sharding():
   assert f(NamedSharding(mesh, P('x'))).sharding == NamedSharding(mesh, P('x'))
 
 
-@pytest.mark.xfail(strict=True, reason="partix ignores jit's compiler_options (even an invalid "
-                   "key), so a jit that has them runs nested in another jit with no error")
 def test_compiler_options_nested_jit_error():
   @jax.jit(compiler_options={"invalid_key": "invalid_value"})
   def g(x):

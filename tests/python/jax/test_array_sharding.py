@@ -381,9 +381,6 @@ def test_pspec_mix_axis_types():
     assert out.sharding.spec == want
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's ShapedArray.str_short() takes no short_dtypes argument (TypeError) and writes "
-    "float32[1,1,1,1]{U:a}, not f32[1,1,1,1]{U:a}"))
 def test_aval_str_short():
   # JAX's case also gives the avals varying axes through the private
   # jax._src.core.ManualAxisType ({V:c}); the public part is mirrored.
@@ -397,9 +394,6 @@ def test_aval_str_short():
   assert aval.str_short(True) == "f32[1,1,1,1]"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's P + tuple and tuple + P keep unreduced (P('x', None, None, unreduced={'z'})) "
-    "instead of raising TypeError 'unreduced in `__add__` of PartitionSpec'"))
 def test_pspec_unreduced():
   pspec = P("a", "b", None, unreduced={"c"}, reduced={"d"})
   assert repr(pspec) == "P('a', 'b', None, unreduced={'c'}, reduced={'d'})"
