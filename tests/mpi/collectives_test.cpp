@@ -3,6 +3,7 @@
 // the host; arrays across processes; failures that must reach every process.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -70,8 +71,8 @@ class Collectives : public testing::TestWithParam<int> {
 TEST_P(Collectives, PsumOverX) {
   const int64_t X = c_.x, Y = c_.y, bx = 2, by = 3;
   Array g = global_operand(X * bx, Y * by, NamedSharding(mesh_, P("x", "y")));
-  auto f = shard_map([](const Array& b) { return psum(b, "x"); }, mesh_, {P("x", "y")},
-                     {P(None, "y")});
+  auto f =
+      shard_map([](const Array& b) { return psum(b, "x"); }, mesh_, {P("x", "y")}, {P(None, "y")});
   std::vector<float> got = everywhere(f(g));
   ASSERT_EQ(got.size(), static_cast<size_t>(bx * Y * by));
   for (int64_t a = 0; a < bx; ++a) {
@@ -83,11 +84,45 @@ TEST_P(Collectives, PsumOverX) {
   }
 }
 
+// The narrow and unsigned integers reduce across processes in their own width (u8 sums wrap
+// at 256, u32 values past 2^31 stay unsigned), and gather unchanged.
+TEST_P(Collectives, NarrowIntegersReduceInTheirWidth) {
+  const int64_t X = c_.x, Y = c_.y, bx = 2, by = 3;
+  Array g = global_operand(X * bx, Y * by, NamedSharding(mesh_, P("x", "y")));
+  for (DType d : {DType::U8, DType::I8, DType::I16, DType::U16, DType::U32}) {
+    SCOPED_TRACE(std::string(dtype_name(d)));
+    // 10 r + c scaled into each type's range (u32: past 2^31).
+    const double scale = d == DType::U32 ? 60000000.0 : d == DType::U8 ? 7.0 : 3.0;
+    auto f = shard_map([](const Array& b) { return psum(b, "x"); }, mesh_, {P("x", "y")},
+                       {P(None, "y")});
+    Array got = f(astype(g * scale, d));
+    EXPECT_EQ(got.dtype(), d);
+    std::vector<int64_t> v = process_allgather(astype(got, DType::I64)).to_vector<int64_t>();
+    const int64_t mod = int64_t{1} << int_bits(d);
+    for (int64_t a = 0; a < bx; ++a) {
+      for (int64_t col = 0; col < Y * by; ++col) {
+        int64_t want = 0;
+        const int64_t lo = is_unsigned(d) ? 0 : -mod / 2,
+                      hi = is_unsigned(d) ? mod - 1 : mod / 2 - 1;
+        for (int64_t i = 0; i < X; ++i) {  // the float -> integer conversion saturates
+          want += std::clamp(static_cast<int64_t>(g_at(i * bx + a, col) * scale), lo, hi);
+        }
+        want = ((want % mod) + mod) % mod;  // wrapped, as bits
+        if (!is_unsigned(d) && want >= mod / 2) want -= mod;
+        EXPECT_EQ(v[static_cast<size_t>(a * Y * by + col)], want) << a << "," << col;
+      }
+    }
+  }
+}
+
 TEST_P(Collectives, PmaxOverBothAxes) {
   const int64_t X = c_.x, Y = c_.y, bx = 2, by = 3;
   Array g = global_operand(X * bx, Y * by, NamedSharding(mesh_, P("x", "y")));
-  auto f = shard_map([](const Array& b) { return pmax(b, Axes{"x", "y"}); }, mesh_,
-                     {P("x", "y")}, {P()});
+  auto f = shard_map(
+      [](const Array& b) {
+        return pmax(b, Axes{"x", "y"});
+      },
+      mesh_, {P("x", "y")}, {P()});
   std::vector<float> got = everywhere(f(g));
   for (int64_t a = 0; a < bx; ++a) {
     for (int64_t c = 0; c < by; ++c) {
@@ -112,8 +147,8 @@ TEST_P(Collectives, AllGatherOverX) {
 TEST_P(Collectives, PsumScatterOverX) {
   const int64_t X = c_.x, Y = c_.y, bx = X, by = 3;
   Array g = global_operand(X * bx, Y * by, NamedSharding(mesh_, P("x", "y")));
-  auto f = shard_map([](const Array& b) { return psum_scatter(b, "x", 0, /*tiled=*/true); },
-                     mesh_, {P("x", "y")}, {P("x", "y")});
+  auto f = shard_map([](const Array& b) { return psum_scatter(b, "x", 0, /*tiled=*/true); }, mesh_,
+                     {P("x", "y")}, {P("x", "y")});
   std::vector<float> got = everywhere(f(g));
   ASSERT_EQ(got.size(), static_cast<size_t>(X * Y * by));
   for (int64_t r = 0; r < X; ++r) {
@@ -128,8 +163,8 @@ TEST_P(Collectives, PsumScatterOverX) {
 TEST_P(Collectives, AllToAllOverX) {
   const int64_t X = c_.x, Y = c_.y, bx = X, by = 3;
   Array g = global_operand(X * bx, Y * by, NamedSharding(mesh_, P("x", "y")));
-  auto f = shard_map([](const Array& b) { return all_to_all(b, "x", 0, 1, /*tiled=*/true); },
-                     mesh_, {P("x", "y")}, {P("x", "y")});
+  auto f = shard_map([](const Array& b) { return all_to_all(b, "x", 0, 1, /*tiled=*/true); }, mesh_,
+                     {P("x", "y")}, {P("x", "y")});
   std::vector<float> got = everywhere(f(g));
   const int64_t cols = Y * X * by;
   ASSERT_EQ(got.size(), static_cast<size_t>(X * cols));
@@ -171,8 +206,8 @@ TEST_P(Collectives, PpermuteShiftAndPartial) {
 
 TEST_P(Collectives, AxisIndexAndBarrierLikeSum) {
   auto f = shard_map(
-      [](const Array& b) { return reshape(astype(axis_index("x"), DType::F32), {1}) + b; },
-      mesh_, {P("x")}, {P("x")});
+      [](const Array& b) { return reshape(astype(axis_index("x"), DType::F32), {1}) + b; }, mesh_,
+      {P("x")}, {P("x")});
   Array z = zeros({c_.x}, DType::F32, NamedSharding(mesh_, P("x")));
   std::vector<float> got = everywhere(f(z));
   for (int64_t i = 0; i < c_.x; ++i) EXPECT_EQ(got[static_cast<size_t>(i)], static_cast<float>(i));
@@ -199,7 +234,8 @@ TEST_P(Collectives, JitMatmulAndReshard) {
   Array repl = device_put(g, NamedSharding(mesh_, P()));
   std::vector<float> direct = repl.to_vector<float>();  // replicated: readable everywhere
   for (int64_t r = 0; r < 8; ++r) {
-    for (int64_t col = 0; col < 8; ++col) EXPECT_EQ(direct[static_cast<size_t>(r * 8 + col)], g_at(r, col));
+    for (int64_t col = 0; col < 8; ++col)
+      EXPECT_EQ(direct[static_cast<size_t>(r * 8 + col)], g_at(r, col));
   }
 }
 
@@ -217,8 +253,8 @@ TEST_P(Collectives, GradOfShardedLoss) {
 TEST_P(Collectives, LargeBlocksPsumGatherScatter) {
   const int64_t X = c_.x, Y = c_.y, bx = 4 * X, by = 4099;  // odd: pieces end off any block
   Array g = global_operand(X * bx, Y * by, NamedSharding(mesh_, P("x", "y")));
-  auto fs = shard_map([](const Array& b) { return psum(b, "x"); }, mesh_, {P("x", "y")},
-                      {P(None, "y")});
+  auto fs =
+      shard_map([](const Array& b) { return psum(b, "x"); }, mesh_, {P("x", "y")}, {P(None, "y")});
   std::vector<float> got = everywhere(fs(g));
   ASSERT_EQ(got.size(), static_cast<size_t>(bx * Y * by));
   int64_t wrong = 0;
@@ -230,8 +266,8 @@ TEST_P(Collectives, LargeBlocksPsumGatherScatter) {
     }
   }
   EXPECT_EQ(wrong, 0) << "psum";
-  auto fg = shard_map([](const Array& b) { return all_gather(b, "x", 0, /*tiled=*/true); },
-                      mesh_, {P("x", "y")}, {P(None, "y")});
+  auto fg = shard_map([](const Array& b) { return all_gather(b, "x", 0, /*tiled=*/true); }, mesh_,
+                      {P("x", "y")}, {P(None, "y")});
   got = everywhere(fg(g));
   wrong = 0;
   for (int64_t r = 0; r < X * bx; ++r) {
@@ -240,8 +276,8 @@ TEST_P(Collectives, LargeBlocksPsumGatherScatter) {
     }
   }
   EXPECT_EQ(wrong, 0) << "all_gather";
-  auto fr = shard_map([](const Array& b) { return psum_scatter(b, "x", 0, /*tiled=*/true); },
-                      mesh_, {P("x", "y")}, {P("x", "y")});
+  auto fr = shard_map([](const Array& b) { return psum_scatter(b, "x", 0, /*tiled=*/true); }, mesh_,
+                      {P("x", "y")}, {P("x", "y")});
   got = everywhere(fr(g));
   ASSERT_EQ(got.size(), static_cast<size_t>(bx * Y * by));
   wrong = 0;
@@ -297,7 +333,8 @@ TEST(Processes, AddressabilityOfASpanningArray) {
     (void)device_put(g, NamedSharding(other, P("x", "y")));
     ADD_FAILURE() << "moving a spanning array between meshes must raise";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("[device_put] cannot move"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("[device_put] cannot move"), std::string::npos)
+        << e.what();
   }
   // A replicated one can: every process holds all of it.
   EXPECT_EQ(everywhere(device_put(r, NamedSharding(other, P("x", "y")))), r.to_vector<float>());
@@ -321,19 +358,20 @@ TEST(Processes, ProcessLocalDataBuildsTheGlobalBatch) {
     for (int64_t c = 0; c < 3; ++c) EXPECT_EQ(all[static_cast<size_t>(r * 3 + c)], g_at(r, c));
   }
   // The same with the global shape given, and a wrong local shape.
-  Array again = make_array_from_process_local_data(batch, from_vector(mine, {per_process, 3}),
-                                                   Shape{16, 3});
+  Array again =
+      make_array_from_process_local_data(batch, from_vector(mine, {per_process, 3}), Shape{16, 3});
   EXPECT_EQ(everywhere(again), all);
-  EXPECT_THROW(make_array_from_process_local_data(batch, from_vector(mine, {per_process, 3}),
-                                                  Shape{32, 3}),
-               Error);
+  EXPECT_THROW(
+      make_array_from_process_local_data(batch, from_vector(mine, {per_process, 3}), Shape{32, 3}),
+      Error);
 }
 
 TEST(Processes, DifferentProgramsAreNamed) {
   Mesh mesh = mesh_of(4, 2);
   Array g = global_operand(8, 4, NamedSharding(mesh, P("x", "y")));
-  auto f = process_index() == 0 ? std::function<Array(const Array&)>([](const Array& a) { return sum(a); })
-                                : std::function<Array(const Array&)>([](const Array& a) { return max(a); });
+  auto f = process_index() == 0
+               ? std::function<Array(const Array&)>([](const Array& a) { return sum(a); })
+               : std::function<Array(const Array&)>([](const Array& a) { return max(a); });
   try {
     (void)jit(f)(g);
     ADD_FAILURE() << "programs that differ between processes must raise";
@@ -342,13 +380,12 @@ TEST(Processes, DifferentProgramsAreNamed) {
         << e.what();
   }
   // The job goes on: the next program is the same everywhere.
-  EXPECT_EQ(process_allgather(jit([](const Array& a) { return sum(a); })(g)).item<float>(),
-            [] {
-              float s = 0;
-              for (int r = 0; r < 8; ++r)
-                for (int c = 0; c < 4; ++c) s += g_at(r, c);
-              return s;
-            }());
+  EXPECT_EQ(process_allgather(jit([](const Array& a) { return sum(a); })(g)).item<float>(), [] {
+    float s = 0;
+    for (int r = 0; r < 8; ++r)
+      for (int c = 0; c < 4; ++c) s += g_at(r, c);
+    return s;
+  }());
 }
 
 // A device of the last process fails mid-program: every process raises, naming it, and the
