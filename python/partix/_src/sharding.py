@@ -64,17 +64,31 @@ _interned_meshes = weakref.WeakValueDictionary()
 _interned_shardings = weakref.WeakValueDictionary()
 
 
+class _Unconstrained:
+  """P.UNCONSTRAINED: a dimension whose sharding the compiler may choose."""
+  __slots__ = ()
+
+  def __repr__(self):
+    return "UNCONSTRAINED"
+
+  def __reduce__(self):
+    return "_UNCONSTRAINED"
+
+
+_UNCONSTRAINED = _Unconstrained()
+
+
 class PartitionSpec(tuple):
   """One entry per leading array dimension: None, a mesh axis name, or a tuple of names
   (major to minor). As jax.sharding.PartitionSpec (a tuple; printed P(...), as JAX 0.10)."""
-  UNCONSTRAINED = "unconstrained"
+  UNCONSTRAINED = _UNCONSTRAINED
 
   def __init_subclass__(cls, **kwargs):
     raise TypeError("Subclassing `jax.P` is prohibited (PartitionSpec cannot be subclassed)")
 
   def __new__(cls, *entries, unreduced=None, reduced=None):
     for e in entries:
-      if not (e is None or isinstance(e, str) or (
+      if not (e is None or e is _UNCONSTRAINED or isinstance(e, str) or (
           isinstance(e, (tuple, list)) and all(isinstance(n, str) for n in e))):
         raise PartixError(f"[PartitionSpec] entry {e!r} is not None, a mesh axis name or a "
                           "tuple of names")
@@ -87,7 +101,8 @@ class PartitionSpec(tuple):
         return e[0] if e else None
       return e
     self = super().__new__(cls, tuple(canonical(e) for e in entries))
-    used = {n for e in self for n in ((e,) if isinstance(e, str) else e or ())}
+    used = {n for e in self if e is not _UNCONSTRAINED
+            for n in ((e,) if isinstance(e, str) else e or ())}
     if used & unreduced:
       raise PartixError(f"[PartitionSpec] partitions cannot overlap with unreduced axes passed "
                         f"to PartitionSpec. Got partitions: {tuple(self)} and unreduced axes: "
@@ -155,6 +170,11 @@ class PartitionSpec(tuple):
     return PartitionSpec(*tuple(other), *tuple(self))
 
   def _entries(self):
+    if any(e is _UNCONSTRAINED for e in self):
+      raise PartixError(f"[NamedSharding] Unconstrained dims are not allowed in {self!r}: "
+                        "partix's shardings (jit's in_shardings and out_shardings, "
+                        "device_put, with_sharding_constraint) name every dimension's axes; "
+                        "P.UNCONSTRAINED, which lets the compiler choose, is not supported")
     out = []
     for e in self:
       out.append([] if e is None else [e] if isinstance(e, str) else list(e))

@@ -636,8 +636,8 @@ def test_threefry_partitionable_context_within_jit():
 
 
 @pytest.mark.xfail(strict=True, reason=(
-                   'partix has no P.UNCONSTRAINED: NamedSharding(mesh, P(P.UNCONSTRAINED, '
-                   "...)) fails as an unknown mesh axis 'unconstrained'"))
+    "partix refuses P.UNCONSTRAINED in a sharding ('Unconstrained dims are not allowed'): its "
+    "constraints name every dimension's axes"))
 def test_wsc_vmap_unconstrained_spmd_axis_name():
   # JAX reads the constraint from the jaxpr (P('x', UNCONSTRAINED) under spmd_axis_name='x',
   # fully unconstrained without); here its effect: the examples split over 'x'.
@@ -701,9 +701,6 @@ def test_jit_trace():
   assert len(traced.in_avals[1]) == 0
 
 
-@pytest.mark.xfail(strict=True, reason=(
-                   'partix has no P.UNCONSTRAINED: NamedSharding(mesh, P(P.UNCONSTRAINED, '
-                   "...)) fails as an unknown mesh axis 'unconstrained'"))
 def test_in_out_shardings_unconstrained_error():
   mesh = create_mesh((1,), ('x',))
   with pytest.raises(Exception, match="Unconstrained dims are not allowed"):
@@ -1020,9 +1017,6 @@ def test_abstract_mesh_lower_same_size_different_axis_name():
   assert lowered.out_info.shape == (8, 2)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-                   'partix has no P.UNCONSTRAINED: NamedSharding(mesh, P(P.UNCONSTRAINED, '
-                   "...)) fails as an unknown mesh axis 'unconstrained'"))
 def test_jit_out_shardings_unconstrained():
   mesh = create_mesh((2, 2), ('x', 'y'))
   with pytest.raises(Exception, match="Unconstrained dims are not allowed"):
