@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cctype>
 #include <mutex>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -383,6 +384,33 @@ std::shared_ptr<JitState::Entry> JitState::get(
   return entry;
 }
 
+namespace {
+
+// Which donated argument leaves a result can take over: as in JAX, a donated buffer is used
+// only where a result of the same per-device size needs one (each result once); the others
+// stay the caller's, alive.
+std::vector<bool> usable_donations(const runtime::Executable& exe, const std::vector<Array>& leaves,
+                                   const std::vector<bool>& donate) {
+  std::multiset<int64_t> free_results;
+  for (size_t k = 0; k < exe.out_avals().size(); ++k) {
+    const ir::Aval& a = exe.out_avals()[k];
+    free_results.insert(dtype_nbytes(a.dtype, exe.out_shardings()[k].shard_shape(a.shape)));
+  }
+  std::vector<bool> usable(donate.size(), false);
+  for (size_t i = 0; i < donate.size() && i < leaves.size(); ++i) {
+    if (!donate[i]) continue;
+    const int64_t bytes =
+        dtype_nbytes(leaves[i].dtype(), exe.in_shardings()[i].shard_shape(leaves[i].shape()));
+    auto it = free_results.find(bytes);
+    if (it == free_results.end()) continue;
+    free_results.erase(it);
+    usable[i] = true;
+  }
+  return usable;
+}
+
+}  // namespace
+
 std::vector<Array> JitState::run(const Entry& entry, const std::vector<Array>& leaves) {
   for (size_t i = 0; i < leaves.size(); ++i) {
     if (leaves[i].is_abstract()) {
@@ -406,13 +434,14 @@ std::vector<Array> JitState::run(const Entry& entry, const std::vector<Array>& l
       donate.push_back(true);  // a private copy: the program may reuse it
     }
   };
-  for (size_t i = 0; i < leaves.size(); ++i) place(leaves[i], i, traced.donate[i]);
+  const std::vector<bool> given = usable_donations(exe, leaves, traced.donate);
+  for (size_t i = 0; i < leaves.size(); ++i) place(leaves[i], i, given[i]);
   for (size_t i = 0; i < traced.captures.size(); ++i) {
     place(traced.captures[i], leaves.size() + i, false);
   }
   std::vector<Array> outs = exe.run(args, donate);
   for (size_t i = 0; i < leaves.size(); ++i) {
-    if (traced.donate[i]) mark_donated(*leaves[i].impl());  // the caller's array is gone
+    if (given[i]) mark_donated(*leaves[i].impl());  // the caller's array is gone
   }
   // A current mesh (set_mesh, use_mesh) places the program too, as JAX's context mesh does.
   const bool commit = traced.commit_outputs || has_current_mesh();

@@ -100,6 +100,23 @@ TEST(Runtime, DonatedArgumentsAreReusedAndGone) {
   EXPECT_PARTIX_ERROR(g(e), "donated");
 }
 
+// As JAX: a donated argument that no result can take over (no result of its per-device size)
+// is not given up; one result takes one donated buffer.
+TEST(Runtime, UnusableDonationsKeepTheArgument) {
+  auto outer = jit([](const Array& v) { return matmul(v, transpose(v, {1, 0})); },
+                   {.donate_argnums = {0}});
+  Array x = device_put(ones({8, 2}), Device{0});
+  Array r = outer(x);  // an (8, 8) result: the (8, 2) buffer is of no use to it
+  EXPECT_EQ(r.to_vector<float>()[0], 2.0f);
+  EXPECT_EQ(x.to_vector<float>()[3], 1.0f);  // still the caller's
+  auto both = jit([](const Array& a, const Array& b) { return a + b; },
+                  {.donate_argnums = {0, 1}});
+  Array a = device_put(ones({16}), Device{0}), b = device_put(ones({16}), Device{0});
+  both(a, b);
+  EXPECT_PARTIX_ERROR(a.to_vector<float>(), "donated");  // the one result took a's buffer
+  EXPECT_EQ(b.to_vector<float>()[0], 1.0f);
+}
+
 TEST(Runtime, ErrorsInsideDeviceWorkersSurfaceAsPartixError) {
   Mesh mesh({4}, {"x"});
   Array a = device_put(ones({2}), NamedSharding(mesh, P()));

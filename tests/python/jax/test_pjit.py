@@ -318,9 +318,6 @@ def testBufferDonationWithOutputShardingInference():
   jax.tree.map(_assert_deleted, z_tree)
 
 
-@pytest.mark.xfail(strict=True, reason="partix deletes a donated argument even when no result "
-                   "can take its buffer (JAX keeps it: x @ x.T's (8, 8) result does not fit the "
-                   "donated (8, 2) argument)")
 def testBufferDonationNotDonated():
   # No result matches the donated (8, 2) argument: it is not deleted.
   mesh = create_mesh((2,), "x")
