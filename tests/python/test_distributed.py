@@ -57,3 +57,46 @@ def test_two_processes(tmp_path):
     shards = [[d, d * 4] for d in local]  # 16 rows over 4 devices
     sums = [float(np.arange(64).sum() + 64), float(np.arange(64).sum()), "[device_put]"]
     assert got == [2, 4, 2, local, [0, 0, 1, 1], shards, want, sums], (pi, got)
+
+
+_HOST_LOCAL = textwrap.dedent("""
+  import json, sys
+  import numpy as np
+  import partix as jax
+  from partix.experimental import multihost_utils as mh
+  from partix.sharding import NamedSharding, PartitionSpec as P
+  me = jax.process_index()
+  mesh = jax.make_mesh((2, 2), ("x", "y"))  # process p holds row p of the mesh
+  # Each process's rows 4p .. 4p + 3 of an (8, 6) value, laid out over its own devices.
+  local = (np.arange(24, dtype=np.float32).reshape(4, 6) + 100 * me)
+  g = mh.host_local_array_to_global_array(local, mesh, P("x", "y"))
+  whole = np.asarray(jax.jit(lambda v: v, out_shardings=NamedSharding(mesh, P()))(g))
+  back = mh.global_array_to_host_local_array(g, mesh, P("x", "y"))
+  out = {"global_shape": list(g.shape), "whole": whole.tolist(),
+         "back_shape": list(back.shape), "back": np.asarray(back).tolist(),
+         "back_devices": sorted(d.process_index for d in back.sharding.mesh.devices.flat)}
+  with open(f"{sys.argv[1]}/hl{me}.json", "w") as f:
+    json.dump(out, f)
+""")
+
+
+@needs_mpirun
+def test_host_local_and_global_arrays_across_processes(tmp_path):
+  p = run_two_processes(tmp_path, _HOST_LOCAL)
+  assert p.returncode == 0, p.stdout + p.stderr
+  rows = [np.arange(24, dtype=np.float32).reshape(4, 6) + 100 * p for p in (0, 1)]
+  for pi in (0, 1):
+    got = json.loads((tmp_path / f"hl{pi}.json").read_text())
+    assert got["global_shape"] == [8, 6]
+    assert got["whole"] == np.concatenate(rows).tolist()
+    assert got["back_shape"] == [4, 6] and got["back"] == rows[pi].tolist()
+    assert got["back_devices"] == [pi, pi]
+
+
+def test_host_local_arrays_on_one_process_are_global():
+  # One process: the arrays come back as they are (JAX's identity), the same objects.
+  from partix.experimental import multihost_utils as mh
+  mesh = jax.make_mesh((2,), ("x",))
+  x = jax.device_put(np.arange(4.0), jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("x")))
+  assert mh.global_array_to_host_local_array(x, mesh, jax.sharding.PartitionSpec("x")) is x
+  assert mh.host_local_array_to_global_array(x, mesh, jax.sharding.PartitionSpec("x")) is x

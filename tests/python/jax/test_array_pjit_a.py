@@ -743,8 +743,6 @@ def test_multi_device_pjit_mul():
   assert out2.shape == (8, 2)
 
 
-@pytest.mark.xfail(strict=True, reason="partix's jax.experimental.multihost_utils has no "
-                   "global_array_to_host_local_array")
 def test_global_array_to_host_local_array_already_host_local():
   # On one process the array is already host-local: the same object comes back.
   from jax.experimental import multihost_utils

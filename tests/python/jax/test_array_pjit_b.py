@@ -621,7 +621,9 @@ def test_uneven_sharding_wsc():
   assert_arrays_equal(z.max(), expected_z.max())
 
 
-@pytest.mark.xfail(strict=True, reason="partix has no jax.threefry_partitionable")
+@pytest.mark.xfail(strict=True, reason=(
+    "partix's threefry draws are always partitionable: under jax.threefry_partitionable(False) "
+    "a key draws the same values (JAX's unpartitionable scheme draws others)"))
 def test_threefry_partitionable_context_within_jit():
   with jax.threefry_partitionable(False):
     def f(x):
