@@ -89,6 +89,23 @@ void deliver(const mpi::Notice& n) {
   }
 }
 
+// A device's index among its process's devices (devices are numbered process by process), as
+// message tags write it: at most 255.
+int local_index(int device) {
+  const auto& all = devices();
+  const int p = all[static_cast<size_t>(device)].process_index;
+  int first = device;
+  while (first > 0 && all[static_cast<size_t>(first - 1)].process_index == p) --first;
+  const int i = device - first;
+  if (i > 0xFF) {
+    detail::fail("collective",
+                 "device {} is its process's device number {}: collectives across "
+                 "processes address at most 256 devices per process",
+                 device, i);
+  }
+  return i;
+}
+
 std::string group_text(const Group& group) {
   return fmt::format("group [{}]", fmt::join(group, ","));
 }
@@ -180,20 +197,25 @@ mpi::ExchangeContext ProcessCommunicator::context(const char* what, const Group&
   // rule pairs every send with its own receive. (A tag of the group alone would not: groups
   // {0,3} and {0,1,2,4} meet in device 0, but process 1's leaders for them, devices 3 and 2,
   // may send in either order.) The execution's number keeps a message that a failed execution
-  // left unreceived from matching a later one.
+  // left unreceived from matching a later one, until the number's low bits come round again:
+  // the leaders are written as their index among their own process's devices (8 bits each, the
+  // processes being the message's source and destination), which leaves 14 bits of execution
+  // number in MPI's 31-bit tags: a message a failed execution left behind could be taken by the
+  // 16384th execution after it (with the global device ids, 6 bits: the 64th did, summing stale
+  // partial sums into a reduce-scatter).
   const Split& sp = slot(group).split;
   std::vector<int> leaders(sp.procs.size());
   for (size_t j = 0; j < sp.procs.size(); ++j) {
-    leaders[j] = group[static_cast<size_t>(sp.ranks_of[j].front())];
+    leaders[j] = local_index(group[static_cast<size_t>(sp.ranks_of[j].front())]);
   }
   const int mine = leaders[static_cast<size_t>(sp.me)];
-  const uint64_t run = run_ & 0x3F;
+  const uint64_t run = run_ & 0x3FFF;
   ctx.tag_of = [procs = sp.procs, leaders, mine, run, phase](int peer, bool send) {
     const size_t j =
         static_cast<size_t>(std::lower_bound(procs.begin(), procs.end(), peer) - procs.begin());
-    const uint64_t from = static_cast<uint64_t>(send ? mine : leaders[j]) & 0xFFF;
-    const uint64_t to = static_cast<uint64_t>(send ? leaders[j] : mine) & 0xFFF;
-    return static_cast<int>((run << 25) | (from << 13) | (to << 1) |
+    const uint64_t from = static_cast<uint64_t>(send ? mine : leaders[j]);
+    const uint64_t to = static_cast<uint64_t>(send ? leaders[j] : mine);
+    return static_cast<int>((run << 17) | (from << 9) | (to << 1) |
                             static_cast<uint64_t>(phase & 1));
   };
   ctx.check_abort = [this, what, &group] { throw_if_aborted(what, group); };
