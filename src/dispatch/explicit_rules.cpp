@@ -4,6 +4,7 @@
 // that reaches the results shards them, a reduction factor split in one operand is reduced
 // (the result is replicated over it), one split in several is ambiguous, and a factor that
 // needs replication cannot stay split. Control flow takes its regions' result types.
+#include <algorithm>
 #include <set>
 
 #include "core/errors.h"
@@ -100,10 +101,24 @@ std::vector<std::optional<NamedSharding>> region_result_types(
   return types;
 }
 
+// Empty results (a slice past the end) hold nothing to split: unsplit, whatever the operands.
+std::optional<std::vector<std::optional<NamedSharding>>> empty_result_types(
+    const std::vector<std::optional<NamedSharding>>& in_types, const std::vector<ir::Aval>& out) {
+  if (!std::all_of(out.begin(), out.end(), [](const ir::Aval& a) { return a.size() == 0; })) {
+    return std::nullopt;
+  }
+  for (const auto& t : in_types) {
+    if (t)
+      return std::vector<std::optional<NamedSharding>>(out.size(), NamedSharding(t->mesh(), P()));
+  }
+  return std::nullopt;
+}
+
 std::vector<std::optional<NamedSharding>> factor_result_types(
     const prim::Primitive& p, const std::vector<std::optional<NamedSharding>>& in_types,
     const std::vector<ir::Aval>& in, const std::vector<ir::Aval>& out, const ir::Attrs& attrs,
     const Mesh& mesh) {
+  if (auto empty = empty_result_types(in_types, out)) return *empty;
   const prim::FactorRule rule = p.partitioning().factor_rule(in, out, attrs);
   const size_t nf = rule.factors.size();
   std::vector<spmd::AxisList> axes(nf);

@@ -1093,12 +1093,7 @@ def test_pvary_explicit_axes_error():
       f(np.arange(8))
 
 
-@pytest.mark.parametrize("axis_type", [
-    AxisType.Auto,
-    pytest.param(AxisType.Explicit, marks=pytest.mark.xfail(
-        strict=True, reason="jit(x[:, 100:116]) on an Explicit-sharded dimension: partix's "
-        "slice refuses an operand split along the sliced dimension (JAX gives (32, 0))")),
-])
+@pytest.mark.parametrize("axis_type", [AxisType.Auto, AxisType.Explicit])
 def test_slice_oob_shmap(axis_type):
   # (JAX's sharding checks compare axis_type with a tuple, so they never run: shapes only.)
   mesh = create_mesh((2,), "x", axis_types=(axis_type,))
