@@ -99,3 +99,31 @@ def test_approx_max_k_is_exact_top_k():
   v, i = jax.lax.approx_min_k(x, 1, reduction_dimension=0)
   np.testing.assert_array_equal(np.asarray(v), [[0.0, 1.0, -1.0, 2.0]])
   np.testing.assert_array_equal(np.asarray(i), [[1, 0, 1, 0]])
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (4, 4), (5, 3), (3, 5), (2, 6, 4)], ids=str)
+def test_singular_values_and_svd_against_numpy(shape):
+  a = np.random.default_rng(7).standard_normal(shape).astype(np.float32)
+  np.testing.assert_allclose(np.asarray(jnp.linalg.svdvals(a)),
+                             np.linalg.svd(a, compute_uv=False), rtol=1e-5, atol=1e-5)
+  u, s, vh = (np.asarray(t) for t in jnp.linalg.svd(a, full_matrices=False))
+  k = min(shape[-2:])
+  assert u.shape == shape[:-1] + (k,) and vh.shape == shape[:-2] + (k, shape[-1])
+  np.testing.assert_allclose((u * s[..., None, :]) @ vh, a, atol=1e-5)
+  np.testing.assert_allclose(np.swapaxes(u, -1, -2) @ u, np.broadcast_to(np.eye(k), u.shape[:-2] + (k, k)),
+                             atol=1e-5)
+  for o in (2, -2, "nuc"):
+    np.testing.assert_allclose(np.asarray(jnp.linalg.norm(a, o, axis=(-2, -1))),
+                               np.linalg.norm(a, o, axis=(-2, -1)), rtol=1e-5)
+
+
+def test_norms_under_jit_grad_and_bad_input():
+  a = np.random.default_rng(3).standard_normal((4, 4)).astype(np.float32)
+  u, _, vh = np.linalg.svd(a)
+  g = jax.jit(jax.grad(lambda m: jnp.linalg.norm(m, "nuc")))(a)
+  np.testing.assert_allclose(np.asarray(g), u @ vh, atol=1e-5)  # d||A||_* / dA = U V^T
+  assert jnp.linalg.norm(a, 2, keepdims=True).shape == (1, 1)
+  with pytest.raises(jax.PartixError, match="full_matrices=False"):
+    jnp.linalg.svd(np.ones((3, 2), np.float32))
+  with pytest.raises(jax.PartixError, match=r"\[linalg.svdvals\] needs matrices"):
+    jnp.linalg.svdvals(np.ones(3, np.float32))

@@ -1,14 +1,16 @@
-"""jnp.linalg's solves: solve, inv, det and slogdet of square matrices (batched over leading
-dimensions), by Gauss-Jordan elimination with partial pivoting written in partix's ops. It is
-traced like any program (jit, vmap, grad, shard_map bodies, loops) and differentiated through
-its steps; one step per column, so it suits the small and medium matrices programs invert."""
+"""jnp.linalg in partix's ops, traced like any program (jit, vmap, grad, shard_map bodies,
+loops) and differentiated through its steps: solve, inv, det and slogdet of square matrices by
+Gauss-Jordan elimination with partial pivoting (one step per column), and singular values (svd,
+svdvals, the spectral and nuclear norms) by one-sided Jacobi rotations (a fixed number of sweeps
+over every column pair). Both suit the small and medium matrices programs invert and measure;
+they are batched over leading dimensions."""
 import numpy as np
 
 from partix._src import dtypes
 from partix._src import numpy_ops as jnp
 from partix._src.core import PartixError
 
-__all__ = ["solve", "inv", "det", "slogdet"]
+__all__ = ["solve", "inv", "det", "slogdet", "svd", "svdvals", "norm"]
 
 
 def _square(a, api):
@@ -93,3 +95,97 @@ def det(a):
     return jnp.ones(a.shape[:-2], a.dtype)
   _, pivots, sign = _eliminate(a, n)
   return sign * jnp.prod(pivots, axis=-1)
+
+
+# ---- singular values: one-sided Jacobi (Hestenes) ----
+
+_SWEEPS = 10  # rotations over every column pair; f32 converges in fewer for small matrices
+
+
+def _orthogonalize(a, v=None):
+  """Rotates the columns of a [..., m, n] (m >= n) pairwise until they are orthogonal: then
+  a = U diag(s) with s the column norms, and a_original = a V^T for the rotations V (kept when
+  v is given)."""
+  n = a.shape[-1]
+  for _ in range(_SWEEPS if n > 1 else 0):
+    for p in range(n - 1):
+      for q in range(p + 1, n):
+        ap, aq = a[..., :, p], a[..., :, q]
+        alpha, beta = jnp.sum(ap * ap, axis=-1), jnp.sum(aq * aq, axis=-1)
+        gamma = jnp.sum(ap * aq, axis=-1)
+        done = jnp.abs(gamma) <= 1e-30 + 1e-7 * jnp.sqrt(alpha * beta)
+        zeta = (beta - alpha) / jnp.where(done, 1.0, 2.0 * gamma)
+        t = jnp.where(zeta >= 0, 1.0, -1.0) / (jnp.abs(zeta) + jnp.sqrt(1.0 + zeta * zeta))
+        t = jnp.where(done, 0.0, t)
+        c = 1.0 / jnp.sqrt(1.0 + t * t)
+        s = c * t
+        c, s = jnp.expand_dims(c, -1), jnp.expand_dims(s, -1)
+        a = a.at[..., :, p].set(c * ap - s * aq).at[..., :, q].set(s * ap + c * aq)
+        if v is not None:
+          vp, vq = v[..., :, p], v[..., :, q]
+          v = v.at[..., :, p].set(c * vp - s * vq).at[..., :, q].set(s * vp + c * vq)
+  return a, v
+
+
+def _matrix(a, api):
+  a = jnp.asarray(a, api=f"linalg.{api}")
+  if a.ndim < 2:
+    raise PartixError(f"[linalg.{api}] needs matrices [..., m, n], got shape {a.shape}")
+  return a if dtypes.is_float(a.dtype) else jnp.astype(a, np.float32)
+
+
+def svdvals(x):
+  """The singular values of each matrix [..., m, n], descending (jnp.linalg.svdvals)."""
+  a = _matrix(x, "svdvals")
+  if a.shape[-2] < a.shape[-1]:
+    a = jnp.swapaxes(a, -1, -2)
+  a, _ = _orthogonalize(a)
+  s = jnp.sqrt(jnp.sum(a * a, axis=-2))
+  return -jnp.sort(-s, axis=-1)
+
+
+def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
+  """a = U diag(S) Vh for each matrix [..., m, n] (S descending). With compute_uv, only the
+  reduced factors (full_matrices=False) are computed."""
+  if not compute_uv:
+    return svdvals(a)
+  x = _matrix(a, "svd")
+  m, n = x.shape[-2], x.shape[-1]
+  if full_matrices and m != n:
+    raise PartixError(f"[linalg.svd] full_matrices=True for a {m}x{n} matrix needs the full "
+                      "U or V, which partix does not compute: pass full_matrices=False")
+  wide = m < n
+  if wide:
+    x = jnp.swapaxes(x, -1, -2)
+  k = x.shape[-1]
+  v0 = jnp.broadcast_to(jnp.eye(k, dtype=x.dtype), x.shape[:-2] + (k, k))
+  b, v = _orthogonalize(x, v0)
+  s = jnp.sqrt(jnp.sum(b * b, axis=-2))
+  order = jnp.argsort(-s, axis=-1)
+  s = jnp.take_along_axis(s, order, axis=-1)
+  pick = jnp.broadcast_to(jnp.expand_dims(order, -2), b.shape)
+  u = jnp.take_along_axis(b, pick, axis=-1) / jnp.expand_dims(jnp.where(s > 0, s, 1.0), -2)
+  v = jnp.take_along_axis(v, jnp.broadcast_to(jnp.expand_dims(order, -2), v.shape), axis=-1)
+  if wide:  # a^T = u s v^T, so a = v s u^T
+    return v, s, jnp.swapaxes(u, -1, -2)
+  return u, s, jnp.swapaxes(v, -1, -2)
+
+
+def norm(x, ord=None, axis=None, keepdims=False):
+  """numpy.linalg.norm; the spectral (2, -2) and nuclear ('nuc') norms over two axes from the
+  singular values."""
+  a = jnp.asarray(x, api="linalg.norm")
+  two = (axis is None and a.ndim == 2) or (isinstance(axis, (tuple, list)) and len(axis) == 2)
+  if not (two and ord in (2, -2, "nuc")):
+    return jnp.linalg_norm(a, ord=ord, axis=axis, keepdims=keepdims)
+  rows, cols = ((0, 1) if axis is None else tuple(d % a.ndim for d in axis))
+  if rows == cols:
+    raise PartixError(f"[linalg.norm] axis={axis!r} must name two different axes")
+  m = jnp.moveaxis(a, (rows, cols), (-2, -1))
+  s = svdvals(m)
+  r = jnp.max(s, axis=-1) if ord == 2 else jnp.min(s, axis=-1) if ord == -2 else jnp.sum(
+      s, axis=-1)
+  if keepdims:
+    for d in sorted((rows, cols)):
+      r = jnp.expand_dims(r, d)
+  return r

@@ -28,7 +28,6 @@ def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
     return _nonzero(condition, size=size, fill_value=fill_value)
   return _where3(condition, x, y)
 from partix._src.numpy_ops import asarray_ as asarray  # noqa: F401
-from partix._src.numpy_ops import linalg_norm as _linalg_norm
 from partix._src import linalg as _linalg
 from partix._src.numpy_ops import (abs, all, any, max, min, pow, round, sum)  # noqa: F401
 
@@ -43,8 +42,11 @@ complexfloating, unsignedinteger, bool = _np.complexfloating, _np.unsignedintege
 
 
 class linalg:
-  """jnp.linalg: norms, and solve / inv / det / slogdet by Gauss-Jordan elimination."""
-  norm = staticmethod(_linalg_norm)
+  """jnp.linalg: norms, solve / inv / det / slogdet (Gauss-Jordan elimination), svd / svdvals
+  (one-sided Jacobi)."""
+  norm = staticmethod(_linalg.norm)
+  svd = staticmethod(_linalg.svd)
+  svdvals = staticmethod(_linalg.svdvals)
   solve = staticmethod(_linalg.solve)
   inv = staticmethod(_linalg.inv)
   det = staticmethod(_linalg.det)
