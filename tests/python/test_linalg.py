@@ -127,3 +127,34 @@ def test_norms_under_jit_grad_and_bad_input():
     jnp.linalg.svd(np.ones((3, 2), np.float32))
   with pytest.raises(jax.PartixError, match=r"\[linalg.svdvals\] needs matrices"):
     jnp.linalg.svdvals(np.ones(3, np.float32))
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (4, 4), (2, 6, 4)], ids=str)
+def test_qr_factors(shape):
+  a = np.random.default_rng(11).standard_normal(shape).astype(np.float32)
+  q, r = (np.asarray(t) for t in jnp.linalg.qr(a))
+  k = min(shape[-2:])
+  assert q.shape == shape[:-1] + (k,) and r.shape == shape[:-2] + (k, shape[-1])
+  np.testing.assert_allclose(q @ r, a, atol=1e-5)
+  np.testing.assert_allclose(np.swapaxes(q, -1, -2) @ q, np.broadcast_to(np.eye(k), q.shape[:-2] + (k, k)),
+                             atol=1e-5)
+  assert np.abs(np.tril(r, -1)).max() == 0  # upper triangular
+  np.testing.assert_allclose(np.asarray(jnp.linalg.qr(a, mode="r")), r, atol=1e-6)
+  with pytest.raises(jax.PartixError, match="mode='reduced'"):
+    jnp.linalg.qr(np.ones((4, 2), np.float32), mode="complete")
+
+
+def test_orthogonal_initializers():
+  from partix.nn import initializers as init
+  k = jax.random.key(0)
+  w = np.asarray(init.orthogonal()(k, (6, 4)))
+  np.testing.assert_allclose(w.T @ w, np.eye(4), atol=1e-5)
+  w = np.asarray(init.orthogonal(scale=2.0)(k, (3, 8)))
+  np.testing.assert_allclose(w @ w.T, 4 * np.eye(3), atol=1e-5)
+  w = np.asarray(init.orthogonal(column_axis=0)(k, (5, 2, 3))).reshape(5, 6)
+  np.testing.assert_allclose(w @ w.T, np.eye(5), atol=1e-5)
+  d = np.asarray(init.delta_orthogonal()(k, (3, 3, 4, 6)))
+  np.testing.assert_allclose(d[1, 1] @ d[1, 1].T, np.eye(4), atol=1e-5)
+  assert np.abs(d).sum() == np.abs(d[1, 1]).sum()  # zero off the centre
+  with pytest.raises(jax.PartixError, match="in channels <= out channels"):
+    init.delta_orthogonal()(k, (3, 6, 4))

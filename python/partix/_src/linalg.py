@@ -2,7 +2,7 @@
 loops) and differentiated through its steps: solve, inv, det and slogdet of square matrices by
 Gauss-Jordan elimination with partial pivoting (one step per column), and singular values (svd,
 svdvals, the spectral and nuclear norms) by one-sided Jacobi rotations (a fixed number of sweeps
-over every column pair). Both suit the small and medium matrices programs invert and measure;
+over every column pair), and qr by modified Gram-Schmidt run twice. Both suit the small and medium matrices programs invert and measure;
 they are batched over leading dimensions."""
 import numpy as np
 
@@ -10,7 +10,7 @@ from partix._src import dtypes
 from partix._src import numpy_ops as jnp
 from partix._src.core import PartixError
 
-__all__ = ["solve", "inv", "det", "slogdet", "svd", "svdvals", "norm"]
+__all__ = ["solve", "inv", "det", "slogdet", "svd", "svdvals", "norm", "qr"]
 
 
 def _square(a, api):
@@ -189,3 +189,43 @@ def norm(x, ord=None, axis=None, keepdims=False):
     for d in sorted((rows, cols)):
       r = jnp.expand_dims(r, d)
   return r
+
+
+# ---- QR: modified Gram-Schmidt, run twice ----
+
+def _mgs(a):
+  """Q [..., m, n], R [..., n, n] with a = Q R for tall a (m >= n), column by column."""
+  n = a.shape[-1]
+  cols = jnp.arange(n)
+  qs, rows = [], []
+  v = a
+  for k in range(n):
+    vk = v[..., :, k]
+    rkk = jnp.sqrt(jnp.sum(vk * vk, axis=-1))
+    qk = vk / jnp.expand_dims(jnp.where(rkk > 0, rkk, 1.0), -1)
+    proj = jnp.sum(jnp.expand_dims(qk, -1) * v, axis=-2)  # q_k . v_j for every column j
+    later = jnp.where(cols > k, proj, 0.0)
+    v = v - jnp.expand_dims(qk, -1) * jnp.expand_dims(later, -2)
+    qs.append(qk)
+    rows.append(jnp.where(cols == k, jnp.expand_dims(rkk, -1), later))
+  return jnp.stack(qs, axis=-1), jnp.stack(rows, axis=-2)
+
+
+def qr(a, mode="reduced"):
+  """a = Q R for each matrix [..., m, n] (jnp.linalg.qr): mode 'reduced' (Q [m, k], R [k, n],
+  k = min(m, n)) or 'r' (R alone); 'complete' only where it equals 'reduced' (m <= n). Gram-Schmidt
+  is run twice, which keeps Q orthogonal to float precision for the matrices it suits."""
+  x = _matrix(a, "qr")
+  m, n = x.shape[-2], x.shape[-1]
+  if mode not in ("reduced", "r", "complete"):
+    raise PartixError(f"[linalg.qr] mode={mode!r}: expected 'reduced', 'complete' or 'r'")
+  if mode == "complete" and m > n:
+    raise PartixError(f"[linalg.qr] mode='complete' for a {m}x{n} matrix needs the full Q, which "
+                      "partix does not compute: use mode='reduced'")
+  k = min(m, n)
+  q1, r1 = _mgs(x[..., :, :k])
+  q, r2 = _mgs(q1)  # a second pass restores the orthogonality the first lost
+  r = jnp.matmul(r2, r1)
+  if n > k:
+    r = jnp.concatenate([r, jnp.matmul(jnp.swapaxes(q, -1, -2), x[..., :, k:])], axis=-1)
+  return r if mode == "r" else (q, r)

@@ -1424,8 +1424,8 @@ def einsum_path(*a, **k):
 
 def linalg_norm(x, ord=None, axis=None, keepdims=False):
   """numpy.linalg.norm: vector norms over one axis (ord None/2, 1, inf, -inf, 0, any p) and
-  matrix norms over two ('fro', 1, -1, inf, -inf); the spectral and nuclear norms (2, -2,
-  'nuc' over two axes) need singular values, which partix does not compute, and are refused."""
+  matrix norms over two ('fro', 1, -1, inf, -inf); jnp.linalg.norm adds the spectral and
+  nuclear norms (2, -2, 'nuc' over two axes) from singular values (_src/linalg.py)."""
   api = "linalg.norm"
   x = asarray(x, api=api)
   if not dtypes.is_float(x.dtype):

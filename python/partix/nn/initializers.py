@@ -1,6 +1,5 @@
 """jax.nn.initializers (partix.nn.initializers): functions init(key, shape, dtype) -> array,
-as JAX writes them. orthogonal and delta_orthogonal need a QR factorisation, which partix does
-not compute, and are not provided."""
+as JAX writes them."""
 import math
 from typing import Any, Callable
 
@@ -9,11 +8,12 @@ import numpy as _np
 from partix._src.core import PartixError
 from partix import numpy as _jnp
 from partix import random as _random
+from partix._src import linalg as _linalg
 
-__all__ = ["Initializer", "constant", "glorot_normal", "glorot_uniform", "he_normal",
-           "he_uniform", "kaiming_normal", "kaiming_uniform", "lecun_normal", "lecun_uniform",
-           "normal", "ones", "truncated_normal", "uniform", "variance_scaling", "xavier_normal",
-           "xavier_uniform", "zeros"]
+__all__ = ["Initializer", "constant", "delta_orthogonal", "glorot_normal", "glorot_uniform",
+           "he_normal", "he_uniform", "kaiming_normal", "kaiming_uniform", "lecun_normal",
+           "lecun_uniform", "normal", "ones", "orthogonal", "truncated_normal", "uniform",
+           "variance_scaling", "xavier_normal", "xavier_uniform", "zeros"]
 
 Initializer = Callable[..., Any]
 
@@ -126,3 +126,41 @@ kaiming_uniform, kaiming_normal = he_uniform, he_normal
 def __getattr__(name):
   raise AttributeError(f"module 'partix.nn.initializers' has no attribute {name!r}: partix does "
                        f"not provide jax.nn.initializers.{name}")
+
+
+def orthogonal(scale=1.0, column_axis=-1, dtype=_np.float32):
+  """A (scaled) orthogonal matrix over column_axis and the other axes flattened, as JAX's:
+  the Q of a Gaussian matrix's QR, its columns' signs taken from R's diagonal (so that Q is
+  uniform over the orthogonal matrices)."""
+  def init(key, shape, dtype=dtype):
+    shape = tuple(shape)
+    if len(shape) < 2:
+      raise PartixError(f"[orthogonal] needs a shape of at least 2 dimensions, got {shape}")
+    n_cols = shape[column_axis]
+    n_rows = math.prod(shape) // n_cols if n_cols else 0
+    tall = (n_rows, n_cols) if n_rows >= n_cols else (n_cols, n_rows)
+    a = _random.normal(key, tall, _np.float32)
+    q, r = _linalg.qr(a)
+    q = q * _jnp.expand_dims(_jnp.where(_jnp.diagonal(r) < 0, -1.0, 1.0), 0)
+    if n_rows < n_cols:
+      q = q.T
+    rest = tuple(d for i, d in enumerate(shape) if i != column_axis % len(shape))
+    q = _jnp.moveaxis(_jnp.reshape(q, rest + (n_cols,)), -1, column_axis)
+    return _jnp.astype(q * scale, dtype)
+  return init
+
+
+def delta_orthogonal(scale=1.0, column_axis=-1, dtype=_np.float32):
+  """A convolution kernel [*spatial, in, out] (1-3 spatial dimensions, in <= out): zeros but
+  at the spatial centre, an orthogonal matrix (JAX's delta-orthogonal)."""
+  def init(key, shape, dtype=dtype):
+    shape = tuple(shape)
+    if len(shape) not in (3, 4, 5):
+      raise PartixError(f"[delta_orthogonal] needs a 3-, 4- or 5-dimensional kernel shape, got "
+                        f"{shape}")
+    if shape[-2] > shape[-1]:
+      raise PartixError(f"[delta_orthogonal] needs in channels <= out channels, got {shape}")
+    centre = tuple(d // 2 for d in shape[:-2])
+    ortho = orthogonal(scale, column_axis, dtype)(key, shape[-2:])
+    return _jnp.zeros(shape, dtype).at[centre].set(ortho)
+  return init

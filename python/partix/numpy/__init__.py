@@ -43,10 +43,11 @@ complexfloating, unsignedinteger, bool = _np.complexfloating, _np.unsignedintege
 
 class linalg:
   """jnp.linalg: norms, solve / inv / det / slogdet (Gauss-Jordan elimination), svd / svdvals
-  (one-sided Jacobi)."""
+  (one-sided Jacobi), qr (Gram-Schmidt)."""
   norm = staticmethod(_linalg.norm)
   svd = staticmethod(_linalg.svd)
   svdvals = staticmethod(_linalg.svdvals)
+  qr = staticmethod(_linalg.qr)
   solve = staticmethod(_linalg.solve)
   inv = staticmethod(_linalg.inv)
   det = staticmethod(_linalg.det)
