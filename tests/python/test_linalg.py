@@ -158,3 +158,22 @@ def test_orthogonal_initializers():
   assert np.abs(d).sum() == np.abs(d[1, 1]).sum()  # zero off the centre
   with pytest.raises(jax.PartixError, match="in channels <= out channels"):
     init.delta_orthogonal()(k, (3, 6, 4))
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (4, 4), (2, 6, 6)], ids=str)
+def test_eigh_against_numpy(shape):
+  b = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
+  a = b + np.swapaxes(b, -1, -2)
+  w, v = (np.asarray(t) for t in jnp.linalg.eigh(a))
+  np.testing.assert_allclose(w, np.linalg.eigvalsh(a), rtol=1e-5, atol=1e-5)  # ascending
+  np.testing.assert_allclose(v @ (w[..., None] * np.swapaxes(v, -1, -2)), a, atol=2e-5)
+  n = shape[-1]
+  np.testing.assert_allclose(np.swapaxes(v, -1, -2) @ v, np.broadcast_to(np.eye(n), v.shape),
+                             atol=2e-5)
+  # eigvalsh reads the lower triangle (UPLO='L'), as numpy's
+  np.testing.assert_allclose(np.asarray(jnp.linalg.eigvalsh(np.tril(a))), np.linalg.eigvalsh(a),
+                             rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(np.asarray(jax.jit(jnp.linalg.eigvalsh)(a)), np.linalg.eigvalsh(a),
+                             rtol=1e-5, atol=1e-5)
+  with pytest.raises(jax.PartixError, match=r"\[linalg.eigh\] needs square matrices"):
+    jnp.linalg.eigh(np.ones((2, 3), np.float32))

@@ -2,7 +2,8 @@
 loops) and differentiated through its steps: solve, inv, det and slogdet of square matrices by
 Gauss-Jordan elimination with partial pivoting (one step per column), and singular values (svd,
 svdvals, the spectral and nuclear norms) by one-sided Jacobi rotations (a fixed number of sweeps
-over every column pair), and qr by modified Gram-Schmidt run twice. Both suit the small and medium matrices programs invert and measure;
+over every column pair), qr by modified Gram-Schmidt run twice, and eigh / eigvalsh of symmetric
+matrices by cyclic Jacobi rotations. Both suit the small and medium matrices programs invert and measure;
 they are batched over leading dimensions."""
 import numpy as np
 
@@ -10,7 +11,7 @@ from partix._src import dtypes
 from partix._src import numpy_ops as jnp
 from partix._src.core import PartixError
 
-__all__ = ["solve", "inv", "det", "slogdet", "svd", "svdvals", "norm", "qr"]
+__all__ = ["solve", "inv", "det", "slogdet", "svd", "svdvals", "norm", "qr", "eigh", "eigvalsh"]
 
 
 def _square(a, api):
@@ -229,3 +230,53 @@ def qr(a, mode="reduced"):
   if n > k:
     r = jnp.concatenate([r, jnp.matmul(jnp.swapaxes(q, -1, -2), x[..., :, k:])], axis=-1)
   return r if mode == "r" else (q, r)
+
+
+# ---- symmetric eigendecomposition: cyclic Jacobi ----
+
+def _rotate(x, p, q, c, s, axis):
+  """x with its slices p and q along axis (-1: columns, -2: rows) rotated by (c, s)."""
+  if axis == -1:
+    xp, xq = x[..., :, p], x[..., :, q]
+    return x.at[..., :, p].set(c * xp - s * xq).at[..., :, q].set(s * xp + c * xq)
+  xp, xq = x[..., p, :], x[..., q, :]
+  return x.at[..., p, :].set(c * xp - s * xq).at[..., q, :].set(s * xp + c * xq)
+
+
+def eigh(a, UPLO=None, symmetrize_input=True):  # noqa: N803 (numpy's argument name)
+  """Eigenvalues (ascending) and eigenvectors (columns) of each symmetric matrix [..., n, n]
+  (jnp.linalg.eigh), by cyclic Jacobi rotations. UPLO='L'/'U' reads one triangle; otherwise
+  the matrix is symmetrized first, as JAX's."""
+  x = _square(a, "eigh")
+  if UPLO in ("L", "U"):
+    tri = jnp.tril(x) if UPLO == "L" else jnp.triu(x)
+    x = tri + jnp.swapaxes(tri, -1, -2) - jnp.eye(x.shape[-1], dtype=x.dtype) * x
+  elif UPLO is not None:
+    raise PartixError(f"[linalg.eigh] UPLO={UPLO!r}: expected 'L', 'U' or None")
+  elif symmetrize_input:
+    x = (x + jnp.swapaxes(x, -1, -2)) / 2
+  n = x.shape[-1]
+  v = jnp.broadcast_to(jnp.eye(n, dtype=x.dtype), x.shape)
+  for _ in range(_SWEEPS if n > 1 else 0):
+    for p in range(n - 1):
+      for q in range(p + 1, n):
+        app, aqq, apq = x[..., p, p], x[..., q, q], x[..., p, q]
+        done = jnp.abs(apq) <= 1e-30 + 1e-7 * jnp.sqrt(jnp.abs(app * aqq))
+        theta = (aqq - app) / jnp.where(done, 1.0, 2.0 * apq)
+        t = jnp.where(theta >= 0, 1.0, -1.0) / (jnp.abs(theta) + jnp.sqrt(1.0 + theta * theta))
+        t = jnp.where(done, 0.0, t)
+        c = 1.0 / jnp.sqrt(1.0 + t * t)
+        s = c * t
+        ce, se = jnp.expand_dims(c, -1), jnp.expand_dims(s, -1)
+        x = _rotate(_rotate(x, p, q, ce, se, -1), p, q, ce, se, -2)
+        v = _rotate(v, p, q, ce, se, -1)
+  w = jnp.diagonal(x, axis1=-2, axis2=-1)
+  order = jnp.argsort(w, axis=-1)
+  w = jnp.take_along_axis(w, order, axis=-1)
+  v = jnp.take_along_axis(v, jnp.broadcast_to(jnp.expand_dims(order, -2), v.shape), axis=-1)
+  return w, v
+
+
+def eigvalsh(a, UPLO="L", symmetrize_input=True):  # noqa: N803
+  """The eigenvalues (ascending) of each symmetric matrix."""
+  return eigh(a, UPLO=UPLO, symmetrize_input=symmetrize_input)[0]
