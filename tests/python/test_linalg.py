@@ -177,3 +177,14 @@ def test_eigh_against_numpy(shape):
                              rtol=1e-5, atol=1e-5)
   with pytest.raises(jax.PartixError, match=r"\[linalg.eigh\] needs square matrices"):
     jnp.linalg.eigh(np.ones((2, 3), np.float32))
+
+
+def test_cholesky_against_numpy():
+  b = np.random.default_rng(9).standard_normal((3, 5, 5)).astype(np.float32)
+  a = b @ np.swapaxes(b, -1, -2) + 5 * np.eye(5, dtype=np.float32)
+  low = np.asarray(jnp.linalg.cholesky(a))
+  np.testing.assert_allclose(low, np.linalg.cholesky(a), rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(np.asarray(jnp.linalg.cholesky(a, upper=True)),
+                             np.swapaxes(low, -1, -2), atol=1e-6)
+  np.testing.assert_allclose(np.asarray(jax.jit(jnp.linalg.cholesky)(a)), low, atol=1e-6)
+  assert np.isnan(np.asarray(jnp.linalg.cholesky(-np.eye(2, dtype=np.float32)))).any()

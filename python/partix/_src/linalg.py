@@ -3,7 +3,7 @@ loops) and differentiated through its steps: solve, inv, det and slogdet of squa
 Gauss-Jordan elimination with partial pivoting (one step per column), and singular values (svd,
 svdvals, the spectral and nuclear norms) by one-sided Jacobi rotations (a fixed number of sweeps
 over every column pair), qr by modified Gram-Schmidt run twice, and eigh / eigvalsh of symmetric
-matrices by cyclic Jacobi rotations. Both suit the small and medium matrices programs invert and measure;
+matrices by cyclic Jacobi rotations, and cholesky column by column. Both suit the small and medium matrices programs invert and measure;
 they are batched over leading dimensions."""
 import numpy as np
 
@@ -11,7 +11,7 @@ from partix._src import dtypes
 from partix._src import numpy_ops as jnp
 from partix._src.core import PartixError
 
-__all__ = ["solve", "inv", "det", "slogdet", "svd", "svdvals", "norm", "qr", "eigh", "eigvalsh"]
+__all__ = ["solve", "inv", "det", "slogdet", "svd", "svdvals", "norm", "qr", "eigh", "eigvalsh", "cholesky"]
 
 
 def _square(a, api):
@@ -280,3 +280,22 @@ def eigh(a, UPLO=None, symmetrize_input=True):  # noqa: N803 (numpy's argument n
 def eigvalsh(a, UPLO="L", symmetrize_input=True):  # noqa: N803
   """The eigenvalues (ascending) of each symmetric matrix."""
   return eigh(a, UPLO=UPLO, symmetrize_input=symmetrize_input)[0]
+
+
+def cholesky(a, *, upper=False, symmetrize_input=True):
+  """L with a = L L^T for each symmetric positive definite matrix [..., n, n] (lower; upper=True
+  gives L^T), column by column; a matrix that is not positive definite gives NaN, as JAX's."""
+  x = _square(a, "cholesky")
+  if symmetrize_input:
+    x = (x + jnp.swapaxes(x, -1, -2)) / 2
+  n = x.shape[-1]
+  rows = jnp.arange(n)
+  low = jnp.zeros(x.shape, x.dtype)
+  for j in range(n):
+    # Column j of a minus what the columns already found give there.
+    col = x[..., :, j] - jnp.sum(low * jnp.expand_dims(low[..., j, :], -2), axis=-1)
+    d = jnp.sqrt(col[..., j])  # NaN where not positive definite
+    new = jnp.where(rows > j, col / jnp.expand_dims(d, -1),
+                    jnp.where(rows == j, jnp.expand_dims(d, -1), 0.0))
+    low = low.at[..., :, j].set(new)
+  return jnp.swapaxes(low, -1, -2) if upper else low

@@ -43,13 +43,14 @@ complexfloating, unsignedinteger, bool = _np.complexfloating, _np.unsignedintege
 
 class linalg:
   """jnp.linalg: norms, solve / inv / det / slogdet (Gauss-Jordan elimination), svd / svdvals
-  (one-sided Jacobi), qr (Gram-Schmidt), eigh / eigvalsh (Jacobi)."""
+  (one-sided Jacobi), qr (Gram-Schmidt), eigh / eigvalsh (Jacobi), cholesky."""
   norm = staticmethod(_linalg.norm)
   svd = staticmethod(_linalg.svd)
   svdvals = staticmethod(_linalg.svdvals)
   qr = staticmethod(_linalg.qr)
   eigh = staticmethod(_linalg.eigh)
   eigvalsh = staticmethod(_linalg.eigvalsh)
+  cholesky = staticmethod(_linalg.cholesky)
   solve = staticmethod(_linalg.solve)
   inv = staticmethod(_linalg.inv)
   det = staticmethod(_linalg.det)
