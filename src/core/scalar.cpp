@@ -24,33 +24,48 @@ I saturate(double v) {
   return static_cast<I>(v);
 }
 
+// Calls fn(T{}) with the C++ type of integer dtype d and returns true; false for the others.
+template <class Fn>
+bool with_int_type(DType d, Fn&& fn) {
+  switch (d) {
+    case DType::I8:
+      fn(int8_t{});
+      return true;
+    case DType::I16:
+      fn(int16_t{});
+      return true;
+    case DType::I32:
+      fn(int32_t{});
+      return true;
+    case DType::I64:
+      fn(int64_t{});
+      return true;
+    case DType::U8:
+      fn(uint8_t{});
+      return true;
+    case DType::U16:
+      fn(uint16_t{});
+      return true;
+    case DType::U32:
+      fn(uint32_t{});
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace
 
 void store_scalar(void* dst, DType dtype, double v) {
+  if (with_int_type(dtype, [&](auto t) {
+        using T = decltype(t);
+        *static_cast<T*>(dst) = saturate<T>(v);
+      })) {
+    return;
+  }
   switch (dtype) {
     case DType::Bool:
       *static_cast<uint8_t*>(dst) = v != 0.0 ? 1 : 0;
-      break;
-    case DType::I32:
-      *static_cast<int32_t*>(dst) = saturate<int32_t>(v);
-      break;
-    case DType::I64:
-      *static_cast<int64_t*>(dst) = saturate<int64_t>(v);
-      break;
-    case DType::I8:
-      *static_cast<int8_t*>(dst) = saturate<int8_t>(v);
-      break;
-    case DType::I16:
-      *static_cast<int16_t*>(dst) = saturate<int16_t>(v);
-      break;
-    case DType::U8:
-      *static_cast<uint8_t*>(dst) = saturate<uint8_t>(v);
-      break;
-    case DType::U16:
-      *static_cast<uint16_t*>(dst) = saturate<uint16_t>(v);
-      break;
-    case DType::U32:
-      *static_cast<uint32_t*>(dst) = saturate<uint32_t>(v);
       break;
     case DType::F16:
       *static_cast<float16*>(dst) = float16(static_cast<float>(v));
@@ -70,23 +85,15 @@ void store_scalar(void* dst, DType dtype, double v) {
 }
 
 double load_scalar(const void* src, DType dtype) {
+  double out = 0.0;
+  if (with_int_type(dtype, [&](auto t) {
+        out = static_cast<double>(*static_cast<const decltype(t)*>(src));
+      })) {
+    return out;
+  }
   switch (dtype) {
     case DType::Bool:
       return *static_cast<const uint8_t*>(src) ? 1.0 : 0.0;
-    case DType::I32:
-      return *static_cast<const int32_t*>(src);
-    case DType::I64:
-      return static_cast<double>(*static_cast<const int64_t*>(src));
-    case DType::I8:
-      return *static_cast<const int8_t*>(src);
-    case DType::I16:
-      return *static_cast<const int16_t*>(src);
-    case DType::U8:
-      return *static_cast<const uint8_t*>(src);
-    case DType::U16:
-      return *static_cast<const uint16_t*>(src);
-    case DType::U32:
-      return *static_cast<const uint32_t*>(src);
     case DType::F16:
       return static_cast<float>(*static_cast<const float16*>(src));
     case DType::BF16:
@@ -96,32 +103,19 @@ double load_scalar(const void* src, DType dtype) {
     case DType::F64:
       return *static_cast<const double*>(src);
     default:
-      break;  // quantized: no scalar element
+      return 0.0;  // quantized: no scalar element
   }
-  return 0.0;
 }
 
 int64_t load_int(const void* src, DType dtype) {
-  switch (dtype) {
-    case DType::I32:
-      return *static_cast<const int32_t*>(src);
-    case DType::I64:
-      return *static_cast<const int64_t*>(src);
-    case DType::I8:
-      return *static_cast<const int8_t*>(src);
-    case DType::I16:
-      return *static_cast<const int16_t*>(src);
-    case DType::U8:
-      return *static_cast<const uint8_t*>(src);
-    case DType::U16:
-      return *static_cast<const uint16_t*>(src);
-    case DType::U32:
-      return *static_cast<const uint32_t*>(src);
-    case DType::Bool:
-      return *static_cast<const uint8_t*>(src) ? 1 : 0;
-    default:
-      return static_cast<int64_t>(load_scalar(src, dtype));
+  int64_t out = 0;
+  if (with_int_type(dtype, [&](auto t) {
+        out = static_cast<int64_t>(*static_cast<const decltype(t)*>(src));
+      })) {
+    return out;
   }
+  if (dtype == DType::Bool) return *static_cast<const uint8_t*>(src) ? 1 : 0;
+  return static_cast<int64_t>(load_scalar(src, dtype));
 }
 
 int64_t int_lowest(DType dtype) {
@@ -136,37 +130,19 @@ int64_t int_highest(DType dtype) {
   return (int64_t{1} << (is_unsigned(dtype) ? bits : bits - 1)) - 1;
 }
 
+// Integers keep their low bits: integer arithmetic wraps in its own width.
 void store_int(void* dst, DType dtype, int64_t v) {
-  switch (dtype) {
-    case DType::I32:
-      *static_cast<int32_t*>(dst) = static_cast<int32_t>(v);
-      break;
-    case DType::I64:
-      *static_cast<int64_t*>(dst) = v;
-      break;
-    // Narrower integers keep the low bits: integer arithmetic wraps in its own width.
-    case DType::I8:
-      *static_cast<int8_t*>(dst) = static_cast<int8_t>(v);
-      break;
-    case DType::I16:
-      *static_cast<int16_t*>(dst) = static_cast<int16_t>(v);
-      break;
-    case DType::U8:
-      *static_cast<uint8_t*>(dst) = static_cast<uint8_t>(v);
-      break;
-    case DType::U16:
-      *static_cast<uint16_t*>(dst) = static_cast<uint16_t>(v);
-      break;
-    case DType::U32:
-      *static_cast<uint32_t*>(dst) = static_cast<uint32_t>(v);
-      break;
-    case DType::Bool:
-      *static_cast<uint8_t*>(dst) = v != 0 ? 1 : 0;
-      break;
-    default:
-      store_scalar(dst, dtype, static_cast<double>(v));
-      break;
+  if (with_int_type(dtype, [&](auto t) {
+        using T = decltype(t);
+        *static_cast<T*>(dst) = static_cast<T>(v);
+      })) {
+    return;
   }
+  if (dtype == DType::Bool) {
+    *static_cast<uint8_t*>(dst) = v != 0 ? 1 : 0;
+    return;
+  }
+  store_scalar(dst, dtype, static_cast<double>(v));
 }
 
 namespace {
