@@ -4,7 +4,8 @@ are the core's primitives (and, or, xor, not, shift_left, shift_right_arithmetic
 bits is composed from them in the unsigned type of the operand's width."""
 from partix import _core
 from partix._src import dtypes
-from partix._src.core import Array, PartixError, asarray, promote_pair
+from partix._src.core import Array, PartixError, asarray
+from partix._src.numpy_ops import _binary
 
 __all__ = ["bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "invert",
            "bitwise_invert", "left_shift", "bitwise_left_shift", "right_shift",
@@ -13,15 +14,6 @@ __all__ = ["bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "invert",
 
 _UNSIGNED = {8: "u8", 16: "u16", 32: "u32"}
 _WIDTH = {"i8": 8, "u8": 8, "i16": 16, "u16": 16, "i32": 32, "u32": 32, "i64": 64}
-
-
-def _binary(name, f):
-  def op(x1, x2, /):
-    a, b = promote_pair(x1, x2, name)
-    return Array(f(a, b))
-  op.__name__ = name
-  op.__doc__ = f"{name}: elementwise, with numpy's broadcasting and JAX's promotion."
-  return op
 
 
 bitwise_and = _binary("bitwise_and", _core.bitwise_and)

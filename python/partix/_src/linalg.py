@@ -103,6 +103,26 @@ def det(a):
 _SWEEPS = 10  # rotations over every column pair; f32 converges in fewer for small matrices
 
 
+def _rotate(x, p, q, c, s, axis):
+  """x with its slices p and q along axis (-1: columns, -2: rows) rotated by (c, s)."""
+  if axis == -1:
+    xp, xq = x[..., :, p], x[..., :, q]
+    return x.at[..., :, p].set(c * xp - s * xq).at[..., :, q].set(s * xp + c * xq)
+  xp, xq = x[..., p, :], x[..., q, :]
+  return x.at[..., p, :].set(c * xp - s * xq).at[..., q, :].set(s * xp + c * xq)
+
+
+def _rotation(diff, off, scale):
+  """cos and sin of the Jacobi rotation that zeroes `off` between two entries differing by
+  `diff` (no rotation once |off| is negligible against `scale`), as trailing-axis vectors."""
+  done = jnp.abs(off) <= 1e-30 + 1e-7 * scale
+  zeta = diff / jnp.where(done, 1.0, 2.0 * off)
+  t = jnp.where(zeta >= 0, 1.0, -1.0) / (jnp.abs(zeta) + jnp.sqrt(1.0 + zeta * zeta))
+  t = jnp.where(done, 0.0, t)
+  c = 1.0 / jnp.sqrt(1.0 + t * t)
+  return jnp.expand_dims(c, -1), jnp.expand_dims(c * t, -1)
+
+
 def _orthogonalize(a, v=None):
   """Rotates the columns of a [..., m, n] (m >= n) pairwise until they are orthogonal: then
   a = U diag(s) with s the column norms, and a_original = a V^T for the rotations V (kept when
@@ -113,18 +133,10 @@ def _orthogonalize(a, v=None):
       for q in range(p + 1, n):
         ap, aq = a[..., :, p], a[..., :, q]
         alpha, beta = jnp.sum(ap * ap, axis=-1), jnp.sum(aq * aq, axis=-1)
-        gamma = jnp.sum(ap * aq, axis=-1)
-        done = jnp.abs(gamma) <= 1e-30 + 1e-7 * jnp.sqrt(alpha * beta)
-        zeta = (beta - alpha) / jnp.where(done, 1.0, 2.0 * gamma)
-        t = jnp.where(zeta >= 0, 1.0, -1.0) / (jnp.abs(zeta) + jnp.sqrt(1.0 + zeta * zeta))
-        t = jnp.where(done, 0.0, t)
-        c = 1.0 / jnp.sqrt(1.0 + t * t)
-        s = c * t
-        c, s = jnp.expand_dims(c, -1), jnp.expand_dims(s, -1)
-        a = a.at[..., :, p].set(c * ap - s * aq).at[..., :, q].set(s * ap + c * aq)
+        c, s = _rotation(beta - alpha, jnp.sum(ap * aq, axis=-1), jnp.sqrt(alpha * beta))
+        a = _rotate(a, p, q, c, s, -1)
         if v is not None:
-          vp, vq = v[..., :, p], v[..., :, q]
-          v = v.at[..., :, p].set(c * vp - s * vq).at[..., :, q].set(s * vp + c * vq)
+          v = _rotate(v, p, q, c, s, -1)
   return a, v
 
 
@@ -234,15 +246,6 @@ def qr(a, mode="reduced"):
 
 # ---- symmetric eigendecomposition: cyclic Jacobi ----
 
-def _rotate(x, p, q, c, s, axis):
-  """x with its slices p and q along axis (-1: columns, -2: rows) rotated by (c, s)."""
-  if axis == -1:
-    xp, xq = x[..., :, p], x[..., :, q]
-    return x.at[..., :, p].set(c * xp - s * xq).at[..., :, q].set(s * xp + c * xq)
-  xp, xq = x[..., p, :], x[..., q, :]
-  return x.at[..., p, :].set(c * xp - s * xq).at[..., q, :].set(s * xp + c * xq)
-
-
 def eigh(a, UPLO=None, symmetrize_input=True):  # noqa: N803 (numpy's argument name)
   """Eigenvalues (ascending) and eigenvectors (columns) of each symmetric matrix [..., n, n]
   (jnp.linalg.eigh), by cyclic Jacobi rotations. UPLO='L'/'U' reads one triangle; otherwise
@@ -260,16 +263,10 @@ def eigh(a, UPLO=None, symmetrize_input=True):  # noqa: N803 (numpy's argument n
   for _ in range(_SWEEPS if n > 1 else 0):
     for p in range(n - 1):
       for q in range(p + 1, n):
-        app, aqq, apq = x[..., p, p], x[..., q, q], x[..., p, q]
-        done = jnp.abs(apq) <= 1e-30 + 1e-7 * jnp.sqrt(jnp.abs(app * aqq))
-        theta = (aqq - app) / jnp.where(done, 1.0, 2.0 * apq)
-        t = jnp.where(theta >= 0, 1.0, -1.0) / (jnp.abs(theta) + jnp.sqrt(1.0 + theta * theta))
-        t = jnp.where(done, 0.0, t)
-        c = 1.0 / jnp.sqrt(1.0 + t * t)
-        s = c * t
-        ce, se = jnp.expand_dims(c, -1), jnp.expand_dims(s, -1)
-        x = _rotate(_rotate(x, p, q, ce, se, -1), p, q, ce, se, -2)
-        v = _rotate(v, p, q, ce, se, -1)
+        app, aqq = x[..., p, p], x[..., q, q]
+        c, s = _rotation(aqq - app, x[..., p, q], jnp.sqrt(jnp.abs(app * aqq)))
+        x = _rotate(_rotate(x, p, q, c, s, -1), p, q, c, s, -2)
+        v = _rotate(v, p, q, c, s, -1)
   w = jnp.diagonal(x, axis1=-2, axis2=-1)
   order = jnp.argsort(w, axis=-1)
   w = jnp.take_along_axis(w, order, axis=-1)
