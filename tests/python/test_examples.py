@@ -8,7 +8,7 @@ import pytest
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "python")
 NAMES = ["sharded_matmul", "sharding_constraint", "shard_map_collectives", "collective_matmul",
-         "moe_all_to_all", "gpt2_train", "llama_generate"]
+         "moe_all_to_all", "gpt2_train", "llama_generate", "nnx_transformer"]
 
 
 def _run(name):
@@ -35,3 +35,9 @@ def test_example_runs(name):
     assert "Paris" in r.stdout
   if name == "gpt2_train":
     assert "step 11 loss" in r.stdout
+  if name == "nnx_transformer":
+    losses = [float(l.split()[-1]) for l in r.stdout.splitlines() if l.startswith("step ")]
+    assert len(losses) == 8 and losses[-1] < losses[0] - 0.5, losses
+    assert "restored 19 leaves onto 2x4, equal" in r.stdout
+    assert "plan: per-device arguments" in r.stdout and " peak " in r.stdout
+    assert "plan: all_reduce" in r.stdout and "sent per device per step" in r.stdout
