@@ -21,7 +21,6 @@ Run it with 8 devices (virtual CPU devices here):
 
   PARTIX_NUM_CPU_DEVICES=8 PYTHONPATH=build/python python examples/python/nnx_transformer.py
 """
-import sys
 import tempfile
 
 import numpy as np
@@ -60,7 +59,8 @@ class TransformerBlock(nnx.Module):
                                      scale_init=meta(ones, "embed"), bias_init=meta(zeros, "embed"))
     self.linear1 = nnx.Linear(embed_dim, ff_dim, rngs=rngs,
                               kernel_init=meta(xavier, "embed", "hidden"),
-                              bias_init=nnx.with_partitioning(zeros, ("hidden",), sharding_rules=RULES))
+                              bias_init=nnx.with_partitioning(zeros, ("hidden",),
+                                                              sharding_rules=RULES))
     self.linear2 = nnx.Linear(ff_dim, embed_dim, rngs=rngs,
                               kernel_init=meta(xavier, "hidden", "embed"),
                               bias_init=meta(zeros, "embed"))
@@ -148,16 +148,10 @@ big = AbstractMesh((16, 8), ("data", "model"))
 BIG = dict(vocab=32768, embed_dim=2048, num_heads=16, ff_dim=8192)
 with jax.set_mesh(big):
   abstract = nnx.eval_shape(lambda: TinyLM(**BIG, rngs=nnx.Rngs(0)))
-  abstract_opt = nnx.eval_shape(lambda: nnx.Optimizer(abstract, optax.adamw(1e-2), wrt=nnx.Param))
+  abstract_opt = nnx.eval_shape(
+      lambda: nnx.Optimizer(abstract, optax.adamw(1e-2), wrt=nnx.Param))
+# Under the abstract mesh, eval_shape's leaves are ShapeDtypeStructs sharded by the rules.
 graphdef, abstract_state = nnx.split((abstract, abstract_opt))
-
-
-def abstract_leaf(a):
-  spec = a.sharding.spec if isinstance(a.sharding, NamedSharding) else P()
-  return jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=NamedSharding(big, spec))
-
-
-abstract_state = jax.tree.map(abstract_leaf, abstract_state)
 tokens = jax.ShapeDtypeStruct((256, 512), jnp.int32, sharding=NamedSharding(big, P("data", None)))
 
 
@@ -170,7 +164,8 @@ def pure_step(state, ids, targets):
 
 lowered = jax.jit(pure_step, donate_argnums=0).lower(abstract_state, tokens, tokens)
 memory, cost = lowered.memory_analysis(), lowered.cost_analysis()
-n_params = sum(int(np.prod(a.shape)) for a in jax.tree_util.tree_leaves(nnx.state(abstract)))
+n_params = sum(int(np.prod(a.shape))
+               for a in jax.tree_util.tree_leaves(nnx.state(abstract, nnx.Param)))
 gib = 2.0 ** 30
 print(f"plan: {n_params / 1e6:.1f} M parameters on a 16x8 mesh (128 devices), batch 256 x 512")
 print(f"plan: per-device arguments {memory.argument_size_in_bytes / gib:.3f} GiB, "
@@ -183,4 +178,3 @@ print(f"plan: {cost['flops'] / 1e12:.2f} TFLOP per device per step")
 assert memory.peak_memory_in_bytes > memory.argument_size_in_bytes > 0
 assert cost["bytes all_reduce"] > 0, cost
 print(f"OK nnx_transformer loss {losses[0]:.3f} -> {losses[-1]:.3f}")
-sys.stdout.flush()

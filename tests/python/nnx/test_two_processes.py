@@ -37,13 +37,14 @@ _PROG = textwrap.dedent("""
       xavier, zeros = nnx.initializers.xavier_uniform(), nnx.initializers.zeros_init()
       self.embed = nnx.Embed(32, d, rngs=rngs,
                              embedding_init=meta(nnx.initializers.normal(0.02), "vocab", "embed"))
-      self.norm = nnx.LayerNorm(d, rngs=rngs, scale_init=meta(nnx.initializers.ones_init(), "embed"),
-                                bias_init=meta(zeros, "embed"))
+      self.norm = nnx.LayerNorm(d, rngs=rngs, bias_init=meta(zeros, "embed"),
+                                scale_init=meta(nnx.initializers.ones_init(), "embed"))
       self.mha = nnx.MultiHeadAttention(heads, d, decode=False, rngs=rngs,
                                         kernel_init=meta(xavier, "embed", "heads", None),
                                         out_kernel_init=meta(xavier, "heads", None, "embed"))
       self.fc1 = nnx.Linear(d, ff, rngs=rngs, kernel_init=meta(xavier, "embed", "hidden"),
-                            bias_init=nnx.with_partitioning(zeros, ("hidden",), sharding_rules=RULES))
+                            bias_init=nnx.with_partitioning(zeros, ("hidden",),
+                                                            sharding_rules=RULES))
       self.fc2 = nnx.Linear(ff, d, rngs=rngs, kernel_init=meta(xavier, "hidden", "embed"))
       self.drop = nnx.Dropout(0.1, rngs=rngs)
       self.head = nnx.Linear(d, 32, rngs=rngs, kernel_init=meta(xavier, "embed", "vocab"))
