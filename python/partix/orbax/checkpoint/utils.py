@@ -1,8 +1,10 @@
 """orbax.checkpoint.utils: the helpers programs use with restores."""
 
 import partix
+from partix import ckpt
 from partix._src import tree_util as tu
 from partix._src.core import Array
+from partix.orbax.checkpoint._impl import _path_tuple
 
 
 def to_shape_dtype_struct(x, dtype=None, scalar_dtype=None):
@@ -22,7 +24,6 @@ def to_shape_dtype_struct(x, dtype=None, scalar_dtype=None):
 
 def checkpoint_steps(checkpoint_dir):
   """The committed steps under a CheckpointManager's folder."""
-  from partix import ckpt
   return list(ckpt.all_steps(str(checkpoint_dir)))
 
 
@@ -31,5 +32,4 @@ def is_primary_host(primary_host=0):
 
 
 def tuple_path_from_keypath(keypath):
-  from partix.orbax.checkpoint._impl import _path_tuple
   return _path_tuple(keypath)
