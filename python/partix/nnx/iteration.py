@@ -6,6 +6,7 @@ import functools
 import partix
 from partix._src.core import PartixError
 from partix.nnx import graph, statelib
+from partix.nnx.variables import Variable
 from partix.nnx.transforms import (_MISSING, _Extracted, _decorator, _finish, _node_list,
                                    _rebuild, _split_out)
 
@@ -68,7 +69,6 @@ def vmap(f=_MISSING, *, in_axes=0, out_axes=0, axis_name=None, axis_size=None,
 def _add_axis(nodes, axis, name):
   """The sharding annotations of the Variables built by vmap gain the mapped axis (named
   `name`, or None: not sharded), as Flax's transform_metadata does."""
-  from partix.nnx.variables import Variable
   seen = set()
   for node in nodes:
     for _, x in graph.iter_graph(node):
@@ -88,7 +88,6 @@ def _finish_mapped(args, box, state, others):
 
 def _remove_axis(nodes, axis):
   """Inside scan, a sliced Variable's out_sharding loses the scanned axis."""
-  from partix.nnx.variables import Variable
   seen = set()
   for node in nodes:
     for _, x in graph.iter_graph(node):
@@ -102,7 +101,6 @@ def _remove_axis(nodes, axis):
 def _write_parts(nodes, flat, values_only=False):
   """Each argument node updated from its part (paths (0, k, ...)) of a [inputs, outputs]
   state (only the values with values_only: the nodes keep their metadata)."""
-  from partix.nnx.variables import Variable
   for k, node in enumerate(nodes):
     part = [(p[2:], v.get_raw_value() if values_only and isinstance(v, Variable) else v)
             for p, v in flat if len(p) > 2 and p[0] == 0 and p[1] == k]
