@@ -1,11 +1,15 @@
 """nnx.Rngs: named streams of random keys. Each stream holds a key and a counter (both state,
 so a stream advances inside nnx.jit and the count is written back); calling it folds the
 counter into the key and increments the counter."""
+import functools
+
 import numpy as np
 
 from partix import numpy as jnp
 from partix import random
+from partix import tree_util as tu
 from partix._src.core import Array, PartixError
+from partix.nnx import filterlib, graph
 from partix.nnx.module import Object
 from partix.nnx.variables import Variable
 
@@ -128,7 +132,6 @@ class Rngs(Object):
 
 def reseed(node, **seeds):
   """Resets the named streams found in node to new keys (counts to 0)."""
-  from partix.nnx import graph
   for _, x in graph.iter_graph(node):
     if isinstance(x, RngStream) and x.tag in seeds:
       key = _as_key(seeds[x.tag], "reseed")
@@ -137,8 +140,6 @@ def reseed(node, **seeds):
 
 
 def _streams(tree, only):
-  from partix import tree_util as tu
-  from partix.nnx import filterlib, graph
   pred = filterlib.to_predicate(only)
   seen, out = set(), []
   roots = tu.tree_leaves(tree, is_leaf=lambda x: isinstance(x, Object))
@@ -187,7 +188,6 @@ def split_rngs(node=None, *, splits, only=..., squeeze=False):
   """Splits the random streams of the Rngs found in node (or in a decorated function's
   arguments) into `splits` keys each, for nnx.vmap / nnx.scan over them; the streams are
   restored afterwards (advanced by one draw)."""
-  import functools
   if not isinstance(splits, int) or splits < 1:
     raise PartixError(f"[nnx.split_rngs] splits must be a positive int, got {splits!r}")
   if node is None:

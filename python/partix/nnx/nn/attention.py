@@ -12,6 +12,7 @@ from partix import nn as _pnn
 from partix._src.core import PartixError
 from partix.nnx import rnglib
 from partix.nnx.module import Module
+from partix.nnx.variables import Intermediate
 from partix.nnx.nn.linear import LinearGeneral, default_bias_init
 from partix.nnx.nn import initializers
 
@@ -71,7 +72,6 @@ def dot_product_attention_weights(query, key, bias=None, mask=None, broadcast_dr
     weights = jnp.where(mask, weights, np.finfo(np.dtype(dtype)).min)
   weights = jnp.asarray(_pnn.softmax(weights), dtype)
   if module is not None:
-    from partix.nnx.variables import Intermediate
     module.sow(Intermediate, "attention_weights", weights)
   if not deterministic and dropout_rate > 0.0:
     keep_prob = 1.0 - dropout_rate
