@@ -6,6 +6,8 @@ import functools
 import threading
 import warnings
 
+import numpy as np
+
 from partix import tree_util as _tu
 from partix._src.core import PartixError
 
@@ -287,7 +289,6 @@ class Variable:
     return self._raw_value
 
   def __array__(self, dtype=None, copy=None):
-    import numpy as np
     a = np.asarray(self._raw_value)
     return a.astype(dtype) if dtype is not None else a
 
