@@ -37,9 +37,17 @@ class _Static:
     return repr(self.value)
 
 
+# The classes whose instances are graph nodes: nnx.Object (and so every Module, Rngs, ...),
+# registered by partix.nnx.module, which is built over this module.
+_NODE_TYPES = []
+
+
+def register_node_type(cls):
+  _NODE_TYPES.append(cls)
+
+
 def is_node_object(x):
-  from partix.nnx.module import Object
-  return isinstance(x, Object)
+  return isinstance(x, tuple(_NODE_TYPES))
 
 
 def _is_data_leaf(x):

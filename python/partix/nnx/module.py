@@ -38,6 +38,9 @@ class Object:
     return f"{type(self).__name__}({inner})"
 
 
+graph.register_node_type(Object)
+
+
 def _short(v):
   if isinstance(v, Object) or isinstance(v, _vars.Variable):
     return repr(v)

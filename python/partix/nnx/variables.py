@@ -10,6 +10,7 @@ import numpy as np
 
 from partix import tree_util as _tu
 from partix._src.core import PartixError
+from partix.nnx import partitioning as _partitioning
 
 _MISSING = object()
 _local = threading.local()
@@ -155,8 +156,7 @@ class Variable:
     object.__setattr__(self, "_var_metadata", metadata)
     value = self.create_value(value)
     if eager_sharding and metadata.get("out_sharding"):
-      from partix.nnx import spmd
-      value = spmd.shard_value(value, metadata["out_sharding"], metadata.get("sharding_rules"),
+      value = _partitioning.shard_value(value, metadata["out_sharding"], metadata.get("sharding_rules"),
                                metadata.get("mesh"), what=f"nnx.{type(self).__name__}")
     object.__setattr__(self, "_raw_value", value)
 

@@ -186,3 +186,8 @@ def test_scan_over_a_stack_sees_per_layer_annotations():
   assert seen == [P(None, "model")]
   assert stack.kernel.out_sharding == (None, None, "model")  # outside: the stacked annotation
   assert out.shape == (4, 8)
+
+
+def test_with_partitioning_refuses_a_non_mesh_third_argument():
+  with pytest.raises(TypeError, match=r"\[nnx.with_partitioning\] mesh .* must be a Mesh"):
+    nnx.with_partitioning(nnx.initializers.zeros_init(), ("hidden",), (("hidden", "model"),))
