@@ -245,20 +245,6 @@ def unflatten(graphdef, leaves, existing=None, copy=False):
   return b.build(graphdef.root, ()), b.objects
 
 
-def _split_leaves(leaves, filters, api):
-  preds = [filterlib.to_predicate(f) for f in filters]
-  groups = [[] for _ in preds]
-  rest = []
-  for path, leaf in leaves:
-    for g, p in zip(groups, preds):
-      if p(path, leaf):
-        g.append((path, leaf))
-        break
-    else:
-      rest.append(path)
-  return groups, rest
-
-
 def _nested(leaves):
   if len(leaves) == 1 and leaves[0][0] == ():
     return leaves[0][1]
@@ -271,7 +257,7 @@ def split(node, *filters, graph=None):
   graphdef, leaves, _ = flatten(node)
   if not filters:
     return graphdef, _nested(leaves)
-  groups, rest = _split_leaves(leaves, filters, "split")
+  groups, rest = statelib.split_leaves(leaves, filters)
   if rest:
     raise ValueError(f"Non-exhaustive filters, got a non-empty remainder: paths "
                      f"{['/'.join(map(str, p)) for p in rest[:5]]}; add `...` as the last "
@@ -285,7 +271,7 @@ def state(node, *filters, graph=None):
   _, leaves, _ = flatten(node)
   if not filters:
     return _nested(leaves)
-  groups, _ = _split_leaves(leaves, filters, "state")
+  groups, _ = statelib.split_leaves(leaves, filters)
   states = tuple(_nested(g) for g in groups)
   return states[0] if len(states) == 1 else states
 
@@ -369,7 +355,7 @@ def iter_graph(node):
 def pop(node, *filters):
   """Removes the Variables the filters select from node and returns them (a State each)."""
   _, leaves, _ = flatten(node)
-  groups, _ = _split_leaves(leaves, filters, "pop")
+  groups, _ = statelib.split_leaves(leaves, filters)
   for g in groups:
     for path, _leaf in g:
       parent = node

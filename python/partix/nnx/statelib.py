@@ -206,18 +206,24 @@ def replace_by_pure_dict(state, pure_dict):
       leaf.set_raw_value(node)
 
 
-def split_state(state, first, *filters, _remainder_ok=False):
-  """One State per filter; each leaf goes to the first filter it matches."""
-  preds = [filterlib.to_predicate(f) for f in (first,) + filters]
+def split_leaves(leaves, filters):
+  """(path, leaf) pairs grouped by the first filter each matches, and the paths none does."""
+  preds = [filterlib.to_predicate(f) for f in filters]
   groups = [[] for _ in preds]
   rest = []
-  for path, leaf in to_flat_state(state):
+  for path, leaf in leaves:
     for g, p in zip(groups, preds):
       if p(path, leaf):
         g.append((path, leaf))
         break
     else:
       rest.append(path)
+  return groups, rest
+
+
+def split_state(state, first, *filters, _remainder_ok=False):
+  """One State per filter; each leaf goes to the first filter it matches."""
+  groups, rest = split_leaves(to_flat_state(state), (first,) + filters)
   if rest and not _remainder_ok:
     raise ValueError(f"Non-exhaustive filters, got a non-empty remainder: paths {rest[:5]}; "
                      "add `...` as the last filter to catch the rest")
