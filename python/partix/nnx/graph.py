@@ -6,7 +6,7 @@ import numpy as np
 
 from partix._src.core import Array, PartixError
 from partix._src.api import ShapeDtypeStruct
-from partix.nnx import filterlib, statelib
+from partix.nnx import statelib
 from partix.nnx import variables as _vars
 
 
