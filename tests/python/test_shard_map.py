@@ -249,3 +249,25 @@ def test_axis_types():
   with pytest.raises(jax.PartixError, match=r"^\[Mesh\] Number of axis names should match the "
                      r"number of axis_types"):
     Mesh(d, ("x", "y"), axis_types=(AT.Explicit,))
+
+
+def test_eval_shape_and_full_like_keep_varying_axes_inside_shard_map(mesh8):
+  # eval_shape's ShapeDtypeStruct carries the manual axes its value varies over (vma), typeof
+  # reads them, and lax.full_like of it varies alike, as JAX's.
+  seen = {}
+
+  def body(x):
+    y = jax.eval_shape(lambda v: v * 2, x)
+    seen["vma"] = y.vma
+    seen["typeof"] = jax.typeof(y).mat.varying
+    one = jax.lax.full_like(y, 1.0)
+    seen["one"] = jax.typeof(one).mat.varying
+    return x + one
+
+  x = jax.device_put(np.arange(8.0, dtype=np.float32), NamedSharding(mesh8, P("x")))
+  out = jax.jit(jax.shard_map(body, mesh=mesh8, in_specs=P("x"), out_specs=P("x")))(x)
+  np.testing.assert_array_equal(np.asarray(out), np.arange(8.0) + 1)
+  assert seen["vma"] == frozenset({"x"}) and seen["typeof"] == frozenset({"x"})
+  assert seen["one"] == frozenset({"x"})
+  sds = jax.ShapeDtypeStruct((2,), np.float32)
+  assert sds.vma == frozenset() and jax.typeof(sds).shape == (2,)

@@ -838,8 +838,9 @@ def eval_shape(fun, *args, **kwargs):
     # Inside a trace fun is traced in place (what it adds is dead code, dropped at compile):
     # its results' shapes and dtypes, as the tracers show them.
     out = fun(*args, **kwargs)
-    return tu.tree_map(lambda x: ShapeDtypeStruct(tuple(x.shape), x.dtype) if isinstance(
-        x, Array) else x, out)
+    return tu.tree_map(lambda x: ShapeDtypeStruct(
+        tuple(x.shape), x.dtype, vma=_core.varying_axes(x._a) if x._a.is_tracer() else ())
+        if isinstance(x, Array) else x, out)
   return _eval_shape(fun, args, kwargs, "eval_shape", {})
 
 
@@ -1139,6 +1140,8 @@ def typeof(x):
   """jax.typeof: x's type. A concrete array's sharding is its own; a traced value's sharding
   along Explicit mesh axes is computed per op while tracing (explicit sharding), and otherwise
   shows what is known (a jit argument's fixed sharding, a constrained value)."""
+  if isinstance(x, ShapeDtypeStruct):  # its declared type, varying axes included
+    return ShapedArray(x.shape, x.dtype, sharding=x.sharding, varying=x.vma)
   a = core(x, api="typeof")
   t = ShapedArray(_core.type_of(a), varying=_core.varying_axes(a) if a.is_tracer() else ())
   if t.sharding is None and a.is_tracer() and _core.has_current_mesh():

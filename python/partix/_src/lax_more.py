@@ -4,6 +4,8 @@ import enum
 
 import numpy as np
 
+from partix import _core
+
 from partix._src import numpy_more as _more
 from partix._src import lax_ops as _lax_ops
 from partix._src import numpy_ops as jnp
@@ -47,7 +49,20 @@ def full(shape, fill_value, dtype=None, *, sharding=None):
 
 
 def full_like(x, fill_value, dtype=None, shape=None, sharding=None):
-  return jnp.full_like(x, fill_value, dtype, shape, out_sharding=sharding)
+  """lax.full_like; inside shard_map the result varies over the manual axes x does (x an array
+  or a ShapeDtypeStruct with vma), as JAX's."""
+  out = jnp.full_like(x, fill_value, dtype, shape, out_sharding=sharding)
+  vma = sorted(_vma_of(x))
+  return _lax_ops.pvary(out, tuple(vma)) if vma else out
+
+
+def _vma_of(x):
+  """The manual axes x varies over inside shard_map (none outside, or for host data)."""
+  if hasattr(x, "vma") and not hasattr(x, "_a"):
+    return frozenset(x.vma)
+  if hasattr(x, "_a") and x._a.is_tracer():
+    return frozenset(_core.varying_axes(x._a))
+  return frozenset()
 
 
 def rev(operand, dimensions):

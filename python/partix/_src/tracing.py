@@ -18,12 +18,14 @@ class ShapeDtypeStruct:
   """An array that is not allocated: shape, dtype and (optionally) sharding. jit(f).lower and
   eval_shape take it where f takes arrays. A PartitionSpec sharding is resolved against the
   current mesh when .sharding is read, as JAX's."""
-  __slots__ = ("shape", "dtype", "_sharding", "weak_type")
+  __slots__ = ("shape", "dtype", "_sharding", "weak_type", "vma")
 
   def __init__(self, shape, dtype, sharding=None, *, weak_type=False, vma=None):
     self.shape = tuple(int(d) for d in shape)
     self.dtype = dtypes.dtype(dtype)
     self.weak_type = bool(weak_type)
+    # Inside shard_map: the manual axes the value it stands for varies over (as JAX's).
+    self.vma = frozenset(vma or ())
     if isinstance(sharding, PartitionSpec):
       self._sharding = sharding  # resolved when read
     else:

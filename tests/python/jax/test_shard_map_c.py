@@ -164,9 +164,6 @@ def test_sin_unreduced_error():
       f(arr1, arr2)
 
 
-@pytest.mark.xfail(strict=True, reason="partix's jax.typeof refuses the ShapeDtypeStruct that "
-                   "eval_shape returns ('ShapeDtypeStruct of numpy dtype object is not an array "
-                   "partix can hold'), so its varying axes cannot be read")
 def test_eval_shape_vma():
   # eval_shape inside shard_map keeps the varying axes of its result, and full_like of it too.
   with explicit_mesh((2,), 'x'):
