@@ -86,6 +86,52 @@ void check_manual_spec(const PartitionSpec& spec, const std::set<std::string>& m
   }
 }
 
+// A spec as Python prints it: P('x',), P('x', None), P(('x', 'y'),).
+std::string python_spec_text(const PartitionSpec& spec) {
+  std::vector<std::string> items;
+  for (int d = 0; d < spec.size(); ++d) {
+    const auto e = spec[d];
+    std::vector<std::string> q;
+    for (const auto& a : e) q.push_back("'" + a + "'");
+    items.push_back(e.empty()       ? "None"
+                    : e.size() == 1 ? q[0]
+                                    : fmt::format("({})", fmt::join(q, ", ")));
+  }
+  return fmt::format("P({}{})", fmt::join(items, ", "), items.size() == 1 ? "," : "");
+}
+
+// JAX's sentence for an out_spec that claims replication the value's varying axes deny.
+std::string jax_vma_text(const Mesh& mesh, const std::set<std::string>& manual,
+                         const PartitionSpec& spec, const std::set<std::string>& varying,
+                         const std::string& key) {
+  auto spec_axes = spec.axes();
+  const std::set<std::string> named(spec_axes.begin(), spec_axes.end());
+  std::vector<std::string> unmentioned, need, got, diff;
+  for (const auto& a : mesh.axis_names()) {
+    if (!manual.count(a)) continue;
+    if (named.count(a))
+      need.push_back(a);
+    else
+      unmentioned.push_back(a);
+    if (varying.count(a)) got.push_back(a);
+    if (!named.count(a) && varying.count(a)) diff.push_back(a);
+  }
+  const std::string head = fmt::format(
+      "out_specs{} is {} which implies that the corresponding "
+      "output value is ",
+      key, python_spec_text(spec));
+  if (unmentioned.size() == 1) {
+    return head + fmt::format(
+                      "replicated across mesh axis '{}', but could not infer "
+                      "replication over any axes",
+                      unmentioned[0]);
+  }
+  return head + fmt::format(
+                    "only varying across mesh axes {{{}}} and not {{{}}}, but it was "
+                    "inferred to be possibly varying over {{{}}}",
+                    fmt::join(need, ","), fmt::join(diff, ","), fmt::join(got, ","));
+}
+
 }  // namespace
 
 Mesh manual_context(const TraceState& t) { return manual_typed(*t.manual_mesh, t.manual_axes); }
@@ -192,8 +238,12 @@ std::vector<Array> ShardMapState::call(const std::vector<Array>& leaves,
     }
     if (check_vma_ && !missing.empty()) {
       fail(kApi,
-           "out_specs[{}] = {} claims the result is replicated over {}, but it varies over {} "
-           "(reduce it with psum/all_gather first, or pass check_vma = false)",
+           "{}out_specs which require replication which can't be statically inferred given the "
+           "mesh: {}. (out_specs[{}] = {} claims the result is replicated over {}, but it varies "
+           "over {}: reduce it with psum/all_gather first, or pass check_vma = false)",
+           applied_to(function_name_),
+           jax_vma_text(mesh, manual, out_specs[k], info.varying,
+                        out_specs.size() == 1 ? "" : fmt::format("[{}]", k)),
            k, out_specs[k].to_string(), axes_text(missing), axes_text(missing));
     }
     NamedSharding(mesh, out_specs[k]).check_shape(info.aval.shape);

@@ -139,11 +139,6 @@ def test_sharded_random_bits(prng_impl):
   assert out.shape == (16,) and out.dtype == jnp.uint8
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's out_specs check says: out_specs[0] = P('x') claims the result is replicated "
-    "over 'y', 'z', but it varies over 'y', 'z'; not JAX's: out_specs is P('x',) which "
-    "implies ... only varying across mesh axes {x} and not {y,z}, but it was inferred to be "
-    "possibly varying over {x,y,z}"))
 def test_vma_out_specs_error_check():
   # out_specs P('x') promises replication over y and z, but x*2 varies over all three.
   mesh = create_mesh((2, 2, 2), ("x", "y", "z"))
