@@ -31,6 +31,10 @@ struct JitTrace {
   std::vector<Array> captures;
   std::shared_ptr<void> out_proto;
   std::vector<bool> donate;  // per argument leaf
+  // Which donated leaves a result takes over (usable_donations): the same for every call of
+  // this signature, so found once.
+  mutable std::once_flag usable_once;
+  mutable std::vector<bool> usable;
   // The results are committed to their devices: something placed the program (committed
   // arguments, in/out_shardings, constraints or shard_maps naming a mesh, or more than one
   // device). Otherwise, as JAX's, they stay uncommitted and may move to meet other arrays.
@@ -391,6 +395,7 @@ namespace {
 // stay the caller's, alive.
 std::vector<bool> usable_donations(const runtime::Executable& exe, const std::vector<Array>& leaves,
                                    const std::vector<bool>& donate) {
+  if (std::find(donate.begin(), donate.end(), true) == donate.end()) return donate;
   std::multiset<int64_t> free_results;
   for (size_t k = 0; k < exe.out_avals().size(); ++k) {
     const ir::Aval& a = exe.out_avals()[k];
@@ -434,7 +439,9 @@ std::vector<Array> JitState::run(const Entry& entry, const std::vector<Array>& l
       donate.push_back(true);  // a private copy: the program may reuse it
     }
   };
-  const std::vector<bool> given = usable_donations(exe, leaves, traced.donate);
+  std::call_once(traced.usable_once,
+                 [&] { traced.usable = usable_donations(exe, leaves, traced.donate); });
+  const std::vector<bool>& given = traced.usable;
   for (size_t i = 0; i < leaves.size(); ++i) place(leaves[i], i, given[i]);
   for (size_t i = 0; i < traced.captures.size(); ++i) {
     place(traced.captures[i], leaves.size() + i, false);
