@@ -70,7 +70,9 @@ def test_reductions_as_jax():
   assert jnp.sum(x).dtype == np.uint32 and int(jnp.sum(x)) == 307  # no wrap at 256
   assert jnp.sum(jnp.asarray(np.int8([-100, -100]))).dtype == np.int32
   assert int(jnp.sum(jnp.asarray(np.int8([-100, -100])))) == -200
-  assert jnp.cumsum(x).dtype == np.uint32
+  # cumsum keeps the narrow type and wraps, as JAX's (200 + 100 = 44 in uint8)
+  assert jnp.cumsum(x).dtype == np.uint8
+  np.testing.assert_array_equal(np.asarray(jnp.cumsum(x)), [200, 44, 51])
   assert jnp.prod(jnp.asarray(np.int16([300, 300]))).dtype == np.int32
   assert jnp.mean(x).dtype == np.float32 and abs(float(jnp.mean(x)) - 307 / 3) < 1e-4
   assert int(jnp.max(x)) == 200 and jnp.max(x).dtype == np.uint8

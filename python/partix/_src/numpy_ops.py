@@ -1175,8 +1175,8 @@ def cumsum(a, axis=None, dtype=None):
   a = asarray(a, dtype, "cumsum")
   if axis is None:
     a, axis = ravel(a), 0
-  if a._a.dtype in _SUM_UPCAST:
-    a = _w(_core.astype(a._a, _SUM_UPCAST[a._a.dtype]))
+  if a._a.dtype == "bool":  # as JAX: narrow integers keep their type (and wrap) in cumsum
+    a = astype(a, np.int32)
   return _w(_core.cumsum(a._a, _norm_axis(axis, a.ndim, "cumsum"), False))
 
 
