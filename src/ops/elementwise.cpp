@@ -223,18 +223,27 @@ Array scalar_like(const Array& a, double v) {
 }
 }  // namespace
 
+// numpy's remainder (the divisor's sign). Of integers, x % 0 is 0, as JAX's jnp.remainder
+// (which divides by 1 where the divisor is 0); lax's rem keeps XLA's x.
 Array remainder(const Array& a, const Array& b) {
-  Array r = binary<ew::Rem>(a, b);
-  return where(needs_floor(r, b), r + b, r);
+  const Array d = is_floating(b.dtype()) ? b : where(equal(b, 0.0), b + 1.0, b);
+  Array r = binary<ew::Rem>(a, d);
+  return where(needs_floor(r, d), r + d, r);
 }
 Array operator%(const Array& a, const Array& b) { return remainder(a, b); }
 Array operator%(const Array& a, double b) { return remainder(a, scalar_like(a, b)); }
 Array operator%(double a, const Array& b) { return remainder(scalar_like(b, a), b); }
 
+// Floor division; of integers as JAX's jnp.floor_divide: XLA's truncating quotient (x / 0 is
+// -1, all ones unsigned) moved down by one where the signs differ and the XLA remainder is
+// not 0, so a signed x // 0 is -2 for x != 0.
 Array floor_divide(const Array& a, const Array& b) {
   Array q = binary<ew::Div>(a, b);
   if (is_floating(q.dtype())) return floor(q);
-  return where(needs_floor(binary<ew::Rem>(a, b), b), q - 1.0, q);
+  if (is_unsigned(q.dtype())) return q;
+  const Array fix =
+      logical_and(not_equal(sign(a), sign(b)), logical_not(equal(binary<ew::Rem>(a, b), 0.0)));
+  return where(fix, q - 1.0, q);
 }
 Array floor_divide(const Array& a, double b) { return floor_divide(a, scalar_like(a, b)); }
 Array operator<(const Array& a, const Array& b) { return binary<ew::Lt>(a, b); }

@@ -80,9 +80,17 @@ TEST(IntDtypes, ArithmeticWrapsInItsWidth) {
   EXPECT_EQ(ints(u8 + d8), (std::vector<int64_t>{4, 1, 199, 7}));
   EXPECT_EQ(ints(u8 - d8), (std::vector<int64_t>{240, 255, 201, 7}));
   EXPECT_EQ(ints(u8 * d8), (std::vector<int64_t>{196, 0, 56, 0}));
-  // Unsigned division has no -1 divisor: 200 / 255 is 0; x / 0 is all ones, x % 0 is x.
+  // Unsigned division has no -1 divisor: 200 / 255 is 0; x / 0 is all ones; numpy's x % 0 is 0
+  // and x // 0 all ones, as JAX's jnp (checked with JAX 0.10.2).
   EXPECT_EQ(ints(u8 / d8), (std::vector<int64_t>{25, 0, 0, 255}));
-  EXPECT_EQ(ints(int_array({9, 4, 200, 7}, DType::U8) % d8), (std::vector<int64_t>{9, 0, 200, 7}));
+  EXPECT_EQ(ints(int_array({9, 4, 200, 7}, DType::U8) % d8), (std::vector<int64_t>{9, 0, 200, 0}));
+  EXPECT_EQ(ints(floor_divide(u8, d8)), (std::vector<int64_t>{25, 0, 0, 255}));
+  // Signed: x % 0 is 0; x // 0 is -2 for x != 0 and -1 for 0 (JAX's floor fix of XLA's -1).
+  Array s32 = int_array({5, -5, 0}, DType::I32), z32 = int_array({0, 0, 0}, DType::I32);
+  EXPECT_EQ(ints(s32 % z32), (std::vector<int64_t>{0, 0, 0}));
+  EXPECT_EQ(ints(floor_divide(s32, z32)), (std::vector<int64_t>{-2, -2, -1}));
+  EXPECT_EQ(ints(floor_divide(int_array({5, -5}, DType::I8), int_array({0, 0}, DType::I8))),
+            (std::vector<int64_t>{-2, -2}));
   EXPECT_EQ(ints(-int_array({1, 0}, DType::U16)), (std::vector<int64_t>{65535, 0}));
   Array i8 = int_array({127, -128, -7}, DType::I8);
   EXPECT_EQ(ints(i8 + int_array({1, -1, 3}, DType::I8)), (std::vector<int64_t>{-128, 127, -4}));

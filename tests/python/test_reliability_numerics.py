@@ -140,6 +140,28 @@ def test_lax_div_rem_round_toward_zero():
   np.testing.assert_array_equal(np.asarray(lax.rem(xs, z)), [5, -5, 0])
   for f in (jnp.floor_divide, jnp.remainder, jnp.fmod):
     assert f(xs, z).dtype == np.int32
+  # numpy's functions as JAX's jnp (JAX 0.10.2): x % 0 and fmod(x, 0) are 0 (the divisor 0 is
+  # taken as 1), x // 0 is XLA's -1 floored where the signs differ: -2 for x != 0.
+  np.testing.assert_array_equal(np.asarray(jnp.remainder(xs, z)), [0, 0, 0])
+  np.testing.assert_array_equal(np.asarray(xs % 0), [0, 0, 0])
+  np.testing.assert_array_equal(np.asarray(jnp.fmod(xs, z)), [0, 0, 0])
+  np.testing.assert_array_equal(np.asarray(xs // 0), [-2, -2, -1])
+  q, r = jnp.divmod(xs, z)
+  np.testing.assert_array_equal(np.asarray(q), [-2, -2, -1])
+  np.testing.assert_array_equal(np.asarray(r), [0, 0, 0])
+  u = jnp.array([5, 200], jnp.uint8)
+  np.testing.assert_array_equal(np.asarray(u % jnp.uint8(0)), [0, 0])
+  np.testing.assert_array_equal(np.asarray(u // jnp.uint8(0)), [255, 255])
+  # Under jit and sharded over 8 devices the same.
+  mesh = partix.make_mesh((8,), ("x",))
+  s = partix.device_put(jnp.arange(-8, 8, dtype=jnp.int32),
+                        partix.NamedSharding(mesh, partix.P("x")))
+  d = jnp.array([0, 3] * 8, jnp.int32)
+  got = partix.jit(lambda a, b: (a % b, a // b))(s, d)
+  A16, D16 = np.arange(-8, 8), np.array([0, 3] * 8)
+  np.testing.assert_array_equal(np.asarray(got[0]), np.where(D16 == 0, 0, A16 % np.where(D16 == 0, 1, D16)))
+  np.testing.assert_array_equal(np.asarray(got[1]), np.where(D16 == 0, np.where(A16 == 0, -1, -2),
+                                                             A16 // np.where(D16 == 0, 1, D16)))
 
 
 def test_python_and_c_division_rules():

@@ -229,7 +229,11 @@ def rem(x, y):
   """lax.rem: the C remainder, x - y * trunc(x / y), with the sign of x (x rem 0 is x for
   integers, as XLA's)."""
   a, b = promote_pair(x, y, "rem")
-  return jnp._c_fmod(Array(a), Array(b))
+  r = jnp._c_fmod(Array(a), Array(b))
+  if not dtypes.is_float(a.dtype):
+    # numpy's fmod takes an integer divisor 0 as 1 (JAX's jnp); XLA's rem gives x.
+    r = jnp.where(jnp.equal(Array(b), 0), Array(a), r)
+  return r
 
 
 neg, pow, integer_pow = jnp.negative, jnp.power, jnp.power
