@@ -1,16 +1,19 @@
 """jax.scipy.special (partix.scipy.special): the special functions partix computes, composed
-from partix's ops. The others (zeta, the Bessel functions, ...) raise AttributeError saying
-partix does not provide them."""
+from partix's ops (the gamma family, incomplete gamma and beta, zeta and the Bessel functions
+I0, I1 live in partix._src.special_fns, shared with partix.lax). The others raise
+AttributeError saying partix does not provide them."""
 import numpy as _np
 
 from partix import lax as _lax
+from partix._src import special_fns as _sf
 from partix import numpy as _jnp
 from partix.nn import log_softmax, logsumexp, softmax  # noqa: F401
 
 __all__ = ["erf", "erfc", "erfinv", "expit", "logit", "logsumexp", "xlogy", "xlog1py", "ndtr",
            "ndtri", "entr", "gammaln", "loggamma", "gamma", "gammasgn", "digamma", "betaln",
            "beta", "factorial", "comb", "poch", "multigammaln", "kl_div", "rel_entr",
-           "log_ndtr", "boxcox", "boxcox1p", "softmax", "log_softmax"]
+           "log_ndtr", "boxcox", "boxcox1p", "softmax", "log_softmax", "gammainc",
+           "gammaincc", "betainc", "polygamma", "zeta", "i0", "i0e", "i1", "i1e", "erfcx"]
 
 
 def _float(x):
@@ -69,34 +72,9 @@ def ndtri(p):
   return _np.sqrt(2.0) * erfinv(2 * p - 1)
 
 
-# Lanczos' approximation of the gamma function (g = 7, nine terms; the published constants),
-# accurate to float32's precision for x >= 0.5; smaller x through the reflection formula.
-_LANCZOS_G = 7.0
-_LANCZOS = (0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313,
-            -176.61502916214059, 12.507343278686905, -0.13857109526572012,
-            9.9843695780195716e-6, 1.5056327351493116e-7)
-
-
-def _lgamma_right(x):
-  """log Gamma(x) for x >= 0.5."""
-  z = x - 1.0
-  acc = _jnp.full_like(z, _LANCZOS[0])
-  for k, c in enumerate(_LANCZOS[1:], start=1):
-    acc = acc + c / (z + k)
-  t = z + _LANCZOS_G + 0.5
-  return 0.5 * _np.log(2 * _np.pi) + (z + 0.5) * _jnp.log(t) - t + _jnp.log(acc)
-
-
 def gammaln(x):
   """log |Gamma(x)| (inf at the poles 0, -1, -2, ...)."""
-  x = _float(x)
-  left = x < 0.5
-  xr = _jnp.where(left, 1.0 - x, x)
-  lg = _lgamma_right(xr)
-  s = _jnp.abs(_jnp.sin(_np.pi * x))
-  refl = _np.log(_np.pi) - _jnp.log(_jnp.where(s > 0, s, 1.0)) - lg
-  pole = (x <= 0) & (x == _jnp.floor(x))
-  return _jnp.where(pole, _jnp.inf, _jnp.where(left, refl, lg))
+  return _sf.lgamma(_float(x))
 
 
 loggamma = gammaln
@@ -116,23 +94,57 @@ def gamma(x):
 
 
 def digamma(x):
-  """psi(x) = d/dx log Gamma(x): six steps of psi(x) = psi(x + 1) - 1/x, then the asymptotic
-  series; x <= 0 through the reflection formula (nan at the poles)."""
+  """psi(x) = d/dx log Gamma(x) (nan at the poles 0, -1, ...)."""
+  return _sf.digamma(_float(x))
+
+
+def gammainc(a, x):
+  """The regularized lower incomplete gamma function P(a, x)."""
+  return _sf.igamma(_float(a), _float(x))
+
+
+def gammaincc(a, x):
+  """The regularized upper incomplete gamma function Q(a, x) = 1 - P(a, x)."""
+  return _sf.igammac(_float(a), _float(x))
+
+
+def betainc(a, b, x):
+  """The regularized incomplete beta function I_x(a, b)."""
+  return _sf.betainc(_float(a), _float(b), _float(x))
+
+
+def polygamma(n, x):
+  """The n-th derivative of digamma (n a non-negative integer)."""
+  return _sf.polygamma(_float(n), _float(x))
+
+
+def zeta(x, q=None):
+  """The Hurwitz zeta function sum_k (q + k)^-x (q=None: Riemann's, q = 1)."""
   x = _float(x)
-  neg = x <= 0
-  y = _jnp.where(neg, 1.0 - x, x)
-  acc = _jnp.zeros_like(y)
-  for k in range(6):
-    acc = acc - 1.0 / (y + k)
-  z = y + 6.0
-  iz2 = 1.0 / (z * z)
-  series = _jnp.log(z) - 0.5 / z - iz2 * (1.0 / 12 - iz2 * (1.0 / 120 - iz2 * (
-      1.0 / 252 - iz2 * (1.0 / 240 - iz2 * (1.0 / 132)))))
-  psi = series + acc
-  t = _jnp.tan(_np.pi * x)
-  refl = psi - _np.pi / _jnp.where(t != 0, t, 1.0)
-  pole = neg & (x == _jnp.floor(x))
-  return _jnp.where(pole, _jnp.nan, _jnp.where(neg, refl, psi))
+  return _sf.zeta(x, _jnp.ones_like(x) if q is None else _float(q))
+
+
+def i0e(x):
+  return _sf.bessel_i0e(_float(x))
+
+
+def i1e(x):
+  return _sf.bessel_i1e(_float(x))
+
+
+def i0(x):
+  x = _float(x)
+  return _sf.bessel_i0e(x) * _jnp.exp(_jnp.abs(x))
+
+
+def i1(x):
+  x = _float(x)
+  return _sf.bessel_i1e(x) * _jnp.exp(_jnp.abs(x))
+
+
+def erfcx(x):
+  """exp(x^2) erfc(x), without the overflow of the product for large x."""
+  return _sf.erfcx(_float(x))
 
 
 def betaln(a, b):
