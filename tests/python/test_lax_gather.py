@@ -575,3 +575,22 @@ def test_other_bad_input():
     lax.scatter_apply(x, np.array([[1], [2]], np.int32), jnp.sin, sdn)
   with pytest.raises(PartixError, match=r"\[lax\.scatter_mul\] unknown mode 'wrap'"):
     lax.scatter_mul(x, np.array([[1]], np.int32), np.ones(1, np.float32), sdn, mode="wrap")
+
+
+def test_large_scatters(rng):
+  """A million-element operand and 100k updates with repeats: each combine is a sort and a
+  segmented scan, not an updates-by-operand table."""
+  n, k = 1_000_000, 100_000
+  x = rng.standard_normal(n).astype(np.float32)
+  idx = rng.integers(0, n, (k, 1)).astype(np.int32)
+  u = rng.standard_normal(k).astype(np.float32)
+  dn = SDN((), (0,), (0,))
+  for f, ref in [(lax.scatter_max, np.maximum.at), (lax.scatter_min, np.minimum.at),
+                 (lax.scatter_mul, np.multiply.at), (lax.scatter_add, np.add.at)]:
+    want = x.copy()
+    ref(want, idx[:, 0], u)
+    close(jax.jit(lambda x, i, u: f(x, i, u, dn))(x, idx, u), want)
+  want = x.copy()
+  want[idx[:, 0]] = u  # numpy's assignment keeps the last of a repeat too
+  np.testing.assert_array_equal(jax.jit(lambda x, i, u: lax.scatter(x, i, u, dn))(x, idx, u),
+                                want)

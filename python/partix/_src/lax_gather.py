@@ -1,4 +1,5 @@
-"""lax's XLA-style gather and scatter with their dimension-number types, written over partix's indexing.
+"""lax's XLA-style gather and scatter with their dimension-number types, written over partix's
+indexing.
 
 Every element of a gather's result (or of a scatter's updates) is given its row-major position
 in the operand, an integer array computed from the start indices and the window offsets
@@ -11,6 +12,7 @@ import numpy as np
 
 from partix._src import array_methods as _array_methods  # noqa: F401 (installs Array.at)
 from partix._src import dtypes
+from partix._src import lax_more as _lax_more
 from partix._src import lax_ops
 from partix._src import numpy_ops as jnp
 from partix._src.core import PartixError, PartixTypeError, asarray, is_weak_scalar
@@ -442,32 +444,35 @@ def _updates(x, updates, api):
   return u
 
 
-def _identity(kind, dtype):
-  """The value that leaves an element unchanged under kind (mul, min or max)."""
-  if kind == "mul":
-    return True if dtype == np.bool_ else 1
-  if dtype == np.bool_:
-    return kind == "min"
-  if dtypes.is_float(dtype):
-    return np.inf if kind == "min" else -np.inf
-  info = dtypes.iinfo(dtype)
-  return int(info.max) if kind == "min" else int(info.min)
+_COMBINE = {"mul": jnp.multiply, "min": jnp.minimum, "max": jnp.maximum}
 
 
-def _combine_dense(flat, lin, upd, kind):
-  """flat with every update combined into its position by mul, min or max (repeated
-  positions combine all their updates): a [updates, operand] match table, reduced."""
-  n = flat.shape[0]
-  hit = jnp.reshape(lin, (-1, 1)) == asarray(np.arange(n, dtype=np.int32).reshape(1, n))
-  ident = asarray(_identity(kind, flat.dtype), flat.dtype)
-  table = jnp.where(hit, jnp.reshape(upd, (-1, 1)), ident)
-  if kind == "mul":
+def _combine_sorted(flat, lin, upd, kind):
+  """flat with the updates combined into their positions lin (flat's size: dropped) by kind:
+  set (the last update naming a position wins), mul, min or max (all of them combine). The
+  updates are sorted by position, each run of one position reduced by a segmented scan, and
+  each run's last element found from the position through an exact integer scatter-add."""
+  n, k = flat.shape[0], lin.shape[0]
+  order = jnp.argsort(lin)
+  ls = jnp.take(lin, order)
+  if kind == "set":
+    vals, op = order, jnp.maximum  # the latest of a run's updates
+  else:
+    op = _COMBINE[kind]
     if flat.dtype == np.bool_:
-      return jnp.logical_and(flat, jnp.all(table, axis=0))
-    return jnp.astype(flat * jnp.astype(jnp.prod(table, axis=0), flat.dtype), flat.dtype)
-  if kind == "min":
-    return jnp.minimum(flat, jnp.min(table, axis=0))
-  return jnp.maximum(flat, jnp.max(table, axis=0))
+      op = jnp.logical_and if kind in ("mul", "min") else jnp.logical_or
+    vals = jnp.take(upd, order)
+  first = jnp.concatenate([asarray(np.ones(1, np.bool_)), ls[1:] != ls[:-1]])
+
+  def seg(a, b):
+    return jnp.logical_or(a[0], b[0]), jnp.where(b[0], b[1], op(a[1], b[1]))
+  _, red = _lax_more.associative_scan(seg, (first, vals))
+  last = jnp.concatenate([ls[1:] != ls[:-1], asarray(np.ones(1, np.bool_))])
+  ranks = asarray(np.arange(1, k + 1, dtype=np.int32))
+  slot = jnp.zeros((n,), np.int32).at[jnp.where(last, ls, n)].add(ranks)
+  run = jnp.take(red, jnp.clip(slot - 1, 0, k - 1))
+  new = jnp.take(upd, run) if kind == "set" else jnp.astype(op(flat, run), flat.dtype)
+  return jnp.where(slot > 0, new, flat)
 
 
 def _scatter(kind, api, operand, scatter_indices, updates, dimension_numbers, mode):
@@ -482,14 +487,12 @@ def _scatter(kind, api, operand, scatter_indices, updates, dimension_numbers, mo
   def compute():
     lin = positions()
     flat, upd = jnp.reshape(x, (total,)), jnp.reshape(u, (-1,))
-    if kind == "set":
-      out = flat.at[lin].set(upd)
-    elif kind == "add":
+    if kind == "add":
       out = flat.at[lin].add(upd)
     elif kind == "sub":
       out = flat.at[lin].subtract(upd)
     else:
-      out = _combine_dense(flat, lin, upd, kind)
+      out = _combine_sorted(flat, lin, upd, kind)
     return jnp.reshape(out, x.shape)
   return _with_spec(api, [x, idx, u], spec, compute)
 
