@@ -10,6 +10,7 @@ from typing import NamedTuple, Sequence, Union
 
 import numpy as np
 
+from partix._src import dtypes
 from partix._src import lax_ops
 from partix._src import numpy_ops as jnp
 from partix._src.core import PartixError, PartixTypeError, asarray
@@ -375,6 +376,9 @@ def _conv(x, w, plan, preferred):
   boolean = x.dtype == np.bool_
   if boolean:
     x, w = jnp.astype(x, np.int32), jnp.astype(w, np.int32)
+  elif preferred is not None and dtypes.is_int(x.dtype) and not dtypes.is_int(preferred):
+    # An integer contraction asked for a float result: contract in that float type.
+    x, w, preferred = jnp.astype(x, preferred), jnp.astype(w, preferred), None
   p = _taps(_to_channels_last(x, dn.lhs_spec), plan)
   wk = jnp.transpose(w, (*dn.rhs_spec[2:], dn.rhs_spec[1], dn.rhs_spec[0]))
   wk = jnp.reshape(wk, (math.prod(plan.kernel), wk.shape[-2], o))
