@@ -308,21 +308,50 @@ def _pad(x, pads):
   return x
 
 
+def _split_strided(x, strides):
+  """x (N, spatial..., C) with each spatial axis of stride s > 1 split into (blocks, s), padded
+  at the end to a multiple of s, so that a strided window is unit-stride slices (whose
+  gradient is a plain pad, where a strided slice's is slow). Returns x and each axis's place."""
+  cfg, shape, where = [(0, 0, 0)] * x.ndim, [x.shape[0]], []
+  for i, s in enumerate(strides):
+    size = x.shape[1 + i]
+    where.append(len(shape))
+    if s == 1:
+      shape.append(size)
+    else:
+      blocks = -(-size // s)
+      cfg[1 + i] = (0, blocks * s - size, 0)
+      shape += [blocks, s]
+  if all(s == 1 for s in strides):
+    return x, where
+  if any(hi for _, hi, _ in cfg):
+    x = lax_ops.pad(x, 0, cfg)
+  return jnp.reshape(x, tuple(shape) + (x.shape[-1],)), where
+
+
 def _taps(x, plan):
   """The window taps of channels-last x (N, spatial..., C): (N, out..., taps, C), the taps in
   row-major order of the kernel's spatial positions."""
   for axis, d in enumerate(plan.lhs_dilation):
     x = _dilate(x, axis + 1, d)
   x = _pad(x, plan.pads)
+  x, where = _split_strided(x, plan.strides)
+  out_shape = (x.shape[0], *plan.out_space, x.shape[-1])
   taps = []
   for pos in itertools.product(*[range(k) for k in plan.kernel]):
-    start = [0] + [p * r for p, r in zip(pos, plan.rhs_dilation)] + [0]
-    limit = [x.shape[0]] + [b + (o - 1) * s + 1 for b, o, s in
-                            zip(start[1:], plan.out_space, plan.strides)] + [x.shape[-1]]
-    taps.append(lax_ops.slice(x, start, limit, [1, *plan.strides, 1]))
+    start, limit = [0] * x.ndim, list(x.shape)
+    for i, (p, r, s, o) in enumerate(zip(pos, plan.rhs_dilation, plan.strides, plan.out_space)):
+      b, a = p * r, where[i]
+      if s == 1:
+        start[a], limit[a] = b, b + o
+      else:
+        start[a], limit[a] = b // s, b // s + o
+        start[a + 1], limit[a + 1] = b % s, b % s + 1
+    t = lax_ops.slice(x, start, limit)
+    taps.append(t if t.ndim == len(out_shape) else jnp.reshape(t, out_shape))
   if len(taps) == 1:
-    return jnp.expand_dims(taps[0], x.ndim - 1)
-  return jnp.stack(taps, axis=x.ndim - 1)
+    return jnp.expand_dims(taps[0], len(out_shape) - 1)
+  return jnp.stack(taps, axis=len(out_shape) - 1)
 
 
 def _to_channels_last(x, spec):
