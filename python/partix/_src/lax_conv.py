@@ -308,24 +308,29 @@ def _pad(x, pads):
   return x
 
 
+def _strided_pads(x, plan):
+  """plan's pads, each strided axis's high pad changed so that its padded size is a whole
+  number of strides covering every window (the extra is never read; a negative pad crops)."""
+  pads = []
+  for i, ((lo, hi), s, k, r, o) in enumerate(zip(plan.pads, plan.strides, plan.kernel,
+                                                  plan.rhs_dilation, plan.out_space)):
+    if s > 1:
+      size = x.shape[1 + i] + lo + hi
+      hi += ((k - 1) * r // s + o) * s - size
+    pads.append((lo, hi))
+  return pads
+
+
 def _split_strided(x, strides):
-  """x (N, spatial..., C) with each spatial axis of stride s > 1 split into (blocks, s), padded
-  at the end to a multiple of s, so that a strided window is unit-stride slices (whose
-  gradient is a plain pad, where a strided slice's is slow). Returns x and each axis's place."""
-  cfg, shape, where = [(0, 0, 0)] * x.ndim, [x.shape[0]], []
+  """x (N, spatial..., C) with each spatial axis of stride s > 1 reshaped to (blocks, s), so a
+  strided window is unit-stride slices (a strided slice's gradient is slow in partix). Returns
+  x and where each spatial axis starts."""
+  shape, where = [x.shape[0]], []
   for i, s in enumerate(strides):
-    size = x.shape[1 + i]
     where.append(len(shape))
-    if s == 1:
-      shape.append(size)
-    else:
-      blocks = -(-size // s)
-      cfg[1 + i] = (0, blocks * s - size, 0)
-      shape += [blocks, s]
-  if all(s == 1 for s in strides):
+    shape += [x.shape[1 + i]] if s == 1 else [x.shape[1 + i] // s, s]
+  if len(shape) == x.ndim - 1:
     return x, where
-  if any(hi for _, hi, _ in cfg):
-    x = lax_ops.pad(x, 0, cfg)
   return jnp.reshape(x, tuple(shape) + (x.shape[-1],)), where
 
 
@@ -334,9 +339,9 @@ def _taps(x, plan):
   row-major order of the kernel's spatial positions."""
   for axis, d in enumerate(plan.lhs_dilation):
     x = _dilate(x, axis + 1, d)
-  x = _pad(x, plan.pads)
+  x = _pad(x, _strided_pads(x, plan))
   x, where = _split_strided(x, plan.strides)
-  out_shape = (x.shape[0], *plan.out_space, x.shape[-1])
+  tap_shape = (x.shape[0], *plan.out_space, 1, x.shape[-1])
   taps = []
   for pos in itertools.product(*[range(k) for k in plan.kernel]):
     start, limit = [0] * x.ndim, list(x.shape)
@@ -347,11 +352,8 @@ def _taps(x, plan):
       else:
         start[a], limit[a] = b // s, b // s + o
         start[a + 1], limit[a + 1] = b % s, b % s + 1
-    t = lax_ops.slice(x, start, limit)
-    taps.append(t if t.ndim == len(out_shape) else jnp.reshape(t, out_shape))
-  if len(taps) == 1:
-    return jnp.expand_dims(taps[0], len(out_shape) - 1)
-  return jnp.stack(taps, axis=len(out_shape) - 1)
+    taps.append(jnp.reshape(lax_ops.slice(x, start, limit), tap_shape))
+  return taps[0] if len(taps) == 1 else jnp.concatenate(taps, axis=len(tap_shape) - 2)
 
 
 def _to_channels_last(x, spec):
