@@ -419,8 +419,12 @@ def test_sharded_operand(mesh):
     assert _spec(got) == ("x", None)
   upd = np.arange(24.0, dtype=np.float32).reshape(8, 3)
   dn = SDN(update_window_dims=(0,), inserted_window_dims=(1,), scatter_dims_to_operand_dims=(1,))
-  got = lax.scatter_add(xs, idx, put(upd), dn)
-  np.testing.assert_array_equal(got, np_scatter(x, idx, upd, dn, lambda a, b: a + b))
+  for f in (lax.scatter_add, jax.jit(lax.scatter_add, static_argnums=(3,))):
+    got = f(xs, idx, put(upd), dn)
+    np.testing.assert_array_equal(got, np_scatter(x, idx, upd, dn, lambda a, b: a + b))
+    assert _spec(got) == ("x", None)
+  got = lax.scatter_max(xs, np.array([[3], [3]], np.int32), put(upd[:, :2]), dn)
+  np.testing.assert_array_equal(got, np_scatter(x, np.array([[3], [3]]), upd[:, :2], dn, max))
   assert _spec(got) == ("x", None)
   # Batching dims split along x: each device's rows read their own indices.
   ob = np.arange(48.0, dtype=np.float32).reshape(8, 6)

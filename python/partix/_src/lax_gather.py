@@ -251,13 +251,16 @@ def _along(values, pos, rank):
   return np.asarray(values, np.int32).reshape(shape)
 
 
-def _positions(op_shape, idx, res_shape, layout, sizes, mode):
+def _positions(op_shape, idx, res_shape, layout, sizes, mode, api):
   """(lin, valid): for every element of a result (gather) or updates (scatter) of shape
   res_shape, its row-major position in the operand, and whether its index vector starts a
   window in bounds (None unless the mode asks). layout: (batch_pos, window, batching, smap),
   batch_pos the result axes of start_indices' batch axes, window {operand dim: result axis},
   batching {operand dim: indices batch axis}, smap the operand dim of each index component."""
   batch_pos, window, batching, smap = layout
+  if int(np.prod(op_shape, dtype=np.int64)) >= 2 ** 31:
+    raise PartixError(f"[{api}] the operand of shape {op_shape} has 2**31 elements or more; "
+                      "partix's gather and scatter index it with int32 positions")
   rank = len(res_shape)
   batch_shape = [1] * rank
   for j, p in enumerate(batch_pos):
@@ -399,7 +402,7 @@ def gather(operand, start_indices, dimension_numbers, slice_sizes, *, unique_ind
     fill = asarray(_fill_default(x.dtype) if fill_value is None else fill_value, x.dtype, api)
 
   def compute():
-    lin, valid = _positions(tuple(x.shape), idx, out_shape, layout, sizes, check)
+    lin, valid = _positions(tuple(x.shape), idx, out_shape, layout, sizes, check, api)
     out = jnp.take(jnp.reshape(x, (-1,)), lin, mode="clip")
     return out if valid is None else jnp.where(valid, out, fill)
   return _with_spec(api, [x, idx], spec, compute)
@@ -427,7 +430,7 @@ def _scatter_plan(x, indices, up_shape, dimension_numbers, mode, api):
 
   def positions():
     # PROMISE_IN_BOUNDS drops what is out of bounds, as XLA's scatter does.
-    lin, valid = _positions(tuple(x.shape), idx, tuple(up_shape), layout, sizes, md)
+    lin, valid = _positions(tuple(x.shape), idx, tuple(up_shape), layout, sizes, md, api)
     if valid is not None:
       lin = jnp.where(valid, lin, total)
     return jnp.reshape(lin, (-1,))
