@@ -149,6 +149,24 @@ def test_padding_forms_2d(padding, strides):
         oracle(x, w, strides, padding, rhs_dilation=(2, 1)))
 
 
+@pytest.mark.parametrize("ld,strides,rd,ks,pads", [
+    ((3, 2), (1, 1), (1, 1), (1, 1), [(0, 0), (0, 0)]),     # phases no tap reaches: zeros
+    ((2, 3), (2, 3), (1, 2), (3, 2), [(1, 2), (2, 1)]),     # stride and dilation share factors
+    ((4, 2), (3, 1), (2, 3), (4, 3), [(-2, 3), (4, -1)]),   # negative pads crop
+    ((2, 2), (1, 1), (1, 1), (3, 3), [(2, 2), (1, 2)]),     # the transposed conv of stride 2
+])
+def test_lhs_dilation(ld, strides, rd, ks, pads):
+  """lhs dilation computes one convolution per output phase; every phase against the oracle."""
+  x = R.standard_normal((2, 4, 5, 4)).astype(np.float32)
+  w = R.standard_normal((6, 2) + ks).astype(np.float32)
+  got = lax.conv_general_dilated(x, w, strides, pads, ld, rd, feature_group_count=2)
+  close(got, oracle(x, w, strides, pads, ld, rd, groups=2))
+  w = R.standard_normal((6, 4) + ks[::-1]).astype(np.float32)
+  got = lax.conv_general_dilated(x, w, strides, pads, ld, rd, batch_group_count=2,
+                                 dimension_numbers=("NCHW", "OIWH", "NCHW"))
+  close(got, oracle(x, w, strides, pads, ld, rd, ("NCHW", "OIWH", "NCHW"), batch_groups=2))
+
+
 def test_conv_and_conv_with_general_padding():
   x = R.standard_normal((2, 3, 6, 5)).astype(np.float32)
   w = R.standard_normal((4, 3, 2, 3)).astype(np.float32)
@@ -442,8 +460,12 @@ def test_sharded_transpose_and_patches(mesh):
   x = R.standard_normal((8, 3, 2, 1)).astype(np.float32)
   xs = jax.device_put(x, jax.NamedSharding(mesh, jax.P("x")))
   got = jax.jit(lambda a: lax.conv_transpose(a, W_T, (2, 1), "SAME"))(xs)
-  want = jax.jit(lambda a: lax.conv_transpose(a, W_T, (2, 1), "SAME"))(x)
-  close(got, want)
+  assert got.sharding.spec == jax.P("x")
+  close(got, oracle(x, W_T, (1, 1), [(1, 1), (1, 0)], (2, 1), None, ("NHWC", "HWIO", "NHWC")))
+  w1 = R.standard_normal((1, 1, 1, 3)).astype(np.float32)   # strides 3, 2: some phases are 0
+  got = lax.conv_transpose(xs, w1, (3, 2), "VALID")
+  assert got.sharding.spec == jax.P("x") and got.shape == (8, 9, 4, 3)
+  close(got, oracle(x, w1, (1, 1), [(0, 2), (0, 1)], (3, 2), None, ("NHWC", "HWIO", "NHWC")))
   xn = R.standard_normal((8, 2, 5, 4)).astype(np.float32)
   xns = jax.device_put(xn, jax.NamedSharding(mesh, jax.P("x")))
   close(lax.conv_general_dilated_patches(xns, (2, 2), (1, 1), "VALID"),

@@ -396,6 +396,62 @@ def _contract(p, w, plan, preferred):
   return jnp.reshape(y, (y.shape[0],) + tuple(out_sp) + (o,))
 
 
+def _axis_phases(size, k, r, s, ld, lo, out):
+  """One spatial axis of an lhs-dilated convolution split by output phase: output y = p*q + phi
+  reads only the taps k0, k0 + step, ... of the kernel, at undilated input positions c0 + q*s2
+  + j*r2. Returns p and, per phase, None (no tap reads an input element) or the sub-convolution
+  (k0, step, taps, r2, s2, pad_lo, pad_hi, outputs)."""
+  p, s2 = ld // math.gcd(s, ld), s // math.gcd(s, ld)
+  step, r2 = ld // math.gcd(r, ld), r // math.gcd(r, ld)
+  phases = []
+  for phi in range(p):
+    n_phi = -(-(out - phi) // p) if out > phi else 0
+    k0 = next((j for j in range(min(step, k)) if (phi * s + j * r - lo) % ld == 0), None)
+    if k0 is None or n_phi == 0:
+      phases.append(None)
+      continue
+    taps = len(range(k0, k, step))
+    pad_lo = -((phi * s + k0 * r - lo) // ld)
+    pad_hi = (n_phi - 1) * s2 + (taps - 1) * r2 + 1 - size - pad_lo
+    phases.append((k0, step, taps, r2, s2, pad_lo, pad_hi, n_phi))
+  return p, phases
+
+
+def _conv_phases(xc, wk, plan, preferred):
+  """An lhs-dilated convolution without the dilation's zeros: one convolution of the undilated
+  input per output phase (with only the taps that meet input elements), interleaved."""
+  n = len(plan.out_space)
+  axes = [_axis_phases(xc.shape[1 + i], plan.kernel[i], plan.rhs_dilation[i], plan.strides[i],
+                       plan.lhs_dilation[i], plan.pads[i][0], plan.out_space[i])
+          for i in range(n)]
+  periods = [p for p, _ in axes]
+  blocks = [-(-o // p) for o, p in zip(plan.out_space, periods)]
+  outs = []
+  for combo in itertools.product(*[phases for _, phases in axes]):
+    if any(c is None for c in combo):
+      outs.append(None)
+      continue
+    sub = plan._replace(strides=tuple(c[4] for c in combo), pads=tuple((c[5], c[6]) for c in combo),
+                        lhs_dilation=(1,) * n, rhs_dilation=tuple(c[3] for c in combo),
+                        kernel=tuple(c[2] for c in combo), out_space=tuple(c[7] for c in combo))
+    w = lax_ops.slice(wk, [c[0] for c in combo] + [0, 0],
+                      [c[0] + (c[2] - 1) * c[1] + 1 for c in combo] + list(wk.shape[-2:]),
+                      [c[1] for c in combo] + [1, 1])
+    y = _contract(_taps(xc, sub), jnp.reshape(w, (-1,) + wk.shape[-2:]), sub, preferred)
+    cfg = [(0, 0, 0)] + [(0, b - c[7], 0) for b, c in zip(blocks, combo)] + [(0, 0, 0)]
+    outs.append(lax_ops.pad(y, 0, cfg) if any(a[1] for a in cfg) else y)
+  ref = next((y for y in outs if y is not None), None)
+  if ref is None:   # no output element meets an input element
+    return jnp.zeros((xc.shape[0] // plan.batch_groups, *plan.out_space, wk.shape[-1]),
+                     preferred if preferred is not None else xc.dtype)
+  y = jnp.stack([jnp.zeros_like(ref) if y is None else y for y in outs])
+  y = jnp.reshape(y, (*periods, *ref.shape))          # (p..., N, blocks..., O)
+  perm = [n] + [a for i in range(n) for a in (n + 1 + i, i)] + [2 * n + 1]
+  y = jnp.reshape(jnp.transpose(y, perm),
+                  (ref.shape[0], *[b * p for b, p in zip(blocks, periods)], ref.shape[-1]))
+  return lax_ops.slice(y, [0] * y.ndim, [y.shape[0], *plan.out_space, y.shape[-1]])
+
+
 def _conv(x, w, plan, preferred):
   dn = plan.dn
   o = w.shape[dn.rhs_spec[0]]
@@ -410,10 +466,13 @@ def _conv(x, w, plan, preferred):
   elif preferred is not None and dtypes.is_int(x.dtype) and not dtypes.is_int(preferred):
     # An integer contraction asked for a float result: contract in that float type.
     x, w, preferred = jnp.astype(x, preferred), jnp.astype(w, preferred), None
-  p = _taps(_to_channels_last(x, dn.lhs_spec), plan)
-  wk = jnp.transpose(w, (*dn.rhs_spec[2:], dn.rhs_spec[1], dn.rhs_spec[0]))
-  wk = jnp.reshape(wk, (math.prod(plan.kernel), wk.shape[-2], o))
-  y = _contract(p, wk, plan, None if boolean else preferred)
+  xc = _to_channels_last(x, dn.lhs_spec)
+  wk = jnp.transpose(w, (*dn.rhs_spec[2:], dn.rhs_spec[1], dn.rhs_spec[0]))   # (K..., I, O)
+  pref = None if boolean else preferred
+  if any(d > 1 for d in plan.lhs_dilation):
+    y = _conv_phases(xc, wk, plan, pref)
+  else:
+    y = _contract(_taps(xc, plan), jnp.reshape(wk, (-1,) + wk.shape[-2:]), plan, pref)
   if boolean:
     y = y > 0 if preferred is None else jnp.astype(y > 0, preferred)
   return _from_channels_last(y, dn.out_spec)
