@@ -131,7 +131,7 @@ def _zeta(s, q):
     mag = jnp.exp(-ss * jnp.log(jnp.abs(base)))
     term = jnp.where((base < 0) & odd, -mag, mag)
     return head + jnp.where(jnp.astype(k, qq.dtype) < shift, term, 0.0)
-  head = lax_ops.fori_loop(0, _ZETA_SHIFT + int(_ZETA_NEG_RANGE), body, jnp.zeros_like(qq))
+  head = lax_ops.fori_loop(0, _ZETA_SHIFT + int(_ZETA_NEG_RANGE), body, 0.0 * (ss + qq))
   w = qq + shift
   lw = jnp.log(w)
   w_s = jnp.exp(-ss * lw)
@@ -184,8 +184,9 @@ def _series_parts(a, x):
     dt = (dt - t / ap) * r
     t = t * r
     return ap, t, dt, s + t, ds + dt
-  one, zero = jnp.ones_like(a), jnp.zeros_like(a)
-  _, _, _, s, ds = lax_ops.fori_loop(0, _IGAMMA_STEPS, body, (a, one, zero, one, zero))
+  zero = 0.0 * (a + x)  # placed as a and x together (the loop's carry keeps its sharding)
+  one = zero + 1.0
+  _, _, _, s, ds = lax_ops.fori_loop(0, _IGAMMA_STEPS, body, (a + zero, one, zero, one, zero))
   return s, ds
 
 
@@ -213,9 +214,22 @@ def _cf_parts(a, x):
     return b, c_new, dc_new, d_new, dd_new, h * step, dh
   b0 = clamp(x + 1.0 - a)
   d0 = 1.0 / b0
-  init = (b0, jnp.full_like(a, big), jnp.zeros_like(a), d0, d0 * d0, d0, d0 * d0)
+  zero = 0.0 * b0
+  init = (b0, zero + big, zero, d0, d0 * d0, d0, d0 * d0)
   out = lax_ops.fori_loop(0, _IGAMMA_STEPS, body, init)
   return out[5], out[6]
+
+
+def _log_power_term(a, x):
+  """log(x^a e^-x / Gamma(a + 1)). For a >= 10 as a log(x / a) + (a - x) minus Stirling's
+  remainder, which keeps the large terms a log x, x and log Gamma from cancelling in float32."""
+  direct = a * jnp.log(x) - x - _lgamma(a + 1.0)
+  big = a >= 10.0
+  ab = jnp.where(big, a, 10.0)
+  ia2 = 1.0 / (ab * ab)
+  stirling = 0.5 * jnp.log(2 * np.pi * ab) + (1.0 / 12 - ia2 * (1.0 / 360 - ia2 / 1260)) / ab
+  scaled = ab * jnp.log1p((x - ab) / ab) + (ab - x) - stirling
+  return jnp.where(big, scaled, direct)
 
 
 def _igamma_parts(a, x):
@@ -229,14 +243,14 @@ def _igamma_parts(a, x):
   h, dh = _cf_parts(a_s, x_cf)
   lx = jnp.log(x_ser)
   # P = x^a e^-x / Gamma(a + 1) * s; the density is x^(a-1) e^-x / Gamma(a).
-  log_pre = a_s * lx - x_ser - _lgamma(a_s + 1.0)
+  log_pre = _log_power_term(a_s, x_ser)
   dlog_pre = lx - _digamma(a_s + 1.0)
   pre = jnp.exp(log_pre)
   p_ser = pre * s
   dp_ser = pre * (dlog_pre * s + ds)
   sample_ser = -(dlog_pre * s + ds) * x_ser / a_s
   lxc = jnp.log(x_cf)
-  log_pre_c = a_s * lxc - x_cf - _lgamma(a_s)
+  log_pre_c = _log_power_term(a_s, x_cf) + jnp.log(a_s)
   dlog_pre_c = lxc - _digamma(a_s)
   pre_c = jnp.exp(log_pre_c)
   q_cf = pre_c * h
@@ -347,7 +361,7 @@ def _betacf(a, b, x):
     c, d, h = step(c, d, h, m * (b - m) * x / ((a + m2 - 1.0) * (a + m2)))
     return step(c, d, h, -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1.0)))
   d0 = 1.0 / clamp(1.0 - (a + b) * x / (a + 1.0))
-  _, _, h = lax_ops.fori_loop(0, _BETAINC_STEPS, body, (jnp.ones_like(x), d0, d0))
+  _, _, h = lax_ops.fori_loop(0, _BETAINC_STEPS, body, (0.0 * d0 + 1.0, d0, d0))
   return h
 
 
@@ -390,18 +404,19 @@ _BESSEL_ASYMPTOTIC = 12
 
 
 def _bessel_e(x, nu):
-  """exp(-|x|) I_nu(|x|) for nu in {0, 1}: the power series up to |x| = 15, the asymptotic
-  expansion beyond."""
+  """exp(-|x|) I_nu(x) for nu in {0, 1} by the power series up to |x| = 15 (in x itself, so
+  odd for nu = 1 and differentiable at 0); beyond, exp(-|x|) I_nu(|x|) by the asymptotic
+  expansion."""
   ax = jnp.abs(x)
   small = ax <= _BESSEL_SWITCH
-  xs = jnp.where(small, ax, 1.0)
+  xs = jnp.where(small, x, 1.0)
   q = 0.25 * xs * xs
   term = jnp.ones_like(xs) if nu == 0 else 0.5 * xs
   acc = term
   for k in range(1, _BESSEL_SERIES):
     term = term * q / (k * (k + nu))
     acc = acc + term
-  series = acc * jnp.exp(-xs)
+  series = acc * jnp.exp(-jnp.abs(xs))
   xl = jnp.where(small, _BESSEL_SWITCH, ax)
   term = jnp.ones_like(xl)
   acc = term
@@ -422,8 +437,8 @@ def bessel_i0e(x):
 def bessel_i1e(x):
   """exp(-|x|) I1(x) (odd in x)."""
   (x,), out = _wide(x)
-  val = _bessel_e(x, 1)
-  return _back(jnp.where(x < 0, -val, val), out)
+  val = _bessel_e(x, 1)  # odd already on the series' side
+  return _back(jnp.where((x < 0) & (jnp.abs(x) > _BESSEL_SWITCH), -val, val), out)
 
 
 # ---- erfcx ----
