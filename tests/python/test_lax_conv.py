@@ -421,6 +421,13 @@ def test_vmap():
   got = jax.vmap(lambda b: lax.conv_general_dilated(x[0], b, **kw), in_axes=0, out_axes=1)(w)
   close(got, np.stack([oracle(x[0], b, kw["window_strides"], kw["padding"], None, (2, 1),
                               None, 2) for b in w], 1))
+  xs = R.standard_normal((3, 1, 3, 2, 1)).astype(np.float32)
+  got = jax.vmap(lambda a: lax.conv_transpose(a, W_T, (2, 1), "VALID"))(xs)
+  close(got, np.stack([lax.conv_transpose(a, W_T, (2, 1), "VALID") for a in xs]))
+  close(got[1], oracle(xs[1], W_T, (1, 1), [(1, 1), (1, 1)], (2, 1), None,
+                       ("NHWC", "HWIO", "NHWC")))
+  got = jax.vmap(lambda a: lax.conv_general_dilated_patches(a, (2, 3), (1, 2), "SAME"))(x)
+  close(got, np.stack([patches_oracle(a, (2, 3), (1, 2), "SAME") for a in x]))
   gw = jax.vmap(jax.grad(lambda b, a: jnp.sum(lax.conv_general_dilated(a, b, **kw))))(w, x)
   assert gw.shape == w.shape
   close(gw[1], jax.grad(lambda b: jnp.sum(lax.conv_general_dilated(x[1], b, **kw)))(w[1]))
@@ -496,6 +503,7 @@ W4 = np.ones((4, 3, 2, 2), np.float32)
     ((X4, W4, (1, 1), "SAME"), {"lhs_dilation": (2, 1)}, r"'SAME'.*lhs_dilation=\(2, 1\)"),
     ((X4, W4, (1, 1), [(-4, -3), (0, 0)]), {}, r"negative padding.*-4"),
     ((X4, W4.astype(np.float16), (1, 1), "SAME"), {}, r"same dtype.*float16"),
+    ((X4, W4, (1, 1), "SAME"), {"precision": "fast"}, r"precision.*'fast'"),
 ])
 def test_bad_input(args, kw, match):
   with pytest.raises(PartixError, match=r"lax\.conv_general_dilated") as info:

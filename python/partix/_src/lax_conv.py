@@ -3,6 +3,7 @@
 The input is laid out channels-last, dilated (zeros between its elements) and padded; each
 window tap is a strided slice of it; the taps are stacked (im2col) and one dot_general
 contracts them with the kernel. Autodiff, vmap, jit and sharding come from those ops."""
+import enum
 import itertools
 import math
 import operator
@@ -478,6 +479,22 @@ def _conv(x, w, plan, preferred):
   return _from_channels_last(y, dn.out_spec)
 
 
+_PRECISION_NAMES = ("default", "high", "highest", "bfloat16", "bfloat16_3x", "tensorfloat32",
+                    "float32", "fastest")
+
+
+def _check_precision(api, precision):
+  """precision as JAX takes it: None, a Precision (or other enum), one of its names, or a pair
+  of those (partix's f32 contractions are exact f32 whatever is asked)."""
+  one = (lambda p: p is None or isinstance(p, enum.Enum)
+         or isinstance(p, str) and p.lower() in _PRECISION_NAMES)
+  if isinstance(precision, (tuple, list)) and len(precision) == 2 and all(map(one, precision)):
+    return
+  if not one(precision):
+    raise _fail(api, f"precision must be None, a lax.Precision, one of {_PRECISION_NAMES} or a "
+                f"pair of those, got {precision!r}")
+
+
 def _check_dtypes(api, x, w):
   if x.dtype != w.dtype:
     raise _fail(api, f"lhs and rhs must have the same dtype, got {x.dtype} and {w.dtype}", True)
@@ -493,6 +510,7 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None, r
   plan = _plan(api, x.shape, w.shape, window_strides, padding, lhs_dilation, rhs_dilation,
                dimension_numbers, feature_group_count, batch_group_count)
   _check_dtypes(api, x, w)
+  _check_precision(api, precision)
   if out_sharding is None:
     return _conv(x, w, plan, preferred_element_type)
   return _with_out_sharding(f"lax.{api}", [x, w], out_sharding,
