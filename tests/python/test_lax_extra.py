@@ -330,3 +330,62 @@ def test_linalg_namespace():
     lax.linalg.qr(np.ones((5, 3), F32))
   with pytest.raises(PartixError, match=r"\[triangular_solve\]"):
     lax.linalg.triangular_solve(a, b, left_side=False)
+
+
+def _cg(matvec, b):
+  """Conjugate gradients in a while_loop (which partix does not reverse-differentiate)."""
+  def body(c):
+    x, r, p, k = c
+    ap = matvec(p)
+    al = jnp.dot(r, r) / jnp.dot(p, ap)
+    rn = r - al * ap
+    return x + al * p, rn, rn + jnp.dot(rn, rn) / jnp.dot(r, r) * p, k + 1
+  return lax.while_loop(lambda c: (c[3] < 20) & (jnp.sum(c[1] * c[1]) > 1e-14), body,
+                        (jnp.zeros_like(b), b, b, 0))[0]
+
+
+def test_custom_linear_solve_differentiates_implicitly():
+  a = np.array([[4.0, 1.0, 0.5], [1.0, 3.0, 0.0], [0.5, 0.0, 2.0]], F32)
+  b = np.array([1.0, 2.0, -1.0], F32)
+
+  def ls(m, v):
+    return lax.custom_linear_solve(lambda t: m @ t, v, _cg, symmetric=True)
+  close(ls(a, b), np.linalg.solve(a, b), rtol=1e-5)
+  ga, gb = jax.grad(lambda m, v: jnp.sum(ls(m, v) ** 2), argnums=(0, 1))(a, b)
+  # JAX 0.10.2's gradients of the same program.
+  close(ga, [[-0.0089363, -0.03319195, 0.02936211], [-0.0641954, -0.23844004, 0.21092772],
+             [0.09136903, 0.33937064, -0.30021247]], rtol=1e-4, atol=1e-6)
+  close(gb, [0.05425608, 0.38975778, -0.5547405], rtol=1e-4)
+  w = np.arange(3.0, dtype=F32)
+  ga, gb = jax.jit(jax.grad(lambda m, v: jnp.sum(lax.custom_linear_solve(
+      lambda t: m @ t, v, _cg, transpose_solve=_cg) * w), argnums=(0, 1)))(a, b)
+  lam = np.linalg.solve(a.T, w)  # closed form: db = A^-T w, dA = -outer(db, x)
+  close(gb, lam, rtol=1e-4)
+  close(ga, -np.outer(lam, np.linalg.solve(a, b)), rtol=1e-4, atol=1e-6)
+  x, aux = lax.custom_linear_solve(lambda t: a @ t, b, lambda mv, v: (_cg(mv, v), 7),
+                                   symmetric=True, has_aux=True)
+  close(x, np.linalg.solve(a, b), rtol=1e-5)
+  assert aux == 7
+
+
+def test_custom_root_differentiates_implicitly():
+  def newton(f, x0):
+    return lax.fori_loop(0, 30, lambda i, x: x - f(x) / jax.grad(f)(x), x0)
+
+  def sqrt_root(a):
+    return lax.custom_root(lambda x: x * x - a, 1.0, newton, lambda g, y: y / g(1.0))
+  close(sqrt_root(F32(2.0)), math.sqrt(2.0), rtol=1e-6)
+  close(jax.grad(sqrt_root)(F32(2.0)), 0.5 / math.sqrt(2.0), rtol=1e-5)
+  close(jax.jit(jax.grad(sqrt_root))(F32(9.0)), 1 / 6, rtol=1e-5)
+  close(jax.vmap(jax.grad(sqrt_root))(np.array([1.0, 4.0, 16.0], F32)), [0.5, 0.25, 0.125],
+        rtol=1e-5)
+  # A vector root: x with m x = p (linear f), tangent_solve by numpy-free Gauss elimination.
+  m = np.array([[3.0, 1.0], [1.0, 2.0]], F32)
+
+  def root_of(p):
+    f = lambda x: m @ x - p  # noqa: E731
+    solve = lambda g, x0: jnp.linalg.solve(m, p)  # noqa: E731
+    tangent = lambda g, y: jnp.linalg.solve(m, y)  # noqa: E731
+    return lax.custom_root(f, jnp.zeros(2), solve, tangent)
+  close(jax.grad(lambda p: jnp.sum(root_of(p)))(np.array([1.0, 1.0], F32)),
+        np.linalg.solve(m.T, np.ones(2)), rtol=1e-5)

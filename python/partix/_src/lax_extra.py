@@ -16,6 +16,8 @@ from partix._src import special_fns as _sf
 from partix._src import tree_util as tu
 from partix._src.core import Array, PartixError, asarray
 from partix._src.api import device_put
+from partix._src.batching import vmap
+from partix._src.forward import jvp
 from partix._src.lax_conv import _padtype_to_pads
 from partix._src.lax_more import _vma_of
 from partix._src.sharding import Device
@@ -24,7 +26,7 @@ __all__ = ["lgamma", "digamma", "polygamma", "zeta", "igamma", "igammac", "igamm
            "random_gamma_grad", "betainc", "bessel_i0e", "bessel_i1e", "reduce", "reduce_xor",
            "reduce_window", "reduce_window_shape_tuple", "mulhi", "empty", "dtype", "composite",
            "dce_sink", "platform_dependent", "pbroadcast", "pswapaxes", "ragged_dot",
-           "broadcast_like", "linalg"]
+           "broadcast_like", "linalg", "custom_linear_solve", "custom_root"]
 
 
 # ---- special functions (lax takes floating operands only) ----
@@ -351,10 +353,10 @@ def empty(shape, dtype, *, out_sharding=None):
       jnp.zeros(shape, dtype))
 
 
-def dtype(x, *, canonicalize=False):
-  """lax.dtype: the dtype of an array, scalar, dtype or type name (Python ints int32, floats
-  float32)."""
-  return dtypes.dtype(x, "dtype")
+def dtype(x):
+  """lax.dtype: the canonical dtype of an array, scalar, dtype or type name (Python ints
+  int32, floats float32; 64-bit types 32-bit without x64)."""
+  return dtypes.canonicalize(x, "dtype")
 
 
 def composite(decomposition, name, version=0):
@@ -546,3 +548,87 @@ def _linalg_svd(x, *, full_matrices=True, compute_uv=True, subset_by_index=None,
 linalg = types.SimpleNamespace(cholesky=_linalg_cholesky, eigh=_linalg_eigh, qr=_linalg_qr,
                                svd=_linalg_svd, triangular_solve=triangular_solve)
 linalg.__doc__ = "jax.lax.linalg's names that partix computes (over partix.numpy.linalg)."
+
+
+# ---- implicitly differentiated solves ----
+
+def _ravel(api, tree):
+  """tree's leaves as one flat vector, and the function putting such a vector back."""
+  leaves, td = tu.tree_flatten(tree)
+  if not leaves:
+    raise _fail(api, "needs at least one array")
+  arrs = [asarray(leaf) for leaf in leaves]
+  shapes = [tuple(a.shape) for a in arrs]
+  sizes = [int(np.prod(s)) for s in shapes]
+  vec = jnp.concatenate([jnp.ravel(a) for a in arrs]) if len(arrs) > 1 else jnp.ravel(arrs[0])
+  bounds = np.cumsum([0] + sizes)
+
+  def unravel(v):
+    return tu.tree_unflatten(td, [jnp.astype(jnp.reshape(v[int(lo):int(hi)], s), a.dtype)
+                                  for lo, hi, s, a in zip(bounds[:-1], bounds[1:], shapes, arrs)])
+  return vec, unravel
+
+
+def _split_aux(api, out, has_aux):
+  if not has_aux:
+    return out, None
+  if not (isinstance(out, (tuple, list)) and len(out) == 2):
+    raise _fail(api, f"with has_aux=True the solve must return (solution, aux), got "
+                f"{type(out).__name__}")
+  return out[0], out[1]
+
+
+def _implicit(api, x, inverse_columns, residual):
+  """x (its value) carrying the derivative -inverse @ d(residual): inverse, the linear
+  operator's inverse as a matrix (one solve per column, not differentiated), times the
+  residual at the stopped x, whose derivative reaches b and whatever the operator closes
+  over. The value stays x exactly: the correction is c - stop_gradient(c)."""
+  x_sg = lax_ops.stop_gradient(x)
+  xvec, unravel = _ravel(api, x_sg)
+  inv = lax_ops.stop_gradient(jnp.swapaxes(inverse_columns, 0, 1))
+  c = jnp.matmul(inv, residual(x_sg))
+  return unravel(xvec - (c - lax_ops.stop_gradient(c)))
+
+
+def custom_linear_solve(matvec, b, solve, transpose_solve=None, symmetric=False, has_aux=False):
+  """lax.custom_linear_solve: x = solve(matvec, b), differentiated implicitly: the derivative
+  solves the same linear system (with respect to b and to what matvec closes over), never
+  differentiating solve itself (which may hold while_loops). partix forms the inverse's
+  matrix with one solve per element of b, so derivatives cost n solves; transpose_solve is
+  not needed for that."""
+  api = "custom_linear_solve"
+  x, aux = _split_aux(api, solve(matvec, b), has_aux)
+  bvec, unravel_b = _ravel(api, b)
+  n = bvec.shape[0]
+
+  def column(e):
+    return _ravel(api, _split_aux(api, solve(matvec, unravel_b(e)), has_aux)[0])[0]
+  cols = vmap(column)(jnp.eye(n, dtype=bvec.dtype))
+
+  def residual(x_sg):
+    return _ravel(api, matvec(x_sg))[0] - _ravel(api, b)[0]
+  out = _implicit(api, x, cols, residual)
+  return (out, aux) if has_aux else out
+
+
+def custom_root(f, initial_guess, solve, tangent_solve, has_aux=False):
+  """lax.custom_root: the root x = solve(f, initial_guess) of f, differentiated implicitly
+  (dx = -J^-1 df, J = df/dx at the root, applied by tangent_solve(g, y), which solves the
+  linear g(x) = y), with respect to what f closes over; solve is never differentiated. The
+  inverse is formed with one tangent_solve per element of x."""
+  api = "custom_root"
+  x, aux = _split_aux(api, solve(f, initial_guess), has_aux)
+  x_sg = lax_ops.stop_gradient(x)
+  xvec, unravel = _ravel(api, x_sg)
+
+  def lin(v):
+    return jvp(f, (x_sg,), (v,))[1]
+
+  def column(e):
+    return _ravel(api, tangent_solve(lin, unravel(e)))[0]
+  cols = vmap(column)(jnp.eye(xvec.shape[0], dtype=xvec.dtype))
+
+  def residual(x_stop):
+    return _ravel(api, f(x_stop))[0]
+  out = _implicit(api, x, cols, residual)
+  return (out, aux) if has_aux else out

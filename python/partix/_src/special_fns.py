@@ -162,6 +162,7 @@ def polygamma(m, x):
   """The m-th derivative of digamma: (-1)^(m+1) m! zeta(m + 1, x) for integer m >= 1, digamma
   at m = 0 (nan for m negative or not an integer)."""
   (m, x), out = _wide(m, x)
+  m = lax_ops.stop_gradient(m)  # an integer order: no derivative in m (JAX refuses one)
   integral = (m >= 0) & (m == jnp.floor(m))
   mm = jnp.where(integral, m, 1.0)
   sign = jnp.where(jnp.mod(mm, 2.0) == 0, -1.0, 1.0)
