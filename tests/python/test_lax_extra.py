@@ -389,3 +389,18 @@ def test_custom_root_differentiates_implicitly():
     return lax.custom_root(f, jnp.zeros(2), solve, tangent)
   close(jax.grad(lambda p: jnp.sum(root_of(p)))(np.array([1.0, 1.0], F32)),
         np.linalg.solve(m.T, np.ones(2)), rtol=1e-5)
+
+
+def test_reduce_window_on_sharded_operands():
+  mesh = jax.make_mesh((8,), ("x",))
+  x = np.random.default_rng(0).normal(size=(16, 6)).astype(F32)
+  xs = jax.device_put(x, jax.NamedSharding(mesh, jax.P("x")))
+  f = jax.jit(lambda t: lax.reduce_window(t, -jnp.inf, lax.max, (3, 2), (1, 1), "SAME"))
+  y = f(xs)
+  close(y, lax.reduce_window(x, -np.inf, lax.max, (3, 2), (1, 1), "SAME"))
+  assert y.sharding.spec == jax.P("x", None)  # the operand's, as JAX's
+  close(lax.reduce_window(xs, 0.0, lax.add, (2, 3), (2, 1), "VALID"),
+        lax.reduce_window(x, 0.0, lax.add, (2, 3), (2, 1), "VALID"), rtol=1e-6)
+  # JAX refuses an output dimension that no longer divides over the mesh axis (14 by 8).
+  with pytest.raises(PartixError, match=r"\[reduce_window\].*14"):
+    lax.reduce_window(xs, 0.0, lax.add, (3, 1), (1, 1), "VALID")

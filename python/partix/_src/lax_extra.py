@@ -15,12 +15,12 @@ from partix._src import numpy_ops as jnp
 from partix._src import special_fns as _sf
 from partix._src import tree_util as tu
 from partix._src.core import Array, PartixError, asarray
-from partix._src.api import device_put
+from partix._src.api import device_put, reshard, typeof
 from partix._src.batching import vmap
 from partix._src.forward import jvp
 from partix._src.lax_conv import _padtype_to_pads
 from partix._src.lax_more import _vma_of
-from partix._src.sharding import Device
+from partix._src.sharding import Device, NamedSharding, PartitionSpec
 
 __all__ = ["lgamma", "digamma", "polygamma", "zeta", "igamma", "igammac", "igamma_grad_a",
            "random_gamma_grad", "betainc", "bessel_i0e", "bessel_i1e", "reduce", "reduce_xor",
@@ -287,6 +287,9 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
       "reduce_window", shape, window_dimensions, window_strides, padding, base_dilation,
       window_dilation)
   out_shape = reduce_window_shape_tuple(shape, window, strides, pads, base, wdil)
+  touched = [w > 1 or s > 1 or p != (0, 0) or b > 1
+             for w, s, p, b in zip(window, strides, pads, base)]
+  xs, restore = _unsplit_windowed(xs, out_shape, touched)
   for axis in range(len(shape)):
     xs = [_dilate_fill(x, i, axis, base[axis]) for x, i in zip(xs, inits)]
     xs = [_pad_fill(x, i, axis, *pads[axis]) for x, i in zip(xs, inits)]
@@ -298,7 +301,31 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
     limit = [s0 + (n - 1) * s + 1 for s0, n, s in zip(start, out_shape, strides)]
     acc = _combine("reduce_window", computation, tree, acc,
                    [lax_ops.slice(x, start, limit, strides) for x in xs])
-  return tu.tree_unflatten(tree, acc)
+  return tu.tree_unflatten(tree, [restore(a) for a in acc])
+
+
+def _unsplit_windowed(xs, out_shape, touched):
+  """Operands split over Explicit mesh axes along dimensions the windows change, gathered
+  whole there (windows cross the pieces), and the function that splits the result again as
+  the operand was (JAX's rule: the output keeps the operand's sharding, which needs the
+  changed dimensions to divide by their mesh axes)."""
+  sharding = typeof(xs[0]).sharding
+  spec = tuple(sharding.spec) if sharding is not None else ()
+  spec = spec + (None,) * (len(out_shape) - len(spec))
+  changed = [i for i, t in enumerate(touched) if t and spec[i] is not None]
+  if not changed:
+    return xs, lambda a: a
+  sizes = sharding.mesh.shape
+  for i in changed:
+    names = spec[i] if isinstance(spec[i], tuple) else (spec[i],)
+    parts = int(np.prod([sizes[n] for n in names]))
+    if out_shape[i] != xs[0].shape[i] and out_shape[i] % parts:
+      raise _fail("reduce_window", f"on a dimension split over mesh axes {spec[i]!r}: the "
+                  f"output's size {out_shape[i]} (of {tuple(out_shape)}) does not divide by "
+                  f"{parts}; reshard the operand first")
+  whole = PartitionSpec(*[None if i in changed else p for i, p in enumerate(spec)])
+  xs = [reshard(x, NamedSharding(sharding.mesh, whole)) for x in xs]
+  return xs, lambda a: reshard(a, NamedSharding(sharding.mesh, PartitionSpec(*spec)))
 
 
 # ---- small names ----
