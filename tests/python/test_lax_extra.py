@@ -184,6 +184,13 @@ def test_reduce_fast_and_generic():
   mesh = jax.make_mesh((8,), ("x",))
   ys = jax.device_put(y, jax.NamedSharding(mesh, jax.P("x")))
   close(f(ys), np.maximum(y.max(axis=1), 0))
+  # The generic fold along the split dimension itself (gathered there first).
+  close(jax.jit(lambda t: lax.reduce(t, F32(0.0), lambda a, b: a + b, (0,)))(ys), y.sum(axis=0),
+        rtol=1e-5, atol=1e-5)
+  yi = (y * 10).astype(np.int32)
+  np.testing.assert_array_equal(
+      lax.reduce_xor(jax.device_put(yi, jax.NamedSharding(mesh, jax.P("x"))), (0,)),
+      np.bitwise_xor.reduce(yi, axis=0))
   close(jax.vmap(lambda r: lax.reduce(r, F32(0.0), lax.add, (0,)))(y), y.sum(axis=1), rtol=1e-5)
   close(jax.grad(lambda t: lax.reduce(t, F32(0.0), lambda a, b: a + b, (0,)))(x), np.ones(7))
   with pytest.raises(PartixError, match=r"\[reduce\].*\(0, 5\)"):

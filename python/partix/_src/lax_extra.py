@@ -178,6 +178,17 @@ def _axes(api, dimensions, ndim):
   return tuple(sorted(dims))
 
 
+def _whole_along(xs, axes):
+  """xs gathered whole along those of axes that Explicit mesh axes split (the halving fold
+  slices there); the other dimensions keep their sharding."""
+  sharding = typeof(xs[0]).sharding
+  spec = tuple(sharding.spec) if sharding is not None else ()
+  if not any(a < len(spec) and spec[a] is not None for a in axes):
+    return xs
+  whole = PartitionSpec(*[None if i in axes else p for i, p in enumerate(spec)])
+  return [reshard(x, NamedSharding(sharding.mesh, whole)) for x in xs]
+
+
 def reduce(operands, init_values, computation, dimensions, out_sharding=None):  # noqa: A001
   """lax.reduce: operands (an array or a pytree of arrays of one shape) reduced over
   dimensions by computation (a binary function, associative and commutative as XLA assumes),
@@ -198,6 +209,7 @@ def reduce(operands, init_values, computation, dimensions, out_sharding=None):  
   if any(xs[0].shape[a] == 0 for a in axes):
     shape = tuple(n for i, n in enumerate(xs[0].shape) if i not in axes)
     return tu.tree_unflatten(tree, [jnp.broadcast_to(i, shape) for i in inits])
+  xs = _whole_along(xs, axes)
   for a in axes:
     xs = _fold_axis("reduce", computation, tree, xs, a)
   xs = [jnp.squeeze(x, axes) for x in xs]
