@@ -388,8 +388,7 @@ def mulhi(x, y, /):
 def empty(shape, dtype, *, out_sharding=None):
   """lax.empty: an array of the shape and dtype whose values are unspecified (partix fills
   zeros)."""
-  return jnp.zeros(shape, dtype, out_sharding=out_sharding) if out_sharding is not None else (
-      jnp.zeros(shape, dtype))
+  return jnp.zeros(shape, dtype, out_sharding=out_sharding)
 
 
 def dtype(x):
