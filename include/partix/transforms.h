@@ -75,6 +75,11 @@ class Lowered {
   // (%0, %3) : f32[3,5] {%4 %5 %6}" (result, ops, values read, the results it computes).
   std::vector<std::string> fusions() const;
   std::string global_text() const;  // the global program with every value's sharding
+  // The global program as XLA HLO text (jit(f).lower(...).compiler_ir(dialect="hlo")); an op
+  // with no HLO form throws partix::Error naming it.
+  // Captured arrays become constants; with print_large_constants false, constants of more
+  // than 1000 elements print as {...} (as XLA prints them; such text does not parse back).
+  std::string hlo_text(bool print_large_constants = false) const;
   CostAnalysis cost_analysis() const;
   MemoryAnalysis memory_analysis() const;
   std::vector<std::string> warnings() const;  // e.g. gather-then-slice resharding

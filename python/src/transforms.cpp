@@ -154,6 +154,7 @@ void bind_staged(nb::module_& m) {
 
   nb::class_<Lowered>(m, "Lowered")
       .def("as_text", &Lowered::as_text)
+      .def("hlo_text", &Lowered::hlo_text, nb::arg("print_large_constants") = false)
       .def("global_text", &Lowered::global_text)
       .def("fusions", &Lowered::fusions)
       .def("cost_analysis", [](const Lowered& l) { return cost_dict(l.cost_analysis()); })

@@ -461,7 +461,8 @@ const std::shared_ptr<void>& JitState::out_proto(const Entry& entry) const {
 }
 
 Lowered JitState::lower(const Entry& entry) const {
-  return Lowered(std::make_shared<LoweredImpl>(LoweredImpl{entry.compiled, entry.trace->donate}));
+  return Lowered(std::make_shared<LoweredImpl>(
+      LoweredImpl{entry.compiled, entry.trace->donate, entry.trace->captures}));
 }
 
 }  // namespace detail

@@ -6,6 +6,7 @@
 //   batching         the vmap rule                            autodiff/batch.cpp
 //   execution        reference kernel, regions, views, memory runtime/, backends
 //   cost             flops, communication, trip counts       cost analysis
+//   hlo              the op as XLA HLO instructions          ir/hlo.cpp (compiler_ir)
 // A primitive class derives from Primitive and overrides what it needs of every facet in one
 // place; the parts of the system see only the facet they ask for (typing(), partitioning(),
 // ...), never the whole interface. Fast kernels live in src/backend/<platform> and are looked
@@ -22,6 +23,7 @@
 #include "ir/facets/cost.h"
 #include "ir/facets/differentiation.h"
 #include "ir/facets/execution.h"
+#include "ir/facets/hlo.h"
 #include "ir/facets/partitioning.h"
 #include "ir/facets/typing.h"
 
@@ -31,7 +33,8 @@ class Primitive : protected Typing,
                   protected Partitioning,
                   protected Differentiation,
                   protected Execution,
-                  protected Cost {
+                  protected Cost,
+                  protected HloExport {
  public:
   ~Primitive() override = default;
   std::string_view name() const override = 0;
@@ -42,6 +45,7 @@ class Primitive : protected Typing,
   const Differentiation& differentiation() const { return *this; }
   const Execution& execution() const { return *this; }
   const Cost& cost() const { return *this; }
+  const HloExport& hlo() const { return *this; }
   // The batching facet (vmap), or null: the primitive cannot be batched.
   virtual const Batching* batching() const { return nullptr; }
 

@@ -3,14 +3,15 @@
 #include <cstring>
 #include <map>
 
+#include "autodiff/vjp.h"
 #include "core/array_impl.h"
-#include "partix/ops.h"
+#include "ir/hlo.h"
 #include "ir/primitive.h"
-#include "prim/control_batching.h"
+#include "partix/ops.h"
 #include "prim/batching.h"
+#include "prim/control_batching.h"
 #include "prim/util.h"
 #include "trace/trace.h"
-#include "autodiff/vjp.h"
 
 namespace partix::prim {
 
@@ -42,6 +43,10 @@ class Constant final : public Primitive {
   void reference(const KernelCall& c) const override {
     const auto& lit = c.attrs.get<std::shared_ptr<const ir::Literal>>("value");
     std::memcpy(c.out[0], lit->bytes.data(), lit->bytes.size());
+  }
+  bool to_hlo(ir::HloEmitter& e) const override {
+    e.result(0, e.literal(*e.attrs().get<std::shared_ptr<const ir::Literal>>("value")));
+    return true;
   }
   const ir::Literal* constant_value(const Attrs& attrs) const override {
     return attrs.get<std::shared_ptr<const ir::Literal>>("value").get();
@@ -84,6 +89,14 @@ class ShardingConstraint final : public Identity {
     p.constrains_operand = true;
     return p;
   }
+  // As JAX writes a constraint: a Sharding custom call carrying the sharding.
+  bool to_hlo(ir::HloEmitter& e) const override {
+    NamedSharding s(e.attrs().get<Mesh>("mesh"), e.attrs().get<PartitionSpec>("spec"));
+    const std::string sharding = ir::hlo_sharding(s, "with_sharding_constraint");
+    e.result(0, e.emit(e.out(0), "custom-call", {e.operand(0)},
+                       "custom_call_target=\"Sharding\", sharding=" + sharding));
+    return true;
+  }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
                           const Regions& r) const override {
     auto out = Identity::infer(in, attrs, r);
@@ -115,6 +128,10 @@ class StopGradient final : public Identity {
   }
   std::vector<Array> vjp(const VjpArgs&) const override { return {Array()}; }
   bool is_view(const Aval&, const Aval&, const Attrs&) const override { return true; }
+  bool to_hlo(ir::HloEmitter& e) const override {  // no instruction: gradients only
+    e.result(0, e.operand(0));
+    return true;
+  }
 };
 
 // ---- copy: an explicit copy (the partitioner's and optimiser's identity) ----
@@ -122,6 +139,10 @@ class Copy final : public Identity {
  public:
   std::string_view name() const override { return "copy"; }
   bool accepts_quantized() const override { return true; }
+  bool to_hlo(ir::HloEmitter& e) const override {
+    e.result(0, e.emit(e.out(0), "copy", {e.operand(0)}));
+    return true;
+  }
   const Batching* batching() const override {
     static const SameShapeBatching b(*this);
     return &b;
@@ -165,6 +186,10 @@ class CheckpointName final : public Identity {
  public:
   std::string_view name() const override { return "checkpoint_name"; }
   bool accepts_quantized() const override { return true; }
+  bool to_hlo(ir::HloEmitter& e) const override {  // no instruction: a remat policy's name
+    e.result(0, e.operand(0));
+    return true;
+  }
   const Batching* batching() const override {
     static const SameShapeBatching b(*this);
     return &b;
@@ -223,11 +248,13 @@ class Remat final : public Primitive {
     std::map<int, Array> known;
     if (a.residuals != nullptr && a.attrs.has("save")) {
       const std::vector<int> ids = saved_values(body, a.attrs);
-      for (size_t i = 0; i < ids.size() && i < a.residuals->size(); ++i) known[ids[i]] = (*a.residuals)[i];
+      for (size_t i = 0; i < ids.size() && i < a.residuals->size(); ++i)
+        known[ids[i]] = (*a.residuals)[i];
       // A saved name saves the value it names: what computes it is not recomputed either.
       for (const ir::Instr& in : body.instrs) {
         if (in.prim->name() != "checkpoint_name") continue;
-        if (auto it = known.find(in.outputs[0]); it != known.end()) known[in.inputs[0]] = it->second;
+        if (auto it = known.find(in.outputs[0]); it != known.end())
+          known[in.inputs[0]] = it->second;
       }
     }
     autodiff::Residuals saved;

@@ -3,17 +3,18 @@
 #include <algorithm>
 #include <numeric>
 
-#include "core/quants.h"
 #include "core/layout.h"
+#include "core/quants.h"
 #include "core/scalar.h"
+#include "ir/hlo.h"
+#include "ir/primitive.h"
 #include "partix/ops.h"
+#include "prim/batching.h"
 #include "prim/collective.h"
 #include "prim/dot.h"
 #include "prim/elementwise_ops.h"
-#include "ir/primitive.h"
-#include "trace/trace.h"
-#include "prim/batching.h"
 #include "prim/util.h"
+#include "trace/trace.h"
 
 namespace partix::prim {
 
@@ -27,7 +28,8 @@ DotDims dot_dims(const Attrs& attrs, int lhs_rank, int rhs_rank) {
   auto free = [](int rank, const std::vector<int>& a, const std::vector<int>& b) {
     std::vector<int> out;
     for (int i = 0; i < rank; ++i) {
-      if (std::find(a.begin(), a.end(), i) == a.end() && std::find(b.begin(), b.end(), i) == b.end()) {
+      if (std::find(a.begin(), a.end(), i) == a.end() &&
+          std::find(b.begin(), b.end(), i) == b.end()) {
         out.push_back(i);
       }
     }
@@ -88,7 +90,8 @@ class DotBatching final : public Batching {
     } else if (l.bdim >= 0) {
       out_bdim = static_cast<int>(lb.size());
     } else {
-      const int64_t lhs_free = l.value.ndim() - static_cast<int64_t>(a.attrs.ints("lhs_contract").size() + lb.size());
+      const int64_t lhs_free =
+          l.value.ndim() - static_cast<int64_t>(a.attrs.ints("lhs_contract").size() + lb.size());
       out_bdim = static_cast<int>(static_cast<int64_t>(rb.size()) + lhs_free);
     }
     if (!at.has("lhs_batch") || at.ints("lhs_batch").empty()) {
@@ -105,6 +108,22 @@ class DotBatching final : public Batching {
 class DotGeneral final : public Primitive {
  public:
   std::string_view name() const override { return "dot_general"; }
+  bool to_hlo(ir::HloEmitter& e) const override {
+    std::vector<std::string> parts;
+    for (const char* side : {"lhs", "rhs"}) {
+      const std::string batch = fmt::format("{}_batch", side);
+      if (e.attrs().has(batch) && !e.attrs().ints(batch).empty()) {
+        parts.push_back(
+            fmt::format("{}_batch_dims={}", side, ir::HloEmitter::dims(e.attrs().ints(batch))));
+      }
+      parts.push_back(
+          fmt::format("{}_contracting_dims={}", side,
+                      ir::HloEmitter::dims(e.attrs().ints(fmt::format("{}_contract", side)))));
+    }
+    e.result(0, e.emit(e.out(0), "dot", {e.operand(0), e.operand(1)},
+                       fmt::format("{}", fmt::join(parts, ", "))));
+    return true;
+  }
   const Batching* batching() const override {
     static const DotBatching b(*this);
     return &b;
@@ -140,7 +159,8 @@ class DotGeneral final : public Primitive {
     if (is_quantized(a.dtype) || is_quantized(b.dtype)) return infer_quantized(in, attrs);
     // An f32 lhs with a 16-bit float rhs (a weight kept in bf16 or f16) widens the rhs exactly,
     // inside the kernel: the f32 product of the widened weight.
-    const bool half_weight = a.dtype == DType::F32 && (b.dtype == DType::BF16 || b.dtype == DType::F16);
+    const bool half_weight =
+        a.dtype == DType::F32 && (b.dtype == DType::BF16 || b.dtype == DType::F16);
     if (!(a.dtype == b.dtype || half_weight)) {
       detail::fail(name(), "operand dtypes differ: {}", avals_to_string(in));
     }
@@ -309,10 +329,13 @@ class DotGeneral final : public Primitive {
     std::iota(g_rf.begin(), g_rf.end(), nb + nlf);
     Array da_raw = dot_general(g, B, g_rf, d.rhs_free, gb, d.rhs_batch, acc);
     std::vector<int> perm_a(static_cast<size_t>(A.ndim()));
-    for (int i = 0; i < nb; ++i) perm_a[static_cast<size_t>(d.lhs_batch[static_cast<size_t>(i)])] = i;
-    for (int j = 0; j < nlf; ++j) perm_a[static_cast<size_t>(d.lhs_free[static_cast<size_t>(j)])] = nb + j;
+    for (int i = 0; i < nb; ++i)
+      perm_a[static_cast<size_t>(d.lhs_batch[static_cast<size_t>(i)])] = i;
+    for (int j = 0; j < nlf; ++j)
+      perm_a[static_cast<size_t>(d.lhs_free[static_cast<size_t>(j)])] = nb + j;
     for (size_t k = 0; k < d.lhs_contract.size(); ++k) {
-      perm_a[static_cast<size_t>(d.lhs_contract[k])] = nb + nlf + rank_in(d.rhs_contract, d.rhs_contract[k]);
+      perm_a[static_cast<size_t>(d.lhs_contract[k])] =
+          nb + nlf + rank_in(d.rhs_contract, d.rhs_contract[k]);
     }
     // dB: contract A's free dims with g's lhs-free dims -> [batch, A contract (sorted), rhs
     // free]: A first, so that a [K, N] weight's gradient comes out [K, N] with no transpose.
@@ -321,10 +344,13 @@ class DotGeneral final : public Primitive {
     Array db_raw = dot_general(A, g, d.lhs_free, g_lf, d.lhs_batch, gb, acc);
     const int nc = static_cast<int>(d.rhs_contract.size());
     std::vector<int> perm_b(static_cast<size_t>(B.ndim()));
-    for (int i = 0; i < nb; ++i) perm_b[static_cast<size_t>(d.rhs_batch[static_cast<size_t>(i)])] = i;
-    for (int j = 0; j < nrf; ++j) perm_b[static_cast<size_t>(d.rhs_free[static_cast<size_t>(j)])] = nb + nc + j;
+    for (int i = 0; i < nb; ++i)
+      perm_b[static_cast<size_t>(d.rhs_batch[static_cast<size_t>(i)])] = i;
+    for (int j = 0; j < nrf; ++j)
+      perm_b[static_cast<size_t>(d.rhs_free[static_cast<size_t>(j)])] = nb + nc + j;
     for (size_t k = 0; k < d.rhs_contract.size(); ++k) {
-      perm_b[static_cast<size_t>(d.rhs_contract[k])] = nb + rank_in(d.lhs_contract, d.lhs_contract[k]);
+      perm_b[static_cast<size_t>(d.rhs_contract[k])] =
+          nb + rank_in(d.lhs_contract, d.lhs_contract[k]);
     }
     Array da = transpose(da_raw, perm_a);
     Array db = transpose(db_raw, perm_b);
@@ -375,8 +401,10 @@ class DotGeneral final : public Primitive {
                   iacc, ew::wrap_mul(detail::load_int(xa, a.dtype), detail::load_int(xb, a.dtype)));
             }
           }
-          if (fl) detail::store_scalar(po + o * eo, odt, acc);
-          else detail::store_int(po + o * eo, odt, iacc);
+          if (fl)
+            detail::store_scalar(po + o * eo, odt, acc);
+          else
+            detail::store_int(po + o * eo, odt, iacc);
           o++;
         }
       }
@@ -399,7 +427,8 @@ void DotGeneral::reference_quantized(const KernelCall& c) {
   for (int64_t m = 0; m < M; ++m) {
     for (int64_t n = 0; n < N; ++n) {
       double acc = 0;
-      for (int64_t k = 0; k < K; ++k) acc += double(x[m * K + k]) * w[static_cast<size_t>(n * K + k)];
+      for (int64_t k = 0; k < K; ++k)
+        acc += double(x[m * K + k]) * w[static_cast<size_t>(n * K + k)];
       y[m * N + n] = static_cast<float>(acc);
     }
   }

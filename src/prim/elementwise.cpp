@@ -4,13 +4,15 @@
 // (rank 0); the op library broadcasts.
 #include <cstring>
 #include <limits>
+#include <map>
 
 #include "core/quants.h"
 #include "core/scalar.h"
-#include "partix/ops.h"
-#include "prim/elementwise_ops.h"
+#include "ir/hlo.h"
 #include "ir/primitive.h"
+#include "partix/ops.h"
 #include "prim/batching.h"
+#include "prim/elementwise_ops.h"
 #include "prim/util.h"
 #include "trace/trace.h"
 
@@ -18,28 +20,104 @@ namespace partix::prim {
 
 namespace {
 
+// XLA's instruction for an elementwise row of the table (a comparison's with its direction),
+// or no opcode where XLA has none (erfc, erf_inv).
+struct HloForm {
+  std::string_view opcode, direction;
+};
+HloForm hlo_form(std::string_view name) {
+  static const std::map<std::string_view, HloForm> forms = {
+      {"neg", {"negate", {}}},
+      {"exp", {"exponential", {}}},
+      {"log", {"log", {}}},
+      {"sin", {"sine", {}}},
+      {"cos", {"cosine", {}}},
+      {"tanh", {"tanh", {}}},
+      {"sqrt", {"sqrt", {}}},
+      {"rsqrt", {"rsqrt", {}}},
+      {"abs", {"abs", {}}},
+      {"sign", {"sign", {}}},
+      {"floor", {"floor", {}}},
+      {"ceil", {"ceil", {}}},
+      {"round", {"round-nearest-even", {}}},
+      {"logistic", {"logistic", {}}},
+      {"erf", {"erf", {}}},
+      {"log1p", {"log-plus-one", {}}},
+      {"expm1", {"exponential-minus-one", {}}},
+      {"not", {"not", {}}},
+      {"add", {"add", {}}},
+      {"sub", {"subtract", {}}},
+      {"mul", {"multiply", {}}},
+      {"div", {"divide", {}}},
+      {"rem", {"remainder", {}}},
+      {"pow", {"power", {}}},
+      {"max", {"maximum", {}}},
+      {"min", {"minimum", {}}},
+      {"and", {"and", {}}},
+      {"or", {"or", {}}},
+      {"xor", {"xor", {}}},
+      {"shift_left", {"shift-left", {}}},
+      {"shift_right_arithmetic", {"shift-right-arithmetic", {}}},
+      {"eq", {"compare", "EQ"}},
+      {"ne", {"compare", "NE"}},
+      {"lt", {"compare", "LT"}},
+      {"le", {"compare", "LE"}},
+      {"gt", {"compare", "GT"}},
+      {"ge", {"compare", "GE"}}};
+  auto it = forms.find(name);
+  return it == forms.end() ? HloForm{} : it->second;
+}
+
+// An elementwise op in HLO: scalar operands broadcast to the result's shape first.
+bool elementwise_to_hlo(ir::HloEmitter& e, std::string_view opcode, std::string_view extra) {
+  std::vector<std::string> args;
+  for (size_t k = 0; k < e.num_operands(); ++k) {
+    args.push_back(e.broadcast(e.operand(k), e.in(k), Aval{e.out(0).shape, e.in(k).dtype}));
+  }
+  e.result(0, e.emit(e.out(0), opcode, args, extra));
+  return true;
+}
+bool table_row_to_hlo(ir::HloEmitter& e, std::string_view name) {
+  const HloForm f = hlo_form(name);
+  if (f.opcode.empty()) return false;
+  const std::string dir = f.direction.empty() ? "" : fmt::format("direction={}", f.direction);
+  return elementwise_to_hlo(e, f.opcode, dir);
+}
+
 using ew::Allowed;
 
 bool allows(Allowed a, DType d) {
   switch (a) {
-    case Allowed::kFloat: return is_floating(d);
-    case Allowed::kNumeric: return d != DType::Bool;
-    case Allowed::kBool: return d == DType::Bool;
-    case Allowed::kInt: return is_integral(d);
-    case Allowed::kIntOrBool: return !is_floating(d);
-    case Allowed::kAny: return true;
+    case Allowed::kFloat:
+      return is_floating(d);
+    case Allowed::kNumeric:
+      return d != DType::Bool;
+    case Allowed::kBool:
+      return d == DType::Bool;
+    case Allowed::kInt:
+      return is_integral(d);
+    case Allowed::kIntOrBool:
+      return !is_floating(d);
+    case Allowed::kAny:
+      return true;
   }
   return false;
 }
 
 const char* allowed_text(Allowed a) {
   switch (a) {
-    case Allowed::kFloat: return "a floating dtype";
-    case Allowed::kNumeric: return "a numeric dtype";
-    case Allowed::kBool: return "bool";
-    case Allowed::kInt: return "an integer dtype";
-    case Allowed::kIntOrBool: return "an integer or bool dtype";
-    case Allowed::kAny: return "any dtype";
+    case Allowed::kFloat:
+      return "a floating dtype";
+    case Allowed::kNumeric:
+      return "a numeric dtype";
+    case Allowed::kBool:
+      return "bool";
+    case Allowed::kInt:
+      return "an integer dtype";
+    case Allowed::kIntOrBool:
+      return "an integer or bool dtype";
+    case Allowed::kAny:
+      return "any dtype";
   }
   return "";
 }
@@ -60,6 +138,7 @@ template <class Op>
 class Unary final : public Primitive {
  public:
   std::string_view name() const override { return Op::kName; }
+  bool to_hlo(ir::HloEmitter& e) const override { return table_row_to_hlo(e, Op::kName); }
   bool is_elementwise() const override { return true; }
   // vmap: the operands at the front (one instance per class: a registered singleton).
   const Batching* batching() const override {
@@ -92,13 +171,15 @@ class Unary final : public Primitive {
     for (int64_t i = 0; i < n; ++i) {
       if constexpr (ew::allows_float(Op::kAllowed)) {
         if (is_floating(dt)) {
-          detail::store_scalar(out + i * es, dt, Op::template f<double>(detail::load_scalar(in + i * es, dt)));
+          detail::store_scalar(out + i * es, dt,
+                               Op::template f<double>(detail::load_scalar(in + i * es, dt)));
           continue;
         }
       }
       if constexpr (ew::allows_int(Op::kAllowed)) {
         if (is_integral(dt)) {
-          detail::store_int(out + i * es, dt, Op::template f<int64_t>(detail::load_int(in + i * es, dt)));
+          detail::store_int(out + i * es, dt,
+                            Op::template f<int64_t>(detail::load_int(in + i * es, dt)));
           continue;
         }
       }
@@ -121,6 +202,7 @@ template <class Op>
 class Binary final : public Primitive {
  public:
   std::string_view name() const override { return Op::kName; }
+  bool to_hlo(ir::HloEmitter& e) const override { return table_row_to_hlo(e, Op::kName); }
   bool is_elementwise() const override { return true; }
   // vmap: the operands at the front (one instance per class: a registered singleton).
   const Batching* batching() const override {
@@ -212,6 +294,7 @@ class Binary final : public Primitive {
 class Select final : public Primitive {
  public:
   std::string_view name() const override { return "select"; }
+  bool to_hlo(ir::HloEmitter& e) const override { return elementwise_to_hlo(e, "select", {}); }
   bool is_elementwise() const override { return true; }
   // vmap: the operands at the front (one instance per class: a registered singleton).
   const Batching* batching() const override {
@@ -269,6 +352,7 @@ class Select final : public Primitive {
 class Convert final : public Primitive {
  public:
   std::string_view name() const override { return "convert"; }
+  bool to_hlo(ir::HloEmitter& e) const override { return elementwise_to_hlo(e, "convert", {}); }
   bool accepts_quantized() const override { return true; }
   bool is_elementwise() const override { return true; }
   // vmap: the operands at the front (one instance per class: a registered singleton).

@@ -8,6 +8,7 @@
 #include "core/buffer.h"
 #include "core/layout.h"
 #include "core/scalar.h"
+#include "ir/hlo.h"
 #include "ir/primitive.h"
 #include "partix/ops.h"
 #include "prim/batching.h"
@@ -42,6 +43,13 @@ Shape dynamic_starts(const KernelCall& c, size_t first, const Shape& shape, cons
 class DynamicSlice final : public Primitive {
  public:
   std::string_view name() const override { return "dynamic_slice"; }
+  bool to_hlo(ir::HloEmitter& e) const override {
+    std::vector<std::string> args;
+    for (size_t k = 0; k < e.num_operands(); ++k) args.push_back(e.operand(k));
+    e.result(0, e.emit(e.out(0), "dynamic-slice", args,
+                       "dynamic_slice_sizes=" + ir::HloEmitter::dims(e.attrs().ints("sizes"))));
+    return true;
+  }
   const Batching* batching() const override {
     static const DynamicSliceBatching b(*this, false);
     return &b;
@@ -140,6 +148,12 @@ class DynamicSlice final : public Primitive {
 class DynamicUpdateSlice final : public Primitive {
  public:
   std::string_view name() const override { return "dynamic_update_slice"; }
+  bool to_hlo(ir::HloEmitter& e) const override {
+    std::vector<std::string> args;
+    for (size_t k = 0; k < e.num_operands(); ++k) args.push_back(e.operand(k));
+    e.result(0, e.emit(e.out(0), "dynamic-update-slice", args));
+    return true;
+  }
   const Batching* batching() const override {
     static const DynamicSliceBatching b(*this, true);
     return &b;
@@ -559,6 +573,11 @@ class AxisIndexOp final : public Primitive {
 class Iota final : public Primitive {
  public:
   std::string_view name() const override { return "iota"; }
+  bool to_hlo(ir::HloEmitter& e) const override {
+    e.result(0, e.emit(e.out(0), "iota", {},
+                       fmt::format("iota_dimension={}", e.attrs().i("dimension"))));
+    return true;
+  }
   Attrs localize_attrs(const Attrs& attrs, const LocalizeArgs& a) const override {
     return localize_positional(attrs, a);
   }

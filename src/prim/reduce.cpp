@@ -5,10 +5,11 @@
 
 #include "core/layout.h"
 #include "core/scalar.h"
-#include "partix/ops.h"
-#include "prim/elementwise_ops.h"
+#include "ir/hlo.h"
 #include "ir/primitive.h"
+#include "partix/ops.h"
 #include "prim/batching.h"
+#include "prim/elementwise_ops.h"
 #include "prim/util.h"
 
 namespace partix::prim {
@@ -54,6 +55,26 @@ class Reduce : public Primitive {
  public:
   Reduce(const char* name, ReduceKind kind) : name_(name), kind_(kind) {}
   std::string_view name() const override { return name_; }
+  bool to_hlo(ir::HloEmitter& e) const override {
+    const DType dt = e.in(0).dtype;
+    double init = 0;
+    if (kind_ != ReduceKind::kSum) {
+      const bool max = kind_ == ReduceKind::kMax;
+      init = is_integral(dt)
+                 ? static_cast<double>(max ? detail::int_lowest(dt) : detail::int_highest(dt))
+                 : (max ? -1.0 : 1.0) * std::numeric_limits<double>::infinity();
+    }
+    const char* op = kind_ == ReduceKind::kSum   ? "add"
+                     : kind_ == ReduceKind::kMax ? "maximum"
+                                                 : "minimum";
+    const auto axes = norm_axes(name(), e.attrs().ints("axes"), e.in(0).ndim());
+    const std::string zero = e.scalar(dt, init);
+    e.result(0, e.emit(e.out(0), "reduce", {e.operand(0), zero},
+                       fmt::format("dimensions={}, to_apply={}",
+                                   ir::HloEmitter::dims({axes.begin(), axes.end()}),
+                                   e.reducer(dt, op))));
+    return true;
+  }
   const Batching* batching() const override { return &batching_; }  // vmap: axes shifted
   Linearity linearity() const override {
     return kind_ == ReduceKind::kSum ? Linearity::kLinear : Linearity::kNone;
@@ -78,8 +99,8 @@ class Reduce : public Primitive {
     FactorRuleBuilder b;
     std::vector<DimFactors> ops, res;
     for (size_t d = 0; d < in[0].shape.size(); ++d) {
-      int f = b.add(in[0].shape[d], red[d] ? FactorKind::kReduction : FactorKind::kPassThrough,
-                    kind_);
+      int f =
+          b.add(in[0].shape[d], red[d] ? FactorKind::kReduction : FactorKind::kPassThrough, kind_);
       ops.push_back({f});
       if (!red[d]) res.push_back({f});
     }
@@ -106,8 +127,7 @@ class Reduce : public Primitive {
     Array count = broadcast_in_dim(sum(mask, ax), x.shape(), kept);
     return {gb * mask / count};
   }
-  double flops(const std::vector<Aval>& in, const std::vector<Aval>&,
-               const Attrs&) const override {
+  double flops(const std::vector<Aval>& in, const std::vector<Aval>&, const Attrs&) const override {
     return static_cast<double>(in[0].size());
   }
   void reference(const KernelCall& c) const override {
@@ -120,18 +140,22 @@ class Reduce : public Primitive {
     const char* src = static_cast<const char*>(c.in[0]);
     char* dst = static_cast<char*>(c.out[0]);
     if (is_floating(dt)) {
-      double init = kind_ == ReduceKind::kSum ? 0.0
+      double init = kind_ == ReduceKind::kSum   ? 0.0
                     : kind_ == ReduceKind::kMax ? -std::numeric_limits<double>::infinity()
                                                 : std::numeric_limits<double>::infinity();
       std::vector<double> acc(static_cast<size_t>(on), init);
       for (size_t i = 0; i < map.size(); ++i) {
         double v = detail::load_scalar(src + static_cast<int64_t>(i) * es, dt);
         double& r = acc[static_cast<size_t>(map[i])];
-        if (kind_ == ReduceKind::kSum) r += v;
-        else if (v != v || r != r) r = std::numeric_limits<double>::quiet_NaN();
-        else r = kind_ == ReduceKind::kMax ? std::max(r, v) : std::min(r, v);
+        if (kind_ == ReduceKind::kSum)
+          r += v;
+        else if (v != v || r != r)
+          r = std::numeric_limits<double>::quiet_NaN();
+        else
+          r = kind_ == ReduceKind::kMax ? std::max(r, v) : std::min(r, v);
       }
-      for (int64_t o = 0; o < on; ++o) detail::store_scalar(dst + o * es, dt, acc[static_cast<size_t>(o)]);
+      for (int64_t o = 0; o < on; ++o)
+        detail::store_scalar(dst + o * es, dt, acc[static_cast<size_t>(o)]);
     } else {
       const int64_t lo = detail::int_lowest(dt), hi = detail::int_highest(dt);
       int64_t init = kind_ == ReduceKind::kSum ? 0 : kind_ == ReduceKind::kMax ? lo : hi;
@@ -139,10 +163,13 @@ class Reduce : public Primitive {
       for (size_t i = 0; i < map.size(); ++i) {
         int64_t v = detail::load_int(src + static_cast<int64_t>(i) * es, dt);
         int64_t& r = acc[static_cast<size_t>(map[i])];
-        if (kind_ == ReduceKind::kSum) r = static_cast<int64_t>(static_cast<uint64_t>(r) + static_cast<uint64_t>(v));
-        else r = kind_ == ReduceKind::kMax ? std::max(r, v) : std::min(r, v);
+        if (kind_ == ReduceKind::kSum)
+          r = static_cast<int64_t>(static_cast<uint64_t>(r) + static_cast<uint64_t>(v));
+        else
+          r = kind_ == ReduceKind::kMax ? std::max(r, v) : std::min(r, v);
       }
-      for (int64_t o = 0; o < on; ++o) detail::store_int(dst + o * es, dt, acc[static_cast<size_t>(o)]);
+      for (int64_t o = 0; o < on; ++o)
+        detail::store_int(dst + o * es, dt, acc[static_cast<size_t>(o)]);
     }
   }
 

@@ -5,6 +5,7 @@
 
 #include "core/layout.h"
 #include "core/scalar.h"
+#include "ir/hlo.h"
 #include "ir/primitive.h"
 #include "partix/ops.h"
 #include "prim/batching.h"
@@ -56,6 +57,10 @@ bool keeps_order(const Shape& in, const ir::Ints& to) {
 class Reshape final : public Primitive {
  public:
   std::string_view name() const override { return "reshape"; }
+  bool to_hlo(ir::HloEmitter& e) const override {
+    e.result(0, e.emit(e.out(0), "reshape", {e.operand(0)}));
+    return true;
+  }
   const Batching* batching() const override {  // vmap: [size] + shape
     static const AttrsBatching b(*this, [](const Attrs& at, int64_t n) {
       Attrs o = at;
@@ -227,6 +232,11 @@ class StorageView final : public Primitive {
 class Transpose final : public Primitive {
  public:
   std::string_view name() const override { return "transpose"; }
+  bool to_hlo(ir::HloEmitter& e) const override {
+    e.result(0, e.emit(e.out(0), "transpose", {e.operand(0)},
+                       "dimensions=" + ir::HloEmitter::dims(e.attrs().ints("perm"))));
+    return true;
+  }
   const Batching* batching() const override {  // vmap: the batch dimension stays first
     static const AttrsBatching b(*this, [](const Attrs& at, int64_t) {
       Attrs o = at;
@@ -304,6 +314,25 @@ class Transpose final : public Primitive {
 class BroadcastInDim final : public Primitive {
  public:
   std::string_view name() const override { return "broadcast_in_dim"; }
+  // HLO's broadcast keeps each operand dimension's size: stretched size-1 dimensions are
+  // reshaped away first.
+  bool to_hlo(ir::HloEmitter& e) const override {
+    const ir::Ints& dims = e.attrs().ints("dims");
+    const Aval& in = e.in(0);
+    Shape kept;
+    ir::Ints kept_dims;
+    for (size_t i = 0; i < dims.size(); ++i) {
+      if (in.shape[i] == e.out(0).shape[static_cast<size_t>(dims[i])]) {
+        kept.push_back(in.shape[i]);
+        kept_dims.push_back(dims[i]);
+      }
+    }
+    std::string src = e.operand(0);
+    if (kept.size() != in.shape.size()) src = e.emit(Aval{kept, in.dtype}, "reshape", {src});
+    e.result(0,
+             e.emit(e.out(0), "broadcast", {src}, "dimensions=" + ir::HloEmitter::dims(kept_dims)));
+    return true;
+  }
   const Batching* batching() const override {  // vmap: [size] + shape, dims shifted
     static const AttrsBatching b(*this, [](const Attrs& at, int64_t n) {
       Attrs o = at;
@@ -418,6 +447,19 @@ class BroadcastInDim final : public Primitive {
 class SlicePrim final : public Primitive {
  public:
   std::string_view name() const override { return "slice"; }
+  bool to_hlo(ir::HloEmitter& e) const override {
+    const ir::Ints& start = e.attrs().ints("start");
+    const ir::Ints& stop = e.attrs().ints("stop");
+    std::vector<std::string> parts;
+    for (size_t d = 0; d < start.size(); ++d) {
+      const int64_t step = e.attrs().has("strides") ? e.attrs().ints("strides")[d] : 1;
+      parts.push_back(step == 1 ? fmt::format("[{}:{}]", start[d], stop[d])
+                                : fmt::format("[{}:{}:{}]", start[d], stop[d], step));
+    }
+    e.result(0, e.emit(e.out(0), "slice", {e.operand(0)},
+                       fmt::format("slice={{{}}}", fmt::join(parts, ", "))));
+    return true;
+  }
   const Batching* batching() const override {  // vmap: the whole batch dimension
     static const AttrsBatching b(*this, [](const Attrs& at, int64_t n) {
       Attrs o = at;
@@ -529,6 +571,13 @@ class SlicePrim final : public Primitive {
 class Concatenate final : public Primitive {
  public:
   std::string_view name() const override { return "concatenate"; }
+  bool to_hlo(ir::HloEmitter& e) const override {
+    std::vector<std::string> args;
+    for (size_t k = 0; k < e.num_operands(); ++k) args.push_back(e.operand(k));
+    const int axis = norm_axis(name(), e.attrs().i("axis"), e.out(0).ndim());
+    e.result(0, e.emit(e.out(0), "concatenate", args, fmt::format("dimensions={{{}}}", axis)));
+    return true;
+  }
   const Batching* batching() const override {  // vmap: axis shifted
     static const AxesBatching b(*this, {"axis"});
     return &b;
@@ -616,6 +665,22 @@ class Concatenate final : public Primitive {
 class Pad final : public Primitive {
  public:
   std::string_view name() const override { return "pad"; }
+  bool to_hlo(ir::HloEmitter& e) const override {
+    const ir::Ints& lo = e.attrs().ints("low");
+    const ir::Ints& hi = e.attrs().ints("high");
+    const ir::Ints interior =
+        e.attrs().has("interior") ? e.attrs().ints("interior") : ir::Ints(lo.size(), 0);
+    std::vector<std::string> dims;
+    for (size_t d = 0; d < lo.size(); ++d) {
+      dims.push_back(interior[d] ? fmt::format("{}_{}_{}", lo[d], hi[d], interior[d])
+                                 : fmt::format("{}_{}", lo[d], hi[d]));
+    }
+    const std::string value = e.scalar(e.in(0).dtype, e.attrs().f("value"));
+    e.result(0, e.emit(e.out(0), "pad", {e.operand(0), value},
+                       "padding=" + (dims.empty() ? std::string("{}")
+                                                  : fmt::format("{}", fmt::join(dims, "x")))));
+    return true;
+  }
   const Batching* batching() const override {  // vmap: no padding of the batch dimension
     static const AttrsBatching b(*this, [](const Attrs& at, int64_t) {
       Attrs o = at;
@@ -705,6 +770,12 @@ class Pad final : public Primitive {
 class Rev final : public Primitive {
  public:
   std::string_view name() const override { return "rev"; }
+  bool to_hlo(ir::HloEmitter& e) const override {
+    const auto axes = norm_axes(name(), e.attrs().ints("axes"), e.in(0).ndim());
+    e.result(0, e.emit(e.out(0), "reverse", {e.operand(0)},
+                       "dimensions=" + ir::HloEmitter::dims({axes.begin(), axes.end()})));
+    return true;
+  }
   const Batching* batching() const override {  // vmap: axes shifted
     static const AxesBatching b(*this, {"axes"});
     return &b;

@@ -1,9 +1,11 @@
 #include "spmd/analysis.h"
 
+#include <cctype>
 #include <map>
 #include <set>
 
 #include "core/errors.h"
+#include "ir/hlo.h"
 #include "runtime/fusion.h"
 #include "spmd/cost.h"
 
@@ -213,6 +215,24 @@ std::string Lowered::global_text() const {
   ir::PrintOptions o;
   o.full_literals = false;
   return ir::to_text(impl_->compiled->global, o);
+}
+
+std::string Lowered::hlo_text(bool print_large_constants) const {
+  const ir::Program& g = impl_->compiled->global;
+  std::vector<std::shared_ptr<const ir::Literal>> constants;
+  for (const Array& a : impl_->captures) {
+    auto lit = std::make_shared<ir::Literal>();
+    lit->shape = a.shape();
+    lit->dtype = a.dtype();
+    lit->bytes.resize(static_cast<size_t>(a.nbytes()));
+    a.copy_to(lit->bytes.data(), "Lowered.compiler_ir");
+    constants.push_back(std::move(lit));
+  }
+  std::string name = "jit_" + g.name;
+  for (char& c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') c = '_';
+  }
+  return ir::to_hlo_text(g, name, constants, print_large_constants);
 }
 
 CostAnalysis Lowered::cost_analysis() const { return spmd::cost_analysis(*impl_->compiled); }

@@ -16,6 +16,9 @@ namespace partix::detail {
 struct LoweredImpl {
   std::shared_ptr<spmd::Compiled> compiled;
   std::vector<bool> donated{};  // per program argument: given up by the caller (donate_argnums)
+  // The values the trace captured (the program's last parameters): HLO text writes them as
+  // constants, as JAX embeds a jitted function's captured arrays.
+  std::vector<Array> captures{};
 };
 
 }  // namespace partix::detail

@@ -171,8 +171,9 @@ def test_ahead_of_time_stages_as_jax():
   ins, kws = compiled.input_shardings
   assert len(ins) == 2 and kws == {}
   assert compiled.runtime_executable() is not None
-  with pytest.raises(jax.PartixError, match="not to HLO"):
-    lowered.compiler_ir(dialect="hlo")
+  assert "multiply(" in lowered.compiler_ir(dialect="hlo").as_hlo_text()
+  with pytest.raises(jax.PartixError, match="not StableHLO"):
+    lowered.compiler_ir(dialect="stablehlo")
   # A compiled program takes the dynamic arguments only.
   c = jax.jit(lambda k, a: a + k, static_argnums=0).lower(1, x).compile()
   np.testing.assert_array_equal(c(x), np.arange(8.0) + 1)

@@ -197,6 +197,25 @@ class ArgInfo:
     return f"ArgInfo({self._aval}, donated={self.donated})"
 
 
+class HloComputation:
+  """A lowered program as XLA HLO text (Lowered.compiler_ir(dialect='hlo')): the global
+  program as traced, with the arguments' and results' shardings."""
+
+  def __init__(self, lowered):
+    self._l = lowered
+
+  def as_hlo_text(self, print_large_constants=False):
+    """The HLO module's text; constants of more than 1000 elements print as {...} (as XLA
+    prints them) unless print_large_constants."""
+    return self._l.hlo_text(bool(print_large_constants))
+
+  def __str__(self):
+    return self.as_hlo_text()
+
+  def __repr__(self):
+    return "HloComputation(...)"
+
+
 class Lowered:
   """jit(f).lower(...): as_text() is the traced program (global shapes, the arguments'
   shardings and the constraints the user wrote, before partitioning), as JAX's lowered text;
@@ -273,10 +292,15 @@ class Lowered:
                                               for s, d in self._out_avals or []])
 
   def compiler_ir(self, dialect=None):
-    """The lowered program (partix's own IR; partix does not lower to HLO or StableHLO)."""
+    """The lowered program: dialect='hlo' gives it as XLA HLO text (an object with
+    as_hlo_text(), as JAX's XlaComputation); None or 'partix' partix's own IR text. partix
+    does not write StableHLO."""
+    if dialect == "hlo":
+      self._l.hlo_text(False)  # an op without an HLO form fails here, naming it
+      return HloComputation(self._l)
     if dialect not in (None, "partix"):
-      raise PartixError(f"[Lowered.compiler_ir] dialect={dialect!r}: partix lowers to its own "
-                        "IR, not to HLO or StableHLO (use as_text(), or dialect=None)")
+      raise PartixError(f"[Lowered.compiler_ir] dialect={dialect!r}: partix writes its own "
+                        "IR (dialect=None) or XLA HLO text (dialect='hlo'), not StableHLO")
     return self._l.global_text()
 
   @property

@@ -722,8 +722,8 @@ def testLowerAsText():
     assert isinstance(f.as_text(dialect="stablehlo"), str)
 
 
-@pytest.mark.xfail(strict=True, reason="partix's Lowered.compiler_ir(dialect='hlo') raises: "
-                   "partix lowers to its own IR, not to HLO or StableHLO")
+@pytest.mark.xfail(strict=True, reason="partix's Lowered.compiler_ir writes its own IR or HLO "
+                   "text (dialect='hlo'), not StableHLO")
 def testLowerCompilerIR():
   with with_mesh((("x", 2), ("y", 2))):
     x = jnp.arange(64).reshape((8, 8))
