@@ -226,3 +226,20 @@ def test_bitwise_under_jit_vmap_and_shardings(mesh8):
   v = h ^ (h >> 7)
   np.testing.assert_array_equal(np.asarray(got), (v << 3) | (v >> 29))
   np.testing.assert_array_equal(np.asarray(jax.vmap(mix)(xs)), np.asarray(got))
+
+
+@pytest.mark.parametrize("dt", [np.int8, np.uint8, np.int16, np.uint16, np.uint32, np.int32])
+def test_integer_products_with_a_float_result(dt):
+  # Narrow integer operands with preferred_element_type=float32 were read as floats by the fast
+  # matmul (garbage); they take the reference kernel, exact here.
+  a = np.arange(6, dtype=dt).reshape(2, 3)
+  b = np.arange(12, dtype=dt).reshape(3, 4)
+  want = a.astype(np.float64) @ b.astype(np.float64)
+  dims = (((1,), (0,)), ((), ()))
+  for out in (np.float32, jnp.bfloat16, np.int32):
+    got = lax.dot_general(a, b, dims, preferred_element_type=out)
+    assert got.dtype == out
+    np.testing.assert_array_equal(np.asarray(got).astype(np.float64), want)
+  got = jax.jit(lambda x, y: lax.dot_general(x, y, dims, preferred_element_type=np.float32))(
+      a, b)
+  np.testing.assert_array_equal(np.asarray(got), want)

@@ -835,6 +835,9 @@ bool dot_kernel(const KernelCall& c) {
     if (in_dt == DType::I32) return loop_kernel<int32_t>(q, c);
     return loop_kernel<int64_t>(q, c);
   }
+  // Narrow and unsigned integers (and a float result of any integer product): the reference
+  // kernel, which reads and writes every dtype; the paths below read floats only.
+  if (!is_floating(c.in_aval(0).dtype) || !is_floating(c.in_aval(1).dtype)) return false;
   if (!is_floating(out_dt) || out_dt == DType::F64) return false;
   if (in_dt == DType::F32 && out_dt == DType::F32 && !mixed) {
     int64_t macs = p.M * p.N * p.K;
