@@ -76,7 +76,7 @@ Array abs(const Array& x);
 Array sign(const Array& x);
 Array floor(const Array& x);
 Array ceil(const Array& x);
-Array round(const Array& x);  // half to even
+Array round(const Array& x);     // half to even
 Array logistic(const Array& x);  // 1 / (1 + exp(-x))
 Array erf(const Array& x);
 Array erfc(const Array& x);  // 1 - erf(x), accurate where erf(x) is near 1
@@ -123,6 +123,8 @@ Array stack(std::vector<Array> xs, int axis = 0);
 std::vector<Array> split(const Array& x, int sections, int axis);
 // Pads with a constant: low/high per dimension.
 Array pad(const Array& x, Shape low, Shape high, double value = 0.0);
+// lax.pad's form: `interior` elements of `value` between neighbours along each dimension.
+Array pad(const Array& x, Shape low, Shape high, Shape interior, double value);
 // numpy roll: elements shifted by `shift` along `axis`, wrapping around.
 Array roll(const Array& x, int64_t shift, int axis);
 Array flip(const Array& x, std::vector<int> axes);
@@ -163,8 +165,8 @@ Array dot_general(const Array& a, const Array& b, std::vector<int> a_contract,
                   std::vector<int> b_contract, std::vector<int> a_batch = {},
                   std::vector<int> b_batch = {}, std::optional<DType> out_dtype = std::nullopt);
 Array dot_general(const Array& a, const Array& b, std::vector<int> a_contract,
-                  std::vector<int> b_contract, std::vector<int> a_batch,
-                  std::vector<int> b_batch, std::optional<DType> out_dtype, OutSharding out);
+                  std::vector<int> b_contract, std::vector<int> a_batch, std::vector<int> b_batch,
+                  std::optional<DType> out_dtype, OutSharding out);
 
 // ---- indexing ----
 // x taken along `axis` at integer `indices` (any shape); result shape is

@@ -113,6 +113,9 @@ void bind_shapes(nb::module_& m) {
   m.def("stack", [](const std::vector<Array>& xs, int axis) { return stack(xs, axis); });
   m.def("split", [](A x, int sections, int axis) { return split(x, sections, axis); });
   m.def("pad", [](A x, const Shape& lo, const Shape& hi, double v) { return pad(x, lo, hi, v); });
+  m.def("pad_interior", [](A x, const Shape& lo, const Shape& hi, const Shape& in, double v) {
+    return pad(x, lo, hi, in, v);
+  });
   m.def("roll", [](A x, int64_t shift, int axis) { return roll(x, shift, axis); });
   m.def("flip", [](A x, const std::vector<int>& axes) { return flip(x, axes); });
   m.def("iota",

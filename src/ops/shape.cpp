@@ -160,8 +160,8 @@ Array concatenate(std::vector<Array> xs, int axis) {
   if (xs.size() == 1) return xs[0];
   // Arrays of one dtype join as they are (quantized weights too, along any axis but their
   // blocks'); mixed dtypes promote.
-  const bool same = std::all_of(xs.begin(), xs.end(),
-                                [&](const Array& a) { return a.dtype() == xs[0].dtype(); });
+  const bool same =
+      std::all_of(xs.begin(), xs.end(), [&](const Array& a) { return a.dtype() == xs[0].dtype(); });
   if (!same) {
     DType dt = xs[0].dtype();
     for (const Array& a : xs) dt = promote_types(dt, a.dtype());
@@ -205,6 +205,14 @@ std::vector<Array> split(const Array& x, int sections, int axis) {
 
 Array pad(const Array& x, Shape low, Shape high, double value) {
   return bind("pad", {x}, {{"low", ir::Ints(low)}, {"high", ir::Ints(high)}, {"value", value}});
+}
+
+Array pad(const Array& x, Shape low, Shape high, Shape interior, double value) {
+  return bind("pad", {x},
+              {{"low", ir::Ints(low)},
+               {"high", ir::Ints(high)},
+               {"interior", ir::Ints(interior)},
+               {"value", value}});
 }
 
 Array flip(const Array& x, std::vector<int> axes) {

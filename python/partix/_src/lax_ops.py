@@ -1,5 +1,6 @@
 """partix.lax: JAX's lax names over the C++ ops: dynamic slices, top_k, the collectives of
 shard_map bodies, and control flow (scan, fori_loop, while_loop, cond, switch, map)."""
+import builtins
 import enum
 import operator
 
@@ -168,13 +169,31 @@ def broadcasted_iota(dtype, shape, dimension):
 
 
 def pad(operand, padding_value, padding_config):
+  """lax.pad: (low, high, interior) per dimension; interior elements go between neighbours,
+  and a negative low or high crops that many from the padded edge (as XLA's pad)."""
   x = asarray(operand)
-  lo, hi = [], []
-  for a, b, interior in padding_config:
-    if interior:
-      raise PartixError("[pad] interior padding is not supported")
-    lo.append(int(a)), hi.append(int(b))
-  return Array(_core.pad(x._a, lo, hi, float(padding_value)))
+  config = [tuple(int(v) for v in c) for c in padding_config]
+  if len(config) != x.ndim or any(len(c) != 3 for c in config):
+    raise PartixError(f"[lax.pad] padding_config {padding_config!r} needs one (low, high, "
+                      f"interior) triple per dimension of {x.shape}")
+  if any(c[2] < 0 for c in config):
+    raise PartixError(f"[lax.pad] interior padding must be >= 0, got {padding_config!r}")
+  lo = [builtins.max(a, 0) for a, _, _ in config]
+  hi = [builtins.max(b, 0) for _, b, _ in config]
+  interior = [c for _, _, c in config]
+  v = float(padding_value)
+  if builtins.any(interior):
+    y = Array(_core.pad_interior(x._a, lo, hi, interior, v))
+  else:
+    y = Array(_core.pad(x._a, lo, hi, v))
+  if builtins.all(a >= 0 and b >= 0 for a, b, _ in config):
+    return y
+  starts = [-builtins.min(a, 0) for a, _, _ in config]
+  stops = [n + builtins.min(b, 0) for n, (_, b, _) in zip(y.shape, config)]
+  if builtins.any(s > e for s, e in zip(starts, stops)):
+    raise PartixError(f"[lax.pad] padding_config {padding_config!r} crops more than all of "
+                      f"{x.shape}")
+  return Array(_core.slice(y._a, starts, stops, [1] * x.ndim))
 
 
 def convert_element_type(operand, new_dtype):
@@ -214,7 +233,31 @@ def stop_gradient(x):
 
 exp, log, sin, cos, tanh, sqrt, abs, sign = (jnp.exp, jnp.log, jnp.sin, jnp.cos, jnp.tanh,
                                              jnp.sqrt, jnp.abs, jnp.sign)
-floor, ceil, round, square = jnp.floor, jnp.ceil, jnp.round, jnp.square
+floor, ceil, square = jnp.floor, jnp.ceil, jnp.square
+
+
+class RoundingMethod(enum.IntEnum):
+  """lax.round's rule for halves: away from zero (lax's default) or to the nearest even."""
+  AWAY_FROM_ZERO = 0
+  TO_NEAREST_EVEN = 1
+
+
+def round(x, rounding_method=RoundingMethod.AWAY_FROM_ZERO):
+  """lax.round: to the nearest integer, halves away from zero by default (as XLA's round), or
+  to even with RoundingMethod.TO_NEAREST_EVEN; floats only, as JAX's."""
+  try:
+    method = RoundingMethod(rounding_method)
+  except ValueError:
+    raise PartixError(f"[lax.round] rounding_method={rounding_method!r} is not a "
+                      "RoundingMethod (AWAY_FROM_ZERO or TO_NEAREST_EVEN)") from None
+  a = jnp.asarray(x)
+  if not dtypes.is_float(core(a).dtype):
+    raise PartixTypeError(f"[lax.round] round does not accept dtype {a.dtype}: accepted dtypes "
+                          "are subtypes of floating")
+  if method == RoundingMethod.TO_NEAREST_EVEN:
+    return jnp.round(a)
+  t = jnp.trunc(a)  # x - trunc(x) is exact: a half is a half
+  return jnp.where(jnp.abs(a - t) >= 0.5, t + jnp.sign(a), t)
 add, sub, mul, max, min = jnp.add, jnp.subtract, jnp.multiply, jnp.maximum, jnp.minimum
 
 
@@ -618,4 +661,5 @@ __all__ = ["Precision", "abs", "add", "all_gather", "all_gather_invariant", "all
            "reduce_scatter", "reduce_sum", "rem", "reshape", "round", "scan", "select",
            "sign", "sin", "slice", "slice_in_dim", "sort", "sqrt", "square", "squeeze",
            "stop_gradient", "sub", "switch", "tanh", "top_k", "transpose", "while_loop"]
+__all__ += ["RoundingMethod"]
 __all__ += [_n for _n in _core.unary_functions if _n not in __all__]

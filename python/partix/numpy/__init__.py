@@ -12,6 +12,7 @@ from partix._src.numpy_more import *  # noqa: F401,F403
 from partix._src.numpy_sized import *  # noqa: F401,F403
 from partix._src.numpy_helpers import *  # noqa: F401,F403
 from partix._src.numpy_extra import *  # noqa: F401,F403
+from partix._src.float_steps import nextafter, spacing  # noqa: F401
 from partix._src.bitwise import (bitwise_and, bitwise_count, bitwise_invert,  # noqa: F401
                                  bitwise_left_shift, bitwise_not, bitwise_or,
                                  bitwise_right_shift, bitwise_xor, invert, left_shift,
