@@ -663,7 +663,6 @@ def test_check_rep_failure_inside_rule(jit):
   assert_all_close(jax.grad(loss)(3.0, jnp.arange(8.)), jnp.float32(840.))
 
 
-@pytest.mark.xfail(strict=True, reason="partix has no jax.lax.conv_general_dilated")
 def test_conv_general_dilated():
   mesh = create_mesh((4,), ("i",))
   dot = functools.partial(lax.conv_general_dilated, window_strides=(), padding="VALID",
