@@ -573,10 +573,14 @@ def test_every_function_refuses_non_arrays(obj):
     f = getattr(jnp, name)
     if name.startswith("_") or name in NOT_FUNCTIONS or not callable(f) or isinstance(f, type):
       continue
+    if name in ("load", "save", "savez"):
+      continue  # their first argument is a file: numpy's OSError / TypeError, as JAX's
     try:
       params = inspect.signature(f).parameters.values()
       n = len([p for p in params if p.default is p.empty and p.kind in (
           p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)])
+      if any(p.default is p.empty and p.kind == p.KEYWORD_ONLY for p in params):
+        continue  # a required keyword (fromstring's sep=): a call without it is Python's error
     except (TypeError, ValueError):
       n = 1
     with pytest.raises(jax.PartixError, match=r"^\[") as e:

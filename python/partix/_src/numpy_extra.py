@@ -271,7 +271,12 @@ def place(arr, mask, vals, *, inplace=True):
 def mask_indices(n, mask_func, k=0, *, size=None):
   """The indices (rows, columns) where mask_func(ones((n, n)), k) is nonzero, e.g.
   mask_indices(n, jnp.triu); size= (and zeros as fill) as nonzero's, needed under jit."""
-  n = operator.index(n)
+  try:
+    n = operator.index(n)
+  except TypeError:
+    raise PartixTypeError(f"[jnp.mask_indices] n must be an integer, got {n!r}") from None
+  if not callable(mask_func):
+    raise PartixTypeError(f"[jnp.mask_indices] mask_func must be callable, got {mask_func!r}")
   i, j = _sized.nonzero(mask_func(jnp.ones((n, n)), k), size=size)
   return i, j
 
@@ -620,12 +625,24 @@ def angle(z, deg=False):
 def frombuffer(buffer, dtype=float, count=-1, offset=0):
   """numpy.frombuffer read on the host, then a partix array (64-bit types become 32-bit
   without x64, as JAX's)."""
-  return jnp.asarray_(np.frombuffer(buffer, dtype=dtype, count=count, offset=offset))
+  try:
+    host = np.frombuffer(buffer, dtype=dtype, count=count, offset=offset)
+  except TypeError as e:
+    raise PartixTypeError(f"[jnp.frombuffer] {e} (got {type(buffer).__name__})") from None
+  except ValueError as e:
+    raise PartixError(f"[jnp.frombuffer] {e}") from None
+  return jnp.asarray_(host)
 
 
 def fromstring(string, dtype=float, count=-1, *, sep):
   """numpy.fromstring (text with separator sep) read on the host, then a partix array."""
-  return jnp.asarray_(np.fromstring(string, dtype=dtype, count=count, sep=sep))
+  try:
+    host = np.fromstring(string, dtype=dtype, count=count, sep=sep)
+  except TypeError as e:
+    raise PartixTypeError(f"[jnp.fromstring] {e} (got {type(string).__name__})") from None
+  except ValueError as e:
+    raise PartixError(f"[jnp.fromstring] {e}") from None
+  return jnp.asarray_(host)
 
 
 def _impure(name, source):
@@ -758,6 +775,13 @@ class ufunc:
 
   def __init__(self, func, /, nin, nout, *, name=None, nargs=None, identity=None, call=None,
                reduce=None, accumulate=None, at=None, reduceat=None):
+    if not callable(func):
+      raise PartixTypeError(f"[jnp.ufunc] func must be callable, got {type(func).__name__}")
+    try:
+      nin, nout = operator.index(nin), operator.index(nout)
+    except TypeError:
+      raise PartixTypeError(f"[jnp.ufunc] nin and nout must be integers, got {nin!r}, "
+                            f"{nout!r}") from None
     self.__doc__ = func.__doc__
     self.__name__ = name or func.__name__
     self._props = {"func": func, "nin": operator.index(nin), "nout": operator.index(nout),
