@@ -56,6 +56,7 @@ void bind_table_functions(nb::module_& m) {
 #define PARTIX_PY_API_NONE NONE, _
 #define PARTIX_PY_API_FN(f) FN, f
 #define PARTIX_PY_API_FN_INT_IDENTITY(f) FN, f
+#define PARTIX_PY_API_FN_BOOL_IDENTITY(f) FN, f
 #define PARTIX_PY_UNARY(kind, f) PARTIX_PY_UNARY_##kind(f)
 #define PARTIX_PY_UNARY_NONE(f)
 #define PARTIX_PY_UNARY_FN(f)          \

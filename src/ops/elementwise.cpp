@@ -148,12 +148,15 @@ Array binary_fn(const Array& a, const Array& b) {
 #define PARTIX_EW_API_NONE NONE, _
 #define PARTIX_EW_API_FN(f) FN, f
 #define PARTIX_EW_API_FN_INT_IDENTITY(f) FN_INT_IDENTITY, f
+#define PARTIX_EW_API_FN_BOOL_IDENTITY(f) FN_BOOL_IDENTITY, f
 #define PARTIX_EW_UNARY(Op, kind, f) PARTIX_EW_UNARY_##kind(Op, f)
 #define PARTIX_EW_UNARY_NONE(Op, f)
 #define PARTIX_EW_UNARY_FN(Op, f) \
   Array f(const Array& x) { return unary_fn<Op>(x); }
 #define PARTIX_EW_UNARY_FN_INT_IDENTITY(Op, f) \
   Array f(const Array& x) { return is_floating(x.dtype()) ? bind(Op::kName, {x}) : x; }
+#define PARTIX_EW_UNARY_FN_BOOL_IDENTITY(Op, f) \
+  Array f(const Array& x) { return x.dtype() == DType::Bool ? x : unary_fn<Op>(x); }
 #define PARTIX_EW_BINARY(Op, kind, f) PARTIX_EW_BINARY_##kind(Op, f)
 #define PARTIX_EW_BINARY_NONE(Op, f)
 #define PARTIX_EW_BINARY_FN(Op, f) \
@@ -299,7 +302,11 @@ Array& operator+=(Array& a, const Array& b) { return a = a + b; }
 Array& operator-=(Array& a, const Array& b) { return a = a - b; }
 Array& operator*=(Array& a, const Array& b) { return a = a * b; }
 
-Array square(const Array& x) { return x * x; }
+// Of bools as JAX's: an int32 square (True * True is 1).
+Array square(const Array& x) {
+  const Array v = x.dtype() == DType::Bool ? astype(x, DType::I32) : x;
+  return v * v;
+}
 Array pow(const Array& a, double b) { return binary<ew::Pow>(as_float(ew::Pow::kName, a), b); }
 Array maximum(const Array& a, double b) { return binary<ew::Max>(a, b); }
 Array minimum(const Array& a, double b) { return binary<ew::Min>(a, b); }

@@ -323,22 +323,15 @@ def asarray_(a, dtype=None, order=None, *, copy=None, device=None, out_sharding=
 # ---- elementwise ----
 
 def _unary(name, f):
+  """A function of the core's elementwise table: the core decides the result's dtype (integer
+  and bool operands of float functions become f32; floor/ceil keep integers and bools)."""
   def op(x, /):
-    a = core(x, api=name)
-    if name in _FLOAT_UNARY and a.dtype in dtypes.INT_OR_BOOL_CORE:
-      a = _core.astype(a, "f32")
-    elif name in _INT_IDENTITY and a.dtype in dtypes.INT_OR_BOOL_CORE:
-      # As JAX: integers are returned unchanged, bools as int32.
-      return _w(a if a.dtype != "bool" else _core.astype(a, "i32"))
-    return _w(f(a))
+    return _w(f(core(x, api=name)))
   op.__name__ = name
   op.__doc__ = f"numpy.{name}, elementwise."
   return op
 
 
-_FLOAT_UNARY = {"exp", "log", "sin", "cos", "tanh", "sqrt", "rsqrt", "log1p", "expm1", "erf",
-                "erf_inv", "logistic"}
-_INT_IDENTITY = {"floor", "ceil", "round"}
 exp = _unary("exp", _core.exp)
 log = _unary("log", _core.log)
 sin = _unary("sin", _core.sin)
@@ -639,17 +632,10 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None, out_sharding=
       isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in shape):
     raise PartixError(f"[reshape] shape {shape!r} is not a sequence of ints")
   shape = [int(d) for d in shape]
-  if shape.count(-1) > 1:
-    raise PartixError(f"[reshape] more than one -1 in shape {tuple(shape)}")
-  for d in shape:
-    if d < -1 or d >= 1 << 63:
+  for d in shape:  # the core takes int64 sizes; it checks them and infers the one -1
+    if not -(1 << 63) <= d < 1 << 63:
       raise PartixError(f"[reshape] dimension {d} of shape {tuple(shape)} is not a size (0 to "
                         "2**63 - 1, or one -1)")
-  if -1 in shape:
-    known = math.prod(d for d in shape if d != -1)
-    if known == 0 or a.size % known:
-      raise PartixError(f"[reshape] cannot reshape {a.shape} into {tuple(shape)}")
-    shape[shape.index(-1)] = a.size // known
   if out_sharding is None:
     return _w(_core.reshape(a._a, shape))
   return _with_out_sharding("reshape", [a], out_sharding, lambda: _w(_core.reshape(a._a, shape)))
@@ -1472,9 +1458,10 @@ def linalg_norm(x, ord=None, axis=None, keepdims=False):
 # ---- more of numpy's names, composed from the ops above ----
 
 def trunc(x):
+  """numpy.trunc: toward zero; integers and bools unchanged, as JAX's."""
   x = asarray(x, api="trunc")
   if not dtypes.is_float(x.dtype):
-    return x if x._a.dtype != "bool" else astype(x, np.int32)
+    return x
   return where(less(x, 0), ceil(x), floor(x))
 
 
