@@ -58,6 +58,7 @@ def test_poisson_shapes_dtypes_determinism():
   assert random.poisson(KEY, jnp.ones(3), (2, 3)).shape == (2, 3)
   assert random.poisson(KEY, 2.0, (3,), dtype=jnp.int16).dtype == np.int16
   assert random.poisson(KEY, 3, (2,)).dtype == np.int32
+  assert random.poisson(KEY, 3.0, (2,), out_sharding=None).shape == (2,)
   np.testing.assert_array_equal(np.asarray(x), np.asarray(random.poisson(KEY, 3.0, (4, 5))))
   other = random.poisson(random.key(8), 3.0, (4, 5))
   assert not np.array_equal(np.asarray(x), np.asarray(other))
@@ -137,6 +138,9 @@ def test_multinomial():
   assert random.multinomial(KEY, 10, p, shape=(4, 3)).shape == (4, 3)
   assert random.multinomial(KEY, jnp.array([10.0, 20.0]), p, shape=(2, 3)).shape == (2, 3)
   assert random.multinomial(KEY, 10, p, dtype=jnp.int32).dtype == np.int32
+  # JAX casts to dtype, None being the default float type, whatever n's and p's types
+  assert random.multinomial(KEY, jnp.float16(10), jnp.asarray([0.5, 0.5], jnp.float16)).dtype \
+      == np.float32
   m, n = 20000, 30
   probs = np.array([1.0, 0.0, 3.0, 2.0, 4.0])  # unnormalized, one impossible outcome
   x = np.asarray(random.multinomial(KEY, n, jnp.asarray(probs, jnp.float32), shape=(m, 5)))
@@ -298,6 +302,7 @@ def test_jit_and_vmap_over_keys():
      ["random.multinomial", "(3,)"]),
     (lambda: random.multinomial(KEY, 10, 0.5), ["random.multinomial", "p"]),
     (lambda: random.poisson(jnp.zeros(3, jnp.int32), 1.0), ["random.poisson", "key"]),
+    (lambda: random.poisson(KEY, 1.0, out_sharding="x"), ["random.poisson", "'x'"]),
 ])
 def test_bad_input(call, words):
   with pytest.raises(PartixError) as e:

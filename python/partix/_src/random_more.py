@@ -101,6 +101,13 @@ def _result_shape(api, shape, *shapes):
   return shape
 
 
+def _no_sharding(out_sharding, api):
+  """out_sharding= is taken for JAX's signature; these samplers make replicated results."""
+  if out_sharding is not None:
+    raise PartixError(f"[random.{api}] out_sharding={out_sharding!r} is not supported (the "
+                      "result is made without a sharding; reshard it with device_put)")
+
+
 def _param(x, api, name):
   try:
     return asarray(x)
@@ -134,11 +141,13 @@ def _factor(cov, method):
   return u * jnp.expand_dims(jnp.sqrt(s), -2)
 
 
-def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky"):
+def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky", *,
+                        out_sharding=None):
   """Normal vectors with the given mean [..., n] and covariance [..., n, n]: mean + F z, F a
   factor of cov (cholesky, eigh or svd) and z standard normal of shape shape + (n,)."""
   api = "multivariate_normal"
   k = _key(key, api)
+  _no_sharding(out_sharding, api)
   if method not in ("svd", "eigh", "cholesky"):
     raise PartixError(f"[random.{api}] method={method!r}: expected 'svd', 'eigh' or 'cholesky'")
   mean, cov = _param(mean, api, "mean"), _param(cov, api, "cov")
@@ -163,12 +172,13 @@ def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky
 
 # ---- orthogonal ----
 
-def orthogonal(key, n, shape=(), dtype=None, m=None):
+def orthogonal(key, n, shape=(), dtype=None, m=None, *, out_sharding=None):
   """Haar-random orthogonal n x n matrices (semi-orthogonal n x m when m is given), of shape
   shape + (n, m): Q of the QR of a standard normal matrix, its columns' signs set so that R's
   diagonal is positive (Mezzadri's correction, which makes Q uniform)."""
   api = "orthogonal"
   k = _key(key, api)
+  _no_sharding(out_sharding, api)
   n = _size(n, api, "n")
   m = n if m is None else _size(m, api, "m")
   shape = tuple(_shape(shape, f"random.{api}"))
@@ -215,11 +225,12 @@ def _gamma(k, a, shape, w):
   return jnp.where(boost, g * u ** (1.0 / jnp.where(boost, a, 1.0)), g)
 
 
-def f(key, dfnum, dfden, shape=None, dtype=None):
+def f(key, dfnum, dfden, shape=None, dtype=None, *, out_sharding=None):
   """F(dfnum, dfden) draws: (X / dfnum) / (Y / dfden) with X, Y chi-squared of those degrees
   of freedom (2 Gamma(df / 2)), from two keys split from key."""
   api = "f"
   k = _key(key, api)
+  _no_sharding(out_sharding, api)
   d = _float_dtype(dtype, api)
   dfnum, dfden = _param(dfnum, api, "dfnum"), _param(dfden, api, "dfden")
   shape = _result_shape(api, shape, tuple(dfnum.shape), tuple(dfden.shape))
@@ -266,7 +277,8 @@ def _poisson_loop(k, lam, shape):
     k_knuth, k_u, k_v = _split(_fold(k, r), 3)
     acc = acc + jnp.log(_open_uniform(k_knuth, shape, "f64"))
     stop = small & (acc <= -lam)
-    cand, ok = _ptrs_accept(lam_big, _uniform(k_u, shape, "f64"), _open_uniform(k_v, shape, "f64"))
+    cand, ok = _ptrs_accept(lam_big, _uniform(k_u, shape, "f64"),
+                            _open_uniform(k_v, shape, "f64"))
     take_small = stop & ~done
     take_big = ~small & ok & ~done
     rf = jnp.astype(r, np.float64)
@@ -278,12 +290,13 @@ def _poisson_loop(k, lam, shape):
   return _while_loop(lambda st: ~jnp.all(st[1]), body, init)[2]
 
 
-def poisson(key, lam, shape=None, dtype=None):
+def poisson(key, lam, shape=None, dtype=None, *, out_sharding=None):
   """Poisson(lam) counts of an integer dtype (int32 by default), exact in distribution; lam
   broadcasts to shape. As JAX's: lam < 0 or NaN gives -1, an infinite (or too large) lam the
   dtype's largest value."""
   api = "poisson"
   k = _key(key, api)
+  _no_sharding(out_sharding, api)
   d = _dt.to_core(np.int32 if dtype is None else dtype, f"random.{api}")
   if d not in _dt.INT_CORE:
     raise PartixError(f"[random.{api}] dtype must be an integer type, got {_dt.dtype(dtype)}")
@@ -397,7 +410,8 @@ def multinomial(key, n, p, *, shape=None, dtype=None, unroll=1):
   rt = _dt.to_core(jnp.result_type(n, p))
   if rt not in ("f16", "bf16", "f32", "f64"):
     rt = "f32"
-  d = rt if dtype is None else _dt.to_core(dtype, f"random.{api}")
+  # JAX casts the counts to dtype, None meaning the default float type (float32 here)
+  d = "f32" if dtype is None else _dt.to_core(dtype, f"random.{api}")
   if shape is None:
     shape = tuple(p.shape)
   shape = tuple(_shape(shape, f"random.{api}"))
