@@ -183,7 +183,6 @@ import subprocess
 # Upward calls not yet inverted (ARCHITECTURE.md, "Layers at link time"): (from, to).
 UPWARD_DEBT = {
     ('core', 'sharding'),      # Array's accessors build and check NamedShardings
-    ('trace', 'ops'),          # control flow widens carries with pvary
     ('trace', 'dispatch'),     # eager execution and explicit types of traced ops
     ('autodiff', 'ops'),       # transposes build cotangents with public ops
     ('autodiff', 'dispatch'),  # device_put and constraints of cotangents

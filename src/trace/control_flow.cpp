@@ -15,6 +15,12 @@ void check_same_structure(const char* api, const char* what, const std::string& 
 
 namespace {
 
+// x made to vary over `missing` mesh axes too (the pvary primitive bound directly: the axes
+// come from the values' own varying sets, so they are the shard_map body's).
+Array widened(const Array& x, const std::vector<std::string>& missing) {
+  return bind1("pvary", {x}, {{"axes", ir::Strings(missing.begin(), missing.end())}});
+}
+
 struct Region {
   std::shared_ptr<ir::Program> program;
   std::vector<Array> captures;
@@ -97,7 +103,7 @@ bool widen_carries(const Region& r, size_t first, std::vector<Array>& init,
       if (!vary[first + k].count(a)) missing.push_back(a);
     }
     if (missing.empty()) continue;
-    init[k] = pvary(init[k], Axes(missing));
+    init[k] = widened(init[k], missing);
     vary[first + k].insert(missing.begin(), missing.end());
     changed = true;
   }
@@ -233,8 +239,8 @@ std::vector<Array> scan_call(const std::vector<Array>& init_in, const std::vecto
 std::vector<Array> fori_call(int64_t lower, int64_t upper, const std::vector<Array>& init_in,
                              const RegionFn& body, std::shared_ptr<void>& out_proto) {
   constexpr const char* kApi = "fori_loop";
-  check(lower >= INT32_MIN && lower <= INT32_MAX && upper >= INT32_MIN && upper <= INT32_MAX,
-        kApi, "bounds [{}, {}) do not fit the int32 index", lower, upper);
+  check(lower >= INT32_MIN && lower <= INT32_MAX && upper >= INT32_MIN && upper <= INT32_MAX, kApi,
+        "bounds [{}, {}) do not fit the int32 index", lower, upper);
   upper = std::max(upper, lower);  // an empty range runs no iteration (as range(), and JAX)
   std::vector<Array> init = init_in;
   std::vector<ir::Aval> avals{ir::Aval{{}, DType::I32}};
@@ -286,7 +292,7 @@ std::vector<Array> while_call(const std::vector<Array>& init_in, const RegionFn&
         if (!vary[k].count(a)) missing.push_back(a);
       }
       if (missing.empty()) continue;
-      init[k] = pvary(init[k], Axes(missing));
+      init[k] = widened(init[k], missing);
       vary[k].insert(missing.begin(), missing.end());
       changed = true;
     }
@@ -323,7 +329,7 @@ std::vector<Array> cond_call(const Array& pred, const std::vector<Array>& operan
     for (const auto& a : pred_axes) {
       if (!v.count(a)) missing.push_back(a);
     }
-    return missing.empty() ? x : pvary(x, Axes(missing));
+    return missing.empty() ? x : widened(x, missing);
   };
   std::vector<Array> operands_in_joined;
   for (const Array& x : operands_in) operands_in_joined.push_back(widen(x));
