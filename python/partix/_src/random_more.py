@@ -415,9 +415,8 @@ def multinomial(key, n, p, *, shape=None, dtype=None, unroll=1):
   if shape is None:
     shape = tuple(p.shape)
   shape = tuple(_shape(shape, f"random.{api}"))
-  if not shape or shape[-1] != p.shape[-1]:
-    raise PartixError(f"[random.{api}] shape {shape} must end with p's outcomes axis "
-                      f"({p.shape[-1]})")
+  if not shape:
+    raise PartixError(f"[random.{api}] shape () has no outcomes axis (the last)")
   _result_shape(api, shape, tuple(p.shape))
   _result_shape(api, shape[:-1], tuple(n.shape))
   if not isinstance(unroll, (bool, int, np.integer)) or (not isinstance(unroll, bool)
