@@ -183,12 +183,8 @@ import subprocess
 # Upward calls not yet inverted (ARCHITECTURE.md, "Layers at link time"): (from, to).
 UPWARD_DEBT = {
     ('core', 'sharding'),      # Array's accessors build and check NamedShardings
-    ('trace', 'dispatch'),     # eager execution and explicit types of traced ops
     ('autodiff', 'ops'),       # transposes build cotangents with public ops
-    ('autodiff', 'dispatch'),  # device_put and constraints of cotangents
     ('prim', 'ops'),           # VJP and batching rules written with public ops
-    ('prim', 'dispatch'),      # explicit types of rule results
-    ('ops', 'dispatch'),       # creation and out_sharding= run through dispatch
 }
 def closure(layer):
     seen, todo = set(), [layer]

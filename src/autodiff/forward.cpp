@@ -11,6 +11,7 @@
 #include "ir/program.h"
 #include "partix/ops.h"
 #include "partix/transforms.h"
+#include "trace/dispatch_hooks.h"
 #include "trace/trace.h"
 
 namespace partix {
@@ -21,7 +22,7 @@ struct VjpState {
   std::vector<Array> primals;  // the user's leaves (captures follow them in the program)
   std::vector<Array> env;      // every program value, evaluated where vjp ran
   autodiff::Residuals saved;
-  std::vector<bool> active;    // per program parameter: float primals
+  std::vector<bool> active;  // per program parameter: float primals
   std::vector<Array> outputs;
 };
 
@@ -35,7 +36,8 @@ std::shared_ptr<TraceState> trace_leaves(const char* name, const std::vector<Arr
   ts->inherit(current_trace());
   std::vector<Array> tracers;
   for (const Array& a : leaves) {
-    tracers.push_back(ts->add_param(ir::Aval{a.shape(), a.dtype()}, a.impl()->sharding, vary_of(a)));
+    tracers.push_back(
+        ts->add_param(ir::Aval{a.shape(), a.dtype()}, a.impl()->sharding, vary_of(a)));
   }
   TraceScope scope(ts);
   ts->set_results(f(tracers));
@@ -47,7 +49,7 @@ bool differentiable(const Array& a) { return is_floating(a.dtype()); }
 // `value` (a cotangent or tangent) carries `like`'s sharding, as grad's gradients do.
 Array with_sharding_of(Array value, const Array& like) {
   if (const auto& s = like.impl()->sharding; s && s->unreduced().empty()) {
-    value = is_tracing() ? with_sharding_constraint(value, *s) : device_put(value, *s);
+    value = is_tracing() ? detail::constrain_to(value, *s) : detail::put_on(value, *s);
   }
   return value;
 }
@@ -77,8 +79,8 @@ std::vector<Array> Pullback::operator()(const std::vector<Array>& cotangents) co
   check(s_ != nullptr, "vjp", "this pullback is empty");
   const VjpState& s = *s_;
   if (cotangents.size() != s.outputs.size()) {
-    fail("vjp", "the pullback takes {} cotangents (one per result leaf), got {}",
-         s.outputs.size(), cotangents.size());
+    fail("vjp", "the pullback takes {} cotangents (one per result leaf), got {}", s.outputs.size(),
+         cotangents.size());
   }
   for (size_t r = 0; r < cotangents.size(); ++r) {
     check_like("vjp", "cotangent", r, cotangents[r], s.outputs[r], differentiable(s.outputs[r]));
@@ -161,7 +163,8 @@ std::vector<Array> jvp_of_pullback(const Pullback& pb, const std::vector<Array>&
     for (size_t k = 0; k < u.size(); ++k) tangents_out[float_results[k]] = g.grads[k];
   }
   for (size_t r = 0; r < outs.size(); ++r) {
-    if (!tangents_out[r].valid()) tangents_out[r] = with_sharding_of(autodiff::zeros_like(outs[r]), outs[r]);
+    if (!tangents_out[r].valid())
+      tangents_out[r] = with_sharding_of(autodiff::zeros_like(outs[r]), outs[r]);
   }
   return tangents_out;
 }
@@ -169,8 +172,10 @@ std::vector<Array> jvp_of_pullback(const Pullback& pb, const std::vector<Array>&
 JvpOutput jvp_engine(const std::vector<Array>& primals, const std::vector<Array>& tangents,
                      const LeavesFn& f) {
   if (tangents.size() != primals.size()) {
-    fail("jvp", "got {} tangent leaves for {} primal leaves (tangents must have the primals' "
-         "structure)", tangents.size(), primals.size());
+    fail("jvp",
+         "got {} tangent leaves for {} primal leaves (tangents must have the primals' "
+         "structure)",
+         tangents.size(), primals.size());
   }
   for (size_t i = 0; i < tangents.size(); ++i) {
     check_like("jvp", "tangent", i, tangents[i], primals[i], differentiable(primals[i]));

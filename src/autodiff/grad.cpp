@@ -3,17 +3,20 @@
 #include "core/errors.h"
 #include "partix/ops.h"
 #include "partix/transforms.h"
+#include "trace/dispatch_hooks.h"
 #include "trace/trace.h"
 
 namespace partix {
 
 const Array& Tree::array() const {
-  if (!is_array_) detail::fail("grad", "this gradient is Params (the argument was Params), not an Array");
+  if (!is_array_)
+    detail::fail("grad", "this gradient is Params (the argument was Params), not an Array");
   return array_;
 }
 
 const Params& Tree::params() const {
-  if (is_array_) detail::fail("grad", "this gradient is an Array (the argument was an Array), not Params");
+  if (is_array_)
+    detail::fail("grad", "this gradient is an Array (the argument was an Array), not Params");
   return params_;
 }
 
@@ -38,7 +41,8 @@ std::shared_ptr<TraceState> nested_trace(const char* name, const std::vector<Arr
   auto ts = std::make_shared<TraceState>(name);
   ts->inherit(current_trace());
   for (const Array& a : leaves) {
-    tracers.push_back(ts->add_param(ir::Aval{a.shape(), a.dtype()}, a.impl()->sharding, vary_of(a)));
+    tracers.push_back(
+        ts->add_param(ir::Aval{a.shape(), a.dtype()}, a.impl()->sharding, vary_of(a)));
   }
   return ts;
 }
@@ -97,7 +101,7 @@ GradOutput grad_impl(const std::vector<Array>& leaves, const std::vector<bool>& 
     Array g = cts[i].valid() ? cts[i] : autodiff::zeros_like(leaves[i]);
     // A parameter's gradient carries the parameter's sharding.
     if (const auto& s = leaves[i].impl()->sharding; s && s->unreduced().empty()) {
-      g = is_tracing() ? with_sharding_constraint(g, *s) : device_put(g, *s);
+      g = is_tracing() ? detail::constrain_to(g, *s) : detail::put_on(g, *s);
     }
     out.grads[i] = g;
   }
@@ -106,10 +110,10 @@ GradOutput grad_impl(const std::vector<Array>& leaves, const std::vector<bool>& 
 
 }  // namespace
 
-
 GradOutput grad_engine(const std::vector<Array>& leaves, const std::vector<bool>& wrt,
                        const std::function<Array(const std::vector<Array>&)>& f) {
-  return grad_impl(leaves, wrt, [&](const std::vector<Array>& t) { return std::vector<Array>{f(t)}; });
+  return grad_impl(leaves, wrt,
+                   [&](const std::vector<Array>& t) { return std::vector<Array>{f(t)}; });
 }
 
 GradOutput grad_engine_aux(const std::vector<Array>& leaves, const std::vector<bool>& wrt,
@@ -119,7 +123,8 @@ GradOutput grad_engine_aux(const std::vector<Array>& leaves, const std::vector<b
 
 std::vector<Array> remat_call(
     const std::vector<Array>& leaves,
-    const std::function<std::vector<Array>(const std::vector<Array>&, std::shared_ptr<void>&)>& trace,
+    const std::function<std::vector<Array>(const std::vector<Array>&, std::shared_ptr<void>&)>&
+        trace,
     std::shared_ptr<void>& out_proto, const SavePolicy& policy) {
   using Kind = SavePolicy::Kind;
   if (policy.kind == Kind::kEverything) return trace(leaves, out_proto);  // nothing to recompute
@@ -134,13 +139,18 @@ std::vector<Array> remat_call(
   auto region = std::make_shared<const ir::Program>(ts->program());
   ir::Attrs attrs;
   switch (policy.kind) {
-    case Kind::kDots: attrs.set("save", std::string("dots")); break;
-    case Kind::kDotsWithNoBatchDims: attrs.set("save", std::string("dots_no_batch")); break;
+    case Kind::kDots:
+      attrs.set("save", std::string("dots"));
+      break;
+    case Kind::kDotsWithNoBatchDims:
+      attrs.set("save", std::string("dots_no_batch"));
+      break;
     case Kind::kNames:
       attrs.set("save", std::string("names"));
       attrs.set("names", ir::Strings(policy.names.begin(), policy.names.end()));
       break;
-    default: break;
+    default:
+      break;
   }
   return bind(prim::get_primitive("remat"), operands, std::move(attrs), {region});
 }

@@ -6,6 +6,7 @@
 #include "ir/primitive.h"
 #include "partix/ops.h"
 #include "partix/transforms.h"
+#include "trace/dispatch_hooks.h"
 #include "trace/trace.h"
 
 namespace partix::autodiff {
@@ -71,7 +72,7 @@ Array typed_like(const Array& g, const Array& primal) {
   if (have && *have == *want) return g;
   // A type is the Explicit part of a sharding: place g there along the Explicit axes (on a
   // mesh with Auto axes, replicated along them for now).
-  return reshard(g, NamedSharding(want->mesh(), want->spec()));
+  return detail::reshard_to(g, NamedSharding(want->mesh(), want->spec()));
 }
 
 void accumulate(std::vector<Array>& ct, int v, const Array& g, const ir::Program& p,

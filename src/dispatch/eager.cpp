@@ -2,15 +2,16 @@
 // as jit and cached (in the shared compile cache) by (primitive, attributes, avals, shardings).
 #include "core/errors.h"
 #include "dispatch/compile_cache.h"
+#include "dispatch/hooks.h"
 #include "partix/transforms.h"
 #include "spmd/compile.h"
 #include "trace/trace.h"
 
 namespace partix::detail {
 
-std::vector<Array> execute_eager(const prim::Primitive& p, const std::vector<Array>& inputs,
-                                 const ir::Attrs& attrs, const prim::Regions& regions,
-                                 const std::vector<std::optional<NamedSharding>>& out_types) {
+std::vector<Array> dispatch_execute_eager(
+    const prim::Primitive& p, const std::vector<Array>& inputs, const ir::Attrs& attrs,
+    const prim::Regions& regions, const std::vector<std::optional<NamedSharding>>& out_types) {
   const std::string op(p.name());
   // Placement: committed inputs fix the mesh; uncommitted ones follow them.
   std::optional<NamedSharding> anchor;
@@ -101,8 +102,8 @@ std::vector<Array> execute_eager(const prim::Primitive& p, const std::vector<Arr
   return outs;
 }
 
-Array execute_created(const char* api, const NamedSharding& sharding,
-                      const std::function<Array()>& make) {
+Array dispatch_execute_created(const char* api, const NamedSharding& sharding,
+                               const std::function<Array()>& make) {
   if (!(sharding.unreduced().empty())) {
     fail(api, "an Array cannot be unreduced; got {}", sharding.to_string());
   }

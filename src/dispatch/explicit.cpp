@@ -4,6 +4,7 @@
 
 #include "core/array_impl.h"
 #include "core/errors.h"
+#include "dispatch/hooks.h"
 #include "partix/array.h"
 #include "partix/transforms.h"
 #include "sharding/axes.h"
@@ -164,8 +165,8 @@ namespace {
 bool fresh_result(const Array& r);
 }  // namespace
 
-Array with_out_sharding(const char* api, const std::vector<Array>& operands, const OutSharding& out,
-                        const std::function<Array()>& make) {
+Array dispatch_with_out_sharding(const char* api, const std::vector<Array>& operands,
+                                 const OutSharding& out, const std::function<Array()>& make) {
   // The mesh: the typed operands' (explicit sharding), else the current one.
   std::optional<Mesh> mesh;
   for (const Array& a : operands) {
@@ -224,7 +225,7 @@ bool fresh_result(const Array& r) {
 
 }  // namespace
 
-Array give_type(const Array& x, const NamedSharding& type) {
+Array dispatch_give_type(const Array& x, const NamedSharding& type) {
   const auto& have = x.impl()->sharding;
   if (have && *have == type) return x;
   if (x.is_tracer() && is_tracing()) {

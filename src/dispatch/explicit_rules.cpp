@@ -8,6 +8,7 @@
 #include <set>
 
 #include "core/errors.h"
+#include "dispatch/hooks.h"
 #include "partix/array.h"
 #include "sharding/axes.h"
 #include "spmd/factors.h"
@@ -17,13 +18,7 @@ namespace partix::detail {
 
 namespace {
 
-thread_local int g_lenient = 0;
-
 std::string whole_axis(const std::string& name) { return name.substr(0, name.find(':')); }
-
-bool is_explicit_axis(const Mesh& mesh, const std::string& name) {
-  return is_axis_type(mesh, name, AxisType::Explicit);
-}
 
 // Thrown inside the rule; explicit_result_types turns it into the user's error (or, in a
 // lenient scope, into untyped results).
@@ -265,30 +260,7 @@ std::vector<std::optional<NamedSharding>> factor_result_types(
 
 }  // namespace
 
-ExplicitLenientScope::ExplicitLenientScope() { ++g_lenient; }
-ExplicitLenientScope::~ExplicitLenientScope() { --g_lenient; }
-bool explicit_lenient() { return g_lenient > 0; }
-
-std::optional<NamedSharding> explicit_type(const std::optional<NamedSharding>& sharding) {
-  if (!sharding || !has_axis_type(sharding->mesh(), AxisType::Explicit)) return std::nullopt;
-  const Mesh& mesh = sharding->mesh();
-  std::vector<PartitionSpec::Entry> entries;
-  for (const PartitionSpec::Entry& e : sharding->spec().entries()) {
-    PartitionSpec::Entry kept;
-    for (const std::string& a : e) {
-      if (is_explicit_axis(mesh, a)) kept.push_back(a);
-    }
-    entries.push_back(kept);
-  }
-  while (!entries.empty() && entries.back().empty()) entries.pop_back();
-  std::set<std::string> unreduced;
-  for (const std::string& a : sharding->unreduced()) {
-    if (is_explicit_axis(mesh, a)) unreduced.insert(a);
-  }
-  return NamedSharding(mesh, PartitionSpec(entries), std::move(unreduced));
-}
-
-std::vector<std::optional<NamedSharding>> explicit_result_types(
+std::vector<std::optional<NamedSharding>> dispatch_explicit_result_types(
     const prim::Primitive& p, const std::vector<std::optional<NamedSharding>>& in_types,
     const std::vector<ir::Aval>& in, const std::vector<ir::Aval>& out, const ir::Attrs& attrs,
     const prim::Regions& regions) {
