@@ -1,3 +1,6 @@
+// partix::Array: construction, its sharding and shards, host reads. It sits in the sharding
+// layer, above Mesh and NamedSharding, whose shard shapes and device indices it asks; the
+// array state itself (core/array_impl.h) is core's.
 #include <cstring>
 #include <map>
 #include <set>
