@@ -49,7 +49,7 @@ void bind_arithmetic(nb::module_& m) {
 }
 
 void bind_table_functions(nb::module_& m) {
-  // The public functions of the elementwise table (src/prim/elementwise_table.inc), each under
+  // The public functions of the elementwise table (src/ir/elementwise_table.inc), each under
   // its C++ name; `unary_functions` names the unary ones (partix.lax binds those it lacks).
   std::vector<std::string> unary_functions;
 #define PARTIX_PY_CALL(macro, ...) macro(__VA_ARGS__)
@@ -67,7 +67,7 @@ void bind_table_functions(nb::module_& m) {
 #define PARTIX_PY_BINARY_FN(f) m.def(#f, [](A a, A b) { return f(a, b); });
 #define PARTIX_UNARY(Type, str, api, ...) PARTIX_PY_CALL(PARTIX_PY_UNARY, PARTIX_PY_API_##api)
 #define PARTIX_BINARY(Type, str, api, ...) PARTIX_PY_CALL(PARTIX_PY_BINARY, PARTIX_PY_API_##api)
-#include "prim/elementwise_table.inc"
+#include "ir/elementwise_table.inc"
 #undef PARTIX_UNARY
 #undef PARTIX_BINARY
   m.attr("unary_functions") = nb::cast(unary_functions);

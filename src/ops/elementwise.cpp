@@ -1,12 +1,12 @@
 // Elementwise ops: operators, math functions, where, astype, promotion. The functions of the
-// elementwise table's rows (prim/elementwise_table.inc) are generated here from it; the
+// elementwise table's rows (ir/elementwise_table.inc) are generated here from it; the
 // operators and composites are written with its functors.
 #include <algorithm>
 #include <cmath>
 
 #include "core/errors.h"
 #include "ops/common.h"
-#include "prim/elementwise_ops.h"
+#include "ir/elementwise_ops.h"
 
 namespace partix {
 
@@ -165,7 +165,7 @@ Array binary_fn(const Array& a, const Array& b) {
   PARTIX_EW_CALL(PARTIX_EW_UNARY, ew::Type, PARTIX_EW_API_##api)
 #define PARTIX_BINARY(Type, str, api, ...) \
   PARTIX_EW_CALL(PARTIX_EW_BINARY, ew::Type, PARTIX_EW_API_##api)
-#include "prim/elementwise_table.inc"
+#include "ir/elementwise_table.inc"
 #undef PARTIX_UNARY
 #undef PARTIX_BINARY
 

@@ -12,7 +12,7 @@
 #include "prim/batching.h"
 #include "prim/collective.h"
 #include "prim/dot.h"
-#include "prim/elementwise_ops.h"
+#include "ir/elementwise_ops.h"
 #include "prim/util.h"
 #include "trace/trace.h"
 

@@ -1,5 +1,5 @@
 // Elementwise primitives: unary math, binary arithmetic and comparisons (one class template
-// each, instantiated and registered for every row of prim/elementwise_table.inc, whose VJPs
+// each, instantiated and registered for every row of ir/elementwise_table.inc, whose VJPs
 // they take from it), select, convert. Operands have the result's shape or are scalars
 // (rank 0); the op library broadcasts.
 #include <cstring>
@@ -12,7 +12,7 @@
 #include "ir/primitive.h"
 #include "partix/ops.h"
 #include "prim/batching.h"
-#include "prim/elementwise_ops.h"
+#include "ir/elementwise_ops.h"
 #include "prim/util.h"
 #include "trace/trace.h"
 
@@ -286,7 +286,7 @@ class Binary final : public Primitive {
     (void)a, (void)b, (void)y, (void)g;                                                   \
     __VA_ARGS__                                                                           \
   }
-#include "prim/elementwise_table.inc"
+#include "ir/elementwise_table.inc"
 #undef PARTIX_UNARY
 #undef PARTIX_BINARY
 
@@ -448,7 +448,7 @@ class Convert final : public Primitive {
 
 #define PARTIX_UNARY(Type, ...) Register<Unary<ew::Type>> r_##Type;
 #define PARTIX_BINARY(Type, ...) Register<Binary<ew::Type>> r_##Type;
-#include "prim/elementwise_table.inc"
+#include "ir/elementwise_table.inc"
 #undef PARTIX_UNARY
 #undef PARTIX_BINARY
 Register<Select> r_select;

@@ -12,7 +12,7 @@
 #include "ir/primitive.h"
 #include "partix/ops.h"
 #include "prim/batching.h"
-#include "prim/elementwise_ops.h"
+#include "ir/elementwise_ops.h"
 #include "prim/positional.h"
 #include "prim/util.h"
 #include "trace/trace.h"

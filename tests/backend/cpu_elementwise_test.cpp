@@ -1,6 +1,6 @@
 // Fast CPU elementwise kernels against the reference kernels (the oracle).
 //
-// Every row of the elementwise table (prim/elementwise_table.inc) is checked. Tolerances: every
+// Every row of the elementwise table (ir/elementwise_table.inc) is checked. Tolerances: every
 // op whose f32 result equals the double result rounded (+ - * / sqrt, max, min, comparisons,
 // neg abs sign floor ceil round) or that the fast kernel evaluates in double like the
 // reference (rsqrt pow rem log1p expm1 erf_inv, all f64, integer and bool ops, select,
@@ -12,7 +12,7 @@
 #include <random>
 
 #include "backend/kernel_harness.h"
-#include "prim/elementwise_ops.h"
+#include "ir/elementwise_ops.h"
 
 namespace partix::testing_kernels {
 namespace {

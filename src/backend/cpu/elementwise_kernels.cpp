@@ -1,7 +1,7 @@
 // Fast CPU kernels of the elementwise primitives: unary math, binary arithmetic and
 // comparisons, select and convert. The scalar math is the functors of
-// src/prim/elementwise_ops.h and the compute type the f32 column of the table
-// (prim/elementwise_table.inc); this file writes loops that vectorise, for every row.
+// src/ir/elementwise_ops.h and the compute type the f32 column of the table
+// (ir/elementwise_table.inc); this file writes loops that vectorise, for every row.
 //
 // Compute types, chosen to match the reference (which computes in double and rounds once):
 //  - f32, as the row's f32 column says: EXACT ops (+ - * / sqrt max min, comparisons, neg abs
@@ -25,7 +25,7 @@
 #include "core/quants.h"
 #include "backend/cpu/quant_dot.h"
 #include "backend/cpu/vector_math.h"
-#include "prim/elementwise_ops.h"
+#include "ir/elementwise_ops.h"
 #include "ir/primitive.h"
 
 namespace partix::backend::cpu {
@@ -81,7 +81,7 @@ struct F32Unary;
     static void run(const float* x, float* y, int64_t n) { PARTIX_F32_RUN_##f32 } \
   };
 #define PARTIX_BINARY(...)
-#include "prim/elementwise_table.inc"
+#include "ir/elementwise_table.inc"
 #undef PARTIX_UNARY
 #undef PARTIX_BINARY
 #undef PARTIX_F32_RUN_EXACT

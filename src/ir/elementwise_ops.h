@@ -1,5 +1,5 @@
 // The scalar math of every elementwise primitive: the helpers the rows of
-// prim/elementwise_table.inc use, and one functor per row, templated on the compute type, with
+// ir/elementwise_table.inc use, and one functor per row, templated on the compute type, with
 // the row's facts. The reference kernels (src/prim/elementwise.cpp) instantiate them in double
 // (floats) or int64 (integers); the fast CPU kernels in the element type or float.
 #pragma once
@@ -225,7 +225,7 @@ enum class F32Eval {
 // One functor per row of the table.
 #define PARTIX_UNARY(Type, str, api, dtypes, lin, math, f32, ...) struct Type;
 #define PARTIX_BINARY(Type, str, api, dtypes, lin, result, bools, math, f32, ...) struct Type;
-#include "prim/elementwise_table.inc"
+#include "ir/elementwise_table.inc"
 #undef PARTIX_UNARY
 #undef PARTIX_BINARY
 
@@ -255,7 +255,7 @@ enum class F32Eval {
   };
 #define PARTIX_EW_RESULT_Same false
 #define PARTIX_EW_RESULT_Bool true
-#include "prim/elementwise_table.inc"
+#include "ir/elementwise_table.inc"
 #undef PARTIX_UNARY
 #undef PARTIX_BINARY
 #undef PARTIX_EW_RESULT_Same
@@ -272,7 +272,7 @@ template <class Fn>
 void for_each_unary(Fn&& fn) {
 #define PARTIX_UNARY(Type, ...) fn.template operator()<Type>();
 #define PARTIX_BINARY(...)
-#include "prim/elementwise_table.inc"
+#include "ir/elementwise_table.inc"
 #undef PARTIX_UNARY
 #undef PARTIX_BINARY
 }
@@ -280,7 +280,7 @@ template <class Fn>
 void for_each_binary(Fn&& fn) {
 #define PARTIX_UNARY(...)
 #define PARTIX_BINARY(Type, ...) fn.template operator()<Type>();
-#include "prim/elementwise_table.inc"
+#include "ir/elementwise_table.inc"
 #undef PARTIX_UNARY
 #undef PARTIX_BINARY
 }
