@@ -14,6 +14,7 @@
 #include "partix/nn.h"
 #include "partix/optim.h"
 #include "partix/profiler.h"
+#include "partix/promotion.h"
 #include "partix/ops.h"
 #include "partix/random.h"
 #include "partix/sharding.h"

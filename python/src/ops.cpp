@@ -30,6 +30,21 @@ void bind_arithmetic(nb::module_& m) {
   m.def("rdiv_s", [](double a, A b) { return a / b; });
   m.def("neg", [](A a) { return -a; });
   m.def("remainder", [](A a, A b) { return remainder(a, b); });
+  // JAX's weak typing of a Python number beside an array (partix/promotion.h): kind 'b', 'i'
+  // or 'f'; the number as a double, an int's exact int64 value and whether it fits int64.
+  m.def("promote_weak", [](A a, const std::string& kind, double value, int64_t int_value, bool fits,
+                           const std::string& text, const std::string& api) {
+    WeakScalar s;
+    s.kind = kind == "b"   ? WeakScalar::Kind::kBool
+             : kind == "i" ? WeakScalar::Kind::kInt
+                           : WeakScalar::Kind::kFloat;
+    s.value = value;
+    s.int_value = int_value;
+    s.int_fits_int64 = fits;
+    s.text = text;
+    auto [x, y] = promote_weak(a, s, api);
+    return nb::make_tuple(x, y);
+  });
   m.def("floor_divide", [](A a, A b) { return floor_divide(a, b); });
   m.def("pow_s", [](A a, double b) { return pow(a, b); });
   m.def("lt", [](A a, A b) { return a < b; });

@@ -442,6 +442,24 @@ def is_weak_scalar(x):
       isinstance(x, numbers.Number) and not isinstance(x, (np.generic, complex)))
 
 
+def _weak_scalar(s, api):
+  """A Python number as the core's WeakScalar: kind, value, exact int64 value, fits int64,
+  text."""
+  if isinstance(s, bool):
+    return "b", float(s), int(s), True, repr(s)
+  if isinstance(s, numbers.Integral):
+    v = int(s)
+    try:
+      f = float(v)
+    except OverflowError:
+      f = float("inf") if v > 0 else float("-inf")
+    fits = -(1 << 63) <= v < (1 << 63)
+    return "i", f, v if fits else 0, fits, str(v)
+  if isinstance(s, numbers.Real):
+    return "f", float(s), 0, True, repr(s)
+  raise PartixError(f"[{api}] {s!r} of type {type(s).__name__} is not supported")
+
+
 def promote_pair(x, y, api):
   """Two operands as _core Arrays of one dtype, by JAX's rules: Python scalars are weakly
   typed (they take the array's dtype, and int arrays become float32 for a float scalar)."""
@@ -453,28 +471,9 @@ def promote_pair(x, y, api):
   if xw and yw:
     return core(x, api=api), core(y, api=api)
   if xw or yw:
+    # The core decides the types (partix/promotion.h); here the number is only marshalled.
     arr, s = (y, x) if xw else (x, y)
-    a = core(arr, api=api)
-    dt = a.dtype
-    if isinstance(s, bool):
-      pass
-    elif isinstance(s, numbers.Integral):
-      if dt == "bool":
-        a, dt = _core.astype(a, "i32"), "i32"
-      rng = dtypes.int_range(dt)
-      if rng and not rng[0] <= int(s) <= rng[1]:
-        raise PartixError(f"[{api}] Python int {s} does not fit the array's {dtypes.from_core(dt)}")
-      if not rng:
-        try:
-          float(s)
-        except OverflowError:
-          raise PartixError(f"[{api}] Python int {s} is too large for a float") from None
-    elif isinstance(s, numbers.Real):
-      if dt in dtypes.INT_OR_BOOL_CORE:
-        a, dt = _core.astype(a, "f32"), "f32"
-    else:
-      raise PartixError(f"[{api}] {s!r} of type {type(s).__name__} is not supported")
-    sv = _core.full([], float(s), dt, None) if dt != "bool" else _core.scalar_bool(bool(s))
+    a, sv = _core.promote_weak(core(arr, api=api), *_weak_scalar(s, api), api)
     return (sv, a) if xw else (a, sv)
   a, b = core(x, api=api), core(y, api=api)
   if a.dtype != b.dtype:
