@@ -1,4 +1,5 @@
 #include "ir/attrs.h"
+#include "ir/number_text.h"
 
 #include <cmath>
 #include <cstring>
@@ -19,16 +20,6 @@ std::string quote(const std::string& s) {
   return out + "\"";
 }
 
-// Shortest text that parses back to the same value.
-std::string number(double v, DType dtype) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  if (dtype == DType::Bool) return v != 0 ? "true" : "false";
-  if (is_integral(dtype)) return fmt::format("{}", static_cast<int64_t>(v));
-  if (dtype == DType::F64) return fmt::format("{}", v);
-  return fmt::format("{}", static_cast<float>(v));
-}
-
 std::string literal_to_string(const Literal& lit, bool full) {
   int64_t n = shape_size(lit.shape);
   std::string s = fmt::format("<{}{}", dtype_name(lit.dtype), shape_to_string(lit.shape));
@@ -41,7 +32,7 @@ std::string literal_to_string(const Literal& lit, bool full) {
     if (is_integral(lit.dtype)) {
       item = fmt::format("{}", detail::load_int(lit.bytes.data() + i * es, lit.dtype));
     } else {
-      item = number(detail::load_scalar(lit.bytes.data() + i * es, lit.dtype), lit.dtype);
+      item = number_text(detail::load_scalar(lit.bytes.data() + i * es, lit.dtype), lit.dtype);
     }
     s += (i ? ", " : " ") + item;
   }
@@ -49,6 +40,15 @@ std::string literal_to_string(const Literal& lit, bool full) {
 }
 
 }  // namespace
+
+std::string number_text(double v, DType dtype) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  if (dtype == DType::Bool) return v != 0 ? "true" : "false";
+  if (is_integral(dtype)) return fmt::format("{}", static_cast<int64_t>(v));
+  if (dtype == DType::F64) return fmt::format("{}", v);
+  return fmt::format("{}", static_cast<float>(v));
+}
 
 std::string attr_to_string(const Attr& a, bool full) {
   return std::visit(
@@ -59,7 +59,7 @@ std::string attr_to_string(const Attr& a, bool full) {
         } else if constexpr (std::is_same_v<T, int64_t>) {
           return fmt::format("{}", v);
         } else if constexpr (std::is_same_v<T, double>) {
-          std::string s = number(v, DType::F64);
+          std::string s = number_text(v, DType::F64);
           // Keep a decimal point so the parser reads it back as a float.
           if (s.find_first_of(".eninf") == std::string::npos) s += ".0";
           return s;

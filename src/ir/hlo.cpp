@@ -1,4 +1,5 @@
 #include "ir/hlo.h"
+#include "ir/number_text.h"
 
 #include <algorithm>
 #include <cmath>
@@ -13,22 +14,13 @@ namespace {
 
 constexpr std::string_view kApi = "Lowered.compiler_ir(dialect='hlo')";
 
-std::string number(double v, DType dtype) {
-  if (dtype == DType::Bool) return v != 0 ? "true" : "false";
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  if (is_integral(dtype)) return fmt::format("{}", static_cast<int64_t>(v));
-  if (dtype == DType::F64) return fmt::format("{}", v);
-  return fmt::format("{}", static_cast<float>(v));
-}
-
 // The literal's elements from `first`, nested one brace level per dimension from `dim`.
 std::string literal_items(const Literal& lit, size_t dim, int64_t& next) {
   const int es = dtype_size(lit.dtype);
   if (dim == lit.shape.size()) {
     const char* at = lit.bytes.data() + next++ * es;
     if (is_integral(lit.dtype)) return fmt::format("{}", detail::load_int(at, lit.dtype));
-    return number(detail::load_scalar(at, lit.dtype), lit.dtype);
+    return number_text(detail::load_scalar(at, lit.dtype), lit.dtype);
   }
   std::vector<std::string> items;
   for (int64_t i = 0; i < lit.shape[dim]; ++i) items.push_back(literal_items(lit, dim + 1, next));
@@ -161,7 +153,7 @@ std::string HloEmitter::emit(const Aval& t, std::string_view opcode,
 std::string HloEmitter::scalar(DType dtype, double value) {
   std::string name = fresh("constant");
   lines_.push_back(
-      fmt::format("{} = {} constant({})", name, type(Aval{{}, dtype}), number(value, dtype)));
+      fmt::format("{} = {} constant({})", name, type(Aval{{}, dtype}), number_text(value, dtype)));
   return name;
 }
 

@@ -622,27 +622,28 @@ def angle(z, deg=False):
 
 # ---- host I/O ----
 
+def _read_host(name, source, read, **kwargs):
+  """numpy's reader `read` of `source` on the host, then a partix array; numpy's errors as
+  PartixErrors naming jnp.<name>."""
+  try:
+    host = read(source, **kwargs)
+  except TypeError as e:
+    raise PartixTypeError(f"[jnp.{name}] {e} (got {type(source).__name__})") from None
+  except ValueError as e:
+    raise PartixError(f"[jnp.{name}] {e}") from None
+  return jnp.asarray_(host)
+
+
 def frombuffer(buffer, dtype=float, count=-1, offset=0):
   """numpy.frombuffer read on the host, then a partix array (64-bit types become 32-bit
   without x64, as JAX's)."""
-  try:
-    host = np.frombuffer(buffer, dtype=dtype, count=count, offset=offset)
-  except TypeError as e:
-    raise PartixTypeError(f"[jnp.frombuffer] {e} (got {type(buffer).__name__})") from None
-  except ValueError as e:
-    raise PartixError(f"[jnp.frombuffer] {e}") from None
-  return jnp.asarray_(host)
+  return _read_host("frombuffer", buffer, np.frombuffer, dtype=dtype, count=count,
+                    offset=offset)
 
 
 def fromstring(string, dtype=float, count=-1, *, sep):
   """numpy.fromstring (text with separator sep) read on the host, then a partix array."""
-  try:
-    host = np.fromstring(string, dtype=dtype, count=count, sep=sep)
-  except TypeError as e:
-    raise PartixTypeError(f"[jnp.fromstring] {e} (got {type(string).__name__})") from None
-  except ValueError as e:
-    raise PartixError(f"[jnp.fromstring] {e}") from None
-  return jnp.asarray_(host)
+  return _read_host("fromstring", string, np.fromstring, dtype=dtype, count=count, sep=sep)
 
 
 def _impure(name, source):
