@@ -282,6 +282,9 @@ def shard_map(f=None, mesh=None, in_specs=Infer, out_specs=_REQUIRED, check_rep=
       raise PartixError(f"[{api}] no mesh: pass mesh=, or call it under `with set_mesh(mesh):`")
     if not isinstance(m, Mesh):
       raise PartixError(f"[{api}] mesh {m!r} is not a partix Mesh")
+    if m.empty:
+      raise PartixError(f"[{api}] shard_map requires a non-empty mesh: got {m}, which has no "
+                        "axes and no devices to map over")
     manual = _manual_axes(m, axis_names, api)
     if auto:  # the experimental API's complement of axis_names
       manual = manual - frozenset(auto)

@@ -195,6 +195,9 @@ def _axis_set(axes, what):
     return frozenset()
   if isinstance(axes, str):
     return frozenset({axes})
+  if any(n is None for n in axes):
+    raise PartixError(f"[PartitionSpec] {what} cannot contain None: {what}={axes!r} must name "
+                      "mesh axes only")
   if not all(isinstance(n, str) for n in axes):
     raise PartixError(f"[PartitionSpec] {what}={axes!r} is not a set of mesh axis names")
   return frozenset(axes)
@@ -209,10 +212,12 @@ def _spec_from_core(s):
 
 class Mesh:
   """An N-D grid of devices with named axes (jax.sharding.Mesh). Mesh(devices, axis_names)
-  takes an array of devices; `with mesh:` makes it the current mesh."""
+  takes an array of devices; `with mesh:` makes it the current mesh. Mesh(np.empty((),
+  object), ()) is JAX's empty mesh: no axes and no device (size 0, empty)."""
+  _empty = False
 
   def __new__(cls, *args, **kwargs):
-    key = _mesh_key(*args, **kwargs) if cls is Mesh and args else None
+    key = _mesh_key(*args, **kwargs) if cls is Mesh and (args or kwargs) else None
     known = _interned_meshes.get(key) if key is not None else None
     if known is not None:
       return known
@@ -235,6 +240,11 @@ class Mesh:
     if devs.ndim != len(axis_names):
       raise PartixError(f"[Mesh] devices of shape {devs.shape} for {len(axis_names)} axis "
                         f"names {axis_names}: give one array dimension per name")
+    if _is_empty_devices(devs, axis_names):
+      # The core's mesh without axes stands behind it; the Python side says it is empty.
+      self._devices, self._empty = devs, True
+      self._init(_core.Mesh([], [], []), axis_types)
+      return
     for d in devs.flat:
       if not isinstance(d, Device):
         raise PartixError(f"[Mesh] {d!r} is not a partix Device (use partix.devices())")
@@ -281,6 +291,7 @@ class Mesh:
   def _wrap(cls, m):
     self = cls.__new__(cls)
     self._devices = None
+    self._empty = m.is_abstract() and not m.axis_names
     self._init(m, tuple(AxisType(t.name) for t in m.axis_types))
     return self
 
@@ -295,8 +306,8 @@ class Mesh:
 
   axis_names = property(lambda self: tuple(self._m.axis_names))
   axis_sizes = property(lambda self: tuple(self._m.axis_sizes))
-  size = property(lambda self: self._m.size)
-  devices_flat = property(lambda self: list(self.devices.flat))
+  size = property(lambda self: 0 if self._empty else self._m.size)
+  devices_flat = property(lambda self: [] if self._empty else list(self.devices.flat))
 
   @property
   def shape(self):
@@ -304,15 +315,18 @@ class Mesh:
 
   @property
   def device_ids(self):
+    if self._empty:
+      raise PartixError(f"[Mesh.device_ids] {self} is the empty mesh: it has no devices")
     return np.vectorize(lambda d: d.id, otypes=[int])(self.devices)
 
   @property
   def empty(self):
+    """Whether this is the empty mesh (no axes and no device; size 0), as JAX's."""
     return self.size == 0
 
   @property
   def abstract_mesh(self):
-    return self
+    return AbstractMesh((), ()) if self._empty else self
 
   def __enter__(self):
     # The open contexts are the entering thread's (one Mesh may be entered on several threads).
@@ -336,19 +350,28 @@ class Mesh:
     return run
 
   def __eq__(self, other):
-    return isinstance(other, Mesh) and self._m == other._m
+    return isinstance(other, Mesh) and self._empty == other._empty and self._m == other._m
 
   def __hash__(self):
     return hash(self._m)
 
   def __repr__(self):  # as JAX 0.10 writes it
+    if self._empty and type(self) is Mesh:
+      return "Mesh(axis_sizes=(), axis_names=())"
     return (f"{type(self).__name__}(axis_sizes={self.axis_sizes}, axis_names={self.axis_names}, "
             f"axis_types=({', '.join(t.name for t in self.axis_types)}{',' if len(self.axis_types) == 1 else ''}))")
 
   def __str__(self):  # JAX's short form, as in NamedSharding's repr
+    if self._empty and type(self) is Mesh:
+      return "Mesh()"
     axes = ", ".join(f"{n!r}: {k}" for n, k in zip(self.axis_names, self.axis_sizes))
     types = ", ".join(t.name for t in self.axis_types) + ("," if len(self.axis_types) == 1 else "")
     return f"{type(self).__name__}({axes + ', ' if axes else ''}axis_types=({types}))"
+
+
+def _is_empty_devices(devs, names):
+  """Whether Mesh(devs, names) asks for the empty mesh: a 0-d array holding None, no names."""
+  return devs.ndim == 0 and not names and devs.item() is None
 
 
 def _mesh_key(devices, axis_names, axis_types=None):
@@ -360,6 +383,8 @@ def _mesh_key(devices, axis_names, axis_types=None):
     devs = np.asarray(devices, dtype=object)
   except (TypeError, ValueError):
     return None
+  if _is_empty_devices(devs, names) and not axis_types:
+    return ("empty",)
   if not all(isinstance(n, str) for n in names) or devs.ndim != len(names) or not all(
       isinstance(d, Device) for d in devs.flat):
     return None
@@ -381,6 +406,7 @@ class AbstractMesh(Mesh):
 
   def __init__(self, axis_sizes, axis_names, axis_types=None):
     self._devices = None
+    self._empty = not tuple(axis_sizes)  # as JAX's: no axes is the empty mesh, of size 0
     self._init(_core.make_abstract_mesh(list(axis_sizes), list(axis_names)), axis_types)
 
 
@@ -432,11 +458,11 @@ class NamedSharding(Sharding):
   __slots__ = ("_s", "_mesh", "_spec", "_kind")
 
   def __init__(self, mesh, spec=None, *, memory_kind=None):
-    self._kind = _memory_kind(memory_kind, "NamedSharding")
     if spec is None:
       spec = PartitionSpec()
     if not isinstance(mesh, Mesh):
       raise PartixError(f"[NamedSharding] mesh {mesh!r} is not a partix Mesh")
+    self._kind = _memory_kind(memory_kind, "NamedSharding", mesh)
     if not isinstance(spec, PartitionSpec):
       if isinstance(spec, (tuple, list)):
         spec = PartitionSpec(*spec)
@@ -447,12 +473,20 @@ class NamedSharding(Sharding):
                         "values (a replicated value whose gradient is unreduced), so it cannot "
                         "place or constrain one: leave reduced= out")
     unreduced = getattr(spec, "unreduced", frozenset())
-    for a in sorted(unreduced):
-      # Partial sums are a type only Explicit axes carry (as JAX); the core names unknown axes.
-      if a in mesh.axis_names and mesh.axis_types[mesh.axis_names.index(a)] is not AxisType.Explicit:
-        raise PartixError(f"[NamedSharding] unreduced axis {a!r} of {spec} is "
-                          f"{mesh.axis_types[mesh.axis_names.index(a)].name}; unreduced axes "
-                          "must be Explicit")
+    unknown = sorted(a for a in unreduced if a not in mesh.axis_names)
+    if unknown:
+      raise PartixError(f"[NamedSharding] Unreduced axes of {spec} not found in mesh axis_names "
+                        f"{mesh.axis_names}: unreduced axis {unknown[0]!r} is not in {mesh}" +
+                        "".join(f", nor is {a!r}" for a in unknown[1:]))
+    # Partial sums are a type only Explicit axes carry (as JAX).
+    types = dict(zip(mesh.axis_names, mesh.axis_types))
+    implicit = sorted(a for a in unreduced if types[a] is not AxisType.Explicit)
+    if implicit:
+      raise PartixError(f"[NamedSharding] Unreduced axes can only refer to mesh axes of type "
+                        f"Explicit ({mesh}): unreduced axis {implicit[0]!r} of {spec} is "
+                        f"{types[implicit[0]].name}" +
+                        "".join(f", {a!r} is {types[a].name}" for a in implicit[1:]) +
+                        "; unreduced axes must be Explicit")
     self._s = (_core.NamedSharding(mesh._m, spec._core(), set(unreduced)) if unreduced
                else _core.NamedSharding(mesh._m, spec._core()))
     self._mesh, self._spec = mesh, spec
@@ -460,7 +494,7 @@ class NamedSharding(Sharding):
   @classmethod
   def _wrap(cls, s):
     self = cls.__new__(cls)
-    self._s, self._mesh, self._spec = s, None, None
+    self._s, self._mesh, self._spec, self._kind = s, None, None, None
     return self
 
   @classmethod
@@ -507,29 +541,38 @@ class NamedSharding(Sharding):
 
   @property
   def num_devices(self):
-    return self._s.mesh.size
+    return 0 if self._on_empty_mesh() else self._s.mesh.size
+
+  def _on_empty_mesh(self):
+    # Only a Mesh made in Python is the empty mesh (the core's meshes always hold devices).
+    return self._mesh is not None and self._mesh.empty
 
   @property
   def memory_kind(self):
-    """JAX's memory kind, as given ('device' by default). partix's devices are CPU devices
-    whose memory is host memory, so every kind holds the array the same way."""
-    return getattr(self, "_kind", None) or "device"
+    """JAX's memory kind: as given, else the devices' default, 'device' (None on an abstract
+    or empty mesh, which has no devices). partix's devices are CPU devices whose memory is
+    host memory, so every kind holds the array the same way."""
+    if self._kind is not None:
+      return self._kind
+    return None if self._s.mesh.is_abstract() or self._on_empty_mesh() else "device"
+
+  def _check_even(self, shape, api):
+    """Raises unless every dimension of shape the spec splits divides evenly (as JAX)."""
+    if len(self.spec) > len(shape):
+      raise PartixError(f"[{api}] {self.spec} has {len(self.spec)} entries for shape {shape}")
+    sizes = self.mesh.shape
+    for dim, entry in enumerate(self.spec):
+      names = () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry)
+      n = math.prod(sizes[a] for a in names)
+      if shape[dim] % n:
+        raise PartixError(f"[{api}] {self.spec} splits dimension {dim} of shape {shape} {n} "
+                          f"ways, which does not divide {shape[dim]}: every sharded dimension "
+                          "must divide evenly")
 
   def shard_shape(self, global_shape):
     """The shape of every shard; as in JAX, each sharded dimension must divide evenly."""
     shape = tuple(int(d) for d in global_shape)
-    if len(self.spec) > len(shape):
-      raise PartixError(f"[NamedSharding.shard_shape] {self.spec} has {len(self.spec)} entries "
-                        f"for shape {shape}")
-    sizes = self.mesh.shape
-    for dim, entry in enumerate(self.spec):
-      names = () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry)
-      n = 1
-      for a in names:
-        n *= sizes[a]
-      if shape[dim] % n:
-        raise PartixError(f"[NamedSharding.shard_shape] {self.spec} splits dimension {dim} of "
-                          f"shape {shape} {n} ways, which does not divide {shape[dim]}")
+    self._check_even(shape, "NamedSharding.shard_shape")
     return tuple(self._s.shard_shape(list(shape)))
 
   def check_compatible_aval(self, aval_shape):
@@ -545,8 +588,11 @@ class NamedSharding(Sharding):
                         f"value of rank {len(shape)}")
 
   def devices_indices_map(self, global_shape):
+    """Each device's block of an array of shape global_shape (a tuple of slices); as in JAX,
+    each sharded dimension must divide evenly."""
     devs = list(self.mesh.devices.flat)
-    shape = tuple(global_shape)
+    shape = tuple(int(d) for d in global_shape)
+    self._check_even(shape, "NamedSharding.devices_indices_map")
     return {d: tuple(slice(None) if a == 0 and b == n else slice(a, b)
                      for (a, b), n in zip(idx, shape))
             for d, idx in zip(devs, self._s.devices_indices_map(list(global_shape)))}
@@ -558,7 +604,7 @@ class NamedSharding(Sharding):
             if d.process_index == me}
 
   def with_spec(self, spec):
-    return NamedSharding(self.mesh, spec)
+    return NamedSharding(self.mesh, spec, memory_kind=self._kind)
 
   def _placement(self, ndim):
     """Which block of an array of rank ndim each device holds (by device id), for a shape
@@ -591,13 +637,26 @@ class NamedSharding(Sharding):
     return hash(self._s)
 
   def __repr__(self):
-    return f"NamedSharding(mesh={self.mesh}, spec={self.spec!r}, memory_kind={self.memory_kind})"
+    kind = self.memory_kind
+    return (f"NamedSharding(mesh={self.mesh}, spec={self.spec!r}" +
+            (f", memory_kind={kind})" if kind is not None else ")"))
 
 
-def _memory_kind(kind, api):
-  if kind not in (None, "device", "pinned_host", "unpinned_host"):
-    raise PartixError(f"[{api}] memory_kind={kind!r} is not one of 'device', 'pinned_host', "
-                      "'unpinned_host'")
+_MEMORY_KINDS = ("device", "pinned_host", "unpinned_host")
+
+
+def _memory_kind(kind, api, mesh=None):
+  """memory_kind= of a sharding, checked: None (the devices' default) or a kind partix's
+  devices hold."""
+  if kind is None:
+    return None
+  if not isinstance(kind, str):
+    raise PartixTypeError(f"[{api}] memory_kind={kind!r} is not a string: give one of "
+                          f"{', '.join(_MEMORY_KINDS)}")
+  if kind not in _MEMORY_KINDS:
+    where = "" if mesh is None else f" on {mesh}"
+    raise PartixError(f"[{api}] Got invalid memory kind: memory_kind={kind!r}{where} is none of "
+                      f"the kinds partix's devices hold ({', '.join(_MEMORY_KINDS)})")
   return kind
 
 
@@ -634,7 +693,7 @@ def _mesh_stack():
 
 
 def _set_core_mesh(mesh):
-  if mesh is None:
+  if mesh is None or mesh.empty:  # the empty mesh in context is no mesh
     _core.clear_thread_mesh()
   else:
     _core.set_thread_mesh(mesh._m)
@@ -680,8 +739,9 @@ def set_mesh(mesh):
 
 
 def get_mesh():
+  """The current mesh (set_mesh / use_mesh), or None: none set, or the empty mesh."""
   stack = _mesh_stack()
-  return stack[-1] if stack else None
+  return stack[-1] if stack and not stack[-1].empty else None
 
 
 def get_abstract_mesh():

@@ -76,9 +76,6 @@ def test_random_bits_is_pure_map_2d(mesh_shape, pspec):
   _check_pure_map(x, global_shape)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's Mesh refuses a 0-d devices array (np.empty((), object)) with no axis names "
-    "('[Mesh] None is not a partix Device'), and AbstractMesh((), ()) has empty=False, size=1"))
 def test_empty_mesh_creation():
   mesh = Mesh(devices=np.empty((), dtype=object), axis_names=[])
   assert mesh.empty
