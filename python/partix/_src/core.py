@@ -2,6 +2,7 @@
 import numbers
 import os
 import re
+import warnings
 
 import numpy as np
 
@@ -42,6 +43,15 @@ class Array:
   @property
   def dtype(self):
     return dtypes.from_core(self._a.dtype)
+
+  @property
+  def __numpy_dtype__(self):
+    # NumPy 2.4's protocol for np.dtype(x) and dtype=x: as JAX's, allowed but deprecated.
+    warnings.warn("[Array.__numpy_dtype__] Implicit conversion of an array to a dtype is "
+                  f"deprecated: np.dtype(x) (or dtype=x) of a partix Array {self._aval_str()}; "
+                  "pass x.dtype instead, as this will become an error",
+                  DeprecationWarning, stacklevel=2)
+    return self.dtype
 
   @property
   def ndim(self):

@@ -54,6 +54,35 @@ class ShapeDtypeStruct:
       return to_sharding(s, "ShapeDtypeStruct")
     return s
 
+  @classmethod
+  def like(cls, x):
+    """The ShapeDtypeStruct of x (an Array, traced value, numpy array, Python scalar or
+    another ShapeDtypeStruct), as JAX's: a committed array's sharding, None for an uncommitted
+    one; a traced value's type's sharding and, inside shard_map, the axes it varies over."""
+    api = "ShapeDtypeStruct.like"
+    if isinstance(x, ShapeDtypeStruct):
+      return cls(x.shape, x.dtype, x._sharding, weak_type=x.weak_type, vma=x.vma)
+    if isinstance(x, Array):
+      a = core(x, api=api)
+      if a.is_tracer():
+        t = _core.type_of(a)
+        sharding = NamedSharding._wrap(t.sharding) if t.sharding is not None else None
+        return cls(x.shape, x.dtype, sharding, weak_type=x.weak_type,
+                   vma=_core.varying_axes(a))
+      return cls(x.shape, x.dtype, x.sharding if x.committed else None,
+                 weak_type=x.weak_type)
+    if isinstance(x, (bool, int, float)):  # Python scalars are weakly typed (bool is not)
+      # The dtype the scalar takes as an array (an int beyond int32 is refused, as there).
+      return cls((), dtypes.from_core(core(x, api=api).dtype), weak_type=not isinstance(x, bool))
+    if isinstance(x, (np.ndarray, np.generic)):
+      return cls(x.shape, dtypes.canonicalize(x.dtype, api))
+    if hasattr(x, "shape") and hasattr(x, "dtype"):  # a ShapedArray or another array's type
+      return cls(x.shape, x.dtype, getattr(x, "sharding", None),
+                 weak_type=getattr(x, "weak_type", False))
+    raise PartixTypeError(f"[{api}] cannot take the shape and dtype of {x!r} (type "
+                          f"{type(x).__name__}): give an array, a Python scalar or a "
+                          "ShapeDtypeStruct")
+
   def update(self, **kwargs):
     """A copy with some of shape, dtype, sharding and weak_type replaced."""
     unknown = set(kwargs) - {"shape", "dtype", "sharding", "weak_type"}
@@ -76,12 +105,14 @@ class ShapeDtypeStruct:
                                 self.sharding._s if self.sharding is not None else None)
 
   def __repr__(self):
-    return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}" + (
-        f", sharding={self._sharding})" if self._sharding is not None else ")")
+    return (f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}" +
+            (f", sharding={self._sharding}" if self._sharding is not None else "") +
+            (", weak_type=True" if self.weak_type else "") + ")")
 
   def __eq__(self, other):
-    return isinstance(other, ShapeDtypeStruct) and (self.shape, self.dtype, self._sharding) == (
-        other.shape, other.dtype, other._sharding)
+    return isinstance(other, ShapeDtypeStruct) and (
+        self.shape, self.dtype, self._sharding, self.weak_type) == (
+        other.shape, other.dtype, other._sharding, other.weak_type)
 
   def __hash__(self):
     return hash((self.shape, self.dtype))
