@@ -42,15 +42,15 @@ struct Exchange {
 Exchange exchange(const Array& tok, const Array& mask, const Array& rank, const Array& lo,
                   int64_t cap, const Array& w) {
   Array dispatch = expand_dims(mask, -1) * expand_dims(one_hot(rank - lo, cap), 1);  // [n, E, cap]
-  Array buf = einsum("iec,id->ecd", {dispatch, tok});                               // [E, cap, D]
+  Array buf = einsum("iec,id->ecd", {dispatch, tok});                                // [E, cap, D]
   // How many of the cap rows are real: all_to_all'd alongside so the expert can tell its
   // tokens from padding (here to mask its output and count its load; an expert with a bias or a
   // nonlinearity would otherwise produce values in the padding rows).
-  Array count = astype(sum(mask, {0}), DType::I32);                   // [E] tokens per expert
+  Array count = astype(sum(mask, {0}), DType::I32);  // [E] tokens per expert
   Array sent = minimum(maximum(count - lo, 0.0), static_cast<double>(cap));
   Array got = all_to_all(reshape(sent, {E, 1}), "expert", 0, 0, true);  // [E (source), 1]
-  Array in = all_to_all(buf, "expert", 0, 0, true);                      // [E (source), cap, D]
-  Array valid = expand_dims(iota({E, cap}, 1) < got, -1);                // [E, cap, 1]
+  Array in = all_to_all(buf, "expert", 0, 0, true);                     // [E (source), cap, D]
+  Array valid = expand_dims(iota({E, cap}, 1) < got, -1);               // [E, cap, 1]
   Array out = where(valid, einsum("scd,df->scf", {in, reshape(w, {D, D})}), 0.0);
   Array back = all_to_all(out, "expert", 0, 0, true);  // [E (expert), cap, D]
   return {einsum("iec,ecd->id", {dispatch, back}), reshape(astype(sum(got), DType::F32), {1})};
@@ -76,7 +76,9 @@ int main() {
         auto [mask, rank] = route(tok, r, b);
         Array most = max(astype(sum(mask, {0}), DType::I32));  // this device's busiest pair
         using Carry = std::tuple<Array, Array, Array>;         // round, result, load
-        Carry init{zeros({}, DType::I32), zeros(tok.shape()), zeros({1})};
+        // The result and the load are each device's own from the first round: they vary.
+        Carry init{zeros({}, DType::I32), pvary(zeros(tok.shape()), Axes{"expert"}),
+                   pvary(zeros({1}), Axes{"expert"})};
         Carry done = while_loop(
             [&](const Carry& c) {
               return pmax(most - std::get<0>(c) * static_cast<double>(C), "expert") > 0.0;
@@ -136,12 +138,14 @@ int main() {
   const double worst = a2a(jit(single).lower(tok_s, router, bias, exp_s));
   const double moved = per_round * static_cast<double>(trips);
   std::printf("busiest (source, expert) pair: %lld tokens\n", static_cast<long long>(busiest));
-  std::printf("ragged: %lld rounds of capacity %lld, all_to_all %g bytes/device per round, "
-              "%g in all\n",
-              static_cast<long long>(trips), static_cast<long long>(C), per_round, moved);
-  std::printf("single all_to_all with worst-case capacity %lld: %g bytes/device "
-              "(%.2fx the ragged)\n",
-              static_cast<long long>(N / E), worst, worst / moved);
+  std::printf(
+      "ragged: %lld rounds of capacity %lld, all_to_all %g bytes/device per round, "
+      "%g in all\n",
+      static_cast<long long>(trips), static_cast<long long>(C), per_round, moved);
+  std::printf(
+      "single all_to_all with worst-case capacity %lld: %g bytes/device "
+      "(%.2fx the ragged)\n",
+      static_cast<long long>(N / E), worst, worst / moved);
   std::printf("ragged mixture of experts %s\n", ok ? "matches the dense reference" : "DIFFERS");
   return ok ? 0 : 1;
 }

@@ -26,7 +26,10 @@ def collective_matmul(x_block, w_block):
   idx = lax.axis_index("i")
   rows = x_block.shape[0]
   perm = [(j, (j - 1) % n) for j in range(n)]  # receive the next device's block
-  out = jnp.zeros((rows * n, w_block.shape[1]), dtype=x_block.dtype)
+  # The output block starts equal on every device and the loop fills each device's own: it
+  # varies over "i" from the start (a loop carry keeps its varying axes).
+  out = lax.pcast(jnp.zeros((rows * n, w_block.shape[1]), dtype=x_block.dtype), "i",
+                  to="varying")
 
   def step(k, carry):
     out, blk = carry

@@ -10,7 +10,7 @@ from partix._src import dtypes as _dt
 from partix._src.core import Array, PartixError, asarray
 from partix._src.numpy_ops import _creation_sharding, _shape
 import partix.numpy as _jnp
-from partix._src.lax_ops import while_loop as _while_loop
+from partix._src.lax_ops import lib_while_loop as _while_loop
 from partix._src.random_more import (binomial, f, multinomial, multivariate_normal,  # noqa: F401
                                      orthogonal, poisson)
 

@@ -7,6 +7,8 @@
 
 #include "bind.h"
 #include "partix/control.h"
+#include "trace/loop_carries.h"
+#include "trace/vma_options.h"
 
 namespace partix::python {
 
@@ -232,6 +234,10 @@ void bind_control_flow(nb::module_& m) {
           [&](const Leaves& t, std::shared_ptr<void>& p) { return trace_into(body, t, p); }, proto);
     });
   });
+  // The package's own loops (not the user's) widen their carries' varying axes.
+  m.def("set_loose_carries", &detail::set_loose_carries);
+  // jax_remove_size_one_mesh_axis_from_type.
+  m.def("set_drop_one_device_axes", &detail::set_drop_one_device_axes);
   m.def("cond", [](const Array& pred, const Leaves& operands, nb::callable t, nb::callable f) {
     nb::gil_scoped_release release;
     std::shared_ptr<void> tp, fp;

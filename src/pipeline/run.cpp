@@ -16,6 +16,7 @@
 #include "partix/ops.h"
 #include "partix/pipeline.h"
 #include "partix/transforms.h"
+#include "trace/loop_carries.h"
 
 namespace partix::pipeline {
 
@@ -261,6 +262,9 @@ Result run(const Schedule& sc, const std::string& axis, const std::vector<std::s
            const Params& chunked_in, const Params& shared_in, const ShapeDtypeStruct& activation,
            const StageFn& stage) {
   constexpr std::string_view api = "pipeline.run";
+  // The schedule's loop and branches are the library's: their carries (activation slots,
+  // gradient accumulators, the loss) start invariant and vary as the ticks fill them.
+  const detail::LooseCarriesScope loose;
   const int64_t S = sc.stages, V = sc.virtual_stages;
   detail::check(axis_size(axis) == S, api,
                 "the schedule has {} stages but axis '{}' has {} devices", S, axis,

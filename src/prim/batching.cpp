@@ -6,6 +6,7 @@
 #include "core/errors.h"
 #include "partix/control.h"
 #include "partix/ops.h"
+#include "trace/loop_carries.h"
 #include "trace/trace.h"
 
 namespace partix::prim {
@@ -90,6 +91,7 @@ std::vector<Batched> MapBatching::batch(const BatchArgs& a) const {
     if (b.bdim >= 0) xs.push_back(at_front(b, a.size));
   }
   std::shared_ptr<void> proto;
+  const detail::LooseCarriesScope loose;  // a loop of its own making: carries widen
   const std::vector<Array> outs = detail::scan_call(
       {}, xs, a.size, false,
       [&](const std::vector<Array>& t, std::shared_ptr<void>&) {

@@ -7,6 +7,7 @@
 #include "partix/control.h"
 #include "partix/ops.h"
 #include "prim/util.h"
+#include "trace/loop_carries.h"
 #include "trace/trace.h"
 
 namespace partix::prim {
@@ -95,6 +96,7 @@ std::vector<Batched> ScanBatching::batch(const BatchArgs& a) const {
   }
   const std::vector<Array> consts = fronted(a.operands, nc + nx, nk, a.size);
   std::shared_ptr<void> proto;
+  const detail::LooseCarriesScope loose;  // a loop of its own making: carries widen
   const std::vector<Array> outs = detail::scan_call(
       init, xs, length, a.attrs.b_or("reverse", false),
       [&](const std::vector<Array>& t, std::shared_ptr<void>&) {
@@ -141,6 +143,7 @@ std::vector<Batched> WhileBatching::batch(const BatchArgs& a) const {
     return autodiff::batch_evaluate(cond, params(carry), a.axis)[0];
   };
   std::shared_ptr<void> proto;
+  const detail::LooseCarriesScope loose;  // a loop of its own making: carries widen
   const std::vector<Array> outs = detail::while_call(
       init,
       [&](const std::vector<Array>& t, std::shared_ptr<void>&) {
@@ -195,6 +198,7 @@ std::vector<Batched> CondBatching::batch(const BatchArgs& a) const {
     };
   };
   std::shared_ptr<void> pt, pf;
+  const detail::LooseCarriesScope loose;  // a loop of its own making: carries widen
   const std::vector<Array> outs =
       detail::cond_call(pred.value, operands, branch(*a.regions[0]), branch(*a.regions[1]), pt, pf);
   std::vector<Batched> results;

@@ -21,6 +21,7 @@
 #include "partix/ops.h"
 #include "prim/control_batching.h"
 #include "prim/util.h"
+#include "trace/loop_carries.h"
 #include "trace/trace.h"
 
 namespace partix::prim {
@@ -277,6 +278,7 @@ std::vector<Array> scan_forward_saving(const ir::Attrs& attrs, const prim::Regio
   // Results: the final carries, the incoming carries stacked, the body's ys, then the values
   // the backward pass reads, stacked.
   std::shared_ptr<void> proto;
+  const detail::LooseCarriesScope loose;  // a loop of its own making: carries widen
   std::vector<Array> out = detail::scan_call(
       s.init, s.xs, s.length, s.reverse,
       [&](const std::vector<Array>& t, std::shared_ptr<void>&) {
@@ -536,6 +538,7 @@ std::vector<Array> Scan::vjp(const VjpArgs& a) const {
     bwd_xs.push_back(or_zeros(a.cotangents[nc + j], a.outputs[nc + j]));
   for (size_t k = 0; k < nk; ++k) bwd_xs.push_back(saved[nc + k]);
   std::shared_ptr<void> proto;
+  const detail::LooseCarriesScope loose;  // a loop of its own making: carries widen
   std::vector<Array> bwd = detail::scan_call(
       bwd_init, bwd_xs, s.length, !s.reverse,
       [&](const std::vector<Array>& t, std::shared_ptr<void>&) {
@@ -802,6 +805,7 @@ std::vector<Array> Cond::vjp(const VjpArgs& a) const {
   std::vector<Array> operands = args;
   operands.insert(operands.end(), cts.begin(), cts.end());
   std::shared_ptr<void> pt, pf;
+  const detail::LooseCarriesScope loose;  // a loop of its own making: carries widen
   std::vector<Array> g = detail::cond_call(a.primals[0], operands, branch(*a.regions[0]),
                                            branch(*a.regions[1]), pt, pf);
   std::vector<Array> grads(a.primals.size());

@@ -1,12 +1,29 @@
 // scan, fori_loop, while_loop and cond: trace the user's functions into regions and bind one
 // instruction (src/prim/control_flow.cpp). Values a region captures from outside become extra
-// operands; inside shard_map a carry's varying axes are the union over iterations.
+// operands. Inside shard_map a user's loop keeps each carry's varying axes and a cond's branches
+// agree on their results' (JAX's check_vma rule, with the fix named in the error); the loops
+// autodiff and batching build widen a carry to the union over iterations (loop_carries.h).
+#include "trace/loop_carries.h"
+
 #include "core/errors.h"
 #include "partix/control.h"
 #include "partix/transforms.h"
 #include "trace/trace.h"
 
 namespace partix::detail {
+
+namespace {
+thread_local bool g_loose_carries = false;
+}
+
+LooseCarriesScope::LooseCarriesScope() : previous_(g_loose_carries) { g_loose_carries = true; }
+LooseCarriesScope::~LooseCarriesScope() { g_loose_carries = previous_; }
+bool loose_carries() { return g_loose_carries; }
+bool set_loose_carries(bool on) {
+  const bool previous = g_loose_carries;
+  g_loose_carries = on;
+  return previous;
+}
 
 void check_same_structure(const char* api, const char* what, const std::string& got,
                           const char* where, const std::string& want) {
@@ -108,6 +125,106 @@ bool widen_carries(const Region& r, size_t first, std::vector<Array>& init,
     changed = true;
   }
   return changed;
+}
+
+// A value's type with its varying axes, as JAX prints it: f32[3]{V:i}, f32[3]{V:(i,j)}.
+std::string vary_type(const ir::Aval& aval, const Vary& v) {
+  std::string out = aval.to_string();
+  if (v.empty()) return out;
+  if (v.size() == 1) return out + "{V:" + *v.begin() + "}";
+  return out + "{V:(" + fmt::format("{}", fmt::join(v, ",")) + ")}";
+}
+
+// Axes as a Python tuple, for the pcast a message suggests: ('i',) or ('i', 'j').
+std::string axes_tuple(const Vary& v) {
+  std::vector<std::string> quoted;
+  for (const auto& a : v) quoted.push_back("'" + a + "'");
+  return "(" + fmt::format("{}", fmt::join(quoted, ", ")) + (v.size() == 1 ? ",)" : ")");
+}
+
+Vary minus(const Vary& a, const Vary& b, const Vary& exempt) {
+  Vary out;
+  for (const auto& x : a) {
+    if (!b.count(x) && !exempt.count(x)) out.insert(x);
+  }
+  return out;
+}
+
+// "A.\n" for one item, else "  * a;\n  * b.\n" (JAX's layout of these messages).
+std::string bullets(const std::vector<std::string>& items) {
+  if (items.size() == 1) return items[0] + ".\n";
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    out += "  * " + items[i] + (i + 1 < items.size() ? ";\n" : ".\n");
+  }
+  return out;
+}
+
+// JAX's rule for a user's loop inside shard_map: each carry leaves the body varying over
+// exactly the axes it entered with (`exempt`: the axes a while_loop's predicate adds to every
+// carry, which partix applies itself). Else a TypeError-like message naming, for each carry
+// that gains axes, the pcast of its initial value that fixes it.
+void check_carry_types(const char* api, const Region& r, size_t first, size_t n,
+                       const std::vector<Vary>& vary, const Vary& exempt = {}) {
+  std::vector<std::string> diffs, fixes;
+  for (size_t k = 0; k < n; ++k) {
+    const int out_value = r.program->results[k];
+    const Vary& in = vary[first + k];
+    const Vary& out = r.program->info(out_value).varying;
+    const Vary gained = minus(out, in, exempt), lost = minus(in, out, exempt);
+    if (gained.empty() && lost.empty()) continue;
+    const ir::Aval aval = r.program->aval(out_value);
+    diffs.push_back(
+        fmt::format("the input carry component {} has type {} but the corresponding output carry "
+                    "component has type {}, so the varying manual axes do not match",
+                    k, vary_type(aval, in), vary_type(aval, out)));
+    if (!gained.empty()) {
+      fixes.push_back(
+          fmt::format("applying `jax.lax.pcast(..., {}, to='varying')` to the "
+                      "initial carry value of the input carry component {}",
+                      axes_tuple(gained), k));
+    }
+  }
+  if (diffs.empty()) return;
+  std::string fix;
+  if (fixes.size() == 1) fix = "This might be fixed by " + fixes[0] + ".\n";
+  if (fixes.size() > 1) fix = "This might be fixed by:\n" + bullets(fixes);
+  fail(api,
+       "{} body function carry input and carry output must have equal types, but they "
+       "differ:\n\n{}\n{}Revise the function so that all output types match the "
+       "corresponding input types.",
+       api, diffs.size() == 1 ? diffs[0] + ".\n" : bullets(diffs), fix);
+}
+
+// The same rule for cond's branches: result k varies over the same axes in both (up to the
+// predicate's axes, which partix adds to every result itself).
+void check_branch_types(const Region& t, const Region& f, const Vary& exempt) {
+  std::vector<std::string> diffs, fixes;
+  for (size_t k = 0; k < t.program->results.size() && k < f.program->results.size(); ++k) {
+    const Vary& vt = t.program->info(t.program->results[k]).varying;
+    const Vary& vf = f.program->info(f.program->results[k]).varying;
+    const Vary to_true = minus(vf, vt, exempt), to_false = minus(vt, vf, exempt);
+    if (to_true.empty() && to_false.empty()) continue;
+    const ir::Aval aval = t.program->aval(t.program->results[k]);
+    diffs.push_back(fmt::format(
+        "the output of true_fun at path [{}] has type {} but the corresponding output of "
+        "false_fun has type {}, so the varying manual axes do not match",
+        k, vary_type(aval, vt), vary_type(aval, vf)));
+    for (const auto& [axes, who] : {std::pair{to_true, "true_fun"}, {to_false, "false_fun"}}) {
+      if (axes.empty()) continue;
+      fixes.push_back(
+          fmt::format("applying `jax.lax.pcast(..., {}, to='varying')` to the "
+                      "output of {} at path [{}]",
+                      axes_tuple(axes), who, k));
+    }
+  }
+  if (diffs.empty()) return;
+  std::string fix = fixes.size() == 1 ? "This might be fixed by " + fixes[0] + ".\n"
+                                      : "This might be fixed by:\n" + bullets(fixes);
+  fail("cond",
+       "cond branches must have equal output types but they differ:\n\n{}\n{}Revise "
+       "true_fun and/or false_fun so that all output types match.",
+       diffs.size() == 1 ? diffs[0] + ".\n" : bullets(diffs), fix);
 }
 
 // Two regions over one operand list: a's parameters become [user, a's captures, b's captures]
@@ -223,6 +340,10 @@ std::vector<Array> scan_call(const std::vector<Array>& init_in, const std::vecto
   Region r;
   for (int attempt = 0;; ++attempt) {
     r = trace_region("scan_body", avals, vary, body, types);
+    if (!loose_carries()) {
+      check_carry_types(kApi, r, 0, init.size(), vary);
+      break;
+    }
     if (attempt == kMaxWidening || !widen_carries(r, 0, init, vary)) break;
   }
   out_proto = r.proto;
@@ -252,6 +373,10 @@ std::vector<Array> fori_call(int64_t lower, int64_t upper, const std::vector<Arr
   Region r;
   for (int attempt = 0;; ++attempt) {
     r = trace_region("fori_body", avals, vary, body, types);
+    if (!loose_carries()) {
+      check_carry_types(kApi, r, 1, init.size(), vary);
+      break;
+    }
     if (attempt == kMaxWidening || !widen_carries(r, 1, init, vary)) break;
   }
   out_proto = r.proto;
@@ -282,7 +407,7 @@ std::vector<Array> while_call(const std::vector<Array>& init_in, const RegionFn&
         },
         types);
     if (attempt == kMaxWidening) break;
-    bool changed = widen_carries(body, 0, init, vary);
+    bool changed = loose_carries() && widen_carries(body, 0, init, vary);
     // A predicate varying over axes gives those devices their own trip counts, so every carry
     // enters varying over them too (as the while_loop's varying rule says it leaves).
     const Vary& pred = cond.program->info(cond.program->results[0]).varying;
@@ -299,6 +424,7 @@ std::vector<Array> while_call(const std::vector<Array>& init_in, const RegionFn&
     if (!changed) break;
   }
   const Vary& pred = cond.program->info(cond.program->results[0]).varying;
+  if (!loose_carries()) check_carry_types(kApi, body, 0, init.size(), vary, pred);
   const char* path = "devices may run different numbers of iterations";
   check_collectives_agree(kApi, pred, path, *cond.program, "the condition");
   check_collectives_agree(kApi, pred, path, *body.program, "the body");
@@ -352,6 +478,7 @@ std::vector<Array> cond_call(const Array& pred, const std::vector<Array>& operan
            rf[k].to_string());
     }
   }
+  if (!loose_carries()) check_branch_types(t, f, pred_axes);
   std::vector<Array> captured = merge_captures(t, f);
   std::vector<Array> operands{pred};
   operands.insert(operands.end(), operands_in_joined.begin(), operands_in_joined.end());

@@ -1,7 +1,11 @@
 // shard_map: traces the body once on local blocks and binds one shard_map instruction.
+#include <optional>
+
 #include "core/errors.h"
 #include "partix/transforms.h"
+#include "trace/loop_carries.h"
 #include "trace/trace.h"
+#include "trace/vma_options.h"
 
 namespace partix::detail {
 
@@ -209,7 +213,11 @@ std::vector<Array> ShardMapState::call(const std::vector<Array>& leaves,
              leaves[i].ndim() == 0 ? "; consider using an in_specs entry of `P()`" : "");
       }
       auto axes = leaf_specs[i].axes();
-      std::set<std::string> vary(axes.begin(), axes.end());
+      std::set<std::string> vary;
+      for (const auto& a : axes) {
+        // With the option on, nothing varies over an axis of one device (vma_options.h).
+        if (!drop_one_device_axes() || mesh.axis_size(a) > 1) vary.insert(a);
+      }
       if (!outer_manual.empty()) {  // nested: what varies over the enclosing map's axes still does
         const auto& v = outer->program().info(outer->value_of(leaves[i])).varying;
         vary.insert(v.begin(), v.end());
@@ -217,6 +225,9 @@ std::vector<Array> ShardMapState::call(const std::vector<Array>& leaves,
       tracers.push_back(body->add_param(
           ir::Aval{s.shard_shape(leaves[i].shape()), leaves[i].dtype()}, std::nullopt, vary));
     }
+    // check_vma=false checks no varying axes: the body's loops widen their carries.
+    std::optional<LooseCarriesScope> loose;
+    if (!check_vma_) loose.emplace();
     outs = trace(tracers, out_proto);
     body->set_results(outs);
   }

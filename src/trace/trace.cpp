@@ -5,6 +5,7 @@
 
 #include "core/errors.h"
 #include "core/scalar.h"
+#include "trace/vma_options.h"
 
 namespace partix::detail {
 
@@ -21,6 +22,17 @@ bool on_stack(const TraceState* t) {
 }  // namespace
 
 TraceState::TraceState(std::string name) { program_.name = std::move(name); }
+
+namespace {
+std::atomic<bool> g_drop_one_device_axes{false};
+}
+
+bool drop_one_device_axes() { return g_drop_one_device_axes.load(); }
+bool set_drop_one_device_axes(bool on) { return g_drop_one_device_axes.exchange(on); }
+
+static bool one_device(const TraceState& t, const std::string& axis) {
+  return t.manual_mesh && t.manual_mesh->has_axis(axis) && t.manual_mesh->axis_size(axis) == 1;
+}
 
 void TraceState::inherit(const TraceState* outer) {
   if (outer == nullptr) return;
@@ -202,6 +214,11 @@ std::vector<Array> bind(const prim::Primitive& p, const std::vector<Array>& inpu
     // away by vmap; autodiff/batch.cpp).
     for (const auto& [axis, size] : t->vmap_axes) {
       for (auto& s : out_vary) s.erase(axis);
+    }
+    // An axis of one device: nothing differs over it; with the option on, nothing varies over
+    // it either (vma_options.h).
+    if (drop_one_device_axes()) {
+      for (auto& s : out_vary) std::erase_if(s, [&](const auto& a) { return one_device(*t, a); });
     }
   }
   std::vector<std::optional<NamedSharding>> out_types;

@@ -181,22 +181,29 @@ TEST(ControlFlowSharding, ShardMapBodyLoopsWithExplicitCollectives) {
 // program now runs where a shard_map anywhere in it names, eager and under jit.
 TEST(ControlFlowSharding, ShardMapInsideLoopBodiesAndBranchesNamesTheProgramsMesh) {
   Mesh m = mesh42();
-  auto total = shard_map([](const Array& b) { return psum(sum(b), Axes{"x", "y"}); }, m,
-                         {P("x", "y")}, {P()});
+  auto total = shard_map(
+      [](const Array& b) {
+        return psum(sum(b), Axes{"x", "y"});
+      },
+      m, {P("x", "y")}, {P()});
   Array a = reshape(arange(32, DType::F32), {8, 4});  // uncommitted, on the default device
   const float whole = 496.0f;                         // 0 + 1 + ... + 31
   auto in_scan = [&](const Array& x) {
-    return scan([&](const Array& c, const Array&) { return std::pair{c + total(x), c}; },
-                full({}, 0.0f), zeros({3}))
+    return scan(
+               [&](const Array& c, const Array&) {
+                 return std::pair{c + total(x), c};
+               },
+               full({}, 0.0f), zeros({3}))
         .first;
   };
   auto in_fori = [&](const Array& x) {
-    return fori_loop(0, 3, [&](const Array&, const Array& c) { return c + total(x); },
-                     full({}, 0.0f));
+    return fori_loop(
+        0, 3, [&](const Array&, const Array& c) { return c + total(x); }, full({}, 0.0f));
   };
   auto in_cond = [&](const Array& x) {
-    return cond(sum(x) > 0.0f, [&](const Array& v) { return total(v); },
-                [](const Array&) { return full({}, 0.0f); }, x);
+    return cond(
+        sum(x) > 0.0f, [&](const Array& v) { return total(v); },
+        [](const Array&) { return full({}, 0.0f); }, x);
   };
   EXPECT_EQ(in_scan(a).item<float>(), 3 * whole);
   EXPECT_EQ(jit(in_scan)(a).item<float>(), 3 * whole);
@@ -222,8 +229,10 @@ TEST(ControlFlowSharding, ShardMapLoopCarriesVaryOnlyAsTheirBodiesMakeThem) {
         using Carry = std::pair<Array, Array>;
         return while_loop(
             [&](const Carry& c) { return pmax(top, "x") > astype(c.first, DType::F32); },
-            [&](const Carry& c) { return Carry{c.first + 1.0, c.second + b}; },
-            Carry{zeros({}, DType::I32), zeros(b.shape())});
+            [&](const Carry& c) {
+              return Carry{c.first + 1.0, c.second + b};
+            },
+            Carry{zeros({}, DType::I32), pvary(zeros(b.shape()), Axes{"x"})});
       },
       m, {P("x")}, {P(), P("x")});
   auto [steps, acc] = w(x);
@@ -235,11 +244,82 @@ TEST(ControlFlowSharding, ShardMapLoopCarriesVaryOnlyAsTheirBodiesMakeThem) {
       [](const Array& b) {
         using Carry = std::pair<Array, Array>;
         return fori_loop(
-            0, 2, [&](const Array&, const Carry& c) { return Carry{c.first * 2.0, c.second + b}; },
-            Carry{ones({}), zeros(b.shape())});
+            0, 2,
+            [&](const Array&, const Carry& c) {
+              return Carry{c.first * 2.0, c.second + b};
+            },
+            Carry{ones({}), pvary(zeros(b.shape()), Axes{"x"})});
       },
       m, {P("x")}, {P(), P("x")});
   EXPECT_EQ(f(x).first.item<float>(), 4.0f);
+}
+
+// JAX 0.10's rule (check_vma): a user's loop keeps each carry's varying axes. A carry that
+// enters invariant and leaves varying is refused, naming the pvary (pcast) of its initial
+// value; a cond's branches must agree on their results' varying axes, up to the predicate's.
+TEST(ControlFlowSharding, ShardMapLoopCarriesKeepTheirVaryingAxes) {
+  Mesh m = mesh42();
+  Array x = device_put(rnd({8, 3}, 9), NamedSharding(m, P("x")));
+  auto bad_scan = shard_map(
+      [](const Array& b) {
+        return scan(
+                   [&](const Array& c, const Array&) {
+                     return std::pair{c + b, c};
+                   },
+                   zeros(b.shape()), zeros({2}))
+            .first;
+      },
+      m, {P("x")}, {P("x")});
+  EXPECT_PARTIX_ERROR(bad_scan(x), "[scan] scan body function carry input and carry output",
+                      "has type f32[2,3] but the corresponding output carry component has "
+                      "type f32[2,3]{V:x}",
+                      "pcast(..., ('x',), to='varying')` to the initial carry value");
+  auto bad_fori = shard_map(
+      [](const Array& b) {
+        return fori_loop(
+            0, 2, [&](const Array&, const Array& c) { return c + b; }, zeros(b.shape()));
+      },
+      m, {P("x")}, {P("x")});
+  EXPECT_PARTIX_ERROR(bad_fori(x), "[fori_loop] fori_loop body function carry input");
+  // A carry that enters varying and leaves invariant is refused too (no fix to suggest).
+  auto lost = shard_map(
+      [](const Array& b) {
+        return fori_loop(
+            0, 2,
+            [&](const Array&, const Array&) {
+              return zeros({2, 3});
+            },
+            b);
+      },
+      m, {P("x")}, {P("x")});
+  EXPECT_PARTIX_ERROR(lost(x),
+                      "has type f32[2,3]{V:x} but the corresponding output carry "
+                      "component has type f32[2,3]");
+  auto bad_cond = shard_map(
+      [](const Array& b) {
+        return cond(
+            scalar(1.0f) > 0.0, [&](const Array& v) { return v; },
+            [&](const Array& v) { return zeros(v.shape()); }, b);
+      },
+      m, {P("x")}, {P("x")});
+  EXPECT_PARTIX_ERROR(bad_cond(x), "[cond] cond branches must have equal output types",
+                      "applying `jax.lax.pcast(..., ('x',), to='varying')` to the output of "
+                      "false_fun at path [0]");
+  // The named fixes run; the loops autodiff builds (grad of a well-typed scan) widen freely.
+  auto good = shard_map(
+      [](const Array& b) {
+        Array acc = scan(
+                        [&](const Array& c, const Array&) {
+                          return std::pair{c + b, c};
+                        },
+                        pvary(zeros(b.shape()), Axes{"x"}), zeros({2}))
+                        .first;
+        return psum(sum(acc * acc), "x");
+      },
+      m, {P("x")}, {P()});
+  expect_close(good(x), sum(4.0 * x * x));
+  Array g = grad([&](const Array& v) { return good(v); })(x);
+  expect_close(g, 8.0 * x);
 }
 
 // A predicate that varies gives devices their own trip counts: every carry then varies with it
@@ -251,10 +331,11 @@ TEST(ControlFlowSharding, ShardMapWhileWithVaryingPredicateMakesCarriesVary) {
     return shard_map(
         [](const Array& b) {
           using Carry = std::pair<Array, Array>;
-          Carry done = while_loop(
-              [](const Carry& c) { return sum(c.second) < 3.0; },
-              [](const Carry& c) { return Carry{c.first + 1.0, c.second + 1.0}; },
-              Carry{zeros({}, DType::I32), b});
+          Carry done = while_loop([](const Carry& c) { return sum(c.second) < 3.0; },
+                                  [](const Carry& c) {
+                                    return Carry{c.first + 1.0, c.second + 1.0};
+                                  },
+                                  Carry{zeros({}, DType::I32), b});
           return reshape(done.first, {1});
         },
         m, {P("x")}, {out});

@@ -512,7 +512,7 @@ def _lower_solve(t, b, unit_diagonal):
     if not unit_diagonal:
       xi = xi / lax_ops.dynamic_index_in_dim(row, i, axis=row.ndim - 1)
     return lax_ops.dynamic_update_index_in_dim(x, xi, i, x.ndim - 2)
-  return lax_ops.fori_loop(0, m, body, jnp.zeros_like(b))
+  return lax_ops.lib_fori_loop(0, m, body, jnp.zeros_like(b))
 
 
 def triangular_solve(a, b, *, left_side=False, lower=False, transpose_a=False,

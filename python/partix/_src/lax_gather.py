@@ -573,7 +573,7 @@ def _apply_counted(x, lin, func, total):
       flat = step(j, flat)
   else:
     most = jnp.max(counts)
-    _, flat = lax_ops.while_loop(lambda c: c[0] < most,
+    _, flat = lax_ops.lib_while_loop(lambda c: c[0] < most,
                                  lambda c: (c[0] + 1, step(c[0], c[1])),
                                  (asarray(np.int32(0)), flat))
   return jnp.reshape(flat, x.shape)

@@ -1,6 +1,7 @@
 """partix.lax: JAX's lax names over the C++ ops: dynamic slices, top_k, the collectives of
 shard_map bodies, and control flow (scan, fori_loop, while_loop, cond, switch, map)."""
 import builtins
+import contextlib
 import enum
 import operator
 
@@ -481,6 +482,34 @@ def _leaves_in(tree, api, what):
       raise PartixError(f"[{api}] {what} leaf {i} is {x!r} ({type(x).__name__}), not an "
                         "array") from None
   return cores, treedef
+
+
+@contextlib.contextmanager
+def library_loops():
+  """`with library_loops():` around the package's own loops (random.gamma's rejection loop,
+  the special functions' series): inside shard_map their carries may start invariant and
+  become varying, widened as the loops autodiff builds are. A user's loop keeps each carry's
+  varying axes (JAX's check_vma rule, an error naming the pcast that fixes it)."""
+  previous = _core.set_loose_carries(True)
+  try:
+    yield
+  finally:
+    _core.set_loose_carries(previous)
+
+
+def lib_scan(*args, **kwargs):
+  with library_loops():
+    return scan(*args, **kwargs)
+
+
+def lib_fori_loop(*args, **kwargs):
+  with library_loops():
+    return fori_loop(*args, **kwargs)
+
+
+def lib_while_loop(*args, **kwargs):
+  with library_loops():
+    return while_loop(*args, **kwargs)
 
 
 def _check_tree(api, what, got, want):

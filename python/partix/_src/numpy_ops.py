@@ -144,20 +144,35 @@ def _like(a, shape, device, out_sharding, api):
   return shape, out_sharding
 
 
+def _varying_like(out, a):
+  """Inside shard_map a *_like result varies over the manual axes `a` does (as JAX's, whose
+  jnp.zeros_like is lax.full_like): a loop carry or branch result started from it has a's
+  type."""
+  if isinstance(a, Array) and a._a.is_tracer():
+    axes = _core.varying_axes(a._a)
+  elif isinstance(a, ShapeDtypeStruct):
+    axes = getattr(a, "vma", None) or ()
+  else:
+    return out
+  return Array(_core.pvary(out._a, sorted(axes))) if axes else out
+
+
 def zeros_like(a, dtype=None, shape=None, *, device=None, out_sharding=None):
   shape, out_sharding = _like(a, shape, device, out_sharding, "zeros_like")
-  return zeros(shape, dtype or _dtype_of(a), device=device, out_sharding=out_sharding)
+  return _varying_like(zeros(shape, dtype or _dtype_of(a), device=device,
+                             out_sharding=out_sharding), a)
 
 
 def ones_like(a, dtype=None, shape=None, *, device=None, out_sharding=None):
   shape, out_sharding = _like(a, shape, device, out_sharding, "ones_like")
-  return ones(shape, dtype or _dtype_of(a), device=device, out_sharding=out_sharding)
+  return _varying_like(ones(shape, dtype or _dtype_of(a), device=device,
+                            out_sharding=out_sharding), a)
 
 
 def full_like(a, fill_value, dtype=None, shape=None, *, device=None, out_sharding=None):
   shape, out_sharding = _like(a, shape, device, out_sharding, "full_like")
-  return full(shape, fill_value, dtype or _dtype_of(a), device=device,
-              out_sharding=out_sharding)
+  return _varying_like(full(shape, fill_value, dtype or _dtype_of(a), device=device,
+                            out_sharding=out_sharding), a)
 
 
 empty_like = zeros_like

@@ -17,8 +17,8 @@ from partix._src import dtypes as _dt
 from partix._src import linalg as _linalg
 from partix._src import numpy_ops as jnp
 from partix._src.core import Array, PartixError, asarray
-from partix._src.lax_ops import scan as _scan
-from partix._src.lax_ops import while_loop as _while_loop
+from partix._src.lax_ops import lib_scan as _scan
+from partix._src.lax_ops import lib_while_loop as _while_loop
 from partix._src.numpy_ops import _shape
 from partix._src.special_fns import lgamma as _lgamma
 

@@ -131,7 +131,7 @@ def _zeta(s, q):
     mag = jnp.exp(-ss * jnp.log(jnp.abs(base)))
     term = jnp.where((base < 0) & odd, -mag, mag)
     return head + jnp.where(jnp.astype(k, qq.dtype) < shift, term, 0.0)
-  head = lax_ops.fori_loop(0, _ZETA_SHIFT + int(_ZETA_NEG_RANGE), body, 0.0 * (ss + qq))
+  head = lax_ops.lib_fori_loop(0, _ZETA_SHIFT + int(_ZETA_NEG_RANGE), body, 0.0 * (ss + qq))
   w = qq + shift
   lw = jnp.log(w)
   w_s = jnp.exp(-ss * lw)
@@ -187,7 +187,7 @@ def _series_parts(a, x):
     return ap, t, dt, s + t, ds + dt
   zero = 0.0 * (a + x)  # placed as a and x together (the loop's carry keeps its sharding)
   one = zero + 1.0
-  _, _, _, s, ds = lax_ops.fori_loop(0, _IGAMMA_STEPS, body, (a + zero, one, zero, one, zero))
+  _, _, _, s, ds = lax_ops.lib_fori_loop(0, _IGAMMA_STEPS, body, (a + zero, one, zero, one, zero))
   return s, ds
 
 
@@ -217,7 +217,7 @@ def _cf_parts(a, x):
   d0 = 1.0 / b0
   zero = 0.0 * b0
   init = (b0, zero + big, zero, d0, d0 * d0, d0, d0 * d0)
-  out = lax_ops.fori_loop(0, _IGAMMA_STEPS, body, init)
+  out = lax_ops.lib_fori_loop(0, _IGAMMA_STEPS, body, init)
   return out[5], out[6]
 
 
@@ -362,7 +362,7 @@ def _betacf(a, b, x):
     c, d, h = step(c, d, h, m * (b - m) * x / ((a + m2 - 1.0) * (a + m2)))
     return step(c, d, h, -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1.0)))
   d0 = 1.0 / clamp(1.0 - (a + b) * x / (a + 1.0))
-  _, _, h = lax_ops.fori_loop(0, _BETAINC_STEPS, body, (0.0 * d0 + 1.0, d0, d0))
+  _, _, h = lax_ops.lib_fori_loop(0, _BETAINC_STEPS, body, (0.0 * d0 + 1.0, d0, d0))
   return h
 
 

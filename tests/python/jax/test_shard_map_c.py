@@ -1050,8 +1050,6 @@ def _cond_swap(pytree):
   return f
 
 
-@pytest.mark.xfail(strict=True, reason="partix casts cond branch results to the union of their "
-                   "varying axes instead of raising JAX's TypeError that suggests lax.pcast")
 def test_cond_pvary_errors():
   mesh = create_mesh((1, 1), ('x', 'y'))
   x = jnp.arange(4.)
@@ -1061,8 +1059,6 @@ def test_cond_pvary_errors():
                   out_specs=P(('x', 'y')))(x, x)
 
 
-@pytest.mark.xfail(strict=True, reason="partix casts cond branch results to the union of their "
-                   "varying axes instead of raising JAX's TypeError that suggests lax.pcast")
 def test_cond_pvary_errors_pytree():
   mesh = create_mesh((1, 1), ('x', 'y'))
   x = jnp.arange(4.)
@@ -1076,8 +1072,6 @@ def _rotate_carry(carry, _):
   return carry[-1:] + carry[:-1], ()
 
 
-@pytest.mark.xfail(strict=True, reason="partix makes a scan carry varying over the axes its body "
-                   "adds instead of raising JAX's TypeError that suggests lax.pcast on the init")
 def test_scan_pvary_errors():
   mesh = create_mesh((1, 1), ('i', 'j'))
   x = jnp.arange(3.)
@@ -1103,8 +1097,6 @@ def test_scan_pvary_errors():
   assert_arrays_equal(y_, np.arange(3., dtype=np.float32))
 
 
-@pytest.mark.xfail(strict=True, reason="partix makes a scan carry varying over the axes its body "
-                   "adds instead of raising JAX's TypeError that suggests lax.pcast on the init")
 def test_scan_pvary_errors2():
   mesh = create_mesh((1, 1), ('i', 'j'))
   x, y, z = jnp.arange(3.), jnp.arange(3.) + 10, jnp.arange(3.) + 20

@@ -567,9 +567,6 @@ def test_axis_index_explicit_mesh_eager_shmap():
     assert_equal(jax.jit(jax.shard_map(f, out_specs=P(), check_vma=False))(), first)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix ignores jax_remove_size_one_mesh_axis_from_type: a value split over the size-1 axis 'y' "
-    "keeps 'y' in its varying axes ({'x', 'y'}, not {'x'})"))
 def test_remove_one_sized_mesh_axis_from_vma():
   with config_flag("jax_remove_size_one_mesh_axis_from_type", True, False):
     with explicit_mesh((2, 1), ("x", "y")) as mesh:
