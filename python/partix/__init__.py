@@ -28,7 +28,8 @@ from partix._src.api import (ShapeDtypeStruct, block_until_ready, checkpoint,  #
                              device_get, device_put, eval_shape, grad, jit,
                              make_array_from_callback, make_array_from_process_local_data,
                              make_array_from_single_device_arrays, disable_jit,
-                             remat, reshard, typeof, value_and_grad)
+                             remat, reshard, typeof, value_and_grad, explain_cache_misses)
+from partix._src import api as _api  # noqa: E402
 from partix._src.core import Array, PartixError, Shard  # noqa: E402,F401
 from partix._src.batching import vmap  # noqa: E402,F401
 from partix._src.custom_derivatives import (custom_gradient, custom_jvp,  # noqa: E402,F401
@@ -234,6 +235,11 @@ class _Config:
       _default_device.set_default_device(value)
     if name == "jax_enable_x64":
       _dtypes.set_x64(value)
+    if name == "jax_explain_cache_misses":
+      _api._explain[0] = bool(value)
+    if name == "jax_remove_size_one_mesh_axis_from_type":
+      _core.set_drop_one_device_axes(bool(value))
+      _api._trace_options[0] = bool(value)
     self.values[name] = value
 
   def __getattr__(self, name):

@@ -1,14 +1,19 @@
 """jax.test_util (partix.test_util): check_grads, the gradient check of JAX's own tests:
 forward mode against central differences, reverse mode against forward mode (the inner
 products <vjp(ct), t> and <ct, jvp(t)> agree), recursively up to `order`."""
+import contextlib as _contextlib
+
 import numpy as _np
 
 from partix._src import tree_util as _tu
 from partix._src.core import PartixError
 from partix._src import dtypes as _dtypes
 from partix._src.forward import jvp as _jvp, vjp as _vjp
+from partix._src.api import _jit_events
 
-__all__ = ["check_grads", "check_jvp", "check_vjp"]
+__all__ = ["check_grads", "check_jvp", "check_vjp", "count_jit_dispatch_misses",
+           "count_jit_traces", "count_pjit_cpp_cache_miss", "count_jit_and_pmap_lowerings",
+           "count_jit_tracing_cache_miss"]
 
 _EPS = {2: 1e-2, 4: 1e-3, 8: 1e-5}        # by itemsize: bf16/f16, f32, f64
 _TOL = {2: 1e-1, 4: 2e-2, 8: 1e-5}
@@ -103,3 +108,34 @@ def check_grads(f, args, order, modes=("fwd", "rev"), atol=None, rtol=None, eps=
       out = f(*args)
       ct = _random_like(out, _np.random.default_rng(3))
       check_grads(lambda *a: _vjp(f, *a)[1](ct), args, order - 1, ("rev",), atol, rtol, eps)
+
+
+@_contextlib.contextmanager
+def _count(which):
+  start = _jit_events[which]
+  end = []
+  try:
+    yield lambda: (end[0] if end else _jit_events[which]) - start
+  finally:
+    end.append(_jit_events[which])
+
+
+def count_jit_dispatch_misses():
+  """`with count_jit_dispatch_misses() as n:` ... `n()`: how many jit calls in the block found
+  no ready program for their signature (they traced, or their all-Array argument signature
+  was new to the dispatch fast path). Read after the block, it is the block's count. Not
+  thread-safe: exact when one thread calls jitted functions."""
+  return _count(0)
+
+
+def count_jit_traces():
+  """`with count_jit_traces() as n:` ... `n()`: how many times jit traced a function in the
+  block (partix traces and lowers in one step, once per signature; a jit nested in another is
+  traced as part of it, not counted)."""
+  return _count(1)
+
+
+# JAX's names for the same counters (jax._src.test_util), so tests written against them run.
+count_pjit_cpp_cache_miss = count_jit_dispatch_misses
+count_jit_and_pmap_lowerings = count_jit_traces
+count_jit_tracing_cache_miss = count_jit_traces

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <map>
 #include <mutex>
 #include <set>
 #include <unordered_map>
@@ -118,6 +119,24 @@ std::vector<std::optional<NamedSharding>> expand_in_shardings(
   return given;
 }
 
+// Whether a and b place an array of this shape identically: each device holds the same block
+// (as JAX's is_equivalent_to), whatever the meshes' axis names or specs say (P('x') over a
+// one-device axis is P()). A committed argument so placed meets in_shardings as it is.
+bool same_placement(const NamedSharding& a, const NamedSharding& b, const Shape& shape) {
+  if (a == b) return true;
+  b.check_shape(shape);
+  if (a.unreduced() != b.unreduced() || a.mesh().size() != b.mesh().size()) return false;
+  auto blocks = [&](const NamedSharding& s) {
+    std::map<int, std::vector<Slice>> out;
+    const std::vector<int> ids = s.mesh().device_ids();
+    for (size_t k = 0; k < ids.size(); ++k) {
+      out[ids[k]] = s.device_index(shape, static_cast<int64_t>(k));
+    }
+    return out;
+  };
+  return a.shard_shape(shape) == b.shard_shape(shape) && blocks(a) == blocks(b);
+}
+
 // Each argument leaf's sharding, where known: in_shardings', else the committed array's; under
 // a current mesh with Explicit axes, an uncommitted argument (a host array) enters replicated
 // on it and so is typed replicated, as JAX types arrays made under such a mesh (committed
@@ -130,7 +149,8 @@ std::vector<std::optional<NamedSharding>> given_shardings(
       expand_in_shardings(name, options.in_shardings, arg_leaf_counts, leaves.size());
   for (size_t i = 0; i < leaves.size(); ++i) {
     const auto& impl = leaves[i].impl();
-    if (given[i] && impl->committed && !(*impl->sharding == *given[i])) {
+    if (given[i] && impl->committed &&
+        !same_placement(*impl->sharding, *given[i], leaves[i].shape())) {
       // As JAX: a committed array is never silently moved to meet in_shardings.
       fail(name,
            "argument {} ({}{}) is committed to {}, which differs from in_shardings' {}; "

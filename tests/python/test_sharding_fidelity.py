@@ -215,3 +215,12 @@ def test_numpy_dtype_of_an_array_is_deprecated():
     warnings.simplefilter("error")
     assert np.dtype(x.dtype) == np.int32  # the dtype itself: no warning
     assert jnp.zeros(2, dtype=x.dtype).dtype == np.int32
+
+
+def test_jit_refuses_shardings_on_the_empty_mesh():
+  empty = jax.sharding.Mesh(np.empty((), dtype=object), ())
+  s = jax.sharding.NamedSharding(empty, jax.sharding.PartitionSpec())
+  for kw in ({"in_shardings": s}, {"out_shardings": s}, {"out_shardings": (s, None)}):
+    with pytest.raises(jax.PartixError, match=r"\[jit\] (in|out)_shardings got an empty "
+                       r"NamedSharding"):
+      jax.jit(lambda x: (x, x), **kw)

@@ -1,10 +1,13 @@
 """jit, grad, value_and_grad, eval_shape, device_put and friends: Python callables over pytrees,
 traced by the C++ tracer (each call back into Python traces the function once per signature)."""
+import contextlib
 import functools
 import inspect
 import itertools
+import logging
 import re
 import threading
+import weakref
 
 import numpy as np
 
@@ -14,12 +17,96 @@ from partix._src import transfer_guard
 from partix._src import tree_util as tu
 from partix._src.core import (Array, PartixError, PartixTypeError, core, host_block, to_numpy,
                               wrap)
-from partix._src.sharding import (Mesh, NamedSharding, PartitionSpec, Device, _mesh_contexts,
+from partix._src.sharding import (AxisType, Mesh, NamedSharding, PartitionSpec, Device, _mesh_contexts,
                                   get_mesh, to_sharding, use_mesh)
 from partix._src.tracing import (ShapeDtypeStruct, _keep_tree, _leaf_core, _lock, _out_leaves,
                                  _tree_ids, _trees, make_jaxpr)
 from partix._src.tracing import with_out_sharding as _with_out_sharding
 from partix._src.checkpoint_policies import policy_args
+
+
+# Jit cache events, for tests of the caches (partix.test_util's counters): [dispatch misses,
+# traces]. A dispatch miss is a call that found no ready program for its signature (it traced,
+# or its argument signature was new to the all-Array fast path); a trace runs the function.
+# Counted without a lock, as JAX's counters are: exact when one thread calls jitted functions.
+_jit_events = [0, 0]
+
+# jax.explain_cache_misses / jax.config.update("jax_explain_cache_misses", True): a jit call
+# that traces again logs (a WARNING of logger "partix.jit") how its argument types differ from
+# the nearest earlier signature of the same jit.
+_explain = [False]
+
+# Options a trace depends on, part of every jit signature (JAX's include_in_jit_key flags):
+# [jax_remove_size_one_mesh_axis_from_type].
+_trace_options = [False]
+_log = logging.getLogger("partix.jit")
+
+
+@contextlib.contextmanager
+def explain_cache_misses(enabled=True):
+  previous = _explain[0]
+  _explain[0] = bool(enabled)
+  try:
+    yield
+  finally:
+    _explain[0] = previous
+
+
+def _type_text(c):
+  """An argument's type as JAX's miss explanations print it: f32[8]({Auto: ('x',)}), one
+  {...} per dimension with the Auto axes it is split over ({} unsplit), Explicit axes as
+  f32[8@x]."""
+  dims, parts = list(c.shape), []
+  spec, types = (), {}
+  if c.committed() and not c.is_abstract():
+    sh = NamedSharding._interned(c.sharding())
+    spec, types = tuple(sh.spec), dict(zip(sh.mesh.axis_names, sh.mesh.axis_types))
+  explicit = False
+  for d, n in enumerate(dims):
+    entry = spec[d] if d < len(spec) else None
+    axes = () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry)
+    shown = [a for a in axes if str(types.get(a)) not in ("Explicit", "AxisType.Explicit")]
+    if len(shown) < len(axes):
+      explicit = True
+      dims[d] = f"{n}@{','.join(a for a in axes if a not in shown)}"
+    parts.append("{Auto: " + repr(tuple(shown)) + "}" if shown else "{}")
+  text = f"{c.dtype}[{','.join(str(n) for n in dims)}]"
+  return text if explicit and all(p == "{}" for p in parts) else text + f"({', '.join(parts)})"
+
+
+def _explain_miss(name, sig, cores):
+  """Logs why this call traced again: the arguments whose types differ from the nearest earlier
+  signature (fewest differences); then remembers this one."""
+  now = [_type_text(c) for c in cores]
+  if _explain[0] and sig.seen:
+    before = min(sig.seen, key=lambda b: sum(x != y for x, y in zip(now, b)))
+    paths = sig.paths
+    diffs = [f"  * at {paths[i] if i < len(paths) else f'leaf {i}'}, now {x} and before {y}"
+             for i, (x, y) in enumerate(zip(now, before)) if x != y]
+    if diffs:
+      _log.warning("TRACING CACHE MISS for %s: different input types:\n%s", name,
+                   "\n".join(diffs))
+    else:
+      _log.warning("TRACING CACHE MISS for %s: the same input types; another context (the "
+                   "current mesh, the default device or the argument tree) differs", name)
+  sig.seen.append(now)
+
+# As JAX's, jit wrappers of one function with equal options share their traces and programs
+# (`jit(f)(x)` in a loop traces f once): per function (a weak key, so the caches die with it),
+# per options, the caches. They hold nothing of the function itself.
+_shared_caches = weakref.WeakKeyDictionary()
+
+
+def _frozen(x):
+  """Options as a hashable key: lists and dicts (pytree prefixes of shardings) become tagged
+  tuples, so [a] and (a,) stay distinct prefixes."""
+  if isinstance(x, list):
+    return ("list",) + tuple(_frozen(v) for v in x)
+  if isinstance(x, tuple):
+    return ("tuple",) + tuple(_frozen(v) for v in x)
+  if isinstance(x, dict):
+    return ("dict",) + tuple((k, _frozen(v)) for k, v in sorted(x.items(), key=repr))
+  return x
 
 
 class _Traces:
@@ -439,6 +526,9 @@ class Jitted:
       if x is not None and not isinstance(x, (NamedSharding, PartitionSpec, Device)):
         raise PartixError(f"[jit] {what} entry {x!r} is not a sharding (NamedSharding, "
                           "PartitionSpec or None)")
+      if isinstance(x, NamedSharding) and getattr(x.mesh, "empty", False):
+        raise PartixError(f"[jit] {what} got an empty NamedSharding: {x!r} has a mesh with no "
+                          "devices; give a mesh of devices (jax.make_mesh) or leave it None")
 
   def _split(self, args, kwargs):
     n = len(args)
@@ -457,7 +547,7 @@ class Jitted:
     leaves, treedef = tu.tree_flatten((dyn, dkw))
     # The current mesh is part of the signature: PartitionSpecs (in shardings, constraints,
     # creation functions) resolve against it while tracing.
-    key = (treedef, statics, skw, get_mesh())
+    key = (treedef, statics, skw, get_mesh(), _trace_options[0])
     st = self._states.get(key)
     if st is None:
       with _lock:  # two threads calling at once build one state (and trace once)
@@ -557,6 +647,7 @@ class Jitted:
       full = [args[i] if i in static_pos else next(it) for i in range(len(args))]
       kw = dict(kwargs)
       kw.update(dkw)
+      _jit_events[1] += 1
       out = fun(*full, **kw)
       cores, treedef = _out_leaves(out, api)
       return cores, traces.keep(treedef, cores)
@@ -605,7 +696,11 @@ class Jitted:
       if fast is not None:
         return fast
     sig, cores, trace = self._prepare(args, kwargs, place=True)
+    traced = _jit_events[1]
     outs, tid = sig.jit.call(cores, sig.counts, sig.key, sig.path_fn, trace)
+    if _jit_events[1] != traced:
+      _jit_events[0] += 1
+      _explain_miss(self._name, sig, cores)
     return tu.tree_unflatten(self._traces.trees[tid], [Array(o) for o in outs])
 
   def _inline(self, args, kwargs):
@@ -635,13 +730,19 @@ class Jitted:
         return None
       cores.append(a._a)
     # The current mesh is part of the signature (as in _state).
-    fkey = (len(args), get_mesh())
+    fkey = (len(args), get_mesh(), _trace_options[0])
     sig = self._fast_sigs.get(fkey)
-    if sig is None:
+    miss = sig is None
+    if miss:
       sig, _ = self._state(args, {}, (), (), set(), len(args))
       self._fast_sigs[fkey] = sig
+    traced = _jit_events[1]
     outs, tid = sig.jit.call(cores, sig.counts, sig.key, sig.path_fn,
                              self._trace_fn(sig, args, {}, ()))
+    if miss or _jit_events[1] != traced:
+      _jit_events[0] += 1
+      if _jit_events[1] != traced:
+        _explain_miss(self._name, sig, cores)
     tree = self._traces.trees[tid]
     if tree is tu._LEAF:
       return Array(outs[0])
@@ -673,6 +774,16 @@ class Jitted:
         in_shardings=self._in_shardings, out_shardings=self._out_shardings,
         static_argnums=self._static, static_argnames=self._static_names))
 
+  def _share_caches(self, options):
+    """Takes the caches of an earlier jit of the same function with equal options (see
+    _shared_caches); a function or options that cannot be a key keep their own."""
+    try:
+      per = _shared_caches.setdefault(self._fun, {})
+      caches = per.setdefault(_frozen(options), (self._states, self._fast_sigs, self._traces))
+    except Exception:  # noqa: BLE001 - unhashable or not weakly referable: no sharing
+      return
+    self._states, self._fast_sigs, self._traces = caches
+
   def _cache_size(self):
     return sum(s.jit.trace_count for s in self._states.values())
 
@@ -690,13 +801,14 @@ class Jitted:
 
 
 class _JitSig:
-  __slots__ = ("jit", "counts", "treedef", "key", "paths", "path_fn", "places")
+  __slots__ = ("jit", "counts", "treedef", "key", "paths", "path_fn", "places", "seen")
 
   def __init__(self, jit, counts, treedef, key, paths, places):
     self.jit, self.counts, self.treedef, self.key, self.paths = jit, counts, treedef, key, paths
     self.path_fn = lambda: paths
     # Per argument leaf, the _core sharding its host data goes straight onto (in_shardings).
     self.places = places
+    self.seen = []  # the argument types of each earlier trace (for explain_cache_misses)
 
 
 def jit(fun=None, *, in_shardings=None, out_shardings=None, static_argnums=None,
@@ -732,6 +844,8 @@ def jit(fun=None, *, in_shardings=None, out_shardings=None, static_argnums=None,
   # Accepted for programs written for XLA, whose options partix's compiler has no use for;
   # a jit that has them cannot run nested in another (as in JAX).
   j._compiler_options = dict(compiler_options or {})
+  j._share_caches((in_shardings, out_shardings, j._static, j._static_names, j._donate,
+                   j._donate_names, j._name, device, backend, j._compiler_options))
   return j
 
 
@@ -1061,11 +1175,19 @@ class ManualAxisType:
   __slots__ = ("varying", "unreduced", "reduced")
 
   def __init__(self, *, varying=frozenset(), unreduced=frozenset(), reduced=frozenset()):
-    self.varying, self.unreduced = frozenset(varying), frozenset(unreduced)
-    self.reduced = frozenset(reduced)
+    # Frozen, as JAX's dataclass: the fields are set once here.
+    object.__setattr__(self, "varying", frozenset(varying))
+    object.__setattr__(self, "unreduced", frozenset(unreduced))
+    object.__setattr__(self, "reduced", frozenset(reduced))
     if self.varying & self.unreduced or self.varying & self.reduced:
       raise PartixError(f"[ManualAxisType] varying and unreduced/reduced cannot have common mesh "
                         f"axes. Got varying={set(self.varying)}")
+
+  def __setattr__(self, name, value):
+    raise AttributeError(f"cannot assign to field {name!r}: ManualAxisType is frozen")
+
+  def __delattr__(self, name):
+    raise AttributeError(f"cannot delete field {name!r}: ManualAxisType is frozen")
 
   def __repr__(self):
     return (f"ManualAxisType(varying={self.varying}, unreduced={self.unreduced}, "
@@ -1096,6 +1218,22 @@ class ManualAxisType:
     return frozenset(mesh.manual_axes) - self.vur
 
 
+def _typed_part(sharding, ndim):
+  """What of a sharding is part of a type (as JAX's avals keep it): the Explicit axes of each
+  entry, the spec padded with None to the rank; unreduced and reduced axes stay."""
+  types = dict(zip(sharding.mesh.axis_names, sharding.mesh.axis_types))
+  spec = sharding.spec
+  entries = []
+  for e in tuple(spec) + (None,) * max(0, ndim - len(spec)):
+    axes = () if e is None else (e,) if isinstance(e, str) else tuple(e)
+    kept = tuple(a for a in axes if types.get(a) == AxisType.Explicit)
+    entries.append(None if not kept else kept[0] if len(kept) == 1 else kept)
+  typed = PartitionSpec(*entries, unreduced=getattr(spec, "unreduced", None) or None,
+                        reduced=getattr(spec, "reduced", None) or None)
+  return sharding if typed == spec else NamedSharding(sharding.mesh, typed,
+                                                      memory_kind=sharding.memory_kind)
+
+
 class ShapedArray:
   """An array's type (jax.core.ShapedArray, as jax.typeof returns it): shape, dtype and
   sharding. str() is JAX's notation, float32[8@X,4]: a dimension split over Explicit mesh axes
@@ -1107,6 +1245,8 @@ class ShapedArray:
   def __init__(self, t, dtype=None, weak_type=False, *, sharding=None, varying=(),
                manual_axis_type=None):
     if dtype is not None:  # ShapedArray(shape, dtype, sharding=...), as jax.core's
+      if sharding is not None:
+        sharding = _typed_part(to_sharding(sharding, "ShapedArray"), len(tuple(t)))
       t = _core.type_of(_core.abstract_array(
           [int(d) for d in t], dtypes.to_core(dtypes.canonicalize(dtype, "ShapedArray")),
           to_sharding(sharding, "ShapedArray")._s if sharding is not None else None))

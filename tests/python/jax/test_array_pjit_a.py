@@ -19,6 +19,7 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from jax.experimental.pjit import pjit
 from jax.test_util import check_grads
+from jax import test_util as jtu
 from conftest import create_mesh, with_mesh, assert_all_close, assert_arrays_equal
 
 JAX_CLASS = "tests/pjit_test.py::ArrayPjitTest"
@@ -26,27 +27,15 @@ JAX_CLASS = "tests/pjit_test.py::ArrayPjitTest"
 LEFT_OUT = {
     "test_pjit_mixed_device_cache_miss":
         "JAX skips it without a TPU ('Only a bug on TPU'); it counts C++ cache misses",
-    "test_pjit_single_device_sharding_cache":
-        "asserts only a C++ dispatch cache-miss count (jtu.count_pjit_cpp_cache_miss)",
     "test_pjit_uncommitted_array_multi_devices":
         "builds an uncommitted multi-device array with the private ArrayImpl(committed=False) "
         "constructor; no public API makes one",
     "test_out_sharding_indices_id_cache_hit":
         "asserts hit counts of the private common_devices_indices_map cache",
-    "test_single_device_pjit_cpp_dispatch":
-        "asserts only a C++ dispatch cache-miss count (jtu.count_pjit_cpp_cache_miss)",
-    "test_single_device_add_single_compile":
-        "asserts only a C++ dispatch cache-miss count (jtu.count_pjit_cpp_cache_miss)",
-    "test_pjit_different_default_device":
-        "asserts only a C++ dispatch cache-miss count (jtu.count_pjit_cpp_cache_miss)",
     "test_abstract_device":
         "JAX skips it unless on TPU v3 (needs a TPU and a CPU mesh together)",
     "test_pjit_inline":
         "checks the jaxpr text for a pjit equation (jaxpr equation internals)",
-    "test_pjit_function_cache_cpp":
-        "asserts only a C++ dispatch cache-miss count (jtu.count_pjit_cpp_cache_miss)",
-    "test_pjit_no_global_cache_hit_axis_resources":
-        "asserts only C++ dispatch cache-miss counts (jtu.count_pjit_cpp_cache_miss)",
 }
 
 _CANON = {np.dtype(np.int64): np.int32, np.dtype(np.uint64): np.uint32,
@@ -121,9 +110,6 @@ def test_pjit_array_single_output_with_mesh_context_manager(out_axis_resources, 
     assert_arrays_equal(np.asarray(out), expected)
 
 
-@pytest.mark.xfail(strict=True, reason="partix's Mesh rejects the empty mesh "
-                   "Mesh(np.empty((), object), ()) (JAX's empty_concrete_mesh), so jit cannot "
-                   "say 'got an empty NamedSharding'")
 def test_empty_mesh_to_out_sharding():
   # An out_sharding on the empty mesh is a ValueError naming the empty NamedSharding.
   empty = Mesh(np.empty((), dtype=object), ())
@@ -1062,10 +1048,6 @@ def test_pmap_sharding_input_to_pjit_multi_device():
   assert out2.is_fully_replicated
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix refuses an argument committed to pmap's sharding (Mesh('_pmap': 4), P('_pmap')) "
-    "where in_shardings is NamedSharding(Mesh('x': 4), P('x')) on the same devices and "
-    "layout; JAX accepts equivalent shardings"))
 def test_pmap_sharding_input_pjit_in_axis_resources():
   if jax.device_count() < 4:
     pytest.skip("Requires at least 4 devices.")
@@ -1192,8 +1174,6 @@ def test_pmap_pjit_axis_index():
   assert_arrays_equal(jax.jit(_pmapped_fun)(inputs), expected)  # doesn't crash
 
 
-@pytest.mark.xfail(strict=True, reason="partix has no jax.explain_cache_misses (no log of "
-                   "why a jit call missed its cache)")
 def test_cache_miss_explanations_sharding_mismatch(caplog):
   mesh = create_mesh((2,), ("x",))
   s = NamedSharding(mesh, P("x"))
@@ -1276,3 +1256,97 @@ def test_with_sharding_constraint_with_two_meshes():
   with mesh1:
     out1 = pjit(f)(np.ones((32, 4)))
     assert sorted(d.id for d in out1.devices()) == [d.id for d in dev1]
+
+
+# ---- the dispatch cache (jtu.count_pjit_cpp_cache_miss: calls that found no ready program) ----
+
+def test_pjit_single_device_sharding_cache():
+  a = jnp.arange(16).reshape((8, 2))
+  f = pjit(lambda x: x)
+  with jtu.count_pjit_cpp_cache_miss() as count:
+    out = f(a)
+    f(out)  # the result has the argument's type: the same program
+  assert count() == 1
+
+
+def test_single_device_pjit_cpp_dispatch():
+  mesh = create_mesh((1,), ("x",))
+  data = np.arange(16).reshape(8, 2)
+  f = pjit(lambda x: x @ x.T, in_shardings=None, out_shardings=None)
+  with jtu.count_pjit_cpp_cache_miss() as count:
+    for _ in range(10):
+      arr = jax.device_put(data, NamedSharding(mesh, P("x")))
+      with mesh:
+        f(arr)
+  assert count() == 1
+
+
+def test_single_device_add_single_compile():
+  f = pjit(lambda x, y: x + y)
+  a = jax.device_put(jnp.array([1, 2, 3], dtype=jnp.float32), jax.devices()[0])
+  b = jax.device_put(jnp.array([4, 5, 6], dtype=jnp.float32), jax.devices()[0])
+  with jtu.count_pjit_cpp_cache_miss() as count:
+    for _ in range(2):
+      f(a, b)
+  assert count() == 1
+
+
+def test_pjit_different_default_device():
+  if jax.device_count() <= 1:
+    pytest.skip("needs more than 1 device")
+  system_default = list(jnp.add(1, 1).devices())[0]
+  other = jax.devices()[-1]
+  f = pjit(lambda x: x + 1)
+  f(1)
+  with jax.default_device(system_default):
+    f(1)
+  with jax.default_device(other):
+    f(1)
+  # Every default device has been seen: all four calls find their programs.
+  with jtu.count_pjit_cpp_cache_miss() as count:
+    f(1)
+    with jax.default_device(system_default):
+      f(1)
+    with jax.default_device(other):
+      f(1)
+    with jax.default_device(other):
+      with jax.default_device(system_default):
+        f(1)
+  assert count() == 0
+
+
+def test_pjit_function_cache_cpp():
+  def f(x):
+    return x * 2
+
+  inp = jnp.arange(3.)
+  # A new pjit wrapper of the same function with the same options shares its cache.
+  with jtu.count_pjit_cpp_cache_miss() as count:
+    for _ in range(10):
+      pjit(f)(inp)
+  assert count() == 1
+
+
+def test_pjit_no_global_cache_hit_axis_resources():
+  mesh = create_mesh((1,), ("x",))
+  s = NamedSharding(mesh, P("x"))
+  inp = jnp.arange(8.0)
+  # A new lambda each time is a new function: nothing to share.
+  with jtu.count_pjit_cpp_cache_miss() as count:
+    for _ in range(10):
+      pjit(lambda x: x * 2, in_shardings=s, out_shardings=s)(inp)
+  assert count() == 10
+  with jtu.count_pjit_cpp_cache_miss() as count:
+    for _ in range(10):
+      pjit(lambda x: x * 2, device=jax.devices()[0])(inp)
+  assert count() == 10
+  pf = pjit(lambda x: x * 2, in_shardings=s, out_shardings=s)
+  with jtu.count_pjit_cpp_cache_miss() as count:
+    for _ in range(10):
+      pf(inp)
+  assert count() == 1
+  pf1 = pjit(lambda x: x * 2, device=jax.devices()[0])
+  with jtu.count_pjit_cpp_cache_miss() as count:
+    for _ in range(10):
+      pf1(inp)
+  assert count() == 1

