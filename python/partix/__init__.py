@@ -51,6 +51,7 @@ from partix import (ad_checkpoint, checkpoint_policies, ckpt, core,  # noqa: E40
                     custom_derivatives, debug, distributed, experimental, lax, nn, numpy,
                     profiler, random, scipy, sharding, stages, tree, tree_util, typing)
 from partix.dtypes import float0  # noqa: E402,F401
+from partix import random as _random  # noqa: E402
 
 # Under mpirun a process that fails tells the others even without distributed.initialize().
 if distributed._under_mpirun():
@@ -145,6 +146,18 @@ def init(num_cpu_devices=0, device_memory_bytes=0):
   _core.init(int(num_cpu_devices), int(device_memory_bytes))
 
 
+@_contextlib.contextmanager
+def enable_custom_prng(enabled=True):
+  """jax.enable_custom_prng: inside, random.PRNGKey returns typed keys (dtype key<fry>), as
+  random.key does."""
+  previous = _random._custom_prng[0]
+  _random._custom_prng[0] = bool(enabled)
+  try:
+    yield
+  finally:
+    _random._custom_prng[0] = previous
+
+
 def threefry_partitionable(enabled=True):
   """jax.threefry_partitionable: partix's threefry draws are always partitionable (each
   element's bits depend only on the key and its global index), so this context changes
@@ -235,6 +248,8 @@ class _Config:
       _default_device.set_default_device(value)
     if name == "jax_enable_x64":
       _dtypes.set_x64(value)
+    if name == "jax_enable_custom_prng":
+      _random._custom_prng[0] = bool(value)
     if name == "jax_explain_cache_misses":
       _api._explain[0] = bool(value)
     if name == "jax_remove_size_one_mesh_axis_from_type":

@@ -1,7 +1,8 @@
 """jax.dtypes (partix.dtypes): dtype helpers JAX programs and libraries use."""
 import numpy as _np
 
-from partix._src.dtypes import bfloat16, finfo, iinfo, issubdtype  # noqa: F401
+from partix._src.dtypes import (bfloat16, extended, finfo, iinfo, issubdtype,  # noqa: F401
+                                 prng_key)
 from partix._src import dtypes as _d
 from partix import numpy as _jnp
 
@@ -12,12 +13,6 @@ __all__ = ["bfloat16", "canonicalize_dtype", "finfo", "float0", "iinfo", "issubd
 float0 = _np.dtype([("float0", _np.void, 0)])
 
 
-class extended(_np.generic):  # noqa: N801 (JAX's name)
-  """The abstract dtype of keys and other extended types (issubdtype(x, extended))."""
-
-
-class prng_key(extended):  # noqa: N801
-  """The dtype family of typed PRNG keys."""
 
 
 def canonicalize_dtype(dtype, allow_extended_dtype=False):

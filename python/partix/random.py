@@ -9,6 +9,7 @@ from partix import _core
 from partix._src import dtypes as _dt
 from partix._src.core import Array, PartixError, asarray
 from partix._src.numpy_ops import _creation_sharding, _shape
+from partix._src import prng as _prng
 import partix.numpy as _jnp
 from partix._src.lax_ops import lib_while_loop as _while_loop
 from partix._src.random_more import (binomial, f, multinomial, multivariate_normal,  # noqa: F401
@@ -23,7 +24,7 @@ def _key_bits(data):
 
 
 def _key(key, api):
-  k = asarray(_key_bits(key))
+  k = asarray(_key_bits(_prng.key_data(key)))
   if k.shape[-1:] != (2,) or k._a.dtype not in ("i32", "u32"):
     raise PartixError(f"[random.{api}] {k._aval_str()} is not a key (int32[2]); make one with "
                       "random.key(seed)")
@@ -31,27 +32,55 @@ def _key(key, api):
   return k._a if k._a.dtype == "i32" else _core.astype(k._a, "i32")
 
 
-def key(seed, *, impl=None):
-  """A key from an integer seed."""
-  if isinstance(seed, Array):
-    seed = int(seed)
-  if not isinstance(seed, (int, _np.integer)):
-    raise PartixError(f"[random.key] seed {seed!r} is not an int")
+def _raw_key(seed, api):
+  """A seed's key data, int32[2]: as JAX's threefry seeding, the high word is the seed's upper
+  32 bits and the low word its lower 32; without x64 a seed is a 32-bit integer (JAX converts
+  it so), whose upper word is 0. A traced or array seed is seeded in the program."""
+  if isinstance(seed, (Array, _np.ndarray)) or (isinstance(seed, _np.generic) and
+                                                not isinstance(seed, _np.integer)):
+    return _prng.from_seed(seed)._data
+  if isinstance(seed, bool) or not isinstance(seed, (int, _np.integer)):
+    raise PartixError(f"[random.{api}] seed {seed!r} is not an int")
   seed = int(seed)
-  if not -2**63 <= seed < 2**63:  # as JAX: any int64; its 64 bits make the key
-    raise PartixError(f"[random.key] seed {seed} is out of the int64 range [-2**63, 2**63)")
-  return Array(_core.random_key(seed & 0xFFFFFFFFFFFFFFFF))
+  if not -2**63 <= seed < 2**63:  # as JAX: any int64
+    raise PartixError(f"[random.{api}] seed {seed} is out of the int64 range [-2**63, 2**63)")
+  return Array(_core.random_key(seed & (0xFFFFFFFFFFFFFFFF if _dt._X64[0] else 0xFFFFFFFF)))
 
 
-PRNGKey = key
+def key(seed, *, impl=None):
+  """A typed key (dtype key<fry>, shape ()) from an integer seed; under vmap or jit the seed
+  may be traced."""
+  return _prng.KeyArray(_raw_key(seed, "key"))
+
+
+# jax_enable_custom_prng (jax.enable_custom_prng()): PRNGKey gives typed keys too.
+_custom_prng = [False]
+
+
+def PRNGKey(seed, *, impl=None):  # noqa: N802 (JAX's name)
+  """A raw key: the int32[2] key data (JAX's are uint32[2], of the same bits); a typed key
+  under jax.enable_custom_prng()."""
+  data = _raw_key(seed, "PRNGKey")
+  return _prng.KeyArray(data) if _custom_prng[0] else data
 
 
 def key_data(keys):
-  return keys
+  """The key data of typed keys, int32[..., 2] (a raw key is its own data)."""
+  return _prng.key_data(keys)
 
 
 def wrap_key_data(key_bits_array, *, impl=None):
-  return asarray(_key_bits(key_bits_array))
+  """Typed keys over key data of shape [..., 2] (uint32 or int32 words)."""
+  data = asarray(_key_bits(key_bits_array))
+  if data.shape[-1:] != (2,) or data._a.dtype not in ("i32", "u32"):
+    raise PartixError(f"[random.wrap_key_data] {data._aval_str()} is not key data "
+                      "(uint32[..., 2])")
+  return _prng.KeyArray(data if data._a.dtype == "i32" else Array(_core.astype(data._a, "i32")))
+
+
+def _like_key(key, data):
+  """New keys of the same kind as `key`: typed for typed keys, raw for raw ones."""
+  return _prng.KeyArray(data) if _prng.is_typed(key) else data
 
 
 def split(key, num=2):
@@ -66,11 +95,12 @@ def split(key, num=2):
   if n >= 2**63:
     raise PartixError(f"[random.split] num {num!r} makes more keys than int64 counts")
   out = Array(_core.random_split(k, n))
-  return out if len(shape) == 1 else out.reshape(shape + (2,))
+  return _like_key(key, out if len(shape) == 1 else out.reshape(shape + (2,)))
 
 
 def fold_in(key, data):
-  return Array(_core.random_fold_in(_key(key, "fold_in"), asarray(data, _np.int32)._a))
+  return _like_key(key, Array(_core.random_fold_in(_key(key, "fold_in"),
+                                                   asarray(data, _np.int32)._a)))
 
 
 def _fdt(dtype, api):
@@ -324,7 +354,7 @@ def ball(key, d, p=2, shape=(), dtype=None):
 
 def clone(key):
   """A copy of the key (partix's keys are values: the same key again)."""
-  return asarray(key)
+  return key if _prng.is_typed(key) else asarray(key)
 
 
 def bits(key, shape=(), dtype=None):

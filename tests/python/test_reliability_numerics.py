@@ -211,7 +211,7 @@ def test_host_data_of_narrow_int_types_keeps_its_type(dt, mesh8):
 def test_key_data_in_jax_uint32_layout():
   bits = np.array([0xFFFFFFFF, 42], np.uint32)
   k = partix.random.wrap_key_data(bits)
-  np.testing.assert_array_equal(np.asarray(k).view(np.uint32), bits)
+  np.testing.assert_array_equal(np.asarray(partix.random.key_data(k)).view(np.uint32), bits)
   np.testing.assert_array_equal(np.asarray(partix.random.uniform(bits, (3,))),
                                 np.asarray(partix.random.uniform(k, (3,))))
 
@@ -288,7 +288,7 @@ def test_out_of_range_python_ints_raise_partix_error(mesh8):
       (lambda: jnp.arange(2**40), "arange", 2**40),
       (lambda: jnp.full(2, 2**70, jnp.int64), "full", 2**70),
       (lambda: jnp.ones(2, jnp.int64) + 2**70, "add", 2**70),
-      (lambda: partix.random.PRNGKey(2**70), "random.key", 2**70),
+      (lambda: partix.random.PRNGKey(2**70), "random.PRNGKey", 2**70),
       (lambda: partix.random.key(2**63), "random.key", 2**63),
       (lambda: partix.make_mesh((8,), (0,)), "make_mesh", 0),
       (lambda: partix.random.split(partix.random.key(0), 2**70), "random.split", 2**70),
@@ -307,10 +307,19 @@ def test_out_of_range_python_ints_raise_partix_error(mesh8):
   assert int(jnp.asarray(2**40, dtype=jnp.int64)) == 2**40
   np.testing.assert_array_equal(np.asarray(jnp.arange(2**40, 2**40 + 2, dtype=jnp.int64)),
                                 [2**40, 2**40 + 1])
-  np.testing.assert_array_equal(np.asarray(partix.random.PRNGKey(-1)).view(np.uint32),
-                                [0xFFFFFFFF, 0xFFFFFFFF])
-  np.testing.assert_array_equal(np.asarray(partix.random.PRNGKey(-2**63)).view(np.uint32),
-                                [0x80000000, 0])
+  # JAX 0.10.2 with x64 off seeds with the seed's low 32 bits (checked): PRNGKey(-1) is
+  # [0, 0xFFFFFFFF], PRNGKey(-2**63) is [0, 0], PRNGKey(2**63 - 1) is [0, 0xFFFFFFFF].
+  for seed, want in ((-1, [0, 0xFFFFFFFF]), (-2**63, [0, 0]), (2**63 - 1, [0, 0xFFFFFFFF])):
+    np.testing.assert_array_equal(np.asarray(partix.random.PRNGKey(seed)).view(np.uint32), want)
+  # With x64 on, all 64 bits (JAX's too): PRNGKey(-1) is [0xFFFFFFFF, 0xFFFFFFFF].
+  partix.config.update("jax_enable_x64", True)
+  try:
+    np.testing.assert_array_equal(np.asarray(partix.random.PRNGKey(-1)).view(np.uint32),
+                                  [0xFFFFFFFF, 0xFFFFFFFF])
+    np.testing.assert_array_equal(np.asarray(partix.random.PRNGKey(-2**63)).view(np.uint32),
+                                  [0x80000000, 0])
+  finally:
+    partix.config.update("jax_enable_x64", False)
 
 
 # ---- 10. .at[] with slices and ints ----

@@ -122,8 +122,43 @@ def canonicalize(d, api="asarray"):
   return held(_CANONICAL.get(d, d))
 
 
+class extended(np.generic):  # noqa: N801 (JAX's name)
+  """The abstract dtype of keys and other extended types (issubdtype(x, extended))."""
+
+
+class prng_key(extended):  # noqa: N801
+  """The dtype family of typed PRNG keys."""
+
+
+class KeyDtype:
+  """key<fry>: the dtype of typed threefry keys (jax.random.key), under jax.dtypes.prng_key."""
+  name = "key<fry>"
+  type = prng_key
+  kind = "V"
+  itemsize = 8  # two uint32 words
+
+  def __repr__(self):
+    return self.name
+
+  __str__ = __repr__
+
+  def __eq__(self, other):
+    return isinstance(other, KeyDtype) or other == self.name
+
+  def __hash__(self):
+    return hash(self.name)
+
+
+KEY = KeyDtype()
+
+
 def issubdtype(a, b):
   if isinstance(a, QuantizedDType):
+    return False
+  if isinstance(a, KeyDtype) or a in (prng_key, extended):
+    return isinstance(b, KeyDtype) or (isinstance(b, type) and issubclass(
+        prng_key if isinstance(a, KeyDtype) else a, b))
+  if isinstance(b, KeyDtype) or b in (prng_key, extended):
     return False
   if b is bfloat16 or (isinstance(b, np.dtype) and b == np.dtype(bfloat16)):
     return dtype(a) == np.dtype(bfloat16)

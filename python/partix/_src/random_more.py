@@ -20,6 +20,7 @@ from partix._src.core import Array, PartixError, asarray
 from partix._src.lax_ops import lib_scan as _scan
 from partix._src.lax_ops import lib_while_loop as _while_loop
 from partix._src.numpy_ops import _shape
+from partix._src import prng as _prng
 from partix._src.special_fns import lgamma as _lgamma
 
 __all__ = ["binomial", "f", "multinomial", "multivariate_normal", "orthogonal", "poisson"]
@@ -29,6 +30,7 @@ __all__ = ["binomial", "f", "multinomial", "multivariate_normal", "orthogonal", 
 
 def _key(key, api):
   """The key as partix's int32[2] core array (JAX's uint32 keys keep their bits)."""
+  key = _prng.key_data(key)
   if isinstance(key, (np.ndarray, np.generic)) and key.dtype == np.uint32:
     key = np.ascontiguousarray(key).view(np.int32)
   k = asarray(key)

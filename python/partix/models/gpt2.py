@@ -13,6 +13,7 @@ from partix import _core
 from partix import optim
 from partix._src.api import value_and_grad
 from partix._src.core import PartixError, core, wrap
+from partix._src.prng import key_data
 from partix._src.sharding import AxisType, Mesh, NamedSharding, make_mesh as _make_mesh
 
 __all__ = ["Config", "Trainer", "forward", "init", "loss", "make_mesh", "param_shardings",
@@ -67,7 +68,7 @@ def param_shardings(config, mesh, fsdp=False):
 def init(config, key, mesh, fsdp=False):
   """Fresh parameters (name -> Array), each drawn in its sharding; the same values on every mesh."""
   c = _config(config, "gpt2.init")
-  return {k: wrap(v) for k, v in _core.gpt2_init(c, core(key), _mesh(mesh, "gpt2.init"),
+  return {k: wrap(v) for k, v in _core.gpt2_init(c, core(key_data(key)), _mesh(mesh, "gpt2.init"),
                                                  bool(fsdp)).items()}
 
 
@@ -85,7 +86,7 @@ def loss(params, ids, targets, config, dropout_key=None):
   """Mean next-token cross entropy of ids [B, T] against targets [B, T]; dropout_key turns
   dropout on (training). Traces: use under jit and grad."""
   c = _config(config, "gpt2.loss")
-  k = None if dropout_key is None else core(dropout_key)
+  k = None if dropout_key is None else core(key_data(dropout_key))
   return wrap(_core.gpt2_loss(_params(params, "gpt2.loss"), core(ids, "int32"),
                               core(targets, "int32"), c, k))
 
@@ -110,7 +111,7 @@ def _reference_step(params, opt_state, ids, targets, lr, dropout_key=None, *, co
   p, s, v = _core.gpt2_reference_step(
       _params(params, "gpt2.train_step"), optim._core_state(opt_state, "gpt2.train_step"),
       core(ids, "int32"), core(targets, "int32"), optim._lr(lr, "gpt2.train_step"),
-      None if dropout_key is None else core(dropout_key), c, float(clip), float(weight_decay))
+      None if dropout_key is None else core(key_data(dropout_key)), c, float(clip), float(weight_decay))
   return optim._wrap_params(p), optim._wrap_state(s), wrap(v)
 
 

@@ -9,6 +9,7 @@ from partix import numpy as jnp
 from partix import random
 from partix import tree_util as tu
 from partix._src.core import Array, PartixError
+from partix._src.prng import KeyArray
 from partix.nnx import filterlib, graph
 from partix.nnx.module import Object
 from partix.nnx.variables import Variable
@@ -27,8 +28,11 @@ class RngCount(RngState):
 
 
 def _as_key(key, api):
+  """A typed key (array) for a seed, a typed key, or raw key data [..., 2]."""
   if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
     return random.key(int(key))
+  if isinstance(key, KeyArray):
+    return key
   if isinstance(key, (Array, np.ndarray)) and key.shape[-1:] == (2,):
     return random.wrap_key_data(key)
   raise PartixError(f"[nnx.{api}] {key!r} is not a seed (an int) or a key (random.key(seed))")
@@ -41,7 +45,7 @@ class RngStream(Object):
     key = _as_key(key, "RngStream")
     self.tag = tag
     self.key = RngKey(key, tag=tag)
-    self.count = RngCount(jnp.zeros(key.shape[:-1], dtype=jnp.int32), tag=tag)
+    self.count = RngCount(jnp.zeros(key.shape, dtype=jnp.int32), tag=tag)
 
   def __call__(self):
     key = random.fold_in(self.key[...], self.count[...])
@@ -60,7 +64,9 @@ class RngStream(Object):
   def broadcast(self, k):
     key = self()
     shape = (k,) if isinstance(k, int) else tuple(k)
-    return type(self)(jnp.broadcast_to(key, shape + key.shape), tag=self.tag)
+    data = random.key_data(key)
+    return type(self)(random.wrap_key_data(jnp.broadcast_to(data, shape + data.shape)),
+                      tag=self.tag)
 
   def normal(self, shape=(), dtype=None):
     return random.normal(self(), shape, dtype)
@@ -136,7 +142,7 @@ def reseed(node, **seeds):
     if isinstance(x, RngStream) and x.tag in seeds:
       key = _as_key(seeds[x.tag], "reseed")
       x.key[...] = key
-      x.count[...] = jnp.zeros(key.shape[:-1], dtype=jnp.int32)
+      x.count[...] = jnp.zeros(key.shape, dtype=jnp.int32)
 
 
 def _streams(tree, only):
@@ -180,7 +186,7 @@ def _split_in_place(tree, splits, only, squeeze):
     if squeeze and splits == 1:
       new = new[0]
     stream.key[...] = new
-    stream.count[...] = jnp.zeros(new.shape[:-1], dtype=jnp.int32)
+    stream.count[...] = jnp.zeros(new.shape, dtype=jnp.int32)
   return _SplitBackups(backups)
 
 

@@ -274,18 +274,11 @@ def _check_keys(out, input_shape):
   jax.random.key_data(out)  # doesn't crash
 
 
-KEYS_XFAIL = pytest.mark.xfail(strict=True, reason=(
-    "partix has no typed PRNG key arrays: random.key takes only a Python int seed, not a traced "
-    "array, and returns int32[2], not a key<fry> dtype"))
-
-
-@KEYS_XFAIL
 def test_globally_sharded_key_array_result_8x4_single_device():
   seeds = jnp.arange(32, dtype=np.uint32).reshape((8, 4))
   _check_keys(pjit(_make_keys)(seeds), (8, 4))
 
 
-@KEYS_XFAIL
 def test_globally_sharded_key_array_8x4_multi_device_with_out_sharding():
   mesh = create_mesh((4, 2), ("x", "y"))
   seeds, _ = create_array((8, 4), mesh, P("x", "y"), dtype=np.uint32)
@@ -293,7 +286,6 @@ def test_globally_sharded_key_array_8x4_multi_device_with_out_sharding():
   _check_keys(make_keys(seeds), (8, 4))
 
 
-@KEYS_XFAIL
 def test_globally_sharded_key_array_8x4_multi_device():
   mesh = create_mesh((4, 2), ("x", "y"))
   seeds, _ = create_array((8, 4), mesh, P("x", "y"), dtype=np.uint32)
@@ -571,8 +563,6 @@ def test_aot_compile_in_tree_mismatch():
     f.lower(tree1).compile()(tree2)
 
 
-@pytest.mark.xfail(strict=True, reason="partix has no jax.enable_custom_prng and no typed "
-                   "PRNG key arrays (keys are int32[2])")
 def test_device_put_sharding_prng():
   mesh = create_mesh((8,), ("x",))
   s = NamedSharding(mesh, P("x"))

@@ -454,10 +454,6 @@ def test_mpmd_device_put_fast_path():
 # ---- PRNG keys (JAX's prng.random_seed is vmap(jax.random.key) through the public API;
 # the checks of the lowered text are HLO and left aside) ----
 
-@pytest.mark.xfail(strict=True, reason=(
-                   'partix keys are raw int32[..., 2] arrays, not typed key arrays: '
-                   'jax.random.key takes only a concrete Python int seed (no traced seeds '
-                   "under vmap/jit), and key.T / key_data shapes differ from JAX's"))
 def test_prng_sharding_propagation():
   mesh = create_mesh((4, 2), ('x', 'y'))
   seeds = jax.device_put(np.arange(16, dtype=np.uint32).reshape(8, 2),
@@ -474,10 +470,6 @@ def test_prng_sharding_propagation():
   assert base_array.sharding == NamedSharding(mesh, P('y', 'x', None))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-                   'partix keys are raw int32[..., 2] arrays, not typed key arrays: '
-                   'jax.random.key takes only a concrete Python int seed (no traced seeds '
-                   "under vmap/jit), and key.T / key_data shapes differ from JAX's"))
 def test_prng_sharding_propagation_with_nested_jit():
   mesh = create_mesh((4, 2), ('x', 'y'))
   seeds = jax.device_put(np.arange(16, dtype=np.uint32).reshape(8, 2),
@@ -497,10 +489,6 @@ def test_prng_sharding_propagation_with_nested_jit():
   assert base_array.sharding == NamedSharding(mesh, P(None, 'y', None))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-                   'partix keys are raw int32[..., 2] arrays, not typed key arrays: '
-                   'jax.random.key takes only a concrete Python int seed (no traced seeds '
-                   "under vmap/jit), and key.T / key_data shapes differ from JAX's"))
 def test_partial_sharded_prng_key_inp():
   mesh = create_mesh((2, 2, 2), ('x', 'y', 'z'))
   seeds = jax.device_put(np.arange(32, dtype=np.uint32).reshape(8, 2, 2),
@@ -1031,10 +1019,6 @@ def test_prng_key_wsc():
   assert_arrays_equal(jax.random.key_data(g(k1)), jax.random.key_data(k1))  # doesn't crash
 
 
-@pytest.mark.xfail(strict=True, reason=(
-                   'partix keys are raw int32[..., 2] arrays, not typed key arrays: '
-                   'jax.random.key takes only a concrete Python int seed (no traced seeds '
-                   "under vmap/jit), and key.T / key_data shapes differ from JAX's"))
 def test_prng_key_wsc_multi_axes_sharding():
   mesh = create_mesh((4, 2), ('x', 'y'))
   seeds = jax.device_put(np.arange(32, dtype=np.uint32).reshape(8, 4),

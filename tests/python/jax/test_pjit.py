@@ -788,9 +788,6 @@ def testLowerCompileWithAvals():
     assert_arrays_equal(exe(x, x), x @ x)
 
 
-@pytest.mark.xfail(strict=True, reason="partix has no typed PRNG key arrays: jax.random.key "
-                   "takes only a concrete Python int seed (a traced uint32 seed under vmap "
-                   "raises), and no jax.dtypes.prng_key")
 def test_local_sharded_key_array_sda():
   # JAX makes the keys with the private prng.random_seed (threefry), which maps over an
   # array of seeds; the public way is a vmapped jax.random.key.

@@ -668,8 +668,6 @@ def test_partial_auto_of_random_keys():
                    **F32)
 
 
-@pytest.mark.xfail(strict=True, reason="partix key arrays' reshape acts on the key data: "
-                   "split(key, 8).reshape(4, 2) raises 'cannot reshape i32[8,2] to [4,2]'")
 def test_partial_auto_of_random_keys_slice():
   mesh = create_mesh((4, 2), ('i', 'j'))
   keys = jax.random.split(jax.random.key(0), 8).reshape(4, 2)
