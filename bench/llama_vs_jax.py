@@ -9,7 +9,13 @@ Commands (from the repository root; JAX lives in a venv outside the repo):
   ~/.cache/partix-jax-venv/bin/python bench/llama_vs_jax.py --devices 1,8 --reps 3
   ~/.cache/partix-jax-venv/bin/python bench/llama_vs_jax.py --jax-only --devices 1   # no partix
 
-Results, --reps 3, tokens/s medians; "stream" = one jitted step per token, "fori_loop" = all
+By default each repetition of each side runs in a fresh process while no other is alive (the
+JAX side through this script's --worker mode), repetitions alternating the order, and the
+script prints the fraction of the read bandwidth partix's decode reaches; --shared-processes
+keeps the older arrangement below (one partix process and JAX in this one, all alive through
+every repetition). docs/performance.md has the isolated results.
+
+Results of the older arrangement (--shared-processes), --reps 3, tokens/s medians; "stream" = one jitted step per token, "fori_loop" = all
 decode steps in one program. Two 2-core VMs (AMD EPYC): "512" has AVX-512 (this version of
 partix), "AVX2" has AVX2 only (before partix ran oneDNN on its own thread team):
   | VM | devices | phase | partix | JAX stream | JAX fori_loop | partix/JAX stream | partix/JAX fori_loop |
@@ -421,6 +427,44 @@ def spread(xs):
     return f"{statistics.median(xs):.1f} ({min(xs):.1f}..{max(xs):.1f})"
 
 
+def jax_worker(a):
+    """--worker: one JAX system in this process alone: load, compile and warm up, then one
+    timed generation; prints the warm-up and the timed run as JSON lines."""
+    c, g = load_gguf(a.model)
+    ids = [int(x) for x in a.prompt_ids.split(",")]
+    jx = JaxLlama(c, g, a.worker_devices)
+    if a.worker_hlo_check:
+        for prog, (found, other, shapes) in hlo_check(jx, len(ids), a.max_tokens).items():
+            print(json.dumps({"hlo": prog, "weight_copies": len(found), "other": other,
+                              "shapes": [list(x) for x in shapes]}), flush=True)
+    mode = "stream" if a.worker == "jax_stream" else "loop"
+    print(json.dumps(jx.generate(ids, a.max_tokens, mode)), flush=True)  # warm-up
+    print(json.dumps(jx.generate(ids, a.max_tokens, mode)), flush=True)
+
+
+def run_isolated(a, system, n, ids, hlo_check_first=False):
+    """One repetition of `system` in a process of its own (none of the others alive): returns
+    its warm-up and its timed run (and, for JAX with hlo_check_first, the HLO counts)."""
+    if system == "partix":
+        px = Partix(a.partix, n, a.max_tokens, a.prompt, a.model)
+        try:
+            warm = px.generate()
+            timed = px.generate()
+        finally:
+            px.close()
+        return warm, timed, [], px.weights
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", system, "--worker-devices",
+           str(n), "--prompt-ids", ",".join(str(t) for t in ids), "--max-tokens",
+           str(a.max_tokens), "--model", a.model]
+    if hlo_check_first:
+        cmd.append("--worker-hlo-check")
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    lines = [json.loads(x) for x in out.splitlines() if x.startswith("{")]
+    hlo = [x for x in lines if "hlo" in x]
+    runs = [x for x in lines if "hlo" not in x]
+    return runs[0], runs[1], hlo, None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--partix", default=os.path.join(ROOT, "build/bin/partix_bench_llama_generate"))
@@ -434,7 +478,18 @@ def main():
     ap.add_argument("--no-hlo-check", action="store_true",
                     help="skip counting weight copies in the compiled decode programs")
     ap.add_argument("--json", action="store_true", help="print every repetition")
+    ap.add_argument("--shared-processes", action="store_true",
+                    help="the older way: one partix process and JAX in this process, all alive "
+                         "through every repetition (an idle runtime slows the other side)")
+    ap.add_argument("--worker", choices=["jax_stream", "jax_loop"], help=argparse.SUPPRESS)
+    ap.add_argument("--worker-devices", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--worker-hlo-check", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--prompt-ids", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.worker:
+        return jax_worker(a)
+    if not a.shared_processes:
+        return main_isolated(a)
     c, g = load_gguf(a.model)
     systems = ["jax_stream", "jax_loop"] if a.jax_only else ["partix", "jax_stream", "jax_loop"]
     rows, notes = [], []
@@ -494,6 +549,75 @@ def main():
     for r in rows:
         print("| " + " | ".join(str(x) for x in r) + " |")
     for line in notes:
+        print(line)
+
+
+def main_isolated(a):
+    """Each repetition of each system in a fresh process while no other is alive; repetitions
+    alternate the order. Also the fraction of the machine's read bandwidth partix's decode
+    reaches on the weights (weight bytes x tokens/s against the bench's read_gbs)."""
+    systems = ["jax_stream", "jax_loop"] if a.jax_only else ["partix", "jax_stream", "jax_loop"]
+    rows, notes, bandwidth = [], [], []
+    for n in [int(x) for x in a.devices.split(",")]:
+        ids = list(range(100, 130))
+        if not a.jax_only:  # the prompt's token ids, from partix's tokenizer
+            px = Partix(a.partix, n, a.max_tokens, a.prompt, a.model)
+            ids = px.prompt_ids
+            px.close()
+        res = {s: [] for s in systems}
+        warm = {}
+        for r in range(a.reps):
+            order = systems if r % 2 == 0 else systems[::-1]
+            for s in order:
+                w, timed, hlo, weights = run_isolated(a, s, n, ids,
+                                                      hlo_check_first=(r == 0 and not a.no_hlo_check))
+                warm.setdefault(s, w)
+                res[s].append(timed)
+                if weights is not None:
+                    timed["weight_bytes"], timed["read_gbs"] = (weights["weight_bytes"],
+                                                                weights["read_gbs"])
+                for h in hlo:
+                    print(f"[{n} devices] HLO of the JAX decode {h['hlo']}: {h['weight_copies']} "
+                          f"copies/transposes/all-gathers of weight size; {h['other']} of other "
+                          f"arrays >= 1024 elements", flush=True)
+                if a.json:
+                    print(json.dumps({"devices": n, "system": s, "rep": r, **timed}), flush=True)
+        ref = warm[systems[0]]["tokens"]
+        agree = all(warm[s]["tokens"] == ref for s in systems)
+        for s in systems[1:]:
+            same = sum(x == y for x, y in zip(ref, warm[s]["tokens"]))
+            if same != len(ref):
+                notes.append(f"{n} devices: {s} agrees with {systems[0]} on {same}/{len(ref)} "
+                             "greedy tokens")
+        if agree and not a.jax_only:
+            notes.append(f"{n} devices: the {len(ref)} greedy tokens agree exactly on all sides")
+        for phase in ("prefill", "decode"):
+            v = {s: [x[phase + "_tok_s"] for x in res[s]] for s in systems}
+            row = [n, phase] + [spread(v[s]) for s in systems]
+            if not a.jax_only:
+                for j in ("jax_stream", "jax_loop"):
+                    ratio = [p / q for p, q in zip(v["partix"], v[j])]
+                    row.append(f"{statistics.median(ratio):.2f} ({min(ratio):.2f}..{max(ratio):.2f})")
+            rows.append(row)
+        if not a.jax_only:
+            frac = [x["weight_bytes"] * x["decode_tok_s"] / (x["read_gbs"] * 1e9)
+                    for x in res["partix"]]
+            bandwidth.append(f"{n} devices: partix decode reads the {res['partix'][0]['weight_bytes'] / 1e6:.0f} MB "
+                             f"of weights at {statistics.median(frac):.0%} ({min(frac):.0%}..{max(frac):.0%}) of "
+                             f"the {statistics.median([x['read_gbs'] for x in res['partix']]):.1f} GB/s "
+                             "read bandwidth the bench measures")
+    print(f"\nSmolLM2-135M f32, prompt {len(ids)} tokens, {a.max_tokens} new tokens, greedy, "
+          f"{a.reps} alternating repetitions, each side in its own process with no other alive: "
+          "tokens/s, median (min..max)")
+    names = {"partix": "partix", "jax_stream": "JAX stream", "jax_loop": "JAX fori_loop"}
+    head = ["devices", "phase"] + [names[s] for s in systems]
+    if not a.jax_only:
+        head += ["partix/JAX stream", "partix/JAX fori_loop"]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for r in rows:
+        print("| " + " | ".join(str(x) for x in r) + " |")
+    for line in notes + bandwidth:
         print(line)
 
 
