@@ -254,7 +254,12 @@ class _Config:
       _api._explain[0] = bool(value)
     if name == "jax_remove_size_one_mesh_axis_from_type":
       _core.set_drop_one_device_axes(bool(value))
-      _api._trace_options[0] = bool(value)
+      _api._trace_options[0] = (bool(value), _api._trace_options[0][1])
+    if name == "jax_disable_vmap_shmap_error":
+      _core.set_vmap_shmap_error_disabled(bool(value))
+    if name == "jax_auto_pcast":
+      _core.set_auto_pcast(bool(value))
+      _api._trace_options[0] = (_api._trace_options[0][0], bool(value))
     self.values[name] = value
 
   def __getattr__(self, name):

@@ -238,6 +238,10 @@ void bind_control_flow(nb::module_& m) {
   m.def("set_loose_carries", &detail::set_loose_carries);
   // jax_remove_size_one_mesh_axis_from_type.
   m.def("set_drop_one_device_axes", &detail::set_drop_one_device_axes);
+  // jax_auto_pcast.
+  m.def("set_auto_pcast", &detail::set_auto_pcast);
+  // jax_disable_vmap_shmap_error.
+  m.def("set_vmap_shmap_error_disabled", &detail::set_vmap_shmap_error_disabled);
   m.def("cond", [](const Array& pred, const Leaves& operands, nb::callable t, nb::callable f) {
     nb::gil_scoped_release release;
     std::shared_ptr<void> tp, fp;

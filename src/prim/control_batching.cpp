@@ -9,6 +9,7 @@
 #include "prim/util.h"
 #include "trace/loop_carries.h"
 #include "trace/trace.h"
+#include "trace/vma_options.h"
 
 namespace partix::prim {
 
@@ -296,8 +297,10 @@ std::vector<Batched> ShardMapBatching::batch(const BatchArgs& a_in) const {
   const std::vector<bool> on = batched_of(a.operands, 0, a.operands.size());
   ir::Specs in_specs = a.attrs.get<ir::Specs>("in_specs"),
             out_specs = a.attrs.get<ir::Specs>("out_specs");
-  // As JAX: the axes the examples split over are vmap's; the map's specs may not name them.
+  // As JAX: the axes the examples split over are vmap's; the map's specs may not name them
+  // (unless jax_disable_vmap_shmap_error, vma_options.h).
   for (const ir::Specs* specs : {&in_specs, &out_specs}) {
+    if (detail::vmap_shmap_error_disabled()) break;
     for (const auto& spec : *specs) {
       for (const auto& ax : spec.axes()) {
         detail::check(std::find(a.axis.spmd.begin(), a.axis.spmd.end(), ax) == a.axis.spmd.end(),

@@ -5,6 +5,7 @@
 
 #include "core/errors.h"
 #include "core/scalar.h"
+#include "trace/loop_carries.h"
 #include "trace/vma_options.h"
 
 namespace partix::detail {
@@ -29,6 +30,20 @@ std::atomic<bool> g_drop_one_device_axes{false};
 
 bool drop_one_device_axes() { return g_drop_one_device_axes.load(); }
 bool set_drop_one_device_axes(bool on) { return g_drop_one_device_axes.exchange(on); }
+
+namespace {
+std::atomic<bool> g_auto_pcast{true};
+}
+
+bool auto_pcast() { return g_auto_pcast.load(); }
+bool set_auto_pcast(bool on) { return g_auto_pcast.exchange(on); }
+
+namespace {
+std::atomic<bool> g_vmap_shmap_error_disabled{false};
+}
+
+bool vmap_shmap_error_disabled() { return g_vmap_shmap_error_disabled.load(); }
+bool set_vmap_shmap_error_disabled(bool on) { return g_vmap_shmap_error_disabled.exchange(on); }
 
 static bool one_device(const TraceState& t, const std::string& axis) {
   return t.manual_mesh && t.manual_mesh->has_axis(axis) && t.manual_mesh->axis_size(axis) == 1;
@@ -190,6 +205,17 @@ std::vector<Array> bind(const prim::Primitive& p, const std::vector<Array>& inpu
     if (p.typing().joins_operand_varying() && instr.inputs.size() > 1) {
       std::set<std::string> all;
       for (const auto& s : in_vary) all.insert(s.begin(), s.end());
+      if (!auto_pcast() && !loose_carries() &&
+          std::any_of(in_vary.begin(), in_vary.end(), [&](const auto& v) { return v != all; })) {
+        std::vector<std::string> sets;
+        for (const auto& v : in_vary)
+          sets.push_back("{" + fmt::format("{}", fmt::join(v, ", ")) + "}");
+        fail(p.name(),
+             "Primitive {} requires varying manual axes to match, but got [{}] (jax_auto_pcast "
+             "is off: make them match with lax.pcast(..., to='varying'), or pass check_vma=False "
+             "to shard_map)",
+             p.name(), fmt::join(sets, ", "));
+      }
       for (size_t k = 0; k < instr.inputs.size(); ++k) {
         if (in_vary[k] == all) continue;
         ir::Strings missing;

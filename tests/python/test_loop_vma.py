@@ -161,3 +161,51 @@ def test_size_one_axes_leave_the_varying_set_with_the_option():
   # refuses the out_specs, as without the option.
   with pytest.raises(jax.PartixError, match="out_specs which require replication"):
     g(data)
+
+
+# ---- jax_auto_pcast (on by default) ----
+
+def test_without_auto_pcast_mismatched_operands_are_refused():
+  mesh = jax.make_mesh((2,), ("i",), axis_types=(AxisType.Auto,))
+  x, y = np.arange(4., dtype=np.float32), np.ones(2, np.float32)  # y whole on each device
+
+  def mul(a, b):
+    return a * b
+  f = smap(mesh, mul, (P("i"), P()), P("i"))
+  fixed = smap(mesh, lambda a, b: a * lax.pcast(b, "i", to="varying"), (P("i"), P()), P("i"))
+  loose = jax.shard_map(mul, mesh=mesh, in_specs=(P("i"), P()), out_specs=P("i"),
+                        check_vma=False)
+  want = x * np.tile(y, 2)
+  np.testing.assert_array_equal(np.asarray(f(x, y)), want)  # on: an implicit pvary
+  jax.config.update("jax_auto_pcast", False)
+  try:
+    for g in (f, jax.jit(f)):
+      with pytest.raises(jax.PartixError, match=r"Primitive mul requires varying manual axes "
+                         r"to match, but got \[\{i\}, \{\}\]"):
+        g(x, y)
+    np.testing.assert_array_equal(np.asarray(fixed(x, y)), want)
+    np.testing.assert_array_equal(np.asarray(loose(x, y)), want)
+    # grad of the well-typed program
+    grad = jax.grad(lambda a: jnp.sum(fixed(a, y)))(jnp.asarray(x))
+    np.testing.assert_array_equal(np.asarray(grad), np.tile(y, 2))
+  finally:
+    jax.config.update("jax_auto_pcast", True)
+  np.testing.assert_array_equal(np.asarray(jax.jit(f)(x, y)), want)  # on again: traced anew
+
+
+def test_vmap_spmd_axis_name_in_a_shard_map_spec_and_the_flag():
+  mesh = jax.make_mesh((2,), ("i",), axis_types=(AxisType.Auto,))
+
+  def f(x, y):
+    return jax.shard_map(lambda a, b: a + lax.all_gather(b, "i", tiled=True), mesh=mesh,
+                         in_specs=(P(None), P("i")), out_specs=P(None), check_vma=False)(x, y)
+  g = jax.vmap(f, in_axes=(0, None), spmd_axis_name="i")
+  xs, y = jnp.arange(32).reshape(4, 8), jnp.arange(8)
+  with pytest.raises(jax.PartixError, match="vmap spmd_axis_name cannot appear in shard_map"):
+    g(xs, y)
+  jax.config.update("jax_disable_vmap_shmap_error", True)
+  try:
+    out = g(xs, y)
+  finally:
+    jax.config.update("jax_disable_vmap_shmap_error", False)
+  np.testing.assert_array_equal(np.asarray(out), np.asarray(xs) + np.arange(8))

@@ -224,3 +224,17 @@ def test_jit_refuses_shardings_on_the_empty_mesh():
     with pytest.raises(jax.PartixError, match=r"\[jit\] (in|out)_shardings got an empty "
                        r"NamedSharding"):
       jax.jit(lambda x: (x, x), **kw)
+
+
+def test_process_local_data_as_a_pytree_on_8_devices():
+  mesh = jax.make_mesh((8,), ("x",), axis_types=(AxisType.Auto,))
+  s = NamedSharding(mesh, P("x"))
+  data = {"w": np.arange(16.).reshape(8, 2), "b": [np.arange(8), np.ones(8, np.float32)]}
+  out = jax.make_array_from_process_local_data(s, data, {"w": (8, 2), "b": (8,)})
+  assert out["w"].sharding == s and out["b"][0].sharding == s
+  np.testing.assert_array_equal(np.asarray(out["w"]), data["w"])
+  np.testing.assert_array_equal(np.asarray(out["b"][1]), data["b"][1])
+  with pytest.raises(jax.PartixError, match=r"global_shape \(9,\) does not fit"):
+    jax.make_array_from_process_local_data(s, data["b"], (9,))
+  with pytest.raises(jax.PartixError, match="does not match the structure"):
+    jax.make_array_from_process_local_data(s, data, {"w": (8, 2)})

@@ -18,7 +18,7 @@ from partix._src import tree_util as tu
 from partix._src.core import (Array, PartixError, PartixTypeError, core, host_block, to_numpy,
                               wrap)
 from partix._src.sharding import (AxisType, Mesh, NamedSharding, PartitionSpec, Device, _mesh_contexts,
-                                  get_mesh, to_sharding, use_mesh)
+                                  get_abstract_mesh, get_mesh, to_sharding, use_mesh)
 from partix._src.tracing import (ShapeDtypeStruct, _keep_tree, _leaf_core, _lock, _out_leaves,
                                  _tree_ids, _trees, make_jaxpr)
 from partix._src.tracing import with_out_sharding as _with_out_sharding
@@ -37,8 +37,8 @@ _jit_events = [0, 0]
 _explain = [False]
 
 # Options a trace depends on, part of every jit signature (JAX's include_in_jit_key flags):
-# [jax_remove_size_one_mesh_axis_from_type].
-_trace_options = [False]
+# one tuple (jax_remove_size_one_mesh_axis_from_type, jax_auto_pcast), replaced on a change.
+_trace_options = [(False, True)]
 _log = logging.getLogger("partix.jit")
 
 
@@ -1000,6 +1000,24 @@ def _eval_shape(fun, args, kwargs, api, options):
 
 # ---- placement ----
 
+# Eager shard_map bodies being traced on this thread (a device_put onto one device inside such
+# a body is refused, as JAX's eager rule; under jit it is ignored).
+_eager_bodies = threading.local()
+
+
+@contextlib.contextmanager
+def eager_shard_map_body():
+  _eager_bodies.depth = getattr(_eager_bodies, "depth", 0) + 1
+  try:
+    yield
+  finally:
+    _eager_bodies.depth -= 1
+
+
+def _in_manual_body():
+  return _core.is_tracing() and bool(getattr(get_abstract_mesh(), "manual_axes", ()))
+
+
 def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
   """jax.device_put: host data or arrays (a pytree) placed with a sharding (NamedSharding,
   PartitionSpec on the current mesh, or a Device); device may be a matching pytree prefix."""
@@ -1010,6 +1028,12 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
     targets = _expand_prefix(device, treedef, "device_put", "device")
   out = []
   for leaf, t in zip(leaves, targets):
+    if isinstance(t, Device) and _in_manual_body():  # a shard_map body: one device is no place
+      if getattr(_eager_bodies, "depth", 0):
+        raise PartixError("[device_put] device_put with explicit device not allowed within "
+                          f"shard_map-decorated functions, but got device {t}")
+      out.append(Array(core(leaf, api="device_put")))  # under jit: ignored, as in JAX
+      continue
     if not isinstance(leaf, Array) and isinstance(t, (Device, NamedSharding, PartitionSpec)):
       # Host data goes straight onto its devices: none holds it whole on the way.
       place = _core.single_device_sharding(t._d) if isinstance(t, Device) else to_sharding(
@@ -1146,9 +1170,36 @@ def device_get(x):
 
 
 def make_array_from_process_local_data(sharding, local_data, global_shape=None):
-  s = to_sharding(sharding, "make_array_from_process_local_data")
-  return Array(_core.make_array_from_process_local_data(
-      s._s, core(local_data), list(global_shape) if global_shape is not None else None))
+  """jax.make_array_from_process_local_data: this process's part of each global array, placed
+  with sharding. local_data may be a pytree of arrays; global_shape None, one shape for every
+  leaf, or a pytree prefix of local_data whose leaves are shapes."""
+  api = "make_array_from_process_local_data"
+  s = to_sharding(sharding, api)
+
+  def one(x, g):
+    try:
+      return Array(_core.make_array_from_process_local_data(
+          s._s, core(x, api=api), list(g) if g is not None else None))
+    except PartixError as e:
+      if g is None:
+        raise
+      raise PartixError(f"[{api}] global_shape {tuple(g)} does not fit the local data of "
+                        f"shape {np.shape(x)}: {str(e).split('] ', 1)[-1]}") from None
+
+  def is_shape(g):
+    return g is None or (isinstance(g, (tuple, list)) and all(
+        isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in g))
+
+  if isinstance(local_data, (Array, np.ndarray, np.generic, int, float)):
+    return one(local_data, global_shape)
+  try:
+    return tu.tree_map(lambda g, sub: tu.tree_map(lambda x: one(x, g), sub), global_shape,
+                       local_data, is_leaf=is_shape)
+  except PartixError as e:
+    if f"[{api}]" in str(e):
+      raise
+    raise PartixError(f"[{api}] global_shape {global_shape!r} does not match the structure of "
+                      f"local_data: {e}") from None
 
 
 def _constrain(x, sharding, api):

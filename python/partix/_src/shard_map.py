@@ -8,7 +8,8 @@ import numpy as np
 
 from partix import _core
 from partix._src import tree_util as tu
-from partix._src.api import Jitted, _keep_tree, _leaf_core, _out_leaves, _trees
+from partix._src.api import (Jitted, _keep_tree, _leaf_core, _out_leaves, _trees,
+                             eager_shard_map_body)
 from partix._src.core import Array, PartixError, PartixTypeError, wrap
 from partix._src.sharding import (AxisType, Mesh, NamedSharding, PartitionSpec,
                                   get_abstract_mesh, get_mesh)
@@ -298,11 +299,13 @@ def shard_map(f=None, mesh=None, in_specs=Infer, out_specs=_REQUIRED, check_rep=
     else:  # leaves passed through: not hashable in general, so traced per call
       rebuild = _Rebuild(treedef, which, [x for x, w in zip(leaves, which) if not w])
       if not _core.is_tracing():
-        return Jitted(impl, None, None, (0, 1, 2, 3), None, None, None, api, api=api)(
-            m, specs, rebuild, manual, *dyn)
+        with eager_shard_map_body():
+          return Jitted(impl, None, None, (0, 1, 2, 3), None, None, None, api, api=api)(
+              m, specs, rebuild, manual, *dyn)
     if _core.is_tracing():
       return impl(m, specs, rebuild, manual, *dyn)
-    return cached(m, specs, rebuild, manual, *dyn)
+    with eager_shard_map_body():  # called eagerly: its body is traced for this call
+      return cached(m, specs, rebuild, manual, *dyn)
   return mapped
 
 

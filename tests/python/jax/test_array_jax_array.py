@@ -152,11 +152,7 @@ LOCAL_DATA = [("no_global_shape", np.arange(10).reshape(2, 5), None),
 
 
 @pytest.mark.parametrize("data,global_shape", [
-    pytest.param(d, g, id=n, marks=() if n == "no_global_shape" else
-                 pytest.mark.xfail(strict=True, reason=(
-                     "partix's make_array_from_process_local_data takes one array, not a "
-                     'pytree of local data (with a global_shape prefix)')))
-    for n, d, g in LOCAL_DATA])
+    pytest.param(d, g, id=n) for n, d, g in LOCAL_DATA])
 def test_array_from_local_data_single_host(data, global_shape):
   out = jax.make_array_from_process_local_data(jax.devices()[0], data, global_shape)
   jax.tree.map(assert_equal, data, out)
@@ -172,11 +168,7 @@ BAD_GLOBAL = [("global_shape_prefix", {"a": np.arange(10).reshape(2, 5)}, (2, 8)
 
 
 @pytest.mark.parametrize("data,global_shape,phrase",
-                         [pytest.param(d, g, m, id=n, marks=pytest.mark.xfail(
-                             strict=True, reason=(
-                                 "partix's make_array_from_process_local_data takes one "
-                                 'array, not a pytree of local data (with a global_shape '
-                                 'prefix)'))) for n, d, g, m in BAD_GLOBAL])
+                         [pytest.param(d, g, m, id=n) for n, d, g, m in BAD_GLOBAL])
 def test_array_from_local_data_single_host_invalid_global_shape(data, global_shape, phrase):
   with pytest.raises(Exception, match=phrase):
     jax.make_array_from_process_local_data(jax.devices()[0], data, global_shape)

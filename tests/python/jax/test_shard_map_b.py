@@ -387,10 +387,6 @@ def test_jaxpr_shardings_with_no_outputs():
   assert_arrays_equal(g(np.arange(32)), expected.astype(np.int32))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's eager device_put(1, jax.devices()[0]) inside a shard_map body fails with "
-    "\"[NamedSharding] mesh axis 'i' in P('i') is not in Mesh()\", not JAX's ValueError "
-    "naming 'got device'"))
 def test_device_put():
   mesh = create_mesh((4,), ("i",))
 

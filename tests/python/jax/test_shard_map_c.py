@@ -869,8 +869,6 @@ def _vmap_of_all_gather_shmap(mesh):
   return jax.vmap(f, in_axes=(0, None), spmd_axis_name='i')
 
 
-@pytest.mark.xfail(strict=True, reason="partix.vmap does not reject spmd_axis_name naming a "
-                   "mesh axis the shard_map inside maps (it runs without error)")
 def test_temporary_error_suppression_flag():
   mesh = create_mesh((2,), ('i',))
   y = jnp.arange(8)

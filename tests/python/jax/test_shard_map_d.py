@@ -1295,9 +1295,6 @@ def test_repeat_shmap_vmap_spmd_axis_names():
   assert_equal(out, np.repeat(np.arange(8), 10).reshape(4, 20).astype(np.int32))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix ignores jax_auto_pcast=False: varying * invariant inside jax.smap still casts "
-    "automatically, with no 'requires varying manual axes to match' error"))
 @pytest.mark.parametrize("jit", [True, False])
 def test_no_auto_pcast_config(jit):
   with explicit_mesh((2,), "i"):
