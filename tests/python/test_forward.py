@@ -283,3 +283,19 @@ def test_pullbacks_and_jacobians_trace_fun_once(xw):
   assert len(calls) == 1
   for a, b in zip(jr, jf):
     np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+
+
+def test_make_jaxpr_equations_and_traced_avals():
+  # eqns: the top-level instructions (constants are literals, a loop's body is its own)
+  j = jax.make_jaxpr(lambda x, c: jax.lax.scan(lambda a, b: (a + b * 2.0, a), c, x))(
+      jnp.arange(8.), 0.0)
+  assert [str(e.primitive) for e in j.eqns] == ["scan"]
+  (eqn,) = j.eqns
+  assert eqn.params["length"] == "8" and len(eqn.outvars) == 2 and len(eqn.invars) == 2
+  j = jax.make_jaxpr(lambda x: jnp.sin(x).sum(axis=0) * 3)(jnp.ones((3, 4)))
+  assert [e.primitive.name for e in j.eqns] == ["sin", "reduce_sum", "mul"]
+  assert j.eqns[1].params["axes"] == "[0]"
+  assert j.eqns[1].invars == j.eqns[0].outvars  # the sum reads the sine
+  t = jax.jit(lambda x, y=1.0: x * y).trace(jnp.arange(4.), y=jnp.float32(2.0))
+  pos, kw = t.in_avals
+  assert [a.shape for a in pos] == [(4,)] and set(kw) == {"y"} and kw["y"].shape == ()

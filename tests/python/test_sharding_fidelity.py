@@ -238,3 +238,16 @@ def test_process_local_data_as_a_pytree_on_8_devices():
     jax.make_array_from_process_local_data(s, data["b"], (9,))
   with pytest.raises(jax.PartixError, match="does not match the structure"):
     jax.make_array_from_process_local_data(s, data, {"w": (8, 2)})
+
+
+def test_lowering_an_aval_without_sharding_takes_in_shardings():
+  import partix.core as jcore
+  mesh = jax.make_mesh((4, 2), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
+  aval = jcore.ShapedArray((8, 8), np.int32)
+  assert aval.sharding.mesh.empty and aval.sharding.spec == P(None, None)
+  s = NamedSharding(mesh, P(("x", "y")))
+  exe = jax.jit(lambda a, b: a @ b, in_shardings=(s, s), out_shardings=s).lower(aval, aval).compile()
+  x = jnp.arange(64, dtype=jnp.int32).reshape(8, 8)
+  out = exe(x, x)
+  np.testing.assert_array_equal(np.asarray(out), np.asarray(x) @ np.asarray(x))
+  assert out.sharding == s

@@ -17,7 +17,7 @@ from partix._src import transfer_guard
 from partix._src import tree_util as tu
 from partix._src.core import (Array, PartixError, PartixTypeError, core, host_block, to_numpy,
                               wrap)
-from partix._src.sharding import (AxisType, Mesh, NamedSharding, PartitionSpec, Device, _mesh_contexts,
+from partix._src.sharding import (AbstractMesh, AxisType, Mesh, NamedSharding, PartitionSpec, Device, _mesh_contexts,
                                   get_abstract_mesh, get_mesh, to_sharding, use_mesh)
 from partix._src.tracing import (ShapeDtypeStruct, _keep_tree, _leaf_core, _lock, _out_leaves,
                                  _tree_ids, _trees, make_jaxpr)
@@ -413,6 +413,11 @@ class Traced:
   @property
   def jaxpr(self):
     return self._jaxpr()
+
+  @property
+  def in_avals(self):
+    """The arguments' types: (positional, keyword), as the call's tree."""
+    return self._lowered.in_avals
 
   @property
   def out_info(self):
@@ -1306,6 +1311,8 @@ class ShapedArray:
     self.shape = tuple(t.shape)
     self.dtype = dtypes.from_core(t.dtype) if t.dtype in dtypes._FROM_CORE else t.dtype
     self.sharding = NamedSharding._wrap(t.sharding) if t.sharding is not None else None
+    if dtype is not None and sharding is None:  # as JAX's: no mesh yet (the empty one)
+      self.sharding = NamedSharding(AbstractMesh((), ()), PartitionSpec(*[None] * len(self.shape)))
     self._str = t.to_string()
     self.mat = ManualAxisType(varying=varying)
 

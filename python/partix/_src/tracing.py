@@ -3,6 +3,7 @@
 the result trees kept for the C++ side, JAX's out_sharding= on ops, and make_jaxpr."""
 import functools
 import itertools
+import re
 import threading
 
 import numpy as np
@@ -143,8 +144,11 @@ def _leaf_core(x, api, path=None, place=None):
   if isinstance(x, (np.ndarray, np.generic, bool, int, float)):
     return core(x, api=api)
   if hasattr(x, "shape") and hasattr(x, "dtype") and not callable(x):  # an aval, duck-typed
+    s = getattr(x, "sharding", None)
+    if isinstance(s, NamedSharding) and getattr(s.mesh, "empty", False):
+      s = None  # a type with no sharding (ShapedArray(shape, dtype)): placed by the program
     try:
-      return ShapeDtypeStruct(x.shape, x.dtype, getattr(x, "sharding", None))._core()
+      return ShapeDtypeStruct(x.shape, x.dtype, s)._core()
     except (PartixError, TypeError, ValueError):
       pass
   where = f" {path}" if path else ""
@@ -191,9 +195,61 @@ def with_out_sharding(api, operands, out_sharding, make):
     return call()
 
 
+class Primitive:
+  """An equation's primitive: its name (str() too, as JAX's)."""
+  __slots__ = ("name",)
+
+  def __init__(self, name):
+    self.name = name
+
+  def __str__(self):
+    return self.name
+
+  __repr__ = __str__
+
+  def __eq__(self, other):
+    return isinstance(other, Primitive) and other.name == self.name or other == self.name
+
+  def __hash__(self):
+    return hash(self.name)
+
+
+class JaxprEqn:
+  """One instruction of the program: primitive, invars and outvars (partix's value names, %3),
+  params (the attributes as the program text writes them)."""
+  __slots__ = ("primitive", "invars", "outvars", "params")
+
+  def __init__(self, primitive, invars, outvars, params):
+    self.primitive, self.invars, self.outvars, self.params = primitive, invars, outvars, params
+
+  def __repr__(self):
+    return f"{', '.join(self.outvars)} = {self.primitive}({', '.join(self.invars)})"
+
+
+_INSTR = re.compile(r"^  (%\d+(?:, %\d+)*) = (\w+)\(([^)]*)\)(?: \{(.*?)\})? : ")
+
+
+def _equations(text):
+  """The top-level instructions of a program text, as equations. Constants are not equations
+  (JAX writes scalar constants as literals and arrays as constvars); a region's instructions
+  belong to its loop or branch."""
+  out = []
+  for line in text.splitlines():
+    m = _INSTR.match(line)
+    if m is None or m.group(2) == "constant":
+      continue
+    params = {}
+    for item in re.findall(r"(\w+)=((?:<[^>]*>|\[[^\]]*\]|[^,])*)", m.group(4) or ""):
+      params[item[0]] = item[1].strip()
+    out.append(JaxprEqn(Primitive(m.group(2)), [v.strip() for v in m.group(3).split(",") if
+                                               v.strip()], m.group(1).split(", "), params))
+  return out
+
+
 class Jaxpr:
   """make_jaxpr's result: str() is partix's program text of the traced function (global shapes,
-  before partitioning); in_avals/out_avals are ShapeDtypeStructs."""
+  before partitioning); in_avals/out_avals are ShapeDtypeStructs; eqns its top-level
+  instructions (JaxprEqn)."""
 
   def __init__(self, text, in_avals, out_avals, out_tree):
     self.text, self.in_avals, self.out_avals, self.out_tree = text, in_avals, out_avals, out_tree
@@ -201,6 +257,10 @@ class Jaxpr:
   @property
   def jaxpr(self):
     return self
+
+  @property
+  def eqns(self):
+    return _equations(self.text)
 
   def pretty_print(self, **_):
     return self.text

@@ -664,8 +664,6 @@ def test_compiled_out_info():
   assert out_info.sharding == NamedSharding(mesh, P('x'))
 
 
-@pytest.mark.xfail(strict=True, reason="partix's Traced.jaxpr has no eqns and Traced has "
-                   "no in_avals")
 def test_jit_trace():
   traced = jax.jit(lambda x: x * 2).trace(jnp.arange(8, dtype=jnp.int32))
   assert len(traced.jaxpr.eqns) == 1

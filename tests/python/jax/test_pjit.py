@@ -775,9 +775,6 @@ def test_static_argnums():
     assert f(1, "bye") == 5
 
 
-@pytest.mark.xfail(strict=True, reason="partix's lower() takes a ShapedArray without sharding "
-                   "as committed to NamedSharding(Mesh(), P()) and refuses it against "
-                   "in_shardings P(('x', 'y')) ('device_put it first')")
 def testLowerCompileWithAvals():
   with with_mesh((("x", 4), ("y", 2))):
     from jax import core, stages
