@@ -47,7 +47,7 @@ from partix._src.transfer_guard import (transfer_guard,  # noqa: E402,F401
                                         transfer_guard_device_to_device,
                                         transfer_guard_device_to_host,
                                         transfer_guard_host_to_device)
-from partix import (ad_checkpoint, checkpoint_policies, ckpt, core,  # noqa: E402
+from partix import (ad_checkpoint, checkpoint_policies, ckpt, core, extend,  # noqa: E402
                     custom_derivatives, debug, distributed, experimental, lax, nn, numpy,
                     profiler, random, scipy, sharding, stages, tree, tree_util, typing)
 from partix.dtypes import float0  # noqa: E402,F401

@@ -47,6 +47,8 @@ MODULES = {
     "jax.checkpoint_policies": "partix.checkpoint_policies",
     "jax.test_util": "partix.test_util",
     "jax.core": "partix.core",
+    "jax.extend": "partix.extend",
+    "jax.extend.core": "partix.extend.core",
     "jax.stages": "partix.stages",
     # Orbax's checkpoint API over partix's checkpoints (docs/orbax.md).
     "orbax": "partix.orbax",

@@ -1,6 +1,7 @@
 """partix.core: the type names of jax.core that programs use (ShapedArray, ManualAxisType,
 Tracer)."""
 from partix._src.api import ManualAxisType, ShapedArray  # noqa: F401
+from partix._src.tracing import ClosedJaxpr, Jaxpr, JaxprEqn, eval_jaxpr  # noqa: F401
 from partix._src.core import Array as _Array
 
 

@@ -1,6 +1,7 @@
 // vjp's pullback, forward mode (jvp, linearize) and make_jaxpr's program text. Python functions
 // are traced by the C++ tracer calling back into them with the GIL taken again; each returns
 // its result leaves (Python keeps the result tree).
+#include "autodiff/traced_program.h"
 #include "bind.h"
 
 namespace partix::python {
@@ -47,6 +48,18 @@ void bind_forward(nb::module_& m) {
     nb::gil_scoped_release release;
     detail::JvpOutput out = detail::jvp_engine(primals, tangents, python_fn(f));
     return std::make_pair(out.outputs, out.tangents);
+  });
+
+  // make_jaxpr's program as a value: text, captured arrays (consts) and evaluation.
+  nb::class_<detail::TracedProgram>(m, "TracedProgram")
+      .def_ro("text", &detail::TracedProgram::text)
+      .def_ro("captures", &detail::TracedProgram::captures)
+      .def("eval", [](const detail::TracedProgram& p, const Leaves& args) {
+        return interruptible([&] { return detail::eval_program(p, args); });
+      });
+  m.def("trace_program", [](const Leaves& leaves, nb::callable f) {
+    nb::gil_scoped_release release;
+    return detail::trace_program(leaves, python_fn(f));
   });
 
   m.def("trace_text", [](const Leaves& leaves, nb::callable f) {

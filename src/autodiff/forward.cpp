@@ -6,6 +6,7 @@
 // J t = grad over u of <VJP(u), t>, a gradient of the backward pass (nested reverse mode, which
 // every primitive's VJP supports since each is written with ops). This costs one forward pass
 // (saved) and two backward passes: the pullback's, and the gradient of it.
+#include "autodiff/traced_program.h"
 #include "autodiff/vjp.h"
 #include "core/errors.h"
 #include "ir/program.h"
@@ -189,6 +190,35 @@ std::string trace_text(const std::vector<Array>& leaves, const LeavesFn& f) {
   ir::PrintOptions o;
   o.full_literals = false;
   return ir::to_text(ts->program(), o);
+}
+
+TracedProgram trace_program(const std::vector<Array>& leaves, const LeavesFn& f) {
+  auto ts = trace_leaves("make_jaxpr", leaves, f);
+  ir::PrintOptions o;
+  o.full_literals = false;
+  TracedProgram out;
+  out.program = std::make_shared<const ir::Program>(ts->program());
+  out.captures = ts->captures();
+  out.text = ir::to_text(*out.program, o);
+  return out;
+}
+
+std::vector<Array> eval_program(const TracedProgram& p, const std::vector<Array>& args) {
+  const ir::Program& prog = *p.program;
+  check(args.size() == prog.params.size(), "eval_jaxpr",
+        "the program takes {} values (arguments, then consts) but got {}", prog.params.size(),
+        args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    const ir::Aval& want = prog.aval(prog.params[i]);
+    check(args[i].valid() && args[i].shape() == want.shape && args[i].dtype() == want.dtype,
+          "eval_jaxpr", "value {} is {}{} but the program's parameter is {}", i,
+          args[i].valid() ? dtype_name(args[i].dtype()) : "nothing",
+          args[i].valid() ? shape_to_string(args[i].shape()) : "", want.to_string());
+  }
+  const std::vector<Array> env = autodiff::evaluate(prog, args);
+  std::vector<Array> out;
+  for (int v : prog.results) out.push_back(env[v]);
+  return out;
 }
 
 }  // namespace detail

@@ -299,3 +299,26 @@ def test_make_jaxpr_equations_and_traced_avals():
   t = jax.jit(lambda x, y=1.0: x * y).trace(jnp.arange(4.), y=jnp.float32(2.0))
   pos, kw = t.in_avals
   assert [a.shape for a in pos] == [(4,)] and set(kw) == {"y"} and kw["y"].shape == ()
+
+
+def test_eval_jaxpr_and_jaxpr_as_fun_with_consts():
+  from partix.extend.core import jaxpr_as_fun
+  w = jnp.arange(4.) + 1.0  # captured: a const of the program
+  f = lambda x: jnp.sin(x) * w + 2.0
+  x = jnp.linspace(0.0, 1.0, 4)
+  closed = jax.make_jaxpr(f)(x)
+  assert len(closed.consts) == 1
+  np.testing.assert_allclose(np.asarray(closed.consts[0]), np.asarray(w))
+  (r,) = jax.core.eval_jaxpr(closed.jaxpr, closed.consts, x)
+  np.testing.assert_allclose(np.asarray(r), np.asarray(f(x)), rtol=1e-6)
+  (r2,) = jaxpr_as_fun(closed)(x * 2)
+  np.testing.assert_allclose(np.asarray(r2), np.asarray(f(x * 2)), rtol=1e-6)
+  # under jit and grad it is traced like the function
+  g = jax.grad(lambda v: jnp.sum(jaxpr_as_fun(closed)(v)[0]))(x)
+  np.testing.assert_allclose(np.asarray(g), np.cos(np.asarray(x)) * np.asarray(w), rtol=1e-5)
+  np.testing.assert_allclose(np.asarray(jax.jit(jaxpr_as_fun(closed))(x)[0]),
+                             np.asarray(f(x)), rtol=1e-6)
+  with pytest.raises(jax.PartixError, match=r"\[eval_jaxpr\] the program takes 2 values"):
+    jax.core.eval_jaxpr(closed.jaxpr, [], x)
+  with pytest.raises(jax.PartixError, match=r"\[eval_jaxpr\] value 0 is f32\[5\]"):
+    jax.core.eval_jaxpr(closed.jaxpr, closed.consts, jnp.ones(5))

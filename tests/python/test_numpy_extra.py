@@ -636,3 +636,17 @@ def test_ufunc_at_and_reduceat():
     U.reduceat(jnp.arange(5.0), np.array([[0, 2]]))
   with pytest.raises(PartixError, match=r"_f\.reduceat.*single integer axis.*None"):
     U.reduceat(jnp.arange(5.0), np.array([0, 2]), axis=None)
+
+
+def test_pad_constant_values_per_axis_and_traced():
+  # numpy's forms: a scalar, one (before, after) pair, one pair per axis (axis by axis, a
+  # later axis' values covering the corners); a traced scalar under jit.
+  x = np.arange(6.).reshape(2, 3)
+  for cv in (5.0, (1.0, 2.0), ((1.0, 2.0), (3.0, 4.0)), ((0.0, 0.0), (0.0, 0.0))):
+    np.testing.assert_array_equal(np.asarray(jnp.pad(x, [(1, 2), (2, 1)], constant_values=cv)),
+                                  np.pad(x, [(1, 2), (2, 1)], constant_values=cv))
+  f = jax.jit(lambda v, c: jnp.pad(v, 1, constant_values=c))
+  np.testing.assert_array_equal(np.asarray(f(jnp.asarray(x), jnp.float32(7))),
+                                np.pad(x, 1, constant_values=7.0))
+  with pytest.raises(jax.PartixError, match=r"\[pad\] constant_values .* does not broadcast"):
+    jnp.pad(x, 1, constant_values=((1.0, 2.0, 3.0),))

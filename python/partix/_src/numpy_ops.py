@@ -856,8 +856,34 @@ def pad(array, pad_width, mode="constant", constant_values=0):
         idx = np.pad(np.arange(a.shape[ax], dtype=np.int32), (before, after), mode=mode)
         a = take(a, asarray(idx), axis=ax)
     return a
-  return _w(_core.pad(a._a, [int(x) for x in pw[:, 0]], [int(x) for x in pw[:, 1]],
-                      float(constant_values)))
+  if isinstance(constant_values, Array) and constant_values._a.is_tracer():
+    # A traced fill value: pad with zeros, then fill where the padding mask says.
+    cv = asarray(constant_values, api="pad")
+    if cv.ndim:
+      raise PartixError(f"[pad] a traced constant_values must be a scalar, got {cv._aval_str()}")
+    lo, hi = [int(x) for x in pw[:, 0]], [int(x) for x in pw[:, 1]]
+    inside = _w(_core.pad(ones(a.shape, bool)._a, lo, hi, 0.0))
+    return where(inside, _w(_core.pad(a._a, lo, hi, 0.0)), astype(cv, a.dtype))
+  try:  # numpy's: a scalar, a (before, after) pair, or one pair per axis
+    cv = np.broadcast_to(np.asarray(constant_values, dtype=np.float64), (a.ndim, 2)) if a.ndim \
+        else np.zeros((0, 2))
+  except (TypeError, ValueError) as e:
+    raise PartixError(f"[pad] constant_values {constant_values!r} does not broadcast to "
+                      f"({a.ndim}, 2): {e}") from None
+  if a.ndim == 0 or (cv == cv.flat[0]).all():
+    value = float(cv.flat[0]) if a.ndim else float(np.asarray(constant_values))
+    return _w(_core.pad(a._a, [int(x) for x in pw[:, 0]], [int(x) for x in pw[:, 1]], value))
+  # Axis by axis, each side with its own value, as numpy (a later axis' padding covers the
+  # corners of an earlier one's).
+  out = a._a
+  for ax in range(a.ndim):
+    for side in (0, 1):
+      width = int(pw[ax, side])
+      if width:
+        lo, hi = [0] * a.ndim, [0] * a.ndim
+        (lo if side == 0 else hi)[ax] = width
+        out = _core.pad(out, lo, hi, float(cv[ax, side]))
+  return _w(out)
 
 
 def roll(a, shift, axis=None):

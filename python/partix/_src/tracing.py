@@ -251,12 +251,18 @@ class Jaxpr:
   before partitioning); in_avals/out_avals are ShapeDtypeStructs; eqns its top-level
   instructions (JaxprEqn)."""
 
-  def __init__(self, text, in_avals, out_avals, out_tree):
+  def __init__(self, text, in_avals, out_avals, out_tree, program=None):
     self.text, self.in_avals, self.out_avals, self.out_tree = text, in_avals, out_avals, out_tree
+    self._program = program
 
   @property
   def jaxpr(self):
     return self
+
+  @property
+  def consts(self):
+    """The arrays the traced function captured (the program's last parameters)."""
+    return [wrap(c) for c in self._program.captures] if self._program is not None else []
 
   @property
   def eqns(self):
@@ -270,6 +276,19 @@ class Jaxpr:
 
   def __repr__(self):
     return self.text
+
+
+ClosedJaxpr = Jaxpr  # make_jaxpr's result is both (its .jaxpr is itself, .consts its captures)
+
+
+def eval_jaxpr(jaxpr, consts, *args):
+  """jax.core.eval_jaxpr: the results (a list of leaves) of a make_jaxpr program on args (its
+  argument leaves) and consts (its captured arrays)."""
+  program = getattr(jaxpr, "_program", None)
+  if program is None:
+    raise PartixError(f"[eval_jaxpr] {type(jaxpr).__name__} is not a program from make_jaxpr")
+  cores = [_leaf_core(x, "eval_jaxpr") for x in list(args) + list(consts)]
+  return [wrap(o) for o in program.eval(cores)]
 
 
 def make_jaxpr(fun, static_argnums=(), axis_env=None, return_shape=False,
@@ -298,9 +317,9 @@ def make_jaxpr(fun, static_argnums=(), axis_env=None, return_shape=False,
       outs, got["tree"] = _out_leaves(fun(*full, **{**kwargs, **tkw}), "make_jaxpr")
       got["avals"] = [ShapeDtypeStruct(o.shape, Array(o).dtype) for o in outs]
       return outs
-    text = _core.trace_text(cores, traced)
+    program = _core.trace_program(cores, traced)
     in_avals = [ShapeDtypeStruct(c.shape, Array(c).dtype) for c in cores]
-    j = Jaxpr(text, in_avals, got["avals"], got["tree"])
+    j = Jaxpr(program.text, in_avals, got["avals"], got["tree"], program)
     if return_shape:
       return j, tu.tree_unflatten(got["tree"], got["avals"])
     return j

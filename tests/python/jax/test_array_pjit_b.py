@@ -312,8 +312,6 @@ def test_wsc_eager_different_order_devices():
     lax.with_sharding_constraint(inp, NamedSharding(mesh2, P('x')))
 
 
-@pytest.mark.xfail(strict=True, reason="partix provides no jax.extend module (jax.extend.core."
-                   "jaxpr_as_fun), and its make_jaxpr gives program text, not a ClosedJaxpr")
 def test_jaxpr_as_fun_fast_path():
   from jax.extend.core import jaxpr_as_fun
   f = jax.jit(lambda x: x * 2)
@@ -334,8 +332,6 @@ def test_jit_static_argnames_non_interned():
   assert out == 2
 
 
-@pytest.mark.xfail(strict=True, reason="partix provides no jax.extend module (jax.extend.core."
-                   "jaxpr_as_fun): importing it raises ImportError")
 def test_most_recent_executable_outer_inner_cache():
   from jax.extend.core import jaxpr_as_fun
   x = np.zeros((20, 20), dtype=jnp.float64)

@@ -535,8 +535,6 @@ def testAutodiffCache():
     assert count() == 0
 
 
-@pytest.mark.xfail(strict=True, reason="partix's jax.core has no eval_jaxpr: a jaxpr from "
-                   "make_jaxpr cannot be evaluated (partix's make_jaxpr gives program text)")
 def testEvalJaxpr():
   # JAX evaluates the jaxpr through the private core.jaxpr_as_fun; the public way is
   # jax.core.eval_jaxpr.
