@@ -1,5 +1,7 @@
 """vjp, jvp, linearize, jacrev/jacfwd/hessian, linear_transpose and make_jaxpr against numpy
 finite differences and closed forms: pytrees, has_aux, jit composition, 8 devices, bad input."""
+import functools
+
 import numpy as np
 import pytest
 
@@ -322,3 +324,28 @@ def test_eval_jaxpr_and_jaxpr_as_fun_with_consts():
     jax.core.eval_jaxpr(closed.jaxpr, [], x)
   with pytest.raises(jax.PartixError, match=r"\[eval_jaxpr\] value 0 is f32\[5\]"):
     jax.core.eval_jaxpr(closed.jaxpr, closed.consts, jnp.ones(5))
+
+
+def test_custom_jvp_with_symbolic_zeros_rule():
+  from partix.custom_derivatives import SymbolicZero
+
+  @jax.custom_jvp
+  def f(a, b):
+    return a * b
+
+  @functools.partial(f.defjvp, symbolic_zeros=True)
+  def f_jvp(primals, tangents):
+    (a, b), (da, db) = primals, tangents
+    y = f(a, b)
+    dy = jnp.zeros_like(y)
+    if not isinstance(da, SymbolicZero):
+      dy = dy + da * b * 10.0  # the rule's own derivative, to see that it is used
+    if not isinstance(db, SymbolicZero):
+      dy = dy + a * db
+    return y, dy
+
+  a, b = jnp.arange(3.0), jnp.full(3, 2.0)
+  y, dy = jax.jvp(lambda x: f(x, b), (a,), (jnp.ones(3),))
+  np.testing.assert_allclose(np.asarray(dy), np.full(3, 20.0))
+  z = SymbolicZero.from_primal_value(a)
+  assert z.shape == (3,) and np.asarray(z.zero()).sum() == 0

@@ -347,7 +347,11 @@ class Lowered:
 
   @property
   def in_avals(self):
-    return tu.tree_unflatten(self._sig.treedef, [ShapedArray(t) for t in self._types])
+    context = getattr(self, "_context", None) or [None] * len(self._types)
+    return tu.tree_unflatten(self._sig.treedef, [
+        ShapedArray(t) if m is None else ShapedArray(
+            tuple(t.shape), dtypes.from_core(t.dtype), sharding=NamedSharding(m, PartitionSpec()))
+        for t, m in zip(self._types, context)])
 
   def _donated_positions(self):
     n = self._statics[0]
@@ -760,6 +764,11 @@ class Jitted:
                       [(tuple(c.shape), c.dtype) for c in cores])
     lowered._out_avals = self._traces.avals.get(tid)
     lowered._types = [_core.type_of(c) for c in cores]
+    # An argument nothing placed (host data, an uncommitted array) is typed replicated on the
+    # mesh in context, as JAX's avals of such arguments are.
+    mesh = get_mesh()
+    lowered._context = [mesh if mesh is not None and not c.committed() and not c.is_abstract()
+                        else None for c in cores]
     n = len(args)
     static_pos = {a % n for a in self._static if -n <= a < n}
     lowered._statics = (n, {i: args[i] for i in static_pos},

@@ -166,6 +166,29 @@ def _cotangents(api, cts, call):
   return tuple(leaves)
 
 
+class SymbolicZero:
+  """jax.custom_derivatives.SymbolicZero: a tangent known to be zero, of the given type
+  (shape, dtype). partix's custom_jvp rules receive zero tangents as arrays instead; the class
+  exists for rules that test for it and for libraries that build one."""
+
+  def __init__(self, aval):
+    self.aval = aval
+
+  shape = property(lambda self: tuple(self.aval.shape))
+  dtype = property(lambda self: self.aval.dtype)
+
+  def zero(self):
+    return jnp.zeros(self.shape, self.dtype)
+
+  @staticmethod
+  def from_primal_value(val):
+    a = jnp.asarray(val)
+    return SymbolicZero(a)
+
+  def __repr__(self):
+    return f"SymbolicZero({self.dtype}{list(self.shape)})"
+
+
 class custom_jvp:
   """jax.custom_jvp: `@f.defjvp` gives f a JVP rule jvp(primals, tangents) -> (primal_out,
   tangent_out), linear in the tangents (reverse mode transposes it); `f.defjvps(*fns)` gives one
@@ -180,6 +203,9 @@ class custom_jvp:
     self.jvp = None
 
   def defjvp(self, jvp, symbolic_zeros=False):
+    """The JVP rule jvp(primals, tangents) -> (primal_out, tangent_out). With
+    symbolic_zeros=True JAX may pass a SymbolicZero for a tangent known to be zero; partix
+    passes every tangent as an array (zeros where it is zero), which such rules handle too."""
     if not callable(jvp):
       raise PartixError("[custom_jvp] defjvp takes a function jvp(primals, tangents)")
     self.jvp = jvp

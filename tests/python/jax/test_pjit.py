@@ -647,9 +647,6 @@ def _pjit_xy():
   return pjit(_matmul_xy, in_shardings=P(("x", "y"),), out_shardings=P(("x", "y"),))
 
 
-@pytest.mark.xfail(strict=True, reason="partix's Lowered.in_avals carry NamedSharding(Mesh(), "
-                   "P()) (an empty mesh), so they differ from JAX's ShapedArray with the "
-                   "`with mesh:` mesh's abstract mesh and P()")
 def testLowerCompile():
   with with_mesh((("x", 2), ("y", 2))):
     mesh = create_mesh((2, 2), ("x", "y"))

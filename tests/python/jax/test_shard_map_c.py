@@ -1006,8 +1006,6 @@ def test_rep_none_canonicalization_again():
   assert_arrays_equal(f(jnp.zeros(100)), np.zeros((2, 51), np.float32))  # don't crash
 
 
-@pytest.mark.xfail(strict=True, reason="partix.custom_derivatives has no SymbolicZero and "
-                   "custom_jvp.defjvp has no symbolic_zeros=")
 def test_custom_jvp_symbolic_zeros():
   from jax.custom_derivatives import SymbolicZero
   mesh = create_mesh((4,), ('i',))
