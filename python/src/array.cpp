@@ -48,6 +48,28 @@ void bind_array_class(nb::module_& m) {
              }
              return out;
            })
+      // The address of the one local buffer of an array on one device (JAX's
+      // unsafe_buffer_pointer); refused for an array split or copied over several devices.
+      .def("buffer_pointer",
+           [](const Array& a) -> uintptr_t {
+             if (!a.valid() || !a.is_concrete() || a.impl()->donated) {
+               throw Error(
+                   "[Array.unsafe_buffer_pointer] the array has no buffer (deleted, "
+                   "donated or traced)");
+             }
+             const detail::Buffer* only = nullptr;
+             for (const detail::Buffer& b : a.impl()->shards) {
+               if (!b.valid()) continue;
+               if (only != nullptr) {
+                 throw Error(
+                     "[Array.unsafe_buffer_pointer] is supported only for arrays on one "
+                     "device; read each shard's (addressable_shards[i].data)");
+               }
+               only = &b;
+             }
+             if (only == nullptr) throw Error("[Array.unsafe_buffer_pointer] no local buffer");
+             return reinterpret_cast<uintptr_t>(only->data());
+           })
       // Copies the global value into dst (a uint8 view of a C-contiguous host buffer of
       // exactly nbytes); gathers across devices, with the GIL released.
       .def("copy_to",

@@ -251,3 +251,16 @@ def test_lowering_an_aval_without_sharding_takes_in_shardings():
   out = exe(x, x)
   np.testing.assert_array_equal(np.asarray(out), np.asarray(x) @ np.asarray(x))
   assert out.sharding == s
+
+
+def test_unsafe_buffer_pointer_tells_copies_from_views():
+  x = jnp.arange(8.)
+  assert x.unsafe_buffer_pointer() == x.unsafe_buffer_pointer() != 0
+  assert jnp.array(x, copy=True).unsafe_buffer_pointer() != x.unsafe_buffer_pointer()
+  mesh = jax.make_mesh((8,), ("x",), axis_types=(AxisType.Auto,))
+  s = jax.device_put(np.arange(16.), NamedSharding(mesh, P("x")))
+  with pytest.raises(jax.PartixError, match=r"unsafe_buffer_pointer\] is supported only for "
+                     r"arrays on one device"):
+    s.unsafe_buffer_pointer()
+  ptrs = {sh.data.unsafe_buffer_pointer() for sh in s.addressable_shards}
+  assert len(ptrs) == 8

@@ -86,6 +86,11 @@ class Array:
     """The block on the index-th addressable device, as a one-device Array."""
     return self.addressable_shards[index].data
 
+  def unsafe_buffer_pointer(self):
+    """The address of this one-device array's buffer (JAX's; for checking that two arrays do
+    or do not share memory). An array on several devices refuses: ask each shard's data."""
+    return int(self._a.buffer_pointer())
+
   @property
   def global_shards(self):
     return self.addressable_shards

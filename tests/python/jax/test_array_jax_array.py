@@ -513,9 +513,6 @@ def test_array_shards_committed():
     assert s.data.committed
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's Array has no unsafe_buffer_pointer() (jnp.array(arr, copy=True) does copy, "
-    'with the same shards)'))
 def test_array_jnp_array_copy_multi_device():
   arr, _ = create_array((8, 2), NamedSharding(_mesh42(), P("x", "y")))
   c_arr = jnp.array(arr, copy=True)
