@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import partix as jax
+from partix.experimental.pjit import pjit
 import partix.numpy as jnp
 from partix.sharding import NamedSharding, PartitionSpec as P
 
@@ -176,8 +177,15 @@ def test_partition_spec_under_mesh(mesh8, rng):
   assert out.sharding.spec == P("x")
   assert out.sharding.mesh.shape == mesh8.shape
   np.testing.assert_allclose(np.asarray(out), 2 * a)
-  with mesh8:
+  with jax.set_mesh(mesh8):
     out = jax.jit(lambda x: x + 1, out_shardings=P(None, "y"))(a)
+  assert out.sharding.spec == P(None, "y")
+  # As JAX 0.10: a legacy `with mesh:` is not the mesh jit reads PartitionSpecs against
+  # (pjit still reads it).
+  with mesh8:
+    with pytest.raises(jax.PartixError, match="jit requires a non-empty mesh in context"):
+      jax.jit(lambda x: x + 1, out_shardings=P(None, "y"))(a)
+    out = pjit(lambda x: x + 1, out_shardings=P(None, "y"))(a)
   assert out.sharding.spec == P(None, "y")
 
 

@@ -121,7 +121,7 @@ def test_mesh_objects(mesh8):
   m = Mesh(devs, ("x", "y"))
   assert m.shape == {"x": 4, "y": 2} and tuple(m.axis_names) == ("x", "y")
   assert m == mesh8
-  with m:
+  with jax.set_mesh(m):
     out = jax.jit(lambda v: v * 1, out_shardings=P("x"))(np.zeros((8, 2), np.float32))
     assert out.sharding.spec == P("x")
   m2 = jax.make_mesh((2, 4), ("a", "b"), axis_types=(jax.sharding.AxisType.Explicit,) * 2)

@@ -18,7 +18,8 @@ from partix._src import tree_util as tu
 from partix._src.core import (Array, PartixError, PartixTypeError, core, host_block, to_numpy,
                               wrap)
 from partix._src.sharding import (AbstractMesh, AxisType, Mesh, NamedSharding, PartitionSpec, Device, _mesh_contexts,
-                                  get_abstract_mesh, get_mesh, to_sharding, use_mesh)
+                                  get_abstract_mesh, get_mesh, legacy_mesh_only, to_sharding,
+                                  use_mesh)
 from partix._src.tracing import (ShapeDtypeStruct, _keep_tree, _leaf_core, _lock, _out_leaves,
                                  _tree_ids, _trees, make_jaxpr)
 from partix._src.tracing import with_out_sharding as _with_out_sharding
@@ -570,6 +571,14 @@ class Jitted:
     dyn_tree = tu.tree_structure(dyn)
     kw_tree = tu.tree_structure(dkw)
     api = self._api
+    if api == "jit" and legacy_mesh_only() and any(
+        isinstance(x, PartitionSpec) for x in tu.tree_leaves(
+            (self._in_shardings, self._out_shardings),
+            is_leaf=lambda y: isinstance(y, (NamedSharding, PartitionSpec)))):
+      raise PartixError(f"[{self._name}] jit requires a non-empty mesh in context for the "
+                        "PartitionSpecs of in_shardings/out_shardings: as in JAX 0.10, `with "
+                        "mesh:` does not set the mesh jit reads; use `with jax.set_mesh(mesh):` "
+                        "or give NamedShardings (experimental.pjit reads `with mesh:`)")
     ins = self._in_shardings
     if ins is None:
       in_list = []

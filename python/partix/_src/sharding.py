@@ -332,6 +332,7 @@ class Mesh:
     # The open contexts are the entering thread's (one Mesh may be entered on several threads).
     ctx = use_mesh(self)
     ctx.__enter__()
+    ctx.legacy_depth = len(_mesh_stack())  # the stack depth this `with mesh:` set
     _mesh_contexts().append(ctx)
     return self
 
@@ -736,6 +737,13 @@ class _SetMesh:
 
 def set_mesh(mesh):
   return _SetMesh(mesh)
+
+
+def legacy_mesh_only():
+  """Whether the current mesh comes from a `with mesh:` block alone, with no set_mesh /
+  use_mesh inside it: JAX 0.10's jit does not read such a mesh (pjit does)."""
+  ctxs = _mesh_contexts()
+  return bool(ctxs) and getattr(ctxs[-1], "legacy_depth", -1) == len(_mesh_stack())
 
 
 def get_mesh():

@@ -6,17 +6,20 @@ import functools
 
 from partix._src import tree_util as tu
 from partix._src.api import jit
-from partix._src.sharding import PartitionSpec, get_mesh
+from partix._src.sharding import NamedSharding, PartitionSpec, get_mesh
 
 __all__ = ["pjit"]
 
 _UNSPECIFIED = object()
 
 
-def _replicated_for_none(shardings):
+def _on_mesh(shardings, mesh):
+  """pjit's shardings under `with mesh:`: None is replicated (P()), and PartitionSpecs name
+  that mesh's axes (pjit reads the legacy context; jit does not)."""
   if shardings is None:
-    return PartitionSpec()
-  return tu.tree_map(lambda s: PartitionSpec() if s is None else s, shardings,
+    return NamedSharding(mesh, PartitionSpec())
+  return tu.tree_map(lambda s: NamedSharding(mesh, PartitionSpec() if s is None else s)
+                     if s is None or isinstance(s, PartitionSpec) else s, shardings,
                      is_leaf=lambda s: s is None or isinstance(s, PartitionSpec))
 
 
@@ -35,7 +38,7 @@ class _Pjit:
       opts = dict(self._options)
       for name, given in (("in_shardings", self._ins), ("out_shardings", self._outs)):
         if given is not _UNSPECIFIED:
-          opts[name] = _replicated_for_none(given) if mesh is not None else given
+          opts[name] = _on_mesh(given, mesh) if mesh is not None else given
       j = self._by_mesh[mesh] = jit(self._fun, **opts)
     return j
 

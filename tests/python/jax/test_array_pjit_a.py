@@ -1116,9 +1116,6 @@ def test_pjit_sin_nested():
     assert len(out.devices()) == 8
 
 
-@pytest.mark.xfail(strict=True, reason="partix's jax.jit resolves PartitionSpec in_shardings "
-                   "against a legacy `with mesh:` context; JAX 0.10.2's jit (unlike pjit) "
-                   "needs jax.set_mesh and raises 'jit requires a non-empty mesh in context'")
 def test_jit_with_mesh_context_manager():
   mesh = create_mesh((1,), ("x",))
   with pytest.raises(Exception, match="jit requires a non-empty mesh in context"):
