@@ -427,6 +427,21 @@ def spread(xs):
     return f"{statistics.median(xs):.1f} ({min(xs):.1f}..{max(xs):.1f})"
 
 
+def print_table(a, n_prompt, systems, rows, notes, how):
+    print(f"\nSmolLM2-135M f32, prompt {n_prompt} tokens, {a.max_tokens} new tokens, greedy, "
+          f"{a.reps} alternating repetitions{how}: tokens/s, median (min..max)")
+    names = {"partix": "partix", "jax_stream": "JAX stream", "jax_loop": "JAX fori_loop"}
+    head = ["devices", "phase"] + [names[s] for s in systems]
+    if not a.jax_only:
+        head += ["partix/JAX stream", "partix/JAX fori_loop"]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for r in rows:
+        print("| " + " | ".join(str(x) for x in r) + " |")
+    for line in notes:
+        print(line)
+
+
 def jax_worker(a):
     """--worker: one JAX system in this process alone: load, compile and warm up, then one
     timed generation; prints the warm-up and the timed run as JSON lines."""
@@ -538,18 +553,7 @@ def main():
                     row.append(f"{statistics.median(ratio):.2f} ({min(ratio):.2f}..{max(ratio):.2f})")
             rows.append(row)
         del jx
-    print(f"\nSmolLM2-135M f32, prompt {len(ids)} tokens, {a.max_tokens} new tokens, greedy, "
-          f"{a.reps} alternating repetitions: tokens/s, median (min..max)")
-    names = {"partix": "partix", "jax_stream": "JAX stream", "jax_loop": "JAX fori_loop"}
-    head = ["devices", "phase"] + [names[s] for s in systems]
-    if not a.jax_only:
-        head += ["partix/JAX stream", "partix/JAX fori_loop"]
-    print("| " + " | ".join(head) + " |")
-    print("|" + "---|" * len(head))
-    for r in rows:
-        print("| " + " | ".join(str(x) for x in r) + " |")
-    for line in notes:
-        print(line)
+    print_table(a, len(ids), systems, rows, notes, "")
 
 
 def main_isolated(a):
@@ -606,19 +610,8 @@ def main_isolated(a):
                              f"of weights at {statistics.median(frac):.0%} ({min(frac):.0%}..{max(frac):.0%}) of "
                              f"the {statistics.median([x['read_gbs'] for x in res['partix']]):.1f} GB/s "
                              "read bandwidth the bench measures")
-    print(f"\nSmolLM2-135M f32, prompt {len(ids)} tokens, {a.max_tokens} new tokens, greedy, "
-          f"{a.reps} alternating repetitions, each side in its own process with no other alive: "
-          "tokens/s, median (min..max)")
-    names = {"partix": "partix", "jax_stream": "JAX stream", "jax_loop": "JAX fori_loop"}
-    head = ["devices", "phase"] + [names[s] for s in systems]
-    if not a.jax_only:
-        head += ["partix/JAX stream", "partix/JAX fori_loop"]
-    print("| " + " | ".join(head) + " |")
-    print("|" + "---|" * len(head))
-    for r in rows:
-        print("| " + " | ".join(str(x) for x in r) + " |")
-    for line in notes + bandwidth:
-        print(line)
+    print_table(a, len(ids), systems, rows, notes + bandwidth,
+                ", each side in its own process with no other alive")
 
 
 if __name__ == "__main__":
