@@ -267,6 +267,27 @@ def _ptrs_accept(lam, u, v):
   return cand, quick | (~reject & full)
 
 
+def _count_or_reject(k, shape, small, done, count_step, reject_step):
+  """The rounds of a two-regime count sampler (float64 counts of shape `shape`). Round r draws
+  three keys from k: where `small`, count_step(state, key) advances a running state and says
+  whether the count stops at this round (the count is then r); elsewhere
+  reject_step(k_u, k_v) proposes a candidate and says whether it is accepted. Each element
+  keeps its first result (`done` ones start decided at 0); the loop ends when all have one."""
+  def body(st):
+    r, done, out, state = st
+    k_count, k_u, k_v = _split(_fold(k, r), 3)
+    state, stop = count_step(state, k_count)
+    cand, ok = reject_step(k_u, k_v)
+    take_small = small & stop & ~done
+    take_big = ~small & ok & ~done
+    out = jnp.where(take_small, jnp.astype(r, np.float64), jnp.where(take_big, cand, out))
+    return r + 1, done | take_small | take_big, out, state
+
+  init = (asarray(0, np.int32), done, jnp.zeros(shape, np.float64),
+          jnp.zeros(shape, np.float64))
+  return _while_loop(lambda st: ~jnp.all(st[1]), body, init)[2]
+
+
 def _poisson_loop(k, lam, shape):
   """Poisson(lam) counts (float64) for finite lam >= 0 (lam of shape shape, float64): rates
   below 10 count uniforms whose running product stays above exp(-lam) (Knuth: one uniform per
@@ -274,22 +295,12 @@ def _poisson_loop(k, lam, shape):
   small = lam < 10.0
   lam_big = jnp.where(small, 10.0, lam)
 
-  def body(state):
-    r, done, out, acc = state
-    k_knuth, k_u, k_v = _split(_fold(k, r), 3)
-    acc = acc + jnp.log(_open_uniform(k_knuth, shape, "f64"))
-    stop = small & (acc <= -lam)
-    cand, ok = _ptrs_accept(lam_big, _uniform(k_u, shape, "f64"),
-                            _open_uniform(k_v, shape, "f64"))
-    take_small = stop & ~done
-    take_big = ~small & ok & ~done
-    rf = jnp.astype(r, np.float64)
-    out = jnp.where(take_small, rf, jnp.where(take_big, cand, out))
-    return r + 1, done | take_small | take_big, out, acc
+  def knuth(acc, key):  # one more uniform in the running product (as a sum of logs)
+    acc = acc + jnp.log(_open_uniform(key, shape, "f64"))
+    return acc, acc <= -lam
 
-  init = (asarray(0, np.int32), lam == 0, jnp.zeros(shape, np.float64),
-          jnp.zeros(shape, np.float64))
-  return _while_loop(lambda st: ~jnp.all(st[1]), body, init)[2]
+  return _count_or_reject(k, shape, small, lam == 0, knuth, lambda k_u, k_v: _ptrs_accept(
+      lam_big, _uniform(k_u, shape, "f64"), _open_uniform(k_v, shape, "f64")))
 
 
 def poisson(key, lam, shape=None, dtype=None, *, out_sharding=None):
@@ -350,23 +361,12 @@ def _binomial_loop(k, n, q, shape):
   q_big = jnp.where(small, 0.5, q)
   log_fail = jnp.log1p(-q_small)
 
-  def body(state):
-    r, done, out, pos = state
-    k_geo, k_u, k_v = _split(_fold(k, r), 3)
-    gap = jnp.floor(jnp.log(_open_uniform(k_geo, shape, "f64")) / log_fail) + 1.0
-    pos = pos + gap
-    stop = small & (pos > n)
-    cand, ok = _btrs_accept(n_big, q_big, _uniform(k_u, shape, "f64"),
-                            _open_uniform(k_v, shape, "f64"))
-    take_small = stop & ~done
-    take_big = ~small & ok & ~done
-    rf = jnp.astype(r, np.float64)
-    out = jnp.where(take_small, rf, jnp.where(take_big, cand, out))
-    return r + 1, done | take_small | take_big, out, pos
+  def waiting_time(pos, key):  # the trial of the next success
+    pos = pos + jnp.floor(jnp.log(_open_uniform(key, shape, "f64")) / log_fail) + 1.0
+    return pos, pos > n
 
-  init = (asarray(0, np.int32), trivial, jnp.zeros(shape, np.float64),
-          jnp.zeros(shape, np.float64))
-  return _while_loop(lambda st: ~jnp.all(st[1]), body, init)[2]
+  return _count_or_reject(k, shape, small, trivial, waiting_time, lambda k_u, k_v: _btrs_accept(
+      n_big, q_big, _uniform(k_u, shape, "f64"), _open_uniform(k_v, shape, "f64")))
 
 
 def _binomial(k, n, p, shape, d):
