@@ -132,3 +132,16 @@ def test_keys_in_a_checkpoint_restore_onto_another_mesh(tmp_path):
   back = ckpt.restore(tmp_path, 1, target)
   assert back["rng"].shape == (8,) and back["rng"].sharding.spec == P("y")
   np.testing.assert_array_equal(data(back["rng"]), data(ks))
+
+
+def test_traced_64_bit_seeds_key_as_python_ints_under_x64():
+  seed = 2**40 + 5
+  jax.config.update("jax_enable_x64", True)
+  try:
+    traced = jax.jit(jax.random.key)(jnp.asarray(seed, dtype=jnp.int64))
+    np.testing.assert_array_equal(data(traced), data(jax.random.key(seed)))
+    np.testing.assert_array_equal(data(traced), [256, 5])
+  finally:
+    jax.config.update("jax_enable_x64", False)
+  np.testing.assert_array_equal(data(jax.jit(jax.random.key)(np.uint32(0xFFFFFFFF))),
+                                [0, 0xFFFFFFFF])

@@ -149,8 +149,7 @@ def from_seed(seed):
   if s.ndim:
     raise PartixTypeError(f"[random.key] key accepts a scalar seed, but was given an array of "
                           f"shape {s.shape} != (). Use jax.vmap for batching")
-  wide = np.dtype(s.dtype).itemsize == 8
-  lo = s.astype(np.uint32) if wide else s
-  hi = (s >> 32).astype(np.uint32) if wide else jnp.zeros_like(s)
-  words = jnp.stack([hi.astype(np.uint32), lo.astype(np.uint32)], axis=-1)
-  return KeyArray(jnp.astype(words, np.int32) if words.dtype != np.int32 else words)
+  # Each word's 32 bits, held as int32 (the integer converts keep the bits).
+  bits = lambda x: jnp.astype(jnp.astype(x, np.uint32), np.int32)  # noqa: E731
+  hi = bits(s >> 32) if np.dtype(s.dtype).itemsize == 8 else jnp.zeros(s.shape, np.int32)
+  return KeyArray(jnp.stack([hi, bits(s)], axis=-1))
