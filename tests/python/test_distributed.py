@@ -100,3 +100,56 @@ def test_host_local_arrays_on_one_process_are_global():
   x = jax.device_put(np.arange(4.0), jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("x")))
   assert mh.global_array_to_host_local_array(x, mesh, jax.sharding.PartitionSpec("x")) is x
   assert mh.host_local_array_to_global_array(x, mesh, jax.sharding.PartitionSpec("x")) is x
+
+
+_KEYS_AND_LOOPS = textwrap.dedent("""
+  import json, sys
+  import numpy as np
+  import partix as jax
+  import partix.numpy as jnp
+  from partix import lax, test_util
+  jax.distributed.initialize()
+  from partix.sharding import AxisType, NamedSharding, PartitionSpec as P
+  mesh = jax.make_mesh((jax.device_count(),), ("x",), axis_types=(AxisType.Auto,))
+  # Typed keys split over devices of both processes: each device draws with its own key.
+  ks = jax.device_put(jax.random.split(jax.random.key(7), 8), NamedSharding(mesh, P("x")))
+  draws = jax.jit(jax.vmap(lambda k: jax.random.normal(k, ())))(ks)
+  total = float(jax.jit(jnp.sum)(draws))
+  # jit wrappers of one function share their trace in every process.
+  def f(v):
+    return v * 3
+  with test_util.count_jit_traces() as traces:
+    for _ in range(3):
+      jax.jit(f)(draws)
+  # A shard_map loop whose carry is made varying first (JAX 0.10's rule), and the error
+  # without it.
+  def body(x):
+    acc = lax.pcast(jnp.zeros(x.shape[1:]), "x", to="varying")
+    return lax.fori_loop(0, 3, lambda i, c: c + x[0], acc)[None]
+  ok = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("x"), out_specs=P("x")))(
+      jax.device_put(np.ones((8, 2), np.float32), NamedSharding(mesh, P("x"))))
+  bad = jax.shard_map(lambda x: lax.fori_loop(0, 2, lambda i, c: c + x, jnp.zeros(x.shape)),
+                      mesh=mesh, in_specs=P("x"), out_specs=P("x"))
+  try:
+    bad(jax.device_put(np.ones(8, np.float32), NamedSharding(mesh, P("x"))))
+    err = "no error"
+  except jax.PartixError as e:
+    err = str(e)
+  with open(f"{sys.argv[1]}/keys{jax.process_index()}.json", "w") as fh:
+    json.dump({"total": total, "traces": traces(), "ok": float(jax.jit(jnp.sum)(ok)),
+               "devices": jax.device_count(), "err": err}, fh)
+""")
+
+
+@needs_mpirun
+def test_typed_keys_jit_cache_and_loop_rules_across_processes(tmp_path):
+  p = run_two_processes(tmp_path, _KEYS_AND_LOOPS)
+  assert p.returncode == 0, p.stdout + p.stderr
+  ks = jax.random.split(jax.random.key(7), 8)
+  want = sum(float(jax.random.normal(k, ())) for k in ks)
+  for pi in (0, 1):
+    got = json.loads((tmp_path / f"keys{pi}.json").read_text())
+    assert abs(got["total"] - want) < 1e-4
+    assert got["traces"] == 1
+    assert got["devices"] == 4 and got["ok"] == 4 * 2 * 3.0  # each device: 3 x its first row
+    assert "carry input and carry output must have equal types" in got["err"]
