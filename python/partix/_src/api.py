@@ -469,6 +469,10 @@ def _moved_onto(device, tree):
   return tu.tree_map(move, tree)
 
 
+# Jitted._call_arrays's answer when the general dispatch path must run instead.
+_GENERAL_PATH = object()
+
+
 class Jitted:
   """jit(f): traces f once per signature (tree structure, shapes, dtypes, shardings, static
   arguments), compiles it for the arguments' mesh and runs it."""
@@ -711,7 +715,7 @@ class Jitted:
       args, kwargs = _moved_onto(self._device, (args, kwargs))
     if not kwargs and not self._static and not self._static_names:
       fast = self._call_arrays(args)
-      if fast is not None:
+      if fast is not _GENERAL_PATH:
         return fast
     sig, cores, trace = self._prepare(args, kwargs, place=True)
     traced = _jit_events[1]
@@ -741,11 +745,12 @@ class Jitted:
   def _call_arrays(self, args):
     """The dispatch fast path: positional arguments that are all partix Arrays (no pytrees, no
     static arguments) need no flattening; their signature is found by their count alone (the
-    C++ cache then keys on shapes, dtypes and shardings). None: take the general path."""
+    C++ cache then keys on shapes, dtypes and shardings). _GENERAL_PATH: take the general path
+    (nothing has run; a function may return None)."""
     cores = []
     for a in args:
       if type(a) is not Array:
-        return None
+        return _GENERAL_PATH
       cores.append(a._a)
     # The current mesh is part of the signature (as in _state).
     fkey = (len(args), get_mesh(), _trace_options[0])
