@@ -32,6 +32,7 @@ from partix._src.api import (ShapeDtypeStruct, block_until_ready, checkpoint,  #
 from partix._src import api as _api  # noqa: E402
 from partix._src.core import Array, PartixError, Shard  # noqa: E402,F401
 from partix._src.batching import vmap  # noqa: E402,F401
+from partix._src.callbacks import pure_callback  # noqa: E402,F401
 from partix._src.custom_derivatives import (custom_gradient, custom_jvp,  # noqa: E402,F401
                                             custom_vjp)
 from partix._src.forward import (hessian, jacfwd, jacobian, jacrev, jvp,  # noqa: E402,F401

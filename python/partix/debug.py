@@ -1,9 +1,10 @@
-"""partix.debug: visualize_array_sharding and print (as jax.debug)."""
+"""partix.debug: visualize_array_sharding, print and callback (as jax.debug)."""
 import builtins
 
 import numpy as _np
 
 from partix import _core
+from partix._src import callbacks as _callbacks
 from partix._src.core import Array, PartixError
 from partix._src.tracing import ShapeDtypeStruct as _ShapeDtypeStruct
 
@@ -20,6 +21,12 @@ def visualize_sharding(shape, sharding, **kw):
   builtins.print(_core.visualize_sharding(a._a))
 
 
-def print(fmt, *args, **kwargs):  # noqa: A001
-  vals = [a if not isinstance(a, Array) or not a._a.is_tracer() else a for a in args]
-  builtins.print(fmt.format(*vals, **kwargs))
+def print(fmt, *args, ordered=False, partitioned=False, **kwargs):  # noqa: A001
+  """jax.debug.print: prints fmt.format(*args, **kwargs) with the values each time the program
+  runs (inside shard_map, once per device with its blocks); outside any trace, at once."""
+  _callbacks.debug_print(fmt, *args, ordered=ordered, partitioned=partitioned, **kwargs)
+
+
+def callback(callback, *args, ordered=False, partitioned=False, **kwargs):
+  """jax.debug.callback: calls callback with the values of args each time the program runs."""
+  _callbacks.debug_callback(callback, *args, ordered=ordered, partitioned=partitioned, **kwargs)

@@ -29,6 +29,7 @@ void bind_runtime(nb::module_& m);     // runtime.cpp: devices, profiler, distri
 void bind_models(nb::module_& m);      // models.cpp: llama, gpt2, optimizers
 void bind_checkpoint(nb::module_& m);  // checkpoint.cpp: save and restore pytrees
 void bind_forward(nb::module_& m);     // forward.cpp: vjp's pullback, jvp, make_jaxpr
+void bind_callbacks(nb::module_& m);   // callbacks.cpp: host callbacks (pure_callback, print)
 
 DType to_dtype(const std::string& name);
 Axes to_axes(const std::vector<std::string>& names);

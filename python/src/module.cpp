@@ -28,4 +28,5 @@ NB_MODULE(_core, m) {
   bind_models(m);
   bind_checkpoint(m);
   bind_forward(m);
+  bind_callbacks(m);
 }

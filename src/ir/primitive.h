@@ -59,6 +59,9 @@ class Primitive : protected Typing,
   // Communicates between devices: typed per mesh axis inside shard_map, never fused, never
   // run ahead of the other devices' instructions.
   virtual bool is_collective() const { return false; }
+  // Has an effect beyond its results (a host callback: a print, a write): dead-code elimination
+  // keeps it though nothing uses its results, and nothing merges or reorders two of them.
+  virtual bool has_effects() const { return false; }
   // Where the operands and results of an op that runs_regions() meet its regions' parameters
   // and results: sharding propagation, partitioning and cost analysis see through control flow
   // with it alone. Operands are [leading..., carries..., scanned..., the rest]; every region

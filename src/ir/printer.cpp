@@ -130,6 +130,16 @@ std::optional<Mesh> named_mesh(const Program& p) {
   return std::nullopt;
 }
 
+bool has_effects(const Instr& in) {
+  if (in.prim->has_effects()) return true;
+  for (const auto& r : in.regions) {
+    for (const Instr& inner : r->instrs) {
+      if (has_effects(inner)) return true;
+    }
+  }
+  return false;
+}
+
 void eliminate_dead_code(Program& p) {
   std::vector<bool> live(p.values.size(), false);
   for (int v : p.results) live[static_cast<size_t>(v)] = true;
@@ -138,7 +148,7 @@ void eliminate_dead_code(Program& p) {
     const Instr& in = p.instrs[i];
     bool needed = false;
     for (int o : in.outputs) needed = needed || live[static_cast<size_t>(o)];
-    if (!needed) continue;
+    if (!needed && !has_effects(in)) continue;
     keep[i] = true;
     for (int v : in.inputs) live[static_cast<size_t>(v)] = true;
   }

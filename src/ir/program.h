@@ -101,9 +101,12 @@ void verify(const Program& p);
 // looking inside regions too (a shard_map in a loop body); none if no instruction names one.
 std::optional<Mesh> named_mesh(const Program& p);
 
-// Drops instructions none of whose results is used (regions are kept or dropped whole). Every
-// primitive is pure, and every device runs the same program, so a dead collective is dead on
-// all of them.
+// Drops instructions none of whose results is used (regions are kept or dropped whole), except
+// those with effects (Primitive::has_effects, or an effect in one of their regions). Every
+// other primitive is pure, and every device runs the same program, so a dead collective is
+// dead on all of them.
 void eliminate_dead_code(Program& p);
+// Whether instruction `in` or any instruction in its regions has effects.
+bool has_effects(const Instr& in);
 
 }  // namespace partix::ir

@@ -7,20 +7,21 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <deque>
-#include <cstdlib>
-#include <string_view>
 #include <condition_variable>
+#include <cstdlib>
+#include <deque>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <system_error>
 #include <thread>
 
 #include "backend/cpu/thread_team.h"
 #include "core/device_registry.h"
-#include "core/fiber.h"
 #include "core/errors.h"
+#include "core/fiber.h"
 #include "partix/device.h"
+#include "prim/callback.h"
 
 namespace partix::runtime {
 
@@ -138,7 +139,8 @@ class FiberPool {
     }
     try {
       for (int i = 0; i < threads; ++i) {
-        threads_.emplace_back([this, i] { loop(static_cast<size_t>(i), teams_[static_cast<size_t>(i)].get()); });
+        threads_.emplace_back(
+            [this, i] { loop(static_cast<size_t>(i), teams_[static_cast<size_t>(i)].get()); });
       }
     } catch (...) {
       // A thread that could not start (no memory for its stack): those already running stop
@@ -150,7 +152,8 @@ class FiberPool {
   }
   ~FiberPool() { stop_and_join(); }
   // fibers[i] runs local device devices[i].
-  void submit(std::vector<std::unique_ptr<detail::Fiber>>&& fibers, const std::vector<size_t>& devices) {
+  void submit(std::vector<std::unique_ptr<detail::Fiber>>&& fibers,
+              const std::vector<size_t>& devices) {
     {
       std::lock_guard<SpinLock> lock(queue_mu_);
       for (size_t i = 0; i < fibers.size(); ++i) {
@@ -205,9 +208,9 @@ class FiberPool {
   void loop(size_t me, backend::cpu::ThreadTeam* team) {
     omp_set_num_threads(1);
     backend::cpu::ThreadTeam::set_current(team);
-    size_t idle_streak = 0;  // fibers found waiting in a row, nothing released meanwhile
+    size_t idle_streak = 0;     // fibers found waiting in a row, nothing released meanwhile
     size_t polling_streak = 0;  // fibers found polling another process in a row
-    bool steal = false;      // this thread's own fibers all wait: try another thread's
+    bool steal = false;         // this thread's own fibers all wait: try another thread's
     while (true) {
       Entry e;
       while (true) {
@@ -293,7 +296,8 @@ class FiberPool {
       }
       idle_.fetch_sub(1, std::memory_order_relaxed);
       // Bounded, so that waiting fibers see their collective timeouts.
-      if (detail::progress_epoch() == epoch) detail::wait_for_progress(epoch, std::chrono::milliseconds(2));
+      if (detail::progress_epoch() == epoch)
+        detail::wait_for_progress(epoch, std::chrono::milliseconds(2));
     }
   }
 
@@ -311,7 +315,7 @@ class FiberPool {
   }
 
   const bool idle_spin_;
-  SpinLock queue_mu_;  // queues_, home_
+  SpinLock queue_mu_;                      // queues_, home_
   std::vector<std::deque<Entry>> queues_;  // by thread
   std::vector<size_t> home_;               // by local device: the thread that last ran it
   std::atomic<size_t> queued_{0};
@@ -358,7 +362,7 @@ bool thread_per_device_mode() {
 
 struct DevicePool::Impl {
   std::vector<std::unique_ptr<Worker>> workers;  // by local device index
-  std::unique_ptr<FiberPool> fibers;  // one thread per core (at most one per device)
+  std::unique_ptr<FiberPool> fibers;             // one thread per core (at most one per device)
   // Devices held by a running program: programs on overlapping devices run one at a time (so
   // their tasks never queue in different orders on two workers and wait on each other in a
   // collective); programs on disjoint devices run at once.
@@ -372,7 +376,8 @@ DevicePool::DevicePool() : impl_(new Impl) {
   int threads = detail::threads_per_device();
   try {
     const bool per_device = thread_per_device_mode();
-    for (int i = 0; i < n; ++i) impl_->workers.push_back(std::make_unique<Worker>(threads, per_device));
+    for (int i = 0; i < n; ++i)
+      impl_->workers.push_back(std::make_unique<Worker>(threads, per_device));
     if (!per_device) {
       const int fiber_threads = std::max(1, std::min(n, detail::usable_cores()));
       impl_->fibers = std::make_unique<FiberPool>(
@@ -406,6 +411,11 @@ DevicePool& DevicePool::instance() {
 std::vector<std::exception_ptr> DevicePool::run(const std::vector<int>& device_ids,
                                                 const std::function<void(size_t)>& task) {
   if (g_forked.load(std::memory_order_relaxed)) fail_forked();
+  if (prim::in_host_callback()) {
+    throw Error(
+        "[host callback] a callback's function cannot run partix programs: its own program "
+        "holds the devices until it returns. Compute with numpy inside the callback.");
+  }
   const size_t n = device_ids.size();
   std::vector<std::exception_ptr> errors(n);
   std::mutex mu;
@@ -459,7 +469,8 @@ std::vector<std::exception_ptr> DevicePool::run(const std::vector<int>& device_i
   } else {
     // Fibers are made before any is submitted (making one may fail).
     std::vector<std::unique_ptr<detail::Fiber>> fibers;
-    for (size_t i = 0; i < n; ++i) fibers.push_back(std::make_unique<detail::Fiber>(std::move(tasks[i])));
+    for (size_t i = 0; i < n; ++i)
+      fibers.push_back(std::make_unique<detail::Fiber>(std::move(tasks[i])));
     impl_->fibers->submit(std::move(fibers), workers);
   }
   std::unique_lock<std::mutex> lock(mu);

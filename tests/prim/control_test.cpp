@@ -15,11 +15,13 @@ const std::set<std::string> kStructural = {"constant", "stop_gradient", "copy",
 // Primitives that depend on a device's mesh position, carry a region or exist only in
 // partitioned programs: checked by the collective, resharding, partitioner and autodiff tests
 // instead (storage_view by tests/spmd/quantized_reshard_test.cpp, the custom derivatives by
-// tests/autodiff/custom_derivatives_test.cpp).
+// tests/autodiff/custom_derivatives_test.cpp, the host callbacks by
+// tests/prim/callback_test.cpp).
 const std::set<std::string> kPerDevice = {"axis_index", "axis_slice", "pad_mask", "pvary",
                                           "unreduce", "shard_map", "remat", "scan", "fori_loop",
                                           "while_loop", "cond", "storage_view",
-                                          "custom_vjp_call", "custom_jvp_call"};
+                                          "custom_vjp_call", "custom_jvp_call", "pure_callback",
+                                          "effect_callback"};
 
 TEST(Control, IdentitiesCopyValuesAndDtypes) {
   Array x = from_vector<int64_t>({1, -2, int64_t{1} << 60}, {3});

@@ -153,3 +153,51 @@ def test_typed_keys_jit_cache_and_loop_rules_across_processes(tmp_path):
     assert got["traces"] == 1
     assert got["devices"] == 4 and got["ok"] == 4 * 2 * 3.0  # each device: 3 x its first row
     assert "carry input and carry output must have equal types" in got["err"]
+
+
+_CALLBACKS = textwrap.dedent("""
+  import json, sys, threading
+  import numpy as np
+  import partix as jax
+  import partix.numpy as jnp
+  from partix import lax
+  from partix.experimental import io_callback
+  jax.distributed.initialize()
+  from partix.sharding import AxisType, NamedSharding, PartitionSpec as P
+  mesh = jax.make_mesh((jax.device_count(),), ("x",), axis_types=(AxisType.Auto,))
+  x = jax.device_put(np.arange(8.0, dtype=np.float32), NamedSharding(mesh, P("x")))
+  seen, blocks, lock = [], [], threading.Lock()
+  def read(v):
+    seen.append(v.tolist())
+    return np.float32(v.sum() + 100 * jax.process_index())
+  # Outside shard_map an effect runs once in the job (on the mesh's first device) and every
+  # device gets its result.
+  r = jax.jit(lambda x: io_callback(read, jax.ShapeDtypeStruct((), jnp.float32), x) + 0 * x)(x)
+  local = [float(np.asarray(s.data)[0]) for s in r.addressable_shards]
+  # Inside shard_map each device calls with its own block.
+  def body(b):
+    def keep(i, v):
+      with lock:
+        blocks.append((int(i), v.tolist()))
+    jax.debug.callback(keep, lax.axis_index("x"), b)
+    return b
+  jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("x"), out_specs=P("x")))(x)
+  with open(f"{sys.argv[1]}/cb{jax.process_index()}.json", "w") as fh:
+    json.dump({"seen": seen, "local": local, "blocks": sorted(blocks),
+               "devices": jax.device_count()}, fh)
+""")
+
+
+@needs_mpirun
+def test_host_callbacks_across_processes(tmp_path):
+  p = run_two_processes(tmp_path, _CALLBACKS)
+  assert p.returncode == 0, p.stdout + p.stderr
+  got = [json.loads((tmp_path / f"cb{pi}.json").read_text()) for pi in (0, 1)]
+  assert got[0]["seen"] == [list(range(8))] and got[1]["seen"] == []
+  n = got[0]["devices"]
+  for g in got:
+    assert g["local"] == [28.0] * (n // 2)  # process 0's result, on every local device
+  k = 8 // n
+  blocks = got[0]["blocks"] + got[1]["blocks"]
+  assert sorted(blocks) == [[i, [float(v) for v in range(i * k, (i + 1) * k)]]
+                            for i in range(n)]

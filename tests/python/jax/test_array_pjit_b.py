@@ -678,7 +678,6 @@ def test_in_out_shardings_unconstrained_error():
     jax.jit(lambda x: x, in_shardings=NamedSharding(mesh, P(P.UNCONSTRAINED, 'x')))
 
 
-@pytest.mark.xfail(strict=True, reason="partix has no jax.experimental.io_callback")
 def test_empty_io_callback_under_shard_map():
   mesh = create_mesh((4,), 'i')
 

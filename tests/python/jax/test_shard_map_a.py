@@ -886,7 +886,6 @@ def test_shmap_abstract_mesh_errors():
                   out_specs=P("x"))(arr, arr_mesh2)
 
 
-@pytest.mark.xfail(strict=True, reason="jax.debug.print inside partix.shard_map prints once, at trace time, with placeholders ('instance Traced<i32[]> has value x=Traced<i32[2]>'), not once per device with values")
 @pytest.mark.parametrize("jit", [True, False])
 def test_debug_print_jit(jit, capfd):
   # jax.debug.print in the body prints once per device, with that device's axis_index.
@@ -911,7 +910,6 @@ def test_debug_print_jit(jit, capfd):
     assert f"instance {i} has value" in output
 
 
-@pytest.mark.xfail(strict=True, reason='partix has no jax.ShapeDtypeStruct.like and no jax.pure_callback')
 def test_pure_callback_return_multiple_arrays():
   with _explicit_mesh((2,), ("x",)):
     def host_kernel(arr):

@@ -59,9 +59,6 @@ def vma(x):
 
 # ---- 65-72: eager shard_map, keys, spec errors ----
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's jax.debug.print prints once at trace time ('x=Traced<i32[2]>'), not each "
-    "device's block at run time"))
 def test_debug_print_eager(capfd):
   # jax.debug.print inside an eager shard_map prints each device's block.
   mesh = Mesh(jax.devices(), ("i",))
