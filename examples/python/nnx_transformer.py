@@ -162,7 +162,9 @@ def pure_step(state, ids, targets):
   return nnx.state((model, optimizer)), loss
 
 
-lowered = jax.jit(pure_step, donate_argnums=0).lower(abstract_state, tokens, tokens)
+# Only AbstractMeshes here (no devices), so, as in JAX, the platform to lower for is named.
+lowered = jax.jit(pure_step, donate_argnums=0).trace(abstract_state, tokens, tokens).lower(
+    lowering_platforms=("cpu",))
 memory, cost = lowered.memory_analysis(), lowered.cost_analysis()
 n_params = sum(int(np.prod(a.shape))
                for a in jax.tree_util.tree_leaves(nnx.state(abstract, nnx.Param)))

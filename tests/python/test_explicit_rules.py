@@ -89,7 +89,7 @@ def test_auto_axes_over_one_axis_under_jit(xy):
     some_x = reshard(np.arange(16, dtype=np.float32).reshape(4, 4), P("X", "Y"))
     out = f(some_x)
     assert seen == ["float32[4@X,4@Y]", "float32[4,4@Y]", "float32[4@X,4@Y]"]
-    assert inner_mesh == ["Mesh('X': 2, 'Y': 4, axis_types=(Auto, Explicit))"]
+    assert inner_mesh == ["AbstractMesh('X': 2, 'Y': 4, axis_types=(Auto, Explicit))"]
     np.testing.assert_allclose(np.asarray(out), np.sin(np.arange(16).reshape(4, 4)) * 2 + 1,
                                rtol=1e-6)
 

@@ -358,10 +358,16 @@ def test_lower_compile(mesh8):
 
 
 def test_lower_abstract_mesh(mesh8):
-  am = jax.sharding.get_abstract_mesh() if False else mesh8.abstract_mesh
+  am = mesh8.abstract_mesh
   s = NamedSharding(am, P("x"))
-  l = jax.jit(lambda a: a.sum()).lower(jax.ShapeDtypeStruct((8, 4), jnp.float32, sharding=s))
+  sds = jax.ShapeDtypeStruct((8, 4), jnp.float32, sharding=s)
+  # As JAX: with only AbstractMeshes (no devices anywhere) the platform must be named.
+  with pytest.raises(jax.PartixError, match="lowering_platforms"):
+    jax.jit(lambda a: a.sum()).lower(sds)
+  l = jax.jit(lambda a: a.sum()).trace(sds).lower(lowering_platforms=("cpu",))
   assert l.as_text()
+  with jax.set_mesh(mesh8):  # a mesh in context gives the devices
+    assert jax.jit(lambda a: a.sum()).lower(sds).input_shardings[0].mesh == mesh8
 
 
 def test_eval_shape(mesh8):
@@ -466,7 +472,10 @@ def test_lower_on_abstract_mesh_shows_collective():
   am = jax.sharding.AbstractMesh((4, 2), ("x", "y"))
   a = jax.ShapeDtypeStruct((8, 4), jnp.float32, sharding=NamedSharding(am, P(None, "x")))
   b = jax.ShapeDtypeStruct((4, 2), jnp.float32, sharding=NamedSharding(am, P("x")))
-  text = jax.jit(lambda a, b: a @ b).lower(a, b).compile().as_text()
+  lowered = jax.jit(lambda a, b: a @ b).trace(a, b).lower(lowering_platforms=("cpu",))
+  assert "num_partitions = 8" in lowered.as_text()
+  assert lowered.memory_analysis().argument_size_in_bytes > 0  # planned without devices
+  text = lowered.compile(device_assignment=jax.devices()[:8]).as_text()
   assert "all_reduce" in text and "f32[8,1]" in text
   out = jax.eval_shape(lambda a: a * 2, a)
   assert out.shape == (8, 4) and out.sharding.spec == P(None, "x")

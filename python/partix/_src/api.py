@@ -1,6 +1,7 @@
 """jit, grad, value_and_grad, eval_shape, device_put and friends: Python callables over pytrees,
 traced by the C++ tracer (each call back into Python traces the function once per signature)."""
 import contextlib
+import copy
 import functools
 import inspect
 import itertools
@@ -18,8 +19,9 @@ from partix._src import tree_util as tu
 from partix._src.core import (Array, PartixError, PartixTypeError, core, host_block, to_numpy,
                               wrap)
 from partix._src.sharding import (AbstractMesh, AxisType, Mesh, NamedSharding, PartitionSpec, Device, _mesh_contexts,
-                                  get_abstract_mesh, get_mesh, legacy_mesh_only, to_sharding,
-                                  use_mesh)
+                                  _on_devices, concrete_context_mesh, concrete_sharding,
+                                  context_mesh, get_abstract_mesh, get_mesh, legacy_mesh_only,
+                                  set_mesh, to_sharding, use_mesh)
 from partix._src.tracing import (ShapeDtypeStruct, _keep_tree, _leaf_core, _lock, _out_leaves,
                                  _tree_ids, _trees, make_jaxpr)
 from partix._src.tracing import with_out_sharding as _with_out_sharding
@@ -185,8 +187,12 @@ def _children(p):
 class Compiled:
   """jit(f).lower(...).compile(): the compiled program; callable with the same arguments."""
 
-  def __init__(self, lowered):
+  def __init__(self, lowered, device_assignment=None, context=None):
     self._lowered = lowered
+    # compile(device_assignment=...) of a program lowered on an AbstractMesh: its devices, and
+    # the mesh in context it was lowered for them in (it runs in that context).
+    self._device_assignment = device_assignment
+    self._context = context
 
   def as_text(self):
     """The per-device program partix runs, with the collectives partitioning inserted."""
@@ -227,6 +233,12 @@ class Compiled:
     return self._lowered._l
 
   def __call__(self, *args, **kwargs):
+    if self._context is None:
+      return self._call(args, kwargs)
+    with set_mesh(self._context):
+      return self._call(args, kwargs)
+
+  def _call(self, args, kwargs):
     # As JAX: a compiled program runs only on arguments of the signature it was lowered for;
     # it takes the dynamic arguments only (the static ones are part of it).
     l = self._lowered
@@ -244,6 +256,15 @@ class Compiled:
     if sig is not l._sig or got != l._avals:
       raise PartixError(f"[Compiled] the arguments {got} (tree {sig.treedef}) differ from those "
                         f"it was compiled for {l._avals} (tree {l._sig.treedef})")
+    if self._device_assignment is not None:
+      want = sorted(d.id for d in self._device_assignment)
+      for i, c in enumerate(cores):
+        if c.committed() and not c.is_abstract():
+          have = sorted(d.id for d in c.sharding().mesh.devices)
+          if have != want:
+            where = sig.paths[i] if i < len(sig.paths) else f"leaf {i}"
+            raise PartixError(f"[Compiled] argument {where} is on device ids {have}, but the "
+                              f"program was compiled for device_assignment {want}")
     return l._jitted(*args, **kwargs)
 
 
@@ -315,9 +336,28 @@ class Lowered:
     self._out_avals = None
     self._types = []  # the arguments' _core types (jit(f).lower sets them)
     self._statics = (0, {}, {})  # (argument count, static positional, static keyword)
+    self._call = ((), {})  # the arguments it was lowered for (compile(device_assignment=))
+    self._platforms = None  # lower(lowering_platforms=...): recorded; partix's IR is the same
+    self._abstract_context = None  # the AbstractMesh in context when traced, if any
+    self._trace_context = None  # get_abstract_mesh() when traced
+
+  def _mesh(self):
+    """The core mesh the program runs on (None for a program with no arguments or results)."""
+    for s in list(self._l.in_shardings()) + list(self._l.out_shardings()):
+      return s.mesh
+    return None
+
+  def _on_abstract_mesh(self):
+    m = self._mesh()
+    return m is not None and m.is_abstract()
 
   def as_text(self, dialect=None):
-    return self._l.global_text()
+    # partix's own program text (not StableHLO), after one header line with the number of
+    # devices the program is partitioned over, as JAX's module attributes give it
+    # (mhlo.num_partitions). The header is written here; the program text is the C++ side's.
+    m = self._mesh()
+    n = m.size if m is not None else 1
+    return f"# num_partitions = {n}, num_replicas = 1\n" + self._l.global_text()
 
   def global_text(self):
     return self._l.global_text()
@@ -325,8 +365,49 @@ class Lowered:
   def fusions(self):
     return self._l.fusions()
 
-  def compile(self):
-    return Compiled(self)
+  def compile(self, compiler_options=None, *, device_assignment=None):
+    """The compiled program. A program lowered on an AbstractMesh only (no devices) compiles
+    for the devices of device_assignment (as many as the mesh has, in order); one lowered on
+    devices takes only those devices there. compiler_options are XLA's, which partix's
+    compiler has no use for."""
+    api = "Lowered.compile"
+    m = self._mesh()
+    if device_assignment is None:
+      if self._on_abstract_mesh():
+        raise PartixError(f"[{api}] device_assignment cannot be `None` during compilation. "
+                          "Please pass a tuple of devices to `.compile(device_assignment=)`: "
+                          f"the program was lowered on {Mesh._wrap(m)}, which has no devices")
+      return Compiled(self)
+    devs = _device_list(device_assignment, api)
+    if not self._on_abstract_mesh():
+      have = [d.id for d in m.devices] if m is not None else [_core.default_device().id]
+      if [d.id for d in devs] != have:
+        platform = lambda ds: (ds[0].platform if ds else "cpu").upper()  # noqa: E731
+        raise PartixError(
+            f"[{api}] device_assignment passed to `.compile` must match the device_assignment "
+            f"calculated from array shardings and out_shardings. Got device ids passed to "
+            f"compile {[d.id for d in devs]} on platform {platform(devs)} and devices ids "
+            f"calculated from array shardings and out_shardings {have} on platform "
+            f"{platform(list(m.devices) if m is not None else [])}")
+      return Compiled(self)
+    if m.size != len(devs):
+      s = NamedSharding._wrap(next(iter(list(self._l.in_shardings()) +
+                                        list(self._l.out_shardings()))))
+      raise PartixError(f"[{api}] The size of abstract mesh {m.size} in {s} must match the "
+                        f"length of device assignment: {len(devs)}")
+    # Lowered again with the abstract meshes laid over these devices, in the context it was
+    # traced in (its abstract mesh, now on these devices), so the trace recorded then is
+    # replayed (see Jitted._trace_fn).
+    args, kwargs = self._call
+    ctx = self._trace_context
+    if ctx is not None and not ctx.empty and ctx.size == len(devs):
+      context = _on_devices(ctx, devs)
+    else:
+      context = Mesh(np.empty((), dtype=object), ())  # JAX's empty mesh: no mesh in context
+    with set_mesh(context):
+      concrete = self._jitted._lower(args, kwargs, device_assignment=devs)
+    concrete._platforms = self._platforms
+    return Compiled(concrete, tuple(devs), context)
 
   def cost_analysis(self):
     return dict(self._l.cost_analysis())
@@ -351,7 +432,8 @@ class Lowered:
     context = getattr(self, "_context", None) or [None] * len(self._types)
     return tu.tree_unflatten(self._sig.treedef, [
         ShapedArray(t) if m is None else ShapedArray(
-            tuple(t.shape), dtypes.from_core(t.dtype), sharding=NamedSharding(m, PartitionSpec()))
+            tuple(t.shape), dtypes.from_core(t.dtype),
+            sharding=NamedSharding(m.abstract_mesh, PartitionSpec()))
         for t, m in zip(self._types, context)])
 
   def _donated_positions(self):
@@ -412,8 +494,28 @@ class Traced:
     self._lowered = lowered
     self._jaxpr = jaxpr
 
-  def lower(self):
-    return self._lowered
+  def lower(self, *, lowering_platforms=None, _private_parameters=None):
+    """The lowered program. One traced on AbstractMeshes only (no devices in its arguments,
+    shardings or context) needs lowering_platforms, as in JAX, unless an AbstractMesh is in
+    context (use_abstract_mesh: it stands for partix's devices). partix's program is the same
+    for every platform: the names are kept, not used."""
+    l = self._lowered
+    if lowering_platforms is not None:
+      if isinstance(lowering_platforms, str) or not isinstance(
+          lowering_platforms, (tuple, list)) or not lowering_platforms or not all(
+          isinstance(p, str) for p in lowering_platforms):
+        raise PartixError(f"[Traced.lower] lowering_platforms={lowering_platforms!r} must be a "
+                          "non-empty tuple of platform names, e.g. ('cpu',)")
+      l = copy.copy(l)
+      l._platforms = tuple(lowering_platforms)
+    elif l._on_abstract_mesh() and l._abstract_context is None:
+      raise PartixError(
+          "[Traced.lower] Passing lowering_platforms via jax.export or "
+          "jit(f).trace(*args).lower(lowering_platforms=...) is required when only AbstractMesh "
+          f"exists in a jitted computation. Got context mesh: {l._trace_context} ("
+          f"{self._lowered._jitted._name} was traced on {Mesh._wrap(l._mesh())}, with no devices "
+          "in its arguments, shardings or context)")
+    return l
 
   @property
   def jaxpr(self):
@@ -472,6 +574,104 @@ def _moved_onto(device, tree):
 # Jitted._call_arrays's answer when the general dispatch path must run instead.
 _GENERAL_PATH = object()
 
+# A shard_map instruction in a program's text (at any depth of its regions).
+_SHARD_MAP = re.compile(r"= shard_map\(")
+
+
+def _abstract_sharding(s):
+  return isinstance(s, NamedSharding) and s._s.mesh.is_abstract()
+
+
+def _onto(s, target):
+  """s, a sharding, on the mesh `target` stands for when s is on an AbstractMesh: one of the
+  same shape (its axis names, sizes and types) laid over target's devices; one of the same
+  axis sizes under other names renamed onto target's axes by position (partix's program has
+  one mesh; both place every block on the same device); else as it is."""
+  if target is None or not _abstract_sharding(s) or s.mesh == target:
+    return s
+  am = s.mesh
+  if am.shape_tuple == target.shape_tuple:
+    mesh = target if isinstance(target, AbstractMesh) else _on_devices(am, target)
+    return NamedSharding(mesh, s.spec, memory_kind=s._kind)
+  if am.axis_sizes == target.axis_sizes:
+    names = dict(zip(am.axis_names, target.axis_names))
+    rename = lambda e: e if e is None else names[e] if isinstance(e, str) else tuple(  # noqa
+        names[n] for n in e)
+    spec = PartitionSpec(*[rename(e) for e in s.spec],
+                         unreduced={names[n] for n in s.spec.unreduced} or None)
+    return NamedSharding(target, spec, memory_kind=s._kind)
+  if not isinstance(target, AbstractMesh) and am.size == target.size:
+    return NamedSharding(_on_devices(am, target), s.spec, memory_kind=s._kind)
+  return s
+
+
+def _device_list(devs, api):
+  if isinstance(devs, Device):
+    devs = (devs,)
+  try:
+    devs = list(devs)
+  except TypeError:
+    devs = [devs]
+  if not devs or not all(isinstance(d, Device) for d in devs):
+    raise PartixError(f"[{api}] device_assignment={devs!r} must be a non-empty tuple of partix "
+                      "Devices (jax.devices())")
+  if len({d.id for d in devs}) != len(devs):
+    raise PartixError(f"[{api}] device_assignment {[d.id for d in devs]} names a device twice")
+  return devs
+
+
+# The meshes of the jits this thread is tracing, innermost last: each a function giving the
+# concrete mesh its program runs on (or None), for shard_map(mesh=AbstractMesh) inside.
+_tracing = threading.local()
+
+
+def _trace_meshes():
+  stack = getattr(_tracing, "meshes", None)
+  if stack is None:
+    stack = _tracing.meshes = []
+  return stack
+
+
+def jit_trace_mesh():
+  """The concrete mesh the innermost jit being traced on this thread runs on, as far as its
+  arguments and shardings say (None if they name none)."""
+  stack = _trace_meshes()
+  f = stack[-1] if stack else None
+  return f() if f is not None else None
+
+
+def _abstract_leaf_key(x, c):
+  """An argument leaf's part of an abstract signature, as JAX's trace key sees it: shape,
+  dtype, weak type and, for an array committed to a sharding (or a ShapeDtypeStruct given
+  one), that sharding on its mesh's AbstractMesh (the devices left out). Host data that the
+  call places on in_shardings counts as unplaced."""
+  s = None
+  if isinstance(x, Array):
+    if not c.is_tracer() and c.committed():
+      s = c.sharding()
+  elif isinstance(x, ShapeDtypeStruct) and x._sharding is not None:
+    s = c.sharding()
+  placed = None
+  if s is not None:
+    placed = (Mesh._wrap(s.mesh).abstract_mesh, s.spec.to_string(), tuple(sorted(s.unreduced)))
+  weak = bool(getattr(x, "weak_type", isinstance(x, (int, float, complex)) and
+                      not isinstance(x, bool)))
+  return (tuple(c.shape), c.dtype, weak, placed)
+
+
+def _program_mesh(target, sig, cores):
+  if target is not None and not isinstance(target, AbstractMesh):
+    return target
+  for s in sig.places:
+    if s is not None and s.mesh.axis_names:
+      return Mesh._wrap(s.mesh)
+  for c in cores:
+    if not c.is_tracer() and not c.is_abstract() and not c.is_deleted() and c.committed():
+      m = c.sharding().mesh
+      if m.axis_names and not m.is_abstract():
+        return Mesh._wrap(m)
+  return None
+
 
 class Jitted:
   """jit(f): traces f once per signature (tree structure, shapes, dtypes, shardings, static
@@ -508,8 +708,14 @@ class Jitted:
     self._states = {}
     self._fast_sigs = {}  # by argument count: the signatures of the all-Array fast path
     self._traces = _Traces()
+    # Programs recorded per abstract signature, to replay for other devices (see _trace_fn).
+    self._replays = {}
     self._check_sharding_arg(in_shardings, "in_shardings")
     self._check_sharding_arg(out_shardings, "out_shardings")
+    # in_shardings / out_shardings on an AbstractMesh: they stand for a mesh of devices that
+    # each call finds (its arguments', or the one in context), part of the signature.
+    self._abstract_io = any(_abstract_sharding(x) for x in tu.tree_leaves(
+        (in_shardings, out_shardings), is_leaf=lambda y: isinstance(y, NamedSharding)))
 
   def _resolve(self, nums, names, what, both=False):
     """As JAX: given one of argnums and argnames, the other is inferred through the signature,
@@ -557,21 +763,25 @@ class Jitted:
       raise PartixError(f"[jit] static arguments must be hashable: {e}") from None
     return dyn, dkw, statics, skw, static_pos
 
-  def _state(self, dyn, dkw, statics, skw, static_pos, n_args):
-    leaves, treedef = tu.tree_flatten((dyn, dkw))
+  def _state(self, dyn, dkw, statics, skw, static_pos, n_args, target=None, leaves=None,
+             treedef=None):
+    if leaves is None:
+      leaves, treedef = tu.tree_flatten((dyn, dkw))
     # The current mesh is part of the signature: PartitionSpecs (in shardings, constraints,
-    # creation functions) resolve against it while tracing.
-    key = (treedef, statics, skw, get_mesh(), _trace_options[0])
+    # creation functions) resolve against it while tracing. So is the mesh that in_shardings /
+    # out_shardings on an AbstractMesh stand for (`target`, see _abstract_target).
+    key = (treedef, statics, skw, context_mesh(), _trace_options[0],
+           target if self._abstract_io else None)
     st = self._states.get(key)
     if st is None:
       with _lock:  # two threads calling at once build one state (and trace once)
         st = self._states.get(key)
         if st is None:
-          st = self._make_state(treedef, dyn, dkw, static_pos, n_args)
+          st = self._make_state(treedef, dyn, dkw, static_pos, n_args, target)
           self._states[key] = st
     return st, leaves
 
-  def _make_state(self, treedef, dyn, dkw, static_pos, n_args):
+  def _make_state(self, treedef, dyn, dkw, static_pos, n_args, target=None):
     dyn_tree = tu.tree_structure(dyn)
     kw_tree = tu.tree_structure(dkw)
     api = self._api
@@ -587,7 +797,7 @@ class Jitted:
     if ins is None:
       in_list = []
     elif isinstance(ins, (NamedSharding, PartitionSpec)):
-      in_list = [to_sharding(ins, api)._s]
+      in_list = [_onto(to_sharding(ins, api), target)._s]
     else:
       if not isinstance(ins, (tuple, list)):
         ins = (ins,)
@@ -596,7 +806,8 @@ class Jitted:
                           "positional (non-static) arguments")
       per = _expand_prefix(tuple(ins), dyn_tree, api, "in_shardings")
       per += [None] * kw_tree.num_leaves
-      in_list = [to_sharding(s, api)._s if s is not None else None for s in per]
+      in_list = [_onto(to_sharding(s, api), target)._s if s is not None else None
+                 for s in per]
     outs = self._out_shardings
     out_list, out_fn = [], None
     if outs is not None:
@@ -610,7 +821,7 @@ class Jitted:
           if sh is None:
             res.append(None)
             continue
-          sh = to_sharding(sh, api)
+          sh = _onto(to_sharding(sh, api), target)
           if i < len(shapes) and len(sh.spec) > len(shapes[i]):
             raise PartixError(f"[{api}] out_shardings: {sh.spec} has {len(sh.spec)} entries "
                               f"but result {i} has shape {shapes[i]}")
@@ -658,29 +869,75 @@ class Jitted:
           for p in tu.treedef_paths(kw_tree, "args")]
     return [rename(p) for p in tu.treedef_paths(dyn_tree, "args")] + kw
 
-  def _trace_fn(self, sig, args, kwargs, static_pos):
+  def _trace_fn(self, sig, args, kwargs, static_pos, mesh_of=None, replay_key=None):
     fun = self._fun
     api = self._api
     traces = self._traces
+    replays = self._replays
 
-    def trace(tracers):
+    def run(tracers):
       dyn, dkw = tu.tree_unflatten(sig.treedef, [wrap(t) for t in tracers])
       it = iter(dyn)
       full = [args[i] if i in static_pos else next(it) for i in range(len(args))]
       kw = dict(kwargs)
       kw.update(dkw)
       _jit_events[1] += 1
-      out = fun(*full, **kw)
-      cores, treedef = _out_leaves(out, api)
+      meshes = _trace_meshes()
+      meshes.append(mesh_of)
+      try:
+        out = fun(*full, **kw)
+      finally:
+        meshes.pop()
+      return _out_leaves(out, api)
+
+    def trace(tracers):
+      if replay_key is None:
+        cores, treedef = run(tracers)
+        return cores, traces.keep(treedef, cores)
+      # Shardings on AbstractMeshes: as JAX, the function is traced once per abstract
+      # signature (its AbstractMeshes, not the devices they stand for this time). Its program
+      # is recorded and replayed into the trace for other devices. (A constraint inside names a
+      # mesh, which in a program on another mesh of its size stands for that one; a shard_map
+      # runs on its own mesh only, so a program with one is traced again on the new devices.)
+      known = replays.get(replay_key)
+      if known is not None and known[0] is not None:
+        program, treedef = known
+      elif known is not None:
+        cores, treedef = run(tracers)
+        return cores, traces.keep(treedef, cores)
+      else:
+        box = {}
+
+        def record(ts):
+          cores, box["tree"] = run(ts)
+          return cores
+        program = _core.trace_program(list(tracers), record)
+        treedef = box["tree"]
+        replays[replay_key] = (None if _SHARD_MAP.search(program.text) else program, treedef)
+      cores = program.eval(list(tracers) + list(program.captures))
       return cores, traces.keep(treedef, cores)
     return trace
 
-  def _prepare(self, args, kwargs, place=False):
+  def _prepare(self, args, kwargs, place=False, device_assignment=None):
     dyn, dkw, statics, skw, static_pos = self._split(args, kwargs)
     if dkw and self._in_shardings is not None:
       raise PartixError(f"[{self._api}] keyword arguments {sorted(dkw)} cannot be passed when "
                         "in_shardings is given (as in JAX); pass them positionally")
-    sig, leaves = self._state(dyn, dkw, statics, skw, static_pos, len(args))
+    leaves, treedef = tu.tree_flatten((dyn, dkw))
+    target = None
+    if self._abstract_io or device_assignment is not None or isinstance(
+        context_mesh(), AbstractMesh) or any(
+        isinstance(x, ShapeDtypeStruct) and _abstract_sharding(x._sharding) for x in leaves):
+      target, leaves = self._abstract_target(leaves, device_assignment)
+      if place and isinstance(target, AbstractMesh) and not any(
+          isinstance(x, ShapeDtypeStruct) for x in leaves):
+        raise PartixError(f"[{self._name}] only AbstractMesh exists in this jitted computation "
+                          f"(its shardings are on {target}, and neither its arguments nor a "
+                          "mesh in context name devices), so it cannot run: place the "
+                          "arguments on a mesh of that shape, or call it under "
+                          "jax.set_mesh(mesh)")
+    sig, leaves = self._state(dyn, dkw, statics, skw, static_pos, len(args), target, leaves,
+                              treedef)
     paths = sig.paths
     # Host data with an in_sharding goes straight onto it when the program runs (no device
     # holds it whole first); lowering and shape evaluation copy nothing.
@@ -697,7 +954,78 @@ class Jitted:
     cores = [x._a if type(x) is Array else _leaf_core(
         x, self._api, paths[i] if i < len(paths) else None,
         places[i] if i < len(places) else None) for i, x in enumerate(leaves)]
-    return sig, cores, self._trace_fn(sig, args, kwargs, static_pos)
+    mesh_of = functools.partial(_program_mesh, target, sig, cores)
+    replay_key = None
+    if target is not None:
+      replay_key = (sig.treedef, statics, skw, get_abstract_mesh(), _trace_options[0],
+                    tuple(_abstract_leaf_key(x, c) for x, c in zip(leaves, cores)))
+    return sig, cores, self._trace_fn(sig, args, kwargs, static_pos, mesh_of, replay_key)
+
+  def _abstract_target(self, leaves, device_assignment):
+    """The mesh this call's shardings on AbstractMeshes stand for, as JAX concretizes them:
+    laid over the device assignment (compile(device_assignment=), else the devices of the first
+    sharding on devices among the arguments, in_shardings and out_shardings, else the concrete
+    mesh in context); without devices, the first AbstractMesh, or the one in context (the
+    program is lowered on it). Returns it and the argument leaves, ShapeDtypeStructs on
+    AbstractMeshes moved onto it."""
+    api = self._name
+    given = [s for s in tu.tree_leaves(
+        (self._in_shardings, self._out_shardings),
+        is_leaf=lambda y: isinstance(y, (NamedSharding, PartitionSpec)))
+        if isinstance(s, (NamedSharding, Device))]
+    abstract, source = [], None
+    for x in leaves:
+      s = None
+      if isinstance(x, Array):
+        a = x._a
+        if not a.is_tracer() and not a.is_deleted() and a.committed():
+          s = NamedSharding._wrap(a.sharding())
+      elif isinstance(x, ShapeDtypeStruct) and isinstance(x._sharding, NamedSharding):
+        s = x._sharding
+      if s is None:
+        continue
+      if s._s.mesh.is_abstract():
+        abstract.append(s)
+      elif source is None:
+        source = s
+    for s in given:
+      if isinstance(s, Device):
+        source = source or to_sharding(s, api)
+      elif s._s.mesh.is_abstract():
+        abstract.append(s)
+      elif source is None:
+        source = s
+    sizes = {s.mesh.size for s in abstract}
+    if len(sizes) > 1:
+      a, b = abstract[0], next(s for s in abstract if s.mesh.size != abstract[0].mesh.size)
+      raise PartixError(f"[{api}] AbstractMesh should be of the same size across all "
+                        f"shardings. Got {a.mesh} and {b.mesh}")
+    if device_assignment is not None:
+      devs = list(device_assignment)
+      target = None
+      for s in abstract:
+        if s.mesh.size != len(devs):
+          raise PartixError(f"[{api}] The size of abstract mesh {s.mesh.size} in {s} must match "
+                            f"the length of device assignment: {len(devs)}")
+      target = _on_devices(abstract[0].mesh, devs) if abstract else concrete_context_mesh()
+    else:
+      target = source.mesh if source is not None else concrete_context_mesh()
+      if target is not None and abstract and abstract[0].mesh.size != target.size:
+        raise PartixError(f"[{api}] AbstractMesh size: {abstract[0].mesh.size} does not match "
+                          f"the device assignment size: {target.size} ({abstract[0]} and the "
+                          f"devices of {source if source is not None else target})")
+      if target is None:  # no devices: the abstract meshes' (an AbstractMesh in context too)
+        ctx = context_mesh()
+        target = abstract[0].mesh if abstract else ctx if isinstance(ctx, AbstractMesh) else None
+    if target is None:
+      return None, leaves
+    out = []
+    for x in leaves:
+      if isinstance(x, ShapeDtypeStruct) and _abstract_sharding(x._sharding):
+        x = ShapeDtypeStruct(x.shape, x.dtype, _onto(x._sharding, target),
+                             weak_type=x.weak_type, vma=x.vma)
+      out.append(x)
+    return target, out
 
   def __call__(self, *args, **kwargs):
     if _core.is_tracing():  # nested jit: inline; its shardings become constraints
@@ -747,13 +1075,15 @@ class Jitted:
     static arguments) need no flattening; their signature is found by their count alone (the
     C++ cache then keys on shapes, dtypes and shardings). _GENERAL_PATH: take the general path
     (nothing has run; a function may return None)."""
+    if self._abstract_io:  # its shardings' mesh depends on the arguments' devices
+      return _GENERAL_PATH
     cores = []
     for a in args:
       if type(a) is not Array:
         return _GENERAL_PATH
       cores.append(a._a)
     # The current mesh is part of the signature (as in _state).
-    fkey = (len(args), get_mesh(), _trace_options[0])
+    fkey = (len(args), context_mesh(), _trace_options[0])
     sig = self._fast_sigs.get(fkey)
     miss = sig is None
     if miss:
@@ -761,7 +1091,8 @@ class Jitted:
       self._fast_sigs[fkey] = sig
     traced = _jit_events[1]
     outs, tid = sig.jit.call(cores, sig.counts, sig.key, sig.path_fn,
-                             self._trace_fn(sig, args, {}, ()))
+                             self._trace_fn(sig, args, {}, (), functools.partial(
+                                 _program_mesh, None, sig, cores)))
     if miss or _jit_events[1] != traced:
       _jit_events[0] += 1
       if _jit_events[1] != traced:
@@ -772,7 +1103,12 @@ class Jitted:
     return tu.tree_unflatten(tree, [Array(o) for o in outs])
 
   def lower(self, *args, **kwargs):
-    sig, cores, trace = self._prepare(args, kwargs)
+    """jit(f).lower(...): jit(f).trace(...).lower() (lowering_platforms are given to
+    Traced.lower)."""
+    return self.trace(*args, **kwargs).lower()
+
+  def _lower(self, args, kwargs, device_assignment=None):
+    sig, cores, trace = self._prepare(args, kwargs, device_assignment=device_assignment)
     l, tid = sig.jit.lower(cores, sig.counts, sig.key, sig.path_fn, trace)
     lowered = Lowered(l, self._traces.trees.get(tid), self, sig,
                       [(tuple(c.shape), c.dtype) for c in cores])
@@ -787,13 +1123,17 @@ class Jitted:
     static_pos = {a % n for a in self._static if -n <= a < n}
     lowered._statics = (n, {i: args[i] for i in static_pos},
                         {k: v for k, v in kwargs.items() if k in self._static_names})
+    lowered._call = (args, kwargs)
+    ctx = context_mesh()
+    lowered._abstract_context = ctx if isinstance(ctx, AbstractMesh) else None
+    lowered._trace_context = get_abstract_mesh()
     return lowered
 
   def trace(self, *args, **kwargs):
     """jit(f).trace(...): the traced program; .lower() gives Lowered, .out_info the results,
     .jaxpr the program text."""
     static = tuple(self._static)
-    return Traced(self.lower(*args, **kwargs),
+    return Traced(self._lower(args, kwargs),
                   lambda: make_jaxpr(self._fun, static_argnums=static)(*args, **kwargs))
 
   def eval_shape(self, *args, **kwargs):
@@ -807,10 +1147,11 @@ class Jitted:
     _shared_caches); a function or options that cannot be a key keep their own."""
     try:
       per = _shared_caches.setdefault(self._fun, {})
-      caches = per.setdefault(_frozen(options), (self._states, self._fast_sigs, self._traces))
+      caches = per.setdefault(_frozen(options), (self._states, self._fast_sigs, self._traces,
+                                                 self._replays))
     except Exception:  # noqa: BLE001 - unhashable or not weakly referable: no sharing
       return
-    self._states, self._fast_sigs, self._traces = caches
+    self._states, self._fast_sigs, self._traces, self._replays = caches
 
   def _cache_size(self):
     return sum(s.jit.trace_count for s in self._states.values())
@@ -1020,7 +1361,7 @@ def _eval_shape(fun, args, kwargs, api, options):
   j = Jitted(capture, options.get("in_shardings"), options.get("out_shardings"),
              options.get("static_argnums"), options.get("static_argnames"), None, None,
              getattr(fun, "__name__", api), api=api)
-  lowered = j.lower(*args, **kwargs)
+  lowered = j._lower(args, kwargs)
   shardings = [NamedSharding._wrap(s) for s in lowered._l.out_shardings()]
   return tu.tree_unflatten(lowered._out_tree, [ShapeDtypeStruct(s, d, sh)
                                                for (s, d), sh in zip(avals, shardings)])
@@ -1054,6 +1395,8 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
     targets = [device] * len(leaves)
   else:
     targets = _expand_prefix(device, treedef, "device_put", "device")
+  if not _core.is_tracing():  # (under a trace it is a constraint, which may stay abstract)
+    targets = [concrete_sharding(t, "device_put") for t in targets]
   out = []
   for leaf, t in zip(leaves, targets):
     if isinstance(t, Device) and _in_manual_body():  # a shard_map body: one device is no place
@@ -1121,7 +1464,8 @@ def make_array_from_callback(shape, sharding, data_callback):
   if _core.is_tracing():  # as JAX: its blocks are host data, which a trace does not have
     raise PartixError("[make_array_from_callback] jax.make_array_from_callback cannot be called "
                       "within a traced context (inside jit, grad, vmap or a shard_map body)")
-  s = to_sharding(sharding, "make_array_from_callback")
+  s = concrete_sharding(to_sharding(sharding, "make_array_from_callback"),
+                        "make_array_from_callback")
 
   def cb(index):
     return host_block(data_callback(tuple(slice(a, b) for a, b in index)),
@@ -1140,7 +1484,7 @@ def make_array_from_single_device_arrays(shape, sharding, arrays, *, dtype=None)
   if any(isinstance(a, Array) and a._a.is_tracer() for a in arrays):
     raise PartixError(f"[{api}] {api} requires a list of concrete arrays as input, but got "
                       "traced values (it cannot be used inside jit)")
-  s = to_sharding(sharding, api)
+  s = concrete_sharding(to_sharding(sharding, api), api)
   shape = tuple(int(d) for d in shape)
   if not arrays and dtype is None:
     raise PartixError(f"[{api}] If the Array has no addressable shards, `dtype` must be "
@@ -1202,7 +1546,7 @@ def make_array_from_process_local_data(sharding, local_data, global_shape=None):
   with sharding. local_data may be a pytree of arrays; global_shape None, one shape for every
   leaf, or a pytree prefix of local_data whose leaves are shapes."""
   api = "make_array_from_process_local_data"
-  s = to_sharding(sharding, api)
+  s = concrete_sharding(to_sharding(sharding, api), api)
 
   def one(x, g):
     try:
@@ -1234,12 +1578,45 @@ def _constrain(x, sharding, api):
   """x with sharding (a NamedSharding, or a PartitionSpec on the current mesh): a constraint
   inside a trace, a device_put outside (as with_sharding_constraint)."""
   s = to_sharding(sharding, api)
+  if _abstract_sharding(s) and not _core.is_tracing():
+    s = _eager_abstract_target(x, s, api)
   a = core(x, api=api)
   if s.spec is not None and s.spec.unreduced and not _already_unreduced(a, s.spec.unreduced):
     raise PartixError(f"[{api}] {s.spec} has unreduced axes: a constraint cannot make a value "
                       "partial sums (give out_sharding=P(..., unreduced=...) to the op that "
                       "makes them)")
   return Array(_core.with_sharding_constraint(a, s._s))
+
+
+def _eager_abstract_target(x, s, api):
+  """Where an eager with_sharding_constraint to s, a sharding on an AbstractMesh, moves x (as
+  JAX): an array placed on a mesh stays on that mesh, whose shape must be s's; host data (and,
+  in partix, an array not placed yet) goes onto the concrete mesh in context of s's shape."""
+  placed = isinstance(x, Array) and x.committed
+  if not placed and concrete_context_mesh() is not None:
+    return concrete_sharding(s, api)
+  if not isinstance(x, Array):
+    raise PartixError(f"[{api}] Target sharding contains a `jax.sharding.AbstractMesh` which "
+                      f"requires the input passed should be a `jax.Array`. Got {type(x)} with "
+                      f"shape {_short_type(x)} ({s} has no devices, and no mesh is in context)")
+  have = x.sharding
+  if not placed or not isinstance(have, NamedSharding) or not have.mesh.axis_names:
+    raise PartixTypeError(f"[{api}] The sharding on the input must be a `NamedSharding` since "
+                          "the target sharding has an `AbstractMesh` in it. Got sharding type "
+                          f"{type(have)} for shape {x._aval_str()} (device_put it onto a mesh "
+                          f"of shape {dict(s.mesh.shape_tuple)} first)")
+  if have.mesh.shape_tuple != s.mesh.shape_tuple:
+    raise PartixError(f"[{api}] Mesh shape of the input {have.mesh.shape_tuple} does not match "
+                      f"the mesh shape of the target sharding {s.mesh.shape_tuple} for shape "
+                      f"{x._aval_str()}")
+  return NamedSharding(have.mesh, s.spec, memory_kind=s._kind)
+
+
+def _short_type(x):
+  a = np.asarray(x)
+  name = {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64",
+          "bool": "bool"}.get(a.dtype.name, a.dtype.name)
+  return f"{name}[{','.join(str(d) for d in a.shape)}]"
 
 
 def _already_unreduced(a, axes):
@@ -1393,6 +1770,11 @@ def typeof(x):
     # As JAX: under a mesh every traced value's type names it (with its axis types, Manual
     # inside shard_map); no Explicit axis splits it, so its spec is all None.
     t.sharding = NamedSharding(Mesh._wrap(_core.current_mesh()), PartitionSpec(*[None] * t.ndim))
+  if a.is_tracer() and t.sharding is not None and not isinstance(t.sharding.mesh, AbstractMesh):
+    # As JAX: a traced value's type names the abstract mesh (its sizes, names and types), not
+    # the devices the program will run on.
+    t.sharding = NamedSharding(t.sharding.mesh.abstract_mesh, t.sharding.spec,
+                               memory_kind=t.sharding._kind)
   return t
 
 
@@ -1414,6 +1796,13 @@ def reshard(xs, out_shardings):
     elif isinstance(s, PartitionSpec):
       out.append(Array(_core.reshard_spec(core(leaf, api="reshard"), s._core())))
     elif isinstance(s, NamedSharding):
+      if _abstract_sharding(s) and not _core.is_tracing():
+        own = leaf.sharding if isinstance(leaf, Array) and leaf.committed else None
+        if concrete_context_mesh() is None and isinstance(own, NamedSharding) and (
+            own.mesh.shape_tuple == s.mesh.shape_tuple):
+          s = NamedSharding(own.mesh, s.spec, memory_kind=s._kind)
+        else:
+          s = concrete_sharding(s, "reshard")
       out.append(Array(_core.reshard(core(leaf, api="reshard"), s._s)))
     else:
       raise PartixError(f"[reshard] {s!r} is not a NamedSharding or PartitionSpec")

@@ -9,7 +9,7 @@ import numpy as np
 from partix import _core
 from partix._src import dtypes
 from partix._src.core import Array, PartixError, asarray, core, is_weak_scalar, promote_pair
-from partix._src.sharding import to_sharding
+from partix._src.sharding import concrete_sharding, to_sharding
 from partix._src.tracing import ShapeDtypeStruct, with_out_sharding as _with_out_sharding
 from partix._src.sharding import AxisType, NamedSharding, PartitionSpec
 
@@ -74,6 +74,8 @@ def _norm_axes(axis, ndim, api):
 def _creation_sharding(out_sharding, device, api):
   s = out_sharding if out_sharding is not None else device
   s = to_sharding(s, api)
+  if s is not None and not _core.is_tracing():  # values are made on devices
+    s = concrete_sharding(s, api)
   return s._s if s is not None else None
 
 

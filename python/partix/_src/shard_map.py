@@ -9,10 +9,10 @@ import numpy as np
 from partix import _core
 from partix._src import tree_util as tu
 from partix._src.api import (Jitted, _keep_tree, _leaf_core, _out_leaves, _trees,
-                             eager_shard_map_body)
+                             eager_shard_map_body, jit_trace_mesh)
 from partix._src.core import Array, PartixError, PartixTypeError, wrap
-from partix._src.sharding import (AxisType, Mesh, NamedSharding, PartitionSpec,
-                                  get_abstract_mesh, get_mesh)
+from partix._src.sharding import (AbstractMesh, AxisType, Mesh, NamedSharding, PartitionSpec,
+                                  SingleDeviceSharding, concrete_context_mesh, context_mesh)
 
 
 class InferFromArgs:
@@ -95,10 +95,52 @@ def _context_mesh():
   """The mesh a shard_map without mesh= runs on: inside another shard_map's body the mesh in
   context there (its manual axes typed Manual), else the one set_mesh / use_mesh set."""
   if _core.has_current_mesh():
-    inner = get_abstract_mesh()
+    inner = Mesh._wrap(_core.current_mesh())
     if inner.manual_axes:
       return inner
-  return get_mesh()
+  return context_mesh()
+
+
+def _single_device(s):
+  return isinstance(s, SingleDeviceSharding) or (isinstance(s, NamedSharding) and
+                                                 not s.mesh.axis_names)
+
+
+def _resolved_mesh(m, leaves, api):
+  """The concrete mesh a shard_map given an AbstractMesh runs on, as JAX finds it: under a
+  trace the mesh the traced program runs on (in context, or its arguments'); called eagerly the
+  concrete mesh in context, else the mesh of the arguments placed with a NamedSharding (whose
+  shapes must be the abstract mesh's). An AbstractMesh still where nothing gives devices (a
+  program traced on abstract meshes only)."""
+  if _core.is_tracing():
+    ctx = concrete_context_mesh() or jit_trace_mesh()
+    if ctx is None:
+      return m
+    if ctx.shape_tuple != m.shape_tuple:
+      raise PartixError(f"[{api}] the mesh passed to shard_map, {m}, does not match the shape of "
+                        f"the mesh the program runs on, {ctx}: give an AbstractMesh of shape "
+                        f"{dict(ctx.shape_tuple)}")
+    return ctx
+  ctx = concrete_context_mesh()
+  if ctx is not None and ctx.shape_tuple == m.shape_tuple:
+    m = ctx
+  for x in leaves:
+    if not isinstance(x, Array) or x._a.is_deleted() or not x.committed:
+      continue
+    s = x.sharding
+    if not isinstance(s, NamedSharding) or _single_device(s):
+      continue
+    if s.mesh.shape_tuple != m.shape_tuple:
+      raise PartixError(f"[{api}] Mesh shape of the input {s.mesh.shape_tuple} does not match "
+                        f"the mesh shape passed to shard_map {m.shape_tuple} for shape "
+                        f"{x._aval_str()}")
+    m = s.mesh
+  if isinstance(m, AbstractMesh):
+    raise PartixError(f"[{api}] Please pass `jax.Array`s with a `NamedSharding` as input to "
+                      "`shard_map` when passing `AbstractMesh` to the mesh argument (or call it "
+                      f"under jax.set_mesh with a mesh of that shape): got {m} and none of the "
+                      "arguments is placed on a mesh")
+  return m
 
 
 def _manual_axes(m, axis_names, api):
@@ -286,6 +328,8 @@ def shard_map(f=None, mesh=None, in_specs=Infer, out_specs=_REQUIRED, check_rep=
     if m.empty:
       raise PartixError(f"[{api}] shard_map requires a non-empty mesh: got {m}, which has no "
                         "axes and no devices to map over")
+    if isinstance(m, AbstractMesh):
+      m = _resolved_mesh(m, tu.tree_leaves(args), api)
     manual = _manual_axes(m, axis_names, api)
     if auto:  # the experimental API's complement of axis_names
       manual = manual - frozenset(auto)

@@ -289,10 +289,13 @@ class Mesh:
 
   @classmethod
   def _wrap(cls, m):
+    types = tuple(AxisType(t.name) for t in m.axis_types)
+    if m.is_abstract():  # the core's meshes of abstract devices are AbstractMeshes
+      return AbstractMesh(tuple(m.axis_sizes), tuple(m.axis_names), types)
     self = cls.__new__(cls)
     self._devices = None
-    self._empty = m.is_abstract() and not m.axis_names
-    self._init(m, tuple(AxisType(t.name) for t in m.axis_types))
+    self._empty = False
+    self._init(m, types)
     return self
 
   @property
@@ -326,7 +329,13 @@ class Mesh:
 
   @property
   def abstract_mesh(self):
-    return AbstractMesh((), ()) if self._empty else self
+    """This mesh without its devices: an AbstractMesh of the same axis sizes, names and types
+    (equal for every mesh of that shape and types, whatever its devices), as JAX's."""
+    return AbstractMesh(self.axis_sizes, self.axis_names, self.axis_types)
+
+  @property
+  def shape_tuple(self):
+    return tuple(zip(self.axis_names, self.axis_sizes))
 
   def __enter__(self):
     # The open contexts are the entering thread's (one Mesh may be entered on several threads).
@@ -403,12 +412,113 @@ def _mesh_key(devices, axis_names, axis_types=None):
 
 
 class AbstractMesh(Mesh):
-  """A mesh of abstract devices: programs lower on it without devices existing."""
+  """jax.sharding.AbstractMesh: axis sizes, names and types, and no devices (partix's core
+  holds it as a mesh of abstract devices). Programs trace and lower on it without devices;
+  where devices are needed (placing values, running, shard_map's eager call) it stands for the
+  concrete mesh of its shape in context (set_mesh) or the arguments' mesh. Equal abstract
+  meshes are one object (interned, as JAX's), so they compare and hash alike."""
+
+  def __new__(cls, axis_sizes=(), axis_names=(), axis_types=None):
+    key = _abstract_key(axis_sizes, axis_names, axis_types)
+    known = _interned_meshes.get(key) if key is not None else None
+    if known is not None:
+      return known
+    self = object.__new__(cls)
+    if key is not None:
+      _interned_meshes[key] = self
+    return self
 
   def __init__(self, axis_sizes, axis_names, axis_types=None):
+    if getattr(self, "_m", None) is not None:  # an interned mesh, already made
+      return
+    if isinstance(axis_names, str):
+      axis_names = (axis_names,)
+    axis_sizes, axis_names = tuple(axis_sizes), tuple(axis_names)
+    for a in axis_names:
+      if not isinstance(a, str):
+        raise PartixError(f"[AbstractMesh] axis name {a!r} ({type(a).__name__}) is not a "
+                          f"string; mesh axes are named by strings, got axis_names {axis_names}")
+    if len(axis_sizes) != len(axis_names):
+      raise PartixError(f"[AbstractMesh] {len(axis_sizes)} axis sizes {axis_sizes} for "
+                        f"{len(axis_names)} axis names {axis_names}: give one size per name")
     self._devices = None
-    self._empty = not tuple(axis_sizes)  # as JAX's: no axes is the empty mesh, of size 0
+    self._empty = not axis_sizes  # as JAX's: no axes is the empty mesh, of size 0
     self._init(_core.make_abstract_mesh(list(axis_sizes), list(axis_names)), axis_types)
+
+  @property
+  def abstract_mesh(self):
+    return self
+
+  def update(self, axis_sizes=None, axis_names=None, axis_types=None):
+    """A copy with some of axis_sizes, axis_names and axis_types replaced (as JAX's)."""
+    return AbstractMesh(self.axis_sizes if axis_sizes is None else axis_sizes,
+                        self.axis_names if axis_names is None else axis_names,
+                        self.axis_types if axis_types is None else axis_types)
+
+  def update_axis_types(self, name_to_type):
+    """A copy whose axes named in name_to_type ({name: AxisType}) have those types."""
+    unknown = sorted(set(name_to_type) - set(self.axis_names))
+    if unknown:
+      raise PartixError(f"[AbstractMesh.update_axis_types] {unknown[0]!r} is not an axis of "
+                        f"{self}")
+    return self.update(axis_types=tuple(name_to_type.get(n, t) for n, t in
+                                        zip(self.axis_names, self.axis_types)))
+
+  # As JAX's: an abstract mesh has no devices, and is no context of its own (use_abstract_mesh
+  # sets it; set_mesh takes a Mesh).
+  def _no(self, what):
+    raise PartixError(f"[AbstractMesh] AbstractMesh does not implement {what}: {self} has no "
+                      "devices (use a Mesh, e.g. jax.make_mesh, where devices are needed)")
+
+  devices = property(lambda self: self._no("devices"))
+  device_ids = property(lambda self: self._no("device_ids"))
+  devices_flat = property(lambda self: self._no("devices"))
+  local_devices = property(lambda self: self._no("local_devices"))
+  local_mesh = property(lambda self: self._no("local_mesh"))
+  is_multi_process = property(lambda self: self._no("is_multi_process"))
+
+  def __enter__(self):
+    self._no("__enter__")
+
+  def __exit__(self, *exc):
+    self._no("__exit__")
+
+  def __call__(self, f):
+    self._no("use as a decorator")
+
+  def __reduce__(self):
+    return (AbstractMesh, (self.axis_sizes, self.axis_names, self.axis_types))
+
+  def __repr__(self):  # as JAX writes it: AbstractMesh('x': 2, axis_types=(Auto,))
+    return str(self)
+
+  def __str__(self):
+    if not self.axis_names:
+      return "AbstractMesh((), axis_types=())"
+    return Mesh.__str__(self)
+
+
+def _abstract_key(axis_sizes, axis_names, axis_types):
+  """What makes two AbstractMesh(...) calls the same mesh (None: arguments it will refuse)."""
+  try:
+    names = (axis_names,) if isinstance(axis_names, str) else tuple(axis_names)
+    sizes = tuple(int(n) for n in axis_sizes)
+  except (TypeError, ValueError):
+    return None
+  if not all(isinstance(n, str) for n in names) or len(names) != len(sizes) or any(
+      isinstance(n, bool) or n < 1 for n in sizes):
+    return None
+  if axis_types is None:
+    types = (AxisType.Auto,) * len(names)
+  elif isinstance(axis_types, AxisType):
+    types = (axis_types,)
+  elif isinstance(axis_types, (tuple, list)):
+    types = tuple(axis_types)
+  else:
+    return None
+  if len(types) != len(names) or not all(isinstance(t, AxisType) for t in types):
+    return None
+  return ("abstract", sizes, names, types)
 
 
 def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None):
@@ -524,12 +634,21 @@ class NamedSharding(Sharding):
       self._spec = PartitionSpec(*spec, unreduced=set(unreduced)) if unreduced else spec
     return self._spec
 
+  def _abstract(self, what):
+    """Raises, as JAX: a sharding on an AbstractMesh has no devices to tell about."""
+    if self._s.mesh.is_abstract():
+      raise PartixError(f"[NamedSharding] {what} is not implemented for "
+                        f"`jax.sharding.AbstractMesh`: {self} has no devices (a NamedSharding "
+                        "on a Mesh has)")
+
   @property
   def device_set(self):
+    self._abstract("device_set")
     return set(self.mesh.devices.flat)
 
   @property
   def addressable_devices(self):
+    self._abstract("addressable_devices")
     return {d for d in self.device_set if d.process_index == _core.process_index()}
 
   @property
@@ -538,6 +657,7 @@ class NamedSharding(Sharding):
 
   @property
   def is_fully_addressable(self):
+    self._abstract("is_fully_addressable")
     return all(d.process_index == _core.process_index() for d in self.device_set)
 
   @property
@@ -591,6 +711,7 @@ class NamedSharding(Sharding):
   def devices_indices_map(self, global_shape):
     """Each device's block of an array of shape global_shape (a tuple of slices); as in JAX,
     each sharded dimension must divide evenly."""
+    self._abstract("devices_indices_map")
     devs = list(self.mesh.devices.flat)
     shape = tuple(int(d) for d in global_shape)
     self._check_even(shape, "NamedSharding.devices_indices_map")
@@ -611,8 +732,10 @@ class NamedSharding(Sharding):
     """Which block of an array of rank ndim each device holds (by device id), for a shape
     every mesh axis divides."""
     k = 720720  # divisible by every axis size up to 16 and their products that matter here
-    return {d.id: tuple(sl.indices(k)[:2] for sl in idx)
-            for d, idx in self.devices_indices_map((k,) * ndim).items()}
+    self._check_even((k,) * ndim, "NamedSharding.is_equivalent_to")
+    # By the core's device ids (an abstract mesh's are its positions 0..n-1).
+    return {d.id: tuple(idx) for d, idx in zip(
+        self._s.mesh.devices, self._s.devices_indices_map([k] * ndim))}
 
   def is_equivalent_to(self, other, ndim):
     """Whether self and other place an array of rank ndim identically (as JAX's): every
@@ -672,10 +795,21 @@ class SingleDeviceSharding(NamedSharding):
     return f"SingleDeviceSharding(device={self._device!r}, memory_kind={self.memory_kind})"
 
 
-# ---- the current mesh (jax.set_mesh / jax.sharding.use_mesh) ----
+# ---- the current mesh (jax.set_mesh / jax.sharding.use_mesh / use_abstract_mesh) ----
 
 # Per thread, as JAX's: a program one thread traces never sees another thread's mesh.
 _mesh_state = threading.local()
+
+
+class _Context:
+  """One entry of the thread's mesh stack: the concrete mesh in context (JAX's concrete mesh;
+  None when there is none), the abstract mesh in context, and the mesh PartitionSpecs resolve
+  against (the concrete mesh with the abstract mesh's names and types, or the abstract mesh
+  where no concrete mesh has its size)."""
+  __slots__ = ("concrete", "abstract", "effective")
+
+  def __init__(self, concrete, abstract, effective):
+    self.concrete, self.abstract, self.effective = concrete, abstract, effective
 
 
 def _mesh_contexts():
@@ -693,25 +827,69 @@ def _mesh_stack():
   return stack
 
 
-def _set_core_mesh(mesh):
-  if mesh is None or mesh.empty:  # the empty mesh in context is no mesh
+def _entry_for(mesh):
+  """The context set_mesh(mesh) / use_mesh(mesh) makes. (An AbstractMesh there is partix's
+  own: a context with no devices, for planning, as use_abstract_mesh.)"""
+  if isinstance(mesh, AbstractMesh):
+    return _Context(None, mesh, mesh)
+  return _Context(mesh, mesh.abstract_mesh, mesh)
+
+
+def _set_core_mesh(entry):
+  m = None if entry is None else entry.effective
+  if m is None or m.empty:  # the empty mesh in context is no mesh
     _core.clear_thread_mesh()
   else:
-    _core.set_thread_mesh(mesh._m)
+    _core.set_thread_mesh(m._m)
+
+
+@contextlib.contextmanager
+def _pushed(entry):
+  stack = _mesh_stack()
+  stack.append(entry)
+  _set_core_mesh(entry)
+  try:
+    yield
+  finally:
+    stack.pop()
+    _set_core_mesh(stack[-1] if stack else None)
 
 
 @contextlib.contextmanager
 def use_mesh(mesh):
   if not isinstance(mesh, Mesh):
     raise PartixError(f"[use_mesh] {mesh!r} is not a partix Mesh")
-  stack = _mesh_stack()
-  stack.append(mesh)
-  _set_core_mesh(mesh)
-  try:
+  with _pushed(_entry_for(mesh)):
     yield mesh
-  finally:
-    stack.pop()
-    _set_core_mesh(stack[-1] if stack else None)
+
+
+@contextlib.contextmanager
+def use_abstract_mesh(mesh):
+  """jax.sharding.use_abstract_mesh: `mesh` (an AbstractMesh) is the abstract mesh in context:
+  get_abstract_mesh() returns it and programs traced inside see its axis names and types.
+  The concrete mesh in context, if any, stays (its devices, the abstract mesh's names and
+  types); without one, jit(f).trace(...).lower() lowers onto the abstract mesh (partix has
+  one platform, which the abstract mesh stands for). It cannot change the mesh's size."""
+  if not isinstance(mesh, AbstractMesh):
+    raise PartixError("[use_abstract_mesh] Expected mesh of type `jax.sharding.AbstractMesh`. "
+                      f"Got type: {type(mesh)} ({mesh!r:.100}); use set_mesh for a Mesh, or "
+                      "pass mesh.abstract_mesh")
+  stack = _mesh_stack()
+  prev = stack[-1] if stack else None
+  if prev is not None and not prev.abstract.empty and not mesh.empty and (
+      prev.abstract.size != mesh.size):
+    raise PartixError(f"[use_abstract_mesh] use_abstract_mesh cannot change the size of the "
+                      f"mesh. Got new mesh: {mesh} with size={mesh.size} and prev mesh: "
+                      f"{prev.abstract} with size={prev.abstract.size}")
+  concrete = prev.concrete if prev is not None else None
+  if mesh.empty:
+    effective = mesh
+  elif concrete is not None and not concrete.empty and concrete.size == mesh.size:
+    effective = _on_devices(mesh, concrete)
+  else:
+    effective = mesh
+  with _pushed(_Context(concrete, mesh, effective)):
+    yield mesh
 
 
 class _SetMesh:
@@ -720,14 +898,17 @@ class _SetMesh:
 
   def __init__(self, mesh):
     if not isinstance(mesh, Mesh):
-      raise PartixError(f"[set_mesh] {mesh!r} is not a partix Mesh")
+      raise PartixError(f"[set_mesh] Expected mesh of type `jax.sharding.Mesh`. Got "
+                        f"{type(mesh)} ({mesh!r:.100})")
     stack = _mesh_stack()
     self.prev = list(stack)
-    stack[:] = [mesh]
-    _set_core_mesh(mesh)
+    entry = _entry_for(mesh)
+    stack[:] = [entry]
+    _set_core_mesh(entry)
 
   def __enter__(self):
-    return _mesh_stack()[-1]
+    top = _mesh_stack()[-1]
+    return top.concrete if top.concrete is not None else top.abstract
 
   def __exit__(self, *exc):
     stack = _mesh_stack()
@@ -747,20 +928,80 @@ def legacy_mesh_only():
 
 
 def get_mesh():
-  """The current mesh (set_mesh / use_mesh), or None: none set, or the empty mesh."""
+  """The concrete mesh in context (set_mesh / use_mesh), or None: none set, or the empty
+  mesh. (use_abstract_mesh leaves it as it is, as in JAX.)"""
   stack = _mesh_stack()
-  return stack[-1] if stack and not stack[-1].empty else None
+  m = stack[-1].concrete if stack else None
+  return m if m is not None and not m.empty else None
+
+
+def context_mesh():
+  """The mesh PartitionSpecs resolve against outside shard_map bodies: the one set_mesh /
+  use_mesh set, with the names and types use_abstract_mesh gives it; an AbstractMesh where
+  the context has no devices (use_abstract_mesh alone); None without a mesh."""
+  stack = _mesh_stack()
+  m = stack[-1].effective if stack else None
+  return m if m is not None and not m.empty else None
 
 
 def get_abstract_mesh():
-  """The current mesh with its axis types: inside auto_axes / explicit_axes / shard_map the C++
-  side's (axes retyped for the region), else the one use_mesh / set_mesh set."""
+  """The abstract mesh in context (jax.sharding.get_abstract_mesh): an AbstractMesh with the
+  current axis types, inside auto_axes / explicit_axes / shard_map the C++ side's (axes retyped
+  for the region, Manual in a shard_map body); AbstractMesh((), ()) without a mesh."""
   if _core.has_current_mesh():
-    return Mesh._wrap(_core.current_mesh())
-  m = get_mesh()
-  if m is None:
-    return AbstractMesh((), ())
-  return m
+    return Mesh._wrap(_core.current_mesh()).abstract_mesh
+  stack = _mesh_stack()
+  return stack[-1].abstract if stack else AbstractMesh((), ())
+
+
+def concrete_context_mesh():
+  """The concrete mesh in context where values live: inside a shard_map body (or auto_axes /
+  explicit_axes) the C++ side's current mesh, with its Manual axes; else the one set_mesh /
+  use_mesh set (with use_abstract_mesh's names and types); None if there is none."""
+  if _core.has_current_mesh():
+    m = _core.current_mesh()
+    if not m.is_abstract():
+      return Mesh._wrap(m)
+  m = context_mesh()
+  return m if m is not None and not isinstance(m, AbstractMesh) else None
+
+
+def _on_devices(mesh, devices):
+  """An abstract mesh's axes (sizes, names, types) laid over concrete devices in order (a
+  Mesh, or a flat sequence of Devices), as JAX concretizes an AbstractMesh onto a device
+  assignment. A Mesh of the same shape keeps its arrangement."""
+  if isinstance(devices, Mesh):
+    if devices.shape_tuple == mesh.shape_tuple and devices.axis_types == mesh.axis_types:
+      return devices
+    devices = list(devices.devices.flat)
+  arr = np.empty(len(devices), dtype=object)
+  arr[:] = list(devices)
+  return Mesh(arr.reshape(mesh.axis_sizes), mesh.axis_names, mesh.axis_types)
+
+
+def resolve_mesh(mesh, api, what=None):
+  """The concrete mesh `mesh` stands for where devices are needed: a Mesh is itself; an
+  AbstractMesh is the concrete mesh in context of its shape (its names and sizes), with the
+  abstract mesh's axis types. Raises, naming the API and the mesh, where there is none."""
+  if not isinstance(mesh, AbstractMesh):
+    return mesh
+  ctx = concrete_context_mesh()
+  if ctx is not None and ctx.shape_tuple == mesh.shape_tuple:
+    return _on_devices(mesh, ctx)
+  where = (f"the mesh in context is {ctx}, of another shape" if ctx is not None else
+           "no concrete mesh is in context")
+  raise PartixError(f"[{api}] {what or mesh} is on an AbstractMesh, which has no devices, and "
+                    f"{where}: set a mesh of shape {dict(mesh.shape_tuple)} with "
+                    "jax.set_mesh(mesh), or give a NamedSharding on a Mesh (jax.make_mesh)")
+
+
+def concrete_sharding(s, api):
+  """s (a NamedSharding) on devices: a sharding on an AbstractMesh moves onto the concrete mesh
+  in context of its shape (resolve_mesh); others are as they are."""
+  if isinstance(s, NamedSharding) and s._s.mesh.is_abstract():
+    mesh = resolve_mesh(s.mesh, api, what=s)
+    return NamedSharding(mesh, s.spec, memory_kind=s._kind)
+  return s
 
 
 def to_sharding(s, api, shape=None):
@@ -771,7 +1012,7 @@ def to_sharding(s, api, shape=None):
   if isinstance(s, NamedSharding):
     return s
   if isinstance(s, PartitionSpec):
-    m = get_mesh()
+    m = context_mesh()
     if m is None and _core.has_current_mesh():  # the core's: inside shard_map, its mesh
       m = Mesh._wrap(_core.current_mesh())
     if m is None:

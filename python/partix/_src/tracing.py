@@ -12,7 +12,8 @@ from partix import _core
 from partix._src import dtypes
 from partix._src import tree_util as tu
 from partix._src.core import Array, PartixError, PartixTypeError, core, wrap
-from partix._src.sharding import NamedSharding, PartitionSpec, get_mesh, to_sharding, use_mesh
+from partix._src.sharding import (NamedSharding, PartitionSpec, context_mesh, to_sharding,
+                                  use_mesh)
 
 
 class ShapeDtypeStruct:
@@ -42,7 +43,7 @@ class ShapeDtypeStruct:
   def sharding(self):
     s = self._sharding
     if isinstance(s, PartitionSpec):
-      mesh = get_mesh()
+      mesh = context_mesh()
       if mesh is None:
         raise PartixTypeError("[ShapeDtypeStruct] When specifying PartitionSpec to "
                               "`ShapeDtypeStruct`, the context mesh cannot be empty (use "

@@ -6,7 +6,8 @@ import threading
 
 import partix
 from partix._src.core import PartixError
-from partix._src.sharding import AxisType, NamedSharding, PartitionSpec, get_abstract_mesh
+from partix._src.sharding import (AxisType, NamedSharding, PartitionSpec, concrete_context_mesh,
+                                  get_abstract_mesh)
 
 PARTITION_NAME = "partition_name"
 _rules = threading.local()
@@ -96,7 +97,9 @@ def _check_against_mesh(spec, mesh, what, shape=None):
 
 
 def _current_mesh():
-  m = get_abstract_mesh()
+  # The concrete mesh in context where there is one (values are placed on it), else the
+  # abstract one (shapes only, as under set_mesh(AbstractMesh) for planning).
+  m = concrete_context_mesh() or get_abstract_mesh()
   return None if m is None or getattr(m, "empty", False) or not m.axis_names else m
 
 

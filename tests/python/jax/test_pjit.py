@@ -462,9 +462,6 @@ def testCaching():
     pjit(f, in_shardings=P(("x", "y")), out_shardings=None)(x)
 
 
-@pytest.mark.xfail(strict=True, reason="partix's Mesh.abstract_mesh is the concrete mesh, so "
-                   "a sharding on mesh_a's abstract mesh does not follow set_mesh(mesh_b), and "
-                   "jit traces again per current mesh")
 def test_jax_set_mesh_trace_only_once():
   # JAX counts 2 tracing-cache misses: one for f, one for `*` (internal); f's own body is
   # traced once across the two meshes of the same abstract mesh.
