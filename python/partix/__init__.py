@@ -41,6 +41,14 @@ from partix._src.sharding import (AxisType, Device, NamedSharding, PartitionSpec
                                   get_abstract_mesh, make_mesh, set_mesh, use_mesh)
 from partix._src.shard_map import shard_map, smap  # noqa: E402,F401
 from partix._src.tree_util import tree_leaves, tree_map, tree_structure  # noqa: E402,F401
+from partix._src import config_states as _config_states  # noqa: E402
+from partix._src.config_states import (  # noqa: E402,F401
+    allow_f16_reductions, array_garbage_collection_guard, auto_pcast, check_tracer_leaks,
+    checking_leaks, debug_infs, debug_key_reuse, debug_nans, default_matmul_precision,
+    default_prng_impl, enable_checks, enable_x64, jax2tf_associative_scan_reductions,
+    legacy_prng_key, log_compiles, no_execution, no_tracing, numpy_dtype_promotion,
+    numpy_rank_promotion, remove_size_one_mesh_axis_from_type, softmax_custom_jvp,
+    thread_guard)
 from partix._src import default_device as _default_device  # noqa: E402
 from partix._src import dtypes as _dtypes  # noqa: E402
 from partix._src.default_device import default_device  # noqa: E402,F401
@@ -51,6 +59,7 @@ from partix._src.transfer_guard import (transfer_guard,  # noqa: E402,F401
 from partix import (ad_checkpoint, checkpoint_policies, ckpt, core, extend,  # noqa: E402
                     custom_derivatives, debug, distributed, experimental, lax, nn, numpy,
                     profiler, random, scipy, sharding, stages, tree, tree_util, typing)
+from partix import errors  # noqa: E402
 from partix.dtypes import float0  # noqa: E402,F401
 from partix import random as _random  # noqa: E402
 
@@ -243,6 +252,7 @@ class _Config:
     self.values = {"jax_enable_x64": False}
 
   def update(self, name, value):
+    _config_states.set_global(name, value)  # the option's context manager reads it (checked)
     if name == "jax_num_cpu_devices":
       init(int(value))
     if name == "jax_default_device":
@@ -264,6 +274,8 @@ class _Config:
     self.values[name] = value
 
   def __getattr__(self, name):
+    if name in _config_states.STATES:  # its value in this thread (inside `with` blocks too)
+      return _config_states.STATES[name].value
     try:
       return self.__dict__["values"][name]
     except KeyError:

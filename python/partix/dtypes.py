@@ -4,10 +4,11 @@ import numpy as _np
 from partix._src.dtypes import (bfloat16, extended, finfo, iinfo, issubdtype,  # noqa: F401
                                  prng_key)
 from partix._src import dtypes as _d
+from partix._src.jax_errors import TypePromotionError  # noqa: F401
 from partix import numpy as _jnp
 
 __all__ = ["bfloat16", "canonicalize_dtype", "finfo", "float0", "iinfo", "issubdtype",
-           "result_type", "prng_key", "extended"]
+           "result_type", "prng_key", "extended", "TypePromotionError"]
 
 # The tangent dtype of integer and boolean values (JAX's float0): a zero-size void scalar.
 float0 = _np.dtype([("float0", _np.void, 0)])

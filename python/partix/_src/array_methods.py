@@ -7,6 +7,7 @@ import numpy as np
 from partix import _core
 from partix._src import bitwise as _bitwise
 from partix._src import dtypes
+from partix._src import jax_errors
 from partix._src import numpy_ops as jnp
 from partix._src.core import Array, PartixError, asarray, core
 from partix._src import lax_ops
@@ -235,8 +236,9 @@ def _getitem(self, idx):
         isinstance(it, np.generic) and not _is_int(it)):
       arr = asarray(it)
       if arr.dtype == np.bool_:
-        raise PartixError("[Array.__getitem__] indexing with a traced boolean mask has a "
-                          "data-dependent shape; use jnp.where(mask, x, 0)")
+        raise jax_errors.NonConcreteBooleanIndexError(
+            "[Array.__getitem__] indexing with a traced boolean mask has a data-dependent "
+            "shape; use jnp.where(mask, x, 0)")
       if not dtypes.is_int(arr.dtype):
         raise PartixError(f"[Array.__getitem__] index arrays must be integers, got {arr.dtype}")
       starts.append(0), stops.append(size), strides.append(1), flips.append(False)

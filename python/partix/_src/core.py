@@ -12,6 +12,12 @@ from partix._src import transfer_guard
 from partix._src.sharding import Device, NamedSharding
 
 from partix._src.errors import PartixError, PartixTypeError  # noqa: F401 (re-exported)
+from partix._src import config_states
+from partix._src import jax_errors
+
+_CONCRETE_ERRORS = {"Array.__bool__": jax_errors.TracerBoolConversionError,
+                    "Array.__index__": jax_errors.TracerIntegerConversionError,
+                    "Array.__array__": jax_errors.TracerArrayConversionError}
 
 
 def _init_from_environment():
@@ -153,14 +159,20 @@ class Array:
     return out if dtype is None else out.astype(dtype, copy=False)
 
   def tolist(self):
+    if self._a.is_tracer():
+      self._concrete("Array.tolist")
     return to_numpy(self).tolist()
 
   def item(self, *args):
+    if self._a.is_tracer():
+      self._concrete("Array.item")
     return to_numpy(self).item(*args)
 
   def _concrete(self, what):
     if self._a.is_tracer():
-      raise PartixError(
+      # jax.errors' class for each conversion (each also a PartixError), as JAX raises them.
+      error = _CONCRETE_ERRORS.get(what, jax_errors.ConcretizationTypeError)
+      raise error(
           f"[{what}] a traced value ({self._aval_str()}) was used as a Python {what.split('.')[-1]}"
           " inside jit/grad/shard_map/a loop body: its value is not known while tracing. Use "
           "lax.cond / jnp.where for data-dependent choices, or static_argnums for Python values")
@@ -485,6 +497,9 @@ def promote_pair(x, y, api):
                         "weight storage for matmul; astype it to a float dtype first")
   if xw and yw:
     return core(x, api=api), core(y, api=api)
+  if config_states.PROMOTION_CHECKS[0]:  # jax.numpy_rank_promotion / numpy_dtype_promotion
+    config_states.check_promotion(x, y, None if xw else core(x, api=api),
+                                  None if yw else core(y, api=api), xw, yw, api)
   if xw or yw:
     # The core decides the types (partix/promotion.h); here the number is only marshalled.
     arr, s = (y, x) if xw else (x, y)
