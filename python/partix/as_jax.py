@@ -50,6 +50,7 @@ MODULES = {
     "jax.extend": "partix.extend",
     "jax.extend.core": "partix.extend.core",
     "jax.stages": "partix.stages",
+    "jax.ops": "partix.ops",
     "jax.errors": "partix.errors",
     # Orbax's checkpoint API over partix's checkpoints (docs/orbax.md).
     "orbax": "partix.orbax",
