@@ -59,7 +59,7 @@ from partix._src.transfer_guard import (transfer_guard,  # noqa: E402,F401
 from partix import (ad_checkpoint, checkpoint_policies, ckpt, core, extend,  # noqa: E402
                     custom_derivatives, debug, distributed, experimental, lax, nn, numpy,
                     profiler, random, scipy, sharding, stages, tree, tree_util, typing)
-from partix import errors, ops  # noqa: E402
+from partix import errors, image, ops  # noqa: E402
 from partix.dtypes import float0  # noqa: E402,F401
 from partix import random as _random  # noqa: E402
 

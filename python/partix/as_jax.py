@@ -51,6 +51,7 @@ MODULES = {
     "jax.extend.core": "partix.extend.core",
     "jax.stages": "partix.stages",
     "jax.ops": "partix.ops",
+    "jax.image": "partix.image",
     "jax.errors": "partix.errors",
     # Orbax's checkpoint API over partix's checkpoints (docs/orbax.md).
     "orbax": "partix.orbax",
