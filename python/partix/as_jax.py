@@ -53,6 +53,8 @@ MODULES = {
     "jax.ops": "partix.ops",
     "jax.image": "partix.image",
     "jax.errors": "partix.errors",
+    "jax.custom_batching": "partix.custom_batching",
+    "jax.version": "partix.version",
     # Orbax's checkpoint API over partix's checkpoints (docs/orbax.md).
     "orbax": "partix.orbax",
     "orbax.checkpoint": "partix.orbax.checkpoint",

@@ -92,6 +92,9 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
     if isinstance(in_axes, tuple) and len(in_axes) != len(args):
       raise PartixError(f"[{api}] in_axes has {len(in_axes)} entries for {len(args)} positional "
                         "arguments")
+    custom = getattr(type(fun), "_partix_custom_vmap", None)
+    if custom is not None:  # custom_batching.custom_vmap: its own rule batches the call
+      return custom(fun, args, kwargs, in_axes, out_axes, axis_size)
     leaves, tree = tu.tree_flatten((args, kwargs))
     arg_tree = tu.tree_structure(args)
     axes = _per_leaf(in_axes, arg_tree, api, "in_axes") + [0] * (len(leaves) - arg_tree.num_leaves)
