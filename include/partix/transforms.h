@@ -254,6 +254,12 @@ auto eval_shape(F f, const Args&... args) {
 
 // Constrains x's sharding at this point of a traced program (eagerly: device_put).
 Array with_sharding_constraint(const Array& x, const NamedSharding& sharding);
+// The same with the dimensions `unconstrained_dims` left to the compiler (JAX's
+// P.UNCONSTRAINED; their entries in `sharding` must be empty): propagation splits them as the
+// values around the constraint are split. Eagerly they keep x's own split where x is on the
+// same mesh.
+Array with_sharding_constraint(const Array& x, const NamedSharding& sharding,
+                               std::vector<int> unconstrained_dims);
 
 // jax.sharding.reshard: x with sharding s. Eagerly it moves the data as device_put does (the
 // result is committed); inside a traced program it is a sharding constraint the partitioner

@@ -198,10 +198,14 @@ void bind_grad(nb::module_& m) {
     return std::make_tuple(out.value, grads, out.aux);
   });
 
-  m.def("with_sharding_constraint", [](const Array& x, const NamedSharding& s) {
-    nb::gil_scoped_release release;
-    return with_sharding_constraint(x, s);
-  });
+  // unconstrained: dimensions left to the compiler (P.UNCONSTRAINED), unsplit in s.
+  m.def(
+      "with_sharding_constraint",
+      [](const Array& x, const NamedSharding& s, std::vector<int> unconstrained) {
+        nb::gil_scoped_release release;
+        return with_sharding_constraint(x, s, std::move(unconstrained));
+      },
+      nb::arg("x"), nb::arg("s"), nb::arg("unconstrained") = std::vector<int>{});
   m.def("is_tracing", &detail::is_tracing);
 }
 

@@ -288,6 +288,22 @@ std::vector<std::optional<NamedSharding>> dispatch_explicit_result_types(
                             ? explicit_type(NamedSharding(*mesh, pin->results[k]))
                             : std::nullopt);
       }
+      // A constraint's unconstrained dimensions keep the operand's type there.
+      if (!pin->unconstrained.empty() && types.size() == 1 && types[0] && !in_types.empty() &&
+          in_types[0]) {
+        std::vector<PartitionSpec::Entry> entries;
+        for (int d = 0; d < out[0].ndim(); ++d) entries.push_back(types[0]->spec()[d]);
+        std::vector<std::string> used = types[0]->spec().axes();
+        for (int d : pin->unconstrained) {
+          for (const auto& a : in_types[0]->spec()[d]) {
+            if (!overlaps_any(*mesh, a, used)) {
+              entries[static_cast<size_t>(d)].push_back(a);
+              used.push_back(a);
+            }
+          }
+        }
+        types[0] = NamedSharding(*mesh, PartitionSpec(entries));
+      }
       return types;
     }
     // Control flow, and remat (whose region is inlined): the results are the region's.

@@ -488,6 +488,33 @@ Lowered JitState::lower(const Entry& entry) const {
 }  // namespace detail
 
 Array with_sharding_constraint(const Array& x, const NamedSharding& sharding) {
+  return with_sharding_constraint(x, sharding, {});
+}
+
+namespace {
+
+// `spec` with each unconstrained dimension split as `x` is, when x lies on the same mesh (the
+// axes the constrained dimensions name excepted): what an eager constraint leaves as it is.
+PartitionSpec keep_free_dims(const Array& x, const NamedSharding& sharding,
+                             const std::vector<int>& free) {
+  const auto& own = x.impl()->sharding;
+  if (free.empty() || !own || !(own->mesh() == sharding.mesh())) return sharding.spec();
+  std::vector<PartitionSpec::Entry> entries;
+  for (int d = 0; d < x.ndim(); ++d) entries.push_back(sharding.spec()[d]);
+  std::set<std::string> used;
+  for (const auto& a : sharding.spec().axes()) used.insert(a);
+  for (int d : free) {
+    for (const auto& a : own->spec()[d]) {
+      if (used.insert(a).second) entries[static_cast<size_t>(d)].push_back(a);
+    }
+  }
+  return PartitionSpec(entries);
+}
+
+}  // namespace
+
+Array with_sharding_constraint(const Array& x, const NamedSharding& sharding,
+                               std::vector<int> unconstrained_dims) {
   sharding.check_shape(x.shape());
   if (!detail::is_tracing()) {
     // Eagerly a constraint is a one-op program: as JAX's, it runs on a committed operand's
@@ -502,7 +529,8 @@ Array with_sharding_constraint(const Array& x, const NamedSharding& sharding) {
                    detail::devices_text(impl->sharding->mesh()),
                    detail::devices_text(sharding.mesh()));
     }
-    return device_put(x, sharding);
+    return device_put(
+        x, NamedSharding(sharding.mesh(), keep_free_dims(x, sharding, unconstrained_dims)));
   }
   // Inside shard_map a value is per device along the manual axes: a constraint may name only
   // the axes the map leaves automatic (as JAX).
@@ -519,8 +547,22 @@ Array with_sharding_constraint(const Array& x, const NamedSharding& sharding) {
                    t->manual_mesh->to_string());
     }
   }
-  return detail::bind1("sharding_constraint", {x},
-                       {{"mesh", sharding.mesh()}, {"spec", sharding.spec()}});
+  ir::Attrs attrs{{"mesh", sharding.mesh()}, {"spec", sharding.spec()}};
+  if (!unconstrained_dims.empty()) {
+    std::sort(unconstrained_dims.begin(), unconstrained_dims.end());
+    unconstrained_dims.erase(std::unique(unconstrained_dims.begin(), unconstrained_dims.end()),
+                             unconstrained_dims.end());
+    for (int d : unconstrained_dims) {
+      if (d < 0 || d >= x.ndim() || !sharding.spec()[d].empty()) {
+        detail::fail("with_sharding_constraint",
+                     "unconstrained dimension {} must be a dimension of the {}-d operand left "
+                     "unsplit by {}",
+                     d, x.ndim(), sharding.spec().to_string());
+      }
+    }
+    attrs.set("unconstrained", ir::Ints(unconstrained_dims.begin(), unconstrained_dims.end()));
+  }
+  return detail::bind1("sharding_constraint", {x}, std::move(attrs));
 }
 
 }  // namespace partix

@@ -87,14 +87,22 @@ class ShardingConstraint final : public Identity {
     const auto& spec = attrs.get<PartitionSpec>("spec");
     PinnedShardings p{{spec}, {spec}};
     p.constrains_operand = true;
+    if (attrs.has("unconstrained")) {
+      for (int64_t d : attrs.ints("unconstrained")) p.unconstrained.push_back(static_cast<int>(d));
+    }
     return p;
   }
   // As JAX writes a constraint: a Sharding custom call carrying the sharding.
   bool to_hlo(ir::HloEmitter& e) const override {
     NamedSharding s(e.attrs().get<Mesh>("mesh"), e.attrs().get<PartitionSpec>("spec"));
     const std::string sharding = ir::hlo_sharding(s, "with_sharding_constraint");
+    std::string extra;
+    if (e.attrs().has("unconstrained")) {  // as JAX writes P.UNCONSTRAINED dimensions
+      extra = fmt::format(", backend_config=\"unspecified_dims=[{}]\"",
+                          fmt::join(e.attrs().ints("unconstrained"), ","));
+    }
     e.result(0, e.emit(e.out(0), "custom-call", {e.operand(0)},
-                       "custom_call_target=\"Sharding\", sharding=" + sharding));
+                       "custom_call_target=\"Sharding\", sharding=" + sharding + extra));
     return true;
   }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,
@@ -103,6 +111,14 @@ class ShardingConstraint final : public Identity {
     NamedSharding s(attrs.get<Mesh>("mesh"), attrs.get<PartitionSpec>("spec"));
     s.check_shape(in[0].shape);
     detail::check_block_sharding("with_sharding_constraint", in[0].dtype, in[0].shape, s);
+    if (attrs.has("unconstrained")) {
+      for (int64_t d : attrs.ints("unconstrained")) {
+        detail::check(d >= 0 && d < in[0].ndim() && s.spec()[static_cast<int>(d)].empty(),
+                      "with_sharding_constraint",
+                      "unconstrained dimension {} of {} must be an unsplit dimension of {}", d,
+                      in[0].to_string(), s.spec().to_string());
+      }
+    }
     return out;
   }
   std::vector<Array> vjp(const VjpArgs& a) const override {

@@ -343,6 +343,18 @@ std::vector<Batched> ConstraintBatching::batch(const BatchArgs& a) const {
   }
   Attrs attrs = a.attrs;
   attrs.set("spec", led_by(a.axis.spmd, a.attrs.get<PartitionSpec>("spec")));
+  // The unconstrained dimensions move past the batch dimension, which is itself left to
+  // propagation without spmd_axis_name (as JAX's P.UNCONSTRAINED there).
+  ir::Ints free;
+  if (a.axis.spmd.empty()) free.push_back(0);
+  if (a.attrs.has("unconstrained")) {
+    for (int64_t d : a.attrs.ints("unconstrained")) free.push_back(d + 1);
+  }
+  if (free.empty()) {
+    attrs.erase("unconstrained");
+  } else {
+    attrs.set("unconstrained", free);
+  }
   return {{detail::bind(p_, {at_front(x, a.size)}, attrs, a.regions)[0], 0}};
 }
 

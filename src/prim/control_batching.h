@@ -44,9 +44,9 @@ class ShardMapBatching final : public Batching {
 };
 
 // sharding_constraint: under spmd_axis_name the batch dimension is constrained to split over
-// those mesh axes and the example's dimensions as the constraint says. Without it the batched
-// value passes unconstrained (partix has no unconstrained entry, and P(None, ...) would gather
-// a split batch) and propagation places it.
+// those mesh axes and the example's dimensions as the constraint says. Without it the batch
+// dimension is unconstrained (P.UNCONSTRAINED, as JAX's): propagation places it, where
+// P(None, ...) would gather a split batch.
 class ConstraintBatching final : public Batching {
  public:
   explicit ConstraintBatching(const Primitive& p) : p_(p) {}

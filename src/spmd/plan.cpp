@@ -39,6 +39,33 @@ InstrPlan plan_pinned(const Mesh& mesh, const prim::Partitioning::PinnedSharding
   return plan;
 }
 
+// A constraint's unconstrained dimensions (P.UNCONSTRAINED) split as its result is already
+// known to be, else as its operand is: the constrained dimensions as the constraint says, no
+// axis twice. Operand and result then agree (the constraint reshards to it).
+void fill_unconstrained(const Mesh& mesh, const ir::Program& g, const ir::Instr& in,
+                        const ValueFacts& f, const std::vector<int>& free, InstrPlan& plan) {
+  const PartitionSpec& spec = plan.results[0].spec();
+  std::vector<PartitionSpec::Entry> entries;
+  for (int d = 0; d < g.aval(in.outputs[0]).ndim(); ++d) entries.push_back(spec[d]);
+  std::vector<std::string> used = spec.axes();
+  for (int d : free) {
+    for (int v : {in.outputs[0], in.inputs[0]}) {
+      const auto& s = f.sharding(v);
+      if (!s || s->spec()[d].empty()) continue;
+      for (const auto& a : s->spec()[d]) {
+        if (!detail::overlaps_any(mesh, a, used)) {
+          entries[static_cast<size_t>(d)].push_back(a);
+          used.push_back(a);
+        }
+      }
+      break;
+    }
+  }
+  NamedSharding merged(mesh, PartitionSpec(entries));
+  plan.results[0] = merged;
+  plan.operands[0] = merged;
+}
+
 bool takes_sharded(const InstrPlan& plan) {
   return plan.handler == Handler::kTakeSharded || plan.handler == Handler::kTakeAlongSharded;
 }
@@ -203,7 +230,11 @@ void plan_operands(const Mesh& mesh, const ir::Instr& in,
 
 InstrPlan plan_instr(const Mesh& mesh, const ir::Program& g, const ir::Instr& in,
                      const ValueFacts& f) {
-  if (auto pin = in.prim->partitioning().pinned_shardings(in.attrs)) return plan_pinned(mesh, *pin);
+  if (auto pin = in.prim->partitioning().pinned_shardings(in.attrs)) {
+    InstrPlan plan = plan_pinned(mesh, *pin);
+    if (!pin->unconstrained.empty()) fill_unconstrained(mesh, g, in, f, pin->unconstrained, plan);
+    return plan;
+  }
   if (in.prim->execution().runs_regions() && regions_propagated(in))
     return plan_control_flow(mesh, in);
   std::vector<ir::Aval> ia, oa;

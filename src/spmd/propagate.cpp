@@ -1,5 +1,7 @@
 #include "spmd/propagate.h"
 
+#include <algorithm>
+
 #include "core/errors.h"
 #include "sharding/axes.h"
 #include "spmd/control_flow.h"
@@ -73,6 +75,21 @@ InstrPlan choose_plan(const ir::Program& g, const Mesh& mesh, const ir::Instr& i
 
 namespace {
 
+// Whether `s` keeps the dimensions a constraint with unconstrained ones fixes for value `v`
+// (any sharding does when `pin` is empty).
+bool keeps_constrained(const ir::Program& g,
+                       const std::optional<prim::Partitioning::PinnedShardings>& pin, int v,
+                       const NamedSharding& s) {
+  if (!pin) return true;
+  const auto& free = pin->unconstrained;
+  const PartitionSpec& want = pin->results[0];
+  for (int d = 0; d < g.aval(v).ndim(); ++d) {
+    if (std::find(free.begin(), free.end(), d) != free.end()) continue;
+    if (s.spec()[d] != want[d]) return false;
+  }
+  return s.unreduced().empty();
+}
+
 void propagate_flat(ir::Program& g, const Mesh& mesh, const std::vector<NamedSharding>& in,
                     const std::vector<std::optional<NamedSharding>>& out) {
   const size_t n = g.values.size();
@@ -134,9 +151,18 @@ void propagate_flat(ir::Program& g, const Mesh& mesh, const std::vector<NamedSha
     const Mesh& types = type[v]->mesh();
     return explicit_part(s, types, rank) == explicit_part(*type[v], types, rank);
   };
+  // A constraint with unconstrained dimensions (P.UNCONSTRAINED) fixes only the others: its
+  // result starts as it says and propagation may split the free dimensions.
+  std::vector<std::optional<prim::Partitioning::PinnedShardings>> partial(n);
   for (const ir::Instr& instr : g.instrs) {
     if (auto pin = instr.prim->partitioning().pinned_shardings(instr.attrs)) {
       for (size_t k = 0; k < instr.outputs.size(); ++k) {
+        const auto v = static_cast<size_t>(instr.outputs[k]);
+        if (!pin->unconstrained.empty()) {
+          if (!fixed[v] && !sh[v]) sh[v] = NamedSharding(mesh, pin->results[k]);
+          partial[v] = pin;
+          continue;
+        }
         fix(instr.outputs[k], NamedSharding(mesh, pin->results[k]));
       }
     }
@@ -170,7 +196,7 @@ void propagate_flat(ir::Program& g, const Mesh& mesh, const std::vector<NamedSha
   bool changed = true;
   auto propose = [&](int v, const NamedSharding& s) {
     size_t i = static_cast<size_t>(v);
-    if (fixed[i] || !keeps_type(i, s)) return;
+    if (fixed[i] || !keeps_type(i, s) || !keeps_constrained(g, partial[i], v, s)) return;
     const int rank = g.aval(v).ndim();
     if (!sh[i] ||
         (!(*sh[i] == s) && sh[i]->unreduced() == s.unreduced() && refines(*sh[i], s, rank))) {

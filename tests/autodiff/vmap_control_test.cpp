@@ -297,11 +297,12 @@ TEST(VmapControl, SpmdAxisNameSplitsTheExamplesWhereAShardingIsConstrained) {
       jit([&](const Array& v) { return vmap(f, {0}, {0}, std::nullopt, "", {"x"})({v})[0]; })(x);
   EXPECT_EQ(r.sharding(), NamedSharding(m, P("x", None, "y")));
   expect_close(r, tanh(x), 1e-6, "values");
-  // Without spmd_axis_name the constraint still holds for every example (as JAX): the
-  // examples' dimension is whole.
+  // Without spmd_axis_name the constraint still holds for every example, and the examples'
+  // dimension is unconstrained (as JAX's batching rule marks it): it keeps the operand's split
+  // over 'x' instead of being gathered.
   Array whole = jit([&](const Array& v) { return vmap(f, {0}, {0})({v})[0]; })(
       device_put(x, NamedSharding(m, P("x", "y"))));
-  EXPECT_EQ(whole.sharding(), NamedSharding(m, P(None, None, "y")));
+  EXPECT_EQ(whole.sharding(), NamedSharding(m, P("x", None, "y")));
   expect_close(whole, tanh(x), 1e-6, "values without spmd_axis_name");
   // The axes the examples split over are vmap's: a constraint or a shard_map inside may not
   // name them (as JAX).

@@ -579,7 +579,7 @@ _SHARD_MAP = re.compile(r"= shard_map\(")
 
 
 def _abstract_sharding(s):
-  return isinstance(s, NamedSharding) and s._s.mesh.is_abstract()
+  return isinstance(s, NamedSharding) and s._c.mesh.is_abstract()
 
 
 def _onto(s, target):
@@ -749,6 +749,10 @@ class Jitted:
       if isinstance(x, NamedSharding) and getattr(x.mesh, "empty", False):
         raise PartixError(f"[jit] {what} got an empty NamedSharding: {x!r} has a mesh with no "
                           "devices; give a mesh of devices (jax.make_mesh) or leave it None")
+      if isinstance(x, PartitionSpec) and any(e is PartitionSpec.UNCONSTRAINED for e in x) or (
+          isinstance(x, NamedSharding) and x._free):
+        raise PartixError(f"[jit] Unconstrained dims are not allowed when passed to jit's "
+                          f"{what}: {x!r} (P.UNCONSTRAINED is for with_sharding_constraint)")
 
   def _split(self, args, kwargs):
     n = len(args)
@@ -1585,7 +1589,8 @@ def _constrain(x, sharding, api):
     raise PartixError(f"[{api}] {s.spec} has unreduced axes: a constraint cannot make a value "
                       "partial sums (give out_sharding=P(..., unreduced=...) to the op that "
                       "makes them)")
-  return Array(_core.with_sharding_constraint(a, s._s))
+  # P.UNCONSTRAINED dimensions (s._free) are left to the compiler: only constraints take them.
+  return Array(_core.with_sharding_constraint(a, s._c, list(s._free)))
 
 
 def _eager_abstract_target(x, s, api):

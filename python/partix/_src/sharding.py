@@ -183,6 +183,12 @@ class PartitionSpec(tuple):
   def _core(self):
     return _core.PartitionSpec(self._entries())
 
+  def _core_free(self):
+    """The core spec with each P.UNCONSTRAINED entry unsplit."""
+    return _core.PartitionSpec([[] if e is _UNCONSTRAINED else
+                                [] if e is None else [e] if isinstance(e, str) else list(e)
+                                for e in self])
+
   def __reduce__(self):
     if self.unreduced or self.reduced:
       return (functools.partial(PartitionSpec, unreduced=set(self.unreduced),
@@ -566,7 +572,7 @@ class Sharding:
 
 class NamedSharding(Sharding):
   """How a global array splits over a mesh: a PartitionSpec over the mesh's axes."""
-  __slots__ = ("_s", "_mesh", "_spec", "_kind")
+  __slots__ = ("_c", "_free", "_mesh", "_spec", "_kind")
 
   def __init__(self, mesh, spec=None, *, memory_kind=None):
     if spec is None:
@@ -598,14 +604,29 @@ class NamedSharding(Sharding):
                         f"{types[implicit[0]].name}" +
                         "".join(f", {a!r} is {types[a].name}" for a in implicit[1:]) +
                         "; unreduced axes must be Explicit")
-    self._s = (_core.NamedSharding(mesh._m, spec._core(), set(unreduced)) if unreduced
-               else _core.NamedSharding(mesh._m, spec._core()))
+    # P.UNCONSTRAINED entries: unsplit in the core's sharding, listed in _free; only
+    # with_sharding_constraint takes them (the `_s` property refuses them elsewhere).
+    self._free = tuple(d for d, e in enumerate(spec) if e is _UNCONSTRAINED)
+    core_spec = spec._core_free() if self._free else spec._core()
+    self._c = (_core.NamedSharding(mesh._m, core_spec, set(unreduced)) if unreduced
+               else _core.NamedSharding(mesh._m, core_spec))
     self._mesh, self._spec = mesh, spec
+
+  @property
+  def _s(self):
+    """The core sharding that places an array: refused while a dimension is unconstrained."""
+    if self._free:
+      raise PartixError(f"[NamedSharding] Unconstrained dims are not allowed in {self._spec}: "
+                        "only with_sharding_constraint takes P.UNCONSTRAINED (the compiler "
+                        "then splits those dimensions as the values around it are); jit's "
+                        "in_shardings and out_shardings, device_put and reshard name every "
+                        "dimension's axes")
+    return self._c
 
   @classmethod
   def _wrap(cls, s):
     self = cls.__new__(cls)
-    self._s, self._mesh, self._spec, self._kind = s, None, None, None
+    self._c, self._mesh, self._spec, self._kind, self._free = s, None, None, None, ()
     return self
 
   @classmethod
@@ -623,20 +644,20 @@ class NamedSharding(Sharding):
   @property
   def mesh(self):
     if self._mesh is None:
-      self._mesh = Mesh._wrap(self._s.mesh)
+      self._mesh = Mesh._wrap(self._c.mesh)
     return self._mesh
 
   @property
   def spec(self):
     if self._spec is None:
-      spec = _spec_from_core(self._s.spec)
-      unreduced = self._s.unreduced  # the core keeps them on the sharding, JAX on the spec
+      spec = _spec_from_core(self._c.spec)
+      unreduced = self._c.unreduced  # the core keeps them on the sharding, JAX on the spec
       self._spec = PartitionSpec(*spec, unreduced=set(unreduced)) if unreduced else spec
     return self._spec
 
   def _abstract(self, what):
     """Raises, as JAX: a sharding on an AbstractMesh has no devices to tell about."""
-    if self._s.mesh.is_abstract():
+    if self._c.mesh.is_abstract():
       raise PartixError(f"[NamedSharding] {what} is not implemented for "
                         f"`jax.sharding.AbstractMesh`: {self} has no devices (a NamedSharding "
                         "on a Mesh has)")
@@ -653,7 +674,7 @@ class NamedSharding(Sharding):
 
   @property
   def is_fully_replicated(self):
-    return self._s.is_fully_replicated()
+    return self._c.is_fully_replicated()
 
   @property
   def is_fully_addressable(self):
@@ -662,7 +683,7 @@ class NamedSharding(Sharding):
 
   @property
   def num_devices(self):
-    return 0 if self._on_empty_mesh() else self._s.mesh.size
+    return 0 if self._on_empty_mesh() else self._c.mesh.size
 
   def _on_empty_mesh(self):
     # Only a Mesh made in Python is the empty mesh (the core's meshes always hold devices).
@@ -675,7 +696,7 @@ class NamedSharding(Sharding):
     host memory, so every kind holds the array the same way."""
     if self._kind is not None:
       return self._kind
-    return None if self._s.mesh.is_abstract() or self._on_empty_mesh() else "device"
+    return None if self._c.mesh.is_abstract() or self._on_empty_mesh() else "device"
 
   def _check_even(self, shape, api):
     """Raises unless every dimension of shape the spec splits divides evenly (as JAX)."""
@@ -694,7 +715,7 @@ class NamedSharding(Sharding):
     """The shape of every shard; as in JAX, each sharded dimension must divide evenly."""
     shape = tuple(int(d) for d in global_shape)
     self._check_even(shape, "NamedSharding.shard_shape")
-    return tuple(self._s.shard_shape(list(shape)))
+    return tuple(self._c.shard_shape(list(shape)))
 
   def check_compatible_aval(self, aval_shape):
     """As JAX's: raises unless the spec fits a value of this shape (a scalar takes only P(),
@@ -717,7 +738,7 @@ class NamedSharding(Sharding):
     self._check_even(shape, "NamedSharding.devices_indices_map")
     return {d: tuple(slice(None) if a == 0 and b == n else slice(a, b)
                      for (a, b), n in zip(idx, shape))
-            for d, idx in zip(devs, self._s.devices_indices_map(list(global_shape)))}
+            for d, idx in zip(devs, self._c.devices_indices_map(list(global_shape)))}
 
   def addressable_devices_indices_map(self, global_shape):
     """devices_indices_map restricted to this process's devices."""
@@ -735,7 +756,7 @@ class NamedSharding(Sharding):
     self._check_even((k,) * ndim, "NamedSharding.is_equivalent_to")
     # By the core's device ids (an abstract mesh's are its positions 0..n-1).
     return {d.id: tuple(idx) for d, idx in zip(
-        self._s.mesh.devices, self._s.devices_indices_map([k] * ndim))}
+        self._c.mesh.devices, self._c.devices_indices_map([k] * ndim))}
 
   def is_equivalent_to(self, other, ndim):
     """Whether self and other place an array of rank ndim identically (as JAX's): every
@@ -754,11 +775,11 @@ class NamedSharding(Sharding):
       return False
 
   def __eq__(self, other):
-    return isinstance(other, NamedSharding) and self._s == other._s and (
-        self.memory_kind == other.memory_kind)
+    return isinstance(other, NamedSharding) and self._c == other._c and (
+        self.memory_kind == other.memory_kind) and self._free == other._free
 
   def __hash__(self):
-    return hash(self._s)
+    return hash((self._c, self._free))
 
   def __repr__(self):
     kind = self.memory_kind
@@ -787,7 +808,7 @@ def _memory_kind(kind, api, mesh=None):
 class SingleDeviceSharding(NamedSharding):
   def __init__(self, device, *, memory_kind=None):
     s = _core.single_device_sharding(device._d)
-    self._s, self._mesh, self._spec = s, None, None
+    self._c, self._mesh, self._spec, self._free = s, None, None, ()
     self._kind = _memory_kind(memory_kind, "SingleDeviceSharding")
     self._device = device
 

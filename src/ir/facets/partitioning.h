@@ -106,6 +106,9 @@ class Partitioning {
     bool constrains_operand = false;
     // Region 0 is the program every device runs on its blocks: the partitioner inlines it.
     bool per_device_body = false;
+    // Dimensions of the results the op leaves to propagation (a constraint's P.UNCONSTRAINED
+    // entries, empty in `results`): they take the split of the values around the op.
+    std::vector<int> unconstrained;
   };
   virtual std::optional<PinnedShardings> pinned_shardings(const Attrs& attrs) const {
     (void)attrs;

@@ -608,9 +608,6 @@ def test_threefry_partitionable_context_within_jit():
     assert g(1) == jax.jit(g)(1)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix refuses P.UNCONSTRAINED in a sharding ('Unconstrained dims are not allowed'): its "
-    "constraints name every dimension's axes"))
 def test_wsc_vmap_unconstrained_spmd_axis_name():
   # JAX reads the constraint from the jaxpr (P('x', UNCONSTRAINED) under spmd_axis_name='x',
   # fully unconstrained without); here its effect: the examples split over 'x'.

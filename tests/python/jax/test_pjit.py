@@ -417,8 +417,6 @@ def _unconstrained_dims(mesh):
   return jax.jit(f)
 
 
-@pytest.mark.xfail(strict=True, reason="partix refuses P.UNCONSTRAINED in a sharding ('Unconstrained "
-                   "dims are not allowed'): its constraints name every dimension's axes")
 def testShardingConstraintPyTreeWithUnconstrainedDimsWithJit():
   mesh = create_mesh((2, 2), ("x", "y"))
   f = _unconstrained_dims(mesh)
