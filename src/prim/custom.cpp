@@ -8,6 +8,8 @@
 #include "partix/ops.h"
 #include "prim/batching.h"
 #include "prim/util.h"
+#include "trace/loop_carries.h"
+#include "trace/trace.h"
 
 namespace partix::prim {
 
@@ -51,6 +53,31 @@ void check_captures_inactive(const char* api, const VjpArgs& a, size_t first) {
                         "({}); pass it as an argument so that the rule gives its cotangent",
                    ir::Aval{a.primals[i].shape(), a.primals[i].dtype()}.to_string());
     }
+  }
+}
+
+// Inside shard_map (with check_vma), as JAX: the user's bwd rule gives each argument a
+// cotangent of the argument's own type, varying over the same mesh axes (a psum'd cotangent of
+// a varying argument would be summed again by the transpose of its pvary).
+void check_cotangent_types(const VjpArgs& a, const std::vector<Array>& cts, size_t n) {
+  const detail::TraceState* t = detail::current_trace();
+  if (t == nullptr || !t->manual_mesh || detail::loose_carries()) return;
+  for (size_t i = 0; i < n && i < cts.size(); ++i) {
+    if (!cts[i].valid() || !is_floating(a.primals[i].dtype())) continue;
+    const detail::Vary want = detail::vary_of(a.primals[i]), got = detail::vary_of(cts[i]);
+    if (want == got) continue;
+    auto text = [](const Array& x, const detail::Vary& v) {
+      std::string s = ir::Aval{x.shape(), x.dtype()}.to_string();
+      if (!v.empty()) s += fmt::format("{{V:{}}}", fmt::join(v, ","));
+      return s;
+    };
+    detail::fail("custom_vjp",
+                 "Custom VJP bwd rule must produce an output with the same type as the args "
+                 "tuple of the primal function, but at output[{}] the bwd rule produced an output "
+                 "of type {} corresponding to an input of type {} (inside shard_map the "
+                 "cotangent varies over the mesh axes its argument varies over: drop the psum, "
+                 "or lax.pcast it to='varying')",
+                 i, text(cts[i], got), text(a.primals[i], want));
   }
 }
 
@@ -115,6 +142,7 @@ class CustomVjpCall final : public CustomCall {
                                       slice_of(a.primals, n + nf + nw, nb));
     std::vector<Array> benv = autodiff::evaluate(bwd, bargs);
     std::vector<Array> cts = results_of(bwd, benv, 0, n);
+    check_cotangent_types(a, cts, n);
     cts.resize(a.primals.size());  // captures: none (checked inactive above)
     return cts;
   }

@@ -2,6 +2,7 @@
 #include <optional>
 
 #include "core/errors.h"
+#include "sharding/axes.h"
 #include "partix/transforms.h"
 #include "trace/loop_carries.h"
 #include "trace/trace.h"
@@ -259,7 +260,20 @@ std::vector<Array> ShardMapState::call(const std::vector<Array>& leaves,
     }
     NamedSharding(mesh, out_specs[k]).check_shape(info.aval.shape);
   }
-  // Captured outer values enter whole (replicated) on every device.
+  // Captured outer values enter whole (replicated) on every device. One typed on Explicit
+  // axes would have to be resharded into the body, which JAX does not do either: it must be
+  // an argument.
+  for (const Array& c : body->captures()) {
+    const auto& s = c.impl()->sharding;
+    if (s && has_axis_type(s->mesh(), AxisType::Explicit) && s->mesh().size() > 1) {
+      fail(kApi,
+           "{}Closing over inputs to shard_map where the input is sharded on `Explicit` axes is "
+           "not implemented. As a workaround, please pass those inputs as an argument to "
+           "shard_map. Got input {}{} on {}",
+           applied_to(function_name_), dtype_name(c.dtype()), shape_to_string(c.shape()),
+           s->mesh().to_string());
+    }
+  }
   std::vector<Array> operands = leaves;
   ir::Specs specs(leaf_specs.begin(), leaf_specs.end());
   for (const Array& c : body->captures()) {

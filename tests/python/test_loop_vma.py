@@ -209,3 +209,43 @@ def test_vmap_spmd_axis_name_in_a_shard_map_spec_and_the_flag():
   finally:
     jax.config.update("jax_disable_vmap_shmap_error", False)
   np.testing.assert_array_equal(np.asarray(out), np.asarray(xs) + np.arange(8))
+
+
+def test_custom_vjp_bwd_must_give_each_argument_its_own_varying_type(mesh):
+  # JAX 0.10's check: a psum'd (invariant) cotangent for a varying argument is refused; the
+  # same rule without the psum, or with check_vma=False, runs.
+  def make(bwd):
+    @jax.custom_vjp
+    def f(x):
+      return x * 2.0
+    f.defvjp(lambda x: (f(x), None), bwd)
+    return f
+
+  bad = make(lambda _, g: (lax.psum(g, "x") * 2.0,))
+  good = make(lambda _, g: (g * 2.0,))
+  x = jnp.arange(8.)
+  loss = lambda f, check: lambda v: jax.shard_map(
+      f, mesh=mesh, in_specs=P("x"), out_specs=P("x"), check_vma=check)(v).sum()
+  with pytest.raises(jax.PartixError, match=r"Custom VJP bwd rule must produce an output with "
+                     r"the same type as the args tuple of the primal function, but at output\[0\]"
+                     r" the bwd rule produced an output of type f32\[4\] corresponding to an "
+                     r"input of type f32\[4\]\{V:x\}"):
+    jax.grad(loss(bad, True))(x)
+  np.testing.assert_array_equal(np.asarray(jax.jit(jax.grad(loss(good, True)))(x)),
+                                np.full(8, 2.))
+  jax.grad(loss(bad, False))(x)  # unchecked, as JAX
+
+
+def test_linearize_tangent_must_vary_as_its_primal(mesh):
+  def m(p, t, cast):
+    if cast:
+      p = lax.pcast(p, ("x", "y"), to="varying")
+    _, f_jvp = jax.linearize(lambda v: (v ** 2).sum(), p)
+    return f_jvp(t)[None]
+  p = jnp.array([1., 2.])
+  run = lambda cast: jax.shard_map(lambda t: m(p, t, cast), mesh=mesh, in_specs=P(("x", "y")),
+                                   out_specs=P(("x", "y")))(jnp.ones(16))
+  with pytest.raises(jax.PartixError, match=r"applying `jax.lax.pcast\(..., \('x', 'y'\), "
+                     r"to='varying'\)` to the primal value passed to `jax.linearize`"):
+    run(False)
+  np.testing.assert_array_equal(np.asarray(run(True)), np.full(8, 6.))

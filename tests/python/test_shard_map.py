@@ -271,3 +271,24 @@ def test_eval_shape_and_full_like_keep_varying_axes_inside_shard_map(mesh8):
   assert seen["one"] == frozenset({"x"})
   sds = jax.ShapeDtypeStruct((2,), np.float32)
   assert sds.vma == frozenset() and jax.typeof(sds).shape == (2,)
+
+
+def test_closing_over_an_array_on_explicit_axes_is_refused_as_in_jax():
+  # JAX 0.10: such a value must be an argument (the body cannot reshard it in); an argument,
+  # or a closed-over array off the mesh, is fine.
+  mesh = jax.make_mesh((2,), ("x",), axis_types=(jax.sharding.AxisType.Explicit,))
+  w = jax.device_put(jnp.ones((2, 4), jnp.float32), NamedSharding(mesh, P()))
+  x = jax.device_put(jnp.ones((4, 4), jnp.float32), NamedSharding(mesh, P("x")))
+  body = lambda w, xi: jnp.sum(w * xi, axis=-1)
+  with pytest.raises(jax.PartixError, match=r"Closing over inputs to shard_map where the input "
+                     r"is sharded on `Explicit` axes is not implemented(.|\n)*f32\[2,4\]"):
+    jax.shard_map(lambda xi: body(w, xi), mesh=mesh, in_specs=P("x"), out_specs=P("x"))(x)
+  with pytest.raises(jax.PartixError, match="Closing over inputs to shard_map"):
+    jax.jit(lambda w, x: jax.shard_map(lambda xi: body(w, xi), mesh=mesh, in_specs=P("x"),
+                                       out_specs=P("x"))(x))(w, x)
+  out = jax.shard_map(body, mesh=mesh, in_specs=(P(), P("x")), out_specs=P("x"))(w, x)
+  np.testing.assert_array_equal(np.asarray(out), np.full(4, 4., np.float32))
+  w_off = jnp.ones((2, 4), jnp.float32)
+  out = jax.shard_map(lambda xi: body(w_off, xi), mesh=mesh, in_specs=P("x"),
+                      out_specs=P("x"))(x)
+  np.testing.assert_array_equal(np.asarray(out), np.full(4, 4., np.float32))

@@ -162,11 +162,37 @@ def linearize(fun, *primals, has_aux=False):
       raise PartixError(f"[linearize] f_jvp takes {len(primals)} tangents (one per primal), "
                         f"got {len(tangents)}")
     tcores = _tangent_cores(tuple(tangents), tree, cores, "linearize")
+    _check_tangent_vma(cores, tcores)
     res = pb.jvp(tcores, "linearize")
     return traced.split(res)[0]
 
   f_jvp = jit(linear, name="linearize")
   return (primals_out, f_jvp, aux) if has_aux else (primals_out, f_jvp)
+
+
+def _vma(c):
+  return frozenset(_core.varying_axes(c)) if c.is_tracer() else frozenset()
+
+
+def _check_tangent_vma(primal_cores, tangent_cores):
+  """Inside shard_map, as JAX: each tangent given to linearize's f_jvp varies over the mesh
+  axes its primal varies over (the linearization was taken at a value of that type)."""
+  for i, (p, t) in enumerate(zip(primal_cores, tangent_cores)):
+    pv, tv = _vma(p), _vma(t)
+    if pv == tv or not _floating(Array(p).dtype):
+      continue
+    fixes = []
+    if tv - pv:
+      fixes.append(f"applying `jax.lax.pcast(..., {tuple(sorted(tv - pv))}, to='varying')` to "
+                   "the primal value passed to `jax.linearize`")
+    if pv - tv:
+      fixes.append(f"applying `jax.lax.pcast(..., {tuple(sorted(pv - tv))}, to='varying')` to "
+                   "the tangent value passed to the callable `f_jvp` returned by "
+                   "`jax.linearize`")
+    raise PartixError(
+        f"[linearize] f_jvp called with a tangent of varying axes {set(tv) or '{}'} for primal "
+        f"{i}, whose linearization varies over {set(pv) or '{}'}. \nThis might be fixed by:\n" +
+        "\n".join(f"  * {d};" for d in fixes))
 
 
 def _dyn(fun, args, argnums, api):
@@ -298,7 +324,9 @@ def linear_transpose(fun, *primals, reduce_axes=()):
   for x in leaves:
     if not hasattr(x, "shape") or not hasattr(x, "dtype"):
       x = Array(_leaf_core(x, "linear_transpose"))
-    z = jnp.zeros(x.shape, x.dtype)
+    # Inside shard_map a traced primal's zeros vary as it does (its type, as JAX's).
+    z = (jnp.zeros_like(x) if isinstance(x, Array) and x._a.is_tracer()
+         else jnp.zeros(x.shape, x.dtype))
     if isinstance(x, ShapeDtypeStruct) and x.sharding is not None:
       z = device_put(z, x.sharding)
     elif isinstance(x, Array) and not _core.is_tracing():

@@ -710,9 +710,6 @@ def test_error_for_variable_num_args():
     shard_f(jnp.ones((8, 8)), jnp.ones((8, 8)))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix does not check a custom_vjp bwd output's varying axes against the primal input's:"
-    " an invariant (psum'd) cotangent for a varying input is accepted instead of raising"))
 def test_custom_vjp_replication_error_message_hint():
   # The bwd rule's psum makes an invariant cotangent for a varying primal input.
   mesh = create_mesh((4,), "i")

@@ -370,8 +370,10 @@ def test_shmap_close_over_unused_params():
   assert_arrays_equal(grads, np.zeros((4, 8), np.float32))
 
 
-@pytest.mark.xfail(strict=True, reason="partix.shard_map does not raise when the body closes "
-                   "over an array on an Explicit mesh")
+@pytest.mark.xfail(strict=True, reason="partix's jnp.ones under set_mesh(Explicit mesh) makes an "
+                   "uncommitted array off the mesh (JAX commits it to the mesh, replicated), so "
+                   "closing over it is no Explicit-sharded input; a closed-over array placed on "
+                   "the Explicit mesh is refused with JAX's message")
 def test_close_over_explicit_sharded_input_error():
   with explicit_mesh((2,), ('x',)):
     def simple_func(w, x):

@@ -114,9 +114,6 @@ def _lin_then_transpose(p, t, cast):
   return jax.linear_transpose(fwd, p)(out_t)
 
 
-@pytest.mark.xfail(strict=True, reason="partix does not reject linear_transpose of a linearize "
-                   "taken at an invariant primal with a varying tangent inside shard_map (JAX "
-                   "asks for lax.pcast(p, 'x', to='varying')); it returns [8., 8.]")
 def test_shmap_linearize_and_linearize_transpose_error():
   mesh = create_mesh((2,), ("x",))
   p = jnp.array([1.])
