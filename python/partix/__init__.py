@@ -285,6 +285,7 @@ class _Config:
 
 
 config = _Config()
+_config_states.CONFIG_UPDATE[0] = config.update
 
 
 def __getattr__(name):

@@ -9,6 +9,7 @@ import atexit
 import numpy as np
 
 from partix import _core
+from partix import numpy as jnp
 from partix._src import dtypes
 from partix._src import tree_util
 from partix._src.core import Array, PartixError
@@ -66,9 +67,7 @@ def _call(api, callback, specs, tree, args, kwargs, *, effect, vmap_method):
   if not _core.is_tracing():
     a, k = tree_util.tree_unflatten(in_tree, [_host_value(x) for x in leaves])
     vals = _checked_results(api, callback(*a, **k), specs, tree)
-    from partix import numpy as jnp
     return tree_util.tree_unflatten(tree, [jnp.asarray(v) for v in vals])
-  from partix import numpy as jnp
   arrays = [x if isinstance(x, Array) else jnp.asarray(x) for x in leaves]
   for x in arrays:
     dtypes.to_core(x.dtype, api)

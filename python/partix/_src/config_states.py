@@ -11,6 +11,7 @@ import functools
 import threading
 import warnings
 
+from partix._src import dtypes
 from partix._src.errors import PartixError
 from partix._src.jax_errors import TypePromotionError
 
@@ -179,15 +180,18 @@ def _on(value):
 
 
 def _x64(value):
-  from partix._src import dtypes
   dtypes.set_x64(value)
+
+
+# jax.config.update, set by the package once its config exists (partix/__init__.py): the
+# options it already acts on are applied through it.
+CONFIG_UPDATE = [None]
 
 
 def _via_config(name):
   """A flag partix's jax.config.update already acts on: the context applies it the same way."""
   def apply(value):
-    import partix
-    partix.config.update(name, value)
+    CONFIG_UPDATE[0](name, value)
   return apply
 
 
@@ -385,7 +389,6 @@ def check_promotion(x, y, a, b, weak_x, weak_y, api):
 
 
 def _name(core_dtype):
-  from partix._src import dtypes
   try:
     return str(dtypes.from_core(core_dtype))
   except KeyError:

@@ -15,6 +15,7 @@ from partix._src import tree_util as tu
 from partix._src.batching import _per_leaf
 from partix._src.core import PartixError, asarray
 from partix._src.custom_derivatives import _positional
+from partix._src.lax_ops import map as lax_map
 import partix.numpy as jnp
 
 __all__ = ["custom_vmap", "sequential_vmap"]
@@ -135,7 +136,6 @@ class custom_vmap:  # noqa: N801 (JAX's name)
 def sequential_vmap(f):
   """jax.custom_batching.sequential_vmap: f as a custom_vmap whose rule runs f once per example
   in a loop (lax.map), for functions that do not batch otherwise."""
-  from partix._src.lax_ops import map as lax_map
 
   f = custom_vmap(f)
 

@@ -17,6 +17,7 @@ import numpy as np
 from partix._src import custom_derivatives as _cd
 from partix._src import dtypes
 from partix._src import lax_gather
+from partix._src.api import reshard
 from partix._src import numpy_ops as jnp
 from partix._src.core import Array, PartixError, PartixTypeError, asarray
 from partix._src.jax_errors import ConcretizationTypeError
@@ -134,7 +135,6 @@ _EXTREME = {}
 
 def _segment(kind, api, data, segment_ids, num_segments, indices_are_sorted, unique_indices,
              bucket_size, mode, out_sharding):
-  from partix._src.api import reshard
   data = asarray(data, api=api)
   ids = asarray(segment_ids, api=api)
   if not dtypes.is_int(ids.dtype):
