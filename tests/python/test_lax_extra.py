@@ -411,3 +411,21 @@ def test_reduce_window_on_sharded_operands():
   # JAX refuses an output dimension that no longer divides over the mesh axis (14 by 8).
   with pytest.raises(PartixError, match=r"\[reduce_window\].*14"):
     lax.reduce_window(xs, 0.0, lax.add, (3, 1), (1, 1), "VALID")
+
+
+def test_tokens_pass_through_transformations():
+  from partix.extend.core import Token
+  t = lax.create_token(None)
+  assert isinstance(t, Token) and t == lax.after_all(t, jnp.ones(2))
+  x, t2 = jax.jit(lambda x, t: (x * 2, lax.after_all(t, x)))(jnp.arange(3.), t)
+  np.testing.assert_array_equal(np.asarray(x), [0., 2., 4.])
+  assert isinstance(t2, Token)
+  ys, tok = jax.vmap(lambda v, t: (v + 1, t), in_axes=(0, None), out_axes=(0, None))(
+      jnp.arange(4.), t)
+  assert isinstance(tok, Token)
+  c, _ = lax.scan(lambda c, v: ((c[0] + v, lax.after_all(c[1])), None), (0., t),
+                  jnp.arange(3.))
+  assert float(c[0]) == 3. and isinstance(c[1], Token)
+  assert jax.tree.leaves(t) == []
+  with pytest.raises(jax.PartixError, match=r"\[after_all\] operand 'a'"):
+    lax.after_all("a")

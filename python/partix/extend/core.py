@@ -1,10 +1,11 @@
 """jax.extend.core (partix.extend.core): a traced program (make_jaxpr's ClosedJaxpr) as a
-function, jaxpr_as_fun."""
+function, jaxpr_as_fun; Token."""
+from partix._src.tokens import Token
 from partix._src.tracing import Jaxpr, JaxprEqn, eval_jaxpr
 
 ClosedJaxpr = Jaxpr
 
-__all__ = ["ClosedJaxpr", "Jaxpr", "JaxprEqn", "jaxpr_as_fun"]
+__all__ = ["ClosedJaxpr", "Jaxpr", "JaxprEqn", "Token", "jaxpr_as_fun"]
 
 
 def jaxpr_as_fun(closed_jaxpr):

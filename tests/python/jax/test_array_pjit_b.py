@@ -562,8 +562,6 @@ def test_spmd_preserves_input_sharding_vmap_grad():
                    np.ones((batch, 3), np.float32))
 
 
-@pytest.mark.xfail(strict=True, reason="partix has no lax.create_token (tokens) and no "
-                   "jax.extend.core.Token")
 def test_jit_token_input():
   from jax.extend.core import Token
   x = jax.device_put(jnp.arange(8), device=jax.devices()[0])
