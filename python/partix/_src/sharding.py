@@ -390,6 +390,17 @@ def _is_empty_devices(devs, names):
   return devs.ndim == 0 and not names and devs.item() is None
 
 
+def _axis_types_key(axis_types, n):
+  """axis_types as a tuple for an interning key (None: not a form worth interning)."""
+  if axis_types is None:
+    return (AxisType.Auto,) * n
+  if isinstance(axis_types, AxisType):
+    return (axis_types,)
+  if isinstance(axis_types, (tuple, list)):
+    return tuple(axis_types)
+  return None
+
+
 def _mesh_key(devices, axis_names, axis_types=None):
   """What makes two Mesh(...) calls the same mesh (None: arguments Mesh will refuse or that
   are not worth interning)."""
@@ -404,13 +415,8 @@ def _mesh_key(devices, axis_names, axis_types=None):
   if not all(isinstance(n, str) for n in names) or devs.ndim != len(names) or not all(
       isinstance(d, Device) for d in devs.flat):
     return None
-  if axis_types is None:
-    types = (AxisType.Auto,) * len(names)
-  elif isinstance(axis_types, AxisType):
-    types = (axis_types,)
-  elif isinstance(axis_types, (tuple, list)):
-    types = tuple(axis_types)
-  else:
+  types = _axis_types_key(axis_types, len(names))
+  if types is None:
     return None
   if not all(isinstance(t, AxisType) for t in types):
     return None
@@ -514,13 +520,8 @@ def _abstract_key(axis_sizes, axis_names, axis_types):
   if not all(isinstance(n, str) for n in names) or len(names) != len(sizes) or any(
       isinstance(n, bool) or n < 1 for n in sizes):
     return None
-  if axis_types is None:
-    types = (AxisType.Auto,) * len(names)
-  elif isinstance(axis_types, AxisType):
-    types = (axis_types,)
-  elif isinstance(axis_types, (tuple, list)):
-    types = tuple(axis_types)
-  else:
+  types = _axis_types_key(axis_types, len(names))
+  if types is None:
     return None
   if len(types) != len(names) or not all(isinstance(t, AxisType) for t in types):
     return None
