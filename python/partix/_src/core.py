@@ -159,13 +159,11 @@ class Array:
     return out if dtype is None else out.astype(dtype, copy=False)
 
   def tolist(self):
-    if self._a.is_tracer():
-      self._concrete("Array.tolist")
+    self._concrete("Array.tolist")
     return to_numpy(self).tolist()
 
   def item(self, *args):
-    if self._a.is_tracer():
-      self._concrete("Array.item")
+    self._concrete("Array.item")
     return to_numpy(self).item(*args)
 
   def _concrete(self, what):

@@ -43,6 +43,17 @@ def _identity(kind, dtype):
   return float("inf") if kind == "min" else float("-inf")
 
 
+def _static_int(api, name, value, least, kind, bound):
+  """value as a Python int of at least `least`; errors name the argument, the API and value."""
+  try:
+    n = operator.index(value)
+  except TypeError:
+    raise PartixTypeError(f"[{api}] {name} must be {kind}, got {value!r}") from None
+  if n < least:
+    raise PartixError(f"[{api}] {name} must be {bound}, got {n}")
+  return n
+
+
 def _num_segments(num_segments, ids, api):
   if num_segments is None:
     if ids._a.is_tracer():
@@ -60,14 +71,7 @@ def _num_segments(num_segments, ids, api):
           f"[{api}] num_segments is a traced {num_segments._aval_str()}: it is the size of the "
           "result, so it must be a static int (static_argnums under jit)")
     num_segments = np.asarray(num_segments)
-  try:
-    n = operator.index(num_segments)
-  except TypeError:
-    raise PartixTypeError(f"[{api}] num_segments must be an int, got "
-                          f"{num_segments!r}") from None
-  if n < 0:
-    raise PartixError(f"[{api}] num_segments must be non-negative, got {n}")
-  return n
+  return _static_int(api, "num_segments", num_segments, 0, "an int", "non-negative")
 
 
 def _scatter(kind, out, index, updates, mode):
@@ -144,13 +148,8 @@ def _segment(kind, api, data, segment_ids, num_segments, indices_are_sorted, uni
   m = _mode(mode, None, api)  # checks it (unknown modes are refused by name)
   del m
   if bucket_size is not None:
-    try:
-      bucket_size = operator.index(bucket_size)
-    except TypeError:
-      raise PartixTypeError(f"[{api}] bucket_size must be an int or None, got "
-                            f"{bucket_size!r}") from None
-    if bucket_size < 1:
-      raise PartixError(f"[{api}] bucket_size must be positive, got {bucket_size}")
+    bucket_size = _static_int(api, "bucket_size", bucket_size, 1, "an int or None",
+                              "positive")
     if ids.ndim != 1:
       raise PartixError(f"[{api}] bucket_size needs 1-D segment_ids, got shape "
                         f"{tuple(ids.shape)}")

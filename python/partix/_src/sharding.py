@@ -401,6 +401,17 @@ def _axis_types_key(axis_types, n):
   return None
 
 
+def _check_axis_names(api, sizes, names):
+  """Raises unless names are strings, one per axis size."""
+  for a in names:
+    if not isinstance(a, str):
+      raise PartixError(f"[{api}] axis name {a!r} ({type(a).__name__}) is not a string; mesh "
+                        f"axes are named by strings, got axis_names {names}")
+  if len(sizes) != len(names):
+    raise PartixError(f"[{api}] {len(sizes)} axis sizes {sizes} for {len(names)} axis names "
+                      f"{names}: give one size per name")
+
+
 def _mesh_key(devices, axis_names, axis_types=None):
   """What makes two Mesh(...) calls the same mesh (None: arguments Mesh will refuse or that
   are not worth interning)."""
@@ -446,13 +457,7 @@ class AbstractMesh(Mesh):
     if isinstance(axis_names, str):
       axis_names = (axis_names,)
     axis_sizes, axis_names = tuple(axis_sizes), tuple(axis_names)
-    for a in axis_names:
-      if not isinstance(a, str):
-        raise PartixError(f"[AbstractMesh] axis name {a!r} ({type(a).__name__}) is not a "
-                          f"string; mesh axes are named by strings, got axis_names {axis_names}")
-    if len(axis_sizes) != len(axis_names):
-      raise PartixError(f"[AbstractMesh] {len(axis_sizes)} axis sizes {axis_sizes} for "
-                        f"{len(axis_names)} axis names {axis_names}: give one size per name")
+    _check_axis_names("AbstractMesh", axis_sizes, axis_names)
     self._devices = None
     self._empty = not axis_sizes  # as JAX's: no axes is the empty mesh, of size 0
     self._init(_core.make_abstract_mesh(list(axis_sizes), list(axis_names)), axis_types)
@@ -532,13 +537,7 @@ def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None):
   """A mesh of the first prod(axis_shapes) devices, row-major (jax.make_mesh). Its axes are
   Explicit unless axis_types says otherwise, as in JAX 0.10 (Mesh(...) defaults to Auto)."""
   axis_shapes, axis_names = tuple(axis_shapes), tuple(axis_names)
-  for a in axis_names:
-    if not isinstance(a, str):
-      raise PartixError(f"[make_mesh] axis name {a!r} ({type(a).__name__}) is not a string; "
-                        f"mesh axes are named by strings, got axis_names {axis_names}")
-  if len(axis_shapes) != len(axis_names):
-    raise PartixError(f"[make_mesh] {len(axis_shapes)} axis sizes {axis_shapes} for "
-                      f"{len(axis_names)} names {axis_names}")
+  _check_axis_names("make_mesh", axis_shapes, axis_names)
   if isinstance(axis_types, AxisType):
     axis_types = (axis_types,)
   if axis_types is not None:
