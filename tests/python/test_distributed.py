@@ -182,9 +182,13 @@ _CALLBACKS = textwrap.dedent("""
     jax.debug.callback(keep, lax.axis_index("x"), b)
     return b
   jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("x"), out_specs=P("x")))(x)
+  # A constraint with an unconstrained dimension keeps the split across both processes.
+  u = jax.jit(lambda v: jax.lax.with_sharding_constraint(
+      v * 2, NamedSharding(mesh, P(P.UNCONSTRAINED))))(x)
   with open(f"{sys.argv[1]}/cb{jax.process_index()}.json", "w") as fh:
     json.dump({"seen": seen, "local": local, "blocks": sorted(blocks),
-               "devices": jax.device_count()}, fh)
+               "devices": jax.device_count(), "u_spec": str(u.sharding.spec),
+               "u_total": float(jax.jit(jnp.sum)(u))}, fh)
 """)
 
 
@@ -196,6 +200,7 @@ def test_host_callbacks_across_processes(tmp_path):
   assert got[0]["seen"] == [list(range(8))] and got[1]["seen"] == []
   n = got[0]["devices"]
   for g in got:
+    assert g["u_spec"] == "P('x',)" and g["u_total"] == 56.0
     assert g["local"] == [28.0] * (n // 2)  # process 0's result, on every local device
   k = 8 // n
   blocks = got[0]["blocks"] + got[1]["blocks"]
