@@ -2,6 +2,7 @@
 import numbers
 import os
 import re
+import threading
 import warnings
 
 import numpy as np
@@ -30,6 +31,17 @@ def _init_from_environment():
   n = m.group(1) if m else os.environ.get("JAX_NUM_CPU_DEVICES")
   if n:
     os.environ["PARTIX_NUM_CPU_DEVICES"] = n
+
+
+# Set while an eager shard_map traces its body (shard_map.py): hook(array, what) answers a
+# traced value's Python conversion (what: 'Array.__bool__', ..., or 'str') with its value on
+# the devices, or None where it has none (then the usual errors follow).
+_eager_values = threading.local()
+
+
+def _eager_value(x, what):
+  hook = getattr(_eager_values, "hook", None)
+  return None if hook is None else hook(x, what)
 
 
 class Array:
@@ -168,6 +180,9 @@ class Array:
 
   def _concrete(self, what):
     if self._a.is_tracer():
+      v = _eager_value(self, what)
+      if v is not None:
+        return v
       # jax.errors' class for each conversion (each also a PartixError), as JAX raises them.
       error = _CONCRETE_ERRORS.get(what, jax_errors.ConcretizationTypeError)
       raise error(
@@ -222,7 +237,7 @@ class Array:
 
   def __repr__(self):
     if self._a.is_tracer():
-      return f"Traced<{self._aval_str()}>"
+      return _eager_value(self, "str") or f"Traced<{self._aval_str()}>"
     if self._a.is_abstract():
       return f"ShapeDtypeStruct({self._aval_str()})"
     if self._a.is_deleted():
@@ -236,7 +251,9 @@ class Array:
   def __str__(self):
     """As JAX: a concrete array prints as numpy prints its values; others as their repr."""
     a = self._a
-    if (a.is_tracer() or a.is_abstract() or a.is_deleted() or
+    if a.is_tracer():
+      return _eager_value(self, "str") or repr(self)
+    if (a.is_abstract() or a.is_deleted() or
         isinstance(self.dtype, dtypes.QuantizedDType)):
       return repr(self)
     return str(to_numpy(self))
@@ -314,7 +331,7 @@ def to_numpy(x, explicit=False):
     raise PartixError(f"[Array.__array__] a quantized array ({x._aval_str()}) has no numpy "
                       "form; astype it to float32 first")
   if a.is_tracer():
-    x._concrete("Array.__array__")
+    return np.asarray(x._concrete("Array.__array__"))
   if any(d.platform != "cpu" for d in x.devices()):  # CPU devices' memory is the host's
     transfer_guard.check("device_to_host", explicit, x._aval_str())
   view = a.host_view() if x.size else None

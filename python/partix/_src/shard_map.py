@@ -7,6 +7,7 @@ import functools
 import numpy as np
 
 from partix import _core
+from partix._src import eager_values
 from partix._src import tree_util as tu
 from partix._src.api import (Jitted, _keep_tree, _leaf_core, _out_leaves, _trees,
                              eager_shard_map_body, jit_trace_mesh)
@@ -257,13 +258,14 @@ class _Rebuild:
 
 
 def shard_map(f=None, mesh=None, in_specs=Infer, out_specs=_REQUIRED, check_rep=None,
-              auto=None, *, check_vma=None, axis_names=None, _smap=False):
+              auto=None, *, check_vma=None, axis_names=None, _smap=False, _plain=False):
   """jax.shard_map / jax.experimental.shard_map.shard_map: f runs on every device of mesh on
   its blocks (in_specs), and its per-device results assemble into global arrays (out_specs).
   Inside, the collectives of partix.lax name mesh axes."""
   if f is None:
     return lambda g: shard_map(g, mesh, in_specs, out_specs, check_rep, auto,
-                               check_vma=check_vma, axis_names=axis_names, _smap=_smap)
+                               check_vma=check_vma, axis_names=axis_names, _smap=_smap,
+                               _plain=_plain)
   api = "shard_map"
   if not callable(f):
     raise PartixError(f"[{api}] {f!r} is not callable")
@@ -342,14 +344,23 @@ def shard_map(f=None, mesh=None, in_specs=Infer, out_specs=_REQUIRED, check_rep=
       rebuild = _Rebuild(treedef)
     else:  # leaves passed through: not hashable in general, so traced per call
       rebuild = _Rebuild(treedef, which, [x for x, w in zip(leaves, which) if not w])
-      if not _core.is_tracing():
-        with eager_shard_map_body():
-          return Jitted(impl, None, None, (0, 1, 2, 3), None, None, None, api, api=api)(
-              m, specs, rebuild, manual, *dyn)
     if _core.is_tracing():
       return impl(m, specs, rebuild, manual, *dyn)
-    with eager_shard_map_body():  # called eagerly: its body is traced for this call
-      return cached(m, specs, rebuild, manual, *dyn)
+    fresh = lambda: Jitted(impl, None, None, (0, 1, 2, 3), None, None, None, api, api=api)  # noqa: E731
+
+    def run_with(jitted):  # called eagerly: its body is traced for this call
+      with eager_shard_map_body(), eager_values.active(oracle):
+        return jitted(m, specs, rebuild, manual, *dyn)
+
+    def probe():
+      body = oracle.probe_body(f)
+      return shard_map(body, m, tu.tree_unflatten(treedef, per), PartitionSpec(oracle.axes),
+                       check_vma=check, axis_names=set(manual), _plain=True)(*args)
+    oracle = None if _plain else eager_values.Oracle(m, manual, check)
+    first = cached if all(which) else fresh()
+    if oracle is None:
+      return run_with(first)
+    return eager_values.run(oracle, run_with, first, fresh, probe)
   return mapped
 
 

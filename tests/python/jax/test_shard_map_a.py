@@ -407,7 +407,6 @@ def test_all_to_all_grad():
   assert_all_close(grad, 2 * np.ones_like(np.asarray(a)))
 
 
-@pytest.mark.xfail(strict=True, reason="an eager partix.shard_map traces its body (through jit): str(x) is 'Traced<f32[4,4]>', not the per-device values 'On cpu:0 at mesh coordinates ...'")
 def test_eager_repr():
   # Eagerly, the body sees per-device values whose str names their mesh coordinates.
   mesh = create_mesh((2, 2), ("x", "y"))
@@ -513,7 +512,6 @@ def test_process_env_traces():
   check_grads(g, (x,), modes=["fwd"], order=2)
 
 
-@pytest.mark.xfail(strict=True, reason="an eager partix.shard_map traces its body: Python `if` on a psum result raises '[Array.__bool__] a traced value ...' instead of seeing a concrete value")
 def test_eager_control_flow():
   # Eagerly the body's values are concrete: Python `if` on a psum works.
   mesh = create_mesh((2, 2), ("x", "y"))

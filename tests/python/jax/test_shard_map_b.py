@@ -351,10 +351,6 @@ def test_axis_index_twoaxes(jit):
   assert_all_close(ans3, jnp.arange(8.).reshape(4, 2), check_dtypes=False)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's eager shard_map traces the body (through a jit): Python `if` on a psum raises "
-    "'a traced value (bool[]) was used as a Python __bool__'; JAX runs eager bodies on "
-    "concrete values"))
 def test_axis_index_eager():
   # Eager shard_map bodies see concrete values: Python control flow on a psum works.
   mesh = create_mesh((4,), ("x",))
