@@ -2,8 +2,8 @@
 #include <optional>
 
 #include "core/errors.h"
-#include "sharding/axes.h"
 #include "partix/transforms.h"
+#include "sharding/axes.h"
 #include "trace/loop_carries.h"
 #include "trace/trace.h"
 #include "trace/vma_options.h"
@@ -141,6 +141,44 @@ std::string jax_vma_text(const Mesh& mesh, const std::set<std::string>& manual,
 
 Mesh manual_context(const TraceState& t) { return manual_typed(*t.manual_mesh, t.manual_axes); }
 
+bool has_free_explicit_axes(const TraceState& t) {
+  if (!t.manual_mesh) return false;
+  for (const auto& a : t.manual_mesh->axis_names()) {
+    if (!t.manual_axes.count(a) && is_axis_type(*t.manual_mesh, a, AxisType::Explicit)) return true;
+  }
+  return false;
+}
+
+namespace {
+// A body parameter's type: its argument's type along the Explicit axes the map leaves
+// automatic, on the mesh in context inside the body.
+std::optional<NamedSharding> body_param_type(const TraceState& body, const Array& arg) {
+  if (!has_free_explicit_axes(body)) return std::nullopt;
+  const auto t = explicit_type(arg.impl()->sharding);
+  if (!t) return std::nullopt;
+  const auto inner = explicit_type(NamedSharding(manual_context(body), t->spec()));
+  std::vector<PartitionSpec::Entry> entries(static_cast<size_t>(arg.ndim()));  // full rank
+  for (int d = 0; d < inner->spec().size() && d < arg.ndim(); ++d)
+    entries[static_cast<size_t>(d)] = inner->spec()[d];
+  return NamedSharding(inner->mesh(), PartitionSpec(entries));
+}
+
+// A result's type after the map: out_specs' split along the manual axes, then (minor) the
+// body result's type along the automatic Explicit ones; nullopt when the body gives none.
+std::optional<NamedSharding> merged_result_type(const Mesh& mesh, const PartitionSpec& out_spec,
+                                                const std::optional<NamedSharding>& body_type,
+                                                int rank) {
+  if (!body_type || body_type->spec().axes().empty()) return std::nullopt;
+  std::vector<PartitionSpec::Entry> entries;
+  for (int d = 0; d < rank; ++d) {
+    PartitionSpec::Entry e = d < out_spec.size() ? out_spec[d] : PartitionSpec::Entry{};
+    for (const auto& a : body_type->spec()[d]) e.push_back(a);
+    entries.push_back(e);
+  }
+  return NamedSharding(mesh, PartitionSpec(entries));
+}
+}  // namespace
+
 std::vector<Array> ShardMapState::call(const std::vector<Array>& leaves,
                                        const std::vector<size_t>& arg_leaf_counts,
                                        const TraceFn& trace,
@@ -223,8 +261,9 @@ std::vector<Array> ShardMapState::call(const std::vector<Array>& leaves,
         const auto& v = outer->program().info(outer->value_of(leaves[i])).varying;
         vary.insert(v.begin(), v.end());
       }
-      tracers.push_back(body->add_param(
-          ir::Aval{s.shard_shape(leaves[i].shape()), leaves[i].dtype()}, std::nullopt, vary));
+      tracers.push_back(
+          body->add_param(ir::Aval{s.shard_shape(leaves[i].shape()), leaves[i].dtype()},
+                          body_param_type(*body, leaves[i]), vary));
     }
     // check_vma=false checks no varying axes: the body's loops widen their carries.
     std::optional<LooseCarriesScope> loose;
@@ -289,7 +328,16 @@ std::vector<Array> ShardMapState::call(const std::vector<Array>& leaves,
     attrs.set("manual_axes", ir::Strings(manual.begin(), manual.end()));
   }
   auto region = std::make_shared<const ir::Program>(body->program());
-  return bind(prim::get_primitive("shard_map"), operands, std::move(attrs), {region});
+  std::vector<Array> results =
+      bind(prim::get_primitive("shard_map"), operands, std::move(attrs), {region});
+  // Typed along automatic Explicit axes inside, the results take those splits after the map
+  // (the map itself runs its body whole along them).
+  for (size_t k = 0; k < results.size(); ++k) {
+    const auto t = merged_result_type(mesh, out_specs[k], prog.info(prog.results[k]).sharding,
+                                      results[k].ndim());
+    if (t) results[k] = reshard(results[k], *t);
+  }
+  return results;
 }
 
 }  // namespace partix::detail

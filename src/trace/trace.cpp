@@ -167,9 +167,12 @@ std::vector<Array> bind(const prim::Primitive& p, const std::vector<Array>& inpu
                         prim::Regions regions) {
   check_quantized_operands(p, inputs);
   TraceState* t = current_trace();
-  // Inside shard_map bodies values are per-device blocks: no global types.
+  // Inside shard_map bodies values are per-device blocks: typed only along the Explicit axes
+  // the map leaves automatic (axis_names=).
   const std::vector<std::optional<NamedSharding>> in_types =
-      t && t->manual_mesh ? std::vector<std::optional<NamedSharding>>{} : operand_types(inputs);
+      t && t->manual_mesh && !has_free_explicit_axes(*t)
+          ? std::vector<std::optional<NamedSharding>>{}
+          : operand_types(inputs);
   if (t == nullptr) {
     for (const Array& a : inputs) {
       if (a.is_tracer()) trace_of(a, std::string(p.name()).c_str());

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "core/array_impl.h"
-#include "ir/program.h"
 #include "ir/primitive.h"
+#include "ir/program.h"
 
 namespace partix::detail {
 
@@ -95,6 +95,9 @@ TraceState* current_trace();  // nullptr outside any trace
 // Inside a shard_map body (t.manual_mesh set): the mesh in context there, the map's mesh with
 // its manual axes typed Manual; a nested shard_map runs on it (trace/shard_map.cpp).
 Mesh manual_context(const TraceState& t);
+// Inside a shard_map body: whether the map leaves an Explicit mesh axis automatic
+// (axis_names=), along which the body's values keep types.
+bool has_free_explicit_axes(const TraceState& t);
 bool is_tracing();
 
 // The trace a tracer belongs to; throws partix::Error if that trace has ended (a leaked
@@ -164,8 +167,8 @@ Array give_type(const Array& x, const NamedSharding& type);
 // types, then gives its result the type `out` on the typed operands' mesh (else the current
 // mesh): under jit the result value is typed so (the partitioner places it there), eagerly it
 // is moved there. Errors name `api`.
-Array with_out_sharding(const char* api, const std::vector<Array>& operands,
-                        const OutSharding& out, const std::function<Array()>& make);
+Array with_out_sharding(const char* api, const std::vector<Array>& operands, const OutSharding& out,
+                        const std::function<Array()>& make);
 
 // Named scopes label recorded instructions ("block0/attn") for messages.
 std::string current_scope();

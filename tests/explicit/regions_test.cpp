@@ -226,6 +226,32 @@ TEST(ExplicitShardMap, BodyAxesAreManual) {
   EXPECT_EQ(ty(r), "float32[8@X,1]");
 }
 
+// axis_names={X}: the body is manual over X only; along Y its values keep their types, and the
+// results take the body's split along Y after the map.
+TEST(ExplicitShardMap, PartialManualBodyKeepsTypesAlongTheOtherAxes) {
+  Mesh m = xy();
+  Array x = reshard(iota_f32({8, 8}), NamedSharding(m, P("X", "Y")));
+  std::vector<std::string> seen;
+  auto body = [&](const Array& b) {
+    Array out = exp(b) * 2.0;
+    seen = {ty(b), ty(out), current_mesh().to_string()};
+    return out;
+  };
+  auto sm = shard_map(body, m, {P("X")}, {P("X")}).axis_names({"X"});
+  Array r = jit([&](const Array& a) { return sm(a); })(x);
+  EXPECT_EQ(seen,
+            (std::vector<std::string>{"float32[4,8@Y]", "float32[4,8@Y]",
+                                      "Mesh('X': 2, 'Y': 4, axis_types=(Manual, Explicit))"}));
+  EXPECT_EQ(ty(r), "float32[8@X,8@Y]");
+  expect_near(r, exp(iota_f32({8, 8})) * 2.0);
+  // A full-manual map's body stays untyped.
+  auto full = shard_map(body, m, {P("X", "Y")}, {P("X", "Y")});
+  Array r2 = jit([&](const Array& a) { return full(a); })(x);
+  EXPECT_EQ(seen[0], "float32[4,2]");
+  EXPECT_EQ(ty(r2), "float32[8@X,8@Y]");
+  expect_near(r2, exp(iota_f32({8, 8})) * 2.0);
+}
+
 TEST(ExplicitCollectives, ExactlyWhatTypesAndReshardsImply) {
   Mesh m = xy();
   Array x = reshard(iota_f32({8, 16}), NamedSharding(m, P("X", "Y")));

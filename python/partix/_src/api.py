@@ -1695,6 +1695,16 @@ def _typed_part(sharding, ndim):
                                                       memory_kind=sharding.memory_kind)
 
 
+def _padded(sharding, ndim):
+  """As JAX's avals: the spec of a type has one entry per dimension."""
+  spec = sharding.spec
+  if len(spec) >= ndim or not isinstance(sharding, NamedSharding):
+    return sharding
+  padded = PartitionSpec(*tuple(spec), *([None] * (ndim - len(spec))),
+                         unreduced=spec.unreduced or None, reduced=spec.reduced or None)
+  return NamedSharding(sharding.mesh, padded, memory_kind=sharding.memory_kind)
+
+
 class ShapedArray:
   """An array's type (jax.core.ShapedArray, as jax.typeof returns it): shape, dtype and
   sharding. str() is JAX's notation, float32[8@X,4]: a dimension split over Explicit mesh axes
@@ -1715,7 +1725,8 @@ class ShapedArray:
         varying = manual_axis_type.varying
     self.shape = tuple(t.shape)
     self.dtype = dtypes.from_core(t.dtype) if t.dtype in dtypes._FROM_CORE else t.dtype
-    self.sharding = NamedSharding._wrap(t.sharding) if t.sharding is not None else None
+    self.sharding = _padded(NamedSharding._wrap(t.sharding), len(self.shape)) if (
+        t.sharding is not None) else None
     if dtype is not None and sharding is None:  # as JAX's: no mesh yet (the empty one)
       self.sharding = NamedSharding(AbstractMesh((), ()), PartitionSpec(*[None] * len(self.shape)))
     self._str = t.to_string()

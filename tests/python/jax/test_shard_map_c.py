@@ -253,9 +253,6 @@ def _partial_auto_explicit_body(x):
   return out
 
 
-@pytest.mark.xfail(strict=True, reason="inside a partial-manual partix shard_map (axis_names="
-                   "{'i'}) on an Explicit mesh, jax.typeof(x).sharding is None, so its axis "
-                   "types and spec cannot be read")
 def test_partial_auto_explicit_no_set_mesh():
   mesh = create_mesh((2, 2), ('i', 'j'), axis_types=(AxisType.Explicit,) * 2)
 
@@ -272,9 +269,6 @@ def test_partial_auto_explicit_no_set_mesh():
   assert_all_close(v * v, out, check_dtypes=False, **F32)
 
 
-@pytest.mark.xfail(strict=True, reason="inside a partial-manual partix shard_map (axis_names "
-                   "over part of an Explicit mesh), jax.typeof(x).sharding is None, so its "
-                   "axis types and spec cannot be read")
 def test_partial_auto_explicit():
   # (JAX also checks the lowered text for the constraint on 'j'; the traced spec shows it.)
   with explicit_mesh((2, 2), ('i', 'j')) as mesh:
@@ -298,9 +292,6 @@ def test_partial_auto_explicit():
     assert_all_close(jax.jit(jax.grad(h))(v), 2 * v, **F32)
 
 
-@pytest.mark.xfail(strict=True, reason="inside a partial-manual partix shard_map (axis_names "
-                   "over part of an Explicit mesh), jax.typeof(x).sharding is None, so its "
-                   "axis types and spec cannot be read")
 def test_partial_auto_explicit_multi_explicit():
   with explicit_mesh((2, 1, 2, 2), ('i', 'j', 'k', 'l')) as mesh:
     def g(x):
@@ -1152,9 +1143,6 @@ def test_shmap_full_manual_context_explicit():
     assert_arrays_equal(jax.jit(f)(arr), (np_inp * 2).astype(np.int32))
 
 
-@pytest.mark.xfail(strict=True, reason="inside a partial-manual partix shard_map (axis_names="
-                   "{'x'}) on an Explicit mesh, jax.typeof(x).sharding is None, so the spec "
-                   "P(None, 'y') cannot be read")
 def test_shmap_partial_manual_explicit():
   with explicit_mesh((2, 2), ('x', 'y')) as mesh:
     np_inp = np.arange(16).reshape(8, 2)

@@ -529,9 +529,6 @@ def test_pcast_to_unreduced():
       f2(arr1, arr2)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "inside a partial-manual partix shard_map (axis_names over part of an Explicit mesh), "
-    "jax.typeof(x).sharding is None, so the spec of the other, Explicit axis cannot be read"))
 @pytest.mark.parametrize("out_spec,axis_name,aval_spec", [
     (P("x"), {"x"}, P(None, "y")),
     (P(None, "y"), {"y"}, P("x", None)),
@@ -833,9 +830,6 @@ def test_shmap_primal_type_match_ct_type():
     assert_equal(out_g, np.full(8, 2.))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "inside a partial-manual partix shard_map (axis_names over part of an Explicit mesh), "
-    "jax.typeof(x).sharding is None, so the spec of the other, Explicit axis cannot be read"))
 def test_mix_manual_explicit_partial():
   with explicit_mesh((2, 2), ("x", "y")) as mesh:
     np_arr = np.arange(16).reshape(8, 2)
