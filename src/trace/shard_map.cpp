@@ -4,6 +4,7 @@
 #include "core/errors.h"
 #include "partix/transforms.h"
 #include "sharding/axes.h"
+#include "trace/dispatch_hooks.h"
 #include "trace/loop_carries.h"
 #include "trace/trace.h"
 #include "trace/vma_options.h"
@@ -177,27 +178,10 @@ std::optional<NamedSharding> merged_result_type(const Mesh& mesh, const Partitio
   }
   return NamedSharding(mesh, PartitionSpec(entries));
 }
-}  // namespace
-
-std::vector<Array> ShardMapState::call(const std::vector<Array>& leaves,
-                                       const std::vector<size_t>& arg_leaf_counts,
-                                       const TraceFn& trace,
-                                       std::shared_ptr<void>& out_proto) const {
+// Each argument is on this mesh (or uncommitted) and splits into equal blocks.
+void check_arguments(const std::vector<Array>& leaves, const std::vector<PartitionSpec>& leaf_specs,
+                     const Mesh& mesh, const std::string& function_name) {
   constexpr const char* kApi = "shard_map";
-  // Nested inside another shard_map's body: manual over axes that one leaves automatic.
-  TraceState* outer = current_trace();
-  const std::set<std::string> outer_manual =
-      outer && outer->manual_mesh ? outer->manual_axes : std::set<std::string>{};
-  const Mesh mesh = outer_manual.empty() ? mesh_ : nested_mesh(*outer, mesh_);
-  check(in_specs_.size() == arg_leaf_counts.size(), kApi,
-        "{} in_specs for {} arguments (one spec per argument)", in_specs_.size(),
-        arg_leaf_counts.size());
-  std::vector<PartitionSpec> leaf_specs;
-  for (size_t a = 0; a < arg_leaf_counts.size(); ++a) {
-    for (size_t j = 0; j < arg_leaf_counts[a]; ++j) leaf_specs.push_back(in_specs_[a]);
-  }
-  const std::set<std::string> manual = manual_axes_of(mesh, manual_axes_, outer_manual);
-  for (const auto& spec : leaf_specs) check_manual_spec(spec, manual, "in_specs");
   for (size_t i = 0; i < leaves.size(); ++i) {
     const auto& impl = leaves[i].impl();
     // An argument committed to another mesh (JAX refuses it too).
@@ -220,11 +204,34 @@ std::vector<Array> ShardMapState::call(const std::vector<Array>& leaves,
              "{}argument {} ({}{}): dimension {} of size {} is not evenly divisible into {} "
              "blocks over '{}' (in_specs {}); shard_map needs equal blocks (pad the array, or "
              "use jit, which handles uneven shardings)",
-             applied_to(function_name_), i, dtype_name(impl->dtype), shape_to_string(impl->shape),
-             d, n, k, fmt::join(spec[d], "', '"), spec.to_string());
+             applied_to(function_name), i, dtype_name(impl->dtype), shape_to_string(impl->shape), d,
+             n, k, fmt::join(spec[d], "', '"), spec.to_string());
       }
     }
   }
+}
+}  // namespace
+
+std::vector<Array> ShardMapState::call(const std::vector<Array>& leaves,
+                                       const std::vector<size_t>& arg_leaf_counts,
+                                       const TraceFn& trace,
+                                       std::shared_ptr<void>& out_proto) const {
+  constexpr const char* kApi = "shard_map";
+  // Nested inside another shard_map's body: manual over axes that one leaves automatic.
+  TraceState* outer = current_trace();
+  const std::set<std::string> outer_manual =
+      outer && outer->manual_mesh ? outer->manual_axes : std::set<std::string>{};
+  const Mesh mesh = outer_manual.empty() ? mesh_ : nested_mesh(*outer, mesh_);
+  check(in_specs_.size() == arg_leaf_counts.size(), kApi,
+        "{} in_specs for {} arguments (one spec per argument)", in_specs_.size(),
+        arg_leaf_counts.size());
+  std::vector<PartitionSpec> leaf_specs;
+  for (size_t a = 0; a < arg_leaf_counts.size(); ++a) {
+    for (size_t j = 0; j < arg_leaf_counts[a]; ++j) leaf_specs.push_back(in_specs_[a]);
+  }
+  const std::set<std::string> manual = manual_axes_of(mesh, manual_axes_, outer_manual);
+  for (const auto& spec : leaf_specs) check_manual_spec(spec, manual, "in_specs");
+  check_arguments(leaves, leaf_specs, mesh, function_name_);
   // Trace the body on local blocks.
   auto body = std::make_shared<TraceState>("shard_map_body");
   body->manual_mesh = mesh;
@@ -335,7 +342,7 @@ std::vector<Array> ShardMapState::call(const std::vector<Array>& leaves,
   for (size_t k = 0; k < results.size(); ++k) {
     const auto t = merged_result_type(mesh, out_specs[k], prog.info(prog.results[k]).sharding,
                                       results[k].ndim());
-    if (t) results[k] = reshard(results[k], *t);
+    if (t) results[k] = reshard_to(results[k], *t);
   }
   return results;
 }
