@@ -789,17 +789,21 @@ class Rev final : public Primitive {
   }
   FactorRule factor_rule(const std::vector<Aval>& in, const std::vector<Aval>&,
                          const Attrs& attrs) const override {
-    auto axes = norm_axes(name(), attrs.ints("axes"), in[0].ndim());
+    norm_axes(name(), attrs.ints("axes"), in[0].ndim());
+    // A reversed dimension keeps its split: the partitioner exchanges the reversed blocks
+    // (mirrored_dims).
     FactorRuleBuilder b;
     std::vector<DimFactors> dims;
     for (int d = 0; d < in[0].ndim(); ++d) {
-      bool r = std::find(axes.begin(), axes.end(), d) != axes.end();
-      dims.push_back({b.add(in[0].shape[static_cast<size_t>(d)],
-                            r ? FactorKind::kNeedReplication : FactorKind::kPassThrough)});
+      dims.push_back({b.add(in[0].shape[static_cast<size_t>(d)], FactorKind::kPassThrough)});
     }
     b.rule().operands = {dims};
     b.rule().results = {dims};
     return b.rule();
+  }
+  std::vector<int> mirrored_dims(const std::vector<Aval>& in, const Attrs& attrs) const override {
+    auto axes = norm_axes(name(), attrs.ints("axes"), in[0].ndim());
+    return {axes.begin(), axes.end()};
   }
   std::vector<Array> vjp(const VjpArgs& a) const override {
     if (!a.cotangents[0].valid()) return {Array()};

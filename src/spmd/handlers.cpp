@@ -287,4 +287,33 @@ void emit_scatter_along_sharded(PartitionContext& c, const ir::Instr& in, const 
   c.bind_result(in.outputs[0], out, plan.results[0]);
 }
 
+// A reversal along split dimensions: each device reverses its block, and the blocks trade
+// places over the dimension's axes (block b of n goes to n-1-b, which mirrors every axis
+// coordinate, whatever their order). An unevenly split dimension has blocks of different sizes
+// that cannot trade places: it is gathered first.
+void emit_mirror_sharded(PartitionContext& c, const ir::Instr& in, const InstrPlan& plan) {
+  LocalBuilder& b = c.builder;
+  const ir::Aval& ga = c.g.aval(in.inputs[0]);
+  const auto dims = in.prim->partitioning().mirrored_dims({ga}, in.attrs);
+  std::vector<PartitionSpec::Entry> entries;
+  for (int d = 0; d < ga.ndim(); ++d) entries.push_back(plan.operands[0].spec()[d]);
+  for (int d : dims) {
+    auto& e = entries[static_cast<size_t>(d)];
+    if (!e.empty() && ga.shape[static_cast<size_t>(d)] % axes_product(c.mesh, e) != 0) e.clear();
+  }
+  const NamedSharding s(c.mesh, PartitionSpec(entries), plan.operands[0].unreduced());
+  int v = b.emit1(in.prim->name(), {c.local(in.inputs[0], s)}, in.attrs, s, in.scope);
+  for (int d : dims) {
+    const auto& axes = entries[static_cast<size_t>(d)];
+    const int64_t n = axes.empty() ? 1 : axes_product(c.mesh, axes);
+    if (n == 1) continue;
+    ir::Ints perm;
+    for (int64_t r = 0; r < n; ++r) perm.insert(perm.end(), {r, n - 1 - r});
+    v = b.emit1("ppermute", {v},
+                {{"axes", ir::Strings(axes.begin(), axes.end())}, {"perm", perm}, {"group", n}}, s,
+                in.scope);
+  }
+  c.bind_result(in.outputs[0], v, s);
+}
+
 }  // namespace partix::spmd

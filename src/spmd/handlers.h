@@ -28,5 +28,6 @@ void emit_take_sharded(PartitionContext& c, const ir::Instr& in, const InstrPlan
 void emit_scatter_sharded(PartitionContext& c, const ir::Instr& in, const InstrPlan& plan);
 void emit_take_along_sharded(PartitionContext& c, const ir::Instr& in, const InstrPlan& plan);
 void emit_scatter_along_sharded(PartitionContext& c, const ir::Instr& in, const InstrPlan& plan);
+void emit_mirror_sharded(PartitionContext& c, const ir::Instr& in, const InstrPlan& plan);
 
 }  // namespace partix::spmd

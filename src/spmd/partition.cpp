@@ -181,6 +181,7 @@ class Partitioner : public PartitionContext {
       case Handler::kScatterSharded: return emit_scatter_sharded(*this, in, plan);
       case Handler::kTakeAlongSharded: return emit_take_along_sharded(*this, in, plan);
       case Handler::kScatterAlongSharded: return emit_scatter_along_sharded(*this, in, plan);
+      case Handler::kMirrorSharded: return emit_mirror_sharded(*this, in, plan);
       case Handler::kControlFlow: return emit_control_flow(*this, in, plan);
       case Handler::kPinned:
       case Handler::kGeneric: return emit_generic(*this, in, plan);

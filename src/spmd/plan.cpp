@@ -258,6 +258,9 @@ InstrPlan plan_instr(const Mesh& mesh, const ir::Program& g, const ir::Instr& in
   plan.assignment = assign_factors(mesh, plan.rule, views);
   plan_results(mesh, in, pass, plan);
   plan_operands(mesh, in, op_unred, pass, plan);
+  if (!in.prim->partitioning().mirrored_dims(ia, in.attrs).empty()) {
+    plan.handler = Handler::kMirrorSharded;
+  }
   return plan;
 }
 

@@ -25,6 +25,7 @@ enum class Handler {
   kTakeAlongSharded,     // one element per index from an axis that is split: masked local pick
   kScatterAlongSharded,  // one element per index into an axis that is split: local positions
   kControlFlow,          // scan, fori_loop, while_loop, cond: regions partitioned once
+  kMirrorSharded,        // rev (Partitioning::mirrored_dims): local reverse, blocks exchanged
 };
 
 struct InstrPlan {

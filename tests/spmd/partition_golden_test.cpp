@@ -272,3 +272,37 @@ TEST(PartitionGolden, MegatronMlpInALoopBodyHasOneAllReducePerIteration) {
             "}\n");
   EXPECT_EQ(count_op(out, "all_reduce"), 1);
 }
+
+// rev of an evenly split dimension reverses each block and swaps block r with block n-1-r
+// (a ppermute per split dimension): no gather.
+TEST(PartitionGolden, RevOfSplitDimensionsReversesBlocksAndSwapsThem) {
+  const std::string out = partition_text(
+      "program @f mesh<'x': 4, 'y': 2> (%0: f32[16,8] P('x', 'y')) -> (%1) {\n"
+      "  %1 = rev(%0) {axes=[0, 1]} : f32[16,8]\n"
+      "}\n");
+  EXPECT_EQ(out,
+            "program @f mesh<'x': 4, 'y': 2> (%0: f32[4,4] P('x', 'y')) -> (%3) {\n"
+            "  %1 = rev(%0) {axes=[0,1]} : f32[4,4] P('x', 'y')\n"
+            "  %2 = ppermute(%1) {axes=['x'], group=4, perm=[0,3,1,2,2,1,3,0]} : f32[4,4] P('x', 'y')\n"
+            "  %3 = ppermute(%2) {axes=['y'], group=2, perm=[0,1,1,0]} : f32[4,4] P('x', 'y')\n"
+            "}\n");
+  EXPECT_EQ(count_op(out, "all_gather"), 0);
+  EXPECT_EQ(count_op(out, "ppermute"), 2);
+}
+
+// An unevenly split dimension cannot swap equal blocks: it is gathered first.
+TEST(PartitionGolden, RevOfAnUnevenSplitGathersThatDimension) {
+  const std::string out = partition_text(
+      "program @f mesh<'x': 4, 'y': 2> (%0: f32[6,8] P('x', 'y')) -> (%1) {\n"
+      "  %1 = rev(%0) {axes=[0, 1]} : f32[6,8]\n"
+      "}\n");
+  EXPECT_EQ(out,
+            "program @f mesh<'x': 4, 'y': 2> (%0: f32[2,4] P('x', 'y')) -> (%6) {\n"
+            "  %1 = all_gather(%0) {axes=['x'], axis=0, group=4, tiled=true} : f32[8,4] P(None, 'y')\n"
+            "  %2 = slice(%1) {start=[0,0], stop=[6,4]} : f32[6,4] P(None, 'y')\n"
+            "  %3 = rev(%2) {axes=[0,1]} : f32[6,4] P(None, 'y')\n"
+            "  %4 = ppermute(%3) {axes=['y'], group=2, perm=[0,1,1,0]} : f32[6,4] P(None, 'y')\n"
+            "  %5 = pad(%4) {high=[2,0], low=[0,0], value=0.0} : f32[8,4] P(None, 'y')\n"
+            "  %6 = axis_slice(%5) {axes=['x'], axis=0, group=4} : f32[2,4] P('x', 'y')\n"
+            "}\n");
+}

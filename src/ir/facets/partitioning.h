@@ -131,6 +131,13 @@ class Partitioning {
     (void)in, (void)attrs;
     return std::nullopt;
   }
+  // Dimensions the op reverses (rev): a split one stays split, each device reversing its block
+  // and the blocks trading places (block i of the result is block n-1-i of the operand reversed),
+  // so the factor rule passes them through and the partitioner adds the exchange.
+  virtual std::vector<int> mirrored_dims(const std::vector<Aval>& in, const Attrs& attrs) const {
+    (void)in, (void)attrs;
+    return {};
+  }
   // Over a group of one device the op returns its operand's values (perhaps reshaped): the
   // partitioner drops it from the per-device program.
   virtual bool identity_on_one_device(const Attrs& attrs) const {

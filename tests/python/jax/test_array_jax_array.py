@@ -438,9 +438,6 @@ def test_array_getitem_mesh_pspec_sharding_multi_device():
   assert_equal(p, data[:2])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "arr[::-1] of a P('x', 'y', 'z') array comes back P(None, 'y', 'z') in partix (JAX "
-    "keeps 'x': shard shape (2, 2, 1))"))
 def test_array_getitem_compile_multi_device_sharding():
   mesh = create_mesh((2, 2, 2), ("x", "y", "z"))
   arr, np_inp = create_array((4, 4, 2), NamedSharding(mesh, P("x", "y", "z")))
