@@ -40,6 +40,7 @@ from partix._src.forward import (hessian, jacfwd, jacobian, jacrev, jvp,  # noqa
 from partix._src.sharding import (AxisType, Device, NamedSharding, PartitionSpec,  # noqa
                                   get_abstract_mesh, make_mesh, set_mesh, use_mesh)
 from partix._src.shard_map import shard_map, smap  # noqa: E402,F401
+from partix._src.refs import Ref, empty_ref, free_ref, freeze, new_ref  # noqa: E402,F401
 from partix._src.tree_util import tree_leaves, tree_map, tree_structure  # noqa: E402,F401
 from partix._src.api_extra import (clear_caches, closure_convert,  # noqa: E402,F401
                                    ensure_compile_time_eval, live_arrays)
@@ -61,7 +62,7 @@ from partix._src.transfer_guard import (transfer_guard,  # noqa: E402,F401
 from partix import (ad_checkpoint, checkpoint_policies, ckpt, core, extend,  # noqa: E402
                     custom_derivatives, debug, distributed, experimental, lax, nn, numpy,
                     profiler, random, scipy, sharding, stages, tree, tree_util, typing)
-from partix import custom_batching, errors, image, ops, version  # noqa: E402
+from partix import custom_batching, errors, image, ops, ref, version  # noqa: E402
 from partix.dtypes import float0  # noqa: E402,F401
 from partix import random as _random  # noqa: E402
 

@@ -55,6 +55,7 @@ MODULES = {
     "jax.errors": "partix.errors",
     "jax.custom_batching": "partix.custom_batching",
     "jax.version": "partix.version",
+    "jax.ref": "partix.ref",
     # Orbax's checkpoint API over partix's checkpoints (docs/orbax.md).
     "orbax": "partix.orbax",
     "orbax.checkpoint": "partix.orbax.checkpoint",

@@ -14,6 +14,7 @@ import numpy as np
 
 from partix import _core
 from partix._src import dtypes
+from partix._src import refs as _refs
 from partix._src import transfer_guard
 from partix._src import tree_util as tu
 from partix._src.core import (Array, PartixError, PartixTypeError, core, host_block, to_numpy,
@@ -1037,9 +1038,14 @@ class Jitted:
         raise PartixError(f"[{self._api}] `compiler_options` can only be passed to top-level "
                           "`jax.jit`: this jit runs inside another, whose program it becomes "
                           "part of")
-      return self._inline(args, kwargs)
+      return _refs.inline_jit(self, args, kwargs)
     if _jit_disabled():  # jax.disable_jit: the function runs op by op
       return self._fun(*args, **kwargs)
+    if _refs.involved(self, args, kwargs):  # jax.Refs passed, or read from its closure
+      return _refs.call_jit(self, args, kwargs)
+    return _refs.catching(self, args, kwargs, self._call)
+
+  def _call(self, args, kwargs):
     if self._placed_by_argument and _mesh_contexts():
       raise PartixError(f"[{self._api}] Mesh context manager should not be used with jit when "
                         "backend or device is also specified as an argument to jit.")
@@ -1780,6 +1786,8 @@ def typeof(x):
   shows what is known (a jit argument's fixed sharding, a constrained value)."""
   if isinstance(x, ShapeDtypeStruct):  # its declared type, varying axes included
     return ShapedArray(x.shape, x.dtype, sharding=x.sharding, varying=x.vma)
+  if isinstance(x, _refs.Ref):  # Ref{its value's type}
+    return x.aval
   a = core(x, api="typeof")
   t = ShapedArray(_core.type_of(a), varying=_core.varying_axes(a) if a.is_tracer() else ())
   if t.sharding is None and a.is_tracer() and _core.has_current_mesh():

@@ -8,6 +8,7 @@ import numpy as np
 
 from partix import _core
 from partix._src import eager_values
+from partix._src import refs
 from partix._src import tree_util as tu
 from partix._src.api import (Jitted, _keep_tree, _leaf_core, _out_leaves, _trees,
                              eager_shard_map_body, jit_trace_mesh)
@@ -336,6 +337,13 @@ def shard_map(f=None, mesh=None, in_specs=Infer, out_specs=_REQUIRED, check_rep=
     if auto:  # the experimental API's complement of axis_names
       manual = manual - frozenset(auto)
     leaves, treedef = tu.tree_flatten(args)
+    if refs.any_ref(leaves):  # jax.Ref arguments: values in, blocks' last values back out
+      return refs.map_with_refs(
+          f, leaves, treedef, out_specs,
+          lambda vals: _leaf_specs(m, manual, in_specs, tu.tree_unflatten(treedef, vals), vals,
+                                   treedef, api, _smap),
+          lambda body, ins, outs: shard_map(body, m, ins, outs, check_vma=check,
+                                            axis_names=set(manual)), (m, manual, check))
     per = _leaf_specs(m, manual, in_specs, args, leaves, treedef, api, _smap)
     which = [s is not None for s in per]
     dyn = [x for x, w in zip(leaves, which) if w]

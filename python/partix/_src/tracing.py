@@ -136,6 +136,9 @@ def _keep_tree(t):
 
 
 def _leaf_core(x, api, path=None, place=None):
+  if getattr(type(x), "_partix_ref", False):  # a jax.Ref (refs.py): jit and shard_map only
+    raise PartixError(f"[{api}] argument{' ' + path if path else ''} is a jax.Ref, which {api} "
+                      "does not take: pass its value (ref[...]), or use the Ref under jit")
   if isinstance(x, Array):
     return x._a if type(x) is Array else core(x, api=api)  # a deleted array: core() raises
   if isinstance(x, ShapeDtypeStruct):

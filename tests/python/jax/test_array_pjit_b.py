@@ -180,7 +180,6 @@ def test_sharding_on_output_with_vmap():
   assert_arrays_equal(out3, _c(np_inp * 8))
 
 
-@pytest.mark.xfail(strict=True, reason="partix has no jax.new_ref (mutable array refs)")
 def test_mutable_array_closed_over_multi_device():
   mesh = create_mesh((2,), ('x',))
   key_data = jax.device_put(jax.random.key_data(jax.random.key(42)), NamedSharding(mesh, P()))

@@ -455,8 +455,6 @@ def test_linalg_inv():
     np.testing.assert_allclose(prod, np.broadcast_to(np.eye(5), prod.shape), atol=1e-3)
 
 
-@pytest.mark.xfail(strict=True, reason='partix has no jax.new_ref / jax.freeze (mutable array '
-                   'refs)')
 def test_mutable_array_arg_basic():
   with explicit_mesh((2,), "x"):
     x_ref = jax.new_ref(jnp.zeros(4, "float32", out_sharding=P("x")))
@@ -470,7 +468,6 @@ def test_mutable_array_arg_basic():
     assert_all_close(x_ref[...], jnp.array([0., 0., 1., 1.]), check_dtypes=False)
 
 
-@pytest.mark.xfail(strict=True, reason="partix has no jax.new_ref / jax.freeze (mutable array refs)")
 def test_mutable_array_internal_basic():
   with explicit_mesh((2,), "x"):
     x = jnp.arange(4, dtype="float32", out_sharding=P("x"))
@@ -1222,8 +1219,6 @@ def test_reshape_reduced_fwd_unreduced_bwd():
     assert_equal(jax.reshard(out_g, P()), expected)
 
 
-@pytest.mark.xfail(strict=True, reason='partix has no jax.new_ref / jax.freeze (mutable array '
-                   'refs)')
 def test_eager_shmap_new_ref():
   with explicit_mesh((2,), "x"):
     x = jax.device_put(np.arange(8), P("x"))
