@@ -14,7 +14,6 @@ import numpy as np
 
 from partix import _core
 from partix._src import dtypes
-from partix._src import refs as _refs
 from partix._src import transfer_guard
 from partix._src import tree_util as tu
 from partix._src.core import (Array, PartixError, PartixTypeError, core, host_block, to_numpy,
@@ -674,6 +673,32 @@ def _program_mesh(target, sig, cores):
   return None
 
 
+class _NoRefRules:
+  """How a jit call treats jax.Refs until refs.py, which builds on this module, installs its
+  rules (set_ref_rules): no Ref is known, the call is plain."""
+
+  @staticmethod
+  def inline_jit(jitted, args, kwargs):
+    return jitted._inline(args, kwargs)
+
+  @staticmethod
+  def involved(jitted, args, kwargs):
+    return False
+
+  @staticmethod
+  def catching(jitted, args, kwargs, call):
+    return call(args, kwargs)
+
+
+_ref_rules = _NoRefRules
+
+
+def set_ref_rules(rules):
+  """Installs refs.py's rules for jit calls (inline_jit, involved, call_jit, catching)."""
+  global _ref_rules
+  _ref_rules = rules
+
+
 class Jitted:
   """jit(f): traces f once per signature (tree structure, shapes, dtypes, shardings, static
   arguments), compiles it for the arguments' mesh and runs it."""
@@ -1038,12 +1063,12 @@ class Jitted:
         raise PartixError(f"[{self._api}] `compiler_options` can only be passed to top-level "
                           "`jax.jit`: this jit runs inside another, whose program it becomes "
                           "part of")
-      return _refs.inline_jit(self, args, kwargs)
+      return _ref_rules.inline_jit(self, args, kwargs)
     if _jit_disabled():  # jax.disable_jit: the function runs op by op
       return self._fun(*args, **kwargs)
-    if _refs.involved(self, args, kwargs):  # jax.Refs passed, or read from its closure
-      return _refs.call_jit(self, args, kwargs)
-    return _refs.catching(self, args, kwargs, self._call)
+    if _ref_rules.involved(self, args, kwargs):  # jax.Refs passed, or read from its closure
+      return _ref_rules.call_jit(self, args, kwargs)
+    return _ref_rules.catching(self, args, kwargs, self._call)
 
   def _call(self, args, kwargs):
     if self._placed_by_argument and _mesh_contexts():
@@ -1786,7 +1811,7 @@ def typeof(x):
   shows what is known (a jit argument's fixed sharding, a constrained value)."""
   if isinstance(x, ShapeDtypeStruct):  # its declared type, varying axes included
     return ShapedArray(x.shape, x.dtype, sharding=x.sharding, varying=x.vma)
-  if isinstance(x, _refs.Ref):  # Ref{its value's type}
+  if getattr(type(x), "_partix_ref", False):  # a jax.Ref (refs.py): Ref{its value's type}
     return x.aval
   a = core(x, api="typeof")
   t = ShapedArray(_core.type_of(a), varying=_core.varying_axes(a) if a.is_tracer() else ())

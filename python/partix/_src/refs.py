@@ -13,6 +13,7 @@ partix's programs are pure, so a Ref is functionalized in Python:
 - A Ref made while tracing (new_ref of a traced value) lives in that trace only; freeze gives
   its value.
 grad, vmap and the other transformations refuse Ref arguments."""
+import sys
 import threading
 import weakref
 
@@ -21,7 +22,11 @@ import numpy as np
 from partix import _core
 from partix._src import dtypes
 from partix._src import tree_util as tu
+from partix._src import api
+from partix._src.api import Jitted, device_put, typeof
 from partix._src.core import Array, PartixError, core
+from partix._src.sharding import NamedSharding, PartitionSpec, get_abstract_mesh
+from partix import numpy as jnp
 
 
 class _State(threading.local):
@@ -99,7 +104,6 @@ class Ref:
   # ---- type-level information ----
   @property
   def aval(self):
-    from partix._src.api import typeof
     return AbstractRef(typeof(_get(self, "Ref.aval")))
 
   shape = property(lambda self: _get(self, "Ref.shape").shape)
@@ -168,7 +172,6 @@ def _manual_axes():
   """The mesh axes the current trace is manual over (inside a shard_map body), else none."""
   if not _core.is_tracing():
     return frozenset()
-  from partix._src.sharding import get_abstract_mesh
   return frozenset(getattr(get_abstract_mesh(), "manual_axes", ()) or ())
 
 
@@ -254,7 +257,6 @@ def _placed(value, old, api):
   s = old.sharding
   if value.sharding == s:
     return value
-  from partix._src.api import device_put
   return device_put(value, s)
 
 
@@ -330,7 +332,6 @@ def new_ref(init_val, *, memory_space=None, kind=None):
 
 
 def _in_eager_shard_map():
-  from partix._src import api
   return getattr(api._eager_bodies, "depth", 0) > 0 and not _st.inlined
 
 
@@ -342,8 +343,6 @@ def freeze(ref):
 def empty_ref(ty, memory_space=None):
   """jax.empty_ref: a Ref of ty's shape and dtype (and sharding, when ty has one). partix fills
   it with zeros (JAX leaves it uninitialized)."""
-  from partix._src import api
-  from partix import numpy as jnp
   shape, dtype = getattr(ty, "shape", None), getattr(ty, "dtype", None)
   if shape is None or dtype is None:
     raise PartixError(f"[empty_ref] {ty!r:.80} has no shape and dtype: give a "
@@ -515,8 +514,6 @@ def call_jit(jitted, args, kwargs):
 def _inner_jit(jitted, st, new_args):
   """The jit of _jit_body for jitted: its options, the argument numbers shifted past the hidden
   first argument (which in_shardings and out_shardings leave unconstrained)."""
-  from partix._src.api import Jitted
-  from partix._src.sharding import NamedSharding, PartitionSpec
   ins = jitted._in_shardings
   if isinstance(ins, (NamedSharding, PartitionSpec)):  # one sharding for every argument
     n = len(new_args)
@@ -649,3 +646,6 @@ class _MapBody:
     out = self.f()(*tu.tree_unflatten(treedef, leaves))
     refuse_results(out, self.api, eager_map=self.eager)
     return out, tuple(r._value for r in locs)
+
+
+api.set_ref_rules(sys.modules[__name__])
