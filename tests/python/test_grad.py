@@ -137,8 +137,10 @@ def test_bad_input(rng):
     jax.grad(lambda x: "s")(x)
   with pytest.raises(jax.PartixError, match=r"^\[grad\]"):
     jax.grad(3)
+  # An argument outside argnums may be anything (JAX closes over it).
+  np.testing.assert_array_equal(np.asarray(jax.grad(lambda x, s: x.sum())(x, "str")), np.ones(3))
   with pytest.raises(jax.PartixError, match=r"^\[grad\]"):
-    jax.grad(lambda x, s: x.sum())(x, "str")
+    jax.grad(lambda s, x: x.sum())("str", x)
 
 
 def test_checkpoint_static_and_kwargs(rng):
@@ -178,3 +180,27 @@ def test_grads_keep_each_params_sharding(mesh8, rng):
   ones = np.ones((3, 2))
   np.testing.assert_allclose(np.asarray(g["w1"]), x.T @ ones @ w2.T, rtol=1e-4, atol=1e-5)
   np.testing.assert_allclose(np.asarray(g["w2"]), (x @ w1).T @ ones, rtol=1e-4, atol=1e-5)
+
+
+def test_arguments_not_differentiated_pass_as_they_are():
+  # As JAX: grad closes over the arguments outside argnums, so a function, a string or a
+  # Python int used in range() may be one (JAX's custom-derivatives tutorial does this).
+  def app(f, x):
+    return f(x)
+  assert float(jax.grad(app, 1)(lambda v: v ** 3, 3.0)) == 27.0
+
+  def g(x, n, mode):
+    for _ in range(n):
+      x = jnp.sin(x) if mode == "sin" else jnp.cos(x)
+    return x
+  x0 = 0.7
+  want = np.cos(np.sin(x0)) * np.cos(x0)
+  np.testing.assert_allclose(float(jax.grad(g)(x0, 2, "sin")), want, rtol=1e-5)
+  v, gv = jax.value_and_grad(g)(x0, 2, "sin")
+  np.testing.assert_allclose(float(v), np.sin(np.sin(x0)), rtol=1e-6)
+  np.testing.assert_allclose(float(gv), want, rtol=1e-5)
+  np.testing.assert_allclose(float(jax.jit(lambda v: jax.grad(g)(v, 2, "sin"))(x0)), want,
+                             rtol=1e-5)
+  # A differentiated argument must still be a float array.
+  with pytest.raises(jax.PartixError, match="grad"):
+    jax.grad(app, 0)(lambda v: v, 3.0)

@@ -25,6 +25,7 @@ from partix._src.sharding import (AbstractMesh, AxisType, Mesh, NamedSharding, P
 from partix._src.tracing import (ShapeDtypeStruct, _keep_tree, _leaf_core, _lock, _out_leaves,
                                  _tree_ids, _trees, make_jaxpr)
 from partix._src.tracing import with_out_sharding as _with_out_sharding
+from partix._src.tracing import _FLOAT0
 from partix._src.checkpoint_policies import policy_args
 
 
@@ -1255,31 +1256,37 @@ def jit(fun=None, *, in_shardings=None, out_shardings=None, static_argnums=None,
 
 # ---- autodiff ----
 
-def _grad_call(fun, argnums, has_aux, args, kwargs, api):
+def _grad_call(fun, argnums, has_aux, args, kwargs, api, allow_int=False):
   multi = not isinstance(argnums, int)
   nums = _norm_argnums(argnums, len(args), api, "argnums")
   if not nums:
     raise PartixError(f"[{api}] argnums is empty")
   trees, leaves, wrt, firsts = [], [], [], []
   for i, a in enumerate(args):
+    if i not in nums:
+      # As JAX: an argument not differentiated is passed to fun as it is (a function, a
+      # Python int used in range(), ...), closed over, not traced.
+      trees.append(None)
+      firsts.append(len(leaves))
+      continue
     ls, t = tu.tree_flatten(a)
     trees.append(t)
     firsts.append(len(leaves))
     for j, x in enumerate(ls):
-      if i in nums:
+      if not allow_int:
         if isinstance(x, (int, bool)) and not isinstance(x, np.generic) or (
             isinstance(x, np.ndarray) and x.dtype.kind in "iub"):
           raise PartixError(f"[{api}] argument {i} leaf {j} is an integer ({x!r}); grad "
                             "differentiates float arrays")
-        leaves.append(_leaf_core(x, api))
-      else:
-        leaves.append(_leaf_core(x, api))
-      wrt.append(i in nums)
+      leaves.append(_leaf_core(x, api))
+      # allow_int: an integer leaf is not differentiated; its gradient is float0 (as JAX's).
+      wrt.append(not (allow_int and not _inexact(leaves[-1])))
   aux_tree = []
 
   def traced(tracers):
     it = iter(wrap(t) for t in tracers)
-    targs = [tu.tree_unflatten(t, [next(it) for _ in range(t.num_leaves)]) for t in trees]
+    targs = [a if t is None else tu.tree_unflatten(t, [next(it) for _ in range(t.num_leaves)])
+             for a, t in zip(args, trees)]
     out = fun(*targs, **kwargs)
     if has_aux:
       if not (isinstance(out, (tuple, list)) and len(out) == 2):
@@ -1302,21 +1309,29 @@ def _grad_call(fun, argnums, has_aux, args, kwargs, api):
   gtrees = []
   for i in nums:
     n = trees[i].num_leaves
-    gtrees.append(tu.tree_unflatten(trees[i], [Array(g) for g in grads[firsts[i]:firsts[i] + n]]))
+    gs = [Array(g) if g is not None else np.zeros(tuple(c.shape), _FLOAT0)
+          for g, c in zip(grads[firsts[i]:firsts[i] + n], leaves[firsts[i]:firsts[i] + n])]
+    gtrees.append(tu.tree_unflatten(trees[i], gs))
   g = tuple(gtrees) if multi else gtrees[0]
   auxv = tu.tree_unflatten(aux_tree[0], [Array(a) for a in aux]) if has_aux else None
   return Array(value), g, auxv
 
 
+def _inexact(c):
+  d = np.dtype(Array(c).dtype)
+  return d.kind in "fc" or d.name in ("bfloat16", "float16")
+
+
 def grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False, reduce_axes=()):
   """jax.grad: the gradient of a scalar-valued fun with respect to argnums (an int, or a tuple
-  giving a tuple of gradients), each shaped and sharded like its argument."""
+  giving a tuple of gradients), each shaped and sharded like its argument. With allow_int,
+  integer arguments get float0 gradients (numpy zeros of their shape) instead of an error."""
   if not callable(fun):
     raise PartixError(f"[grad] {fun!r} is not callable")
 
   @functools.wraps(fun)
   def g(*args, **kwargs):
-    _, gr, aux = _grad_call(fun, argnums, has_aux, args, kwargs, "grad")
+    _, gr, aux = _grad_call(fun, argnums, has_aux, args, kwargs, "grad", allow_int)
     return (gr, aux) if has_aux else gr
   return g
 
@@ -1329,7 +1344,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
 
   @functools.wraps(fun)
   def vg(*args, **kwargs):
-    v, gr, aux = _grad_call(fun, argnums, has_aux, args, kwargs, "value_and_grad")
+    v, gr, aux = _grad_call(fun, argnums, has_aux, args, kwargs, "value_and_grad", allow_int)
     return ((v, aux), gr) if has_aux else (v, gr)
   return vg
 

@@ -8,7 +8,10 @@ import functools
 import inspect
 import threading
 
+import numpy as np
+
 from partix import _core
+from partix._src import dtypes
 from partix._src import tree_util as tu
 from partix._src.tracing import _keep_tree, _leaf_core, _out_leaves, _trees
 from partix._src.core import Array, PartixError, wrap
@@ -162,8 +165,16 @@ def _cotangents(api, cts, call):
       raise PartixError(f"[{api}] bwd's cotangent {i} has structure {ct}, but argument {i} is "
                         f"{want}")
     for x, j in zip(cl, tu.tree_leaves(idx)):
-      leaves.append(jnp.zeros(*call.avals[j]) if x is None else x)
+      # An integer argument has no cotangent (JAX's is float0): whatever bwd gives it (float0
+      # zeros, integer zeros) is zero.
+      zero = x is None or not _inexact(call.avals[j][1])
+      leaves.append(jnp.zeros(*call.avals[j]) if zero else x)
   return tuple(leaves)
+
+
+def _inexact(core_dtype):
+  d = np.dtype(dtypes.from_core(core_dtype))
+  return d.kind in "fc" or d.name in ("bfloat16", "float16")
 
 
 class SymbolicZero:

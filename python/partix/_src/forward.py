@@ -17,6 +17,7 @@ from partix._src.tracing import Jaxpr, make_jaxpr  # noqa: F401 (partix.make_jax
 from partix._src.core import Array, PartixError, core, wrap
 from partix import numpy as jnp
 from partix._src.batching import vmap
+from partix._src.residuals import vjp_function
 from partix._src.api import device_put
 
 
@@ -95,28 +96,15 @@ def vjp(fun, *primals, has_aux=False, reduce_axes=()):
   shaped as primals_out, returns a tuple of cotangents, one per primal, each with its primal's
   structure and sharding. fun is traced and run once; vjp_fn only runs the backward pass from
   the saved values, and may be called any number of times (eagerly, or inside the jit trace the
-  vjp was taken in)."""
+  vjp was taken in). vjp_fn is a pytree whose leaves are those values (a custom_vjp fwd rule
+  may return it as a residual)."""
   _check_callable(fun, "vjp")
   cores, tree = _primal_cores(primals, "vjp")
   traced = _Traced(fun, tree, has_aux, "vjp")
   outs, pb = _core.vjp(cores, traced)
   primals_out, aux = traced.split(outs)
-  out_cores = outs[:traced.n_out]
-  out_tree, n_aux = traced.out_tree, len(outs) - traced.n_out
-
-  def vjp_fn(cotangents):
-    leaves, ctree = tu.tree_flatten(cotangents)
-    if ctree != out_tree:
-      raise PartixError(f"[vjp] the cotangent must have the structure of the function's "
-                        f"output {out_tree}, got {ctree}")
-    cts = []
-    for x, o, path in zip(leaves, out_cores, tu.treedef_paths(out_tree, "cotangent")):
-      c = core(x, api="vjp")
-      _check_like("vjp", "cotangent", path, c, o, _floating(Array(o).dtype))
-      cts.append(c)
-    res = pb(cts + [None] * n_aux)
-    return tu.tree_unflatten(tree, [Array(r) for r in res])
-
+  # A pytree whose leaves are the residuals its backward pass reads (as JAX's Partial).
+  vjp_fn = vjp_function(pb, outs[:traced.n_out], traced.out_tree, tree, len(outs) - traced.n_out)
   return (primals_out, vjp_fn, aux) if has_aux else (primals_out, vjp_fn)
 
 

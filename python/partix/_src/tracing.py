@@ -161,8 +161,32 @@ def _leaf_core(x, api, path=None, place=None):
                     "with static_argnums")
 
 
+_FLOAT0 = np.dtype([("float0", np.void, 0)])  # partix.dtypes.float0
+
+
+class _Float0Zeros:
+  """A float0 result leaf (the cotangent of an integer value, which holds no data): it stays
+  in the result tree and comes back as numpy zeros of its shape, as JAX returns float0."""
+  __slots__ = ("shape",)
+
+  def __init__(self, shape):
+    self.shape = tuple(shape)
+
+
+tu.register_pytree_node(_Float0Zeros, lambda z: ((), z.shape),
+                        lambda shape, _: np.zeros(shape, _FLOAT0))
+
+
+def _is_float0(x):
+  return isinstance(x, np.ndarray) and x.dtype == _FLOAT0
+
+
 def _out_leaves(out, api):
   leaves, treedef = tu.tree_flatten(out)
+  if any(_is_float0(x) for x in leaves):
+    out = tu.tree_unflatten(treedef, [_Float0Zeros(x.shape) if _is_float0(x) else x
+                                      for x in leaves])
+    leaves, treedef = tu.tree_flatten(out)
   cores = []
   for i, x in enumerate(leaves):
     if isinstance(x, Array):

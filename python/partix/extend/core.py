@@ -1,11 +1,13 @@
 """jax.extend.core (partix.extend.core): a traced program (make_jaxpr's ClosedJaxpr) as a
-function, jaxpr_as_fun; Token."""
+function, jaxpr_as_fun; Token; Primitive, a primitive of the user's own (its implementation
+runs eagerly, and as a host callback under a trace)."""
 from partix._src.tokens import Token
 from partix._src.tracing import Jaxpr, JaxprEqn, eval_jaxpr
+from partix._src.user_primitives import Primitive
 
 ClosedJaxpr = Jaxpr
 
-__all__ = ["ClosedJaxpr", "Jaxpr", "JaxprEqn", "Token", "jaxpr_as_fun"]
+__all__ = ["ClosedJaxpr", "Jaxpr", "JaxprEqn", "Primitive", "Token", "jaxpr_as_fun"]
 
 
 def jaxpr_as_fun(closed_jaxpr):

@@ -698,7 +698,6 @@ def test_remat_scalar_residuals():
   check_grads(f, (x,), modes=["rev"], order=2, atol=1e-2, rtol=1e-2)
 
 
-@pytest.mark.xfail(strict=True, reason='partix.ad_checkpoint has no print_saved_residuals (no way to list what remat saves)')
 def test_collectives_not_saved(capfd):
   # Under remat's default policy only the argument is saved, not the all_gathers.
   mesh = Mesh(np.array(jax.devices()[:4]), ("x",))
@@ -711,7 +710,6 @@ def test_collectives_not_saved(capfd):
   assert _saved_residual_count(capfd, f, jnp.ones(4)) == 1
 
 
-@pytest.mark.xfail(strict=True, reason='partix provides no jax.extend (jax.extend.core.Primitive: user-defined primitives)')
 def test_check_rep_false_doesnt_hit_rep_rules():
   # A user primitive (jax.extend) with no replication rule runs under check_vma=False.
   from jax.extend import core as jex_core

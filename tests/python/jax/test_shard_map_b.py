@@ -519,9 +519,6 @@ def test_rewrite_custom_vjp_call_jaxpr(jit):
 
 # ---- 100-102: float0 cotangents, pvary / pcast ----
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix.custom_vjp rejects a function (jax.vjp's vjp_fn) as a residual: 'results must be "
-    "arrays'"))
 def test_transpose_float0():
   mesh = create_mesh((4,), ("x",))
   s = NamedSharding(mesh, P(None, "x"))
