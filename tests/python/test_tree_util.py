@@ -142,3 +142,24 @@ def test_keystr_documented_example():
                                            "['foo']['bar']['bat'][1]", "['foo']['bar']['baz']"]
   assert [tu.keystr(p, simple=True, separator="/") for p in paths] == [
       "foo/bar/bat/0", "foo/bar/bat/1", "foo/bar/baz"]
+
+
+def test_jax_tree_short_names_transpose_broadcast_static():
+  import dataclasses
+  t = [(1, 2), (3, 4), (5, 6)]
+  outer = jax.tree.structure([0, 0, 0])
+  # inner_treedef may be None: read from the first inner tree (JAX's pytrees tutorial).
+  assert jax.tree.transpose(outer, None, t) == ([1, 3, 5], [2, 4, 6])
+  assert jax.tree.transpose(outer, jax.tree.structure((0, 0)), t) == ([1, 3, 5], [2, 4, 6])
+  assert jax.tree.broadcast(1, [1, (2, 3)]) == [1, (1, 1)]
+  assert jax.tree.reduce_associative(lambda a, b: a + b, [1, 2, 3, 4]) == 10
+
+  @jax.tree_util.register_dataclass
+  @dataclasses.dataclass
+  class Op:
+    x: object
+    name: str = jax.tree.static(default="add")
+
+  leaves, tree = jax.tree.flatten(Op(np.ones(2)))
+  assert len(leaves) == 1 and jax.tree.unflatten(tree, [np.zeros(2)]).name == "add"
+  assert jax.tree.structure(Op(1, "a")) != jax.tree.structure(Op(1, "b"))
