@@ -204,3 +204,42 @@ def test_arguments_not_differentiated_pass_as_they_are():
   # A differentiated argument must still be a float array.
   with pytest.raises(jax.PartixError, match="grad"):
     jax.grad(app, 0)(lambda v: v, 3.0)
+
+
+def test_eager_grad_sees_primal_values_in_python_control_flow():
+  # As JAX's control-flow tutorial: grad called eagerly differentiates Python branches and
+  # loops on the primal values; under jit the same function is refused.
+  def f(x):
+    if x < 3:
+      return 3.0 * x ** 2
+    return -4 * x
+  assert float(jax.grad(f)(2.0)) == 12.0 and float(jax.grad(f)(4.0)) == -4.0
+  with pytest.raises(jax.errors.TracerBoolConversionError):
+    jax.jit(jax.grad(f))(2.0)
+
+  def doubling(x, n):
+    while x.sum() < n:
+      x = x * 2
+    return (x ** 2).sum()
+  v, g = jax.value_and_grad(doubling)(jnp.ones(3), 10.0)
+  assert float(v) == 48.0
+  np.testing.assert_array_equal(np.asarray(g), np.full(3, 32.0))
+  # float() of a differentiated value is a constant there (JAX: the primal's value).
+  assert float(jax.grad(lambda x: float(x) * x)(3.0)) == 3.0
+  # A conversion inside a lax loop body has no one value: the usual error.
+  with pytest.raises(jax.errors.TracerBoolConversionError):
+    jax.grad(lambda x: jax.lax.fori_loop(0, 2, lambda i, v: v * 2 if v.sum() > 0 else v,
+                                         x).sum())(jnp.ones(2))
+
+
+def test_eager_grad_branches_on_a_sharded_value():
+  mesh = jax.make_mesh((8,), ("i",))
+  a = np.arange(8.0, dtype=np.float32)
+  x = jax.device_put(a, NamedSharding(mesh, P("i")))
+
+  def f(v):
+    return (v ** 2).sum() if v.sum() > 10 else v.sum()
+  g = jax.grad(f)(x)
+  np.testing.assert_array_equal(np.asarray(g), 2 * a)
+  assert g.sharding.spec == P("i")
+  np.testing.assert_array_equal(np.asarray(jax.grad(f)(x * 0.1)), np.ones(8))

@@ -14,6 +14,7 @@ import numpy as np
 
 from partix import _core
 from partix._src import dtypes
+from partix._src import eager_values
 from partix._src import transfer_guard
 from partix._src import tree_util as tu
 from partix._src.core import (Array, PartixError, PartixTypeError, core, host_block, to_numpy,
@@ -1283,11 +1284,15 @@ def _grad_call(fun, argnums, has_aux, args, kwargs, api, allow_int=False):
       wrt.append(not (allow_int and not _inexact(leaves[-1])))
   aux_tree = []
 
-  def traced(tracers):
-    it = iter(wrap(t) for t in tracers)
+  def call(arrays):  # fun on the differentiated leaves `arrays`, the other arguments as given
+    it = iter(arrays)
     targs = [a if t is None else tu.tree_unflatten(t, [next(it) for _ in range(t.num_leaves)])
              for a, t in zip(args, trees)]
-    out = fun(*targs, **kwargs)
+    return fun(*targs, **kwargs)
+
+  def traced(tracers):
+    aux_tree.clear()
+    out = call([wrap(t) for t in tracers])
     if has_aux:
       if not (isinstance(out, (tuple, list)) and len(out) == 2):
         raise PartixError(f"[{api}] with has_aux=True the function must return a pair "
@@ -1305,7 +1310,13 @@ def _grad_call(fun, argnums, has_aux, args, kwargs, api, allow_int=False):
                           f"{type(out).__name__}")
     return [out._a] + aux_cores
 
-  value, grads, aux = _core.grad(leaves, wrt, traced)
+  if _core.is_tracing():
+    value, grads, aux = _core.grad(leaves, wrt, traced)
+  else:  # eager: Python control flow on the primal values, as JAX's (eager_values.py)
+    def probe(values):
+      return jit(values.probe_body(api, lambda *xs: call(list(xs))))(*[wrap(c) for c in leaves])
+    value, grads, aux = eager_values.run_with_primal_values(
+        api, lambda: _core.grad(leaves, wrt, traced), probe)
   gtrees = []
   for i in nums:
     n = trees[i].num_leaves

@@ -125,3 +125,65 @@ def run(oracle, run_with, first, fresh, probe):
       return run_with(fresh())
     except _NeedValue:
       continue
+
+
+# ---- eager grad: Python control flow on the primal values ----
+
+class PrimalValues:
+  """The values of the conversions an eagerly called grad's function asks for, in order. JAX
+  differentiates such a call on concrete primal values, so `if x < 3:` and float(x) see them
+  (a value converted so carries no derivative, as in JAX). partix traces the function
+  instead: a conversion stops the trace, a probe program (the function under jit, up to that
+  conversion) computes its value, and the function is traced again with it."""
+
+  def __init__(self):
+    self.known, self.count, self.probing = [], 0, False
+
+  def hook(self, x, what):
+    if what == "str":
+      return None
+    i = self.count
+    self.count += 1
+    if i < len(self.known):
+      v = self.known[i]
+      return None if v is _UNANSWERABLE else v
+    if self.probing:
+      raise _Probe(x)
+    raise _NeedValue()
+
+  def probe_body(self, api, f):
+    """f as a probe: it runs until the conversion being probed and returns that value."""
+    def body(*args):
+      try:
+        f(*args)
+      except _Probe as p:
+        return p.x
+      raise PartixError(f"[{api}] the function ended before the conversion being probed (it "
+                        "took another path when traced again)")
+    return body
+
+
+def run_with_primal_values(api, attempt, probe):
+  """attempt() traces and runs an eager grad; where its function converts a traced value,
+  probe(values) runs the probe program for the next conversion (values answering it) and the
+  grad is traced again."""
+  values = PrimalValues()
+  while True:
+    values.count = 0
+    try:
+      with active(values):
+        return attempt()
+    except _NeedValue:
+      pass
+    if len(values.known) >= _MAX_CONVERSIONS:
+      raise PartixError(f"[{api}] the function converted more than {_MAX_CONVERSIONS} traced "
+                        "values to Python values; use lax.cond/while_loop")
+    values.count, values.probing = 0, True
+    try:
+      with active(values):
+        v = np.asarray(probe(values))
+    except Exception:  # noqa: BLE001 (a value the probe cannot return: the usual error follows)
+      v = _UNANSWERABLE
+    finally:
+      values.probing = False
+    values.known.append(v)
