@@ -623,9 +623,11 @@ struct SavePolicy {
     kDots,                 // dots_saveable: the results of contractions (dot_general)
     kDotsWithNoBatchDims,  // dots_with_no_batch_dims_saveable: those without batch dims
     kNames,                // save_only_these_names: values named with checkpoint_name
+    kNamesExcept,          // save_any_names_but_these: named values but those listed
+    kPrimitives,           // a policy function: the results of the primitives listed
   };
   Kind kind = Kind::kNothing;
-  std::vector<std::string> names;  // kNames
+  std::vector<std::string> names;  // kNames, kNamesExcept: value names; kPrimitives: primitives
 };
 
 // x, named for a SavePolicy of kind kNames (jax.ad_checkpoint.checkpoint_name); an identity

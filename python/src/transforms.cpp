@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "bind.h"
+#include "ir/primitive.h"
 #include "partix/control.h"
 #include "trace/loop_carries.h"
 #include "trace/vma_options.h"
@@ -255,7 +256,8 @@ void bind_control_flow(nb::module_& m) {
         [&](const Leaves& x, std::shared_ptr<void>& p) { return trace_into(f, x, p); }, tp, fp);
     return std::make_tuple(outs, proto_id(tp), proto_id(fp));
   });
-  // policy: "nothing", "everything", "dots", "dots_no_batch" or "names" (with `names`).
+  // policy: "nothing", "everything", "dots", "dots_no_batch", "names" or "names_except" (with
+  // `names`: value names), "primitives" (with `names`: the primitives whose results are saved).
   m.def("checkpoint", [](const Leaves& leaves, nb::callable f, const std::string& policy,
                          const std::vector<std::string>& names) {
     using Kind = SavePolicy::Kind;
@@ -263,7 +265,9 @@ void bind_control_flow(nb::module_& m) {
                                                    {"everything", Kind::kEverything},
                                                    {"dots", Kind::kDots},
                                                    {"dots_no_batch", Kind::kDotsWithNoBatchDims},
-                                                   {"names", Kind::kNames}};
+                                                   {"names", Kind::kNames},
+                                                   {"names_except", Kind::kNamesExcept},
+                                                   {"primitives", Kind::kPrimitives}};
     auto it = kinds.find(policy);
     if (it == kinds.end()) throw Error("[checkpoint] unknown save policy '" + policy + "'");
     nb::gil_scoped_release release;
@@ -273,6 +277,8 @@ void bind_control_flow(nb::module_& m) {
         proto, SavePolicy{it->second, names});
     return std::make_pair(outs, proto_id(proto));
   });
+  // The names of partix's primitives (what a checkpoint policy function is asked about).
+  m.def("primitive_names", [] { return prim::primitive_names(); });
   m.def("checkpoint_name", [](const Array& x, const std::string& name) {
     nb::gil_scoped_release release;
     return checkpoint_name(x, name);

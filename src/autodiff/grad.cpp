@@ -146,7 +146,11 @@ std::vector<Array> remat_call(
       attrs.set("save", std::string("dots_no_batch"));
       break;
     case Kind::kNames:
-      attrs.set("save", std::string("names"));
+    case Kind::kNamesExcept:
+    case Kind::kPrimitives:
+      attrs.set("save", std::string(policy.kind == Kind::kNames         ? "names"
+                                    : policy.kind == Kind::kNamesExcept ? "names_except"
+                                                                        : "primitives"));
       attrs.set("names", ir::Strings(policy.names.begin(), policy.names.end()));
       break;
     default:

@@ -177,22 +177,38 @@ Register<Copy> r_copy;
 namespace partix::prim {
 namespace {
 
-// The values of a remat region its save policy keeps (attribute "save": "dots" the results of
-// contractions, "dots_no_batch" those without batch dimensions, "names" the checkpoint_name
-// values whose names are listed), in program order.
-std::vector<int> saved_values(const ir::Program& body, const Attrs& attrs) {
+// Whether a remat region's save policy keeps the results of `in` (attribute "save": "dots"
+// the results of contractions, "dots_no_batch" those without batch dimensions, "names" the
+// checkpoint_name values whose names are listed, "names_except" those whose names are not,
+// "primitives" the results of the primitives listed and the values named `name=N` for each N
+// listed: a policy function's answers, or two policies together).
+bool saves(const ir::Instr& in, const Attrs& attrs) {
   const std::string& save = attrs.str("save");
+  const auto listed = [&](const std::string& name) {
+    const ir::Strings& names = attrs.get<ir::Strings>("names");
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
+  const std::string_view prim = in.prim->name();
+  if (save == "primitives") {  // a primitive listed, or a value whose name is listed as name=...
+    return listed(std::string(prim)) ||
+           (prim == "checkpoint_name" && listed("name=" + in.attrs.str("name")));
+  }
+  if (prim == "dot_general") {
+    return save == "dots" || (save == "dots_no_batch" &&
+                              (!in.attrs.has("lhs_batch") || in.attrs.ints("lhs_batch").empty()));
+  }
+  if (prim == "checkpoint_name") {
+    if (save == "names") return listed(in.attrs.str("name"));
+    if (save == "names_except") return !listed(in.attrs.str("name"));
+  }
+  return false;
+}
+
+// The values of a remat region its save policy keeps, in program order.
+std::vector<int> saved_values(const ir::Program& body, const Attrs& attrs) {
   std::vector<int> out;
   for (const ir::Instr& in : body.instrs) {
-    bool keep = false;
-    if (in.prim->name() == "dot_general") {
-      keep = save == "dots" || (save == "dots_no_batch" && !in.attrs.has("lhs_batch")) ||
-             (save == "dots_no_batch" && in.attrs.ints("lhs_batch").empty());
-    } else if (in.prim->name() == "checkpoint_name" && save == "names") {
-      const ir::Strings& names = attrs.get<ir::Strings>("names");
-      keep = std::find(names.begin(), names.end(), in.attrs.str("name")) != names.end();
-    }
-    if (keep) out.insert(out.end(), in.outputs.begin(), in.outputs.end());
+    if (saves(in, attrs)) out.insert(out.end(), in.outputs.begin(), in.outputs.end());
   }
   return out;
 }

@@ -42,6 +42,11 @@ TEST(RematPolicy, EveryPolicyGivesTheSameGradientAndRecomputesOnlyWhatItDoesNotS
       {policy(Kind::kNames, {"proj"}), 3, 2},
       {policy(Kind::kNames, {"other"}), 4, 2},
       {policy(Kind::kEverything), 3, 1},
+      {policy(Kind::kNamesExcept, {"other"}), 3, 2},
+      {policy(Kind::kNamesExcept, {"proj"}), 4, 2},
+      {policy(Kind::kPrimitives, {"dot_general"}), 3, 2},
+      {policy(Kind::kPrimitives, {"name=proj"}), 3, 2},
+      {policy(Kind::kPrimitives, {"sin", "exp"}), 4, 1},
   };
   for (const Case& c : cases) {
     auto g = [&](const Array& v) {

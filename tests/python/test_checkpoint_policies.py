@@ -23,7 +23,17 @@ def block(w, x):
     # Policy functions of primitives, as JAX's programs write them: read as the policy whose
     # answers they give.
     (lambda prim, *a, **k: True, 3, 1), (lambda prim, *a, **k: False, 4, 2),
-    (lambda prim, *a, **k: prim.name == "dot_general", 3, 2)])
+    (lambda prim, *a, **k: prim.name == "dot_general", 3, 2),
+    # Any policy of primitive names (JAX's shard_map tutorial: all but the all_gathers).
+    (lambda prim, *_, **__: str(prim) != "all_gather", 3, 1),
+    (lambda prim, *_, **__: prim.name in ("dot_general", "exp"), 3, 2),
+    (lambda prim, *_, **__: prim.name == "exp", 4, 2),
+    (policies.save_any_names_but_these("other"), 3, 2),
+    (policies.save_any_names_but_these("proj"), 4, 2),
+    (policies.save_from_both_policies(policies.nothing_saveable,
+                                      policies.save_only_these_names("proj")), 3, 2),
+    (policies.save_from_both_policies(policies.dots_saveable, policies.everything_saveable), 3,
+     1)])
 def test_policies_save_what_they_name(policy, dots, sins):
   w = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
   x = np.random.default_rng(1).standard_normal((2, 4)).astype(np.float32)
@@ -37,12 +47,15 @@ def test_policies_save_what_they_name(policy, dots, sins):
 
 
 def test_bad_policies_are_errors():
-  with pytest.raises(jax.PartixError, match=r"^\[checkpoint\] policy .* is not one of"):
-    jax.checkpoint(block, policy=lambda prim, *a, **k: prim.name == "exp")  # none of partix's
-  with pytest.raises(jax.PartixError, match=r"^\[checkpoint\] policy .* is not one of"):
+  with pytest.raises(jax.PartixError, match=r"^\[checkpoint\] policy function .* no avals"):
     jax.checkpoint(block, policy=lambda prim, *avals, **k: avals[0].ndim > 1)
-  with pytest.raises(jax.PartixError, match=r"save_any_names_but_these\] is not supported"):
-    policies.save_any_names_but_these("proj")
+  with pytest.raises(jax.PartixError, match=r"^\[checkpoint\] policy 3 is not one of"):
+    jax.checkpoint(block, policy=3)
+  with pytest.raises(jax.PartixError, match=r"save_any_names_but_these\] names must be"):
+    policies.save_any_names_but_these("")
+  with pytest.raises(jax.PartixError, match=r"save_from_both_policies\] cannot combine"):
+    policies.save_from_both_policies(policies.dots_with_no_batch_dims_saveable,
+                                     policies.save_only_these_names("proj"))
   with pytest.raises(jax.PartixError, match=r"names must be non-empty strs"):
     policies.save_only_these_names(3)
   with pytest.raises(jax.PartixError, match=r"applied by partix.checkpoint"):
