@@ -202,3 +202,21 @@ def test_concrete_boolean_masks_index_as_numpy():
   np.testing.assert_array_equal(a[[True, False, True]], x[[True, False, True]])
   with pytest.raises(jax.PartixError, match=r"traced boolean mask has a data-dependent shape"):
     jax.jit(lambda v: v[v > 1])(a)
+
+
+def test_static_out_of_bounds_indices_clamp_and_updates_are_skipped():
+  # JAX's "Out-of-bounds indexing" gotcha: a retrieval clamps the index into the axis, an
+  # update at an out-of-bounds index is skipped (numpy would raise for both).
+  x = jnp.arange(10)
+  assert int(x[11]) == 9 and int(x[-11]) == 0
+  assert float(jnp.arange(10.0).at[11].get()) == 9.0
+  assert np.isnan(float(jnp.arange(10.0).at[11].get(mode="fill", fill_value=np.nan)))
+  assert int(jax.jit(lambda v: v[12])(x)) == 9
+  m = jnp.arange(12).reshape(3, 4)
+  assert int(m[5, -9]) == 8  # row 2, column 0
+  y = jnp.arange(5.0)
+  np.testing.assert_array_equal(np.asarray(y.at[7].set(1.0)), np.arange(5.0))
+  np.testing.assert_array_equal(np.asarray(y.at[-7].add(3.0)), np.arange(5.0))
+  np.testing.assert_array_equal(np.asarray(y.at[2].set(9.0)), [0, 1, 9, 3, 4])
+  with pytest.raises(jax.PartixError, match="out of bounds for axis 0 of size 0"):
+    jnp.zeros((0,))[0]

@@ -208,10 +208,12 @@ def _getitem(self, idx):
     size = x.shape[dim]
     if _is_int(it):
       i = int(it)
-      if i < -size or i >= size:
+      if size == 0:
         raise PartixError(f"[Array.__getitem__] index {i} is out of bounds for axis {dim} of "
-                          f"size {size}")
-      i %= size
+                          f"size 0")
+      # As JAX: a retrieval clamps an out-of-bounds index into the axis (JAX's "Out-of-bounds
+      # indexing" gotcha); numpy would raise.
+      i = min(max(i + size if i < 0 else i, 0), size - 1)
       starts.append(i), stops.append(i + 1), strides.append(1), flips.append(False)
       plan.append(("int", dim))
     elif isinstance(it, slice):
@@ -333,6 +335,10 @@ def _setitem(self, idx, value):
 Array.__setitem__ = _setitem
 
 
+class _OutOfBounds(Exception):
+  """A static index out of its axis in an update (the update is skipped, as in JAX)."""
+
+
 class _IndexUpdateHelper:
   __slots__ = ("x",)
 
@@ -377,7 +383,7 @@ class _IndexUpdateRef:
       if _is_int(it):
         i = int(it)
         if i < -size or i >= size:
-          raise PartixError(f"[Array.at] index {i} is out of bounds for axis {dim} of size {size}")
+          raise _OutOfBounds()
         starts.append(i % size), sizes.append(1)
       elif isinstance(it, slice) and (it.step in (None, 1)):
         for v in (it.start, it.stop):
@@ -396,7 +402,10 @@ class _IndexUpdateRef:
     x = self.x
     if type(x) is not Array:  # a deleted array: core() raises
       core(x, api=f"Array.at[].{api}")
-    region = self._region()
+    try:
+      region = self._region()
+    except _OutOfBounds:  # as JAX: an update at an out-of-bounds index is skipped
+      return x + jnp.zeros((), x.dtype)
     if region is None:
       items = self.idx if isinstance(self.idx, tuple) else (self.idx,)
       if len(items) == 1 and isinstance(items[0], slice) and x.ndim:
