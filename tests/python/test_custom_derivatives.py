@@ -219,3 +219,45 @@ def test_custom_gradient():
     jax.grad(jax.custom_gradient(lambda x: x * 2))(x)
   with pytest.raises(jax.PartixError, match=r"one cotangent per positional argument \(2\)"):
     jax.grad(jax.custom_gradient(lambda x, y: (x * y, lambda g: (g,))))(x, x)
+
+
+def test_second_derivative_through_a_custom_vjp_calling_itself():
+  # JAX's custom-derivatives tutorial: a fixed point by while_loop whose fwd rule calls the
+  # custom_vjp function and whose bwd solves the adjoint with it again. The rules of those
+  # inner calls are used too, so the second derivative never differentiates the while_loop.
+  from functools import partial
+  from partix.lax import while_loop
+
+  @partial(jax.custom_vjp, nondiff_argnums=(0,))
+  def fixed_point(f, a, x_guess):
+    def cond(c):
+      return jnp.abs(c[0] - c[1]) > 1e-6
+    _, x = while_loop(cond, lambda c: (c[1], f(a, c[1])), (x_guess, f(a, x_guess)))
+    return x
+
+  def fwd(f, a, x_init):
+    x = fixed_point(f, a, x_init)
+    return x, (a, x)
+
+  def rev_iter(f, packed, u):
+    a, x, x_bar = packed
+    _, vjp_x = jax.vjp(lambda v: f(a, v), x)
+    return x_bar + vjp_x(u)[0]
+
+  def bwd(f, res, x_bar):
+    a, x = res
+    _, vjp_a = jax.vjp(lambda v: f(v, x), a)
+    a_bar, = vjp_a(fixed_point(partial(rev_iter, f), (a, x, x_bar), x_bar))
+    return a_bar, jnp.zeros_like(x)
+
+  fixed_point.defvjp(fwd, bwd)
+
+  def newton_sqrt(a):
+    return fixed_point(lambda a, x: 0.5 * (x + a / x), a, a)
+
+  np.testing.assert_allclose(float(newton_sqrt(2.0)), np.sqrt(2.0), rtol=1e-6)
+  np.testing.assert_allclose(float(jax.grad(newton_sqrt)(2.0)), 0.5 / np.sqrt(2.0), rtol=1e-5)
+  np.testing.assert_allclose(float(jax.grad(jax.grad(newton_sqrt))(2.0)), -0.25 * 2.0 ** -1.5,
+                             rtol=1e-4)
+  np.testing.assert_allclose(float(jax.jit(jax.grad(jax.grad(newton_sqrt)))(2.0)),
+                             -0.25 * 2.0 ** -1.5, rtol=1e-4)

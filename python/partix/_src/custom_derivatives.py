@@ -40,19 +40,24 @@ _rules = threading.local()
 @contextlib.contextmanager
 def _tracing_rules(fn):
   """While fn's rules are traced, fn called inside them (a fwd or jvp rule computing the output
-  with fn itself) is its plain function, not another custom call (which would trace the rules
-  again, without end). Its derivatives there are then fn's own, which only second-order
-  derivatives of the residuals could see."""
-  active = getattr(_rules, "active", set())
-  _rules.active = active | {id(fn)}
+  with fn itself, a bwd rule solving with it) is another custom call, whose rules are traced
+  in turn, down to _RULE_DEPTH levels; below that it is its plain function (tracing the rules
+  again would never end). Derivatives up to second order through such calls are so the
+  rules' own, as in JAX (which traces a rule only when it differentiates); a third-order one
+  sees fn's own derivatives at the deepest level."""
+  depth = getattr(_rules, "depth", {})
+  _rules.depth = {**depth, id(fn): depth.get(id(fn), 0) + 1}
   try:
     yield
   finally:
-    _rules.active = active
+    _rules.depth = depth
+
+
+_RULE_DEPTH = 2
 
 
 def _in_own_rules(fn):
-  return id(fn) in getattr(_rules, "active", ())
+  return getattr(_rules, "depth", {}).get(id(fn), 0) >= _RULE_DEPTH
 
 
 class _Call:
