@@ -131,16 +131,20 @@ def run(oracle, run_with, first, fresh, probe):
 
 class PrimalValues:
   """The values of the conversions an eagerly called grad's function asks for, in order. JAX
-  differentiates such a call on concrete primal values, so `if x < 3:` and float(x) see them
-  (a value converted so carries no derivative, as in JAX). partix traces the function
+  differentiates such a call on concrete primal values, so `if x < 3:`, int(x) and indexing
+  with x see them (a value converted so carries no derivative, as in JAX). partix traces the function
   instead: a conversion stops the trace, a probe program (the function under jit, up to that
   conversion) computes its value, and the function is traced again with it."""
 
   def __init__(self):
     self.known, self.count, self.probing = [], 0, False
 
+  # The conversions JAX 0.10 answers from a concrete primal (Tracer.__bool__, __int__ and
+  # __index__); float(), np.asarray, tolist and item raise there as under jit.
+  _ANSWERED = ("Array.__bool__", "Array.__int__", "Array.__index__")
+
   def hook(self, x, what):
-    if what == "str":
+    if what not in self._ANSWERED:
       return None
     i = self.count
     self.count += 1
