@@ -86,6 +86,23 @@ class Oracle:
     return body
 
 
+def _probe_next(oracle, probe, who, instead):
+  """Runs probe() for the oracle's next conversion and keeps its value (or, where the probe
+  cannot return it, a marker that gives the usual error)."""
+  if len(oracle.known) >= _MAX_CONVERSIONS:
+    raise PartixError(f"{who} converted more than {_MAX_CONVERSIONS} traced values to Python "
+                      f"values; {instead}")
+  oracle.count, oracle.probing = 0, True
+  try:
+    with active(oracle):
+      value = np.asarray(probe())
+  except Exception:  # noqa: BLE001 (a value the probe cannot return: the usual error follows)
+    value = _UNANSWERABLE
+  finally:
+    oracle.probing = False
+  oracle.known.append(value)
+
+
 @contextlib.contextmanager
 def active(oracle):
   if oracle is None:  # (a probe's own shard_map: its caller's oracle answers)
@@ -108,18 +125,7 @@ def run(oracle, run_with, first, fresh, probe):
   except _NeedValue:
     pass
   while True:
-    if len(oracle.known) >= _MAX_CONVERSIONS:
-      raise PartixError(f"[shard_map] an eager body converted more than {_MAX_CONVERSIONS} "
-                        "traced values to Python values; jit it, or use lax.cond/while_loop")
-    oracle.count, oracle.probing = 0, True
-    try:
-      with active(oracle):
-        stacked = np.asarray(probe())
-    except Exception:  # noqa: BLE001 (a value the probe cannot return: the usual error follows)
-      stacked = _UNANSWERABLE
-    finally:
-      oracle.probing = False
-    oracle.known.append(stacked)
+    _probe_next(oracle, probe, "[shard_map] an eager body", "jit it, or use lax.cond/while_loop")
     oracle.count = 0
     try:
       return run_with(fresh())
@@ -179,15 +185,4 @@ def run_with_primal_values(api, attempt, probe):
         return attempt()
     except _NeedValue:
       pass
-    if len(values.known) >= _MAX_CONVERSIONS:
-      raise PartixError(f"[{api}] the function converted more than {_MAX_CONVERSIONS} traced "
-                        "values to Python values; use lax.cond/while_loop")
-    values.count, values.probing = 0, True
-    try:
-      with active(values):
-        v = np.asarray(probe(values))
-    except Exception:  # noqa: BLE001 (a value the probe cannot return: the usual error follows)
-      v = _UNANSWERABLE
-    finally:
-      values.probing = False
-    values.known.append(v)
+    _probe_next(values, lambda: probe(values), f"[{api}] the function", "use lax.cond/while_loop")
