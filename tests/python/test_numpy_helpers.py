@@ -59,3 +59,22 @@ def test_polynomials_windows_frexp_and_dtype_queries():
   assert "Array(" in jnp.array_repr(jnp.ones(2)) and jnp.array_str(jnp.ones(2)) == "[1. 1.]"
   with pytest.raises(jax.PartixError, match=r"^\[piecewise\]"):
     jnp.piecewise(np.ones(3), [np.ones(3, bool)], [1, 2, 3])
+
+
+def test_result_type_treats_python_scalars_and_types_as_weak():
+  # JAX's type lattice without x64: Python scalars and bool/int/float are weakly typed
+  # (JAX's external-callbacks tutorial: z.astype(jnp.result_type(float, z.dtype))).
+  assert jnp.result_type(float, jnp.float32) == np.float32
+  assert jnp.result_type(float, jnp.bfloat16) == jnp.bfloat16
+  assert jnp.result_type(jnp.bfloat16, 2.0) == jnp.bfloat16
+  assert jnp.result_type(1.0, jnp.int32) == np.float32
+  assert jnp.result_type(int, jnp.int8) == np.int8
+  assert jnp.result_type(True, jnp.uint8) == np.uint8
+  assert jnp.result_type(jnp.arange(3), 2) == np.int32
+  assert jnp.result_type(float) == np.float32 and jnp.result_type(int) == np.int32
+  assert jnp.result_type(bool) == np.bool_
+  assert jnp.result_type(jnp.int8, jnp.uint8) == np.int16
+  with pytest.raises(jax.PartixError, match="result_type"):
+    jnp.result_type()
+  with pytest.raises(jax.PartixError, match="complex"):
+    jnp.result_type(complex, jnp.float32)

@@ -601,11 +601,43 @@ def astype(x, dtype, /, *, copy=False, device=None):
   return _w(_core.astype(core(x, api="astype"), dtypes.to_core(dtype, "astype")))
 
 
+# Python scalars and their types are weakly typed (JAX's lattice): the kind they stand for.
+_WEAK_KIND = {bool: 0, int: 1, float: 2, complex: 3}
+_KIND_DEFAULT = {0: "bool", 1: "i32", 2: "f32"}
+
+
+def _weak_kind(a):
+  if isinstance(a, type) and a in _WEAK_KIND:
+    return _WEAK_KIND[a]
+  if type(a) in _WEAK_KIND:  # a Python scalar (not a numpy one)
+    return _WEAK_KIND[type(a)]
+  return None
+
+
+def _kind(core_dtype):
+  return 0 if core_dtype == "bool" else 1 if core_dtype in dtypes.INT_CORE else 2
+
+
 def result_type(*args):
-  d = None
+  """jnp.result_type, as JAX's lattice without x64: Python scalars and the types bool, int and
+  float are weak (result_type(float, float32) and result_type(2.0, bfloat16) keep the other
+  dtype; alone they give bool, int32, float32)."""
+  d, weak = None, -1
   for a in args:
+    k = _weak_kind(a)
+    if k is not None:
+      if k == 3:
+        raise PartixError("[result_type] complex: partix holds no complex dtypes")
+      weak = k if k > weak else weak
+      continue
     ad = dtypes.to_core(_dtype_of(a) if not isinstance(a, (type, np.dtype, str)) else a)
     d = ad if d is None else _core.promote_types(d, ad)
+  if d is None:
+    if weak < 0:
+      raise PartixError("[result_type] at least one array or dtype is required")
+    return dtypes.from_core(_KIND_DEFAULT[weak])
+  if weak > _kind(d):
+    d = _KIND_DEFAULT[weak]
   return dtypes.from_core(d)
 
 
