@@ -321,3 +321,9 @@ def test_eager_shard_map_with_refs_traces_once(mesh_x):
   np.testing.assert_array_equal(r[...], np.full(8, 3.0))
   assert len(traces) == 1
   assert list(jax.new_ref(jnp.arange(3))) == [0, 1, 2]
+
+
+def test_unsafe_buffer_pointer_is_the_values():
+  r = jax.new_ref(jnp.arange(3.0))
+  assert r.unsafe_buffer_pointer() == r[...].unsafe_buffer_pointer()
+  assert isinstance(r.unsafe_buffer_pointer(), int)

@@ -148,6 +148,11 @@ class Ref:
       new = cur.at[idx].add(_coerce(x, _indexed_shape(cur, idx, api), cur.dtype, api))
     _put(self, new, api)
 
+  def unsafe_buffer_pointer(self):
+    """The address of the first device buffer of the value the Ref holds (JAX's; a write
+    under jit may give the Ref a new buffer, as partix functionalizes writes)."""
+    return _get(self, "Ref.unsafe_buffer_pointer").unsafe_buffer_pointer()
+
   def __array__(self, *_, **__):
     raise PartixError(f"[Ref] {_describe(self)} is a mutable reference, not an array: read its "
                       "value with ref[...] (or jax.freeze(ref))")
