@@ -349,3 +349,26 @@ def test_custom_jvp_with_symbolic_zeros_rule():
   np.testing.assert_allclose(np.asarray(dy), np.full(3, 20.0))
   z = SymbolicZero.from_primal_value(a)
   assert z.shape == (3,) and np.asarray(z.zero()).sum() == 0
+
+
+def test_eager_vjp_jvp_linearize_jacrev_follow_python_control_flow():
+  # As JAX's: called eagerly, the function's Python branches see the primal values.
+  def f(x):
+    if x.sum() > 3:
+      return jnp.sin(x) * 2
+    return jnp.cos(x)
+  for a in (np.arange(3.0, dtype=np.float32), np.arange(1.0, 4.0, dtype=np.float32)):
+    big = a.sum() > 3
+    want_y = np.sin(a) * 2 if big else np.cos(a)
+    want_d = np.cos(a) * 2 if big else -np.sin(a)
+    y, vjp_fn = jax.vjp(f, jnp.asarray(a))
+    np.testing.assert_allclose(np.asarray(y), want_y, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(vjp_fn(jnp.ones(3))[0]), want_d, rtol=1e-5, atol=1e-7)
+    _, t = jax.jvp(f, (jnp.asarray(a),), (jnp.ones(3),))
+    np.testing.assert_allclose(np.asarray(t), want_d, rtol=1e-5, atol=1e-7)
+    _, f_jvp = jax.linearize(f, jnp.asarray(a))
+    np.testing.assert_allclose(np.asarray(f_jvp(jnp.ones(3))), want_d, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(np.asarray(jax.jacrev(f)(jnp.asarray(a))), np.diag(want_d),
+                               rtol=1e-5, atol=1e-7)
+  with pytest.raises(jax.errors.TracerBoolConversionError):
+    jax.jit(lambda v: jax.vjp(f, v)[0])(jnp.ones(3))

@@ -18,6 +18,7 @@ from partix._src.core import Array, PartixError, core, wrap
 from partix import numpy as jnp
 from partix._src.batching import vmap
 from partix._src.residuals import vjp_function
+from partix._src import eager_values
 from partix._src.api import device_put
 
 
@@ -61,6 +62,19 @@ class _Traced:
     return outs, aux
 
 
+def _eagerly(api, cores, traced, attempt):
+  """attempt() (tracing `traced` on cores); called eagerly, fun's Python control flow sees the
+  primal values, as JAX's (eager_values.run_with_primal_values)."""
+  if _core.is_tracing():
+    return attempt()
+
+  def probe(values):
+    body = values.probe_body(api, lambda *xs: traced.fun(*tu.tree_unflatten(traced.in_tree,
+                                                                             list(xs))))
+    return jit(body)(*[wrap(c) for c in cores])
+  return eager_values.run_with_primal_values(api, attempt, probe)
+
+
 def _primal_cores(primals, api):
   leaves, tree = tu.tree_flatten(tuple(primals))
   return [_leaf_core(x, api, p) for x, p in zip(leaves, tu.treedef_paths(tree, "primals"))], tree
@@ -101,7 +115,7 @@ def vjp(fun, *primals, has_aux=False, reduce_axes=()):
   _check_callable(fun, "vjp")
   cores, tree = _primal_cores(primals, "vjp")
   traced = _Traced(fun, tree, has_aux, "vjp")
-  outs, pb = _core.vjp(cores, traced)
+  outs, pb = _eagerly("vjp", cores, traced, lambda: _core.vjp(cores, traced))
   primals_out, aux = traced.split(outs)
   # A pytree whose leaves are the residuals its backward pass reads (as JAX's Partial).
   vjp_fn = vjp_function(pb, outs[:traced.n_out], traced.out_tree, tree, len(outs) - traced.n_out)
@@ -128,7 +142,7 @@ def jvp(fun, primals, tangents, has_aux=False):
   cores, tree = _primal_cores(primals, "jvp")
   tcores = _tangent_cores(tuple(tangents), tree, cores, "jvp")
   traced = _Traced(fun, tree, has_aux, "jvp")
-  outs, touts = _core.jvp(cores, tcores, traced)
+  outs, touts = _eagerly("jvp", cores, traced, lambda: _core.jvp(cores, tcores, traced))
   primals_out, aux = traced.split(outs)
   tangents_out, _ = traced.split(touts)
   return (primals_out, tangents_out, aux) if has_aux else (primals_out, tangents_out)
@@ -142,7 +156,7 @@ def linearize(fun, *primals, has_aux=False):
   _check_callable(fun, "linearize")
   cores, tree = _primal_cores(primals, "linearize")
   traced = _Traced(fun, tree, has_aux, "linearize")
-  outs, pb = _core.vjp(cores, traced)
+  outs, pb = _eagerly("linearize", cores, traced, lambda: _core.vjp(cores, traced))
   primals_out, aux = traced.split(outs)
 
   def linear(*tangents):
