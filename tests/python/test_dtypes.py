@@ -82,3 +82,24 @@ def test_unsupported_dtypes(bad):
                  (lambda: jnp.full(2, 1, dtype=bad), "full")]:
     with pytest.raises(jax.PartixError, match=r"^\[" + api + r"\]"):
       f()
+
+
+def test_64_bit_dtypes_asked_for_by_name_are_truncated_without_x64():
+  # As JAX without x64 (its key-concepts tutorial: x.astype(float) next to float32 weights):
+  # a 64-bit dtype asked for by name is the 32-bit one, with JAX's warning; x64 keeps it.
+  import warnings
+  x = jnp.arange(3)
+  for make, want in [(lambda: x.astype(float), np.float32),
+                     (lambda: jnp.zeros(2, np.float64), np.float32),
+                     (lambda: jnp.asarray(np.ones(2), dtype=np.float64), np.float32),
+                     (lambda: jnp.array([1, 2], dtype=np.int64), np.int32),
+                     (lambda: jax.jit(lambda v: v.astype(np.float64))(x), np.float32)]:
+    with pytest.warns(UserWarning, match="Explicitly requested dtype .* truncated"):
+      assert make().dtype == want
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    assert jnp.asarray(np.ones(2)).dtype == np.float32  # host data: no warning, as JAX
+    assert jax.random.poisson(jax.random.key(0), 3.0, (4,)).dtype == np.int32  # partix's own
+  with jax.enable_x64():
+    assert x.astype(float).dtype == np.float64
+    assert jnp.zeros(2, np.int64).dtype == np.int64

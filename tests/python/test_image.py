@@ -111,6 +111,11 @@ def test_scale_and_translate_gradients_match_jax():
 
 
 def test_gradient_by_finite_differences():
+  with jax.enable_x64():  # float64 finite differences (as JAX's with x64)
+    _gradient_by_finite_differences()
+
+
+def _gradient_by_finite_differences():
   rng = np.random.RandomState(5)
   x = rng.rand(5, 6)
   w = rng.randn(8, 4)

@@ -304,9 +304,10 @@ def test_out_of_range_python_ints_raise_partix_error(mesh8):
   np.testing.assert_array_equal(np.asarray(jnp.roll(jnp.arange(5), 2**70 + 1)),
                                 np.roll(np.arange(5), (2**70 + 1) % 5))
   np.testing.assert_array_equal(np.asarray(jnp.tile(jnp.arange(3), (2, 0))), np.zeros((2, 0)))
-  assert int(jnp.asarray(2**40, dtype=jnp.int64)) == 2**40
-  np.testing.assert_array_equal(np.asarray(jnp.arange(2**40, 2**40 + 2, dtype=jnp.int64)),
-                                [2**40, 2**40 + 1])
+  with partix.enable_x64():  # int64 is held with x64 on (without it, truncated as in JAX)
+    assert int(jnp.asarray(2**40, dtype=jnp.int64)) == 2**40
+    np.testing.assert_array_equal(np.asarray(jnp.arange(2**40, 2**40 + 2, dtype=jnp.int64)),
+                                  [2**40, 2**40 + 1])
   # JAX 0.10.2 with x64 off seeds with the seed's low 32 bits (checked): PRNGKey(-1) is
   # [0, 0xFFFFFFFF], PRNGKey(-2**63) is [0, 0], PRNGKey(2**63 - 1) is [0, 0xFFFFFFFF].
   for seed, want in ((-1, [0, 0xFFFFFFFF]), (-2**63, [0, 0]), (2**63 - 1, [0, 0xFFFFFFFF])):

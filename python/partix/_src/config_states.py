@@ -198,9 +198,10 @@ def _via_config(name):
 enable_x64 = _bool_state(
     "jax_enable_x64",
     "jax.enable_x64: the jax_enable_x64 flag (as jax.config.update sets it). In partix it "
-    "makes uint64 a type of its own (instead of uint32) and seeds take 64 bits; host data of "
-    "64-bit types still becomes 32-bit unless a program asks for the type by dtype= (see "
-    "docs/python.md). partix's flag is process-wide: inside the block every thread sees it.",
+    "makes uint64 a type of its own (instead of uint32), seeds take 64 bits, and int64 and "
+    "float64 asked for by dtype= are held (without it they become 32-bit, with JAX's warning); "
+    "host data of 64-bit types still becomes 32-bit (see docs/python.md). partix's flag is "
+    "process-wide: inside the block every thread sees it.",
     process_wide=_x64)
 
 enable_checks = _bool_state(

@@ -403,8 +403,8 @@ def core(x, dtype=None, api="asarray", place=None, temporary=False):
     if isinstance(x, numbers.Integral) and not isinstance(x, np.generic):
       if not -2**31 <= int(x) < 2**31:
         raise PartixError(f"[{api}] Python int {int(x)} does not fit int32, partix's default "
-                          "integer type (as JAX's without x64); pass dtype=int64 or a float "
-                          "dtype")
+                          "integer type (as JAX's without x64); pass a float dtype, or "
+                          "dtype=int64 with x64 on")
       return _core.scalar_i32(int(x))
     if isinstance(x, numbers.Real) and not isinstance(x, np.generic):
       return _core.scalar_f32(float(x))
@@ -444,7 +444,7 @@ def _host_array(x, dtype, api):
                       "partix can hold")
   # Without dtype=, host types partix has no dtype for are refused (never widened silently);
   # an explicit dtype= converts them, as astype does, when the values fit.
-  dt = (dtypes.held(dtypes.dtype(dtype, api)) if dtype is not None
+  dt = (dtypes.requested(dtype, api) if dtype is not None
         else dtypes.canonicalize(arr.dtype, api))
   if isinstance(dt, dtypes.QuantizedDType):
     raise PartixError(f"[{api}] host data cannot be converted to quantized {dt.name}; load "
@@ -455,7 +455,8 @@ def _host_array(x, dtype, api):
     info = np.iinfo(dt)
     if arr.min() < info.min or arr.max() > info.max:
       raise PartixError(f"[{api}] integer values beyond {dt} ({arr.min()} .. {arr.max()}): "
-                        f"partix holds them as {dt}" + ("; pass dtype=int64 or float32" if
+                        f"partix holds them as {dt}" + ("; pass float32, or dtype=int64 "
+                                                        "with x64 on" if
                                                         dt == np.dtype(np.int32) else ""))
   return arr, dt
 

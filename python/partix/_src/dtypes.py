@@ -1,5 +1,9 @@
 """dtypes: numpy's dtype objects (ml_dtypes for bfloat16) and partix's names for them."""
 import ml_dtypes
+import contextlib
+import threading
+import warnings
+
 import numpy as np
 
 from partix import _core
@@ -75,7 +79,7 @@ def to_core(d, api="dtype"):
     return None
   if isinstance(d, QuantizedDType):
     return d.name
-  nd = held(dtype(d, api))
+  nd = requested(d, api)
   name = _TO_CORE.get(nd)
   if name is None:
     raise PartixError(f"[{api}] dtype {nd} is not supported by partix (it holds {_HELD})")
@@ -89,6 +93,38 @@ _X64 = [False]
 
 def set_x64(enabled):
   _X64[0] = bool(enabled)
+
+
+class _Wide(threading.local):
+  depth = 0
+
+
+_wide = _Wide()
+
+
+@contextlib.contextmanager
+def wide():
+  """partix's own computations that need 64-bit dtypes without x64 (the rejection loops of
+  random.poisson and binomial run in float64) ask for them inside this."""
+  _wide.depth += 1
+  try:
+    yield
+  finally:
+    _wide.depth -= 1
+
+
+def requested(d, api="dtype"):
+  """The numpy dtype partix holds for dtype d asked for by name: as JAX without x64, a 64-bit
+  one is its 32-bit one, with JAX's warning (jax.config.update("jax_enable_x64", True) keeps
+  it, and so does partix's own code inside wide())."""
+  nd = held(dtype(d, api))
+  if not _X64[0] and not _wide.depth and nd in _CANONICAL:
+    warnings.warn(f"Explicitly requested dtype {nd} requested in {api} is not available, and "
+                  f"will be truncated to dtype {_CANONICAL[nd]}. To enable more dtypes, set the "
+                  "jax_enable_x64 configuration option or the JAX_ENABLE_X64 shell environment "
+                  "variable.", UserWarning, stacklevel=4)
+    nd = _CANONICAL[nd]
+  return nd
 
 
 def held(d):

@@ -200,7 +200,7 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None, out_sharding
     dt = _dt(dtype, "i32", "arange")
     if n > (dtypes.int_range(dt) or (0, 2**63))[1] + 1:
       raise PartixError(f"[arange] {n} values do not fit {dtypes.from_core(dt)}" +
-                        ("; pass dtype=int64" if dt == "i32" else ""))
+                        ("; pass dtype=int64 with x64 on" if dt == "i32" else ""))
     return _w(_core.arange(n, dt,
                            _creation_sharding(out_sharding, device, "arange")))
   if stop is None:
@@ -226,7 +226,7 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None, out_sharding
     for v in (int(start), int(start) + builtins.max(n - 1, 0) * int(step)):
       if not lo <= v <= hi:
         raise PartixError(f"[arange] value {v} does not fit {dtypes.from_core(work)}" +
-                          ("; pass dtype=int64" if work == "i32" else ""))
+                          ("; pass dtype=int64 with x64 on" if work == "i32" else ""))
   i = _w(_core.iota([n], 0, work))
   out = astype(i * _scalar_as(step, work) + _scalar_as(start, work), dtype)
   s = _creation_sharding(out_sharding, device, "arange")

@@ -315,13 +315,14 @@ def poisson(key, lam, shape=None, dtype=None, *, out_sharding=None):
     raise PartixError(f"[random.{api}] dtype must be an integer type, got {_dt.dtype(dtype)}")
   lam = _param(lam, api, "lam")
   shape = _result_shape(api, shape, tuple(lam.shape))
-  lam = jnp.broadcast_to(jnp.astype(lam, np.float64), shape)
-  bad = jnp.isnan(lam) | (lam < 0)
-  top = float(np.iinfo(_np_dtype(d)).max)
-  huge = ~bad & (lam > 4.0 * top)  # no count of such a rate fits the dtype
-  counts = _poisson_loop(k, jnp.where(bad | huge, 0.0, lam), shape)
-  counts = jnp.where(bad, -1.0, jnp.where(huge, top, jnp.minimum(counts, top)))
-  return jnp.astype(counts, _np_dtype(d))
+  with _dt.wide():  # the rejection loop counts in float64
+    lam = jnp.broadcast_to(jnp.astype(lam, np.float64), shape)
+    bad = jnp.isnan(lam) | (lam < 0)
+    top = float(np.iinfo(_np_dtype(d)).max)
+    huge = ~bad & (lam > 4.0 * top)  # no count of such a rate fits the dtype
+    counts = _poisson_loop(k, jnp.where(bad | huge, 0.0, lam), shape)
+    counts = jnp.where(bad, -1.0, jnp.where(huge, top, jnp.minimum(counts, top)))
+    return jnp.astype(counts, _np_dtype(d))
 
 
 # ---- binomial ----
@@ -372,6 +373,11 @@ def _binomial_loop(k, n, q, shape):
 def _binomial(k, n, p, shape, d):
   """binomial's draws from the core key k: n, p Arrays broadcasting to shape, d a core float
   dtype."""
+  with _dt.wide():  # the rejection loop counts in float64
+    return _binomial_wide(k, n, p, shape, d)
+
+
+def _binomial_wide(k, n, p, shape, d):
   n = jnp.broadcast_to(jnp.astype(n, np.float64), shape)
   p = jnp.broadcast_to(jnp.astype(p, np.float64), shape)
   low = p < 0.5

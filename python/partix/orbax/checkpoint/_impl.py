@@ -3,6 +3,7 @@ does: arrays keep their dtype and sharding, Python and numpy scalars and numpy a
 as such, and the tree's structure is recorded so that a restore without a target rebuilds it
 (as nested dicts and lists) in the shardings it was saved with."""
 
+import functools
 import json
 import numbers
 import os
@@ -12,12 +13,23 @@ import numpy as np
 
 import partix
 from partix import ckpt
+from partix._src import dtypes as _dtypes
 from partix._src import tree_util as tu
 from partix._src.core import Array, PartixError
 from partix._src.sharding import Mesh, NamedSharding, PartitionSpec
 
 _META_KEY = "orbax.tree"
 _FORMAT = 1
+
+
+def _exact(fn):
+  """fn with 64-bit dtypes held as they are: Python ints and floats and numpy 64-bit arrays are
+  saved and restored exactly, x64 or not (dtypes.wide)."""
+  @functools.wraps(fn)
+  def run(*args, **kwargs):
+    with _dtypes.wide():
+      return fn(*args, **kwargs)
+  return run
 
 
 def _path_tuple(path):
@@ -162,6 +174,7 @@ def _json(value, what, api):
                      f"numbers): {e}") from None
 
 
+@_exact
 def save_tree(directory, step, tree, *, overwrite, api, custom_metadata=None, metrics=None,
               items=None, json_items=None):
   """Saves `tree` as step `step` of `directory` through partix.ckpt (asynchronously)."""
@@ -338,6 +351,7 @@ def _no_record(directory, step, api):
       "(no tree record); restore it with a target: args=StandardRestore(abstract_state)")
 
 
+@_exact
 def restore_items(directory, step, requests, *, api):
   """Restores several items of one step at once: requests maps an item name (None: the whole
   step is one item) to (target or None, partial). Returns {name: tree}."""
@@ -388,6 +402,7 @@ def restore_items(directory, step, requests, *, api):
   return out
 
 
+@_exact
 def restore_tree(directory, step, target, *, partial=False, api):
   """The tree of step `step`: shaped like `target` if given (leaves: Arrays, ShapeDtypeStructs,
   numpy arrays or Python scalars), else as saved (nested dicts and lists, arrays in their
@@ -402,6 +417,7 @@ def _abstract_leaves(directory, step, api):
   return record, _plan_saved([r for r in record if r["kind"] != "empty"], api)
 
 
+@_exact
 def abstract_tree(directory, step, api):
   """The saved tree (nested dicts and lists) of ShapeDtypeStructs in their saved shardings."""
   record, abstract = _abstract_leaves(str(directory), step, api)
