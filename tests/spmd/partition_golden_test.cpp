@@ -273,13 +273,20 @@ TEST(PartitionGolden, MegatronMlpInALoopBodyHasOneAllReducePerIteration) {
   EXPECT_EQ(count_op(out, "all_reduce"), 1);
 }
 
+namespace {
+// rev over both dimensions of an f32[rows,8] value split P('x', 'y'), partitioned.
+std::string rev_partitioned(int rows) {
+  const std::string type = "f32[" + std::to_string(rows) + ",8]";
+  return partition_text("program @f mesh<'x': 4, 'y': 2> (%0: " + type +
+                        " P('x', 'y')) -> (%1) {\n  %1 = rev(%0) {axes=[0, 1]} : " + type +
+                        "\n}\n");
+}
+}  // namespace
+
 // rev of an evenly split dimension reverses each block and swaps block r with block n-1-r
 // (a ppermute per split dimension): no gather.
 TEST(PartitionGolden, RevOfSplitDimensionsReversesBlocksAndSwapsThem) {
-  const std::string out = partition_text(
-      "program @f mesh<'x': 4, 'y': 2> (%0: f32[16,8] P('x', 'y')) -> (%1) {\n"
-      "  %1 = rev(%0) {axes=[0, 1]} : f32[16,8]\n"
-      "}\n");
+  const std::string out = rev_partitioned(16);
   EXPECT_EQ(out,
             "program @f mesh<'x': 4, 'y': 2> (%0: f32[4,4] P('x', 'y')) -> (%3) {\n"
             "  %1 = rev(%0) {axes=[0,1]} : f32[4,4] P('x', 'y')\n"
@@ -292,11 +299,7 @@ TEST(PartitionGolden, RevOfSplitDimensionsReversesBlocksAndSwapsThem) {
 
 // An unevenly split dimension cannot swap equal blocks: it is gathered first.
 TEST(PartitionGolden, RevOfAnUnevenSplitGathersThatDimension) {
-  const std::string out = partition_text(
-      "program @f mesh<'x': 4, 'y': 2> (%0: f32[6,8] P('x', 'y')) -> (%1) {\n"
-      "  %1 = rev(%0) {axes=[0, 1]} : f32[6,8]\n"
-      "}\n");
-  EXPECT_EQ(out,
+  EXPECT_EQ(rev_partitioned(6),
             "program @f mesh<'x': 4, 'y': 2> (%0: f32[2,4] P('x', 'y')) -> (%6) {\n"
             "  %1 = all_gather(%0) {axes=['x'], axis=0, group=4, tiled=true} : f32[8,4] P(None, 'y')\n"
             "  %2 = slice(%1) {start=[0,0], stop=[6,4]} : f32[6,4] P(None, 'y')\n"
