@@ -62,6 +62,19 @@ def _spmd_names(spmd_axis_name, api):
   return list(names)
 
 
+def _no_refs(fun, leaves, tree, axes, out_axes, remap):
+  raise PartixError("[vmap] a jax.Ref argument needs partix's Ref rules (partix._src.refs)")
+
+
+# How vmap takes jax.Ref arguments: installed by refs.py, which builds on this module.
+_ref_rules = [_no_refs]
+
+
+def set_ref_rules(call):
+  """Installs refs.py's vmap of a function with Ref arguments (vmap_with_refs)."""
+  _ref_rules[0] = call
+
+
 def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_name=None):
   """jax.vmap: fun mapped over an axis of its arguments (in_axes: an int, None, or a tree
   prefix of the arguments), its results stacked along out_axes (likewise over the results).
@@ -98,6 +111,9 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
     leaves, tree = tu.tree_flatten((args, kwargs))
     arg_tree = tu.tree_structure(args)
     axes = _per_leaf(in_axes, arg_tree, api, "in_axes") + [0] * (len(leaves) - arg_tree.num_leaves)
+    if any(getattr(type(x), "_partix_ref", False) for x in leaves):  # jax.Ref arguments
+      return _ref_rules[0](fun, leaves, tree, axes, out_axes, lambda body, outs: vmap(
+          body, in_axes, outs, axis_name, axis_size, spmd_axis_name))
     cores = [_leaf_core(x, api) for x in leaves]
     norm = []
     for i, (c, a) in enumerate(zip(cores, axes)):

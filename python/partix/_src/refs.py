@@ -23,6 +23,7 @@ from partix import _core
 from partix._src import dtypes
 from partix._src import tree_util as tu
 from partix._src import api
+from partix._src import batching
 from partix._src.api import Jitted, device_put, typeof
 from partix._src.core import Array, PartixError, core
 from partix._src.sharding import NamedSharding, PartitionSpec, get_abstract_mesh
@@ -653,4 +654,34 @@ class _MapBody:
     return out, tuple(r._value for r in locs)
 
 
+def vmap_with_refs(fun, leaves, tree, axes, out_axes, remap, api="vmap"):
+  """A vmap call with Refs among its argument leaves (tree: of (args, kwargs); axes: each
+  leaf's in_axis): each Ref's value is mapped along its axis, the function sees a Ref over
+  one example's slice, and the slices' last values come back stacked along the same axis (an
+  extra result) and are written into the Ref. A Ref of in_axis None must not be written a
+  per-example value (vmap refuses that result as unbatchable along None).
+  remap(body, out_axes) is the vmap with the caller's options."""
+  ref_at = [i for i, x in enumerate(leaves) if isinstance(x, Ref)]
+  if len({id(leaves[i]) for i in ref_at}) < len(ref_at):
+    raise PartixError(f"[{api}] the same Ref is passed twice; pass each Ref once")
+  vals = [_get(x, api) if isinstance(x, Ref) else x for x in leaves]
+
+  def body(*a, **k):
+    ls = tu.tree_leaves((a, k))
+    locs = []
+    for i in ref_at:
+      locs.append(Ref._make(ls[i], local=True))
+      ls[i] = locs[-1]
+    a2, k2 = tu.tree_unflatten(tree, ls)
+    out = fun(*a2, **k2)
+    refuse_results(out, api)
+    return out, tuple(r._value for r in locs)
+  a, k = tu.tree_unflatten(tree, vals)
+  out, finals = remap(body, (out_axes, tuple(axes[i] for i in ref_at)))(*a, **k)
+  for i, v in zip(ref_at, finals):
+    _put(leaves[i], v, api)
+  return out
+
+
 api.set_ref_rules(sys.modules[__name__])
+batching.set_ref_rules(vmap_with_refs)
