@@ -264,3 +264,24 @@ def test_unsafe_buffer_pointer_tells_copies_from_views():
     s.unsafe_buffer_pointer()
   ptrs = {sh.data.unsafe_buffer_pointer() for sh in s.addressable_shards}
   assert len(ptrs) == 8
+
+
+def test_typeof_a_constrained_value_names_the_constraints_mesh():
+  # As JAX: inside jit, a value constrained on Auto axes has the constraint's abstract mesh in
+  # its type (no Explicit axis splits it: its spec is all None); a one-device sharding given
+  # as such leaves an empty mesh.
+  mesh = jax.make_mesh((2,), ("x",), axis_types=(jax.sharding.AxisType.Auto,),
+                       devices=jax.devices()[:2])
+  seen = []
+
+  @jax.jit
+  def f(v):
+    y = jax.lax.with_sharding_constraint(v, NamedSharding(mesh, P("x")))
+    seen.append(jax.typeof(y).sharding)
+    z = jax.lax.with_sharding_constraint(y, jax.sharding.SingleDeviceSharding(jax.devices()[0]))
+    seen.append(jax.typeof(z).sharding.mesh.empty)
+    return z
+
+  np.testing.assert_array_equal(np.asarray(f(jnp.ones((2, 2)))), np.ones((2, 2)))
+  assert seen[0].mesh == mesh.abstract_mesh and seen[0].spec == P(None, None)
+  assert seen[1] is True

@@ -1647,7 +1647,28 @@ def _constrain(x, sharding, api):
                       "partial sums (give out_sharding=P(..., unreduced=...) to the op that "
                       "makes them)")
   # P.UNCONSTRAINED dimensions (s._free) are left to the compiler: only constraints take them.
-  return Array(_core.with_sharding_constraint(a, s._c, list(s._free)))
+  out = Array(_core.with_sharding_constraint(a, s._c, list(s._free)))
+  if _core.is_tracing():
+    # As JAX: the constrained value's type names the constraint's abstract mesh (an empty one
+    # for a sharding of one device given as such), even where no Explicit axis splits it.
+    one_device = not isinstance(sharding, (NamedSharding, PartitionSpec))
+    _remember_constraint(out, AbstractMesh((), ()) if one_device else s.mesh.abstract_mesh)
+  return out
+
+
+# Traced values made by a constraint (by id; dropped with the value): their type's mesh.
+_constraint_meshes = {}
+
+
+def _remember_constraint(x, mesh):
+  key = id(x)
+  _constraint_meshes[key] = (weakref.ref(x, lambda _, k=key: _constraint_meshes.pop(k, None)),
+                             mesh)
+
+
+def _constraint_mesh(x):
+  entry = _constraint_meshes.get(id(x))
+  return entry[1] if entry is not None and entry[0]() is x else None
 
 
 def _eager_abstract_target(x, s, api):
@@ -1841,6 +1862,8 @@ def typeof(x):
     return x.aval
   a = core(x, api="typeof")
   t = ShapedArray(_core.type_of(a), varying=_core.varying_axes(a) if a.is_tracer() else ())
+  if t.sharding is None and a.is_tracer() and _constraint_mesh(x) is not None:
+    t.sharding = NamedSharding(_constraint_mesh(x), PartitionSpec(*[None] * t.ndim))
   if t.sharding is None and a.is_tracer() and _core.has_current_mesh():
     # As JAX: under a mesh every traced value's type names it (with its axis types, Manual
     # inside shard_map); no Explicit axis splits it, so its spec is all None.

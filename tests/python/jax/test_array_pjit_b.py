@@ -1094,10 +1094,6 @@ def test_compiler_options_nested_jit_error():
     f(jnp.arange(4))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-                   'jax.typeof of a traced value constrained (with_sharding_constraint) on '
-                   "Auto mesh axes has sharding None; JAX's type carries the constraint's "
-                   'mesh'))
 def test_wsc_aval_cache_hit():
   # (The trace-count half is internal; the constrained value's type is jax.typeof's.)
   mesh = create_mesh((2,), 'x')
@@ -1119,10 +1115,6 @@ def test_wsc_aval_cache_hit():
   assert seen == [sharding.mesh.abstract_mesh]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-                   'jax.typeof of a traced value constrained (with_sharding_constraint) on '
-                   "Auto mesh axes has sharding None; JAX's type carries the constraint's "
-                   'mesh'))
 def test_wsc_aval_diff_shardings():
   mesh = create_mesh((1,), 'x')
   x = jax.device_put(jnp.zeros((2, 2)), NamedSharding(mesh, P()))
