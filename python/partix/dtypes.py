@@ -10,8 +10,7 @@ from partix import numpy as _jnp
 __all__ = ["bfloat16", "canonicalize_dtype", "finfo", "float0", "iinfo", "issubdtype",
            "result_type", "prng_key", "extended", "TypePromotionError"]
 
-# The tangent dtype of integer and boolean values (JAX's float0): a zero-size void scalar.
-float0 = _np.dtype([("float0", _np.void, 0)])
+float0 = _d.float0
 
 
 

@@ -26,7 +26,6 @@ from partix._src.sharding import (AbstractMesh, AxisType, Mesh, NamedSharding, P
 from partix._src.tracing import (ShapeDtypeStruct, _keep_tree, _leaf_core, _lock, _out_leaves,
                                  _tree_ids, _trees, make_jaxpr)
 from partix._src.tracing import with_out_sharding as _with_out_sharding
-from partix._src.tracing import _FLOAT0
 from partix._src.checkpoint_policies import policy_args
 
 
@@ -1281,7 +1280,7 @@ def _grad_call(fun, argnums, has_aux, args, kwargs, api, allow_int=False):
                             "differentiates float arrays")
       leaves.append(_leaf_core(x, api))
       # allow_int: an integer leaf is not differentiated; its gradient is float0 (as JAX's).
-      wrt.append(not (allow_int and not _inexact(leaves[-1])))
+      wrt.append(not (allow_int and not dtypes.differentiable(leaves[-1].dtype)))
   aux_tree = []
 
   def call(arrays):  # fun on the differentiated leaves `arrays`, the other arguments as given
@@ -1320,17 +1319,12 @@ def _grad_call(fun, argnums, has_aux, args, kwargs, api, allow_int=False):
   gtrees = []
   for i in nums:
     n = trees[i].num_leaves
-    gs = [Array(g) if g is not None else np.zeros(tuple(c.shape), _FLOAT0)
+    gs = [Array(g) if g is not None else np.zeros(tuple(c.shape), dtypes.float0)
           for g, c in zip(grads[firsts[i]:firsts[i] + n], leaves[firsts[i]:firsts[i] + n])]
     gtrees.append(tu.tree_unflatten(trees[i], gs))
   g = tuple(gtrees) if multi else gtrees[0]
   auxv = tu.tree_unflatten(aux_tree[0], [Array(a) for a in aux]) if has_aux else None
   return Array(value), g, auxv
-
-
-def _inexact(c):
-  d = np.dtype(Array(c).dtype)
-  return d.kind in "fc" or d.name in ("bfloat16", "float16")
 
 
 def grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False, reduce_axes=()):

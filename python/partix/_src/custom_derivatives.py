@@ -8,8 +8,6 @@ import functools
 import inspect
 import threading
 
-import numpy as np
-
 from partix import _core
 from partix._src import dtypes
 from partix._src import tree_util as tu
@@ -172,14 +170,9 @@ def _cotangents(api, cts, call):
     for x, j in zip(cl, tu.tree_leaves(idx)):
       # An integer argument has no cotangent (JAX's is float0): whatever bwd gives it (float0
       # zeros, integer zeros) is zero.
-      zero = x is None or not _inexact(call.avals[j][1])
+      zero = x is None or not dtypes.differentiable(call.avals[j][1])
       leaves.append(jnp.zeros(*call.avals[j]) if zero else x)
   return tuple(leaves)
-
-
-def _inexact(core_dtype):
-  d = np.dtype(dtypes.from_core(core_dtype))
-  return d.kind in "fc" or d.name in ("bfloat16", "float16")
 
 
 class SymbolicZero:

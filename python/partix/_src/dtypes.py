@@ -203,12 +203,33 @@ def issubdtype(a, b):
   return np.issubdtype(dtype(a), b)
 
 
+FLOAT_CORE = frozenset(("f16", "bf16", "f32", "f64"))
+
+# The tangent dtype of integer and boolean values (JAX's float0): a zero-size void scalar.
+float0 = np.dtype([("float0", np.void, 0)])
+
+
+def _kind_name(d):
+  """partix's name for dtype d, for classifying it only (no x64 truncation, no warning)."""
+  if isinstance(d, str) and d in _FROM_CORE:
+    return d
+  if isinstance(d, QuantizedDType):
+    return d.name
+  return _TO_CORE.get(held(dtype(d)))
+
+
 def is_float(d):
-  return to_core(d) in ("f16", "bf16", "f32", "f64")
+  return _kind_name(d) in FLOAT_CORE
 
 
 def is_int(d):
-  return to_core(d) in INT_CORE
+  return _kind_name(d) in INT_CORE
+
+
+def differentiable(d):
+  """Whether values of dtype d (a numpy dtype, partix's name, or anything with .dtype) have
+  tangents: the floating dtypes; integers and bools have float0 ones."""
+  return _kind_name(getattr(d, "dtype", d)) in FLOAT_CORE
 
 
 class finfo:

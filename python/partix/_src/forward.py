@@ -11,6 +11,7 @@ import functools
 import numpy as np
 
 from partix import _core
+from partix._src import dtypes
 from partix._src import tree_util as tu
 from partix._src.api import ShapeDtypeStruct, _leaf_core, _out_leaves, jit
 from partix._src.tracing import Jaxpr, make_jaxpr  # noqa: F401 (partix.make_jaxpr)
@@ -25,10 +26,6 @@ from partix._src.api import device_put
 def _check_callable(fun, api):
   if not callable(fun):
     raise PartixError(f"[{api}] {fun!r} is not callable")
-
-
-def _floating(dt):
-  return np.dtype(dt).kind == "f" or np.dtype(dt).name in ("bfloat16", "float16")
 
 
 class _Traced:
@@ -100,7 +97,7 @@ def _tangent_cores(tangents, tree, primal_cores, api, what="tangent", root="tang
   out = []
   for x, p, path in zip(leaves, primal_cores, tu.treedef_paths(tree, root)):
     c = core(x, api=api)
-    _check_like(api, what, path, c, p, _floating(Array(p).dtype))
+    _check_like(api, what, path, c, p, dtypes.differentiable(Array(p).dtype))
     out.append(c)
   return out
 
@@ -181,7 +178,7 @@ def _check_tangent_vma(primal_cores, tangent_cores):
   axes its primal varies over (the linearization was taken at a value of that type)."""
   for i, (p, t) in enumerate(zip(primal_cores, tangent_cores)):
     pv, tv = _vma(p), _vma(t)
-    if pv == tv or not _floating(Array(p).dtype):
+    if pv == tv or not dtypes.differentiable(Array(p).dtype):
       continue
     fixes = []
     if tv - pv:
@@ -278,7 +275,7 @@ def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
     x_leaves, x_tree = tu.tree_flatten(tuple(dyn))
     xs = [Array(_leaf_core(x, "jacfwd")) for x in x_leaves]
     for path, x in zip(tu.treedef_paths(x_tree, "args"), xs):
-      if not _floating(x.dtype):
+      if not dtypes.differentiable(x.dtype):
         raise PartixError(f"[jacfwd] requires float inputs; {path} has dtype {x.dtype}")
     res = linearize(partial, *tu.tree_unflatten(x_tree, xs), has_aux=has_aux)
     y, f_jvp = res[0], res[1]

@@ -17,15 +17,11 @@ import re
 import numpy as np
 
 from partix import _core
+from partix._src import dtypes
 from partix._src import tree_util as tu
 from partix._src.api import ShapedArray
 from partix._src.core import Array, PartixError, core, wrap
-from partix._src.tracing import _leaf_core, _out_leaves
-
-
-def _floating(dt):
-  dt = np.dtype(dt)
-  return dt.kind == "f" or dt.name in ("bfloat16", "float16")
+from partix._src.tracing import _INSTR, _leaf_core, _out_leaves
 
 
 def _specs(cores):
@@ -38,7 +34,7 @@ def backward_program(pb, out_cores, n_aux=0):
   outputs' cotangents, and those outputs' positions. Its captures are the values of the
   forward pass the backward pass reads. The parameters are typed as the outputs are (their
   sharding and, inside shard_map, the axes they vary over)."""
-  diff = [i for i, (_, d) in enumerate(_specs(out_cores)) if _floating(d)]
+  diff = [i for i, (_, d) in enumerate(_specs(out_cores)) if dtypes.differentiable(d)]
 
   def back(cts):
     full = [None] * (len(out_cores) + n_aux)
@@ -62,7 +58,7 @@ def _cotangent_cores(cotangents, out_tree, out_specs):
     if got != shape:
       raise PartixError(f"[vjp] cotangent {path} has shape {got} but must have shape "
                         f"{shape}, as its primal")
-    if not _floating(dt):
+    if not dtypes.differentiable(dt):
       cts.append(None)
       continue
     c = core(x, api="vjp")
@@ -180,7 +176,6 @@ def _arg_names(f, args, kwargs):
 
 
 _HEADER = re.compile(r"^program @\S+ \((.*)\) -> \(([^)]*)\) \{$")
-_LINE = re.compile(r"^  (%\d+(?:, %\d+)*) = (\w+)\(([^)]*)\)(?: \{(.*?)\})? : ")
 
 
 class _Instr:
@@ -201,7 +196,7 @@ def _parse(text):
     raise PartixError(f"[{_API}] cannot read the program header {lines[0]!r}")
   instrs = []
   for line in lines[1:]:
-    e = _LINE.match(line)
+    e = _INSTR.match(line)
     if e is not None:
       instrs.append(_Instr(e))
     elif instrs and line.startswith("   "):

@@ -161,7 +161,7 @@ def _leaf_core(x, api, path=None, place=None):
                     "with static_argnums")
 
 
-_FLOAT0 = np.dtype([("float0", np.void, 0)])  # partix.dtypes.float0
+_FLOAT0 = dtypes.float0
 
 
 class _Float0Zeros:
