@@ -89,7 +89,7 @@ def test_64_bit_dtypes_asked_for_by_name_are_truncated_without_x64():
   # a 64-bit dtype asked for by name is the 32-bit one, with JAX's warning; x64 keeps it.
   import warnings
   x = jnp.arange(3)
-  for make, want in [(lambda: x.astype(float), np.float32),
+  for make, want in [(lambda: x.astype(np.float64), np.float32),
                      (lambda: jnp.zeros(2, np.float64), np.float32),
                      (lambda: jnp.asarray(np.ones(2), dtype=np.float64), np.float32),
                      (lambda: jnp.array([1, 2], dtype=np.int64), np.int32),
@@ -99,6 +99,8 @@ def test_64_bit_dtypes_asked_for_by_name_are_truncated_without_x64():
   with warnings.catch_warnings():
     warnings.simplefilter("error")
     assert jnp.asarray(np.ones(2)).dtype == np.float32  # host data: no warning, as JAX
+    # Python's float and int name the default dtypes (JAX warns for neither).
+    assert x.astype(float).dtype == np.float32 and jnp.zeros(2, int).dtype == np.int32
     assert jax.random.poisson(jax.random.key(0), 3.0, (4,)).dtype == np.int32  # partix's own
   with jax.enable_x64():
     assert x.astype(float).dtype == np.float64

@@ -119,6 +119,8 @@ def requested(d, api="dtype"):
   it, and so does partix's own code inside wide())."""
   nd = held(dtype(d, api))
   if not _X64[0] and not _wide.depth and nd in _CANONICAL:
+    if d in (float, int):  # Python's types name the default dtypes: no warning, as JAX
+      return _CANONICAL[nd]
     warnings.warn(f"Explicitly requested dtype {nd} requested in {api} is not available, and "
                   f"will be truncated to dtype {_CANONICAL[nd]}. To enable more dtypes, set the "
                   "jax_enable_x64 configuration option or the JAX_ENABLE_X64 shell environment "
