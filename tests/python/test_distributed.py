@@ -206,3 +206,32 @@ def test_host_callbacks_across_processes(tmp_path):
   blocks = got[0]["blocks"] + got[1]["blocks"]
   assert sorted(blocks) == [[i, [float(v) for v in range(i * k, (i + 1) * k)]]
                             for i in range(n)]
+
+
+_REV = textwrap.dedent("""
+  import json, sys
+  import numpy as np
+  import partix as jax
+  import partix.numpy as jnp
+  from partix.sharding import NamedSharding, PartitionSpec as P
+  me = jax.process_index()
+  mesh = jax.make_mesh((2, 2), ("x", "y"))  # process p holds row p of the mesh
+  a = np.arange(8 * 6, dtype=np.float32).reshape(8, 6)
+  x = jax.device_put(a, NamedSharding(mesh, P("x", "y")))
+  r = jax.jit(lambda v: jnp.flip(v, (0, 1)))(x)  # blocks trade places across the processes
+  whole = jax.jit(lambda v: v, out_shardings=NamedSharding(mesh, P()))(r)
+  out = {"spec": str(r.sharding.spec), "whole": np.asarray(whole).tolist()}
+  with open(f"{sys.argv[1]}/rev{me}.json", "w") as f:
+    json.dump(out, f)
+""")
+
+
+@needs_mpirun
+def test_rev_of_split_dimensions_across_processes(tmp_path):
+  p = run_two_processes(tmp_path, _REV)
+  assert p.returncode == 0, p.stdout + p.stderr
+  want = np.flip(np.arange(8 * 6, dtype=np.float32).reshape(8, 6)).tolist()
+  for pi in (0, 1):
+    got = json.loads((tmp_path / f"rev{pi}.json").read_text())
+    assert got["whole"] == want
+    assert got["spec"] == "P('x', 'y')"

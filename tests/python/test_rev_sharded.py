@@ -85,3 +85,11 @@ def test_flip_inside_shard_map_reverses_each_block(mesh):
 
   want = np.concatenate([blk[::-1] for blk in np.split(a, 4)])
   np.testing.assert_array_equal(np.asarray(jax.jit(f)(a)), want)
+
+
+def test_flip_under_vmap_of_a_split_batch(mesh):
+  a = np.arange(8 * 6, dtype=np.float32).reshape(8, 6)
+  x = _put(a, mesh, P("x"))
+  out = jax.jit(jax.vmap(lambda row: row[::-1]))(x)
+  np.testing.assert_array_equal(np.asarray(out), a[:, ::-1])
+  assert out.sharding.spec[0] == "x"
