@@ -91,6 +91,7 @@ void bind_array_class(nb::module_& m) {
              if (!a.valid() || !a.is_concrete() || is_quantized(a.dtype())) return nb::none();
              const auto& impl = a.impl();
              if (impl->donated || impl->abstract || !impl->sharding ||
+                 !impl->sharding->unreduced().empty() ||  // a block is a partial sum
                  impl->sharding->shard_shape(impl->shape) != impl->shape) {
                return nb::none();
              }

@@ -185,6 +185,10 @@ void check_leaves(int64_t step, const std::vector<std::string>& names,
                   names[i]);
     detail::check(!a.is_abstract(), kApi,
                   "leaf '{}' is abstract (a ShapeDtypeStruct): it has no values to save", names[i]);
+    detail::check(a.sharding().unreduced().empty(), kApi,
+                  "leaf '{}' is unreduced ({}): its devices hold partial sums; reshard it to a "
+                  "sharding without unreduced axes before saving",
+                  names[i], a.sharding().to_string());
   }
 }
 

@@ -8,8 +8,8 @@
 #include "core/errors.h"
 #include "dispatch/compile_cache.h"
 #include "partix/transforms.h"
-#include "trace/trace.h"
 #include "spmd/compile.h"
+#include "trace/trace.h"
 
 namespace partix {
 
@@ -33,13 +33,15 @@ std::shared_ptr<spmd::Compiled> reshard_program(const Array& x, const NamedShard
   });
 }
 
-// Values of `dtype` and `shape` can be placed on `sharding`: it fits the shape, is not
-// unreduced, names real devices, and splits no quantized block.
+// Values of `dtype` and `shape` can be placed on `sharding`: it fits the shape, names real
+// devices, and splits no quantized block (nor makes quantized blocks partial sums).
 void check_placeable(const char* api, DType dtype, const Shape& shape,
                      const NamedSharding& sharding) {
   sharding.check_shape(shape);
-  if (!(sharding.unreduced().empty())) {
-    detail::fail(api, "an Array cannot be unreduced; got {}", sharding.to_string());
+  if (!(sharding.unreduced().empty()) && is_quantized(dtype)) {
+    detail::fail(api,
+                 "a quantized {} array cannot be unreduced (its blocks cannot be summed); got {}",
+                 dtype_name(dtype), sharding.to_string());
   }
   if (sharding.mesh().is_abstract()) {
     detail::fail(api,
@@ -62,6 +64,17 @@ Array device_put(const Array& x, const NamedSharding& sharding) {
   detail::check_alive(x, "device_put");
   check_placeable("device_put", x.dtype(), x.shape(), sharding);
   if (*impl->sharding == sharding && impl->committed) return x;
+  // Partial sums cross meshes reduced: summed on their own mesh, made partial on the target's
+  // (one device of each unreduced group keeps the value, the others hold zeros).
+  if (!(impl->sharding->mesh() == sharding.mesh())) {
+    if (!impl->sharding->unreduced().empty()) {
+      return device_put(
+          device_put(x, NamedSharding(impl->sharding->mesh(), impl->sharding->spec())), sharding);
+    }
+    if (!sharding.unreduced().empty()) {
+      return device_put(device_put(x, NamedSharding(sharding.mesh(), sharding.spec())), sharding);
+    }
+  }
   Array out;
   // On one mesh, on device (quantized arrays too: the reshard moves whole blocks), so an
   // array spanning processes moves without any process holding it whole.
@@ -81,8 +94,8 @@ Array device_put(const Array& x, const NamedSharding& sharding) {
                      "cannot move {}{} from {} to a sharding on another mesh ({}): it spans "
                      "processes, and moving between meshes goes through the host; reshard it on "
                      "its own mesh, or process_allgather it first",
-                     dtype_name(x.dtype()), shape_to_string(x.shape()),
-                     impl->sharding->to_string(), sharding.to_string());
+                     dtype_name(x.dtype()), shape_to_string(x.shape()), impl->sharding->to_string(),
+                     sharding.to_string());
       }
     }
     std::vector<char> host = detail::gather_to_host(x);
@@ -93,8 +106,8 @@ Array device_put(const Array& x, const NamedSharding& sharding) {
       mine_alone = mine_alone && d.process_index == process_index();
     }
     if (mine_alone) {
-      detail::check_host_data_agrees("device_put", sharding, x.dtype(), x.shape(), "",
-                                     host.data(), host.size());
+      detail::check_host_data_agrees("device_put", sharding, x.dtype(), x.shape(), "", host.data(),
+                                     host.size());
     }
     out = detail::scatter_from_host(host.data(), x.shape(), x.dtype(), sharding);
   }
@@ -115,6 +128,11 @@ Array array_from_host_to(const void* data, int64_t count, DType dtype, Shape sha
          dtype_name(dtype));
   }
   check_placeable(api, dtype, shape, sharding);
+  if (!sharding.unreduced().empty()) {  // placed whole, then made partial sums on device
+    const NamedSharding whole(sharding.mesh(), sharding.spec());
+    return device_put(array_from_host_to(data, count, dtype, std::move(shape), whole, api),
+                      sharding);
+  }
   check_host_data_agrees(api, sharding, dtype, shape, "", data,
                          static_cast<size_t>(dtype_nbytes(dtype, shape)));
   Array out = scatter_from_host(data, std::move(shape), dtype, sharding);

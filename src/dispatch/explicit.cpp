@@ -118,8 +118,16 @@ void check_reshard(const Array& x, const NamedSharding& s) {
     detail::fail(kApi, "{} has {} entries but the array {}{} has rank {}", s.spec().to_string(),
                  s.spec().size(), dtype_name(x.dtype()), shape_to_string(shape), shape.size());
   }
-  if (!(s.unreduced().empty())) {
-    detail::fail(kApi, "an Array cannot be resharded to unreduced; got {}", s.to_string());
+  // Partial sums are typed values: only over Explicit axes (as JAX's NamedSharding requires).
+  for (const auto& a : s.unreduced()) {
+    if (!detail::is_axis_type(s.mesh(), a, AxisType::Explicit)) {
+      detail::fail(kApi, "unreduced axis '{}' of {} is not Explicit; unreduced axes must be", a,
+                   s.to_string());
+    }
+  }
+  if (!s.unreduced().empty() && is_quantized(x.dtype())) {
+    detail::fail(kApi, "a quantized {} array cannot be unreduced (its blocks cannot be summed)",
+                 dtype_name(x.dtype()));
   }
   detail::check_block_sharding(kApi, x.dtype(), shape, s);
 }
@@ -194,11 +202,9 @@ Array dispatch_with_out_sharding(const char* api, const std::vector<Array>& oper
          r.ndim());
   }
   check_block_sharding(api, r.dtype(), r.shape(), *s);
-  if (!s->unreduced().empty()) {
-    if (!(r.is_tracer() && is_tracing())) {
-      fail(api, "an Array cannot be unreduced outside jit; got out_sharding with unreduced {}",
-           fmt::join(s->unreduced(), ","));
-    }
+  // Eagerly the op's result is made partial sums on its devices (one device of each group
+  // holds the value); traced, the op itself leaves its sums unreduced.
+  if (!s->unreduced().empty() && r.is_tracer() && is_tracing()) {
     if (!(fresh_result(r) && explicit_type(*s))) {
       fail(api,
            "out_sharding asks for unreduced {}, which only an op's own result on a mesh with "
@@ -241,7 +247,7 @@ Array dispatch_give_type(const Array& x, const NamedSharding& type) {
     }
     return reshard(x, NamedSharding(type.mesh(), type.spec()));
   }
-  return device_put(x, NamedSharding(type.mesh(), type.spec()));
+  return device_put(x, type);
 }
 
 }  // namespace detail

@@ -206,8 +206,11 @@ std::vector<std::optional<NamedSharding>> factor_result_types(
         ok = with.size() == 1;
       }
       if (!ok) {
+        // JAX's words first ("unreduced rule for sin is not implemented").
         throw Ambiguous{
-            fmt::format("{} is unreduced, which this op cannot take as it is", operand(with[0])),
+            fmt::format("unreduced rule for {} is not implemented: {} is unreduced, which this op "
+                        "cannot take as it is",
+                        p.user_name(attrs), operand(with[0])),
             "Reshard it to a reduced sharding first"};
       }
     }
@@ -284,9 +287,8 @@ std::vector<std::optional<NamedSharding>> dispatch_explicit_result_types(
       // Explicit part is the type.
       std::vector<std::optional<NamedSharding>> types;
       for (size_t k = 0; k < out.size(); ++k) {
-        types.push_back(k < pin->results.size()
-                            ? explicit_type(NamedSharding(*mesh, pin->results[k]))
-                            : std::nullopt);
+        types.push_back(k < pin->results.size() ? explicit_type(pin->result(*mesh, k))
+                                                : std::nullopt);
       }
       // A constraint's unconstrained dimensions keep the operand's type there.
       if (!pin->unconstrained.empty() && types.size() == 1 && types[0] && !in_types.empty() &&

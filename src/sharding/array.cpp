@@ -76,6 +76,12 @@ std::vector<char> gather_to_host(const Array& x) {
   check_alive(x, "Array");
   const ArrayImpl& a = *x.impl();
   const NamedSharding& s = *a.sharding;
+  if (!s.unreduced().empty()) {
+    fail("Array",
+         "the array ({}{}, {}) is unreduced: each device holds a partial sum, and its value is "
+         "their sum; reshard it to a sharding without unreduced axes first (reshard(x, P(...)))",
+         dtype_name(a.dtype), shape_to_string(a.shape), s.to_string());
+  }
   std::vector<char> out = host_staging(
       "Array", fmt::format("copying {}{} to the host", dtype_name(a.dtype), shape_to_string(a.shape)),
       dtype_nbytes(a.dtype, a.shape));

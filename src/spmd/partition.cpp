@@ -4,9 +4,11 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 
 #include "core/errors.h"
 #include "ir/primitive.h"
+#include "sharding/axes.h"
 #include "spmd/control_flow.h"
 #include "spmd/cost.h"
 #include "spmd/handlers.h"
@@ -43,14 +45,47 @@ class Partitioner : public PartitionContext {
     block_ = 0;
     for (size_t k = 0; k < g.results.size(); ++k) {
       int v = g.results[k];
-      NamedSharding want = k < out_shardings.size() && out_shardings[k]
-                               ? *out_shardings[k]
-                               : NamedSharding(mesh, sharding(v).spec());  // reduced
+      NamedSharding want =
+          k < out_shardings.size() && out_shardings[k] ? *out_shardings[k] : default_result(v);
       out.local.results.push_back(local(v, want));
       out.out_shardings.push_back(want);
     }
     ir::eliminate_dead_code(out.local);
     return std::move(out);
+  }
+
+  // A layout as Python writes it: P('x', None), P(None, unreduced={'x'}).
+  static std::string spec_text(const NamedSharding& s) {
+    std::string t = s.spec().to_string();
+    if (s.unreduced().empty()) return t;
+    std::vector<std::string> q;
+    for (const auto& a : s.unreduced()) q.push_back("'" + a + "'");
+    t.pop_back();
+    return fmt::format("{}{}unreduced={{{}}})", t, s.spec().size() ? ", " : "", fmt::join(q, ", "));
+  }
+
+  // A result no out_sharding names: reduced, except over the Explicit axes its type leaves
+  // unreduced, or those a shard_map's out_specs name (the partial sums the user asked for
+  // stay, as JAX returns them).
+  NamedSharding default_result(int v) const {
+    const NamedSharding& s = sharding(v);
+    std::set<std::string> keep;
+    if (g.info(v).typed) {
+      for (const auto& a : s.unreduced()) {
+        if (detail::is_axis_type(mesh, a, AxisType::Explicit)) keep.insert(a);
+      }
+    }
+    if (const int i = producer_[static_cast<size_t>(v)]; i >= 0) {
+      const ir::Instr& in = g.instrs[static_cast<size_t>(i)];
+      const auto pin = in.prim->partitioning().pinned_shardings(in.attrs);
+      for (size_t k = 0; pin && k < in.outputs.size() && k < pin->result_unreduced.size(); ++k) {
+        if (in.outputs[k] != v) continue;
+        for (const auto& a : pin->result_unreduced[k]) {
+          if (s.unreduced().count(a)) keep.insert(a);
+        }
+      }
+    }
+    return NamedSharding(mesh, s.spec(), keep);
   }
 
   // ---- PartitionContext ----
@@ -74,7 +109,7 @@ class Partitioner : public PartitionContext {
           "{} {}{} is resharded from {} to {} on every call ({:.0f} bytes sent per device); "
           "device_put it in {} once to avoid this",
           describe(v), dtype_name(g.aval(v).dtype), shape_to_string(g.aval(v).shape),
-          have.spec().to_string(), want.spec().to_string(), moved, want.spec().to_string()));
+          spec_text(have), spec_text(want), moved, spec_text(want)));
     }
     return r;
   }
@@ -137,21 +172,23 @@ class Partitioner : public PartitionContext {
 
   void partition(const ir::Instr& in) {
     block_ = in.remat_block;
-    auto known = [this](int v) -> const std::optional<NamedSharding>& { return sh_[static_cast<size_t>(v)]; };
+    auto known = [this](int v) -> const std::optional<NamedSharding>& {
+      return sh_[static_cast<size_t>(v)];
+    };
     // Two candidate plans: operands lead (bigger tensors stay put) or results lead (compute
     // what propagation recorded). The one that moves fewer bytes wins.
     ValueFacts by_size{known, [this, &in](int v) {
-      for (int o : in.outputs) {
-        if (o == v) return 0.0;
-      }
-      return static_cast<double>(g.aval(v).nbytes());
-    }};
+                         for (int o : in.outputs) {
+                           if (o == v) return 0.0;
+                         }
+                         return static_cast<double>(g.aval(v).nbytes());
+                       }};
     ValueFacts by_result{known, [&in](int v) {
-      for (int o : in.outputs) {
-        if (o == v) return 1.0;
-      }
-      return 0.0;
-    }};
+                           for (int o : in.outputs) {
+                             if (o == v) return 1.0;
+                           }
+                           return 0.0;
+                         }};
     InstrPlan plan = plan_instr(mesh, g, in, by_size);
     if (plan.handler == Handler::kGeneric) {
       double cost = plan_cost(in, plan);
@@ -173,18 +210,26 @@ class Partitioner : public PartitionContext {
       }
     }
     switch (plan.handler) {
-      case Handler::kShardMap: return emit_shard_map(*this, in, plan);
+      case Handler::kShardMap:
+        return emit_shard_map(*this, in, plan);
       case Handler::kConstraint:
         bind_result(in.outputs[0], local(in.inputs[0], plan.operands[0]), plan.results[0]);
         return;
-      case Handler::kTakeSharded: return emit_take_sharded(*this, in, plan);
-      case Handler::kScatterSharded: return emit_scatter_sharded(*this, in, plan);
-      case Handler::kTakeAlongSharded: return emit_take_along_sharded(*this, in, plan);
-      case Handler::kScatterAlongSharded: return emit_scatter_along_sharded(*this, in, plan);
-      case Handler::kMirrorSharded: return emit_mirror_sharded(*this, in, plan);
-      case Handler::kControlFlow: return emit_control_flow(*this, in, plan);
+      case Handler::kTakeSharded:
+        return emit_take_sharded(*this, in, plan);
+      case Handler::kScatterSharded:
+        return emit_scatter_sharded(*this, in, plan);
+      case Handler::kTakeAlongSharded:
+        return emit_take_along_sharded(*this, in, plan);
+      case Handler::kScatterAlongSharded:
+        return emit_scatter_along_sharded(*this, in, plan);
+      case Handler::kMirrorSharded:
+        return emit_mirror_sharded(*this, in, plan);
+      case Handler::kControlFlow:
+        return emit_control_flow(*this, in, plan);
       case Handler::kPinned:
-      case Handler::kGeneric: return emit_generic(*this, in, plan);
+      case Handler::kGeneric:
+        return emit_generic(*this, in, plan);
     }
   }
 

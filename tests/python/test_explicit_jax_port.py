@@ -660,15 +660,44 @@ def test_dot_general_unreduced_divergence(m221, lhs_spec, rhs_spec, unreduced, w
   np.testing.assert_allclose(np.asarray(out), 2 * (np_inp @ np_inp.T), rtol=1e-6)
 
 
-def test_unreduced_outside_jit_is_an_error(m221):
-  """partix has no unreduced concrete arrays (JAX's test_unreduced_einsum_basic returns one
-  from jit and reads its shards): asking for one eagerly is an error naming einsum."""
+def test_unreduced_einsum_basic(m2):
+  """ShardingInTypesTest.test_unreduced_einsum_basic: a jit returns the contraction's partial
+  sums as an unreduced Array; each device holds its own partial product, and reshard sums."""
+  np_inp = np.arange(4, dtype=np.float32).reshape(2, 2)
+  x = put(np_inp, m2, P(None, "x"))
+  y = put(np_inp, m2, P("x", None))
+
+  @partix.jit
+  def f(a, b):
+    out = jnp.einsum("ab,bc->ac", a, b, out_sharding=P(None, None, unreduced={"x"}))
+    assert ty(out) == "float32[2,2]{U:x}"
+    return out
+
+  with partix.sharding.use_mesh(m2):
+    out = f(x, y)
+    assert out.sharding == NamedSharding(m2, P(None, None, unreduced={"x"}))
+    assert out.shape == (2, 2) and out.sharding.shard_shape(out.shape) == (2, 2)
+    shards = [np.asarray(s.data) for s in out.addressable_shards]
+    np.testing.assert_array_equal(shards[0], [[0, 0], [0, 2]])
+    np.testing.assert_array_equal(shards[1], [[2, 3], [6, 9]])
+    np.testing.assert_array_equal(np.asarray(reshard(out, P(None, None))), np_inp @ np_inp)
+    # Reading the value sums the partials; the text shows no values, as JAX's.
+    np.testing.assert_array_equal(np.asarray(out), np_inp @ np_inp)
+    assert "unreduced={'x'}" in repr(out) and "[[" not in repr(out)
+
+
+def test_unreduced_einsum_eagerly(m221):
+  """An eager op asked for unreduced partial sums gives an unreduced Array of the same value
+  (one device of each group holds it): reshard reduces it back exactly."""
   np_inp = np82()
   x = put(np_inp, m221, P("x", "y"))
   y = put(np_inp.T, m221, P("y", None))
   with partix.sharding.use_mesh(m221):
-    with pytest.raises(partix.PartixError, match=r"\[einsum\].*unreduced"):
-      jnp.einsum("xy,yz->xz", x, y, out_sharding=P("x", unreduced={"y"}))
+    u = jnp.einsum("xy,yz->xz", x, y, out_sharding=P("x", unreduced={"y"}))
+    assert u.sharding == NamedSharding(m221, P("x", unreduced={"y"}))
+    np.testing.assert_allclose(np.asarray(reshard(u, P("x"))), np_inp @ np_inp.T, rtol=1e-6)
+    with pytest.raises(partix.PartixError, match=r"\[sin\].*unreduced rule for sin"):
+      jnp.sin(u)
 
 
 # ----------------------------------------------------------------------------------------------

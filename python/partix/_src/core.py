@@ -244,6 +244,8 @@ class Array:
       return f"Array(<deleted {self._aval_str()}>)"
     if isinstance(self.dtype, dtypes.QuantizedDType):
       return f"Array(<{self._aval_str()}>)"
+    if self._a.sharding().unreduced:
+      return _unreduced_repr(self)
     body = np.array2string(to_numpy(self), separator=", ", prefix="Array(")
     shape = f", shape={self.shape}" if self.size == 0 else ""  # as JAX: [] alone hides it
     return f"Array({body}{shape}, dtype={self.dtype.name})"
@@ -253,13 +255,13 @@ class Array:
     a = self._a
     if a.is_tracer():
       return _eager_value(self, "str") or repr(self)
-    if (a.is_abstract() or a.is_deleted() or
-        isinstance(self.dtype, dtypes.QuantizedDType)):
+    if (a.is_abstract() or a.is_deleted() or isinstance(self.dtype, dtypes.QuantizedDType) or
+        a.sharding().unreduced):
       return repr(self)
     return str(to_numpy(self))
 
   def __format__(self, spec):
-    if self.ndim == 0 and not self._a.is_tracer():
+    if self.ndim == 0 and not self._a.is_tracer() and not self._a.sharding().unreduced:
       return format(to_numpy(self).item(), spec)
     return repr(self)
 
@@ -332,6 +334,9 @@ def to_numpy(x, explicit=False):
                       "form; astype it to float32 first")
   if a.is_tracer():
     return np.asarray(x._concrete("Array.__array__"))
+  if a.sharding().unreduced:  # partial sums on the devices: the value is their sum
+    x = _reduced_copy(x)
+    a = x._a
   if any(d.platform != "cpu" for d in x.devices()):  # CPU devices' memory is the host's
     transfer_guard.check("device_to_host", explicit, x._aval_str())
   view = a.host_view() if x.size else None
@@ -345,6 +350,17 @@ def to_numpy(x, explicit=False):
 
 def wrap(a):
   return Array(a)
+
+
+def _reduced_copy(x):
+  """An unreduced array summed over its unreduced axes, as its sharding's spec places it."""
+  s = x._a.sharding()
+  return Array(_core.device_put(x._a, _core.NamedSharding(s.mesh, s.spec)))
+
+
+def _unreduced_repr(x):
+  """JAX's text for an unreduced array: no values (they are partial sums), its sharding."""
+  return f"Array(shape={x.shape}, dtype={x.dtype.name}, sharding={x.sharding})"
 
 
 def _flat_bytes(x, dt):

@@ -746,9 +746,6 @@ def test_make_array_from_single_device_arrays_bad_dtype_error():
     jax.make_array_from_single_device_arrays(shape, s, [arr], dtype=jnp.float32)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's lax.reduce_sum takes no out_sharding= (TypeError: unexpected keyword argument), "
-    'so no unreduced result can be made'))
 def test_unreduced_printing():
   # jtu.with_explicit_mesh((2,), ('x',)): an Explicit mesh, set as the current one.
   mesh = create_mesh((2,), ("x",), axis_types=(AxisType.Explicit,))
