@@ -315,6 +315,17 @@ class ShardMapState {
   using OutSpecsFn =
       std::function<std::vector<PartitionSpec>(const std::shared_ptr<void>& out_proto, size_t n)>;
   void set_out_specs_fn(OutSpecsFn fn) { out_specs_fn_ = std::move(fn); }
+  // JAX's P(..., unreduced={...}) in the specs: per argument, the axes over which it enters as
+  // partial sums (each device's block is its own partial sum, varying over them in the body);
+  // per result (one for all, or one each; or found after tracing by `out_fn`), the axes its
+  // body values leave as partial sums (the result is unreduced over them, nothing is summed).
+  using Unreduced = std::vector<std::set<std::string>>;
+  using OutUnreducedFn = std::function<Unreduced(const std::shared_ptr<void>& out_proto, size_t n)>;
+  void set_unreduced(Unreduced in, Unreduced out, OutUnreducedFn out_fn = nullptr) {
+    in_unreduced_ = std::move(in);
+    out_unreduced_ = std::move(out);
+    out_unreduced_fn_ = std::move(out_fn);
+  }
   // JAX's axis_names=: the body is manual over these mesh axes only; over the others it is
   // automatic (its values are whole along them, replicated on their devices, and the specs
   // and collectives may not name them). Empty: manual over every axis.
@@ -327,6 +338,8 @@ class ShardMapState {
   std::vector<PartitionSpec> in_specs_, out_specs_;
   bool check_vma_;
   OutSpecsFn out_specs_fn_{};
+  Unreduced in_unreduced_{}, out_unreduced_{};
+  OutUnreducedFn out_unreduced_fn_{};
   std::set<std::string> manual_axes_{};
   std::string function_name_{};
 };

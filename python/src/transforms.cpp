@@ -116,6 +116,24 @@ class PyShardMap {
   }
 
   void set_function_name(std::string name) { state_.set_function_name(std::move(name)); }
+  // JAX's unreduced= in the specs: per argument, and per result from `out_fn(tree_id, n)`
+  // (called after tracing, as out_specs_fn is).
+  void set_unreduced(detail::ShardMapState::Unreduced in, std::optional<nb::callable> out_fn) {
+    detail::ShardMapState::OutUnreducedFn fn;
+    if (out_fn) {
+      unreduced_fn_ = std::make_shared<nb::callable>(*out_fn);
+      std::weak_ptr<nb::callable> w = unreduced_fn_;
+      fn = [w](const std::shared_ptr<void>& proto, size_t n) {
+        detail::ShardMapState::Unreduced out;
+        if (auto f = w.lock()) {
+          nb::gil_scoped_acquire gil;
+          out = nb::cast<detail::ShardMapState::Unreduced>((*f)(proto_id(proto), n));
+        }
+        return out;
+      };
+    }
+    state_.set_unreduced(std::move(in), {}, std::move(fn));
+  }
 
   std::pair<Leaves, int64_t> call(const Leaves& leaves, const Counts& counts,
                                   const nb::callable& trace) {
@@ -130,7 +148,7 @@ class PyShardMap {
   }
 
  private:
-  std::shared_ptr<nb::callable> fn_;
+  std::shared_ptr<nb::callable> fn_, unreduced_fn_;
   detail::ShardMapState state_;
 };
 
@@ -179,7 +197,8 @@ void bind_staged(nb::module_& m) {
       .def(nb::init<Mesh, std::vector<PartitionSpec>, std::vector<PartitionSpec>, bool,
                     std::optional<nb::callable>, std::set<std::string>>())
       .def("call", &PyShardMap::call)
-      .def("set_function_name", &PyShardMap::set_function_name);
+      .def("set_function_name", &PyShardMap::set_function_name)
+      .def("set_unreduced", &PyShardMap::set_unreduced);
 }
 
 // Reverse mode and sharding constraints.

@@ -27,6 +27,7 @@ std::vector<Array> shard_map_vjp(const prim::VjpArgs& a) {
   const auto& out_specs = a.attrs.get<ir::Specs>("out_specs");
   const ir::Program& body = *a.regions[0];
   const size_t n_in = a.primals.size(), n_out = a.outputs.size();
+  const auto in_unreduced = ir::axis_sets(a.attrs, "in_unreduced", n_in);
   std::vector<Array> cts = filled(a.cotangents, a.outputs);
   // Inputs: the primals (in their in_specs) and the cotangents (in the out_specs); outputs:
   // the primals' cotangents (in the in_specs).
@@ -66,6 +67,16 @@ std::vector<Array> shard_map_vjp(const prim::VjpArgs& a) {
         std::vector<Array> g = backward(body, env, local_cts, &saved, a.active);
         for (size_t i = 0; i < n_in; ++i) {
           if (!g[i].valid()) g[i] = zeros_like(primals[i]);
+          // An input entered as partial sums over U is a function of their sum: its blocks'
+          // cotangents agree, and the map returns that one value (replicated over U; JAX's
+          // reduced). The mean states it in types (each block's, where they agree exactly).
+          if (!in_unreduced[i].empty()) {
+            std::vector<std::string> u;
+            for (const auto& ax : in_unreduced[i]) {
+              if (detail::vary_of(g[i]).count(ax)) u.push_back(ax);
+            }
+            if (!u.empty()) g[i] = pmean(g[i], Axes(u));
+          }
           // A cotangent must vary over at least the axes its input's spec names.
           auto axes = in_specs[i].axes();
           if (!axes.empty()) g[i] = pvary(g[i], Axes(std::vector<std::string>(axes)));

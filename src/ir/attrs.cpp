@@ -131,4 +131,27 @@ void attr_missing(const std::string& name, const char* wanted) {
   detail::internal_error("Attrs", fmt::format("attribute '{}' is not {}", name, wanted));
 }
 
+Strings axis_sets_attr(const std::vector<std::set<std::string>>& sets) {
+  Strings out;
+  for (const auto& s : sets) out.push_back(fmt::format("{}", fmt::join(s, ",")));
+  return out;
+}
+
+std::vector<std::set<std::string>> axis_sets(const Attrs& attrs, const std::string& name,
+                                             size_t n) {
+  std::vector<std::set<std::string>> out(n);
+  if (!attrs.has(name)) return out;
+  const auto& texts = attrs.get<Strings>(name);
+  for (size_t i = 0; i < texts.size() && i < n; ++i) {
+    size_t start = 0;
+    while (start < texts[i].size()) {
+      size_t end = texts[i].find(',', start);
+      if (end == std::string::npos) end = texts[i].size();
+      out[i].insert(texts[i].substr(start, end - start));
+      start = end + 1;
+    }
+  }
+  return out;
+}
+
 }  // namespace partix::ir

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <variant>
 #include <vector>
@@ -62,6 +63,12 @@ class Attrs {
 };
 
 std::string attr_to_string(const Attr& a, bool full_literals = true);
+
+// Sets of mesh axes, one per operand or result (a shard_map's unreduced axes), as a Strings
+// attribute: each set's names joined by ','. `axis_sets` reads `name` back as `n` sets (all
+// empty when the attribute is absent).
+Strings axis_sets_attr(const std::vector<std::set<std::string>>& sets);
+std::vector<std::set<std::string>> axis_sets(const Attrs& attrs, const std::string& name, size_t n);
 bool attr_equal(const Attr& a, const Attr& b);
 
 [[noreturn]] void attr_missing(const std::string& name, const char* wanted);

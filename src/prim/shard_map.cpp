@@ -1,6 +1,7 @@
-// shard_map{mesh, in_specs, out_specs, check_vma} with one region (the body, traced on local
-// blocks). Operands are split by in_specs, the body runs on every device, results are
-// assembled by out_specs. The partitioner inlines the body (src/spmd/partition.cpp).
+// shard_map{mesh, in_specs, out_specs, check_vma, in_unreduced?, out_unreduced?} with one region
+// (the body, traced on local blocks). Operands are split by in_specs, the body runs on every
+// device, results are assembled by out_specs. The partitioner inlines the body
+// (src/spmd/partition.cpp).
 #include "autodiff/vjp.h"
 #include "core/errors.h"
 #include "ir/primitive.h"
@@ -22,6 +23,10 @@ class ShardMap final : public Primitive {
   std::optional<PinnedShardings> pinned_shardings(const Attrs& attrs) const override {
     PinnedShardings p{attrs.get<ir::Specs>("in_specs"), attrs.get<ir::Specs>("out_specs")};
     p.per_device_body = true;
+    // Partial sums in and out (in_unreduced / out_unreduced): operands are made partial sums
+    // on the way in, results stay partial sums.
+    p.operand_unreduced = ir::axis_sets(attrs, "in_unreduced", p.operands.size());
+    p.result_unreduced = ir::axis_sets(attrs, "out_unreduced", p.results.size());
     return p;
   }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,

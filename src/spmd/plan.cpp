@@ -33,8 +33,8 @@ InstrPlan plan_pinned(const Mesh& mesh, const prim::Partitioning::PinnedSharding
   plan.handler = pin.per_device_body      ? Handler::kShardMap
                  : pin.constrains_operand ? Handler::kConstraint
                                           : Handler::kPinned;
-  for (const auto& s : pin.operands) plan.operands.emplace_back(mesh, s);
-  for (const auto& s : pin.results) plan.results.emplace_back(mesh, s);
+  for (size_t i = 0; i < pin.operands.size(); ++i) plan.operands.push_back(pin.operand(mesh, i));
+  for (size_t k = 0; k < pin.results.size(); ++k) plan.results.push_back(pin.result(mesh, k));
   plan.reduce_now.assign(plan.results.size(), {});
   return plan;
 }

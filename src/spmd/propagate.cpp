@@ -163,7 +163,7 @@ void propagate_flat(ir::Program& g, const Mesh& mesh, const std::vector<NamedSha
           partial[v] = pin;
           continue;
         }
-        fix(instr.outputs[k], NamedSharding(mesh, pin->results[k]));
+        fix(instr.outputs[k], pin->result(mesh, k));
       }
     }
   }

@@ -1,4 +1,5 @@
 // shard_map: traces the body once on local blocks and binds one shard_map instruction.
+#include <algorithm>
 #include <optional>
 
 #include "core/errors.h"
@@ -167,6 +168,7 @@ std::optional<NamedSharding> body_param_type(const TraceState& body, const Array
 // A result's type after the map: out_specs' split along the manual axes, then (minor) the
 // body result's type along the automatic Explicit ones; nullopt when the body gives none.
 std::optional<NamedSharding> merged_result_type(const Mesh& mesh, const PartitionSpec& out_spec,
+                                                const std::set<std::string>& unreduced,
                                                 const std::optional<NamedSharding>& body_type,
                                                 int rank) {
   if (!body_type || body_type->spec().axes().empty()) return std::nullopt;
@@ -176,7 +178,19 @@ std::optional<NamedSharding> merged_result_type(const Mesh& mesh, const Partitio
     for (const auto& a : body_type->spec()[d]) e.push_back(a);
     entries.push_back(e);
   }
-  return NamedSharding(mesh, PartitionSpec(entries));
+  return NamedSharding(mesh, PartitionSpec(entries), unreduced);
+}
+
+// The unreduced axes of operands (the arguments' leaves, then the captures: none) and results,
+// as attributes when there are any.
+void set_unreduced_attrs(ir::Attrs& attrs, ShardMapState::Unreduced in,
+                         const ShardMapState::Unreduced& out, size_t num_operands) {
+  auto any = [](const ShardMapState::Unreduced& u) {
+    return std::any_of(u.begin(), u.end(), [](const auto& s) { return !s.empty(); });
+  };
+  in.resize(num_operands);
+  if (any(in)) attrs.set("in_unreduced", ir::axis_sets_attr(in));
+  if (any(out)) attrs.set("out_unreduced", ir::axis_sets_attr(out));
 }
 // Each argument is on this mesh (or uncommitted) and splits into equal blocks.
 void check_arguments(const std::vector<Array>& leaves, const std::vector<PartitionSpec>& leaf_specs,
@@ -210,6 +224,82 @@ void check_arguments(const std::vector<Array>& leaves, const std::vector<Partiti
     }
   }
 }
+
+// Per-argument axis sets as one per leaf (none given: all empty).
+ShardMapState::Unreduced per_leaf(const ShardMapState::Unreduced& per_arg,
+                                  const std::vector<size_t>& arg_leaf_counts) {
+  ShardMapState::Unreduced out;
+  for (size_t a = 0; a < arg_leaf_counts.size(); ++a) {
+    for (size_t j = 0; j < arg_leaf_counts[a]; ++j) {
+      out.push_back(a < per_arg.size() ? per_arg[a] : std::set<std::string>{});
+    }
+  }
+  return out;
+}
+
+// Unreduced axes of the specs: manual axes the spec does not split, on a map that is not
+// nested in another (partial sums do not cross an enclosing map's body).
+void check_unreduced(const ShardMapState::Unreduced& sets, const std::vector<PartitionSpec>& specs,
+                     const std::set<std::string>& manual, bool nested, const char* what) {
+  for (size_t i = 0; i < sets.size() && i < specs.size(); ++i) {
+    if (sets[i].empty()) continue;
+    check(!nested, "shard_map",
+          "{}[{}] is unreduced over {}: a shard_map nested in another's body takes and returns "
+          "no partial sums",
+          what, i, axes_text(sets[i]));
+    auto named = specs[i].axes();
+    for (const auto& a : sets[i]) {
+      check(manual.count(a) > 0, "shard_map",
+            "unreduced in {}[{}] names '{}', a mesh axis this shard_map is not manual over "
+            "(axis_names = {})",
+            what, i, a, axes_text(manual));
+      check(std::find(named.begin(), named.end(), a) == named.end(), "shard_map",
+            "{}[{}] = {} both splits and is unreduced over '{}'", what, i, specs[i].to_string(), a);
+    }
+  }
+}
+
+// The results against their out_specs: a result varying over a manual axis its spec neither
+// splits nor leaves unreduced claims a replication that cannot be inferred; one unreduced over
+// an axis must vary over it (its blocks are the partial sums).
+void check_results_vary(const ir::Program& prog, const Mesh& mesh,
+                        const std::set<std::string>& manual,
+                        const std::vector<PartitionSpec>& out_specs,
+                        const ShardMapState::Unreduced& out_unreduced, bool check_vma,
+                        const std::string& function_name) {
+  constexpr const char* kApi = "shard_map";
+  for (size_t k = 0; k < prog.results.size(); ++k) {
+    const ir::ValueInfo& info = prog.info(prog.results[k]);
+    auto spec_axes = out_specs[k].axes();
+    std::set<std::string> named(spec_axes.begin(), spec_axes.end());
+    named.insert(out_unreduced[k].begin(), out_unreduced[k].end());
+    std::set<std::string> missing, not_varying;
+    for (const auto& a : info.varying) {
+      if (manual.count(a) && !named.count(a)) missing.insert(a);  // the enclosing map's stay
+    }
+    for (const auto& a : out_unreduced[k]) {
+      if (!info.varying.count(a)) not_varying.insert(a);
+    }
+    if (check_vma && !missing.empty()) {
+      fail(kApi,
+           "{}out_specs which require replication which can't be statically inferred given the "
+           "mesh: {}. (out_specs[{}] = {} claims the result is replicated over {}, but it varies "
+           "over {}: reduce it with psum/all_gather first, or pass check_vma = false)",
+           applied_to(function_name),
+           jax_vma_text(mesh, manual, out_specs[k], info.varying,
+                        out_specs.size() == 1 ? "" : fmt::format("[{}]", k)),
+           k, out_specs[k].to_string(), axes_text(missing), axes_text(missing));
+    }
+    if (check_vma && !not_varying.empty()) {
+      fail(kApi,
+           "{}out_specs[{}] is unreduced over {}, but the result does not vary over {} (it "
+           "varies over {{{}}}): only per-device partial sums can leave a shard_map unreduced",
+           applied_to(function_name), k, axes_text(not_varying), axes_text(not_varying),
+           axes_text(info.varying));
+    }
+    NamedSharding(mesh, out_specs[k]).check_shape(info.aval.shape);
+  }
+}
 }  // namespace
 
 std::vector<Array> ShardMapState::call(const std::vector<Array>& leaves,
@@ -231,6 +321,8 @@ std::vector<Array> ShardMapState::call(const std::vector<Array>& leaves,
   }
   const std::set<std::string> manual = manual_axes_of(mesh, manual_axes_, outer_manual);
   for (const auto& spec : leaf_specs) check_manual_spec(spec, manual, "in_specs");
+  const Unreduced leaf_unreduced = per_leaf(in_unreduced_, arg_leaf_counts);
+  check_unreduced(leaf_unreduced, leaf_specs, manual, !outer_manual.empty(), "in_specs");
   check_arguments(leaves, leaf_specs, mesh, function_name_);
   // Trace the body on local blocks.
   auto body = std::make_shared<TraceState>("shard_map_body");
@@ -259,6 +351,7 @@ std::vector<Array> ShardMapState::call(const std::vector<Array>& leaves,
              leaves[i].ndim() == 0 ? "; consider using an in_specs entry of `P()`" : "");
       }
       auto axes = leaf_specs[i].axes();
+      axes.insert(axes.end(), leaf_unreduced[i].begin(), leaf_unreduced[i].end());
       std::set<std::string> vary;
       for (const auto& a : axes) {
         // With the option on, nothing varies over an axis of one device (vma_options.h).
@@ -286,26 +379,12 @@ std::vector<Array> ShardMapState::call(const std::vector<Array>& leaves,
   check(out_specs.size() == prog.results.size(), kApi, "{} out_specs for {} results",
         out_specs.size(), prog.results.size());
   for (const auto& spec : out_specs) check_manual_spec(spec, manual, "out_specs");
-  for (size_t k = 0; k < prog.results.size(); ++k) {
-    const ir::ValueInfo& info = prog.info(prog.results[k]);
-    auto spec_axes = out_specs[k].axes();
-    std::set<std::string> named(spec_axes.begin(), spec_axes.end());
-    std::set<std::string> missing;
-    for (const auto& a : info.varying) {
-      if (manual.count(a) && !named.count(a)) missing.insert(a);  // the enclosing map's stay
-    }
-    if (check_vma_ && !missing.empty()) {
-      fail(kApi,
-           "{}out_specs which require replication which can't be statically inferred given the "
-           "mesh: {}. (out_specs[{}] = {} claims the result is replicated over {}, but it varies "
-           "over {}: reduce it with psum/all_gather first, or pass check_vma = false)",
-           applied_to(function_name_),
-           jax_vma_text(mesh, manual, out_specs[k], info.varying,
-                        out_specs.size() == 1 ? "" : fmt::format("[{}]", k)),
-           k, out_specs[k].to_string(), axes_text(missing), axes_text(missing));
-    }
-    NamedSharding(mesh, out_specs[k]).check_shape(info.aval.shape);
-  }
+  Unreduced out_unreduced =
+      out_unreduced_fn_ ? out_unreduced_fn_(out_proto, prog.results.size()) : out_unreduced_;
+  if (out_unreduced.size() == 1) out_unreduced.assign(prog.results.size(), out_unreduced[0]);
+  out_unreduced.resize(prog.results.size());
+  check_unreduced(out_unreduced, out_specs, manual, !outer_manual.empty(), "out_specs");
+  check_results_vary(prog, mesh, manual, out_specs, out_unreduced, check_vma_, function_name_);
   // Captured outer values enter whole (replicated) on every device. One typed on Explicit
   // axes would have to be resharded into the body, which JAX does not do either: it must be
   // an argument.
@@ -329,6 +408,7 @@ std::vector<Array> ShardMapState::call(const std::vector<Array>& leaves,
   ir::Attrs attrs{{"mesh", mesh},
                   {"in_specs", specs},
                   {"out_specs", ir::Specs(out_specs.begin(), out_specs.end())}};
+  set_unreduced_attrs(attrs, leaf_unreduced, out_unreduced, specs.size());
   if (!check_vma_) attrs.set("check_vma", false);
   // Partial (axis_names=) or nested: which axes are manual (the VJP's map is manual over them).
   if (!outer_manual.empty() || manual.size() < mesh.axis_names().size()) {
@@ -340,8 +420,8 @@ std::vector<Array> ShardMapState::call(const std::vector<Array>& leaves,
   // Typed along automatic Explicit axes inside, the results take those splits after the map
   // (the map itself runs its body whole along them).
   for (size_t k = 0; k < results.size(); ++k) {
-    const auto t = merged_result_type(mesh, out_specs[k], prog.info(prog.results[k]).sharding,
-                                      results[k].ndim());
+    const auto t = merged_result_type(mesh, out_specs[k], out_unreduced[k],
+                                      prog.info(prog.results[k]).sharding, results[k].ndim());
     if (t) results[k] = reshard_to(results[k], *t);
   }
   return results;

@@ -112,10 +112,17 @@ def test_shard_map_infers_in_specs_on_explicit_meshes_and_passes_none_through():
     jax.shard_map(lambda a: a, mesh=auto, in_specs=P())
 
 
-def test_shard_map_refuses_unreduced_and_reduced_specs():
-  mesh = jax.make_mesh((2,), ("x",))
-  with pytest.raises(jax.PartixError, match="unreduced"):
-    jax.jit(jax.shard_map(lambda z: z, mesh=mesh, in_specs=P(), out_specs=P(unreduced={"x"}),
+def test_shard_map_unreduced_specs_need_explicit_axes_and_reduced_ones_are_refused():
+  mesh = jax.make_mesh((2,), ("x",))  # Explicit, as JAX 0.10's default
+  out = jax.jit(jax.shard_map(lambda z: z, mesh=mesh, in_specs=P(), out_specs=P(unreduced={"x"}),
+                              check_vma=False))(jnp.arange(8.0))
+  assert out.sharding == jax.sharding.NamedSharding(mesh, P(None, unreduced={"x"}))
+  np.testing.assert_array_equal(np.asarray(out), 2 * np.arange(8.0))  # both blocks summed
+  auto = jax.make_mesh((2,), ("x",), axis_types=(A,))
+  with pytest.raises(jax.PartixError, match=r"unreduced in out_specs P\(unreduced=\{'x'\}\) can "
+                     r"only be used when the mesh passed to shard_map contains axis names all "
+                     r"of type `Explicit`"):
+    jax.jit(jax.shard_map(lambda z: z, mesh=auto, in_specs=P(), out_specs=P(unreduced={"x"}),
                           check_vma=False))(jnp.arange(8.0))
   with pytest.raises(jax.PartixError, match="reduced"):
     jax.shard_map(lambda z: z, mesh=mesh, in_specs=P(reduced={"x"}), out_specs=P())(jnp.ones(2))
@@ -390,10 +397,10 @@ def test_default_device_places_uncommitted_work_inside_the_block():
   assert jnp.ones(2).devices() == {d0}
 
 
-def test_unreduced_values_never_enter_shard_map_silently():
-  # JAX hands the body of a shard_map with inferred in_specs each device's partial sum of an
-  # unreduced argument; partix's shard_map takes only sharded or replicated values, and
-  # entering it reduced would make a psum_scatter in the body count it twice: refused by name.
+def test_unreduced_values_enter_shard_map_as_partial_sums():
+  # As JAX: a shard_map with inferred in_specs hands the body each device's partial sum of an
+  # unreduced argument (in_specs P(None, None, unreduced={'x'})), so a psum_scatter in the body
+  # sums it exactly once; giving in_specs that drop the unreduced axes is refused by name.
   with jax.set_mesh(jax.make_mesh((2,), ("x",), axis_types=(AxisType.Explicit,))):
     a = jax.device_put(np.ones((4, 8), np.float32), P(None, "x"))
     b = jax.device_put(np.ones((8, 4), np.float32), P("x", None))
@@ -403,16 +410,18 @@ def test_unreduced_values_never_enter_shard_map_silently():
       c = jnp.dot(a, b, out_sharding=P(None, None, unreduced={"x"}))
       assert jax.typeof(c).sharding.spec == P(None, None, unreduced={"x"})
       return scatter(c)
-    with pytest.raises(jax.PartixError, match=r"argument 0 is unreduced over \['x'\]"):
-      jax.jit(f)(a, b)
-    # Reduced first, the body sees the whole value on every device.
-    g = jax.jit(lambda a, b: jax.shard_map(lambda x: x * 2, in_specs=P(), out_specs=P())(
-        jnp.dot(a, b, out_sharding=P(None, None, unreduced={"x"}))))
-    np.testing.assert_array_equal(np.asarray(g(a, b)), np.full((4, 4), 16.0, np.float32))
-    # An Array is never unreduced: resharding one to unreduced is refused, not dropped.
-    with pytest.raises(jax.PartixError, match=r"^\[reshard\] an Array cannot be resharded to "
-                       r"unreduced"):
-      jax.reshard(jnp.arange(8.0), P(unreduced={"x"}))
+    out = jax.jit(f)(a, b)
+    np.testing.assert_array_equal(np.asarray(out), np.full((4, 4), 8.0, np.float32))
+    drop = jax.shard_map(lambda x: x * 2, in_specs=P(), out_specs=P())
+    with pytest.raises(jax.PartixError, match=r"in_specs containing unreduced P\(\) passed to "
+                       r"shard_map should be equal to the unreduced present on the input"):
+      jax.jit(lambda a, b: drop(jnp.dot(a, b, out_sharding=P(None, None, unreduced={"x"}))))(a, b)
+    # Resharding an Array to unreduced keeps its value: one device of the group holds it.
+    u = jax.reshard(jnp.arange(8.0), P(unreduced={"x"}))
+    assert u.sharding == jax.sharding.NamedSharding(u.sharding.mesh, P(None, unreduced={"x"}))
+    np.testing.assert_array_equal(np.asarray(u.addressable_shards[0].data), np.arange(8.0))
+    np.testing.assert_array_equal(np.asarray(u.addressable_shards[1].data), np.zeros(8))
+    np.testing.assert_array_equal(np.asarray(u), np.arange(8.0))
 
 
 def test_equal_specs_meshes_and_shardings_are_one_object_and_unequal_ones_never():

@@ -7,3 +7,7 @@ PartixError = _core.PartixError
 
 class PartixTypeError(PartixError, TypeError):
   """A PartixError where JAX raises a TypeError (a wrong kind of argument)."""
+
+
+class PartixNotImplementedError(PartixError, NotImplementedError):
+  """A PartixError where JAX raises NotImplementedError (a combination JAX does not support)."""

@@ -285,8 +285,14 @@ eq, ne, lt, le, gt, ge = (jnp.equal, jnp.not_equal, jnp.less, jnp.less_equal, jn
                           jnp.greater_equal)
 
 
-def reduce_sum(operand, axes):
-  return jnp.sum(operand, axis=tuple(axes))
+def reduce_sum(operand, axes, *, out_sharding=None):
+  """lax.reduce_sum; out_sharding= may keep the sum unreduced over the Explicit axes that
+  split the summed dimensions (P(unreduced={'x'})), as JAX's."""
+  if out_sharding is None:
+    return jnp.sum(operand, axis=tuple(axes))
+  x = asarray(operand)
+  return _with_out_sharding("reduce_sum", [x], out_sharding,
+                            lambda: jnp.sum(x, axis=tuple(axes)))
 
 
 def reduce_max(operand, axes):
@@ -388,10 +394,39 @@ def pvary(x, axis_name):
 
 
 def pcast(x, axis_name, *, to):
-  """lax.pcast: to='varying' marks x as varying over axis_name (as pvary)."""
-  if to != "varying":
-    raise PartixError(f"[pcast] to={to!r} is not supported; only to='varying'")
-  return pvary(x, axis_name)
+  """lax.pcast: to='varying' marks x as varying over axis_name (as pvary); to='unreduced'
+  takes a value varying over axis_name as per-device partial sums (partix keeps them typed
+  varying: out_specs with unreduced= over those axes return them unsummed). to='reduced' is
+  refused: partix's shard_map holds no reduced values."""
+  if isinstance(axis_name, (set, frozenset)):
+    raise PartixTypeError(f"[pcast] axis_name={axis_name!r} must be a tuple or a str. Got "
+                          f"{axis_name}")
+  if not axis_name:
+    return x
+  if to not in ("unreduced", "reduced", "varying"):
+    raise PartixError("[pcast] Got unexpected `to` value. Allowed `to` values are: "
+                      "{'unreduced', 'reduced', 'varying'}")
+  if to == "varying":
+    return pvary(x, axis_name)
+  axes = tuple(_names(axis_name, "pcast"))
+
+  def one(a):
+    a = core(a, api="pcast")
+    vary = set(_core.varying_axes(a))
+    states = {"varying" if n in vary else "invarying" for n in axes}
+    if len(states) > 1:
+      raise PartixError(
+          "[pcast] jax.lax.pcast can only accept axis_name which corresponds to one of varying, "
+          "unreduced, reduced or invarying state of the input. Got input type: "
+          f"{_core.type_of(a).to_string()}, axes: {axes} and input state: {states}")
+    state, = states
+    if (state, to) == ("varying", "unreduced"):
+      return Array(a)
+    if (state, to) == ("invarying", "reduced"):
+      raise PartixError("[pcast] to='reduced' is not supported: partix's shard_map holds no "
+                        "reduced values (a replicated value whose gradient is unreduced)")
+    raise PartixError(f"[pcast] Unsupported pcast from={state}, to={to!r}")
+  return tu.tree_map(one, x)
 
 
 def all_gather(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False, to="varying"):

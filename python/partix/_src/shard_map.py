@@ -13,6 +13,7 @@ from partix._src import tree_util as tu
 from partix._src.api import (Jitted, _keep_tree, _leaf_core, _out_leaves, _trees,
                              eager_shard_map_body, jit_trace_mesh)
 from partix._src.core import Array, PartixError, PartixTypeError, wrap
+from partix._src.errors import PartixNotImplementedError
 from partix._src.sharding import (AbstractMesh, AxisType, Mesh, NamedSharding, PartitionSpec,
                                   SingleDeviceSharding, concrete_context_mesh, context_mesh)
 
@@ -71,16 +72,27 @@ def _expand_specs(specs, treedef, api, what):
   return out
 
 
-def _check_axes(mesh, specs, api, what):
+def _check_axes(mesh, specs, api, what, manual=()):
   names = set(mesh.axis_names)
   for s in specs:
     if s is None:
       continue
-    if s.unreduced or s.reduced:
-      kind = "unreduced" if s.unreduced else "reduced"
-      raise PartixError(f"[{api}] {what}: {s} has {kind} axes; partix's shard_map takes and "
-                        "returns only sharded or replicated values (reduce with lax.psum "
-                        "inside, or leave out_sharding's unreduced= to the ops under jit)")
+    if s.reduced:
+      raise PartixError(f"[{api}] {what}: {s} has reduced axes; partix's shard_map takes and "
+                        "returns sharded, replicated or unreduced values (reduced ones are "
+                        "replicated values typed for their gradient, which partix does not "
+                        "track: use P() for them)")
+    if s.unreduced:
+      if set(manual) != set(mesh.axis_names) - set(mesh.manual_axes):
+        raise PartixNotImplementedError(
+            f"[{api}] unreduced/reduced can only be passed to {what} when shard_map is in "
+            f"full manual mode. Got mesh axis names {mesh.axis_names}, manual_axes: "
+            f"{set(sorted(manual))}, specs: {s}")
+      types = dict(zip(mesh.axis_names, mesh.axis_types))
+      if not all(types.get(u) is AxisType.Explicit for u in s.unreduced):
+        raise PartixError(f"[{api}] unreduced in {what} {s} can only be used when the mesh "
+                          "passed to shard_map contains axis names all of type `Explicit`. "
+                          f"Got mesh {mesh}")
     for entry in s:
       for a in (() if entry is None else (entry,) if isinstance(entry, str) else entry):
         if a not in names:
@@ -173,23 +185,10 @@ def _inferred_spec(x, m, manual):
       def keep(e):
         names = tuple(n for n in ((e,) if isinstance(e, str) else e or ()) if n in manual)
         return names or None
-      return PartitionSpec(*[keep(e) for e in s.spec])
+      # An unreduced argument enters as each device's partial sum (JAX's inferred spec).
+      unreduced = set(getattr(s.spec, "unreduced", ()) or ()) & set(manual)
+      return PartitionSpec(*[keep(e) for e in s.spec], unreduced=unreduced or None)
   return PartitionSpec()
-
-
-def _refuse_unreduced_inferred(x, manual, api, i):
-  """JAX infers P(unreduced=...) for an unreduced argument and hands the body each device's
-  partial sum; partix's shard_map takes only sharded or replicated values, so entering it as
-  reduced would make the body's own reduction count it again: refused instead."""
-  if not isinstance(x, Array) or x._a.is_deleted() or not x._a.is_tracer():
-    return  # a concrete Array is never unreduced
-  t = _core.type_of(x._a)
-  axes = sorted(set(t.unreduced) & set(manual))
-  if axes:
-    raise PartixError(
-        f"[{api}] argument {i} is unreduced over {axes} ({t.to_string()}), so in_specs inferred "
-        "from its type would pass each device's partial sum into the body, which partix's "
-        "shard_map does not do: reduce it first (jax.reshard(x, P(...))), or give in_specs")
 
 
 def _leaf_specs(m, manual, in_specs, args, leaves, treedef, api, smap=False):
@@ -206,8 +205,6 @@ def _leaf_specs(m, manual, in_specs, args, leaves, treedef, api, smap=False):
                         f"axis_names={set(sorted(manual))} are of type "
                         f"{', '.join(types[a].name for a in sorted(manual))} (in_specs is "
                         "inferred from the arguments only over Explicit axes)")
-    for i, x in enumerate(leaves):
-      _refuse_unreduced_inferred(x, manual, api, i)
     return [_inferred_spec(x, m, manual) for x in leaves]
   if in_specs is None:
     return [None] * len(leaves)
@@ -224,8 +221,15 @@ def _leaf_specs(m, manual, in_specs, args, leaves, treedef, api, smap=False):
     # As JAX: on an Explicit mesh the arguments' types already say how they are split, and
     # in_specs must agree (host data is replicated, P()).
     for x, s in zip(leaves, per):
-      if s is not None and not (isinstance(x, Array) and x._a.is_tracer()):
-        have = _inferred_spec(x, m, manual)
+      if s is None:
+        continue
+      have = _inferred_spec(x, m, manual)
+      if set(s.unreduced) != set(have.unreduced):  # partial sums enter only as such
+        raise PartixError(
+            f"[{api}] in_specs containing unreduced {s} passed to shard_map should be equal "
+            f"to the unreduced present on the input: {have} for arg of shape "
+            f"{tuple(np.shape(x))}")
+      if not (isinstance(x, Array) and x._a.is_tracer()):
         pad = max(len(s), len(have), np.ndim(x))
         if tuple(have) + (None,) * (pad - len(have)) != tuple(s) + (None,) * (pad - len(s)):
           raise PartixError(
@@ -282,7 +286,7 @@ def shard_map(f=None, mesh=None, in_specs=Infer, out_specs=_REQUIRED, check_rep=
   _check_spec_tree(out_specs, api, "out_specs")
 
   def impl(m, leaf_specs, rebuild, manual, *dyn):
-    _check_axes(m, leaf_specs, api, "in_specs")
+    _check_axes(m, leaf_specs, api, "in_specs", manual)
     cores = [_leaf_core(x, api) for x in dyn]
     shapes = {}
 
@@ -291,7 +295,7 @@ def shard_map(f=None, mesh=None, in_specs=Infer, out_specs=_REQUIRED, check_rep=
       if any(s is None for s in per):
         raise PartixError(f"[{api}] out_specs {out_specs!r} has None where the result has "
                           "arrays; give a PartitionSpec (P() for replicated)")
-      _check_axes(m, per, api, "out_specs")
+      _check_axes(m, per, api, "out_specs", manual)
       for i, (spec, shape) in enumerate(zip(per, shapes.get(tid, ()))):
         if len(spec) > len(shape):
           raise PartixError(f"[{api}] out_specs entry {spec}, which has length {len(spec)}, "
@@ -303,6 +307,11 @@ def shard_map(f=None, mesh=None, in_specs=Infer, out_specs=_REQUIRED, check_rep=
     sm = _core.ShardMap(m._m, [s._core() for s in leaf_specs], outs_list, check, out_fn,
                         set() if manual == every else set(manual))
     sm.set_function_name(getattr(f, "__name__", ""))
+
+    def unreduced_fn(tid, n):  # after out_fn, which checked the specs
+      return [set(s.unreduced) for s in _expand_specs(out_specs, _trees[tid], api, "out_specs")]
+    sm.set_unreduced([set(s.unreduced) if s is not None else set() for s in leaf_specs],
+                     unreduced_fn)
 
     def trace(tracers):
       c, t = _out_leaves(f(*rebuild([wrap(t) for t in tracers])), api)

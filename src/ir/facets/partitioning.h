@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -109,6 +110,19 @@ class Partitioning {
     // Dimensions of the results the op leaves to propagation (a constraint's P.UNCONSTRAINED
     // entries, empty in `results`): they take the split of the values around the op.
     std::vector<int> unconstrained;
+    // Per operand / result (empty: none anywhere): the axes it is unreduced over (a shard_map's
+    // partial sums in and out).
+    std::vector<std::set<std::string>> operand_unreduced, result_unreduced;
+    NamedSharding operand(const Mesh& mesh, size_t i) const {
+      return NamedSharding(
+          mesh, operands[i],
+          i < operand_unreduced.size() ? operand_unreduced[i] : std::set<std::string>{});
+    }
+    NamedSharding result(const Mesh& mesh, size_t k) const {
+      return NamedSharding(
+          mesh, results[k],
+          k < result_unreduced.size() ? result_unreduced[k] : std::set<std::string>{});
+    }
   };
   virtual std::optional<PinnedShardings> pinned_shardings(const Attrs& attrs) const {
     (void)attrs;

@@ -182,7 +182,6 @@ def test_with_static_arg():
   assert_all_close(a + 1, fun(a, a.addressable_data(0).shape))
 
 
-@pytest.mark.xfail(strict=True, reason="partix's shard_map refuses out_specs with unreduced axes (P('x', None, unreduced={'y'})): it takes and returns only sharded or replicated values")
 def test_matmul_unreduced():
   with _explicit_mesh((2, 2), ("x", "y")) as mesh:
     np_inp1 = np.arange(8.).reshape(2, 4)
@@ -227,7 +226,6 @@ def test_matmul_unreduced():
     assert_all_close(ex_out2, out2, rtol=2e-4, atol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason="partix's shard_map refuses out_specs with unreduced axes (P(unreduced={'x'})): it takes and returns only sharded or replicated values")
 def test_matmul_full_unreduced_out():
   # in_specs left out: taken from the arguments' Explicit shardings.
   with _explicit_mesh((2, 1), ("x", "y")) as mesh:

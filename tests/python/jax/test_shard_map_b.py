@@ -959,8 +959,8 @@ def test_shmap_unreduced_fsdp_grad():
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "partix's shard_map refuses in_specs with unreduced axes (P(unreduced={'x'})): it takes "
-    "and returns only sharded or replicated values"))
+    "partix's shard_map body types a value unreduced over an axis as varying over it "
+    "(jax.typeof(x).mat.unreduced is empty, not {'x'}); psum of it and the values match JAX"))
 def test_unreduced_psum_fwd_preduced_bwd():
   with explicit_mesh((2,), "x") as mesh:
     np_inp1 = np.arange(8.).reshape(2, 4)

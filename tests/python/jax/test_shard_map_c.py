@@ -146,9 +146,9 @@ def test_unreduced_psum_scatter_fwd_all_gather_reduced_bwd():
     assert_all_close(ex_out2, out2, rtol=2e-4, atol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason="partix's shard_map with inferred in_specs takes an unreduced "
-                   "argument (f32[4,6]{U:x}) as reduced: the body sees no unreduced axes, so sin "
-                   "raises no 'unreduced rule' error")
+@pytest.mark.xfail(strict=True, reason=(
+    "partix's shard_map body types a value unreduced over an axis as varying over it "
+    "(no unreduced body types), so sin of one raises no 'unreduced rule for sin' error"))
 def test_sin_unreduced_error():
   # sin has no rule for an unreduced operand: the shard_map body must say so.
   with explicit_mesh((2,), 'x'):
@@ -208,9 +208,6 @@ def test_psum_not_under_shmap_error():
   assert_arrays_equal(g(jnp.arange(8.)), np.array([4., 6., 8., 10.], np.float32))
 
 
-@pytest.mark.xfail(strict=True, reason="partix's shard_map refuses any unreduced in_specs with one "
-                   "message ('has unreduced axes; ... only sharded or replicated values'), not "
-                   "JAX's 'unreduced ... Explicit' / 'full manual' errors")
 def test_shmap_auto_unreduced_error():
   mesh = create_mesh((2, 1), ('x', 'y'))
   # unreduced in_specs need a mesh of Explicit axes ...

@@ -312,8 +312,9 @@ def test_eager_reduced_in():
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "partix's lax.pcast has no to='unreduced' (only to='varying'), and its shard_map refuses "
-    "out_specs with unreduced axes"))
+    "partix's shard_map body types a value unreduced over an axis as varying over it "
+    "(no unreduced body types), so sin of a pcast(to='unreduced') value raises no "
+    "'unreduced rule' error; the unreduced result and its gradient match JAX"))
 def test_eager_unreduced_out():
   with explicit_mesh((2,), "x") as mesh:
     arr = jax.device_put(np.arange(8.), P("x"))
@@ -341,9 +342,9 @@ def test_eager_unreduced_out():
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "partix holds no unreduced Arrays: jax.reshard(x, P(unreduced={'x'})) is refused eagerly "
-    "('an Array cannot be resharded to unreduced'), and a shard_map refuses to infer in_specs "
-    "for an unreduced argument"))
+    "partix holds no reduced values: "
+    "the gradient of the unreduced argument through shard_map is the right value, "
+    "replicated (P(None)), where JAX types it P(None, reduced={'x'}); the rest matches"))
 def test_eager_unreduced_in():
   with explicit_mesh((2,), "x") as mesh:
     arr = jax.reshard(jnp.arange(8.), P(unreduced={"x"}))
@@ -501,8 +502,10 @@ def test_random_beta_vma():
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "partix's lax.pcast has no to='unreduced' (only to='varying'), and its shard_map refuses "
-    "out_specs with unreduced axes"))
+    "partix's shard_map body types a value unreduced over an axis as varying over it "
+    "(no unreduced body types), so pcast(..., ('x', 'y'), to='reduced') of a value varying "
+    "over 'x' and unreduced over 'y' sees one state and raises 'Unsupported pcast', not "
+    "JAX's mixed-state error (the first map matches)"))
 def test_pcast_to_unreduced():
   with explicit_mesh((2, 2), ("x", "y")):
     arr1 = jax.device_put(np.arange(8).reshape(4, 2), P("x", "y"))
@@ -929,10 +932,12 @@ def test_axis_index_unmapped():
 
 # ---- unreduced <-> replicated / sharded bitcasts ----
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's shard_map refuses out_specs with unreduced axes (P(unreduced={'x'})), even with "
-    "check_vma=False: it takes and returns only sharded or replicated values"))
-@pytest.mark.parametrize("grad", [True, False])
+@pytest.mark.parametrize("grad", [
+    pytest.param(True, marks=pytest.mark.xfail(strict=True, reason=(
+        "partix holds no reduced values: the gradient of the unreduced argument is replicated "
+        "(P(None)), where JAX types it P(None, reduced={'x'}), which partix's NamedSharding "
+        "refuses"))),
+    False])
 def test_replicated_unreduced_bitcast_check_vma_false(grad):
   with explicit_mesh((2,), "x") as mesh:
     np_arr = np.arange(8.)
@@ -966,9 +971,6 @@ def test_replicated_unreduced_bitcast_check_vma_false(grad):
       assert out_g.sharding == NamedSharding(mesh, P(None, reduced={"x"}))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's shard_map refuses out_specs with unreduced axes (P(unreduced={'x'})): it takes and "
-    "returns only sharded or replicated values"))
 def test_unreduced_replicated_bitcast():
   with explicit_mesh((2,), "x") as mesh:
     arr = jax.device_put(np.arange(4), P("x"))
@@ -1007,10 +1009,12 @@ def test_unreduced_replicated_bitcast():
       assert_equal(o.data, a.data)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's shard_map refuses out_specs with unreduced axes (P(unreduced={'x'})), even with "
-    "check_vma=False: it takes and returns only sharded or replicated values"))
-@pytest.mark.parametrize("grad", [True, False])
+@pytest.mark.parametrize("grad", [
+    pytest.param(True, marks=pytest.mark.xfail(strict=True, reason=(
+        "partix holds no reduced values: the gradient of the unreduced argument is replicated "
+        "(P(None)), where JAX types it P(None, reduced={'x'}), which partix's NamedSharding "
+        "refuses"))),
+    False])
 def test_sharded_unreduced_roundtrip_check_vma_false(grad):
   with explicit_mesh((2,), "x") as mesh:
     arr = jax.device_put(np.arange(4.), P("x"))
@@ -1154,7 +1158,9 @@ def test_vmap_shmap_spmd_axis_name_scalar(axis_type):
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "partix's device_put refuses an unreduced sharding: '[device_put] an Array cannot be unreduced'"))
+    "partix holds no reduced values: "
+    "NamedSharding(mesh, P(reduced={'x'})) is refused, so the reduced argument "
+    "cannot be placed (the unreduced one can)"))
 def test_mul_shmap_unreduced():
   with explicit_mesh((2,), "x") as mesh:
     arr = jax.device_put(jnp.arange(8.), P(unreduced={"x"}))
@@ -1315,7 +1321,9 @@ def test_nested_shmap_innermost_no_axis_names():
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "partix's device_put refuses an unreduced sharding: '[device_put] an Array cannot be unreduced'"))
+    "partix holds no reduced values: "
+    "the gradient of the unreduced argument is replicated (P(None)), where JAX "
+    "types it P(None, reduced={'x'}), which partix's NamedSharding refuses"))
 def test_check_vma_false_unreduced_fwd_psum_on_bwd():
   # JAX also asserts the grad's jaxpr has a psum (jaxpr text, not mirrored): the sharding is.
   with explicit_mesh((2,), "x") as mesh:
