@@ -70,7 +70,10 @@ struct Slice {  // half-open [start, stop)
   }
 };
 
-// Mesh + PartitionSpec (+ internally, axes over which the value is unreduced).
+// Mesh + PartitionSpec, and the axes over which the value is unreduced (each device holds a
+// partial sum) or reduced (replicated, and typed so that its cotangent comes back unreduced, as
+// JAX's P(..., reduced=...)). Reduced axes are a type, not a layout: such a value is stored as a
+// replicated one.
 // A dimension of size n split k ways uses chunk c = ceil(n/k); block i covers
 // [i*c, min(n, (i+1)*c)), possibly empty; local shards are padded to c.
 class NamedSharding {
@@ -80,10 +83,15 @@ class NamedSharding {
   // The spec on the current mesh (MeshContext / set_mesh); throws partix::Error if none is set.
   NamedSharding(PartitionSpec spec);  // NOLINT: implicit, so P("x") serves as a sharding
   NamedSharding(Mesh mesh, PartitionSpec spec, std::set<std::string> unreduced);
+  NamedSharding(Mesh mesh, PartitionSpec spec, std::set<std::string> unreduced,
+                std::set<std::string> reduced);
 
   const Mesh& mesh() const { return mesh_; }
   const PartitionSpec& spec() const { return spec_; }
   const std::set<std::string>& unreduced() const { return unreduced_; }
+  const std::set<std::string>& reduced() const { return reduced_; }
+  // This sharding without its reduced axes: the layout the values are stored in.
+  NamedSharding layout() const { return NamedSharding(mesh_, spec_, unreduced_); }
 
   // Throws partix::Error if the spec is longer than the shape's rank.
   void check_shape(const Shape& global) const;
@@ -108,6 +116,7 @@ class NamedSharding {
   Mesh mesh_;
   PartitionSpec spec_;
   std::set<std::string> unreduced_;
+  std::set<std::string> reduced_;
 };
 
 // The sharding that puts a whole array on one device.

@@ -326,6 +326,14 @@ class ShardMapState {
     out_unreduced_ = std::move(out);
     out_unreduced_fn_ = std::move(out_fn);
   }
+  // JAX's P(..., reduced={...}): replicated values typed so that their cotangents come back
+  // unreduced (no psum on the backward pass). Per argument, and per result as above; a reduced
+  // result must be invariant over those axes.
+  void set_reduced(Unreduced in, Unreduced out, OutUnreducedFn out_fn = nullptr) {
+    in_reduced_ = std::move(in);
+    out_reduced_ = std::move(out);
+    out_reduced_fn_ = std::move(out_fn);
+  }
   // JAX's axis_names=: the body is manual over these mesh axes only; over the others it is
   // automatic (its values are whole along them, replicated on their devices, and the specs
   // and collectives may not name them). Empty: manual over every axis.
@@ -338,8 +346,8 @@ class ShardMapState {
   std::vector<PartitionSpec> in_specs_, out_specs_;
   bool check_vma_;
   OutSpecsFn out_specs_fn_{};
-  Unreduced in_unreduced_{}, out_unreduced_{};
-  OutUnreducedFn out_unreduced_fn_{};
+  Unreduced in_unreduced_{}, out_unreduced_{}, in_reduced_{}, out_reduced_{};
+  OutUnreducedFn out_unreduced_fn_{}, out_reduced_fn_{};
   std::set<std::string> manual_axes_{};
   std::string function_name_{};
 };

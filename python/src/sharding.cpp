@@ -85,9 +85,11 @@ void bind_sharding(nb::module_& m) {
   nb::class_<NamedSharding>(m, "NamedSharding")
       .def(nb::init<Mesh, PartitionSpec>())
       .def(nb::init<Mesh, PartitionSpec, std::set<std::string>>())
+      .def(nb::init<Mesh, PartitionSpec, std::set<std::string>, std::set<std::string>>())
       .def_prop_ro("mesh", &NamedSharding::mesh)
       .def_prop_ro("spec", &NamedSharding::spec)
       .def_prop_ro("unreduced", &NamedSharding::unreduced)
+      .def_prop_ro("reduced", &NamedSharding::reduced)
       .def("shard_shape", &NamedSharding::shard_shape)
       .def("check_shape", &NamedSharding::check_shape)
       .def("devices_indices_map",

@@ -116,23 +116,13 @@ class PyShardMap {
   }
 
   void set_function_name(std::string name) { state_.set_function_name(std::move(name)); }
-  // JAX's unreduced= in the specs: per argument, and per result from `out_fn(tree_id, n)`
-  // (called after tracing, as out_specs_fn is).
+  // JAX's unreduced= and reduced= in the specs: per argument, and per result from
+  // `out_fn(tree_id, n)` (called after tracing, as out_specs_fn is).
   void set_unreduced(detail::ShardMapState::Unreduced in, std::optional<nb::callable> out_fn) {
-    detail::ShardMapState::OutUnreducedFn fn;
-    if (out_fn) {
-      unreduced_fn_ = std::make_shared<nb::callable>(*out_fn);
-      std::weak_ptr<nb::callable> w = unreduced_fn_;
-      fn = [w](const std::shared_ptr<void>& proto, size_t n) {
-        detail::ShardMapState::Unreduced out;
-        if (auto f = w.lock()) {
-          nb::gil_scoped_acquire gil;
-          out = nb::cast<detail::ShardMapState::Unreduced>((*f)(proto_id(proto), n));
-        }
-        return out;
-      };
-    }
-    state_.set_unreduced(std::move(in), {}, std::move(fn));
+    state_.set_unreduced(std::move(in), {}, axis_sets_fn(out_fn, unreduced_fn_));
+  }
+  void set_reduced(detail::ShardMapState::Unreduced in, std::optional<nb::callable> out_fn) {
+    state_.set_reduced(std::move(in), {}, axis_sets_fn(out_fn, reduced_fn_));
   }
 
   std::pair<Leaves, int64_t> call(const Leaves& leaves, const Counts& counts,
@@ -148,7 +138,24 @@ class PyShardMap {
   }
 
  private:
-  std::shared_ptr<nb::callable> fn_, unreduced_fn_;
+  // A Python function of (tree id, n) giving n axis sets, held in `keep` (the state holds it
+  // weakly, as out_specs_fn).
+  static detail::ShardMapState::OutUnreducedFn axis_sets_fn(
+      const std::optional<nb::callable>& out_fn, std::shared_ptr<nb::callable>& keep) {
+    if (!out_fn) return nullptr;
+    keep = std::make_shared<nb::callable>(*out_fn);
+    std::weak_ptr<nb::callable> w = keep;
+    return [w](const std::shared_ptr<void>& proto, size_t n) {
+      detail::ShardMapState::Unreduced out;
+      if (auto f = w.lock()) {
+        nb::gil_scoped_acquire gil;
+        out = nb::cast<detail::ShardMapState::Unreduced>((*f)(proto_id(proto), n));
+      }
+      return out;
+    };
+  }
+
+  std::shared_ptr<nb::callable> fn_, unreduced_fn_, reduced_fn_;
   detail::ShardMapState state_;
 };
 
@@ -198,7 +205,8 @@ void bind_staged(nb::module_& m) {
                     std::optional<nb::callable>, std::set<std::string>>())
       .def("call", &PyShardMap::call)
       .def("set_function_name", &PyShardMap::set_function_name)
-      .def("set_unreduced", &PyShardMap::set_unreduced);
+      .def("set_unreduced", &PyShardMap::set_unreduced)
+      .def("set_reduced", &PyShardMap::set_reduced);
 }
 
 // Reverse mode and sharding constraints.

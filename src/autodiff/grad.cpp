@@ -99,9 +99,12 @@ GradOutput grad_impl(const std::vector<Array>& leaves, const std::vector<bool>& 
            dtype_name(leaves[i].dtype()), shape_to_string(leaves[i].shape()));
     }
     Array g = cts[i].valid() ? cts[i] : autodiff::zeros_like(leaves[i]);
-    // A parameter's gradient carries the parameter's sharding.
-    if (const auto& s = leaves[i].impl()->sharding; s && s->unreduced().empty()) {
-      g = is_tracing() ? detail::constrain_to(g, *s) : detail::put_on(g, *s);
+    // A parameter's gradient carries the parameter's sharding, with its reduced and unreduced
+    // axes swapped (JAX's transposes: a reduced value's cotangent is partial sums over those
+    // axes, a partial sum's cotangent the one value every partial shares).
+    if (const auto& s = leaves[i].impl()->sharding; s) {
+      const NamedSharding t(s->mesh(), s->spec(), s->reduced(), s->unreduced());
+      g = is_tracing() ? detail::constrain_to(g, t) : detail::put_on(g, t);
     }
     out.grads[i] = g;
   }

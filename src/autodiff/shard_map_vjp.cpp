@@ -28,6 +28,7 @@ std::vector<Array> shard_map_vjp(const prim::VjpArgs& a) {
   const ir::Program& body = *a.regions[0];
   const size_t n_in = a.primals.size(), n_out = a.outputs.size();
   const auto in_unreduced = ir::axis_sets(a.attrs, "in_unreduced", n_in);
+  const auto in_reduced = ir::axis_sets(a.attrs, "in_reduced", n_in);
   std::vector<Array> cts = filled(a.cotangents, a.outputs);
   // Inputs: the primals (in their in_specs) and the cotangents (in the out_specs); outputs:
   // the primals' cotangents (in the in_specs).
@@ -43,6 +44,14 @@ std::vector<Array> shard_map_vjp(const prim::VjpArgs& a) {
     const auto& axes = a.attrs.get<ir::Strings>("manual_axes");
     sm.set_manual_axes(std::set<std::string>(axes.begin(), axes.end()));
   }
+  // The primals enter as they did (partial sums stay partial sums); a reduced input's
+  // cotangent leaves unreduced: each device's own share, not summed (JAX's reduced -> unreduced
+  // transpose).
+  detail::ShardMapState::Unreduced unreduced_in(in_unreduced), reduced_in(in_reduced);
+  unreduced_in.resize(n_in + n_out);
+  reduced_in.resize(n_in + n_out);
+  sm.set_unreduced(std::move(unreduced_in), in_reduced);
+  sm.set_reduced(std::move(reduced_in), {});
   std::vector<Array> leaves = a.primals;
   leaves.insert(leaves.end(), cts.begin(), cts.end());
   std::vector<size_t> counts(leaves.size(), 1);
@@ -76,6 +85,13 @@ std::vector<Array> shard_map_vjp(const prim::VjpArgs& a) {
               if (detail::vary_of(g[i]).count(ax)) u.push_back(ax);
             }
             if (!u.empty()) g[i] = pmean(g[i], Axes(u));
+          }
+          // A reduced input's cotangent leaves as partial sums over its reduced axes R: the
+          // first device of each group holds the (already summed) cotangent, the others zeros.
+          // (Its sum is the cotangent, as JAX's unreduced one; JAX also skips the sum itself.)
+          if (!in_reduced[i].empty()) {
+            const Axes r(std::vector<std::string>(in_reduced[i].begin(), in_reduced[i].end()));
+            g[i] = where(equal(axis_index(r), 0.0), pvary(g[i], r), 0.0);
           }
           // A cotangent must vary over at least the axes its input's spec names.
           auto axes = in_specs[i].axes();

@@ -530,7 +530,8 @@ Array with_sharding_constraint(const Array& x, const NamedSharding& sharding,
                    detail::devices_text(sharding.mesh()));
     }
     return device_put(
-        x, NamedSharding(sharding.mesh(), keep_free_dims(x, sharding, unconstrained_dims)));
+        x, NamedSharding(sharding.mesh(), keep_free_dims(x, sharding, unconstrained_dims),
+                         sharding.unreduced(), sharding.reduced()));
   }
   // Inside shard_map a value is per device along the manual axes: a constraint may name only
   // the axes the map leaves automatic (as JAX).
@@ -548,6 +549,10 @@ Array with_sharding_constraint(const Array& x, const NamedSharding& sharding,
     }
   }
   ir::Attrs attrs{{"mesh", sharding.mesh()}, {"spec", sharding.spec()}};
+  // Partial sums (the value made one, or kept one) and reduced types, when named.
+  if (!sharding.unreduced().empty())
+    attrs.set("unreduced", ir::axis_sets_attr({sharding.unreduced()}));
+  if (!sharding.reduced().empty()) attrs.set("reduced", ir::axis_sets_attr({sharding.reduced()}));
   if (!unconstrained_dims.empty()) {
     std::sort(unconstrained_dims.begin(), unconstrained_dims.end());
     unconstrained_dims.erase(std::unique(unconstrained_dims.begin(), unconstrained_dims.end()),

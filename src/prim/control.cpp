@@ -74,7 +74,8 @@ class Identity : public Primitive {
   }
 };
 
-// ---- sharding_constraint{mesh, spec}: with_sharding_constraint; transposes to itself ----
+// ---- sharding_constraint{mesh, spec, unreduced?, reduced?}: with_sharding_constraint;
+// transposes to itself ----
 class ShardingConstraint final : public Identity {
  public:
   std::string_view name() const override { return "sharding_constraint"; }
@@ -87,6 +88,8 @@ class ShardingConstraint final : public Identity {
     const auto& spec = attrs.get<PartitionSpec>("spec");
     PinnedShardings p{{spec}, {spec}};
     p.constrains_operand = true;
+    p.operand_unreduced = p.result_unreduced = ir::axis_sets(attrs, "unreduced", 1);
+    p.operand_reduced = p.result_reduced = ir::axis_sets(attrs, "reduced", 1);
     if (attrs.has("unconstrained")) {
       for (int64_t d : attrs.ints("unconstrained")) p.unconstrained.push_back(static_cast<int>(d));
     }

@@ -1,4 +1,5 @@
-// shard_map{mesh, in_specs, out_specs, check_vma, in_unreduced?, out_unreduced?} with one region
+// shard_map{mesh, in_specs, out_specs, check_vma, in_/out_unreduced?, in_/out_reduced?} with one
+// region
 // (the body, traced on local blocks). Operands are split by in_specs, the body runs on every
 // device, results are assembled by out_specs. The partitioner inlines the body
 // (src/spmd/partition.cpp).
@@ -27,6 +28,8 @@ class ShardMap final : public Primitive {
     // on the way in, results stay partial sums.
     p.operand_unreduced = ir::axis_sets(attrs, "in_unreduced", p.operands.size());
     p.result_unreduced = ir::axis_sets(attrs, "out_unreduced", p.results.size());
+    p.operand_reduced = ir::axis_sets(attrs, "in_reduced", p.operands.size());
+    p.result_reduced = ir::axis_sets(attrs, "out_reduced", p.results.size());
     return p;
   }
   std::vector<Aval> infer(const std::vector<Aval>& in, const Attrs& attrs,

@@ -69,6 +69,23 @@ NamedSharding::NamedSharding(Mesh mesh, PartitionSpec spec)
 NamedSharding::NamedSharding(PartitionSpec spec)
     : NamedSharding(current_mesh("NamedSharding"), std::move(spec), {}) {}
 
+NamedSharding::NamedSharding(Mesh mesh, PartitionSpec spec, std::set<std::string> unreduced,
+                             std::set<std::string> reduced)
+    : NamedSharding(std::move(mesh), std::move(spec), std::move(unreduced)) {
+  constexpr const char* kApi = "NamedSharding";
+  reduced_ = std::move(reduced);
+  std::vector<std::string> used = spec_.axes();
+  used.insert(used.end(), unreduced_.begin(), unreduced_.end());
+  for (const std::string& a : reduced_) {
+    if (!mesh_.has_axis(a))
+      detail::fail(kApi, "reduced axis '{}' is not in {}", a, mesh_.to_string());
+    if (detail::overlaps_any(mesh_, a, used)) {
+      detail::fail(kApi, "axis '{}' is both reduced and used (split or unreduced) in {}", a,
+                   to_string());
+    }
+  }
+}
+
 NamedSharding::NamedSharding(Mesh mesh, PartitionSpec spec, std::set<std::string> unreduced)
     : mesh_(std::move(mesh)), spec_(std::move(spec)), unreduced_(std::move(unreduced)) {
   constexpr const char* kApi = "NamedSharding";
@@ -86,7 +103,8 @@ NamedSharding::NamedSharding(Mesh mesh, PartitionSpec spec, std::set<std::string
     used.push_back(a);
   }
   for (const std::string& a : unreduced_) {
-    if (!mesh_.has_axis(a)) detail::fail(kApi, "unreduced axis '{}' is not in {}", a, mesh_.to_string());
+    if (!mesh_.has_axis(a))
+      detail::fail(kApi, "unreduced axis '{}' is not in {}", a, mesh_.to_string());
     if (detail::overlaps_any(mesh_, a, used)) {
       detail::fail(kApi, "axis '{}' is both unreduced and used in {}", a, spec_.to_string());
     }
@@ -197,11 +215,17 @@ std::string NamedSharding::to_string() const {
     for (const auto& a : unreduced_) q.push_back(quoted(a));
     s += fmt::format(", unreduced={{{}}}", fmt::join(q, ", "));
   }
+  if (!reduced_.empty()) {
+    std::vector<std::string> q;
+    for (const auto& a : reduced_) q.push_back(quoted(a));
+    s += fmt::format(", reduced={{{}}}", fmt::join(q, ", "));
+  }
   return s + ")";
 }
 
 bool operator==(const NamedSharding& a, const NamedSharding& b) {
-  return a.mesh_ == b.mesh_ && a.spec_ == b.spec_ && a.unreduced_ == b.unreduced_;
+  return a.mesh_ == b.mesh_ && a.spec_ == b.spec_ && a.unreduced_ == b.unreduced_ &&
+         a.reduced_ == b.reduced_;
 }
 
 NamedSharding single_device_sharding(const Device& device) {

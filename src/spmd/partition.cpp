@@ -67,25 +67,29 @@ class Partitioner : public PartitionContext {
   // A result no out_sharding names: reduced, except over the Explicit axes its type leaves
   // unreduced, or those a shard_map's out_specs name (the partial sums the user asked for
   // stay, as JAX returns them).
+  // Reduced axes (a type) stay likewise: an argument's, a typed value's, a shard_map's.
   NamedSharding default_result(int v) const {
     const NamedSharding& s = sharding(v);
-    std::set<std::string> keep;
+    std::set<std::string> keep, reduced;
     if (g.info(v).typed) {
       for (const auto& a : s.unreduced()) {
         if (detail::is_axis_type(mesh, a, AxisType::Explicit)) keep.insert(a);
       }
     }
+    if (g.info(v).typed || is_param(v)) reduced = s.reduced();
     if (const int i = producer_[static_cast<size_t>(v)]; i >= 0) {
       const ir::Instr& in = g.instrs[static_cast<size_t>(i)];
       const auto pin = in.prim->partitioning().pinned_shardings(in.attrs);
-      for (size_t k = 0; pin && k < in.outputs.size() && k < pin->result_unreduced.size(); ++k) {
+      for (size_t k = 0; pin && k < in.outputs.size(); ++k) {
         if (in.outputs[k] != v) continue;
-        for (const auto& a : pin->result_unreduced[k]) {
+        for (const auto& a : pin->at(pin->result_unreduced, k)) {
           if (s.unreduced().count(a)) keep.insert(a);
         }
+        const auto r = pin->at(pin->result_reduced, k);
+        reduced.insert(r.begin(), r.end());
       }
     }
-    return NamedSharding(mesh, s.spec(), keep);
+    return NamedSharding(mesh, s.spec(), keep, reduced);
   }
 
   // ---- PartitionContext ----

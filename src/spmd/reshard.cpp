@@ -285,6 +285,10 @@ class Resharder {
 int reshard(ReshardContext& ctx, int v, const Shape& global, const NamedSharding& from,
             const NamedSharding& to) {
   if (from == to) return v;
+  // Reduced axes are a type over replicated storage: nothing moves for them.
+  if (!from.reduced().empty() || !to.reduced().empty()) {
+    return reshard(ctx, v, global, from.layout(), to.layout());
+  }
   if (is_quantized(ctx.builder.aval(v).dtype)) return reshard_blocks(ctx, v, global, from, to);
   if (!(to.mesh() == from.mesh())) {
     detail::internal_error(

@@ -169,6 +169,7 @@ std::optional<NamedSharding> body_param_type(const TraceState& body, const Array
 // body result's type along the automatic Explicit ones; nullopt when the body gives none.
 std::optional<NamedSharding> merged_result_type(const Mesh& mesh, const PartitionSpec& out_spec,
                                                 const std::set<std::string>& unreduced,
+                                                const std::set<std::string>& reduced,
                                                 const std::optional<NamedSharding>& body_type,
                                                 int rank) {
   if (!body_type || body_type->spec().axes().empty()) return std::nullopt;
@@ -178,19 +179,19 @@ std::optional<NamedSharding> merged_result_type(const Mesh& mesh, const Partitio
     for (const auto& a : body_type->spec()[d]) e.push_back(a);
     entries.push_back(e);
   }
-  return NamedSharding(mesh, PartitionSpec(entries), unreduced);
+  return NamedSharding(mesh, PartitionSpec(entries), unreduced, reduced);
 }
 
-// The unreduced axes of operands (the arguments' leaves, then the captures: none) and results,
-// as attributes when there are any.
-void set_unreduced_attrs(ir::Attrs& attrs, ShardMapState::Unreduced in,
-                         const ShardMapState::Unreduced& out, size_t num_operands) {
+// The unreduced (or reduced: `kind`) axes of operands (the arguments' leaves, then the
+// captures: none) and results, as attributes in_<kind> / out_<kind> when there are any.
+void set_axis_set_attrs(ir::Attrs& attrs, const std::string& kind, ShardMapState::Unreduced in,
+                        const ShardMapState::Unreduced& out, size_t num_operands) {
   auto any = [](const ShardMapState::Unreduced& u) {
     return std::any_of(u.begin(), u.end(), [](const auto& s) { return !s.empty(); });
   };
   in.resize(num_operands);
-  if (any(in)) attrs.set("in_unreduced", ir::axis_sets_attr(in));
-  if (any(out)) attrs.set("out_unreduced", ir::axis_sets_attr(out));
+  if (any(in)) attrs.set("in_" + kind, ir::axis_sets_attr(in));
+  if (any(out)) attrs.set("out_" + kind, ir::axis_sets_attr(out));
 }
 // Each argument is on this mesh (or uncommitted) and splits into equal blocks.
 void check_arguments(const std::vector<Array>& leaves, const std::vector<PartitionSpec>& leaf_specs,
@@ -237,26 +238,38 @@ ShardMapState::Unreduced per_leaf(const ShardMapState::Unreduced& per_arg,
   return out;
 }
 
-// Unreduced axes of the specs: manual axes the spec does not split, on a map that is not
-// nested in another (partial sums do not cross an enclosing map's body).
+// Unreduced (or reduced: `kind`) axes of the specs: manual axes the spec does not split, on a
+// map that is not nested in another (partial sums do not cross an enclosing map's body).
 void check_unreduced(const ShardMapState::Unreduced& sets, const std::vector<PartitionSpec>& specs,
-                     const std::set<std::string>& manual, bool nested, const char* what) {
+                     const std::set<std::string>& manual, bool nested, const char* what,
+                     const char* kind = "unreduced") {
   for (size_t i = 0; i < sets.size() && i < specs.size(); ++i) {
     if (sets[i].empty()) continue;
     check(!nested, "shard_map",
-          "{}[{}] is unreduced over {}: a shard_map nested in another's body takes and returns "
-          "no partial sums",
-          what, i, axes_text(sets[i]));
+          "{}[{}] is {} over {}: a shard_map nested in another's body takes and returns no "
+          "partial sums or reduced values",
+          what, i, kind, axes_text(sets[i]));
     auto named = specs[i].axes();
     for (const auto& a : sets[i]) {
       check(manual.count(a) > 0, "shard_map",
-            "unreduced in {}[{}] names '{}', a mesh axis this shard_map is not manual over "
+            "{} in {}[{}] names '{}', a mesh axis this shard_map is not manual over "
             "(axis_names = {})",
-            what, i, a, axes_text(manual));
+            kind, what, i, a, axes_text(manual));
       check(std::find(named.begin(), named.end(), a) == named.end(), "shard_map",
-            "{}[{}] = {} both splits and is unreduced over '{}'", what, i, specs[i].to_string(), a);
+            "{}[{}] = {} both splits and is {} over '{}'", what, i, specs[i].to_string(), kind, a);
     }
   }
+}
+
+// The per-result axis sets: from the function (after tracing) or as given, one for all results
+// or one each.
+ShardMapState::Unreduced per_result(const ShardMapState::OutUnreducedFn& fn,
+                                    const ShardMapState::Unreduced& given,
+                                    const std::shared_ptr<void>& proto, size_t n) {
+  ShardMapState::Unreduced out = fn ? fn(proto, n) : given;
+  if (out.size() == 1) out.assign(n, out[0]);
+  out.resize(n);
+  return out;
 }
 
 // The results against their out_specs: a result varying over a manual axis its spec neither
@@ -323,6 +336,8 @@ std::vector<Array> ShardMapState::call(const std::vector<Array>& leaves,
   for (const auto& spec : leaf_specs) check_manual_spec(spec, manual, "in_specs");
   const Unreduced leaf_unreduced = per_leaf(in_unreduced_, arg_leaf_counts);
   check_unreduced(leaf_unreduced, leaf_specs, manual, !outer_manual.empty(), "in_specs");
+  const Unreduced leaf_reduced = per_leaf(in_reduced_, arg_leaf_counts);
+  check_unreduced(leaf_reduced, leaf_specs, manual, !outer_manual.empty(), "in_specs", "reduced");
   check_arguments(leaves, leaf_specs, mesh, function_name_);
   // Trace the body on local blocks.
   auto body = std::make_shared<TraceState>("shard_map_body");
@@ -379,11 +394,11 @@ std::vector<Array> ShardMapState::call(const std::vector<Array>& leaves,
   check(out_specs.size() == prog.results.size(), kApi, "{} out_specs for {} results",
         out_specs.size(), prog.results.size());
   for (const auto& spec : out_specs) check_manual_spec(spec, manual, "out_specs");
-  Unreduced out_unreduced =
-      out_unreduced_fn_ ? out_unreduced_fn_(out_proto, prog.results.size()) : out_unreduced_;
-  if (out_unreduced.size() == 1) out_unreduced.assign(prog.results.size(), out_unreduced[0]);
-  out_unreduced.resize(prog.results.size());
+  const size_t n_out = prog.results.size();
+  const Unreduced out_unreduced = per_result(out_unreduced_fn_, out_unreduced_, out_proto, n_out);
   check_unreduced(out_unreduced, out_specs, manual, !outer_manual.empty(), "out_specs");
+  const Unreduced out_reduced = per_result(out_reduced_fn_, out_reduced_, out_proto, n_out);
+  check_unreduced(out_reduced, out_specs, manual, !outer_manual.empty(), "out_specs", "reduced");
   check_results_vary(prog, mesh, manual, out_specs, out_unreduced, check_vma_, function_name_);
   // Captured outer values enter whole (replicated) on every device. One typed on Explicit
   // axes would have to be resharded into the body, which JAX does not do either: it must be
@@ -408,7 +423,8 @@ std::vector<Array> ShardMapState::call(const std::vector<Array>& leaves,
   ir::Attrs attrs{{"mesh", mesh},
                   {"in_specs", specs},
                   {"out_specs", ir::Specs(out_specs.begin(), out_specs.end())}};
-  set_unreduced_attrs(attrs, leaf_unreduced, out_unreduced, specs.size());
+  set_axis_set_attrs(attrs, "unreduced", leaf_unreduced, out_unreduced, specs.size());
+  set_axis_set_attrs(attrs, "reduced", leaf_reduced, out_reduced, specs.size());
   if (!check_vma_) attrs.set("check_vma", false);
   // Partial (axis_names=) or nested: which axes are manual (the VJP's map is manual over them).
   if (!outer_manual.empty() || manual.size() < mesh.axis_names().size()) {
@@ -420,7 +436,7 @@ std::vector<Array> ShardMapState::call(const std::vector<Array>& leaves,
   // Typed along automatic Explicit axes inside, the results take those splits after the map
   // (the map itself runs its body whole along them).
   for (size_t k = 0; k < results.size(); ++k) {
-    const auto t = merged_result_type(mesh, out_specs[k], out_unreduced[k],
+    const auto t = merged_result_type(mesh, out_specs[k], out_unreduced[k], out_reduced[k],
                                       prog.info(prog.results[k]).sharding, results[k].ndim());
     if (t) results[k] = reshard_to(results[k], *t);
   }

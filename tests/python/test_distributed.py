@@ -235,3 +235,48 @@ def test_rev_of_split_dimensions_across_processes(tmp_path):
     got = json.loads((tmp_path / f"rev{pi}.json").read_text())
     assert got["whole"] == want
     assert got["spec"] == "P('x', 'y')"
+
+
+_UNREDUCED = textwrap.dedent("""
+  import json, sys
+  import numpy as np
+  import partix as jax
+  import partix.numpy as jnp
+  from partix import lax
+  from partix.sharding import AxisType, NamedSharding, PartitionSpec as P
+  me = jax.process_index()
+  E = AxisType.Explicit
+  mesh = jax.make_mesh((2, 2), ("x", "y"), axis_types=(E, E))  # process p: row p of the mesh
+  a = np.arange(4 * 8, dtype=np.float32).reshape(4, 8) / 3
+  b = np.arange(8 * 6, dtype=np.float32).reshape(8, 6) / 5
+  x = jax.device_put(a, NamedSharding(mesh, P("y", "x")))
+  w = jax.device_put(b, NamedSharding(mesh, P("x", None)))
+  # The contraction is split across the processes: each holds its partial sums.
+  u = jax.jit(lambda p, q: jnp.dot(p, q, out_sharding=P("y", None, unreduced={"x"})))(x, w)
+  mine = sum(float(np.asarray(s.data).sum()) for s in u.addressable_shards)
+  with jax.sharding.use_mesh(mesh):
+    scatter = jax.shard_map(lambda v: lax.psum_scatter(v, "x", scatter_dimension=1, tiled=True),
+                            out_specs=P("y", "x"))
+    s = jax.jit(scatter)(u)
+    whole = jax.jit(lambda v: v, out_shardings=NamedSharding(mesh, P()))(s)
+  out = {"spec": str(u.sharding.spec), "mine": mine, "sum": np.asarray(u).tolist(),
+         "scattered": np.asarray(whole).tolist()}
+  with open(f"{sys.argv[1]}/unreduced{me}.json", "w") as f:
+    json.dump(out, f)
+""")
+
+
+@needs_mpirun
+def test_unreduced_arrays_across_processes(tmp_path):
+  p = run_two_processes(tmp_path, _UNREDUCED)
+  assert p.returncode == 0, p.stdout + p.stderr
+  a = np.arange(4 * 8, dtype=np.float32).reshape(4, 8) / 3
+  b = np.arange(8 * 6, dtype=np.float32).reshape(8, 6) / 5
+  got = [json.loads((tmp_path / f"unreduced{pi}.json").read_text()) for pi in (0, 1)]
+  for pi, g in enumerate(got):
+    assert g["spec"] == "P('y', None, unreduced={'x'})"
+    np.testing.assert_allclose(g["sum"], a @ b, rtol=1e-5)
+    np.testing.assert_allclose(g["scattered"], a @ b, rtol=1e-5)
+    # Process p's devices hold the products of its half of the contraction.
+    half = slice(4 * pi, 4 * pi + 4)
+    np.testing.assert_allclose(g["mine"], (a[:, half] @ b[half]).sum(), rtol=1e-4)

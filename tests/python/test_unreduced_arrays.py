@@ -200,3 +200,45 @@ def test_shard_map_unreduced_specs_bad_input(m42):
     with pytest.raises(jax.PartixError, match=r"a shard_map nested in another's body takes and "
                        r"returns no partial sums"):
       jax.jit(outer)(x)
+
+
+def test_reduced_arrays_are_replicated_values_whose_gradients_come_back_unreduced(m2):
+  """P(reduced={'x'}): stored replicated, typed so that its cotangent is partial sums over
+  'x' (JAX's transpose); through shard_map in_specs (inferred), out_specs, all_gather(to=
+  'reduced') and pcast(to='reduced'); gradients against the replicated input's."""
+  v = np.arange(8, dtype=np.float32)
+  r = jax.device_put(v, NamedSharding(m2, P(reduced={"x"})))
+  assert r.sharding == NamedSharding(m2, P(None, reduced={"x"}))
+  assert r.sharding != NamedSharding(m2, P(None))  # a type of its own
+  for s in r.addressable_shards:
+    np.testing.assert_array_equal(np.asarray(s.data), v)
+  x = _put(np.arange(16, dtype=np.float32), m2, P("x"))
+  with jax.sharding.use_mesh(m2):
+    f = jax.shard_map(lambda a, b: a * b, out_specs=P("x"))  # in_specs inferred, b reduced
+    for run in (lambda g, *a: g(*a), lambda g, *a: jax.jit(g)(*a)):
+      out = run(f, x, r)
+      np.testing.assert_array_equal(np.asarray(out), np.arange(16) * np.tile(v, 2))
+      gx, gr = run(jax.grad(lambda a, b: jnp.sum(f(a, b) ** 2), argnums=(0, 1)), x, r)
+      # The reduced input's cotangent: partial sums over 'x', summing to the replicated one's.
+      assert gr.sharding == NamedSharding(m2, P(None, unreduced={"x"}))
+      want = 2 * (np.arange(16) * np.tile(v, 2)) * np.arange(16)
+      np.testing.assert_allclose(np.asarray(gr), want[:8] + want[8:], rtol=1e-6)
+      np.testing.assert_allclose(np.asarray(gx), 2 * np.arange(16) * np.tile(v, 2) ** 2)
+    # Reduced results: the gathered value, typed reduced.
+    g = jax.shard_map(lambda a: lax.all_gather(a, "x", tiled=True, to="reduced"),
+                      out_specs=P(reduced={"x"}))
+    out = g(x)
+    assert out.sharding == NamedSharding(m2, P(None, reduced={"x"}))
+    np.testing.assert_array_equal(np.asarray(out), np.arange(16))
+    h = jax.shard_map(lambda a: lax.pcast(a, "x", to="reduced"), in_specs=P(),
+                      out_specs=P(reduced={"x"}))
+    assert jax.jit(h)(jnp.asarray(v)).sharding == NamedSharding(m2, P(None, reduced={"x"}))
+    # A reduced result must be the same on every device of the axis.
+    bad = jax.shard_map(lambda a: a, in_specs=P("x"), out_specs=P(reduced={"x"}))
+    with pytest.raises(jax.PartixError, match=r"varies over 'x'"):
+      jax.jit(bad)(x)
+    # Reduced axes are a type of Explicit axes only.
+    auto = jax.make_mesh((2,), ("x",), axis_types=(AxisType.Auto,))
+    with pytest.raises(jax.PartixError, match=r"Reduced axes can only refer to mesh axes of type "
+                       r"Explicit"):
+      NamedSharding(auto, P(reduced={"x"}))

@@ -132,6 +132,31 @@ TEST(NamedSharding, PrintingAndEquality) {
   EXPECT_FALSE(s == NamedSharding(Mesh({2, 4}, {"data", "model"}), P("data")));
 }
 
+TEST(NamedSharding, ReducedAxesAreATypeOverReplicatedStorage) {
+  Mesh m = mesh42();
+  NamedSharding r(m, P("y"), {}, {"x"});
+  EXPECT_EQ(r.to_string(), "NamedSharding(Mesh('x': 4, 'y': 2), P('y'), reduced={'x'})");
+  EXPECT_FALSE(r == NamedSharding(m, P("y")));
+  EXPECT_EQ(r.layout(), NamedSharding(m, P("y")));
+  EXPECT_EQ(r.shard_shape({8, 6}), (Shape{4, 6}));
+  EXPECT_EQ(r.num_replicas(), 4);  // stored on every device of 'x'
+  EXPECT_PARTIX_ERROR(NamedSharding(m, P("x"), {}, {"x"}), "[NamedSharding]",
+                      "'x' is both reduced and used");
+  EXPECT_PARTIX_ERROR(NamedSharding(m, P(), {"x"}, {"x"}), "[NamedSharding]",
+                      "'x' is both reduced and used");
+  EXPECT_PARTIX_ERROR(NamedSharding(m, P(), {}, {"q"}), "[NamedSharding]", "reduced axis 'q'");
+  // Placing values as reduced moves nothing: each device holds the whole value.
+  Mesh e = make_mesh({4, 2}, {"x", "y"}, {AxisType::Explicit, AxisType::Explicit});
+  Array v = from_vector<float>({1, 2, 3, 4}, {4});
+  Array a = device_put(v, NamedSharding(e, P()));
+  Array b = device_put(a, NamedSharding(e, P(), {}, {"x", "y"}));
+  EXPECT_EQ(b.sharding(), NamedSharding(e, P(), {}, {"x", "y"}));
+  for (const Shard& s : b.addressable_shards()) {
+    EXPECT_EQ(s.data.to_vector<float>(), (std::vector<float>{1, 2, 3, 4}));
+  }
+  EXPECT_EQ(b.to_vector<float>(), (std::vector<float>{1, 2, 3, 4}));
+}
+
 TEST(NamedSharding, BadInput) {
   Mesh m = mesh42();
   EXPECT_PARTIX_ERROR(NamedSharding(m, P("q")), "[NamedSharding]", "mesh axis 'q'",

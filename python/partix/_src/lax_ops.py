@@ -396,8 +396,8 @@ def pvary(x, axis_name):
 def pcast(x, axis_name, *, to):
   """lax.pcast: to='varying' marks x as varying over axis_name (as pvary); to='unreduced'
   takes a value varying over axis_name as per-device partial sums (partix keeps them typed
-  varying: out_specs with unreduced= over those axes return them unsummed). to='reduced' is
-  refused: partix's shard_map holds no reduced values."""
+  varying: out_specs with unreduced= over those axes return them unsummed); to='reduced' takes
+  an invariant value as reduced (out_specs with reduced= return it so)."""
   if isinstance(axis_name, (set, frozenset)):
     raise PartixTypeError(f"[pcast] axis_name={axis_name!r} must be a tuple or a str. Got "
                           f"{axis_name}")
@@ -423,8 +423,7 @@ def pcast(x, axis_name, *, to):
     if (state, to) == ("varying", "unreduced"):
       return Array(a)
     if (state, to) == ("invarying", "reduced"):
-      raise PartixError("[pcast] to='reduced' is not supported: partix's shard_map holds no "
-                        "reduced values (a replicated value whose gradient is unreduced)")
+      return Array(a)  # a type only: partix's body values carry no reduced axes
     raise PartixError(f"[pcast] Unsupported pcast from={state}, to={to!r}")
   return tu.tree_map(one, x)
 
@@ -436,9 +435,10 @@ def all_gather(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False, to=
   if to not in ("varying", "invarying", "reduced"):
     raise PartixError(f"[all_gather] to={to!r}: allowed values are 'varying', 'reduced' and "
                       "'invarying'")
-  if to == "reduced":
-    raise PartixError("[all_gather] to='reduced' is not supported: partix's shard_map holds no "
-                      "reduced values")
+  if to == "reduced":  # the gathered value, invariant over the axes (typed reduced in JAX)
+    if axis_index_groups is not None:
+      raise PartixError("[all_gather] to='reduced' takes no axis_index_groups")
+    return all_gather_invariant(x, axis_name, axis=axis, tiled=tiled)
   names, groups = _names(axis_name, "all_gather"), _groups(axis_index_groups, "all_gather")
   out = tu.tree_map(lambda a: Array(_core.all_gather(
       core(a), names, jnp._norm_axis(axis, asarray(a).ndim + (0 if tiled else 1), "all_gather"),

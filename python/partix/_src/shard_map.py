@@ -77,22 +77,18 @@ def _check_axes(mesh, specs, api, what, manual=()):
   for s in specs:
     if s is None:
       continue
-    if s.reduced:
-      raise PartixError(f"[{api}] {what}: {s} has reduced axes; partix's shard_map takes and "
-                        "returns sharded, replicated or unreduced values (reduced ones are "
-                        "replicated values typed for their gradient, which partix does not "
-                        "track: use P() for them)")
-    if s.unreduced:
+    if s.unreduced or s.reduced:
       if set(manual) != set(mesh.axis_names) - set(mesh.manual_axes):
         raise PartixNotImplementedError(
             f"[{api}] unreduced/reduced can only be passed to {what} when shard_map is in "
             f"full manual mode. Got mesh axis names {mesh.axis_names}, manual_axes: "
             f"{set(sorted(manual))}, specs: {s}")
       types = dict(zip(mesh.axis_names, mesh.axis_types))
-      if not all(types.get(u) is AxisType.Explicit for u in s.unreduced):
-        raise PartixError(f"[{api}] unreduced in {what} {s} can only be used when the mesh "
-                          "passed to shard_map contains axis names all of type `Explicit`. "
-                          f"Got mesh {mesh}")
+      for kind, axes in (("unreduced", s.unreduced), ("reduced", s.reduced)):
+        if not all(types.get(u) is AxisType.Explicit for u in axes):
+          raise PartixError(f"[{api}] {kind} in {what} {s} can only be used when the mesh "
+                            "passed to shard_map contains axis names all of type `Explicit`. "
+                            f"Got mesh {mesh}")
     for entry in s:
       for a in (() if entry is None else (entry,) if isinstance(entry, str) else entry):
         if a not in names:
@@ -187,7 +183,9 @@ def _inferred_spec(x, m, manual):
         return names or None
       # An unreduced argument enters as each device's partial sum (JAX's inferred spec).
       unreduced = set(getattr(s.spec, "unreduced", ()) or ()) & set(manual)
-      return PartitionSpec(*[keep(e) for e in s.spec], unreduced=unreduced or None)
+      reduced = set(getattr(s.spec, "reduced", ()) or ()) & set(manual)
+      return PartitionSpec(*[keep(e) for e in s.spec], unreduced=unreduced or None,
+                           reduced=reduced or None)
   return PartitionSpec()
 
 
@@ -224,11 +222,12 @@ def _leaf_specs(m, manual, in_specs, args, leaves, treedef, api, smap=False):
       if s is None:
         continue
       have = _inferred_spec(x, m, manual)
-      if set(s.unreduced) != set(have.unreduced):  # partial sums enter only as such
-        raise PartixError(
-            f"[{api}] in_specs containing unreduced {s} passed to shard_map should be equal "
-            f"to the unreduced present on the input: {have} for arg of shape "
-            f"{tuple(np.shape(x))}")
+      for kind in ("unreduced", "reduced"):  # partial sums enter only as such
+        if set(getattr(s, kind)) != set(getattr(have, kind)):
+          raise PartixError(
+              f"[{api}] in_specs containing {kind} {s} passed to shard_map should be equal "
+              f"to the {kind} present on the input: {have} for arg of shape "
+              f"{tuple(np.shape(x))}")
       if not (isinstance(x, Array) and x._a.is_tracer()):
         pad = max(len(s), len(have), np.ndim(x))
         if tuple(have) + (None,) * (pad - len(have)) != tuple(s) + (None,) * (pad - len(s)):
@@ -312,6 +311,10 @@ def shard_map(f=None, mesh=None, in_specs=Infer, out_specs=_REQUIRED, check_rep=
       return [set(s.unreduced) for s in _expand_specs(out_specs, _trees[tid], api, "out_specs")]
     sm.set_unreduced([set(s.unreduced) if s is not None else set() for s in leaf_specs],
                      unreduced_fn)
+
+    def reduced_fn(tid, n):
+      return [set(s.reduced) for s in _expand_specs(out_specs, _trees[tid], api, "out_specs")]
+    sm.set_reduced([set(s.reduced) if s is not None else set() for s in leaf_specs], reduced_fn)
 
     def trace(tracers):
       c, t = _out_leaves(f(*rebuild([wrap(t) for t in tracers])), api)

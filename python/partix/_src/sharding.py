@@ -585,11 +585,8 @@ class NamedSharding(Sharding):
         spec = PartitionSpec(*spec)
       else:
         raise PartixError(f"[NamedSharding] spec {spec!r} is not a PartitionSpec")
-    if spec.reduced:
-      raise PartixError(f"[NamedSharding] {spec} has reduced axes; partix holds no reduced "
-                        "values (a replicated value whose gradient is unreduced), so it cannot "
-                        "place or constrain one: leave reduced= out")
     unreduced = getattr(spec, "unreduced", frozenset())
+    reduced = getattr(spec, "reduced", frozenset())
     unknown = sorted(a for a in unreduced if a not in mesh.axis_names)
     if unknown:
       raise PartixError(f"[NamedSharding] Unreduced axes of {spec} not found in mesh axis_names "
@@ -597,6 +594,10 @@ class NamedSharding(Sharding):
                         "".join(f", nor is {a!r}" for a in unknown[1:]))
     # Partial sums are a type only Explicit axes carry (as JAX).
     types = dict(zip(mesh.axis_names, mesh.axis_types))
+    bad = sorted(a for a in reduced if a not in types or types[a] is not AxisType.Explicit)
+    if bad:  # reduced axes are a type, also only of Explicit axes
+      raise PartixError(f"[NamedSharding] Reduced axes can only refer to mesh axes of type "
+                        f"Explicit ({mesh}): reduced axis {bad[0]!r} of {spec} is not")
     implicit = sorted(a for a in unreduced if types[a] is not AxisType.Explicit)
     if implicit:
       raise PartixError(f"[NamedSharding] Unreduced axes can only refer to mesh axes of type "
@@ -608,7 +609,8 @@ class NamedSharding(Sharding):
     # with_sharding_constraint takes them (the `_s` property refuses them elsewhere).
     self._free = tuple(d for d, e in enumerate(spec) if e is _UNCONSTRAINED)
     core_spec = spec._core_free() if self._free else spec._core()
-    self._c = (_core.NamedSharding(mesh._m, core_spec, set(unreduced)) if unreduced
+    self._c = (_core.NamedSharding(mesh._m, core_spec, set(unreduced), set(reduced)) if reduced
+               else _core.NamedSharding(mesh._m, core_spec, set(unreduced)) if unreduced
                else _core.NamedSharding(mesh._m, core_spec))
     self._mesh, self._spec = mesh, spec
 
@@ -651,8 +653,11 @@ class NamedSharding(Sharding):
   def spec(self):
     if self._spec is None:
       spec = _spec_from_core(self._c.spec)
-      unreduced = self._c.unreduced  # the core keeps them on the sharding, JAX on the spec
-      self._spec = PartitionSpec(*spec, unreduced=set(unreduced)) if unreduced else spec
+      # The core keeps unreduced and reduced axes on the sharding, JAX on the spec.
+      unreduced, reduced = self._c.unreduced, self._c.reduced
+      self._spec = (PartitionSpec(*spec, unreduced=set(unreduced) or None,
+                                  reduced=set(reduced) or None)
+                    if unreduced or reduced else spec)
     return self._spec
 
   def _abstract(self, what):

@@ -113,15 +113,16 @@ class Partitioning {
     // Per operand / result (empty: none anywhere): the axes it is unreduced over (a shard_map's
     // partial sums in and out).
     std::vector<std::set<std::string>> operand_unreduced, result_unreduced;
+    // Likewise the axes it is reduced over (a type over replicated storage).
+    std::vector<std::set<std::string>> operand_reduced, result_reduced;
     NamedSharding operand(const Mesh& mesh, size_t i) const {
-      return NamedSharding(
-          mesh, operands[i],
-          i < operand_unreduced.size() ? operand_unreduced[i] : std::set<std::string>{});
+      return NamedSharding(mesh, operands[i], at(operand_unreduced, i), at(operand_reduced, i));
     }
     NamedSharding result(const Mesh& mesh, size_t k) const {
-      return NamedSharding(
-          mesh, results[k],
-          k < result_unreduced.size() ? result_unreduced[k] : std::set<std::string>{});
+      return NamedSharding(mesh, results[k], at(result_unreduced, k), at(result_reduced, k));
+    }
+    static std::set<std::string> at(const std::vector<std::set<std::string>>& v, size_t i) {
+      return i < v.size() ? v[i] : std::set<std::string>{};
     }
   };
   virtual std::optional<PinnedShardings> pinned_shardings(const Attrs& attrs) const {

@@ -896,8 +896,9 @@ def _fsdp_custom_vjp_f():
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "partix's lax.all_gather has no to='reduced' (its shard_map holds no reduced values), "
-    "and its shard_map refuses out_specs with reduced axes"))
+    "partix's shard_map body values carry no reduced or unreduced types (reduced ones are "
+    "typed invariant, unreduced ones varying): jax.typeof(x).mat.reduced is empty inside the body, "
+    "where JAX's is {'seq'}"))
 def test_shmap_unreduced_fsdp_custom_vjp_bwd():
   with explicit_mesh((2, 2), ("data", "seq")):
     np_inp1, np_inp2, arr1, arr2 = _fsdp_inputs()
@@ -939,8 +940,9 @@ def _fsdp_reduced_f():
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "partix's lax.pcast has only to='varying' (no to='reduced'), and its shard_map refuses "
-    "in_specs/out_specs with reduced axes"))
+    "partix's shard_map body values carry no reduced or unreduced types (reduced ones are "
+    "typed invariant, unreduced ones varying): jax.typeof(x).mat.reduced is empty inside the body, "
+    "where JAX's is {'data'}"))
 def test_shmap_unreduced_fsdp_grad():
   # (JAX also checks the grad jaxpr's text names unreduced_reduce_scatter and unreduced_psum:
   # jaxpr internals, not mirrored.)
@@ -992,8 +994,9 @@ def test_unreduced_psum_fwd_preduced_bwd():
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "partix's lax.pcast has only to='varying' (no to='reduced'), and its shard_map refuses "
-    "out_specs with reduced axes (P(reduced={'x'}))"))
+    "partix's shard_map body values carry no reduced or unreduced types (reduced ones are "
+    "typed invariant, unreduced ones varying): jax.typeof(x).mat.reduced is empty inside the body, "
+    "where JAX's is {'x'}"))
 def test_preduced_fwd_unreduced_psum_bwd():
   with explicit_mesh((2,), "x") as mesh:
     np_inp1 = np.arange(8.).reshape(2, 4)

@@ -68,8 +68,10 @@ def _matmul_grads_on_one_device(np_inp1, np_inp2):
 
 # ---- reduced / unreduced ----
 
-@pytest.mark.xfail(strict=True, reason="partix's lax.all_gather has no to='reduced' (its shard_map "
-                   "holds no reduced values), and its shard_map refuses reduced out_specs")
+@pytest.mark.xfail(strict=True, reason=(
+    "partix's shard_map body values carry no reduced or unreduced types (reduced ones are "
+    "typed invariant, unreduced ones varying): jax.typeof(x).mat.reduced is empty inside the body, "
+    "where JAX's is {'seq'}"))
 def test_all_gather_reduced_fwd_unreduced_psum_scatter_bwd():
   # all_gather(to='reduced') forward: the result is reduced over 'seq'; its transpose is an
   # unreduced psum_scatter, so grads keep the inputs' shardings.
@@ -127,8 +129,10 @@ def _psum_scatter_of_unreduced(mesh):
   return np_inp1, np_inp2, arr1, arr2, f
 
 
-@pytest.mark.xfail(strict=True, reason="partix's shard_map refuses in_specs with unreduced axes "
-                   "(P(unreduced={'x'})): it takes and returns only sharded or replicated values")
+@pytest.mark.xfail(strict=True, reason=(
+    "partix's shard_map body values carry no reduced or unreduced types (reduced ones are "
+    "typed invariant, unreduced ones varying): jax.typeof(x).mat.unreduced is empty inside the body, "
+    "where JAX's is {'x'}"))
 def test_unreduced_psum_scatter_fwd_all_gather_reduced_bwd():
   # An unreduced einsum result enters shard_map unreduced; psum_scatter reduces it, and the
   # backward pass (all_gather to reduced) keeps the inputs' shardings.

@@ -270,9 +270,6 @@ def test_smap_auto_explicit(jit):
 
 # ---- eager reduced / unreduced ----
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's lax.all_gather has no to='reduced' (its shard_map holds no reduced values), and its "
-    "shard_map refuses out_specs with reduced axes"))
 def test_eager_reduced_out():
   with explicit_mesh((2,), "x") as mesh:
     arr = jax.device_put(np.arange(8.), P("x"))
@@ -290,9 +287,6 @@ def test_eager_reduced_out():
     assert_equal(out_g, jnp.ones((8,)))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's grad of an input reduced over 'x' (P(reduced={'x'})) through shard_map comes back "
-    "summed, sharding P(), where JAX leaves it unreduced: P(None, unreduced={'x'})"))
 def test_eager_reduced_in():
   with explicit_mesh((2,), "x") as mesh:
     arr = jax.device_put(np.arange(8.), P(reduced={"x"}))
@@ -341,10 +335,6 @@ def test_eager_unreduced_out():
       g(arr)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix holds no reduced values: "
-    "the gradient of the unreduced argument through shard_map is the right value, "
-    "replicated (P(None)), where JAX types it P(None, reduced={'x'}); the rest matches"))
 def test_eager_unreduced_in():
   with explicit_mesh((2,), "x") as mesh:
     arr = jax.reshard(jnp.arange(8.), P(unreduced={"x"}))
@@ -595,9 +585,6 @@ def test_varargs_error():
 
 # ---- reduced inputs, unreduced cotangents ----
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's shard_map refuses in_specs with reduced axes (P(None, None, reduced={'x'})): it takes "
-    "and returns only sharded or replicated values"))
 def test_reduced_vary_automatically_inserted():
   with explicit_mesh((2,), "x") as mesh:
     arr1 = jax.device_put(np.arange(8.).reshape(4, 2), P("x", None))
@@ -619,8 +606,9 @@ def test_reduced_vary_automatically_inserted():
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "partix's shard_map refuses in_specs with reduced axes (P('y', None, reduced={'x'})): it takes "
-    "and returns only sharded or replicated values"))
+    "partix's shard_map body values carry no reduced or unreduced types (reduced ones are "
+    "typed invariant, unreduced ones varying): jax.typeof(x).mat.reduced is empty inside the body, "
+    "where JAX's is {'x'}"))
 def test_reduced_vary_automatically_inserted_psum():
   with explicit_mesh((2, 2), ("x", "y")) as mesh:
     arr1 = jax.device_put(np.arange(8.).reshape(4, 2), P("x", "y"))
@@ -647,8 +635,9 @@ def test_reduced_vary_automatically_inserted_psum():
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "partix's shard_map refuses in_specs with reduced axes (P(None, None, reduced={'x'})): it takes "
-    "and returns only sharded or replicated values"))
+    "partix's shard_map body values carry no reduced or unreduced types (reduced ones are "
+    "typed invariant, unreduced ones varying): jax.typeof(x).mat.reduced is empty inside the body, "
+    "where JAX's is {'x'}"))
 def test_astype_reduced_fwd_unreduced_bwd_shmap():
   # JAX runs it under numpy_dtype_promotion('standard'), its default.
   with explicit_mesh((2,), "x"):
@@ -671,9 +660,6 @@ def test_astype_reduced_fwd_unreduced_bwd_shmap():
     jax.jit(jax.grad(loss_fn, argnums=1))(inputs, params, targets)  # runs
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's grad of an input reduced over 'x' (P(reduced={'x'})) through shard_map comes back "
-    "summed, sharding P(), where JAX leaves it unreduced: P(None, None, unreduced={'x'})"))
 def test_transpose_unreduced_shmap():
   with explicit_mesh((2,), "x") as mesh:
     np1, np2 = np.arange(8.).reshape(2, 4), np.arange(12.).reshape(2, 6)
@@ -700,9 +686,6 @@ def test_transpose_unreduced_shmap():
 BINARY = [pytest.param("mul", np.multiply, id="mul"), pytest.param("add", np.add, id="add")]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's grad of an input reduced over 'x' (P(reduced={'x'})) through shard_map comes back "
-    "summed, sharding P(), where JAX leaves it unreduced: P(None, unreduced={'x'})"))
 @pytest.mark.parametrize("name,np_func", BINARY)
 def test_one_input_sharded_another_reduced_shmap(name, np_func):
   func = getattr(jax.lax, name)
@@ -734,9 +717,6 @@ def test_one_input_sharded_another_reduced_shmap(name, np_func):
     assert_equal(jax.reshard(out2, P()), ex_out2)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's grad of an input reduced over 'x' (P(reduced={'x'})) through shard_map comes back "
-    "summed, sharding P(), where JAX leaves it unreduced: P(None, unreduced={'x'})"))
 def test_reduced_pcast_fwd_unreduced_bwd():
   with explicit_mesh((2,), "x") as mesh:
     np1 = np.arange(8.)
@@ -761,9 +741,6 @@ def test_reduced_pcast_fwd_unreduced_bwd():
     assert_equal(jax.reshard(out, P()), ex_out)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's grad of an input reduced over 'x' (P(reduced={'x'})) through shard_map comes back "
-    "summed, sharding P(), where JAX leaves it unreduced: P(None, unreduced={'x'})"))
 @pytest.mark.parametrize("name,np_func", BINARY)
 def test_one_input_sharded_another_reduced_shmap_no_psum(name, np_func):
   func = getattr(jax.lax, name)
@@ -898,9 +875,6 @@ def test_shmap_empty_mesh_error():
     f(jnp.arange(8))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's lax.all_gather has no to='reduced' (its shard_map holds no reduced values), and its "
-    "shard_map refuses out_specs with reduced axes"))
 def test_psum_reduced_input():
   with explicit_mesh((2, 2), ("x", "y")) as mesh:
     arr = jax.device_put(np.arange(32.).reshape(8, 4), P("x", "y"))
@@ -932,12 +906,7 @@ def test_axis_index_unmapped():
 
 # ---- unreduced <-> replicated / sharded bitcasts ----
 
-@pytest.mark.parametrize("grad", [
-    pytest.param(True, marks=pytest.mark.xfail(strict=True, reason=(
-        "partix holds no reduced values: the gradient of the unreduced argument is replicated "
-        "(P(None)), where JAX types it P(None, reduced={'x'}), which partix's NamedSharding "
-        "refuses"))),
-    False])
+@pytest.mark.parametrize("grad", [True, False])
 def test_replicated_unreduced_bitcast_check_vma_false(grad):
   with explicit_mesh((2,), "x") as mesh:
     np_arr = np.arange(8.)
@@ -1009,12 +978,7 @@ def test_unreduced_replicated_bitcast():
       assert_equal(o.data, a.data)
 
 
-@pytest.mark.parametrize("grad", [
-    pytest.param(True, marks=pytest.mark.xfail(strict=True, reason=(
-        "partix holds no reduced values: the gradient of the unreduced argument is replicated "
-        "(P(None)), where JAX types it P(None, reduced={'x'}), which partix's NamedSharding "
-        "refuses"))),
-    False])
+@pytest.mark.parametrize("grad", [True, False])
 def test_sharded_unreduced_roundtrip_check_vma_false(grad):
   with explicit_mesh((2,), "x") as mesh:
     arr = jax.device_put(np.arange(4.), P("x"))
@@ -1095,9 +1059,6 @@ def test_slice_oob_shmap(axis_type):
     assert out.shape == (32, 0)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's shard_map refuses out_specs with reduced axes (P(reduced={'x'})): it takes and returns "
-    "only sharded or replicated values"))
 def test_zero_unreduced():
   with explicit_mesh((2,), "x") as mesh:
     @jax.shard_map(out_specs=jax.P(reduced={"x"}))
@@ -1109,9 +1070,6 @@ def test_zero_unreduced():
     assert out.sharding == NamedSharding(mesh, P(None, unreduced={"x"}))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's grad of w, reduced over 'x' and 'y', comes back summed as P(None, None, 'z'), where JAX"
-    " leaves it unreduced: P(None, None, 'z', unreduced={'x', 'y'})"))
 def test_unreduced_bwd_manual_reshard_op_shardy():
   with explicit_mesh((1, 2, 1), ("x", "y", "z")) as mesh:
     w = jax.device_put(np.ones((4, 32, 16)), P(None, None, "z", reduced={"x", "y"}))
@@ -1157,10 +1115,6 @@ def test_vmap_shmap_spmd_axis_name_scalar(axis_type):
     assert out.sharding == NamedSharding(mesh, P("x", "y"))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix holds no reduced values: "
-    "NamedSharding(mesh, P(reduced={'x'})) is refused, so the reduced argument "
-    "cannot be placed (the unreduced one can)"))
 def test_mul_shmap_unreduced():
   with explicit_mesh((2,), "x") as mesh:
     arr = jax.device_put(jnp.arange(8.), P(unreduced={"x"}))
@@ -1176,9 +1130,6 @@ def test_mul_shmap_unreduced():
     assert out2.sharding == NamedSharding(mesh, P(None, unreduced={"x"}))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's shard_map refuses out_specs with reduced axes (P(reduced={'x'})): it takes and returns "
-    "only sharded or replicated values"))
 def test_residual_reduced_preserved_via_nospec():
   with explicit_mesh((2,), "x") as mesh:
     arr = jax.device_put(jnp.arange(8.), P(reduced={"x"}))
@@ -1193,8 +1144,9 @@ def test_residual_reduced_preserved_via_nospec():
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "partix's shard_map with inferred in_specs gives the body a reduced argument (P(reduced={'x'})) "
-    "as plain replicated: jax.typeof(out).mat.reduced is empty, not {'x'}"))
+    "partix's shard_map body values carry no reduced or unreduced types (reduced ones are "
+    "typed invariant, unreduced ones varying): jax.typeof(x).mat.reduced is empty inside the body, "
+    "where JAX's is {'x'}"))
 def test_reshape_reduced_fwd_unreduced_bwd():
   with explicit_mesh((2,), "x") as mesh:
     arr = jax.device_put(np.arange(8.), P(reduced={"x"}))
@@ -1320,10 +1272,6 @@ def test_nested_shmap_innermost_no_axis_names():
     assert_equal(f(arr), arr * 2)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix holds no reduced values: "
-    "the gradient of the unreduced argument is replicated (P(None)), where JAX "
-    "types it P(None, reduced={'x'}), which partix's NamedSharding refuses"))
 def test_check_vma_false_unreduced_fwd_psum_on_bwd():
   # JAX also asserts the grad's jaxpr has a psum (jaxpr text, not mirrored): the sharding is.
   with explicit_mesh((2,), "x") as mesh:
