@@ -242,3 +242,19 @@ def test_reduced_arrays_are_replicated_values_whose_gradients_come_back_unreduce
     with pytest.raises(jax.PartixError, match=r"Reduced axes can only refer to mesh axes of type "
                        r"Explicit"):
       NamedSharding(auto, P(reduced={"x"}))
+
+
+def test_backward_map_takes_unreduced_primals_as_partial_sums(m2):
+  """The gradient of a replicated weight multiplied by partial sums in the body: each device's
+  product is its share, so the weight's gradient is the partials' sum times the cotangent,
+  not that sum counted once per device."""
+  v = np.arange(8, dtype=np.float32) + 1
+  w0 = np.linspace(0.5, 2.0, 8).astype(np.float32)
+  u = jax.device_put(v, NamedSharding(m2, P(unreduced={"x"})))
+  w = jax.device_put(w0, NamedSharding(m2, P()))
+  with jax.sharding.use_mesh(m2):
+    f = jax.shard_map(lambda a, b: lax.psum(a * b, "x"), out_specs=P())  # (Σ partials) * w
+    loss = lambda a, b: jnp.sum(f(a, b) ** 2)
+    np.testing.assert_allclose(np.asarray(f(u, w)), v * w0, rtol=1e-6)
+    gw = jax.jit(jax.grad(loss, argnums=1))(u, w)
+  np.testing.assert_allclose(np.asarray(gw), 2 * (v * w0) * v, rtol=1e-5)
