@@ -13,6 +13,13 @@ using A = const Array&;
 void bind_arithmetic(nb::module_& m) {
   // The manual mesh axes a value inside a shard_map body varies over (JAX's
   // typeof(x).mat.varying); empty outside shard_map and for concrete values.
+  // Of those, the axes it holds partial sums over, and the invariant ones it is reduced over
+  // (typeof(x).mat.unreduced / .reduced); and `a` retyped so (lax.pcast to them).
+  m.def("sum_types", [](const Array& a) { return detail::sum_types_of(a); });
+  m.def("with_sum_types",
+        [](const Array& a, std::set<std::string> unreduced, std::set<std::string> reduced) {
+          return detail::with_sum_types(a, unreduced, reduced);
+        });
   m.def("varying_axes", [](const Array& a) {
     detail::Vary v = detail::vary_of(a);
     return std::vector<std::string>(v.begin(), v.end());

@@ -92,8 +92,18 @@ std::string ArrayType::to_string() const {
                              : fmt::format("{}@{}", shape_[d], axes_text(e)));
   }
   std::string out = fmt::format("{}[{}]", jax_dtype_name(dtype_), fmt::join(dims, ","));
-  const std::vector<std::string> u = unreduced();
-  if (!u.empty()) out += "{U:" + axes_text(u) + "}";
+  // JAX's annotation: {U:x}, {R:y} or {U:x, R:y}.
+  std::vector<std::string> parts;
+  if (const std::vector<std::string> u = unreduced(); !u.empty())
+    parts.push_back("U:" + axes_text(u));
+  if (sharding_) {
+    std::vector<std::string> r;
+    for (const std::string& a : sharding_->mesh().axis_names()) {
+      if (sharding_->reduced().count(a) && is_explicit(sharding_->mesh(), a)) r.push_back(a);
+    }
+    if (!r.empty()) parts.push_back("R:" + axes_text(r));
+  }
+  if (!parts.empty()) out += fmt::format("{{{}}}", fmt::join(parts, ", "));
   return out;
 }
 

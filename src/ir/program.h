@@ -46,6 +46,10 @@ struct ValueInfo {
   // padding, nothing observable depends on its bytes (the partitioner masks padding before
   // every contraction and reduction), so the runtime does not compute it there.
   Shape global_shape;
+  // Inside a shard_map body: of the varying axes, those over which the value is partial sums
+  // (JAX's unreduced: the blocks sum to the value); and the invariant axes over which it is
+  // reduced (its cotangent comes back unreduced).
+  std::set<std::string> unreduced, reduced;
 };
 
 struct Program;

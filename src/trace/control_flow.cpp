@@ -297,6 +297,23 @@ Vary vary_of(const Array& a) {
   return t->program().info(t->value_of(a)).varying;
 }
 
+std::pair<Vary, Vary> sum_types_of(const Array& a) {
+  TraceState* t = current_trace();
+  if (!t || !t->manual_mesh || !a.is_tracer()) return {};
+  const ir::ValueInfo& info = t->program().info(t->value_of(a));
+  return {info.unreduced, info.reduced};
+}
+
+Array with_sum_types(const Array& a, const Vary& unreduced, const Vary& reduced) {
+  TraceState* t = current_trace();
+  if (!t || !t->manual_mesh || !a.is_tracer()) return a;
+  Array out = bind1("copy", {a}, {});
+  ir::ValueInfo& info = t->program().info(t->value_of(out));
+  info.unreduced = unreduced;
+  info.reduced = reduced;
+  return out;
+}
+
 ir::Program trace_probe(const std::vector<ir::Aval>& avals, const std::vector<Vary>& vary,
                         const ProbeFn& fn) {
   return record("probe", avals, vary, fn)->program();

@@ -31,11 +31,14 @@ std::optional<NamedSharding> explicit_type(const std::optional<NamedSharding>& s
     entries.push_back(kept);
   }
   while (!entries.empty() && entries.back().empty()) entries.pop_back();
-  std::set<std::string> unreduced;
+  std::set<std::string> unreduced, reduced;
   for (const std::string& a : sharding->unreduced()) {
     if (is_explicit_axis(mesh, a)) unreduced.insert(a);
   }
-  return NamedSharding(mesh, PartitionSpec(entries), std::move(unreduced));
+  for (const std::string& a : sharding->reduced()) {
+    if (is_explicit_axis(mesh, a)) reduced.insert(a);
+  }
+  return NamedSharding(mesh, PartitionSpec(entries), std::move(unreduced), std::move(reduced));
 }
 
 }  // namespace partix::detail

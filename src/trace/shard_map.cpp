@@ -379,6 +379,12 @@ std::vector<Array> ShardMapState::call(const std::vector<Array>& leaves,
       tracers.push_back(
           body->add_param(ir::Aval{s.shard_shape(leaves[i].shape()), leaves[i].dtype()},
                           body_param_type(*body, leaves[i]), vary));
+      // With check_vma, partial sums and reduced values are typed so in the body (as JAX's).
+      if (check_vma_) {
+        ir::ValueInfo& info = body->program().info(body->value_of(tracers.back()));
+        info.unreduced = leaf_unreduced[i];
+        info.reduced = leaf_reduced[i];
+      }
     }
     // check_vma=false checks no varying axes: the body's loops widen their carries.
     std::optional<LooseCarriesScope> loose;

@@ -1,7 +1,9 @@
 #include "trace/trace.h"
 
+#include <algorithm>
 #include <atomic>
 #include <set>
+#include <tuple>
 
 #include "core/errors.h"
 #include "core/scalar.h"
@@ -161,6 +163,57 @@ std::vector<std::optional<NamedSharding>> operand_types(const std::vector<Array>
   if (!any) types.clear();
   return types;
 }
+
+// Inside a shard_map body, the partial-sum (unreduced) and reduced types of an op's results, by
+// JAX's rules: a linear op keeps the partial sums all its operands share, a multilinear one (mul,
+// dot) those of its one unreduced operand, a collective ends them over the axes it sums;
+// anything else is refused. A reduced type stays over the axes no result varies over.
+using AxisSets = std::vector<std::set<std::string>>;
+std::pair<AxisSets, AxisSets> sum_types(const prim::Primitive& p, const ir::Attrs& attrs,
+                                        const ir::Program& prog, const std::vector<int>& inputs,
+                                        const AxisSets& out_vary) {
+  AxisSets unreduced(out_vary.size()), reduced(out_vary.size());
+  std::set<std::string> red;
+  std::vector<size_t> with;  // the operands holding partial sums
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const ir::ValueInfo& info = prog.info(inputs[i]);
+    red.insert(info.reduced.begin(), info.reduced.end());
+    if (!info.unreduced.empty()) with.push_back(i);
+  }
+  for (size_t k = 0; k < out_vary.size(); ++k) {
+    for (const auto& a : red) {
+      if (!out_vary[k].count(a)) reduced[k].insert(a);
+    }
+  }
+  if (with.empty()) return {unreduced, reduced};
+  const std::set<std::string>& u = prog.info(inputs[with[0]]).unreduced;
+  std::set<std::string> keep = u;
+  bool ok = with.size() == 1;
+  if (p.is_collective()) {
+    if (attrs.has("axes")) {
+      for (const auto& a : attrs.get<ir::Strings>("axes")) keep.erase(a);
+    }
+  } else if (p.partitioning().linearity(attrs) == prim::Linearity::kLinear) {
+    ok = std::all_of(inputs.begin(), inputs.end(),
+                     [&](int v) { return prog.info(v).unreduced == u; });
+  } else if (p.partitioning().linearity(attrs) != prim::Linearity::kMultilinear) {
+    ok = false;
+  }
+  if (!ok) {
+    std::vector<std::string> q;
+    for (const auto& a : u) q.push_back("'" + a + "'");
+    fail(p.name(),
+         "unreduced rule for {} is not implemented: operand {} holds partial sums over {{{}}} "
+         "(unreduced), which this op cannot take as they are; psum them first",
+         p.name(), with[0], fmt::join(q, ", "));
+  }
+  for (size_t k = 0; k < out_vary.size(); ++k) {
+    for (const auto& a : keep) {
+      if (out_vary[k].count(a)) unreduced[k].insert(a);
+    }
+  }
+  return {unreduced, reduced};
+}
 }  // namespace
 
 std::vector<Array> bind(const prim::Primitive& p, const std::vector<Array>& inputs, ir::Attrs attrs,
@@ -201,7 +254,7 @@ std::vector<Array> bind(const prim::Primitive& p, const std::vector<Array>& inpu
   // Inside shard_map: operands that vary over fewer axes than the others are marked varying
   // with an explicit pvary where the primitive joins its operands' varying axes,
   // and results get their sets.
-  std::vector<std::set<std::string>> out_vary;
+  std::vector<std::set<std::string>> out_vary, out_unreduced, out_reduced;
   if (t->manual_mesh) {
     std::vector<std::set<std::string>> in_vary;
     for (int v : instr.inputs) in_vary.push_back(prog.info(v).varying);
@@ -232,6 +285,7 @@ std::vector<Array> bind(const prim::Primitive& p, const std::vector<Array>& inpu
         pv.scope = instr.scope;
         int nv = prog.add_value(prog.aval(instr.inputs[k]));
         prog.info(nv).varying = all;
+        prog.info(nv).unreduced = prog.info(instr.inputs[k]).unreduced;  // still partial sums
         pv.outputs = {nv};
         prog.instrs.push_back(std::move(pv));
         instr.inputs[k] = nv;
@@ -249,6 +303,7 @@ std::vector<Array> bind(const prim::Primitive& p, const std::vector<Array>& inpu
     if (drop_one_device_axes()) {
       for (auto& s : out_vary) std::erase_if(s, [&](const auto& a) { return one_device(*t, a); });
     }
+    std::tie(out_unreduced, out_reduced) = sum_types(p, attrs, prog, instr.inputs, out_vary);
   }
   std::vector<std::optional<NamedSharding>> out_types;
   if (!in_types.empty()) {
@@ -259,7 +314,11 @@ std::vector<Array> bind(const prim::Primitive& p, const std::vector<Array>& inpu
   std::vector<Array> outs;
   for (size_t k = 0; k < out_avals.size(); ++k) {
     int v = prog.add_value(std::move(out_avals[k]));
-    if (!out_vary.empty()) prog.info(v).varying = out_vary[k];
+    if (!out_vary.empty()) {
+      prog.info(v).varying = out_vary[k];
+      prog.info(v).unreduced = out_unreduced[k];
+      prog.info(v).reduced = out_reduced[k];
+    }
     if (k < out_types.size() && out_types[k]) {
       prog.info(v).sharding = out_types[k];
       prog.info(v).typed = true;

@@ -71,6 +71,10 @@ class TraceState : public std::enable_shared_from_this<TraceState> {
 // elsewhere).
 using Vary = std::set<std::string>;
 Vary vary_of(const Array& a);
+// Inside a shard_map body, the manual axes `a` holds partial sums over (unreduced) and is reduced
+// over (empty elsewhere); and `a` retyped so (an identity: lax.pcast to 'unreduced' / 'reduced').
+std::pair<Vary, Vary> sum_types_of(const Array& a);
+Array with_sum_types(const Array& a, const Vary& unreduced, const Vary& reduced);
 
 // Traces fn on fresh parameters of `avals` (varying as `vary` says) into a program nothing
 // runs, for analyses of what a function reads; fn also gets the trace being recorded.

@@ -258,3 +258,33 @@ def test_backward_map_takes_unreduced_primals_as_partial_sums(m2):
     np.testing.assert_allclose(np.asarray(f(u, w)), v * w0, rtol=1e-6)
     gw = jax.jit(jax.grad(loss, argnums=1))(u, w)
   np.testing.assert_allclose(np.asarray(gw), 2 * (v * w0) * v, rtol=1e-5)
+
+
+def test_body_types_of_partial_sums_and_reduced_values(m42):
+  """Inside the body (check_vma): an unreduced argument is typed unreduced, not varying; linear
+  ops keep it, a collective summing over the axis ends it, a nonlinear op is refused with JAX's
+  words; a reduced argument is typed reduced until a varying value meets it."""
+  u = jax.device_put(np.ones((8, 4), np.float32), NamedSharding(m42, P("x", None, unreduced={"y"})))
+  r = jax.device_put(np.ones((8, 4), np.float32), NamedSharding(m42, P("x", None, reduced={"y"})))
+  seen = {}
+  with jax.sharding.use_mesh(m42):
+    def body(a, b):
+      seen["a"] = jax.typeof(a).mat
+      seen["2a"] = jax.typeof(2.0 * a).mat
+      seen["b"] = jax.typeof(b).mat
+      seen["b.T.T"] = jax.typeof(jnp.transpose(jnp.transpose(b))).mat
+      s = lax.psum(a, "y")
+      seen["psum"] = jax.typeof(s).mat
+      return s + b
+    out = jax.jit(jax.shard_map(body, out_specs=P("x", None)))(u, r)
+    np.testing.assert_array_equal(np.asarray(out), np.full((8, 4), 2.0))  # value 1, plus 1
+    assert seen["a"].unreduced == {"y"} and seen["a"].varying == {"x"}
+    assert seen["2a"].unreduced == {"y"}
+    assert seen["b"].reduced == {"y"} and seen["b.T.T"].reduced == {"y"}
+    assert seen["psum"].unreduced == frozenset() and seen["psum"].varying == {"x"}
+    bad = jax.shard_map(lambda a: lax.psum(jnp.sin(a), "y"), out_specs=P("x", None))
+    with pytest.raises(jax.PartixError, match=r"unreduced rule for sin is not implemented"):
+      jax.jit(bad)(u)
+    add = jax.shard_map(lambda a: lax.psum(a + 1.0, "y"), out_specs=P("x", None))
+    with pytest.raises(jax.PartixError, match=r"unreduced rule for add is not implemented"):
+      jax.jit(add)(u)  # adding 1 to each partial sum would add it once per device

@@ -1856,6 +1856,11 @@ def typeof(x):
     return x.aval
   a = core(x, api="typeof")
   t = ShapedArray(_core.type_of(a), varying=_core.varying_axes(a) if a.is_tracer() else ())
+  if a.is_tracer():  # partial sums are not "varying" in JAX's types, but unreduced
+    unreduced, reduced = _core.sum_types(a)
+    if unreduced or reduced:
+      t.mat = ManualAxisType(varying=t.mat.varying - frozenset(unreduced),
+                             unreduced=unreduced, reduced=reduced)
   if t.sharding is None and a.is_tracer() and _constraint_mesh(x) is not None:
     t.sharding = NamedSharding(_constraint_mesh(x), PartitionSpec(*[None] * t.ndim))
   if t.sharding is None and a.is_tracer() and _core.has_current_mesh():

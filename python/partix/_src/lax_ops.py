@@ -395,9 +395,8 @@ def pvary(x, axis_name):
 
 def pcast(x, axis_name, *, to):
   """lax.pcast: to='varying' marks x as varying over axis_name (as pvary); to='unreduced'
-  takes a value varying over axis_name as per-device partial sums (partix keeps them typed
-  varying: out_specs with unreduced= over those axes return them unsummed); to='reduced' takes
-  an invariant value as reduced (out_specs with reduced= return it so)."""
+  takes a value varying over axis_name as per-device partial sums (typed unreduced, as JAX's);
+  to='reduced' types an invariant value reduced (its cotangent comes back unreduced)."""
   if isinstance(axis_name, (set, frozenset)):
     raise PartixTypeError(f"[pcast] axis_name={axis_name!r} must be a tuple or a str. Got "
                           f"{axis_name}")
@@ -413,7 +412,9 @@ def pcast(x, axis_name, *, to):
   def one(a):
     a = core(a, api="pcast")
     vary = set(_core.varying_axes(a))
-    states = {"varying" if n in vary else "invarying" for n in axes}
+    unreduced, reduced = (set(s) for s in _core.sum_types(a))
+    states = {"unreduced" if n in unreduced else "reduced" if n in reduced else
+              "varying" if n in vary else "invarying" for n in axes}
     if len(states) > 1:
       raise PartixError(
           "[pcast] jax.lax.pcast can only accept axis_name which corresponds to one of varying, "
@@ -421,9 +422,11 @@ def pcast(x, axis_name, *, to):
           f"{_core.type_of(a).to_string()}, axes: {axes} and input state: {states}")
     state, = states
     if (state, to) == ("varying", "unreduced"):
-      return Array(a)
+      return Array(_core.with_sum_types(a, unreduced | set(axes), reduced))
     if (state, to) == ("invarying", "reduced"):
-      return Array(a)  # a type only: partix's body values carry no reduced axes
+      return Array(_core.with_sum_types(a, unreduced, reduced | set(axes)))
+    if (state, to) == ("reduced", "varying"):  # JAX's reduced_vary_cast
+      return Array(_core.pvary(_core.with_sum_types(a, unreduced, reduced - set(axes)), axes))
     raise PartixError(f"[pcast] Unsupported pcast from={state}, to={to!r}")
   return tu.tree_map(one, x)
 
@@ -435,10 +438,14 @@ def all_gather(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False, to=
   if to not in ("varying", "invarying", "reduced"):
     raise PartixError(f"[all_gather] to={to!r}: allowed values are 'varying', 'reduced' and "
                       "'invarying'")
-  if to == "reduced":  # the gathered value, invariant over the axes (typed reduced in JAX)
+  if to == "reduced":  # the gathered value, invariant over the axes and typed reduced
     if axis_index_groups is not None:
       raise PartixError("[all_gather] to='reduced' takes no axis_index_groups")
-    return all_gather_invariant(x, axis_name, axis=axis, tiled=tiled)
+    names = _names(axis_name, "all_gather")
+    return tu.tree_map(
+        lambda g: Array(_core.with_sum_types(
+            g._a, set(_core.sum_types(g._a)[0]), set(_core.sum_types(g._a)[1]) | set(names))),
+        all_gather_invariant(x, axis_name, axis=axis, tiled=tiled))
   names, groups = _names(axis_name, "all_gather"), _groups(axis_index_groups, "all_gather")
   out = tu.tree_map(lambda a: Array(_core.all_gather(
       core(a), names, jnp._norm_axis(axis, asarray(a).ndim + (0 if tiled else 1), "all_gather"),

@@ -895,10 +895,6 @@ def _fsdp_custom_vjp_f():
   return jax.jit(f)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's shard_map body values carry no reduced or unreduced types (reduced ones are "
-    "typed invariant, unreduced ones varying): jax.typeof(x).mat.reduced is empty inside the body, "
-    "where JAX's is {'seq'}"))
 def test_shmap_unreduced_fsdp_custom_vjp_bwd():
   with explicit_mesh((2, 2), ("data", "seq")):
     np_inp1, np_inp2, arr1, arr2 = _fsdp_inputs()
@@ -939,10 +935,6 @@ def _fsdp_reduced_f():
   return f
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's shard_map body values carry no reduced or unreduced types (reduced ones are "
-    "typed invariant, unreduced ones varying): jax.typeof(x).mat.reduced is empty inside the body, "
-    "where JAX's is {'data'}"))
 def test_shmap_unreduced_fsdp_grad():
   # (JAX also checks the grad jaxpr's text names unreduced_reduce_scatter and unreduced_psum:
   # jaxpr internals, not mirrored.)
@@ -960,9 +952,6 @@ def test_shmap_unreduced_fsdp_grad():
     assert out2.sharding == NamedSharding(mesh, P("seq", None))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's shard_map body types a value unreduced over an axis as varying over it "
-    "(jax.typeof(x).mat.unreduced is empty, not {'x'}); psum of it and the values match JAX"))
 def test_unreduced_psum_fwd_preduced_bwd():
   with explicit_mesh((2,), "x") as mesh:
     np_inp1 = np.arange(8.).reshape(2, 4)
@@ -993,10 +982,6 @@ def test_unreduced_psum_fwd_preduced_bwd():
     assert_all_close(ex_out2, out2, rtol=2e-4, atol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's shard_map body values carry no reduced or unreduced types (reduced ones are "
-    "typed invariant, unreduced ones varying): jax.typeof(x).mat.reduced is empty inside the body, "
-    "where JAX's is {'x'}"))
 def test_preduced_fwd_unreduced_psum_bwd():
   with explicit_mesh((2,), "x") as mesh:
     np_inp1 = np.arange(8.).reshape(2, 4)

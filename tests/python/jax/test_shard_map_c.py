@@ -68,10 +68,6 @@ def _matmul_grads_on_one_device(np_inp1, np_inp2):
 
 # ---- reduced / unreduced ----
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's shard_map body values carry no reduced or unreduced types (reduced ones are "
-    "typed invariant, unreduced ones varying): jax.typeof(x).mat.reduced is empty inside the body, "
-    "where JAX's is {'seq'}"))
 def test_all_gather_reduced_fwd_unreduced_psum_scatter_bwd():
   # all_gather(to='reduced') forward: the result is reduced over 'seq'; its transpose is an
   # unreduced psum_scatter, so grads keep the inputs' shardings.
@@ -129,10 +125,6 @@ def _psum_scatter_of_unreduced(mesh):
   return np_inp1, np_inp2, arr1, arr2, f
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's shard_map body values carry no reduced or unreduced types (reduced ones are "
-    "typed invariant, unreduced ones varying): jax.typeof(x).mat.unreduced is empty inside the body, "
-    "where JAX's is {'x'}"))
 def test_unreduced_psum_scatter_fwd_all_gather_reduced_bwd():
   # An unreduced einsum result enters shard_map unreduced; psum_scatter reduces it, and the
   # backward pass (all_gather to reduced) keeps the inputs' shardings.
@@ -150,9 +142,6 @@ def test_unreduced_psum_scatter_fwd_all_gather_reduced_bwd():
     assert_all_close(ex_out2, out2, rtol=2e-4, atol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's shard_map body types a value unreduced over an axis as varying over it "
-    "(no unreduced body types), so sin of one raises no 'unreduced rule for sin' error"))
 def test_sin_unreduced_error():
   # sin has no rule for an unreduced operand: the shard_map body must say so.
   with explicit_mesh((2,), 'x'):

@@ -305,10 +305,6 @@ def test_eager_reduced_in():
     assert_equal(jax.reshard(out_g, P()), jax.reshard(expected_g, P()))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's shard_map body types a value unreduced over an axis as varying over it "
-    "(no unreduced body types), so sin of a pcast(to='unreduced') value raises no "
-    "'unreduced rule' error; the unreduced result and its gradient match JAX"))
 def test_eager_unreduced_out():
   with explicit_mesh((2,), "x") as mesh:
     arr = jax.device_put(np.arange(8.), P("x"))
@@ -491,11 +487,6 @@ def test_random_beta_vma():
   h(jax.random.split(jax.random.key(42), 2), jnp.ones((64, 1)), jnp.ones((64, 1)))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's shard_map body types a value unreduced over an axis as varying over it "
-    "(no unreduced body types), so pcast(..., ('x', 'y'), to='reduced') of a value varying "
-    "over 'x' and unreduced over 'y' sees one state and raises 'Unsupported pcast', not "
-    "JAX's mixed-state error (the first map matches)"))
 def test_pcast_to_unreduced():
   with explicit_mesh((2, 2), ("x", "y")):
     arr1 = jax.device_put(np.arange(8).reshape(4, 2), P("x", "y"))
@@ -605,10 +596,6 @@ def test_reduced_vary_automatically_inserted():
     assert out2.sharding == NamedSharding(mesh, P(None, None, unreduced={"x"}))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's shard_map body values carry no reduced or unreduced types (reduced ones are "
-    "typed invariant, unreduced ones varying): jax.typeof(x).mat.reduced is empty inside the body, "
-    "where JAX's is {'x'}"))
 def test_reduced_vary_automatically_inserted_psum():
   with explicit_mesh((2, 2), ("x", "y")) as mesh:
     arr1 = jax.device_put(np.arange(8.).reshape(4, 2), P("x", "y"))
@@ -634,10 +621,6 @@ def test_reduced_vary_automatically_inserted_psum():
     assert out2.sharding == NamedSharding(mesh, P("y", None, unreduced={"x"}))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's shard_map body values carry no reduced or unreduced types (reduced ones are "
-    "typed invariant, unreduced ones varying): jax.typeof(x).mat.reduced is empty inside the body, "
-    "where JAX's is {'x'}"))
 def test_astype_reduced_fwd_unreduced_bwd_shmap():
   # JAX runs it under numpy_dtype_promotion('standard'), its default.
   with explicit_mesh((2,), "x"):
@@ -1143,10 +1126,6 @@ def test_residual_reduced_preserved_via_nospec():
     assert out.sharding == NamedSharding(mesh, P(None, unreduced={"x"}))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partix's shard_map body values carry no reduced or unreduced types (reduced ones are "
-    "typed invariant, unreduced ones varying): jax.typeof(x).mat.reduced is empty inside the body, "
-    "where JAX's is {'x'}"))
 def test_reshape_reduced_fwd_unreduced_bwd():
   with explicit_mesh((2,), "x") as mesh:
     arr = jax.device_put(np.arange(8.), P(reduced={"x"}))
