@@ -288,3 +288,23 @@ def test_body_types_of_partial_sums_and_reduced_values(m42):
     add = jax.shard_map(lambda a: lax.psum(a + 1.0, "y"), out_specs=P("x", None))
     with pytest.raises(jax.PartixError, match=r"unreduced rule for add is not implemented"):
       jax.jit(add)(u)  # adding 1 to each partial sum would add it once per device
+
+
+def test_partial_sums_under_vmap_and_loops(m2):
+  """vmap of a map that returns partial sums batches them; a loop carrying partial sums inside
+  a body is refused by name (its body would have to be typed per iteration)."""
+  a = np.arange(3 * 8, dtype=np.float32).reshape(3, 8)
+  with jax.sharding.use_mesh(m2):
+    x = jax.device_put(a, NamedSharding(m2, P(None, "x")))
+    f = jax.shard_map(lambda v: jnp.sum(v, keepdims=True), in_specs=P("x"),
+                      out_specs=P(None, unreduced={"x"}))
+    out = jax.jit(jax.vmap(lambda row: jax.reshard(f(row), P())))(x)
+    np.testing.assert_allclose(np.asarray(out).ravel(), a.sum(1))
+
+    def body(v):
+      return lax.scan(lambda c, _: (c * 2.0, None), v, None, length=3)[0]
+    h = jax.shard_map(body, in_specs=P(None, unreduced={"x"}), out_specs=P(None, unreduced={"x"}))
+    u = jax.device_put(np.arange(4, dtype=np.float32), NamedSharding(m2, P(unreduced={"x"})))
+    with pytest.raises(jax.PartixError, match=r"\[scan\] unreduced rule for scan is not "
+                       r"implemented"):
+      jax.jit(h)(u)
