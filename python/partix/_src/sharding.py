@@ -120,9 +120,9 @@ class PartitionSpec(tuple):
     known = _interned_specs.get(key)
     if known is not None:
       return known
-    # Axes over which the value holds partial sums (JAX's P(..., unreduced={'x'})): only
-    # out_sharding= of ops inside jit takes them. reduced= (a value replicated over an axis
-    # whose gradient comes back unreduced) is kept and compared; partix refuses it where used.
+    # Axes over which the value holds partial sums (JAX's P(..., unreduced={'x'})), and those
+    # over which it is replicated but reduced (its gradient comes back unreduced): shardings,
+    # out_sharding= and shard_map's specs take both (docs/concepts.md).
     self.unreduced, self.reduced = unreduced, reduced
     if len(_interned_specs) >= _MAX_INTERNED:  # a bound, not a cache policy: equality holds
       _interned_specs.clear()
