@@ -316,12 +316,12 @@ class ShardMapState {
       std::function<std::vector<PartitionSpec>(const std::shared_ptr<void>& out_proto, size_t n)>;
   void set_out_specs_fn(OutSpecsFn fn) { out_specs_fn_ = std::move(fn); }
   // JAX's P(..., unreduced={...}) in the specs: per argument, the axes over which it enters as
-  // partial sums (each device's block is its own partial sum, varying over them in the body);
+  // partial sums (each device's block is its own partial sum, typed unreduced in the body);
   // per result (one for all, or one each; or found after tracing by `out_fn`), the axes its
   // body values leave as partial sums (the result is unreduced over them, nothing is summed).
-  using Unreduced = std::vector<std::set<std::string>>;
-  using OutUnreducedFn = std::function<Unreduced(const std::shared_ptr<void>& out_proto, size_t n)>;
-  void set_unreduced(Unreduced in, Unreduced out, OutUnreducedFn out_fn = nullptr) {
+  using AxisSets = std::vector<std::set<std::string>>;
+  using AxisSetsFn = std::function<AxisSets(const std::shared_ptr<void>& out_proto, size_t n)>;
+  void set_unreduced(AxisSets in, AxisSets out, AxisSetsFn out_fn = nullptr) {
     in_unreduced_ = std::move(in);
     out_unreduced_ = std::move(out);
     out_unreduced_fn_ = std::move(out_fn);
@@ -329,7 +329,7 @@ class ShardMapState {
   // JAX's P(..., reduced={...}): replicated values typed so that their cotangents come back
   // unreduced (no psum on the backward pass). Per argument, and per result as above; a reduced
   // result must be invariant over those axes.
-  void set_reduced(Unreduced in, Unreduced out, OutUnreducedFn out_fn = nullptr) {
+  void set_reduced(AxisSets in, AxisSets out, AxisSetsFn out_fn = nullptr) {
     in_reduced_ = std::move(in);
     out_reduced_ = std::move(out);
     out_reduced_fn_ = std::move(out_fn);
@@ -346,8 +346,8 @@ class ShardMapState {
   std::vector<PartitionSpec> in_specs_, out_specs_;
   bool check_vma_;
   OutSpecsFn out_specs_fn_{};
-  Unreduced in_unreduced_{}, out_unreduced_{}, in_reduced_{}, out_reduced_{};
-  OutUnreducedFn out_unreduced_fn_{}, out_reduced_fn_{};
+  AxisSets in_unreduced_{}, out_unreduced_{}, in_reduced_{}, out_reduced_{};
+  AxisSetsFn out_unreduced_fn_{}, out_reduced_fn_{};
   std::set<std::string> manual_axes_{};
   std::string function_name_{};
 };

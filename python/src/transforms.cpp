@@ -118,10 +118,10 @@ class PyShardMap {
   void set_function_name(std::string name) { state_.set_function_name(std::move(name)); }
   // JAX's unreduced= and reduced= in the specs: per argument, and per result from
   // `out_fn(tree_id, n)` (called after tracing, as out_specs_fn is).
-  void set_unreduced(detail::ShardMapState::Unreduced in, std::optional<nb::callable> out_fn) {
+  void set_unreduced(detail::ShardMapState::AxisSets in, std::optional<nb::callable> out_fn) {
     state_.set_unreduced(std::move(in), {}, axis_sets_fn(out_fn, unreduced_fn_));
   }
-  void set_reduced(detail::ShardMapState::Unreduced in, std::optional<nb::callable> out_fn) {
+  void set_reduced(detail::ShardMapState::AxisSets in, std::optional<nb::callable> out_fn) {
     state_.set_reduced(std::move(in), {}, axis_sets_fn(out_fn, reduced_fn_));
   }
 
@@ -140,16 +140,16 @@ class PyShardMap {
  private:
   // A Python function of (tree id, n) giving n axis sets, held in `keep` (the state holds it
   // weakly, as out_specs_fn).
-  static detail::ShardMapState::OutUnreducedFn axis_sets_fn(
-      const std::optional<nb::callable>& out_fn, std::shared_ptr<nb::callable>& keep) {
+  static detail::ShardMapState::AxisSetsFn axis_sets_fn(const std::optional<nb::callable>& out_fn,
+                                                        std::shared_ptr<nb::callable>& keep) {
     if (!out_fn) return nullptr;
     keep = std::make_shared<nb::callable>(*out_fn);
     std::weak_ptr<nb::callable> w = keep;
     return [w](const std::shared_ptr<void>& proto, size_t n) {
-      detail::ShardMapState::Unreduced out;
+      detail::ShardMapState::AxisSets out;
       if (auto f = w.lock()) {
         nb::gil_scoped_acquire gil;
-        out = nb::cast<detail::ShardMapState::Unreduced>((*f)(proto_id(proto), n));
+        out = nb::cast<detail::ShardMapState::AxisSets>((*f)(proto_id(proto), n));
       }
       return out;
     };

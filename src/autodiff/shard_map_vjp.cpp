@@ -47,7 +47,7 @@ std::vector<Array> shard_map_vjp(const prim::VjpArgs& a) {
   // The primals enter as they did (partial sums stay partial sums); a reduced input's
   // cotangent leaves unreduced: each device's own share, not summed (JAX's reduced -> unreduced
   // transpose).
-  detail::ShardMapState::Unreduced unreduced_in(in_unreduced), reduced_in(in_reduced);
+  detail::ShardMapState::AxisSets unreduced_in(in_unreduced), reduced_in(in_reduced);
   unreduced_in.resize(n_in + n_out);
   reduced_in.resize(n_in + n_out);
   sm.set_unreduced(std::move(unreduced_in), in_reduced);

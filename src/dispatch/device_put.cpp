@@ -38,11 +38,6 @@ std::shared_ptr<spmd::Compiled> reshard_program(const Array& x, const NamedShard
 void check_placeable(const char* api, DType dtype, const Shape& shape,
                      const NamedSharding& sharding) {
   sharding.check_shape(shape);
-  if (!(sharding.unreduced().empty()) && is_quantized(dtype)) {
-    detail::fail(api,
-                 "a quantized {} array cannot be unreduced (its blocks cannot be summed); got {}",
-                 dtype_name(dtype), sharding.to_string());
-  }
   if (sharding.mesh().is_abstract()) {
     detail::fail(api,
                  "cannot place values on {}: its devices are abstract (for lowering and planning "

@@ -73,14 +73,21 @@ PartitionSpec ArrayType::spec() const {
   return PartitionSpec(entries);
 }
 
-std::vector<std::string> ArrayType::unreduced() const {
+namespace {
+// The Explicit axes of `set`, in mesh order (as JAX orders its {U:...} / {R:...} annotations).
+std::vector<std::string> explicit_in_mesh_order(const Mesh& mesh,
+                                                const std::set<std::string>& set) {
   std::vector<std::string> out;
-  if (!sharding_) return out;
-  // In mesh order, as JAX orders the axes of its {U:...} annotation.
-  for (const std::string& a : sharding_->mesh().axis_names()) {
-    if (sharding_->unreduced().count(a) && is_explicit(sharding_->mesh(), a)) out.push_back(a);
+  for (const std::string& a : mesh.axis_names()) {
+    if (set.count(a) && is_explicit(mesh, a)) out.push_back(a);
   }
   return out;
+}
+}  // namespace
+
+std::vector<std::string> ArrayType::unreduced() const {
+  if (!sharding_) return {};
+  return explicit_in_mesh_order(sharding_->mesh(), sharding_->unreduced());
 }
 
 std::string ArrayType::to_string() const {
@@ -97,10 +104,7 @@ std::string ArrayType::to_string() const {
   if (const std::vector<std::string> u = unreduced(); !u.empty())
     parts.push_back("U:" + axes_text(u));
   if (sharding_) {
-    std::vector<std::string> r;
-    for (const std::string& a : sharding_->mesh().axis_names()) {
-      if (sharding_->reduced().count(a) && is_explicit(sharding_->mesh(), a)) r.push_back(a);
-    }
+    const auto r = explicit_in_mesh_order(sharding_->mesh(), sharding_->reduced());
     if (!r.empty()) parts.push_back("R:" + axes_text(r));
   }
   if (!parts.empty()) out += fmt::format("{{{}}}", fmt::join(parts, ", "));
@@ -134,10 +138,6 @@ void check_reshard(const Array& x, const NamedSharding& s) {
       detail::fail(kApi, "unreduced axis '{}' of {} is not Explicit; unreduced axes must be", a,
                    s.to_string());
     }
-  }
-  if (!s.unreduced().empty() && is_quantized(x.dtype())) {
-    detail::fail(kApi, "a quantized {} array cannot be unreduced (its blocks cannot be summed)",
-                 dtype_name(x.dtype()));
   }
   detail::check_block_sharding(kApi, x.dtype(), shape, s);
 }

@@ -1,7 +1,6 @@
 // shard_map{mesh, in_specs, out_specs, check_vma, in_/out_unreduced?, in_/out_reduced?} with one
-// region
-// (the body, traced on local blocks). Operands are split by in_specs, the body runs on every
-// device, results are assembled by out_specs. The partitioner inlines the body
+// region (the body, traced on local blocks). Operands are split by in_specs, the body runs on
+// every device, results are assembled by out_specs. The partitioner inlines the body
 // (src/spmd/partition.cpp).
 #include "autodiff/vjp.h"
 #include "core/errors.h"

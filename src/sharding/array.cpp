@@ -41,6 +41,10 @@ void copy_elems(DType dt, const void* src, Shape src_shape, Shape src_off, void*
 void check_block_sharding(std::string_view api, DType dtype, const Shape& shape,
                           const NamedSharding& sharding) {
   if (!is_quantized(dtype)) return;
+  if (!sharding.unreduced().empty()) {
+    fail(api, "a quantized {} array cannot be unreduced (its blocks cannot be summed); got {}",
+         dtype_name(dtype), sharding.to_string());
+  }
   check_quantized_shape(api, dtype, shape);
   const int64_t b = dtype_block_elems(dtype);
   const int64_t chunk = sharding.shard_shape(shape).back();

@@ -210,15 +210,11 @@ bool NamedSharding::is_fully_replicated() const {
 
 std::string NamedSharding::to_string() const {
   std::string s = fmt::format("NamedSharding({}, {}", mesh_.to_string(), spec_.to_string());
-  if (!unreduced_.empty()) {
+  for (const auto& [name, axes] : {std::pair{"unreduced", &unreduced_}, {"reduced", &reduced_}}) {
+    if (axes->empty()) continue;
     std::vector<std::string> q;
-    for (const auto& a : unreduced_) q.push_back(quoted(a));
-    s += fmt::format(", unreduced={{{}}}", fmt::join(q, ", "));
-  }
-  if (!reduced_.empty()) {
-    std::vector<std::string> q;
-    for (const auto& a : reduced_) q.push_back(quoted(a));
-    s += fmt::format(", reduced={{{}}}", fmt::join(q, ", "));
+    for (const auto& a : *axes) q.push_back(quoted(a));
+    s += fmt::format(", {}={{{}}}", name, fmt::join(q, ", "));
   }
   return s + ")";
 }

@@ -184,9 +184,9 @@ std::optional<NamedSharding> merged_result_type(const Mesh& mesh, const Partitio
 
 // The unreduced (or reduced: `kind`) axes of operands (the arguments' leaves, then the
 // captures: none) and results, as attributes in_<kind> / out_<kind> when there are any.
-void set_axis_set_attrs(ir::Attrs& attrs, const std::string& kind, ShardMapState::Unreduced in,
-                        const ShardMapState::Unreduced& out, size_t num_operands) {
-  auto any = [](const ShardMapState::Unreduced& u) {
+void set_axis_set_attrs(ir::Attrs& attrs, const std::string& kind, ShardMapState::AxisSets in,
+                        const ShardMapState::AxisSets& out, size_t num_operands) {
+  auto any = [](const ShardMapState::AxisSets& u) {
     return std::any_of(u.begin(), u.end(), [](const auto& s) { return !s.empty(); });
   };
   in.resize(num_operands);
@@ -227,9 +227,9 @@ void check_arguments(const std::vector<Array>& leaves, const std::vector<Partiti
 }
 
 // Per-argument axis sets as one per leaf (none given: all empty).
-ShardMapState::Unreduced per_leaf(const ShardMapState::Unreduced& per_arg,
-                                  const std::vector<size_t>& arg_leaf_counts) {
-  ShardMapState::Unreduced out;
+ShardMapState::AxisSets per_leaf(const ShardMapState::AxisSets& per_arg,
+                                 const std::vector<size_t>& arg_leaf_counts) {
+  ShardMapState::AxisSets out;
   for (size_t a = 0; a < arg_leaf_counts.size(); ++a) {
     for (size_t j = 0; j < arg_leaf_counts[a]; ++j) {
       out.push_back(a < per_arg.size() ? per_arg[a] : std::set<std::string>{});
@@ -240,7 +240,7 @@ ShardMapState::Unreduced per_leaf(const ShardMapState::Unreduced& per_arg,
 
 // Unreduced (or reduced: `kind`) axes of the specs: manual axes the spec does not split, on a
 // map that is not nested in another (partial sums do not cross an enclosing map's body).
-void check_unreduced(const ShardMapState::Unreduced& sets, const std::vector<PartitionSpec>& specs,
+void check_unreduced(const ShardMapState::AxisSets& sets, const std::vector<PartitionSpec>& specs,
                      const std::set<std::string>& manual, bool nested, const char* what,
                      const char* kind = "unreduced") {
   for (size_t i = 0; i < sets.size() && i < specs.size(); ++i) {
@@ -263,10 +263,10 @@ void check_unreduced(const ShardMapState::Unreduced& sets, const std::vector<Par
 
 // The per-result axis sets: from the function (after tracing) or as given, one for all results
 // or one each.
-ShardMapState::Unreduced per_result(const ShardMapState::OutUnreducedFn& fn,
-                                    const ShardMapState::Unreduced& given,
-                                    const std::shared_ptr<void>& proto, size_t n) {
-  ShardMapState::Unreduced out = fn ? fn(proto, n) : given;
+ShardMapState::AxisSets per_result(const ShardMapState::AxisSetsFn& fn,
+                                   const ShardMapState::AxisSets& given,
+                                   const std::shared_ptr<void>& proto, size_t n) {
+  ShardMapState::AxisSets out = fn ? fn(proto, n) : given;
   if (out.size() == 1) out.assign(n, out[0]);
   out.resize(n);
   return out;
@@ -278,7 +278,7 @@ ShardMapState::Unreduced per_result(const ShardMapState::OutUnreducedFn& fn,
 void check_results_vary(const ir::Program& prog, const Mesh& mesh,
                         const std::set<std::string>& manual,
                         const std::vector<PartitionSpec>& out_specs,
-                        const ShardMapState::Unreduced& out_unreduced, bool check_vma,
+                        const ShardMapState::AxisSets& out_unreduced, bool check_vma,
                         const std::string& function_name) {
   constexpr const char* kApi = "shard_map";
   for (size_t k = 0; k < prog.results.size(); ++k) {
@@ -334,9 +334,9 @@ std::vector<Array> ShardMapState::call(const std::vector<Array>& leaves,
   }
   const std::set<std::string> manual = manual_axes_of(mesh, manual_axes_, outer_manual);
   for (const auto& spec : leaf_specs) check_manual_spec(spec, manual, "in_specs");
-  const Unreduced leaf_unreduced = per_leaf(in_unreduced_, arg_leaf_counts);
+  const AxisSets leaf_unreduced = per_leaf(in_unreduced_, arg_leaf_counts);
   check_unreduced(leaf_unreduced, leaf_specs, manual, !outer_manual.empty(), "in_specs");
-  const Unreduced leaf_reduced = per_leaf(in_reduced_, arg_leaf_counts);
+  const AxisSets leaf_reduced = per_leaf(in_reduced_, arg_leaf_counts);
   check_unreduced(leaf_reduced, leaf_specs, manual, !outer_manual.empty(), "in_specs", "reduced");
   check_arguments(leaves, leaf_specs, mesh, function_name_);
   // Trace the body on local blocks.
@@ -401,9 +401,9 @@ std::vector<Array> ShardMapState::call(const std::vector<Array>& leaves,
         out_specs.size(), prog.results.size());
   for (const auto& spec : out_specs) check_manual_spec(spec, manual, "out_specs");
   const size_t n_out = prog.results.size();
-  const Unreduced out_unreduced = per_result(out_unreduced_fn_, out_unreduced_, out_proto, n_out);
+  const AxisSets out_unreduced = per_result(out_unreduced_fn_, out_unreduced_, out_proto, n_out);
   check_unreduced(out_unreduced, out_specs, manual, !outer_manual.empty(), "out_specs");
-  const Unreduced out_reduced = per_result(out_reduced_fn_, out_reduced_, out_proto, n_out);
+  const AxisSets out_reduced = per_result(out_reduced_fn_, out_reduced_, out_proto, n_out);
   check_unreduced(out_reduced, out_specs, manual, !outer_manual.empty(), "out_specs", "reduced");
   check_results_vary(prog, mesh, manual, out_specs, out_unreduced, check_vma_, function_name_);
   // Captured outer values enter whole (replicated) on every device. One typed on Explicit

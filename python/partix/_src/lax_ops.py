@@ -441,11 +441,12 @@ def all_gather(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False, to=
   if to == "reduced":  # the gathered value, invariant over the axes and typed reduced
     if axis_index_groups is not None:
       raise PartixError("[all_gather] to='reduced' takes no axis_index_groups")
-    names = _names(axis_name, "all_gather")
-    return tu.tree_map(
-        lambda g: Array(_core.with_sum_types(
-            g._a, set(_core.sum_types(g._a)[0]), set(_core.sum_types(g._a)[1]) | set(names))),
-        all_gather_invariant(x, axis_name, axis=axis, tiled=tiled))
+    names = set(_names(axis_name, "all_gather"))
+
+    def typed(g):
+      unreduced, reduced = _core.sum_types(g._a)
+      return Array(_core.with_sum_types(g._a, set(unreduced), set(reduced) | names))
+    return tu.tree_map(typed, all_gather_invariant(x, axis_name, axis=axis, tiled=tiled))
   names, groups = _names(axis_name, "all_gather"), _groups(axis_index_groups, "all_gather")
   out = tu.tree_map(lambda a: Array(_core.all_gather(
       core(a), names, jnp._norm_axis(axis, asarray(a).ndim + (0 if tiled else 1), "all_gather"),
