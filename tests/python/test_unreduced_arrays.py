@@ -308,3 +308,20 @@ def test_partial_sums_under_vmap_and_loops(m2):
     with pytest.raises(jax.PartixError, match=r"\[scan\] unreduced rule for scan is not "
                        r"implemented"):
       jax.jit(h)(u)
+
+
+def test_reduced_arrays_checkpoint_and_restore_onto_another_mesh(m2, m42, tmp_path):
+  """A reduced array is replicated values: it saves as any, and restores onto another mesh as
+  the target says, reduced too."""
+  v = np.arange(8, dtype=np.float32)
+  r = jax.device_put(v, NamedSharding(m2, P(reduced={"x"})))
+  jax.ckpt.save(str(tmp_path), 0, {"r": r})
+  jax.ckpt.wait()
+  target = jax.device_put(np.zeros(8, np.float32), NamedSharding(m42, P(None, reduced={"x", "y"})))
+  back = jax.ckpt.restore(str(tmp_path), 0, target={"r": target})["r"]
+  assert back.sharding == NamedSharding(m42, P(None, reduced={"x", "y"}))
+  np.testing.assert_array_equal(np.asarray(back), v)
+  split = jax.ckpt.restore(str(tmp_path), 0, target={"r": _put(np.zeros(8, np.float32), m42,
+                                                               P("x"))})["r"]
+  assert split.sharding == NamedSharding(m42, P("x"))
+  np.testing.assert_array_equal(np.asarray(split), v)
