@@ -307,14 +307,13 @@ def shard_map(f=None, mesh=None, in_specs=Infer, out_specs=_REQUIRED, check_rep=
                         set() if manual == every else set(manual))
     sm.set_function_name(getattr(f, "__name__", ""))
 
-    def unreduced_fn(tid, n):  # after out_fn, which checked the specs
-      return [set(s.unreduced) for s in _expand_specs(out_specs, _trees[tid], api, "out_specs")]
-    sm.set_unreduced([set(s.unreduced) if s is not None else set() for s in leaf_specs],
-                     unreduced_fn)
-
-    def reduced_fn(tid, n):
-      return [set(s.reduced) for s in _expand_specs(out_specs, _trees[tid], api, "out_specs")]
-    sm.set_reduced([set(s.reduced) if s is not None else set() for s in leaf_specs], reduced_fn)
+    # The specs' unreduced and reduced axes: per argument, and per result once traced (after
+    # out_fn, which checked the specs).
+    for kind, setter in (("unreduced", sm.set_unreduced), ("reduced", sm.set_reduced)):
+      def per_result(tid, n, kind=kind):
+        return [set(getattr(s, kind))
+                for s in _expand_specs(out_specs, _trees[tid], api, "out_specs")]
+      setter([set(getattr(s, kind)) if s is not None else set() for s in leaf_specs], per_result)
 
     def trace(tracers):
       c, t = _out_leaves(f(*rebuild([wrap(t) for t in tracers])), api)
